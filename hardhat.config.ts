@@ -5,6 +5,19 @@ import "@nomicfoundation/hardhat-viem";
 
 const SOLC_VERSION = "0.8.28";
 
+/** Base mainnet's chain id: the local chain uses it so the same code runs against Base. */
+const CHAIN_ID = 8453;
+
+/**
+ * Fork settings, read here and nowhere else. FORK_URL: an RPC endpoint of a real L2 (e.g. Base) to fork;
+ * unset means a fresh local chain. FORK_BLOCK: optional block number to pin the fork to (reproducible runs).
+ */
+const FORK_URL = process.env.FORK_URL ?? "";
+const FORK_BLOCK = process.env.FORK_BLOCK ? Number(process.env.FORK_BLOCK) : undefined;
+if (FORK_BLOCK !== undefined && !Number.isSafeInteger(FORK_BLOCK)) {
+  throw new Error(`FORK_BLOCK must be an integer block number, got ${process.env.FORK_BLOCK}`);
+}
+
 // Hardhat cannot download compilers on these machines, so compile with the solc-js
 // build shipped in the `solc` npm package (pinned to SOLC_VERSION in package.json).
 subtask(TASK_COMPILE_SOLIDITY_GET_SOLC_BUILD, async (args: { solcVersion: string }, _hre, runSuper) => {
@@ -23,6 +36,15 @@ const config: HardhatUserConfig = {
   solidity: {
     version: SOLC_VERSION,
     settings: { optimizer: { enabled: true, runs: 200 }, evmVersion: "cancun" },
+  },
+  networks: {
+    hardhat: {
+      chainId: CHAIN_ID,
+      ...(FORK_URL
+        ? { forking: { url: FORK_URL, enabled: true, ...(FORK_BLOCK !== undefined ? { blockNumber: FORK_BLOCK } : {}) } }
+        : {}),
+    },
+    localhost: { url: "http://127.0.0.1:8545", chainId: CHAIN_ID },
   },
   paths: { tests: "./test/contracts" },
 };
