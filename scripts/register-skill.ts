@@ -1,0 +1,44 @@
+/**
+ * Registers (or updates, by slug) a skill from a JSON file, until sellers can do it in the
+ * dashboard. Prints the skill's UUID and the signing secret its backend must check.
+ *
+ *   npm run register-skill -- skill.json
+ *
+ * skill.json: { "slug", "name", "description", "price": "0.01" (USD), "seller": "<account id>",
+ *               "backend_url", "timeout_ms"?, "rate_limit_per_min"?, "input_schema"? }
+ */
+import fs from "node:fs";
+import { loadConfig } from "../server/config";
+import { SkillRegistry } from "../server/gateway/skills";
+import { openDatabase } from "../server/ledger/db";
+import { Ledger } from "../server/ledger/ledger";
+import { usdToMicros } from "../server/ledger/money";
+
+function main(): void {
+  const file = process.argv[2];
+  if (!file) {
+    console.error("usage: npm run register-skill -- <skill.json>");
+    process.exit(2);
+  }
+  const spec = JSON.parse(fs.readFileSync(file, "utf8"));
+  const config = loadConfig();
+  const db = openDatabase(config.dbPath);
+  const ledger = new Ledger(db);
+  ledger.ensureAccount({ id: spec.seller, kind: "seller", name: spec.seller });
+  ledger.commit.flush();
+  const skill = new SkillRegistry(db).upsert({
+    slug: spec.slug,
+    name: spec.name,
+    description: spec.description ?? "",
+    priceMicros: usdToMicros(String(spec.price)),
+    sellerAccountId: spec.seller,
+    backendUrl: spec.backend_url,
+    timeoutMs: spec.timeout_ms ?? config.defaultSkillTimeoutMs,
+    rateLimitPerMin: spec.rate_limit_per_min ?? null,
+    inputSchema: spec.input_schema ?? null,
+  });
+  console.log(`skill:          ${skill.slug} (${skill.id})\nsigning secret: ${skill.signingSecret}`);
+  db.close();
+}
+
+main();

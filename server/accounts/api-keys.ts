@@ -1,0 +1,122 @@
+import { createHash, randomBytes, randomUUID } from "node:crypto";
+import type { Db } from "../ledger/db";
+import { base58Encode, isBase58 } from "./base58";
+
+export const KEY_PREFIX = "atom_";
+const SECRET_BYTES = 32;
+/** How much of a key is kept in clear to let a person recognise it in a list. */
+const VISIBLE_CHARS = 12;
+
+export interface ApiKeyRecord {
+  id: string;
+  accountId: string;
+  name: string;
+  prefix: string;
+  rateLimitPerMin: number | null;
+  createdAtMs: number;
+  revokedAtMs: number | null;
+}
+
+export interface CreatedApiKey {
+  /** The whole key. It is returned here once and never stored; only its SHA-256 is. */
+  key: string;
+  record: ApiKeyRecord;
+}
+
+export function hashKey(key: string): string {
+  return createHash("sha256").update(key).digest("hex");
+}
+
+/** A cheap shape check before any lookup: `atom_` and a base58 secret of plausible length. */
+export function looksLikeKey(key: string): boolean {
+  const secret = key.slice(KEY_PREFIX.length);
+  return key.startsWith(KEY_PREFIX) && secret.length >= 32 && secret.length <= 48 && isBase58(secret);
+}
+
+interface KeyRow {
+  id: string;
+  account_id: string;
+  name: string;
+  prefix: string;
+  rate_limit_per_min: bigint | null;
+  created_at: bigint;
+  revoked_at: bigint | null;
+}
+
+function toRecord(row: KeyRow): ApiKeyRecord {
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    name: row.name,
+    prefix: row.prefix,
+    rateLimitPerMin: row.rate_limit_per_min === null ? null : Number(row.rate_limit_per_min),
+    createdAtMs: Number(row.created_at),
+    revokedAtMs: row.revoked_at === null ? null : Number(row.revoked_at),
+  };
+}
+
+/**
+ * API keys: `atom_` + base58 of 32 random bytes. Only the SHA-256 of the key and a short
+ * visible prefix are stored. Authentication hashes the presented key and looks the hash
+ * up; the positive answers are cached for `cacheTtlMs` so the call path does not touch
+ * SQLite per request. A revocation made in this process takes effect at once; one made
+ * by another process (a script) within the cache TTL.
+ */
+export class ApiKeys {
+  private readonly cache = new Map<string, { record: ApiKeyRecord; expiresAtMs: number }>();
+  private readonly stmt;
+
+  constructor(
+    db: Db,
+    private readonly cacheTtlMs = 5_000,
+  ) {
+    this.stmt = {
+      insert: db.prepare(
+        "INSERT INTO api_keys (id, account_id, name, prefix, hash, rate_limit_per_min, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+      ),
+      byHash: db.prepare("SELECT * FROM api_keys WHERE hash = ?"),
+      byId: db.prepare("SELECT * FROM api_keys WHERE id = ?"),
+      byAccount: db.prepare("SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at"),
+      revoke: db.prepare("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL"),
+    };
+  }
+
+  create(accountId: string, options: { name?: string; rateLimitPerMin?: number | null } = {}): CreatedApiKey {
+    const key = KEY_PREFIX + base58Encode(randomBytes(SECRET_BYTES));
+    const id = randomUUID();
+    this.stmt.insert.run(id, accountId, options.name ?? "", key.slice(0, VISIBLE_CHARS), hashKey(key), options.rateLimitPerMin ?? null, Date.now());
+    return { key, record: this.get(id)! };
+  }
+
+  get(id: string): ApiKeyRecord | undefined {
+    const row = this.stmt.byId.get(id) as KeyRow | undefined;
+    return row && toRecord(row);
+  }
+
+  listForAccount(accountId: string): ApiKeyRecord[] {
+    return (this.stmt.byAccount.all(accountId) as KeyRow[]).map(toRecord);
+  }
+
+  /** Returns the live key record for a presented key, or undefined if it is malformed, unknown or revoked. */
+  authenticate(presented: string, nowMs = Date.now()): ApiKeyRecord | undefined {
+    if (!looksLikeKey(presented)) return undefined;
+    const hash = hashKey(presented);
+    const cached = this.cache.get(hash);
+    if (cached && cached.expiresAtMs > nowMs) return cached.record;
+    const row = this.stmt.byHash.get(hash) as KeyRow | undefined;
+    if (!row || row.revoked_at !== null) {
+      this.cache.delete(hash);
+      return undefined;
+    }
+    const record = toRecord(row);
+    if (this.cacheTtlMs > 0) this.cache.set(hash, { record, expiresAtMs: nowMs + this.cacheTtlMs });
+    return record;
+  }
+
+  /** Revokes a key; returns false if it was unknown or already revoked. */
+  revoke(id: string): boolean {
+    const changed = this.stmt.revoke.run(Date.now(), id).changes === 1;
+    for (const [hash, entry] of this.cache) if (entry.record.id === id) this.cache.delete(hash);
+    return changed;
+  }
+}

@@ -1,0 +1,69 @@
+/**
+ * Every setting of the gateway, read from the environment in one place, validated, with
+ * defaults that make `npm start` work on a fresh machine. Nothing else reads process.env.
+ */
+
+export type FeeMode = "included" | "on_top";
+
+export interface Config {
+  host: string;
+  port: number;
+  dbPath: string;
+  /** `included` (spec variant B): caller pays the listed price. `on_top` (variant A): price + fee. */
+  feeMode: FeeMode;
+  feeBps: bigint;
+  rateLimitPerMin: number;
+  /** Calls per account per UTC day; 0 switches the cap off. */
+  dailyCallCap: number;
+  maxRequestBytes: number;
+  maxResponseBytes: number;
+  defaultSkillTimeoutMs: number;
+  idempotencyTtlMs: number;
+  keyCacheTtlMs: number;
+  /** Most calls whose ledger writes share one durable SQLite commit. */
+  groupCommitMaxOps: number;
+}
+
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+type Env = Record<string, string | undefined>;
+
+function int(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (!/^-?\d+$/.test(raw.trim())) throw new ConfigError(`${name} must be an integer, got "${raw}"`);
+  const value = Number(raw);
+  if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (!(allowed as readonly string[]).includes(raw)) {
+    throw new ConfigError(`${name} must be one of ${allowed.join(", ")}, got "${raw}"`);
+  }
+  return raw as T;
+}
+
+/** Builds the configuration from an environment (process.env by default), throwing ConfigError on a bad value. */
+export function loadConfig(env: Env = process.env, overrides: Partial<Config> = {}): Config {
+  const config: Config = {
+    host: env.HOST || "127.0.0.1",
+    port: int(env, "PORT", 8787, 0, 65535),
+    dbPath: env.DB_PATH || "data/gateway.db",
+    feeMode: oneOf(env, "FEE_MODE", ["included", "on_top"] as const, "included"),
+    feeBps: BigInt(int(env, "FEE_BPS", 1000, 0, 10_000)),
+    rateLimitPerMin: int(env, "RATE_LIMIT_PER_MIN", 100, 1, 10_000_000),
+    dailyCallCap: int(env, "DAILY_CALL_CAP", 0, 0, 1_000_000_000),
+    maxRequestBytes: int(env, "MAX_REQUEST_BYTES", 256 * 1024, 1024, 64 * 1024 * 1024),
+    maxResponseBytes: int(env, "MAX_RESPONSE_BYTES", 1024 * 1024, 1024, 256 * 1024 * 1024),
+    defaultSkillTimeoutMs: int(env, "SKILL_TIMEOUT_MS", 10_000, 10, 300_000),
+    idempotencyTtlMs: int(env, "IDEMPOTENCY_TTL_HOURS", 24, 1, 24 * 30) * 3_600_000,
+    keyCacheTtlMs: int(env, "KEY_CACHE_TTL_MS", 5_000, 0, 3_600_000),
+    groupCommitMaxOps: int(env, "GROUP_COMMIT_MAX_OPS", 512, 1, 100_000),
+  };
+  return { ...config, ...overrides };
+}

@@ -1,0 +1,235 @@
+import { randomUUID } from "node:crypto";
+import { performance } from "node:perf_hooks";
+import type { ApiKeyRecord } from "../accounts/api-keys";
+import type { Config } from "../config";
+import { ApiError, type ErrorCode } from "../http/errors";
+import { type Endpoint, callMetadata, errorEnvelope, successEnvelope } from "../http/envelope";
+import { computeCharge } from "../ledger/fees";
+import type { Hold, Ledger } from "../ledger/ledger";
+import { microsToUsd } from "../ledger/money";
+import type { CallOutcome, CallsLog } from "./calls-log";
+import type { ForwardResult, Forwarder } from "./forward";
+import type { IdempotencyStore } from "./idempotency";
+import { type DailyCap, type RateDecision, type RateLimiter, type RateRule } from "./rate-limit";
+import type { Skill, SkillRegistry } from "./skills";
+
+export interface CallRequest {
+  endpoint: Endpoint;
+  apiKey: ApiKeyRecord;
+  skillRef: string;
+  input: unknown;
+  idempotency?: { key: string; requestHash: string };
+  /** performance.now() when the request arrived; response times are measured from it. */
+  startedAt: number;
+}
+
+export interface CallResponse {
+  status: number;
+  /** The JSON body, already serialized (a replayed response is sent byte for byte). */
+  body: string;
+  headers: Record<string, string>;
+}
+
+export interface CallServiceDeps {
+  config: Config;
+  ledger: Ledger;
+  skills: SkillRegistry;
+  calls: CallsLog;
+  idempotency: IdempotencyStore;
+  limiter: RateLimiter;
+  dailyCap: DailyCap;
+  forwarder: Forwarder;
+}
+
+const MINUTE_MS = 60_000;
+
+const FAILURE_CODE: Record<Extract<ForwardResult, { kind: "failed" }>["reason"], ErrorCode> = {
+  backend_error: "skill_error",
+  timeout: "skill_timeout",
+  unreachable: "skill_unreachable",
+  invalid_json: "skill_invalid_response",
+  response_too_large: "skill_invalid_response",
+};
+
+/**
+ * The paid call path. Checks run in this documented order, and the first that fails
+ * decides the answer (test/gateway/call-order.test.ts pins it):
+ *
+ *   1. skill exists (404)            5. input fits the skill's schema (400)
+ *   2. idempotency key (replay/409/422)  6. balance covers the price: hold (402)
+ *   3. rate limits: key, skill (429)     7. forward to the backend (400 / 502)
+ *   4. daily cap of the account (429)    8. capture (200) or release
+ *
+ * (Authentication, 401, and body parsing, 400/413, happen before, in the HTTP layer.)
+ * Money moves only in steps 6 and 8. Every path after a hold ends in exactly one capture
+ * or release, and a charge is durable before its response is returned.
+ */
+export class CallService {
+  constructor(private readonly deps: CallServiceDeps) {}
+
+  async execute(req: CallRequest): Promise<CallResponse> {
+    const { skills, idempotency } = this.deps;
+    const skill = skills.resolve(req.skillRef);
+    if (!skill) throw new ApiError("skill_not_found", `Skill not found: "${req.skillRef}". Check the skill_id slug or UUID.`);
+
+    const accountId = req.apiKey.accountId;
+    const idem = req.idempotency;
+    if (idem) {
+      const begun = this.deps.ledger.commit.run(() => idempotency.begin(accountId, idem.key, idem.requestHash));
+      if (begun.kind === "replay") return { status: begun.status, body: begun.body, headers: { "idempotent-replayed": "true" } };
+      if (begun.kind === "mismatch") throw new ApiError("idempotency_key_reused", "This Idempotency-Key was used with a different request body.");
+      if (begun.kind === "in_progress") throw new ApiError("idempotency_key_in_use", "A request with this Idempotency-Key is still in progress; retry later.");
+    }
+
+    let stored = false;
+    try {
+      const response = await this.run(req, skill, () => (stored = true));
+      return response;
+    } finally {
+      if (idem && !stored) this.deps.ledger.commit.run(() => idempotency.abandon(accountId, idem.key));
+    }
+  }
+
+  private async run(req: CallRequest, skill: Skill, markStored: () => void): Promise<CallResponse> {
+    const { config, ledger, limiter, dailyCap, forwarder } = this.deps;
+    const callId = randomUUID();
+    const accountId = req.apiKey.accountId;
+
+    const rules: RateRule[] = [
+      { key: `key:${req.apiKey.id}`, limit: req.apiKey.rateLimitPerMin ?? config.rateLimitPerMin, windowMs: MINUTE_MS },
+    ];
+    if (skill.rateLimitPerMin !== null) {
+      rules.push({ key: `skill:${skill.id}:${accountId}`, limit: skill.rateLimitPerMin, windowMs: MINUTE_MS });
+    }
+    const decision = limiter.admit(rules);
+    const headers = rateHeaders(decision);
+    if (!decision.allowed) {
+      const which = decision.rule === rules[0] ? "API key" : `skill "${skill.slug}"`;
+      return this.fail(req, skill, callId, "rate_limited", `Rate limit exceeded: ${decision.rule.limit} calls per minute for this ${which}.`, "rate_limited", {
+        ...headers,
+        "retry-after": String(Math.max(1, Math.ceil(decision.retryAfterMs / 1000))),
+      });
+    }
+
+    const cap = ledger.getAccount(accountId)?.dailyCallCap ?? config.dailyCallCap;
+    if (cap > 0) {
+      const daily = dailyCap.admit(accountId, cap);
+      if (!daily.allowed) {
+        return this.fail(req, skill, callId, "daily_limit_reached", `Daily call limit of ${cap} reached; it resets at 00:00 UTC.`, "daily_limit_reached", {
+          ...headers,
+          "retry-after": String(Math.ceil(daily.retryAfterMs / 1000)),
+        });
+      }
+    }
+
+    const problems = this.deps.skills.validateInput(skill, req.input);
+    if (problems.length > 0) {
+      return this.fail(req, skill, callId, "invalid_input", `Input does not match the skill's schema: ${problems.join("; ")}`, "invalid_input", headers);
+    }
+
+    const charge = computeCharge(skill.priceMicros, config.feeMode, config.feeBps);
+    let hold: Hold | null = null;
+    if (charge.chargedMicros > 0n) {
+      const held = ledger.hold({ accountId, sellerAccountId: skill.sellerAccountId, skillId: skill.id, charge });
+      if (!held.ok) {
+        return this.fail(
+          req, skill, callId, "insufficient_balance",
+          `Insufficient balance: this call costs ${microsToUsd(held.neededMicros)} USD and ${microsToUsd(held.availableMicros)} USD is available. Add funds.`,
+          "insufficient_balance", headers,
+        );
+      }
+      hold = held.hold;
+    }
+
+    let result: ForwardResult;
+    try {
+      result = await forwarder.forward(skill, callId, req.input);
+    } catch (error) {
+      // The forwarder classifies backend faults itself; reaching here is a gateway bug.
+      if (hold) ledger.release(hold.id);
+      throw error;
+    }
+
+    if (result.kind === "ok") {
+      const chargedMicros = hold?.amountMicros ?? 0n;
+      const body = JSON.stringify(successEnvelope(req.endpoint, result.data, { skillId: skill.slug, responseTimeMs: elapsedMs(req), chargedMicros }));
+      // Capture, the calls log and the idempotent response commit together, and the
+      // response waits until they are on disk.
+      try {
+        await ledger.commit.runDurable(() => {
+          if (hold) {
+            const captured = ledger.capture(hold.id);
+            if (!captured.ok) throw new Error(`hold ${hold.id} was not open at capture`);
+          }
+          this.record(req, skill, callId, 200, "success", chargedMicros, hold);
+          if (req.idempotency) this.deps.idempotency.complete(req.apiKey.accountId, req.idempotency.key, 200, body);
+        });
+      } catch (error) {
+        // The capture did not become durable (it threw, or its batch failed to commit and
+        // was rolled back): the caller gets a 500 and must not be charged, so the hold,
+        // if it still stands, is released.
+        if (hold) ledger.release(hold.id);
+        throw error;
+      }
+      markStored();
+      return { status: 200, body, headers: { ...headers, "x-call-id": callId } };
+    }
+
+    const code: ErrorCode = result.kind === "rejected" ? "skill_rejected_input" : FAILURE_CODE[result.reason];
+    const outcome: CallOutcome = result.kind === "rejected" ? "skill_rejected_input" : "skill_error";
+    const status = result.kind === "rejected" ? 400 : 502;
+    const body = this.errorBody(req, skill, code, result.kind === "rejected" ? result.message : `Skill error: ${result.message}. You were not charged.`);
+    ledger.commit.run(() => {
+      if (hold) ledger.release(hold.id);
+      this.record(req, skill, callId, status, outcome, 0n, hold);
+      // A backend's refusal of the input is deterministic, so a retry gets the same answer;
+      // a backend failure is not, so its key is given up and a retry runs again.
+      if (result.kind === "rejected" && req.idempotency) {
+        this.deps.idempotency.complete(req.apiKey.accountId, req.idempotency.key, status, body);
+        markStored();
+      }
+    });
+    return { status, body, headers: { ...headers, "x-call-id": callId } };
+  }
+
+  /** Ends a call refused before forwarding: nothing was held, nothing is charged. */
+  private fail(req: CallRequest, skill: Skill, callId: string, code: ErrorCode, message: string, outcome: CallOutcome, headers: Record<string, string>): CallResponse {
+    const status = new ApiError(code, message).status;
+    this.deps.ledger.commit.run(() => this.record(req, skill, callId, status, outcome, 0n, null));
+    return { status, body: this.errorBody(req, skill, code, message), headers: { ...headers, "x-call-id": callId } };
+  }
+
+  private errorBody(req: CallRequest, skill: Skill, code: ErrorCode, message: string): string {
+    const metadata = callMetadata(req.endpoint, { skillId: skill.slug, responseTimeMs: elapsedMs(req), chargedMicros: 0n });
+    return JSON.stringify(errorEnvelope(code, message, { metadata }));
+  }
+
+  private record(req: CallRequest, skill: Skill, callId: string, httpStatus: number, outcome: CallOutcome, chargedMicros: bigint, hold: Hold | null): void {
+    this.deps.calls.record({
+      id: callId,
+      accountId: req.apiKey.accountId,
+      apiKeyId: req.apiKey.id,
+      skillId: skill.id,
+      endpoint: req.endpoint,
+      httpStatus,
+      outcome,
+      chargedMicros,
+      holdId: hold?.id ?? null,
+      latencyUs: elapsedMs(req) * 1000,
+      createdAtMs: Date.now(),
+    });
+  }
+}
+
+function elapsedMs(req: CallRequest): number {
+  return performance.now() - req.startedAt;
+}
+
+/** IETF RateLimit headers for the headline (per-key) limit. */
+function rateHeaders(d: RateDecision): Record<string, string> {
+  return {
+    "ratelimit-limit": String(d.rule.limit),
+    "ratelimit-remaining": String(d.remaining),
+    "ratelimit-reset": String(Math.max(0, Math.ceil(d.resetMs / 1000))),
+  };
+}

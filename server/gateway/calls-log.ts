@@ -1,0 +1,93 @@
+import type { Db } from "../ledger/db";
+import type { Endpoint } from "../http/envelope";
+
+/** Why a call ended the way it did; stored with each call and shown in usage. */
+export type CallOutcome =
+  | "success"
+  | "skill_rejected_input"
+  | "skill_error"
+  | "insufficient_balance"
+  | "invalid_input"
+  | "rate_limited"
+  | "daily_limit_reached"
+  | "internal_error";
+
+export interface CallRecord {
+  id: string;
+  accountId: string;
+  apiKeyId: string;
+  skillId: string;
+  endpoint: Endpoint;
+  httpStatus: number;
+  outcome: CallOutcome;
+  chargedMicros: bigint;
+  holdId: string | null;
+  latencyUs: number;
+  createdAtMs: number;
+}
+
+export interface UsageRow {
+  id: string;
+  skillId: string;
+  skillSlug: string | null;
+  endpoint: Endpoint;
+  httpStatus: number;
+  outcome: CallOutcome;
+  chargedMicros: bigint;
+  latencyUs: number;
+  createdAtMs: number;
+}
+
+/** The log of calls made by each account: what usage shows and what the daily cap counts. */
+export class CallsLog {
+  private readonly stmt;
+
+  constructor(db: Db) {
+    this.stmt = {
+      insert: db.prepare(
+        `INSERT INTO calls (id, account_id, api_key_id, skill_id, endpoint, http_status, outcome, charged_micros, hold_id, latency_us, created_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      ),
+      recent: db.prepare(
+        `SELECT c.id, c.skill_id, s.slug, c.endpoint, c.http_status, c.outcome, c.charged_micros, c.latency_us, c.created_at
+         FROM calls c LEFT JOIN skills s ON s.id = c.skill_id
+         WHERE c.account_id = ? AND c.created_at < ?
+         ORDER BY c.created_at DESC, c.rowid DESC LIMIT ?`,
+      ),
+      countSince: db
+        .prepare(
+          `SELECT COUNT(*) FROM calls WHERE account_id = ? AND created_at >= ?
+           AND outcome NOT IN ('rate_limited', 'daily_limit_reached')`,
+        )
+        .pluck(),
+    };
+  }
+
+  /** Writes a call; run it inside the same ledger operation as the capture or release it reports. */
+  record(c: CallRecord): void {
+    this.stmt.insert.run(c.id, c.accountId, c.apiKeyId, c.skillId, c.endpoint, c.httpStatus, c.outcome, c.chargedMicros, c.holdId, Math.round(c.latencyUs), c.createdAtMs);
+  }
+
+  /** The account's calls, newest first; `beforeMs` pages back through older ones. */
+  recent(accountId: string, limit: number, beforeMs = Number.MAX_SAFE_INTEGER): UsageRow[] {
+    return (this.stmt.recent.all(accountId, beforeMs, limit) as Array<{
+      id: string; skill_id: string; slug: string | null; endpoint: Endpoint; http_status: bigint; outcome: CallOutcome;
+      charged_micros: bigint; latency_us: bigint; created_at: bigint;
+    }>).map((r) => ({
+      id: r.id,
+      skillId: r.skill_id,
+      skillSlug: r.slug,
+      endpoint: r.endpoint,
+      httpStatus: Number(r.http_status),
+      outcome: r.outcome,
+      chargedMicros: r.charged_micros,
+      latencyUs: Number(r.latency_us),
+      createdAtMs: Number(r.created_at),
+    }));
+  }
+
+  /** Calls the account made since `sinceMs` that were admitted past the rate limits. */
+  countSince(accountId: string, sinceMs: number): number {
+    return Number(this.stmt.countSince.get(accountId, sinceMs) as bigint);
+  }
+}

@@ -1,0 +1,33 @@
+import { microsToUsd } from "../ledger/money";
+import type { ErrorCode } from "./errors";
+
+/** Which of the spec's two call endpoints answered: their metadata differ in casing. */
+export type Endpoint = "call" | "skill_call";
+
+export interface CallMeta {
+  skillId: string;
+  responseTimeMs: number;
+  chargedMicros: bigint;
+}
+
+/** metadata for POST /v1/call (spec 2.2: snake_case) or POST /v1/skills/:skillId/call (camelCase). */
+export function callMetadata(endpoint: Endpoint, meta: CallMeta): Record<string, unknown> {
+  const ms = Math.round(meta.responseTimeMs * 100) / 100;
+  const usd = microsToUsd(meta.chargedMicros);
+  return endpoint === "call"
+    ? { skill_id: meta.skillId, response_time_ms: ms, price_paid: usd }
+    : { skillId: meta.skillId, cost: usd, responseTime: ms };
+}
+
+export function successEnvelope(endpoint: Endpoint, data: unknown, meta: CallMeta) {
+  return { success: true as const, data, metadata: callMetadata(endpoint, meta) };
+}
+
+export function errorEnvelope(code: ErrorCode, message: string, extra: Record<string, unknown> = {}) {
+  return { success: false as const, error: message, code, ...extra };
+}
+
+/** The envelope of a read endpoint (skills, balance, usage). */
+export function dataEnvelope(data: unknown) {
+  return { success: true as const, data };
+}

@@ -1,0 +1,41 @@
+/**
+ * The closed set of error codes a client can see, and the one table from code to HTTP
+ * status. Every error body is the spec's `{success:false, error}` with `code` beside it.
+ */
+export const ERROR_STATUS = {
+  invalid_json: 400,
+  invalid_request: 400,
+  invalid_input: 400,
+  skill_rejected_input: 400,
+  unauthorized: 401,
+  insufficient_balance: 402,
+  skill_not_found: 404,
+  not_found: 404,
+  idempotency_key_in_use: 409,
+  payload_too_large: 413,
+  idempotency_key_reused: 422,
+  rate_limited: 429,
+  daily_limit_reached: 429,
+  internal_error: 500,
+  skill_error: 502,
+  skill_timeout: 502,
+  skill_unreachable: 502,
+  skill_invalid_response: 502,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+/** An error meant for the client: its message is safe to show. */
+export class ApiError extends Error {
+  override name = "ApiError";
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    /** Response headers that go with it (Retry-After, ...). */
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.status = ERROR_STATUS[code];
+  }
+}

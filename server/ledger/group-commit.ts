@@ -1,0 +1,125 @@
+import type { Db } from "./db";
+
+interface Waiter {
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * Group commit: many operations share one SQLite transaction, and so one fsync.
+ *
+ * `run(fn)` executes `fn` at once, atomically, inside the open batch transaction (as a
+ * savepoint, so a throwing operation undoes only itself) and returns its result. The
+ * batch commits on the next turn of the event loop, or sooner when it reaches `maxOps`.
+ * `durable()` resolves when everything run so far is on disk. A response that reports a
+ * charge awaits it, so no client is ever told about money the disk does not have.
+ *
+ * Because the process is single-threaded and each operation runs to completion inside
+ * the transaction, later operations see earlier ones' writes: a hold taken in this batch
+ * is already subtracted when the next call checks the balance.
+ */
+export class GroupCommit {
+  private waiters: Waiter[] = [];
+  private opsInBatch = 0;
+  private flushScheduled = false;
+  private batches = 0;
+  private depth = 0;
+
+  constructor(
+    private readonly db: Db,
+    private readonly maxOps = 512,
+    /** Told about a failed commit; the batch's operations are rolled back and their waiters rejected. */
+    private readonly onCommitError: (error: unknown) => void = () => {},
+  ) {}
+
+  run<T>(fn: () => T): T {
+    if (!this.db.inTransaction) {
+      this.db.exec("BEGIN IMMEDIATE");
+      this.opsInBatch = 0;
+    }
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      setImmediate(() => this.flush());
+    }
+    // Inside an open transaction better-sqlite3 runs a transaction function as a savepoint.
+    // Operations may nest (a capture inside a call's completion); only the outermost one
+    // may end the batch, never a savepoint half-way through an enclosing operation.
+    this.depth++;
+    let result: T;
+    try {
+      result = this.db.transaction(fn)();
+    } catch (error) {
+      // Some failures (a full disk, an I/O error) make SQLite roll back the whole
+      // transaction, not only this operation's savepoint: the batch's earlier operations
+      // are gone, so whoever awaits their durability must hear it.
+      if (this.depth === 1 && !this.db.inTransaction) this.fail(error);
+      throw error;
+    } finally {
+      this.depth--;
+    }
+    if (this.depth === 0 && ++this.opsInBatch >= this.maxOps) {
+      // This operation's caller cannot have called durable() yet, so if the commit fails
+      // the failure must reach it here, or it would report a write the disk does not have.
+      const failure = this.commitBatch();
+      if (failure) throw failure.error;
+    }
+    return result;
+  }
+
+  /** Resolves once every operation run so far is committed to disk. */
+  durable(): Promise<void> {
+    if (!this.db.inTransaction) return Promise.resolve();
+    return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
+  }
+
+  /** Runs `fn` and resolves with its result once it is durable. */
+  async runDurable<T>(fn: () => T): Promise<T> {
+    const result = this.run(fn);
+    await this.durable();
+    return result;
+  }
+
+  /** Commits the open batch now. */
+  flush(): void {
+    if (this.depth > 0) throw new Error("GroupCommit.flush called inside an operation");
+    this.commitBatch();
+  }
+
+  /** Commits the open batch; on failure rolls it back, rejects its waiters and returns the error. */
+  private commitBatch(): { error: unknown } | undefined {
+    this.flushScheduled = false;
+    if (!this.db.inTransaction) {
+      this.settleWaiters();
+      return undefined;
+    }
+    try {
+      this.db.exec("COMMIT");
+      this.batches++;
+    } catch (error) {
+      if (this.db.inTransaction) this.db.exec("ROLLBACK");
+      this.fail(error);
+      return { error };
+    }
+    this.settleWaiters();
+    return undefined;
+  }
+
+  private settleWaiters(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w.resolve();
+  }
+
+  /** The open batch is lost: its waiters are rejected and the owner is told. */
+  private fail(error: unknown): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w.reject(error);
+    this.onCommitError(error);
+  }
+
+  /** How many batches have committed (for benchmarks and tests). */
+  get committedBatches(): number {
+    return this.batches;
+  }
+}

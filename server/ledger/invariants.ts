@@ -1,0 +1,105 @@
+import type { Db } from "./db";
+
+/**
+ * The ledger's invariants, stated as queries next to the schema they guard. Each query
+ * returns the rows that break its rule, so an empty result everywhere means the books
+ * are consistent. They run at startup (the gateway refuses to start on a violation) and
+ * after every step of the ledger's property tests.
+ */
+const CHECKS: readonly { rule: string; sql: string }[] = [
+  {
+    rule: "all postings sum to zero",
+    sql: "SELECT COALESCE(SUM(amount), 0) AS total FROM postings HAVING total <> 0",
+  },
+  {
+    rule: "every entry's postings sum to zero",
+    sql: "SELECT entry_id, SUM(amount) AS total FROM postings GROUP BY entry_id HAVING total <> 0",
+  },
+  {
+    rule: "every materialized balance equals the sum of its postings",
+    sql: `SELECT la.account_id, la.bucket, la.balance, COALESCE(p.total, 0) AS postings
+          FROM ledger_accounts la
+          LEFT JOIN (SELECT account_id, bucket, SUM(amount) AS total FROM postings GROUP BY account_id, bucket) p
+            ON p.account_id = la.account_id AND p.bucket = la.bucket
+          WHERE la.balance <> COALESCE(p.total, 0)`,
+  },
+  {
+    rule: "no balance below zero outside the source accounts",
+    sql: "SELECT account_id, bucket, balance FROM ledger_accounts WHERE bucket <> 'source' AND balance < 0",
+  },
+  {
+    rule: "each account's held balance equals its open holds",
+    sql: `SELECT la.account_id, la.balance, COALESCE(h.total, 0) AS open_holds
+          FROM ledger_accounts la
+          LEFT JOIN (SELECT account_id, SUM(amount) AS total FROM holds WHERE status = 'open' GROUP BY account_id) h
+            ON h.account_id = la.account_id
+          WHERE la.bucket = 'held' AND la.balance <> COALESCE(h.total, 0)`,
+  },
+  {
+    rule: "available + held + spent = deposited - withdrawn, per user",
+    sql: `SELECT a.id,
+                 SUM(CASE WHEN p.bucket IN ('available', 'held') THEN p.amount ELSE 0 END) AS on_hand,
+                 SUM(CASE WHEN e.kind = 'capture' AND p.bucket = 'held' THEN -p.amount ELSE 0 END) AS spent,
+                 SUM(CASE WHEN e.kind IN ('dev_credit', 'deposit') AND p.bucket = 'available' THEN p.amount ELSE 0 END) AS deposited,
+                 SUM(CASE WHEN e.kind = 'withdrawal' AND p.bucket = 'available' THEN -p.amount ELSE 0 END) AS withdrawn
+          FROM accounts a
+          JOIN postings p ON p.account_id = a.id
+          JOIN entries e ON e.id = p.entry_id
+          WHERE a.kind IN ('user', 'seller')
+          GROUP BY a.id
+          HAVING on_hand + spent <> deposited - withdrawn`,
+  },
+  {
+    rule: "a hold is captured or released exactly once, matching its status",
+    sql: `SELECT h.id, h.status, COUNT(e.id) AS settlements, GROUP_CONCAT(e.kind) AS kinds
+          FROM holds h
+          LEFT JOIN entries e ON e.hold_id = h.id AND e.kind IN ('capture', 'release')
+          GROUP BY h.id
+          HAVING NOT ((h.status = 'open' AND settlements = 0)
+                   OR (h.status = 'captured' AND settlements = 1 AND kinds = 'capture')
+                   OR (h.status = 'released' AND settlements = 1 AND kinds = 'release'))`,
+  },
+  {
+    rule: "a capture pays exactly the hold's seller share and fee",
+    sql: `SELECT h.id
+          FROM holds h
+          JOIN entries e ON e.hold_id = h.id AND e.kind = 'capture'
+          LEFT JOIN (SELECT entry_id,
+                            SUM(CASE WHEN bucket = 'earned' THEN amount ELSE 0 END) AS seller,
+                            SUM(CASE WHEN bucket = 'fees' THEN amount ELSE 0 END) AS fee
+                     FROM postings GROUP BY entry_id) p ON p.entry_id = e.id
+          WHERE COALESCE(p.seller, 0) <> h.seller_amount OR COALESCE(p.fee, 0) <> h.fee_amount`,
+  },
+];
+
+export interface Violation {
+  rule: string;
+  rows: unknown[];
+}
+
+export class LedgerInvariantError extends Error {
+  override name = "LedgerInvariantError";
+  constructor(readonly violations: Violation[]) {
+    super(
+      `ledger invariants violated: ${violations
+        .map((v) => `${v.rule} (${v.rows.length} row(s), first: ${JSON.stringify(v.rows[0], (_k, x) => (typeof x === "bigint" ? x.toString() : x))})`)
+        .join("; ")}`,
+    );
+  }
+}
+
+/** Runs every invariant query and returns the rules that are broken, with the offending rows. */
+export function findViolations(db: Db): Violation[] {
+  const violations: Violation[] = [];
+  for (const check of CHECKS) {
+    const rows = db.prepare(check.sql).all();
+    if (rows.length > 0) violations.push({ rule: check.rule, rows });
+  }
+  return violations;
+}
+
+/** Throws LedgerInvariantError unless every invariant holds. */
+export function assertBalanced(db: Db): void {
+  const violations = findViolations(db);
+  if (violations.length > 0) throw new LedgerInvariantError(violations);
+}

@@ -1,0 +1,235 @@
+import { randomUUID } from "node:crypto";
+import type { Db } from "./db";
+import type { Charge } from "./fees";
+import { GroupCommit } from "./group-commit";
+
+export type AccountKind = "user" | "seller" | "platform" | "system";
+export type Bucket = "available" | "held" | "earned" | "fees" | "source";
+export type CreditKind = "dev_credit" | "deposit";
+
+/** The platform's own account: it earns the fee on every captured call. */
+export const PLATFORM_ACCOUNT_ID = "platform";
+/** Where money credited by the `dev_credit` seed step comes from. It is not a deposit. */
+export const DEV_CREDIT_SOURCE_ID = "system:dev_credit";
+/** Where on-chain escrow deposits come from (used once the chain is joined to the ledger). */
+export const ESCROW_SOURCE_ID = "system:escrow";
+
+const SOURCE_FOR: Record<CreditKind, string> = { dev_credit: DEV_CREDIT_SOURCE_ID, deposit: ESCROW_SOURCE_ID };
+
+export interface Account {
+  id: string;
+  kind: AccountKind;
+  name: string;
+  dailyCallCap: number | null;
+}
+
+export interface Hold {
+  id: string;
+  accountId: string;
+  sellerAccountId: string;
+  skillId: string;
+  amountMicros: bigint;
+  sellerMicros: bigint;
+  feeMicros: bigint;
+}
+
+export type HoldResult =
+  | { ok: true; hold: Hold }
+  | { ok: false; reason: "insufficient_balance"; availableMicros: bigint; neededMicros: bigint };
+
+export type SettleResult = { ok: true; hold: Hold } | { ok: false; reason: "hold_not_open" };
+
+export interface Balance {
+  availableMicros: bigint;
+  heldMicros: bigint;
+}
+
+/**
+ * The double-entry ledger. Every movement is an entry whose postings sum to zero; each
+ * posting also moves the materialized balance of its (account, bucket) in the same
+ * savepoint. A user's money is in `available` or `held`; a call reserves its price by
+ * moving it to `held` (hold), then either pays it out to the seller's `earned` and the
+ * platform's `fees` (capture) or gives it back (release). The invariants that must hold
+ * after every commit are in ./invariants.ts.
+ *
+ * All writes go through the GroupCommit, so they share durable commits; a caller that
+ * reports a result to a client awaits `commit.durable()` first.
+ */
+export class Ledger {
+  readonly commit: GroupCommit;
+  private readonly stmt;
+
+  constructor(
+    readonly db: Db,
+    commit?: GroupCommit,
+  ) {
+    this.commit = commit ?? new GroupCommit(db);
+    this.stmt = {
+      insertAccount: db.prepare(
+        "INSERT INTO accounts (id, kind, name, daily_call_cap, created_at) VALUES (?, ?, ?, ?, ?)",
+      ),
+      getAccount: db.prepare("SELECT id, kind, name, daily_call_cap FROM accounts WHERE id = ?"),
+      insertBucket: db.prepare(
+        "INSERT INTO ledger_accounts (account_id, bucket, balance) VALUES (?, ?, 0) ON CONFLICT DO NOTHING",
+      ),
+      insertEntry: db.prepare("INSERT INTO entries (kind, hold_id, memo, created_at) VALUES (?, ?, ?, ?)"),
+      insertPosting: db.prepare("INSERT INTO postings (entry_id, account_id, bucket, amount) VALUES (?, ?, ?, ?)"),
+      moveBalance: db.prepare("UPDATE ledger_accounts SET balance = balance + ? WHERE account_id = ? AND bucket = ?"),
+      getBalance: db.prepare("SELECT balance FROM ledger_accounts WHERE account_id = ? AND bucket = ?").pluck(),
+      insertHold: db.prepare(
+        `INSERT INTO holds (id, account_id, seller_account_id, skill_id, amount, seller_amount, fee_amount, status, created_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?)`,
+      ),
+      getOpenHold: db.prepare(
+        `SELECT id, account_id, seller_account_id, skill_id, amount, seller_amount, fee_amount
+         FROM holds WHERE id = ? AND status = 'open'`,
+      ),
+      closeHold: db.prepare("UPDATE holds SET status = ?, closed_at = ? WHERE id = ? AND status = 'open'"),
+      openHoldIds: db.prepare("SELECT id FROM holds WHERE status = 'open'").pluck(),
+    };
+    this.commit.run(() => {
+      this.ensureAccount({ id: PLATFORM_ACCOUNT_ID, kind: "platform", name: "Platform" });
+      this.ensureAccount({ id: DEV_CREDIT_SOURCE_ID, kind: "system", name: "Development credits (not deposits)" });
+      this.ensureAccount({ id: ESCROW_SOURCE_ID, kind: "system", name: "On-chain escrow deposits" });
+    });
+  }
+
+  /** Creates an account (and its buckets) unless one with this id exists; returns it. */
+  ensureAccount(input: { id?: string; kind: AccountKind; name: string; dailyCallCap?: number | null }): Account {
+    return this.commit.run(() => {
+      const id = input.id ?? randomUUID();
+      const existing = this.getAccount(id);
+      if (existing) return existing;
+      this.stmt.insertAccount.run(id, input.kind, input.name, input.dailyCallCap ?? null, Date.now());
+      const buckets: Bucket[] =
+        input.kind === "system" ? ["source"] : input.kind === "platform" ? ["fees"] : ["available", "held", "earned"];
+      for (const bucket of buckets) this.stmt.insertBucket.run(id, bucket);
+      return this.getAccount(id)!;
+    });
+  }
+
+  getAccount(id: string): Account | undefined {
+    const row = this.stmt.getAccount.get(id) as
+      | { id: string; kind: AccountKind; name: string; daily_call_cap: bigint | null }
+      | undefined;
+    if (!row) return undefined;
+    return {
+      id: row.id,
+      kind: row.kind,
+      name: row.name,
+      dailyCallCap: row.daily_call_cap === null ? null : Number(row.daily_call_cap),
+    };
+  }
+
+  /**
+   * Adds money to an account's available balance. `dev_credit` is the development seed
+   * step and is named as such in the ledger; `deposit` is reserved for on-chain deposits.
+   */
+  credit(accountId: string, amountMicros: bigint, kind: CreditKind, memo = ""): void {
+    if (amountMicros <= 0n) throw new RangeError(`credit must be positive, got ${amountMicros}`);
+    this.commit.run(() => {
+      const entryId = this.entry(kind, null, memo);
+      this.post(entryId, SOURCE_FOR[kind], "source", -amountMicros);
+      this.post(entryId, accountId, "available", amountMicros);
+    });
+  }
+
+  /** Reserves a call's charge from the caller's available balance, or says why it cannot. */
+  hold(input: { accountId: string; sellerAccountId: string; skillId: string; charge: Charge }): HoldResult {
+    const { chargedMicros, sellerMicros, feeMicros } = input.charge;
+    if (chargedMicros <= 0n) throw new RangeError(`hold must be positive, got ${chargedMicros}`);
+    return this.commit.run(() => {
+      const available = this.balanceOf(input.accountId, "available");
+      if (available < chargedMicros) {
+        return { ok: false as const, reason: "insufficient_balance" as const, availableMicros: available, neededMicros: chargedMicros };
+      }
+      const hold: Hold = {
+        id: randomUUID(),
+        accountId: input.accountId,
+        sellerAccountId: input.sellerAccountId,
+        skillId: input.skillId,
+        amountMicros: chargedMicros,
+        sellerMicros,
+        feeMicros,
+      };
+      this.stmt.insertHold.run(hold.id, hold.accountId, hold.sellerAccountId, hold.skillId, chargedMicros, sellerMicros, feeMicros, Date.now());
+      const entryId = this.entry("hold", hold.id, "");
+      this.post(entryId, hold.accountId, "available", -chargedMicros);
+      this.post(entryId, hold.accountId, "held", chargedMicros);
+      return { ok: true as const, hold };
+    });
+  }
+
+  /** Pays a held charge out: the seller's share to the seller, the fee to the platform. */
+  capture(holdId: string): SettleResult {
+    return this.commit.run(() => {
+      const hold = this.takeOpenHold(holdId, "captured");
+      if (!hold) return { ok: false as const, reason: "hold_not_open" as const };
+      const entryId = this.entry("capture", hold.id, "");
+      this.post(entryId, hold.accountId, "held", -hold.amountMicros);
+      if (hold.sellerMicros > 0n) this.post(entryId, hold.sellerAccountId, "earned", hold.sellerMicros);
+      if (hold.feeMicros > 0n) this.post(entryId, PLATFORM_ACCOUNT_ID, "fees", hold.feeMicros);
+      return { ok: true as const, hold };
+    });
+  }
+
+  /** Gives a held charge back to the caller's available balance. */
+  release(holdId: string): SettleResult {
+    return this.commit.run(() => {
+      const hold = this.takeOpenHold(holdId, "released");
+      if (!hold) return { ok: false as const, reason: "hold_not_open" as const };
+      const entryId = this.entry("release", hold.id, "");
+      this.post(entryId, hold.accountId, "held", -hold.amountMicros);
+      this.post(entryId, hold.accountId, "available", hold.amountMicros);
+      return { ok: true as const, hold };
+    });
+  }
+
+  /**
+   * Releases every hold still open. Run at startup: a hold open then belongs to a call whose
+   * process died, so its outcome is unknown and the caller is not charged for it.
+   */
+  recoverOpenHolds(): number {
+    return this.commit.run(() => {
+      const ids = this.stmt.openHoldIds.all() as string[];
+      for (const id of ids) this.release(id);
+      return ids.length;
+    });
+  }
+
+  balance(accountId: string): Balance {
+    return { availableMicros: this.balanceOf(accountId, "available"), heldMicros: this.balanceOf(accountId, "held") };
+  }
+
+  balanceOf(accountId: string, bucket: Bucket): bigint {
+    const value = this.stmt.getBalance.get(accountId, bucket) as bigint | undefined;
+    return value ?? 0n;
+  }
+
+  private takeOpenHold(holdId: string, status: "captured" | "released"): Hold | undefined {
+    const row = this.stmt.getOpenHold.get(holdId) as
+      | { id: string; account_id: string; seller_account_id: string; skill_id: string; amount: bigint; seller_amount: bigint; fee_amount: bigint }
+      | undefined;
+    if (!row) return undefined;
+    this.stmt.closeHold.run(status, Date.now(), holdId);
+    return {
+      id: row.id,
+      accountId: row.account_id,
+      sellerAccountId: row.seller_account_id,
+      skillId: row.skill_id,
+      amountMicros: row.amount,
+      sellerMicros: row.seller_amount,
+      feeMicros: row.fee_amount,
+    };
+  }
+
+  private entry(kind: string, holdId: string | null, memo: string): bigint {
+    return this.stmt.insertEntry.run(kind, holdId, memo, Date.now()).lastInsertRowid as bigint;
+  }
+
+  private post(entryId: bigint, accountId: string, bucket: Bucket, amountMicros: bigint): void {
+    this.stmt.insertPosting.run(entryId, accountId, bucket, amountMicros);
+    const changed = this.stmt.moveBalance.run(amountMicros, accountId, bucket).changes;
+    if (changed !== 1) throw new Error(`ledger bucket ${accountId}/${bucket} does not exist`);
+  }
+}

@@ -1,0 +1,143 @@
+import type Database from "better-sqlite3";
+
+/**
+ * The schema, as an append-only list of migrations. A migration is never edited once it
+ * has shipped; a change is a new entry. Money columns are INTEGER base units.
+ */
+export const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
+  {
+    version: 1,
+    name: "ledger, skills, keys, calls, idempotency",
+    sql: `
+CREATE TABLE accounts (
+  id          TEXT PRIMARY KEY,
+  kind        TEXT NOT NULL CHECK (kind IN ('user', 'seller', 'platform', 'system')),
+  name        TEXT NOT NULL,
+  daily_call_cap INTEGER CHECK (daily_call_cap IS NULL OR daily_call_cap >= 0),
+  created_at  INTEGER NOT NULL
+);
+
+-- One row per (account, bucket): the materialized balance, always equal to the sum of the
+-- bucket's postings (checked by assertBalanced). Only 'source' buckets (the world outside
+-- the ledger that money comes in from) may go negative.
+CREATE TABLE ledger_accounts (
+  account_id  TEXT NOT NULL REFERENCES accounts(id),
+  bucket      TEXT NOT NULL CHECK (bucket IN ('available', 'held', 'earned', 'fees', 'source')),
+  balance     INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (account_id, bucket),
+  CHECK (bucket = 'source' OR balance >= 0)
+) WITHOUT ROWID;
+
+-- A journal entry: one money movement, whose postings sum to zero.
+CREATE TABLE entries (
+  id          INTEGER PRIMARY KEY,
+  kind        TEXT NOT NULL CHECK (kind IN ('dev_credit', 'deposit', 'hold', 'capture', 'release', 'withdrawal')),
+  hold_id     TEXT,
+  memo        TEXT,
+  created_at  INTEGER NOT NULL
+);
+-- A hold is captured or released exactly once: the database refuses a second settlement.
+CREATE UNIQUE INDEX entries_one_settlement_per_hold ON entries(hold_id) WHERE kind IN ('capture', 'release');
+
+CREATE TABLE postings (
+  id          INTEGER PRIMARY KEY,
+  entry_id    INTEGER NOT NULL REFERENCES entries(id),
+  account_id  TEXT NOT NULL,
+  bucket      TEXT NOT NULL,
+  amount      INTEGER NOT NULL CHECK (amount <> 0),
+  FOREIGN KEY (account_id, bucket) REFERENCES ledger_accounts(account_id, bucket)
+);
+CREATE INDEX postings_by_entry ON postings(entry_id);
+
+CREATE TABLE holds (
+  id                TEXT PRIMARY KEY,
+  account_id        TEXT NOT NULL REFERENCES accounts(id),
+  seller_account_id TEXT NOT NULL REFERENCES accounts(id),
+  skill_id          TEXT NOT NULL,
+  amount            INTEGER NOT NULL CHECK (amount > 0),
+  seller_amount     INTEGER NOT NULL CHECK (seller_amount >= 0),
+  fee_amount        INTEGER NOT NULL CHECK (fee_amount >= 0),
+  status            TEXT NOT NULL CHECK (status IN ('open', 'captured', 'released')),
+  created_at        INTEGER NOT NULL,
+  closed_at         INTEGER,
+  CHECK (seller_amount + fee_amount = amount)
+);
+CREATE INDEX holds_open ON holds(account_id) WHERE status = 'open';
+
+CREATE TABLE skills (
+  id                 TEXT PRIMARY KEY,
+  slug               TEXT NOT NULL UNIQUE,
+  name               TEXT NOT NULL,
+  description        TEXT NOT NULL DEFAULT '',
+  price_micros       INTEGER NOT NULL CHECK (price_micros >= 0),
+  seller_account_id  TEXT NOT NULL REFERENCES accounts(id),
+  backend_url        TEXT NOT NULL,
+  timeout_ms         INTEGER NOT NULL CHECK (timeout_ms > 0),
+  rate_limit_per_min INTEGER CHECK (rate_limit_per_min IS NULL OR rate_limit_per_min > 0),
+  input_schema       TEXT,
+  signing_secret     TEXT NOT NULL,
+  active             INTEGER NOT NULL DEFAULT 1,
+  created_at         INTEGER NOT NULL,
+  updated_at         INTEGER NOT NULL
+);
+
+CREATE TABLE api_keys (
+  id          TEXT PRIMARY KEY,
+  account_id  TEXT NOT NULL REFERENCES accounts(id),
+  name        TEXT NOT NULL DEFAULT '',
+  prefix      TEXT NOT NULL,
+  hash        TEXT NOT NULL UNIQUE,
+  rate_limit_per_min INTEGER CHECK (rate_limit_per_min IS NULL OR rate_limit_per_min > 0),
+  created_at  INTEGER NOT NULL,
+  revoked_at  INTEGER
+);
+CREATE INDEX api_keys_by_account ON api_keys(account_id);
+
+CREATE TABLE calls (
+  id              TEXT PRIMARY KEY,
+  account_id      TEXT NOT NULL REFERENCES accounts(id),
+  api_key_id      TEXT NOT NULL,
+  skill_id        TEXT NOT NULL,
+  endpoint        TEXT NOT NULL CHECK (endpoint IN ('call', 'skill_call')),
+  http_status     INTEGER NOT NULL,
+  outcome         TEXT NOT NULL,
+  charged_micros  INTEGER NOT NULL DEFAULT 0 CHECK (charged_micros >= 0),
+  hold_id         TEXT,
+  latency_us      INTEGER NOT NULL,
+  created_at      INTEGER NOT NULL
+);
+CREATE INDEX calls_by_account ON calls(account_id, created_at);
+
+CREATE TABLE idempotency_keys (
+  account_id    TEXT NOT NULL,
+  key           TEXT NOT NULL,
+  request_hash  TEXT NOT NULL,
+  state         TEXT NOT NULL CHECK (state IN ('in_progress', 'completed')),
+  status_code   INTEGER,
+  response_body TEXT,
+  created_at    INTEGER NOT NULL,
+  PRIMARY KEY (account_id, key)
+) WITHOUT ROWID;
+CREATE INDEX idempotency_by_age ON idempotency_keys(created_at);
+`,
+  },
+];
+
+/** Applies every migration the database has not seen yet, each in its own transaction. */
+export function migrate(db: Database.Database): number {
+  db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+    version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
+  const applied = new Set(
+    db.prepare("SELECT version FROM schema_migrations").all().map((r) => Number((r as { version: bigint }).version)),
+  );
+  let count = 0;
+  for (const m of MIGRATIONS) {
+    if (applied.has(m.version)) continue;
+    db.transaction(() => {
+      db.exec(m.sql);
+      db.prepare("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)").run(m.version, m.name, Date.now());
+    })();
+    count++;
+  }
+  return count;
+}

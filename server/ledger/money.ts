@@ -1,0 +1,24 @@
+/**
+ * Money is integer USDC base units (6 decimals, so one unit is one micro-dollar) everywhere
+ * inside the system. These two functions are the only doors to and from human amounts.
+ */
+
+export const USDC_DECIMALS = 6;
+const UNIT = 10n ** BigInt(USDC_DECIMALS);
+
+/** Converts base units to a USD number for a JSON response; exact for any amount below 2^53 units. */
+export function microsToUsd(micros: bigint): number {
+  const sign = micros < 0n ? "-" : "";
+  const abs = micros < 0n ? -micros : micros;
+  const whole = abs / UNIT;
+  const frac = (abs % UNIT).toString().padStart(USDC_DECIMALS, "0");
+  return Number(`${sign}${whole}.${frac}`);
+}
+
+/** Parses a decimal USD string ("0.001", "10") into base units; rejects more than 6 decimals. */
+export function usdToMicros(usd: string): bigint {
+  const match = /^(\d+)(?:\.(\d{1,6}))?$/.exec(usd.trim());
+  if (!match) throw new RangeError(`not a USD amount with at most ${USDC_DECIMALS} decimals: "${usd}"`);
+  const frac = (match[2] ?? "").padEnd(USDC_DECIMALS, "0");
+  return BigInt(match[1]) * UNIT + BigInt(frac);
+}
