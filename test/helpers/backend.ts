@@ -1,0 +1,62 @@
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+
+/**
+ * A real skill backend for tests, on a free port. Each route is one behaviour a seller's
+ * server can show: answer, refuse, fail, hang, lie about JSON, or answer too much.
+ */
+export interface TestBackend {
+  url: string;
+  /** Requests received per path. */
+  hits: Map<string, number>;
+  /** Resolves when the next request reaches `path`. */
+  nextRequest(path: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+type Route = (body: string, req: http.IncomingMessage, res: http.ServerResponse) => void;
+
+const json = (res: http.ServerResponse, status: number, body: unknown) =>
+  res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
+
+const ROUTES: Record<string, Route> = {
+  "/echo": (body, _req, res) => json(res, 200, JSON.parse(body || "{}")),
+  "/reject": (_b, _req, res) => json(res, 422, { error: "field x is required" }),
+  "/fail": (_b, _req, res) => json(res, 500, { error: "database exploded" }),
+  "/unavailable": (_b, _req, res) => json(res, 503, { error: "try later" }),
+  "/hang": () => {
+    /* never answers */
+  },
+  "/notjson": (_b, _req, res) => res.writeHead(200, { "content-type": "text/html" }).end("<html>hi</html>"),
+  "/big": (_b, _req, res) => json(res, 200, { blob: "x".repeat(64 * 1024) }),
+};
+
+export async function startTestBackend(): Promise<TestBackend> {
+  const hits = new Map<string, number>();
+  const waiters = new Map<string, Array<() => void>>();
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const path = (req.url ?? "/").split("?")[0];
+      hits.set(path, (hits.get(path) ?? 0) + 1);
+      for (const w of waiters.get(path) ?? []) w();
+      waiters.delete(path);
+      const route = ROUTES[path];
+      if (!route) return json(res, 404, { error: "no route" });
+      route(Buffer.concat(chunks).toString("utf8"), req, res);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    hits,
+    nextRequest: (path) => new Promise((resolve) => waiters.set(path, [...(waiters.get(path) ?? []), resolve])),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -1,0 +1,111 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { type Config, loadConfig } from "../../server/config";
+import type { Skill } from "../../server/gateway/skills";
+import { type RunningGateway, startGateway } from "../../server/index";
+import { type AccountKind, PLATFORM_ACCOUNT_ID } from "../../server/ledger/ledger";
+import { usdToMicros } from "../../server/ledger/money";
+import { type TestBackend, startTestBackend } from "./backend";
+
+export interface TestStack {
+  gw: RunningGateway;
+  backend: TestBackend;
+  url: string;
+  /** An API key of the buyer. */
+  key: string;
+  buyerId: string;
+  sellerId: string;
+  dbPath: string;
+  /** Registers a skill sold by the test seller, backed by a route of the test backend. */
+  addSkill(slug: string, route: string, overrides?: Partial<Parameters<RunningGateway["skills"]["upsert"]>[0]>): Skill;
+  /** Creates an account with a dev_credit balance and an API key. */
+  addBuyer(usd: string, kind?: AccountKind): { accountId: string; key: string };
+  /** POSTs JSON (a string is sent as is) with the buyer's key unless `key` is given (null: no header). */
+  post(pathname: string, body: unknown, options?: { key?: string | null; headers?: Record<string, string> }): Promise<{ status: number; headers: Headers; body: any }>;
+  get(pathname: string, key?: string | null): Promise<{ status: number; headers: Headers; body: any }>;
+  /** Balances in base units. */
+  available(accountId?: string): bigint;
+  earned(accountId?: string): bigint;
+  fees(): bigint;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the real gateway on port 0 with a fresh SQLite file, a real test backend, a seller
+ * with the skills `echo` (0.001), `fail`, `reject`, `hang`, `notjson`, `big`, and a buyer
+ * with `buyerUsd` of dev credit and an API key.
+ */
+export async function startStack(options: { config?: Partial<Config>; buyerUsd?: string; dbPath?: string } = {}): Promise<TestStack> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gw-"));
+  const dbPath = options.dbPath ?? path.join(dir, "gateway.db");
+  const config = loadConfig({}, { port: 0, dbPath, ...options.config });
+  const gw = await startGateway(config, { log: () => {} });
+  const backend = await startTestBackend();
+  const sellerId = "seller-1";
+  gw.ledger.ensureAccount({ id: sellerId, kind: "seller", name: "Seller One" });
+
+  const addSkill: TestStack["addSkill"] = (slug, route, overrides = {}) =>
+    gw.skills.upsert({
+      slug,
+      name: slug,
+      priceMicros: 1_000n,
+      sellerAccountId: sellerId,
+      backendUrl: backend.url + route,
+      timeoutMs: 2_000,
+      ...overrides,
+    });
+  for (const route of ["echo", "fail", "reject", "hang", "notjson", "big", "unavailable"]) addSkill(route, `/${route}`);
+
+  let buyers = 0;
+  const addBuyer: TestStack["addBuyer"] = (usd, kind = "user") => {
+    const accountId = `buyer-${++buyers}`;
+    gw.ledger.ensureAccount({ id: accountId, kind, name: accountId });
+    if (usdToMicros(usd) > 0n) gw.ledger.credit(accountId, usdToMicros(usd), "dev_credit", "test");
+    gw.ledger.commit.flush();
+    return { accountId, key: gw.keys.create(accountId).key };
+  };
+  const buyer = addBuyer(options.buyerUsd ?? "10");
+
+  const request = async (method: string, pathname: string, body: unknown, key: string | null | undefined, headers: Record<string, string> = {}) => {
+    const h: Record<string, string> = { ...headers };
+    const k = key === undefined ? buyer.key : key;
+    if (k !== null) h.authorization = `Bearer ${k}`;
+    if (body !== undefined) h["content-type"] ??= "application/json";
+    const res = await fetch(gw.url + pathname, {
+      method,
+      headers: h,
+      body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+    });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      /* left as text */
+    }
+    return { status: res.status, headers: res.headers, body: parsed as any };
+  };
+
+  return {
+    gw,
+    backend,
+    url: gw.url,
+    key: buyer.key,
+    buyerId: buyer.accountId,
+    sellerId,
+    dbPath,
+    addSkill,
+    addBuyer,
+    post: (p, body, o = {}) => request("POST", p, body, o.key, o.headers),
+    get: (p, key) => request("GET", p, undefined, key),
+    available: (id = buyer.accountId) => gw.ledger.balanceOf(id, "available"),
+    earned: (id = sellerId) => gw.ledger.balanceOf(id, "earned"),
+    fees: () => gw.ledger.balanceOf(PLATFORM_ACCOUNT_ID, "fees"),
+    async close() {
+      await gw.close();
+      await backend.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,77 @@
+import { expect } from "chai";
+import { type TestStack, startStack } from "../helpers/gateway";
+
+describe("rate limits on the call endpoints", () => {
+  let stack: TestStack;
+  afterEach(async () => {
+    await stack.close();
+  });
+
+  it("allows 100 calls a minute per key by default, then answers 429 with Retry-After, uncharged", async () => {
+    stack = await startStack();
+    const results = await Promise.all(Array.from({ length: 105 }, () => stack.post("/v1/call", { skill_id: "echo", input: {} })));
+    const statuses = results.map((r) => r.status);
+    expect(statuses.filter((s) => s === 200)).to.have.length(100);
+    const limited = results.filter((r) => r.status === 429);
+    expect(limited).to.have.length(5);
+    for (const r of limited) {
+      expect(r.body).to.include({ success: false, code: "rate_limited" });
+      expect(Number(r.headers.get("retry-after"))).to.be.within(1, 60);
+      expect(r.headers.get("ratelimit-remaining")).to.equal("0");
+    }
+    expect(stack.available()).to.equal(10_000_000n - 100n * 1_000n);
+  });
+
+  it("counts each key apart", async () => {
+    stack = await startStack({ config: { rateLimitPerMin: 2 } });
+    const second = stack.gw.keys.create(stack.buyerId).key;
+    const send = (key?: string) => stack.post("/v1/call", { skill_id: "echo", input: {} }, { key });
+    expect([(await send()).status, (await send()).status, (await send()).status]).to.deep.equal([200, 200, 429]);
+    expect((await send(second)).status).to.equal(200);
+  });
+
+  it("honours a skill's own limit per caller without eating into the key's allowance", async () => {
+    stack = await startStack();
+    stack.addSkill("scarce", "/echo", { rateLimitPerMin: 2 });
+    const send = (skill: string) => stack.post("/v1/call", { skill_id: skill, input: {} });
+    expect((await send("scarce")).status).to.equal(200);
+    expect((await send("scarce")).status).to.equal(200);
+    const limited = await send("scarce");
+    expect(limited.status).to.equal(429);
+    expect(limited.body.error).to.contain('skill "scarce"');
+    const echo = await send("echo");
+    expect(echo.status).to.equal(200);
+    expect(echo.headers.get("ratelimit-remaining")).to.equal("97");
+    expect(stack.available()).to.equal(10_000_000n - 3_000n);
+  });
+
+  it("caps an account's calls per UTC day when a daily cap is set", async () => {
+    stack = await startStack({ config: { dailyCallCap: 3 } });
+    const statuses: number[] = [];
+    for (let i = 0; i < 4; i++) statuses.push((await stack.post("/v1/call", { skill_id: "echo", input: {} })).status);
+    expect(statuses).to.deep.equal([200, 200, 200, 429]);
+    const res = await stack.post("/v1/call", { skill_id: "echo", input: {} });
+    expect(res.body.code).to.equal("daily_limit_reached");
+    expect(Number(res.headers.get("retry-after"))).to.be.within(1, 86_400);
+    expect(stack.available()).to.equal(10_000_000n - 3_000n);
+  });
+
+  it("keeps the day's count across a restart", async () => {
+    stack = await startStack({ config: { dailyCallCap: 2 } });
+    await stack.post("/v1/call", { skill_id: "echo", input: {} });
+    await stack.post("/v1/call", { skill_id: "echo", input: {} });
+    const { dbPath } = stack;
+    await stack.gw.close();
+    const restarted = await startStack({ config: { dailyCallCap: 2 }, dbPath });
+    try {
+      // The restarted stack made a new buyer; the first one's key still works and is still capped.
+      const res = await restarted.post("/v1/call", { skill_id: "echo", input: {} }, { key: stack.key });
+      expect(res.status).to.equal(429);
+      expect(res.body.code).to.equal("daily_limit_reached");
+    } finally {
+      await restarted.close();
+      await stack.backend.close();
+      stack = { close: async () => {} } as TestStack;
+    }
+  });
+});
