@@ -31,6 +31,18 @@ contract ReentrantToken is ERC20 {
         attackData = data;
     }
 
+    /// @notice Makes this contract call `to` with `data` (so it can act as a seller or an escrow account),
+    ///         bubbling up any revert.
+    function execute(address to, bytes calldata data) external returns (bytes memory) {
+        (bool ok, bytes memory returned) = to.call(data);
+        if (!ok) {
+            assembly ("memory-safe") {
+                revert(add(returned, 0x20), mload(returned))
+            }
+        }
+        return returned;
+    }
+
     /// @notice Disarms the hook.
     function disarm() external {
         target = address(0);

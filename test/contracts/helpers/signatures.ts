@@ -31,15 +31,19 @@ function usdcDomain(token: Address, chainId: number) {
   return { name: "USD Coin", version: "2", chainId, verifyingContract: token } as const;
 }
 
-/** EIP-2612 permit signature, split into v, r, s. */
+/**
+ * EIP-2612 permit signed by `signer`, split into v, r, s. The permit's owner is the signer unless `permit.owner`
+ * names someone else (to forge a signature in tests).
+ */
 export async function signPermit(
-  owner: WalletClient,
+  signer: WalletClient,
   token: Address,
   chainId: number,
-  permit: { spender: Address; value: bigint; nonce: bigint; deadline: bigint },
+  permit: { owner?: Address; spender: Address; value: bigint; nonce: bigint; deadline: bigint },
 ): Promise<{ v: number; r: Hex; s: Hex }> {
-  const signature = await owner.signTypedData({
-    account: owner.account,
+  const { owner = signer.account.address, ...rest } = permit;
+  const signature = await signer.signTypedData({
+    account: signer.account,
     domain: usdcDomain(token, chainId),
     types: {
       Permit: [
@@ -51,7 +55,7 @@ export async function signPermit(
       ],
     },
     primaryType: "Permit",
-    message: { owner: owner.account.address, ...permit },
+    message: { owner, ...rest },
   });
   return splitSignature(signature);
 }
