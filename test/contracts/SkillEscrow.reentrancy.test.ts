@@ -12,7 +12,7 @@ import { DAY_SEC, SETTLER_ROLE, USDC, earningsOf, escrowBalance, pendingExit } f
  * balance with a ripe exit, and (to show that only the guard stops it) the settler role.
  */
 async function attackFixture() {
-  const [admin, settler, alice, seller] = await hre.viem.getWalletClients();
+  const [admin, settler, alice] = await hre.viem.getWalletClients();
   const token = await hre.viem.deployContract("ReentrantToken");
   const escrow = await hre.viem.deployContract("SkillEscrow", [token.address, admin.account.address, admin.account.address]);
   const asAlice = await hre.viem.getContractAt("SkillEscrow", escrow.address, { client: { wallet: alice } });
