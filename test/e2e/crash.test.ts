@@ -1,0 +1,75 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import Database from "better-sqlite3";
+import { expect } from "chai";
+import { loadConfig } from "../../server/config";
+import { createGateway } from "../../server/index";
+import { assertBalanced } from "../../server/ledger/invariants";
+import { type TestBackend, startTestBackend } from "../helpers/backend";
+
+function startChild(dbPath: string, backendUrl: string): Promise<{ child: ChildProcess; url: string; key: string }> {
+  const child = spawn(process.execPath, ["-r", "ts-node/register/transpile-only", path.join(__dirname, "../helpers/crash-child.ts"), dbPath, backendUrl], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  return new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout!.on("data", (chunk: Buffer) => {
+      out += chunk.toString();
+      const line = out.split("\n")[0];
+      if (out.includes("\n")) resolve({ child, ...JSON.parse(line) });
+    });
+    child.once("exit", (code) => reject(new Error(`crash child exited early with ${code}`)));
+  });
+}
+
+describe("a gateway process that dies mid-call", () => {
+  let dir: string;
+  let backend: TestBackend;
+  before(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gw-crash-"));
+    backend = await startTestBackend();
+  });
+  after(async () => {
+    await backend.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("leaves an open hold that the next start releases, so the caller is not charged", async function () {
+    this.timeout(30_000);
+    const dbPath = path.join(dir, "gateway.db");
+    const { child, url, key } = await startChild(dbPath, backend.url + "/hang");
+
+    const reached = backend.nextRequest("/hang");
+    fetch(url + "/v1/call", {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ skill_id: "hang", input: {} }),
+    }).catch(() => {});
+    await reached;
+    // The hold committed before the call was forwarded; give the group commit a moment anyway.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    child.kill("SIGKILL");
+    await exited;
+
+    const raw = new Database(dbPath, { readonly: true });
+    raw.defaultSafeIntegers(true);
+    const open = raw.prepare("SELECT account_id, amount FROM holds WHERE status = 'open'").all();
+    const held = raw.prepare("SELECT balance FROM ledger_accounts WHERE account_id = 'buyer' AND bucket = 'held'").pluck().get();
+    raw.close();
+    expect(open).to.deep.equal([{ account_id: "buyer", amount: 250_000n }]);
+    expect(held).to.equal(250_000n);
+
+    const gw = createGateway(loadConfig({}, { port: 0, dbPath }), { log: () => {} });
+    try {
+      expect(gw.recovered.holds).to.equal(1);
+      expect(gw.ledger.balance("buyer")).to.deep.equal({ availableMicros: 1_000_000n, heldMicros: 0n });
+      expect(gw.ledger.balanceOf("seller", "earned")).to.equal(0n);
+      assertBalanced(gw.db);
+    } finally {
+      await gw.close();
+    }
+  });
+});

@@ -1,0 +1,45 @@
+import { expect } from "chai";
+import { type TestStack, startStack } from "../helpers/gateway";
+
+/**
+ * The documented order of the call path's checks (server/gateway/call-service.ts): when a
+ * request breaks several rules at once, the earliest check decides the answer. Each row
+ * breaks its own rule and every later one, so it pins the position of its check.
+ */
+describe("the order of the call path's checks", () => {
+  let stack: TestStack;
+  let poorKey: string;
+  let poorKey2: string;
+  let limitedKey: string;
+  before(async () => {
+    stack = await startStack({ config: { rateLimitPerMin: 1 } });
+    stack.addSkill("typed-fail", "/fail", { inputSchema: { type: "object", required: ["n"] } });
+    poorKey = stack.addBuyer("0").key;
+    poorKey2 = stack.addBuyer("0").key;
+    limitedKey = stack.addBuyer("0").key;
+    // Spend the limited key's one call per minute (it is refused for balance, but counted).
+    await stack.post("/v1/call", { skill_id: "echo", input: {} }, { key: limitedKey });
+  });
+  after(async () => {
+    await stack.close();
+  });
+
+  const rows: Array<{ check: string; status: number; code: string; key: () => string | null; body: unknown }> = [
+    { check: "1. authentication", status: 401, code: "unauthorized", key: () => null, body: "{not json" },
+    { check: "2. body is JSON", status: 400, code: "invalid_json", key: () => limitedKey, body: "{not json" },
+    { check: "3. body shape", status: 400, code: "invalid_request", key: () => limitedKey, body: { skill_id: "no-such", input: 1 } },
+    { check: "4. skill exists", status: 404, code: "skill_not_found", key: () => limitedKey, body: { skill_id: "no-such", input: {} } },
+    { check: "5. rate limit", status: 429, code: "rate_limited", key: () => limitedKey, body: { skill_id: "typed-fail", input: {} } },
+    { check: "6. input schema", status: 400, code: "invalid_input", key: () => poorKey, body: { skill_id: "typed-fail", input: {} } },
+    { check: "7. balance", status: 402, code: "insufficient_balance", key: () => poorKey2, body: { skill_id: "typed-fail", input: { n: 1 } } },
+    { check: "8. the backend", status: 502, code: "skill_error", key: () => stack.key, body: { skill_id: "typed-fail", input: { n: 1 } } },
+  ];
+
+  for (const row of rows) {
+    it(`answers ${row.status} ${row.code} first at step ${row.check}`, async () => {
+      const res = await stack.post("/v1/call", row.body, { key: row.key() });
+      expect(res.status).to.equal(row.status);
+      expect(res.body.code).to.equal(row.code);
+    });
+  }
+});
