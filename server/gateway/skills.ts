@@ -78,7 +78,10 @@ export class SkillRegistry {
   private bySlug = new Map<string, Skill>();
   private byId = new Map<string, Skill>();
   private validators = new Map<string, ValidateFunction>();
-  private readonly ajv = new Ajv({ allErrors: true, strict: false });
+  // addUsedSchema: false keeps a schema's `$id` out of the compiler's registry. Otherwise
+  // compiling a schema again (every refresh does) or two skills' schemas sharing an `$id`
+  // throws "schema with key or id ... already exists", and no skill can be written after.
+  private readonly ajv = new Ajv({ allErrors: true, strict: false, addUsedSchema: false });
 
   constructor(private readonly db: Db) {
     this.refresh();
@@ -89,6 +92,9 @@ export class SkillRegistry {
     const bySlug = new Map<string, Skill>();
     const byId = new Map<string, Skill>();
     const validators = new Map<string, ValidateFunction>();
+    // Drops the previous refresh's compiled schemas, which would otherwise pile up in the
+    // compiler's cache (it is keyed by schema object, and each refresh parses new ones).
+    this.ajv.removeSchema();
     for (const row of rows) {
       const skill = toSkill(row);
       bySlug.set(skill.slug, skill);
