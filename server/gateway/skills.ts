@@ -125,6 +125,8 @@ export class SkillRegistry {
   /** Registers a skill, or updates the one with the same slug (keeping its UUID and secret unless given). */
   upsert(input: SkillInput): Skill {
     if (!SLUG.test(input.slug)) throw new SkillValidationError(`invalid slug "${input.slug}": lowercase letters, digits and dashes`);
+    // resolve() reads a UUID-shaped reference as a UUID, so such a slug could never be found.
+    if (UUID.test(input.slug)) throw new SkillValidationError(`invalid slug "${input.slug}": a slug must not look like a UUID`);
     if (input.priceMicros < 0n) throw new SkillValidationError("price must not be negative");
     if (!Number.isInteger(input.timeoutMs) || input.timeoutMs <= 0) throw new SkillValidationError("timeout must be a positive integer of ms");
     let url: URL;
