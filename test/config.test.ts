@@ -1,0 +1,124 @@
+import { expect } from "chai";
+import { ConfigError, loadConfig, type Config } from "../server/config";
+
+const DEFAULTS: Config = {
+  host: "127.0.0.1",
+  port: 8787,
+  dbPath: "data/gateway.db",
+  feeMode: "included",
+  feeBps: 1000n,
+  rateLimitPerMin: 100,
+  dailyCallCap: 0,
+  maxRequestBytes: 256 * 1024,
+  maxResponseBytes: 1024 * 1024,
+  defaultSkillTimeoutMs: 10_000,
+  idempotencyTtlMs: 24 * 3_600_000,
+  keyCacheTtlMs: 5_000,
+  groupCommitMaxOps: 512,
+};
+
+describe("loadConfig", () => {
+  it("gives the defaults for an empty environment: the spec's 10% fee and 100 calls per minute", () => {
+    expect(loadConfig({})).to.deep.equal(DEFAULTS);
+  });
+
+  it("treats empty values as unset", () => {
+    expect(loadConfig({ PORT: "", FEE_MODE: "", HOST: "", DB_PATH: "" })).to.deep.equal(DEFAULTS);
+  });
+
+  it("reads every setting from the environment it is given", () => {
+    const config = loadConfig({
+      HOST: "0.0.0.0",
+      PORT: "9000",
+      DB_PATH: "/var/lib/gateway.db",
+      FEE_MODE: "on_top",
+      FEE_BPS: "250",
+      RATE_LIMIT_PER_MIN: "600",
+      DAILY_CALL_CAP: "5000",
+      MAX_REQUEST_BYTES: "2048",
+      MAX_RESPONSE_BYTES: "4096",
+      SKILL_TIMEOUT_MS: "1500",
+      IDEMPOTENCY_TTL_HOURS: "48",
+      KEY_CACHE_TTL_MS: "0",
+      GROUP_COMMIT_MAX_OPS: "64",
+    });
+    expect(config).to.deep.equal({
+      host: "0.0.0.0",
+      port: 9000,
+      dbPath: "/var/lib/gateway.db",
+      feeMode: "on_top",
+      feeBps: 250n,
+      rateLimitPerMin: 600,
+      dailyCallCap: 5000,
+      maxRequestBytes: 2048,
+      maxResponseBytes: 4096,
+      defaultSkillTimeoutMs: 1500,
+      idempotencyTtlMs: 48 * 3_600_000,
+      keyCacheTtlMs: 0,
+      groupCommitMaxOps: 64,
+    });
+  });
+
+  it("accepts the ends of each range", () => {
+    expect(loadConfig({ PORT: "0", FEE_BPS: "0", RATE_LIMIT_PER_MIN: "1" })).to.include({ port: 0, feeBps: 0n, rateLimitPerMin: 1 });
+    expect(loadConfig({ PORT: "65535", FEE_BPS: "10000" })).to.include({ port: 65535, feeBps: 10_000n });
+  });
+
+  it("tolerates whitespace around a number", () => {
+    expect(loadConfig({ PORT: " 9000 " }).port).to.equal(9000);
+  });
+
+  it("lets explicit overrides win over the environment", () => {
+    expect(loadConfig({ PORT: "9000" }, { port: 0, dbPath: ":memory:" })).to.include({ port: 0, dbPath: ":memory:" });
+  });
+
+  it("reads process.env when given no environment", () => {
+    const saved = process.env.RATE_LIMIT_PER_MIN;
+    process.env.RATE_LIMIT_PER_MIN = "321";
+    try {
+      expect(loadConfig().rateLimitPerMin).to.equal(321);
+    } finally {
+      if (saved === undefined) delete process.env.RATE_LIMIT_PER_MIN;
+      else process.env.RATE_LIMIT_PER_MIN = saved;
+    }
+  });
+
+  const bad: [string, Record<string, string>, string][] = [
+    ["a word for a number", { PORT: "eighty" }, 'PORT must be an integer, got "eighty"'],
+    ["a fraction", { RATE_LIMIT_PER_MIN: "1.5" }, "RATE_LIMIT_PER_MIN must be an integer"],
+    ["an exponent", { SKILL_TIMEOUT_MS: "1e4" }, "SKILL_TIMEOUT_MS must be an integer"],
+    ["a hex number", { GROUP_COMMIT_MAX_OPS: "0x10" }, "GROUP_COMMIT_MAX_OPS must be an integer"],
+    ["a number with a unit", { SKILL_TIMEOUT_MS: "500ms" }, "SKILL_TIMEOUT_MS must be an integer"],
+    ["a port above 65535", { PORT: "65536" }, "PORT must be between 0 and 65535, got 65536"],
+    ["a negative port", { PORT: "-1" }, "PORT must be between 0 and 65535, got -1"],
+    ["a fee above 100%", { FEE_BPS: "10001" }, "FEE_BPS must be between 0 and 10000"],
+    ["a rate limit of 0", { RATE_LIMIT_PER_MIN: "0" }, "RATE_LIMIT_PER_MIN must be between 1 and"],
+    ["a negative daily cap", { DAILY_CALL_CAP: "-5" }, "DAILY_CALL_CAP must be between 0 and"],
+    ["a request cap under 1 KiB", { MAX_REQUEST_BYTES: "1023" }, "MAX_REQUEST_BYTES must be between 1024 and"],
+    ["a response cap under 1 KiB", { MAX_RESPONSE_BYTES: "100" }, "MAX_RESPONSE_BYTES must be between 1024 and"],
+    ["a skill timeout under 10 ms", { SKILL_TIMEOUT_MS: "9" }, "SKILL_TIMEOUT_MS must be between 10 and"],
+    ["an idempotency TTL of 0 hours", { IDEMPOTENCY_TTL_HOURS: "0" }, "IDEMPOTENCY_TTL_HOURS must be between 1 and"],
+    ["a key cache TTL over an hour", { KEY_CACHE_TTL_MS: "3600001" }, "KEY_CACHE_TTL_MS must be between 0 and 3600000"],
+    ["a group commit of 0 operations", { GROUP_COMMIT_MAX_OPS: "0" }, "GROUP_COMMIT_MAX_OPS must be between 1 and"],
+    ["a huge number", { PORT: "99999999999999999999" }, "PORT must be between 0 and 65535"],
+    ["an unknown FEE_MODE", { FEE_MODE: "on-top" }, 'FEE_MODE must be one of included, on_top, got "on-top"'],
+    ["a FEE_MODE in the wrong case", { FEE_MODE: "INCLUDED" }, "FEE_MODE must be one of included, on_top"],
+  ];
+  for (const [what, env, message] of bad) {
+    it(`throws a ConfigError naming the setting for ${what}`, () => {
+      expect(() => loadConfig(env))
+        .to.throw(ConfigError)
+        .with.property("message")
+        .that.includes(message);
+    });
+  }
+
+  it("names its errors ConfigError", () => {
+    try {
+      loadConfig({ FEE_MODE: "free" });
+      expect.fail("loadConfig accepted FEE_MODE=free");
+    } catch (error) {
+      expect(error).to.be.instanceOf(ConfigError).and.to.have.property("name", "ConfigError");
+    }
+  });
+});

@@ -1,0 +1,58 @@
+import type { Skill, SkillInput } from "../../server/gateway/skills";
+import type { Db } from "../../server/ledger/db";
+import { Ledger } from "../../server/ledger/ledger";
+
+/** The seller every built skill belongs to unless overridden. */
+export const SELLER_ID = "seller:acme";
+
+/**
+ * A valid skill registration: an `echo` skill at 0.001 USD per call, no input schema.
+ * Pass overrides for the fields a test is about.
+ */
+export function buildSkill(overrides: Partial<SkillInput> = {}): SkillInput {
+  return {
+    slug: "echo",
+    name: "Echo",
+    description: "Returns its input",
+    priceMicros: 1_000n,
+    sellerAccountId: SELLER_ID,
+    backendUrl: "http://127.0.0.1:9/echo",
+    timeoutMs: 5_000,
+    rateLimitPerMin: null,
+    inputSchema: null,
+    ...overrides,
+  };
+}
+
+/**
+ * A skill as the registry hands it out, for code that takes a Skill and needs no database
+ * (the forwarder). Its id and signing secret are fixed, so tests are reproducible.
+ */
+export function buildSkillRecord(overrides: Partial<Skill> = {}): Skill {
+  const { slug, name, description, priceMicros, sellerAccountId, backendUrl, timeoutMs } = buildSkill();
+  return {
+    id: "6f1c2a9e-4b7d-4c1e-9a3f-2d8e5b0c7a14",
+    slug,
+    name,
+    description: description ?? "",
+    priceMicros,
+    sellerAccountId,
+    backendUrl,
+    timeoutMs,
+    rateLimitPerMin: null,
+    inputSchema: null,
+    signingSecret: "test-signing-secret-0123456789abcdef",
+    ...overrides,
+  };
+}
+
+/**
+ * Creates the seller account that skills refer to (a foreign key), and waits until it is
+ * committed: the ledger writes in batches, and the batch must end before another
+ * connection writes or this one is closed.
+ */
+export async function ensureSeller(db: Db, id = SELLER_ID): Promise<void> {
+  const ledger = new Ledger(db);
+  ledger.ensureAccount({ id, kind: "seller", name: `Seller ${id}` });
+  await ledger.commit.durable();
+}
