@@ -7,7 +7,7 @@ import type { SkillRegistry } from "../gateway/skills";
 import type { Ledger } from "../ledger/ledger";
 import { errorEnvelope } from "./envelope";
 import { ApiError } from "./errors";
-import { callRoutes } from "./routes/call";
+import { callHandler } from "./routes/call";
 import { readRoutes } from "./routes/read";
 
 export interface AppDeps {
@@ -29,7 +29,10 @@ export function createApp(deps: AppDeps): express.Express {
   app.get("/healthz", (_req, res) => {
     res.json({ success: true, data: { status: "ok" } });
   });
-  app.use(callRoutes({ keys: deps.keys, calls: deps.callService, maxRequestBytes: deps.config.maxRequestBytes }));
+  const calls = callHandler({ keys: deps.keys, calls: deps.callService, maxRequestBytes: deps.config.maxRequestBytes, log: deps.log });
+  app.use((req, res, next) => {
+    if (!calls(req, res)) next();
+  });
   app.use(readRoutes(deps));
 
   app.use((req: Request, _res: Response, next: NextFunction) => {
@@ -48,12 +51,5 @@ export function createApp(deps: AppDeps): express.Express {
 /** Maps anything thrown to a client-safe error; internal details (SQL, stack) never leave. */
 function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
-  const type = (error as { type?: string } | null)?.type;
-  if (type === "entity.too.large") return new ApiError("payload_too_large", "Request body is larger than the gateway accepts.");
-  if (type === "entity.parse.failed") return new ApiError("invalid_json", "Request body is not valid JSON.");
-  if (type === "encoding.unsupported" || type === "charset.unsupported") {
-    return new ApiError("invalid_request", "Request body encoding is not supported; send UTF-8 JSON.");
-  }
-  if (type === "request.aborted") return new ApiError("invalid_request", "Request was aborted by the client.");
-  return new ApiError("internal_error", "Internal server error: the call was not charged.");
+  return new ApiError("internal_error", "Internal server error.");
 }

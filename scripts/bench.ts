@@ -1,0 +1,204 @@
+/**
+ * The call-path benchmark (`npm run bench`). In one run, against the same local backend,
+ * at 50 concurrent connections, it measures:
+ *   1. the backend called directly,
+ *   2. a bare Node HTTP proxy in front of it (the baseline),
+ *   3. the gateway: auth, rate limit, hold, forward, capture, with every charge durable
+ *      (SQLite synchronous=FULL) before its response is sent.
+ * It prints throughput, latency percentiles, the gateway's throughput as a ratio of the
+ * bare proxy's, and the latency the gateway adds. Each server runs in its own process;
+ * the load generator (undici, one request in flight per connection) runs in this one.
+ *
+ *   BENCH_SECONDS (default 8)  BENCH_CONNECTIONS (default 50)  BENCH_PROFILE (a folder)
+ */
+import { type ChildProcess, fork } from "node:child_process";
+import fs from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { performance } from "node:perf_hooks";
+import { Pool } from "undici";
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
+const WARMUP_MS = 1_500;
+
+// ---------- the three servers, each run as a child process of this script ----------
+
+function listen(server: http.Server): Promise<string> {
+  return new Promise((resolve) =>
+    server.listen(0, "127.0.0.1", () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)),
+  );
+}
+
+/** The skill backend: echoes the JSON it is sent. */
+async function runBackend(): Promise<void> {
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks);
+      res.writeHead(200, { "content-type": "application/json", "content-length": body.length }).end(body);
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  process.send!({ url: await listen(server) });
+}
+
+/** The baseline: the least a proxy can do, streaming each request to the backend over keep-alive. */
+async function runProxy(backendUrl: string): Promise<void> {
+  const target = new URL(backendUrl);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+  const server = http.createServer((req, res) => {
+    const upstream = http.request(
+      { host: target.hostname, port: target.port, path: "/echo", method: "POST", agent, headers: { "content-type": "application/json", "content-length": req.headers["content-length"] ?? "0" } },
+      (up) => {
+        res.writeHead(up.statusCode ?? 502, { "content-type": "application/json", "content-length": up.headers["content-length"] ?? "0" });
+        up.pipe(res);
+      },
+    );
+    upstream.on("error", () => res.writeHead(502).end());
+    req.pipe(upstream);
+  });
+  server.keepAliveTimeout = 60_000;
+  process.send!({ url: await listen(server) });
+}
+
+/** The real gateway, on a real SQLite file with synchronous=FULL. */
+async function runGateway(backendUrl: string, dbPath: string): Promise<void> {
+  const { loadConfig } = await import("../server/config");
+  const { startGateway } = await import("../server/index");
+  const gw = await startGateway(loadConfig({}, { port: 0, dbPath, rateLimitPerMin: 10_000_000 }), { log: () => {} });
+  gw.ledger.ensureAccount({ id: "bench-seller", kind: "seller", name: "bench seller" });
+  gw.ledger.ensureAccount({ id: "bench-buyer", kind: "user", name: "bench buyer" });
+  gw.ledger.credit("bench-buyer", 1_000_000_000_000n, "dev_credit", "benchmark balance");
+  gw.skills.upsert({ slug: "echo", name: "echo", priceMicros: 1_000n, sellerAccountId: "bench-seller", backendUrl: backendUrl + "/echo", timeoutMs: 10_000 });
+  gw.ledger.commit.flush();
+  const { key } = gw.keys.create("bench-buyer");
+  const sync = gw.db.pragma("synchronous", { simple: true });
+  process.on("message", (msg) => {
+    if (msg === "exit") process.exit(0);
+    const captured = gw.db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'captured'").pluck().get();
+    process.send!({ captured: Number(captured), batches: gw.ledger.commit.committedBatches, synchronous: Number(sync) });
+  });
+  process.send!({ url: gw.url, key });
+}
+
+// ---------- the load generator and the report ----------
+
+interface Run {
+  name: string;
+  requestsPerSec: number;
+  ok: number;
+  failed: number;
+  p50Ms: number;
+  p90Ms: number;
+  p99Ms: number;
+}
+
+function start(role: string, ...args: string[]): Promise<{ child: ChildProcess; msg: any }> {
+  // BENCH_PROFILE=<dir> writes a V8 CPU profile of the gateway process there.
+  const profile = process.env.BENCH_PROFILE && role === "gateway" ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
+  const child = fork(__filename, [role, ...args], {
+    execArgv: ["-r", "ts-node/register/transpile-only", ...profile],
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
+  return new Promise((resolve, reject) => {
+    child.once("message", (msg) => resolve({ child, msg }));
+    child.once("exit", (code) => reject(new Error(`${role} exited with ${code}`)));
+  });
+}
+
+function percentile(sorted: Float64Array, p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+async function load(name: string, url: string, body: string, headers: Record<string, string>): Promise<Run> {
+  const target = new URL(url);
+  const pool = new Pool(target.origin, { connections: CONNECTIONS, pipelining: 1 });
+  const latencies: number[] = [];
+  let ok = 0;
+  let failed = 0;
+  const once = async (record: boolean) => {
+    const t0 = performance.now();
+    try {
+      const res = await pool.request({ path: target.pathname, method: "POST", headers: { "content-type": "application/json", ...headers }, body });
+      await res.body.text();
+      if (!record) return;
+      latencies.push(performance.now() - t0);
+      if (res.statusCode === 200) ok++;
+      else failed++;
+    } catch {
+      if (record) failed++;
+    }
+  };
+  const loop = async (untilMs: number, record: boolean) => {
+    while (performance.now() < untilMs) await once(record);
+  };
+  const warmEnd = performance.now() + WARMUP_MS;
+  await Promise.all(Array.from({ length: CONNECTIONS }, () => loop(warmEnd, false)));
+  const t0 = performance.now();
+  const end = t0 + SECONDS * 1000;
+  await Promise.all(Array.from({ length: CONNECTIONS }, () => loop(end, true)));
+  const elapsedSec = (performance.now() - t0) / 1000;
+  await pool.close();
+  const sorted = Float64Array.from(latencies).sort();
+  return { name, requestsPerSec: (ok + failed) / elapsedSec, ok, failed, p50Ms: percentile(sorted, 50), p90Ms: percentile(sorted, 90), p99Ms: percentile(sorted, 99) };
+}
+
+async function main(): Promise<void> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gw-bench-"));
+  const children: ChildProcess[] = [];
+  try {
+    const backend = await start("backend");
+    children.push(backend.child);
+    const proxy = await start("proxy", backend.msg.url);
+    children.push(proxy.child);
+    const gateway = await start("gateway", backend.msg.url, path.join(dir, "bench.db"));
+    children.push(gateway.child);
+
+    const input = JSON.stringify({ hello: "world", n: 42 });
+    console.log(`call-path benchmark: ${CONNECTIONS} connections, ${SECONDS} s per scenario after ${WARMUP_MS} ms warm-up, ${os.cpus().length} cores, Node ${process.version}\n`);
+    const direct = await load("backend, direct", backend.msg.url + "/echo", input, {});
+    const bare = await load("bare Node proxy", proxy.msg.url + "/echo", input, {});
+    const gw = await load("gateway (durable charges)", gateway.msg.url + "/v1/call", JSON.stringify({ skill_id: "echo", input: JSON.parse(input) }), {
+      authorization: `Bearer ${gateway.msg.key}`,
+    });
+
+    gateway.child.send("stats");
+    const stats: { captured: number; batches: number; synchronous: number } = await new Promise((resolve) => gateway.child.once("message", resolve));
+
+    const rows = [direct, bare, gw];
+    const fmt = (n: number, d = 2) => n.toFixed(d);
+    console.log("| scenario | req/s | p50 ms | p90 ms | p99 ms | non-200 |");
+    console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
+    for (const r of rows) console.log(`| ${r.name} | ${fmt(r.requestsPerSec, 0)} | ${fmt(r.p50Ms)} | ${fmt(r.p90Ms)} | ${fmt(r.p99Ms)} | ${r.failed} |`);
+    console.log("");
+    const ratio = gw.requestsPerSec / bare.requestsPerSec;
+    console.log(`gateway throughput / bare proxy throughput: ${fmt(ratio)} (target >= 0.70)`);
+    console.log(`latency the gateway adds over the bare proxy: p50 ${fmt(gw.p50Ms - bare.p50Ms, 3)} ms (target < 1 ms), p99 ${fmt(gw.p99Ms - bare.p99Ms, 3)} ms`);
+    console.log(`latency the gateway adds over the direct backend: p50 ${fmt(gw.p50Ms - direct.p50Ms, 3)} ms, p99 ${fmt(gw.p99Ms - direct.p99Ms, 3)} ms`);
+    console.log(
+      `durability: synchronous=${stats.synchronous === 2 ? "FULL" : stats.synchronous}, ${stats.captured} charges captured in ${stats.batches} commits ` +
+        `(${fmt(stats.captured / Math.max(1, stats.batches), 1)} per commit), every one on disk before its 200 was sent`,
+    );
+  } finally {
+    for (const c of children) {
+      if (c.connected) c.send("exit");
+      setTimeout(() => c.kill(), 2_000).unref();
+    }
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const [role, ...args] = process.argv.slice(2);
+const roles: Record<string, () => Promise<void>> = {
+  backend: runBackend,
+  proxy: () => runProxy(args[0]),
+  gateway: () => runGateway(args[0], args[1]),
+};
+(roles[role] ?? main)().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
