@@ -1,0 +1,176 @@
+/**
+ * The deployment file: one JSON document per network (default `deployments/<network>.json`) that records
+ * where the contracts are. Written by the deploy script (or by the gateway when it deploys on start),
+ * read by the gateway. Example:
+ *
+ *   {
+ *     "network": "localhost", "chainId": 8453,
+ *     "usdc": "0x…", "usdcIsTestToken": true, "escrow": "0x…", "deployBlock": 3,
+ *     "deployer": "0x…", "admin": "0x…", "treasury": "0x…", "settler": "0x…", "voucherSigner": "0x…"
+ *   }
+ */
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { getAddress, isAddress, parseAbi, type Address, type PublicClient } from "viem";
+
+/** `<repo>/deployments`. */
+export const DEFAULT_DEPLOYMENTS_DIR = path.resolve(__dirname, "../../deployments");
+
+/** Where the contracts of one network are. Addresses are checksummed. */
+export type Deployment = {
+  /** Network name, e.g. "localhost"; also the file's base name. */
+  network: string;
+  chainId: number;
+  /** The escrowed token. */
+  usdc: Address;
+  /** True when `usdc` is a TestUSDC created by this deployment (its owner, `deployer`, can mint). */
+  usdcIsTestToken: boolean;
+  /** SkillEscrow. */
+  escrow: Address;
+  /** Block that created the escrow: where an event indexer starts. A JSON number in the file. */
+  deployBlock: bigint;
+  /** Account that sent the deployment transactions. */
+  deployer: Address;
+  /** Holder of DEFAULT_ADMIN_ROLE. */
+  admin: Address;
+  /** Receiver of platform fees. */
+  treasury: Address;
+  /** Holder of SETTLER_ROLE. */
+  settler: Address;
+  /** Holder of VOUCHER_SIGNER_ROLE. */
+  voucherSigner: Address;
+};
+
+/** A deployment file that is missing, unreadable or malformed. */
+export class DeploymentFileError extends Error {
+  override name = "DeploymentFileError";
+}
+
+const ADDRESS_FIELDS = ["usdc", "escrow", "deployer", "admin", "treasury", "settler", "voucherSigner"] as const;
+
+/** `dir/<network>.json`. The network name must be a plain identifier (no path tricks). */
+export function deploymentPath(network: string, dir: string = DEFAULT_DEPLOYMENTS_DIR): string {
+  if (!/^[A-Za-z0-9][A-Za-z0-9_-]*$/.test(network)) {
+    throw new DeploymentFileError(`network name must be letters, digits, "-" or "_", got "${network}"`);
+  }
+  return path.join(dir, `${network}.json`);
+}
+
+/** The file's JSON text (deployBlock as a plain number, stable field order, trailing newline). */
+export function serializeDeployment(deployment: Deployment): string {
+  if (deployment.deployBlock > BigInt(Number.MAX_SAFE_INTEGER)) {
+    throw new DeploymentFileError(`deployBlock ${deployment.deployBlock} does not fit a JSON number`);
+  }
+  const { network, chainId, usdc, usdcIsTestToken, escrow, deployBlock, ...roles } = deployment;
+  const json = { network, chainId, usdc, usdcIsTestToken, escrow, deployBlock: Number(deployBlock), ...roles };
+  return `${JSON.stringify(json, null, 2)}\n`;
+}
+
+/** Validates parsed JSON as a Deployment; throws DeploymentFileError naming the first bad field. */
+export function parseDeployment(json: unknown, source = "deployment"): Deployment {
+  const fail = (message: string): never => {
+    throw new DeploymentFileError(`${source}: ${message}`);
+  };
+  if (typeof json !== "object" || json === null || Array.isArray(json)) return fail("expected a JSON object");
+  const record = json as Record<string, unknown>;
+
+  const { network, chainId, usdcIsTestToken, deployBlock } = record;
+  if (typeof network !== "string" || network === "") fail(`"network" must be a non-empty string`);
+  if (typeof chainId !== "number" || !Number.isSafeInteger(chainId) || chainId <= 0) {
+    fail(`"chainId" must be a positive integer, got ${JSON.stringify(chainId)}`);
+  }
+  if (typeof usdcIsTestToken !== "boolean") fail(`"usdcIsTestToken" must be a boolean`);
+  if (typeof deployBlock !== "number" || !Number.isSafeInteger(deployBlock) || deployBlock < 0) {
+    fail(`"deployBlock" must be a non-negative integer, got ${JSON.stringify(deployBlock)}`);
+  }
+  const addresses = {} as Record<(typeof ADDRESS_FIELDS)[number], Address>;
+  for (const field of ADDRESS_FIELDS) {
+    const value = record[field];
+    if (typeof value !== "string" || !isAddress(value, { strict: false })) {
+      fail(`"${field}" must be a 20-byte hex address, got ${JSON.stringify(value)}`);
+    }
+    addresses[field] = getAddress(value as string);
+  }
+  return {
+    network: network as string,
+    chainId: chainId as number,
+    usdcIsTestToken: usdcIsTestToken as boolean,
+    deployBlock: BigInt(deployBlock as number),
+    ...addresses,
+  };
+}
+
+/** Writes the file atomically (temp file + rename), creating its directory. */
+export function writeDeployment(filePath: string, deployment: Deployment): void {
+  mkdirSync(path.dirname(filePath), { recursive: true });
+  const temporary = `${filePath}.${process.pid}.tmp`;
+  writeFileSync(temporary, serializeDeployment(deployment));
+  renameSync(temporary, filePath);
+}
+
+/** Reads and validates a deployment file; throws DeploymentFileError if it is missing or malformed. */
+export function readDeployment(filePath: string): Deployment {
+  let text: string;
+  try {
+    text = readFileSync(filePath, "utf8");
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new DeploymentFileError(
+      code === "ENOENT" ? `${filePath} does not exist: deploy first` : `${filePath}: ${(error as Error).message}`,
+    );
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new DeploymentFileError(`${filePath}: not JSON (${(error as Error).message})`);
+  }
+  return parseDeployment(json, filePath);
+}
+
+export type VerifyDeploymentReturnType = { ok: true } | { ok: false; reason: string };
+
+const ESCROW_VIEWS = parseAbi([
+  "function usdc() view returns (address)",
+  "function hasRole(bytes32 role, address account) view returns (bool)",
+  "function SETTLER_ROLE() view returns (bytes32)",
+]);
+
+/**
+ * Whether a deployment file describes contracts that exist on the chain behind `publicClient`: same chain id,
+ * code at both addresses, the escrow holding that token and the settler holding its role. A file left from an
+ * earlier `hardhat node` (which forgets everything on restart) fails this check; the caller then redeploys.
+ */
+export async function verifyDeployment(
+  publicClient: Pick<PublicClient, "getChainId" | "getCode" | "readContract">,
+  deployment: Deployment,
+): Promise<VerifyDeploymentReturnType> {
+  const chainId = await publicClient.getChainId();
+  if (chainId !== deployment.chainId) {
+    return { ok: false, reason: `chain id is ${chainId}, the file is for ${deployment.chainId}` };
+  }
+  for (const [name, address] of [
+    ["escrow", deployment.escrow],
+    ["usdc", deployment.usdc],
+  ] as const) {
+    const code = await publicClient.getCode({ address });
+    if (!code || code === "0x") return { ok: false, reason: `no contract at ${name} ${address}` };
+  }
+  const token = await publicClient.readContract({ address: deployment.escrow, abi: ESCROW_VIEWS, functionName: "usdc" });
+  if (getAddress(token) !== deployment.usdc) {
+    return { ok: false, reason: `escrow ${deployment.escrow} holds token ${token}, not ${deployment.usdc}` };
+  }
+  const settlerRole = await publicClient.readContract({
+    address: deployment.escrow,
+    abi: ESCROW_VIEWS,
+    functionName: "SETTLER_ROLE",
+  });
+  const isSettler = await publicClient.readContract({
+    address: deployment.escrow,
+    abi: ESCROW_VIEWS,
+    functionName: "hasRole",
+    args: [settlerRole, deployment.settler],
+  });
+  if (!isSettler) return { ok: false, reason: `${deployment.settler} does not hold SETTLER_ROLE` };
+  return { ok: true };
+}
