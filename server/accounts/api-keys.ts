@@ -13,6 +13,8 @@ export interface ApiKeyRecord {
   name: string;
   prefix: string;
   rateLimitPerMin: number | null;
+  /** The owning account's own daily call cap, if it has one (cached with the key). */
+  accountDailyCallCap: number | null;
   createdAtMs: number;
   revokedAtMs: number | null;
 }
@@ -39,9 +41,12 @@ interface KeyRow {
   name: string;
   prefix: string;
   rate_limit_per_min: bigint | null;
+  daily_call_cap: bigint | null;
   created_at: bigint;
   revoked_at: bigint | null;
 }
+
+const SELECT_KEY = "SELECT k.*, a.daily_call_cap FROM api_keys k JOIN accounts a ON a.id = k.account_id";
 
 function toRecord(row: KeyRow): ApiKeyRecord {
   return {
@@ -50,6 +55,7 @@ function toRecord(row: KeyRow): ApiKeyRecord {
     name: row.name,
     prefix: row.prefix,
     rateLimitPerMin: row.rate_limit_per_min === null ? null : Number(row.rate_limit_per_min),
+    accountDailyCallCap: row.daily_call_cap === null ? null : Number(row.daily_call_cap),
     createdAtMs: Number(row.created_at),
     revokedAtMs: row.revoked_at === null ? null : Number(row.revoked_at),
   };
@@ -74,9 +80,9 @@ export class ApiKeys {
       insert: db.prepare(
         "INSERT INTO api_keys (id, account_id, name, prefix, hash, rate_limit_per_min, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
       ),
-      byHash: db.prepare("SELECT * FROM api_keys WHERE hash = ?"),
-      byId: db.prepare("SELECT * FROM api_keys WHERE id = ?"),
-      byAccount: db.prepare("SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at"),
+      byHash: db.prepare(`${SELECT_KEY} WHERE k.hash = ?`),
+      byId: db.prepare(`${SELECT_KEY} WHERE k.id = ?`),
+      byAccount: db.prepare(`${SELECT_KEY} WHERE k.account_id = ? ORDER BY k.created_at`),
       revoke: db.prepare("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL"),
     };
   }

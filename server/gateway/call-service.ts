@@ -111,7 +111,7 @@ export class CallService {
       });
     }
 
-    const cap = ledger.getAccount(accountId)?.dailyCallCap ?? config.dailyCallCap;
+    const cap = req.apiKey.accountDailyCallCap ?? config.dailyCallCap;
     if (cap > 0) {
       const daily = dailyCap.admit(accountId, cap);
       if (!daily.allowed) {

@@ -9,10 +9,15 @@ interface Waiter {
  * Group commit: many operations share one SQLite transaction, and so one fsync.
  *
  * `run(fn)` executes `fn` at once, atomically, inside the open batch transaction (as a
- * savepoint, so a throwing operation undoes only itself) and returns its result. The
- * batch commits on the next turn of the event loop, or sooner when it reaches `maxOps`.
+ * savepoint, so a throwing operation undoes only itself) and returns its result.
  * `durable()` resolves when everything run so far is on disk. A response that reports a
  * charge awaits it, so no client is ever told about money the disk does not have.
+ *
+ * When the batch commits: on the next turn of the event loop after someone awaits
+ * durability, at `maxOps` operations, or `maxDelayMs` after the batch began, whichever
+ * comes first. Writes nobody waits for (a hold before its call is forwarded, a failed
+ * call's log line) ride along with the next durable commit instead of paying an fsync of
+ * their own: losing one in a crash is harmless, since an unwritten hold is a released one.
  *
  * Because the process is single-threaded and each operation runs to completion inside
  * the transaction, later operations see earlier ones' writes: a hold taken in this batch
@@ -22,6 +27,7 @@ export class GroupCommit {
   private waiters: Waiter[] = [];
   private opsInBatch = 0;
   private flushScheduled = false;
+  private timer: NodeJS.Timeout | undefined;
   private batches = 0;
   private depth = 0;
 
@@ -30,16 +36,14 @@ export class GroupCommit {
     private readonly maxOps = 512,
     /** Told about a failed commit; the batch's operations are rolled back and their waiters rejected. */
     private readonly onCommitError: (error: unknown) => void = () => {},
+    private readonly maxDelayMs = 10,
   ) {}
 
   run<T>(fn: () => T): T {
     if (!this.db.inTransaction) {
       this.db.exec("BEGIN IMMEDIATE");
       this.opsInBatch = 0;
-    }
-    if (!this.flushScheduled) {
-      this.flushScheduled = true;
-      setImmediate(() => this.flush());
+      this.timer ??= setTimeout(() => this.flush(), this.maxDelayMs);
     }
     // Inside an open transaction better-sqlite3 runs a transaction function as a savepoint.
     // Operations may nest (a capture inside a call's completion); only the outermost one
@@ -69,6 +73,10 @@ export class GroupCommit {
   /** Resolves once every operation run so far is committed to disk. */
   durable(): Promise<void> {
     if (!this.db.inTransaction) return Promise.resolve();
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      setImmediate(() => this.flush());
+    }
     return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
   }
 
@@ -88,6 +96,8 @@ export class GroupCommit {
   /** Commits the open batch; on failure rolls it back, rejects its waiters and returns the error. */
   private commitBatch(): { error: unknown } | undefined {
     this.flushScheduled = false;
+    clearTimeout(this.timer);
+    this.timer = undefined;
     if (!this.db.inTransaction) {
       this.settleWaiters();
       return undefined;

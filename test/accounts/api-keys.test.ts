@@ -272,7 +272,7 @@ describe("ApiKeys", () => {
     it("never exposes the hash", () => {
       keys.create(ALICE);
       const [record] = keys.listForAccount(ALICE);
-      expect(record).to.have.all.keys("id", "accountId", "name", "prefix", "rateLimitPerMin", "createdAtMs", "revokedAtMs");
+      expect(record).to.have.all.keys("id", "accountId", "name", "prefix", "rateLimitPerMin", "accountDailyCallCap", "createdAtMs", "revokedAtMs");
     });
 
     it("returns an empty list for an account without keys", () => {
