@@ -70,6 +70,13 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
         uint256 deadline;
     }
 
+    /// @notice The state every batch reads and writes, packed into one storage slot: a settle pays for one
+    ///         storage read and one write here instead of two of each.
+    struct Settlement {
+        address treasury;
+        uint64 lastBatchNumber;
+    }
+
     /// @notice A pending unilateral exit. `readyAt == 0` means none.
     struct Exit {
         uint256 amount;
@@ -100,14 +107,13 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
     /// @notice The token held in escrow (USDC).
     IERC20 public immutable usdc;
 
-    /// @notice Receiver of platform fees. Fees already credited stay claimable by the treasury they went to.
-    address public treasury;
     /// @notice Smallest accepted deposit, in base units.
     uint256 public minDeposit;
     /// @notice Delay between {requestExit} and {completeExit}, in seconds.
     uint256 public exitDelay;
-    /// @notice Number of the last settled batch (0 before the first).
-    uint256 public lastBatchNumber;
+
+    /// @dev The treasury and the last batch number; see {treasury} and {lastBatchNumber}.
+    Settlement private _settlement;
 
     /// @notice Unspent escrowed funds per account.
     mapping(address account => uint256 amount) public balances;
@@ -126,10 +132,14 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
 
     /// @notice `from` paid `amount` into `account`'s escrowed balance, which is now `balance`.
     event Deposited(address indexed account, address indexed from, uint256 amount, uint256 balance);
-    /// @notice Batch `batchNumber` debited `amount` from `account`, leaving `balance`.
-    event AccountDebited(uint256 indexed batchNumber, address indexed account, uint256 amount, uint256 balance);
-    /// @notice Batch `batchNumber` credited `amount` to `seller`'s earnings.
-    event SellerCredited(uint256 indexed batchNumber, address indexed seller, uint256 amount);
+    /// @notice A batch debited `amount` from `account`, leaving `balance`.
+    /// @dev The batch number is not repeated here: it is in the {BatchSettled} event of the same transaction.
+    ///      Per-entry events are emitted once per account and seller, so every topic and word counts (a topic
+    ///      costs 375 gas, a data word 256): this keeps what a wallet filters on (the account) and what it shows
+    ///      (amount, balance left).
+    event AccountDebited(address indexed account, uint256 amount, uint256 balance);
+    /// @notice A batch credited `amount` to `seller`'s earnings (batch number: see {AccountDebited}).
+    event SellerCredited(address indexed seller, uint256 amount);
     /// @notice Batch `batchNumber` was applied; `platformFee` went to `treasury`.
     event BatchSettled(
         uint256 indexed batchNumber,
@@ -209,7 +219,7 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
         if (treasury_ == address(0)) revert EscrowInvalidAccount(address(0));
         usdc = usdc_;
         _grantRole(DEFAULT_ADMIN_ROLE, admin);
-        treasury = treasury_;
+        _settlement.treasury = treasury_;
         emit TreasuryChanged(address(0), treasury_);
         minDeposit = DEFAULT_MIN_DEPOSIT;
         emit MinDepositChanged(0, DEFAULT_MIN_DEPOSIT);
@@ -279,13 +289,15 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
     ///      total credits plus the fee (EscrowBatchUnbalanced). No tokens move, so no external call is made.
     /// @param batch The batch, see {Batch}.
     function settle(Batch calldata batch) external nonReentrant onlyRole(SETTLER_ROLE) {
-        uint256 batchNumber = lastBatchNumber + 1;
+        Settlement memory settlement = _settlement;
+        uint256 batchNumber = uint256(settlement.lastBatchNumber) + 1;
         if (batch.number != batchNumber) revert EscrowBatchOutOfOrder(batchNumber, batch.number);
         if (batch.receiptsRoot == bytes32(0)) revert EscrowMissingReceiptsRoot(batch.number);
         uint256 debitCount = batch.debits.length;
         if (debitCount == 0) revert EscrowEmptyBatch(batch.number);
 
-        lastBatchNumber = batchNumber;
+        // Fits: 2^64 batches would take longer than the chain will exist, even at one batch per block.
+        _settlement.lastBatchNumber = uint64(batchNumber);
         receiptsRoots[batchNumber] = batch.receiptsRoot;
 
         uint256 totalDebits;
@@ -299,7 +311,7 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
                 balance -= amount;
             }
             balances[debit.account] = balance;
-            emit AccountDebited(batchNumber, debit.account, amount, balance);
+            emit AccountDebited(debit.account, amount, balance);
             totalDebits += amount;
         }
 
@@ -310,7 +322,7 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
             if (credit.seller == address(0)) revert EscrowInvalidAccount(address(0));
             if (credit.amount == 0) revert EscrowZeroAmount();
             earnings[credit.seller] += credit.amount;
-            emit SellerCredited(batchNumber, credit.seller, credit.amount);
+            emit SellerCredited(credit.seller, credit.amount);
             totalCredits += credit.amount;
         }
 
@@ -318,7 +330,7 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
         if (totalDebits != totalCredits + platformFee) {
             revert EscrowBatchUnbalanced(totalDebits, totalCredits, platformFee);
         }
-        address feeReceiver = treasury;
+        address feeReceiver = settlement.treasury;
         if (platformFee != 0) earnings[feeReceiver] += platformFee;
         emit BatchSettled(batchNumber, batch.receiptsRoot, batch.callCount, totalDebits, platformFee, feeReceiver);
     }
@@ -457,8 +469,8 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
     /// @param newTreasury The new fee receiver.
     function setTreasury(address newTreasury) external onlyRole(DEFAULT_ADMIN_ROLE) {
         if (newTreasury == address(0)) revert EscrowInvalidAccount(newTreasury);
-        address previous = treasury;
-        treasury = newTreasury;
+        address previous = _settlement.treasury;
+        _settlement.treasury = newTreasury;
         emit TreasuryChanged(previous, newTreasury);
     }
 
@@ -477,6 +489,16 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
     // ---------------------------------------------------------------------------------------------------------
     // Views
     // ---------------------------------------------------------------------------------------------------------
+
+    /// @notice Receiver of platform fees. Fees already credited stay claimable by the treasury they went to.
+    function treasury() external view returns (address) {
+        return _settlement.treasury;
+    }
+
+    /// @notice Number of the last settled batch (0 before the first).
+    function lastBatchNumber() external view returns (uint256) {
+        return _settlement.lastBatchNumber;
+    }
 
     /// @notice The pending exit of `account`: requested amount and the time it becomes payable (0, 0 if none).
     function pendingExit(address account) external view returns (uint256 amount, uint256 readyAt) {

@@ -36,12 +36,12 @@ describe("SkillEscrow settle(batch)", () => {
     expect(await escrow.read.receiptsRoots([1n])).to.equal(batch.receiptsRoot);
 
     await expectEvents(hash, escrow, "AccountDebited", [
-      { batchNumber: 1n, account: alice.account.address, amount: 510_000n, balance: 100n * USDC - 510_000n },
-      { batchNumber: 1n, account: bob.account.address, amount: 1_000n, balance: 100n * USDC - 1_000n },
+      { account: alice.account.address, amount: 510_000n, balance: 100n * USDC - 510_000n },
+      { account: bob.account.address, amount: 1_000n, balance: 100n * USDC - 1_000n },
     ]);
     await expectEvents(hash, escrow, "SellerCredited", [
-      { batchNumber: 1n, seller: sellerA.account.address, amount: 450_900n },
-      { batchNumber: 1n, seller: sellerB.account.address, amount: 9_000n },
+      { seller: sellerA.account.address, amount: 450_900n },
+      { seller: sellerB.account.address, amount: 9_000n },
     ]);
     await expectEvents(hash, escrow, "BatchSettled", [
       {
