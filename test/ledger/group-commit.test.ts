@@ -172,6 +172,24 @@ describe("GroupCommit", () => {
     expect(committedNotes()).to.deep.equal(["outer", "outer, continued"]);
   });
 
+  it("does not commit a write nobody waits for on the next tick, but within maxDelayMs", async () => {
+    const commit = new GroupCommit(db, 512, (error) => commitErrors.push(error), 30);
+    commit.run(() => addNote("hold"));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(committedNotes(), "committed before anyone waited").to.deep.equal([]);
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(committedNotes()).to.deep.equal(["hold"]);
+    expect(commit.committedBatches).to.equal(1);
+  });
+
+  it("commits a waited-for write together with the unwaited writes before it", async () => {
+    const commit = makeCommit();
+    commit.run(() => addNote("hold"));
+    await commit.runDurable(() => addNote("capture"));
+    expect(committedNotes()).to.deep.equal(["hold", "capture"]);
+    expect(commit.committedBatches).to.equal(1);
+  });
+
   it("refuses flush() from inside an operation", () => {
     const commit = makeCommit();
     expect(() => commit.run(() => commit.flush())).to.throw("GroupCommit.flush called inside an operation");
