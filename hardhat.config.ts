@@ -1,4 +1,4 @@
-import { subtask } from "hardhat/config";
+import { extendProvider, subtask } from "hardhat/config";
 import { TASK_COMPILE_SOLIDITY_GET_SOLC_BUILD } from "hardhat/builtin-tasks/task-names";
 import type { HardhatUserConfig } from "hardhat/config";
 import "@nomicfoundation/hardhat-viem";
@@ -30,6 +30,17 @@ subtask(TASK_COMPILE_SOLIDITY_GET_SOLC_BUILD, async (args: { solcVersion: string
     version: args.solcVersion,
     longVersion: solc.version(),
   };
+});
+
+// A forked chain answers calls at the forked block with "No known hardfork for execution on historical block"
+// unless Hardhat knows the remote chain's hardfork history, and it knows none for Base. The documented fix, a
+// `chains: { 8453: { hardforkHistory } }` entry, has no effect with Hardhat 2.29.1 + EDR 0.12.0-next.23 (Hardhat
+// hands the history to EDR as `hardforks`, EDR reads `hardforkActivationOverrides`). So mine one local block as
+// soon as the forked network starts: `latest` is then a local block, run with the local hardfork, and the forked
+// state is unchanged (the workaround given in NomicFoundation/hardhat#5511).
+extendProvider(async (provider, _config, network) => {
+  if (network === "hardhat" && FORK_URL) await provider.request({ method: "hardhat_mine", params: ["0x1"] });
+  return provider;
 });
 
 const config: HardhatUserConfig = {
