@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { uuidv7 } from "../ledger/ids";
 import { performance } from "node:perf_hooks";
 import type { ApiKeyRecord } from "../accounts/api-keys";
 import type { Config } from "../config";
@@ -92,7 +92,7 @@ export class CallService {
 
   private async run(req: CallRequest, skill: Skill, markStored: () => void): Promise<CallResponse> {
     const { config, ledger, limiter, dailyCap, forwarder } = this.deps;
-    const callId = randomUUID();
+    const callId = uuidv7();
     const accountId = req.apiKey.accountId;
 
     const rules: RateRule[] = [

@@ -18,6 +18,9 @@ export function openDatabase(file: string): Db {
   db.pragma("synchronous = FULL");
   db.pragma("foreign_keys = ON");
   db.pragma("busy_timeout = 5000");
+  // Keep the working set in memory: 64 MiB of page cache, temporary tables in RAM.
+  db.pragma("cache_size = -65536");
+  db.pragma("temp_store = MEMORY");
   db.defaultSafeIntegers(true);
   migrate(db);
   return db;

@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { uuidv7 } from "./ids";
 import type { Db } from "./db";
 import type { Charge } from "./fees";
 import { GroupCommit } from "./group-commit";
@@ -97,7 +97,7 @@ export class Ledger {
   /** Creates an account (and its buckets) unless one with this id exists; returns it. */
   ensureAccount(input: { id?: string; kind: AccountKind; name: string; dailyCallCap?: number | null }): Account {
     return this.commit.run(() => {
-      const id = input.id ?? randomUUID();
+      const id = input.id ?? uuidv7();
       const existing = this.getAccount(id);
       if (existing) return existing;
       this.stmt.insertAccount.run(id, input.kind, input.name, input.dailyCallCap ?? null, Date.now());
@@ -144,7 +144,7 @@ export class Ledger {
         return { ok: false as const, reason: "insufficient_balance" as const, availableMicros: available, neededMicros: chargedMicros };
       }
       const hold: Hold = {
-        id: randomUUID(),
+        id: uuidv7(),
         accountId: input.accountId,
         sellerAccountId: input.sellerAccountId,
         skillId: input.skillId,
