@@ -8,7 +8,7 @@ import { Forwarder } from "./gateway/forward";
 import { IdempotencyStore } from "./gateway/idempotency";
 import { DailyCap, RateLimiter } from "./gateway/rate-limit";
 import { SkillRegistry } from "./gateway/skills";
-import { createApp } from "./http/app";
+import { createRequestListener } from "./http/app";
 import { type Db, openDatabase } from "./ledger/db";
 import { GroupCommit } from "./ledger/group-commit";
 import { assertBalanced } from "./ledger/invariants";
@@ -21,7 +21,8 @@ export interface Gateway {
   keys: ApiKeys;
   skills: SkillRegistry;
   calls: CallsLog;
-  app: ReturnType<typeof createApp>;
+  /** The HTTP request listener: the call endpoints, then the Express app for the rest. */
+  handler: http.RequestListener;
   /** What the startup recovery found: holds and idempotency keys left open by a crash. */
   recovered: { holds: number; idempotencyKeys: number };
   close(): Promise<void>;
@@ -63,13 +64,13 @@ export function createGateway(config: Config, options: { log?: typeof defaultLog
     dailyCap: new DailyCap((accountId, sinceMs) => calls.countSince(accountId, sinceMs)),
     forwarder,
   });
-  const app = createApp({ config, keys, skills, ledger, calls, callService, log });
+  const handler = createRequestListener({ config, keys, skills, ledger, calls, callService, log });
 
   const purge = setInterval(() => commit.run(() => idempotency.purgeExpired()), 3_600_000);
   purge.unref();
 
   return {
-    config, db, ledger, keys, skills, calls, app, recovered,
+    config, db, ledger, keys, skills, calls, handler, recovered,
     async close() {
       clearInterval(purge);
       await forwarder.close();
@@ -82,7 +83,7 @@ export function createGateway(config: Config, options: { log?: typeof defaultLog
 /** Creates the gateway and listens on config.host:config.port (0 for any free port). */
 export async function startGateway(config: Config, options: { log?: typeof defaultLog } = {}): Promise<RunningGateway> {
   const gateway = createGateway(config, options);
-  const server = http.createServer({ keepAliveTimeout: 65_000 }, gateway.app);
+  const server = http.createServer({ keepAliveTimeout: 65_000 }, gateway.handler);
   try {
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);

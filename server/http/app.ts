@@ -1,3 +1,4 @@
+import type http from "node:http";
 import express, { type NextFunction, type Request, type Response } from "express";
 import type { ApiKeys } from "../accounts/api-keys";
 import type { Config } from "../config";
@@ -20,7 +21,21 @@ export interface AppDeps {
   log: (message: string, error?: unknown) => void;
 }
 
-/** The Express application: routes, and the one place errors become the spec's envelope. */
+/**
+ * The gateway's HTTP request listener. The two call endpoints are served straight from
+ * node:http (./routes/call.ts), ahead of Express: on the call path Express's request
+ * setup and router cost more than everything else the gateway does per call. Everything
+ * else goes to the Express app below.
+ */
+export function createRequestListener(deps: AppDeps): http.RequestListener {
+  const calls = callHandler({ keys: deps.keys, calls: deps.callService, maxRequestBytes: deps.config.maxRequestBytes, log: deps.log });
+  const app = createApp(deps);
+  return (req, res) => {
+    if (!calls(req, res)) app(req, res);
+  };
+}
+
+/** The Express application: the read endpoints, and the one place their errors become the spec's envelope. */
 export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable("x-powered-by");
@@ -28,10 +43,6 @@ export function createApp(deps: AppDeps): express.Express {
 
   app.get("/healthz", (_req, res) => {
     res.json({ success: true, data: { status: "ok" } });
-  });
-  const calls = callHandler({ keys: deps.keys, calls: deps.callService, maxRequestBytes: deps.config.maxRequestBytes, log: deps.log });
-  app.use((req, res, next) => {
-    if (!calls(req, res)) next();
   });
   app.use(readRoutes(deps));
 
