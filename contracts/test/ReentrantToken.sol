@@ -48,6 +48,7 @@ contract ReentrantToken is ERC20 {
         target = address(0);
     }
 
+    /// @notice 6, like USDC.
     function decimals() public pure override returns (uint8) {
         return 6;
     }

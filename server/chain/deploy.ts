@@ -59,12 +59,14 @@ export function loadArtifact(contractName: ContractName, artifactsDir: string = 
   try {
     json = JSON.parse(readFileSync(file, "utf8"));
   } catch (error) {
-    throw new DeployError(`cannot read the ${contractName} artifact at ${file} (run \`npx hardhat compile\`): ${(error as Error).message}`);
+    const reason = (error as Error).message;
+    throw new DeployError(`cannot read the ${contractName} artifact at ${file} (run \`npx hardhat compile\`): ${reason}`);
   }
-  if (!Array.isArray(json.abi) || typeof json.bytecode !== "string" || !json.bytecode.startsWith("0x") || json.bytecode === "0x") {
+  const { abi, bytecode } = json;
+  if (!Array.isArray(abi) || typeof bytecode !== "string" || !bytecode.startsWith("0x") || bytecode === "0x") {
     throw new DeployError(`${file} is not a compiled contract artifact`);
   }
-  return { contractName, abi: json.abi as Abi, bytecode: json.bytecode as Hex };
+  return { contractName, abi: abi as Abi, bytecode: bytecode as Hex };
 }
 
 export type DeployContractsParameters = {

@@ -2,7 +2,8 @@ import { loadFixture } from "@nomicfoundation/hardhat-network-helpers";
 import { expect } from "chai";
 import fc from "fast-check";
 import { USDC, deployEscrowFixture } from "./helpers/fixtures";
-import { checkInvariants, commandArbitraries, outcomeCounts, setUp } from "./helpers/model";
+import { commandArbitraries, outcomeCounts } from "./helpers/commands";
+import { checkInvariants, setUp } from "./helpers/model";
 
 /**
  * Seeded property test: random sequences of deposits, settlements (some overdrawing, some replayed), claims,

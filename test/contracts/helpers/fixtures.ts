@@ -92,9 +92,3 @@ export async function pendingExit(escrow: Contract, account: Address): Promise<{
   const [amount, readyAtSec] = (await escrow.read.pendingExit([account])) as readonly [bigint, bigint];
   return { amount, readyAtSec };
 }
-
-/** Timestamp of the latest block, in seconds. */
-export async function latestTimestampSec(): Promise<bigint> {
-  const publicClient = await hre.viem.getPublicClient();
-  return (await publicClient.getBlock()).timestamp;
-}

@@ -88,7 +88,10 @@ export async function signAuthorization(
   return from.signTypedData({
     account: from.account,
     domain: usdcDomain(token, chainId),
-    types: primaryType === "TransferWithAuthorization" ? { TransferWithAuthorization: fields } : { ReceiveWithAuthorization: fields },
+    types:
+      primaryType === "TransferWithAuthorization"
+        ? { TransferWithAuthorization: fields }
+        : { ReceiveWithAuthorization: fields },
     primaryType,
     message: authorization,
   });
