@@ -6,6 +6,7 @@ import { GroupCommit } from "./group-commit";
 export type AccountKind = "user" | "seller" | "platform" | "system";
 export type Bucket = "available" | "held" | "earned" | "fees" | "source";
 export type CreditKind = "dev_credit" | "deposit";
+type Posting = [accountId: string, bucket: Bucket, amountMicros: bigint];
 
 /** The platform's own account: it earns the fee on every captured call. */
 export const PLATFORM_ACCOUNT_ID = "platform";
@@ -73,8 +74,11 @@ export class Ledger {
         "INSERT INTO ledger_accounts (account_id, bucket, balance) VALUES (?, ?, 0) ON CONFLICT DO NOTHING",
       ),
       insertEntry: db.prepare("INSERT INTO entries (kind, hold_id, memo, created_at) VALUES (?, ?, ?, ?)"),
-      insertPosting: db.prepare("INSERT INTO postings (entry_id, account_id, bucket, amount) VALUES (?, ?, ?, ?)"),
-      moveBalance: db.prepare("UPDATE ledger_accounts SET balance = balance + ? WHERE account_id = ? AND bucket = ?"),
+      // One statement per entry for its two or three postings; the postings_move_balance
+      // trigger moves the balances.
+      insertPostings: [1, 2, 3].map((n) =>
+        db.prepare(`INSERT INTO postings (entry_id, account_id, bucket, amount) VALUES ${Array(n).fill("(?, ?, ?, ?)").join(", ")}`),
+      ),
       getBalance: db.prepare("SELECT balance FROM ledger_accounts WHERE account_id = ? AND bucket = ?").pluck(),
       insertHold: db.prepare(
         `INSERT INTO holds (id, account_id, seller_account_id, skill_id, amount, seller_amount, fee_amount, status, created_at)
@@ -128,9 +132,10 @@ export class Ledger {
   credit(accountId: string, amountMicros: bigint, kind: CreditKind, memo = ""): void {
     if (amountMicros <= 0n) throw new RangeError(`credit must be positive, got ${amountMicros}`);
     this.commit.run(() => {
-      const entryId = this.entry(kind, null, memo);
-      this.post(entryId, SOURCE_FOR[kind], "source", -amountMicros);
-      this.post(entryId, accountId, "available", amountMicros);
+      this.post(this.entry(kind, null, memo), [
+        [SOURCE_FOR[kind], "source", -amountMicros],
+        [accountId, "available", amountMicros],
+      ]);
     });
   }
 
@@ -153,9 +158,10 @@ export class Ledger {
         feeMicros,
       };
       this.stmt.insertHold.run(hold.id, hold.accountId, hold.sellerAccountId, hold.skillId, chargedMicros, sellerMicros, feeMicros, Date.now());
-      const entryId = this.entry("hold", hold.id, "");
-      this.post(entryId, hold.accountId, "available", -chargedMicros);
-      this.post(entryId, hold.accountId, "held", chargedMicros);
+      this.post(this.entry("hold", hold.id, ""), [
+        [hold.accountId, "available", -chargedMicros],
+        [hold.accountId, "held", chargedMicros],
+      ]);
       return { ok: true as const, hold };
     });
   }
@@ -165,10 +171,10 @@ export class Ledger {
     return this.commit.run(() => {
       const hold = this.takeOpenHold(holdId, "captured");
       if (!hold) return { ok: false as const, reason: "hold_not_open" as const };
-      const entryId = this.entry("capture", hold.id, "");
-      this.post(entryId, hold.accountId, "held", -hold.amountMicros);
-      if (hold.sellerMicros > 0n) this.post(entryId, hold.sellerAccountId, "earned", hold.sellerMicros);
-      if (hold.feeMicros > 0n) this.post(entryId, PLATFORM_ACCOUNT_ID, "fees", hold.feeMicros);
+      const postings: Posting[] = [[hold.accountId, "held", -hold.amountMicros]];
+      if (hold.sellerMicros > 0n) postings.push([hold.sellerAccountId, "earned", hold.sellerMicros]);
+      if (hold.feeMicros > 0n) postings.push([PLATFORM_ACCOUNT_ID, "fees", hold.feeMicros]);
+      this.post(this.entry("capture", hold.id, ""), postings);
       return { ok: true as const, hold };
     });
   }
@@ -178,9 +184,10 @@ export class Ledger {
     return this.commit.run(() => {
       const hold = this.takeOpenHold(holdId, "released");
       if (!hold) return { ok: false as const, reason: "hold_not_open" as const };
-      const entryId = this.entry("release", hold.id, "");
-      this.post(entryId, hold.accountId, "held", -hold.amountMicros);
-      this.post(entryId, hold.accountId, "available", hold.amountMicros);
+      this.post(this.entry("release", hold.id, ""), [
+        [hold.accountId, "held", -hold.amountMicros],
+        [hold.accountId, "available", hold.amountMicros],
+      ]);
       return { ok: true as const, hold };
     });
   }
@@ -227,9 +234,10 @@ export class Ledger {
     return this.stmt.insertEntry.run(kind, holdId, memo, Date.now()).lastInsertRowid as bigint;
   }
 
-  private post(entryId: bigint, accountId: string, bucket: Bucket, amountMicros: bigint): void {
-    this.stmt.insertPosting.run(entryId, accountId, bucket, amountMicros);
-    const changed = this.stmt.moveBalance.run(amountMicros, accountId, bucket).changes;
-    if (changed !== 1) throw new Error(`ledger bucket ${accountId}/${bucket} does not exist`);
+  /** Writes an entry's postings (one statement); the database moves the balances. */
+  private post(entryId: bigint, postings: Posting[]): void {
+    const params: unknown[] = [];
+    for (const [accountId, bucket, amountMicros] of postings) params.push(entryId, accountId, bucket, amountMicros);
+    this.stmt.insertPostings[postings.length - 1].run(...params);
   }
 }

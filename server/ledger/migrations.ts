@@ -121,6 +121,20 @@ CREATE TABLE idempotency_keys (
 CREATE INDEX idempotency_by_age ON idempotency_keys(created_at);
 `,
   },
+  {
+    version: 2,
+    name: "balances maintained by the database from postings",
+    sql: `
+-- A posting moves its bucket's balance in the same statement that records it: no code
+-- path can write one without the other. The balance CHECK still refuses an overdraft, and
+-- the posting's foreign key guarantees the bucket exists.
+CREATE TRIGGER postings_move_balance AFTER INSERT ON postings
+BEGIN
+  UPDATE ledger_accounts SET balance = balance + NEW.amount
+  WHERE account_id = NEW.account_id AND bucket = NEW.bucket;
+END;
+`,
+  },
 ];
 
 /** Applies every migration the database has not seen yet, each in its own transaction. */

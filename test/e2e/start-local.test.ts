@@ -47,7 +47,7 @@ describe("npm start (the embedded default)", () => {
     expect(curlKey).to.equal(key);
 
     const res = await fetch(url, { method: "POST", headers: { authorization: `Bearer ${curlKey}`, "content-type": "application/json" }, body });
-    const json = await res.json();
+    const json: any = await res.json();
     expect(res.status).to.equal(200);
     expect(json.success).to.equal(true);
     expect(json.data).to.deep.equal(JSON.parse(body).input);
@@ -55,7 +55,7 @@ describe("npm start (the embedded default)", () => {
 
     const broken = await fetch(url, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ skill_id: "broken", input: {} }) });
     expect(broken.status).to.equal(502);
-    const balance = await (await fetch(url.replace("/v1/call", "/v1/balance"), { headers: { authorization: `Bearer ${key}` } })).json();
+    const balance: any = await (await fetch(url.replace("/v1/call", "/v1/balance"), { headers: { authorization: `Bearer ${key}` } })).json();
     expect(balance.data).to.include({ available: 9.999, held: 0 });
 
     const exited = new Promise<number | null>((resolve) => child!.once("exit", resolve));

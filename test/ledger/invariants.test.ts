@@ -74,13 +74,12 @@ const CORRUPTIONS: { it: string; rules: string[]; tamper: (db: Db, books: Books)
     rules: [RULES.nonNegative],
     tamper: (db, books) => {
       // A balanced entry that takes one unit from the user's empty earnings. The schema's
-      // CHECK refuses the negative balance, so the corruption has to switch it off first.
+      // CHECK refuses the negative balance, so the corruption has to switch it off first;
+      // the postings trigger moves the balances.
       db.pragma("ignore_check_constraints = ON");
       const entryId = db.prepare("INSERT INTO entries (kind, memo, created_at) VALUES ('dev_credit', 'tampered', 0)").run().lastInsertRowid;
       db.prepare("INSERT INTO postings (entry_id, account_id, bucket, amount) VALUES (?, ?, 'earned', -1)").run(entryId, books.userId);
       db.prepare("INSERT INTO postings (entry_id, account_id, bucket, amount) VALUES (?, ?, 'source', 1)").run(entryId, DEV_CREDIT_SOURCE_ID);
-      db.prepare("UPDATE ledger_accounts SET balance = balance - 1 WHERE account_id = ? AND bucket = 'earned'").run(books.userId);
-      db.prepare("UPDATE ledger_accounts SET balance = balance + 1 WHERE account_id = ? AND bucket = 'source'").run(DEV_CREDIT_SOURCE_ID);
       db.pragma("ignore_check_constraints = OFF");
     },
   },
