@@ -21,7 +21,7 @@ import hre from "hardhat";
 import { getAddress, keccak256, maxUint256, slice, toHex, type Address, type Hash, type Hex } from "viem";
 import { deployContracts } from "../server/chain/deploy";
 import { batchFromReceipts, buildReceipt } from "../test/contracts/helpers/batch";
-import type { CallReceipt } from "../test/contracts/helpers/merkle";
+import type { CallReceipt } from "../server/chain/receipts";
 import { signAuthorization, splitSignature, signVoucher } from "../test/contracts/helpers/signatures";
 
 const USDC = 1_000_000n;

@@ -5,7 +5,7 @@ import { batchFromReceipts, buildBatch, buildReceipt } from "./helpers/batch";
 import { expectRevert } from "./helpers/errors";
 import { expectEvents } from "./helpers/events";
 import { SETTLER_ROLE, USDC, deployEscrowFixture, earningsOf, escrowBalance } from "./helpers/fixtures";
-import { receiptLeaf } from "./helpers/merkle";
+import { receiptLeaf } from "../../server/chain/receipts";
 
 /** Alice, Bob and Carol each hold 100 USDC in the escrow. */
 async function fundedFixture() {

@@ -1,5 +1,5 @@
 import { keccak256, toHex, type Address, type Hex } from "viem";
-import { buildMerkleTree, receiptLeaf, type CallReceipt } from "./merkle";
+import { buildMerkleTree, receiptLeaf, type CallReceipt } from "../../../server/chain/receipts";
 
 /** The Solidity `SkillEscrow.Batch` struct as viem encodes it. Amounts in USDC base units. */
 export type Batch = {

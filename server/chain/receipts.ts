@@ -1,5 +1,11 @@
 import { concat, encodeAbiParameters, keccak256, parseAbiParameters, type Address, type Hex } from "viem";
 
+/*
+ * Call receipts and the Merkle tree a settlement batch commits to. The settler builds the
+ * root it posts with SkillEscrow.settle, and a receipt endpoint hands out proofs that anyone
+ * can check on-chain with SkillEscrow.verifyReceipt.
+ */
+
 /** One settled call, as committed to by a batch's receipts root. Amounts in USDC base units. */
 export type CallReceipt = { callId: Hex; account: Address; seller: Address; amount: bigint; platformFee: bigint };
 
