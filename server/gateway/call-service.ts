@@ -76,7 +76,12 @@ export class CallService {
     const idem = req.idempotency;
     if (idem) {
       const begun = this.deps.ledger.commit.run(() => idempotency.begin(accountId, idem.key, idem.requestHash));
-      if (begun.kind === "replay") return { status: begun.status, body: begun.body, headers: { "idempotent-replayed": "true" } };
+      if (begun.kind === "replay") {
+        // The stored response may belong to a charge still in the open batch: replay it only
+        // once that charge is on disk, as the first answer was.
+        await this.deps.ledger.commit.durable();
+        return { status: begun.status, body: begun.body, headers: { "idempotent-replayed": "true" } };
+      }
       if (begun.kind === "mismatch") throw new ApiError("idempotency_key_reused", "This Idempotency-Key was used with a different request body.");
       if (begun.kind === "in_progress") throw new ApiError("idempotency_key_in_use", "A request with this Idempotency-Key is still in progress; retry later.");
     }
