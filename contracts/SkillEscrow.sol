@@ -283,8 +283,8 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
     ///         receipts root. Only SETTLER_ROLE.
     /// @dev All-or-nothing. Guarantees: `batch.number == lastBatchNumber + 1` (EscrowBatchOutOfOrder, so a
     ///      replayed or skipped batch reverts); a non-zero receipts root (EscrowMissingReceiptsRoot); at least one
-    ///      debit (EscrowEmptyBatch); no zero entry (EscrowZeroAmount); no seller at the zero address
-    ///      (EscrowInvalidAccount); each debit at most the account's balance at that point, so an account listed
+    ///      debit (EscrowEmptyBatch); no zero entry (EscrowZeroAmount); no seller at the zero address or the
+    ///      escrow's own (EscrowInvalidAccount); each debit at most the account's balance at that point, so an account listed
     ///      twice is checked against what the first debit left (EscrowInsufficientBalance); total debits equal
     ///      total credits plus the fee (EscrowBatchUnbalanced). No tokens move, so no external call is made.
     /// @param batch The batch, see {Batch}.
@@ -319,7 +319,8 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
         uint256 creditCount = batch.credits.length;
         for (uint256 i; i < creditCount; ++i) {
             Credit calldata credit = batch.credits[i];
-            if (credit.seller == address(0)) revert EscrowInvalidAccount(address(0));
+            // Earnings credited to the escrow itself could never be claimed.
+            if (credit.seller == address(0) || credit.seller == address(this)) revert EscrowInvalidAccount(credit.seller);
             if (credit.amount == 0) revert EscrowZeroAmount();
             earnings[credit.seller] += credit.amount;
             emit SellerCredited(credit.seller, credit.amount);

@@ -1,6 +1,6 @@
 import { loadFixture } from "@nomicfoundation/hardhat-network-helpers";
 import { expect } from "chai";
-import { keccak256, toHex, zeroAddress, zeroHash } from "viem";
+import { getAddress, keccak256, toHex, zeroAddress, zeroHash } from "viem";
 import { batchFromReceipts, buildBatch, buildReceipt } from "./helpers/batch";
 import { expectRevert } from "./helpers/errors";
 import { expectEvents } from "./helpers/events";
@@ -214,6 +214,16 @@ describe("SkillEscrow settle(batch)", () => {
         credits: [{ seller: zeroAddress, amount: USDC }],
       });
       await expectRevert(asSettler.write.settle([batch]), "EscrowInvalidAccount", [zeroAddress]);
+    });
+
+    it("rejects a credit to the escrow itself, which could never be claimed, with EscrowInvalidAccount(escrow)", async () => {
+      const { asSettler, alice, escrow } = await loadFixture(fundedFixture);
+      const batch = buildBatch({
+        number: 1n,
+        debits: [{ account: alice.account.address, amount: USDC }],
+        credits: [{ seller: escrow.address, amount: USDC }],
+      });
+      await expectRevert(asSettler.write.settle([batch]), "EscrowInvalidAccount", [getAddress(escrow.address)]);
     });
 
     it("rejects a debit above the balance with EscrowInsufficientBalance(account, balance, needed)", async () => {
