@@ -36,13 +36,30 @@ export interface RunningGateway extends Gateway {
 const defaultLog = (message: string, error?: unknown) => console.error(`[gateway] ${message}`, error ?? "");
 
 /**
+ * What the gateway does when its books and its disk may disagree (a ledger commit failed).
+ * It stops: the process cannot tell which writes survived, while a restart can, and
+ * startup recovery releases every hold the failure left open. Crash-only, like a database
+ * after a failed fsync.
+ */
+const defaultFatal = (error: unknown) => {
+  console.error("[gateway] a ledger commit failed; stopping so the next start can recover", error);
+  process.exit(1);
+};
+
+export interface GatewayOptions {
+  log?: typeof defaultLog;
+  /** Called when a ledger commit fails; by default the process exits. */
+  onFatal?: (error: unknown) => void;
+}
+
+/**
  * The composition root: config → database → ledger (with crash recovery and the startup
  * self-check) → services → HTTP app. The gateway refuses to start on broken books.
  */
-export function createGateway(config: Config, options: { log?: typeof defaultLog } = {}): Gateway {
+export function createGateway(config: Config, options: GatewayOptions = {}): Gateway {
   const log = options.log ?? defaultLog;
   const db = openDatabase(config.dbPath);
-  const commit = new GroupCommit(db, config.groupCommitMaxOps, (error) => log("a ledger commit failed and was rolled back", error));
+  const commit = new GroupCommit(db, config.groupCommitMaxOps, options.onFatal ?? defaultFatal);
   const ledger = new Ledger(db, commit);
   const idempotency = new IdempotencyStore(db, config.idempotencyTtlMs);
 
@@ -66,13 +83,27 @@ export function createGateway(config: Config, options: { log?: typeof defaultLog
   });
   const handler = createRequestListener({ config, keys, skills, ledger, calls, callService, log });
 
-  const purge = setInterval(() => commit.run(() => idempotency.purgeExpired()), 3_600_000);
-  purge.unref();
+  // Housekeeping never throws out of a timer: a failure is logged and tried again next time.
+  const every = (ms: number, what: string, fn: () => void) => {
+    const timer = setInterval(() => {
+      try {
+        fn();
+      } catch (error) {
+        log(`${what} failed`, error);
+      }
+    }, ms);
+    timer.unref();
+    return timer;
+  };
+  const timers = [
+    every(3_600_000, "purging expired idempotency keys", () => commit.run(() => idempotency.purgeExpired())),
+    every(2_000, "reloading the skill catalogue", () => skills.refreshIfChanged()),
+  ];
 
   return {
     config, db, ledger, keys, skills, calls, handler, recovered,
     async close() {
-      clearInterval(purge);
+      for (const timer of timers) clearInterval(timer);
       await forwarder.close();
       commit.flush();
       db.close();
@@ -81,7 +112,7 @@ export function createGateway(config: Config, options: { log?: typeof defaultLog
 }
 
 /** Creates the gateway and listens on config.host:config.port (0 for any free port). */
-export async function startGateway(config: Config, options: { log?: typeof defaultLog } = {}): Promise<RunningGateway> {
+export async function startGateway(config: Config, options: GatewayOptions = {}): Promise<RunningGateway> {
   const gateway = createGateway(config, options);
   const server = http.createServer({ keepAliveTimeout: 65_000 }, gateway.handler);
   try {

@@ -146,21 +146,18 @@ export class CallService {
       hold = held.hold;
     }
 
-    let result: ForwardResult;
+    // From here every path ends the hold exactly once: captured on success, released on
+    // any other outcome, including a gateway fault (a response that cannot be serialized,
+    // a capture that did not become durable). The finally block is the backstop.
+    let settled = false;
     try {
-      result = await forwarder.forward(skill, callId, req.input);
-    } catch (error) {
-      // The forwarder classifies backend faults itself; reaching here is a gateway bug.
-      if (hold) ledger.release(hold.id);
-      throw error;
-    }
+      const result = await forwarder.forward(skill, callId, req.input);
 
-    if (result.kind === "ok") {
-      const chargedMicros = hold?.amountMicros ?? 0n;
-      const body = JSON.stringify(successEnvelope(req.endpoint, result.data, { skillId: skill.slug, responseTimeMs: elapsedMs(req), chargedMicros }));
-      // Capture, the calls log and the idempotent response commit together, and the
-      // response waits until they are on disk.
-      try {
+      if (result.kind === "ok") {
+        const chargedMicros = hold?.amountMicros ?? 0n;
+        const body = JSON.stringify(successEnvelope(req.endpoint, result.data, { skillId: skill.slug, responseTimeMs: elapsedMs(req), chargedMicros }));
+        // Capture, the calls log and the idempotent response commit together, and the
+        // response waits until they are on disk.
         await ledger.commit.runDurable(() => {
           if (hold) {
             const captured = ledger.capture(hold.id);
@@ -169,32 +166,29 @@ export class CallService {
           this.record(req, skill, callId, 200, "success", chargedMicros, hold);
           if (req.idempotency) this.deps.idempotency.complete(req.apiKey.accountId, req.idempotency.key, 200, body);
         });
-      } catch (error) {
-        // The capture did not become durable (it threw, or its batch failed to commit and
-        // was rolled back): the caller gets a 500 and must not be charged, so the hold,
-        // if it still stands, is released.
-        if (hold) ledger.release(hold.id);
-        throw error;
+        settled = true;
+        markStored();
+        return { status: 200, body, headers: { ...headers, "x-call-id": callId } };
       }
-      markStored();
-      return { status: 200, body, headers: { ...headers, "x-call-id": callId } };
-    }
 
-    const code: ErrorCode = result.kind === "rejected" ? "skill_rejected_input" : FAILURE_CODE[result.reason];
-    const outcome: CallOutcome = result.kind === "rejected" ? "skill_rejected_input" : "skill_error";
-    const status = result.kind === "rejected" ? 400 : 502;
-    const body = this.errorBody(req, skill, code, result.kind === "rejected" ? result.message : `Skill error: ${result.message}. You were not charged.`);
-    ledger.commit.run(() => {
-      if (hold) ledger.release(hold.id);
-      this.record(req, skill, callId, status, outcome, 0n, hold);
+      const code: ErrorCode = result.kind === "rejected" ? "skill_rejected_input" : FAILURE_CODE[result.reason];
+      const outcome: CallOutcome = result.kind === "rejected" ? "skill_rejected_input" : "skill_error";
+      const status = result.kind === "rejected" ? 400 : 502;
+      const body = this.errorBody(req, skill, code, result.kind === "rejected" ? result.message : `Skill error: ${result.message}. You were not charged.`);
       // A backend's refusal of the input is deterministic, so a retry gets the same answer;
       // a backend failure is not, so its key is given up and a retry runs again.
-      if (result.kind === "rejected" && req.idempotency) {
-        this.deps.idempotency.complete(req.apiKey.accountId, req.idempotency.key, status, body);
-        markStored();
-      }
-    });
-    return { status, body, headers: { ...headers, "x-call-id": callId } };
+      const keep = result.kind === "rejected" ? req.idempotency : undefined;
+      ledger.commit.run(() => {
+        if (hold) ledger.release(hold.id);
+        this.record(req, skill, callId, status, outcome, 0n, hold);
+        if (keep) this.deps.idempotency.complete(req.apiKey.accountId, keep.key, status, body);
+      });
+      settled = true;
+      if (keep) markStored();
+      return { status, body, headers: { ...headers, "x-call-id": callId } };
+    } finally {
+      if (hold && !settled) ledger.release(hold.id);
+    }
   }
 
   /** Ends a call refused before forwarding: nothing was held, nothing is charged. */

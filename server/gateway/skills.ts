@@ -87,7 +87,24 @@ export class SkillRegistry {
     this.refresh();
   }
 
+  private stamp = "";
+
+  /**
+   * Reloads the catalogue if the skills table changed since the last load, e.g. written by
+   * the register script in another process. Cheap enough to poll every few seconds.
+   */
+  refreshIfChanged(): boolean {
+    if (this.currentStamp() === this.stamp) return false;
+    this.refresh();
+    return true;
+  }
+
+  private currentStamp(): string {
+    return String(this.db.prepare("SELECT COUNT(*) || ':' || COALESCE(MAX(updated_at), 0) FROM skills").pluck().get());
+  }
+
   refresh(): void {
+    this.stamp = this.currentStamp();
     const rows = this.db.prepare("SELECT * FROM skills WHERE active = 1 ORDER BY slug").all() as SkillRow[];
     const bySlug = new Map<string, Skill>();
     const byId = new Map<string, Skill>();

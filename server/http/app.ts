@@ -53,7 +53,7 @@ export function createApp(deps: AppDeps): express.Express {
   // Express recognises an error handler by its four parameters.
   app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
     const apiError = toApiError(error);
-    if (apiError.status >= 500) deps.log("internal error on the call path", error);
+    if (apiError.status >= 500) deps.log("internal error", error);
     res.status(apiError.status).set(apiError.headers).json(errorEnvelope(apiError.code, apiError.message));
   });
   return app;
@@ -62,5 +62,8 @@ export function createApp(deps: AppDeps): express.Express {
 /** Maps anything thrown to a client-safe error; internal details (SQL, stack) never leave. */
 function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
+  // Express's own client errors (a malformed percent-escape in the path, say) carry a 4xx status.
+  const status = (error as { status?: unknown } | null)?.status;
+  if (typeof status === "number" && status >= 400 && status < 500) return new ApiError("invalid_request", "Malformed request.");
   return new ApiError("internal_error", "Internal server error.");
 }

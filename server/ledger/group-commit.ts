@@ -126,8 +126,13 @@ export class GroupCommit {
     clearTimeout(this.timer);
     this.timer = undefined;
     if (!this.db.inTransaction) {
-      this.settleWaiters();
-      return undefined;
+      // Waiters exist only while a batch is open, so if there are some, their batch ended
+      // without our COMMIT: SQLite rolled it back itself (a full disk, an I/O error). What
+      // they wait for is not on disk, and they must hear it.
+      if (this.waiters.length === 0) return undefined;
+      const error = new Error("the ledger batch was rolled back before it could commit");
+      this.fail(error);
+      return { error };
     }
     try {
       this.db.exec("COMMIT");

@@ -29,6 +29,8 @@ const ROUTES: Record<string, Route> = {
   },
   "/notjson": (_b, _req, res) => res.writeHead(200, { "content-type": "text/html" }).end("<html>hi</html>"),
   "/big": (_b, _req, res) => json(res, 200, { blob: "x".repeat(64 * 1024) }),
+  // Valid JSON that parses but is nested too deep to serialize again.
+  "/deep": (_b, _req, res) => res.writeHead(200, { "content-type": "application/json" }).end("[".repeat(200_000) + "]".repeat(200_000)),
 };
 
 export async function startTestBackend(): Promise<TestBackend> {

@@ -164,6 +164,46 @@ describe("POST /v1/call", () => {
     });
   });
 
+  it("releases the hold and answers 500 when a backend's answer cannot be sent on", async () => {
+    stack.addSkill("deep", "/deep");
+    await expectNoCharge(stack, async () => {
+      const res = await stack.post("/v1/call", { skill_id: "deep", input: {} });
+      expect(res.status).to.equal(500);
+      expect(res.body.code).to.equal("internal_error");
+    });
+    expect(stack.gw.db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'open'").pluck().get()).to.equal(0n);
+  });
+
+  it("answers 400 to a malformed percent-escape in the path, and keeps serving", async () => {
+    const res = await stack.post("/v1/skills/%E0%A4%A/call", {});
+    expect(res.status).to.equal(400);
+    expect(res.body.code).to.equal("invalid_request");
+    const unauthenticated = await stack.post("/v1/skills/%E0%A4%A/call", {}, { key: null });
+    expect(unauthenticated.status).to.equal(401);
+    const read = await stack.get("/v1/skills/%E0", null);
+    expect(read.status).to.equal(400);
+    expect((await stack.post("/v1/call", { skill_id: "echo", input: {} })).status).to.equal(200);
+  });
+
+  it("serves a skill registered by another process once the catalogue reloads", async () => {
+    const Database = (await import("better-sqlite3")).default;
+    const { SkillRegistry } = await import("../../server/gateway/skills");
+    const other = new Database(stack.dbPath);
+    other.defaultSafeIntegers(true);
+    try {
+      new SkillRegistry(other).upsert({
+        slug: "late", name: "late", priceMicros: 2_000n, sellerAccountId: stack.sellerId, backendUrl: stack.backend.url + "/echo", timeoutMs: 1_000,
+      });
+    } finally {
+      other.close();
+    }
+    expect(stack.gw.skills.refreshIfChanged()).to.equal(true);
+    expect(stack.gw.skills.refreshIfChanged()).to.equal(false);
+    const res = await stack.post("/v1/call", { skill_id: "late", input: {} });
+    expect(res.status).to.equal(200);
+    expect(res.body.metadata.price_paid).to.equal(0.002);
+  });
+
   it("passes a backend's 4xx message through to the caller", async () => {
     const res = await stack.post("/v1/call", { skill_id: "reject", input: {} });
     expect(res.body.error).to.equal("field x is required");

@@ -190,6 +190,18 @@ describe("GroupCommit", () => {
     expect(commit.committedBatches).to.equal(1);
   });
 
+  it("rejects the waiters of a batch that SQLite rolled back on its own, instead of calling it durable", async () => {
+    const commit = makeCommit();
+    commit.run(() => addNote("capture"));
+    const durable = commit.durable();
+    db.exec("ROLLBACK"); // what SQLite does by itself on some I/O and disk-full errors
+    let error: unknown;
+    await durable.catch((e) => (error = e));
+    expect(String(error)).to.contain("rolled back");
+    expect(commitErrors).to.have.length(1);
+    expect(committedNotes()).to.deep.equal([]);
+  });
+
   it("refuses flush() from inside an operation", () => {
     const commit = makeCommit();
     expect(() => commit.run(() => commit.flush())).to.throw("GroupCommit.flush called inside an operation");

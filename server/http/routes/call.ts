@@ -41,7 +41,7 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
       const match = SKILL_CALL_PATH.exec(path);
       if (!match) return false;
       endpoint = "skill_call";
-      pathSkill = decodeURIComponent(match[1]);
+      pathSkill = match[1];
     }
     handle(req, res, endpoint, pathSkill).catch((error) => {
       const apiError = error instanceof ApiError ? error : new ApiError("internal_error", "Internal server error: the call was not charged.");
@@ -78,7 +78,7 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
       // An empty body on the per-skill form means a skill called without parameters.
       input = body ?? {};
       if (!isPlainObject(input)) throw new ApiError("invalid_request", "Request body must be a JSON object of the skill's parameters.");
-      skillRef = pathSkill!;
+      skillRef = decodePathSegment(pathSkill!);
     }
 
     const result = await deps.calls.execute({
@@ -90,6 +90,15 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
       startedAt,
     });
     sendJson(res, result.status, result.headers, result.body);
+  }
+}
+
+/** A path segment, percent-decoded; a malformed escape is the client's error, not a crash. */
+function decodePathSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new ApiError("invalid_request", "The skill id in the path is not a valid percent-encoded segment.");
   }
 }
 
