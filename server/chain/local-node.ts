@@ -1,0 +1,101 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import net from "node:net";
+import path from "node:path";
+import { type Account, type Chain, type HttpTransport, type PublicClient, type WalletClient, createPublicClient, createWalletClient, defineChain, http } from "viem";
+import { mnemonicToAccount } from "viem/accounts";
+
+/** The well-known development mnemonic `hardhat node` funds its accounts from. Local chain only. */
+export const HARDHAT_MNEMONIC = "test test test test test test test test test test test junk";
+/** Base's chain id: the local chain runs with it so the same code runs against Base. */
+export const LOCAL_CHAIN_ID = 8453;
+
+/** The roles the embedded default gives the node's funded development accounts. */
+export const DEV_ACCOUNT_INDEX = { deployer: 0, settler: 1, voucherSigner: 2, demoBuyer: 3, demoSeller: 4 } as const;
+
+export function devAccount(index: number): Account {
+  return mnemonicToAccount(HARDHAT_MNEMONIC, { addressIndex: index });
+}
+
+export function localChain(rpcUrl: string, chainId = LOCAL_CHAIN_ID): Chain {
+  return defineChain({
+    id: chainId,
+    name: "Local L2",
+    nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+    rpcUrls: { default: { http: [rpcUrl] } },
+  });
+}
+
+export interface LocalNode {
+  rpcUrl: string;
+  chain: Chain;
+  publicClient: PublicClient<HttpTransport, Chain>;
+  walletFor(account: Account): WalletClient<HttpTransport, Chain, Account>;
+  /** Stops the node process (and waits for it to exit). */
+  stop(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Starts a real `hardhat node` (the binary from node_modules/.bin, chain id 8453) as a
+ * child process on `port` (a free one when 0) and resolves once it answers JSON-RPC. The
+ * child is the node itself, not an npx wrapper, so stopping it stops the chain.
+ */
+export async function startLocalNode(options: { port?: number; readyTimeoutMs?: number } = {}): Promise<LocalNode> {
+  const port = options.port || (await freePort());
+  const root = path.resolve(__dirname, "../..");
+  const child: ChildProcess = spawn(path.join(root, "node_modules/.bin/hardhat"), ["node", "--hostname", "127.0.0.1", "--port", String(port)], {
+    cwd: root,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, FORK_URL: "" },
+  });
+  let output = "";
+  child.stdout!.on("data", (c: Buffer) => (output = (output + c.toString()).slice(-4_000)));
+  child.stderr!.on("data", (c: Buffer) => (output = (output + c.toString()).slice(-4_000)));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+
+  const rpcUrl = `http://127.0.0.1:${port}`;
+  const chain = localChain(rpcUrl);
+  const publicClient = createPublicClient({ chain, transport: http(rpcUrl, { retryCount: 0 }) });
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+    await exited;
+  };
+
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 60_000);
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`hardhat node exited with ${child.exitCode}:\n${output}`);
+    try {
+      const id = await publicClient.getChainId();
+      if (id !== LOCAL_CHAIN_ID) {
+        await stop();
+        throw new Error(`the local node answered chain id ${id}, expected ${LOCAL_CHAIN_ID}`);
+      }
+      break;
+    } catch (error) {
+      if (error instanceof Error && error.message.startsWith("the local node")) throw error;
+      if (Date.now() > deadline) {
+        await stop();
+        throw new Error(`hardhat node did not answer on ${rpcUrl} in time:\n${output}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+
+  return {
+    rpcUrl,
+    chain,
+    publicClient,
+    walletFor: (account) => createWalletClient({ account, chain, transport: http(rpcUrl, { retryCount: 0 }) }),
+    stop,
+  };
+}
