@@ -12,6 +12,7 @@ import { createRequestListener } from "./http/app";
 import { type Db, openDatabase } from "./ledger/db";
 import { GroupCommit } from "./ledger/group-commit";
 import { assertBalanced } from "./ledger/invariants";
+import { lockDatabase } from "./ledger/lock";
 import { Ledger } from "./ledger/ledger";
 
 export interface Gateway {
@@ -58,14 +59,22 @@ export interface GatewayOptions {
  */
 export function createGateway(config: Config, options: GatewayOptions = {}): Gateway {
   const log = options.log ?? defaultLog;
-  const db = openDatabase(config.dbPath);
-  const commit = new GroupCommit(db, config.groupCommitMaxOps, options.onFatal ?? defaultFatal);
-  const ledger = new Ledger(db, commit);
-  const idempotency = new IdempotencyStore(db, config.idempotencyTtlMs);
-
-  const recovered = commit.run(() => ({ holds: ledger.recoverOpenHolds(), idempotencyKeys: idempotency.recoverInProgress() }));
-  commit.flush();
-  assertBalanced(db);
+  const unlock = lockDatabase(config.dbPath);
+  let db: Db | undefined;
+  let commit: GroupCommit, ledger: Ledger, idempotency: IdempotencyStore, recovered: Gateway["recovered"];
+  try {
+    db = openDatabase(config.dbPath);
+    commit = new GroupCommit(db, config.groupCommitMaxOps, options.onFatal ?? defaultFatal);
+    ledger = new Ledger(db, commit);
+    idempotency = new IdempotencyStore(db, config.idempotencyTtlMs);
+    recovered = commit.run(() => ({ holds: ledger.recoverOpenHolds(), idempotencyKeys: idempotency.recoverInProgress() }));
+    commit.flush();
+    assertBalanced(db);
+  } catch (error) {
+    db?.close();
+    unlock();
+    throw error;
+  }
 
   const keys = new ApiKeys(db, config.keyCacheTtlMs);
   const skills = new SkillRegistry(db);
@@ -107,6 +116,7 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
       await forwarder.close();
       commit.flush();
       db.close();
+      unlock();
     },
   };
 }
