@@ -70,6 +70,32 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
                      FROM postings GROUP BY entry_id) p ON p.entry_id = e.id
           WHERE COALESCE(p.seller, 0) <> h.seller_amount OR COALESCE(p.fee, 0) <> h.fee_amount`,
   },
+  // On-chain deposits (server/chain/indexer.ts): a Deposited log is credited once, to the account its
+  // address belongs to, for exactly its amount; a second entry for the same log is a double credit.
+  {
+    rule: "a credited chain deposit is one deposit entry paying its amount into its account",
+    sql: `SELECT cd.tx_hash, cd.log_index, cd.account_id, cd.amount, e.kind, e.memo, p.account_id AS paid_to, p.amount AS paid
+          FROM chain_deposits cd
+          LEFT JOIN entries e ON e.id = cd.entry_id
+          LEFT JOIN postings p ON p.entry_id = cd.entry_id AND p.bucket = 'available'
+          WHERE cd.entry_id IS NOT NULL
+            AND (e.id IS NULL OR e.kind <> 'deposit' OR e.memo IS NOT cd.tx_hash || ':' || cd.log_index
+                 OR p.account_id IS NOT cd.account_id OR p.amount IS NOT cd.amount)`,
+  },
+  {
+    rule: "a chain deposit is credited to its address's account, and waits only while the address is unlinked",
+    sql: `SELECT cd.tx_hash, cd.log_index, cd.address, cd.account_id, aa.account_id AS linked_to
+          FROM chain_deposits cd
+          LEFT JOIN account_addresses aa ON aa.address = cd.address
+          WHERE cd.account_id IS NOT aa.account_id`,
+  },
+  {
+    rule: "every deposit entry for a chain log is the one its chain deposit records",
+    sql: `SELECT e.id, e.memo
+          FROM entries e
+          WHERE e.kind = 'deposit' AND e.memo GLOB '0x*:*'
+            AND NOT EXISTS (SELECT 1 FROM chain_deposits cd WHERE cd.entry_id = e.id)`,
+  },
 ];
 
 export interface Violation {

@@ -135,6 +135,48 @@ BEGIN
 END;
 `,
   },
+  {
+    version: 3,
+    name: "on-chain addresses, escrow deposits, indexer progress",
+    sql: `
+-- The on-chain addresses of an account (several per account, one account per address). Stored
+-- lowercase, so a lookup never misses on a checksum's letter case.
+CREATE TABLE account_addresses (
+  address     TEXT PRIMARY KEY CHECK (length(address) = 42 AND substr(address, 1, 2) = '0x' AND address = lower(address)),
+  account_id  TEXT NOT NULL REFERENCES accounts(id),
+  created_at  INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX account_addresses_by_account ON account_addresses(account_id);
+
+-- Every escrow Deposited log the indexer has seen, keyed by where it is on the chain: the key makes
+-- a log credited twice impossible. A deposit to an address no account has linked yet waits here with
+-- no account and no entry; the link credits it. Both are set together, in the crediting operation.
+CREATE TABLE chain_deposits (
+  tx_hash       TEXT NOT NULL,
+  log_index     INTEGER NOT NULL CHECK (log_index >= 0),
+  block_number  INTEGER NOT NULL CHECK (block_number >= 0),
+  block_hash    TEXT NOT NULL,
+  address       TEXT NOT NULL,
+  sender        TEXT NOT NULL,
+  amount        INTEGER NOT NULL CHECK (amount > 0),
+  account_id    TEXT REFERENCES accounts(id),
+  entry_id      INTEGER UNIQUE REFERENCES entries(id),
+  created_at    INTEGER NOT NULL,
+  PRIMARY KEY (tx_hash, log_index),
+  CHECK ((account_id IS NULL) = (entry_id IS NULL))
+) WITHOUT ROWID;
+CREATE INDEX chain_deposits_waiting ON chain_deposits(address) WHERE account_id IS NULL;
+
+-- How far each chain indexer has read: the last block it finished and that block's hash, so the
+-- next read can tell whether the chain under it was replaced.
+CREATE TABLE indexer_state (
+  name             TEXT PRIMARY KEY,
+  last_block       INTEGER NOT NULL CHECK (last_block >= 0),
+  last_block_hash  TEXT NOT NULL,
+  updated_at       INTEGER NOT NULL
+) WITHOUT ROWID;
+`,
+  },
 ];
 
 /** Applies every migration the database has not seen yet, each in its own transaction. */

@@ -1,0 +1,139 @@
+import hre from "hardhat";
+import { createPublicClient, custom, maxUint256, parseAbi, type Address, type Hash, type PublicClient, type TransactionReceipt } from "viem";
+import { deployContracts, type Deployment } from "../../server/chain/deploy";
+
+/** 1 USDC in base units. */
+export const USDC = 1_000_000n;
+
+const ESCROW_ABI = parseAbi([
+  "function deposit(uint256 amount)",
+  "function depositFor(address account, uint256 amount)",
+  "function balances(address account) view returns (uint256)",
+]);
+const TOKEN_ABI = parseAbi(["function approve(address spender, uint256 amount) returns (bool)"]);
+
+type HardhatWallet = Awaited<ReturnType<typeof hre.viem.getWalletClients>>[number];
+
+/** The names of the funded test users; each has 1,000 test USDC and an unlimited allowance for the escrow. */
+export const USERS = ["alice", "bob", "carol"] as const;
+export type UserName = (typeof USERS)[number];
+
+/**
+ * Hardhat's in-process chain (chain id 8453) with SkillEscrow and TestUSDC deployed by the server's own
+ * deployContracts, three funded users, and the controls a chain test needs: mining, automine, snapshots.
+ */
+export interface LocalChain {
+  deployment: Deployment;
+  /** A viem client over the in-process chain, with RPC faults that a test can switch on. */
+  publicClient: PublicClient;
+  /** Makes the next `count` RPC requests of `publicClient` fail as if the node were unreachable. */
+  failNextRequests(count: number): void;
+  /** How many requests were failed on purpose so far. */
+  readonly failedRequests: number;
+  address(user: UserName): Address;
+  /** `user` deposits into its own escrow balance; resolves with the hash (mined at once under automine). */
+  deposit(user: UserName, amountMicros: bigint): Promise<Hash>;
+  /** `payer` deposits into `account`'s escrow balance. */
+  depositFor(payer: UserName, account: Address, amountMicros: bigint): Promise<Hash>;
+  receipt(hash: Hash): Promise<TransactionReceipt>;
+  escrowBalance(account: Address): Promise<bigint>;
+  head(): Promise<bigint>;
+  mine(blocks?: number): Promise<void>;
+  setAutomine(on: boolean): Promise<void>;
+  snapshot(): Promise<string>;
+  revert(id: string): Promise<void>;
+}
+
+const provider = () => hre.network.provider;
+
+/** Compiles (a no-op when the artifacts are fresh), deploys, funds and approves. */
+export async function startLocalChain(): Promise<LocalChain> {
+  await hre.run("compile", { quiet: true });
+  const [deployer, settler, voucherSigner, ...rest] = await hre.viem.getWalletClients();
+  const wallets = Object.fromEntries(USERS.map((name, i) => [name, rest[i]])) as Record<UserName, HardhatWallet>;
+  const deployment = await deployContracts({
+    network: "hardhat",
+    publicClient: await hre.viem.getPublicClient(),
+    walletClient: deployer,
+    settler: settler.account.address,
+    voucherSigner: voucherSigner.account.address,
+    mint: USERS.map((name) => ({ to: wallets[name].account.address, amountMicros: 1_000n * USDC })),
+  });
+
+  let failuresLeft = 0;
+  let failedRequests = 0;
+  const publicClient = createPublicClient({
+    transport: custom(
+      {
+        async request(args: { method: string; params?: unknown }) {
+          if (failuresLeft > 0) {
+            failuresLeft--;
+            failedRequests++;
+            throw new Error(`connect ECONNREFUSED 127.0.0.1:8545 (injected fault on ${args.method})`);
+          }
+          return provider().request(args as { method: string; params?: unknown[] });
+        },
+      },
+      { retryCount: 0 },
+    ),
+  }) as PublicClient;
+
+  const send = async (user: UserName, functionName: "deposit" | "depositFor", args: readonly unknown[]) =>
+    wallets[user].writeContract({
+      address: deployment.escrow,
+      abi: ESCROW_ABI,
+      functionName,
+      args: args as never,
+      account: wallets[user].account,
+      chain: wallets[user].chain,
+    });
+
+  for (const name of USERS) {
+    await wallets[name].writeContract({
+      address: deployment.usdc,
+      abi: TOKEN_ABI,
+      functionName: "approve",
+      args: [deployment.escrow, maxUint256],
+      account: wallets[name].account,
+      chain: wallets[name].chain,
+    });
+  }
+
+  return {
+    deployment,
+    publicClient,
+    failNextRequests: (count) => {
+      failuresLeft = count;
+    },
+    get failedRequests() {
+      return failedRequests;
+    },
+    address: (user) => wallets[user].account.address,
+    deposit: (user, amountMicros) => send(user, "deposit", [amountMicros]),
+    depositFor: (payer, account, amountMicros) => send(payer, "depositFor", [account, amountMicros]),
+    receipt: (hash) => publicClient.getTransactionReceipt({ hash }),
+    escrowBalance: (account) =>
+      publicClient.readContract({ address: deployment.escrow, abi: ESCROW_ABI, functionName: "balances", args: [account] }),
+    head: () => publicClient.getBlockNumber({ cacheTime: 0 }),
+    mine: async (blocks = 1) => {
+      for (let i = 0; i < blocks; i++) await provider().request({ method: "evm_mine", params: [] });
+    },
+    setAutomine: async (on) => {
+      await provider().request({ method: "evm_setAutomine", params: [on] });
+    },
+    snapshot: async () => (await provider().request({ method: "evm_snapshot", params: [] })) as string,
+    revert: async (id) => {
+      const ok = await provider().request({ method: "evm_revert", params: [id] });
+      if (ok !== true) throw new Error(`evm_revert(${id}) failed`);
+    },
+  };
+}
+
+/** Resolves once `condition()` holds, checking every 5 ms; rejects after `timeoutMs`. */
+export async function waitFor(condition: () => boolean, timeoutMs = 5_000, what = "the condition"): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
