@@ -1,30 +1,100 @@
 /**
- * `npm start`: the whole system on its embedded default. Starts the demo skill backend
- * and the gateway, seeds the demo seller, skills and buyer, makes a fresh API key for the
- * buyer and prints it with a ready `curl`. Ctrl-C stops everything.
+ * `npm start`: the whole system on its embedded default. Starts a real local chain
+ * (`hardhat node`, chain id 8453), deploys the escrow and test USDC, has the demo buyer
+ * deposit 10 USDC into the escrow from its own wallet, starts the demo skill backend and
+ * the gateway with its deposit indexer, and prints a fresh API key with a ready `curl`.
+ * Ctrl-C stops everything, the chain included.
+ *
+ * With CHAIN_RPC_URL set it uses that chain and the DEPLOYMENT_FILE's contracts instead of
+ * starting its own (no demo deposit is made there).
  */
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { createPublicClient, http } from "viem";
+import { DepositIndexer } from "../server/chain/indexer";
+import { type Deployment, readDeployment, writeDeployment } from "../server/chain/deployment";
+import { DEV_ACCOUNT_INDEX, type LocalNode, devAccount, startLocalNode } from "../server/chain/local-node";
 import { loadConfig } from "../server/config";
 import { startDemoBackend } from "../server/demo/backend";
-import { seedDemo } from "../server/demo/seed";
+import { deployDemoChain } from "../server/demo/chain-seed";
+import { DEMO_DEPOSIT_USD, seedDemo } from "../server/demo/seed";
 import { startGateway } from "../server/index";
-import { microsToUsd } from "../server/ledger/money";
+import { lockDatabase } from "../server/ledger/lock";
+import { microsToUsd, usdToMicros } from "../server/ledger/money";
+
+const ROOT = path.resolve(__dirname, "..");
+
+/** Compiles the contracts if they changed (a no-op otherwise), so a fresh clone just works. */
+function compileContracts(): void {
+  const result = spawnSync(path.join(ROOT, "node_modules/.bin/hardhat"), ["compile", "--quiet"], { cwd: ROOT, stdio: "inherit" });
+  if (result.status !== 0) throw new Error("hardhat compile failed");
+}
 
 async function main(): Promise<void> {
   const config = loadConfig();
+  let node: LocalNode | undefined;
+  let deployment: Deployment;
+  let rpcUrl = config.chainRpcUrl;
+
+  if (!rpcUrl) {
+    compileContracts();
+    node = await startLocalNode({ port: config.chainPort });
+    rpcUrl = node.rpcUrl;
+  }
+  try {
+    if (node) {
+      deployment = (await deployDemoChain(node, usdToMicros(DEMO_DEPOSIT_USD))).deployment;
+      writeDeployment(path.resolve(ROOT, config.deploymentFile), deployment);
+      // A fresh chain forgets everything on exit, so the ledger starts fresh with it: a
+      // ledger holding deposits of a chain that no longer exists would credit money nobody
+      // has. The lock makes sure no running gateway is using the file being removed.
+      lockDatabase(config.dbPath);
+      for (const suffix of ["", "-wal", "-shm"]) fs.rmSync(config.dbPath + suffix, { force: true });
+    } else {
+      deployment = readDeployment(path.resolve(ROOT, config.deploymentFile));
+    }
+    await serve(config, node, rpcUrl, deployment);
+  } catch (error) {
+    // The chain is a child process: it must not outlive a start that failed half-way.
+    await node?.stop();
+    throw error;
+  }
+}
+
+async function serve(config: ReturnType<typeof loadConfig>, node: LocalNode | undefined, rpcUrl: string, deployment: Deployment): Promise<void> {
+  const publicClient = node?.publicClient ?? createPublicClient({ transport: http(rpcUrl) });
   const backend = await startDemoBackend();
   const gateway = await startGateway(config);
-  const { buyerId, credited } = seedDemo(gateway, backend);
+  const { buyerId } = seedDemo(gateway, backend, {
+    buyer: devAccount(DEV_ACCOUNT_INDEX.demoBuyer).address,
+    seller: devAccount(DEV_ACCOUNT_INDEX.demoSeller).address,
+  });
+  const indexer = new DepositIndexer({
+    ledger: gateway.ledger,
+    publicClient,
+    escrowAddress: deployment.escrow,
+    deployBlock: deployment.deployBlock,
+    confirmations: config.depositConfirmations,
+    log: (message: string) => console.error(`[indexer] ${message}`),
+  });
+  // Index what is already on-chain (the demo deposit) before printing the balance.
+  await indexer.poll();
+  indexer.start(config.indexerIntervalMs);
+
   const { key } = gateway.keys.create(buyerId, { name: "npm start" });
   const balance = gateway.ledger.balance(buyerId);
-
   const body = JSON.stringify({ skill_id: "echo", input: { hello: "world" } });
   console.log(`
 Skill Gateway is running.
 
 Gateway:       ${gateway.url}
 Demo backend:  ${backend.url}
+Chain RPC:     ${rpcUrl} (chain id ${deployment.chainId}${node ? ", a local hardhat node started for this run" : ""})
+Escrow:        ${deployment.escrow}
+USDC:          ${deployment.usdc}${deployment.usdcIsTestToken ? " (test token)" : ""}
 Database:      ${config.dbPath}  (fee mode ${config.feeMode}, ${Number(config.feeBps) / 100}% platform fee)
-Demo buyer:    ${buyerId}, balance ${microsToUsd(balance.availableMicros)} USDC${credited ? " (dev_credit seed step, not a deposit)" : ""}
+Demo buyer:    ${buyerId} (${devAccount(DEV_ACCOUNT_INDEX.demoBuyer).address}), balance ${microsToUsd(balance.availableMicros)} USDC, deposited on-chain
 Skills:        ${gateway.skills.list().map((s) => `${s.slug} (${microsToUsd(s.priceMicros)} USD)`).join(", ")}
 ${gateway.recovered.holds > 0 ? `Recovered:     released ${gateway.recovered.holds} hold(s) left open by a previous crash\n` : ""}
 API key: ${key}
@@ -38,8 +108,10 @@ Press Ctrl-C to stop.`);
   const stop = async () => {
     if (stopping) return;
     stopping = true;
+    await indexer.stop();
     await gateway.close();
     await backend.close();
+    await node?.stop();
     process.exit(0);
   };
   process.on("SIGINT", stop);

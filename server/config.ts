@@ -22,6 +22,16 @@ export interface Config {
   keyCacheTtlMs: number;
   /** Most calls whose ledger writes share one durable SQLite commit. */
   groupCommitMaxOps: number;
+  /** JSON-RPC of the chain holding the escrow; empty for the embedded default, which starts its own. */
+  chainRpcUrl: string;
+  /** The deployment file (addresses, chain id, deploy block) when chainRpcUrl is set. */
+  deploymentFile: string;
+  /** Port of the embedded local chain (0 for any free port). */
+  chainPort: number;
+  /** Blocks a deposit waits on top of it before it is credited. 0 credits at the head (a local chain). */
+  depositConfirmations: number;
+  /** How often the deposit indexer polls the chain. */
+  indexerIntervalMs: number;
 }
 
 export class ConfigError extends Error {
@@ -64,6 +74,11 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     idempotencyTtlMs: int(env, "IDEMPOTENCY_TTL_HOURS", 24, 1, 24 * 30) * 3_600_000,
     keyCacheTtlMs: int(env, "KEY_CACHE_TTL_MS", 5_000, 0, 3_600_000),
     groupCommitMaxOps: int(env, "GROUP_COMMIT_MAX_OPS", 512, 1, 100_000),
+    chainRpcUrl: env.CHAIN_RPC_URL || "",
+    deploymentFile: env.DEPLOYMENT_FILE || "deployments/localhost.json",
+    chainPort: int(env, "CHAIN_PORT", 8545, 0, 65535),
+    depositConfirmations: int(env, "DEPOSIT_CONFIRMATIONS", 0, 0, 10_000),
+    indexerIntervalMs: int(env, "INDEXER_INTERVAL_MS", 1_000, 50, 3_600_000),
   };
   return { ...config, ...overrides };
 }

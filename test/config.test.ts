@@ -15,6 +15,11 @@ const DEFAULTS: Config = {
   idempotencyTtlMs: 24 * 3_600_000,
   keyCacheTtlMs: 5_000,
   groupCommitMaxOps: 512,
+  chainRpcUrl: "",
+  deploymentFile: "deployments/localhost.json",
+  chainPort: 8545,
+  depositConfirmations: 0,
+  indexerIntervalMs: 1_000,
 };
 
 describe("loadConfig", () => {
@@ -41,6 +46,11 @@ describe("loadConfig", () => {
       IDEMPOTENCY_TTL_HOURS: "48",
       KEY_CACHE_TTL_MS: "0",
       GROUP_COMMIT_MAX_OPS: "64",
+      CHAIN_RPC_URL: "https://base.example/rpc",
+      DEPLOYMENT_FILE: "deployments/base.json",
+      CHAIN_PORT: "0",
+      DEPOSIT_CONFIRMATIONS: "12",
+      INDEXER_INTERVAL_MS: "2000",
     });
     expect(config).to.deep.equal({
       host: "0.0.0.0",
@@ -56,6 +66,11 @@ describe("loadConfig", () => {
       idempotencyTtlMs: 48 * 3_600_000,
       keyCacheTtlMs: 0,
       groupCommitMaxOps: 64,
+      chainRpcUrl: "https://base.example/rpc",
+      deploymentFile: "deployments/base.json",
+      chainPort: 0,
+      depositConfirmations: 12,
+      indexerIntervalMs: 2000,
     });
   });
 

@@ -1,11 +1,13 @@
+import type { Address } from "viem";
+import { linkAddressSync } from "../chain/addresses";
 import type { Gateway } from "../index";
 import { usdToMicros } from "../ledger/money";
 import type { DemoBackend } from "./backend";
 
 export const DEMO_BUYER_ID = "demo-buyer";
 export const DEMO_SELLER_ID = "demo-seller";
-/** The demo buyer's starting balance, credited once by the dev_credit seed step. */
-export const DEMO_CREDIT_USD = "10";
+/** What the demo buyer deposits into the escrow on-chain at start. */
+export const DEMO_DEPOSIT_USD = "10";
 
 const DEMO_SKILLS = [
   { slug: "echo", path: "/echo", name: "Echo", price: "0.001", description: "Returns its input unchanged." },
@@ -20,16 +22,18 @@ const DEMO_SKILLS = [
 
 /**
  * Seeds the embedded default: a demo seller with the demo skills (pointed at the demo
- * backend), and a demo buyer. The buyer's balance is a `dev_credit` entry in the ledger,
- * made once, never a deposit: until the chain is joined to the ledger there is no other
- * way in for money.
+ * backend), and a demo buyer, each linked to its on-chain address. The buyer's balance is
+ * not seeded: it is the buyer's own deposit into the escrow, which the deposit indexer
+ * credits once it reads the event (a deposit already on-chain is credited on linking).
  */
-export function seedDemo(gateway: Gateway, backend: DemoBackend): { buyerId: string; credited: boolean } {
+export function seedDemo(gateway: Gateway, backend: DemoBackend, addresses: { buyer: Address; seller: Address }): { buyerId: string } {
   const { ledger, skills } = gateway;
   ledger.ensureAccount({ id: DEMO_SELLER_ID, kind: "seller", name: "Demo Seller" });
-  const isNew = ledger.getAccount(DEMO_BUYER_ID) === undefined;
   ledger.ensureAccount({ id: DEMO_BUYER_ID, kind: "user", name: "Demo Buyer" });
-  if (isNew) ledger.credit(DEMO_BUYER_ID, usdToMicros(DEMO_CREDIT_USD), "dev_credit", "demo balance seeded by npm start");
+  for (const [accountId, address] of [[DEMO_BUYER_ID, addresses.buyer], [DEMO_SELLER_ID, addresses.seller]] as const) {
+    const linked = linkAddressSync(ledger, { accountId, address });
+    if (!linked.ok) throw new Error(`could not link ${address} to ${accountId}: ${linked.reason}`);
+  }
 
   for (const s of DEMO_SKILLS) {
     const skill = skills.upsert({
@@ -45,5 +49,5 @@ export function seedDemo(gateway: Gateway, backend: DemoBackend): { buyerId: str
     backend.setSecret(s.path, skill.signingSecret);
   }
   ledger.commit.flush();
-  return { buyerId: DEMO_BUYER_ID, credited: isNew };
+  return { buyerId: DEMO_BUYER_ID };
 }

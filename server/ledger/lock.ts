@@ -1,4 +1,5 @@
 import fs from "node:fs";
+import path from "node:path";
 
 export class DatabaseLockedError extends Error {
   override name = "DatabaseLockedError";
@@ -14,6 +15,7 @@ export class DatabaseLockedError extends Error {
 export function lockDatabase(dbPath: string): () => void {
   if (dbPath === ":memory:") return () => {};
   const lockPath = `${dbPath}.lock`;
+  fs.mkdirSync(path.dirname(path.resolve(lockPath)), { recursive: true });
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       fs.writeFileSync(lockPath, String(process.pid), { flag: "wx" });

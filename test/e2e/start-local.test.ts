@@ -10,7 +10,7 @@ const ROOT = path.join(__dirname, "../..");
 function startLocal(dbPath: string): Promise<{ child: ChildProcess; output: string }> {
   const child = spawn(process.execPath, ["-r", "ts-node/register/transpile-only", path.join(ROOT, "scripts/start-local.ts")], {
     cwd: ROOT,
-    env: { ...process.env, PORT: "0", DB_PATH: dbPath },
+    env: { ...process.env, PORT: "0", CHAIN_PORT: "0", DB_PATH: dbPath, DEPLOYMENT_FILE: path.join(path.dirname(dbPath), "deployment.json"), CHAIN_RPC_URL: "" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   return new Promise((resolve, reject) => {
@@ -35,8 +35,8 @@ describe("npm start (the embedded default)", () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  it("prints a URL, an API key and a curl whose call succeeds with price_paid 0.001, and stops on Ctrl-C", async function () {
-    this.timeout(30_000);
+  it("starts a chain, deposits on-chain, prints a key and a curl whose call succeeds with price_paid 0.001, and stops everything on Ctrl-C", async function () {
+    this.timeout(120_000);
     const started = await startLocal(path.join(dir, "gateway.db"));
     child = started.child;
     const key = /^API key: (atom_\S+)$/m.exec(started.output)?.[1];
@@ -58,9 +58,21 @@ describe("npm start (the embedded default)", () => {
     const balance: any = await (await fetch(url.replace("/v1/call", "/v1/balance"), { headers: { authorization: `Bearer ${key}` } })).json();
     expect(balance.data).to.include({ available: 9.999, held: 0 });
 
+    const rpcUrl = /^Chain RPC: +(\S+)/m.exec(started.output)?.[1];
+    expect(rpcUrl, started.output).to.match(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(started.output).to.match(/^Escrow: +0x[0-9a-fA-F]{40}$/m);
+    expect(started.output).to.contain("balance 10 USDC, deposited on-chain");
+    const rpc = (method: string) =>
+      fetch(rpcUrl!, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: [] }) });
+    expect((await (await rpc("eth_chainId")).json() as { result: string }).result).to.equal("0x2105");
+
     const exited = new Promise<number | null>((resolve) => child!.once("exit", resolve));
     child.kill("SIGINT");
     expect(await exited).to.equal(0);
     child = undefined;
+    // Ctrl-C stops the chain too.
+    let refused = false;
+    await rpc("eth_chainId").catch(() => (refused = true));
+    expect(refused, "the chain is still answering").to.equal(true);
   });
 });
