@@ -177,6 +177,61 @@ CREATE TABLE indexer_state (
 ) WITHOUT ROWID;
 `,
   },
+  {
+    version: 4,
+    name: "settlement batches, each captured hold's batch",
+    sql: `
+-- One row per settlement batch the settler has recorded (server/chain/settler.ts). A batch is recorded
+-- 'pending' before it is sent and marked 'settled' once the chain has it; its number is the escrow's
+-- batch number. The recorded root and totals let a restart check that the batch it rebuilds from its
+-- holds is the one it recorded, byte for byte.
+CREATE TABLE settlement_batches (
+  number             INTEGER PRIMARY KEY CHECK (number > 0),
+  status             TEXT NOT NULL CHECK (status IN ('pending', 'settled')),
+  receipts_root      TEXT NOT NULL CHECK (length(receipts_root) = 66 AND receipts_root = lower(receipts_root)),
+  call_count         INTEGER NOT NULL CHECK (call_count > 0),
+  total_debits       INTEGER NOT NULL CHECK (total_debits > 0),
+  platform_fee       INTEGER NOT NULL CHECK (platform_fee >= 0 AND platform_fee <= total_debits),
+  -- The chain's head when the batch was recorded: where a restart looks for its BatchSettled event.
+  recorded_at_block  INTEGER NOT NULL CHECK (recorded_at_block >= 0),
+  tx_hash            TEXT,
+  created_at         INTEGER NOT NULL,
+  settled_at         INTEGER,
+  CHECK ((status = 'settled') = (settled_at IS NOT NULL))
+);
+-- The settler sends one batch at a time: at most one is pending.
+CREATE UNIQUE INDEX settlement_batches_one_pending ON settlement_batches(status) WHERE status = 'pending';
+-- What was recorded is what is sent: a recorded batch's contents never change, and a settled batch
+-- never goes back to pending.
+CREATE TRIGGER settlement_batches_frozen BEFORE UPDATE OF number, receipts_root, call_count, total_debits, platform_fee, recorded_at_block
+ON settlement_batches
+BEGIN
+  SELECT RAISE(ABORT, 'a recorded settlement batch cannot change');
+END;
+CREATE TRIGGER settlement_batches_no_unsettle BEFORE UPDATE OF status ON settlement_batches
+WHEN OLD.status = 'settled' AND NEW.status <> 'settled'
+BEGIN
+  SELECT RAISE(ABORT, 'a settled batch cannot become pending again');
+END;
+
+-- The batch a captured hold (a paid call) is settled in; NULL until the settler takes it. A column on
+-- holds rather than a table beside it, so the settler finds the unbatched calls by a partial index that
+-- holds only them (a table beside would need an anti-join over every call ever captured).
+ALTER TABLE holds ADD COLUMN batch_number INTEGER REFERENCES settlement_batches(number)
+  CHECK (batch_number IS NULL OR status = 'captured');
+CREATE INDEX holds_unbatched ON holds(closed_at, id) WHERE status = 'captured' AND batch_number IS NULL;
+CREATE INDEX holds_by_batch ON holds(batch_number, closed_at, id) WHERE batch_number IS NOT NULL;
+-- A call is settled in one batch, for good.
+CREATE TRIGGER holds_batch_once BEFORE UPDATE OF batch_number ON holds
+WHEN OLD.batch_number IS NOT NULL AND NEW.batch_number IS NOT OLD.batch_number
+BEGIN
+  SELECT RAISE(ABORT, 'a hold already belongs to a settlement batch');
+END;
+
+-- A receipt names its call by the call's id; the settler finds it from the hold.
+CREATE INDEX calls_by_hold ON calls(hold_id) WHERE hold_id IS NOT NULL;
+`,
+  },
 ];
 
 /** Applies every migration the database has not seen yet, each in its own transaction. */
