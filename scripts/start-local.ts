@@ -65,7 +65,18 @@ async function main(): Promise<void> {
 async function serve(config: ReturnType<typeof loadConfig>, node: LocalNode | undefined, rpcUrl: string, deployment: Deployment): Promise<void> {
   const publicClient = node?.publicClient ?? createPublicClient({ transport: http(rpcUrl) });
   const backend = await startDemoBackend();
-  const gateway = await startGateway(config);
+  // The embedded chain's voucher signer is a development account; on another chain the
+  // gateway signs no vouchers until it is given a key (not in this script).
+  const gateway = await startGateway(config, {
+    chain: node
+      ? {
+          voucherSigner: node.walletFor(devAccount(DEV_ACCOUNT_INDEX.voucherSigner)),
+          escrowAddress: deployment.escrow,
+          chainId: deployment.chainId,
+          publicClient,
+        }
+      : undefined,
+  });
   const { buyerId } = seedDemo(gateway, backend, {
     buyer: devAccount(DEV_ACCOUNT_INDEX.demoBuyer).address,
     seller: devAccount(DEV_ACCOUNT_INDEX.demoSeller).address,

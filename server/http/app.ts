@@ -10,6 +10,8 @@ import { errorEnvelope } from "./envelope";
 import { ApiError } from "./errors";
 import { callHandler } from "./routes/call";
 import { readRoutes } from "./routes/read";
+import { withdrawalRoutes } from "./routes/withdrawals";
+import type { VoucherIssuer } from "../chain/vouchers";
 
 export interface AppDeps {
   config: Config;
@@ -18,6 +20,7 @@ export interface AppDeps {
   ledger: Ledger;
   calls: CallsLog;
   callService: CallService;
+  vouchers?: VoucherIssuer;
   log: (message: string, error?: unknown) => void;
 }
 
@@ -45,6 +48,7 @@ export function createApp(deps: AppDeps): express.Express {
     res.json({ success: true, data: { status: "ok" } });
   });
   app.use(readRoutes(deps));
+  app.use(withdrawalRoutes({ keys: deps.keys, db: deps.ledger.db, vouchers: deps.vouchers }));
 
   app.use((req: Request, _res: Response, next: NextFunction) => {
     next(new ApiError("not_found", `No route for ${req.method} ${req.path}.`));

@@ -96,6 +96,14 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
           WHERE e.kind = 'deposit' AND e.memo GLOB '0x*:*'
             AND NOT EXISTS (SELECT 1 FROM chain_deposits cd WHERE cd.entry_id = e.id)`,
   },
+  {
+    rule: "a voucher's withdrawal takes exactly its amount from its account, and a returned one gives it back once",
+    sql: `SELECT v.address, v.nonce, v.amount, p.amount AS taken,
+                 (SELECT COUNT(*) FROM entries e WHERE e.kind = 'withdrawal' AND e.memo = 'voucher ' || v.address || ':' || v.nonce || ' expired unredeemed: returned') AS returns
+          FROM vouchers v
+          LEFT JOIN postings p ON p.entry_id = v.entry_id AND p.account_id = v.account_id AND p.bucket = 'available'
+          WHERE COALESCE(p.amount, 0) <> -v.amount OR returns <> (CASE WHEN v.status = 'returned' THEN 1 ELSE 0 END)`,
+  },
 ];
 
 export interface Violation {

@@ -139,6 +139,38 @@ export class Ledger {
     });
   }
 
+  /**
+   * Takes money out of the ledger for a withdrawal (a voucher, an exit): it leaves the
+   * account's available balance for the escrow's side of the books. Throws if the available
+   * balance does not cover it; callers check first. Returns the entry id.
+   */
+  withdraw(accountId: string, amountMicros: bigint, memo: string): bigint {
+    if (amountMicros <= 0n) throw new RangeError(`withdrawal must be positive, got ${amountMicros}`);
+    return this.commit.run(() => {
+      const available = this.balanceOf(accountId, "available");
+      if (available < amountMicros) throw new RangeError(`withdrawal of ${amountMicros} exceeds available ${available}`);
+      const entryId = this.entry("withdrawal", null, memo);
+      this.post(entryId, [
+        [accountId, "available", -amountMicros],
+        [ESCROW_SOURCE_ID, "source", amountMicros],
+      ]);
+      return entryId;
+    });
+  }
+
+  /** Gives back a withdrawal that never left the escrow (an expired voucher, a cancelled exit). */
+  returnWithdrawal(accountId: string, amountMicros: bigint, memo: string): bigint {
+    if (amountMicros <= 0n) throw new RangeError(`returned withdrawal must be positive, got ${amountMicros}`);
+    return this.commit.run(() => {
+      const entryId = this.entry("withdrawal", null, memo);
+      this.post(entryId, [
+        [ESCROW_SOURCE_ID, "source", -amountMicros],
+        [accountId, "available", amountMicros],
+      ]);
+      return entryId;
+    });
+  }
+
   /** Reserves a call's charge from the caller's available balance, or says why it cannot. */
   hold(input: { accountId: string; sellerAccountId: string; skillId: string; charge: Charge }): HoldResult {
     const { chargedMicros, sellerMicros, feeMicros } = input.charge;

@@ -232,6 +232,28 @@ END;
 CREATE INDEX calls_by_hold ON calls(hold_id) WHERE hold_id IS NOT NULL;
 `,
   },
+  {
+    version: 5,
+    name: "withdrawal vouchers",
+    sql: `
+-- Vouchers the gateway signed for instant withdrawals (server/chain/vouchers.ts). The amount
+-- left the ledger (a 'withdrawal' entry) when the voucher was issued; 'returned' means the
+-- voucher expired unredeemed and the amount came back (a second 'withdrawal' entry, reversed).
+CREATE TABLE vouchers (
+  address     TEXT NOT NULL CHECK (address = lower(address)),
+  nonce       INTEGER NOT NULL CHECK (nonce > 0),
+  account_id  TEXT NOT NULL REFERENCES accounts(id),
+  amount      INTEGER NOT NULL CHECK (amount > 0),
+  deadline    INTEGER NOT NULL,
+  status      TEXT NOT NULL CHECK (status IN ('issued', 'redeemed', 'returned')),
+  signature   TEXT,
+  entry_id    INTEGER NOT NULL UNIQUE REFERENCES entries(id),
+  created_at  INTEGER NOT NULL,
+  PRIMARY KEY (address, nonce)
+) WITHOUT ROWID;
+CREATE INDEX vouchers_issued ON vouchers(status) WHERE status = 'issued';
+`,
+  },
 ];
 
 /** Applies every migration the database has not seen yet, each in its own transaction. */

@@ -58,6 +58,13 @@ describe("npm start (the embedded default)", () => {
     const balance: any = await (await fetch(url.replace("/v1/call", "/v1/balance"), { headers: { authorization: `Bearer ${key}` } })).json();
     expect(balance.data).to.include({ available: 9.999, held: 0 });
 
+    const withdrawal: any = await (
+      await fetch(url.replace("/v1/call", "/v1/withdrawals"), { method: "POST", headers: { authorization: `Bearer ${key}` }, body: JSON.stringify({ amount: "1" }) })
+    ).json();
+    expect(withdrawal.success, JSON.stringify(withdrawal)).to.equal(true);
+    expect(withdrawal.data.voucher.amount).to.equal("1000000");
+    expect(withdrawal.data.signature).to.match(/^0x[0-9a-f]{130}$/);
+
     const rpcUrl = /^Chain RPC: +(\S+)/m.exec(started.output)?.[1];
     expect(rpcUrl, started.output).to.match(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect(started.output).to.match(/^Escrow: +0x[0-9a-fA-F]{40}$/m);

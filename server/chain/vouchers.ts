@@ -1,0 +1,180 @@
+import { randomBytes } from "node:crypto";
+import { getAddress } from "viem";
+import type { Account, Address, Chain, Hex, PublicClient, Transport, WalletClient } from "viem";
+import { accountForAddress, addressesOf, normalizeAddress } from "./addresses";
+import type { Ledger } from "../ledger/ledger";
+
+/**
+ * Cooperative instant withdrawals: the gateway signs an EIP-712 voucher that lets a user
+ * take unspent money out of the escrow at once (SkillEscrow.withdrawWithVoucher).
+ *
+ * The ledger debits the voucher's amount when it is issued, durably, before the signature
+ * leaves: from then on no call can spend it, so a settlement batch can never find the money
+ * gone. Only available money can be withdrawn: held (in-flight calls) and spent money stay.
+ * A voucher nobody redeems before its deadline is given back to the ledger once the chain's
+ * time has passed the deadline and the nonce is still unused on-chain (`sweep`).
+ */
+
+/** The EIP-712 type the escrow verifies (SkillEscrow.VOUCHER_TYPEHASH). */
+export const VOUCHER_TYPES = {
+  Voucher: [
+    { name: "account", type: "address" },
+    { name: "amount", type: "uint256" },
+    { name: "nonce", type: "uint256" },
+    { name: "deadline", type: "uint256" },
+  ],
+} as const;
+
+const NONCE_USED_ABI = [
+  {
+    type: "function",
+    name: "voucherNonceUsed",
+    stateMutability: "view",
+    inputs: [{ name: "account", type: "address" }, { name: "nonce", type: "uint256" }],
+    outputs: [{ name: "used", type: "bool" }],
+  },
+] as const;
+
+export interface Voucher {
+  account: Address;
+  amount: bigint;
+  nonce: bigint;
+  deadline: bigint;
+}
+
+export interface IssuedVoucher {
+  voucher: Voucher;
+  signature: Hex;
+  escrow: Address;
+  chainId: number;
+}
+
+export type IssueVoucherResult =
+  | { ok: true; issued: IssuedVoucher }
+  | { ok: false; reason: "no_address" | "several_addresses" | "address_not_yours" | "nothing_to_withdraw" | "insufficient_balance"; availableMicros?: bigint };
+
+export interface VoucherIssuerParameters {
+  ledger: Ledger;
+  /** Holds VOUCHER_SIGNER_ROLE on the escrow. */
+  signer: WalletClient<Transport, Chain | undefined, Account>;
+  escrowAddress: Address;
+  chainId: number;
+  /** How long a voucher stays valid. */
+  ttlSec?: number;
+}
+
+/**
+ * A random 62-bit nonce. Random rather than counted, so a nonce cannot collide with one the
+ * escrow has already seen even if this ledger was rebuilt or another signer issues vouchers;
+ * it fits an SQLite INTEGER, and a collision would only make the later voucher unusable.
+ */
+function randomNonce(): bigint {
+  return (randomBytes(8).readBigUInt64BE() >> 2n) + 1n;
+}
+
+interface VoucherRow {
+  address: string;
+  nonce: bigint;
+  account_id: string;
+  amount: bigint;
+  deadline: bigint;
+}
+
+export class VoucherIssuer {
+  private readonly ttlSec: number;
+
+  constructor(private readonly p: VoucherIssuerParameters) {
+    this.ttlSec = p.ttlSec ?? 3_600;
+  }
+
+  /**
+   * Issues a voucher for `amountMicros` of the account's available balance (all of it when
+   * omitted), payable to the account's escrow address (`address`, when it has several).
+   */
+  async issue(accountId: string, options: { amountMicros?: bigint; address?: string; nowSec?: number } = {}): Promise<IssueVoucherResult> {
+    const { ledger } = this.p;
+    const addresses = addressesOf(ledger.db, accountId);
+    let address: string | undefined;
+    if (options.address !== undefined) {
+      address = normalizeAddress(options.address);
+      if (!address || accountForAddress(ledger.db, address) !== accountId) return { ok: false, reason: "address_not_yours" };
+    } else if (addresses.length === 0) {
+      return { ok: false, reason: "no_address" };
+    } else if (addresses.length > 1) {
+      return { ok: false, reason: "several_addresses" };
+    } else {
+      address = addresses[0];
+    }
+    const deadline = BigInt((options.nowSec ?? Math.floor(Date.now() / 1000)) + this.ttlSec);
+
+    const taken = ledger.commit.run(() => {
+      const available = ledger.balanceOf(accountId, "available");
+      const amount = options.amountMicros ?? available;
+      if (amount <= 0n) return { ok: false as const, reason: "nothing_to_withdraw" as const, availableMicros: available };
+      if (amount > available) return { ok: false as const, reason: "insufficient_balance" as const, availableMicros: available };
+      const nonce = randomNonce();
+      const entryId = ledger.withdraw(accountId, amount, `voucher ${address}:${nonce}`);
+      ledger.db
+        .prepare(
+          `INSERT INTO vouchers (address, nonce, account_id, amount, deadline, status, entry_id, created_at)
+           VALUES (?, ?, ?, ?, ?, 'issued', ?, ?)`,
+        )
+        .run(address, nonce, accountId, amount, deadline, entryId, Date.now());
+      return { ok: true as const, voucher: { account: getAddress(address!), amount, nonce, deadline } };
+    });
+    if (!taken.ok) return taken;
+    // The debit is on disk before any signature exists.
+    await ledger.commit.durable();
+
+    const signature = await this.p.signer.signTypedData({
+      account: this.p.signer.account,
+      domain: { name: "SkillEscrow", version: "1", chainId: this.p.chainId, verifyingContract: this.p.escrowAddress },
+      types: VOUCHER_TYPES,
+      primaryType: "Voucher",
+      message: taken.voucher,
+    });
+    ledger.commit.run(() =>
+      ledger.db.prepare("UPDATE vouchers SET signature = ? WHERE address = ? AND nonce = ?").run(signature, address, taken.voucher.nonce),
+    );
+    return { ok: true, issued: { voucher: taken.voucher, signature, escrow: this.p.escrowAddress, chainId: this.p.chainId } };
+  }
+
+  /**
+   * Settles the fate of issued vouchers from the chain: a used nonce is marked redeemed; a
+   * voucher whose deadline the chain's clock has passed with its nonce unused can never be
+   * redeemed any more, so its amount is given back to the account's available balance.
+   */
+  async sweep(publicClient: Pick<PublicClient, "readContract" | "getBlock">): Promise<{ redeemed: number; returned: number }> {
+    const { ledger } = this.p;
+    const open = ledger.db
+      .prepare("SELECT address, nonce, account_id, amount, deadline FROM vouchers WHERE status = 'issued' ORDER BY created_at")
+      .all() as VoucherRow[];
+    if (open.length === 0) return { redeemed: 0, returned: 0 };
+    const chainTimeSec = (await publicClient.getBlock({ blockTag: "latest" })).timestamp;
+    let redeemed = 0;
+    let returned = 0;
+    for (const v of open) {
+      const used = await publicClient.readContract({
+        address: this.p.escrowAddress,
+        abi: NONCE_USED_ABI,
+        functionName: "voucherNonceUsed",
+        args: [v.address as Address, v.nonce],
+      });
+      if (used) {
+        ledger.commit.run(() => ledger.db.prepare("UPDATE vouchers SET status = 'redeemed' WHERE address = ? AND nonce = ? AND status = 'issued'").run(v.address, v.nonce));
+        redeemed++;
+      } else if (chainTimeSec > v.deadline) {
+        ledger.commit.run(() => {
+          const changed = ledger.db
+            .prepare("UPDATE vouchers SET status = 'returned' WHERE address = ? AND nonce = ? AND status = 'issued'")
+            .run(v.address, v.nonce).changes;
+          if (changed !== 1) return;
+          ledger.returnWithdrawal(v.account_id, v.amount, `voucher ${v.address}:${v.nonce} expired unredeemed: returned`);
+        });
+        returned++;
+      }
+    }
+    await ledger.commit.durable();
+    return { redeemed, returned };
+  }
+}

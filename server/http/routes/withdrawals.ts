@@ -1,0 +1,82 @@
+import express, { type Router } from "express";
+import type { ApiKeys } from "../../accounts/api-keys";
+import type { VoucherIssuer } from "../../chain/vouchers";
+import { microsToUsd, usdToMicros } from "../../ledger/money";
+import type { Db } from "../../ledger/db";
+import { requireApiKey } from "../auth";
+import { dataEnvelope } from "../envelope";
+import { ApiError } from "../errors";
+
+const REFUSAL: Record<string, [ApiError["code"], string]> = {
+  no_address: ["invalid_request", "This account has no escrow address to withdraw to."],
+  several_addresses: ["invalid_request", "This account has several escrow addresses: name one in `address`."],
+  address_not_yours: ["invalid_request", "That address does not belong to this account."],
+  nothing_to_withdraw: ["invalid_request", "Nothing to withdraw: the available balance is 0."],
+};
+
+/**
+ * Instant withdrawals (issue 4, exits seen from the gateway):
+ *   POST /v1/withdrawals { amount?: "1.50" (USD; all available when absent), address? }
+ *     → a voucher signed by the gateway, to submit to SkillEscrow.withdrawWithVoucher.
+ *       The amount leaves the balance at once, so it cannot be spent twice.
+ *   GET /v1/withdrawals → the account's vouchers and their status.
+ */
+export function withdrawalRoutes(deps: { keys: ApiKeys; db: Db; vouchers?: VoucherIssuer }): Router {
+  const router = express.Router();
+  const auth = requireApiKey(deps.keys);
+  const json = express.json({ limit: 4_096, type: () => true });
+
+  router.post("/v1/withdrawals", auth, json, async (req, res) => {
+    if (!deps.vouchers) throw new ApiError("withdrawals_unavailable", "Withdrawals need the gateway to be connected to its escrow chain.");
+    const body = (req.body ?? {}) as { amount?: unknown; address?: unknown };
+    if (typeof body !== "object" || Array.isArray(body)) throw new ApiError("invalid_request", "Body must be a JSON object.");
+    let amountMicros: bigint | undefined;
+    if (body.amount !== undefined) {
+      try {
+        amountMicros = usdToMicros(String(body.amount));
+      } catch {
+        throw new ApiError("invalid_request", "amount must be a USD amount with at most 6 decimals, e.g. \"1.50\".");
+      }
+    }
+    if (body.address !== undefined && typeof body.address !== "string") throw new ApiError("invalid_request", "address must be a string.");
+    const result = await deps.vouchers.issue(req.apiKey!.accountId, { amountMicros, address: body.address as string | undefined });
+    if (!result.ok) {
+      if (result.reason === "insufficient_balance") {
+        throw new ApiError("insufficient_balance", `Only ${microsToUsd(result.availableMicros ?? 0n)} USD is available to withdraw (money held by calls in flight stays).`);
+      }
+      const [code, message] = REFUSAL[result.reason];
+      throw new ApiError(code, message);
+    }
+    const { voucher, signature, escrow, chainId } = result.issued;
+    res.json(
+      dataEnvelope({
+        amount: microsToUsd(voucher.amount),
+        voucher: { account: voucher.account, amount: voucher.amount.toString(), nonce: voucher.nonce.toString(), deadline: voucher.deadline.toString() },
+        signature,
+        escrow,
+        chain_id: chainId,
+        expires_at: new Date(Number(voucher.deadline) * 1000).toISOString(),
+      }),
+    );
+  });
+
+  router.get("/v1/withdrawals", auth, (req, res) => {
+    const rows = deps.db
+      .prepare("SELECT address, nonce, amount, deadline, status, created_at FROM vouchers WHERE account_id = ? ORDER BY created_at DESC LIMIT 100")
+      .all(req.apiKey!.accountId) as Array<{ address: string; nonce: bigint; amount: bigint; deadline: bigint; status: string; created_at: bigint }>;
+    res.json(
+      dataEnvelope(
+        rows.map((r) => ({
+          address: r.address,
+          nonce: r.nonce.toString(),
+          amount: microsToUsd(r.amount),
+          status: r.status,
+          expires_at: new Date(Number(r.deadline) * 1000).toISOString(),
+          created_at: new Date(Number(r.created_at)).toISOString(),
+        })),
+      ),
+    );
+  });
+
+  return router;
+}

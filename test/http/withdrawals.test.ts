@@ -1,0 +1,114 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { expect } from "chai";
+import hre from "hardhat";
+import { getAddress } from "viem";
+import { linkAddress } from "../../server/chain/addresses";
+import { loadArtifact } from "../../server/chain/deploy";
+import { loadConfig } from "../../server/config";
+import { type RunningGateway, startGateway } from "../../server/index";
+import { assertBalanced } from "../../server/ledger/invariants";
+import { type LocalChain, USDC, startLocalChain } from "../helpers/chain";
+
+describe("POST /v1/withdrawals", function () {
+  this.timeout(60_000);
+  let chain: LocalChain;
+  let snapshot: string;
+  let dir: string;
+  let gw: RunningGateway;
+  let key: string;
+
+  const post = async (body: unknown, k: string | null = key) => {
+    const res = await fetch(`${gw.url}/v1/withdrawals`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...(k ? { authorization: `Bearer ${k}` } : {}) },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+
+  before(async () => {
+    chain = await startLocalChain();
+    snapshot = await chain.snapshot();
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gw-withdraw-"));
+    const signer = (await hre.viem.getWalletClients())[2];
+    gw = await startGateway(loadConfig({}, { port: 0, dbPath: path.join(dir, "gateway.db") }), {
+      log: () => {},
+      chain: { voucherSigner: signer, escrowAddress: chain.deployment.escrow, chainId: 8453 },
+    });
+    gw.ledger.ensureAccount({ id: "alice", kind: "user", name: "Alice" });
+    expect((await linkAddress(gw.ledger, { accountId: "alice", address: chain.address("alice") })).ok).to.equal(true);
+    await chain.deposit("alice", 5n * USDC);
+    gw.ledger.credit("alice", 5n * USDC, "deposit", "test deposit");
+    key = gw.keys.create("alice").key;
+  });
+  after(async () => {
+    await gw.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+    await chain.revert(snapshot);
+  });
+
+  it("returns a voucher the escrow pays, and takes the amount off the balance at once", async () => {
+    const res = await post({ amount: "2.5" });
+    expect(res.status).to.equal(200);
+    expect(res.body.success).to.equal(true);
+    const { voucher, signature, escrow, chain_id, amount } = res.body.data;
+    expect(amount).to.equal(2.5);
+    expect(voucher).to.include({ account: getAddress(chain.address("alice")), amount: "2500000" });
+    expect(chain_id).to.equal(8453);
+
+    const balance = await (await fetch(`${gw.url}/v1/balance`, { headers: { authorization: `Bearer ${key}` } })).json();
+    expect((balance as any).data.available).to.equal(2.5);
+
+    const alice = (await hre.viem.getWalletClients()).find((w) => w.account.address === chain.address("alice"))!;
+    const tx = await alice.writeContract({
+      address: escrow,
+      abi: loadArtifact("SkillEscrow").abi,
+      functionName: "withdrawWithVoucher",
+      args: [{ account: voucher.account, amount: BigInt(voucher.amount), nonce: BigInt(voucher.nonce), deadline: BigInt(voucher.deadline) }, signature],
+      account: alice.account,
+      chain: alice.chain,
+    });
+    expect((await chain.receipt(tx)).status).to.equal("success");
+    expect(await chain.escrowBalance(chain.address("alice"))).to.equal(2_500_000n);
+    assertBalanced(gw.db);
+  });
+
+  it("refuses more than is available with 402, and a malformed amount with 400, charging nothing", async () => {
+    const tooMuch = await post({ amount: "3" });
+    expect(tooMuch.status).to.equal(402);
+    expect(tooMuch.body).to.include({ success: false, code: "insufficient_balance" });
+    const malformed = await post({ amount: "1.0000001" });
+    expect(malformed.status).to.equal(400);
+    expect(gw.ledger.balance("alice").availableMicros).to.equal(2_500_000n);
+  });
+
+  it("needs an API key", async () => {
+    expect((await post({}, null)).status).to.equal(401);
+  });
+
+  it("lists the account's vouchers", async () => {
+    const res = await fetch(`${gw.url}/v1/withdrawals`, { headers: { authorization: `Bearer ${key}` } });
+    const body = (await res.json()) as any;
+    expect(body.data).to.have.length(1);
+    expect(body.data[0]).to.include({ amount: 2.5, status: "issued" });
+  });
+});
+
+describe("POST /v1/withdrawals without a chain", () => {
+  it("answers 503 in the envelope", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gw-nochain-"));
+    const gw = await startGateway(loadConfig({}, { port: 0, dbPath: path.join(dir, "gateway.db") }), { log: () => {} });
+    try {
+      gw.ledger.ensureAccount({ id: "bob", kind: "user", name: "Bob" });
+      const { key } = gw.keys.create("bob");
+      const res = await fetch(`${gw.url}/v1/withdrawals`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: "{}" });
+      expect(res.status).to.equal(503);
+      expect(await res.json()).to.include({ success: false, code: "withdrawals_unavailable" });
+    } finally {
+      await gw.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
