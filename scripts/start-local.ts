@@ -12,7 +12,6 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { createPublicClient, http } from "viem";
-import { DepositIndexer } from "../server/chain/indexer";
 import { type Deployment, readDeployment, writeDeployment } from "../server/chain/deployment";
 import { DEV_ACCOUNT_INDEX, type LocalNode, devAccount, startLocalNode } from "../server/chain/local-node";
 import { loadConfig } from "../server/config";
@@ -65,33 +64,27 @@ async function main(): Promise<void> {
 async function serve(config: ReturnType<typeof loadConfig>, node: LocalNode | undefined, rpcUrl: string, deployment: Deployment): Promise<void> {
   const publicClient = node?.publicClient ?? createPublicClient({ transport: http(rpcUrl) });
   const backend = await startDemoBackend();
-  // The embedded chain's voucher signer is a development account; on another chain the
-  // gateway signs no vouchers until it is given a key (not in this script).
+  // On the embedded chain the settler and voucher signer are development accounts; on
+  // another chain this script gives the gateway no keys: it indexes deposits and bills
+  // calls, and settles nothing until it is given a settler key.
   const gateway = await startGateway(config, {
-    chain: node
-      ? {
-          voucherSigner: node.walletFor(devAccount(DEV_ACCOUNT_INDEX.voucherSigner)),
-          escrowAddress: deployment.escrow,
-          chainId: deployment.chainId,
-          publicClient,
-        }
-      : undefined,
+    chain: {
+      publicClient,
+      escrowAddress: deployment.escrow,
+      chainId: deployment.chainId,
+      deployBlock: deployment.deployBlock,
+      voucherSigner: node?.walletFor(devAccount(DEV_ACCOUNT_INDEX.voucherSigner)),
+      settlerWallet: node?.walletFor(devAccount(DEV_ACCOUNT_INDEX.settler)),
+    },
   });
   const { buyerId } = seedDemo(gateway, backend, {
     buyer: devAccount(DEV_ACCOUNT_INDEX.demoBuyer).address,
     seller: devAccount(DEV_ACCOUNT_INDEX.demoSeller).address,
   });
-  const indexer = new DepositIndexer({
-    ledger: gateway.ledger,
-    publicClient,
-    escrowAddress: deployment.escrow,
-    deployBlock: deployment.deployBlock,
-    confirmations: config.depositConfirmations,
-    log: (message: string) => console.error(`[indexer] ${message}`),
-  });
+  const moneyPath = gateway.moneyPath!;
   // Index what is already on-chain (the demo deposit) before printing the balance.
-  await indexer.poll();
-  indexer.start(config.indexerIntervalMs);
+  await moneyPath.indexer.poll();
+  moneyPath.start();
 
   const { key } = gateway.keys.create(buyerId, { name: "npm start" });
   const balance = gateway.ledger.balance(buyerId);
@@ -119,7 +112,6 @@ Press Ctrl-C to stop.`);
   const stop = async () => {
     if (stopping) return;
     stopping = true;
-    await indexer.stop();
     await gateway.close();
     await backend.close();
     await node?.stop();

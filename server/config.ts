@@ -32,6 +32,12 @@ export interface Config {
   depositConfirmations: number;
   /** How often the deposit indexer polls the chain. */
   indexerIntervalMs: number;
+  /** How often the settler posts a batch of paid calls (sooner once settleTriggerCalls wait). */
+  settleIntervalMs: number;
+  /** Most calls in one settlement batch. */
+  settleMaxCalls: number;
+  /** A batch goes out early once this many calls wait. */
+  settleTriggerCalls: number;
 }
 
 export class ConfigError extends Error {
@@ -79,6 +85,9 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     chainPort: int(env, "CHAIN_PORT", 8545, 0, 65535),
     depositConfirmations: int(env, "DEPOSIT_CONFIRMATIONS", 0, 0, 10_000),
     indexerIntervalMs: int(env, "INDEXER_INTERVAL_MS", 1_000, 50, 3_600_000),
+    settleIntervalMs: int(env, "SETTLE_INTERVAL_MS", 10_000, 100, 86_400_000),
+    settleMaxCalls: int(env, "SETTLE_MAX_CALLS", 1_000, 1, 100_000),
+    settleTriggerCalls: int(env, "SETTLE_TRIGGER_CALLS", 1_000, 1, 100_000),
   };
   return { ...config, ...overrides };
 }

@@ -1,8 +1,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Account, Address, Chain, PublicClient, Transport, WalletClient } from "viem";
 import { ApiKeys } from "./accounts/api-keys";
-import { VoucherIssuer } from "./chain/vouchers";
+import { type ChainConnection, type MoneyPath, createMoneyPath } from "./chain/money-path";
 import type { Config } from "./config";
 import { CallService } from "./gateway/call-service";
 import { CallsLog } from "./gateway/calls-log";
@@ -26,8 +25,8 @@ export interface Gateway {
   calls: CallsLog;
   /** The HTTP request listener: the call endpoints, then the Express app for the rest. */
   handler: http.RequestListener;
-  /** Issues withdrawal vouchers, when the gateway has a chain. */
-  vouchers?: VoucherIssuer;
+  /** Deposits, settlement and withdrawals, when the gateway has a chain (start() runs their loops). */
+  moneyPath?: MoneyPath;
   /** What the startup recovery found: holds and idempotency keys left open by a crash. */
   recovered: { holds: number; idempotencyKeys: number };
   close(): Promise<void>;
@@ -55,16 +54,11 @@ export interface GatewayOptions {
   log?: typeof defaultLog;
   /** Called when a ledger commit fails; by default the process exits. */
   onFatal?: (error: unknown) => void;
-  /** The escrow chain, for withdrawals: without it POST /v1/withdrawals answers 503. */
-  chain?: {
-    /** Holds VOUCHER_SIGNER_ROLE on the escrow. */
-    voucherSigner: WalletClient<Transport, Chain | undefined, Account>;
-    escrowAddress: Address;
-    chainId: number;
-    voucherTtlSec?: number;
-    /** Reads the chain to learn which vouchers were redeemed and which expired (every 30 s). */
-    publicClient?: Pick<PublicClient, "readContract" | "getBlock">;
-  };
+  /**
+   * The escrow chain. Without it the gateway bills calls against its ledger only: no
+   * deposits are indexed, nothing settles, and POST /v1/withdrawals answers 503.
+   */
+  chain?: ChainConnection;
 }
 
 /**
@@ -104,16 +98,8 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
     dailyCap: new DailyCap((accountId, sinceMs) => calls.countSince(accountId, sinceMs)),
     forwarder,
   });
-  const vouchers = options.chain
-    ? new VoucherIssuer({
-        ledger,
-        signer: options.chain.voucherSigner,
-        escrowAddress: options.chain.escrowAddress,
-        chainId: options.chain.chainId,
-        ttlSec: options.chain.voucherTtlSec,
-      })
-    : undefined;
-  const handler = createRequestListener({ config, keys, skills, ledger, calls, callService, vouchers, log });
+  const moneyPath = options.chain ? createMoneyPath(ledger, config, options.chain, log) : undefined;
+  const handler = createRequestListener({ config, keys, skills, ledger, calls, callService, moneyPath, chain: options.chain, log });
 
   // Housekeeping never throws out of a timer: a failure is logged and tried again next time.
   const every = (ms: number, what: string, fn: () => void) => {
@@ -131,15 +117,12 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
     every(3_600_000, "purging expired idempotency keys", () => commit.run(() => idempotency.purgeExpired())),
     every(2_000, "reloading the skill catalogue", () => skills.refreshIfChanged()),
   ];
-  const sweepClient = options.chain?.publicClient;
-  if (vouchers && sweepClient) {
-    timers.push(every(30_000, "sweeping vouchers", () => void vouchers.sweep(sweepClient).catch((error) => log("sweeping vouchers failed", error))));
-  }
 
   return {
-    config, db, ledger, keys, skills, calls, handler, vouchers, recovered,
+    config, db, ledger, keys, skills, calls, handler, moneyPath, recovered,
     async close() {
       for (const timer of timers) clearInterval(timer);
+      await moneyPath?.stop();
       await forwarder.close();
       commit.flush();
       db.close();

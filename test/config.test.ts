@@ -20,6 +20,9 @@ const DEFAULTS: Config = {
   chainPort: 8545,
   depositConfirmations: 0,
   indexerIntervalMs: 1_000,
+  settleIntervalMs: 10_000,
+  settleMaxCalls: 1_000,
+  settleTriggerCalls: 1_000,
 };
 
 describe("loadConfig", () => {
@@ -51,6 +54,9 @@ describe("loadConfig", () => {
       CHAIN_PORT: "0",
       DEPOSIT_CONFIRMATIONS: "12",
       INDEXER_INTERVAL_MS: "2000",
+      SETTLE_INTERVAL_MS: "5000",
+      SETTLE_MAX_CALLS: "500",
+      SETTLE_TRIGGER_CALLS: "200",
     });
     expect(config).to.deep.equal({
       host: "0.0.0.0",
@@ -71,6 +77,9 @@ describe("loadConfig", () => {
       chainPort: 0,
       depositConfirmations: 12,
       indexerIntervalMs: 2000,
+      settleIntervalMs: 5000,
+      settleMaxCalls: 500,
+      settleTriggerCalls: 200,
     });
   });
 

@@ -11,7 +11,8 @@ import { ApiError } from "./errors";
 import { callHandler } from "./routes/call";
 import { readRoutes } from "./routes/read";
 import { withdrawalRoutes } from "./routes/withdrawals";
-import type { VoucherIssuer } from "../chain/vouchers";
+import type { ChainConnection, MoneyPath } from "../chain/money-path";
+import { moneyRoutes } from "./routes/money";
 
 export interface AppDeps {
   config: Config;
@@ -20,7 +21,8 @@ export interface AppDeps {
   ledger: Ledger;
   calls: CallsLog;
   callService: CallService;
-  vouchers?: VoucherIssuer;
+  moneyPath?: MoneyPath;
+  chain?: ChainConnection;
   log: (message: string, error?: unknown) => void;
 }
 
@@ -48,7 +50,8 @@ export function createApp(deps: AppDeps): express.Express {
     res.json({ success: true, data: { status: "ok" } });
   });
   app.use(readRoutes(deps));
-  app.use(withdrawalRoutes({ keys: deps.keys, db: deps.ledger.db, vouchers: deps.vouchers }));
+  app.use(withdrawalRoutes({ keys: deps.keys, db: deps.ledger.db, vouchers: deps.moneyPath?.vouchers }));
+  app.use(moneyRoutes({ keys: deps.keys, db: deps.ledger.db, moneyPath: deps.moneyPath, chain: deps.chain }));
 
   app.use((req: Request, _res: Response, next: NextFunction) => {
     next(new ApiError("not_found", `No route for ${req.method} ${req.path}.`));

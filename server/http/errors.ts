@@ -17,7 +17,7 @@ export const ERROR_STATUS = {
   rate_limited: 429,
   daily_limit_reached: 429,
   internal_error: 500,
-  withdrawals_unavailable: 503,
+  chain_unavailable: 503,
   skill_error: 502,
   skill_timeout: 502,
   skill_unreachable: 502,

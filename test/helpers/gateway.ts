@@ -3,7 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { type Config, loadConfig } from "../../server/config";
 import type { Skill } from "../../server/gateway/skills";
-import { type RunningGateway, startGateway } from "../../server/index";
+import { type GatewayOptions, type RunningGateway, startGateway } from "../../server/index";
 import { type AccountKind, PLATFORM_ACCOUNT_ID } from "../../server/ledger/ledger";
 import { usdToMicros } from "../../server/ledger/money";
 import { type TestBackend, startTestBackend } from "./backend";
@@ -36,11 +36,11 @@ export interface TestStack {
  * with the skills `echo` (0.001), `fail`, `reject`, `hang`, `notjson`, `big`, and a buyer
  * with `buyerUsd` of dev credit and an API key.
  */
-export async function startStack(options: { config?: Partial<Config>; buyerUsd?: string; dbPath?: string } = {}): Promise<TestStack> {
+export async function startStack(options: { config?: Partial<Config>; buyerUsd?: string; dbPath?: string; gateway?: GatewayOptions } = {}): Promise<TestStack> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gw-"));
   const dbPath = options.dbPath ?? path.join(dir, "gateway.db");
   const config = loadConfig({}, { port: 0, dbPath, ...options.config });
-  const gw = await startGateway(config, { log: () => {} });
+  const gw = await startGateway(config, { log: () => {}, ...options.gateway });
   const backend = await startTestBackend();
   const sellerId = "seller-1";
   gw.ledger.ensureAccount({ id: sellerId, kind: "seller", name: "Seller One" });

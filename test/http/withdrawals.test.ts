@@ -35,7 +35,7 @@ describe("POST /v1/withdrawals", function () {
     const signer = (await hre.viem.getWalletClients())[2];
     gw = await startGateway(loadConfig({}, { port: 0, dbPath: path.join(dir, "gateway.db") }), {
       log: () => {},
-      chain: { voucherSigner: signer, escrowAddress: chain.deployment.escrow, chainId: 8453 },
+      chain: { publicClient: chain.publicClient, deployBlock: chain.deployment.deployBlock, voucherSigner: signer, escrowAddress: chain.deployment.escrow, chainId: 8453 },
     });
     gw.ledger.ensureAccount({ id: "alice", kind: "user", name: "Alice" });
     expect((await linkAddress(gw.ledger, { accountId: "alice", address: chain.address("alice") })).ok).to.equal(true);
@@ -105,7 +105,7 @@ describe("POST /v1/withdrawals without a chain", () => {
       const { key } = gw.keys.create("bob");
       const res = await fetch(`${gw.url}/v1/withdrawals`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: "{}" });
       expect(res.status).to.equal(503);
-      expect(await res.json()).to.include({ success: false, code: "withdrawals_unavailable" });
+      expect(await res.json()).to.include({ success: false, code: "chain_unavailable" });
     } finally {
       await gw.close();
       fs.rmSync(dir, { recursive: true, force: true });

@@ -27,7 +27,7 @@ export function withdrawalRoutes(deps: { keys: ApiKeys; db: Db; vouchers?: Vouch
   const json = express.json({ limit: 4_096, type: () => true });
 
   router.post("/v1/withdrawals", auth, json, async (req, res) => {
-    if (!deps.vouchers) throw new ApiError("withdrawals_unavailable", "Withdrawals need the gateway to be connected to its escrow chain.");
+    if (!deps.vouchers) throw new ApiError("chain_unavailable", "Withdrawals need the gateway to be connected to its escrow chain.");
     const body = (req.body ?? {}) as { amount?: unknown; address?: unknown };
     if (typeof body !== "object" || Array.isArray(body)) throw new ApiError("invalid_request", "Body must be a JSON object.");
     let amountMicros: bigint | undefined;

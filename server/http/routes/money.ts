@@ -1,0 +1,71 @@
+import express, { type Router } from "express";
+import type { ApiKeys } from "../../accounts/api-keys";
+import { earningsOf } from "../../chain/earnings";
+import { callIdToBytes32 } from "../../chain/settler";
+import type { ChainConnection, MoneyPath } from "../../chain/money-path";
+import type { Db } from "../../ledger/db";
+import { microsToUsd } from "../../ledger/money";
+import { requireApiKey } from "../auth";
+import { dataEnvelope } from "../envelope";
+import { ApiError } from "../errors";
+
+/**
+ * The money path seen from an API key:
+ *   GET /v1/earnings                 a seller's earnings: pending, settled on-chain, claimed
+ *   GET /v1/calls/:callId/receipt    a paid call's settlement: batch, receipt and Merkle proof
+ */
+export function moneyRoutes(deps: { keys: ApiKeys; db: Db; moneyPath?: MoneyPath; chain?: ChainConnection }): Router {
+  const router = express.Router();
+  const auth = requireApiKey(deps.keys);
+
+  router.get("/v1/earnings", auth, async (req, res) => {
+    const e = await earningsOf(deps.db, req.apiKey!.accountId, deps.chain?.publicClient, deps.chain?.escrowAddress);
+    const usd = (micros: bigint | null) => (micros === null ? null : microsToUsd(micros));
+    res.json(
+      dataEnvelope({
+        currency: "USDC",
+        pending: usd(e.pendingMicros),
+        settled: usd(e.settledMicros),
+        claimable: usd(e.claimableMicros),
+        claimed: usd(e.claimedMicros),
+        address: e.address ?? null,
+        escrow: deps.chain?.escrowAddress ?? null,
+      }),
+    );
+  });
+
+  router.get("/v1/calls/:callId/receipt", auth, (req, res) => {
+    const settler = deps.moneyPath?.settler;
+    if (!settler) throw new ApiError("chain_unavailable", "Receipts need the gateway to settle on its escrow chain.");
+    const callId = String(req.params.callId);
+    // Only the caller's own calls: another account's call is as unknown as a made-up id.
+    const owner = deps.db.prepare("SELECT account_id FROM calls WHERE id = ?").pluck().get(callId);
+    if (owner !== req.apiKey!.accountId) throw new ApiError("not_found", `No call ${callId} for this key's account.`);
+    const r = settler.receiptFor(callId);
+    if (r.status === "unknown_call") throw new ApiError("not_found", `No call ${callId} for this key's account.`);
+    if (r.status === "not_charged" || r.status === "unsettled") {
+      res.json(dataEnvelope({ call_id: callId, status: r.status }));
+      return;
+    }
+    res.json(
+      dataEnvelope({
+        call_id: callId,
+        status: r.status,
+        batch_number: r.batchNumber,
+        receipts_root: r.receiptsRoot,
+        tx_hash: r.txHash,
+        receipt: {
+          call_id: callIdToBytes32(callId),
+          account: r.receipt.account,
+          seller: r.receipt.seller,
+          amount: r.receipt.amount.toString(),
+          platform_fee: r.receipt.platformFee.toString(),
+        },
+        proof: r.proof,
+        verify_with: "SkillEscrow.verifyReceipt(batch_number, receipt.call_id, receipt.account, receipt.seller, receipt.amount, receipt.platform_fee, proof)",
+      }),
+    );
+  });
+
+  return router;
+}

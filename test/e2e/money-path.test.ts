@@ -1,0 +1,152 @@
+import { expect } from "chai";
+import hre from "hardhat";
+import type { Address, Hash } from "viem";
+import { linkAddress } from "../../server/chain/addresses";
+import { loadArtifact } from "../../server/chain/deploy";
+import { reconcile } from "../../server/chain/reconcile";
+import { assertBalanced } from "../../server/ledger/invariants";
+import { type LocalChain, USDC, startLocalChain } from "../helpers/chain";
+import { type TestStack, startStack } from "../helpers/gateway";
+
+const escrowAbi = loadArtifact("SkillEscrow").abi;
+const usdcAbi = loadArtifact("TestUSDC").abi;
+
+/**
+ * The money's whole journey on a real chain (Hardhat's in-process network): a deposit
+ * on-chain, 1,000 paid calls at mixed prices (some failing), settlement, the seller's and
+ * the platform's claims, and the buyer's voucher for the rest, every balance exact.
+ */
+describe("the money path, end to end", function () {
+  this.timeout(120_000);
+  let chain: LocalChain;
+  let snapshot: string;
+  let stack: TestStack;
+  let buyer: Address;
+  let seller: Address;
+  let treasury: Address;
+
+  const wallets = () => hre.viem.getWalletClients();
+  const walletOf = async (address: Address) => (await wallets()).find((w) => w.account.address.toLowerCase() === address.toLowerCase())!;
+  const usdcOf = (address: Address) =>
+    chain.publicClient.readContract({ address: chain.deployment.usdc, abi: usdcAbi, functionName: "balanceOf", args: [address] }) as Promise<bigint>;
+  const send = async (from: Address, functionName: string, args: readonly unknown[]): Promise<Hash> => {
+    const w = await walletOf(from);
+    const hash = await w.writeContract({ address: chain.deployment.escrow, abi: escrowAbi, functionName, args, account: w.account, chain: w.chain } as never);
+    expect((await chain.receipt(hash)).status).to.equal("success");
+    return hash;
+  };
+
+  before(async () => {
+    chain = await startLocalChain();
+    snapshot = await chain.snapshot();
+    const all = await wallets();
+    treasury = all[0].account.address;
+    seller = all[6].account.address;
+    buyer = chain.address("alice");
+    stack = await startStack({
+      buyerUsd: "0",
+      config: { rateLimitPerMin: 100_000, settleMaxCalls: 1_000 },
+      gateway: {
+        chain: {
+          publicClient: chain.publicClient,
+          escrowAddress: chain.deployment.escrow,
+          chainId: 8453,
+          deployBlock: chain.deployment.deployBlock,
+          settlerWallet: all[1],
+          voucherSigner: all[2],
+        },
+      },
+    });
+    expect((await linkAddress(stack.gw.ledger, { accountId: stack.buyerId, address: buyer })).ok).to.equal(true);
+    expect((await linkAddress(stack.gw.ledger, { accountId: stack.sellerId, address: seller })).ok).to.equal(true);
+  });
+  after(async () => {
+    await stack.close();
+    await chain.revert(snapshot);
+  });
+
+  it("deposits, bills 1,000 calls, settles, pays the seller 90% and the platform 10%, and returns the rest by voucher", async () => {
+    const moneyPath = stack.gw.moneyPath!;
+    const buyerWalletBefore = await usdcOf(buyer);
+
+    // 1. The buyer deposits 10 USDC on-chain; the indexer credits it.
+    await chain.deposit("alice", 10n * USDC);
+    await moneyPath.indexer.poll();
+    expect(stack.available()).to.equal(10n * USDC);
+
+    // 2. 1,000 calls at mixed prices, a tenth of them to a failing backend.
+    const prices = { cheap: 1_000n, odd: 3_700n, dear: 10_000n, flaky: 5_000n };
+    stack.addSkill("cheap", "/echo", { priceMicros: prices.cheap });
+    stack.addSkill("odd", "/echo", { priceMicros: prices.odd });
+    stack.addSkill("dear", "/echo", { priceMicros: prices.dear });
+    stack.addSkill("flaky", "/fail", { priceMicros: prices.flaky });
+    const plan = Array.from({ length: 1_000 }, (_, i) => (["cheap", "cheap", "cheap", "cheap", "odd", "odd", "odd", "dear", "dear", "flaky"] as const)[(i * 7) % 10]);
+    let spent = 0n;
+    let fees = 0n;
+    for (let i = 0; i < plan.length; i += 50) {
+      const results = await Promise.all(plan.slice(i, i + 50).map((slug) => stack.post("/v1/call", { skill_id: slug, input: {} })));
+      results.forEach((res, j) => {
+        const slug = plan[i + j];
+        if (slug === "flaky") return expect(res.status).to.equal(502);
+        expect(res.status).to.equal(200);
+        spent += prices[slug];
+        fees += prices[slug] / 10n;
+      });
+    }
+    expect(stack.available()).to.equal(10n * USDC - spent);
+
+    // 3. Settlement: one batch of the 900 paid calls.
+    const run = await moneyPath.settler!.runOnce();
+    expect(run).to.include({ batch: 1, calls: 900 });
+    expect(await moneyPath.settler!.runOnce()).to.include({ calls: 0 });
+    expect(await chain.escrowBalance(buyer)).to.equal(10n * USDC - spent);
+
+    // A paid call's receipt proves it is in the batch, checked by the escrow itself.
+    const usage = await stack.get("/v1/usage?limit=1");
+    const callId = usage.body.data.calls[0].id;
+    const receipt = await stack.get(`/v1/calls/${callId}/receipt`);
+    expect(receipt.status).to.equal(200);
+    expect(receipt.body.data).to.include({ status: "settled", batch_number: 1 });
+    const r = receipt.body.data.receipt;
+    const verified = await chain.publicClient.readContract({
+      address: chain.deployment.escrow,
+      abi: escrowAbi,
+      functionName: "verifyReceipt",
+      args: [1n, r.call_id, r.account, r.seller, BigInt(r.amount), BigInt(r.platform_fee), receipt.body.data.proof],
+    });
+    expect(verified).to.equal(true);
+
+    // 4. The seller sees its earnings settled, then claims exactly 90% on-chain; the platform 10%.
+    const sellerKey = stack.gw.keys.create(stack.sellerId).key;
+    const before = await stack.get("/v1/earnings", sellerKey);
+    expect(before.body.data).to.include({ pending: 0, claimed: 0 });
+    expect(before.body.data.settled).to.equal(Number(spent - fees) / 1e6);
+    const sellerWalletBefore = await usdcOf(seller);
+    const treasuryWalletBefore = await usdcOf(treasury);
+    await send(seller, "claim", []);
+    await send(treasury, "claim", []);
+    expect((await usdcOf(seller)) - sellerWalletBefore).to.equal(spent - fees);
+    expect((await usdcOf(treasury)) - treasuryWalletBefore).to.equal(fees);
+    const after = await stack.get("/v1/earnings", sellerKey);
+    expect(after.body.data).to.include({ claimable: 0 });
+    expect(after.body.data.claimed).to.equal(Number(spent - fees) / 1e6);
+
+    // 5. The buyer takes the rest back with a voucher.
+    const withdrawal = await stack.post("/v1/withdrawals", {});
+    expect(withdrawal.status).to.equal(200);
+    const v = withdrawal.body.data.voucher;
+    expect(BigInt(v.amount)).to.equal(10n * USDC - spent);
+    await send(buyer, "withdrawWithVoucher", [{ account: v.account, amount: BigInt(v.amount), nonce: BigInt(v.nonce), deadline: BigInt(v.deadline) }, withdrawal.body.data.signature]);
+
+    // Every unit accounted for: the buyer's wallet is down exactly what it spent, the
+    // escrow holds nothing, and the books agree with the chain.
+    expect(buyerWalletBefore - (await usdcOf(buyer))).to.equal(spent);
+    expect(await usdcOf(chain.deployment.escrow)).to.equal(0n);
+    expect(stack.gw.ledger.balance(stack.buyerId)).to.deep.equal({ availableMicros: 0n, heldMicros: 0n });
+    await stack.gw.moneyPath!.vouchers!.sweep(chain.publicClient);
+    const books = await reconcile({ db: stack.gw.db, publicClient: chain.publicClient, escrowAddress: chain.deployment.escrow, fromBlock: chain.deployment.deployBlock });
+    expect(books.differences).to.deep.equal([]);
+    expect(books.ok).to.equal(true);
+    assertBalanced(stack.gw.db);
+  });
+});
