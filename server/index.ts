@@ -32,9 +32,10 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-export interface RunningGateway extends Gateway {
+export interface RunningGateway extends Omit<Gateway, "close"> {
   server: http.Server;
   url: string;
+  close(drainMs?: number): Promise<void>;
 }
 
 const defaultLog = (message: string, error?: unknown) => console.error(`[gateway] ${message}`, error ?? "");
@@ -134,7 +135,17 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
 /** Creates the gateway and listens on config.host:config.port (0 for any free port). */
 export async function startGateway(config: Config, options: GatewayOptions = {}): Promise<RunningGateway> {
   const gateway = createGateway(config, options);
-  const server = http.createServer({ keepAliveTimeout: 65_000 }, gateway.handler);
+  // Requests being answered, so a shutdown can let them finish: a call in flight has
+  // probably been charged by the time it ends, and its caller should hear so.
+  let active = 0;
+  let drained: (() => void) | undefined;
+  const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+    active++;
+    res.once("close", () => {
+      if (--active === 0) drained?.();
+    });
+    gateway.handler(req, res);
+  });
   try {
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
@@ -150,9 +161,18 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
     ...gateway,
     server,
     url: `http://${host}:${port}`,
-    async close() {
+    /** Stops taking requests, lets those in flight finish (up to `drainMs`), then closes everything. */
+    async close(drainMs = 10_000) {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      if (active > 0) {
+        await new Promise<void>((resolve) => {
+          drained = resolve;
+          setTimeout(resolve, drainMs).unref();
+        });
+      }
       server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await closed;
       await gateway.close();
     },
   };

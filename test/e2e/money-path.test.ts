@@ -150,3 +150,93 @@ describe("the money path, end to end", function () {
     assertBalanced(stack.gw.db);
   });
 });
+
+describe("the money path across a gateway restart mid-stream (a killed one is test/e2e/crash.test.ts)", function () {
+  this.timeout(120_000);
+
+  it("answers the calls in flight, credits nothing twice, settles the rest once, and the books agree", async () => {
+    const fs = await import("node:fs");
+    const os = await import("node:os");
+    const path = await import("node:path");
+    const { loadConfig } = await import("../../server/config");
+    const { startGateway } = await import("../../server/index");
+    const { startTestBackend } = await import("../helpers/backend");
+
+    const chain = await startLocalChain();
+    const snapshot = await chain.snapshot();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gw-restart-"));
+    const backend = await startTestBackend();
+    const all = await hre.viem.getWalletClients();
+    const buyer = chain.address("bob");
+    const config = loadConfig({}, { port: 0, dbPath: path.join(dir, "gateway.db"), rateLimitPerMin: 100_000 });
+    const connection = {
+      publicClient: chain.publicClient,
+      escrowAddress: chain.deployment.escrow,
+      chainId: 8453,
+      deployBlock: chain.deployment.deployBlock,
+      settlerWallet: all[1],
+      voucherSigner: all[2],
+    };
+    const call = (url: string, key: string) =>
+      fetch(`${url}/v1/call`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ skill_id: "echo", input: {} }) })
+        .then((r) => r.status)
+        .catch(() => 0);
+
+    try {
+      const first = await startGateway(config, { log: () => {}, chain: connection });
+      first.ledger.ensureAccount({ id: "seller", kind: "seller", name: "Seller" });
+      first.ledger.ensureAccount({ id: "bob", kind: "user", name: "Bob" });
+      await linkAddress(first.ledger, { accountId: "bob", address: buyer });
+      await linkAddress(first.ledger, { accountId: "seller", address: all[6].account.address });
+      first.skills.upsert({ slug: "echo", name: "echo", priceMicros: 7_000n, sellerAccountId: "seller", backendUrl: backend.url + "/echo", timeoutMs: 2_000 });
+      const { key } = first.keys.create("bob");
+      await chain.deposit("bob", 5n * USDC);
+      await first.moneyPath!.indexer.poll();
+
+      const settledFirst = await Promise.all(Array.from({ length: 100 }, () => call(first.url, key)));
+      expect(settledFirst.every((s) => s === 200)).to.equal(true);
+      expect(await first.moneyPath!.settler!.runOnce()).to.include({ batch: 1, calls: 100 });
+
+      // A stream of calls to a slower backend, and the gateway goes away while they are in flight.
+      first.skills.upsert({ slug: "echo", name: "echo", priceMicros: 7_000n, sellerAccountId: "seller", backendUrl: backend.url + "/slow", timeoutMs: 2_000 });
+      const inFlight = Array.from({ length: 60 }, () => call(first.url, key));
+      await backend.nextRequest("/slow");
+      await first.close();
+      const statuses = await Promise.all(inFlight);
+      const answered = statuses.filter((s) => s === 200).length;
+      // A restart drains: every call in flight when it began was answered, not cut off.
+      expect(answered).to.equal(60);
+
+      const second = await startGateway(config, { log: () => {}, chain: connection });
+      try {
+        // The deposit is not credited again, and whatever was in flight is either a
+        // capture the first gateway made durable or a hold the restart released.
+        expect((await second.moneyPath!.indexer.poll()).credited).to.equal(0);
+        const holds = second.db.prepare("SELECT status, COUNT(*) AS n FROM holds GROUP BY status").all() as Array<{ status: string; n: bigint }>;
+        expect(holds.find((h) => h.status === "open"), "an open hold survived the restart").to.equal(undefined);
+        const captured = Number(second.db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'captured'").pluck().get());
+        expect(captured).to.be.at.least(100 + answered);
+        expect(second.ledger.balance("bob").heldMicros).to.equal(0n);
+        expect(second.ledger.balance("bob").availableMicros).to.equal(5n * USDC - BigInt(captured) * 7_000n);
+
+        second.skills.upsert({ slug: "echo", name: "echo", priceMicros: 7_000n, sellerAccountId: "seller", backendUrl: backend.url + "/echo", timeoutMs: 2_000 });
+        const more = await Promise.all(Array.from({ length: 20 }, () => call(second.url, second.keys.create("bob").key)));
+        expect(more.every((s) => s === 200)).to.equal(true);
+        const run = await second.moneyPath!.settler!.runOnce();
+        expect(run).to.include({ batch: 2, calls: captured - 100 + 20 });
+        expect(await second.moneyPath!.settler!.runOnce()).to.include({ calls: 0 });
+
+        expect(await chain.escrowBalance(buyer)).to.equal(second.ledger.balance("bob").availableMicros);
+        const books = await reconcile({ db: second.db, publicClient: chain.publicClient, escrowAddress: chain.deployment.escrow, fromBlock: chain.deployment.deployBlock });
+        expect(books.differences).to.deep.equal([]);
+        assertBalanced(second.db);
+      } finally {
+        await second.close();
+      }
+    } finally {
+      await backend.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+      await chain.revert(snapshot);
+    }
+  });
+});

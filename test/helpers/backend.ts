@@ -24,6 +24,7 @@ const ROUTES: Record<string, Route> = {
   "/reject": (_b, _req, res) => json(res, 422, { error: "field x is required" }),
   "/fail": (_b, _req, res) => json(res, 500, { error: "database exploded" }),
   "/unavailable": (_b, _req, res) => json(res, 503, { error: "try later" }),
+  "/slow": (body, _req, res) => void setTimeout(() => json(res, 200, JSON.parse(body || "{}")), 100),
   "/hang": () => {
     /* never answers */
   },
