@@ -11,9 +11,10 @@
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import { createPublicClient, http } from "viem";
+import { type Hex, createPublicClient, createWalletClient, http } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
 import { type Deployment, readDeployment, writeDeployment } from "../server/chain/deployment";
-import { DEV_ACCOUNT_INDEX, type LocalNode, devAccount, startLocalNode } from "../server/chain/local-node";
+import { DEV_ACCOUNT_INDEX, type LocalNode, devAccount, localChain, startLocalNode } from "../server/chain/local-node";
 import { loadConfig } from "../server/config";
 import { startDemoBackend } from "../server/demo/backend";
 import { deployDemoChain } from "../server/demo/chain-seed";
@@ -62,19 +63,24 @@ async function main(): Promise<void> {
 }
 
 async function serve(config: ReturnType<typeof loadConfig>, node: LocalNode | undefined, rpcUrl: string, deployment: Deployment): Promise<void> {
-  const publicClient = node?.publicClient ?? createPublicClient({ transport: http(rpcUrl) });
+  const publicClient = node?.publicClient ?? createPublicClient({ chain: localChain(rpcUrl, deployment.chainId), transport: http(rpcUrl) });
   const backend = await startDemoBackend();
   // On the embedded chain the settler and voucher signer are development accounts; on
-  // another chain this script gives the gateway no keys: it indexes deposits and bills
-  // calls, and settles nothing until it is given a settler key.
+  // another chain they are SETTLER_PRIVATE_KEY and VOUCHER_SIGNER_PRIVATE_KEY, and without
+  // them the gateway indexes deposits and bills calls but settles and signs nothing.
+  const chain = localChain(rpcUrl, deployment.chainId);
+  const walletOf = (key: string, devIndex: number) => {
+    if (node) return node.walletFor(devAccount(devIndex));
+    return key ? createWalletClient({ account: privateKeyToAccount(key as Hex), chain, transport: http(rpcUrl) }) : undefined;
+  };
   const gateway = await startGateway(config, {
     chain: {
       publicClient,
       escrowAddress: deployment.escrow,
       chainId: deployment.chainId,
       deployBlock: deployment.deployBlock,
-      voucherSigner: node?.walletFor(devAccount(DEV_ACCOUNT_INDEX.voucherSigner)),
-      settlerWallet: node?.walletFor(devAccount(DEV_ACCOUNT_INDEX.settler)),
+      voucherSigner: walletOf(config.voucherSignerPrivateKey, DEV_ACCOUNT_INDEX.voucherSigner),
+      settlerWallet: walletOf(config.settlerPrivateKey, DEV_ACCOUNT_INDEX.settler),
     },
   });
   const { buyerId } = seedDemo(gateway, backend, {

@@ -38,6 +38,10 @@ export interface Config {
   settleMaxCalls: number;
   /** A batch goes out early once this many calls wait. */
   settleTriggerCalls: number;
+  /** With CHAIN_RPC_URL: the key holding SETTLER_ROLE (0x + 64 hex); empty settles nothing. Never logged. */
+  settlerPrivateKey: string;
+  /** With CHAIN_RPC_URL: the key holding VOUCHER_SIGNER_ROLE; empty issues no vouchers. Never logged. */
+  voucherSignerPrivateKey: string;
 }
 
 export class ConfigError extends Error {
@@ -64,6 +68,12 @@ function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], 
   return raw as T;
 }
 
+function privateKey(env: Env, name: string): string {
+  const raw = env[name] ?? "";
+  if (raw !== "" && !/^0x[0-9a-fA-F]{64}$/.test(raw)) throw new ConfigError(`${name} must be 0x followed by 64 hex digits`);
+  return raw;
+}
+
 /** Builds the configuration from an environment (process.env by default), throwing ConfigError on a bad value. */
 export function loadConfig(env: Env = process.env, overrides: Partial<Config> = {}): Config {
   const config: Config = {
@@ -88,6 +98,8 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     settleIntervalMs: int(env, "SETTLE_INTERVAL_MS", 10_000, 100, 86_400_000),
     settleMaxCalls: int(env, "SETTLE_MAX_CALLS", 1_000, 1, 100_000),
     settleTriggerCalls: int(env, "SETTLE_TRIGGER_CALLS", 1_000, 1, 100_000),
+    settlerPrivateKey: privateKey(env, "SETTLER_PRIVATE_KEY"),
+    voucherSignerPrivateKey: privateKey(env, "VOUCHER_SIGNER_PRIVATE_KEY"),
   };
   return { ...config, ...overrides };
 }

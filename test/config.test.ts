@@ -23,6 +23,8 @@ const DEFAULTS: Config = {
   settleIntervalMs: 10_000,
   settleMaxCalls: 1_000,
   settleTriggerCalls: 1_000,
+  settlerPrivateKey: "",
+  voucherSignerPrivateKey: "",
 };
 
 describe("loadConfig", () => {
@@ -57,6 +59,8 @@ describe("loadConfig", () => {
       SETTLE_INTERVAL_MS: "5000",
       SETTLE_MAX_CALLS: "500",
       SETTLE_TRIGGER_CALLS: "200",
+      SETTLER_PRIVATE_KEY: "0x" + "11".repeat(32),
+      VOUCHER_SIGNER_PRIVATE_KEY: "0x" + "22".repeat(32),
     });
     expect(config).to.deep.equal({
       host: "0.0.0.0",
@@ -80,6 +84,8 @@ describe("loadConfig", () => {
       settleIntervalMs: 5000,
       settleMaxCalls: 500,
       settleTriggerCalls: 200,
+      settlerPrivateKey: "0x" + "11".repeat(32),
+      voucherSignerPrivateKey: "0x" + "22".repeat(32),
     });
   });
 
