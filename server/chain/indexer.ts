@@ -1,5 +1,11 @@
 /**
- * The deposit indexer: reads the escrow's `Deposited` logs and credits the ledger, once per log.
+ * The deposit indexer: reads the escrow's `Deposited` logs and credits the ledger, once per log. It reads the
+ * exit logs (`ExitRequested`, `ExitCancelled`, `ExitCompleted`) in the same requests and applies them through
+ * ./exits.ts: one reader, so deposits and exits are applied in block and log order (a deposit followed by an
+ * exit request in the next block is credited before the request freezes it), under the same confirmation
+ * depth, exactly-once keys, durable progress and reorg checks. The progress row keeps its historical name
+ * `deposits:<escrow>`, which reconciliation reads; a ledger that indexed blocks before exits were read
+ * would have skipped their exit logs (no such ledger exists outside development).
  *
  * Safety comes from three choices. It never reads above `head - confirmations`, so a reorg of at most
  * `confirmations` blocks cannot touch anything it has read. Each chunk of blocks is one ledger operation:
@@ -12,11 +18,22 @@
 import { parseAbiItem, type Address, type GetLogsReturnType, type Hash } from "viem";
 import type { Ledger } from "../ledger/ledger";
 import { accountForAddress, creditChainDeposit, depositMemo, normalizeAddress, type ChainDeposit } from "./addresses";
+import {
+  applyExitEvent,
+  EXIT_CANCELLED_EVENT,
+  EXIT_COMPLETED_EVENT,
+  EXIT_REQUESTED_EVENT,
+  type ChainExitEvent,
+  type PendingExit,
+} from "./exits";
 
 /** SkillEscrow's deposit event (contracts/SkillEscrow.sol). */
 export const DEPOSITED_EVENT = parseAbiItem(
   "event Deposited(address indexed account, address indexed from, uint256 amount, uint256 balance)",
 );
+
+/** Every escrow event the indexer applies, read in one request per chunk. */
+export const INDEXED_EVENTS = [DEPOSITED_EVENT, EXIT_REQUESTED_EVENT, EXIT_CANCELLED_EVENT, EXIT_COMPLETED_EVENT] as const;
 
 /**
  * The RPC calls the indexer makes: any viem PublicClient, whatever its chain (a chain's block formatter, such as
@@ -27,11 +44,11 @@ export interface DepositIndexerClient {
   getBlock(parameters: { blockNumber: bigint }): Promise<{ hash: Hash | null }>;
   getLogs(parameters: {
     address: Address;
-    event: typeof DEPOSITED_EVENT;
+    events: typeof INDEXED_EVENTS;
     fromBlock: bigint;
     toBlock: bigint;
     strict: true;
-  }): Promise<GetLogsReturnType<typeof DEPOSITED_EVENT, [typeof DEPOSITED_EVENT], true, bigint, bigint>>;
+  }): Promise<GetLogsReturnType<undefined, typeof INDEXED_EVENTS, true, bigint, bigint>>;
 }
 
 export type DepositIndexerLog = (message: string, error?: unknown) => void;
@@ -51,6 +68,11 @@ export type DepositIndexerParameters = {
   /** Names this indexer's row in `indexer_state`. Default `deposits:<escrow address>`. */
   name?: string;
   log?: DepositIndexerLog;
+  /**
+   * Told about each exit request once it is durable in the ledger, so the gateway can have the settler post
+   * the account's paid calls before `readyAt` (e.g. `settler.nudge()`). Must not throw.
+   */
+  onExitRequested?: (exit: PendingExit) => void;
 };
 
 /** What one poll did: the block range it read (empty when `toBlock < fromBlock`) and the deposits it found. */
@@ -61,6 +83,8 @@ export type PollReturnType = {
   recorded: number;
   /** Of those, how many were credited to an account (the rest wait for their address to be linked). */
   credited: number;
+  /** New exit logs applied (requests, cancellations, completions). */
+  exits: number;
 };
 
 /** A failure retrying cannot fix: the indexer stops and someone must look. */
@@ -94,6 +118,9 @@ const DEFAULT_MAX_BACKOFF_MS = 30_000;
 
 const defaultLog: DepositIndexerLog = (message, error) => console.error(`[indexer] ${message}`, error ?? "");
 
+/** One log of a chunk, in chain order. */
+type ChunkItem = { kind: "deposit"; deposit: ChainDeposit } | { kind: "exit"; exit: ChainExitEvent };
+
 interface IndexerState {
   lastBlock: bigint;
   lastBlockHash: string;
@@ -114,6 +141,7 @@ export class DepositIndexer {
   private readonly batchBlocks: bigint;
   private readonly maxBackoffMs: number;
   private readonly log: DepositIndexerLog;
+  private readonly onExitRequested: ((exit: PendingExit) => void) | undefined;
 
   /** Polls run one at a time: a manual poll during the loop's waits behind it. */
   private queue: Promise<unknown> = Promise.resolve();
@@ -143,6 +171,7 @@ export class DepositIndexer {
     this.maxBackoffMs = maxBackoffMs;
     this.name = parameters.name ?? `deposits:${escrow}`;
     this.log = parameters.log ?? defaultLog;
+    this.onExitRequested = parameters.onExitRequested;
   }
 
   /**
@@ -229,19 +258,29 @@ export class DepositIndexer {
     const toBlock = head - this.confirmations;
     let recorded = 0;
     let credited = 0;
+    let exits = 0;
     for (let start = fromBlock; start <= toBlock; ) {
       const end = start + this.batchBlocks - 1n < toBlock ? start + this.batchBlocks - 1n : toBlock;
       const chunk = await this.readChunk(start, end);
-      const result = this.ledger.commit.run(() => this.applyChunk(start, end, chunk.endHash, chunk.deposits));
+      const result = this.ledger.commit.run(() => this.applyChunk(start, end, chunk.endHash, chunk.items));
       await this.ledger.commit.durable();
       recorded += result.recorded;
       credited += result.credited;
+      exits += result.exits;
       if (result.waiting > 0) {
         this.safeLog(`${result.waiting} deposit(s) in blocks ${start}..${end} to addresses no account has linked; credited when linked`);
       }
+      for (const warning of result.warnings) this.safeLog(warning);
+      for (const exit of result.requested) {
+        try {
+          this.onExitRequested?.(exit);
+        } catch (error) {
+          this.safeLog("onExitRequested threw", error);
+        }
+      }
       start = end + 1n;
     }
-    return { fromBlock, toBlock, recorded, credited };
+    return { fromBlock, toBlock, recorded, credited, exits };
   }
 
   /** Throws DeepReorgError unless the chain still has the last indexed block, with the same hash. */
@@ -257,10 +296,10 @@ export class DepositIndexer {
    * is the old chain's and the next poll's check catches it. Never the other way round, which could store a
    * new hash beside old logs.
    */
-  private async readChunk(fromBlock: bigint, toBlock: bigint): Promise<{ endHash: string; deposits: ChainDeposit[] }> {
+  private async readChunk(fromBlock: bigint, toBlock: bigint): Promise<{ endHash: string; items: ChunkItem[] }> {
     const endHash = await this.blockHash(toBlock);
-    const logs = await this.client.getLogs({ address: this.escrow, event: DEPOSITED_EVENT, fromBlock, toBlock, strict: true });
-    const deposits: ChainDeposit[] = [];
+    const logs = await this.client.getLogs({ address: this.escrow, events: INDEXED_EVENTS, fromBlock, toBlock, strict: true });
+    const items: ChunkItem[] = [];
     for (const log of logs) {
       if (log.removed) continue;
       const blockHash = log.blockHash.toLowerCase();
@@ -268,23 +307,46 @@ export class DepositIndexer {
         throw new DepositIndexerError(`the RPC returned a log of block ${log.blockNumber} for blocks ${fromBlock}..${toBlock}`);
       }
       if (log.blockNumber === toBlock && blockHash !== endHash) throw new DeepReorgError(toBlock, endHash, blockHash);
-      const { account, from, amount } = log.args;
       const memo = depositMemo(log.transactionHash, log.logIndex);
-      if (amount <= 0n || amount > MAX_SQLITE_INTEGER) {
-        throw new DepositIndexerError(`deposit ${memo} has an amount the ledger cannot hold: ${amount}`);
-      }
-      deposits.push({
+      const position = {
         txHash: log.transactionHash.toLowerCase(),
         logIndex: log.logIndex,
         blockNumber: log.blockNumber,
         blockHash,
-        address: normalizeAddress(account)!,
-        sender: normalizeAddress(from)!,
-        amountMicros: amount,
-      });
+        address: normalizeAddress(log.args.account)!,
+      };
+      const amounts: bigint[] = [];
+      let item: ChunkItem;
+      switch (log.eventName) {
+        case "Deposited":
+          amounts.push(log.args.amount);
+          item = { kind: "deposit", deposit: { ...position, sender: normalizeAddress(log.args.from)!, amountMicros: log.args.amount } };
+          break;
+        case "ExitRequested":
+          amounts.push(log.args.amount, log.args.readyAt);
+          item = { kind: "exit", exit: { ...position, kind: "requested", amountMicros: log.args.amount, readyAtSec: log.args.readyAt } };
+          break;
+        case "ExitCancelled":
+          amounts.push(log.args.amount);
+          item = { kind: "exit", exit: { ...position, kind: "cancelled", amountMicros: log.args.amount } };
+          break;
+        case "ExitCompleted":
+          amounts.push(log.args.requested, log.args.paid);
+          item = { kind: "exit", exit: { ...position, kind: "completed", requestedMicros: log.args.requested, paidMicros: log.args.paid } };
+          break;
+      }
+      if (amounts.some((amount) => amount < 0n || amount > MAX_SQLITE_INTEGER) || (log.eventName === "Deposited" && log.args.amount === 0n)) {
+        throw new DepositIndexerError(`${log.eventName} ${memo} has an amount the ledger cannot hold: ${amounts.join(", ")}`);
+      }
+      items.push(item);
     }
-    deposits.sort((a, b) => (a.blockNumber === b.blockNumber ? a.logIndex - b.logIndex : a.blockNumber < b.blockNumber ? -1 : 1));
-    return { endHash, deposits };
+    const position = (item: ChunkItem) => (item.kind === "deposit" ? item.deposit : item.exit);
+    items.sort((x, y) => {
+      const a = position(x);
+      const b = position(y);
+      return a.blockNumber === b.blockNumber ? a.logIndex - b.logIndex : a.blockNumber < b.blockNumber ? -1 : 1;
+    });
+    return { endHash, items };
   }
 
   /** Inside one ledger operation: records and credits a chunk's new deposits and advances the state. */
@@ -292,8 +354,8 @@ export class DepositIndexer {
     fromBlock: bigint,
     toBlock: bigint,
     toBlockHash: string,
-    deposits: ChainDeposit[],
-  ): { recorded: number; credited: number; waiting: number } {
+    items: ChunkItem[],
+  ): { recorded: number; credited: number; waiting: number; exits: number; warnings: string[]; requested: PendingExit[] } {
     const db = this.ledger.db;
     // Re-read inside the transaction: the chunk must start right after what the disk says is done.
     const state = this.readState();
@@ -308,7 +370,21 @@ export class DepositIndexer {
     );
     let recorded = 0;
     let credited = 0;
-    for (const deposit of deposits) {
+    let exits = 0;
+    const warnings: string[] = [];
+    const requested: PendingExit[] = [];
+    for (const item of items) {
+      if (item.kind === "exit") {
+        const result = applyExitEvent(this.ledger, item.exit);
+        if (result.outcome === "conflict") throw new DepositIndexerError(result.detail);
+        if (result.outcome === "applied") {
+          exits++;
+          if (result.warning) warnings.push(result.warning);
+          if (result.requested) requested.push(result.requested);
+        }
+        continue;
+      }
+      const { deposit } = item;
       const seen = find.get(deposit.txHash, deposit.logIndex) as { address: string; amount: bigint } | undefined;
       if (seen) {
         // Already recorded (a chunk re-read after a crash between commit and state, or an RPC repeating a
@@ -322,6 +398,8 @@ export class DepositIndexer {
       }
       const accountId = accountForAddress(db, deposit.address);
       const entryId = accountId === undefined ? null : creditChainDeposit(this.ledger, deposit, accountId);
+      // A deposit to an account with a pending exit short of its freeze goes to the freeze first (./exits.ts).
+      if (accountId !== undefined) this.ledger.topUpExitFreezes(accountId);
       insert.run(
         deposit.txHash,
         deposit.logIndex,
@@ -342,7 +420,7 @@ export class DepositIndexer {
        ON CONFLICT (name) DO UPDATE SET last_block = excluded.last_block, last_block_hash = excluded.last_block_hash,
                                         updated_at = excluded.updated_at`,
     ).run(this.name, toBlock, toBlockHash, Date.now());
-    return { recorded, credited, waiting: recorded - credited };
+    return { recorded, credited, waiting: recorded - credited, exits, warnings, requested };
   }
 
   /** The hash of a mined block, lowercase. */

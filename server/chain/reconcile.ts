@@ -12,6 +12,7 @@
 import { getAddress, parseAbi, parseAbiItem, type Address, type Hex, type PublicClient } from "viem";
 import type { Db } from "../ledger/db";
 import { addressesOf } from "./addresses";
+import { EXIT_COMPLETED_EVENT } from "./exits";
 import { DEPOSITED_EVENT } from "./indexer";
 
 /** The parts of SkillEscrow (contracts/SkillEscrow.sol) that settlement and reconciliation read and write. */
@@ -132,6 +133,13 @@ const DEFAULT_LOG_CHUNK_BLOCKS = 10_000n;
  * for a deposit entry with no chain record, to the account's settlement address), plus the recorded deposits
  * still waiting for an address to be linked, plus `Deposited` logs the indexer has not reached yet (it
  * stays `confirmations` blocks behind the head on purpose, which must not read as missing money).
+ *
+ * Exits (./exits.ts): the ledger freezes a requested exit with withdrawal entries, but the escrow pays only at
+ * `completeExit`. So an exit counts at its own address once the pinned block has its completion: the ledger's
+ * side subtracts what it took for it (frozen, which equals what was paid unless the escrow paid beyond the
+ * freeze: that difference is then reported), or, for an address no account had linked, what was paid. A
+ * pending, cancelled or replaced exit's entries net out against money the escrow still holds, so they count
+ * nowhere; `ExitCompleted` logs above the indexer's progress are subtracted as read from the chain.
  */
 export async function reconcile(parameters: ReconcileParameters): Promise<ReconcileReturnType> {
   const { db, publicClient } = parameters;
@@ -176,11 +184,18 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
   if (ledgerSide.unindexedFrom !== undefined && ledgerSide.unindexedFrom <= blockNumber) {
     for (let start = ledgerSide.unindexedFrom; start <= blockNumber; start += chunk) {
       const end = start + chunk - 1n < blockNumber ? start + chunk - 1n : blockNumber;
-      const logs = await publicClient.getLogs({ address: escrow, event: DEPOSITED_EVENT, fromBlock: start, toBlock: end, strict: true });
+      const logs = await publicClient.getLogs({
+        address: escrow,
+        events: [DEPOSITED_EVENT, EXIT_COMPLETED_EVENT],
+        fromBlock: start,
+        toBlock: end,
+        strict: true,
+      });
       for (const log of logs) {
         if (log.removed) continue;
         const address = getAddress(log.args.account);
-        expectedBalance.set(address, (expectedBalance.get(address) ?? 0n) + log.args.amount);
+        const change = log.eventName === "Deposited" ? log.args.amount : -log.args.paid;
+        expectedBalance.set(address, (expectedBalance.get(address) ?? 0n) + change);
       }
     }
   }
@@ -396,11 +411,15 @@ function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockN
   const outstandingVouchers = tableExists(db, "vouchers")
     ? (db.prepare("SELECT address, nonce, amount FROM vouchers WHERE status = 'issued'").all() as { address: string; nonce: bigint; amount: bigint }[])
     : [];
+  // An exit's entries are counted at the exit's own address, below.
+  const hasExits = tableExists(db, "chain_exits");
   const withdrawals = db
     .prepare(
       `SELECT p.account_id, -SUM(p.amount) AS amount
        FROM entries e JOIN postings p ON p.entry_id = e.id AND p.bucket = 'available'
-       WHERE e.kind = 'withdrawal' GROUP BY p.account_id`,
+       WHERE e.kind = 'withdrawal'
+         ${hasExits ? "AND NOT EXISTS (SELECT 1 FROM exit_entries ee WHERE ee.entry_id = e.id)" : ""}
+       GROUP BY p.account_id`,
     )
     .all() as { account_id: string; amount: bigint }[];
   for (const row of withdrawals) {
@@ -413,6 +432,20 @@ function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockN
         detail: `account ${row.account_id} withdrew ${row.amount} but has no linked address`,
       });
     }
+  }
+
+  // Exits completed at or before the pinned block: what the ledger took for each (its linked entries, net),
+  // or what the escrow paid for an address with no account behind it (see the doc comment of reconcile).
+  if (hasExits) {
+    const completed = db
+      .prepare(
+        `SELECT x.address, x.account_id, x.paid,
+                COALESCE((SELECT -SUM(p.amount) FROM exit_entries ee JOIN postings p ON p.entry_id = ee.entry_id AND p.bucket = 'available'
+                          WHERE ee.exit_tx_hash = x.tx_hash AND ee.exit_log_index = x.log_index), 0) AS taken
+         FROM chain_exits x WHERE x.status = 'completed' AND x.closed_block_number <= ?`,
+      )
+      .all(blockNumber) as { address: string; account_id: string | null; paid: bigint; taken: bigint }[];
+    for (const row of completed) add(expectedBalance, getAddress(row.address), -(row.account_id === null ? row.paid : row.taken));
   }
 
   // Every linked address is checked, even one the ledger expects nothing at.

@@ -103,6 +103,44 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
           FROM vouchers v
           LEFT JOIN postings p ON p.entry_id = v.entry_id AND p.account_id = v.account_id AND p.bucket = 'available'
           WHERE COALESCE(p.amount, 0) <> -v.amount OR returns <> (CASE WHEN v.status = 'returned' THEN 1 ELSE 0 END)`,
+  },  // Unilateral exits (server/chain/exits.ts): an exit's freeze is exactly what its linked entries took out of
+  // its account's available balance; nothing else moves money for an exit; and an account whose pending exit is
+  // still short of its freeze has nothing available, so no call can spend what the escrow is about to pay out.
+  {
+    rule: "an exit's frozen amount is what its linked withdrawal entries took from its account",
+    sql: `SELECT x.tx_hash, x.log_index, x.account_id, x.frozen, COALESCE(t.taken, 0) AS taken, t.foreign_postings, t.kinds
+          FROM chain_exits x
+          LEFT JOIN (SELECT ee.exit_tx_hash, ee.exit_log_index,
+                            -SUM(CASE WHEN p.bucket = 'available' THEN p.amount ELSE 0 END) AS taken,
+                            SUM(CASE WHEN p.bucket = 'available' AND p.account_id IS NOT x2.account_id THEN 1 ELSE 0 END) AS foreign_postings,
+                            GROUP_CONCAT(DISTINCT e.kind) AS kinds
+                     FROM exit_entries ee
+                     JOIN chain_exits x2 ON x2.tx_hash = ee.exit_tx_hash AND x2.log_index = ee.exit_log_index
+                     JOIN entries e ON e.id = ee.entry_id
+                     JOIN postings p ON p.entry_id = ee.entry_id
+                     GROUP BY ee.exit_tx_hash, ee.exit_log_index) t
+            ON t.exit_tx_hash = x.tx_hash AND t.exit_log_index = x.log_index
+          WHERE COALESCE(t.taken, 0) <> x.frozen OR COALESCE(t.foreign_postings, 0) <> 0 OR COALESCE(t.kinds, 'withdrawal') <> 'withdrawal'`,
+  },
+  {
+    rule: "every exit withdrawal entry is linked to its exit",
+    sql: `SELECT e.id, e.memo FROM entries e
+          WHERE e.kind = 'withdrawal' AND e.memo GLOB 'exit 0x* 0x*:*: *'
+            AND NOT EXISTS (SELECT 1 FROM exit_entries ee WHERE ee.entry_id = e.id)`,
+  },
+  {
+    rule: "an account with a pending exit short of its freeze has nothing available",
+    sql: `SELECT x.account_id, x.tx_hash, x.log_index, x.shortfall, la.balance AS available
+          FROM chain_exits x
+          JOIN ledger_accounts la ON la.account_id = x.account_id AND la.bucket = 'available'
+          WHERE x.status = 'pending' AND x.shortfall > 0 AND la.balance > 0`,
+  },
+  {
+    rule: "an exit is recorded against the account its address is linked to",
+    sql: `SELECT x.tx_hash, x.log_index, x.address, x.account_id, aa.account_id AS linked_to
+          FROM chain_exits x
+          LEFT JOIN account_addresses aa ON aa.address = x.address
+          WHERE x.account_id IS NOT aa.account_id`,
   },
 ];
 

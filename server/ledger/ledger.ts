@@ -40,6 +40,12 @@ export type HoldResult =
 
 export type SettleResult = { ok: true; hold: Hold } | { ok: false; reason: "hold_not_open" };
 
+/** Names an exit request by its ExitRequested log (server/chain/exits.ts). */
+export interface ExitKey {
+  txHash: string;
+  logIndex: number;
+}
+
 export interface Balance {
   availableMicros: bigint;
   heldMicros: bigint;
@@ -59,6 +65,12 @@ export interface Balance {
 export class Ledger {
   readonly commit: GroupCommit;
   private readonly stmt;
+  /**
+   * False while no exit can be short of its freeze, so the call path pays nothing for exits until one
+   * exists. Set when the exits module opens a shortfall (noteExitShortfall) and never cleared within a
+   * process: a stale `true` costs one indexed query, a wrong `false` would let frozen money be spent.
+   */
+  private exitShortfallPossible: boolean;
 
   constructor(
     readonly db: Db,
@@ -90,11 +102,26 @@ export class Ledger {
       ),
       closeHold: db.prepare("UPDATE holds SET status = ?, closed_at = ? WHERE id = ? AND status = 'open'"),
       openHoldIds: db.prepare("SELECT id FROM holds WHERE status = 'open'").pluck(),
+      exitShortfalls: db.prepare(
+        `SELECT tx_hash, log_index, address, shortfall FROM chain_exits
+         WHERE account_id = ? AND status = 'pending' AND shortfall > 0 ORDER BY block_number, log_index`,
+      ),
+      accountsShortOfExits: db.prepare("SELECT DISTINCT account_id FROM chain_exits WHERE status = 'pending' AND shortfall > 0").pluck(),
+      topUpExit: db.prepare(
+        `UPDATE chain_exits SET frozen = frozen + ?, shortfall = shortfall - ?
+         WHERE tx_hash = ? AND log_index = ? AND status = 'pending' AND shortfall >= ?`,
+      ),
+      linkExitEntry: db.prepare("INSERT INTO exit_entries (entry_id, exit_tx_hash, exit_log_index) VALUES (?, ?, ?)"),
     };
+    const short = this.stmt.accountsShortOfExits.all() as string[];
+    this.exitShortfallPossible = short.length > 0;
     this.commit.run(() => {
       this.ensureAccount({ id: PLATFORM_ACCOUNT_ID, kind: "platform", name: "Platform" });
       this.ensureAccount({ id: DEV_CREDIT_SOURCE_ID, kind: "system", name: "Development credits (not deposits)" });
       this.ensureAccount({ id: ESCROW_SOURCE_ID, kind: "system", name: "On-chain escrow deposits" });
+      // Money that reached a short account by a path that does not top up (a deposit credited when its
+      // address was linked, see credit()) is frozen before anything else runs.
+      for (const accountId of short) this.topUpExitFreezes(accountId);
     });
   }
 
@@ -136,6 +163,9 @@ export class Ledger {
         [SOURCE_FOR[kind], "source", -amountMicros],
         [accountId, "available", amountMicros],
       ]);
+      // A chain deposit is topped up by its caller (server/chain/indexer.ts), right after the caller has
+      // identified its entry as the newest one (creditChainDeposit); here it would come first.
+      if (kind !== "deposit") this.topUpExitFreezes(accountId);
     });
   }
 
@@ -147,6 +177,8 @@ export class Ledger {
   withdraw(accountId: string, amountMicros: bigint, memo: string): bigint {
     if (amountMicros <= 0n) throw new RangeError(`withdrawal must be positive, got ${amountMicros}`);
     return this.commit.run(() => {
+      // A pending exit's freeze comes before any other withdrawal of the same money.
+      this.topUpExitFreezes(accountId);
       const available = this.balanceOf(accountId, "available");
       if (available < amountMicros) throw new RangeError(`withdrawal of ${amountMicros} exceeds available ${available}`);
       const entryId = this.entry("withdrawal", null, memo);
@@ -167,6 +199,70 @@ export class Ledger {
         [ESCROW_SOURCE_ID, "source", -amountMicros],
         [accountId, "available", amountMicros],
       ]);
+      this.topUpExitFreezes(accountId);
+      return entryId;
+    });
+  }
+
+  /*
+   * Unilateral exits (server/chain/exits.ts). When the escrow reports an ExitRequested for an account's
+   * address, the ledger must make sure no call can spend the requested amount, since the escrow will pay it
+   * out after the delay whatever the ledger did meanwhile. The rule: an exit's freeze is a 'withdrawal'
+   * entry (available -> escrow source) of min(requested, available); what the available balance could not
+   * cover (money held by calls in flight, or spent and not yet settled) is the exit's shortfall. While an
+   * account has a shortfall, every unit that reaches its available balance (a released hold, a deposit, a
+   * returned voucher or freeze) goes to the freeze first. So a short account's available balance stays at
+   * zero and hold() refuses every call; a captured hold's money never comes back, which is right: it is
+   * spent, the settler debits it on-chain, and the escrow then pays that much less.
+   */
+
+  /** Says an exit with a shortfall may now exist: from here on, money reaching an account checks for it. */
+  noteExitShortfall(): void {
+    this.exitShortfallPossible = true;
+  }
+
+  /**
+   * Moves the account's available balance into the freezes of its pending exits that are still short,
+   * oldest request first, each move a 'withdrawal' entry linked to its exit; returns the total moved.
+   */
+  topUpExitFreezes(accountId: string): bigint {
+    if (!this.exitShortfallPossible) return 0n;
+    return this.commit.run(() => {
+      const short = this.stmt.exitShortfalls.all(accountId) as { tx_hash: string; log_index: bigint; address: string; shortfall: bigint }[];
+      let moved = 0n;
+      for (const exit of short) {
+        const available = this.balanceOf(accountId, "available");
+        if (available <= 0n) break;
+        const amount = available < exit.shortfall ? available : exit.shortfall;
+        const entryId = this.entry("withdrawal", null, `exit ${exit.address} ${exit.tx_hash}:${exit.log_index}: frozen`);
+        this.post(entryId, [
+          [accountId, "available", -amount],
+          [ESCROW_SOURCE_ID, "source", amount],
+        ]);
+        if (this.stmt.topUpExit.run(amount, amount, exit.tx_hash, exit.log_index, amount).changes !== 1) {
+          throw new Error(`exit ${exit.tx_hash}:${exit.log_index} changed while its freeze was topped up`);
+        }
+        this.stmt.linkExitEntry.run(entryId, exit.tx_hash, exit.log_index);
+        moved += amount;
+      }
+      return moved;
+    });
+  }
+
+  /**
+   * Gives back `amountMicros` of an exit's freeze (a cancelled or replaced request, or one the escrow paid
+   * less than frozen), as a linked 'withdrawal' entry; other short exits of the account are topped up from it.
+   */
+  returnExitFreeze(exit: ExitKey, accountId: string, amountMicros: bigint, memo: string): bigint {
+    if (amountMicros <= 0n) throw new RangeError(`returned exit freeze must be positive, got ${amountMicros}`);
+    return this.commit.run(() => {
+      const entryId = this.entry("withdrawal", null, memo);
+      this.post(entryId, [
+        [ESCROW_SOURCE_ID, "source", -amountMicros],
+        [accountId, "available", amountMicros],
+      ]);
+      this.stmt.linkExitEntry.run(entryId, exit.txHash, exit.logIndex);
+      this.topUpExitFreezes(accountId);
       return entryId;
     });
   }
@@ -176,6 +272,9 @@ export class Ledger {
     const { chargedMicros, sellerMicros, feeMicros } = input.charge;
     if (chargedMicros <= 0n) throw new RangeError(`hold must be positive, got ${chargedMicros}`);
     return this.commit.run(() => {
+      // Normally a no-op (a short account's available balance is already zero); it closes the one gap,
+      // a deposit credited by linking an address (see credit()), before money could be spent.
+      this.topUpExitFreezes(input.accountId);
       const available = this.balanceOf(input.accountId, "available");
       if (available < chargedMicros) {
         return { ok: false as const, reason: "insufficient_balance" as const, availableMicros: available, neededMicros: chargedMicros };
@@ -220,6 +319,8 @@ export class Ledger {
         [hold.accountId, "held", -hold.amountMicros],
         [hold.accountId, "available", hold.amountMicros],
       ]);
+      // A call in flight when its account asked to exit gives its money to the exit's freeze.
+      this.topUpExitFreezes(hold.accountId);
       return { ok: true as const, hold };
     });
   }

@@ -254,6 +254,65 @@ CREATE TABLE vouchers (
 CREATE INDEX vouchers_issued ON vouchers(status) WHERE status = 'issued';
 `,
   },
+  {
+    version: 6,
+    name: "unilateral exits seen by the indexer, and the ledger entries that freeze them",
+    sql: `
+-- One row per ExitRequested log of the escrow (server/chain/exits.ts), keyed by where it is on the chain.
+-- While the request is 'pending', 'frozen' is what the ledger has taken out of the account's available
+-- balance for it (withdrawal entries linked in exit_entries) and 'shortfall' is what it still must take:
+-- frozen + shortfall = requested. Money that reaches the account's available balance while a shortfall is
+-- open (a released hold, a deposit, a returned voucher) goes to the freeze first (Ledger.topUpExitFreezes).
+-- A request ends once: replaced by a newer request, cancelled, or completed, each by the log named in
+-- closed_*. A replaced or cancelled request has given its freeze back (frozen = 0); a completed one has
+-- frozen = what the ledger took for it and uncovered = what the escrow paid beyond that (paid = frozen +
+-- uncovered; non-zero uncovered means the ledger still counts money the escrow has paid out).
+-- account_id is NULL for an address no account had linked when the request was indexed: nothing is frozen.
+CREATE TABLE chain_exits (
+  tx_hash             TEXT NOT NULL,
+  log_index           INTEGER NOT NULL CHECK (log_index >= 0),
+  block_number        INTEGER NOT NULL CHECK (block_number >= 0),
+  block_hash          TEXT NOT NULL,
+  address             TEXT NOT NULL CHECK (address = lower(address)),
+  account_id          TEXT REFERENCES accounts(id),
+  requested           INTEGER NOT NULL CHECK (requested > 0),
+  ready_at            INTEGER NOT NULL,
+  status              TEXT NOT NULL CHECK (status IN ('pending', 'replaced', 'cancelled', 'completed')),
+  frozen              INTEGER NOT NULL DEFAULT 0 CHECK (frozen >= 0),
+  shortfall           INTEGER NOT NULL DEFAULT 0 CHECK (shortfall >= 0),
+  paid                INTEGER CHECK (paid IS NULL OR paid >= 0),
+  uncovered           INTEGER NOT NULL DEFAULT 0 CHECK (uncovered >= 0),
+  closed_tx_hash      TEXT,
+  closed_log_index    INTEGER,
+  closed_block_number INTEGER,
+  created_at          INTEGER NOT NULL,
+  closed_at           INTEGER,
+  PRIMARY KEY (tx_hash, log_index),
+  CHECK ((status = 'pending') = (closed_tx_hash IS NULL)),
+  CHECK ((status = 'completed') = (paid IS NOT NULL)),
+  CHECK (status = 'pending' OR shortfall = 0),
+  CHECK (status <> 'pending' OR account_id IS NULL OR frozen + shortfall = requested),
+  CHECK (status NOT IN ('replaced', 'cancelled') OR frozen = 0),
+  CHECK (status <> 'completed' OR frozen + uncovered = paid),
+  CHECK (account_id IS NOT NULL OR (frozen = 0 AND shortfall = 0))
+) WITHOUT ROWID;
+-- The escrow keeps one pending exit per address.
+CREATE UNIQUE INDEX chain_exits_one_pending ON chain_exits(address) WHERE status = 'pending';
+-- Each closing log closes one request: a log re-read cannot close a second one.
+CREATE UNIQUE INDEX chain_exits_closed_by ON chain_exits(closed_tx_hash, closed_log_index) WHERE closed_tx_hash IS NOT NULL;
+-- What the ledger consults when money reaches an account: its open shortfalls (usually none at all).
+CREATE INDEX chain_exits_short ON chain_exits(account_id, block_number, log_index) WHERE status = 'pending' AND shortfall > 0;
+
+-- The ledger entries (all 'withdrawal') that froze, topped up, returned or settled an exit's amount.
+CREATE TABLE exit_entries (
+  entry_id      INTEGER PRIMARY KEY REFERENCES entries(id),
+  exit_tx_hash  TEXT NOT NULL,
+  exit_log_index INTEGER NOT NULL,
+  FOREIGN KEY (exit_tx_hash, exit_log_index) REFERENCES chain_exits(tx_hash, log_index)
+);
+CREATE INDEX exit_entries_by_exit ON exit_entries(exit_tx_hash, exit_log_index);
+`,
+  },
 ];
 
 /** Applies every migration the database has not seen yet, each in its own transaction. */
