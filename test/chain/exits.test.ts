@@ -160,6 +160,65 @@ describe("server/chain/exits: the indexer freezes unilateral exits", function ()
     await expectConsistent();
   });
 
+  /** A small seeded PRNG (mulberry32): the same seed replays the same race. */
+  function random(seed: number): (n: number) => number {
+    let t = seed >>> 0;
+    return (n) => {
+      t = (t + 0x6d2b79f5) >>> 0;
+      let r = Math.imul(t ^ (t >>> 15), 1 | t);
+      r = (r + Math.imul(r ^ (r >>> 7), 61 | r)) ^ r;
+      return (((r ^ (r >>> 14)) >>> 0) % n);
+    };
+  }
+
+  for (const seed of [1, 7, 2026]) {
+    it(`racing calls, seed ${seed}: the frozen amount is never spent and the escrow pays exactly the freeze`, async () => {
+      const next = random(seed);
+      const open: string[] = [];
+      const step = (i: number) => {
+        const what = next(3);
+        if (what === 0 || open.length === 0) {
+          const result = holdFor(BigInt(1 + next(1_500_000)));
+          if (result.ok) open.push(result.hold.id);
+        } else {
+          const [id] = open.splice(next(open.length), 1);
+          if (what === 1) capture(id);
+          else fx.ledger.release(id);
+        }
+        try {
+          assertBalanced(fx.db);
+        } catch (error) {
+          throw new Error(`seed ${seed}, step ${i}: ${(error as Error).message}`);
+        }
+      };
+      for (let i = 0; i < 15; i++) step(i);
+      const requested = BigInt(1 + next(10_000_000));
+      await exits.request("alice", requested);
+      await fx.indexer.poll();
+      const frozenAtRequest = lastExit().frozen;
+      for (let i = 15; i < 60; i++) step(i);
+      while (open.length > 0) {
+        const id = open.pop()!;
+        if (next(2) === 0) capture(id);
+        else fx.ledger.release(id);
+      }
+      assertBalanced(fx.db);
+      const exit = lastExit();
+      // Only money that came back (released holds) could join the freeze; nothing was taken from it.
+      expect(exit.frozen >= frozenAtRequest, `seed ${seed}`).to.equal(true);
+      expect(exit.frozen + exit.shortfall).to.equal(requested);
+
+      await fx.settler().runOnce();
+      await exits.passExitDelay();
+      await exits.complete("alice");
+      await fx.indexer.poll();
+
+      expect(lastExit(), `seed ${seed}`).to.deep.include({ status: "completed", paid: exit.frozen, uncovered: 0n });
+      expect(await chain.escrowBalance(chain.address("alice")), `seed ${seed}`).to.equal(available());
+      await expectConsistent();
+    });
+  }
+
   it("returns the frozen amount when the exit is cancelled", async () => {
     await exits.request("alice", 4n * USDC);
     await fx.indexer.poll();
