@@ -34,14 +34,6 @@ export interface MoneyPath {
  * its loops run only once started, so a test can drive each step itself.
  */
 export function createMoneyPath(ledger: Ledger, config: Config, chain: ChainConnection, log: (message: string, error?: unknown) => void): MoneyPath {
-  const indexer = new DepositIndexer({
-    ledger,
-    publicClient: chain.publicClient,
-    escrowAddress: chain.escrowAddress,
-    deployBlock: chain.deployBlock,
-    confirmations: config.depositConfirmations,
-    log: (message: string, error?: unknown) => log(`[deposits] ${message}`, error),
-  });
   const settler = chain.settlerWallet
     ? new Settler({
         ledger,
@@ -54,6 +46,17 @@ export function createMoneyPath(ledger: Ledger, config: Config, chain: ChainConn
         log: (message: string, error?: unknown) => log(`[settler] ${message}`, error),
       })
     : undefined;
+  const indexer = new DepositIndexer({
+    ledger,
+    publicClient: chain.publicClient,
+    escrowAddress: chain.escrowAddress,
+    deployBlock: chain.deployBlock,
+    confirmations: config.depositConfirmations,
+    // An exit pays out after its delay whatever was not settled by then: the account's paid
+    // calls must reach the chain first, so a request wakes the settler at once.
+    onExitRequested: () => settler?.nudge(),
+    log: (message: string, error?: unknown) => log(`[chain] ${message}`, error),
+  });
   const vouchers = chain.voucherSigner
     ? new VoucherIssuer({ ledger, signer: chain.voucherSigner, escrowAddress: chain.escrowAddress, chainId: chain.chainId, ttlSec: chain.voucherTtlSec })
     : undefined;

@@ -137,11 +137,10 @@ export class CallService {
     if (charge.chargedMicros > 0n) {
       const held = ledger.hold({ accountId, sellerAccountId: skill.sellerAccountId, skillId: skill.id, charge });
       if (!held.ok) {
-        return this.fail(
-          req, skill, callId, "insufficient_balance",
-          `Insufficient balance: this call costs ${microsToUsd(held.neededMicros)} USD and ${microsToUsd(held.availableMicros)} USD is available. Add funds.`,
-          "insufficient_balance", headers,
-        );
+        const message = ledger.hasExitShortfall(accountId)
+          ? "Insufficient balance: an exit from the escrow is pending for this account, and its money is frozen until the exit completes or is cancelled."
+          : `Insufficient balance: this call costs ${microsToUsd(held.neededMicros)} USD and ${microsToUsd(held.availableMicros)} USD is available. Add funds.`;
+        return this.fail(req, skill, callId, "insufficient_balance", message, "insufficient_balance", headers);
       }
       hold = held.hold;
     }

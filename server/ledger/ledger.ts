@@ -216,6 +216,11 @@ export class Ledger {
    * spent, the settler debits it on-chain, and the escrow then pays that much less.
    */
 
+  /** Whether a pending exit of the account is still short of its freeze (so its money is frozen). */
+  hasExitShortfall(accountId: string): boolean {
+    return this.exitShortfallPossible && this.stmt.exitShortfalls.all(accountId).length > 0;
+  }
+
   /** Says an exit with a shortfall may now exist: from here on, money reaching an account checks for it. */
   noteExitShortfall(): void {
     this.exitShortfallPossible = true;
