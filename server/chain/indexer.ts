@@ -26,6 +26,7 @@ import {
   type ChainExitEvent,
   type PendingExit,
 } from "./exits";
+import { RetryLoop } from "./retry-loop";
 
 /** SkillEscrow's deposit event (contracts/SkillEscrow.sol). */
 export const DEPOSITED_EVENT = parseAbiItem(
@@ -145,10 +146,7 @@ export class DepositIndexer {
 
   /** Polls run one at a time: a manual poll during the loop's waits behind it. */
   private queue: Promise<unknown> = Promise.resolve();
-  private loop: Promise<void> | undefined;
-  private stopRequested = false;
-  private wake: (() => void) | undefined;
-  private fatal: DepositIndexerError | undefined;
+  private readonly loop: RetryLoop<PollReturnType>;
 
   constructor(parameters: DepositIndexerParameters) {
     const { confirmations, batchBlocks = DEFAULT_BATCH_BLOCKS, maxBackoffMs = DEFAULT_MAX_BACKOFF_MS } = parameters;
@@ -172,6 +170,12 @@ export class DepositIndexer {
     this.name = parameters.name ?? `deposits:${escrow}`;
     this.log = parameters.log ?? defaultLog;
     this.onExitRequested = parameters.onExitRequested;
+    this.loop = new RetryLoop({
+      step: () => this.poll(),
+      isFatal: (error) => error instanceof DepositIndexerError,
+      onFatal: (error) => this.safeLog(`stopped, no further deposits will be credited: ${(error as Error).message}`, error),
+      onRetry: (error, failures, delayMs) => this.safeLog(`poll failed (${failures} in a row), retrying in ${delayMs} ms`, error),
+    });
   }
 
   /**
@@ -197,57 +201,29 @@ export class DepositIndexer {
    * `maxBackoffMs`. The loop never throws; `start` itself throws only when misused (running already).
    */
   start(intervalMs: number): void {
-    if (this.loop) throw new Error("the deposit indexer is already running");
+    if (this.loop.running) throw new Error("the deposit indexer is already running");
     if (!Number.isFinite(intervalMs) || intervalMs < 1) throw new RangeError(`intervalMs must be at least 1, got ${intervalMs}`);
-    this.stopRequested = false;
-    this.fatal = undefined;
-    const loop = this.runLoop(intervalMs);
-    this.loop = loop;
-    void loop.finally(() => {
-      if (this.loop === loop) this.loop = undefined;
-    });
+    // The first retry waits twice the interval, and no retry waits less than the interval.
+    this.loop.start({ intervalMs, retryFirstMs: intervalMs * 2, retryMaxMs: this.maxBackoffMs, retryMinMs: intervalMs });
   }
 
   /** Ends the loop and resolves once the poll in progress (if any) has finished. */
-  async stop(): Promise<void> {
-    this.stopRequested = true;
-    this.wake?.();
-    await this.loop;
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** Resolves when the loop ends, by `stop()` or by a fatal error. */
-  async whenStopped(): Promise<void> {
-    await this.loop;
+  whenStopped(): Promise<void> {
+    return this.loop.whenStopped();
   }
 
   get running(): boolean {
-    return this.loop !== undefined;
+    return this.loop.running;
   }
 
   /** The error that stopped the loop, if one did (a deep reorg, an impossible log). */
   get fatalError(): DepositIndexerError | undefined {
-    return this.fatal;
-  }
-
-  private async runLoop(intervalMs: number): Promise<void> {
-    let failures = 0;
-    while (!this.stopRequested) {
-      let delayMs = intervalMs;
-      try {
-        await this.poll();
-        failures = 0;
-      } catch (error) {
-        if (error instanceof DepositIndexerError) {
-          this.fatal = error;
-          this.safeLog(`stopped, no further deposits will be credited: ${error.message}`, error);
-          return;
-        }
-        failures++;
-        delayMs = Math.max(intervalMs, Math.min(intervalMs * 2 ** failures, this.maxBackoffMs));
-        this.safeLog(`poll failed (${failures} in a row), retrying in ${delayMs} ms`, error);
-      }
-      await this.sleep(delayMs);
-    }
+    return this.loop.fatalError as DepositIndexerError | undefined;
   }
 
   private async pollOnce(): Promise<PollReturnType> {
@@ -435,18 +411,6 @@ export class DepositIndexer {
       | { last_block: bigint; last_block_hash: string }
       | undefined;
     return row && { lastBlock: row.last_block, lastBlockHash: row.last_block_hash };
-  }
-
-  private sleep(ms: number): Promise<void> {
-    if (this.stopRequested) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done() {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.wake = done;
-    });
   }
 
   private safeLog(message: string, error?: unknown): void {

@@ -39,6 +39,7 @@ import {
   type ReconcileDifference,
   type ReconcileReturnType,
 } from "./reconcile";
+import { RetryLoop } from "./retry-loop";
 
 export type SettlerLog = (message: string, error?: unknown) => void;
 
@@ -247,9 +248,8 @@ export class Settler {
 
   /** Steps run one at a time: a manual runOnce during the loop's waits behind it. */
   private queue: Promise<unknown> = Promise.resolve();
-  private loop: Promise<void> | undefined;
-  private stopRequested = false;
-  private wake: (() => void) | undefined;
+  private readonly loop: RetryLoop<RunOnceReturnType>;
+  /** Set by any step that halts, the loop's or a manual one; never cleared, so `runOnce` keeps throwing it. */
   private fatal: SettlementHaltedError | undefined;
   /** Reconciliation runs before anything else after a start and after every batch, until it passes. */
   private reconcileDue = true;
@@ -281,6 +281,17 @@ export class Settler {
     this.maxBackoffMs = parameters.maxBackoffMs ?? DEFAULT_MAX_BACKOFF_MS;
     this.triggerCheckMs = parameters.triggerCheckMs ?? DEFAULT_TRIGGER_CHECK_MS;
     this.log = parameters.log ?? defaultLog;
+    this.loop = new RetryLoop({
+      step: () => this.runOnce(),
+      isFatal: (error) => error instanceof SettlementHaltedError,
+      onFatal: (error) =>
+        this.safeLog(`SETTLEMENT HALTED, no further batches will be sent until this is resolved: ${(error as Error).message}`, error),
+      onRetry: (error, failures, delayMs) =>
+        this.safeLog(`settlement step failed (${failures} in a row), retrying in ${delayMs} ms: ${(error as Error).message}`, error),
+      // A full batch means more may be waiting: go again at once.
+      runAgainAtOnce: (result) => result.calls >= this.maxCalls,
+      wakeWhen: { check: () => this.unsettledCalls() - this.waitingWithoutAddress >= this.triggerCalls, everyMs: this.triggerCheckMs },
+    });
     const db = this.db;
     this.stmt = {
       pending: db.prepare(
@@ -371,90 +382,33 @@ export class Settler {
    * SettlementHaltedError is logged loudly and ends the loop. Never throws.
    */
   start(intervalMs: number): void {
-    if (this.loop) throw new Error("the settler is already running");
+    if (this.loop.running) throw new Error("the settler is already running");
     if (!Number.isFinite(intervalMs) || intervalMs < 0) throw new RangeError(`intervalMs must be >= 0, got ${intervalMs}`);
-    this.stopRequested = false;
-    const loop = this.runLoop(intervalMs);
-    this.loop = loop;
-    void loop.finally(() => {
-      if (this.loop === loop) this.loop = undefined;
-    });
+    this.loop.start({ intervalMs, retryFirstMs: this.retryBaseMs, retryMaxMs: this.maxBackoffMs });
   }
 
   /** Ends the loop; resolves once the step in progress (if any) has finished. */
-  async stop(): Promise<void> {
-    this.stopRequested = true;
-    this.wake?.();
-    await this.loop;
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** Resolves when the loop ends, by `stop()` or by a halt. */
-  async whenStopped(): Promise<void> {
-    await this.loop;
+  whenStopped(): Promise<void> {
+    return this.loop.whenStopped();
   }
 
   /** Wakes the loop for a step now, even during a retry backoff (a caller that knows calls are waiting). */
   nudge(): void {
-    this.wake?.();
+    this.loop.nudge();
   }
 
   get running(): boolean {
-    return this.loop !== undefined;
+    return this.loop.running;
   }
 
   /** Why settlement stopped, if it did. */
   get fatalError(): SettlementHaltedError | undefined {
     return this.fatal;
-  }
-
-  private async runLoop(intervalMs: number): Promise<void> {
-    let failures = 0;
-    while (!this.stopRequested) {
-      let delayMs = intervalMs;
-      try {
-        const result = await this.runOnce();
-        failures = 0;
-        // A full batch means more may be waiting: go again at once.
-        if (result.calls >= this.maxCalls) delayMs = 0;
-      } catch (error) {
-        if (error instanceof SettlementHaltedError) {
-          this.safeLog(`SETTLEMENT HALTED, no further batches will be sent until this is resolved: ${error.message}`, error);
-          return;
-        }
-        failures++;
-        delayMs = Math.min(this.retryBaseMs * 2 ** (failures - 1), this.maxBackoffMs);
-        this.safeLog(`settlement step failed (${failures} in a row), retrying in ${delayMs} ms: ${(error as Error).message}`, error);
-      }
-      await this.waitForWork(delayMs, failures > 0);
-    }
-  }
-
-  /** Sleeps `delayMs`, waking early on stop, a nudge, or (outside a backoff) enough waiting calls. */
-  private waitForWork(delayMs: number, backingOff: boolean): Promise<void> {
-    if (this.stopRequested || delayMs <= 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      const deadline = Date.now() + delayMs;
-      let timer: NodeJS.Timeout;
-      const done = () => {
-        clearTimeout(timer);
-        this.wake = undefined;
-        resolve();
-      };
-      const enoughWaiting = () => {
-        try {
-          return this.unsettledCalls() - this.waitingWithoutAddress >= this.triggerCalls;
-        } catch {
-          return false; // The next step will meet (and report) whatever broke the count.
-        }
-      };
-      const check = () => {
-        const left = deadline - Date.now();
-        if (left <= 0 || (!backingOff && enoughWaiting())) return done();
-        timer = setTimeout(check, Math.min(left, this.triggerCheckMs));
-      };
-      this.wake = done;
-      timer = setTimeout(check, Math.min(delayMs, this.triggerCheckMs));
-    });
   }
 
   private async step(): Promise<RunOnceReturnType> {
