@@ -93,7 +93,8 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     chainRpcUrl: env.CHAIN_RPC_URL || "",
     deploymentFile: env.DEPLOYMENT_FILE || "deployments/localhost.json",
     chainPort: int(env, "CHAIN_PORT", 8545, 0, 65535),
-    depositConfirmations: int(env, "DEPOSIT_CONFIRMATIONS", 0, 0, 10_000),
+    // The embedded chain has no reorgs and mines only when asked; a real chain does reorg.
+    depositConfirmations: int(env, "DEPOSIT_CONFIRMATIONS", env.CHAIN_RPC_URL ? 12 : 0, 0, 10_000),
     indexerIntervalMs: int(env, "INDEXER_INTERVAL_MS", 1_000, 50, 3_600_000),
     settleIntervalMs: int(env, "SETTLE_INTERVAL_MS", 10_000, 100, 86_400_000),
     settleMaxCalls: int(env, "SETTLE_MAX_CALLS", 1_000, 1, 100_000),

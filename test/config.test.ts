@@ -32,6 +32,12 @@ describe("loadConfig", () => {
     expect(loadConfig({})).to.deep.equal(DEFAULTS);
   });
 
+  it("waits 12 confirmations for a deposit on a real chain unless told otherwise, none on the embedded one", () => {
+    expect(loadConfig({ CHAIN_RPC_URL: "https://base.example/rpc" }).depositConfirmations).to.equal(12);
+    expect(loadConfig({ CHAIN_RPC_URL: "https://base.example/rpc", DEPOSIT_CONFIRMATIONS: "3" }).depositConfirmations).to.equal(3);
+    expect(loadConfig({}).depositConfirmations).to.equal(0);
+  });
+
   it("treats empty values as unset", () => {
     expect(loadConfig({ PORT: "", FEE_MODE: "", HOST: "", DB_PATH: "" })).to.deep.equal(DEFAULTS);
   });

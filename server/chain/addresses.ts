@@ -54,6 +54,16 @@ export type LinkAddressReturnType =
       creditedMicros: bigint;
     }
   | { ok: false; reason: "invalid_address" | "unknown_account" | "account_cannot_deposit" }
+  /**
+   * The account already has an address. Settlement debits one address per account, so money at a
+   * second one would make batches fail; until balances are kept per address, one is allowed.
+   */
+  | { ok: false; reason: "second_address" }
+  /**
+   * The address completed an exit while no account owned it: the escrow paid out of deposits the
+   * ledger still holds as waiting, so linking would credit money that is gone. An operator must look.
+   */
+  | { ok: false; reason: "address_exited" }
   | { ok: false; reason: "address_taken"; accountId: string };
 
 /**
@@ -83,11 +93,30 @@ export function linkAddressSync(ledger: Ledger, parameters: LinkAddressParameter
       return { ok: false as const, reason: "address_taken" as const, accountId: owner };
     }
     if (owner === undefined) {
+      if (addressesOf(ledger.db, accountId).length > 0) return { ok: false as const, reason: "second_address" as const };
+      const exited = ledger.db
+        .prepare("SELECT COUNT(*) FROM chain_exits WHERE address = ? AND account_id IS NULL AND status = 'completed'")
+        .pluck()
+        .get(address) as bigint;
+      if (exited > 0n) return { ok: false as const, reason: "address_exited" as const };
       ledger.db
         .prepare("INSERT INTO account_addresses (address, account_id, created_at) VALUES (?, ?, ?)")
         .run(address, accountId, Date.now());
     }
+    // Exits the address requested before anyone owned it become the account's: a pending one
+    // is frozen like any other (its whole amount is owed to the freeze, taken from the
+    // deposits credited just below), so none of that money can be spent before it is paid.
+    const adopted = ledger.db
+      .prepare(
+        `UPDATE chain_exits SET account_id = ?, shortfall = CASE WHEN status = 'pending' THEN requested ELSE 0 END
+         WHERE address = ? AND account_id IS NULL`,
+      )
+      .run(accountId, address).changes;
     const { count, totalMicros } = creditWaitingDeposits(ledger, address, accountId);
+    if (adopted > 0) {
+      ledger.noteExitShortfall();
+      ledger.topUpExitFreezes(accountId);
+    }
     return { ok: true as const, address, created: owner === undefined, creditedDeposits: count, creditedMicros: totalMicros };
   });
 }

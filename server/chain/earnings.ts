@@ -49,7 +49,8 @@ export async function earningsOf(db: Db, accountId: string, publicClient: Pick<P
     pendingMicros: row.pending,
     settledMicros: row.settled,
     claimableMicros: claimable,
-    claimedMicros: claimable === null ? null : row.settled - claimable,
+    // A batch sent but not yet marked settled is in claimable before it is in settled.
+    claimedMicros: claimable === null ? null : row.settled > claimable ? row.settled - claimable : 0n,
     address,
   };
 }

@@ -108,6 +108,8 @@ export class VoucherIssuer {
     const deadline = BigInt((options.nowSec ?? Math.floor(Date.now() / 1000)) + this.ttlSec);
 
     const taken = ledger.commit.run(() => {
+      // A pending exit's freeze comes first: what it is owed is not available to withdraw.
+      ledger.topUpExitFreezes(accountId);
       const available = ledger.balanceOf(accountId, "available");
       const amount = options.amountMicros ?? available;
       if (amount <= 0n) return { ok: false as const, reason: "nothing_to_withdraw" as const, availableMicros: available };
