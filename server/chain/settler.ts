@@ -9,37 +9,30 @@
  * batch, it is marked settled; if not, exactly that batch is rebuilt from its calls (and checked against its
  * recorded root and totals) and sent again.
  *
- * A receipt names its call by the call's id (a UUIDv7) as bytes32: the UUID's 16 bytes, left-padded with
- * zeros (`callIdToBytes32`), so anyone holding a receipt can read the call id back. A hold captured outside
- * the call path (no row in `calls`) is named by its hold id, also a UUIDv7.
+ * This file holds the orchestration and the chain side. The ledger side (building, recording and rebuilding
+ * batches, receipts) is ./batches.ts; the errors are ./settlement-errors.ts; revert decoding is ./reverts.ts.
  */
 import {
-  BaseError,
-  ContractFunctionRevertedError,
-  decodeErrorResult,
   getAddress,
-  isHex,
   type Account,
   type Address,
   type Chain,
   type Hash,
-  type Hex,
   type PublicClient,
   type Transport,
   type WalletClient,
 } from "viem";
 import type { Db } from "../ledger/db";
 import type { Ledger } from "../ledger/ledger";
-import { buildMerkleTree, receiptLeaf, type CallReceipt } from "./receipts";
-import {
-  BATCH_SETTLED_EVENT,
-  ESCROW_SETTLEMENT_ABI,
-  reconcile,
-  settlementAddress,
-  type ReconcileDifference,
-  type ReconcileReturnType,
-} from "./reconcile";
+import { SettlementBatches, type BatchRow, type BuiltBatch, type ReceiptForReturnType } from "./batches";
+import { BATCH_SETTLED_EVENT, ESCROW_SETTLEMENT_ABI, reconcile, type ReconcileReturnType } from "./reconcile";
 import { RetryLoop } from "./retry-loop";
+import { classifySendFailure, SettlementHaltedError, SettlementSendError } from "./settlement-errors";
+
+// What callers imported from here before the split into ./batches.ts, ./settlement-errors.ts and ./reverts.ts.
+export { bytes32ToCallId, callIdToBytes32, type ReceiptForReturnType } from "./batches";
+export { decodeRevert, type DecodedRevert } from "./reverts";
+export { SettlementHaltedError, SettlementSendError, type SettlementHaltCode } from "./settlement-errors";
 
 export type SettlerLog = (message: string, error?: unknown) => void;
 
@@ -82,147 +75,15 @@ export type SettlerParameters = {
 /** What one step did: the batch it settled (if any), how many calls that batch covers, and how many wait for an address. */
 export type RunOnceReturnType = { batch?: number; calls: number; callsWithoutAddress: number };
 
-/** Why settlement stopped for good, until someone looks. */
-export type SettlementHaltCode =
-  /** The escrow refused the batch for a reason retrying cannot change (EscrowInsufficientBalance, a missing role, …). */
-  | "batch_cannot_settle"
-  /** A recorded batch no longer rebuilds to what was recorded, or the chain holds another root under its number. */
-  | "batch_mismatch"
-  /** The chain has batches the ledger never recorded (another settler, or a ledger restored from an old backup). */
-  | "chain_ahead"
-  /** The ledger has batches settled that the chain does not (a reset chain, or the wrong escrow). */
-  | "chain_behind"
-  /** The escrow's treasury is not `platformAddress`. */
-  | "treasury_mismatch"
-  /** Reconciliation found the chain and the ledger's settled view apart. */
-  | "reconcile_failed";
-
-/** A failure retrying will not fix. The loop stops on it; `runOnce` keeps throwing it. */
-export class SettlementHaltedError extends Error {
-  override name = "SettlementHaltedError";
-  constructor(
-    readonly code: SettlementHaltCode,
-    message: string,
-    readonly details: { batchNumber?: number; revert?: DecodedRevert; differences?: ReconcileDifference[]; cause?: unknown } = {},
-  ) {
-    super(`settlement halted (${code}): ${message}`, { cause: details.cause });
-  }
-}
-
-/** A send that failed in a way worth retrying (RPC down, no receipt in time, a reverted transaction). */
-export class SettlementSendError extends Error {
-  override name = "SettlementSendError";
-  constructor(
-    message: string,
-    readonly batchNumber: number,
-    readonly revert?: DecodedRevert,
-    cause?: unknown,
-  ) {
-    super(message, { cause });
-  }
-}
-
 /** What `runOnce` throws: a halt (retrying cannot help), a failed send, or an RPC or disk error (retry). */
 export type RunOnceErrorType = SettlementHaltedError | SettlementSendError | Error;
-
-/** A contract revert, decoded. */
-export type DecodedRevert = { errorName: string; args: readonly unknown[] };
-
-/** A settled (or pending) call's proof of inclusion, checkable with SkillEscrow.verifyReceipt. */
-export type ReceiptForReturnType =
-  | { status: "unknown_call" }
-  /** The call charged nothing (it failed, or the skill is free): there is nothing to settle. */
-  | { status: "not_charged" }
-  /** Charged, not yet in a batch. */
-  | { status: "unsettled" }
-  | {
-      status: "pending" | "settled";
-      batchNumber: number;
-      receiptsRoot: Hex;
-      /** The settling transaction; null while pending (or if a restart could not find it). */
-      txHash: Hash | null;
-      receipt: CallReceipt;
-      proof: Hex[];
-    };
-
-/** Reverts that say the batch as built can never be applied. */
-const PERMANENT_REVERTS: ReadonlySet<string> = new Set([
-  "EscrowInsufficientBalance",
-  "EscrowInvalidAccount",
-  "EscrowZeroAmount",
-  "EscrowEmptyBatch",
-  "EscrowMissingReceiptsRoot",
-  "EscrowBatchUnbalanced",
-  "AccessControlUnauthorizedAccount",
-]);
 
 const DEFAULT_RECEIPT_TIMEOUT_MS = 120_000;
 const DEFAULT_RETRY_BASE_MS = 1_000;
 const DEFAULT_MAX_BACKOFF_MS = 60_000;
 const DEFAULT_TRIGGER_CHECK_MS = 250;
-const BATCH_CACHE_SIZE = 8;
 
 const defaultLog: SettlerLog = (message, error) => console.error(`[settler] ${message}`, error ?? "");
-
-/** A call id (a UUID) as the bytes32 a receipt carries: its 16 bytes, left-padded with zeros. */
-export function callIdToBytes32(callId: string): Hex {
-  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(callId)) {
-    throw new RangeError(`a call id must be a UUID, got "${callId}"`);
-  }
-  return `0x${"0".repeat(32)}${callId.replace(/-/g, "").toLowerCase()}`;
-}
-
-/** The inverse of callIdToBytes32. */
-export function bytes32ToCallId(value: Hex): string {
-  if (!/^0x0{32}[0-9a-f]{32}$/i.test(value)) throw new RangeError(`not a padded UUID: ${value}`);
-  const hex = value.slice(34).toLowerCase();
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
-}
-
-/** The escrow's Batch struct as viem encodes it. */
-type ContractBatch = {
-  number: bigint;
-  receiptsRoot: Hex;
-  callCount: bigint;
-  debits: { account: Address; amount: bigint }[];
-  credits: { seller: Address; amount: bigint }[];
-  platformFee: bigint;
-};
-
-/** A batch with everything needed to send it and to prove its calls. */
-type BuiltBatch = {
-  number: number;
-  holdIds: string[];
-  receipts: CallReceipt[];
-  tree: ReturnType<typeof buildMerkleTree>;
-  batch: ContractBatch;
-  totalDebits: bigint;
-};
-
-type HoldRow = {
-  id: string;
-  account_id: string;
-  seller_account_id: string;
-  amount: bigint;
-  seller_amount: bigint;
-  fee_amount: bigint;
-  closed_at: bigint;
-  call_id: string | null;
-};
-
-type BatchRow = {
-  number: bigint;
-  status: "pending" | "settled";
-  receipts_root: Hex;
-  call_count: bigint;
-  total_debits: bigint;
-  platform_fee: bigint;
-  recorded_at_block: bigint;
-  tx_hash: Hash | null;
-};
-
-const HOLD_COLUMNS = `h.id, h.account_id, h.seller_account_id, h.amount, h.seller_amount, h.fee_amount, h.closed_at,
-  (SELECT c.id FROM calls c WHERE c.hold_id = h.id LIMIT 1) AS call_id`;
 
 /**
  * Settles paid calls on-chain in numbered batches. `runOnce()` does one step and may throw;
@@ -237,6 +98,7 @@ export class Settler {
   private readonly escrow: Address;
   private readonly platform: Address | undefined;
   private readonly maxCalls: number;
+  private readonly batches: SettlementBatches;
   private readonly triggerCalls: number;
   private readonly deployBlock: bigint;
   private readonly receiptTimeoutMs: number;
@@ -244,7 +106,6 @@ export class Settler {
   private readonly maxBackoffMs: number;
   private readonly triggerCheckMs: number;
   private readonly log: SettlerLog;
-  private readonly stmt;
 
   /** Steps run one at a time: a manual runOnce during the loop's waits behind it. */
   private queue: Promise<unknown> = Promise.resolve();
@@ -256,9 +117,6 @@ export class Settler {
   private lastReconcile: ReconcileReturnType | undefined;
   /** The last transaction sent for a batch, so a stuck one is replaced (same nonce) rather than queued behind. */
   private inFlight: { number: number; hash: Hash } | undefined;
-  private waitingWithoutAddress = 0;
-  private lastUnaddressedReport = "";
-  private readonly batchCache = new Map<number, BuiltBatch>();
 
   constructor(parameters: SettlerParameters) {
     const { maxCallsPerBatch } = parameters;
@@ -281,6 +139,7 @@ export class Settler {
     this.maxBackoffMs = parameters.maxBackoffMs ?? DEFAULT_MAX_BACKOFF_MS;
     this.triggerCheckMs = parameters.triggerCheckMs ?? DEFAULT_TRIGGER_CHECK_MS;
     this.log = parameters.log ?? defaultLog;
+    this.batches = new SettlementBatches({ ledger: this.ledger, maxCallsPerBatch, log: (message) => this.safeLog(message) });
     this.loop = new RetryLoop({
       step: () => this.runOnce(),
       isFatal: (error) => error instanceof SettlementHaltedError,
@@ -290,44 +149,8 @@ export class Settler {
         this.safeLog(`settlement step failed (${failures} in a row), retrying in ${delayMs} ms: ${(error as Error).message}`, error),
       // A full batch means more may be waiting: go again at once.
       runAgainAtOnce: (result) => result.calls >= this.maxCalls,
-      wakeWhen: { check: () => this.unsettledCalls() - this.waitingWithoutAddress >= this.triggerCalls, everyMs: this.triggerCheckMs },
+      wakeWhen: { check: () => this.unsettledCalls() - this.batches.waitingWithoutAddress >= this.triggerCalls, everyMs: this.triggerCheckMs },
     });
-    const db = this.db;
-    this.stmt = {
-      pending: db.prepare(
-        `SELECT number, status, receipts_root, call_count, total_debits, platform_fee, recorded_at_block, tx_hash
-         FROM settlement_batches WHERE status = 'pending'`,
-      ),
-      batch: db.prepare(
-        `SELECT number, status, receipts_root, call_count, total_debits, platform_fee, recorded_at_block, tx_hash
-         FROM settlement_batches WHERE number = ?`,
-      ),
-      lastNumber: db.prepare("SELECT COALESCE(MAX(number), 0) FROM settlement_batches").pluck(),
-      unbatchedGroups: db.prepare(
-        `SELECT account_id, seller_account_id, COUNT(*) AS calls FROM holds
-         WHERE status = 'captured' AND batch_number IS NULL GROUP BY account_id, seller_account_id`,
-      ),
-      unbatchedPage: db.prepare(
-        `SELECT ${HOLD_COLUMNS} FROM holds h
-         WHERE h.status = 'captured' AND h.batch_number IS NULL AND (h.closed_at, h.id) > (?, ?)
-         ORDER BY h.closed_at, h.id LIMIT ?`,
-      ),
-      unbatchedCount: db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'captured' AND batch_number IS NULL").pluck(),
-      holdsOfBatch: db.prepare(`SELECT ${HOLD_COLUMNS} FROM holds h WHERE h.batch_number = ? ORDER BY h.closed_at, h.id`),
-      insertBatch: db.prepare(
-        `INSERT INTO settlement_batches (number, status, receipts_root, call_count, total_debits, platform_fee, recorded_at_block, created_at)
-         VALUES (?, 'pending', ?, ?, ?, ?, ?, ?)`,
-      ),
-      assign: db.prepare("UPDATE holds SET batch_number = ? WHERE id = ? AND status = 'captured' AND batch_number IS NULL"),
-      setTxHash: db.prepare("UPDATE settlement_batches SET tx_hash = ? WHERE number = ? AND status = 'pending'"),
-      markSettled: db.prepare(
-        "UPDATE settlement_batches SET status = 'settled', tx_hash = COALESCE(?, tx_hash), settled_at = ? WHERE number = ? AND status = 'pending'",
-      ),
-      callById: db.prepare("SELECT hold_id FROM calls WHERE id = ?"),
-      holdById: db.prepare(
-        "SELECT id, status, batch_number, (SELECT COUNT(*) FROM calls c WHERE c.hold_id = holds.id) AS calls FROM holds WHERE id = ?",
-      ),
-    };
   }
 
   /** One step: recover a pending batch, or build, record, send and mark the next one. See the file comment. */
@@ -339,7 +162,7 @@ export class Settler {
 
   /** Captured calls not yet in a batch (including those waiting for a linked address). */
   unsettledCalls(): number {
-    return Number(this.stmt.unbatchedCount.get() as bigint);
+    return this.batches.unsettledCalls();
   }
 
   /** The last reconciliation that passed, if any. */
@@ -349,31 +172,7 @@ export class Settler {
 
   /** The call's batch, receipt and Merkle proof, for a receipt endpoint. Reads the ledger only. */
   receiptFor(callId: string): ReceiptForReturnType {
-    let holdId: string;
-    const call = this.stmt.callById.get(callId) as { hold_id: string | null } | undefined;
-    if (call) {
-      if (call.hold_id === null) return { status: "not_charged" };
-      holdId = call.hold_id;
-    } else {
-      // A hold captured outside the call path is named by its own id (see the file comment).
-      const hold = this.stmt.holdById.get(callId) as { calls: bigint } | undefined;
-      if (!hold || hold.calls > 0n) return { status: "unknown_call" };
-      holdId = callId;
-    }
-    const hold = this.stmt.holdById.get(holdId) as { status: string; batch_number: bigint | null } | undefined;
-    if (!hold || hold.status !== "captured") return { status: "not_charged" };
-    if (hold.batch_number === null) return { status: "unsettled" };
-    const row = this.stmt.batch.get(hold.batch_number) as BatchRow;
-    const built = this.loadBatch(row);
-    const index = built.holdIds.indexOf(holdId);
-    return {
-      status: row.status,
-      batchNumber: built.number,
-      receiptsRoot: built.tree.root,
-      txHash: row.tx_hash,
-      receipt: built.receipts[index],
-      proof: built.tree.proof(index),
-    };
+    return this.batches.receiptFor(callId);
   }
 
   /**
@@ -424,10 +223,10 @@ export class Settler {
   private async stepUnguarded(): Promise<RunOnceReturnType> {
     if (this.reconcileDue) await this.reconcileNow();
     const chainLast = await this.chainLastBatch();
-    const pending = this.stmt.pending.get() as BatchRow | undefined;
+    const pending = this.batches.pending();
     if (pending) return this.finishPending(pending, chainLast);
 
-    const recordedLast = Number(this.stmt.lastNumber.get() as bigint);
+    const recordedLast = this.batches.lastRecorded();
     this.assertChainAt(chainLast, recordedLast);
     if (this.platform) {
       const treasury = getAddress(await this.client.readContract({ address: this.escrow, abi: ESCROW_SETTLEMENT_ABI, functionName: "treasury" }));
@@ -437,8 +236,8 @@ export class Settler {
     }
     const head = await this.client.getBlockNumber({ cacheTime: 0 });
     // Build, record and assign in one ledger operation: a batch either exists with all its calls or not at all.
-    const built = this.ledger.commit.run(() => this.recordNext(chainLast + 1, head));
-    if (!built) return { calls: 0, callsWithoutAddress: this.waitingWithoutAddress };
+    const built = this.ledger.commit.run(() => this.batches.recordNext(chainLast + 1, head));
+    if (!built) return { calls: 0, callsWithoutAddress: this.batches.waitingWithoutAddress };
     await this.ledger.commit.durable();
     return this.sendAndMark(built);
   }
@@ -465,24 +264,24 @@ export class Settler {
       }
       // Sent before a crash (or a lost answer): the chain has it, so it is only marked, never sent again.
       const txHash = await this.findSettlementTx(number, pending.recorded_at_block);
-      await this.markSettled(number, txHash);
+      await this.batches.markSettled(number, txHash);
       this.safeLog(`batch ${number} was already on-chain${txHash ? ` (${txHash})` : ""}; marked settled`);
       await this.reconcileNow();
-      return { batch: number, calls: Number(pending.call_count), callsWithoutAddress: this.waitingWithoutAddress };
+      return { batch: number, calls: Number(pending.call_count), callsWithoutAddress: this.batches.waitingWithoutAddress };
     }
     if (chainLast < number - 1) {
       throw new SettlementHaltedError("chain_behind", `the chain's last batch is ${chainLast}, the ledger's pending batch is ${number}`, {
         batchNumber: number,
       });
     }
-    return this.sendAndMark(this.loadBatch(pending));
+    return this.sendAndMark(this.batches.load(pending));
   }
 
   private async sendAndMark(built: BuiltBatch): Promise<RunOnceReturnType> {
     const { number } = built;
     const hash = await this.send(built);
     // Kept for the record; a crash that loses it loses nothing, since a restart finds the batch's event.
-    this.ledger.commit.run(() => this.stmt.setTxHash.run(hash, number));
+    this.ledger.commit.run(() => this.batches.setTxHash(number, hash));
     let receipt: { status: "success" | "reverted"; transactionHash: Hash };
     try {
       receipt = await this.client.waitForTransactionReceipt({ hash, timeout: this.receiptTimeoutMs });
@@ -496,12 +295,12 @@ export class Settler {
     }
     this.inFlight = undefined;
     // The receipt's hash, not ours: viem follows a transaction replaced by a faster one of the same nonce.
-    await this.markSettled(number, receipt.transactionHash);
+    await this.batches.markSettled(number, receipt.transactionHash);
     this.safeLog(
       `batch ${number} settled: ${built.receipts.length} call(s), ${built.totalDebits} debited, ${built.batch.platformFee} fee (${receipt.transactionHash})`,
     );
     await this.reconcileNow();
-    return { batch: number, calls: built.receipts.length, callsWithoutAddress: this.waitingWithoutAddress };
+    return { batch: number, calls: built.receipts.length, callsWithoutAddress: this.batches.waitingWithoutAddress };
   }
 
   /** Simulates, then sends `settle`; a stuck earlier transaction for the same batch is replaced. */
@@ -521,7 +320,7 @@ export class Settler {
       this.inFlight = { number: built.number, hash };
       return hash;
     } catch (error) {
-      throw this.classify(error, built.number, "sending");
+      throw classifySendFailure(error, built.number, "sending");
     }
   }
 
@@ -535,7 +334,7 @@ export class Settler {
         account: this.wallet.account,
       });
     } catch (error) {
-      throw this.classify(error, built.number, "simulating");
+      throw classifySendFailure(error, built.number, "simulating");
     }
   }
 
@@ -554,113 +353,6 @@ export class Settler {
       nonce: previous.nonce,
       maxFeePerGas: previous.maxFeePerGas * 2n,
       maxPriorityFeePerGas: (previous.maxPriorityFeePerGas ?? 0n) * 2n,
-    };
-  }
-
-  private classify(error: unknown, number: number, doing: string): Error {
-    const revert = decodeRevert(error);
-    if (revert && PERMANENT_REVERTS.has(revert.errorName)) {
-      return new SettlementHaltedError(
-        "batch_cannot_settle",
-        `batch ${number} reverts with ${revert.errorName}(${revert.args.map(String).join(", ")}) while ${doing}; retrying cannot change that`,
-        { batchNumber: number, revert, cause: error },
-      );
-    }
-    const reason = revert
-      ? `${revert.errorName}(${revert.args.map(String).join(", ")})`
-      : error instanceof BaseError
-        ? error.shortMessage
-        : (error as Error).message;
-    return new SettlementSendError(`batch ${number}: failed while ${doing}: ${reason}`, number, revert, error);
-  }
-
-  /**
-   * Inside one ledger operation: takes the oldest unbatched captured calls whose payer and seller both have
-   * a linked address (at most maxCallsPerBatch), builds batch `number` from them, records it and assigns them.
-   */
-  private recordNext(number: number, head: bigint): BuiltBatch | undefined {
-    const addressOf = this.addressResolver();
-    // Calls whose payer or seller has no address cannot be settled; they wait, and the log says so.
-    const unaddressed = new Set<string>();
-    const missing = new Map<string, number>();
-    let waiting = 0;
-    for (const g of this.stmt.unbatchedGroups.all() as { account_id: string; seller_account_id: string; calls: bigint }[]) {
-      const lacking = [g.account_id, g.seller_account_id].filter((id) => addressOf(id) === undefined);
-      if (lacking.length === 0) continue;
-      unaddressed.add(`${g.account_id}\u0000${g.seller_account_id}`);
-      waiting += Number(g.calls);
-      for (const id of lacking) missing.set(id, (missing.get(id) ?? 0) + Number(g.calls));
-    }
-    this.waitingWithoutAddress = waiting;
-    const report = [...missing].map(([id, calls]) => `${id} (${calls} call(s))`).join(", ");
-    if (report !== this.lastUnaddressedReport) {
-      this.lastUnaddressedReport = report;
-      if (report) this.safeLog(`${waiting} paid call(s) wait for a linked address and are not settled: ${report}`);
-    }
-
-    const rows: HoldRow[] = [];
-    let after: [bigint, string] = [-1n, ""];
-    while (rows.length < this.maxCalls) {
-      const page = this.stmt.unbatchedPage.all(after[0], after[1], this.maxCalls) as HoldRow[];
-      if (page.length === 0) break;
-      for (const row of page) {
-        if (rows.length < this.maxCalls && !unaddressed.has(`${row.account_id}\u0000${row.seller_account_id}`)) rows.push(row);
-      }
-      const last = page[page.length - 1];
-      after = [last.closed_at, last.id];
-    }
-    if (rows.length === 0) return undefined;
-
-    const built = buildBatch(number, rows, addressOf);
-    const pending = this.stmt.pending.get();
-    const recordedLast = Number(this.stmt.lastNumber.get() as bigint);
-    if (pending || recordedLast !== number - 1) throw new Error(`batch ${number} cannot be recorded: the ledger's last batch is ${recordedLast}`);
-    this.stmt.insertBatch.run(number, built.tree.root.toLowerCase(), rows.length, built.totalDebits, built.batch.platformFee, head, Date.now());
-    for (const id of built.holdIds) {
-      if (this.stmt.assign.run(number, id).changes !== 1) throw new Error(`hold ${id} was batched twice`);
-    }
-    return built;
-  }
-
-  /** Rebuilds a recorded batch from its calls, and refuses one that is not what was recorded. */
-  private loadBatch(row: BatchRow): BuiltBatch {
-    const number = Number(row.number);
-    const cached = this.batchCache.get(number);
-    if (cached) return cached;
-    const rows = this.stmt.holdsOfBatch.all(number) as HoldRow[];
-    const addressOf = this.addressResolver();
-    for (const r of rows) {
-      for (const id of [r.account_id, r.seller_account_id]) {
-        if (!addressOf(id)) {
-          throw new SettlementHaltedError("batch_mismatch", `batch ${number}: account ${id} has no linked address any more`, { batchNumber: number });
-        }
-      }
-    }
-    const built = rows.length > 0 ? buildBatch(number, rows, addressOf) : undefined;
-    if (
-      !built ||
-      built.tree.root.toLowerCase() !== row.receipts_root ||
-      BigInt(rows.length) !== row.call_count ||
-      built.totalDebits !== row.total_debits ||
-      built.batch.platformFee !== row.platform_fee
-    ) {
-      throw new SettlementHaltedError(
-        "batch_mismatch",
-        `batch ${number} rebuilds to ${rows.length} call(s), root ${built?.tree.root}, ${built?.totalDebits} debited, ${built?.batch.platformFee} fee; ` +
-          `recorded: ${row.call_count}, ${row.receipts_root}, ${row.total_debits}, ${row.platform_fee}`,
-        { batchNumber: number },
-      );
-    }
-    this.batchCache.set(number, built);
-    if (this.batchCache.size > BATCH_CACHE_SIZE) this.batchCache.delete(this.batchCache.keys().next().value!);
-    return built;
-  }
-
-  private addressResolver(): (accountId: string) => Address | undefined {
-    const cache = new Map<string, Address | undefined>();
-    return (accountId) => {
-      if (!cache.has(accountId)) cache.set(accountId, settlementAddress(this.db, accountId));
-      return cache.get(accountId);
     };
   }
 
@@ -695,14 +387,6 @@ export class Settler {
     }
   }
 
-  private async markSettled(number: number, txHash: Hash | undefined): Promise<void> {
-    await this.ledger.commit.runDurable(() => {
-      if (this.stmt.markSettled.run(txHash ?? null, Date.now(), number).changes !== 1) {
-        throw new Error(`batch ${number} was not pending when it was marked settled`);
-      }
-    });
-  }
-
   private async reconcileNow(): Promise<void> {
     this.reconcileDue = true;
     const result = await reconcile({ db: this.db, publicClient: this.client, escrowAddress: this.escrow, fromBlock: this.deployBlock });
@@ -724,69 +408,4 @@ export class Settler {
       // A broken logger must not stop settlement.
     }
   }
-}
-
-/**
- * Aggregates a batch's calls the way the escrow applies them: one debit per paying address (sum of amounts),
- * one credit per seller address (sum of seller shares, zero ones left out), the summed fee, and the Merkle
- * root of the receipts in the given order. Entries keep first-seen order, so the same calls in the same order
- * always give the same batch.
- */
-function buildBatch(number: number, rows: readonly HoldRow[], addressOf: (accountId: string) => Address | undefined): BuiltBatch {
-  const receipts: CallReceipt[] = [];
-  const debits = new Map<Address, bigint>();
-  const credits = new Map<Address, bigint>();
-  let platformFee = 0n;
-  let totalDebits = 0n;
-  for (const row of rows) {
-    const account = addressOf(row.account_id)!;
-    const seller = addressOf(row.seller_account_id)!;
-    receipts.push({ callId: callIdToBytes32(row.call_id ?? row.id), account, seller, amount: row.amount, platformFee: row.fee_amount });
-    debits.set(account, (debits.get(account) ?? 0n) + row.amount);
-    credits.set(seller, (credits.get(seller) ?? 0n) + row.seller_amount);
-    platformFee += row.fee_amount;
-    totalDebits += row.amount;
-  }
-  const tree = buildMerkleTree(receipts.map(receiptLeaf));
-  return {
-    number,
-    holdIds: rows.map((r) => r.id),
-    receipts,
-    tree,
-    totalDebits,
-    batch: {
-      number: BigInt(number),
-      receiptsRoot: tree.root,
-      callCount: BigInt(rows.length),
-      debits: [...debits].map(([account, amount]) => ({ account, amount })),
-      credits: [...credits].filter(([, amount]) => amount > 0n).map(([seller, amount]) => ({ seller, amount })),
-      platformFee,
-    },
-  };
-}
-
-/**
- * The custom error a contract call reverted with. Over HTTP viem decodes it (a ContractFunctionRevertedError
- * in the cause chain); Hardhat's in-process network only passes the raw revert data along, decoded here
- * against the escrow's ABI. Undefined when the failure is not a decodable revert (a network error, say).
- */
-export function decodeRevert(error: unknown): DecodedRevert | undefined {
-  if (error instanceof BaseError) {
-    const reverted = error.walk((cause) => cause instanceof ContractFunctionRevertedError);
-    if (reverted instanceof ContractFunctionRevertedError && reverted.data?.errorName) {
-      return { errorName: reverted.data.errorName, args: reverted.data.args ?? [] };
-    }
-  }
-  for (let cause: unknown = error, depth = 0; cause && typeof cause === "object" && depth < 16; cause = (cause as { cause?: unknown }).cause, depth++) {
-    for (const data of [(cause as { data?: unknown }).data, ((cause as { data?: { data?: unknown } }).data as { data?: unknown } | undefined)?.data]) {
-      if (typeof data !== "string" || !isHex(data) || data.length < 10) continue;
-      try {
-        const decoded = decodeErrorResult({ abi: ESCROW_SETTLEMENT_ABI, data });
-        return { errorName: decoded.errorName, args: decoded.args ?? [] };
-      } catch {
-        // Not one of the escrow's errors; keep looking down the chain.
-      }
-    }
-  }
-  return undefined;
 }
