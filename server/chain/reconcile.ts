@@ -54,7 +54,7 @@ export function settlementAddress(db: Db, accountId: string): Address | undefine
   return first === undefined ? undefined : getAddress(first);
 }
 
-export type ReconcileClient = Pick<PublicClient, "getBlockNumber" | "readContract" | "getLogs">;
+export type ReconcileClient = Pick<PublicClient, "getBlockNumber" | "getBlock" | "readContract" | "getLogs">;
 
 export type ReconcileParameters = {
   db: Db;
@@ -152,9 +152,10 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
   const blockNumber = await publicClient.getBlockNumber({ cacheTime: 0 });
   const contract = { address: escrow, abi: ESCROW_SETTLEMENT_ABI, blockNumber } as const;
   const lastBatchNumber = Number(await publicClient.readContract({ ...contract, functionName: "lastBatchNumber" }));
+  const blockTimeSec = (await publicClient.getBlock({ blockNumber })).timestamp;
 
   // The ledger side, read in one synchronous pass so no write can land between two of its queries.
-  const ledgerSide = readLedgerSide(db, escrow, lastBatchNumber, blockNumber);
+  const ledgerSide = readLedgerSide(db, escrow, lastBatchNumber, blockNumber, blockTimeSec);
   const differences: ReconcileDifference[] = [...ledgerSide.differences];
 
   // The chain's events: settled batches (their treasury and totals) and claims.
@@ -294,7 +295,7 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
 }
 
 /** The ledger's settled view, keyed by checksummed escrow address. */
-function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockNumber: bigint) {
+function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockNumber: bigint, blockTimeSec: bigint) {
   const differences: ReconcileDifference[] = [];
   const expectedBalance = new Map<Address, bigint>();
   const expectedEarnings = new Map<Address, bigint>();
@@ -407,9 +408,14 @@ function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockN
   }
 
   // Withdrawals leave the account's available bucket when they are issued (server/chain/vouchers.ts); the
-  // escrow pays them later. An issued voucher is added back below unless the chain has used its nonce.
+  // escrow pays them later. An issued voucher is added back below unless the chain had used its nonce at
+  // the pinned block. So is one the sweep has since marked redeemed, if it could still have been unused
+  // then: its deadline had not passed at the pinned block (a voucher is redeemed before its deadline, so
+  // one redeemed after the pinned block always has a deadline after it).
   const outstandingVouchers = tableExists(db, "vouchers")
-    ? (db.prepare("SELECT address, nonce, amount FROM vouchers WHERE status = 'issued'").all() as { address: string; nonce: bigint; amount: bigint }[])
+    ? (db
+        .prepare("SELECT address, nonce, amount FROM vouchers WHERE status = 'issued' OR (status = 'redeemed' AND deadline >= ?)")
+        .all(blockTimeSec) as { address: string; nonce: bigint; amount: bigint }[])
     : [];
   // An exit's entries are counted at the exit's own address, below.
   const hasExits = tableExists(db, "chain_exits");

@@ -39,7 +39,7 @@ export type SettlerLog = (message: string, error?: unknown) => void;
 /** The RPC reads the settler makes. */
 export type SettlerPublicClient = Pick<
   PublicClient,
-  "getBlockNumber" | "readContract" | "simulateContract" | "waitForTransactionReceipt" | "getLogs" | "getTransaction"
+  "getBlockNumber" | "getBlock" | "readContract" | "simulateContract" | "waitForTransactionReceipt" | "getLogs" | "getTransaction"
 >;
 
 /** The settler's key: it must hold SETTLER_ROLE on the escrow. */
