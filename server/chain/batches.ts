@@ -105,6 +105,7 @@ export class SettlementBatches {
   /** Paid calls that wait for a linked address, as counted by the last `recordNext`. */
   private waiting = 0;
   private lastUnaddressedReport = "";
+  private lastShortReport = "";
   private readonly batchCache = new Map<number, BuiltBatch>();
 
   constructor(parameters: { ledger: Ledger; maxCallsPerBatch: number; log: (message: string) => void }) {
@@ -133,6 +134,9 @@ export class SettlementBatches {
          ORDER BY h.closed_at, h.id LIMIT ?`,
       ),
       unbatchedCount: db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'captured' AND batch_number IS NULL").pluck(),
+      unbatchedDebits: db.prepare(
+        "SELECT account_id, SUM(amount) AS amount FROM holds WHERE status = 'captured' AND batch_number IS NULL GROUP BY account_id",
+      ),
       holdsOfBatch: db.prepare(`SELECT ${HOLD_COLUMNS} FROM holds h WHERE h.batch_number = ? ORDER BY h.closed_at, h.id`),
       insertBatch: db.prepare(
         `INSERT INTO settlement_batches (number, status, receipts_root, call_count, total_debits, platform_fee, recorded_at_block, created_at)
@@ -208,7 +212,13 @@ export class SettlementBatches {
    * Inside one ledger operation: takes the oldest unbatched captured calls whose payer and seller both have
    * a linked address (at most maxCallsPerBatch), builds batch `number` from them, records it and assigns them.
    */
-  recordNext(number: number, head: bigint): BuiltBatch | undefined {
+  /** Accounts with captured calls not yet in a batch, and what those calls would debit them. */
+  unbatchedDebits(): Map<string, bigint> {
+    const rows = this.stmt.unbatchedDebits.all() as { account_id: string; amount: bigint }[];
+    return new Map(rows.map((r) => [r.account_id, r.amount]));
+  }
+
+  recordNext(number: number, head: bigint, coverage?: ReadonlyMap<string, bigint>): BuiltBatch | undefined {
     const addressOf = this.addressResolver();
     // Calls whose payer or seller has no address cannot be settled; they wait, and the log says so.
     const unaddressed = new Set<string>();
@@ -228,16 +238,36 @@ export class SettlementBatches {
       if (report) this.log(`${waiting} paid call(s) wait for a linked address and are not settled: ${report}`);
     }
 
+    // With `coverage` (each account's escrow balance at `head`), a call that would debit its
+    // account beyond that balance is held back: the escrow would refuse the whole batch for it.
+    const debited = new Map<string, bigint>();
+    const short = new Set<string>();
     const rows: HoldRow[] = [];
     let after: [bigint, string] = [-1n, ""];
     while (rows.length < this.maxCalls) {
       const page = this.stmt.unbatchedPage.all(after[0], after[1], this.maxCalls) as HoldRow[];
       if (page.length === 0) break;
       for (const row of page) {
-        if (rows.length < this.maxCalls && !unaddressed.has(`${row.account_id}\u0000${row.seller_account_id}`)) rows.push(row);
+        if (rows.length >= this.maxCalls || unaddressed.has(`${row.account_id}\u0000${row.seller_account_id}`)) continue;
+        if (coverage) {
+          const total = (debited.get(row.account_id) ?? 0n) + row.amount;
+          if (total > (coverage.get(row.account_id) ?? 0n)) {
+            short.add(row.account_id);
+            continue;
+          }
+          debited.set(row.account_id, total);
+        }
+        rows.push(row);
       }
       const last = page[page.length - 1];
       after = [last.closed_at, last.id];
+    }
+    const shortReport = [...short].sort().join(", ");
+    if (shortReport !== this.lastShortReport) {
+      this.lastShortReport = shortReport;
+      if (shortReport) {
+        this.log(`ESCROW SHORT: paid calls of ${shortReport} exceed what the escrow holds for them and are held back from settlement; the other accounts settle`);
+      }
     }
     if (rows.length === 0) return undefined;
 

@@ -25,7 +25,7 @@ import {
 import type { Db } from "../ledger/db";
 import type { Ledger } from "../ledger/ledger";
 import { SettlementBatches, type BatchRow, type BuiltBatch, type ReceiptForReturnType } from "./batches";
-import { BATCH_SETTLED_EVENT, ESCROW_SETTLEMENT_ABI, reconcile, type ReconcileReturnType } from "./reconcile";
+import { BATCH_SETTLED_EVENT, ESCROW_SETTLEMENT_ABI, reconcile, settlementAddress, type ReconcileReturnType } from "./reconcile";
 import { RetryLoop } from "./retry-loop";
 import { classifySendFailure, SettlementHaltedError, SettlementSendError } from "./settlement-errors";
 
@@ -235,11 +235,29 @@ export class Settler {
       }
     }
     const head = await this.client.getBlockNumber({ cacheTime: 0 });
+    const coverage = await this.coverage(head);
     // Build, record and assign in one ledger operation: a batch either exists with all its calls or not at all.
-    const built = this.ledger.commit.run(() => this.batches.recordNext(chainLast + 1, head));
+    const built = this.ledger.commit.run(() => this.batches.recordNext(chainLast + 1, head, coverage));
     if (!built) return { calls: 0, callsWithoutAddress: this.batches.waitingWithoutAddress };
     await this.ledger.commit.durable();
     return this.sendAndMark(built);
+  }
+
+  /**
+   * What the escrow holds at `head` for each account with calls to settle. One account
+   * short of its debit (an exit paid out before its calls settled, say) would make the
+   * escrow refuse the whole batch; knowing this, the batch leaves that account's calls out
+   * and everyone else still settles.
+   */
+  private async coverage(head: bigint): Promise<Map<string, bigint>> {
+    const coverage = new Map<string, bigint>();
+    for (const accountId of this.batches.unbatchedDebits().keys()) {
+      const address = settlementAddress(this.ledger.db, accountId);
+      if (!address) continue;
+      const balance = await this.client.readContract({ address: this.escrow, abi: ESCROW_SETTLEMENT_ABI, functionName: "balances", args: [address], blockNumber: head });
+      coverage.set(accountId, balance as bigint);
+    }
+    return coverage;
   }
 
   /** A pending batch: marked if the chain has it, otherwise rebuilt and sent again. */
