@@ -3,7 +3,7 @@ import hre from "hardhat";
 import { linkAddress } from "../../server/chain/addresses";
 import { reconcile } from "../../server/chain/reconcile";
 import { assertBalanced } from "../../server/ledger/invariants";
-import { type LocalChain, USDC, startLocalChain } from "../helpers/chain";
+import { type LocalChain, USDC, gatewayChain, startLocalChain } from "../helpers/chain";
 import { exitActions } from "../helpers/exits";
 import { type TestStack, startStack } from "../helpers/gateway";
 
@@ -26,15 +26,7 @@ describe("a unilateral exit racing with calls", function () {
     stack = await startStack({
       buyerUsd: "0",
       config: { rateLimitPerMin: 100_000 },
-      gateway: {
-        chain: {
-          publicClient: chain.publicClient,
-          escrowAddress: chain.deployment.escrow,
-          chainId: 8453,
-          deployBlock: chain.deployment.deployBlock,
-          settlerWallet: all[1],
-        },
-      },
+      gateway: { chain: await gatewayChain(chain) },
     });
     await linkAddress(stack.gw.ledger, { accountId: stack.buyerId, address: chain.address("carol") });
     await linkAddress(stack.gw.ledger, { accountId: stack.sellerId, address: all[7].account.address });

@@ -5,7 +5,7 @@ import { linkAddress } from "../../server/chain/addresses";
 import { loadArtifact } from "../../server/chain/deploy";
 import { reconcile } from "../../server/chain/reconcile";
 import { assertBalanced } from "../../server/ledger/invariants";
-import { type LocalChain, USDC, startLocalChain } from "../helpers/chain";
+import { type LocalChain, USDC, gatewayChain, startLocalChain } from "../helpers/chain";
 import { type TestStack, startStack } from "../helpers/gateway";
 
 const escrowAbi = loadArtifact("SkillEscrow").abi;
@@ -46,16 +46,7 @@ describe("the money path, end to end", function () {
     stack = await startStack({
       buyerUsd: "0",
       config: { rateLimitPerMin: 100_000, settleMaxCalls: 1_000 },
-      gateway: {
-        chain: {
-          publicClient: chain.publicClient,
-          escrowAddress: chain.deployment.escrow,
-          chainId: 8453,
-          deployBlock: chain.deployment.deployBlock,
-          settlerWallet: all[1],
-          voucherSigner: all[2],
-        },
-      },
+      gateway: { chain: await gatewayChain(chain) },
     });
     expect((await linkAddress(stack.gw.ledger, { accountId: stack.buyerId, address: buyer })).ok).to.equal(true);
     expect((await linkAddress(stack.gw.ledger, { accountId: stack.sellerId, address: seller })).ok).to.equal(true);
@@ -169,14 +160,7 @@ describe("the money path across a gateway restart mid-stream (a killed one is te
     const all = await hre.viem.getWalletClients();
     const buyer = chain.address("bob");
     const config = loadConfig({}, { port: 0, dbPath: path.join(dir, "gateway.db"), rateLimitPerMin: 100_000 });
-    const connection = {
-      publicClient: chain.publicClient,
-      escrowAddress: chain.deployment.escrow,
-      chainId: 8453,
-      deployBlock: chain.deployment.deployBlock,
-      settlerWallet: all[1],
-      voucherSigner: all[2],
-    };
+    const connection = await gatewayChain(chain);
     const call = (url: string, key: string) =>
       fetch(`${url}/v1/call`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ skill_id: "echo", input: {} }) })
         .then((r) => r.status)

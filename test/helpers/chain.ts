@@ -1,6 +1,7 @@
 import hre from "hardhat";
 import { createPublicClient, custom, maxUint256, parseAbi, type Address, type Hash, type PublicClient, type TransactionReceipt } from "viem";
 import { deployContracts, type Deployment } from "../../server/chain/deploy";
+import type { ChainConnection } from "../../server/chain/money-path";
 
 /** 1 USDC in base units. */
 export const USDC = 1_000_000n;
@@ -136,4 +137,20 @@ export async function waitFor(condition: () => boolean, timeoutMs = 5_000, what 
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
+}
+
+/**
+ * What a gateway needs to run its money path on this chain (GatewayOptions.chain): the
+ * development accounts that deployContracts gave the settler and voucher-signer roles.
+ */
+export async function gatewayChain(chain: LocalChain): Promise<ChainConnection> {
+  const [, settler, voucherSigner] = await hre.viem.getWalletClients();
+  return {
+    publicClient: chain.publicClient,
+    escrowAddress: chain.deployment.escrow,
+    chainId: 8453,
+    deployBlock: chain.deployment.deployBlock,
+    settlerWallet: settler,
+    voucherSigner,
+  };
 }

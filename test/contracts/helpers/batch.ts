@@ -1,15 +1,9 @@
-import { keccak256, toHex, type Address, type Hex } from "viem";
+import { keccak256, toHex, type Address } from "viem";
+import type { ContractBatch } from "../../../server/chain/batches";
 import { buildMerkleTree, receiptLeaf, type CallReceipt } from "../../../server/chain/receipts";
 
-/** The Solidity `SkillEscrow.Batch` struct as viem encodes it. Amounts in USDC base units. */
-export type Batch = {
-  number: bigint;
-  receiptsRoot: Hex;
-  callCount: bigint;
-  debits: { account: Address; amount: bigint }[];
-  credits: { seller: Address; amount: bigint }[];
-  platformFee: bigint;
-};
+/** The Solidity `SkillEscrow.Batch` struct as viem encodes it (the settler's type). Amounts in USDC base units. */
+export type Batch = ContractBatch;
 
 /** Platform fee in basis points (10%), as DESIGN section 5 fixes it. */
 export const FEE_BPS = 1000n;
