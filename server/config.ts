@@ -42,6 +42,10 @@ export interface Config {
   settlerPrivateKey: string;
   /** With CHAIN_RPC_URL: the key holding VOUCHER_SIGNER_ROLE; empty issues no vouchers. Never logged. */
   voucherSignerPrivateKey: string;
+  /** The dashboard's public origin (scheme, host, port): SIWE's domain and URI, and where sign-in links point. */
+  publicUrl: string;
+  /** Marks session cookies Secure (set it when the dashboard is served over HTTPS). */
+  secureCookies: boolean;
 }
 
 export class ConfigError extends Error {
@@ -101,6 +105,8 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     settleTriggerCalls: int(env, "SETTLE_TRIGGER_CALLS", 1_000, 1, 100_000),
     settlerPrivateKey: privateKey(env, "SETTLER_PRIVATE_KEY"),
     voucherSignerPrivateKey: privateKey(env, "VOUCHER_SIGNER_PRIVATE_KEY"),
+    publicUrl: env.PUBLIC_URL || "",
+    secureCookies: oneOf(env, "COOKIE_SECURE", ["true", "false"] as const, "false") === "true",
   };
   return { ...config, ...overrides };
 }

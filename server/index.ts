@@ -1,6 +1,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { ApiKeys } from "./accounts/api-keys";
+import { Sessions } from "./accounts/sessions";
 import { type ChainConnection, type MoneyPath, createMoneyPath } from "./chain/money-path";
 import type { Config } from "./config";
 import { CallService } from "./gateway/call-service";
@@ -25,6 +26,8 @@ export interface Gateway {
   calls: CallsLog;
   /** The HTTP request listener: the call endpoints, then the Express app for the rest. */
   handler: http.RequestListener;
+  /** Dashboard sessions and the identities that open them. */
+  sessions: Sessions;
   /** Deposits, settlement and withdrawals, when the gateway has a chain (start() runs their loops). */
   moneyPath?: MoneyPath;
   /** What the startup recovery found: holds and idempotency keys left open by a crash. */
@@ -100,7 +103,8 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
     forwarder,
   });
   const moneyPath = options.chain ? createMoneyPath(ledger, config, options.chain, log) : undefined;
-  const handler = createRequestListener({ config, keys, skills, ledger, calls, callService, moneyPath, chain: options.chain, log });
+  const sessions = new Sessions(db, ledger, { secureCookies: config.secureCookies });
+  const handler = createRequestListener({ config, keys, skills, ledger, calls, callService, moneyPath, chain: options.chain, sessions, log });
 
   // Housekeeping never throws out of a timer: a failure is logged and tried again next time.
   const every = (ms: number, what: string, fn: () => void) => {
@@ -120,7 +124,7 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
   ];
 
   return {
-    config, db, ledger, keys, skills, calls, handler, moneyPath, recovered,
+    config, db, ledger, keys, skills, calls, handler, moneyPath, sessions, recovered,
     async close() {
       for (const timer of timers) clearInterval(timer);
       await moneyPath?.stop();

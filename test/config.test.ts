@@ -25,6 +25,8 @@ const DEFAULTS: Config = {
   settleTriggerCalls: 1_000,
   settlerPrivateKey: "",
   voucherSignerPrivateKey: "",
+  publicUrl: "",
+  secureCookies: false,
 };
 
 describe("loadConfig", () => {
@@ -67,6 +69,8 @@ describe("loadConfig", () => {
       SETTLE_TRIGGER_CALLS: "200",
       SETTLER_PRIVATE_KEY: "0x" + "11".repeat(32),
       VOUCHER_SIGNER_PRIVATE_KEY: "0x" + "22".repeat(32),
+      PUBLIC_URL: "https://gateway.example",
+      COOKIE_SECURE: "true",
     });
     expect(config).to.deep.equal({
       host: "0.0.0.0",
@@ -92,6 +96,8 @@ describe("loadConfig", () => {
       settleTriggerCalls: 200,
       settlerPrivateKey: "0x" + "11".repeat(32),
       voucherSignerPrivateKey: "0x" + "22".repeat(32),
+      publicUrl: "https://gateway.example",
+      secureCookies: true,
     });
   });
 

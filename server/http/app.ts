@@ -13,6 +13,8 @@ import { readRoutes } from "./routes/read";
 import { withdrawalRoutes } from "./routes/withdrawals";
 import type { ChainConnection, MoneyPath } from "../chain/money-path";
 import { moneyRoutes } from "./routes/money";
+import { sessionRoutes } from "./routes/session";
+import type { Sessions } from "../accounts/sessions";
 
 export interface AppDeps {
   config: Config;
@@ -23,6 +25,7 @@ export interface AppDeps {
   callService: CallService;
   moneyPath?: MoneyPath;
   chain?: ChainConnection;
+  sessions: Sessions;
   log: (message: string, error?: unknown) => void;
 }
 
@@ -52,6 +55,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(readRoutes(deps));
   app.use(withdrawalRoutes({ keys: deps.keys, db: deps.ledger.db, vouchers: deps.moneyPath?.vouchers }));
   app.use(moneyRoutes({ keys: deps.keys, db: deps.ledger.db, moneyPath: deps.moneyPath, chain: deps.chain }));
+  app.use(sessionRoutes({ sessions: deps.sessions, ledger: deps.ledger }));
 
   app.use((req: Request, _res: Response, next: NextFunction) => {
     next(new ApiError("not_found", `No route for ${req.method} ${req.path}.`));

@@ -8,6 +8,8 @@ export const ERROR_STATUS = {
   invalid_input: 400,
   skill_rejected_input: 400,
   unauthorized: 401,
+  csrf_failed: 403,
+  identity_taken: 409,
   insufficient_balance: 402,
   skill_not_found: 404,
   not_found: 404,

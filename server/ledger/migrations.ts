@@ -313,6 +313,33 @@ CREATE TABLE exit_entries (
 CREATE INDEX exit_entries_by_exit ON exit_entries(exit_tx_hash, exit_log_index);
 `,
   },
+  {
+    version: 7,
+    name: "identities and sessions",
+    sql: `
+-- Who a person is to the outside world: a wallet (SIWE), an e-mail address, a GitHub or a
+-- Google account. One account may have several; an identity belongs to one account.
+CREATE TABLE identities (
+  provider    TEXT NOT NULL CHECK (provider IN ('siwe', 'email', 'github', 'google')),
+  subject     TEXT NOT NULL,
+  account_id  TEXT NOT NULL REFERENCES accounts(id),
+  created_at  INTEGER NOT NULL,
+  PRIMARY KEY (provider, subject)
+) WITHOUT ROWID;
+CREATE INDEX identities_by_account ON identities(account_id);
+
+-- Dashboard sessions. Only the SHA-256 of the session token is stored, like API keys.
+CREATE TABLE sessions (
+  token_hash  TEXT PRIMARY KEY,
+  account_id  TEXT NOT NULL REFERENCES accounts(id),
+  csrf_token  TEXT NOT NULL,
+  created_at  INTEGER NOT NULL,
+  expires_at  INTEGER NOT NULL,
+  revoked_at  INTEGER
+) WITHOUT ROWID;
+CREATE INDEX sessions_by_account ON sessions(account_id);
+`,
+  },
 ];
 
 /** Applies every migration the database has not seen yet, each in its own transaction. */

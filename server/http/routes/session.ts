@@ -1,0 +1,39 @@
+import express, { type Router } from "express";
+import type { Sessions } from "../../accounts/sessions";
+import { addressesOf } from "../../chain/addresses";
+import type { Ledger } from "../../ledger/ledger";
+import { microsToUsd } from "../../ledger/money";
+import { dataEnvelope } from "../envelope";
+
+/**
+ * The signed-in person's own view (dashboard session, not an API key):
+ *   GET  /v1/me          the account, its identities, wallet address and balance
+ *   POST /auth/logout    ends the session
+ * Sign-in routes (SIWE, e-mail, GitHub, Google) open sessions through Sessions.open.
+ */
+export function sessionRoutes(deps: { sessions: Sessions; ledger: Ledger }): Router {
+  const router = express.Router();
+  const session = deps.sessions.require();
+
+  router.get("/v1/me", session, (req, res) => {
+    const accountId = req.session!.accountId;
+    const account = deps.ledger.getAccount(accountId)!;
+    const { availableMicros, heldMicros } = deps.ledger.balance(accountId);
+    res.json(
+      dataEnvelope({
+        account_id: account.id,
+        name: account.name,
+        identities: deps.sessions.identitiesOf(accountId).map((i) => ({ provider: i.provider, subject: i.subject, linked_at: new Date(i.createdAtMs).toISOString() })),
+        addresses: addressesOf(deps.ledger.db, accountId),
+        balance: { currency: "USDC", available: microsToUsd(availableMicros), held: microsToUsd(heldMicros) },
+      }),
+    );
+  });
+
+  router.post("/auth/logout", session, (req, res) => {
+    deps.sessions.close(req, res);
+    res.json(dataEnvelope({ signed_out: true }));
+  });
+
+  return router;
+}
