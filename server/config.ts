@@ -46,6 +46,25 @@ export interface Config {
   publicUrl: string;
   /** Marks session cookies Secure (set it when the dashboard is served over HTTPS). */
   secureCookies: boolean;
+  /** How long an e-mail sign-in link works. */
+  emailLinkTtlMs: number;
+  /** smtp:// or smtps:// URL of the mail server; empty writes mail to the `outbox` table instead. Never logged. */
+  smtpUrl: string;
+  /** The From of the gateway's e-mail. */
+  mailFrom: string;
+  /** GitHub OAuth app; sign-in with GitHub is off while the id is empty. The secret is never logged. */
+  githubClientId: string;
+  githubClientSecret: string;
+  githubAuthorizationUrl: string;
+  githubTokenUrl: string;
+  /** GitHub's GET /user (the API), which names the token's account. */
+  githubUserUrl: string;
+  githubScope: string;
+  /** Google OAuth client; sign-in with Google is off while the id is empty. The secret is never logged. */
+  googleClientId: string;
+  googleClientSecret: string;
+  /** OpenID Connect issuer, discovered through /.well-known/openid-configuration. */
+  googleIssuer: string;
 }
 
 export class ConfigError extends Error {
@@ -72,6 +91,30 @@ function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], 
   return raw as T;
 }
 
+/** An https URL, or http for a server on this machine (a local provider, in development and tests). */
+function url(env: Env, name: string, fallback: string, protocols: readonly string[] = ["https:"]): string {
+  const raw = env[name] || fallback;
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} must be a URL, got "${raw}"`);
+  }
+  const loopback = ["127.0.0.1", "localhost", "[::1]"].includes(parsed.hostname);
+  if (!protocols.includes(parsed.protocol) && !(parsed.protocol === "http:" && loopback)) {
+    throw new ConfigError(`${name} must be a ${protocols.join(" or ")} URL (http only on this machine), got "${raw}"`);
+  }
+  return raw.replace(/\/+$/, "");
+}
+
+/** A client id and its secret come together or not at all. */
+function clientPair(env: Env, idName: string, secretName: string): [string, string] {
+  const id = env[idName] || "";
+  const secret = env[secretName] || "";
+  if ((id === "") !== (secret === "")) throw new ConfigError(`${idName} and ${secretName} must be set together`);
+  return [id, secret];
+}
+
 function privateKey(env: Env, name: string): string {
   const raw = env[name] ?? "";
   if (raw !== "" && !/^0x[0-9a-fA-F]{64}$/.test(raw)) throw new ConfigError(`${name} must be 0x followed by 64 hex digits`);
@@ -80,6 +123,8 @@ function privateKey(env: Env, name: string): string {
 
 /** Builds the configuration from an environment (process.env by default), throwing ConfigError on a bad value. */
 export function loadConfig(env: Env = process.env, overrides: Partial<Config> = {}): Config {
+  const github = clientPair(env, "GITHUB_CLIENT_ID", "GITHUB_CLIENT_SECRET");
+  const google = clientPair(env, "GOOGLE_CLIENT_ID", "GOOGLE_CLIENT_SECRET");
   const config: Config = {
     host: env.HOST || "127.0.0.1",
     port: int(env, "PORT", 8787, 0, 65535),
@@ -107,6 +152,18 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     voucherSignerPrivateKey: privateKey(env, "VOUCHER_SIGNER_PRIVATE_KEY"),
     publicUrl: env.PUBLIC_URL || "",
     secureCookies: oneOf(env, "COOKIE_SECURE", ["true", "false"] as const, "false") === "true",
+    emailLinkTtlMs: int(env, "EMAIL_LINK_TTL_MIN", 15, 1, 24 * 60) * 60_000,
+    smtpUrl: env.SMTP_URL ? url(env, "SMTP_URL", "", ["smtp:", "smtps:"]) : "",
+    mailFrom: env.MAIL_FROM || "Skill Gateway <no-reply@localhost>",
+    githubClientId: github[0],
+    githubClientSecret: github[1],
+    githubAuthorizationUrl: url(env, "GITHUB_AUTHORIZATION_URL", "https://github.com/login/oauth/authorize"),
+    githubTokenUrl: url(env, "GITHUB_TOKEN_URL", "https://github.com/login/oauth/access_token"),
+    githubUserUrl: url(env, "GITHUB_USER_URL", "https://api.github.com/user"),
+    githubScope: env.GITHUB_SCOPE || "read:user",
+    googleClientId: google[0],
+    googleClientSecret: google[1],
+    googleIssuer: url(env, "GOOGLE_ISSUER", "https://accounts.google.com"),
   };
   return { ...config, ...overrides };
 }

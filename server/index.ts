@@ -2,6 +2,8 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { ApiKeys } from "./accounts/api-keys";
 import { Sessions } from "./accounts/sessions";
+import { MagicLinks, type Mailer, createMailer } from "./accounts/email";
+import { OAuthSignIn, oauthSettings } from "./accounts/oauth";
 import { type ChainConnection, type MoneyPath, createMoneyPath } from "./chain/money-path";
 import type { Config } from "./config";
 import { CallService } from "./gateway/call-service";
@@ -28,6 +30,8 @@ export interface Gateway {
   handler: http.RequestListener;
   /** Dashboard sessions and the identities that open them. */
   sessions: Sessions;
+  /** E-mail sign-in links and the mailer that sends them. */
+  magicLinks: MagicLinks;
   /** Deposits, settlement and withdrawals, when the gateway has a chain (start() runs their loops). */
   moneyPath?: MoneyPath;
   /** What the startup recovery found: holds and idempotency keys left open by a crash. */
@@ -63,6 +67,8 @@ export interface GatewayOptions {
    * deposits are indexed, nothing settles, and POST /v1/withdrawals answers 503.
    */
   chain?: ChainConnection;
+  /** Where e-mail goes; by default what the config says (SMTP_URL, or the outbox table). */
+  mailer?: Mailer;
 }
 
 /**
@@ -104,7 +110,9 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
   });
   const moneyPath = options.chain ? createMoneyPath(ledger, config, options.chain, log) : undefined;
   const sessions = new Sessions(db, ledger, { secureCookies: config.secureCookies });
-  const handler = createRequestListener({ config, keys, skills, ledger, calls, callService, moneyPath, chain: options.chain, sessions, log });
+  const magicLinks = new MagicLinks(db, commit, options.mailer ?? createMailer(config, commit, db), { ttlMs: config.emailLinkTtlMs });
+  const oauth = new OAuthSignIn(db, commit, oauthSettings(config));
+  const handler = createRequestListener({ config, keys, skills, ledger, calls, callService, moneyPath, chain: options.chain, sessions, magicLinks, oauth, log });
 
   // Housekeeping never throws out of a timer: a failure is logged and tried again next time.
   const every = (ms: number, what: string, fn: () => void) => {
@@ -121,10 +129,14 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
   const timers = [
     every(3_600_000, "purging expired idempotency keys", () => commit.run(() => idempotency.purgeExpired())),
     every(2_000, "reloading the skill catalogue", () => skills.refreshIfChanged()),
+    every(3_600_000, "purging expired sign-in links and states", () => {
+      magicLinks.purgeExpired();
+      oauth.purgeExpired();
+    }),
   ];
 
   return {
-    config, db, ledger, keys, skills, calls, handler, moneyPath, sessions, recovered,
+    config, db, ledger, keys, skills, calls, handler, moneyPath, sessions, magicLinks, recovered,
     async close() {
       for (const timer of timers) clearInterval(timer);
       await moneyPath?.stop();

@@ -27,6 +27,18 @@ const DEFAULTS: Config = {
   voucherSignerPrivateKey: "",
   publicUrl: "",
   secureCookies: false,
+  emailLinkTtlMs: 15 * 60_000,
+  smtpUrl: "",
+  mailFrom: "Skill Gateway <no-reply@localhost>",
+  githubClientId: "",
+  githubClientSecret: "",
+  githubAuthorizationUrl: "https://github.com/login/oauth/authorize",
+  githubTokenUrl: "https://github.com/login/oauth/access_token",
+  githubUserUrl: "https://api.github.com/user",
+  githubScope: "read:user",
+  googleClientId: "",
+  googleClientSecret: "",
+  googleIssuer: "https://accounts.google.com",
 };
 
 describe("loadConfig", () => {
@@ -71,6 +83,18 @@ describe("loadConfig", () => {
       VOUCHER_SIGNER_PRIVATE_KEY: "0x" + "22".repeat(32),
       PUBLIC_URL: "https://gateway.example",
       COOKIE_SECURE: "true",
+      EMAIL_LINK_TTL_MIN: "5",
+      SMTP_URL: "smtps://user:pass@mail.example:465",
+      MAIL_FROM: "Gateway <hello@gateway.example>",
+      GITHUB_CLIENT_ID: "gh-id",
+      GITHUB_CLIENT_SECRET: "gh-secret",
+      GITHUB_AUTHORIZATION_URL: "https://ghe.example/login/oauth/authorize",
+      GITHUB_TOKEN_URL: "https://ghe.example/login/oauth/access_token",
+      GITHUB_USER_URL: "https://ghe.example/api/v3/user",
+      GITHUB_SCOPE: "read:user user:email",
+      GOOGLE_CLIENT_ID: "g-id",
+      GOOGLE_CLIENT_SECRET: "g-secret",
+      GOOGLE_ISSUER: "http://127.0.0.1:9000",
     });
     expect(config).to.deep.equal({
       host: "0.0.0.0",
@@ -98,6 +122,18 @@ describe("loadConfig", () => {
       voucherSignerPrivateKey: "0x" + "22".repeat(32),
       publicUrl: "https://gateway.example",
       secureCookies: true,
+      emailLinkTtlMs: 5 * 60_000,
+      smtpUrl: "smtps://user:pass@mail.example:465",
+      mailFrom: "Gateway <hello@gateway.example>",
+      githubClientId: "gh-id",
+      githubClientSecret: "gh-secret",
+      githubAuthorizationUrl: "https://ghe.example/login/oauth/authorize",
+      githubTokenUrl: "https://ghe.example/login/oauth/access_token",
+      githubUserUrl: "https://ghe.example/api/v3/user",
+      githubScope: "read:user user:email",
+      googleClientId: "g-id",
+      googleClientSecret: "g-secret",
+      googleIssuer: "http://127.0.0.1:9000",
     });
   });
 
@@ -145,6 +181,10 @@ describe("loadConfig", () => {
     ["a huge number", { PORT: "99999999999999999999" }, "PORT must be between 0 and 65535"],
     ["an unknown FEE_MODE", { FEE_MODE: "on-top" }, 'FEE_MODE must be one of included, on_top, got "on-top"'],
     ["a FEE_MODE in the wrong case", { FEE_MODE: "INCLUDED" }, "FEE_MODE must be one of included, on_top"],
+    ["a GitHub client id without its secret", { GITHUB_CLIENT_ID: "gh-id" }, "GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET must be set together"],
+    ["a plain-http issuer on another machine", { GOOGLE_ISSUER: "http://idp.example" }, 'GOOGLE_ISSUER must be a https: URL (http only on this machine), got "http://idp.example"'],
+    ["an SMTP_URL that is not smtp", { SMTP_URL: "https://mail.example" }, "SMTP_URL must be a smtp: or smtps: URL"],
+    ["an e-mail link TTL of 0", { EMAIL_LINK_TTL_MIN: "0" }, "EMAIL_LINK_TTL_MIN must be between 1 and 1440"],
   ];
   for (const [what, env, message] of bad) {
     it(`throws a ConfigError naming the setting for ${what}`, () => {

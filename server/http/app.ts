@@ -15,6 +15,10 @@ import type { ChainConnection, MoneyPath } from "../chain/money-path";
 import { moneyRoutes } from "./routes/money";
 import { sessionRoutes } from "./routes/session";
 import type { Sessions } from "../accounts/sessions";
+import type { MagicLinks } from "../accounts/email";
+import type { OAuthSignIn } from "../accounts/oauth";
+import { emailAuthRoutes } from "./routes/auth-email";
+import { oauthRoutes } from "./routes/auth-oauth";
 
 export interface AppDeps {
   config: Config;
@@ -26,6 +30,9 @@ export interface AppDeps {
   moneyPath?: MoneyPath;
   chain?: ChainConnection;
   sessions: Sessions;
+  /** E-mail magic links, and GitHub/Google sign-in. */
+  magicLinks: MagicLinks;
+  oauth: OAuthSignIn;
   log: (message: string, error?: unknown) => void;
 }
 
@@ -56,6 +63,8 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(withdrawalRoutes({ keys: deps.keys, db: deps.ledger.db, vouchers: deps.moneyPath?.vouchers }));
   app.use(moneyRoutes({ keys: deps.keys, db: deps.ledger.db, moneyPath: deps.moneyPath, chain: deps.chain }));
   app.use(sessionRoutes({ sessions: deps.sessions, ledger: deps.ledger }));
+  app.use(emailAuthRoutes({ config: deps.config, sessions: deps.sessions, links: deps.magicLinks }));
+  app.use(oauthRoutes({ config: deps.config, sessions: deps.sessions, oauth: deps.oauth, log: deps.log }));
 
   app.use((req: Request, _res: Response, next: NextFunction) => {
     next(new ApiError("not_found", `No route for ${req.method} ${req.path}.`));

@@ -340,6 +340,47 @@ CREATE TABLE sessions (
 CREATE INDEX sessions_by_account ON sessions(account_id);
 `,
   },
+  {
+    version: 9,
+    name: "e-mail sign-in links, outbox, OAuth states",
+    sql: `
+-- E-mail magic links (server/accounts/email.ts). Only the SHA-256 of a link's token is
+-- kept. Consuming sets used_at in the same statement that checks it is unset and
+-- unexpired, so a link signs in once. link_to: the signed-in account that asked for it.
+CREATE TABLE email_sign_in_tokens (
+  token_hash  TEXT PRIMARY KEY,
+  email       TEXT NOT NULL,
+  link_to     TEXT REFERENCES accounts(id),
+  created_at  INTEGER NOT NULL,
+  expires_at  INTEGER NOT NULL,
+  used_at     INTEGER
+) WITHOUT ROWID;
+CREATE INDEX email_sign_in_tokens_by_email ON email_sign_in_tokens(email, created_at);
+
+-- The default mailer's outbox: every message the gateway would have sent, for a developer
+-- to read when no SMTP server is configured.
+CREATE TABLE outbox (
+  id          INTEGER PRIMARY KEY,
+  to_address  TEXT NOT NULL,
+  subject     TEXT NOT NULL,
+  body        TEXT NOT NULL,
+  created_at  INTEGER NOT NULL
+);
+
+-- Started GitHub/Google sign-ins (server/accounts/oauth.ts): the state's SHA-256, the PKCE
+-- verifier and OIDC nonce that go with it, good once until expires_at.
+CREATE TABLE oauth_states (
+  state_hash     TEXT PRIMARY KEY,
+  provider       TEXT NOT NULL CHECK (provider IN ('github', 'google')),
+  code_verifier  TEXT NOT NULL,
+  nonce          TEXT NOT NULL,
+  link_to        TEXT REFERENCES accounts(id),
+  created_at     INTEGER NOT NULL,
+  expires_at     INTEGER NOT NULL,
+  used_at        INTEGER
+) WITHOUT ROWID;
+`,
+  },
 ];
 
 /** Applies every migration the database has not seen yet, each in its own transaction. */

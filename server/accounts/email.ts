@@ -1,0 +1,146 @@
+import { createHash, randomBytes } from "node:crypto";
+import nodemailer from "nodemailer";
+import type { Db } from "../ledger/db";
+import type { GroupCommit } from "../ledger/group-commit";
+
+/** One outgoing e-mail. Plain text: a sign-in link needs nothing more. */
+export interface MailMessage {
+  to: string;
+  subject: string;
+  text: string;
+}
+
+/** Where the gateway's e-mail goes: the local outbox by default, SMTP when configured. */
+export interface Mailer {
+  send(message: MailMessage): Promise<void>;
+}
+
+/**
+ * The default mailer: each message becomes a row of the `outbox` table of the gateway's
+ * own database, for a developer to read (`SELECT * FROM outbox`) and for tests. Nothing
+ * leaves the machine. The rows hold live sign-in links, so it is for development only.
+ */
+export class OutboxMailer implements Mailer {
+  private readonly insert;
+
+  constructor(private readonly commit: GroupCommit, db: Db) {
+    this.insert = db.prepare("INSERT INTO outbox (to_address, subject, body, created_at) VALUES (?, ?, ?, ?)");
+  }
+
+  async send(message: MailMessage): Promise<void> {
+    await this.commit.runDurable(() => this.insert.run(message.to, message.subject, message.text, Date.now()));
+  }
+}
+
+/** Sends through an SMTP server named by a URL (smtp://user:pass@host:587 or smtps://…), with nodemailer. */
+export class SmtpMailer implements Mailer {
+  private readonly transport;
+
+  constructor(smtpUrl: string, private readonly from: string) {
+    this.transport = nodemailer.createTransport(smtpUrl);
+  }
+
+  async send(message: MailMessage): Promise<void> {
+    await this.transport.sendMail({ from: this.from, to: message.to, subject: message.subject, text: message.text });
+  }
+}
+
+/** The mailer the configuration asks for: SMTP when SMTP_URL is set, the outbox otherwise. */
+export function createMailer(settings: { smtpUrl: string; mailFrom: string }, commit: GroupCommit, db: Db): Mailer {
+  return settings.smtpUrl ? new SmtpMailer(settings.smtpUrl, settings.mailFrom) : new OutboxMailer(commit, db);
+}
+
+/**
+ * An address in the one form identities store: trimmed and lower-cased (providers treat
+ * the local part case-insensitively in practice, and two accounts for Ada@ and ada@ would
+ * only confuse their owner). Undefined when it does not look like an address at all.
+ */
+export function normalizeEmail(raw: unknown): string | undefined {
+  if (typeof raw !== "string") return undefined;
+  const email = raw.trim().toLowerCase();
+  if (email.length > 254 || !/^[^\s@<>()",;]+@[^\s@<>()",;]+\.[^\s@<>()",;]+$/.test(email)) return undefined;
+  return email;
+}
+
+const hash = (token: string) => createHash("sha256").update(token).digest("hex");
+
+/** Links asked for one address within one TTL beyond which no more are sent (the answer stays the same). */
+const MAX_LINKS_PER_ADDRESS = 5;
+
+export type ConsumeResult = { ok: true; email: string; linkTo: string | undefined } | { ok: false; reason: "invalid_or_used" };
+
+/**
+ * E-mail magic links. A link carries a random 256-bit token; only its SHA-256 is stored,
+ * with the address, an expiry and, when a signed-in person asked for it, the account the
+ * address should join. A token is good once: consuming it sets used_at in the same
+ * statement that checks it is unset and unexpired.
+ *
+ * Every address gets the same treatment, known or not (a first sign-in creates the
+ * account), so nothing about the answer or its timing tells whether an account exists.
+ */
+export class MagicLinks {
+  private readonly stmt;
+
+  constructor(
+    db: Db,
+    private readonly commit: GroupCommit,
+    private readonly mailer: Mailer,
+    private readonly options: { ttlMs: number; now?: () => number },
+  ) {
+    this.stmt = {
+      insert: db.prepare("INSERT INTO email_sign_in_tokens (token_hash, email, link_to, created_at, expires_at) VALUES (?, ?, ?, ?, ?)"),
+      recent: db.prepare("SELECT COUNT(*) FROM email_sign_in_tokens WHERE email = ? AND created_at > ?").pluck(),
+      consume: db.prepare(
+        "UPDATE email_sign_in_tokens SET used_at = ? WHERE token_hash = ? AND used_at IS NULL AND expires_at > ? RETURNING email, link_to",
+      ),
+      purge: db.prepare("DELETE FROM email_sign_in_tokens WHERE expires_at <= ?"),
+    };
+  }
+
+  private now(): number {
+    return this.options.now?.() ?? Date.now();
+  }
+
+  /**
+   * Mails a sign-in link to `email` (already normalized). `linkTo`: the signed-in account
+   * that asked, which the address joins if the link is opened in that same session.
+   * Returns false when the address has had too many links lately and none was sent; the
+   * caller answers the same either way.
+   */
+  async send(email: string, linkUrl: (token: string) => string, linkTo?: string): Promise<boolean> {
+    const now = this.now();
+    const token = randomBytes(32).toString("base64url");
+    const sent = this.commit.run(() => {
+      if ((this.stmt.recent.get(email, now - this.options.ttlMs) as number) >= MAX_LINKS_PER_ADDRESS) return false;
+      this.stmt.insert.run(hash(token), email, linkTo ?? null, now, now + this.options.ttlMs);
+      return true;
+    });
+    if (!sent) return false;
+    // The token is on disk before the link leaves, so a link that arrives always works.
+    await this.commit.durable();
+    const minutes = Math.round(this.options.ttlMs / 60_000);
+    await this.mailer.send({
+      to: email,
+      subject: "Your Skill Gateway sign-in link",
+      text:
+        `Open this link to sign in to Skill Gateway${linkTo ? " (and add this address to your account)" : ""}:\n\n` +
+        `${linkUrl(token)}\n\n` +
+        `It works once, for ${minutes} minutes. If you did not ask for it, ignore this message.\n`,
+    });
+    return true;
+  }
+
+  /** Uses a link's token up: its address (and the account it should join), once, before expiry. */
+  consume(token: string): ConsumeResult {
+    if (typeof token !== "string" || token.length === 0 || token.length > 100) return { ok: false, reason: "invalid_or_used" };
+    const now = this.now();
+    const row = this.commit.run(() => this.stmt.consume.get(now, hash(token), now)) as { email: string; link_to: string | null } | undefined;
+    if (!row) return { ok: false, reason: "invalid_or_used" };
+    return { ok: true, email: row.email, linkTo: row.link_to ?? undefined };
+  }
+
+  /** Deletes tokens past their expiry (used or not): they can never sign anyone in. */
+  purgeExpired(): number {
+    return this.commit.run(() => this.stmt.purge.run(this.now()).changes);
+  }
+}
