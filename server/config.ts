@@ -46,6 +46,8 @@ export interface Config {
   publicUrl: string;
   /** Marks session cookies Secure (set it when the dashboard is served over HTTPS). */
   secureCookies: boolean;
+  /** The chain id a SIWE message must name (Base mainnet unless configured). */
+  siweChainId: number;
   /** How long an e-mail sign-in link works. */
   emailLinkTtlMs: number;
   /** smtp:// or smtps:// URL of the mail server; empty writes mail to the `outbox` table instead. Never logged. */
@@ -152,6 +154,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     voucherSignerPrivateKey: privateKey(env, "VOUCHER_SIGNER_PRIVATE_KEY"),
     publicUrl: env.PUBLIC_URL || "",
     secureCookies: oneOf(env, "COOKIE_SECURE", ["true", "false"] as const, "false") === "true",
+    siweChainId: int(env, "SIWE_CHAIN_ID", 8453, 1, 2 ** 53 - 1),
     emailLinkTtlMs: int(env, "EMAIL_LINK_TTL_MIN", 15, 1, 24 * 60) * 60_000,
     smtpUrl: env.SMTP_URL ? url(env, "SMTP_URL", "", ["smtp:", "smtps:"]) : "",
     mailFrom: env.MAIL_FROM || "Skill Gateway <no-reply@localhost>",

@@ -129,6 +129,8 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
   const timers = [
     every(3_600_000, "purging expired idempotency keys", () => commit.run(() => idempotency.purgeExpired())),
     every(2_000, "reloading the skill catalogue", () => skills.refreshIfChanged()),
+    // API keys' last use, noted in memory by the call path, written here in the group commit.
+    every(10_000, "recording API keys' last use", () => commit.run(() => keys.flushLastUsed())),
     every(3_600_000, "purging expired sign-in links and states", () => {
       magicLinks.purgeExpired();
       oauth.purgeExpired();
@@ -141,6 +143,7 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
       for (const timer of timers) clearInterval(timer);
       await moneyPath?.stop();
       await forwarder.close();
+      commit.run(() => keys.flushLastUsed());
       commit.flush();
       db.close();
       unlock();

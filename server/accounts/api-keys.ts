@@ -6,6 +6,8 @@ export const KEY_PREFIX = "atom_";
 const SECRET_BYTES = 32;
 /** How much of a key is kept in clear to let a person recognise it in a list. */
 const VISIBLE_CHARS = 12;
+/** A key's last use is recorded to this resolution: at most one write per key per interval. */
+export const LAST_USED_RESOLUTION_MS = 60_000;
 
 export interface ApiKeyRecord {
   id: string;
@@ -17,6 +19,8 @@ export interface ApiKeyRecord {
   accountDailyCallCap: number | null;
   createdAtMs: number;
   revokedAtMs: number | null;
+  /** When the key last authenticated a request, to LAST_USED_RESOLUTION_MS; null if never. */
+  lastUsedAtMs: number | null;
 }
 
 export interface CreatedApiKey {
@@ -44,6 +48,7 @@ interface KeyRow {
   daily_call_cap: bigint | null;
   created_at: bigint;
   revoked_at: bigint | null;
+  last_used_at: bigint | null;
 }
 
 const SELECT_KEY = "SELECT k.*, a.daily_call_cap FROM api_keys k JOIN accounts a ON a.id = k.account_id";
@@ -58,6 +63,7 @@ function toRecord(row: KeyRow): ApiKeyRecord {
     accountDailyCallCap: row.daily_call_cap === null ? null : Number(row.daily_call_cap),
     createdAtMs: Number(row.created_at),
     revokedAtMs: row.revoked_at === null ? null : Number(row.revoked_at),
+    lastUsedAtMs: row.last_used_at === null ? null : Number(row.last_used_at),
   };
 }
 
@@ -67,9 +73,17 @@ function toRecord(row: KeyRow): ApiKeyRecord {
  * up; the positive answers are cached for `cacheTtlMs` so the call path does not touch
  * SQLite per request. A revocation made in this process takes effect at once; one made
  * by another process (a script) within the cache TTL.
+ *
+ * Each key's last use is noted in memory (a map lookup per request) at most once a minute,
+ * and written by `flushLastUsed()`, which the gateway runs from a timer inside its group
+ * commit: the call path never waits on that write.
  */
 export class ApiKeys {
   private readonly cache = new Map<string, { record: ApiKeyRecord; expiresAtMs: number }>();
+  /** Per key id: the last use noted (written or waiting to be). */
+  private readonly lastUsedNoted = new Map<string, number>();
+  /** Per key id: a last use not written yet. */
+  private readonly lastUsedPending = new Map<string, number>();
   private readonly stmt;
 
   constructor(
@@ -84,6 +98,8 @@ export class ApiKeys {
       byId: db.prepare(`${SELECT_KEY} WHERE k.id = ?`),
       byAccount: db.prepare(`${SELECT_KEY} WHERE k.account_id = ? ORDER BY k.created_at`),
       revoke: db.prepare("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL"),
+      // max(): a slower writer (another process) never moves the time back.
+      lastUsed: db.prepare("UPDATE api_keys SET last_used_at = max(COALESCE(last_used_at, 0), ?) WHERE id = ?"),
     };
   }
 
@@ -99,8 +115,28 @@ export class ApiKeys {
     return row && toRecord(row);
   }
 
+  /** The account's keys, revoked ones included, with last uses not yet written already shown. */
   listForAccount(accountId: string): ApiKeyRecord[] {
-    return (this.stmt.byAccount.all(accountId) as KeyRow[]).map(toRecord);
+    return (this.stmt.byAccount.all(accountId) as KeyRow[]).map((row) => {
+      const record = toRecord(row);
+      const pending = this.lastUsedPending.get(record.id);
+      return pending === undefined ? record : { ...record, lastUsedAtMs: pending };
+    });
+  }
+
+  /** Writes the last uses noted since the previous flush; run it inside a ledger commit. Returns how many. */
+  flushLastUsed(): number {
+    const pending = [...this.lastUsedPending];
+    this.lastUsedPending.clear();
+    for (const [id, atMs] of pending) this.stmt.lastUsed.run(atMs, id);
+    return pending.length;
+  }
+
+  private noteUse(record: ApiKeyRecord, nowMs: number): void {
+    const noted = this.lastUsedNoted.get(record.id) ?? record.lastUsedAtMs;
+    if (noted !== null && noted !== undefined && nowMs - noted < LAST_USED_RESOLUTION_MS) return;
+    this.lastUsedNoted.set(record.id, nowMs);
+    this.lastUsedPending.set(record.id, nowMs);
   }
 
   /** Returns the live key record for a presented key, or undefined if it is malformed, unknown or revoked. */
@@ -108,7 +144,10 @@ export class ApiKeys {
     if (!looksLikeKey(presented)) return undefined;
     const hash = hashKey(presented);
     const cached = this.cache.get(hash);
-    if (cached && cached.expiresAtMs > nowMs) return cached.record;
+    if (cached && cached.expiresAtMs > nowMs) {
+      this.noteUse(cached.record, nowMs);
+      return cached.record;
+    }
     const row = this.stmt.byHash.get(hash) as KeyRow | undefined;
     if (!row || row.revoked_at !== null) {
       this.cache.delete(hash);
@@ -116,6 +155,7 @@ export class ApiKeys {
     }
     const record = toRecord(row);
     if (this.cacheTtlMs > 0) this.cache.set(hash, { record, expiresAtMs: nowMs + this.cacheTtlMs });
+    this.noteUse(record, nowMs);
     return record;
   }
 
@@ -123,6 +163,7 @@ export class ApiKeys {
   revoke(id: string): boolean {
     const changed = this.stmt.revoke.run(Date.now(), id).changes === 1;
     for (const [hash, entry] of this.cache) if (entry.record.id === id) this.cache.delete(hash);
+    this.lastUsedNoted.delete(id);
     return changed;
   }
 }

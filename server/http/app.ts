@@ -15,6 +15,7 @@ import type { ChainConnection, MoneyPath } from "../chain/money-path";
 import { moneyRoutes } from "./routes/money";
 import { sessionRoutes } from "./routes/session";
 import type { Sessions } from "../accounts/sessions";
+import { siweRoutes } from "./routes/auth-siwe";
 import type { MagicLinks } from "../accounts/email";
 import type { OAuthSignIn } from "../accounts/oauth";
 import { emailAuthRoutes } from "./routes/auth-email";
@@ -63,6 +64,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(withdrawalRoutes({ keys: deps.keys, db: deps.ledger.db, vouchers: deps.moneyPath?.vouchers }));
   app.use(moneyRoutes({ keys: deps.keys, db: deps.ledger.db, moneyPath: deps.moneyPath, chain: deps.chain }));
   app.use(sessionRoutes({ sessions: deps.sessions, ledger: deps.ledger }));
+  app.use(siweRoutes({ sessions: deps.sessions, ledger: deps.ledger, config: deps.config, publicClient: deps.chain?.publicClient, log: deps.log }));
   app.use(emailAuthRoutes({ config: deps.config, sessions: deps.sessions, links: deps.magicLinks }));
   app.use(oauthRoutes({ config: deps.config, sessions: deps.sessions, oauth: deps.oauth, log: deps.log }));
 

@@ -341,6 +341,26 @@ CREATE INDEX sessions_by_account ON sessions(account_id);
 `,
   },
   {
+    version: 8,
+    name: "SIWE nonces, API keys' last use",
+    sql: `
+-- Nonces the gateway issued for Sign-In With Ethereum (server/accounts/siwe.ts). A nonce is
+-- good once, until expires_at: verification sets used_at in the same statement that checks
+-- it is unset and unexpired, so two requests cannot both use one.
+CREATE TABLE siwe_nonces (
+  nonce       TEXT PRIMARY KEY,
+  created_at  INTEGER NOT NULL,
+  expires_at  INTEGER NOT NULL,
+  used_at     INTEGER
+) WITHOUT ROWID;
+CREATE INDEX siwe_nonces_by_expiry ON siwe_nonces(expires_at);
+
+-- When a key last authenticated a request, to the minute (ApiKeys writes it at most once a
+-- minute per key, in the background, never on the call path).
+ALTER TABLE api_keys ADD COLUMN last_used_at INTEGER;
+`,
+  },
+  {
     version: 9,
     name: "e-mail sign-in links, outbox, OAuth states",
     sql: `

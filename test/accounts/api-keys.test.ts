@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { expect } from "chai";
-import { ApiKeys, KEY_PREFIX, hashKey, looksLikeKey } from "../../server/accounts/api-keys";
+import { ApiKeys, KEY_PREFIX, LAST_USED_RESOLUTION_MS, hashKey, looksLikeKey } from "../../server/accounts/api-keys";
 import { base58Encode } from "../../server/accounts/base58";
 import { openDatabase, type Db } from "../../server/ledger/db";
 import { Ledger } from "../../server/ledger/ledger";
@@ -272,11 +272,60 @@ describe("ApiKeys", () => {
     it("never exposes the hash", () => {
       keys.create(ALICE);
       const [record] = keys.listForAccount(ALICE);
-      expect(record).to.have.all.keys("id", "accountId", "name", "prefix", "rateLimitPerMin", "accountDailyCallCap", "createdAtMs", "revokedAtMs");
+      expect(record).to.have.all.keys("id", "accountId", "name", "prefix", "rateLimitPerMin", "accountDailyCallCap", "createdAtMs", "revokedAtMs", "lastUsedAtMs");
     });
 
     it("returns an empty list for an account without keys", () => {
       expect(keys.listForAccount(BOB)).to.deep.equal([]);
+    });
+  });
+
+  describe("last use", () => {
+    const T0_MS = 1_800_000_000_000;
+    const lastUsedInDb = (id: string) => db.prepare("SELECT last_used_at FROM api_keys WHERE id = ?").pluck().get(id) as bigint | null;
+
+    it("is null until the key authenticates, then shown in the list before it is written", () => {
+      const { key, record } = keys.create(ALICE);
+      expect(keys.listForAccount(ALICE)[0].lastUsedAtMs).to.equal(null);
+      keys.authenticate(key, T0_MS);
+      expect(keys.listForAccount(ALICE)[0].lastUsedAtMs).to.equal(T0_MS);
+      expect(lastUsedInDb(record.id)).to.equal(null);
+    });
+
+    it("is written by flushLastUsed, at most once a minute per key", () => {
+      const { key, record } = keys.create(ALICE);
+      keys.authenticate(key, T0_MS);
+      expect(keys.flushLastUsed()).to.equal(1);
+      expect(lastUsedInDb(record.id)).to.equal(BigInt(T0_MS));
+
+      // Within the minute, from the cache and from the database alike: nothing to write.
+      keys.authenticate(key, T0_MS + 1);
+      keys.authenticate(key, T0_MS + CACHE_TTL_MS + 1);
+      keys.authenticate(key, T0_MS + LAST_USED_RESOLUTION_MS - 1);
+      expect(keys.flushLastUsed()).to.equal(0);
+
+      keys.authenticate(key, T0_MS + LAST_USED_RESOLUTION_MS);
+      expect(keys.flushLastUsed()).to.equal(1);
+      expect(lastUsedInDb(record.id)).to.equal(BigInt(T0_MS + LAST_USED_RESOLUTION_MS));
+    });
+
+    it("is not noted for a revoked, unknown or malformed key", () => {
+      const { key, record } = keys.create(ALICE);
+      keys.revoke(record.id);
+      keys.authenticate(key, T0_MS);
+      keys.authenticate(UNISSUED_KEY, T0_MS);
+      keys.authenticate("atom_nope", T0_MS);
+      expect(keys.flushLastUsed()).to.equal(0);
+    });
+
+    it("never moves back when an older time is written after a newer one", () => {
+      const { key, record } = keys.create(ALICE);
+      keys.authenticate(key, T0_MS + LAST_USED_RESOLUTION_MS * 5);
+      keys.flushLastUsed();
+      const other = new ApiKeys(db, 0);
+      other.authenticate(key, T0_MS);
+      other.flushLastUsed();
+      expect(lastUsedInDb(record.id)).to.equal(BigInt(T0_MS + LAST_USED_RESOLUTION_MS * 5));
     });
   });
 });

@@ -1,0 +1,54 @@
+import { CSRF_HEADER, SESSION_COOKIE } from "../../server/accounts/sessions";
+import type { TestStack } from "./gateway";
+
+export interface Reply {
+  status: number;
+  headers: Headers;
+  body: any;
+}
+
+/** A dashboard session of one account, and requests made with it (cookie and CSRF header). */
+export interface TestSession {
+  accountId: string;
+  cookie: string;
+  csrfToken: string;
+  /** A JSON request with the session's cookie and CSRF token; `{ csrf: false }` leaves the token out. */
+  request(method: string, path: string, body?: unknown, options?: { csrf?: boolean }): Promise<Reply>;
+}
+
+/** Sends a request to the stack and parses its JSON answer. */
+export async function send(url: string, method: string, headers: Record<string, string>, body?: unknown): Promise<Reply> {
+  const res = await fetch(url, {
+    method,
+    headers: body === undefined ? headers : { "content-type": "application/json", ...headers },
+    body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    /* left as text */
+  }
+  return { status: res.status, headers: res.headers, body: parsed as any };
+}
+
+/** Wraps an existing session token of an account. */
+export function sessionFor(stack: TestStack, accountId: string, token: string, csrfToken: string): TestSession {
+  const cookie = `${SESSION_COOKIE}=${token}`;
+  return {
+    accountId,
+    cookie,
+    csrfToken,
+    request: (method, path, body, options = {}) =>
+      send(stack.url + path, method, { cookie, ...(options.csrf === false ? {} : { [CSRF_HEADER]: csrfToken }) }, body),
+  };
+}
+
+/** Signs a person in by e-mail (the identity is taken as verified) and opens a session for them. */
+export async function signedIn(stack: TestStack, email: string): Promise<TestSession> {
+  const result = stack.gw.sessions.signIn("email", email);
+  if (!result.ok) throw new Error(`could not sign ${email} in: ${result.reason}`);
+  const session = await stack.gw.sessions.issue(result.accountId);
+  return sessionFor(stack, result.accountId, session.token, session.csrfToken);
+}
