@@ -3,6 +3,8 @@
  * defaults that make `npm start` work on a fresh machine. Nothing else reads process.env.
  */
 
+import { usdToMicros } from "./ledger/money";
+
 export type FeeMode = "included" | "on_top";
 
 export interface Config {
@@ -46,8 +48,6 @@ export interface Config {
   publicUrl: string;
   /** Marks session cookies Secure (set it when the dashboard is served over HTTPS). */
   secureCookies: boolean;
-  /** The chain id a SIWE message must name (Base mainnet unless configured). */
-  siweChainId: number;
   /** How long an e-mail sign-in link works. */
   emailLinkTtlMs: number;
   /** smtp:// or smtps:// URL of the mail server; empty writes mail to the `outbox` table instead. Never logged. */
@@ -67,6 +67,11 @@ export interface Config {
   googleClientSecret: string;
   /** OpenID Connect issuer, discovered through /.well-known/openid-configuration. */
   googleIssuer: string;
+  /** The chain id a SIWE message must name (Base mainnet unless configured). */
+  siweChainId: number;
+  /** The cheapest and dearest per-call price a seller may list a skill at, in base units. */
+  minSkillPriceMicros: bigint;
+  maxSkillPriceMicros: bigint;
 }
 
 export class ConfigError extends Error {
@@ -91,6 +96,13 @@ function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], 
     throw new ConfigError(`${name} must be one of ${allowed.join(", ")}, got "${raw}"`);
   }
   return raw as T;
+}
+
+function usd(env: Env, name: string, fallback: string): bigint {
+  const raw = env[name];
+  const value = raw === undefined || raw === "" ? fallback : raw;
+  if (!/^\d+(\.\d{1,6})?$/.test(value.trim())) throw new ConfigError(`${name} must be a USD amount with at most 6 decimals, got "${value}"`);
+  return usdToMicros(value);
 }
 
 /** An https URL, or http for a server on this machine (a local provider, in development and tests). */
@@ -154,7 +166,6 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     voucherSignerPrivateKey: privateKey(env, "VOUCHER_SIGNER_PRIVATE_KEY"),
     publicUrl: env.PUBLIC_URL || "",
     secureCookies: oneOf(env, "COOKIE_SECURE", ["true", "false"] as const, "false") === "true",
-    siweChainId: int(env, "SIWE_CHAIN_ID", 8453, 1, 2 ** 53 - 1),
     emailLinkTtlMs: int(env, "EMAIL_LINK_TTL_MIN", 15, 1, 24 * 60) * 60_000,
     smtpUrl: env.SMTP_URL ? url(env, "SMTP_URL", "", ["smtp:", "smtps:"]) : "",
     mailFrom: env.MAIL_FROM || "Skill Gateway <no-reply@localhost>",
@@ -167,6 +178,13 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     googleClientId: google[0],
     googleClientSecret: google[1],
     googleIssuer: url(env, "GOOGLE_ISSUER", "https://accounts.google.com"),
+    siweChainId: int(env, "SIWE_CHAIN_ID", 8453, 1, 2 ** 53 - 1),
+    // The spec's "typically 0.001 to 0.50 USD"; an operator may allow more either way.
+    minSkillPriceMicros: usd(env, "MIN_SKILL_PRICE_USD", "0.001"),
+    maxSkillPriceMicros: usd(env, "MAX_SKILL_PRICE_USD", "0.50"),
   };
+  if (config.minSkillPriceMicros > config.maxSkillPriceMicros) {
+    throw new ConfigError("MIN_SKILL_PRICE_USD must not be above MAX_SKILL_PRICE_USD");
+  }
   return { ...config, ...overrides };
 }

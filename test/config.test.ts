@@ -27,7 +27,6 @@ const DEFAULTS: Config = {
   voucherSignerPrivateKey: "",
   publicUrl: "",
   secureCookies: false,
-  siweChainId: 8453,
   emailLinkTtlMs: 15 * 60_000,
   smtpUrl: "",
   mailFrom: "Skill Gateway <no-reply@localhost>",
@@ -40,6 +39,9 @@ const DEFAULTS: Config = {
   googleClientId: "",
   googleClientSecret: "",
   googleIssuer: "https://accounts.google.com",
+  siweChainId: 8453,
+  minSkillPriceMicros: 1_000n,
+  maxSkillPriceMicros: 500_000n,
 };
 
 describe("loadConfig", () => {
@@ -84,7 +86,6 @@ describe("loadConfig", () => {
       VOUCHER_SIGNER_PRIVATE_KEY: "0x" + "22".repeat(32),
       PUBLIC_URL: "https://gateway.example",
       COOKIE_SECURE: "true",
-      SIWE_CHAIN_ID: "84532",
       EMAIL_LINK_TTL_MIN: "5",
       SMTP_URL: "smtps://user:pass@mail.example:465",
       MAIL_FROM: "Gateway <hello@gateway.example>",
@@ -97,6 +98,9 @@ describe("loadConfig", () => {
       GOOGLE_CLIENT_ID: "g-id",
       GOOGLE_CLIENT_SECRET: "g-secret",
       GOOGLE_ISSUER: "http://127.0.0.1:9000",
+      SIWE_CHAIN_ID: "84532",
+      MIN_SKILL_PRICE_USD: "0.0001",
+      MAX_SKILL_PRICE_USD: "5",
     });
     expect(config).to.deep.equal({
       host: "0.0.0.0",
@@ -124,7 +128,6 @@ describe("loadConfig", () => {
       voucherSignerPrivateKey: "0x" + "22".repeat(32),
       publicUrl: "https://gateway.example",
       secureCookies: true,
-      siweChainId: 84532,
       emailLinkTtlMs: 5 * 60_000,
       smtpUrl: "smtps://user:pass@mail.example:465",
       mailFrom: "Gateway <hello@gateway.example>",
@@ -137,6 +140,9 @@ describe("loadConfig", () => {
       googleClientId: "g-id",
       googleClientSecret: "g-secret",
       googleIssuer: "http://127.0.0.1:9000",
+      siweChainId: 84532,
+      minSkillPriceMicros: 100n,
+      maxSkillPriceMicros: 5_000_000n,
     });
   });
 
@@ -184,11 +190,14 @@ describe("loadConfig", () => {
     ["a huge number", { PORT: "99999999999999999999" }, "PORT must be between 0 and 65535"],
     ["an unknown FEE_MODE", { FEE_MODE: "on-top" }, 'FEE_MODE must be one of included, on_top, got "on-top"'],
     ["a FEE_MODE in the wrong case", { FEE_MODE: "INCLUDED" }, "FEE_MODE must be one of included, on_top"],
-    ["a SIWE chain id of 0", { SIWE_CHAIN_ID: "0" }, "SIWE_CHAIN_ID must be between 1 and"],
     ["a GitHub client id without its secret", { GITHUB_CLIENT_ID: "gh-id" }, "GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET must be set together"],
     ["a plain-http issuer on another machine", { GOOGLE_ISSUER: "http://idp.example" }, 'GOOGLE_ISSUER must be a https: URL (http only on this machine), got "http://idp.example"'],
     ["an SMTP_URL that is not smtp", { SMTP_URL: "https://mail.example" }, "SMTP_URL must be a smtp: or smtps: URL"],
     ["an e-mail link TTL of 0", { EMAIL_LINK_TTL_MIN: "0" }, "EMAIL_LINK_TTL_MIN must be between 1 and 1440"],
+    ["a SIWE chain id of 0", { SIWE_CHAIN_ID: "0" }, "SIWE_CHAIN_ID must be between 1 and"],
+    ["a price with 7 decimals", { MAX_SKILL_PRICE_USD: "0.0000001" }, 'MAX_SKILL_PRICE_USD must be a USD amount with at most 6 decimals, got "0.0000001"'],
+    ["a negative price", { MIN_SKILL_PRICE_USD: "-1" }, "MIN_SKILL_PRICE_USD must be a USD amount"],
+    ["a minimum price above the maximum", { MIN_SKILL_PRICE_USD: "1", MAX_SKILL_PRICE_USD: "0.5" }, "MIN_SKILL_PRICE_USD must not be above MAX_SKILL_PRICE_USD"],
   ];
   for (const [what, env, message] of bad) {
     it(`throws a ConfigError naming the setting for ${what}`, () => {

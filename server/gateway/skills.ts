@@ -139,8 +139,8 @@ export class SkillRegistry {
     return (validate.errors ?? []).map((e) => `${e.instancePath || "input"} ${e.message}`.trim());
   }
 
-  /** Registers a skill, or updates the one with the same slug (keeping its UUID and secret unless given). */
-  upsert(input: SkillInput): Skill {
+  /** Throws SkillValidationError unless the skill could be stored and called: slug, price, timeout, URL, schema. */
+  check(input: Omit<SkillInput, "sellerAccountId">): void {
     if (!SLUG.test(input.slug)) throw new SkillValidationError(`invalid slug "${input.slug}": lowercase letters, digits and dashes`);
     // resolve() reads a UUID-shaped reference as a UUID, so such a slug could never be found.
     if (UUID.test(input.slug)) throw new SkillValidationError(`invalid slug "${input.slug}": a slug must not look like a UUID`);
@@ -160,6 +160,11 @@ export class SkillRegistry {
         throw new SkillValidationError(`invalid input schema: ${(error as Error).message}`);
       }
     }
+  }
+
+  /** Registers a skill, or updates the one with the same slug (keeping its UUID and secret unless given). */
+  upsert(input: SkillInput): Skill {
+    this.check(input);
     const now = Date.now();
     const existing = this.db.prepare("SELECT id, signing_secret FROM skills WHERE slug = ?").get(input.slug) as
       | { id: string; signing_secret: string }

@@ -16,6 +16,8 @@ import { moneyRoutes } from "./routes/money";
 import { sessionRoutes } from "./routes/session";
 import type { Sessions } from "../accounts/sessions";
 import { siweRoutes } from "./routes/auth-siwe";
+import { keyRoutes } from "./routes/keys";
+import { sellerRoutes } from "./routes/seller";
 import type { MagicLinks } from "../accounts/email";
 import type { OAuthSignIn } from "../accounts/oauth";
 import { emailAuthRoutes } from "./routes/auth-email";
@@ -65,6 +67,8 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(moneyRoutes({ keys: deps.keys, db: deps.ledger.db, moneyPath: deps.moneyPath, chain: deps.chain }));
   app.use(sessionRoutes({ sessions: deps.sessions, ledger: deps.ledger }));
   app.use(siweRoutes({ sessions: deps.sessions, ledger: deps.ledger, config: deps.config, publicClient: deps.chain?.publicClient, log: deps.log }));
+  app.use(keyRoutes({ sessions: deps.sessions, keys: deps.keys, ledger: deps.ledger }));
+  app.use(sellerRoutes({ sessions: deps.sessions, ledger: deps.ledger, skills: deps.skills, config: deps.config }));
   app.use(emailAuthRoutes({ config: deps.config, sessions: deps.sessions, links: deps.magicLinks }));
   app.use(oauthRoutes({ config: deps.config, sessions: deps.sessions, oauth: deps.oauth, log: deps.log }));
 

@@ -11,6 +11,8 @@ export const ERROR_STATUS = {
   sign_in_failed: 401,
   csrf_failed: 403,
   identity_taken: 409,
+  slug_taken: 409,
+  payout_address_refused: 409,
   insufficient_balance: 402,
   skill_not_found: 404,
   not_found: 404,

@@ -15,6 +15,8 @@ const EXPECTED: Record<ErrorCode, number> = {
   sign_in_failed: 401,
   csrf_failed: 403,
   identity_taken: 409,
+  slug_taken: 409,
+  payout_address_refused: 409,
   insufficient_balance: 402,
   skill_not_found: 404,
   not_found: 404,

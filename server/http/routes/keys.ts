@@ -1,0 +1,66 @@
+import express, { type Router } from "express";
+import type { ApiKeyRecord, ApiKeys } from "../../accounts/api-keys";
+import type { Sessions } from "../../accounts/sessions";
+import type { Ledger } from "../../ledger/ledger";
+import { dataEnvelope } from "../envelope";
+import { ApiError } from "../errors";
+
+/** Most live keys one account may hold: a dashboard lists them all on one page. */
+export const MAX_LIVE_KEYS = 50;
+const MAX_NAME_CHARS = 64;
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+const view = (record: ApiKeyRecord) => ({
+  id: record.id,
+  prefix: record.prefix,
+  name: record.name,
+  created_at: iso(record.createdAtMs),
+  last_used_at: iso(record.lastUsedAtMs),
+});
+
+/**
+ * API keys of the signed-in account (a dashboard session, not an API key):
+ *   POST   /v1/keys { name }  → the whole key, this once, with its id and prefix
+ *   GET    /v1/keys           → the live keys: id, prefix, name, created_at, last_used_at
+ *   DELETE /v1/keys/:id       → revoked at once (the next call with it gets 401)
+ * Another account's key id is answered as an unknown one: 404.
+ */
+export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; ledger: Ledger }): Router {
+  const router = express.Router();
+  const session = deps.sessions.require();
+  const json = express.json({ limit: 4_096, type: () => true });
+
+  router.post("/v1/keys", session, json, async (req, res) => {
+    const accountId = req.session!.accountId;
+    const body = (req.body ?? {}) as { name?: unknown };
+    if (typeof body !== "object" || Array.isArray(body)) throw new ApiError("invalid_request", "Body must be a JSON object.");
+    const name = body.name === undefined ? "" : body.name;
+    if (typeof name !== "string" || name.length > MAX_NAME_CHARS) {
+      throw new ApiError("invalid_request", `name must be a string of at most ${MAX_NAME_CHARS} characters.`);
+    }
+    const live = deps.keys.listForAccount(accountId).filter((k) => k.revokedAtMs === null).length;
+    if (live >= MAX_LIVE_KEYS) throw new ApiError("invalid_request", `An account may hold ${MAX_LIVE_KEYS} live keys: revoke one first.`);
+    const created = deps.ledger.commit.run(() => deps.keys.create(accountId, { name: name.trim() }));
+    await deps.ledger.commit.durable();
+    res.status(201).json(dataEnvelope({ ...view(created.record), key: created.key }));
+  });
+
+  router.get("/v1/keys", session, (req, res) => {
+    const live = deps.keys.listForAccount(req.session!.accountId).filter((k) => k.revokedAtMs === null);
+    res.set("cache-control", "no-store");
+    res.json(dataEnvelope(live.map(view)));
+  });
+
+  router.delete("/v1/keys/:id", session, async (req, res) => {
+    const record = deps.keys.get(String(req.params.id));
+    if (!record || record.accountId !== req.session!.accountId || record.revokedAtMs !== null) {
+      throw new ApiError("not_found", "No such key on this account.");
+    }
+    deps.ledger.commit.run(() => deps.keys.revoke(record.id));
+    await deps.ledger.commit.durable();
+    res.json(dataEnvelope({ id: record.id, revoked: true }));
+  });
+
+  return router;
+}

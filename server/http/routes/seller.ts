@@ -1,0 +1,155 @@
+import express, { type Router } from "express";
+import { type SellerSkill, type SellerSkillFields, type SellerSkillRefusal, SellerSkills } from "../../accounts/seller-skills";
+import type { Sessions } from "../../accounts/sessions";
+import { addressesOf, linkAddressSync, normalizeAddress } from "../../chain/addresses";
+import type { Config } from "../../config";
+import type { SkillRegistry } from "../../gateway/skills";
+import type { Ledger } from "../../ledger/ledger";
+import { microsToUsd, usdToMicros } from "../../ledger/money";
+import { dataEnvelope } from "../envelope";
+import { ApiError } from "../errors";
+
+const view = (skill: SellerSkill) => ({
+  id: skill.id,
+  slug: skill.slug,
+  name: skill.name,
+  description: skill.description,
+  price: microsToUsd(skill.priceMicros),
+  backend_url: skill.backendUrl,
+  timeout_ms: skill.timeoutMs,
+  rate_limit_per_min: skill.rateLimitPerMin,
+  input_schema: skill.inputSchema,
+  listed: skill.listed,
+  created_at: new Date(skill.createdAtMs).toISOString(),
+  updated_at: new Date(skill.updatedAtMs).toISOString(),
+});
+
+function refuse(refusal: SellerSkillRefusal): never {
+  if (refusal.reason === "invalid") throw new ApiError("invalid_request", refusal.message);
+  if (refusal.reason === "slug_taken") throw new ApiError("slug_taken", "That slug is taken: choose another.");
+  throw new ApiError("not_found", "No such skill among yours.");
+}
+
+type Body = Record<string, unknown>;
+
+/** Reads the JSON fields a seller sets; `partial` for an edit, where absent fields stay as they are. */
+function readFields(body: Body, partial: boolean, defaultTimeoutMs: number): Partial<SellerSkillFields> & { listed?: boolean } {
+  const fields: Partial<SellerSkillFields> & { listed?: boolean } = {};
+  const bad = (message: string): never => {
+    throw new ApiError("invalid_request", message);
+  };
+  const has = (key: string) => body[key] !== undefined;
+  const need = (key: string) => {
+    if (!partial && !has(key)) bad(`${key} is required.`);
+    return has(key);
+  };
+  if (partial && has("slug")) bad("slug cannot change: callers name the skill by it. Unlist this skill and create another.");
+  if (!partial) fields.slug = typeof body.slug === "string" ? body.slug : bad("slug is required: lowercase letters, digits and dashes.");
+  if (need("name")) fields.name = typeof body.name === "string" ? body.name.trim() : bad("name must be a string.");
+  if (has("description")) fields.description = typeof body.description === "string" ? body.description : bad("description must be a string.");
+  else if (!partial) fields.description = "";
+  if (need("price")) {
+    const price = body.price;
+    if (typeof price !== "string" && typeof price !== "number") bad('price must be a USD amount, e.g. "0.01" or 0.01.');
+    try {
+      fields.priceMicros = usdToMicros(String(price));
+    } catch {
+      bad('price must be a USD amount with at most 6 decimals, e.g. "0.01".');
+    }
+  }
+  if (need("backend_url")) fields.backendUrl = typeof body.backend_url === "string" ? body.backend_url : bad("backend_url must be a string.");
+  if (has("timeout_ms")) fields.timeoutMs = typeof body.timeout_ms === "number" ? body.timeout_ms : bad("timeout_ms must be a number of milliseconds.");
+  else if (!partial) fields.timeoutMs = defaultTimeoutMs;
+  if (has("rate_limit_per_min")) {
+    const limit = body.rate_limit_per_min;
+    fields.rateLimitPerMin = limit === null || typeof limit === "number" ? limit : bad("rate_limit_per_min must be a number or null.");
+  } else if (!partial) fields.rateLimitPerMin = null;
+  if (has("input_schema")) {
+    const schema = body.input_schema;
+    fields.inputSchema = schema === null || (typeof schema === "object" && !Array.isArray(schema)) ? (schema as object | null) : bad("input_schema must be a JSON Schema object or null.");
+  } else if (!partial) fields.inputSchema = null;
+  if (partial && has("listed")) fields.listed = typeof body.listed === "boolean" ? body.listed : bad("listed must be true or false.");
+  return fields;
+}
+
+/**
+ * The signed-in account's skills, as their seller (a dashboard session):
+ *   POST   /v1/seller/skills         lists a new skill; the answer holds its signing secret, this once
+ *   GET    /v1/seller/skills         the account's skills, listed or not
+ *   PATCH  /v1/seller/skills/:id     edits one (by UUID or slug); { listed: true } lists it again
+ *   DELETE /v1/seller/skills/:id     unlists it: calls get 404 from then on
+ *   GET    /v1/seller/payout-address the address settlement pays the account's earnings to
+ *   PUT    /v1/seller/payout-address { address } sets it, if the account has none yet and has
+ *                                    proved it controls that address by signing in with it (SIWE)
+ * Another account's skill is answered as an unknown one: 404.
+ */
+export function sellerRoutes(deps: { sessions: Sessions; ledger: Ledger; skills: SkillRegistry; config: Config }): Router {
+  const router = express.Router();
+  const session = deps.sessions.require();
+  const json = express.json({ limit: 65_536, type: () => true });
+  const sellerSkills = new SellerSkills(deps.ledger.db, deps.skills, deps.config);
+  const object = (body: unknown): Body => {
+    if (!body || typeof body !== "object" || Array.isArray(body)) throw new ApiError("invalid_request", "Body must be a JSON object.");
+    return body as Body;
+  };
+
+  router.post("/v1/seller/skills", session, json, async (req, res) => {
+    const fields = readFields(object(req.body), false, deps.config.defaultSkillTimeoutMs) as SellerSkillFields;
+    const result = deps.ledger.commit.run(() => sellerSkills.create(req.session!.accountId, fields));
+    if (!result.ok) refuse(result);
+    await deps.ledger.commit.durable();
+    res.status(201).json(dataEnvelope({ ...view(result.skill), signing_secret: result.signingSecret }));
+  });
+
+  router.get("/v1/seller/skills", session, (req, res) => {
+    res.json(dataEnvelope(sellerSkills.list(req.session!.accountId).map(view)));
+  });
+
+  router.patch("/v1/seller/skills/:id", session, json, async (req, res) => {
+    const patch = readFields(object(req.body), true, deps.config.defaultSkillTimeoutMs);
+    const result = deps.ledger.commit.run(() => sellerSkills.update(req.session!.accountId, String(req.params.id), patch));
+    if (!result.ok) refuse(result);
+    await deps.ledger.commit.durable();
+    res.json(dataEnvelope(view(result.skill)));
+  });
+
+  router.delete("/v1/seller/skills/:id", session, async (req, res) => {
+    const result = deps.ledger.commit.run(() => sellerSkills.unlist(req.session!.accountId, String(req.params.id)));
+    if (!result.ok) refuse(result);
+    await deps.ledger.commit.durable();
+    res.json(dataEnvelope(view(result.skill)));
+  });
+
+  router.get("/v1/seller/payout-address", session, (req, res) => {
+    res.json(dataEnvelope({ address: addressesOf(deps.ledger.db, req.session!.accountId)[0] ?? null }));
+  });
+
+  router.put("/v1/seller/payout-address", session, json, async (req, res) => {
+    const accountId = req.session!.accountId;
+    const body = object(req.body);
+    const address = typeof body.address === "string" ? normalizeAddress(body.address) : undefined;
+    if (!address) throw new ApiError("invalid_request", "address must be a 0x-prefixed 20-byte hex address.");
+    // Linking an address also credits the deposits waiting for it, so it must be shown to be
+    // this account's: either it already is (its embedded wallet), or the account has signed in
+    // with it (SIWE proves control of the key or smart account).
+    const linked = addressesOf(deps.ledger.db, accountId);
+    const proved = deps.sessions.identitiesOf(accountId).some((i) => i.provider === "siwe" && i.subject.toLowerCase() === address);
+    if (!linked.includes(address) && !proved) {
+      throw new ApiError("payout_address_refused", "Sign in with that wallet first (POST /auth/siwe/verify while signed in links it), then set it here.");
+    }
+    const result = linkAddressSync(deps.ledger, { accountId, address });
+    if (!result.ok) {
+      const message =
+        result.reason === "second_address"
+          ? `This account is paid at ${linked[0]}: settlement pays one address per account, and it cannot change once set.`
+          : result.reason === "address_taken"
+            ? "That address belongs to another account."
+            : "That address cannot be linked to this account; ask an operator.";
+      throw new ApiError("payout_address_refused", message);
+    }
+    await deps.ledger.commit.durable();
+    res.json(dataEnvelope({ address: result.address, created: result.created }));
+  });
+
+  return router;
+}
