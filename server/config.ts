@@ -44,6 +44,11 @@ export interface Config {
   settlerPrivateKey: string;
   /** With CHAIN_RPC_URL: the key holding VOUCHER_SIGNER_ROLE; empty issues no vouchers. Never logged. */
   voucherSignerPrivateKey: string;
+  /**
+   * AES-256-GCM key (32 bytes: 64 hex digits, or base64) that encrypts the owner keys of embedded wallets the
+   * server holds (e-mail and OAuth accounts). Empty: such wallets cannot be created or used. Never logged.
+   */
+  walletEncryptionKey: string;
   /** The dashboard's public origin (scheme, host, port): SIWE's domain and URI, and where sign-in links point. */
   publicUrl: string;
   /** Marks session cookies Secure (set it when the dashboard is served over HTTPS). */
@@ -129,6 +134,16 @@ function clientPair(env: Env, idName: string, secretName: string): [string, stri
   return [id, secret];
 }
 
+/** 32 bytes as 64 hex digits (0x optional) or base64; empty when unset. */
+function aesKey(env: Env, name: string): string {
+  const raw = (env[name] ?? "").trim();
+  if (raw === "") return "";
+  const hex = raw.replace(/^0x/i, "");
+  if (/^[0-9a-fA-F]{64}$/.test(hex)) return raw;
+  if (/^[A-Za-z0-9+/_-]+={0,2}$/.test(raw) && Buffer.from(raw, "base64").length === 32) return raw;
+  throw new ConfigError(`${name} must be 32 bytes: 64 hex digits or base64`);
+}
+
 function privateKey(env: Env, name: string): string {
   const raw = env[name] ?? "";
   if (raw !== "" && !/^0x[0-9a-fA-F]{64}$/.test(raw)) throw new ConfigError(`${name} must be 0x followed by 64 hex digits`);
@@ -164,6 +179,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     settleTriggerCalls: int(env, "SETTLE_TRIGGER_CALLS", 1_000, 1, 100_000),
     settlerPrivateKey: privateKey(env, "SETTLER_PRIVATE_KEY"),
     voucherSignerPrivateKey: privateKey(env, "VOUCHER_SIGNER_PRIVATE_KEY"),
+    walletEncryptionKey: aesKey(env, "WALLET_ENCRYPTION_KEY"),
     publicUrl: env.PUBLIC_URL || "",
     secureCookies: oneOf(env, "COOKIE_SECURE", ["true", "false"] as const, "false") === "true",
     emailLinkTtlMs: int(env, "EMAIL_LINK_TTL_MIN", 15, 1, 24 * 60) * 60_000,

@@ -401,6 +401,26 @@ CREATE TABLE oauth_states (
 ) WITHOUT ROWID;
 `,
   },
+  {
+    version: 10,
+    name: "embedded wallets",
+    sql: `
+-- Each account's embedded wallet: an ERC-4337 SimpleAccount (EntryPoint v0.7) at a counterfactual address,
+-- where the user sends USDC and the gateway moves it into the escrow (server/accounts/wallets.ts). The owner
+-- is the user's own wallet for SIWE accounts ('siwe': no key here) or a key the server generated ('server'),
+-- stored only encrypted: AES-256-GCM under WALLET_ENCRYPTION_KEY, bound to the account and the address.
+-- Addresses lowercase, like account_addresses.
+CREATE TABLE embedded_wallets (
+  account_id           TEXT PRIMARY KEY REFERENCES accounts(id),
+  address              TEXT NOT NULL UNIQUE,
+  owner_kind           TEXT NOT NULL CHECK (owner_kind IN ('siwe', 'server')),
+  owner_address        TEXT NOT NULL,
+  encrypted_owner_key  BLOB,
+  created_at           INTEGER NOT NULL,
+  CHECK ((owner_kind = 'server') = (encrypted_owner_key IS NOT NULL))
+) WITHOUT ROWID;
+`,
+  },
 ];
 
 /** Applies every migration the database has not seen yet, each in its own transaction. */

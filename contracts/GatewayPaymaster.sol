@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: UNLICENSED
+pragma solidity 0.8.28;
+
+import {BasePaymaster} from "@account-abstraction/contracts/core/BasePaymaster.sol";
+import {_packValidationData} from "@account-abstraction/contracts/core/Helpers.sol";
+import {UserOperationLib} from "@account-abstraction/contracts/core/UserOperationLib.sol";
+import {IEntryPoint} from "@account-abstraction/contracts/interfaces/IEntryPoint.sol";
+import {PackedUserOperation} from "@account-abstraction/contracts/interfaces/PackedUserOperation.sol";
+import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
+import {MessageHashUtils} from "@openzeppelin/contracts/utils/cryptography/MessageHashUtils.sol";
+
+/// @title GatewayPaymaster
+/// @notice An ERC-4337 (EntryPoint v0.7) paymaster that pays gas for exactly one kind of UserOperation: an
+///         embedded wallet (a SimpleAccount) moving its USDC into the escrow with
+///         `executeBatch([usdc, escrow], [0, 0], [approve(escrow, amount), depositFor(sender, amount)])`,
+///         and only when the gateway's signer approved that very operation (VerifyingPaymaster-style).
+/// @dev Two independent checks: the gateway signs only its own flows, and even a signed operation is refused
+///      unless its calldata is that flow to this paymaster's token and escrow, for the sender's own balance.
+///      A leaked signer key can therefore only make the paymaster pay for deposits into the escrow.
+///
+///      paymasterAndData = paymaster (20) | verification gas (16) | post-op gas (16)
+///                         | abi.encode(uint48 validUntil, uint48 validAfter) (64) | signature (65)
+contract GatewayPaymaster is BasePaymaster {
+    using UserOperationLib for PackedUserOperation;
+
+    /// @notice The token the escrow holds (USDC).
+    address public immutable token;
+    /// @notice The SkillEscrow deposits go to.
+    address public immutable escrow;
+    /// @notice The only factory a sponsored operation may deploy its account with (empty initCode is fine too).
+    address public immutable accountFactory;
+    /// @notice The gateway key that approves each sponsored operation. Rotating it means a new paymaster.
+    address public immutable verifyingSigner;
+
+    bytes4 private constant EXECUTE_BATCH = bytes4(keccak256("executeBatch(address[],uint256[],bytes[])"));
+    bytes4 private constant APPROVE = bytes4(keccak256("approve(address,uint256)"));
+    bytes4 private constant DEPOSIT_FOR = bytes4(keccak256("depositFor(address,uint256)"));
+
+    uint256 private constant VALID_TIMESTAMP_OFFSET = PAYMASTER_DATA_OFFSET;
+    uint256 private constant SIGNATURE_OFFSET = VALID_TIMESTAMP_OFFSET + 64;
+
+    /// @notice The operation is not the gateway's deposit flow; `reason` says which part.
+    error NotGatewayFlow(string reason);
+
+    constructor(
+        IEntryPoint entryPoint_,
+        address token_,
+        address escrow_,
+        address accountFactory_,
+        address verifyingSigner_
+    ) BasePaymaster(entryPoint_) {
+        token = token_;
+        escrow = escrow_;
+        accountFactory = accountFactory_;
+        verifyingSigner = verifyingSigner_;
+    }
+
+    /// @notice What the gateway signs (as an EIP-191 message): every field of the operation except the
+    ///         signature part of paymasterAndData, plus the chain, this paymaster and the validity window.
+    function getHash(PackedUserOperation calldata userOp, uint48 validUntil, uint48 validAfter) public view returns (bytes32) {
+        return keccak256(
+            abi.encode(
+                userOp.getSender(),
+                userOp.nonce,
+                keccak256(userOp.initCode),
+                keccak256(userOp.callData),
+                userOp.accountGasLimits,
+                uint256(bytes32(userOp.paymasterAndData[PAYMASTER_VALIDATION_GAS_OFFSET:PAYMASTER_DATA_OFFSET])),
+                userOp.preVerificationGas,
+                userOp.gasFees,
+                block.chainid,
+                address(this),
+                validUntil,
+                validAfter
+            )
+        );
+    }
+
+    function parsePaymasterAndData(bytes calldata paymasterAndData)
+        public
+        pure
+        returns (uint48 validUntil, uint48 validAfter, bytes calldata signature)
+    {
+        (validUntil, validAfter) = abi.decode(paymasterAndData[VALID_TIMESTAMP_OFFSET:SIGNATURE_OFFSET], (uint48, uint48));
+        signature = paymasterAndData[SIGNATURE_OFFSET:];
+    }
+
+    /// @notice Reverts with NotGatewayFlow unless `userOp` is the gateway's deposit flow.
+    function checkGatewayFlow(PackedUserOperation calldata userOp) public view {
+        bytes calldata initCode = userOp.initCode;
+        if (initCode.length != 0 && (initCode.length < 20 || address(bytes20(initCode[:20])) != accountFactory)) {
+            revert NotGatewayFlow("factory");
+        }
+        bytes calldata callData = userOp.callData;
+        if (callData.length < 4 || bytes4(callData[:4]) != EXECUTE_BATCH) revert NotGatewayFlow("not executeBatch");
+        (address[] memory dest, uint256[] memory value, bytes[] memory func) =
+            abi.decode(callData[4:], (address[], uint256[], bytes[]));
+        if (dest.length != 2 || value.length != 2 || func.length != 2) revert NotGatewayFlow("not two calls");
+        if (dest[0] != token || dest[1] != escrow) revert NotGatewayFlow("targets");
+        if (value[0] != 0 || value[1] != 0) revert NotGatewayFlow("value");
+        (bytes4 approveSelector, address spender, uint256 approved) = _twoWordCall(func[0]);
+        (bytes4 depositSelector, address account, uint256 deposited) = _twoWordCall(func[1]);
+        if (approveSelector != APPROVE || spender != escrow) revert NotGatewayFlow("approve");
+        if (depositSelector != DEPOSIT_FOR || account != userOp.sender) revert NotGatewayFlow("depositFor");
+        if (approved != deposited || deposited == 0) revert NotGatewayFlow("amount");
+    }
+
+    function _validatePaymasterUserOp(PackedUserOperation calldata userOp, bytes32, uint256)
+        internal
+        view
+        override
+        returns (bytes memory context, uint256 validationData)
+    {
+        checkGatewayFlow(userOp);
+        (uint48 validUntil, uint48 validAfter, bytes calldata signature) = parsePaymasterAndData(userOp.paymasterAndData);
+        bytes32 hash = MessageHashUtils.toEthSignedMessageHash(getHash(userOp, validUntil, validAfter));
+        // A malformed or foreign signature is a failed validation, not a revert: bundlers estimate gas with
+        // a placeholder signature and need the rest of validation to run.
+        (address recovered, ECDSA.RecoverError error_,) = ECDSA.tryRecover(hash, signature);
+        bool failed = error_ != ECDSA.RecoverError.NoError || recovered != verifyingSigner;
+        return ("", _packValidationData(failed, validUntil, validAfter));
+    }
+
+    /// @dev Splits `selector(address, uint256)` calldata; anything of another length yields a zero selector.
+    function _twoWordCall(bytes memory data) private pure returns (bytes4 selector, address first, uint256 second) {
+        if (data.length != 68) return (bytes4(0), address(0), 0);
+        uint256 word;
+        assembly ("memory-safe") {
+            selector := mload(add(data, 32))
+            word := mload(add(data, 36))
+            second := mload(add(data, 68))
+        }
+        if (word >> 160 != 0) return (bytes4(0), address(0), 0);
+        first = address(uint160(word));
+    }
+}

@@ -1,0 +1,87 @@
+import { type Hex } from "viem";
+import { generatePrivateKey, mnemonicToAccount, privateKeyToAccount, type LocalAccount } from "viem/accounts";
+import { deployAccountAbstraction, type AaDeployment } from "../../server/chain/aa";
+import { startBundler, type Bundler } from "../../server/chain/bundler";
+import { deployContracts, type Deployment } from "../../server/chain/deploy";
+import { DEV_ACCOUNT_INDEX, HARDHAT_MNEMONIC, devAccount, startLocalNode, type LocalNode } from "../../server/chain/local-node";
+
+/** Development accounts (of `hardhat node`'s 20 funded ones) the bundler uses; the gateway's roles use 0–4. */
+const EXECUTOR_INDEX = 10;
+const UTILITY_INDEX = 11;
+
+function devPrivateKey(index: number): Hex {
+  const hd = mnemonicToAccount(HARDHAT_MNEMONIC, { addressIndex: index }).getHdKey();
+  return `0x${Buffer.from(hd.privateKey!).toString("hex")}`;
+}
+
+/**
+ * A `hardhat node` with the escrow and test USDC (the server's own deployContracts), the ERC-4337 contracts and
+ * the gateway paymaster (server/chain/aa.ts), and the real Alto bundler in front of it.
+ */
+export interface AaStack {
+  node: LocalNode;
+  deployment: Deployment;
+  aa: AaDeployment;
+  bundler: Bundler;
+  /** The gateway key the paymaster trusts. */
+  paymasterSigner: LocalAccount;
+  /** Mints test USDC (the deployer owns the TestUSDC). */
+  mint(to: Hex, amountMicros: bigint): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startAaStack(): Promise<AaStack> {
+  const node = await startLocalNode();
+  let bundler: Bundler | undefined;
+  try {
+    const deployer = node.walletFor(devAccount(DEV_ACCOUNT_INDEX.deployer));
+    const deployment = await deployContracts({
+      network: "aa-test",
+      publicClient: node.publicClient,
+      walletClient: deployer,
+      settler: devAccount(DEV_ACCOUNT_INDEX.settler).address,
+      voucherSigner: devAccount(DEV_ACCOUNT_INDEX.voucherSigner).address,
+    });
+    const paymasterSigner = privateKeyToAccount(generatePrivateKey());
+    const aa = await deployAccountAbstraction({
+      publicClient: node.publicClient,
+      walletClient: deployer,
+      setCode: async (address, code) => {
+        await node.publicClient.request({ method: "hardhat_setCode" as never, params: [address, code] as never });
+      },
+      usdc: deployment.usdc,
+      escrow: deployment.escrow,
+      paymasterSigner: paymasterSigner.address,
+    });
+    bundler = await startBundler({
+      rpcUrl: node.rpcUrl,
+      executorPrivateKeys: [devPrivateKey(EXECUTOR_INDEX)],
+      utilityPrivateKey: devPrivateKey(UTILITY_INDEX),
+    });
+    const started = bundler;
+    return {
+      node,
+      deployment,
+      aa,
+      bundler,
+      paymasterSigner,
+      async mint(to, amountMicros) {
+        const hash = await deployer.writeContract({
+          address: deployment.usdc,
+          abi: [{ type: "function", name: "mint", stateMutability: "nonpayable", inputs: [{ type: "address" }, { type: "uint256" }], outputs: [] }],
+          functionName: "mint",
+          args: [to, amountMicros],
+        });
+        await node.publicClient.waitForTransactionReceipt({ hash });
+      },
+      async stop() {
+        await started.stop();
+        await node.stop();
+      },
+    };
+  } catch (error) {
+    await bundler?.stop();
+    await node.stop();
+    throw error;
+  }
+}
