@@ -98,20 +98,23 @@ export async function startBundler(parameters: StartBundlerParameters): Promise<
   const args = [
     "--entrypoints", entryPoint,
     "--rpc-url", parameters.rpcUrl,
-    "--executor-private-keys", parameters.executorPrivateKeys.join(","),
-    "--utility-private-key", parameters.utilityPrivateKey,
     "--safe-mode", "false",
     "--port", String(port),
     "--log-level", parameters.logLevel ?? "warn",
     "--utility-wallet-monitor", "false",
     "--refilling-wallets", "false",
   ];
-  // The keys go on the command line because Alto reads them only from there (or a config file); they are
-  // never echoed: errors below carry Alto's own output, which does not print them.
+  // The keys reach Alto through its ALTO_* environment variables (yargs `.env("ALTO")`), not the command
+  // line, so no process listing shows them; other ALTO_* settings of this process are not passed on.
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("ALTO_")));
   const child: ChildProcess = spawn(path.join(root, "node_modules/.bin/alto"), args, {
     cwd: root,
     stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env },
+    env: {
+      ...env,
+      ALTO_EXECUTOR_PRIVATE_KEYS: parameters.executorPrivateKeys.join(","),
+      ALTO_UTILITY_PRIVATE_KEY: parameters.utilityPrivateKey,
+    },
   });
   let output = "";
   const onData = (chunk: Buffer) => {

@@ -15,7 +15,8 @@ import {
   paymasterHash,
   type Call,
 } from "../../server/chain/aa";
-import { startAaStack, type AaStack } from "../helpers/aa-stack";
+import { readFileSync } from "node:fs";
+import { EXECUTOR_INDEX, UTILITY_INDEX, devPrivateKey, startAaStack, type AaStack } from "../helpers/aa-stack";
 
 const USDC = 1_000_000n;
 const ABI = parseAbi([
@@ -77,6 +78,13 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
     expect(await pm("verifyingSigner")).to.equal(stack.paymasterSigner.address);
     const deposit = await stack.node.publicClient.readContract({ address: stack.aa.paymaster, abi: GATEWAY_PAYMASTER_ABI, functionName: "getDeposit" });
     expect(deposit).to.equal(10n ** 18n);
+  });
+
+  it("runs Alto with its keys out of the command line (no process listing shows them)", function () {
+    if (process.platform !== "linux") this.skip();
+    const commandLine = readFileSync(`/proc/${stack.bundler.pid}/cmdline`, "utf8");
+    expect(commandLine).to.contain("--safe-mode");
+    for (const index of [EXECUTOR_INDEX, UTILITY_INDEX]) expect(commandLine).to.not.contain(devPrivateKey(index).slice(2));
   });
 
   it("a counterfactual account with no ETH moves its USDC into the escrow in one sponsored UserOperation (approve + depositFor)", async () => {

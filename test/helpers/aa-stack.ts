@@ -6,10 +6,10 @@ import { deployContracts, type Deployment } from "../../server/chain/deploy";
 import { DEV_ACCOUNT_INDEX, HARDHAT_MNEMONIC, devAccount, startLocalNode, type LocalNode } from "../../server/chain/local-node";
 
 /** Development accounts (of `hardhat node`'s 20 funded ones) the bundler uses; the gateway's roles use 0–4. */
-const EXECUTOR_INDEX = 10;
-const UTILITY_INDEX = 11;
+export const EXECUTOR_INDEX = 10;
+export const UTILITY_INDEX = 11;
 
-function devPrivateKey(index: number): Hex {
+export function devPrivateKey(index: number): Hex {
   const hd = mnemonicToAccount(HARDHAT_MNEMONIC, { addressIndex: index }).getHdKey();
   return `0x${Buffer.from(hd.privateKey!).toString("hex")}`;
 }
