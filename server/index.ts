@@ -4,6 +4,7 @@ import { ApiKeys } from "./accounts/api-keys";
 import { Sessions } from "./accounts/sessions";
 import { MagicLinks, type Mailer, createMailer } from "./accounts/email";
 import { OAuthSignIn, oauthSettings } from "./accounts/oauth";
+import { type CardTopups, createSandboxCardTopups } from "./accounts/card";
 import { type ChainConnection, type MoneyPath, createMoneyPath } from "./chain/money-path";
 import type { Config } from "./config";
 import { CallService } from "./gateway/call-service";
@@ -32,6 +33,8 @@ export interface Gateway {
   sessions: Sessions;
   /** E-mail sign-in links and the mailer that sends them. */
   magicLinks: MagicLinks;
+  /** Card top-ups: the sandbox provider, funded by the chain connection's funding wallet. */
+  cardTopups: CardTopups;
   /** Deposits, settlement and withdrawals, when the gateway has a chain (start() runs their loops). */
   moneyPath?: MoneyPath;
   /** What the startup recovery found: holds and idempotency keys left open by a crash. */
@@ -112,7 +115,8 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
   const sessions = new Sessions(db, ledger, { secureCookies: config.secureCookies });
   const magicLinks = new MagicLinks(db, commit, options.mailer ?? createMailer(config, commit, db), { ttlMs: config.emailLinkTtlMs });
   const oauth = new OAuthSignIn(db, commit, oauthSettings(config));
-  const handler = createRequestListener({ config, keys, skills, ledger, calls, callService, moneyPath, chain: options.chain, sessions, magicLinks, oauth, log });
+  const cardTopups = createSandboxCardTopups({ ledger, chain: options.chain, log: (message, error) => log(`[card] ${message}`, error) });
+  const handler = createRequestListener({ config, keys, skills, ledger, calls, callService, moneyPath, chain: options.chain, sessions, magicLinks, oauth, cardTopups, log });
 
   // Housekeeping never throws out of a timer: a failure is logged and tried again next time.
   const every = (ms: number, what: string, fn: () => void) => {
@@ -138,7 +142,7 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
   ];
 
   return {
-    config, db, ledger, keys, skills, calls, handler, moneyPath, sessions, magicLinks, recovered,
+    config, db, ledger, keys, skills, calls, handler, moneyPath, sessions, magicLinks, cardTopups, recovered,
     async close() {
       for (const timer of timers) clearInterval(timer);
       await moneyPath?.stop();

@@ -17,6 +17,11 @@ export interface ChainConnection {
   /** Holds SETTLER_ROLE; without it the gateway posts no batches. */
   settlerWallet?: WalletClient<Transport, Chain | undefined, Account>;
   voucherTtlSec?: number;
+  /**
+   * Funds card top-ups (server/accounts/card.ts): it mints test USDC to itself and deposits it for the
+   * account, so on the local chain it is the TestUSDC owner (the deployer). Without it card top-ups are off.
+   */
+  fundingWallet?: WalletClient<Transport, Chain | undefined, Account>;
 }
 
 export interface MoneyPath {

@@ -22,6 +22,8 @@ import type { MagicLinks } from "../accounts/email";
 import type { OAuthSignIn } from "../accounts/oauth";
 import { emailAuthRoutes } from "./routes/auth-email";
 import { oauthRoutes } from "./routes/auth-oauth";
+import type { CardTopups } from "../accounts/card";
+import { topupRoutes } from "./routes/topups";
 
 export interface AppDeps {
   config: Config;
@@ -36,6 +38,8 @@ export interface AppDeps {
   /** E-mail magic links, and GitHub/Google sign-in. */
   magicLinks: MagicLinks;
   oauth: OAuthSignIn;
+  /** Card top-ups through the payment provider (the sandbox by default). */
+  cardTopups: CardTopups;
   log: (message: string, error?: unknown) => void;
 }
 
@@ -71,6 +75,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(sellerRoutes({ sessions: deps.sessions, ledger: deps.ledger, skills: deps.skills, config: deps.config }));
   app.use(emailAuthRoutes({ config: deps.config, sessions: deps.sessions, links: deps.magicLinks }));
   app.use(oauthRoutes({ config: deps.config, sessions: deps.sessions, oauth: deps.oauth, log: deps.log }));
+  app.use(topupRoutes({ sessions: deps.sessions, cardTopups: deps.cardTopups }));
 
   app.use((req: Request, _res: Response, next: NextFunction) => {
     next(new ApiError("not_found", `No route for ${req.method} ${req.path}.`));

@@ -1,0 +1,88 @@
+import express, { type Router } from "express";
+import { CARD_SIGNATURE_HEADER, type CardCheckout, type CardTopups } from "../../accounts/card";
+import type { Sessions } from "../../accounts/sessions";
+import { microsToUsd, usdToMicros } from "../../ledger/money";
+import { dataEnvelope } from "../envelope";
+import { ApiError } from "../errors";
+
+/** The largest single card top-up: a sandbox guard against typos, not a business limit. */
+const MAX_CARD_TOPUP_MICROS = 10_000n * 1_000_000n;
+
+const view = (checkout: CardCheckout) => ({
+  id: checkout.id,
+  status: checkout.status,
+  amount: microsToUsd(checkout.amountMicros),
+  address: checkout.address,
+  decline_code: checkout.declineCode,
+  mint_tx: checkout.mintTx,
+  deposit_tx: checkout.depositTx,
+  credited: checkout.credited,
+  created_at: new Date(checkout.createdAtMs).toISOString(),
+  expires_at: new Date(checkout.expiresAtMs).toISOString(),
+});
+
+/**
+ * Card top-ups (server/accounts/card.ts):
+ *   POST /v1/topups/card { amount: "10.00", card? }  (session + CSRF) → the checkout; with a card, paid at once
+ *   GET  /v1/topups/card/:id                          (session)        → the checkout's status
+ *   POST /v1/topups/card/notify                       (the provider's HMAC signature, no session)
+ * A declined card is an outcome, not an error: 200 with status `declined`. Refusals: 400 amount_below_minimum,
+ * 400 invalid_request (amount or card number), 409 no_deposit_address, 503 chain_unavailable (no funding wallet).
+ */
+export function topupRoutes(deps: { sessions: Sessions; cardTopups: CardTopups }): Router {
+  const router = express.Router();
+  const session = deps.sessions.require();
+  const json = express.json({ limit: 4_096, type: () => true });
+  // The signature covers the exact bytes, so the body is kept as text.
+  const raw = express.text({ limit: 16_384, type: () => true });
+
+  router.post("/v1/topups/card/notify", raw, async (req, res) => {
+    const body = typeof req.body === "string" ? req.body : "";
+    const result = await deps.cardTopups.receive(body, req.get(CARD_SIGNATURE_HEADER));
+    if (!result.ok) {
+      if (result.reason === "bad_signature") throw new ApiError("invalid_signature", "The notification's signature does not verify.");
+      if (result.reason === "unknown_checkout") throw new ApiError("not_found", "No such checkout.");
+      throw new ApiError("invalid_request", result.reason === "malformed" ? "Malformed notification." : "The amount does not match the checkout.");
+    }
+    res.json(dataEnvelope({ received: true, duplicate: result.duplicate, status: result.checkout.status }));
+  });
+
+  router.post("/v1/topups/card", session, json, async (req, res) => {
+    const body = (req.body ?? {}) as { amount?: unknown; card?: unknown };
+    if (typeof body !== "object" || Array.isArray(body)) throw new ApiError("invalid_request", "Body must be a JSON object.");
+    // Cards charge whole cents.
+    if (typeof body.amount !== "string" || !/^\d{1,7}(\.\d{1,2})?$/.test(body.amount)) {
+      throw new ApiError("invalid_request", 'amount must be a USD string with at most 2 decimals, such as "10.00".');
+    }
+    const amountMicros = usdToMicros(body.amount);
+    if (amountMicros === 0n || amountMicros > MAX_CARD_TOPUP_MICROS) {
+      throw new ApiError("invalid_request", `amount must be above 0 and at most ${microsToUsd(MAX_CARD_TOPUP_MICROS)} USD.`);
+    }
+    if (body.card !== undefined && (typeof body.card !== "string" || body.card.length > 32)) {
+      throw new ApiError("invalid_request", "card must be a card number string.");
+    }
+    const result = await deps.cardTopups.start(req.session!.accountId, amountMicros, body.card);
+    if (!result.ok) {
+      switch (result.reason) {
+        case "unavailable":
+          throw new ApiError("chain_unavailable", "Card top-ups are not available: the gateway has no funding wallet.");
+        case "no_deposit_address":
+          throw new ApiError("no_deposit_address", "This account has no wallet address for the escrow to credit yet.");
+        case "below_minimum":
+          throw new ApiError("amount_below_minimum", `The minimum deposit is ${microsToUsd(result.minimumMicros)} USD.`);
+        case "invalid_card_number":
+          throw new ApiError("invalid_request", "That card number is not valid (the sandbox takes its test cards only).");
+      }
+    }
+    res.status(201).json(dataEnvelope({ ...view(result.checkout), next: result.next }));
+  });
+
+  router.get("/v1/topups/card/:id", session, (req, res) => {
+    const checkout = deps.cardTopups.get(req.session!.accountId, String(req.params.id));
+    if (!checkout) throw new ApiError("not_found", "No such checkout on this account.");
+    res.set("cache-control", "no-store");
+    res.json(dataEnvelope(view(checkout)));
+  });
+
+  return router;
+}
