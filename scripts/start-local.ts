@@ -81,6 +81,8 @@ async function serve(config: ReturnType<typeof loadConfig>, node: LocalNode | un
       deployBlock: deployment.deployBlock,
       voucherSigner: walletOf(config.voucherSignerPrivateKey, DEV_ACCOUNT_INDEX.voucherSigner),
       settlerWallet: walletOf(config.settlerPrivateKey, DEV_ACCOUNT_INDEX.settler),
+      // Card top-ups (sandbox) are funded with test USDC the deployer mints: local chain only.
+      fundingWallet: node?.walletFor(devAccount(DEV_ACCOUNT_INDEX.deployer)),
     },
   });
   const { buyerId } = seedDemo(gateway, backend, {
