@@ -12,9 +12,13 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { type Hex, createPublicClient, createWalletClient, http } from "viem";
-import { privateKeyToAccount } from "viem/accounts";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { randomBytes } from "node:crypto";
+import { deployAccountAbstraction } from "../server/chain/aa";
+import { startBundler } from "../server/chain/bundler";
+import { loadArtifact } from "../server/chain/deploy";
 import { type Deployment, readDeployment, writeDeployment } from "../server/chain/deployment";
-import { DEV_ACCOUNT_INDEX, type LocalNode, devAccount, localChain, startLocalNode } from "../server/chain/local-node";
+import { DEV_ACCOUNT_INDEX, type LocalNode, devAccount, devPrivateKey, localChain, startLocalNode } from "../server/chain/local-node";
 import { loadConfig } from "../server/config";
 import { startDemoBackend } from "../server/demo/backend";
 import { deployDemoChain } from "../server/demo/chain-seed";
@@ -24,6 +28,7 @@ import { lockDatabase } from "../server/ledger/lock";
 import { microsToUsd, usdToMicros } from "../server/ledger/money";
 
 const ROOT = path.resolve(__dirname, "..");
+let startedBundler: { stop(): Promise<void> } | undefined;
 
 /** Compiles the contracts if they changed (a no-op otherwise), so a fresh clone just works. */
 function compileContracts(): void {
@@ -56,7 +61,8 @@ async function main(): Promise<void> {
     }
     await serve(config, node, rpcUrl, deployment);
   } catch (error) {
-    // The chain is a child process: it must not outlive a start that failed half-way.
+    // The chain and the bundler are child processes: they must not outlive a start that failed half-way.
+    await startedBundler?.stop();
     await node?.stop();
     throw error;
   }
@@ -73,7 +79,20 @@ async function serve(config: ReturnType<typeof loadConfig>, node: LocalNode | un
     if (node) return node.walletFor(devAccount(devIndex));
     return key ? createWalletClient({ account: privateKeyToAccount(key as Hex), chain, transport: http(rpcUrl) }) : undefined;
   };
+  // Embedded wallets on the embedded chain: the ERC-4337 contracts at their canonical
+  // addresses, the gateway's paymaster, and the real Alto bundler.
+  const aaStack = node ? await startAccountAbstraction(node, deployment) : undefined;
   const gateway = await startGateway(config, {
+    wallets: aaStack && {
+      chain: { client: node!.publicClient, aa: aaStack.aa, bundlerUrl: aaStack.bundler.url },
+      aa: aaStack.aa,
+      usdc: deployment.usdc,
+      escrow: deployment.escrow,
+      paymasterSigner: aaStack.paymasterSigner,
+      // A fresh ledger each start, so a fresh key will do unless one is configured.
+      encryptionKey: config.walletEncryptionKey || `0x${randomBytes(32).toString("hex")}`,
+      minimumMicros: aaStack.minDepositMicros,
+    },
     chain: {
       publicClient,
       escrowAddress: deployment.escrow,
@@ -93,6 +112,10 @@ async function serve(config: ReturnType<typeof loadConfig>, node: LocalNode | un
   // Index what is already on-chain (the demo deposit) before printing the balance.
   await moneyPath.indexer.poll();
   moneyPath.start();
+  // USDC sent to an embedded wallet is moved into the escrow (a sponsored UserOperation).
+  const sweeper = setInterval(() => {
+    gateway.wallets?.sweepAll().catch((error) => console.error("[wallets] sweep failed", error));
+  }, 3_000);
 
   const { key } = gateway.keys.create(buyerId, { name: "npm start" });
   const balance = gateway.ledger.balance(buyerId);
@@ -102,6 +125,7 @@ Skill Gateway is running.
 
 Gateway:       ${gateway.url}
 Demo backend:  ${backend.url}
+Bundler:       ${aaStack ? `${aaStack.bundler.url} (Alto, EntryPoint v0.7; every account that signs in gets an embedded wallet)` : "none"}
 Chain RPC:     ${rpcUrl} (chain id ${deployment.chainId}${node ? ", a local hardhat node started for this run" : ""})
 Escrow:        ${deployment.escrow}
 USDC:          ${deployment.usdc}${deployment.usdcIsTestToken ? " (test token)" : ""}
@@ -120,7 +144,9 @@ Press Ctrl-C to stop.`);
   const stop = async () => {
     if (stopping) return;
     stopping = true;
+    clearInterval(sweeper);
     await gateway.close();
+    await aaStack?.bundler.stop();
     await backend.close();
     await node?.stop();
     process.exit(0);
@@ -133,3 +159,31 @@ main().catch((error) => {
   console.error(error instanceof Error ? error.message : error);
   process.exit(1);
 });
+
+/** Deploys the ERC-4337 contracts and the gateway paymaster on the local chain and starts Alto. */
+async function startAccountAbstraction(node: LocalNode, deployment: Deployment) {
+  const deployer = node.walletFor(devAccount(DEV_ACCOUNT_INDEX.deployer));
+  const paymasterSigner = privateKeyToAccount(generatePrivateKey());
+  const aa = await deployAccountAbstraction({
+    publicClient: node.publicClient,
+    walletClient: deployer,
+    setCode: async (address, code) => {
+      await node.publicClient.request({ method: "hardhat_setCode" as never, params: [address, code] as never });
+    },
+    usdc: deployment.usdc,
+    escrow: deployment.escrow,
+    paymasterSigner: paymasterSigner.address,
+  });
+  const bundler = await startBundler({
+    rpcUrl: node.rpcUrl,
+    executorPrivateKeys: [devPrivateKey(DEV_ACCOUNT_INDEX.bundlerExecutor)],
+    utilityPrivateKey: devPrivateKey(DEV_ACCOUNT_INDEX.bundlerUtility),
+  });
+  startedBundler = bundler;
+  const minDepositMicros = (await node.publicClient.readContract({
+    address: deployment.escrow,
+    abi: loadArtifact("SkillEscrow").abi,
+    functionName: "minDeposit",
+  })) as bigint;
+  return { aa, bundler, paymasterSigner, minDepositMicros };
+}

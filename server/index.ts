@@ -2,6 +2,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { ApiKeys } from "./accounts/api-keys";
 import { Sessions } from "./accounts/sessions";
+import { WalletService, type WalletServiceParameters } from "./accounts/wallet-service";
 import { MagicLinks, type Mailer, createMailer } from "./accounts/email";
 import { OAuthSignIn, oauthSettings } from "./accounts/oauth";
 import { type CardTopups, createSandboxCardTopups } from "./accounts/card";
@@ -31,6 +32,8 @@ export interface Gateway {
   handler: http.RequestListener;
   /** Dashboard sessions and the identities that open them. */
   sessions: Sessions;
+  /** Embedded wallets, when the gateway was given the ERC-4337 stack. */
+  wallets?: WalletService;
   /** E-mail sign-in links and the mailer that sends them. */
   magicLinks: MagicLinks;
   /** Card top-ups: the sandbox provider, funded by the chain connection's funding wallet. */
@@ -72,6 +75,8 @@ export interface GatewayOptions {
   chain?: ChainConnection;
   /** Where e-mail goes; by default what the config says (SMTP_URL, or the outbox table). */
   mailer?: Mailer;
+  /** Embedded wallets (ERC-4337): every account that signs in gets one; USDC sent to it is swept into the escrow. */
+  wallets?: Omit<WalletServiceParameters, "ledger" | "sessions" | "log">;
 }
 
 /**
@@ -113,6 +118,16 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
   });
   const moneyPath = options.chain ? createMoneyPath(ledger, config, options.chain, log) : undefined;
   const sessions = new Sessions(db, ledger, { secureCookies: config.secureCookies });
+  const wallets = options.wallets ? new WalletService({ ...options.wallets, ledger, sessions, log }) : undefined;
+  if (wallets) {
+    sessions.onOpen = async (accountId) => {
+      try {
+        await wallets.ensureFor(accountId);
+      } catch (error) {
+        log(`could not give ${accountId} its embedded wallet; it gets one at its next sign-in`, error);
+      }
+    };
+  }
   const magicLinks = new MagicLinks(db, commit, options.mailer ?? createMailer(config, commit, db), { ttlMs: config.emailLinkTtlMs });
   const oauth = new OAuthSignIn(db, commit, oauthSettings(config));
   const cardTopups = createSandboxCardTopups({ ledger, chain: options.chain, log: (message, error) => log(`[card] ${message}`, error) });
@@ -142,7 +157,7 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
   ];
 
   return {
-    config, db, ledger, keys, skills, calls, handler, moneyPath, sessions, magicLinks, cardTopups, recovered,
+    config, db, ledger, keys, skills, calls, handler, moneyPath, sessions, wallets, magicLinks, cardTopups, recovered,
     async close() {
       for (const timer of timers) clearInterval(timer);
       await moneyPath?.stop();

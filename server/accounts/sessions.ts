@@ -96,8 +96,15 @@ export class Sessions {
     return { accountId, csrfToken, expiresAtMs, token };
   }
 
+  /**
+   * Runs after every sign-in, before the session is handed out: the gateway gives the account
+   * its embedded wallet here. A failure is the hook's to report; it does not stop the sign-in.
+   */
+  onOpen: ((accountId: string) => Promise<void>) | undefined;
+
   /** Opens a session for the account and sets its cookies on the response. */
   async open(res: Response, accountId: string): Promise<Session> {
+    await this.onOpen?.(accountId);
     const { token, csrfToken, expiresAtMs } = await this.issue(accountId);
     const base = { sameSite: "lax" as const, secure: this.options.secureCookies, path: "/", expires: new Date(expiresAtMs) };
     res.cookie(SESSION_COOKIE, token, { ...base, httpOnly: true });

@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import net from "node:net";
 import path from "node:path";
-import { type Account, type Chain, type HttpTransport, type PublicClient, type WalletClient, createPublicClient, createWalletClient, defineChain, http } from "viem";
+import { type Account, type Chain, type Hex, type HttpTransport, type PublicClient, type WalletClient, createPublicClient, createWalletClient, defineChain, http } from "viem";
 import { mnemonicToAccount } from "viem/accounts";
 
 /** The well-known development mnemonic `hardhat node` funds its accounts from. Local chain only. */
@@ -10,10 +10,16 @@ export const HARDHAT_MNEMONIC = "test test test test test test test test test te
 export const LOCAL_CHAIN_ID = 8453;
 
 /** The roles the embedded default gives the node's funded development accounts. */
-export const DEV_ACCOUNT_INDEX = { deployer: 0, settler: 1, voucherSigner: 2, demoBuyer: 3, demoSeller: 4 } as const;
+export const DEV_ACCOUNT_INDEX = { deployer: 0, settler: 1, voucherSigner: 2, demoBuyer: 3, demoSeller: 4, bundlerExecutor: 10, bundlerUtility: 11 } as const;
 
 export function devAccount(index: number): Account {
   return mnemonicToAccount(HARDHAT_MNEMONIC, { addressIndex: index });
+}
+
+/** A development account's private key (the bundler takes keys, not accounts). Local chain only. */
+export function devPrivateKey(index: number): Hex {
+  const hd = mnemonicToAccount(HARDHAT_MNEMONIC, { addressIndex: index }).getHdKey();
+  return `0x${Buffer.from(hd.privateKey!).toString("hex")}`;
 }
 
 export function localChain(rpcUrl: string, chainId = LOCAL_CHAIN_ID): Chain {

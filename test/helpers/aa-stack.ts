@@ -1,18 +1,15 @@
 import { type Hex } from "viem";
-import { generatePrivateKey, mnemonicToAccount, privateKeyToAccount, type LocalAccount } from "viem/accounts";
+import { generatePrivateKey, privateKeyToAccount, type LocalAccount } from "viem/accounts";
 import { deployAccountAbstraction, type AaDeployment } from "../../server/chain/aa";
 import { startBundler, type Bundler } from "../../server/chain/bundler";
 import { deployContracts, type Deployment } from "../../server/chain/deploy";
-import { DEV_ACCOUNT_INDEX, HARDHAT_MNEMONIC, devAccount, startLocalNode, type LocalNode } from "../../server/chain/local-node";
+import { DEV_ACCOUNT_INDEX, devAccount, devPrivateKey, startLocalNode, type LocalNode } from "../../server/chain/local-node";
 
 /** Development accounts (of `hardhat node`'s 20 funded ones) the bundler uses; the gateway's roles use 0–4. */
 export const EXECUTOR_INDEX = 10;
 export const UTILITY_INDEX = 11;
 
-export function devPrivateKey(index: number): Hex {
-  const hd = mnemonicToAccount(HARDHAT_MNEMONIC, { addressIndex: index }).getHdKey();
-  return `0x${Buffer.from(hd.privateKey!).toString("hex")}`;
-}
+export { devPrivateKey };
 
 /**
  * A `hardhat node` with the escrow and test USDC (the server's own deployContracts), the ERC-4337 contracts and

@@ -1,6 +1,8 @@
 import express, { type Router } from "express";
 import type { Sessions } from "../../accounts/sessions";
+import { getEmbeddedWallet } from "../../accounts/wallets";
 import { addressesOf } from "../../chain/addresses";
+import type { Db } from "../../ledger/db";
 import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
@@ -25,6 +27,7 @@ export function sessionRoutes(deps: { sessions: Sessions; ledger: Ledger }): Rou
         name: account.name,
         identities: deps.sessions.identitiesOf(accountId).map((i) => ({ provider: i.provider, subject: i.subject, linked_at: new Date(i.createdAtMs).toISOString() })),
         addresses: addressesOf(deps.ledger.db, accountId),
+        wallet: walletOf(deps.ledger.db, accountId),
         balance: { currency: "USDC", available: microsToUsd(availableMicros), held: microsToUsd(heldMicros) },
       }),
     );
@@ -36,4 +39,10 @@ export function sessionRoutes(deps: { sessions: Sessions; ledger: Ledger }): Rou
   });
 
   return router;
+}
+
+/** The account's embedded wallet: where it sends USDC to top up. */
+function walletOf(db: Db, accountId: string) {
+  const wallet = getEmbeddedWallet(db, accountId);
+  return wallet ? { address: wallet.address, owner: wallet.ownerKind, owner_address: wallet.ownerAddress } : null;
 }
