@@ -12,13 +12,12 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { type Hex, createPublicClient, createWalletClient, http } from "viem";
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { privateKeyToAccount } from "viem/accounts";
 import { randomBytes } from "node:crypto";
-import { deployAccountAbstraction } from "../server/chain/aa";
-import { startBundler } from "../server/chain/bundler";
+import { startLocalAccountAbstraction } from "../server/chain/aa-local";
 import { loadArtifact } from "../server/chain/deploy";
 import { type Deployment, readDeployment, writeDeployment } from "../server/chain/deployment";
-import { DEV_ACCOUNT_INDEX, type LocalNode, devAccount, devPrivateKey, localChain, startLocalNode } from "../server/chain/local-node";
+import { DEV_ACCOUNT_INDEX, type LocalNode, devAccount, localChain, startLocalNode } from "../server/chain/local-node";
 import { loadConfig } from "../server/config";
 import { startDemoBackend } from "../server/demo/backend";
 import { deployDemoChain } from "../server/demo/chain-seed";
@@ -160,30 +159,14 @@ main().catch((error) => {
   process.exit(1);
 });
 
-/** Deploys the ERC-4337 contracts and the gateway paymaster on the local chain and starts Alto. */
+/** The ERC-4337 stack on the local chain (server/chain/aa-local.ts), and the escrow's minimum deposit. */
 async function startAccountAbstraction(node: LocalNode, deployment: Deployment) {
-  const deployer = node.walletFor(devAccount(DEV_ACCOUNT_INDEX.deployer));
-  const paymasterSigner = privateKeyToAccount(generatePrivateKey());
-  const aa = await deployAccountAbstraction({
-    publicClient: node.publicClient,
-    walletClient: deployer,
-    setCode: async (address, code) => {
-      await node.publicClient.request({ method: "hardhat_setCode" as never, params: [address, code] as never });
-    },
-    usdc: deployment.usdc,
-    escrow: deployment.escrow,
-    paymasterSigner: paymasterSigner.address,
-  });
-  const bundler = await startBundler({
-    rpcUrl: node.rpcUrl,
-    executorPrivateKeys: [devPrivateKey(DEV_ACCOUNT_INDEX.bundlerExecutor)],
-    utilityPrivateKey: devPrivateKey(DEV_ACCOUNT_INDEX.bundlerUtility),
-  });
-  startedBundler = bundler;
+  const local = await startLocalAccountAbstraction(node, deployment);
+  startedBundler = local.bundler;
   const minDepositMicros = (await node.publicClient.readContract({
     address: deployment.escrow,
     abi: loadArtifact("SkillEscrow").abi,
     functionName: "minDeposit",
   })) as bigint;
-  return { aa, bundler, paymasterSigner, minDepositMicros };
+  return { ...local, minDepositMicros };
 }

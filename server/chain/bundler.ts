@@ -9,7 +9,7 @@
  * The binary is started from node_modules/.bin, not through npx, so the child is the process to stop.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import net from "node:net";
+import { freePort } from "./local-node";
 import path from "node:path";
 import { createPublicClient, http, type Address, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
@@ -46,16 +46,6 @@ export interface Bundler {
   stop(): Promise<void>;
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 async function rpc(url: string, method: string, params: unknown[] = []): Promise<unknown> {
   const response = await fetch(url, {

@@ -1,13 +1,14 @@
 import { type Hex } from "viem";
-import { generatePrivateKey, privateKeyToAccount, type LocalAccount } from "viem/accounts";
-import { deployAccountAbstraction, type AaDeployment } from "../../server/chain/aa";
-import { startBundler, type Bundler } from "../../server/chain/bundler";
+import type { LocalAccount } from "viem/accounts";
+import type { AaDeployment } from "../../server/chain/aa";
+import { startLocalAccountAbstraction } from "../../server/chain/aa-local";
+import type { Bundler } from "../../server/chain/bundler";
 import { deployContracts, type Deployment } from "../../server/chain/deploy";
 import { DEV_ACCOUNT_INDEX, devAccount, devPrivateKey, startLocalNode, type LocalNode } from "../../server/chain/local-node";
 
 /** Development accounts (of `hardhat node`'s 20 funded ones) the bundler uses; the gateway's roles use 0–4. */
-export const EXECUTOR_INDEX = 10;
-export const UTILITY_INDEX = 11;
+export const EXECUTOR_INDEX = DEV_ACCOUNT_INDEX.bundlerExecutor;
+export const UTILITY_INDEX = DEV_ACCOUNT_INDEX.bundlerUtility;
 
 export { devPrivateKey };
 
@@ -39,22 +40,9 @@ export async function startAaStack(): Promise<AaStack> {
       settler: devAccount(DEV_ACCOUNT_INDEX.settler).address,
       voucherSigner: devAccount(DEV_ACCOUNT_INDEX.voucherSigner).address,
     });
-    const paymasterSigner = privateKeyToAccount(generatePrivateKey());
-    const aa = await deployAccountAbstraction({
-      publicClient: node.publicClient,
-      walletClient: deployer,
-      setCode: async (address, code) => {
-        await node.publicClient.request({ method: "hardhat_setCode" as never, params: [address, code] as never });
-      },
-      usdc: deployment.usdc,
-      escrow: deployment.escrow,
-      paymasterSigner: paymasterSigner.address,
-    });
-    bundler = await startBundler({
-      rpcUrl: node.rpcUrl,
-      executorPrivateKeys: [devPrivateKey(EXECUTOR_INDEX)],
-      utilityPrivateKey: devPrivateKey(UTILITY_INDEX),
-    });
+    const local = await startLocalAccountAbstraction(node, deployment);
+    bundler = local.bundler;
+    const { aa, paymasterSigner } = local;
     const started = bundler;
     return {
       node,
