@@ -112,9 +112,7 @@ async function serve(config: ReturnType<typeof loadConfig>, node: LocalNode | un
   await moneyPath.indexer.poll();
   moneyPath.start();
   // USDC sent to an embedded wallet is moved into the escrow (a sponsored UserOperation).
-  const sweeper = setInterval(() => {
-    gateway.wallets?.sweepAll().catch((error) => console.error("[wallets] sweep failed", error));
-  }, 3_000);
+  gateway.wallets?.start(3_000);
 
   const { key } = gateway.keys.create(buyerId, { name: "npm start" });
   const balance = gateway.ledger.balance(buyerId);
@@ -143,7 +141,6 @@ Press Ctrl-C to stop.`);
   const stop = async () => {
     if (stopping) return;
     stopping = true;
-    clearInterval(sweeper);
     await gateway.close();
     await aaStack?.bundler.stop();
     await backend.close();

@@ -160,6 +160,7 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
     config, db, ledger, keys, skills, calls, handler, moneyPath, sessions, wallets, magicLinks, cardTopups, recovered,
     async close() {
       for (const timer of timers) clearInterval(timer);
+      await wallets?.stop();
       await moneyPath?.stop();
       await forwarder.close();
       commit.run(() => keys.flushLastUsed());

@@ -33,7 +33,28 @@ export interface WalletServiceParameters {
  * so it is not swept here: its owner deposits directly.
  */
 export class WalletService {
+  private timer: NodeJS.Timeout | undefined;
+  private sweeping: Promise<unknown> | undefined;
+
   constructor(private readonly p: WalletServiceParameters) {}
+
+  /** Sweeps every `intervalMs` (one sweep at a time) until stop(). */
+  start(intervalMs: number): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => {
+      if (this.sweeping) return;
+      this.sweeping = this.sweepAll()
+        .catch((error) => this.p.log("[wallets] sweep failed; will retry", error))
+        .finally(() => (this.sweeping = undefined));
+    }, intervalMs);
+  }
+
+  /** Stops the loop and waits for a sweep in progress. */
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.sweeping;
+  }
 
   /** The account's embedded wallet, created on first sign-in. */
   async ensureFor(accountId: string): Promise<EmbeddedWallet> {
