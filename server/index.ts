@@ -131,7 +131,7 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
   const magicLinks = new MagicLinks(db, commit, options.mailer ?? createMailer(config, commit, db), { ttlMs: config.emailLinkTtlMs });
   const oauth = new OAuthSignIn(db, commit, oauthSettings(config));
   const cardTopups = createSandboxCardTopups({ ledger, chain: options.chain, log: (message, error) => log(`[card] ${message}`, error) });
-  const handler = createRequestListener({ config, keys, skills, ledger, calls, callService, moneyPath, chain: options.chain, sessions, magicLinks, oauth, cardTopups, log });
+  const handler = createRequestListener({ config, keys, skills, ledger, calls, callService, moneyPath, chain: options.chain, sessions, magicLinks, oauth, cardTopups, wallets, log });
 
   // Housekeeping never throws out of a timer: a failure is logged and tried again next time.
   const every = (ms: number, what: string, fn: () => void) => {

@@ -104,7 +104,7 @@ export function decryptOwnerKey(blob: Buffer, key: Buffer, accountId: string, wa
 // ---------------------------------------------------------------------------------------------------------
 
 /** An owner the server cannot sign for: enough to compute the smart account's address. */
-function addressOnlyOwner(address: Address): LocalAccount {
+export function addressOnlyOwner(address: Address): LocalAccount {
   const refuse = async (): Promise<never> => {
     throw new WalletError(`the gateway holds no key for ${address}: its owner must sign`);
   };

@@ -24,6 +24,8 @@ import { emailAuthRoutes } from "./routes/auth-email";
 import { oauthRoutes } from "./routes/auth-oauth";
 import type { CardTopups } from "../accounts/card";
 import { topupRoutes } from "./routes/topups";
+import type { WalletService } from "../accounts/wallet-service";
+import { walletRoutes } from "./routes/wallet";
 
 export interface AppDeps {
   config: Config;
@@ -40,6 +42,8 @@ export interface AppDeps {
   oauth: OAuthSignIn;
   /** Card top-ups through the payment provider (the sandbox by default). */
   cardTopups: CardTopups;
+  /** Embedded wallets, when the gateway has the ERC-4337 stack (a SIWE owner's sweep: prepare, sign, submit). */
+  wallets?: WalletService;
   log: (message: string, error?: unknown) => void;
 }
 
@@ -76,6 +80,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(emailAuthRoutes({ config: deps.config, sessions: deps.sessions, links: deps.magicLinks }));
   app.use(oauthRoutes({ config: deps.config, sessions: deps.sessions, oauth: deps.oauth, log: deps.log }));
   app.use(topupRoutes({ sessions: deps.sessions, cardTopups: deps.cardTopups }));
+  app.use(walletRoutes({ sessions: deps.sessions, wallets: deps.wallets, log: deps.log }));
 
   app.use((req: Request, _res: Response, next: NextFunction) => {
     next(new ApiError("not_found", `No route for ${req.method} ${req.path}.`));
