@@ -5,6 +5,10 @@
  * the gateway with its deposit indexer, and prints a fresh API key with a ready `curl`.
  * Ctrl-C stops everything, the chain included.
  *
+ * Without GitHub/Google OAuth apps configured (GITHUB_CLIENT_ID, GOOGLE_CLIENT_ID), the
+ * embedded default runs a local development identity provider in their place
+ * (server/accounts/dev-identity-provider.ts), so both sign-ins work offline.
+ *
  * With CHAIN_RPC_URL set it uses that chain and the DEPLOYMENT_FILE's contracts instead of
  * starting its own (no demo deposit is made there).
  */
@@ -14,6 +18,7 @@ import path from "node:path";
 import { type Hex, createPublicClient, createWalletClient, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { randomBytes } from "node:crypto";
+import { type DevIdentityProvider, startDevIdentityProvider } from "../server/accounts/dev-identity-provider";
 import { startLocalAccountAbstraction } from "../server/chain/aa-local";
 import { loadArtifact } from "../server/chain/deploy";
 import { type Deployment, readDeployment, writeDeployment } from "../server/chain/deployment";
@@ -28,6 +33,7 @@ import { microsToUsd, usdToMicros } from "../server/ledger/money";
 
 const ROOT = path.resolve(__dirname, "..");
 let startedBundler: { stop(): Promise<void> } | undefined;
+let devIdentity: DevIdentityProvider | undefined;
 
 /** Compiles the contracts if they changed (a no-op otherwise), so a fresh clone just works. */
 function compileContracts(): void {
@@ -36,7 +42,7 @@ function compileContracts(): void {
 }
 
 async function main(): Promise<void> {
-  const config = loadConfig();
+  let config = loadConfig();
   let node: LocalNode | undefined;
   let deployment: Deployment;
   let rpcUrl = config.chainRpcUrl;
@@ -47,6 +53,11 @@ async function main(): Promise<void> {
     rpcUrl = node.rpcUrl;
   }
   try {
+    if (node && (!config.githubClientId || !config.googleClientId)) {
+      // No OAuth apps on the embedded default: a local provider stands in for GitHub and Google.
+      devIdentity = await startDevIdentityProvider({ github: !config.githubClientId, google: !config.googleClientId });
+      config = loadConfig(process.env, devIdentity.settings);
+    }
     if (node) {
       deployment = (await deployDemoChain(node, usdToMicros(DEMO_DEPOSIT_USD))).deployment;
       writeDeployment(path.resolve(ROOT, config.deploymentFile), deployment);
@@ -62,6 +73,7 @@ async function main(): Promise<void> {
   } catch (error) {
     // The chain and the bundler are child processes: they must not outlive a start that failed half-way.
     await startedBundler?.stop();
+    await devIdentity?.stop();
     await node?.stop();
     throw error;
   }
@@ -103,6 +115,9 @@ async function serve(config: ReturnType<typeof loadConfig>, node: LocalNode | un
       fundingWallet: node?.walletFor(devAccount(DEV_ACCOUNT_INDEX.deployer)),
     },
   });
+  // The gateway's redirect URIs are built on PUBLIC_URL, else its loopback address (server/http/public-url.ts).
+  const signInBase = config.publicUrl.replace(/\/+$/, "") || gateway.url.replace(/\/\/(0\.0\.0\.0|\[::\]):/, "//127.0.0.1:");
+  devIdentity?.serve([signInBase]);
   const { buyerId } = seedDemo(gateway, backend, {
     buyer: devAccount(DEV_ACCOUNT_INDEX.demoBuyer).address,
     seller: devAccount(DEV_ACCOUNT_INDEX.demoSeller).address,
@@ -129,7 +144,7 @@ USDC:          ${deployment.usdc}${deployment.usdcIsTestToken ? " (test token)" 
 Database:      ${config.dbPath}  (fee mode ${config.feeMode}, ${Number(config.feeBps) / 100}% platform fee)
 Demo buyer:    ${buyerId} (${devAccount(DEV_ACCOUNT_INDEX.demoBuyer).address}), balance ${microsToUsd(balance.availableMicros)} USDC, deposited on-chain
 Skills:        ${gateway.skills.list().map((s) => `${s.slug} (${microsToUsd(s.priceMicros)} USD)`).join(", ")}
-${gateway.recovered.holds > 0 ? `Recovered:     released ${gateway.recovered.holds} hold(s) left open by a previous crash\n` : ""}
+${devIdentity ? `Sign-in:       ${signInLine(signInBase, devIdentity.settings)}\n` : ""}${gateway.recovered.holds > 0 ? `Recovered:     released ${gateway.recovered.holds} hold(s) left open by a previous crash\n` : ""}
 API key: ${key}
 
 Try it:
@@ -144,6 +159,7 @@ Press Ctrl-C to stop.`);
     await gateway.close();
     await aaStack?.bundler.stop();
     await backend.close();
+    await devIdentity?.stop();
     await node?.stop();
     process.exit(0);
   };
@@ -166,4 +182,11 @@ async function startAccountAbstraction(node: LocalNode, deployment: Deployment) 
     functionName: "minDeposit",
   })) as bigint;
   return { ...local, minDepositMicros };
+}
+
+/** Where to sign in through the local stand-in, for the providers it stands in for. */
+function signInLine(gatewayUrl: string, settings: DevIdentityProvider["settings"]): string {
+  const stand = [settings.githubClientId && "GitHub", settings.googleClientId && "Google"].filter(Boolean).join(" and ");
+  const paths = [settings.githubClientId && "/auth/github/start", settings.googleClientId && "/auth/google/start"].filter(Boolean) as string[];
+  return `${gatewayUrl}${paths.join(" and ")} (a local development provider stands in for ${stand})`;
 }

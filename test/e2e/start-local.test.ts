@@ -3,6 +3,8 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { expect } from "chai";
+import { SESSION_COOKIE } from "../../server/accounts/sessions";
+import { Browser } from "../helpers/oidc-provider";
 
 const ROOT = path.join(__dirname, "../..");
 
@@ -10,7 +12,7 @@ const ROOT = path.join(__dirname, "../..");
 function startLocal(dbPath: string): Promise<{ child: ChildProcess; output: string }> {
   const child = spawn(process.execPath, ["-r", "ts-node/register/transpile-only", path.join(ROOT, "scripts/start-local.ts")], {
     cwd: ROOT,
-    env: { ...process.env, PORT: "0", CHAIN_PORT: "0", DB_PATH: dbPath, DEPLOYMENT_FILE: path.join(path.dirname(dbPath), "deployment.json"), CHAIN_RPC_URL: "" },
+    env: { ...process.env, PORT: "0", CHAIN_PORT: "0", DB_PATH: dbPath, DEPLOYMENT_FILE: path.join(path.dirname(dbPath), "deployment.json"), CHAIN_RPC_URL: "", GITHUB_CLIENT_ID: "", GITHUB_CLIENT_SECRET: "", GOOGLE_CLIENT_ID: "", GOOGLE_CLIENT_SECRET: "" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   return new Promise((resolve, reject) => {
@@ -35,7 +37,7 @@ describe("npm start (the embedded default)", () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  it("starts a chain, deposits on-chain, prints a key and a curl whose call succeeds with price_paid 0.001, and stops everything on Ctrl-C", async function () {
+  it("starts a chain, deposits on-chain, prints a key and a curl whose call succeeds with price_paid 0.001, signs new people up with Google and GitHub through the local stand-in, and stops everything on Ctrl-C", async function () {
     this.timeout(120_000);
     const started = await startLocal(path.join(dir, "gateway.db"));
     child = started.child;
@@ -73,6 +75,25 @@ describe("npm start (the embedded default)", () => {
       fetch(rpcUrl!, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: [] }) });
     expect((await (await rpc("eth_chainId")).json() as { result: string }).result).to.equal("0x2105");
 
+    // Without OAuth apps configured, a local provider stands in for GitHub and Google: a new
+    // person signs up through its login and consent pages, as a browser would.
+    const signIn = /^Sign-in: +(http:\/\/\S+?)\/auth\/github\/start and \/auth\/google\/start \(a local development provider stands in for GitHub and Google\)$/m.exec(started.output);
+    expect(signIn, started.output).to.not.equal(null);
+    const gatewayUrl = signIn![1];
+    let providerUrl = "";
+    for (const [which, login] of [["google", "ada"], ["github", "grace"]] as const) {
+      const browser = new Browser();
+      const start = await browser.request(`${gatewayUrl}/auth/${which}/start`);
+      expect(start.status, await start.clone().text()).to.equal(302);
+      providerUrl = new URL(start.headers.get("location")!).origin;
+      const callback = await browser.authorize(start.headers.get("location")!, login, (next) => next.startsWith(gatewayUrl));
+      expect((await browser.request(callback)).status).to.equal(303);
+      expect(browser.cookies(gatewayUrl).has(SESSION_COOKIE)).to.equal(true);
+      const me: any = await (await browser.request(`${gatewayUrl}/v1/me`)).json();
+      expect(me.data.identities.map((i: any) => i.provider), JSON.stringify(me)).to.deep.equal([which]);
+    }
+    expect(providerUrl).to.match(/^http:\/\/127\.0\.0\.1:\d+$/);
+
     const exited = new Promise<number | null>((resolve) => child!.once("exit", resolve));
     child.kill("SIGINT");
     expect(await exited).to.equal(0);
@@ -81,5 +102,8 @@ describe("npm start (the embedded default)", () => {
     let refused = false;
     await rpc("eth_chainId").catch(() => (refused = true));
     expect(refused, "the chain is still answering").to.equal(true);
+    refused = false;
+    await fetch(`${providerUrl}/.well-known/openid-configuration`).catch(() => (refused = true));
+    expect(refused, "the local identity provider is still answering").to.equal(true);
   });
 });

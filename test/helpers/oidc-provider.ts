@@ -1,91 +1,13 @@
-import http from "node:http";
-import type { AddressInfo } from "node:net";
-
 /**
- * A real OAuth 2 / OpenID Connect provider on 127.0.0.1, for the sign-in tests:
- * `oidc-provider` (panva, the certified implementation), not a fake of the protocol. Its
- * development login and consent pages are driven by `Browser` below, the way a person
- * would click through them. Anyone who types a login is that user: the login is the
- * subject, and `<login>@example.test` the e-mail claim.
- *
- * It stands in for GitHub too: a `/user` route answers GitHub's shape ({id, login}) for an
- * access token the provider itself issued.
+ * The local OAuth 2 / OpenID Connect provider the sign-in tests use is the one `npm start`
+ * runs in place of GitHub and Google (server/accounts/dev-identity-provider.ts). `Browser`
+ * below clicks through its login and consent pages the way a person would.
  */
-export interface LocalProvider {
-  issuer: string;
-  /** Starts answering, with these clients registered (their redirect URIs may name a server started after `issuer` was known). */
-  serve(clients: LocalClient[]): void;
-  close(): Promise<void>;
-}
-
-export interface LocalClient {
-  client_id: string;
-  client_secret: string;
-  redirect_uris: string[];
-}
-
-/** Listens on 127.0.0.1 port 0 at once, so the issuer is known before the clients are. */
-export async function startLocalProvider(): Promise<LocalProvider> {
-  const server = http.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return {
-    issuer,
-    serve(clients) {
-      server.on("request", createProvider(issuer, clients).callback());
-    },
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
-
-function createProvider(issuer: string, clients: LocalClient[]) {
-  // oidc-provider is ESM-only; Node 20.19+ loads it through require(). Its notices (Node 22
-  // preferred, development keys and adapter in use) are about production, not these tests.
-  const { warn, info } = console;
-  console.warn = console.info = () => {};
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const { Provider } = require("oidc-provider") as typeof import("oidc-provider");
-    const minutes = (n: number) => n * 60;
-    const provider = new Provider(issuer, {
-      clients: clients.map((c) => ({ ...c, grant_types: ["authorization_code"], response_types: ["code"] })),
-      scopes: ["openid", "email", "profile", "read:user"],
-      claims: { openid: ["sub"], email: ["email", "email_verified"], profile: ["name"] },
-      // Put the e-mail into the ID token, the way Google does.
-      conformIdTokenClaims: false,
-      pkce: { required: () => true },
-      features: { devInteractions: { enabled: true } },
-      ttl: { AccessToken: minutes(10), AuthorizationCode: minutes(1), IdToken: minutes(10), Interaction: minutes(10), Session: minutes(10), Grant: minutes(10) },
-      async findAccount(_ctx, sub) {
-        return {
-          accountId: sub,
-          async claims() {
-            return { sub, email: `${sub}@example.test`, email_verified: true, name: `User ${sub}` };
-          },
-        };
-      },
-    });
-    // GitHub's GET /user: the token's user as {id, login}, for a token this provider issued.
-    provider.use(async (ctx, next) => {
-      if (ctx.path !== "/user") return next();
-      const token = /^Bearer (.+)$/.exec(ctx.get("authorization"))?.[1];
-      const found = token ? await provider.AccessToken.find(token) : undefined;
-      if (!found) {
-        ctx.status = 401;
-        ctx.body = { message: "Bad credentials" };
-        return;
-      }
-      ctx.body = { id: Number.parseInt(found.accountId, 36), login: found.accountId };
-    });
-    return provider;
-  } finally {
-    Object.assign(console, { warn, info });
-  }
-}
+export {
+  type LocalClient,
+  type LocalIdentityProvider as LocalProvider,
+  startLocalIdentityProvider as startLocalProvider,
+} from "../../server/accounts/dev-identity-provider";
 
 /**
  * A browser enough for sign-in flows: follows redirects by hand, keeps each origin's
