@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { type AaStack, startAaStack } from "../helpers/aa-stack";
+import { type AaStack, gatewayOptionsFor, startAaStack } from "../helpers/aa-stack";
 import { type TestStack, startStack } from "../helpers/gateway";
 
 /**
@@ -18,23 +18,7 @@ describe("a SIWE wallet's sweep: prepare, sign, submit", function () {
     aa = await startAaStack();
     stack = await startStack({
       buyerUsd: "0",
-      gateway: {
-        chain: {
-          publicClient: aa.node.publicClient,
-          escrowAddress: aa.deployment.escrow,
-          chainId: 8453,
-          deployBlock: aa.deployment.deployBlock,
-        },
-        wallets: {
-          chain: { client: aa.node.publicClient, aa: aa.aa, bundlerUrl: aa.bundler.url },
-          aa: aa.aa,
-          usdc: aa.deployment.usdc,
-          escrow: aa.deployment.escrow,
-          paymasterSigner: aa.paymasterSigner,
-          encryptionKey: "0x" + "42".repeat(32),
-          minimumMicros: 1_000_000n,
-        },
-      },
+      gateway: gatewayOptionsFor(aa),
     });
   });
   after(async () => {

@@ -1,6 +1,7 @@
 import { type Hex } from "viem";
 import type { LocalAccount } from "viem/accounts";
 import type { AaDeployment } from "../../server/chain/aa";
+import type { GatewayOptions } from "../../server/index";
 import { startLocalAccountAbstraction } from "../../server/chain/aa-local";
 import type { Bundler } from "../../server/chain/bundler";
 import { deployContracts, type Deployment } from "../../server/chain/deploy";
@@ -69,4 +70,25 @@ export async function startAaStack(): Promise<AaStack> {
     await node.stop();
     throw error;
   }
+}
+
+/** Gateway options for a stack: its chain for the money path, and embedded wallets on its bundler. */
+export function gatewayOptionsFor(stack: AaStack): GatewayOptions {
+  return {
+    chain: {
+      publicClient: stack.node.publicClient,
+      escrowAddress: stack.deployment.escrow,
+      chainId: 8453,
+      deployBlock: stack.deployment.deployBlock,
+    },
+    wallets: {
+      chain: { client: stack.node.publicClient, aa: stack.aa, bundlerUrl: stack.bundler.url },
+      aa: stack.aa,
+      usdc: stack.deployment.usdc,
+      escrow: stack.deployment.escrow,
+      paymasterSigner: stack.paymasterSigner,
+      encryptionKey: "0x" + "42".repeat(32),
+      minimumMicros: 1_000_000n,
+    },
+  };
 }

@@ -7,6 +7,7 @@ import { type GatewayOptions, type RunningGateway, startGateway } from "../../se
 import { type AccountKind, PLATFORM_ACCOUNT_ID } from "../../server/ledger/ledger";
 import { usdToMicros } from "../../server/ledger/money";
 import { type TestBackend, startTestBackend } from "./backend";
+import { send } from "./session";
 
 export interface TestStack {
   gw: RunningGateway;
@@ -67,24 +68,9 @@ export async function startStack(options: { config?: Partial<Config>; buyerUsd?:
   };
   const buyer = addBuyer(options.buyerUsd ?? "10");
 
-  const request = async (method: string, pathname: string, body: unknown, key: string | null | undefined, headers: Record<string, string> = {}) => {
-    const h: Record<string, string> = { ...headers };
+  const request = (method: string, pathname: string, body: unknown, key: string | null | undefined, headers: Record<string, string> = {}) => {
     const k = key === undefined ? buyer.key : key;
-    if (k !== null) h.authorization = `Bearer ${k}`;
-    if (body !== undefined) h["content-type"] ??= "application/json";
-    const res = await fetch(gw.url + pathname, {
-      method,
-      headers: h,
-      body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
-    });
-    const text = await res.text();
-    let parsed: unknown = text;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      /* left as text */
-    }
-    return { status: res.status, headers: res.headers, body: parsed as any };
+    return send(gw.url + pathname, method, k === null ? headers : { authorization: `Bearer ${k}`, ...headers }, body);
   };
 
   return {
