@@ -8,6 +8,7 @@ import type { SkillRegistry } from "../gateway/skills";
 import type { Ledger } from "../ledger/ledger";
 import { errorEnvelope } from "./envelope";
 import { ApiError } from "./errors";
+import { dashboardRoutes } from "./routes/dashboard";
 import { callHandler } from "./routes/call";
 import { readRoutes } from "./routes/read";
 import { withdrawalRoutes } from "./routes/withdrawals";
@@ -82,6 +83,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(topupRoutes({ sessions: deps.sessions, cardTopups: deps.cardTopups }));
   app.use(walletRoutes({ sessions: deps.sessions, wallets: deps.wallets, log: deps.log }));
 
+  app.use(dashboardRoutes());
   app.use((req: Request, _res: Response, next: NextFunction) => {
     next(new ApiError("not_found", `No route for ${req.method} ${req.path}.`));
   });

@@ -1,0 +1,90 @@
+/**
+ * Money and text formatting for the dashboard. Pure functions only (no DOM), so the unit
+ * tests can import them under Node.
+ *
+ * Money is never float arithmetic: the API's USD numbers have at most 6 decimals and print
+ * exactly (String(0.001) === "0.001"), so they are parsed as decimal text into integer base
+ * units (1 USDC = 1,000,000), and formatted back from those integers.
+ */
+
+const DECIMALS = 6;
+const UNIT = 10n ** BigInt(DECIMALS);
+/** Cents are not enough for prices like $0.001: at least 3 decimals, up to 6 when needed. */
+const MIN_DECIMALS = 3;
+
+/** A USD amount as the API sends it: a JSON number (≤ 6 decimals), or a decimal string. */
+export type UsdAmount = number | string;
+
+/** Parses a base-units string ("-1500", "1000") into an integer; undefined when it is not one. */
+export function parseBaseUnits(text: string): bigint | undefined {
+  return /^-?\d+$/.test(text.trim()) ? BigInt(text.trim()) : undefined;
+}
+
+/**
+ * Converts a USD amount (a JSON number or a decimal string) into base units, exactly.
+ * Returns undefined for anything that is not a finite amount with at most 6 decimals.
+ */
+export function usdToBaseUnits(amount: UsdAmount): bigint | undefined {
+  if (typeof amount === "number" && !Number.isFinite(amount)) return undefined;
+  const text = decimalText(amount);
+  const match = /^(-)?(\d+)(?:\.(\d{1,6}))?$/.exec(text);
+  if (!match) return undefined;
+  const units = BigInt(match[2]) * UNIT + BigInt((match[3] ?? "").padEnd(DECIMALS, "0"));
+  return match[1] ? -units : units;
+}
+
+/** The plain decimal text of a number: JS prints 1e-7 and 1e21 in exponent form, which the parser rejects. */
+function decimalText(amount: UsdAmount): string {
+  if (typeof amount === "string") return amount.trim();
+  const text = String(amount);
+  if (!/e/i.test(text)) return text;
+  // toFixed(6) is exact enough here: only tiny (< 1e-6) or huge (≥ 1e21) numbers get here.
+  return Math.abs(amount) < 1 ? amount.toFixed(DECIMALS) : BigInt(amount).toString();
+}
+
+/** Formats base units as dollars: `$10.000`, `$0.001`, `$0.0025`, `-$1.500`, with thousands separators. */
+export function formatBaseUnits(units: bigint): string {
+  const negative = units < 0n;
+  const abs = negative ? -units : units;
+  const whole = (abs / UNIT).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+  let frac = (abs % UNIT).toString().padStart(DECIMALS, "0");
+  while (frac.length > MIN_DECIMALS && frac.endsWith("0")) frac = frac.slice(0, -1);
+  return `${negative ? "-" : ""}$${whole}.${frac}`;
+}
+
+/**
+ * Formats an amount the API sent. `baseUnits` (the `*_base_units` string) wins when present,
+ * being exact by construction; otherwise the USD number is parsed as decimal text.
+ * Returns "—" for a missing amount (null: the API does not know it, e.g. the chain is away).
+ */
+export function formatUsd(amount: UsdAmount | null | undefined, baseUnits?: string | null): string {
+  const fromBase = typeof baseUnits === "string" ? parseBaseUnits(baseUnits) : undefined;
+  if (fromBase !== undefined) return formatBaseUnits(fromBase);
+  if (amount === null || amount === undefined) return "—";
+  const units = usdToBaseUnits(amount);
+  return units === undefined ? String(amount) : formatBaseUnits(units);
+}
+
+/** Shortens a long value for display (`0x1234…cdef`); copy buttons always copy the whole value. */
+export function middleEllipsis(value: string, head = 6, tail = 4): string {
+  return value.length <= head + tail + 1 ? value : `${value.slice(0, head)}…${value.slice(-tail)}`;
+}
+
+/** A date-time in the viewer's locale, short; the raw text when the API sent something unparsable. */
+export function formatDateTime(iso: string | null | undefined): string {
+  if (!iso) return "—";
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return iso;
+  return date.toLocaleString(undefined, { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+}
+
+/** A latency: `12.5 ms` below a second, `1.24 s` above. */
+export function formatLatency(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined || !Number.isFinite(ms)) return "—";
+  return ms < 1000 ? `${Math.round(ms * 10) / 10} ms` : `${(ms / 1000).toFixed(2)} s`;
+}
+
+/** A "last used" column: "Never" rather than an empty cell. */
+export function formatLastUsed(iso: string | null | undefined): string {
+  return iso ? formatDateTime(iso) : "Never";
+}

@@ -1,0 +1,104 @@
+/**
+ * The dashboard's entry point: loads who is signed in, then routes with the History API.
+ * Links inside the app are followed without a page load; links the app has no page for
+ * (the OAuth starts under /auth/) are left to the browser.
+ */
+
+import { post } from "./api";
+import { clearMessages, showError } from "./banner";
+import { h, replaceChildren } from "./dom";
+import { makeContext, type Page } from "./page";
+import { keysPage } from "./pages/keys";
+import { marketplacePage } from "./pages/marketplace";
+import { sellerPage } from "./pages/seller";
+import { signinPage } from "./pages/signin";
+import { skillPage } from "./pages/skill";
+import { usagePage } from "./pages/usage";
+import { walletPage } from "./pages/wallet";
+import { type PageName, resolve } from "./router";
+import { forget, me, refreshMe } from "./session";
+
+const PAGES: Record<PageName, Page> = {
+  signin: signinPage,
+  wallet: walletPage,
+  keys: keysPage,
+  marketplace: marketplacePage,
+  skill: skillPage,
+  usage: usagePage,
+  seller: sellerPage,
+};
+
+let renderCount = 0;
+
+/** Goes to a path in the app: pushes history (unless replacing) and renders. */
+export function navigate(path: string, options: { replace?: boolean } = {}): void {
+  if (options.replace) history.replaceState(null, "", path);
+  else if (path !== location.pathname + location.search) history.pushState(null, "", path);
+  void render();
+}
+
+async function render(): Promise<void> {
+  const token = ++renderCount;
+  const main = document.getElementById("main");
+  if (!main) return;
+  const resolution = resolve(location.pathname, me() !== null);
+  if (resolution.kind === "redirect") return navigate(resolution.to, { replace: true });
+  clearMessages();
+  markNav(location.pathname);
+  const root = h("div", { class: "page" });
+  replaceChildren(main, root);
+  if (resolution.kind === "not_found") {
+    replaceChildren(root, h("h1", {}, "Page not found"), h("p", {}, h("a", { href: "/marketplace" }, "Browse the Marketplace")));
+    return;
+  }
+  const ctx = makeContext(root, resolution.route.params, me(), (path) => navigate(path), () => token === renderCount);
+  try {
+    await PAGES[resolution.route.page](ctx);
+  } catch (error) {
+    ctx.fail(error);
+  }
+}
+
+/** Marks the nav link of the current page (aria-current), for the highlight and for screen readers. */
+function markNav(pathname: string): void {
+  for (const link of document.querySelectorAll<HTMLAnchorElement>("nav a")) {
+    const href = link.getAttribute("href") ?? "";
+    if (pathname === href || pathname.startsWith(`${href}/`)) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+}
+
+/** Follows same-origin links to app pages without reloading. */
+function onClick(event: MouseEvent): void {
+  if (event.defaultPrevented || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+  const link = (event.target as Element | null)?.closest?.("a");
+  if (!link || link.target || link.hasAttribute("download") || link.origin !== location.origin) return;
+  if (resolve(link.pathname, true).kind === "not_found") return;
+  event.preventDefault();
+  navigate(link.pathname + link.search);
+}
+
+async function signOut(): Promise<void> {
+  try {
+    await post("/auth/logout");
+  } catch (error) {
+    showError(error);
+    return;
+  }
+  forget();
+  navigate("/signin");
+}
+
+async function start(): Promise<void> {
+  document.addEventListener("click", onClick);
+  window.addEventListener("popstate", () => void render());
+  document.getElementById("nav-signout")?.addEventListener("click", () => void signOut());
+  try {
+    await refreshMe();
+  } catch (error) {
+    showError(error);
+  }
+  await render();
+}
+
+void start();

@@ -1,0 +1,57 @@
+/**
+ * Marketplace: every listed skill as a card (price, description, seller), filtered in the
+ * page as the person types. The list is small, so one request and no server search.
+ */
+
+import { get } from "../api";
+import { h, muted, replaceChildren } from "../dom";
+import { formatUsd } from "../format";
+import { type PageContext, pageHeader } from "../page";
+import { skillPath } from "../router";
+import type { Skill } from "../types";
+
+/** Whether a skill matches a search: its name or slug contains the text, ignoring case. */
+export function matchesSearch(skill: Pick<Skill, "name" | "slug">, query: string): boolean {
+  const q = query.trim().toLowerCase();
+  return q === "" || skill.name.toLowerCase().includes(q) || skill.slug.toLowerCase().includes(q);
+}
+
+export async function marketplacePage(ctx: PageContext): Promise<void> {
+  ctx.root.append(pageHeader("Marketplace", "Skills your agents can call with one key, paid per call in USDC."));
+  const search = h("input", { type: "search", placeholder: "Search by name or slug", "aria-label": "Search skills", testid: "skill-search" });
+  const grid = h("div", { class: "grid grid-cards" }, muted("Loading skills…"));
+  const empty = muted("No skill matches your search.");
+  empty.hidden = true;
+  ctx.root.append(h("div", { class: "toolbar" }, search), grid, empty);
+
+  let skills: Skill[];
+  try {
+    skills = await get<Skill[]>("/v1/skills");
+  } catch (error) {
+    replaceChildren(grid, muted("Skills are unavailable right now."));
+    return ctx.fail(error);
+  }
+  if (skills.length === 0) return replaceChildren(grid, muted("No skills are listed yet — sellers list theirs on the Seller page."));
+
+  const cards = skills.map((skill) => ({ skill, element: skillCard(skill) }));
+  replaceChildren(grid, ...cards.map((c) => c.element));
+  search.addEventListener("input", () => {
+    let shown = 0;
+    for (const { skill, element } of cards) {
+      element.hidden = !matchesSearch(skill, search.value);
+      if (!element.hidden) shown++;
+    }
+    empty.hidden = shown > 0;
+  });
+}
+
+function skillCard(skill: Skill): HTMLElement {
+  return h(
+    "a",
+    { class: "card skill-card", href: skillPath(skill.slug), testid: "skill-card", "data-slug": skill.slug },
+    h("div", { class: "skill-card-head" }, h("h2", {}, skill.name), h("span", { class: "price" }, formatUsd(skill.price_per_call ?? skill.price), h("small", {}, " / call"))),
+    h("code", { class: "mono slug" }, skill.slug),
+    h("p", { class: "description" }, skill.description || "No description."),
+    h("p", { class: "muted seller" }, `by ${skill.seller?.name ?? "an independent seller"}`),
+  );
+}

@@ -1,0 +1,248 @@
+/**
+ * Wallet: the balance, the embedded wallet's address and QR code for USDC transfers, the
+ * sandbox card top-up, withdrawal vouchers, and the account's money history.
+ */
+
+import { get, post } from "../api";
+import { busy, card, copyButton, copyText, field, h, monoValue, muted, replaceChildren, row, statusBadge, table } from "../dom";
+import { personalSign, walletError } from "../ethereum";
+import { formatDateTime, formatUsd } from "../format";
+import { type PageContext, pageHeader, signInPrompt } from "../page";
+import { refreshMe } from "../session";
+import type { CardCheckout, HistoryItem, IssuedVoucher, Me, Withdrawal } from "../types";
+
+/** How long the page waits for a paid card top-up to reach the balance (the chain mines, the indexer credits). */
+const CREDIT_WAIT_MS = 90_000;
+const POLL_MS = 1_000;
+
+export async function walletPage(ctx: PageContext): Promise<void> {
+  ctx.root.append(pageHeader("Wallet", "Your USDC balance pays for skill calls, a fraction of a cent at a time."));
+  if (!ctx.me) return void ctx.root.append(signInPrompt("see your wallet"));
+
+  const balances = h("div", { class: "grid grid-2" });
+  const history = h("div", {}, muted("Loading history…"));
+  const withdrawals = h("div", {});
+  const reloadHistory = () => loadHistory(ctx, history);
+  const reloadWithdrawals = () => loadWithdrawals(ctx, withdrawals);
+  const refresh = async () => {
+    const me = await refreshMe();
+    if (me) renderBalances(balances, me);
+    await reloadHistory();
+  };
+
+  renderBalances(balances, ctx.me);
+  ctx.root.append(
+    balances,
+    h("div", { class: "grid grid-2" }, depositCard(ctx, ctx.me, refresh), cardTopupCard(ctx, refresh)),
+    withdrawCard(ctx, withdrawals, async () => {
+      await refresh();
+      await reloadWithdrawals();
+    }),
+    card("History", history),
+  );
+  await Promise.all([reloadHistory(), reloadWithdrawals()]);
+}
+
+function renderBalances(box: HTMLElement, me: Me): void {
+  replaceChildren(
+    box,
+    h(
+      "section",
+      { class: "card stat" },
+      h("h2", {}, "Available"),
+      h("p", { class: "stat-value", testid: "balance-available" }, formatUsd(me.balance.available, me.balance.available_base_units)),
+      h("p", { class: "muted" }, "USDC, ready to spend or withdraw"),
+    ),
+    h(
+      "section",
+      { class: "card stat" },
+      h("h2", {}, "Held"),
+      h("p", { class: "stat-value stat-secondary", testid: "balance-held" }, formatUsd(me.balance.held, me.balance.held_base_units)),
+      h("p", { class: "muted" }, "Reserved by calls in flight"),
+    ),
+  );
+}
+
+function depositCard(ctx: PageContext, me: Me, refresh: () => Promise<void>): HTMLElement {
+  if (!me.wallet) return card("Deposit USDC", muted("This account has no wallet address yet."));
+  const qr = h("img", { src: "/v1/wallet/qr.svg", alt: "QR code of your wallet address", class: "qr", width: 168, height: 168, testid: "wallet-qr" });
+  qr.addEventListener("error", () => qr.classList.add("qr-missing"));
+  const parts: HTMLElement[] = [
+    h("p", {}, "Send USDC to your wallet on the gateway's chain; it is moved into your balance automatically."),
+    h("div", { class: "deposit" }, qr, h("div", { class: "deposit-address" }, h("span", { class: "field-label" }, "Your wallet address"), h("div", { class: "secret" }, h("code", { class: "mono mono-full", testid: "wallet-address" }, me.wallet.address), copyButton(me.wallet.address, { class: "btn btn-small" })))),
+  ];
+  // A wallet owned by the person's own key (SIWE) cannot be swept by the gateway: they sign the move.
+  if (me.wallet.owner === "siwe" && me.wallet.owner_address) parts.push(sweepButton(ctx, me.wallet.owner_address, refresh));
+  return card("Deposit USDC", ...parts);
+}
+
+function sweepButton(ctx: PageContext, owner: string, refresh: () => Promise<void>): HTMLElement {
+  const button = h("button", { type: "button", class: "btn" }, "Move wallet USDC to my balance");
+  button.addEventListener("click", () =>
+    busy(button, async () => {
+      try {
+        const prepared = await post<{ user_op_hash: string }>("/v1/wallet/sweep/prepare");
+        let signature: string;
+        try {
+          signature = await personalSign(prepared.user_op_hash, owner);
+        } catch (error) {
+          return ctx.fail(walletError(error));
+        }
+        await post("/v1/wallet/sweep/submit", { user_op_hash: prepared.user_op_hash, signature });
+        ctx.notice("Sent: the USDC reaches your balance once the deposit is mined.");
+        await refresh();
+      } catch (error) {
+        ctx.fail(error);
+      }
+    }),
+  );
+  return h("div", { class: "actions" }, button);
+}
+
+function cardTopupCard(ctx: PageContext, refresh: () => Promise<void>): HTMLElement {
+  const amount = h("input", { type: "text", inputmode: "decimal", value: "10.00", required: true, pattern: "\\d{1,7}(\\.\\d{1,2})?", testid: "card-amount" });
+  const number = h("input", { type: "text", inputmode: "numeric", autocomplete: "cc-number", placeholder: "4242 4242 4242 4242", required: true, testid: "card-number" });
+  const submit = h("button", { type: "submit", class: "btn btn-primary", testid: "card-submit" }, "Top up");
+  const result = h("p", { class: "result", testid: "card-result", role: "status" });
+  const form = h(
+    "form",
+    { class: "stack" },
+    field("Amount (USD)", amount),
+    field("Card number", number, "Sandbox: 4242 4242 4242 4242 succeeds, 4000 0000 0000 0002 is declined. No real card is charged."),
+    h("div", { class: "actions" }, submit),
+    result,
+  );
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    void busy(submit, async () => {
+      result.textContent = "";
+      try {
+        const checkout = await post<CardCheckout>("/v1/topups/card", { amount: amount.value.trim(), card: number.value.trim() });
+        await followCheckout(ctx, checkout, result, refresh);
+      } catch (error) {
+        ctx.fail(error);
+      }
+    });
+  });
+  return card("Top up by card", form);
+}
+
+/** Shows a checkout's outcome, and waits for a paid one to be credited (mined, then indexed). */
+async function followCheckout(ctx: PageContext, first: CardCheckout, result: HTMLElement, refresh: () => Promise<void>): Promise<void> {
+  const amount = formatUsd(first.amount);
+  let checkout = first;
+  const deadline = Date.now() + CREDIT_WAIT_MS;
+  for (;;) {
+    if (checkout.status === "declined") {
+      result.className = "result result-error";
+      result.textContent = `Declined${checkout.decline_code ? ` (${checkout.decline_code.replace(/_/g, " ")})` : ""}: nothing was charged.`;
+      return;
+    }
+    if (checkout.status === "abandoned") {
+      result.className = "result result-error";
+      result.textContent = "The checkout expired before it was paid.";
+      return;
+    }
+    if (checkout.credited) {
+      result.className = "result result-ok";
+      result.textContent = `Paid: ${amount} added to your balance.`;
+      await refresh();
+      return;
+    }
+    result.className = "result";
+    result.textContent = checkout.status === "created" ? "Waiting for the card payment…" : `Paid: crediting ${amount} to your balance…`;
+    if (Date.now() > deadline || !ctx.isCurrent()) {
+      result.textContent = `Paid: ${amount} will appear in your balance once the deposit is confirmed.`;
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    checkout = await get<CardCheckout>(`/v1/topups/card/${encodeURIComponent(first.id)}`);
+  }
+}
+
+function withdrawCard(ctx: PageContext, list: HTMLElement, after: () => Promise<void>): HTMLElement {
+  const amount = h("input", { type: "text", inputmode: "decimal", placeholder: "All available", testid: "withdraw-amount" });
+  const submit = h("button", { type: "submit", class: "btn", testid: "withdraw-submit" }, "Withdraw");
+  const result = h("div", { class: "result", testid: "withdraw-result", role: "status" });
+  const form = h("form", { class: "inline-form" }, field("Amount (USD)", amount, "Leave empty to withdraw everything available."), submit);
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    void busy(submit, async () => {
+      replaceChildren(result);
+      try {
+        const value = amount.value.trim();
+        const issued = await post<IssuedVoucher>("/v1/withdrawals", value ? { amount: value } : {});
+        replaceChildren(
+          result,
+          h("p", {}, `Voucher for ${formatUsd(issued.amount)} issued, valid until ${formatDateTime(issued.expires_at)}. Status: issued.`),
+          h("p", { class: "muted" }, "Submit it to the escrow's withdrawWithVoucher from any wallet; the USDC goes to your address."),
+          h("div", { class: "mono-wrap" }, monoValue(issued.signature, {}, { copy: false }), copyVoucher(issued)),
+        );
+        amount.value = "";
+        await after();
+      } catch (error) {
+        ctx.fail(error);
+      }
+    });
+  });
+  return card("Withdraw", h("p", {}, "A withdrawal is a voucher signed by the gateway: the amount leaves your balance at once and the escrow pays it to your address."), form, result, list);
+}
+
+function copyVoucher(issued: IssuedVoucher): HTMLElement {
+  const json = JSON.stringify({ escrow: issued.escrow, chain_id: issued.chain_id, voucher: issued.voucher, signature: issued.signature }, null, 2);
+  const button = h("button", { type: "button", class: "btn btn-small btn-ghost" }, "Copy voucher");
+  button.addEventListener("click", async () => {
+    button.textContent = (await copyText(json)) ? "Copied" : "Copy failed";
+  });
+  return button;
+}
+
+async function loadWithdrawals(ctx: PageContext, box: HTMLElement): Promise<void> {
+  try {
+    const items = await get<Withdrawal[]>("/v1/withdrawals");
+    if (items.length === 0) return replaceChildren(box);
+    const headers = ["Created", "Amount", "Status", "Expires", "To"];
+    replaceChildren(
+      box,
+      h("h3", {}, "Your vouchers"),
+      table(
+        { class: "table" },
+        headers,
+        items.map((w) => row({}, headers, [formatDateTime(w.created_at), formatUsd(w.amount), statusBadge(w.status), formatDateTime(w.expires_at), monoValue(w.address, {}, { copy: false })])),
+      ),
+    );
+  } catch (error) {
+    replaceChildren(box);
+    ctx.fail(error);
+  }
+}
+
+const TYPE_LABEL: Record<string, string> = { deposit: "Deposit", card_topup: "Card top-up", charge: "Charge", withdrawal: "Withdrawal", exit: "Exit" };
+
+async function loadHistory(ctx: PageContext, box: HTMLElement): Promise<void> {
+  try {
+    const { items } = await get<{ items: HistoryItem[] }>("/v1/history?limit=50");
+    if (items.length === 0) return replaceChildren(box, muted("No money has moved yet — top up above to get started."));
+    const headers = ["Time", "Type", "Description", "Amount", "Status", "Tx"];
+    replaceChildren(
+      box,
+      table(
+        { class: "table", testid: "history" },
+        headers,
+        items.map((item) =>
+          row({ testid: "history-row" }, headers, [
+            formatDateTime(item.created_at),
+            TYPE_LABEL[item.type] ?? item.type,
+            item.description,
+            h("span", { class: item.amount < 0 || item.amount_base_units?.startsWith("-") ? "amount-neg" : "amount-pos" }, formatUsd(item.amount, item.amount_base_units)),
+            statusBadge(item.status),
+            item.tx_hash ? monoValue(item.tx_hash) : "—",
+          ]),
+        ),
+      ),
+    );
+  } catch (error) {
+    replaceChildren(box, muted("History is unavailable right now."));
+    ctx.fail(error);
+  }
+}

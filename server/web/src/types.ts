@@ -1,0 +1,116 @@
+/** The shapes of the API's answers the dashboard reads (the `data` of `{success:true, data}`). */
+
+import type { DaySpend } from "./bars";
+
+export interface Me {
+  account_id: string;
+  name: string;
+  identities: { provider: string; subject: string; linked_at: string }[];
+  addresses: string[];
+  wallet: { address: string; owner: "server" | "siwe" | string; owner_address: string | null } | null;
+  balance: { currency: string; available: number; held: number; available_base_units?: string; held_base_units?: string };
+}
+
+export interface Platform {
+  chain_id?: number;
+  sign_in?: { email?: boolean; siwe?: boolean; github?: boolean; google?: boolean };
+  email_delivery?: "smtp" | "outbox";
+}
+
+export interface Skill {
+  id: string;
+  slug: string;
+  name: string;
+  description: string;
+  price: number;
+  price_per_call: number;
+  currency: string;
+  rate_limit_per_min: number | null;
+  input_schema: unknown;
+  seller?: { name: string } | null;
+}
+
+export interface ApiKey {
+  id: string;
+  prefix: string;
+  name: string;
+  created_at: string;
+  last_used_at: string | null;
+  key?: string;
+}
+
+export interface UsageCall {
+  id: string;
+  skill_id: string;
+  skill_name?: string;
+  status: string;
+  outcome?: string;
+  http_status?: number;
+  cost: number;
+  cost_base_units?: string;
+  response_time_ms: number;
+  created_at: string;
+  batch_number?: number | null;
+  settlement?: "not_charged" | "unsettled" | "pending" | "settled";
+}
+
+export interface DailySpend {
+  days: DaySpend[];
+}
+
+export interface HistoryItem {
+  type: string;
+  amount: number;
+  amount_base_units?: string;
+  description: string;
+  status: string;
+  tx_hash: string | null;
+  created_at: string;
+}
+
+export interface Withdrawal {
+  address: string;
+  nonce: string;
+  amount: number;
+  status: string;
+  expires_at: string;
+  created_at: string;
+}
+
+export interface IssuedVoucher {
+  amount: number;
+  voucher: { account: string; amount: string; nonce: string; deadline: string };
+  signature: string;
+  escrow: string;
+  chain_id: number;
+  expires_at: string;
+}
+
+export interface CardCheckout {
+  id: string;
+  status: "created" | "paid" | "declined" | "abandoned" | "funded" | string;
+  amount: number;
+  decline_code: string | null;
+  credited: boolean;
+}
+
+export interface Earnings {
+  pending: number | null;
+  settled: number | null;
+  claimable: number | null;
+  claimed: number | null;
+  address: string | null;
+  escrow: string | null;
+}
+
+export interface SellerSkill {
+  id: string;
+  slug: string;
+  name: string;
+  description: string;
+  price: number;
+  backend_url: string;
+  input_schema: unknown;
+  listed: boolean;
+  signing_secret?: string;
+}
