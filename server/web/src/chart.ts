@@ -4,12 +4,12 @@
  */
 
 import { layoutBars, type DaySpend } from "./bars";
+import { h } from "./dom";
 import { formatBaseUnits } from "./format";
 
 const SVG = "http://www.w3.org/2000/svg";
 const WIDTH = 600;
 const HEIGHT = 160;
-const AXIS = 18;
 
 function svg<K extends keyof SVGElementTagNameMap>(tag: K, attributes: Record<string, string | number>): SVGElementTagNameMap[K] {
   const element = document.createElementNS(SVG, tag);
@@ -17,9 +17,12 @@ function svg<K extends keyof SVGElementTagNameMap>(tag: K, attributes: Record<st
   return element;
 }
 
-/** Draws one bar per day, oldest on the left, scaled to the busiest day; the first and last dates label the axis. */
-export function spendChart(days: readonly DaySpend[]): SVGSVGElement {
-  const root = svg("svg", { viewBox: `0 0 ${WIDTH} ${HEIGHT + AXIS}`, class: "chart", role: "img", "data-testid": "spend-chart" });
+/**
+ * Draws one bar per day, oldest on the left, scaled to the busiest day. The first and last
+ * dates label the axis as HTML under the SVG: text inside a scaled SVG shrinks on a phone.
+ */
+export function spendChart(days: readonly DaySpend[]): HTMLElement {
+  const root = svg("svg", { viewBox: `0 0 ${WIDTH} ${HEIGHT + 1}`, class: "chart", role: "img", "data-testid": "spend-chart" });
   const total = days.reduce((sum, day) => sum + (day.calls || 0), 0);
   const title = svg("title", {});
   title.textContent = `Spend per day over ${days.length} days (${total} calls)`;
@@ -42,12 +45,6 @@ export function spendChart(days: readonly DaySpend[]): SVGSVGElement {
     rect.appendChild(tip);
     root.appendChild(rect);
   });
-  if (days.length > 0) {
-    const first = svg("text", { x: 0, y: HEIGHT + AXIS - 4, class: "chart-label" });
-    first.textContent = days[0].date;
-    const last = svg("text", { x: WIDTH, y: HEIGHT + AXIS - 4, class: "chart-label", "text-anchor": "end" });
-    last.textContent = days[days.length - 1].date;
-    root.append(first, last);
-  }
-  return root;
+  const labels = days.length > 0 ? h("div", { class: "chart-labels", "aria-hidden": "true" }, h("span", {}, days[0].date), h("span", {}, days[days.length - 1].date)) : null;
+  return h("div", { class: "chart-wrap" }, root, labels);
 }

@@ -36,7 +36,7 @@ export async function skillPage(ctx: PageContext): Promise<void> {
       "div",
       { class: "grid grid-3" },
       card("Price", price, feeNote),
-      card("Seller", h("p", { class: "stat-value stat-small", testid: "skill-seller" }, skill.seller?.name ?? "Unknown seller")),
+      card("Seller", h("p", { class: "stat-value stat-small stat-text", testid: "skill-seller" }, skill.seller?.name ?? "Unknown seller")),
       card("Slug", h("code", { class: "mono" }, skill.slug), skill.rate_limit_per_min ? muted(`Up to ${skill.rate_limit_per_min} calls a minute per key.`) : null),
     ),
     card("Input schema", h("pre", { class: "code", testid: "skill-schema" }, JSON.stringify(skill.input_schema ?? { type: "object" }, null, 2))),
