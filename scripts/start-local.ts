@@ -94,6 +94,8 @@ async function serve(config: ReturnType<typeof loadConfig>, node: LocalNode | un
   // addresses, the gateway's paymaster, and the real Alto bundler.
   const aaStack = node ? await startAccountAbstraction(node, deployment) : undefined;
   const gateway = await startGateway(config, {
+    // No mail server here: a sign-in link asked for on the dashboard is printed for you to open.
+    outboxEcho: (mail) => console.log(`\n[mail] to ${mail.to}: ${mail.subject}\n${mail.text}\n`),
     wallets: aaStack && {
       chain: { client: node!.publicClient, aa: aaStack.aa, bundlerUrl: aaStack.bundler.url },
       aa: aaStack.aa,

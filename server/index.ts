@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import { ApiKeys } from "./accounts/api-keys";
 import { Sessions } from "./accounts/sessions";
 import { WalletService, type WalletServiceParameters } from "./accounts/wallet-service";
-import { MagicLinks, type Mailer, createMailer } from "./accounts/email";
+import { MagicLinks, type MailMessage, type Mailer, createMailer } from "./accounts/email";
 import { OAuthSignIn, oauthSettings } from "./accounts/oauth";
 import { type CardTopups, createSandboxCardTopups } from "./accounts/card";
 import { type ChainConnection, type MoneyPath, createMoneyPath } from "./chain/money-path";
@@ -75,6 +75,8 @@ export interface GatewayOptions {
   chain?: ChainConnection;
   /** Where e-mail goes; by default what the config says (SMTP_URL, or the outbox table). */
   mailer?: Mailer;
+  /** With the outbox mailer (no SMTP_URL): also hands each message here, for a developer to read. */
+  outboxEcho?: (message: MailMessage) => void;
   /** Embedded wallets (ERC-4337): every account that signs in gets one; USDC sent to it is swept into the escrow. */
   wallets?: Omit<WalletServiceParameters, "ledger" | "sessions" | "log">;
 }
@@ -128,7 +130,7 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
       }
     };
   }
-  const magicLinks = new MagicLinks(db, commit, options.mailer ?? createMailer(config, commit, db), { ttlMs: config.emailLinkTtlMs });
+  const magicLinks = new MagicLinks(db, commit, options.mailer ?? createMailer(config, commit, db, options.outboxEcho), { ttlMs: config.emailLinkTtlMs });
   const oauth = new OAuthSignIn(db, commit, oauthSettings(config));
   const cardTopups = createSandboxCardTopups({ ledger, chain: options.chain, log: (message, error) => log(`[card] ${message}`, error) });
   const handler = createRequestListener({ config, keys, skills, ledger, calls, callService, moneyPath, chain: options.chain, sessions, magicLinks, oauth, cardTopups, wallets, log });

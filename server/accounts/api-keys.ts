@@ -159,6 +159,18 @@ export class ApiKeys {
     return record;
   }
 
+  /**
+   * A live key of `accountId` picked by its id, for a call the account's own dashboard makes
+   * with it (the "try it" form): counted as a use of the key like any call. Undefined for an
+   * unknown, revoked or another account's key.
+   */
+  useOwn(id: string, accountId: string, nowMs = Date.now()): ApiKeyRecord | undefined {
+    const record = this.get(id);
+    if (!record || record.accountId !== accountId || record.revokedAtMs !== null) return undefined;
+    this.noteUse(record, nowMs);
+    return record;
+  }
+
   /** Revokes a key; returns false if it was unknown or already revoked. */
   revoke(id: string): boolean {
     const changed = this.stmt.revoke.run(Date.now(), id).changes === 1;

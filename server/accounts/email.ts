@@ -23,12 +23,18 @@ export interface Mailer {
 export class OutboxMailer implements Mailer {
   private readonly insert;
 
-  constructor(private readonly commit: GroupCommit, db: Db) {
+  constructor(
+    private readonly commit: GroupCommit,
+    db: Db,
+    /** Also shows each message to the developer (npm start prints it), once it is in the table. */
+    private readonly echo?: (message: MailMessage) => void,
+  ) {
     this.insert = db.prepare("INSERT INTO outbox (to_address, subject, body, created_at) VALUES (?, ?, ?, ?)");
   }
 
   async send(message: MailMessage): Promise<void> {
     await this.commit.runDurable(() => this.insert.run(message.to, message.subject, message.text, Date.now()));
+    this.echo?.(message);
   }
 }
 
@@ -46,8 +52,8 @@ export class SmtpMailer implements Mailer {
 }
 
 /** The mailer the configuration asks for: SMTP when SMTP_URL is set, the outbox otherwise. */
-export function createMailer(settings: { smtpUrl: string; mailFrom: string }, commit: GroupCommit, db: Db): Mailer {
-  return settings.smtpUrl ? new SmtpMailer(settings.smtpUrl, settings.mailFrom) : new OutboxMailer(commit, db);
+export function createMailer(settings: { smtpUrl: string; mailFrom: string }, commit: GroupCommit, db: Db, echo?: (message: MailMessage) => void): Mailer {
+  return settings.smtpUrl ? new SmtpMailer(settings.smtpUrl, settings.mailFrom) : new OutboxMailer(commit, db, echo);
 }
 
 /**

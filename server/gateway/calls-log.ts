@@ -36,6 +36,18 @@ export interface UsageRow {
   chargedMicros: bigint;
   latencyUs: number;
   createdAtMs: number;
+  skillName: string | null;
+  /** The settlement batch the charge is in; null until the settler takes it (and for calls not charged). */
+  batchNumber: number | null;
+  batchStatus: "pending" | "settled" | null;
+}
+
+/** One UTC day of an account's calls. */
+export interface DailySpend {
+  /** Days since 1970-01-01 (UTC). */
+  day: number;
+  spendMicros: bigint;
+  calls: number;
 }
 
 /** The log of calls made by each account: what usage shows and what the daily cap counts. */
@@ -49,10 +61,20 @@ export class CallsLog {
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
       recent: db.prepare(
-        `SELECT c.id, c.skill_id, s.slug, c.endpoint, c.http_status, c.outcome, c.charged_micros, c.latency_us, c.created_at
+        `SELECT c.id, c.skill_id, s.slug, s.name, c.endpoint, c.http_status, c.outcome, c.charged_micros, c.latency_us, c.created_at,
+                h.batch_number, b.status AS batch_status
          FROM calls c LEFT JOIN skills s ON s.id = c.skill_id
+         LEFT JOIN holds h ON h.id = c.hold_id
+         LEFT JOIN settlement_batches b ON b.number = h.batch_number
          WHERE c.account_id = ? AND c.created_at < ?
          ORDER BY c.created_at DESC, c.rowid DESC LIMIT ?`,
+      ),
+      // Calls per UTC day (ms / 86,400,000, integer division), charged or not; the 429s never
+      // reached a skill, so they are not counted as calls.
+      daily: db.prepare(
+        `SELECT created_at / 86400000 AS day, SUM(charged_micros) AS spend, COUNT(*) AS calls
+         FROM calls WHERE account_id = ? AND created_at >= ? AND outcome NOT IN ('rate_limited', 'daily_limit_reached')
+         GROUP BY day ORDER BY day`,
       ),
       countSince: db
         .prepare(
@@ -71,8 +93,8 @@ export class CallsLog {
   /** The account's calls, newest first; `beforeMs` pages back through older ones. */
   recent(accountId: string, limit: number, beforeMs = Number.MAX_SAFE_INTEGER): UsageRow[] {
     return (this.stmt.recent.all(accountId, beforeMs, limit) as Array<{
-      id: string; skill_id: string; slug: string | null; endpoint: Endpoint; http_status: bigint; outcome: CallOutcome;
-      charged_micros: bigint; latency_us: bigint; created_at: bigint;
+      id: string; skill_id: string; slug: string | null; name: string | null; endpoint: Endpoint; http_status: bigint; outcome: CallOutcome;
+      charged_micros: bigint; latency_us: bigint; created_at: bigint; batch_number: bigint | null; batch_status: "pending" | "settled" | null;
     }>).map((r) => ({
       id: r.id,
       skillId: r.skill_id,
@@ -83,6 +105,18 @@ export class CallsLog {
       chargedMicros: r.charged_micros,
       latencyUs: Number(r.latency_us),
       createdAtMs: Number(r.created_at),
+      skillName: r.name,
+      batchNumber: r.batch_number === null ? null : Number(r.batch_number),
+      batchStatus: r.batch_status,
+    }));
+  }
+
+  /** The account's calls and spend per UTC day since `sinceMs`; days without calls are absent. */
+  daily(accountId: string, sinceMs: number): DailySpend[] {
+    return (this.stmt.daily.all(accountId, sinceMs) as Array<{ day: bigint; spend: bigint; calls: bigint }>).map((r) => ({
+      day: Number(r.day),
+      spendMicros: r.spend,
+      calls: Number(r.calls),
     }));
   }
 

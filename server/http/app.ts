@@ -27,6 +27,9 @@ import type { CardTopups } from "../accounts/card";
 import { topupRoutes } from "./routes/topups";
 import type { WalletService } from "../accounts/wallet-service";
 import { walletRoutes } from "./routes/wallet";
+import { historyRoutes } from "./routes/history";
+import { platformRoutes } from "./routes/platform";
+import { tryRoutes } from "./routes/try";
 
 export interface AppDeps {
   config: Config;
@@ -72,8 +75,8 @@ export function createApp(deps: AppDeps): express.Express {
     res.json({ success: true, data: { status: "ok" } });
   });
   app.use(readRoutes(deps));
-  app.use(withdrawalRoutes({ keys: deps.keys, db: deps.ledger.db, vouchers: deps.moneyPath?.vouchers }));
-  app.use(moneyRoutes({ keys: deps.keys, db: deps.ledger.db, moneyPath: deps.moneyPath, chain: deps.chain }));
+  app.use(withdrawalRoutes({ keys: deps.keys, sessions: deps.sessions, db: deps.ledger.db, vouchers: deps.moneyPath?.vouchers }));
+  app.use(moneyRoutes({ keys: deps.keys, sessions: deps.sessions, db: deps.ledger.db, moneyPath: deps.moneyPath, chain: deps.chain }));
   app.use(sessionRoutes({ sessions: deps.sessions, ledger: deps.ledger }));
   app.use(siweRoutes({ sessions: deps.sessions, ledger: deps.ledger, config: deps.config, publicClient: deps.chain?.publicClient, log: deps.log }));
   app.use(keyRoutes({ sessions: deps.sessions, keys: deps.keys, ledger: deps.ledger }));
@@ -82,6 +85,9 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(oauthRoutes({ config: deps.config, sessions: deps.sessions, oauth: deps.oauth, log: deps.log }));
   app.use(topupRoutes({ sessions: deps.sessions, cardTopups: deps.cardTopups }));
   app.use(walletRoutes({ sessions: deps.sessions, wallets: deps.wallets, log: deps.log }));
+  app.use(historyRoutes({ keys: deps.keys, sessions: deps.sessions, db: deps.ledger.db }));
+  app.use(platformRoutes({ config: deps.config, db: deps.ledger.db, sessions: deps.sessions, oauth: deps.oauth, chain: deps.chain }));
+  app.use(tryRoutes({ sessions: deps.sessions, keys: deps.keys, calls: deps.callService, maxRequestBytes: deps.config.maxRequestBytes }));
 
   app.use(dashboardRoutes());
   app.use((req: Request, _res: Response, next: NextFunction) => {

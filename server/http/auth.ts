@@ -1,10 +1,13 @@
 import type { NextFunction, Request, Response } from "express";
 import type { ApiKeyRecord, ApiKeys } from "../accounts/api-keys";
+import type { Sessions } from "../accounts/sessions";
 import { ApiError } from "./errors";
 
 declare module "express-serve-static-core" {
   interface Request {
     apiKey?: ApiKeyRecord;
+    /** The account a request acts for: its API key's, or its dashboard session's. */
+    accountId?: string;
   }
 }
 
@@ -24,6 +27,25 @@ export function authenticate(keys: ApiKeys, header: string | undefined): ApiKeyR
 export function requireApiKey(keys: ApiKeys) {
   return (req: Request, _res: Response, next: NextFunction): void => {
     req.apiKey = authenticate(keys, req.headers.authorization);
+    req.accountId = req.apiKey.accountId;
     next();
+  };
+}
+
+/**
+ * An account's own endpoints (balance, usage, earnings, withdrawals), used by both agents and
+ * the dashboard: an `Authorization` header means an API key and is checked as one (a bad key
+ * is a 401 even with a session cookie beside it); without one, a dashboard session is needed,
+ * with its CSRF token on anything that changes state.
+ */
+export function requireAccount(keys: ApiKeys, sessions: Sessions) {
+  const key = requireApiKey(keys);
+  const session = sessions.require();
+  return (req: Request, res: Response, next: NextFunction): void => {
+    if (req.headers.authorization !== undefined || !sessions.read(req)) return key(req, res, next);
+    session(req, res, () => {
+      req.accountId = req.session!.accountId;
+      next();
+    });
   };
 }

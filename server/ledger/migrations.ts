@@ -449,6 +449,18 @@ CREATE TABLE card_checkouts (
 CREATE INDEX card_checkouts_by_account ON card_checkouts(account_id, created_at);
 `,
   },
+  {
+    version: 12,
+    name: "an account's money history, by account",
+    sql: `
+-- The dashboard's history (server/ledger/history.ts) reads each kind of movement newest first per
+-- account. These tables grow with deposits and withdrawals, not with calls, so the indexes cost the
+-- call path nothing (calls already has calls_by_account).
+CREATE INDEX chain_deposits_by_account ON chain_deposits(account_id, created_at) WHERE account_id IS NOT NULL;
+CREATE INDEX vouchers_by_account ON vouchers(account_id, created_at);
+CREATE INDEX chain_exits_by_account ON chain_exits(account_id, created_at) WHERE account_id IS NOT NULL;
+`,
+  },
 ];
 
 /** Applies every migration the database has not seen yet, each in its own transaction. */

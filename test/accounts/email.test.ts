@@ -162,6 +162,14 @@ describe("e-mail magic links", () => {
     expect(createMailer({ smtpUrl: "", mailFrom: "" }, stack.gw.ledger.commit, stack.gw.db)).to.not.be.instanceOf(SmtpMailer);
   });
 
+  it("hands each outbox message to the echo (npm start prints it) once it is in the table", async () => {
+    const echoed: { to: string; inTable: number }[] = [];
+    const count = () => Number(stack.gw.db.prepare("SELECT COUNT(*) FROM outbox").pluck().get());
+    const mailer = createMailer({ smtpUrl: "", mailFrom: "" }, stack.gw.ledger.commit, stack.gw.db, (m) => echoed.push({ to: m.to, inTable: count() }));
+    await mailer.send({ to: "ada@example.com", subject: "s", text: "t" });
+    expect(echoed).to.deep.equal([{ to: "ada@example.com", inTable: 1 }]);
+  });
+
   it("keeps the outbox in the gateway's database file", async () => {
     await call("POST", "/auth/email/start", { email: "ada@example.com" });
     await stack.gw.ledger.commit.durable();

@@ -1,5 +1,6 @@
 import express, { type Request, type Router } from "express";
-import type { PublicClient } from "viem";
+import { type PublicClient, getAddress, isAddress } from "viem";
+import { createSiweMessage } from "viem/siwe";
 import type { Sessions } from "../../accounts/sessions";
 import { SiweChainError, SiweNonces, verifySiwe } from "../../accounts/siwe";
 import type { Config } from "../../config";
@@ -37,6 +38,13 @@ export function siweRoutes(deps: {
 
   router.get("/auth/siwe/nonce", async (req, res) => {
     const origin = originOf(req);
+    // With ?address=, the message to sign comes ready made (a browser has no EIP-4361 library,
+    // and the message must name the address in its EIP-55 form). Checked first: a bad address
+    // costs no nonce.
+    const rawAddress = req.query.address;
+    if (rawAddress !== undefined && (typeof rawAddress !== "string" || !isAddress(rawAddress, { strict: false }))) {
+      throw new ApiError("invalid_request", "address must be a 0x-prefixed 20-byte hex address.");
+    }
     const { nonce, expiresAtMs } = await nonces.issue();
     res.set("cache-control", "no-store");
     res.json(
@@ -46,6 +54,21 @@ export function siweRoutes(deps: {
         domain: origin.host,
         uri: origin.origin,
         chain_id: deps.config.siweChainId,
+        ...(rawAddress === undefined
+          ? {}
+          : {
+              message: createSiweMessage({
+                domain: origin.host,
+                address: getAddress(rawAddress),
+                statement: "Sign in to Skill Gateway.",
+                uri: origin.origin,
+                version: "1",
+                chainId: deps.config.siweChainId,
+                nonce,
+                issuedAt: new Date(),
+                expirationTime: new Date(expiresAtMs),
+              }),
+            }),
       }),
     );
   });

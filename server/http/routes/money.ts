@@ -5,7 +5,8 @@ import { callIdToBytes32 } from "../../chain/settler";
 import type { ChainConnection, MoneyPath } from "../../chain/money-path";
 import type { Db } from "../../ledger/db";
 import { microsToUsd } from "../../ledger/money";
-import { requireApiKey } from "../auth";
+import { requireAccount } from "../auth";
+import type { Sessions } from "../../accounts/sessions";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
 
@@ -14,12 +15,12 @@ import { ApiError } from "../errors";
  *   GET /v1/earnings                 a seller's earnings: pending, settled on-chain, claimed
  *   GET /v1/calls/:callId/receipt    a paid call's settlement: batch, receipt and Merkle proof
  */
-export function moneyRoutes(deps: { keys: ApiKeys; db: Db; moneyPath?: MoneyPath; chain?: ChainConnection }): Router {
+export function moneyRoutes(deps: { keys: ApiKeys; sessions: Sessions; db: Db; moneyPath?: MoneyPath; chain?: ChainConnection }): Router {
   const router = express.Router();
-  const auth = requireApiKey(deps.keys);
+  const auth = requireAccount(deps.keys, deps.sessions);
 
   router.get("/v1/earnings", auth, async (req, res) => {
-    const e = await earningsOf(deps.db, req.apiKey!.accountId, deps.chain?.publicClient, deps.chain?.escrowAddress);
+    const e = await earningsOf(deps.db, req.accountId!, deps.chain?.publicClient, deps.chain?.escrowAddress);
     const usd = (micros: bigint | null) => (micros === null ? null : microsToUsd(micros));
     res.json(
       dataEnvelope({
@@ -40,7 +41,7 @@ export function moneyRoutes(deps: { keys: ApiKeys; db: Db; moneyPath?: MoneyPath
     const callId = String(req.params.callId);
     // Only the caller's own calls: another account's call is as unknown as a made-up id.
     const owner = deps.db.prepare("SELECT account_id FROM calls WHERE id = ?").pluck().get(callId);
-    if (owner !== req.apiKey!.accountId) throw new ApiError("not_found", `No call ${callId} for this key's account.`);
+    if (owner !== req.accountId!) throw new ApiError("not_found", `No call ${callId} for this key's account.`);
     const r = settler.receiptFor(callId);
     if (r.status === "unknown_call") throw new ApiError("not_found", `No call ${callId} for this key's account.`);
     if (r.status === "not_charged" || r.status === "unsettled") {

@@ -4,20 +4,24 @@ import type { Config } from "../../config";
 import type { CallsLog } from "../../gateway/calls-log";
 import type { Skill, SkillRegistry } from "../../gateway/skills";
 import { computeCharge } from "../../ledger/fees";
+import type { Db } from "../../ledger/db";
 import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd } from "../../ledger/money";
-import { requireApiKey } from "../auth";
+import { requireAccount } from "../auth";
+import type { Sessions } from "../../accounts/sessions";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
+import { intParam } from "../query";
 
 /**
  * Read endpoints for clients and the dashboard (DESIGN.md section 2): the public skill
  * list, and the caller's balance and usage. All answer in the spec's envelope.
  */
-export function readRoutes(deps: { config: Config; keys: ApiKeys; skills: SkillRegistry; ledger: Ledger; calls: CallsLog }): Router {
+export function readRoutes(deps: { config: Config; keys: ApiKeys; sessions: Sessions; skills: SkillRegistry; ledger: Ledger; calls: CallsLog }): Router {
   const router = express.Router();
-  const auth = requireApiKey(deps.keys);
+  const auth = requireAccount(deps.keys, deps.sessions);
 
+  const sellers = sellerDirectory(deps.ledger.db);
   const describe = (skill: Skill) => ({
     id: skill.id,
     slug: skill.slug,
@@ -30,6 +34,7 @@ export function readRoutes(deps: { config: Config; keys: ApiKeys; skills: SkillR
     currency: "USDC",
     rate_limit_per_min: skill.rateLimitPerMin,
     input_schema: skill.inputSchema,
+    seller: sellers(skill.sellerAccountId),
   });
 
   router.get("/v1/skills", (_req, res) => {
@@ -43,7 +48,7 @@ export function readRoutes(deps: { config: Config; keys: ApiKeys; skills: SkillR
   });
 
   router.get("/v1/balance", auth, (req, res) => {
-    const { availableMicros, heldMicros } = deps.ledger.balance(req.apiKey!.accountId);
+    const { availableMicros, heldMicros } = deps.ledger.balance(req.accountId!);
     res.json(
       dataEnvelope({
         currency: "USDC",
@@ -58,13 +63,14 @@ export function readRoutes(deps: { config: Config; keys: ApiKeys; skills: SkillR
   router.get("/v1/usage", auth, (req, res) => {
     const limit = intParam(req.query.limit, "limit", 50, 1, 500);
     const before = intParam(req.query.before, "before", Number.MAX_SAFE_INTEGER, 0, Number.MAX_SAFE_INTEGER);
-    const rows = deps.calls.recent(req.apiKey!.accountId, limit, before);
+    const rows = deps.calls.recent(req.accountId!, limit, before);
     res.json(
       dataEnvelope({
         calls: rows.map((r) => ({
           id: r.id,
           skill_id: r.skillSlug ?? r.skillId,
           skill_uuid: r.skillId,
+          skill_name: r.skillName,
           endpoint: r.endpoint === "call" ? "/v1/call" : "/v1/skills/:skillId/call",
           status: r.outcome === "success" ? "success" : "failed",
           outcome: r.outcome,
@@ -73,6 +79,8 @@ export function readRoutes(deps: { config: Config; keys: ApiKeys; skills: SkillR
           cost_base_units: r.chargedMicros.toString(),
           response_time_ms: Math.round(r.latencyUs / 10) / 100,
           created_at: new Date(r.createdAtMs).toISOString(),
+          batch_number: r.batchNumber,
+          settlement: r.chargedMicros === 0n ? "not_charged" : (r.batchStatus ?? "unsettled"),
         })),
         /** Pass as ?before= to read the next page. */
         next_before: rows.length === limit ? rows[rows.length - 1].createdAtMs : null,
@@ -80,13 +88,42 @@ export function readRoutes(deps: { config: Config; keys: ApiKeys; skills: SkillR
     );
   });
 
+  router.get("/v1/usage/daily", auth, (req, res) => {
+    const days = intParam(req.query.days, "days", 30, 1, 366);
+    const todayDay = Math.floor(Date.now() / DAY_MS);
+    const firstDay = todayDay - days + 1;
+    const byDay = new Map(deps.calls.daily(req.accountId!, firstDay * DAY_MS).map((d) => [d.day, d]));
+    const out = [];
+    for (let day = firstDay; day <= todayDay; day++) {
+      const d = byDay.get(day);
+      const spendMicros = d?.spendMicros ?? 0n;
+      out.push({
+        date: new Date(day * DAY_MS).toISOString().slice(0, 10),
+        spend: microsToUsd(spendMicros),
+        spend_base_units: spendMicros.toString(),
+        calls: d?.calls ?? 0,
+      });
+    }
+    res.json(dataEnvelope({ currency: "USDC", days: out }));
+  });
+
   return router;
 }
 
-function intParam(raw: unknown, name: string, fallback: number, min: number, max: number): number {
-  if (raw === undefined) return fallback;
-  if (typeof raw !== "string" || !/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
-    throw new ApiError("invalid_request", `${name} must be an integer from ${min} to ${max}.`);
-  }
-  return Number(raw);
+const DAY_MS = 86_400_000;
+
+/**
+ * Who sells a skill, as the marketplace shows it. An account's name is often its e-mail
+ * address (that is how e-mail sign-up names it), which is not for strangers to see: such a
+ * seller is shown by its escrow address instead, which is public on-chain anyway.
+ */
+function sellerDirectory(db: Db) {
+  const account = db.prepare("SELECT name FROM accounts WHERE id = ?").pluck();
+  const address = db.prepare("SELECT address FROM account_addresses WHERE account_id = ? ORDER BY created_at LIMIT 1").pluck();
+  return (accountId: string): { name: string; address: string | null } => {
+    const name = (account.get(accountId) as string | undefined) ?? "";
+    const addr = (address.get(accountId) as string | undefined) ?? null;
+    const shortAddress = addr ? `${addr.slice(0, 6)}…${addr.slice(-4)}` : "an unnamed seller";
+    return { name: name === "" || name.includes("@") ? shortAddress : name, address: addr };
+  };
 }

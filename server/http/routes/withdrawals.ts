@@ -3,7 +3,8 @@ import type { ApiKeys } from "../../accounts/api-keys";
 import type { VoucherIssuer } from "../../chain/vouchers";
 import { microsToUsd, usdToMicros } from "../../ledger/money";
 import type { Db } from "../../ledger/db";
-import { requireApiKey } from "../auth";
+import { requireAccount } from "../auth";
+import type { Sessions } from "../../accounts/sessions";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
 
@@ -21,9 +22,9 @@ const REFUSAL: Record<string, [ApiError["code"], string]> = {
  *       The amount leaves the balance at once, so it cannot be spent twice.
  *   GET /v1/withdrawals → the account's vouchers and their status.
  */
-export function withdrawalRoutes(deps: { keys: ApiKeys; db: Db; vouchers?: VoucherIssuer }): Router {
+export function withdrawalRoutes(deps: { keys: ApiKeys; sessions: Sessions; db: Db; vouchers?: VoucherIssuer }): Router {
   const router = express.Router();
-  const auth = requireApiKey(deps.keys);
+  const auth = requireAccount(deps.keys, deps.sessions);
   const json = express.json({ limit: 4_096, type: () => true });
 
   router.post("/v1/withdrawals", auth, json, async (req, res) => {
@@ -39,7 +40,7 @@ export function withdrawalRoutes(deps: { keys: ApiKeys; db: Db; vouchers?: Vouch
       }
     }
     if (body.address !== undefined && typeof body.address !== "string") throw new ApiError("invalid_request", "address must be a string.");
-    const result = await deps.vouchers.issue(req.apiKey!.accountId, { amountMicros, address: body.address as string | undefined });
+    const result = await deps.vouchers.issue(req.accountId!, { amountMicros, address: body.address as string | undefined });
     if (!result.ok) {
       if (result.reason === "insufficient_balance") {
         throw new ApiError("insufficient_balance", `Only ${microsToUsd(result.availableMicros ?? 0n)} USD is available to withdraw (money held by calls in flight stays).`);
@@ -63,7 +64,7 @@ export function withdrawalRoutes(deps: { keys: ApiKeys; db: Db; vouchers?: Vouch
   router.get("/v1/withdrawals", auth, (req, res) => {
     const rows = deps.db
       .prepare("SELECT address, nonce, amount, deadline, status, created_at FROM vouchers WHERE account_id = ? ORDER BY created_at DESC LIMIT 100")
-      .all(req.apiKey!.accountId) as Array<{ address: string; nonce: bigint; amount: bigint; deadline: bigint; status: string; created_at: bigint }>;
+      .all(req.accountId!) as Array<{ address: string; nonce: bigint; amount: bigint; deadline: bigint; status: string; created_at: bigint }>;
     res.json(
       dataEnvelope(
         rows.map((r) => ({

@@ -1,0 +1,42 @@
+import express, { type Router } from "express";
+import type { ApiKeys } from "../../accounts/api-keys";
+import type { Sessions } from "../../accounts/sessions";
+import type { Db } from "../../ledger/db";
+import { accountHistory } from "../../ledger/history";
+import { microsToUsd } from "../../ledger/money";
+import { requireAccount } from "../auth";
+import { dataEnvelope } from "../envelope";
+import { intParam } from "../query";
+
+/**
+ * GET /v1/history?limit=50&before=<ms>   (session or API key)
+ * The account's deposits, card top-ups, charges, withdrawal vouchers and exits, newest first:
+ * the Wallet page's history. Amounts are signed (money in positive) in USD and base units.
+ */
+export function historyRoutes(deps: { keys: ApiKeys; sessions: Sessions; db: Db }): Router {
+  const router = express.Router();
+  const auth = requireAccount(deps.keys, deps.sessions);
+
+  router.get("/v1/history", auth, (req, res) => {
+    const limit = intParam(req.query.limit, "limit", 50, 1, 200);
+    const before = intParam(req.query.before, "before", Number.MAX_SAFE_INTEGER, 0, Number.MAX_SAFE_INTEGER);
+    const items = accountHistory(deps.db, req.accountId!, { limit, beforeMs: before });
+    res.set("cache-control", "no-store");
+    res.json(
+      dataEnvelope({
+        items: items.map((i) => ({
+          type: i.type,
+          amount: microsToUsd(i.amountMicros),
+          amount_base_units: i.amountMicros.toString(),
+          description: i.description,
+          status: i.status,
+          tx_hash: i.txHash,
+          created_at: new Date(i.createdAtMs).toISOString(),
+        })),
+        next_before: items.length === limit ? items[items.length - 1].createdAtMs : null,
+      }),
+    );
+  });
+
+  return router;
+}

@@ -1,0 +1,80 @@
+import express, { type Router } from "express";
+import QRCode from "qrcode";
+import { type Address, getAddress } from "viem";
+import type { OAuthSignIn } from "../../accounts/oauth";
+import type { Sessions } from "../../accounts/sessions";
+import { getEmbeddedWallet } from "../../accounts/wallets";
+import type { ChainConnection } from "../../chain/money-path";
+import type { Config } from "../../config";
+import type { Db } from "../../ledger/db";
+import { microsToUsd } from "../../ledger/money";
+import { dataEnvelope } from "../envelope";
+import { ApiError } from "../errors";
+
+const ESCROW_ABI = [
+  { type: "function", name: "usdc", stateMutability: "view", inputs: [], outputs: [{ type: "address" }] },
+  { type: "function", name: "minDeposit", stateMutability: "view", inputs: [], outputs: [{ type: "uint256" }] },
+] as const;
+
+/**
+ * What the dashboard needs to know about this gateway, and the wallet's QR code:
+ *   GET /v1/platform        (public) chain, contracts, fee, minimum deposit, which sign-ins are on
+ *   GET /v1/wallet/qr.svg   (session) an EIP-681 QR code: "send USDC on this chain to my wallet"
+ */
+export function platformRoutes(deps: { config: Config; db: Db; sessions: Sessions; oauth: OAuthSignIn; chain?: ChainConnection }): Router {
+  const router = express.Router();
+  const session = deps.sessions.require();
+  // The escrow's token never changes; read it once.
+  let usdc: Promise<Address> | undefined;
+  const usdcOf = (chain: ChainConnection) =>
+    (usdc ??= chain.publicClient.readContract({ address: chain.escrowAddress, abi: ESCROW_ABI, functionName: "usdc" }).catch((error) => {
+      usdc = undefined;
+      throw error;
+    }));
+
+  router.get("/v1/platform", async (_req, res) => {
+    const chain = deps.chain;
+    let onChain = null;
+    if (chain) {
+      try {
+        const [token, minDeposit] = await Promise.all([
+          usdcOf(chain),
+          chain.publicClient.readContract({ address: chain.escrowAddress, abi: ESCROW_ABI, functionName: "minDeposit" }),
+        ]);
+        onChain = { chain_id: chain.chainId, escrow: chain.escrowAddress, usdc: token, min_deposit: microsToUsd(minDeposit) };
+      } catch {
+        throw new ApiError("chain_unavailable", "The gateway's chain cannot be reached right now.");
+      }
+    }
+    res.json(
+      dataEnvelope({
+        chain_id: onChain?.chain_id ?? null,
+        escrow: onChain?.escrow ?? null,
+        usdc: onChain?.usdc ?? null,
+        min_deposit: onChain?.min_deposit ?? null,
+        fee_bps: Number(deps.config.feeBps),
+        fee_mode: deps.config.feeMode,
+        email_delivery: deps.config.smtpUrl ? "smtp" : "outbox",
+        sign_in: { email: true, siwe: true, github: deps.oauth.configured("github"), google: deps.oauth.configured("google") },
+      }),
+    );
+  });
+
+  router.get("/v1/wallet/qr.svg", session, async (req, res) => {
+    const wallet = getEmbeddedWallet(deps.db, req.session!.accountId);
+    if (!wallet) throw new ApiError("not_found", "This account has no embedded wallet yet.");
+    if (!deps.chain) throw new ApiError("chain_unavailable", "The gateway has no chain: there is nowhere to send USDC.");
+    let token: Address;
+    try {
+      token = await usdcOf(deps.chain);
+    } catch {
+      throw new ApiError("chain_unavailable", "The gateway's chain cannot be reached right now.");
+    }
+    // EIP-681: a transfer of the token on this chain to the wallet; wallets fill in the amount.
+    const uri = `ethereum:${getAddress(token)}@${deps.chain.chainId}/transfer?address=${getAddress(wallet.address)}`;
+    const svg = await QRCode.toString(uri, { type: "svg", errorCorrectionLevel: "M", margin: 2 });
+    res.set("cache-control", "private, max-age=3600").type("image/svg+xml").send(svg);
+  });
+
+  return router;
+}

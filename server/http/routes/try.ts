@@ -1,0 +1,39 @@
+import { performance } from "node:perf_hooks";
+import express, { type Router } from "express";
+import type { ApiKeys } from "../../accounts/api-keys";
+import type { Sessions } from "../../accounts/sessions";
+import type { CallService } from "../../gateway/call-service";
+import { ApiError } from "../errors";
+
+/**
+ * The marketplace's "try it" form:
+ *   POST /v1/skills/:skillId/try { key_id, input }   (session + CSRF)
+ * calls the skill as one of the signed-in account's own keys, through the same call service as
+ * `POST /v1/skills/:skillId/call`, and answers exactly what that endpoint would: the same
+ * status, body and headers, the same charge, rate limits and usage row. The key's secret is
+ * never needed (the gateway keeps only its hash): the session proves the account, the id
+ * picks which of its keys the call is made and counted with. Without a session, 401; with a
+ * key that is not this account's live key, 404 and nothing is called.
+ */
+export function tryRoutes(deps: { sessions: Sessions; keys: ApiKeys; calls: CallService; maxRequestBytes: number }): Router {
+  const router = express.Router();
+  const session = deps.sessions.require();
+  const json = express.json({ limit: deps.maxRequestBytes, type: () => true });
+
+  router.post("/v1/skills/:skillId/try", session, json, async (req, res) => {
+    const startedAt = performance.now();
+    const body = req.body as { key_id?: unknown; input?: unknown } | undefined;
+    if (!body || typeof body !== "object" || Array.isArray(body)) throw new ApiError("invalid_request", "Send { key_id, input }.");
+    if (typeof body.key_id !== "string") throw new ApiError("invalid_request", "key_id is required: the id of one of your API keys.");
+    const input = body.input ?? {};
+    if (typeof input !== "object" || input === null || Array.isArray(input)) {
+      throw new ApiError("invalid_request", "input must be a JSON object of the skill's parameters.");
+    }
+    const apiKey = deps.keys.useOwn(body.key_id, req.session!.accountId);
+    if (!apiKey) throw new ApiError("not_found", "No such key on this account: it may have been revoked. Pick another or create one.");
+    const result = await deps.calls.execute({ endpoint: "skill_call", apiKey, skillRef: String(req.params.skillId), input, startedAt });
+    res.status(result.status).set(result.headers).type("application/json").send(result.body);
+  });
+
+  return router;
+}

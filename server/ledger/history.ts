@@ -1,0 +1,106 @@
+import type { Db } from "./db";
+
+/** One movement of an account's money, as the dashboard's Wallet page lists it. */
+export interface HistoryItem {
+  type: "deposit" | "card_topup" | "charge" | "withdrawal" | "exit";
+  /** Signed: money in is positive, money out negative. Base units. */
+  amountMicros: bigint;
+  description: string;
+  /** deposit: credited; charge: unsettled | pending | settled; withdrawal: issued | redeemed | returned; exit: its status. */
+  status: string;
+  txHash: string | null;
+  createdAtMs: number;
+}
+
+export interface HistoryParameters {
+  limit: number;
+  /** Only items older than this (ms): pass the last item's time to read the next page. */
+  beforeMs?: number;
+}
+
+/**
+ * An account's deposits (on-chain and by card), charges and withdrawals (vouchers and exits),
+ * newest first. Each kind lives in its own table, each indexed by account and time, so this
+ * reads the newest `limit` of each and merges them: at most 4 × limit rows for one page.
+ * Items with the same millisecond may straddle a page boundary; the page size is a display
+ * choice, and no amount depends on it.
+ */
+export function accountHistory(db: Db, accountId: string, p: HistoryParameters): HistoryItem[] {
+  const before = p.beforeMs ?? Number.MAX_SAFE_INTEGER;
+  const items: HistoryItem[] = [];
+
+  const deposits = db
+    .prepare(
+      `SELECT d.tx_hash, d.sender, d.amount, d.created_at,
+              EXISTS (SELECT 1 FROM card_checkouts c WHERE c.account_id = d.account_id AND c.deposit_tx = d.tx_hash) AS by_card
+       FROM chain_deposits d WHERE d.account_id = ? AND d.created_at < ? ORDER BY d.created_at DESC LIMIT ?`,
+    )
+    .all(accountId, before, p.limit) as Array<{ tx_hash: string; sender: string; amount: bigint; created_at: bigint; by_card: bigint }>;
+  for (const d of deposits) {
+    const byCard = d.by_card === 1n;
+    items.push({
+      type: byCard ? "card_topup" : "deposit",
+      amountMicros: d.amount,
+      description: byCard ? "Card top-up" : `Deposit from ${d.sender}`,
+      status: "credited",
+      txHash: d.tx_hash,
+      createdAtMs: Number(d.created_at),
+    });
+  }
+
+  const charges = db
+    .prepare(
+      `SELECT c.charged_micros, c.created_at, s.name, s.slug, b.status AS batch_status, b.number AS batch_number, b.tx_hash
+       FROM calls c
+       LEFT JOIN skills s ON s.id = c.skill_id
+       LEFT JOIN holds h ON h.id = c.hold_id
+       LEFT JOIN settlement_batches b ON b.number = h.batch_number
+       WHERE c.account_id = ? AND c.created_at < ? AND c.charged_micros > 0
+       ORDER BY c.created_at DESC LIMIT ?`,
+    )
+    .all(accountId, before, p.limit) as Array<{
+    charged_micros: bigint; created_at: bigint; name: string | null; slug: string | null;
+    batch_status: string | null; batch_number: bigint | null; tx_hash: string | null;
+  }>;
+  for (const c of charges) {
+    items.push({
+      type: "charge",
+      amountMicros: -c.charged_micros,
+      description: c.batch_number === null ? `Call to ${c.name ?? c.slug ?? "a removed skill"}` : `Call to ${c.name ?? c.slug} (batch ${c.batch_number})`,
+      status: c.batch_status ?? "unsettled",
+      txHash: c.batch_status === "settled" ? c.tx_hash : null,
+      createdAtMs: Number(c.created_at),
+    });
+  }
+
+  const vouchers = db
+    .prepare("SELECT address, nonce, amount, status, created_at FROM vouchers WHERE account_id = ? AND created_at < ? ORDER BY created_at DESC LIMIT ?")
+    .all(accountId, before, p.limit) as Array<{ address: string; nonce: bigint; amount: bigint; status: string; created_at: bigint }>;
+  for (const v of vouchers) {
+    items.push({
+      type: "withdrawal",
+      // A returned voucher gave its amount back: it moved nothing in the end.
+      amountMicros: v.status === "returned" ? 0n : -v.amount,
+      description: `Withdrawal voucher #${v.nonce} to ${v.address}`,
+      status: v.status,
+      txHash: null,
+      createdAtMs: Number(v.created_at),
+    });
+  }
+
+  const exits = db
+    .prepare("SELECT tx_hash, requested, paid, status, created_at FROM chain_exits WHERE account_id = ? AND created_at < ? ORDER BY created_at DESC LIMIT ?")
+    .all(accountId, before, p.limit) as Array<{ tx_hash: string; requested: bigint; paid: bigint | null; status: string; created_at: bigint }>;
+  for (const e of exits) {
+    items.push({
+      type: "exit",
+      amountMicros: e.status === "completed" ? -(e.paid ?? 0n) : e.status === "pending" ? -e.requested : 0n,
+      description: "Exit requested on the escrow",
+      status: e.status,
+      txHash: e.tx_hash,
+      createdAtMs: Number(e.created_at),
+    });
+  }
+
+  return items.sort((a, b) => b.createdAtMs - a.createdAtMs).slice(0, p.limit);
+}
