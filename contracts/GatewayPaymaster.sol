@@ -10,13 +10,17 @@ import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {MessageHashUtils} from "@openzeppelin/contracts/utils/cryptography/MessageHashUtils.sol";
 
 /// @title GatewayPaymaster
-/// @notice An ERC-4337 (EntryPoint v0.7) paymaster that pays gas for exactly one kind of UserOperation: an
-///         embedded wallet (a SimpleAccount) moving its USDC into the escrow with
-///         `executeBatch([usdc, escrow], [0, 0], [approve(escrow, amount), depositFor(sender, amount)])`,
-///         and only when the gateway's signer approved that very operation (VerifyingPaymaster-style).
+/// @notice An ERC-4337 (EntryPoint v0.7) paymaster that pays gas for exactly two kinds of UserOperation of an
+///         embedded wallet (a SimpleAccount), and only when the gateway's signer approved that very operation
+///         (VerifyingPaymaster-style):
+///         - the deposit flow, moving its USDC into the escrow:
+///           `executeBatch([usdc, escrow], [0, 0], [approve(escrow, amount), depositFor(sender, amount)])`;
+///         - the claim flow, taking the seller earnings the escrow credited to it:
+///           `execute(escrow, 0, claim())` or `execute(escrow, 0, claimTo(recipient))`, recipient not zero.
 /// @dev Two independent checks: the gateway signs only its own flows, and even a signed operation is refused
-///      unless its calldata is that flow to this paymaster's token and escrow, for the sender's own balance.
-///      A leaked signer key can therefore only make the paymaster pay for deposits into the escrow.
+///      unless its calldata is one of those flows to this paymaster's token and escrow, for the sender's own
+///      balance or earnings. A leaked signer key can therefore only make the paymaster pay for deposits into the
+///      escrow and for sellers taking out what the escrow already owes them.
 ///
 ///      paymasterAndData = paymaster (20) | verification gas (16) | post-op gas (16)
 ///                         | abi.encode(uint48 validUntil, uint48 validAfter) (64) | signature (65)
@@ -33,13 +37,19 @@ contract GatewayPaymaster is BasePaymaster {
     address public immutable verifyingSigner;
 
     bytes4 private constant EXECUTE_BATCH = bytes4(keccak256("executeBatch(address[],uint256[],bytes[])"));
+    bytes4 private constant EXECUTE = bytes4(keccak256("execute(address,uint256,bytes)"));
     bytes4 private constant APPROVE = bytes4(keccak256("approve(address,uint256)"));
     bytes4 private constant DEPOSIT_FOR = bytes4(keccak256("depositFor(address,uint256)"));
+    bytes4 private constant CLAIM = bytes4(keccak256("claim()"));
+    bytes4 private constant CLAIM_TO = bytes4(keccak256("claimTo(address)"));
 
     uint256 private constant VALID_TIMESTAMP_OFFSET = PAYMASTER_DATA_OFFSET;
     uint256 private constant SIGNATURE_OFFSET = VALID_TIMESTAMP_OFFSET + 64;
 
-    /// @notice The operation is not the gateway's deposit flow; `reason` says which part.
+    /// @notice The operation is not one of the gateway's flows; `reason` says which part: "factory", "selector"
+    ///         (neither executeBatch nor execute), for the deposit flow "not two calls", "targets", "value",
+    ///         "approve", "depositFor", "amount", for the claim flow "claim target", "claim value", "claim call",
+    ///         "claim recipient", "claim encoding".
     error NotGatewayFlow(string reason);
 
     constructor(
@@ -57,6 +67,10 @@ contract GatewayPaymaster is BasePaymaster {
 
     /// @notice What the gateway signs (as an EIP-191 message): every field of the operation except the
     ///         signature part of paymasterAndData, plus the chain, this paymaster and the validity window.
+    /// @param userOp The operation (its paymasterAndData's signature part is not covered).
+    /// @param validUntil Last second the approval is good.
+    /// @param validAfter First second the approval is good.
+    /// @return The hash the gateway signs as an EIP-191 message.
     function getHash(PackedUserOperation calldata userOp, uint48 validUntil, uint48 validAfter) public view returns (bytes32) {
         return keccak256(
             abi.encode(
@@ -76,6 +90,11 @@ contract GatewayPaymaster is BasePaymaster {
         );
     }
 
+    /// @notice Splits the paymaster-specific part of paymasterAndData into the validity window and the signature.
+    /// @param paymasterAndData The operation's whole paymasterAndData.
+    /// @return validUntil Last second the approval is good (0: forever).
+    /// @return validAfter First second the approval is good.
+    /// @return signature The gateway signer's signature over {getHash}, EIP-191.
     function parsePaymasterAndData(bytes calldata paymasterAndData)
         public
         pure
@@ -85,14 +104,23 @@ contract GatewayPaymaster is BasePaymaster {
         signature = paymasterAndData[SIGNATURE_OFFSET:];
     }
 
-    /// @notice Reverts with NotGatewayFlow unless `userOp` is the gateway's deposit flow.
+    /// @notice Reverts with NotGatewayFlow unless `userOp` is one of the gateway's flows (deposit or claim).
+    /// @dev Calldata that does not even decode as its selector's arguments reverts without data.
+    /// @param userOp The operation to check; only its initCode, sender and callData are read.
     function checkGatewayFlow(PackedUserOperation calldata userOp) public view {
         bytes calldata initCode = userOp.initCode;
         if (initCode.length != 0 && (initCode.length < 20 || address(bytes20(initCode[:20])) != accountFactory)) {
             revert NotGatewayFlow("factory");
         }
         bytes calldata callData = userOp.callData;
-        if (callData.length < 4 || bytes4(callData[:4]) != EXECUTE_BATCH) revert NotGatewayFlow("not executeBatch");
+        bytes4 selector = callData.length < 4 ? bytes4(0) : bytes4(callData[:4]);
+        if (selector == EXECUTE_BATCH) _checkDepositFlow(userOp.sender, callData);
+        else if (selector == EXECUTE) _checkClaimFlow(callData);
+        else revert NotGatewayFlow("selector");
+    }
+
+    /// @dev `executeBatch([token, escrow], [0, 0], [approve(escrow, amount), depositFor(sender, amount)])`.
+    function _checkDepositFlow(address sender, bytes calldata callData) private view {
         (address[] memory dest, uint256[] memory value, bytes[] memory func) =
             abi.decode(callData[4:], (address[], uint256[], bytes[]));
         if (dest.length != 2 || value.length != 2 || func.length != 2) revert NotGatewayFlow("not two calls");
@@ -101,8 +129,35 @@ contract GatewayPaymaster is BasePaymaster {
         (bytes4 approveSelector, address spender, uint256 approved) = _twoWordCall(func[0]);
         (bytes4 depositSelector, address account, uint256 deposited) = _twoWordCall(func[1]);
         if (approveSelector != APPROVE || spender != escrow) revert NotGatewayFlow("approve");
-        if (depositSelector != DEPOSIT_FOR || account != userOp.sender) revert NotGatewayFlow("depositFor");
+        if (depositSelector != DEPOSIT_FOR || account != sender) revert NotGatewayFlow("depositFor");
         if (approved != deposited || deposited == 0) revert NotGatewayFlow("amount");
+    }
+
+    /// @dev `execute(escrow, 0, claim())` or `execute(escrow, 0, claimTo(recipient))` with a non-zero recipient,
+    ///      in the standard ABI encoding and nothing more: the escrow pays msg.sender's own earnings, so the
+    ///      sender can only take what it is owed, to itself or to the recipient it names.
+    function _checkClaimFlow(bytes calldata callData) private view {
+        (address dest, uint256 value, bytes memory func) = abi.decode(callData[4:], (address, uint256, bytes));
+        if (dest != escrow) revert NotGatewayFlow("claim target");
+        if (value != 0) revert NotGatewayFlow("claim value");
+        bytes4 selector;
+        uint256 word;
+        if (func.length >= 4) {
+            assembly ("memory-safe") {
+                selector := mload(add(func, 32))
+                word := mload(add(func, 36))
+            }
+        }
+        if (func.length == 36 && selector == CLAIM_TO) {
+            if (word >> 160 != 0) revert NotGatewayFlow("claim call");
+            if (word == 0) revert NotGatewayFlow("claim recipient");
+        } else if (func.length != 4 || selector != CLAIM) {
+            revert NotGatewayFlow("claim call");
+        }
+        // One encoding only (no extra words, no odd offsets): what the gateway signed is what the account runs.
+        if (keccak256(callData) != keccak256(abi.encodeWithSelector(EXECUTE, dest, value, func))) {
+            revert NotGatewayFlow("claim encoding");
+        }
     }
 
     function _validatePaymasterUserOp(PackedUserOperation calldata userOp, bytes32, uint256)

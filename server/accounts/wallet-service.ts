@@ -1,10 +1,12 @@
-import { type Address, type Hex, HttpRequestError, getAddress, type LocalAccount, TimeoutError, http, isHex } from "viem";
-import { type UserOperation, createBundlerClient, getUserOperationHash } from "viem/account-abstraction";
-import { getChainId, readContract } from "viem/actions";
-import { type AaDeployment, SPONSORSHIP_TTL_SECONDS, escrowDepositCalls, gatewayPaymaster } from "../chain/aa";
+import type { Address, Hex, LocalAccount } from "viem";
+import type { UserOperation } from "viem/account-abstraction";
+import { readContract } from "viem/actions";
+import { type AaDeployment, escrowDepositCalls } from "../chain/aa";
 import type { Ledger } from "../ledger/ledger";
 import type { Sessions } from "./sessions";
-import { type EmbeddedWallet, type WalletChain, addressOnlyOwner, ensureEmbeddedWallet, getEmbeddedWallet, listEmbeddedWallets, smartAccountFor, sweepWalletToEscrow, WalletError } from "./wallets";
+import { OwnerSignedOperations, PREPARED_OPERATION_TTL_MS, type PreparedOperation } from "./sponsored-operations";
+import { WalletClaims } from "./wallet-claims";
+import { type EmbeddedWallet, type WalletChain, ensureEmbeddedWallet, getEmbeddedWallet, listEmbeddedWallets, sweepWalletToEscrow, WalletError } from "./wallets";
 
 const USDC_BALANCE_ABI = [
   { type: "function", name: "balanceOf", stateMutability: "view", inputs: [{ name: "account", type: "address" }], outputs: [{ type: "uint256" }] },
@@ -24,7 +26,7 @@ export interface WalletServiceParameters {
   /** The escrow's minimum deposit: less is left in the wallet until more arrives. */
   minimumMicros: bigint;
   log: (message: string, error?: unknown) => void;
-  /** How long a prepared owner-signed sweep stays submittable (never past its paymaster approval). */
+  /** How long a prepared owner-signed operation (sweep, claim) stays submittable (never past its paymaster approval). */
   preparedSweepTtlMs?: number;
 }
 
@@ -51,7 +53,14 @@ export type SubmitSweepResult =
   | { ok: false; reason: "rejected" | "bundler_unavailable"; message: string };
 
 /** Default lifetime of a prepared sweep: well inside the paymaster's approval window. */
-export const PREPARED_SWEEP_TTL_MS = 5 * 60_000;
+export const PREPARED_SWEEP_TTL_MS = PREPARED_OPERATION_TTL_MS;
+
+type PreparedSweepOperation = PreparedOperation<"sweep", { amountMicros: bigint }>;
+
+function toPreparedSweep(entry: PreparedSweepOperation): PreparedSweep {
+  const { userOpHash, accountId, wallet, owner, expiresAtMs, userOperation } = entry;
+  return { userOpHash, accountId, wallet, owner, amountMicros: entry.details.amountMicros, expiresAtMs, userOperation };
+}
 
 /**
  * Embedded wallets, seen from the identity path: every account that signs in gets one (owned
@@ -59,30 +68,28 @@ export const PREPARED_SWEEP_TTL_MS = 5 * 60_000;
  * arrives in a server-owned wallet is swept into the escrow by a sponsored UserOperation,
  * where the deposit indexer credits it. A SIWE wallet moves only with its owner's signature,
  * so it is not swept here: its owner signs a sweep the gateway prepares (prepareOwnerSweep, then
- * submitOwnerSweep with the signature), or deposits directly.
+ * submitOwnerSweep with the signature), or deposits directly. A seller's claim from its wallet is `claims`
+ * (./wallet-claims.ts).
  */
 export class WalletService {
   private timer: NodeJS.Timeout | undefined;
   private sweeping: Promise<unknown> | undefined;
 
-  /** Prepared owner-signed sweeps by UserOperation hash (in memory: a restart only means preparing again). */
-  private readonly prepared = new Map<Hex, PreparedSweep & { submitting: boolean }>();
+  /** Operations prepared for SIWE owners to sign: sweeps here, claims in `claims`. */
+  private readonly ownerSigned: OwnerSignedOperations;
+  /** A seller's claim of its earnings from its embedded wallet. */
+  readonly claims: WalletClaims;
 
-  constructor(private readonly p: WalletServiceParameters) {}
-
-  private bundler() {
-    return createBundlerClient({ client: this.p.chain.client, transport: http(this.p.chain.bundlerUrl, { retryCount: 0 }) });
-  }
-
-  private purgeExpired(now: number): void {
-    for (const [hash, entry] of this.prepared) if (entry.expiresAtMs <= now && !entry.submitting) this.prepared.delete(hash);
+  constructor(private readonly p: WalletServiceParameters) {
+    this.ownerSigned = new OwnerSignedOperations(p, p.preparedSweepTtlMs);
+    this.claims = new WalletClaims(p, this.ownerSigned);
   }
 
   /**
    * Builds, for an account whose wallet its SIWE address owns, the sponsored UserOperation that moves the
    * wallet's whole USDC balance into the escrow (approve + depositFor, deploying the account if needed), keeps
-   * it here for `preparedSweepTtlMs`, and returns it with the hash its owner must sign (EIP-191 personal_sign of
-   * the userOpHash, which SimpleAccount v0.7 checks). A newer preparation replaces the account's older ones.
+   * it for `preparedSweepTtlMs`, and returns it with the hash its owner must sign (EIP-191 personal_sign of the
+   * userOpHash, which SimpleAccount v0.7 checks). A newer preparation replaces the account's older ones.
    */
   async prepareOwnerSweep(accountId: string): Promise<PrepareSweepResult> {
     const wallet = getEmbeddedWallet(this.p.ledger.db, accountId);
@@ -91,40 +98,9 @@ export class WalletService {
     const balanceMicros = await readContract(this.p.chain.client, { address: this.p.usdc, abi: USDC_BALANCE_ABI, functionName: "balanceOf", args: [wallet.address] });
     if (balanceMicros === 0n) return { ok: false, reason: "empty", balanceMicros };
     if (balanceMicros < this.p.minimumMicros) return { ok: false, reason: "below_minimum", balanceMicros };
-
-    const account = await smartAccountFor(this.p.chain, addressOnlyOwner(wallet.ownerAddress));
-    if (getAddress(account.address) !== wallet.address) {
-      throw new WalletError(`${accountId}'s owner computes ${account.address}, not the stored ${wallet.address}`);
-    }
-    const now = Date.now();
-    const bundler = createBundlerClient({
-      client: this.p.chain.client,
-      account,
-      transport: http(this.p.chain.bundlerUrl, { retryCount: 0 }),
-      paymaster: gatewayPaymaster({ deployment: this.p.aa, usdc: this.p.usdc, escrow: this.p.escrow, signer: this.p.paymasterSigner, now: () => now }),
-    });
-    const prepared = await bundler.prepareUserOperation({
-      calls: escrowDepositCalls({ usdc: this.p.usdc, escrow: this.p.escrow, wallet: wallet.address, amountMicros: balanceMicros }),
-    });
-    const { account: _account, ...fields } = prepared as typeof prepared & { account?: unknown };
-    const userOperation = fields as unknown as UserOperation<"0.7">;
-    const chainId = await getChainId(this.p.chain.client);
-    const userOpHash = getUserOperationHash({ userOperation, entryPointAddress: this.p.aa.entryPoint, entryPointVersion: "0.7", chainId });
-    // The paymaster's approval runs out SPONSORSHIP_TTL_SECONDS after `now`: the preparation expires first.
-    const ttl = Math.min(this.p.preparedSweepTtlMs ?? PREPARED_SWEEP_TTL_MS, SPONSORSHIP_TTL_SECONDS * 1000 - 30_000);
-    const entry: PreparedSweep = {
-      userOpHash,
-      accountId,
-      wallet: wallet.address,
-      owner: wallet.ownerAddress,
-      amountMicros: balanceMicros,
-      expiresAtMs: now + ttl,
-      userOperation,
-    };
-    this.purgeExpired(now);
-    for (const [hash, other] of this.prepared) if (other.accountId === accountId && !other.submitting) this.prepared.delete(hash);
-    this.prepared.set(userOpHash, { ...entry, submitting: false });
-    return { ok: true, prepared: entry };
+    const calls = escrowDepositCalls({ usdc: this.p.usdc, escrow: this.p.escrow, wallet: wallet.address, amountMicros: balanceMicros });
+    const entry: PreparedSweepOperation = await this.ownerSigned.prepare(wallet, "sweep", calls, { amountMicros: balanceMicros });
+    return { ok: true, prepared: toPreparedSweep(entry) };
   }
 
   /**
@@ -133,31 +109,12 @@ export class WalletService {
    * preparation usable until it expires. The ledger is credited by the deposit indexer, not here.
    */
   async submitOwnerSweep(accountId: string, userOpHash: Hex, signature: Hex, options: { timeoutMs?: number } = {}): Promise<SubmitSweepResult> {
-    this.purgeExpired(Date.now());
-    const entry = this.prepared.get(userOpHash.toLowerCase() as Hex) ?? this.prepared.get(userOpHash);
-    if (!entry || entry.accountId !== accountId || entry.expiresAtMs <= Date.now()) return { ok: false, reason: "unknown" };
-    if (entry.submitting) return { ok: false, reason: "in_progress" };
-    if (!isHex(signature, { strict: true }) || signature.length !== 2 + 2 * 65) return { ok: false, reason: "bad_signature" };
-    entry.submitting = true;
-    const bundler = this.bundler();
-    let sent: Hex;
-    try {
-      sent = await bundler.sendUserOperation({ ...entry.userOperation, signature, entryPointAddress: this.p.aa.entryPoint });
-    } catch (error) {
-      entry.submitting = false;
-      const unreachable = error instanceof Error && "walk" in error && (error as { walk: (fn: (e: unknown) => boolean) => unknown }).walk(
-        (e) => e instanceof HttpRequestError || e instanceof TimeoutError,
-      );
-      const message = (error as { shortMessage?: string; message?: string }).shortMessage ?? String((error as Error).message ?? error);
-      return { ok: false, reason: unreachable ? "bundler_unavailable" : "rejected", message };
+    const result = await this.ownerSigned.submit<PreparedSweepOperation>(accountId, "sweep", userOpHash, signature, options);
+    if (!result.ok) return result;
+    if (!result.receipt.success) {
+      throw new WalletError(`the sweep of ${result.prepared.wallet} reverted on chain (UserOperation ${result.userOpHash}): ${result.receipt.reason ?? "no reason"}`);
     }
-    // Accepted by the bundler: the preparation is spent, whatever the receipt says.
-    this.prepared.delete(entry.userOpHash);
-    const receipt = await bundler.waitForUserOperationReceipt({ hash: sent, pollingInterval: 100, timeout: options.timeoutMs ?? 60_000 });
-    if (!receipt.success) {
-      throw new WalletError(`the sweep of ${entry.wallet} reverted on chain (UserOperation ${sent}): ${receipt.reason ?? "no reason"}`);
-    }
-    return { ok: true, amountMicros: entry.amountMicros, userOpHash: sent, transactionHash: receipt.receipt.transactionHash };
+    return { ok: true, amountMicros: result.prepared.details.amountMicros, userOpHash: result.userOpHash, transactionHash: result.receipt.receipt.transactionHash };
   }
 
   /** Sweeps every `intervalMs` (one sweep at a time) until stop(). */

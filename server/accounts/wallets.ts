@@ -253,21 +253,35 @@ export type SweepWalletReturnType =
   | { swept: false; reason: "empty" | "below_minimum"; balanceMicros: bigint }
   | { swept: true; amountMicros: bigint; userOpHash: Hex; transactionHash: Hex };
 
-const sweeping = new Set<string>();
+// One sponsored operation per wallet at a time in this process (a sweep, a claim): two would share a nonce.
+const busyWallets = new Set<string>();
+
+/**
+ * Marks `wallet` busy while `fn` runs; returns `{ ran: false }` without running it when another operation of
+ * the wallet holds the mark.
+ */
+export async function withWalletLock<T>(wallet: Address, fn: () => Promise<T>): Promise<{ ran: true; value: T } | { ran: false }> {
+  const key = wallet.toLowerCase();
+  if (busyWallets.has(key)) return { ran: false };
+  busyWallets.add(key);
+  try {
+    return { ran: true, value: await fn() };
+  } finally {
+    busyWallets.delete(key);
+  }
+}
 
 /**
  * Moves all the USDC in the account's embedded wallet into the escrow, credited to the wallet, by ONE
  * UserOperation (`approve` + `depositFor`, deploying the account first if needed) sponsored by the gateway
  * paymaster. The ledger is credited by the deposit indexer from the escrow's `Deposited` event, not here, so
- * it happens once whatever retries. One sweep per wallet at a time in this process.
+ * it happens once whatever retries. One operation per wallet at a time in this process (withWalletLock).
  */
 export async function sweepWalletToEscrow(parameters: SweepWalletParameters): Promise<SweepWalletReturnType> {
   const { ledger, accountId, chain, aa, usdc, escrow } = parameters;
   const wallet = getEmbeddedWallet(ledger.db, accountId);
   if (!wallet) throw new WalletError(`${accountId} has no embedded wallet`);
-  if (sweeping.has(wallet.address)) throw new WalletError(`a sweep of ${wallet.address} is already running`);
-  sweeping.add(wallet.address);
-  try {
+  const locked = await withWalletLock(wallet.address, async (): Promise<SweepWalletReturnType> => {
     let owner: LocalAccount;
     if (wallet.ownerKind === "server") owner = serverOwnerOf(ledger.db, accountId, parameters.encryptionKey);
     else {
@@ -309,7 +323,7 @@ export async function sweepWalletToEscrow(parameters: SweepWalletParameters): Pr
       throw new WalletError(`the sweep of ${wallet.address} reverted on chain (UserOperation ${userOpHash}): ${receipt.reason ?? "no reason"}`);
     }
     return { swept: true, amountMicros: balanceMicros, userOpHash, transactionHash: receipt.receipt.transactionHash };
-  } finally {
-    sweeping.delete(wallet.address);
-  }
+  });
+  if (!locked.ran) throw new WalletError(`another operation of ${wallet.address} (a sweep or a claim) is already running`);
+  return locked.value;
 }

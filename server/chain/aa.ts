@@ -1,7 +1,8 @@
 /**
  * ERC-4337 (account abstraction, EntryPoint v0.7) for embedded wallets: putting the infrastructure on a local
- * chain, and the gateway's paymaster, which pays gas only for the gateway's own flow (an embedded wallet
- * moving its USDC into the escrow) and only when the gateway's signer approved the operation.
+ * chain, and the gateway's paymaster, which pays gas only for the gateway's own flows (an embedded wallet
+ * moving its USDC into the escrow, or claiming the seller earnings the escrow holds for it) and only when the
+ * gateway's signer approved the operation.
  *
  * The EntryPoint and SimpleAccountFactory come from `@account-abstraction/contracts@0.7.0`'s compiled
  * artifacts (not recompiled: their canonical addresses depend on the exact bytecode) and land at their
@@ -12,11 +13,8 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import {
   concat,
-  decodeFunctionData,
   encodeAbiParameters,
-  encodeFunctionData,
   getAddress,
-  isAddressEqual,
   keccak256,
   pad,
   parseAbi,
@@ -39,6 +37,7 @@ import {
   type GetPaymasterStubDataReturnType,
   type UserOperation,
 } from "viem/account-abstraction";
+import { gatewayFlowViolation } from "./aa-flows";
 
 /** EntryPoint v0.7's canonical address. */
 export const ENTRY_POINT_V07: Address = entryPoint07Address;
@@ -193,63 +192,10 @@ export async function deployAccountAbstraction(parameters: DeployAccountAbstract
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// The gateway's flow and its sponsorship
+// The gateway's flows (./aa-flows.ts) and their sponsorship
 // ---------------------------------------------------------------------------------------------------------
 
-export const ERC20_APPROVE_ABI = parseAbi([
-  "function approve(address spender, uint256 amount) returns (bool)",
-  "function balanceOf(address account) view returns (uint256)",
-]);
-export const ESCROW_DEPOSIT_FOR_ABI = parseAbi(["function depositFor(address account, uint256 amount)"]);
-const SIMPLE_ACCOUNT_ABI = parseAbi(["function executeBatch(address[] dest, uint256[] value, bytes[] func)"]);
-
-export type Call = { to: Address; value?: bigint; data: Hex };
-
-/** The two calls of a top-up: `approve(escrow, amount)` on the token, `depositFor(wallet, amount)` on the escrow. */
-export function escrowDepositCalls(parameters: { usdc: Address; escrow: Address; wallet: Address; amountMicros: bigint }): [Call, Call] {
-  const { usdc, escrow, wallet, amountMicros } = parameters;
-  return [
-    { to: usdc, value: 0n, data: encodeFunctionData({ abi: ERC20_APPROVE_ABI, functionName: "approve", args: [escrow, amountMicros] }) },
-    { to: escrow, value: 0n, data: encodeFunctionData({ abi: ESCROW_DEPOSIT_FOR_ABI, functionName: "depositFor", args: [wallet, amountMicros] }) },
-  ];
-}
-
-/**
- * Why `callData` from `sender` is not the gateway's flow (the same rules GatewayPaymaster enforces on chain),
- * or undefined when it is. The gateway signs nothing this refuses.
- */
-export function gatewayFlowViolation(parameters: {
-  sender: Address;
-  callData: Hex;
-  factory?: Address | undefined;
-  usdc: Address;
-  escrow: Address;
-  accountFactory: Address;
-}): string | undefined {
-  const { sender, callData, factory, usdc, escrow, accountFactory } = parameters;
-  if (factory && !isAddressEqual(factory, accountFactory)) return "factory";
-  let dest: readonly Address[], value: readonly bigint[], func: readonly Hex[];
-  try {
-    const decoded = decodeFunctionData({ abi: SIMPLE_ACCOUNT_ABI, data: callData });
-    [dest, value, func] = decoded.args;
-  } catch {
-    return "not executeBatch";
-  }
-  if (dest.length !== 2 || value.length !== 2 || func.length !== 2) return "not two calls";
-  if (!isAddressEqual(dest[0], usdc) || !isAddressEqual(dest[1], escrow)) return "targets";
-  if (value[0] !== 0n || value[1] !== 0n) return "value";
-  try {
-    const approve = decodeFunctionData({ abi: ERC20_APPROVE_ABI, data: func[0] });
-    const deposit = decodeFunctionData({ abi: ESCROW_DEPOSIT_FOR_ABI, data: func[1] });
-    if (approve.functionName !== "approve" || func[0].length !== 2 + 2 * 68) return "approve";
-    if (!isAddressEqual(approve.args[0], escrow)) return "approve";
-    if (func[1].length !== 2 + 2 * 68 || !isAddressEqual(deposit.args[0], sender)) return "depositFor";
-    if (approve.args[1] !== deposit.args[1] || deposit.args[1] === 0n) return "amount";
-  } catch {
-    return "approve";
-  }
-  return undefined;
-}
+export * from "./aa-flows";
 
 /** The operation fields the paymaster's signature covers. */
 export type SponsoredUserOperation = Pick<
@@ -320,7 +266,7 @@ const PLACEHOLDER_SIGNATURE: Hex =
 export class SponsorshipRefused extends AccountAbstractionError {
   override name = "SponsorshipRefused";
   constructor(readonly reason: string) {
-    super(`the gateway paymaster sponsors only escrow deposits of an embedded wallet (refused: ${reason})`);
+    super(`the gateway paymaster sponsors only an embedded wallet's escrow deposits and earnings claims (refused: ${reason})`);
   }
 }
 
@@ -336,7 +282,7 @@ export type GatewayPaymasterParameters = {
 /**
  * The paymaster actions viem's `prepareUserOperation`/`sendUserOperation` take (`paymaster: …`): placeholder
  * data for gas estimation, then the gateway's signature over the final operation. Both refuse (throw
- * SponsorshipRefused) an operation that is not the gateway's flow, so the gateway never signs one.
+ * SponsorshipRefused) an operation that is not one of the gateway's flows, so the gateway never signs one.
  */
 export function gatewayPaymaster(parameters: GatewayPaymasterParameters) {
   const { deployment, usdc, escrow, signer } = parameters;

@@ -25,6 +25,7 @@ const ABI = parseAbi([
   "function transfer(address to, uint256 amount) returns (bool)",
   "function approve(address spender, uint256 amount) returns (bool)",
   "function depositFor(address account, uint256 amount)",
+  "function requestExit(uint256 amount)",
   "event Deposited(address indexed account, address indexed from, uint256 amount, uint256 balance)",
 ]);
 
@@ -110,12 +111,13 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
     expect(deposits).to.have.length(1);
   });
 
-  describe("refusing anything but the gateway's flow", () => {
+  describe("refusing anything but the gateway's flows", () => {
     const usdcCall = (data: Hex): Call => ({ to: stack.deployment.usdc, value: 0n, data });
     const escrowCall = (data: Hex): Call => ({ to: stack.deployment.escrow, value: 0n, data });
     const stranger = privateKeyToAccount(generatePrivateKey()).address;
     const flows: [string, (wallet: Address) => Call[], string][] = [
-      ["a plain USDC transfer out", () => [usdcCall(encodeFunctionData({ abi: ABI, functionName: "transfer", args: [stranger, USDC] }))], "not executeBatch"],
+      ["a plain USDC transfer out", () => [usdcCall(encodeFunctionData({ abi: ABI, functionName: "transfer", args: [stranger, USDC] }))], "claim target"],
+      ["an escrow call that is not a claim (requestExit)", () => [escrowCall(encodeFunctionData({ abi: ABI, functionName: "requestExit", args: [USDC] }))], "claim call"],
       [
         "a deposit credited to someone else",
         () => [

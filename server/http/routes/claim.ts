@@ -1,0 +1,160 @@
+import express, { type Router } from "express";
+import { isAddress, isHex, zeroAddress, type Address, type Hex } from "viem";
+import type { Sessions } from "../../accounts/sessions";
+import type { ClaimRefusal } from "../../accounts/wallet-claims";
+import type { WalletService } from "../../accounts/wallet-service";
+import { microsToUsd } from "../../ledger/money";
+import { dataEnvelope } from "../envelope";
+import { ApiError } from "../errors";
+
+type Log = (message: string, error?: unknown) => void;
+
+/**
+ * A seller's claim of its settled earnings, sent on-chain from its embedded wallet (server/accounts/wallet-claims.ts):
+ *   POST /v1/seller/claim { to? }                           a wallet whose owner key the gateway holds (e-mail, OAuth
+ *        sign-in): the sponsored claim is sent and mined → { amount, amount_base_units, user_op_hash, tx_hash, to }
+ *   POST /v1/seller/claim/prepare { to? }                   a wallet its SIWE address owns: the sponsored claim is
+ *        built and kept here → { user_op_hash, amount, amount_base_units, expires_at, to, ... }; the owner
+ *        personal_signs user_op_hash (32 raw bytes)
+ *   POST /v1/seller/claim/submit { user_op_hash, signature } → sent with that signature and mined
+ *        → { amount, amount_base_units, tx_hash, user_op_hash, to }
+ * `amount` is what the escrow paid (its Claimed event), or for prepare what it owes now. `to` (an address, EIP-55
+ * or lowercase, never zero) sends the USDC there (`claimTo`); without it the wallet itself is paid (`claim()`), and
+ * a server-owned wallet's USDC is then swept back into the escrow as the account's deposit: the earnings become
+ * spendable balance. A seller whose payout address is not its embedded wallet gets 409 payout_address_not_wallet:
+ * that address must send `claim()` to the escrow itself. Nothing claimable: 409 nothing_to_claim, and no gas spent.
+ * All need a session and its CSRF token; without the ERC-4337 stack, 503 chain_unavailable.
+ */
+export function claimRoutes(deps: { sessions: Sessions; wallets?: WalletService; log: Log }): Router {
+  const router = express.Router();
+  const session = deps.sessions.require();
+  const json = express.json({ limit: 4_096, type: () => true });
+  const claims = () => {
+    if (!deps.wallets) throw new ApiError("chain_unavailable", "Embedded wallets are not enabled on this gateway.");
+    return deps.wallets.claims;
+  };
+
+  router.post("/v1/seller/claim", session, json, async (req, res) => {
+    const wallets = claims();
+    const to = readTo(req.body);
+    const result = await wallets.claimForServerWallet(req.session!.accountId, { to });
+    if (!result.ok) refuse(result, "server", deps.log);
+    res.json(
+      dataEnvelope({
+        amount: microsToUsd(result.amountMicros),
+        amount_base_units: result.amountMicros.toString(),
+        user_op_hash: result.userOpHash,
+        tx_hash: result.transactionHash,
+        to: result.to,
+      }),
+    );
+  });
+
+  router.post("/v1/seller/claim/prepare", session, json, async (req, res) => {
+    const wallets = claims();
+    const to = readTo(req.body);
+    const result = await wallets.prepareOwnerClaim(req.session!.accountId, { to });
+    if (!result.ok) refuse(result, "owner", deps.log);
+    const { prepared } = result;
+    const op = prepared.userOperation;
+    res.set("cache-control", "no-store");
+    res.status(201).json(
+      dataEnvelope({
+        user_op_hash: prepared.userOpHash,
+        amount: microsToUsd(prepared.details.claimableMicros),
+        amount_base_units: prepared.details.claimableMicros.toString(),
+        expires_at: new Date(prepared.expiresAtMs).toISOString(),
+        to: prepared.details.to,
+        wallet: prepared.wallet,
+        owner: prepared.owner,
+        sign: "personal_sign of user_op_hash as 32 raw bytes, by the owner",
+        user_operation: { sender: op.sender, nonce: op.nonce.toString(), factory: op.factory ?? null, call_data: op.callData, paymaster: op.paymaster ?? null },
+      }),
+    );
+  });
+
+  router.post("/v1/seller/claim/submit", session, json, async (req, res) => {
+    const wallets = claims();
+    const body = object(req.body);
+    const { user_op_hash: hash, signature } = body;
+    if (typeof hash !== "string" || !isHex(hash, { strict: true }) || hash.length !== 66) {
+      throw new ApiError("invalid_request", "user_op_hash must be the 32-byte hex hash prepare returned.");
+    }
+    if (typeof signature !== "string" || !isHex(signature, { strict: true }) || signature.length !== 2 + 2 * 65) {
+      throw new ApiError("invalid_request", "signature must be a 65-byte hex signature.");
+    }
+    const result = await wallets.submitOwnerClaim(req.session!.accountId, hash.toLowerCase() as Hex, signature as Hex);
+    if (!result.ok) {
+      switch (result.reason) {
+        case "unknown":
+          throw new ApiError("not_found", "No prepared claim with this hash on this account (it may have expired): prepare again.");
+        case "in_progress":
+          throw new ApiError("claim_in_progress", "This claim is being submitted.");
+        case "bad_signature":
+          throw new ApiError("invalid_request", "signature must be a 65-byte hex signature.");
+        case "rejected":
+          throw new ApiError("user_operation_rejected", `The bundler refused the claim (is the signature the owner's personal_sign of user_op_hash?): ${result.message}`);
+        case "bundler_unavailable":
+          deps.log("the bundler did not answer a claim submission", result.message);
+          throw new ApiError("chain_unavailable", "The bundler is unreachable; try again.");
+      }
+    }
+    res.json(
+      dataEnvelope({
+        amount: microsToUsd(result.amountMicros),
+        amount_base_units: result.amountMicros.toString(),
+        tx_hash: result.transactionHash,
+        user_op_hash: result.userOpHash,
+        to: result.to,
+      }),
+    );
+  });
+
+  return router;
+}
+
+function object(body: unknown): Record<string, unknown> {
+  if (body === undefined || body === null || body === "") return {};
+  if (typeof body !== "object" || Array.isArray(body)) throw new ApiError("invalid_request", "Body must be a JSON object.");
+  return body as Record<string, unknown>;
+}
+
+/** The optional `to`: an address, EIP-55 checksummed or all lowercase, never the zero address. */
+function readTo(body: unknown): Address | undefined {
+  const { to } = object(body);
+  if (to === undefined || to === null) return undefined;
+  if (typeof to !== "string" || !isAddress(to, { strict: true })) {
+    throw new ApiError("invalid_request", "to must be a 0x-prefixed 20-byte address, EIP-55 checksummed or all lowercase.");
+  }
+  if (to.toLowerCase() === zeroAddress) throw new ApiError("invalid_request", "to must not be the zero address.");
+  return to as Address;
+}
+
+/** The refusals both claim paths share, as the error the client sees. */
+function refuse(result: ClaimRefusal, path: "server" | "owner", log: Log): never {
+  switch (result.reason) {
+    case "no_wallet":
+      throw new ApiError("not_found", "This account has no embedded wallet yet.");
+    case "payout_address_not_wallet":
+      throw new ApiError(
+        "payout_address_not_wallet",
+        result.payoutAddress
+          ? `Your earnings are paid to ${result.payoutAddress}, not to your embedded wallet: send claim() to the escrow from that address.`
+          : "This account has no payout address, so it has no earnings to claim.",
+      );
+    case "siwe_owned":
+      throw new ApiError("wrong_claim_flow", "Your wallet is owned by your own address: prepare the claim (POST /v1/seller/claim/prepare) and sign it.");
+    case "server_owned":
+      throw new ApiError("wrong_claim_flow", "The gateway holds this wallet's key: claim with POST /v1/seller/claim, no signature needed.");
+    case "in_progress":
+      throw new ApiError("claim_in_progress", "Another operation of this wallet is being sent; try again in a moment.");
+    case "nothing_to_claim":
+      throw new ApiError("nothing_to_claim", "There are no settled earnings to claim yet.");
+    case "rejected":
+    case "bundler_unavailable":
+      // On the server path a refusal is the gateway's problem (it built and signed the operation), not the caller's.
+      log(`the bundler did not take a claim (${path} path): ${result.reason}`, result.message);
+      if (path === "owner" && result.reason === "rejected") throw new ApiError("user_operation_rejected", `The bundler refused the claim: ${result.message}`);
+      throw new ApiError("chain_unavailable", "The claim could not be sent to the chain; try again.");
+  }
+}

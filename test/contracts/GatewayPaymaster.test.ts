@@ -1,0 +1,224 @@
+import { loadFixture } from "@nomicfoundation/hardhat-network-helpers";
+import { expect } from "chai";
+import hre from "hardhat";
+import {
+  concat,
+  createPublicClient,
+  custom,
+  encodeAbiParameters,
+  encodeFunctionData,
+  getAddress,
+  pad,
+  parseAbi,
+  toHex,
+  zeroAddress,
+  type Abi,
+  type Address,
+  type Hex,
+} from "viem";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import entryPointArtifact from "@account-abstraction/contracts/artifacts/EntryPoint.json";
+import { expectRevert } from "./helpers/errors";
+
+const ACCOUNT_ABI = parseAbi([
+  "function execute(address dest, uint256 value, bytes func)",
+  "function executeBatch(address[] dest, uint256[] value, bytes[] func)",
+]);
+const CALLS_ABI = parseAbi([
+  "function claim() returns (uint256)",
+  "function claimTo(address recipient) returns (uint256)",
+  "function approve(address spender, uint256 amount) returns (bool)",
+  "function transfer(address to, uint256 amount) returns (bool)",
+  "function depositFor(address account, uint256 amount)",
+  "function requestExit(uint256 amount)",
+]);
+
+const PAYMASTER_VERIFICATION_GAS = 120_000n;
+const SIG_FAILED = 1n;
+
+type PackedUserOperation = {
+  sender: Address;
+  nonce: bigint;
+  initCode: Hex;
+  callData: Hex;
+  accountGasLimits: Hex;
+  preVerificationGas: bigint;
+  gasFees: Hex;
+  paymasterAndData: Hex;
+  signature: Hex;
+};
+
+/**
+ * A GatewayPaymaster over a real EntryPoint v0.7 (its published artifact) on Hardhat's network. The token,
+ * escrow and factory are plain addresses: the paymaster only compares them with the operation's calldata.
+ */
+async function paymasterFixture() {
+  const [deployer] = await hre.viem.getWalletClients();
+  // Reverts are what these tests are about: no retries (Hardhat's client retries them, seconds each).
+  const publicClient = createPublicClient({ transport: custom(hre.network.provider, { retryCount: 0 }) });
+  const deployed = await deployer.deployContract({
+    abi: entryPointArtifact.abi as Abi,
+    bytecode: entryPointArtifact.bytecode as Hex,
+    account: deployer.account,
+  });
+  const entryPoint = getAddress((await publicClient.waitForTransactionReceipt({ hash: deployed })).contractAddress!);
+  const signer = privateKeyToAccount(generatePrivateKey());
+  const token = privateKeyToAccount(generatePrivateKey()).address;
+  const escrow = privateKeyToAccount(generatePrivateKey()).address;
+  const factory = privateKeyToAccount(generatePrivateKey()).address;
+  const paymaster = await hre.viem.deployContract("GatewayPaymaster", [entryPoint, token, escrow, factory, signer.address]);
+  const sender = privateKeyToAccount(generatePrivateKey()).address;
+  const recipient = privateKeyToAccount(generatePrivateKey()).address;
+  const checkGatewayFlow = (op: PackedUserOperation) =>
+    publicClient.readContract({ address: paymaster.address, abi: paymaster.abi, functionName: "checkGatewayFlow", args: [op] });
+  return { publicClient, entryPoint, paymaster, checkGatewayFlow, signer, token, escrow, factory, sender, recipient };
+}
+
+type Fixture = Awaited<ReturnType<typeof paymasterFixture>>;
+
+const execute = (dest: Address, value: bigint, func: Hex) =>
+  encodeFunctionData({ abi: ACCOUNT_ABI, functionName: "execute", args: [dest, value, func] });
+const claim = () => encodeFunctionData({ abi: CALLS_ABI, functionName: "claim" });
+const claimTo = (recipient: Address) => encodeFunctionData({ abi: CALLS_ABI, functionName: "claimTo", args: [recipient] });
+
+/** An operation of `sender` with `callData`, paymasterAndData carrying the window and `signature`. */
+function userOp(f: Fixture, callData: Hex, overrides: Partial<PackedUserOperation> = {}): PackedUserOperation {
+  return {
+    sender: f.sender,
+    nonce: 0n,
+    initCode: "0x",
+    callData,
+    accountGasLimits: concat([pad(toHex(100_000n), { size: 16 }), pad(toHex(200_000n), { size: 16 })]),
+    preVerificationGas: 50_000n,
+    gasFees: concat([pad(toHex(1_000_000n), { size: 16 }), pad(toHex(2_000_000_000n), { size: 16 })]),
+    paymasterAndData: "0x",
+    signature: "0x",
+    ...overrides,
+  };
+}
+
+/** Fills paymasterAndData, signed by `signer` over the paymaster's own getHash. */
+async function sponsored(f: Fixture, op: PackedUserOperation, signer = f.signer, validity = { validUntil: 2_000_000_000, validAfter: 0 }) {
+  const head = concat([f.paymaster.address, pad(toHex(PAYMASTER_VERIFICATION_GAS), { size: 16 }), pad(toHex(0n), { size: 16 })]);
+  const window = encodeAbiParameters([{ type: "uint48" }, { type: "uint48" }], [validity.validUntil, validity.validAfter]);
+  const unsigned = { ...op, paymasterAndData: concat([head, window, `0x${"00".repeat(65)}`]) };
+  const hash = (await f.paymaster.read.getHash([unsigned, validity.validUntil, validity.validAfter])) as Hex;
+  return { ...op, paymasterAndData: concat([head, window, await signer.signMessage({ message: { raw: hash } })]) };
+}
+
+/** What the EntryPoint would get back from the paymaster's validation (called as the EntryPoint). */
+async function validate(f: Fixture, op: PackedUserOperation): Promise<{ sigFailed: bigint; validUntil: bigint; validAfter: bigint }> {
+  const { result } = await f.publicClient.simulateContract({
+    account: f.entryPoint,
+    address: f.paymaster.address,
+    abi: f.paymaster.abi,
+    functionName: "validatePaymasterUserOp",
+    args: [op, `0x${"11".repeat(32)}`, 10n ** 15n],
+  });
+  const validationData = (result as readonly [Hex, bigint])[1];
+  return {
+    sigFailed: validationData & ((1n << 160n) - 1n),
+    validUntil: (validationData >> 160n) & ((1n << 48n) - 1n),
+    validAfter: validationData >> 208n,
+  };
+}
+
+describe("GatewayPaymaster", () => {
+  describe("the claim flow: execute(escrow, 0, claim() | claimTo(recipient))", () => {
+    it("accepts claim() and claimTo(recipient) to the escrow, with or without deploying the account through the factory", async () => {
+      const f = await loadFixture(paymasterFixture);
+      const initCode = concat([f.factory, "0x5fbfb9cf"]);
+      for (const callData of [execute(f.escrow, 0n, claim()), execute(f.escrow, 0n, claimTo(f.recipient))]) {
+        await f.checkGatewayFlow(userOp(f, callData));
+        await f.checkGatewayFlow(userOp(f, callData, { initCode }));
+      }
+    });
+
+    it("still accepts the deposit flow (approve + depositFor of the sender)", async () => {
+      const f = await loadFixture(paymasterFixture);
+      const callData = encodeFunctionData({
+        abi: ACCOUNT_ABI,
+        functionName: "executeBatch",
+        args: [
+          [f.token, f.escrow],
+          [0n, 0n],
+          [
+            encodeFunctionData({ abi: CALLS_ABI, functionName: "approve", args: [f.escrow, 5n] }),
+            encodeFunctionData({ abi: CALLS_ABI, functionName: "depositFor", args: [f.sender, 5n] }),
+          ],
+        ],
+      });
+      await f.checkGatewayFlow(userOp(f, callData));
+    });
+
+    const refusals: [string, (f: Fixture) => Partial<PackedUserOperation>, string][] = [
+      ["a claim sent to another target (the token)", (f) => ({ callData: execute(f.token, 0n, claim()) }), "claim target"],
+      ["a claim sent to an address that is not the escrow", (f) => ({ callData: execute(f.recipient, 0n, claim()) }), "claim target"],
+      ["a claim that also sends ETH (value 1)", (f) => ({ callData: execute(f.escrow, 1n, claim()) }), "claim value"],
+      ["another escrow function (requestExit)", (f) => ({ callData: execute(f.escrow, 0n, encodeFunctionData({ abi: CALLS_ABI, functionName: "requestExit", args: [1n] })) }), "claim call"],
+      ["a single depositFor to the escrow", (f) => ({ callData: execute(f.escrow, 0n, encodeFunctionData({ abi: CALLS_ABI, functionName: "depositFor", args: [f.sender, 1n] })) }), "claim call"],
+      ["a token transfer out", (f) => ({ callData: execute(f.token, 0n, encodeFunctionData({ abi: CALLS_ABI, functionName: "transfer", args: [f.recipient, 1n] })) }), "claim target"],
+      ["an empty call to the escrow", (f) => ({ callData: execute(f.escrow, 0n, "0x") }), "claim call"],
+      ["claim() with bytes after it", (f) => ({ callData: execute(f.escrow, 0n, concat([claim(), "0x00"])) }), "claim call"],
+      ["claimTo with a word too many", (f) => ({ callData: execute(f.escrow, 0n, concat([claimTo(f.recipient), pad("0x01", { size: 32 })])) }), "claim call"],
+      ["claimTo with dirty upper bits in the address word", (f) => ({ callData: execute(f.escrow, 0n, concat(["0x" + claimTo(f.recipient).slice(2, 10) as Hex, "0x01", ("0x" + "00".repeat(11) + f.recipient.slice(2)) as Hex])) }), "claim call"],
+      ["claimTo(0), which the escrow would refuse anyway", (f) => ({ callData: execute(f.escrow, 0n, claimTo(zeroAddress)) }), "claim recipient"],
+      ["a claim with a word appended after the standard encoding", (f) => ({ callData: concat([execute(f.escrow, 0n, claim()), pad("0x01", { size: 32 })]) }), "claim encoding"],
+      [
+        "a claim whose bytes sit at an unusual offset",
+        (f) => ({
+          // execute(escrow, 0, claim()) with the bytes argument one word further on and a junk word between.
+          callData: concat([
+            execute(f.escrow, 0n, claim()).slice(0, 2 + 8 + 128) as Hex,
+            pad("0x80", { size: 32 }),
+            pad("0x00", { size: 32 }),
+            pad("0x04", { size: 32 }),
+            pad(claim(), { size: 32, dir: "right" }),
+          ]),
+        }),
+        "claim encoding",
+      ],
+      ["a call that is neither execute nor executeBatch", () => ({ callData: encodeFunctionData({ abi: CALLS_ABI, functionName: "claim" }) }), "selector"],
+      ["calldata shorter than a selector", () => ({ callData: "0xb61d27" }), "selector"],
+      ["an account deployed by another factory", (f) => ({ callData: execute(f.escrow, 0n, claim()), initCode: concat([f.recipient, "0x5fbfb9cf"]) }), "factory"],
+    ];
+
+    for (const [what, overrides, reason] of refusals) {
+      it(`refuses ${what} with NotGatewayFlow("${reason}")`, async () => {
+        const f = await loadFixture(paymasterFixture);
+        const op = userOp(f, "0x", overrides(f));
+        await expectRevert(f.checkGatewayFlow(op), "NotGatewayFlow", [reason]);
+        // Signed by the gateway's own key, it is refused all the same: the EntryPoint never gets a validation.
+        await expectRevert(validate(f, await sponsored(f, op)), "NotGatewayFlow", [reason], [f.paymaster.abi as Abi]);
+      });
+    }
+  });
+
+  describe("the gateway signer's approval of that very operation", () => {
+    it("validates a claim the gateway signed, within the window it signed", async () => {
+      const f = await loadFixture(paymasterFixture);
+      const op = await sponsored(f, userOp(f, execute(f.escrow, 0n, claimTo(f.recipient))), f.signer, { validUntil: 1_900_000_000, validAfter: 1_000 });
+      expect(await validate(f, op)).to.deep.equal({ sigFailed: 0n, validUntil: 1_900_000_000n, validAfter: 1_000n });
+    });
+
+    it("fails the validation of a claim signed by any other key", async () => {
+      const f = await loadFixture(paymasterFixture);
+      const op = await sponsored(f, userOp(f, execute(f.escrow, 0n, claim())), privateKeyToAccount(generatePrivateKey()));
+      expect((await validate(f, op)).sigFailed).to.equal(SIG_FAILED);
+    });
+
+    it("fails the validation when the signed claim() is turned into a claimTo(someone else)", async () => {
+      const f = await loadFixture(paymasterFixture);
+      const signed = await sponsored(f, userOp(f, execute(f.escrow, 0n, claim())));
+      const altered = { ...signed, callData: execute(f.escrow, 0n, claimTo(f.recipient)) };
+      expect((await validate(f, signed)).sigFailed).to.equal(0n);
+      expect((await validate(f, altered)).sigFailed).to.equal(SIG_FAILED);
+    });
+
+    it("fails the validation when another sender reuses the signature", async () => {
+      const f = await loadFixture(paymasterFixture);
+      const signed = await sponsored(f, userOp(f, execute(f.escrow, 0n, claim())));
+      expect((await validate(f, { ...signed, sender: f.recipient })).sigFailed).to.equal(SIG_FAILED);
+    });
+  });
+});
