@@ -41,10 +41,10 @@ function earningsCard(ctx: PageContext, me: Me, figures: HTMLElement): HTMLEleme
         if (!sent) return;
         replaceChildren(
           tx,
-          h("p", {}, `Claimed ${formatUsd(sent.amount)}. Transaction:`),
+          h("p", {}, `Claimed ${formatUsd(sent.amount, sent.amount_base_units)}. Transaction:`),
           h("code", { class: "mono mono-full", testid: "claim-tx" }, sent.tx_hash),
         );
-        ctx.notice(`Claimed ${formatUsd(sent.amount)}.`);
+        ctx.notice(`Claimed ${formatUsd(sent.amount, sent.amount_base_units)}.`);
         await loadEarnings(ctx, figures);
       } catch (error) {
         ctx.fail(error);
@@ -54,7 +54,7 @@ function earningsCard(ctx: PageContext, me: Me, figures: HTMLElement): HTMLEleme
   return card("Earnings", figures, h("p", { class: "muted" }, "Claiming sends the escrow's claim from your wallet; the gateway sponsors the gas."), form, tx);
 }
 
-type Claimed = { amount: number; tx_hash: string };
+type Claimed = { amount: number; amount_base_units?: string; tx_hash: string };
 
 /**
  * Claims the settled earnings. A wallet the gateway holds the key of is claimed in one call;
