@@ -33,7 +33,7 @@ export function accountHistory(db: Db, accountId: string, p: HistoryParameters):
     .prepare(
       `SELECT d.tx_hash, d.sender, d.amount, d.created_at,
               EXISTS (SELECT 1 FROM card_checkouts c WHERE c.account_id = d.account_id AND c.deposit_tx = d.tx_hash) AS by_card
-       FROM chain_deposits d WHERE d.account_id = ? AND d.created_at < ? ORDER BY d.created_at DESC LIMIT ?`,
+       FROM chain_deposits d WHERE d.account_id = ? AND d.created_at < ? ORDER BY d.created_at DESC, d.block_number DESC, d.log_index DESC LIMIT ?`,
     )
     .all(accountId, before, p.limit) as Array<{ tx_hash: string; sender: string; amount: bigint; created_at: bigint; by_card: bigint }>;
   for (const d of deposits) {
@@ -102,5 +102,6 @@ export function accountHistory(db: Db, accountId: string, p: HistoryParameters):
     });
   }
 
+  // A stable sort: items of one millisecond keep each query's order (deposits by chain position).
   return items.sort((a, b) => b.createdAtMs - a.createdAtMs).slice(0, p.limit);
 }

@@ -152,7 +152,7 @@ interface Editor {
 function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
   const title = h("h2", {}, "List a new skill");
   const name = h("input", { type: "text", required: true, maxlength: 80, testid: "skill-name" });
-  const slug = h("input", { type: "text", required: true, pattern: "[a-z0-9][a-z0-9-]*", placeholder: "my-skill", spellcheck: false, class: "mono", testid: "skill-slug" });
+  const slug = h("input", { type: "text", required: true, pattern: "[a-z0-9](?:[a-z0-9\\-]{0,62}[a-z0-9])?", title: "Lower-case letters, digits and dashes, not starting or ending with a dash", placeholder: "my-skill", spellcheck: false, class: "mono", testid: "skill-slug" });
   const description = h("textarea", { rows: 3, testid: "skill-description" });
   const price = h("input", { type: "text", inputmode: "decimal", required: true, placeholder: "0.001", testid: "skill-price" });
   const backend = h("input", { type: "url", required: true, placeholder: "https://my-service.example/skill", spellcheck: false, testid: "skill-backend-url" });
