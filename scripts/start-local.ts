@@ -138,6 +138,7 @@ async function serve(config: ReturnType<typeof loadConfig>, node: LocalNode | un
 Skill Gateway is running.
 
 Gateway:       ${gateway.url}
+Dashboard:     ${gateway.url}/  (sign in with e-mail: the link is printed here)
 Demo backend:  ${backend.url}
 Bundler:       ${aaStack ? `${aaStack.bundler.url} (Alto, EntryPoint v0.7; every account that signs in gets an embedded wallet)` : "none"}
 Chain RPC:     ${rpcUrl} (chain id ${deployment.chainId}${node ? ", a local hardhat node started for this run" : ""})

@@ -67,6 +67,13 @@ describe("npm start (the embedded default)", () => {
     expect(withdrawal.data.voucher.amount).to.equal("1000000");
     expect(withdrawal.data.signature).to.match(/^0x[0-9a-f]{130}$/);
 
+    // The dashboard is where the output says, served as a page with its script.
+    const dashboard = /^Dashboard: +(http:\/\/\S+\/)/m.exec(started.output)?.[1];
+    expect(dashboard, started.output).to.match(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+    const page = await fetch(`${dashboard}wallet`);
+    expect(page.status).to.equal(200);
+    expect(await page.text()).to.include("/assets/app.js");
+
     const rpcUrl = /^Chain RPC: +(\S+)/m.exec(started.output)?.[1];
     expect(rpcUrl, started.output).to.match(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect(started.output).to.match(/^Escrow: +0x[0-9a-fA-F]{40}$/m);
