@@ -1,6 +1,7 @@
 /**
  * The browser wallet (an EIP-1193 provider at window.ethereum), for SIWE sign-in and for the
- * owner's signature on a SIWE wallet's claim. Only three methods are used.
+ * owner's signature on a SIWE wallet's claim, and for a claim sent from a payout address that
+ * is the person's own wallet rather than their embedded one.
  */
 
 interface Eip1193Provider {
@@ -47,4 +48,13 @@ export async function personalSign(data: string, address: string): Promise<strin
   const signature = await eth.request({ method: "personal_sign", params: [payload, address] });
   if (typeof signature !== "string") throw new Error("Your wallet returned no signature.");
   return signature;
+}
+
+/** Asks the wallet to send a transaction from `from`; returns its hash once the wallet has sent it. */
+export async function sendTransaction(tx: { from: string; to: string; data: string }): Promise<string> {
+  const eth = provider();
+  if (!eth) throw new Error(NO_WALLET);
+  const hash = await eth.request({ method: "eth_sendTransaction", params: [{ ...tx, value: "0x0" }] });
+  if (typeof hash !== "string" || !/^0x[0-9a-fA-F]{64}$/.test(hash)) throw new Error("Your wallet returned no transaction hash.");
+  return hash;
 }

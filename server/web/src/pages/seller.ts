@@ -6,7 +6,8 @@
 import { del, get, patch, post } from "../api";
 import { busy, card, copyButton, field, h, monoValue, muted, replaceChildren, row, statusBadge, table } from "../dom";
 import { confirmDialog } from "../dialog";
-import { personalSign, walletError } from "../ethereum";
+import { escrowClaimData } from "../calldata";
+import { personalSign, requestAccount, sendTransaction, walletError } from "../ethereum";
 import { formatUsd } from "../format";
 import { type PageContext, pageHeader, signInPrompt } from "../page";
 import { skillPath } from "../router";
@@ -61,6 +62,8 @@ type Claimed = { amount: number; amount_base_units?: string; tx_hash: string };
  * a wallet owned by the person's own key (SIWE) needs their signature on the UserOperation.
  */
 async function claim(ctx: PageContext, me: Me, body: { to?: string }): Promise<Claimed | undefined> {
+  const payout = me.addresses[0];
+  if (payout !== undefined && payout.toLowerCase() !== me.wallet?.address.toLowerCase()) return claimFromBrowserWallet(ctx, payout, body.to);
   if (me.wallet?.owner !== "siwe") return post<Claimed>("/v1/seller/claim", body);
   const prepared = await post<{ user_op_hash: string; amount: number }>("/v1/seller/claim/prepare", body);
   let signature: string;
@@ -71,6 +74,28 @@ async function claim(ctx: PageContext, me: Me, body: { to?: string }): Promise<C
     return undefined;
   }
   return post<Claimed>("/v1/seller/claim/submit", { user_op_hash: prepared.user_op_hash, signature });
+}
+
+/**
+ * A payout address that is not the embedded wallet is the person's own: only it can send the
+ * escrow's claim, from their browser wallet (which pays the gas). The amount shown is what the
+ * escrow said was claimable just before.
+ */
+async function claimFromBrowserWallet(ctx: PageContext, payout: string, to?: string): Promise<Claimed | undefined> {
+  const earnings = await get<Earnings>("/v1/earnings");
+  if (!earnings.escrow) throw new Error("The gateway has no escrow chain: there is nothing to claim on.");
+  if (!earnings.claimable) throw new Error("There are no settled earnings to claim yet.");
+  try {
+    const from = await requestAccount();
+    if (from.toLowerCase() !== payout.toLowerCase()) {
+      throw new Error(`Your payout address is ${payout}: switch your wallet to that account to claim.`);
+    }
+    const txHash = await sendTransaction({ from, to: earnings.escrow, data: escrowClaimData(to) });
+    return { amount: earnings.claimable, tx_hash: txHash };
+  } catch (error) {
+    ctx.fail(error instanceof Error && !("code" in error) ? error.message : walletError(error));
+    return undefined;
+  }
 }
 
 async function loadEarnings(ctx: PageContext, box: HTMLElement): Promise<void> {
