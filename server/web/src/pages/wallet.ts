@@ -77,7 +77,7 @@ function depositCard(ctx: PageContext, me: Me, refresh: () => Promise<void>): HT
 }
 
 function sweepButton(ctx: PageContext, owner: string, refresh: () => Promise<void>): HTMLElement {
-  const button = h("button", { type: "button", class: "btn" }, "Move wallet USDC to my balance");
+  const button = h("button", { type: "button", class: "btn", testid: "sweep-button" }, "Move wallet USDC to my balance");
   button.addEventListener("click", () =>
     busy(button, async () => {
       try {
