@@ -16,11 +16,16 @@ import {MessageHashUtils} from "@openzeppelin/contracts/utils/cryptography/Messa
 ///         - the deposit flow, moving its USDC into the escrow:
 ///           `executeBatch([usdc, escrow], [0, 0], [approve(escrow, amount), depositFor(sender, amount)])`;
 ///         - the claim flow, taking the seller earnings the escrow credited to it:
-///           `execute(escrow, 0, claim())` or `execute(escrow, 0, claimTo(recipient))`, recipient not zero.
+///           `execute(escrow, 0, claim())` or `execute(escrow, 0, claimTo(recipient))`, recipient not zero;
+///         - the withdrawal flow, redeeming a gateway voucher for the sender's own escrow balance and passing the
+///           USDC straight on, in one operation (so the wallet sweep never sees it):
+///           `executeBatch([escrow, token], [0, 0], [withdrawWithVoucher(voucher, signature), transfer(to, amount)])`
+///           with voucher.account the sender, `amount` the voucher's, `to` not zero.
 /// @dev Two independent checks: the gateway signs only its own flows, and even a signed operation is refused
 ///      unless its calldata is one of those flows to this paymaster's token and escrow, for the sender's own
 ///      balance or earnings. A leaked signer key can therefore only make the paymaster pay for deposits into the
-///      escrow and for sellers taking out what the escrow already owes them.
+///      escrow, for sellers taking out what the escrow already owes them, and for an account redeeming a voucher
+///      (which the escrow checks against the voucher signer, a separate key) for its own balance.
 ///
 ///      paymasterAndData = paymaster (20) | verification gas (16) | post-op gas (16)
 ///                         | abi.encode(uint48 validUntil, uint48 validAfter) (64) | signature (65)
@@ -42,6 +47,12 @@ contract GatewayPaymaster is BasePaymaster {
     bytes4 private constant DEPOSIT_FOR = bytes4(keccak256("depositFor(address,uint256)"));
     bytes4 private constant CLAIM = bytes4(keccak256("claim()"));
     bytes4 private constant CLAIM_TO = bytes4(keccak256("claimTo(address)"));
+    bytes4 private constant WITHDRAW_WITH_VOUCHER =
+        bytes4(keccak256("withdrawWithVoucher((address,uint256,uint256,uint256),bytes)"));
+    bytes4 private constant TRANSFER = bytes4(keccak256("transfer(address,uint256)"));
+    /// @dev withdrawWithVoucher's standard encoding with a 65-byte signature: selector, the four voucher words, the
+    ///      signature's offset (0xa0), its length (65) and its bytes padded to three words.
+    uint256 private constant WITHDRAW_CALL_LENGTH = 4 + 32 * 4 + 32 + 32 + 96;
 
     uint256 private constant VALID_TIMESTAMP_OFFSET = PAYMASTER_DATA_OFFSET;
     uint256 private constant SIGNATURE_OFFSET = VALID_TIMESTAMP_OFFSET + 64;
@@ -49,7 +60,8 @@ contract GatewayPaymaster is BasePaymaster {
     /// @notice The operation is not one of the gateway's flows; `reason` says which part: "factory", "selector"
     ///         (neither executeBatch nor execute), for the deposit flow "not two calls", "targets", "value",
     ///         "approve", "depositFor", "amount", for the claim flow "claim target", "claim value", "claim call",
-    ///         "claim recipient", "claim encoding".
+    ///         "claim recipient", "claim encoding", for the withdrawal flow "withdraw value", "withdraw call",
+    ///         "withdraw account", "transfer call", "transfer recipient", "withdraw amount", "withdraw encoding".
     error NotGatewayFlow(string reason);
 
     constructor(
@@ -104,7 +116,7 @@ contract GatewayPaymaster is BasePaymaster {
         signature = paymasterAndData[SIGNATURE_OFFSET:];
     }
 
-    /// @notice Reverts with NotGatewayFlow unless `userOp` is one of the gateway's flows (deposit or claim).
+    /// @notice Reverts with NotGatewayFlow unless `userOp` is one of the gateway's flows (deposit, claim, withdrawal).
     /// @dev Calldata that does not even decode as its selector's arguments reverts without data.
     /// @param userOp The operation to check; only its initCode, sender and callData are read.
     function checkGatewayFlow(PackedUserOperation calldata userOp) public view {
@@ -114,16 +126,26 @@ contract GatewayPaymaster is BasePaymaster {
         }
         bytes calldata callData = userOp.callData;
         bytes4 selector = callData.length < 4 ? bytes4(0) : bytes4(callData[:4]);
-        if (selector == EXECUTE_BATCH) _checkDepositFlow(userOp.sender, callData);
+        if (selector == EXECUTE_BATCH) _checkBatchFlow(userOp.sender, callData);
         else if (selector == EXECUTE) _checkClaimFlow(callData);
         else revert NotGatewayFlow("selector");
     }
 
-    /// @dev `executeBatch([token, escrow], [0, 0], [approve(escrow, amount), depositFor(sender, amount)])`.
-    function _checkDepositFlow(address sender, bytes calldata callData) private view {
+    /// @dev The two-call flows: a withdrawal when the first call goes to the escrow and the second to the token,
+    ///      else a deposit (whose refusals name the deposit's parts).
+    function _checkBatchFlow(address sender, bytes calldata callData) private view {
         (address[] memory dest, uint256[] memory value, bytes[] memory func) =
             abi.decode(callData[4:], (address[], uint256[], bytes[]));
         if (dest.length != 2 || value.length != 2 || func.length != 2) revert NotGatewayFlow("not two calls");
+        if (dest[0] == escrow && dest[1] == token) _checkWithdrawFlow(sender, callData, dest, value, func);
+        else _checkDepositFlow(sender, dest, value, func);
+    }
+
+    /// @dev `executeBatch([token, escrow], [0, 0], [approve(escrow, amount), depositFor(sender, amount)])`.
+    function _checkDepositFlow(address sender, address[] memory dest, uint256[] memory value, bytes[] memory func)
+        private
+        view
+    {
         if (dest[0] != token || dest[1] != escrow) revert NotGatewayFlow("targets");
         if (value[0] != 0 || value[1] != 0) revert NotGatewayFlow("value");
         (bytes4 approveSelector, address spender, uint256 approved) = _twoWordCall(func[0]);
@@ -157,6 +179,51 @@ contract GatewayPaymaster is BasePaymaster {
         // One encoding only (no extra words, no odd offsets): what the gateway signed is what the account runs.
         if (keccak256(callData) != keccak256(abi.encodeWithSelector(EXECUTE, dest, value, func))) {
             revert NotGatewayFlow("claim encoding");
+        }
+    }
+
+    /// @dev `executeBatch([escrow, token], [0, 0], [withdrawWithVoucher(voucher, signature), transfer(to, amount)])`
+    ///      with voucher.account == sender, amount == voucher.amount != 0, to != 0, every part in the standard ABI
+    ///      encoding. The escrow pays voucher.account, so the sender can only take its own balance, and only as far
+    ///      as a voucher the escrow's voucher signer issued allows; the transfer passes exactly that amount on.
+    function _checkWithdrawFlow(
+        address sender,
+        bytes calldata callData,
+        address[] memory dest,
+        uint256[] memory value,
+        bytes[] memory func
+    ) private pure {
+        if (value[0] != 0 || value[1] != 0) revert NotGatewayFlow("withdraw value");
+        bytes memory withdraw = func[0];
+        if (withdraw.length != WITHDRAW_CALL_LENGTH) revert NotGatewayFlow("withdraw call");
+        bytes4 selector;
+        uint256 account;
+        uint256 voucherAmount;
+        uint256 signatureOffset;
+        uint256 signatureLength;
+        uint256 lastWord;
+        assembly ("memory-safe") {
+            let data := add(withdraw, 32)
+            selector := mload(data)
+            account := mload(add(data, 4))
+            voucherAmount := mload(add(data, 36))
+            signatureOffset := mload(add(data, 132))
+            signatureLength := mload(add(data, 164))
+            lastWord := mload(add(data, 260))
+        }
+        // The signature's 65 bytes end one byte into the last word; the 31 after them are padding and must be zero.
+        if (
+            selector != WITHDRAW_WITH_VOUCHER || signatureOffset != 0xa0 || signatureLength != 65
+                || lastWord << 8 != 0 || account >> 160 != 0
+        ) revert NotGatewayFlow("withdraw call");
+        if (address(uint160(account)) != sender) revert NotGatewayFlow("withdraw account");
+        (bytes4 transferSelector, address to, uint256 transferred) = _twoWordCall(func[1]);
+        if (transferSelector != TRANSFER) revert NotGatewayFlow("transfer call");
+        if (to == address(0)) revert NotGatewayFlow("transfer recipient");
+        if (transferred != voucherAmount || voucherAmount == 0) revert NotGatewayFlow("withdraw amount");
+        // One encoding only (no extra words, no odd offsets): what the gateway signed is what the account runs.
+        if (keccak256(callData) != keccak256(abi.encodeWithSelector(EXECUTE_BATCH, dest, value, func))) {
+            revert NotGatewayFlow("withdraw encoding");
         }
     }
 

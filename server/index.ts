@@ -78,7 +78,7 @@ export interface GatewayOptions {
   /** With the outbox mailer (no SMTP_URL): also hands each message here, for a developer to read. */
   outboxEcho?: (message: MailMessage) => void;
   /** Embedded wallets (ERC-4337): every account that signs in gets one; USDC sent to it is swept into the escrow. */
-  wallets?: Omit<WalletServiceParameters, "ledger" | "sessions" | "log">;
+  wallets?: Omit<WalletServiceParameters, "ledger" | "sessions" | "log" | "vouchers">;
 }
 
 /**
@@ -120,7 +120,7 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
   });
   const moneyPath = options.chain ? createMoneyPath(ledger, config, options.chain, log) : undefined;
   const sessions = new Sessions(db, ledger, { secureCookies: config.secureCookies });
-  const wallets = options.wallets ? new WalletService({ ...options.wallets, ledger, sessions, log }) : undefined;
+  const wallets = options.wallets ? new WalletService({ ...options.wallets, ledger, sessions, log, vouchers: moneyPath?.vouchers }) : undefined;
   if (wallets) {
     sessions.onOpen = async (accountId) => {
       try {

@@ -155,6 +155,14 @@ export class OwnerSignedOperations {
     return entry;
   }
 
+  /** The live preparation `userOpHash` of `accountId` and `kind`, if any (to read its details). */
+  find<P extends PreparedOperation>(accountId: string, kind: P["kind"], userOpHash: Hex): P | undefined {
+    const entry = this.prepared.get(userOpHash.toLowerCase() as Hex) ?? this.prepared.get(userOpHash);
+    if (!entry || entry.accountId !== accountId || entry.kind !== kind || entry.expiresAtMs <= Date.now()) return undefined;
+    const { submitting: _submitting, ...prepared } = entry;
+    return prepared as P;
+  }
+
   /**
    * Sends the prepared operation `userOpHash` of `accountId` and `kind` with its owner's `signature` and waits
    * for it to be mined. Unknown, expired, another account's or another kind's hash: "unknown". A signature the

@@ -5,7 +5,9 @@ import { type AaDeployment, escrowDepositCalls } from "../chain/aa";
 import type { Ledger } from "../ledger/ledger";
 import type { Sessions } from "./sessions";
 import { OwnerSignedOperations, PREPARED_OPERATION_TTL_MS, type PreparedOperation } from "./sponsored-operations";
+import type { VoucherIssuer } from "../chain/vouchers";
 import { WalletClaims } from "./wallet-claims";
+import { WalletWithdrawals } from "./wallet-withdrawals";
 import { type EmbeddedWallet, type WalletChain, ensureEmbeddedWallet, getEmbeddedWallet, listEmbeddedWallets, sweepWalletToEscrow, WalletError } from "./wallets";
 
 const USDC_BALANCE_ABI = [
@@ -26,7 +28,9 @@ export interface WalletServiceParameters {
   /** The escrow's minimum deposit: less is left in the wallet until more arrives. */
   minimumMicros: bigint;
   log: (message: string, error?: unknown) => void;
-  /** How long a prepared owner-signed operation (sweep, claim) stays submittable (never past its paymaster approval). */
+  /** The money path's voucher issuer: without it there are no withdrawals to an address. */
+  vouchers?: VoucherIssuer | undefined;
+  /** How long a prepared owner-signed operation (sweep, claim, withdrawal) stays submittable (never past its paymaster approval). */
   preparedSweepTtlMs?: number;
 }
 
@@ -69,7 +73,7 @@ function toPreparedSweep(entry: PreparedSweepOperation): PreparedSweep {
  * where the deposit indexer credits it. A SIWE wallet moves only with its owner's signature,
  * so it is not swept here: its owner signs a sweep the gateway prepares (prepareOwnerSweep, then
  * submitOwnerSweep with the signature), or deposits directly. A seller's claim from its wallet is `claims`
- * (./wallet-claims.ts).
+ * (./wallet-claims.ts); a withdrawal to an address through the wallet is `withdrawals` (./wallet-withdrawals.ts).
  */
 export class WalletService {
   private timer: NodeJS.Timeout | undefined;
@@ -79,10 +83,13 @@ export class WalletService {
   private readonly ownerSigned: OwnerSignedOperations;
   /** A seller's claim of its earnings from its embedded wallet. */
   readonly claims: WalletClaims;
+  /** Withdrawals to an address from the embedded wallet (./wallet-withdrawals.ts); only with a voucher issuer. */
+  readonly withdrawals: WalletWithdrawals | undefined;
 
   constructor(private readonly p: WalletServiceParameters) {
     this.ownerSigned = new OwnerSignedOperations(p, p.preparedSweepTtlMs);
     this.claims = new WalletClaims(p, this.ownerSigned);
+    this.withdrawals = p.vouchers ? new WalletWithdrawals({ ...p, vouchers: p.vouchers }, this.ownerSigned) : undefined;
   }
 
   /**

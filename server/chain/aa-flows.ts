@@ -2,7 +2,9 @@
  * The gateway's own flows, the only UserOperations its paymaster sponsors (contracts/GatewayPaymaster.sol checks
  * the same rules on chain, with the same reasons): an embedded wallet's top-up, `executeBatch` of
  * `approve(escrow, amount)` + `depositFor(wallet, amount)`, and a seller wallet's claim, `execute(escrow, 0,
- * claim() | claimTo(recipient))`. The call builders, and the off-chain check the gateway runs before signing.
+ * claim() | claimTo(recipient))`, and an embedded wallet's withdrawal to an address, `executeBatch([escrow, usdc], [0, 0],
+ * [withdrawWithVoucher(voucher, signature), transfer(to, amount)])`. The call builders, and the off-chain check the
+ * gateway runs before signing.
  */
 import { decodeFunctionData, encodeFunctionData, isAddressEqual, parseAbi, zeroAddress, type Address, type Hex } from "viem";
 
@@ -17,6 +19,12 @@ export const ESCROW_CLAIM_ABI = parseAbi([
   "function claimTo(address recipient) returns (uint256)",
   "function earnings(address seller) view returns (uint256)",
   "event Claimed(address indexed seller, address indexed recipient, uint256 amount)",
+]);
+/** Redeeming a gateway voucher (paid to voucher.account) and passing the USDC on. */
+export const ESCROW_WITHDRAW_ABI = parseAbi([
+  "function withdrawWithVoucher((address account, uint256 amount, uint256 nonce, uint256 deadline) voucher, bytes signature)",
+  "function transfer(address to, uint256 amount) returns (bool)",
+  "event VoucherRedeemed(address indexed account, uint256 indexed nonce, uint256 amount, uint256 balance)",
 ]);
 const SIMPLE_ACCOUNT_ABI = parseAbi([
   "function executeBatch(address[] dest, uint256[] value, bytes[] func)",
@@ -48,6 +56,25 @@ export function escrowClaimCall(parameters: { escrow: Address; to?: Address | un
 }
 
 /**
+ * The two calls of a withdrawal to an address: `withdrawWithVoucher(voucher, signature)` on the escrow (which pays
+ * voucher.account, the wallet), then `transfer(to, voucher.amount)` on the token, in one operation, so the USDC
+ * never rests in the wallet where the sweep would deposit it again.
+ */
+export function escrowWithdrawCalls(parameters: {
+  usdc: Address;
+  escrow: Address;
+  voucher: { account: Address; amount: bigint; nonce: bigint; deadline: bigint };
+  signature: Hex;
+  to: Address;
+}): [Call, Call] {
+  const { usdc, escrow, voucher, signature, to } = parameters;
+  return [
+    { to: escrow, value: 0n, data: encodeFunctionData({ abi: ESCROW_WITHDRAW_ABI, functionName: "withdrawWithVoucher", args: [voucher, signature] }) },
+    { to: usdc, value: 0n, data: encodeFunctionData({ abi: ESCROW_WITHDRAW_ABI, functionName: "transfer", args: [to, voucher.amount] }) },
+  ];
+}
+
+/**
  * Why `callData` from `sender` is not one of the gateway's flows (the same rules, and the same reasons, as
  * GatewayPaymaster.checkGatewayFlow on chain), or undefined when it is. The gateway signs nothing this refuses.
  */
@@ -70,6 +97,7 @@ export function gatewayFlowViolation(parameters: {
   if (decoded.functionName === "execute") return claimFlowViolation(callData, decoded.args, escrow);
   const [dest, value, func] = decoded.args;
   if (dest.length !== 2 || value.length !== 2 || func.length !== 2) return "not two calls";
+  if (isAddressEqual(dest[0], escrow) && isAddressEqual(dest[1], usdc)) return withdrawFlowViolation(sender, callData, decoded.args);
   if (!isAddressEqual(dest[0], usdc) || !isAddressEqual(dest[1], escrow)) return "targets";
   if (value[0] !== 0n || value[1] !== 0n) return "value";
   try {
@@ -102,5 +130,52 @@ function claimFlowViolation(callData: Hex, args: readonly [Address, bigint, Hex]
   }
   const canonical = encodeFunctionData({ abi: SIMPLE_ACCOUNT_ABI, functionName: "execute", args: [dest, value, func] });
   if (canonical.toLowerCase() !== callData.toLowerCase()) return "claim encoding";
+  return undefined;
+}
+
+const WITHDRAW_CALL_LENGTH = 4 + 32 * 4 + 32 + 32 + 96;
+
+/**
+ * `executeBatch([escrow, usdc], [0, 0], [withdrawWithVoucher(voucher of sender), transfer(to ≠ 0, voucher.amount ≠ 0)])`
+ * in the standard encoding with a 65-byte signature, as the contract checks it, word by word.
+ */
+function withdrawFlowViolation(
+  sender: Address,
+  callData: Hex,
+  args: readonly [readonly Address[], readonly bigint[], readonly Hex[]],
+): string | undefined {
+  const [dest, value, func] = args;
+  if (value[0] !== 0n || value[1] !== 0n) return "withdraw value";
+  const withdraw = func[0].toLowerCase();
+  if (withdraw.length !== 2 + 2 * WITHDRAW_CALL_LENGTH) return "withdraw call";
+  const word = (offset: number) => BigInt(`0x${withdraw.slice(2 + 2 * offset, 2 + 2 * (offset + 32))}`);
+  const withdrawSelector = encodeFunctionData({
+    abi: ESCROW_WITHDRAW_ABI,
+    functionName: "withdrawWithVoucher",
+    args: [{ account: zeroAddress, amount: 0n, nonce: 0n, deadline: 0n }, "0x"],
+  }).slice(0, 10);
+  const account = word(4);
+  const voucherAmount = word(36);
+  const lastWord = word(260);
+  if (
+    withdraw.slice(0, 10) !== withdrawSelector ||
+    word(132) !== 0xa0n ||
+    word(164) !== 65n ||
+    (lastWord & ((1n << 248n) - 1n)) !== 0n ||
+    account >> 160n !== 0n
+  ) {
+    return "withdraw call";
+  }
+  if (!isAddressEqual(`0x${account.toString(16).padStart(40, "0")}`, sender)) return "withdraw account";
+  const transfer = func[1].toLowerCase();
+  const transferSelector = encodeFunctionData({ abi: ESCROW_WITHDRAW_ABI, functionName: "transfer", args: [zeroAddress, 0n] }).slice(0, 10);
+  if (transfer.length !== 2 + 2 * 68 || transfer.slice(0, 10) !== transferSelector) return "transfer call";
+  const toWord = BigInt(`0x${transfer.slice(10, 74)}`);
+  if (toWord >> 160n !== 0n) return "transfer call";
+  if (toWord === 0n) return "transfer recipient";
+  const transferred = BigInt(`0x${transfer.slice(74)}`);
+  if (transferred !== voucherAmount || voucherAmount === 0n) return "withdraw amount";
+  const canonical = encodeFunctionData({ abi: SIMPLE_ACCOUNT_ABI, functionName: "executeBatch", args: [dest, value, func] });
+  if (canonical.toLowerCase() !== callData.toLowerCase()) return "withdraw encoding";
   return undefined;
 }

@@ -142,6 +142,17 @@ export class VoucherIssuer {
   }
 
   /**
+   * Notes a voucher redeemed once the caller has seen its VoucherRedeemed event in a mined receipt (the gateway
+   * sent the redemption itself); `sweep` would find the same from the chain later.
+   */
+  markRedeemed(account: Address, nonce: bigint): void {
+    const address = normalizeAddress(account);
+    this.p.ledger.commit.run(() =>
+      this.p.ledger.db.prepare("UPDATE vouchers SET status = 'redeemed' WHERE address = ? AND nonce = ? AND status = 'issued'").run(address, nonce),
+    );
+  }
+
+  /**
    * Settles the fate of issued vouchers from the chain: a used nonce is marked redeemed; a
    * voucher whose deadline the chain's clock has passed with its nonce unused can never be
    * redeemed any more, so its amount is given back to the account's available balance.

@@ -28,6 +28,7 @@ import { topupRoutes } from "./routes/topups";
 import type { WalletService } from "../accounts/wallet-service";
 import { walletRoutes } from "./routes/wallet";
 import { claimRoutes } from "./routes/claim";
+import { walletWithdrawRoutes } from "./routes/wallet-withdraw";
 import { historyRoutes } from "./routes/history";
 import { platformRoutes } from "./routes/platform";
 import { tryRoutes } from "./routes/try";
@@ -87,6 +88,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(topupRoutes({ sessions: deps.sessions, cardTopups: deps.cardTopups }));
   app.use(walletRoutes({ sessions: deps.sessions, wallets: deps.wallets, log: deps.log }));
   app.use(claimRoutes({ sessions: deps.sessions, wallets: deps.wallets, log: deps.log }));
+  app.use(walletWithdrawRoutes({ sessions: deps.sessions, wallets: deps.wallets, log: deps.log }));
   app.use(historyRoutes({ keys: deps.keys, sessions: deps.sessions, db: deps.ledger.db }));
   app.use(platformRoutes({ config: deps.config, db: deps.ledger.db, sessions: deps.sessions, oauth: deps.oauth, chain: deps.chain }));
   app.use(tryRoutes({ sessions: deps.sessions, keys: deps.keys, calls: deps.callService, maxRequestBytes: deps.config.maxRequestBytes }));

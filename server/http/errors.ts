@@ -23,6 +23,8 @@ export const ERROR_STATUS = {
   nothing_to_claim: 409,
   payout_address_not_wallet: 409,
   wrong_claim_flow: 409,
+  withdrawal_in_progress: 409,
+  wrong_withdrawal_flow: 409,
   insufficient_balance: 402,
   skill_not_found: 404,
   not_found: 404,

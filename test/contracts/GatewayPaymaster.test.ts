@@ -31,6 +31,7 @@ const CALLS_ABI = parseAbi([
   "function transfer(address to, uint256 amount) returns (bool)",
   "function depositFor(address account, uint256 amount)",
   "function requestExit(uint256 amount)",
+  "function withdrawWithVoucher((address account, uint256 amount, uint256 nonce, uint256 deadline) voucher, bytes signature)",
 ]);
 
 const PAYMASTER_VERIFICATION_GAS = 120_000n;
@@ -80,6 +81,19 @@ const execute = (dest: Address, value: bigint, func: Hex) =>
   encodeFunctionData({ abi: ACCOUNT_ABI, functionName: "execute", args: [dest, value, func] });
 const claim = () => encodeFunctionData({ abi: CALLS_ABI, functionName: "claim" });
 const claimTo = (recipient: Address) => encodeFunctionData({ abi: CALLS_ABI, functionName: "claimTo", args: [recipient] });
+
+const batch = (dest: Address[], value: bigint[], func: Hex[]) =>
+  encodeFunctionData({ abi: ACCOUNT_ABI, functionName: "executeBatch", args: [dest, value, func] });
+const VOUCHER_SIGNATURE: Hex = `0x${"ab".repeat(65)}`;
+const withdrawWithVoucher = (account: Address, amount: bigint, signature: Hex = VOUCHER_SIGNATURE) =>
+  encodeFunctionData({ abi: CALLS_ABI, functionName: "withdrawWithVoucher", args: [{ account, amount, nonce: 7n, deadline: 2_000_000_000n }, signature] });
+const transfer = (to: Address, amount: bigint) => encodeFunctionData({ abi: CALLS_ABI, functionName: "transfer", args: [to, amount] });
+/** The withdrawal flow of `f.sender` for `amount` to `to`, with `parts` replaced. */
+const withdrawal = (f: Fixture, amount: bigint, to: Address, parts: { dest?: Address[]; value?: bigint[]; func?: Hex[] } = {}) =>
+  batch(parts.dest ?? [f.escrow, f.token], parts.value ?? [0n, 0n], parts.func ?? [withdrawWithVoucher(f.sender, amount), transfer(to, amount)]);
+/** Replaces the 32-byte word at byte `offset` (after the selector counts) of `data`. */
+const withWord = (data: Hex, offset: number, word: Hex) =>
+  (data.slice(0, 2 + 2 * offset) + pad(word, { size: 32 }).slice(2) + data.slice(2 + 2 * (offset + 32))) as Hex;
 
 /** An operation of `sender` with `callData`, paymasterAndData carrying the window and `signature`. */
 function userOp(f: Fixture, callData: Hex, overrides: Partial<PackedUserOperation> = {}): PackedUserOperation {
@@ -189,6 +203,56 @@ describe("GatewayPaymaster", () => {
         const op = userOp(f, "0x", overrides(f));
         await expectRevert(f.checkGatewayFlow(op), "NotGatewayFlow", [reason]);
         // Signed by the gateway's own key, it is refused all the same: the EntryPoint never gets a validation.
+        await expectRevert(validate(f, await sponsored(f, op)), "NotGatewayFlow", [reason], [f.paymaster.abi as Abi]);
+      });
+    }
+  });
+
+  describe("the withdrawal flow: executeBatch([escrow, usdc], [0, 0], [withdrawWithVoucher(voucher, signature), transfer(to, amount)])", () => {
+    it("accepts the sender's own voucher passed on whole to `to`, with or without deploying the account", async () => {
+      const f = await loadFixture(paymasterFixture);
+      const callData = withdrawal(f, 1_500_000n, f.recipient);
+      await f.checkGatewayFlow(userOp(f, callData));
+      await f.checkGatewayFlow(userOp(f, callData, { initCode: concat([f.factory, "0x5fbfb9cf"]) }));
+    });
+
+    it("validates a withdrawal the gateway signed, and fails it when the recipient is changed after signing", async () => {
+      const f = await loadFixture(paymasterFixture);
+      const signed = await sponsored(f, userOp(f, withdrawal(f, 5n, f.recipient)));
+      expect((await validate(f, signed)).sigFailed).to.equal(0n);
+      const altered = { ...signed, callData: withdrawal(f, 5n, privateKeyToAccount(generatePrivateKey()).address) };
+      expect((await validate(f, altered)).sigFailed).to.equal(SIG_FAILED);
+    });
+
+    const stranger = "0x000000000000000000000000000000000000dEaD" as Address;
+    const refusals: [string, (f: Fixture) => Hex, string][] = [
+      ["one call only (the voucher without the transfer)", (f) => batch([f.escrow], [0n], [withdrawWithVoucher(f.sender, 5n)]), "not two calls"],
+      ["three calls (a second transfer)", (f) => batch([f.escrow, f.token, f.token], [0n, 0n, 0n], [withdrawWithVoucher(f.sender, 5n), transfer(f.recipient, 5n), transfer(f.recipient, 5n)]), "not two calls"],
+      ["the calls in the other order (token first)", (f) => batch([f.token, f.escrow], [0n, 0n], [transfer(f.recipient, 5n), withdrawWithVoucher(f.sender, 5n)]), "approve"],
+      ["ETH sent with the voucher", (f) => withdrawal(f, 5n, f.recipient, { value: [1n, 0n] }), "withdraw value"],
+      ["ETH sent with the transfer", (f) => withdrawal(f, 5n, f.recipient, { value: [0n, 1n] }), "withdraw value"],
+      ["another escrow call (requestExit) in the voucher's place", (f) => withdrawal(f, 5n, f.recipient, { func: [encodeFunctionData({ abi: CALLS_ABI, functionName: "requestExit", args: [5n] }), transfer(f.recipient, 5n)] }), "withdraw call"],
+      ["a voucher signature of 64 bytes", (f) => withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(f.sender, 5n, `0x${"ab".repeat(64)}`), transfer(f.recipient, 5n)] }), "withdraw call"],
+      ["a voucher signature of 66 bytes", (f) => withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(f.sender, 5n, `0x${"ab".repeat(66)}`), transfer(f.recipient, 5n)] }), "withdraw call"],
+      ["a voucher signature at an unusual offset", (f) => withdrawal(f, 5n, f.recipient, { func: [withWord(withdrawWithVoucher(f.sender, 5n), 4 + 128, "0xc0"), transfer(f.recipient, 5n)] }), "withdraw call"],
+      ["a signature length word that lies", (f) => withdrawal(f, 5n, f.recipient, { func: [withWord(withdrawWithVoucher(f.sender, 5n), 4 + 160, "0x40"), transfer(f.recipient, 5n)] }), "withdraw call"],
+      ["dirty padding after the voucher signature", (f) => withdrawal(f, 5n, f.recipient, { func: [withWord(withdrawWithVoucher(f.sender, 5n), 4 + 256, `0x${"ab".repeat(31)}01`), transfer(f.recipient, 5n)] }), "withdraw call"],
+      ["a voucher account word with dirty upper bits", (f) => withdrawal(f, 5n, f.recipient, { func: [withWord(withdrawWithVoucher(f.sender, 5n), 4, `0x01${"00".repeat(11)}${f.sender.slice(2)}`), transfer(f.recipient, 5n)] }), "withdraw call"],
+      ["another account's voucher", (f) => withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(stranger, 5n), transfer(f.recipient, 5n)] }), "withdraw account"],
+      ["an approve in the transfer's place", (f) => withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(f.sender, 5n), encodeFunctionData({ abi: CALLS_ABI, functionName: "approve", args: [f.recipient, 5n] })] }), "transfer call"],
+      ["a transfer with a word appended", (f) => withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(f.sender, 5n), concat([transfer(f.recipient, 5n), pad("0x01", { size: 32 })])] }), "transfer call"],
+      ["a transfer to the zero address", (f) => withdrawal(f, 5n, zeroAddress), "transfer recipient"],
+      ["a transfer of less than the voucher", (f) => withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(f.sender, 5n), transfer(f.recipient, 4n)] }), "withdraw amount"],
+      ["a transfer of more than the voucher", (f) => withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(f.sender, 5n), transfer(f.recipient, 6n)] }), "withdraw amount"],
+      ["a voucher of zero", (f) => withdrawal(f, 0n, f.recipient), "withdraw amount"],
+      ["a word appended after the standard encoding", (f) => concat([withdrawal(f, 5n, f.recipient), pad("0x01", { size: 32 })]), "withdraw encoding"],
+    ];
+
+    for (const [what, callData, reason] of refusals) {
+      it(`refuses ${what} with NotGatewayFlow("${reason}")`, async () => {
+        const f = await loadFixture(paymasterFixture);
+        const op = userOp(f, callData(f));
+        await expectRevert(f.checkGatewayFlow(op), "NotGatewayFlow", [reason]);
         await expectRevert(validate(f, await sponsored(f, op)), "NotGatewayFlow", [reason], [f.paymaster.abi as Abi]);
       });
     }

@@ -1,6 +1,7 @@
 /**
  * Wallet: the balance, the embedded wallet's address and QR code for USDC transfers, the
- * sandbox card top-up, withdrawal vouchers, and the account's money history.
+ * sandbox card top-up, withdrawals (to an address through the embedded wallet, else a voucher), and the
+ * account's money history.
  */
 
 import { get, post } from "../api";
@@ -34,7 +35,7 @@ export async function walletPage(ctx: PageContext): Promise<void> {
   ctx.root.append(
     balances,
     h("div", { class: "grid grid-2" }, depositCard(ctx, ctx.me, refresh), cardTopupCard(ctx, refresh)),
-    withdrawCard(ctx, withdrawals, async () => {
+    withdrawCard(ctx, ctx.me, withdrawals, async () => {
       await refresh();
       await reloadWithdrawals();
     }),
@@ -160,32 +161,86 @@ async function followCheckout(ctx: PageContext, first: CardCheckout, result: HTM
   }
 }
 
-function withdrawCard(ctx: PageContext, list: HTMLElement, after: () => Promise<void>): HTMLElement {
+/** What a withdrawal to an address answers, from either path. */
+type WithdrawnTo = { amount: number; amount_base_units: string; to: string; nonce: string; user_op_hash: string; tx_hash: string };
+
+/**
+ * With an embedded wallet the withdrawal goes to an address the person types: the gateway redeems the voucher from
+ * the wallet and passes the USDC on in one operation (a plain voucher would pay the wallet, whose USDC is swept back
+ * into the balance). Without one, the plain voucher path stays.
+ */
+function withdrawCard(ctx: PageContext, me: Me, list: HTMLElement, after: () => Promise<void>): HTMLElement {
   const amount = h("input", { type: "text", inputmode: "decimal", placeholder: "All available", testid: "withdraw-amount" });
   const submit = h("button", { type: "submit", class: "btn", testid: "withdraw-submit" }, "Withdraw");
   const result = h("div", { class: "result", testid: "withdraw-result", role: "status" });
-  const form = h("form", { class: "inline-form" }, field("Amount (USD)", amount, "Leave empty to withdraw everything available."), submit);
+  const wallet = me.wallet;
+  const to = wallet
+    ? h("input", { type: "text", required: true, placeholder: "0x…", spellcheck: false, autocomplete: "off", class: "mono", testid: "withdraw-to" })
+    : undefined;
+  const form = h(
+    "form",
+    { class: "inline-form" },
+    field("Amount (USD)", amount, "Leave empty to withdraw everything available."),
+    ...(to ? [field("To address", to, "The USDC is sent to this address on the escrow's chain.")] : []),
+    submit,
+  );
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     void busy(submit, async () => {
       replaceChildren(result);
       try {
         const value = amount.value.trim();
-        const issued = await post<IssuedVoucher>("/v1/withdrawals", value ? { amount: value } : {});
-        replaceChildren(
-          result,
-          h("p", {}, `Voucher for ${formatUsd(issued.amount)} issued, valid until ${formatDateTime(issued.expires_at)}. Status: issued.`),
-          h("p", { class: "muted" }, "Submit it to the escrow's withdrawWithVoucher from any wallet; the USDC goes to your address."),
-          h("div", { class: "mono-wrap" }, monoValue(issued.signature, {}, { copy: false }), copyVoucher(issued)),
-        );
+        if (to) {
+          const target = to.value.trim();
+          if (!/^0x[0-9a-fA-F]{40}$/.test(target)) return void ctx.fail("Enter the address to send the USDC to: 0x followed by 40 hexadecimal characters.");
+          const body = value ? { amount: value, to: target } : { to: target };
+          const sent = await withdrawTo(ctx, me, body);
+          if (!sent) return;
+          replaceChildren(
+            result,
+            h("p", {}, `Sent ${formatUsd(sent.amount, sent.amount_base_units)} to `, h("code", { class: "mono" }, sent.to), "."),
+            h("p", { class: "muted" }, "Transaction:"),
+            h("code", { class: "mono mono-full", testid: "withdraw-tx" }, sent.tx_hash),
+          );
+          to.value = "";
+        } else {
+          const issued = await post<IssuedVoucher>("/v1/withdrawals", value ? { amount: value } : {});
+          replaceChildren(
+            result,
+            h("p", {}, `Voucher for ${formatUsd(issued.amount)} issued, valid until ${formatDateTime(issued.expires_at)}. Status: issued.`),
+            h("p", { class: "muted" }, "Submit it to the escrow's withdrawWithVoucher from any wallet; the USDC goes to your address."),
+            h("div", { class: "mono-wrap" }, monoValue(issued.signature, {}, { copy: false }), copyVoucher(issued)),
+          );
+        }
         amount.value = "";
         await after();
       } catch (error) {
         ctx.fail(error);
+        await after();
       }
     });
   });
-  return card("Withdraw", h("p", {}, "A withdrawal is a voucher signed by the gateway: the amount leaves your balance at once and the escrow pays it to your address."), form, result, list);
+  const intro = wallet
+    ? "The amount leaves your balance and the escrow pays it, through your wallet, to the address you enter, in one transaction. The gateway pays the gas."
+    : "A withdrawal is a voucher signed by the gateway: the amount leaves your balance at once and the escrow pays it to your address.";
+  return card("Withdraw", h("p", {}, intro), form, result, list);
+}
+
+/**
+ * Withdraws to an address. A wallet the gateway holds the key of is sent in one call; a wallet owned by the
+ * person's own key (SIWE) needs their signature on the UserOperation (prepare, personal_sign, submit).
+ */
+async function withdrawTo(ctx: PageContext, me: Me, body: { amount?: string; to: string }): Promise<WithdrawnTo | undefined> {
+  if (me.wallet?.owner !== "siwe") return post<WithdrawnTo>("/v1/wallet/withdraw", body);
+  const prepared = await post<{ user_op_hash: string }>("/v1/wallet/withdraw/prepare", body);
+  let signature: string;
+  try {
+    signature = await personalSign(prepared.user_op_hash, me.wallet.owner_address ?? "");
+  } catch (error) {
+    ctx.fail(`${walletError(error)} The amount is held in a voucher that returns to your balance after it expires.`);
+    return undefined;
+  }
+  return post<WithdrawnTo>("/v1/wallet/withdraw/submit", { user_op_hash: prepared.user_op_hash, signature });
 }
 
 function copyVoucher(issued: IssuedVoucher): HTMLElement {

@@ -1,0 +1,207 @@
+import express, { type Router } from "express";
+import { isAddress, isHex, zeroAddress, type Address, type Hex } from "viem";
+import type { Sessions } from "../../accounts/sessions";
+import type { WalletService } from "../../accounts/wallet-service";
+import type { WithdrawRefusal, WithdrawSendFailure } from "../../accounts/wallet-withdrawals";
+import type { IssuedVoucher } from "../../chain/vouchers";
+import { microsToUsd, usdToMicros } from "../../ledger/money";
+import { dataEnvelope, errorEnvelope } from "../envelope";
+import { ApiError, ERROR_STATUS, type ErrorCode } from "../errors";
+
+type Log = (message: string, error?: unknown) => void;
+
+/**
+ * A withdrawal to an address, through the account's embedded wallet (server/accounts/wallet-withdrawals.ts). A
+ * plain voucher (POST /v1/withdrawals) pays the embedded wallet, whose USDC the sweep puts straight back into the
+ * escrow; these redeem the voucher and pass the USDC on to `to` in one sponsored UserOperation:
+ *   POST /v1/wallet/withdraw { amount?, to }                a wallet whose owner key the gateway holds (e-mail, OAuth
+ *        sign-in): sent and mined → { amount, amount_base_units, to, nonce, user_op_hash, tx_hash }
+ *   POST /v1/wallet/withdraw/prepare { amount?, to }        a wallet its SIWE address owns: the voucher is issued and
+ *        the operation built → 201 { user_op_hash, amount, amount_base_units, to, nonce, expires_at, ... }; the
+ *        owner personal_signs user_op_hash (32 raw bytes)
+ *   POST /v1/wallet/withdraw/submit { user_op_hash, signature } → sent and mined → the same as the first
+ * `amount` is USD (all available when absent); `to` an address (EIP-55 or lowercase), never zero, the escrow or
+ * the wallet itself. The amount leaves the balance when the voucher is issued. If the operation then fails, the
+ * error body carries `voucher` (still valid until its deadline, redeemable with SkillEscrow.withdrawWithVoucher;
+ * unredeemed, it returns to the balance after that) and the money is never taken twice.
+ * All need a session and its CSRF token; without the ERC-4337 stack or a voucher signer, 503 chain_unavailable.
+ */
+export function walletWithdrawRoutes(deps: { sessions: Sessions; wallets?: WalletService; log: Log }): Router {
+  const router = express.Router();
+  const session = deps.sessions.require();
+  const json = express.json({ limit: 4_096, type: () => true });
+  const withdrawals = () => {
+    const service = deps.wallets?.withdrawals;
+    if (!service) throw new ApiError("chain_unavailable", "Withdrawals to an address need the gateway's embedded wallets and escrow chain.");
+    return service;
+  };
+
+  router.post("/v1/wallet/withdraw", session, json, async (req, res) => {
+    const service = withdrawals();
+    const { amountMicros, to } = readWithdrawal(req.body);
+    const result = await service.withdrawTo(req.session!.accountId, { amountMicros, to });
+    if (!result.ok) {
+      if ("voucher" in result) return sendFailure(res, result, "server", deps.log);
+      refuse(result);
+    }
+    res.json(dataEnvelope(sent(result)));
+  });
+
+  router.post("/v1/wallet/withdraw/prepare", session, json, async (req, res) => {
+    const service = withdrawals();
+    const { amountMicros, to } = readWithdrawal(req.body);
+    const result = await service.prepareOwnerWithdrawal(req.session!.accountId, { amountMicros, to });
+    if (!result.ok) {
+      if ("voucher" in result) return sendFailure(res, result, "server", deps.log);
+      refuse(result);
+    }
+    const { prepared } = result;
+    const { voucher } = prepared.details.voucher;
+    res.set("cache-control", "no-store");
+    res.status(201).json(
+      dataEnvelope({
+        user_op_hash: prepared.userOpHash,
+        amount: microsToUsd(voucher.amount),
+        amount_base_units: voucher.amount.toString(),
+        to: prepared.details.to,
+        nonce: voucher.nonce.toString(),
+        expires_at: new Date(prepared.expiresAtMs).toISOString(),
+        wallet: prepared.wallet,
+        owner: prepared.owner,
+        sign: "personal_sign of user_op_hash as 32 raw bytes, by the owner",
+        voucher: voucherBody(prepared.details.voucher),
+      }),
+    );
+  });
+
+  router.post("/v1/wallet/withdraw/submit", session, json, async (req, res) => {
+    const service = withdrawals();
+    const { user_op_hash: hash, signature } = object(req.body);
+    if (typeof hash !== "string" || !isHex(hash, { strict: true }) || hash.length !== 66) {
+      throw new ApiError("invalid_request", "user_op_hash must be the 32-byte hex hash prepare returned.");
+    }
+    if (typeof signature !== "string" || !isHex(signature, { strict: true }) || signature.length !== 2 + 2 * 65) {
+      throw new ApiError("invalid_request", "signature must be a 65-byte hex signature.");
+    }
+    const result = await service.submitOwnerWithdrawal(req.session!.accountId, hash.toLowerCase() as Hex, signature as Hex);
+    if (!result.ok) {
+      if ("voucher" in result) return sendFailure(res, result, "owner", deps.log);
+      switch (result.reason) {
+        case "unknown":
+          throw new ApiError("not_found", "No prepared withdrawal with this hash on this account (it may have expired): prepare again.");
+        case "in_progress":
+          throw new ApiError("withdrawal_in_progress", "This withdrawal is being submitted.");
+        case "bad_signature":
+          throw new ApiError("invalid_request", "signature must be a 65-byte hex signature.");
+        case "rejected":
+          throw new ApiError("user_operation_rejected", `The bundler refused the withdrawal (is the signature the owner's personal_sign of user_op_hash?): ${result.message}`);
+        case "bundler_unavailable":
+          deps.log("the bundler did not answer a withdrawal submission", result.message);
+          throw new ApiError("chain_unavailable", "The bundler is unreachable; try again.");
+      }
+    }
+    res.json(dataEnvelope(sent(result)));
+  });
+
+  return router;
+}
+
+function sent(result: { amountMicros: bigint; nonce: bigint; to: Address; userOpHash: Hex; transactionHash: Hex }) {
+  return {
+    amount: microsToUsd(result.amountMicros),
+    amount_base_units: result.amountMicros.toString(),
+    to: result.to,
+    nonce: result.nonce.toString(),
+    user_op_hash: result.userOpHash,
+    tx_hash: result.transactionHash,
+  };
+}
+
+function voucherBody(issued: IssuedVoucher) {
+  const { voucher, signature, escrow, chainId } = issued;
+  return {
+    account: voucher.account,
+    amount: voucher.amount.toString(),
+    nonce: voucher.nonce.toString(),
+    deadline: voucher.deadline.toString(),
+    signature,
+    escrow,
+    chain_id: chainId,
+    expires_at: new Date(Number(voucher.deadline) * 1000).toISOString(),
+  };
+}
+
+function object(body: unknown): Record<string, unknown> {
+  if (body === undefined || body === null || body === "") return {};
+  if (typeof body !== "object" || Array.isArray(body)) throw new ApiError("invalid_request", "Body must be a JSON object.");
+  return body as Record<string, unknown>;
+}
+
+/** `amount` (optional USD string or number, ≤ 6 decimals) and `to` (required address, EIP-55 or lowercase, not zero). */
+function readWithdrawal(body: unknown): { amountMicros: bigint | undefined; to: Address } {
+  const { amount, to } = object(body);
+  let amountMicros: bigint | undefined;
+  if (amount !== undefined && amount !== null && amount !== "") {
+    if (typeof amount !== "string" && typeof amount !== "number") throw new ApiError("invalid_request", "amount must be a USD amount, e.g. \"1.50\".");
+    try {
+      amountMicros = usdToMicros(String(amount));
+    } catch {
+      throw new ApiError("invalid_request", "amount must be a USD amount with at most 6 decimals, e.g. \"1.50\".");
+    }
+  }
+  if (typeof to !== "string" || !isAddress(to, { strict: true })) {
+    throw new ApiError("invalid_request", "to must be a 0x-prefixed 20-byte address, EIP-55 checksummed or all lowercase.");
+  }
+  if (to.toLowerCase() === zeroAddress) throw new ApiError("invalid_request", "to must not be the zero address.");
+  return { amountMicros, to: to as Address };
+}
+
+/** The refusals before any debit, as the error the client sees. */
+function refuse(result: WithdrawRefusal): never {
+  switch (result.reason) {
+    case "no_wallet":
+      throw new ApiError("not_found", "This account has no embedded wallet yet.");
+    case "siwe_owned":
+      throw new ApiError("wrong_withdrawal_flow", "Your wallet is owned by your own address: prepare the withdrawal (POST /v1/wallet/withdraw/prepare) and sign it.");
+    case "server_owned":
+      throw new ApiError("wrong_withdrawal_flow", "The gateway holds this wallet's key: withdraw with POST /v1/wallet/withdraw, no signature needed.");
+    case "recipient_refused":
+      throw new ApiError(
+        "invalid_request",
+        result.recipient === "escrow"
+          ? "to must not be the escrow: USDC sent to it directly is credited to nobody."
+          : "to must not be your embedded wallet: its USDC is deposited back into your balance.",
+      );
+    case "in_progress":
+      throw new ApiError("withdrawal_in_progress", "Another operation of this wallet is being sent; try again in a moment.");
+    case "wallet_not_escrow_address":
+      throw new ApiError("no_deposit_address", "Your embedded wallet is not your escrow address yet, so it cannot withdraw your balance.");
+    case "nothing_to_withdraw":
+      throw new ApiError("invalid_request", "Nothing to withdraw: the available balance is 0.");
+    case "insufficient_balance":
+      throw new ApiError("insufficient_balance", `Only ${microsToUsd(result.availableMicros)} USD is available to withdraw (money held by calls in flight stays).`);
+  }
+}
+
+/**
+ * The voucher was issued (the balance debited) but the operation did not go through: the answer says so and
+ * carries the voucher, valid until its deadline, so the money can still leave another way.
+ */
+function sendFailure(res: express.Response, result: WithdrawSendFailure, path: "server" | "owner", log: Log): void {
+  log(`a withdrawal to an address did not complete (${path} path): ${result.reason}`, result.message);
+  const code: ErrorCode = path === "owner" && result.reason === "rejected" ? "user_operation_rejected" : "chain_unavailable";
+  const expires = new Date(Number(result.voucher.voucher.deadline) * 1000).toISOString();
+  const what =
+    result.reason === "unconfirmed"
+      ? "The withdrawal was sent but not confirmed in time; it may still complete."
+      : "The withdrawal could not be sent to the chain.";
+  res
+    .status(ERROR_STATUS[code])
+    .json(
+      errorEnvelope(
+        code,
+        `${what} Its voucher was issued and stays valid until ${expires}: it can be submitted to the escrow another way, and if it is not redeemed by then the amount returns to your balance.`,
+        { voucher: voucherBody(result.voucher), ...(result.userOpHash ? { user_op_hash: result.userOpHash } : {}) },
+      ),
+    );
+}
