@@ -39,8 +39,8 @@ describe("the dashboard with a browser wallet (SIWE)", function () {
       throw Object.assign(new Error(`unsupported method ${method}`), { code: 4200 });
     });
     await person.context.addInitScript(() => {
-      const call = (window as unknown as { __testWallet(method: string, params?: unknown[]): Promise<unknown> }).__testWallet;
-      (window as unknown as { ethereum: unknown }).ethereum = { request: ({ method, params }: { method: string; params?: unknown[] }) => call(method, params) };
+      const call = (globalThis as unknown as { __testWallet(method: string, params?: unknown[]): Promise<unknown> }).__testWallet;
+      (globalThis as unknown as { ethereum: unknown }).ethereum = { request: ({ method, params }: { method: string; params?: unknown[] }) => call(method, params) };
     });
   });
   after(async () => {
