@@ -81,7 +81,7 @@ export function accountHistory(db: Db, accountId: string, p: HistoryParameters):
       type: "withdrawal",
       // A returned voucher gave its amount back: it moved nothing in the end.
       amountMicros: v.status === "returned" ? 0n : -v.amount,
-      description: `Withdrawal voucher #${v.nonce} to ${v.address}`,
+      description: "Withdrawal",
       status: v.status,
       txHash: null,
       createdAtMs: Number(v.created_at),
