@@ -1,10 +1,11 @@
 import express, { type Router } from "express";
-import { isAddress, isHex, zeroAddress, type Address, type Hex } from "viem";
+import { isAddress, zeroAddress, type Address } from "viem";
 import type { Sessions } from "../../accounts/sessions";
 import type { ClaimRefusal } from "../../accounts/wallet-claims";
 import type { WalletService } from "../../accounts/wallet-service";
 import { microsToUsd } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
+import { objectBody, readOwnerSignature, refuseOwnerSubmit } from "../owner-signed";
 import { ApiError } from "../errors";
 
 type Log = (message: string, error?: unknown) => void;
@@ -75,30 +76,9 @@ export function claimRoutes(deps: { sessions: Sessions; wallets?: WalletService;
 
   router.post("/v1/seller/claim/submit", session, json, async (req, res) => {
     const wallets = claims();
-    const body = object(req.body);
-    const { user_op_hash: hash, signature } = body;
-    if (typeof hash !== "string" || !isHex(hash, { strict: true }) || hash.length !== 66) {
-      throw new ApiError("invalid_request", "user_op_hash must be the 32-byte hex hash prepare returned.");
-    }
-    if (typeof signature !== "string" || !isHex(signature, { strict: true }) || signature.length !== 2 + 2 * 65) {
-      throw new ApiError("invalid_request", "signature must be a 65-byte hex signature.");
-    }
-    const result = await wallets.submitOwnerClaim(req.session!.accountId, hash.toLowerCase() as Hex, signature as Hex);
-    if (!result.ok) {
-      switch (result.reason) {
-        case "unknown":
-          throw new ApiError("not_found", "No prepared claim with this hash on this account (it may have expired): prepare again.");
-        case "in_progress":
-          throw new ApiError("claim_in_progress", "This claim is being submitted.");
-        case "bad_signature":
-          throw new ApiError("invalid_request", "signature must be a 65-byte hex signature.");
-        case "rejected":
-          throw new ApiError("user_operation_rejected", `The bundler refused the claim (is the signature the owner's personal_sign of user_op_hash?): ${result.message}`);
-        case "bundler_unavailable":
-          deps.log("the bundler did not answer a claim submission", result.message);
-          throw new ApiError("chain_unavailable", "The bundler is unreachable; try again.");
-      }
-    }
+    const { hash, signature } = readOwnerSignature(req.body);
+    const result = await wallets.submitOwnerClaim(req.session!.accountId, hash, signature);
+    if (!result.ok) refuseOwnerSubmit(result, "claim", "claim_in_progress", deps.log);
     res.json(
       dataEnvelope({
         amount: microsToUsd(result.amountMicros),
@@ -113,15 +93,9 @@ export function claimRoutes(deps: { sessions: Sessions; wallets?: WalletService;
   return router;
 }
 
-function object(body: unknown): Record<string, unknown> {
-  if (body === undefined || body === null || body === "") return {};
-  if (typeof body !== "object" || Array.isArray(body)) throw new ApiError("invalid_request", "Body must be a JSON object.");
-  return body as Record<string, unknown>;
-}
-
 /** The optional `to`: an address, EIP-55 checksummed or all lowercase, never the zero address. */
 function readTo(body: unknown): Address | undefined {
-  const { to } = object(body);
+  const { to } = objectBody(body);
   if (to === undefined || to === null) return undefined;
   if (typeof to !== "string" || !isAddress(to, { strict: true })) {
     throw new ApiError("invalid_request", "to must be a 0x-prefixed 20-byte address, EIP-55 checksummed or all lowercase.");

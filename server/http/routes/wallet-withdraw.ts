@@ -1,11 +1,12 @@
 import express, { type Router } from "express";
-import { isAddress, isHex, zeroAddress, type Address, type Hex } from "viem";
+import { isAddress, zeroAddress, type Address, type Hex } from "viem";
 import type { Sessions } from "../../accounts/sessions";
 import type { WalletService } from "../../accounts/wallet-service";
 import type { WithdrawRefusal, WithdrawSendFailure } from "../../accounts/wallet-withdrawals";
 import type { IssuedVoucher } from "../../chain/vouchers";
 import { microsToUsd, usdToMicros } from "../../ledger/money";
 import { dataEnvelope, errorEnvelope } from "../envelope";
+import { objectBody, readOwnerSignature, refuseOwnerSubmit } from "../owner-signed";
 import { ApiError, ERROR_STATUS, type ErrorCode } from "../errors";
 
 type Log = (message: string, error?: unknown) => void;
@@ -76,29 +77,11 @@ export function walletWithdrawRoutes(deps: { sessions: Sessions; wallets?: Walle
 
   router.post("/v1/wallet/withdraw/submit", session, json, async (req, res) => {
     const service = withdrawals();
-    const { user_op_hash: hash, signature } = object(req.body);
-    if (typeof hash !== "string" || !isHex(hash, { strict: true }) || hash.length !== 66) {
-      throw new ApiError("invalid_request", "user_op_hash must be the 32-byte hex hash prepare returned.");
-    }
-    if (typeof signature !== "string" || !isHex(signature, { strict: true }) || signature.length !== 2 + 2 * 65) {
-      throw new ApiError("invalid_request", "signature must be a 65-byte hex signature.");
-    }
-    const result = await service.submitOwnerWithdrawal(req.session!.accountId, hash.toLowerCase() as Hex, signature as Hex);
+    const { hash, signature } = readOwnerSignature(req.body);
+    const result = await service.submitOwnerWithdrawal(req.session!.accountId, hash, signature);
     if (!result.ok) {
       if ("voucher" in result) return sendFailure(res, result, "owner", deps.log);
-      switch (result.reason) {
-        case "unknown":
-          throw new ApiError("not_found", "No prepared withdrawal with this hash on this account (it may have expired): prepare again.");
-        case "in_progress":
-          throw new ApiError("withdrawal_in_progress", "This withdrawal is being submitted.");
-        case "bad_signature":
-          throw new ApiError("invalid_request", "signature must be a 65-byte hex signature.");
-        case "rejected":
-          throw new ApiError("user_operation_rejected", `The bundler refused the withdrawal (is the signature the owner's personal_sign of user_op_hash?): ${result.message}`);
-        case "bundler_unavailable":
-          deps.log("the bundler did not answer a withdrawal submission", result.message);
-          throw new ApiError("chain_unavailable", "The bundler is unreachable; try again.");
-      }
+      refuseOwnerSubmit(result, "withdrawal", "withdrawal_in_progress", deps.log);
     }
     res.json(dataEnvelope(sent(result)));
   });
@@ -131,15 +114,9 @@ function voucherBody(issued: IssuedVoucher) {
   };
 }
 
-function object(body: unknown): Record<string, unknown> {
-  if (body === undefined || body === null || body === "") return {};
-  if (typeof body !== "object" || Array.isArray(body)) throw new ApiError("invalid_request", "Body must be a JSON object.");
-  return body as Record<string, unknown>;
-}
-
 /** `amount` (optional USD string or number, ≤ 6 decimals) and `to` (required address, EIP-55 or lowercase, not zero). */
 function readWithdrawal(body: unknown): { amountMicros: bigint | undefined; to: Address } {
-  const { amount, to } = object(body);
+  const { amount, to } = objectBody(body);
   let amountMicros: bigint | undefined;
   if (amount !== undefined && amount !== null && amount !== "") {
     if (typeof amount !== "string" && typeof amount !== "number") throw new ApiError("invalid_request", "amount must be a USD amount, e.g. \"1.50\".");

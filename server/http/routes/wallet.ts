@@ -1,8 +1,8 @@
 import express, { type Router } from "express";
-import { isHex, type Hex } from "viem";
 import type { Sessions } from "../../accounts/sessions";
 import type { WalletService } from "../../accounts/wallet-service";
 import { dataEnvelope } from "../envelope";
+import { readOwnerSignature, refuseOwnerSubmit } from "../owner-signed";
 import { ApiError } from "../errors";
 
 const usd = (micros: bigint) => Number(micros) / 1e6;
@@ -62,31 +62,9 @@ export function walletRoutes(deps: { sessions: Sessions; wallets?: WalletService
   });
 
   router.post("/v1/wallet/sweep/submit", session, json, async (req, res) => {
-    const body = (req.body ?? {}) as { user_op_hash?: unknown; signature?: unknown };
-    if (typeof body !== "object" || Array.isArray(body)) throw new ApiError("invalid_request", "Body must be a JSON object.");
-    const { user_op_hash: hash, signature } = body;
-    if (typeof hash !== "string" || !isHex(hash, { strict: true }) || hash.length !== 66) {
-      throw new ApiError("invalid_request", "user_op_hash must be the 32-byte hex hash prepare returned.");
-    }
-    if (typeof signature !== "string" || !isHex(signature, { strict: true }) || signature.length !== 2 + 2 * 65) {
-      throw new ApiError("invalid_request", "signature must be a 65-byte hex signature.");
-    }
-    const result = await wallets().submitOwnerSweep(req.session!.accountId, hash.toLowerCase() as Hex, signature as Hex);
-    if (!result.ok) {
-      switch (result.reason) {
-        case "unknown":
-          throw new ApiError("not_found", "No prepared sweep with this hash on this account (it may have expired): prepare again.");
-        case "in_progress":
-          throw new ApiError("sweep_in_progress", "This sweep is being submitted.");
-        case "bad_signature":
-          throw new ApiError("invalid_request", "signature must be a 65-byte hex signature.");
-        case "rejected":
-          throw new ApiError("user_operation_rejected", `The bundler refused the operation (is the signature the owner's personal_sign of user_op_hash?): ${result.message}`);
-        case "bundler_unavailable":
-          deps.log("the bundler did not answer a sweep submission", result.message);
-          throw new ApiError("chain_unavailable", "The bundler is unreachable; try again.");
-      }
-    }
+    const { hash, signature } = readOwnerSignature(req.body);
+    const result = await wallets().submitOwnerSweep(req.session!.accountId, hash, signature);
+    if (!result.ok) refuseOwnerSubmit(result, "sweep", "sweep_in_progress", deps.log);
     res.json(dataEnvelope({ transaction_hash: result.transactionHash, user_op_hash: result.userOpHash, amount: usd(result.amountMicros) }));
   });
 
