@@ -1,4 +1,5 @@
 import { type Hex, isHex } from "viem";
+import { objectBody } from "./body";
 import { ApiError, type ErrorCode } from "./errors";
 
 /**
@@ -6,13 +7,6 @@ import { ApiError, type ErrorCode } from "./errors";
  * HTTP edge: the body of their submit, and what each way a submit can fail means to a person.
  * The flows themselves share server/accounts/sponsored-operations.ts.
  */
-
-/** A JSON body that must be an object; an empty body is an empty object. */
-export function objectBody(body: unknown): Record<string, unknown> {
-  if (body === undefined || body === null || body === "") return {};
-  if (typeof body !== "object" || Array.isArray(body)) throw new ApiError("invalid_request", "Body must be a JSON object.");
-  return body as Record<string, unknown>;
-}
 
 /** `{ user_op_hash, signature }` of a submit: the 32-byte hash prepare returned and a 65-byte signature. */
 export function readOwnerSignature(body: unknown): { hash: Hex; signature: Hex } {

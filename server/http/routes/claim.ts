@@ -1,11 +1,12 @@
 import express, { type Router } from "express";
-import { isAddress, zeroAddress, type Address } from "viem";
+import type { Address } from "viem";
 import type { Sessions } from "../../accounts/sessions";
 import type { ClaimRefusal } from "../../accounts/wallet-claims";
 import type { WalletService } from "../../accounts/wallet-service";
 import { microsToUsd } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
-import { objectBody, readOwnerSignature, refuseOwnerSubmit } from "../owner-signed";
+import { address, objectBody } from "../body";
+import { readOwnerSignature, refuseOwnerSubmit } from "../owner-signed";
 import { ApiError } from "../errors";
 
 type Log = (message: string, error?: unknown) => void;
@@ -93,15 +94,10 @@ export function claimRoutes(deps: { sessions: Sessions; wallets?: WalletService;
   return router;
 }
 
-/** The optional `to`: an address, EIP-55 checksummed or all lowercase, never the zero address. */
+/** The optional `to`: where the claimed USDC goes instead of the wallet. */
 function readTo(body: unknown): Address | undefined {
   const { to } = objectBody(body);
-  if (to === undefined || to === null) return undefined;
-  if (typeof to !== "string" || !isAddress(to, { strict: true })) {
-    throw new ApiError("invalid_request", "to must be a 0x-prefixed 20-byte address, EIP-55 checksummed or all lowercase.");
-  }
-  if (to.toLowerCase() === zeroAddress) throw new ApiError("invalid_request", "to must not be the zero address.");
-  return to as Address;
+  return to === undefined || to === null ? undefined : address(to, "to");
 }
 
 /** The refusals both claim paths share, as the error the client sees. */

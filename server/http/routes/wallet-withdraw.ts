@@ -1,12 +1,13 @@
 import express, { type Router } from "express";
-import { isAddress, zeroAddress, type Address, type Hex } from "viem";
+import type { Address, Hex } from "viem";
 import type { Sessions } from "../../accounts/sessions";
 import type { WalletService } from "../../accounts/wallet-service";
 import type { WithdrawRefusal, WithdrawSendFailure } from "../../accounts/wallet-withdrawals";
 import type { IssuedVoucher } from "../../chain/vouchers";
-import { microsToUsd, usdToMicros } from "../../ledger/money";
+import { microsToUsd } from "../../ledger/money";
 import { dataEnvelope, errorEnvelope } from "../envelope";
-import { objectBody, readOwnerSignature, refuseOwnerSubmit } from "../owner-signed";
+import { address, objectBody, optionalUsd } from "../body";
+import { readOwnerSignature, refuseOwnerSubmit } from "../owner-signed";
 import { ApiError, ERROR_STATUS, type ErrorCode } from "../errors";
 
 type Log = (message: string, error?: unknown) => void;
@@ -117,20 +118,7 @@ function voucherBody(issued: IssuedVoucher) {
 /** `amount` (optional USD string or number, ≤ 6 decimals) and `to` (required address, EIP-55 or lowercase, not zero). */
 function readWithdrawal(body: unknown): { amountMicros: bigint | undefined; to: Address } {
   const { amount, to } = objectBody(body);
-  let amountMicros: bigint | undefined;
-  if (amount !== undefined && amount !== null && amount !== "") {
-    if (typeof amount !== "string" && typeof amount !== "number") throw new ApiError("invalid_request", "amount must be a USD amount, e.g. \"1.50\".");
-    try {
-      amountMicros = usdToMicros(String(amount));
-    } catch {
-      throw new ApiError("invalid_request", "amount must be a USD amount with at most 6 decimals, e.g. \"1.50\".");
-    }
-  }
-  if (typeof to !== "string" || !isAddress(to, { strict: true })) {
-    throw new ApiError("invalid_request", "to must be a 0x-prefixed 20-byte address, EIP-55 checksummed or all lowercase.");
-  }
-  if (to.toLowerCase() === zeroAddress) throw new ApiError("invalid_request", "to must not be the zero address.");
-  return { amountMicros, to: to as Address };
+  return { amountMicros: optionalUsd(amount, "amount"), to: address(to, "to") };
 }
 
 /** The refusals before any debit, as the error the client sees. */

@@ -1,10 +1,11 @@
 import express, { type Router } from "express";
 import type { ApiKeys } from "../../accounts/api-keys";
 import type { VoucherIssuer } from "../../chain/vouchers";
-import { microsToUsd, usdToMicros } from "../../ledger/money";
+import { microsToUsd } from "../../ledger/money";
 import type { Db } from "../../ledger/db";
 import { requireAccount } from "../auth";
 import type { Sessions } from "../../accounts/sessions";
+import { objectBody, optionalUsd } from "../body";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
 
@@ -29,16 +30,8 @@ export function withdrawalRoutes(deps: { keys: ApiKeys; sessions: Sessions; db: 
 
   router.post("/v1/withdrawals", auth, json, async (req, res) => {
     if (!deps.vouchers) throw new ApiError("chain_unavailable", "Withdrawals need the gateway to be connected to its escrow chain.");
-    const body = (req.body ?? {}) as { amount?: unknown; address?: unknown };
-    if (typeof body !== "object" || Array.isArray(body)) throw new ApiError("invalid_request", "Body must be a JSON object.");
-    let amountMicros: bigint | undefined;
-    if (body.amount !== undefined) {
-      try {
-        amountMicros = usdToMicros(String(body.amount));
-      } catch {
-        throw new ApiError("invalid_request", "amount must be a USD amount with at most 6 decimals, e.g. \"1.50\".");
-      }
-    }
+    const body = objectBody(req.body);
+    const amountMicros = optionalUsd(body.amount, "amount");
     if (body.address !== undefined && typeof body.address !== "string") throw new ApiError("invalid_request", "address must be a string.");
     const result = await deps.vouchers.issue(req.accountId!, { amountMicros, address: body.address as string | undefined });
     if (!result.ok) {
