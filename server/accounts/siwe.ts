@@ -15,6 +15,15 @@ import { base58Encode } from "./base58";
 export const SIWE_NONCE_TTL_MS = 10 * 60_000;
 
 /**
+ * How far a message's clock may run ahead of the gateway's: its `issuedAt` may be this much
+ * in the future, no more. The nonce already makes every message fresh; this refuses one
+ * whose timestamps are nonsense (issued in 2100), which a careful signer would not produce
+ * and a reader of the signed text would be misled by. Five minutes is the customary bound
+ * for clocks kept by NTP (Kerberos uses the same).
+ */
+export const SIWE_CLOCK_SKEW_MS = 5 * 60_000;
+
+/**
  * Server-issued SIWE nonces, one row each in `siwe_nonces`. A nonce is good once and until it
  * expires; `consume` checks both and marks it used in one UPDATE, so of two requests carrying
  * the same message exactly one gets through.
@@ -67,6 +76,7 @@ export type SiweFailure =
   | "domain_mismatch"
   | "uri_mismatch"
   | "chain_mismatch"
+  | "issued_in_future"
   | "expired"
   | "not_yet_valid"
   | "bad_nonce"
@@ -98,7 +108,8 @@ const fail = (reason: SiweFailure, message: string): VerifySiweReturnType => ({ 
 
 /**
  * Verifies a signed SIWE message, in this order: it parses; its scheme (when given), domain
- * and URI are the dashboard's; its chain id is the configured one; it is within its
+ * and URI are the dashboard's; its chain id is the configured one; its `issuedAt` is not
+ * ahead of the gateway's clock by more than SIWE_CLOCK_SKEW_MS; it is within its
  * `notBefore`/`expirationTime`; its nonce was issued here and is unused and unexpired (the
  * nonce is used up from this point on, whatever the signature); the signature is its
  * address's. Expected refusals are results; SiweChainError when the chain cannot answer.
@@ -130,6 +141,12 @@ export async function verifySiwe(parameters: VerifySiweParameters): Promise<Veri
   }
   if (parsed.chainId !== expected.chainId) {
     return fail("chain_mismatch", `The message's chain id must be ${expected.chainId}.`);
+  }
+  // The grammar requires Issued At; checked here all the same, never skipped when absent.
+  const issuedAtMs = parsed.issuedAt === undefined ? Number.NaN : Date.parse(parsed.issuedAt);
+  if (Number.isNaN(issuedAtMs)) return fail("malformed_message", "The message's issued-at time is missing or not a date.");
+  if (issuedAtMs > nowMs + SIWE_CLOCK_SKEW_MS) {
+    return fail("issued_in_future", "The message's issued-at time is in the future: check the signing device's clock and sign a new one.");
   }
   if (parsed.expirationTime !== undefined) {
     const expiresAtMs = Date.parse(parsed.expirationTime);

@@ -4,6 +4,7 @@ import { SiweMessage } from "siwe";
 import { type Address, type Hex, encodeFunctionData, getAddress, getContractAddress, serializeErc6492Signature } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { CSRF_COOKIE, SESSION_COOKIE } from "../../server/accounts/sessions";
+import { SIWE_CLOCK_SKEW_MS } from "../../server/accounts/siwe";
 import { type TestStack, startStack } from "../helpers/gateway";
 import { type Reply, send, signedIn } from "../helpers/session";
 
@@ -12,6 +13,9 @@ const ALICE = privateKeyToAccount(`0x${"11".repeat(32)}`);
 const MALLORY = privateKeyToAccount(`0x${"22".repeat(32)}`);
 
 type Fields = Partial<ConstructorParameters<typeof SiweMessage>[0] & object>;
+
+/** An ISO time `offsetMs` from now. */
+const at = (offsetMs: number) => new Date(Date.now() + offsetMs).toISOString();
 
 /** The message a wallet would be asked to sign for this gateway, with `overrides` on top. */
 function siweMessage(stack: TestStack, address: Address, nonce: string, overrides: Fields = {}): string {
@@ -99,6 +103,11 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
       expect(again.body.data).to.include({ account_id: first.body.data.account_id, created: false, linked: false });
     });
 
+    it("accepts a message issued up to the clock skew ahead of the gateway's clock", async () => {
+      const reply = await signInAs(stack, ALICE, { issuedAt: at(SIWE_CLOCK_SKEW_MS - 30_000) });
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+    });
+
     it("accepts a message with expirationTime and notBefore that hold now", async () => {
       const reply = await signInAs(stack, ALICE, {
         notBefore: new Date(Date.now() - 60_000).toISOString(),
@@ -152,13 +161,18 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
         expectRefused(await verify(stack, message, await ALICE.signMessage({ message })), /Unknown, used or expired nonce/);
       });
 
-      it("a message whose notBefore is in the future", async () => {
-        expectRefused(await signInAs(stack, ALICE, { notBefore: new Date(Date.now() + 60_000).toISOString() }), /not valid yet/);
-      });
-
-      it("a message past its expirationTime", async () => {
-        expectRefused(await signInAs(stack, ALICE, { expirationTime: new Date(Date.now() - 1_000).toISOString() }), /expired/);
-      });
+      /** Timestamps a message cannot carry, each relative to now; the skew allowed is SIWE_CLOCK_SKEW_MS (5 minutes). */
+      const TIMESTAMPS: Array<[string, () => Fields, RegExp]> = [
+        ["a message issued in the year 2100", () => ({ issuedAt: "2100-01-01T00:00:00.000Z" }), /issued-at time is in the future/],
+        ["a message issued six minutes ahead of the gateway's clock", () => ({ issuedAt: at(6 * 60_000) }), /issued-at time is in the future/],
+        ["a message whose notBefore is in the future", () => ({ notBefore: at(60_000) }), /not valid yet/],
+        ["a message past its expirationTime", () => ({ expirationTime: at(-1_000) }), /expired/],
+      ];
+      for (const [what, fields, mentioning] of TIMESTAMPS) {
+        it(what, async () => {
+          expectRefused(await signInAs(stack, ALICE, fields()), mentioning);
+        });
+      }
 
       it("a malformed message", async () => {
         const signature = await ALICE.signMessage({ message: "let me in" });
