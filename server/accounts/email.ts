@@ -75,6 +75,11 @@ const MAX_LINKS_PER_ADDRESS = 5;
 
 export type ConsumeResult = { ok: true; email: string; linkTo: string | undefined } | { ok: false; reason: "invalid_or_used" };
 
+export type PeekResult = { ok: true; email: string; linkTo: string | undefined; expiresAtMs: number } | { ok: false; reason: "invalid_or_used" };
+
+/** A token's shape before any lookup: what `send` mints is 43 base64url characters. */
+const plausibleToken = (token: unknown): token is string => typeof token === "string" && token.length > 0 && token.length <= 100;
+
 /**
  * E-mail magic links. A link carries a random 256-bit token; only its SHA-256 is stored,
  * with the address, an expiry and, when a signed-in person asked for it, the account the
@@ -96,6 +101,7 @@ export class MagicLinks {
     this.stmt = {
       insert: db.prepare("INSERT INTO email_sign_in_tokens (token_hash, email, link_to, created_at, expires_at) VALUES (?, ?, ?, ?, ?)"),
       recent: db.prepare("SELECT COUNT(*) FROM email_sign_in_tokens WHERE email = ? AND created_at > ?").pluck(),
+      peek: db.prepare("SELECT email, link_to, expires_at FROM email_sign_in_tokens WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?"),
       consume: db.prepare(
         "UPDATE email_sign_in_tokens SET used_at = ? WHERE token_hash = ? AND used_at IS NULL AND expires_at > ? RETURNING email, link_to",
       ),
@@ -129,16 +135,28 @@ export class MagicLinks {
       to: email,
       subject: "Your Skill Gateway sign-in link",
       text:
-        `Open this link to sign in to Skill Gateway${linkTo ? " (and add this address to your account)" : ""}:\n\n` +
+        `Open this link to sign in to Skill Gateway${linkTo ? " (and add this address to your account)" : ""}, then confirm on the page it opens:\n\n` +
         `${linkUrl(token)}\n\n` +
         `It works once, for ${minutes} minutes. If you did not ask for it, ignore this message.\n`,
     });
     return true;
   }
 
+  /**
+   * What a link's token would sign in as, without using it up: the page a link opens shows
+   * this, and only a POST from that page consumes the token (a mail scanner that fetches the
+   * link, even running its script, does not press the button).
+   */
+  peek(token: string): PeekResult {
+    if (!plausibleToken(token)) return { ok: false, reason: "invalid_or_used" };
+    const row = this.stmt.peek.get(hash(token), this.now()) as { email: string; link_to: string | null; expires_at: bigint } | undefined;
+    if (!row) return { ok: false, reason: "invalid_or_used" };
+    return { ok: true, email: row.email, linkTo: row.link_to ?? undefined, expiresAtMs: Number(row.expires_at) };
+  }
+
   /** Uses a link's token up: its address (and the account it should join), once, before expiry. */
   consume(token: string): ConsumeResult {
-    if (typeof token !== "string" || token.length === 0 || token.length > 100) return { ok: false, reason: "invalid_or_used" };
+    if (!plausibleToken(token)) return { ok: false, reason: "invalid_or_used" };
     const now = this.now();
     const row = this.commit.run(() => this.stmt.consume.get(now, hash(token), now)) as { email: string; link_to: string | null } | undefined;
     if (!row) return { ok: false, reason: "invalid_or_used" };

@@ -6,7 +6,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { CSRF_COOKIE, SESSION_COOKIE } from "../../server/accounts/sessions";
 import { SIWE_CLOCK_SKEW_MS } from "../../server/accounts/siwe";
 import { type TestStack, startStack } from "../helpers/gateway";
-import { type Reply, send, signedIn } from "../helpers/session";
+import { type Reply, sameOrigin, send, signedIn } from "../helpers/session";
 
 // Fixed keys: the same signatures on every run.
 const ALICE = privateKeyToAccount(`0x${"11".repeat(32)}`);
@@ -35,8 +35,9 @@ function siweMessage(stack: TestStack, address: Address, nonce: string, override
 
 const nonceOf = async (stack: TestStack): Promise<string> => (await send(`${stack.url}/auth/siwe/nonce`, "GET", {})).body.data.nonce;
 
+/** POST /auth/siwe/verify as the dashboard's page sends it (its Origin), with `headers` on top. */
 const verify = (stack: TestStack, message: string, signature: string, headers: Record<string, string> = {}) =>
-  send(`${stack.url}/auth/siwe/verify`, "POST", headers, { message, signature });
+  send(`${stack.url}/auth/siwe/verify`, "POST", { ...sameOrigin(stack), ...headers }, { message, signature });
 
 /** The whole flow for an EOA: nonce, message, signature, verify. */
 async function signInAs(stack: TestStack, signer = ALICE, overrides: Fields = {}, headers: Record<string, string> = {}): Promise<Reply> {
@@ -180,7 +181,7 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
       });
 
       it("a body without message or signature", async () => {
-        expectRefused(await send(`${stack.url}/auth/siwe/verify`, "POST", {}, { message: 42 }), /Send \{ message, signature \}/);
+        expectRefused(await send(`${stack.url}/auth/siwe/verify`, "POST", sameOrigin(stack), { message: 42 }), /Send \{ message, signature \}/);
       });
 
       it("a signature that is not hex", async () => {
@@ -221,7 +222,9 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
       const message = siweMessage(stack, ALICE.address, nonce, { domain: "evil.example", uri: "http://evil.example" });
       const body = JSON.stringify({ message, signature: await ALICE.signMessage({ message }) });
       const status = await new Promise<number>((resolve, reject) => {
-        const req = http.request(`${stack.url}/auth/siwe/verify`, { method: "POST", headers: { host: "evil.example", "content-type": "application/json" } }, (res) => {
+        // From the dashboard's own page (its Origin), so that what refuses is the message's domain.
+        const headers = { host: "evil.example", ...sameOrigin(stack), "content-type": "application/json" };
+        const req = http.request(`${stack.url}/auth/siwe/verify`, { method: "POST", headers }, (res) => {
           res.resume();
           resolve(res.statusCode!);
         });
@@ -260,6 +263,8 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
   });
 
   describe("with PUBLIC_URL and SIWE_CHAIN_ID set", () => {
+    /** The Origin of the dashboard's pages there. */
+    const DASHBOARD = { origin: "https://dash.example" };
     let configured: TestStack;
     before(async () => {
       configured = await startStack({ config: { publicUrl: "https://dash.example", siweChainId: 84532 } });
@@ -274,12 +279,12 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
       const message = new SiweMessage({
         domain: "dash.example", address: ALICE.address, uri: "https://dash.example/login", version: "1", chainId: 84532, nonce: nonce.nonce,
       }).prepareMessage();
-      const reply = await verify(configured, message, await ALICE.signMessage({ message }));
+      const reply = await verify(configured, message, await ALICE.signMessage({ message }), DASHBOARD);
       expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
     });
 
     it("refuses a message for the address the request reached", async () => {
-      expectRefused(await signInAs(configured, ALICE, { chainId: 84532 }), /domain must be dash\.example/);
+      expectRefused(await signInAs(configured, ALICE, { chainId: 84532 }, DASHBOARD), /domain must be dash\.example/);
     });
   });
 });

@@ -5,18 +5,24 @@ import type { Sessions } from "../../accounts/sessions";
 import { SiweChainError, SiweNonces, verifySiwe } from "../../accounts/siwe";
 import type { Config } from "../../config";
 import type { Ledger } from "../../ledger/ledger";
+import { planSignIn } from "../../accounts/sign-in-plan";
+import { objectBody } from "../body";
 import { dataEnvelope } from "../envelope";
 import { publicBase } from "../public-url";
 import { ApiError } from "../errors";
+import { browserSession, finishSignIn, signInPost, switchAccountField } from "../sign-in";
 
 /**
  * Sign-In With Ethereum (EIP-4361), JSON:
  *   GET  /auth/siwe/nonce    a fresh single-use nonce (10 minutes), and the domain, URI and chain id
  *                            the message must name
- *   POST /auth/siwe/verify   { message, signature } → a session (cookies) for the address's account,
- *                            created on first use; with a session already open (and its CSRF token),
- *                            the address is linked to that account instead
- * Every refusal is a 401 whose message says what was wrong; nothing is written but the nonce's use.
+ *   POST /auth/siwe/verify   { message, signature, switch_account? } → a session (cookies) for the
+ *                            address's account, created on first use; with a session already open
+ *                            (and its CSRF token), the address is linked to that account instead, and
+ *                            an address of another account is refused (409 identity_taken) unless the
+ *                            body says switch_account: true, which signs the browser in to that account
+ * The verify POST is a sign-in POST (../sign-in.ts: same origin, JSON). Every refusal of the
+ * message is a 401 whose message says what was wrong; nothing is written but the nonce's use.
  */
 export function siweRoutes(deps: {
   sessions: Sessions;
@@ -28,8 +34,8 @@ export function siweRoutes(deps: {
 }): Router {
   const router = express.Router();
   const nonces = new SiweNonces(deps.ledger.db, deps.ledger.commit);
-  const requireSession = deps.sessions.require();
-  const json = express.json({ limit: 16_384, type: () => true });
+  const guard = signInPost(deps.config);
+  const json = express.json({ limit: 16_384, type: "application/json" });
 
   // The dashboard's origin: PUBLIC_URL, or else this server's own address. Never the request's
   // Host header: a phishing site's message names the phishing site's domain, and the domain
@@ -73,14 +79,15 @@ export function siweRoutes(deps: {
     );
   });
 
-  router.post("/auth/siwe/verify", json, async (req, res) => {
+  router.post("/auth/siwe/verify", guard, json, async (req, res) => {
     // Linking a wallet to the open session changes that account, so it needs the session's
     // CSRF token: otherwise another site could link its own wallet to a visitor's account.
-    if (deps.sessions.read(req)) requireSession(req, res, () => {});
-    const body = req.body as { message?: unknown; signature?: unknown } | undefined;
-    if (!body || typeof body !== "object" || typeof body.message !== "string" || typeof body.signature !== "string") {
+    const current = browserSession(deps.sessions, req);
+    const body = objectBody(req.body);
+    if (typeof body.message !== "string" || typeof body.signature !== "string") {
       throw new ApiError("unauthorized", "Send { message, signature }: the EIP-4361 message as signed, and its signature (0x hex).");
     }
+    const switchAccount = switchAccountField(body);
     let result;
     try {
       result = await verifySiwe({
@@ -97,17 +104,28 @@ export function siweRoutes(deps: {
     }
     if (!result.ok) throw new ApiError("unauthorized", `Sign-in refused: ${result.message}`);
 
-    const linkTo = req.session?.accountId;
-    const signedIn = deps.sessions.signIn("siwe", result.address, { linkTo });
+    // Signed in already, a wallet is added to that account: the session itself is the link's origin.
+    const plan = planSignIn({
+      current: current?.accountId,
+      owner: deps.sessions.ownerOf("siwe", result.address),
+      linkTo: current?.accountId,
+      switchAccount,
+    });
+    if (!plan.ok) {
+      // The only refusal possible here: a session is open, so a sign-in without switch_account links.
+      throw new ApiError("identity_taken", `${result.address} already signs in to another account: sign again with switch_account: true to switch to it.`);
+    }
+    const signedIn = deps.sessions.signIn("siwe", result.address, { linkTo: plan.linkTo });
     if (!signedIn.ok) throw new ApiError("identity_taken", `${result.address} already signs in to another account.`);
     await deps.ledger.commit.durable();
-    const session = linkTo === undefined ? await deps.sessions.open(res, signedIn.accountId) : req.session!;
+    const { session, switched } = await finishSignIn(deps.sessions, res, current, signedIn.accountId);
     res.json(
       dataEnvelope({
         account_id: signedIn.accountId,
         address: result.address,
         created: signedIn.created,
         linked: signedIn.linked,
+        switched,
         // Also in the sg_csrf cookie; here for clients that are not browsers.
         csrf_token: session.csrfToken,
       }),
