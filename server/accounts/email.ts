@@ -73,6 +73,13 @@ const hash = (token: string) => createHash("sha256").update(token).digest("hex")
 /** Links asked for one address within one TTL beyond which no more are sent (the answer stays the same). */
 const MAX_LINKS_PER_ADDRESS = 5;
 
+export type SendLinkReturnType =
+  | { sent: true }
+  /** The address had MAX_LINKS_PER_ADDRESS links lately: none sent, and the caller answers as if one was. */
+  | { sent: false; reason: "address_limit" }
+  /** `pendingMax` links wait to be used, in all: none sent; one expires in `retryAfterMs`. */
+  | { sent: false; reason: "too_many_pending"; retryAfterMs: number };
+
 export type ConsumeResult = { ok: true; email: string; linkTo: string | undefined } | { ok: false; reason: "invalid_or_used" };
 
 export type PeekResult = { ok: true; email: string; linkTo: string | undefined; expiresAtMs: number } | { ok: false; reason: "invalid_or_used" };
@@ -88,6 +95,10 @@ const plausibleToken = (token: unknown): token is string => typeof token === "st
  *
  * Every address gets the same treatment, known or not (a first sign-in creates the
  * account), so nothing about the answer or its timing tells whether an account exists.
+ *
+ * Anyone may ask for a link, so what a flood can store and send is bounded: an address gets
+ * at most MAX_LINKS_PER_ADDRESS links per TTL, and at most `pendingMax` links wait unused in
+ * all (a limit on the whole gateway, so refusing beyond it tells nothing about any address).
  */
 export class MagicLinks {
   private readonly stmt;
@@ -96,11 +107,13 @@ export class MagicLinks {
     db: Db,
     private readonly commit: GroupCommit,
     private readonly mailer: Mailer,
-    private readonly options: { ttlMs: number; now?: () => number },
+    private readonly options: { ttlMs: number; pendingMax: number; now?: () => number },
   ) {
     this.stmt = {
       insert: db.prepare("INSERT INTO email_sign_in_tokens (token_hash, email, link_to, created_at, expires_at) VALUES (?, ?, ?, ?, ?)"),
       recent: db.prepare("SELECT COUNT(*) FROM email_sign_in_tokens WHERE email = ? AND created_at > ?").pluck(),
+      pending: db.prepare("SELECT COUNT(*) FROM email_sign_in_tokens WHERE used_at IS NULL AND expires_at > ?").pluck(),
+      firstExpiry: db.prepare("SELECT MIN(expires_at) FROM email_sign_in_tokens WHERE used_at IS NULL AND expires_at > ?").pluck(),
       peek: db.prepare("SELECT email, link_to, expires_at FROM email_sign_in_tokens WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?"),
       consume: db.prepare(
         "UPDATE email_sign_in_tokens SET used_at = ? WHERE token_hash = ? AND used_at IS NULL AND expires_at > ? RETURNING email, link_to",
@@ -115,19 +128,22 @@ export class MagicLinks {
 
   /**
    * Mails a sign-in link to `email` (already normalized). `linkTo`: the signed-in account
-   * that asked, which the address joins if the link is opened in that same session.
-   * Returns false when the address has had too many links lately and none was sent; the
-   * caller answers the same either way.
+   * that asked, which the address joins if the link is used in that same session. The
+   * refusals say why nothing was sent; for `address_limit` the caller answers as if it was.
    */
-  async send(email: string, linkUrl: (token: string) => string, linkTo?: string): Promise<boolean> {
+  async send(email: string, linkUrl: (token: string) => string, linkTo?: string): Promise<SendLinkReturnType> {
     const now = this.now();
     const token = randomBytes(32).toString("base64url");
-    const sent = this.commit.run(() => {
-      if ((this.stmt.recent.get(email, now - this.options.ttlMs) as number) >= MAX_LINKS_PER_ADDRESS) return false;
+    const refusal = this.commit.run((): Exclude<SendLinkReturnType, { sent: true }> | undefined => {
+      // First the whole gateway's limit, whoever the address: its answer must not depend on the address.
+      if ((this.stmt.pending.get(now) as number) >= this.options.pendingMax) {
+        return { sent: false, reason: "too_many_pending", retryAfterMs: Math.max(1, Number(this.stmt.firstExpiry.get(now)) - now) };
+      }
+      if ((this.stmt.recent.get(email, now - this.options.ttlMs) as number) >= MAX_LINKS_PER_ADDRESS) return { sent: false, reason: "address_limit" };
       this.stmt.insert.run(hash(token), email, linkTo ?? null, now, now + this.options.ttlMs);
-      return true;
+      return undefined;
     });
-    if (!sent) return false;
+    if (refusal) return refusal;
     // The token is on disk before the link leaves, so a link that arrives always works.
     await this.commit.durable();
     const minutes = Math.round(this.options.ttlMs / 60_000);
@@ -139,7 +155,7 @@ export class MagicLinks {
         `${linkUrl(token)}\n\n` +
         `It works once, for ${minutes} minutes. If you did not ask for it, ignore this message.\n`,
     });
-    return true;
+    return { sent: true };
   }
 
   /**

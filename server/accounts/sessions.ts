@@ -51,6 +51,8 @@ export class Sessions {
       insert: db.prepare("INSERT INTO sessions (token_hash, account_id, csrf_token, created_at, expires_at) VALUES (?, ?, ?, ?, ?)"),
       get: db.prepare("SELECT account_id, csrf_token, expires_at, revoked_at FROM sessions WHERE token_hash = ?"),
       revoke: db.prepare("UPDATE sessions SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL"),
+      purgeExpired: db.prepare("DELETE FROM sessions WHERE expires_at <= ?"),
+      purgeRevoked: db.prepare("DELETE FROM sessions WHERE revoked_at IS NOT NULL"),
       identity: db.prepare("SELECT account_id FROM identities WHERE provider = ? AND subject = ?").pluck(),
       insertIdentity: db.prepare("INSERT INTO identities (provider, subject, account_id, created_at) VALUES (?, ?, ?, ?)"),
       identitiesOf: db.prepare("SELECT provider, subject, created_at FROM identities WHERE account_id = ? ORDER BY created_at"),
@@ -141,6 +143,11 @@ export class Sessions {
   /** Ends one session by its token's hash (a browser switching accounts leaves its old one behind). */
   revoke(tokenHash: string): void {
     this.ledger.commit.run(() => this.stmt.revoke.run(Date.now(), tokenHash));
+  }
+
+  /** Deletes sessions that can no longer be used (expired, or ended): nothing reads them again. */
+  purgeExpired(nowMs = Date.now()): number {
+    return this.ledger.commit.run(() => this.stmt.purgeExpired.run(nowMs).changes + this.stmt.purgeRevoked.run().changes);
   }
 
   /** Whether the request echoes the session's CSRF token in X-CSRF-Token (compared in constant time). */

@@ -461,6 +461,25 @@ CREATE INDEX vouchers_by_account ON vouchers(account_id, created_at);
 CREATE INDEX chain_exits_by_account ON chain_exits(account_id, created_at) WHERE account_id IS NOT NULL;
 `,
   },
+  // Version 13 is reserved for another change; the versions are keys, applied in this array's order.
+  {
+    version: 14,
+    name: "sign-in state bounded per client and pruned by expiry",
+    sql: `
+-- Anyone may ask for a SIWE nonce, so what one client address holds is bounded
+-- (server/accounts/siwe.ts): each nonce keeps the rate-limit key of the address that asked
+-- (an IPv4 address, or an IPv6 /64), for the 10 minutes it lives. NULL for older rows.
+ALTER TABLE siwe_nonces ADD COLUMN client TEXT;
+CREATE INDEX siwe_nonces_by_client ON siwe_nonces(client, created_at);
+
+-- The periodic prune (server/index.ts) deletes by expiry; these make it, and the counts of
+-- what is outstanding, range scans rather than table scans.
+CREATE INDEX email_sign_in_tokens_by_expiry ON email_sign_in_tokens(expires_at);
+CREATE INDEX oauth_states_by_expiry ON oauth_states(expires_at);
+CREATE INDEX sessions_by_expiry ON sessions(expires_at);
+CREATE INDEX sessions_revoked ON sessions(revoked_at) WHERE revoked_at IS NOT NULL;
+`,
+  },
 ];
 
 /** Applies every migration the database has not seen yet, each in its own transaction. */

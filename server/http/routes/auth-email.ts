@@ -1,4 +1,4 @@
-import express, { type Request, type Router } from "express";
+import express, { type Request, type RequestHandler, type Router } from "express";
 import { type MagicLinks, normalizeEmail } from "../../accounts/email";
 import type { LiveSession, Sessions } from "../../accounts/sessions";
 import { planSignIn } from "../../accounts/sign-in-plan";
@@ -7,6 +7,7 @@ import { objectBody } from "../body";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
 import { publicBase } from "../public-url";
+import { storeFull } from "../rate-limits";
 import { browserSession, finishSignIn, signInPost, switchAccountField } from "../sign-in";
 
 /** The one answer to POST /auth/email/start, whoever the address belongs to. */
@@ -25,21 +26,24 @@ export const EMAIL_LINK_PATH = "/auth/email/callback";
  *                                                           or HEAD never uses the token, so a mail scanner cannot
  *   POST /auth/email/preview  {token}                    → what the link would do, without using it
  *   POST /auth/email/verify   {token, switch_account?}   → uses the token: signs in (or links), answering JSON
- * All three POSTs are sign-in POSTs (../sign-in.ts): same origin, JSON. A browser already
+ * All three POSTs are sign-in POSTs (../sign-in.ts): rate-limited per client address, same
+ * origin, JSON; at most EMAIL_LINKS_MAX links wait unused (429 beyond). A browser already
  * signed in to another account is not switched silently: 409 session_exists, unless the
  * POST says switch_account: true. Asked for from a signed-in session (with its X-CSRF-Token),
  * the link adds the address to that account, provided it is used in that same session.
  */
-export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; links: MagicLinks }): Router {
+export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; links: MagicLinks; limit: RequestHandler }): Router {
   const router = express.Router();
   const guard = signInPost(deps.config);
   const json = express.json({ limit: 2_048, type: "application/json" });
 
-  router.post("/auth/email/start", guard, json, async (req, res) => {
+  router.post("/auth/email/start", deps.limit, guard, json, async (req, res) => {
     const email = normalizeEmail(objectBody(req.body).email);
     if (!email) throw new ApiError("invalid_input", "email must be an e-mail address.");
     const base = publicBase(deps.config, req);
-    await deps.links.send(email, (token) => `${base}${EMAIL_LINK_PATH}?token=${encodeURIComponent(token)}`, linkingAccount(deps.sessions, req));
+    const sent = await deps.links.send(email, (token) => `${base}${EMAIL_LINK_PATH}?token=${encodeURIComponent(token)}`, linkingAccount(deps.sessions, req));
+    // The gateway's own limit, the same for every address; an address's own limit answers as if sent.
+    if (!sent.sent && sent.reason === "too_many_pending") throw storeFull("Too many sign-in links are waiting to be used.", sent.retryAfterMs);
     res.json(START_ANSWER);
   });
 
@@ -54,7 +58,7 @@ export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; link
     return { link, owner, plan: planSignIn({ current: current?.accountId, owner, linkTo: link.linkTo, switchAccount }) };
   };
 
-  router.post("/auth/email/preview", guard, json, (req, res) => {
+  router.post("/auth/email/preview", deps.limit, guard, json, (req, res) => {
     const current = deps.sessions.read(req);
     const { link, owner, plan } = examine(objectBody(req.body).token, current, false);
     const joins = owner === undefined ? "sign_up" : "sign_in";
@@ -73,7 +77,7 @@ export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; link
     );
   });
 
-  router.post("/auth/email/verify", guard, json, async (req, res) => {
+  router.post("/auth/email/verify", deps.limit, guard, json, async (req, res) => {
     const current = browserSession(deps.sessions, req);
     const body = objectBody(req.body);
     const switchAccount = switchAccountField(body);

@@ -1,11 +1,12 @@
-import express, { type Request, type Response, type Router } from "express";
+import express, { type Request, type RequestHandler, type Response, type Router } from "express";
 import type { OAuthProviderName, OAuthSignIn } from "../../accounts/oauth";
 import { OAUTH_STATE_TTL_MS } from "../../accounts/oauth";
 import { readCookie, type Sessions } from "../../accounts/sessions";
 import { planSignIn } from "../../accounts/sign-in-plan";
 import type { Config } from "../../config";
-import { ApiError, type ErrorCode } from "../errors";
+import { ApiError } from "../errors";
 import { publicBase } from "../public-url";
+import { storeFull } from "../rate-limits";
 import { finishSignIn, ownNavigation, wantsPage } from "../sign-in";
 
 /** The cookie that binds a started sign-in to the browser that started it. */
@@ -26,12 +27,20 @@ const LABEL: Record<OAuthProviderName, string> = { github: "GitHub", google: "Go
  * site cannot run a sign-in in a visitor's browser, nor hand it an attacker's code. A browser
  * signed in to another account is never switched by a callback (session_exists).
  *
- * A refusal is the envelope (401 bad/replayed/foreign state or code, 403 a start from another
- * site, 409 another account's identity or session, 503 provider unreachable, 404 provider not
- * configured); a browser (Accept prefers HTML) is sent instead to the dashboard page
+ * Both are rate-limited per client address, and at most OAUTH_STATES_MAX sign-ins may be
+ * under way at once. A refusal is the envelope (401 bad/replayed/foreign state or code, 403 a
+ * start from another site, 409 another account's identity or session, 429 too many, 503
+ * provider unreachable, 404 provider not configured); a browser (Accept prefers HTML) is sent instead to the dashboard page
  * OAUTH_RESULT_PATH, which explains it in words and offers the way on.
  */
-export function oauthRoutes(deps: { config: Config; sessions: Sessions; oauth: OAuthSignIn; log: (message: string, error?: unknown) => void }): Router {
+export function oauthRoutes(deps: {
+  config: Config;
+  sessions: Sessions;
+  oauth: OAuthSignIn;
+  /** The sign-in rate limit, per client address. */
+  limit: RequestHandler;
+  log: (message: string, error?: unknown) => void;
+}): Router {
   const router = express.Router();
   // Lax, not Strict: the callback is a top-level navigation from the provider's site.
   const cookie = { httpOnly: true, sameSite: "lax" as const, secure: deps.config.secureCookies, path: "/auth/" };
@@ -42,35 +51,36 @@ export function oauthRoutes(deps: { config: Config; sessions: Sessions; oauth: O
       if (!deps.oauth.configured(provider)) throw new ApiError("not_found", `${LABEL[provider]} sign-in is not configured on this gateway.`);
     };
     /** Refuses: the page for a browser, the envelope for anything else. */
-    const refuse = (req: Request, res: Response, code: ErrorCode, message: string): void => {
-      if (!wantsPage(req)) throw new ApiError(code, message);
-      res.redirect(303, `${OAUTH_RESULT_PATH}?provider=${provider}&outcome=${code}`);
+    const refuse = (req: Request, res: Response, error: ApiError): void => {
+      if (!wantsPage(req)) throw error;
+      res.set(error.headers).redirect(303, `${OAUTH_RESULT_PATH}?provider=${provider}&outcome=${error.code}`);
     };
 
-    router.get(`/auth/${provider}/start`, async (req, res) => {
+    router.get(`/auth/${provider}/start`, deps.limit, async (req, res) => {
       configured();
       if (!ownNavigation(req)) {
-        return refuse(req, res, "origin_refused", `This ${LABEL[provider]} sign-in was started from another site; start it from the dashboard's sign-in page.`);
+        return refuse(req, res, new ApiError("origin_refused", `This ${LABEL[provider]} sign-in was started from another site; start it from the dashboard's sign-in page.`));
       }
       let begun;
       try {
         begun = await deps.oauth.begin(provider, redirectUri(req), deps.sessions.read(req)?.accountId);
       } catch (error) {
         deps.log(`${provider} sign-in could not start`, error);
-        return refuse(req, res, "sign_in_unavailable", `${LABEL[provider]} sign-in is unavailable right now; try again shortly.`);
+        return refuse(req, res, new ApiError("sign_in_unavailable", `${LABEL[provider]} sign-in is unavailable right now; try again shortly.`));
       }
+      if (!begun.ok) return refuse(req, res, storeFull(`Too many ${LABEL[provider]} sign-ins are under way.`, begun.retryAfterMs));
       res.cookie(OAUTH_STATE_COOKIE, begun.state, { ...cookie, maxAge: OAUTH_STATE_TTL_MS });
       res.redirect(302, begun.authorizationUrl);
     });
 
-    router.get(`/auth/${provider}/callback`, async (req, res) => {
+    router.get(`/auth/${provider}/callback`, deps.limit, async (req, res) => {
       configured();
       res.clearCookie(OAUTH_STATE_COOKIE, cookie);
       const query = new URL(req.originalUrl, "http://callback.invalid").searchParams;
       const result = await deps.oauth.complete(provider, redirectUri(req), query, readCookie(req.headers.cookie, OAUTH_STATE_COOKIE));
       if (!result.ok) {
-        if (result.reason === "unavailable") return refuse(req, res, "sign_in_unavailable", `${LABEL[provider]} could not be reached; try again shortly.`);
-        return refuse(req, res, "sign_in_failed", `${LABEL[provider]} sign-in failed: ${result.detail}`);
+        if (result.reason === "unavailable") return refuse(req, res, new ApiError("sign_in_unavailable", `${LABEL[provider]} could not be reached; try again shortly.`));
+        return refuse(req, res, new ApiError("sign_in_failed", `${LABEL[provider]} sign-in failed: ${result.detail}`));
       }
       // Read after the provider round trip: what counts is the session the browser has now.
       const current = deps.sessions.read(req);
@@ -81,11 +91,11 @@ export function oauthRoutes(deps: { config: Config; sessions: Sessions; oauth: O
         switchAccount: false,
       });
       if (!plan.ok) {
-        if (plan.reason === "identity_taken") return refuse(req, res, "identity_taken", `This ${LABEL[provider]} account already signs in to another account.`);
-        return refuse(req, res, "session_exists", `This browser is signed in to another account; sign out first to sign in with this ${LABEL[provider]} account.`);
+        if (plan.reason === "identity_taken") return refuse(req, res, new ApiError("identity_taken", `This ${LABEL[provider]} account already signs in to another account.`));
+        return refuse(req, res, new ApiError("session_exists", `This browser is signed in to another account; sign out first to sign in with this ${LABEL[provider]} account.`));
       }
       const signedIn = deps.sessions.signIn(provider, result.subject, { name: result.name, linkTo: plan.linkTo });
-      if (!signedIn.ok) return refuse(req, res, "identity_taken", `This ${LABEL[provider]} account already signs in to another account.`);
+      if (!signedIn.ok) return refuse(req, res, new ApiError("identity_taken", `This ${LABEL[provider]} account already signs in to another account.`));
       await finishSignIn(deps.sessions, res, current, signedIn.accountId);
       res.redirect(303, "/");
     });

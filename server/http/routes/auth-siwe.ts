@@ -1,14 +1,15 @@
-import express, { type Request, type Router } from "express";
+import express, { type Request, type RequestHandler, type Router } from "express";
 import { type PublicClient, getAddress, isAddress } from "viem";
 import { createSiweMessage } from "viem/siwe";
 import type { Sessions } from "../../accounts/sessions";
-import { SiweChainError, SiweNonces, verifySiwe } from "../../accounts/siwe";
+import { SiweChainError, type SiweNonces, verifySiwe } from "../../accounts/siwe";
 import type { Config } from "../../config";
 import type { Ledger } from "../../ledger/ledger";
 import { planSignIn } from "../../accounts/sign-in-plan";
 import { objectBody } from "../body";
 import { dataEnvelope } from "../envelope";
 import { publicBase } from "../public-url";
+import { clientKey, storeFull } from "../rate-limits";
 import { ApiError } from "../errors";
 import { browserSession, finishSignIn, signInPost, switchAccountField } from "../sign-in";
 
@@ -21,6 +22,8 @@ import { browserSession, finishSignIn, signInPost, switchAccountField } from "..
  *                            (and its CSRF token), the address is linked to that account instead, and
  *                            an address of another account is refused (409 identity_taken) unless the
  *                            body says switch_account: true, which signs the browser in to that account
+ * Both are rate-limited per client address; one address holds at most SIWE_NONCES_PER_CLIENT_MAX
+ * unused nonces (its oldest go), the gateway SIWE_NONCES_MAX (429 beyond, until one expires).
  * The verify POST is a sign-in POST (../sign-in.ts: same origin, JSON). Every refusal of the
  * message is a 401 whose message says what was wrong; nothing is written but the nonce's use.
  */
@@ -31,9 +34,13 @@ export function siweRoutes(deps: {
   /** The gateway's chain, for smart-account signatures; without it only EOAs can sign in. */
   publicClient?: Pick<PublicClient, "verifyMessage">;
   log: (message: string, error?: unknown) => void;
+  /** The nonces handed out, bounded per client address and in all (SIWE_NONCES_PER_CLIENT_MAX, SIWE_NONCES_MAX). */
+  nonces: SiweNonces;
+  /** The sign-in rate limit, per client address. */
+  limit: RequestHandler;
 }): Router {
   const router = express.Router();
-  const nonces = new SiweNonces(deps.ledger.db, deps.ledger.commit);
+  const nonces = deps.nonces;
   const guard = signInPost(deps.config);
   const json = express.json({ limit: 16_384, type: "application/json" });
 
@@ -42,7 +49,7 @@ export function siweRoutes(deps: {
   // check exists to refuse it; a Host header saying the same would let it through.
   const originOf = (req: Request): URL => new URL(publicBase(deps.config, req));
 
-  router.get("/auth/siwe/nonce", async (req, res) => {
+  router.get("/auth/siwe/nonce", deps.limit, async (req, res) => {
     const origin = originOf(req);
     // With ?address=, the message to sign comes ready made (a browser has no EIP-4361 library,
     // and the message must name the address in its EIP-55 form). Checked first: a bad address
@@ -51,7 +58,9 @@ export function siweRoutes(deps: {
     if (rawAddress !== undefined && (typeof rawAddress !== "string" || !isAddress(rawAddress, { strict: false }))) {
       throw new ApiError("invalid_request", "address must be a 0x-prefixed 20-byte hex address.");
     }
-    const { nonce, expiresAtMs } = await nonces.issue();
+    const issued = await nonces.issue(clientKey(req));
+    if (!issued.ok) throw storeFull("Too many sign-ins with a wallet are under way.", issued.retryAfterMs);
+    const { nonce, expiresAtMs } = issued;
     res.set("cache-control", "no-store");
     res.json(
       dataEnvelope({
@@ -79,7 +88,7 @@ export function siweRoutes(deps: {
     );
   });
 
-  router.post("/auth/siwe/verify", guard, json, async (req, res) => {
+  router.post("/auth/siwe/verify", deps.limit, guard, json, async (req, res) => {
     // Linking a wallet to the open session changes that account, so it needs the session's
     // CSRF token: otherwise another site could link its own wallet to a visitor's account.
     const current = browserSession(deps.sessions, req);

@@ -37,7 +37,8 @@ describe("the dashboard's sign-in pages, in a real browser", function () {
   };
 
   before(async () => {
-    stack = await startStack();
+    // Every step here is a sign-in request from 127.0.0.1: room for all of them in one minute.
+    stack = await startStack({ config: { signInRateLimitPerMin: 1_000 } });
     browser = await launchBrowser();
     person = await openSandboxedContext(browser, stack.url);
     page = person.page;

@@ -25,6 +25,8 @@ function explain(outcome: string, label: string, me: string | null): { text: str
       return { text: `This ${label} account already signs in to another account, so it was not added to yours${signedInAs ? `, you are still signed in${signedInAs}` : ""}.`, switchable: true };
     case "origin_refused":
       return { text: `A ${label} sign-in was started from another site, so it was not followed. If you meant to sign in, continue from here.`, switchable: false };
+    case "rate_limited":
+      return { text: `Too many sign-ins are under way right now. Try again in a few minutes.`, switchable: false };
     case "sign_in_unavailable":
       return { text: `${label} could not be reached. Try again in a moment.`, switchable: false };
     default:
