@@ -1,0 +1,312 @@
+import { monitorEventLoopDelay, performance } from "node:perf_hooks";
+import { assertBalanced } from "../../server/ledger/invariants";
+import { CATEGORIES, type Category, type FetchRequest, type FuzzCase, type RawRequest } from "./cases";
+import { type Answer, BACKEND_FAILURE_CODES, parseJson, pricePaid, violation } from "./checks";
+import { generateCase } from "./generator";
+import { rawExchange } from "./raw-http";
+import { type FuzzStack, startFuzzStack } from "./stack";
+
+/**
+ * Runs a seeded fuzz campaign against a real gateway and checks every answer (./checks.ts),
+ * then the books: exactly the 200s were charged, once each, and nothing else; the ledger
+ * balances; the canary heard nothing; the gateway still answers. Failures carry the seed
+ * and the case index, which replay them.
+ */
+
+export interface FuzzOptions {
+  seed: number;
+  /** How many cases to run (a case is one to four requests). */
+  cases: number;
+  /** Only these case indexes (a replay). */
+  only?: number[];
+  concurrency?: number;
+  /** A request unanswered this long is a hang. */
+  deadlineMs?: number;
+}
+
+export interface Violation {
+  caseIndex: number;
+  category: Category;
+  label: string;
+  step: number;
+  request: string;
+  answer: string;
+  message: string;
+}
+
+export interface FuzzReport {
+  seed: number;
+  cases: number;
+  requests: number;
+  byCategory: Record<string, { cases: number; requests: number }>;
+  /** HTTP statuses, and `reset` / `closed` / `aborted` / `no answer` for exchanges without one. */
+  statuses: Record<string, number>;
+  codes502: Record<string, number>;
+  /** 200s from the call endpoints, charged ones and idempotent replays of earlier ones. */
+  ok200: number;
+  replayed200: number;
+  charges: { count: number; micros: bigint };
+  canaryHits: string[];
+  eventLoopDelayMaxMs: number;
+  eventLoopDelayP99Ms: number;
+  slowestRequestMs: number;
+  /** The slowest exchanges: where the time (and any blocked event loop) went. */
+  slowest: { ms: number; caseIndex: number; what: string }[];
+  durationMs: number;
+  gatewayInternalErrors: string[];
+  violations: Violation[];
+  violationCount: number;
+  /** Whole-run checks that failed (books, health, canary). */
+  endFailures: string[];
+}
+
+const MAX_VIOLATIONS_KEPT = 40;
+const CALL_PATH = /^\/v1\/(call|skills\/[^/]+\/(call|try))$/;
+const EXCERPT = 300;
+
+export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
+  const fuzz = await startFuzzStack();
+  try {
+    return await campaign(fuzz, options);
+  } finally {
+    await fuzz.close();
+  }
+}
+
+async function campaign(fuzz: FuzzStack, options: FuzzOptions): Promise<FuzzReport> {
+  const { seed } = options;
+  const deadlineMs = options.deadlineMs ?? 30_000;
+  const indexes = options.only ?? Array.from({ length: options.cases }, (_, i) => i);
+  const report: FuzzReport = {
+    seed, cases: 0, requests: 0, byCategory: Object.fromEntries(CATEGORIES.map((c) => [c, { cases: 0, requests: 0 }])),
+    statuses: {}, codes502: {}, ok200: 0, replayed200: 0, charges: { count: 0, micros: 0n }, canaryHits: [],
+    eventLoopDelayMaxMs: 0, eventLoopDelayP99Ms: 0, slowestRequestMs: 0, slowest: [], durationMs: 0, gatewayInternalErrors: [],
+    violations: [], violationCount: 0, endFailures: [],
+  };
+  const gatewayPort = Number(new URL(fuzz.stack.url).port);
+  const loop = monitorEventLoopDelay({ resolution: 10 });
+  loop.enable();
+  const startedAt = performance.now();
+
+  let next = 0;
+  const worker = async () => {
+    while (next < indexes.length) {
+      const fuzzCase = generateCase(seed, indexes[next++], fuzz.target);
+      await runCase(fuzzCase, fuzz, gatewayPort, deadlineMs, report);
+    }
+  };
+  await Promise.all(Array.from({ length: options.concurrency ?? 8 }, worker));
+
+  await endChecks(fuzz, report);
+  loop.disable();
+  report.durationMs = performance.now() - startedAt;
+  report.eventLoopDelayMaxMs = loop.max / 1e6;
+  report.eventLoopDelayP99Ms = loop.percentile(99) / 1e6;
+  report.canaryHits = [...fuzz.canary.hits];
+  report.gatewayInternalErrors = fuzz.gatewayLog.filter((line) => line.startsWith("internal error"));
+  return report;
+}
+
+async function runCase(fuzzCase: FuzzCase, fuzz: FuzzStack, port: number, deadlineMs: number, report: FuzzReport): Promise<void> {
+  report.cases++;
+  report.byCategory[fuzzCase.category].cases++;
+  const firstStatus: (number | undefined)[] = [];
+  for (const [i, step] of fuzzCase.steps.entries()) {
+    if (step.requires !== undefined) {
+      const status = firstStatus[step.requires];
+      if (status === undefined || status < 200 || status >= 300) {
+        firstStatus.push(undefined);
+        continue;
+      }
+    }
+    const fail = (message: string, answer: string) => {
+      report.violationCount++;
+      if (report.violations.length < MAX_VIOLATIONS_KEPT) {
+        report.violations.push({ caseIndex: fuzzCase.index, category: fuzzCase.category, label: fuzzCase.label, step: i, request: describeRequest(step.request), answer, message });
+      }
+    };
+    const requests = step.request.transport === "raw" ? step.request.methods.length : 1;
+    report.requests += requests;
+    report.byCategory[fuzzCase.category].requests += requests;
+    const started = performance.now();
+    const answers = step.request.transport === "fetch" ? await viaFetch(fuzz.stack.url, step.request, deadlineMs) : await viaSocket(port, step.request, deadlineMs);
+    const elapsedMs = performance.now() - started;
+    report.slowestRequestMs = Math.max(report.slowestRequestMs, elapsedMs);
+    noteSlow(report, elapsedMs, fuzzCase, i);
+    firstStatus.push(answers.answers[0]?.status);
+
+    if (answers.timedOut || elapsedMs > deadlineMs) {
+      tally(report.statuses, "no answer");
+      fail(`no answer within ${deadlineMs / 1000} s: the signature of a hang`, `after ${Math.round(elapsedMs)} ms, ${answers.answers.length} answers`);
+      continue;
+    }
+    const methods = step.request.transport === "raw" ? step.request.methods : [step.request.method];
+    const paths = step.request.transport === "raw" ? step.request.paths : [step.request.path];
+    for (const [k, answer] of answers.answers.entries()) {
+      tally(report.statuses, String(answer.status));
+      account(report, answer);
+      // A pipelined GET among calls is held to the rules of a read.
+      const role = step.request.transport === "raw" && !(methods[k] === "POST" && CALL_PATH.test(paths[k] ?? "")) ? "other" : step.role;
+      const broken = violation({ ...step, role }, methods[k] ?? "GET", paths[k] ?? "", answer);
+      if (broken) fail(broken, describeAnswer(answer));
+    }
+    const missing = requests - answers.answers.length;
+    if (missing > 0) {
+      const outcome = step.request.transport === "raw" && step.request.abort ? "aborted" : answers.error ? "reset" : "closed";
+      tally(report.statuses, outcome, missing);
+      if (outcome !== "aborted" && !step.mayReset) fail(`the connection ended with ${missing} of ${requests} requests unanswered (${answers.error ?? "closed"})`, "");
+    }
+  }
+}
+
+/** Counts a call's charge, as its answer states it. */
+function account(report: FuzzReport, answer: Answer): void {
+  if (answer.status === 502) {
+    const code = (parseJson(answer.body) as { code?: unknown } | undefined)?.code;
+    tally(report.codes502, typeof code === "string" && BACKEND_FAILURE_CODES.has(code) ? code : String(code));
+  }
+  if (answer.status !== 200) return;
+  const paid = pricePaid(parseJson(answer.body));
+  if (paid === undefined) return;
+  report.ok200++;
+  if (answer.headers["idempotent-replayed"] === "true") {
+    report.replayed200++;
+    return;
+  }
+  report.charges.count++;
+  report.charges.micros += BigInt(Math.round(paid * 1e6));
+}
+
+interface Exchange {
+  answers: Answer[];
+  timedOut: boolean;
+  error?: string;
+}
+
+async function viaFetch(base: string, request: FetchRequest, deadlineMs: number): Promise<Exchange> {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), deadlineMs);
+  try {
+    const res = await fetch(base + request.path, { method: request.method, headers: request.headers, body: request.body, redirect: "manual", signal: controller.signal });
+    const body = Buffer.from(await res.arrayBuffer());
+    const headers: Record<string, string> = {};
+    res.headers.forEach((value, key) => (headers[key] = value));
+    return { answers: [{ status: res.status, headers, body }], timedOut: false };
+  } catch (error) {
+    if (controller.signal.aborted) return { answers: [], timedOut: true };
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+    return { answers: [], timedOut: false, error: cause?.code ?? cause?.message ?? String(error) };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function viaSocket(port: number, request: RawRequest, deadlineMs: number): Promise<Exchange> {
+  const outcome = await rawExchange(port, request, deadlineMs);
+  return { answers: outcome.responses, timedOut: outcome.timedOut, error: outcome.error };
+}
+
+/** The whole-run checks: health, one good call, the books, the canary. */
+async function endChecks(fuzz: FuzzStack, report: FuzzReport): Promise<void> {
+  const { stack } = fuzz;
+  const failures = report.endFailures;
+  const health = await viaFetch(stack.url, { transport: "fetch", method: "GET", path: "/healthz", headers: {} }, 30_000);
+  if (health.answers[0]?.status !== 200) failures.push(`GET /healthz after the run answered ${health.answers[0]?.status ?? health.error ?? "nothing"}`);
+  const good = await viaFetch(stack.url, { transport: "fetch", method: "POST", path: "/v1/call", headers: { authorization: `Bearer ${fuzz.target.keys.rich}`, "content-type": "application/json" }, body: Buffer.from('{"skill_id":"fz-echo","input":{"after":"the run"}}') }, 30_000);
+  const goodAnswer = good.answers[0];
+  if (goodAnswer?.status !== 200) failures.push(`a good call after the run answered ${goodAnswer?.status ?? good.error ?? "nothing"}: ${goodAnswer ? describeAnswer(goodAnswer) : ""}`);
+  else account(report, goodAnswer);
+
+  await stack.gw.ledger.commit.durable();
+  const db = stack.gw.db;
+  const paid = db.prepare("SELECT COUNT(*) AS n, COALESCE(SUM(charged_micros), 0) AS micros FROM calls WHERE http_status = 200").get() as { n: bigint | number; micros: bigint | number };
+  if (BigInt(paid.n) !== BigInt(report.charges.count) || BigInt(paid.micros) !== report.charges.micros) {
+    failures.push(`the calls table holds ${paid.n} paid calls for ${paid.micros} base units; the clients saw ${report.charges.count} charged 200s for ${report.charges.micros}`);
+  }
+  const chargedFailures = db.prepare("SELECT COUNT(*) FROM calls WHERE http_status <> 200 AND charged_micros <> 0").pluck().get();
+  if (Number(chargedFailures) !== 0) failures.push(`${chargedFailures} calls were charged without a 200`);
+  const captures = Number(db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'captured'").pluck().get());
+  if (captures !== report.charges.count) failures.push(`${captures} holds were captured for ${report.charges.count} charged 200s`);
+  const open = Number(db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'open'").pluck().get());
+  if (open !== 0) failures.push(`${open} holds are still open after the run`);
+  const spentBy = db.prepare("SELECT COALESCE(SUM(charged_micros), 0) FROM calls WHERE account_id = ? AND http_status = 200").pluck();
+  for (const payer of fuzz.payers) {
+    const spent = BigInt(spentBy.get(payer.accountId) as bigint | number);
+    const now = stack.available(payer.accountId);
+    if (payer.startMicros - now !== spent) failures.push(`${payer.accountId} lost ${payer.startMicros - now} base units but its paid calls cost ${spent}`);
+  }
+  try {
+    assertBalanced(db);
+  } catch (error) {
+    failures.push(`the ledger does not balance: ${(error as Error).message}`);
+  }
+  if (fuzz.canary.hits.length > 0) failures.push(`the canary (an internal service on loopback) was reached ${fuzz.canary.hits.length} times: ${fuzz.canary.hits.slice(0, 5).join("; ")}`);
+}
+
+function noteSlow(report: FuzzReport, ms: number, fuzzCase: FuzzCase, step: number): void {
+  const slowest = report.slowest;
+  if (slowest.length === 5 && ms <= slowest[4].ms) return;
+  slowest.push({ ms, caseIndex: fuzzCase.index, what: `${fuzzCase.category}: ${fuzzCase.label}, step ${step}` });
+  slowest.sort((a, b) => b.ms - a.ms);
+  slowest.length = Math.min(slowest.length, 5);
+}
+
+function tally(counts: Record<string, number>, key: string, by = 1): void {
+  counts[key] = (counts[key] ?? 0) + by;
+}
+
+function excerpt(bytes: Buffer): string {
+  const text = bytes.toString("latin1");
+  const shown = text.length > EXCERPT ? `${text.slice(0, EXCERPT)}… (${bytes.length} bytes)` : text;
+  return JSON.stringify(shown);
+}
+
+function describeRequest(request: FetchRequest | RawRequest): string {
+  if (request.transport === "fetch") {
+    const headers = Object.entries(request.headers).map(([k, v]) => `${k}: ${v.length > 80 ? `${v.slice(0, 80)}… (${v.length})` : v}`);
+    return `fetch ${request.method} ${request.path.slice(0, 200)} [${headers.join("; ")}] body ${request.body ? excerpt(request.body) : "none"}`;
+  }
+  const bytes = Buffer.concat(request.segments.map((s) => s.bytes));
+  return `socket (${request.segments.length} segments${request.abort ? ", then hung up" : ""}) ${excerpt(bytes)}`;
+}
+
+function describeAnswer(answer: Answer): string {
+  return `${answer.status} ${excerpt(answer.body)}`;
+}
+
+/** How to run one failing case again. */
+export function replayCommand(seed: number, caseIndex?: number): string {
+  return `FUZZ_SEED=${seed}${caseIndex === undefined ? "" : ` FUZZ_CASE=${caseIndex}`} npm run fuzz`;
+}
+
+export function formatViolations(report: FuzzReport): string {
+  const lines = report.violations.map(
+    (v) => `  case ${v.caseIndex} (${v.category}: ${v.label}), step ${v.step}: ${v.message}\n    request: ${v.request}\n    answer:  ${v.answer}\n    replay:  ${replayCommand(report.seed, v.caseIndex)}`,
+  );
+  if (report.violationCount > report.violations.length) lines.push(`  … and ${report.violationCount - report.violations.length} more`);
+  return [...lines, ...report.endFailures.map((f) => `  after the run: ${f}`)].join("\n");
+}
+
+export function formatReport(report: FuzzReport): string {
+  const sorted = (counts: Record<string, number>) => Object.entries(counts).sort(([a], [b]) => a.localeCompare(b)).map(([k, n]) => `${k}: ${n}`).join(", ");
+  const usd = (micros: bigint) => (Number(micros) / 1e6).toFixed(6);
+  const categories = Object.entries(report.byCategory).filter(([, c]) => c.cases > 0).map(([name, c]) => `    ${name.padEnd(16)} ${String(c.cases).padStart(6)} cases ${String(c.requests).padStart(6)} requests`);
+  return [
+    `fuzz seed ${report.seed}: ${report.cases} cases, ${report.requests} requests in ${(report.durationMs / 1000).toFixed(1)} s (${Math.round(report.requests / (report.durationMs / 1000))} requests/s)`,
+    "  by category:",
+    ...categories,
+    `  statuses: ${sorted(report.statuses)}`,
+    `  502 codes: ${sorted(report.codes502) || "none"}`,
+    `  call 200s: ${report.ok200} (${report.replayed200} idempotent replays); charges: ${report.charges.count} for ${usd(report.charges.micros)} USD`,
+    `  canary hits: ${report.canaryHits.length}`,
+    `  event loop delay: max ${report.eventLoopDelayMaxMs.toFixed(1)} ms, p99 ${report.eventLoopDelayP99Ms.toFixed(1)} ms; slowest request ${(report.slowestRequestMs / 1000).toFixed(2)} s`,
+    `  slowest: ${report.slowest.map((s) => `${(s.ms / 1000).toFixed(2)} s case ${s.caseIndex} (${s.what})`).join("; ")}`,
+    `  internal errors the gateway logged (not shown to clients): ${report.gatewayInternalErrors.length}${report.gatewayInternalErrors.length ? ` (first: ${report.gatewayInternalErrors[0]})` : ""}`,
+    `  violations: ${report.violationCount}; end-of-run failures: ${report.endFailures.length}`,
+  ].join("\n");
+}
+
+export function failed(report: FuzzReport): boolean {
+  return report.violationCount > 0 || report.endFailures.length > 0;
+}
+
