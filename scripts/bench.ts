@@ -69,7 +69,7 @@ async function runProxy(backendUrl: string): Promise<void> {
 async function runGateway(backendUrl: string, dbPath: string): Promise<void> {
   const { loadConfig } = await import("../server/config");
   const { startGateway } = await import("../server/index");
-  const gw = await startGateway(loadConfig({}, { port: 0, dbPath, rateLimitPerMin: 10_000_000 }), { log: () => {} });
+  const gw = await startGateway(loadConfig({}, { port: 0, dbPath, rateLimitPerMin: 10_000_000, skillBackendAllowlist: [new URL(backendUrl).origin] }), { log: () => {} });
   gw.ledger.ensureAccount({ id: "bench-seller", kind: "seller", name: "bench seller" });
   gw.ledger.ensureAccount({ id: "bench-buyer", kind: "user", name: "bench buyer" });
   gw.ledger.credit("bench-buyer", 1_000_000_000_000n, "dev_credit", "benchmark balance");

@@ -9,12 +9,13 @@
  */
 import fs from "node:fs";
 import { loadConfig } from "../server/config";
+import { EgressPolicy } from "../server/gateway/egress";
 import { SkillRegistry } from "../server/gateway/skills";
 import { openDatabase } from "../server/ledger/db";
 import { Ledger } from "../server/ledger/ledger";
 import { usdToMicros } from "../server/ledger/money";
 
-function main(): void {
+async function main(): Promise<void> {
   const file = process.argv[2];
   if (!file) {
     console.error("usage: npm run register-skill -- <skill.json>");
@@ -22,6 +23,13 @@ function main(): void {
   }
   const spec = JSON.parse(fs.readFileSync(file, "utf8"));
   const config = loadConfig();
+  // The same egress policy the gateway applies to sellers' listings (SKILL_BACKEND_ALLOWLIST).
+  const egress = new EgressPolicy({ allowlist: config.skillBackendAllowlist, allowedPorts: config.skillBackendPorts });
+  const checked = await egress.checkListing(String(spec.backend_url));
+  if (!checked.ok) {
+    console.error(`refused: ${checked.message} (add its origin to SKILL_BACKEND_ALLOWLIST if it is yours)`);
+    process.exit(2);
+  }
   const db = openDatabase(config.dbPath);
   const ledger = new Ledger(db);
   ledger.ensureAccount({ id: spec.seller, kind: "seller", name: spec.seller });
@@ -41,4 +49,7 @@ function main(): void {
   db.close();
 }
 
-main();
+main().catch((error) => {
+  console.error(error instanceof Error ? error.message : error);
+  process.exit(1);
+});

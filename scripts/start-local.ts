@@ -93,6 +93,9 @@ async function serve(config: ReturnType<typeof loadConfig>, node: LocalNode | un
   // Embedded wallets on the embedded chain: the ERC-4337 contracts at their canonical
   // addresses, the gateway's paymaster, and the real Alto bundler.
   const aaStack = node ? await startAccountAbstraction(node, deployment) : undefined;
+  // The demo backend is on loopback, which the egress policy refuses to every other skill: its
+  // origin, and only it, is added to the operator's SKILL_BACKEND_ALLOWLIST.
+  config = { ...config, skillBackendAllowlist: [...config.skillBackendAllowlist, backend.url] };
   const gateway = await startGateway(config, {
     // No mail server here: a sign-in link asked for on the dashboard is printed for you to open.
     outboxEcho: (mail) => console.log(`\n[mail] to ${mail.to}: ${mail.subject}\n${mail.text}\n`),

@@ -20,6 +20,13 @@ export interface Config {
   maxRequestBytes: number;
   maxResponseBytes: number;
   defaultSkillTimeoutMs: number;
+  /**
+   * Origins of skill backends the gateway may call whatever their address (loopback, a private
+   * network): the egress policy's exceptions. Every other backend must be a public address.
+   */
+  skillBackendAllowlist: string[];
+  /** Ports a skill backend may use; empty allows any. */
+  skillBackendPorts: number[];
   idempotencyTtlMs: number;
   keyCacheTtlMs: number;
   /** Most calls whose ledger writes share one durable SQLite commit. */
@@ -126,6 +133,36 @@ function url(env: Env, name: string, fallback: string, protocols: readonly strin
   return raw.replace(/\/+$/, "");
 }
 
+/** A comma-separated list of http(s) origins (scheme://host[:port], nothing after), each written as URL.origin does. */
+function origins(env: Env, name: string): string[] {
+  const raw = (env[name] ?? "").trim();
+  if (raw === "") return [];
+  return raw.split(",").map((item) => {
+    const text = item.trim();
+    let parsed: URL;
+    try {
+      parsed = new URL(text);
+    } catch {
+      throw new ConfigError(`${name}: "${text}" is not a URL`);
+    }
+    if ((parsed.protocol !== "http:" && parsed.protocol !== "https:") || parsed.username || parsed.password || parsed.search || parsed.hash || parsed.pathname !== "/") {
+      throw new ConfigError(`${name}: "${text}" must be an origin, http(s)://host[:port], with no path or credentials`);
+    }
+    return parsed.origin;
+  });
+}
+
+/** A comma-separated list of TCP ports; empty when unset. */
+function ports(env: Env, name: string): number[] {
+  const raw = (env[name] ?? "").trim();
+  if (raw === "") return [];
+  return raw.split(",").map((item) => {
+    const text = item.trim();
+    if (!/^\d{1,5}$/.test(text) || Number(text) < 1 || Number(text) > 65535) throw new ConfigError(`${name}: "${text}" is not a port (1 to 65535)`);
+    return Number(text);
+  });
+}
+
 /** A client id and its secret come together or not at all. */
 function clientPair(env: Env, idName: string, secretName: string): [string, string] {
   const id = env[idName] || "";
@@ -165,6 +202,8 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     maxRequestBytes: int(env, "MAX_REQUEST_BYTES", 256 * 1024, 1024, 64 * 1024 * 1024),
     maxResponseBytes: int(env, "MAX_RESPONSE_BYTES", 1024 * 1024, 1024, 256 * 1024 * 1024),
     defaultSkillTimeoutMs: int(env, "SKILL_TIMEOUT_MS", 10_000, 10, 300_000),
+    skillBackendAllowlist: origins(env, "SKILL_BACKEND_ALLOWLIST"),
+    skillBackendPorts: ports(env, "SKILL_BACKEND_PORTS"),
     idempotencyTtlMs: int(env, "IDEMPOTENCY_TTL_HOURS", 24, 1, 24 * 30) * 3_600_000,
     keyCacheTtlMs: int(env, "KEY_CACHE_TTL_MS", 5_000, 0, 3_600_000),
     groupCommitMaxOps: int(env, "GROUP_COMMIT_MAX_OPS", 512, 1, 100_000),

@@ -10,6 +10,7 @@ import { type ChainConnection, type MoneyPath, createMoneyPath } from "./chain/m
 import type { Config } from "./config";
 import { CallService } from "./gateway/call-service";
 import { CallsLog } from "./gateway/calls-log";
+import { EgressPolicy, type HostResolver } from "./gateway/egress";
 import { Forwarder } from "./gateway/forward";
 import { IdempotencyStore } from "./gateway/idempotency";
 import { DailyCap, RateLimiter } from "./gateway/rate-limit";
@@ -73,6 +74,8 @@ export interface GatewayOptions {
    * deposits are indexed, nothing settles, and POST /v1/withdrawals answers 503.
    */
   chain?: ChainConnection;
+  /** Resolves skill backends' host names for the egress policy; the system resolver by default. */
+  resolveHost?: HostResolver;
   /** Where e-mail goes; by default what the config says (SMTP_URL, or the outbox table). */
   mailer?: Mailer;
   /** With the outbox mailer (no SMTP_URL): also hands each message here, for a developer to read. */
@@ -105,9 +108,10 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
   }
 
   const keys = new ApiKeys(db, config.keyCacheTtlMs);
-  const skills = new SkillRegistry(db);
+  const egress = new EgressPolicy({ allowlist: config.skillBackendAllowlist, allowedPorts: config.skillBackendPorts }, options.resolveHost);
+  const skills = new SkillRegistry(db, (message) => log(message));
   const calls = new CallsLog(db);
-  const forwarder = new Forwarder({ maxResponseBytes: config.maxResponseBytes });
+  const forwarder = new Forwarder({ maxResponseBytes: config.maxResponseBytes, egress });
   const callService = new CallService({
     config,
     ledger,
@@ -133,7 +137,7 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
   const magicLinks = new MagicLinks(db, commit, options.mailer ?? createMailer(config, commit, db, options.outboxEcho), { ttlMs: config.emailLinkTtlMs });
   const oauth = new OAuthSignIn(db, commit, oauthSettings(config));
   const cardTopups = createSandboxCardTopups({ ledger, chain: options.chain, log: (message, error) => log(`[card] ${message}`, error) });
-  const handler = createRequestListener({ config, keys, skills, ledger, calls, callService, moneyPath, chain: options.chain, sessions, magicLinks, oauth, cardTopups, wallets, log });
+  const handler = createRequestListener({ config, keys, skills, ledger, calls, callService, egress, moneyPath, chain: options.chain, sessions, magicLinks, oauth, cardTopups, wallets, log });
 
   // Housekeeping never throws out of a timer: a failure is logged and tried again next time.
   const every = (ms: number, what: string, fn: () => void) => {

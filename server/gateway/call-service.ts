@@ -49,6 +49,7 @@ const FAILURE_CODE: Record<Extract<ForwardResult, { kind: "failed" }>["reason"],
   unreachable: "skill_unreachable",
   invalid_json: "skill_invalid_response",
   response_too_large: "skill_invalid_response",
+  forbidden: "skill_backend_forbidden",
 };
 
 /**

@@ -1,21 +1,24 @@
 import { EventEmitter } from "node:events";
 import { Pool } from "undici";
+import { type EgressPolicy, EgressRefused } from "./egress";
 import type { Skill } from "./skills";
 import { CALL_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, signCall } from "./signature";
 
-export type ForwardFailure = "backend_error" | "timeout" | "unreachable" | "invalid_json" | "response_too_large";
+export type ForwardFailure = "backend_error" | "timeout" | "unreachable" | "invalid_json" | "response_too_large" | "forbidden";
 
 export type ForwardResult =
   | { kind: "ok"; status: number; data: unknown }
   /** The backend answered 4xx: the caller's input was refused. Not charged. */
   | { kind: "rejected"; status: number; message: string }
-  /** The backend failed (5xx, timeout, refused, not JSON, too large). Not charged. */
+  /** The backend failed (5xx, timeout, refused, not JSON, too large) or the egress policy refused it. Not charged. */
   | { kind: "failed"; reason: ForwardFailure; status?: number; message: string };
 
 export interface ForwarderOptions {
   maxResponseBytes: number;
   /** Sockets kept per backend origin. */
   connectionsPerOrigin?: number;
+  /** Which backends may be reached (./egress.ts); every connection goes through it. */
+  egress: EgressPolicy;
 }
 
 /**
@@ -32,14 +35,16 @@ export interface ForwarderOptions {
  */
 export class Forwarder {
   private readonly pools = new Map<string, Pool>();
-  private readonly targets = new Map<string, { pool: Pool; path: string }>();
+  private readonly targets = new Map<string, Target>();
 
   constructor(private readonly options: ForwarderOptions) {}
 
   async forward(skill: Skill, callId: string, input: unknown): Promise<ForwardResult> {
     const body = JSON.stringify(input);
     const timestampSec = Math.floor(Date.now() / 1000);
-    const { pool, path } = this.target(skill.backendUrl);
+    const target = this.target(skill.backendUrl);
+    if (!target.ok) return { kind: "failed", reason: "forbidden", message: target.message };
+    const { pool, path } = target;
     const abort = new EventEmitter();
     let timedOut = false;
     const timer = setTimeout(() => {
@@ -48,7 +53,8 @@ export class Forwarder {
     }, skill.timeoutMs);
     try {
       return await this.exchange(pool, path, skill, callId, timestampSec, body, abort);
-    } catch {
+    } catch (error) {
+      if (isEgressRefusal(error)) return { kind: "failed", reason: "forbidden", message: (error as Error).message };
       if (timedOut) return { kind: "failed", reason: "timeout", message: `skill backend did not answer within ${skill.timeoutMs} ms` };
       return { kind: "failed", reason: "unreachable", message: "skill backend could not be reached" };
     } finally {
@@ -110,25 +116,44 @@ export class Forwarder {
     this.targets.clear();
   }
 
-  /** The pool and request path of a backend URL, parsed once. */
-  private target(backendUrl: string): { pool: Pool; path: string } {
+  /**
+   * The pool and request path of a backend URL, parsed and checked against the egress policy
+   * once (the URL's shape cannot change; its addresses are checked on every connection).
+   */
+  private target(backendUrl: string): Target {
     let target = this.targets.get(backendUrl);
     if (!target) {
-      const url = new URL(backendUrl);
-      let pool = this.pools.get(url.origin);
-      if (!pool) {
-        pool = new Pool(url.origin, {
-          connections: this.options.connectionsPerOrigin ?? 256,
-          keepAliveTimeout: 30_000,
-          keepAliveMaxTimeout: 600_000,
-        });
-        this.pools.set(url.origin, pool);
+      const checked = this.options.egress.checkUrl(backendUrl);
+      if (!checked.ok) {
+        target = { ok: false, message: checked.message };
+      } else {
+        const { url } = checked;
+        let pool = this.pools.get(url.origin);
+        if (!pool) {
+          pool = new Pool(url.origin, {
+            connections: this.options.connectionsPerOrigin ?? 256,
+            keepAliveTimeout: 30_000,
+            keepAliveMaxTimeout: 600_000,
+            connect: this.options.egress.connector(url.origin),
+          });
+          this.pools.set(url.origin, pool);
+        }
+        target = { ok: true, pool, path: url.pathname + url.search };
       }
-      target = { pool, path: url.pathname + url.search };
       this.targets.set(backendUrl, target);
     }
     return target;
   }
+}
+
+type Target = { ok: true; pool: Pool; path: string } | { ok: false; message: string };
+
+/** Whether a failed request was refused by the egress policy (undici may wrap the connector's error). */
+function isEgressRefusal(error: unknown): boolean {
+  for (let e = error, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if (e instanceof EgressRefused) return true;
+  }
+  return false;
 }
 
 class ResponseTooLarge extends Error {}

@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
-import Ajv, { type ValidateFunction } from "ajv";
+import type { ValidateFunction } from "ajv";
 import type { Db } from "../ledger/db";
+import { compileSchema, createSchemaCompiler, validateWith } from "./schema-guard";
 
 export interface Skill {
   id: string;
@@ -78,12 +79,14 @@ export class SkillRegistry {
   private bySlug = new Map<string, Skill>();
   private byId = new Map<string, Skill>();
   private validators = new Map<string, ValidateFunction>();
-  // addUsedSchema: false keeps a schema's `$id` out of the compiler's registry. Otherwise
-  // compiling a schema again (every refresh does) or two skills' schemas sharing an `$id`
-  // throws "schema with key or id ... already exists", and no skill can be written after.
-  private readonly ajv = new Ajv({ allErrors: true, strict: false, addUsedSchema: false });
+  /** Sellers' schemas run on RE2 and within bounds (./schema-guard.ts). */
+  private readonly ajv = createSchemaCompiler();
 
-  constructor(private readonly db: Db) {
+  constructor(
+    private readonly db: Db,
+    /** Told about a listed skill the catalogue cannot serve (a schema stored before today's rules). */
+    private readonly warn: (message: string) => void = () => {},
+  ) {
     this.refresh();
   }
 
@@ -114,9 +117,18 @@ export class SkillRegistry {
     this.ajv.removeSchema();
     for (const row of rows) {
       const skill = toSkill(row);
+      if (skill.inputSchema) {
+        // A schema listed before the current bounds (or RE2) may no longer compile. That skill
+        // is left out of the live catalogue, not the whole catalogue with it.
+        const compiled = compileSchema(this.ajv, skill.inputSchema);
+        if (!compiled.ok) {
+          this.warn(`skill "${skill.slug}" is not served: its input schema is refused (${compiled.message}); its seller must edit it`);
+          continue;
+        }
+        validators.set(skill.id, compiled.validate);
+      }
       bySlug.set(skill.slug, skill);
       byId.set(skill.id.toLowerCase(), skill);
-      if (skill.inputSchema) validators.set(skill.id, this.ajv.compile(skill.inputSchema));
     }
     this.bySlug = bySlug;
     this.byId = byId;
@@ -135,8 +147,7 @@ export class SkillRegistry {
   /** Checks a call's input against the skill's JSON Schema; returns the problems, or [] when it fits. */
   validateInput(skill: Skill, input: unknown): string[] {
     const validate = this.validators.get(skill.id);
-    if (!validate || validate(input)) return [];
-    return (validate.errors ?? []).map((e) => `${e.instancePath || "input"} ${e.message}`.trim());
+    return validate ? validateWith(validate, input) : [];
   }
 
   /** Throws SkillValidationError unless the skill could be stored and called: slug, price, timeout, URL, schema. */
@@ -154,11 +165,8 @@ export class SkillRegistry {
     }
     if (url.protocol !== "http:" && url.protocol !== "https:") throw new SkillValidationError("backend URL must be http(s)");
     if (input.inputSchema) {
-      try {
-        this.ajv.compile(input.inputSchema);
-      } catch (error) {
-        throw new SkillValidationError(`invalid input schema: ${(error as Error).message}`);
-      }
+      const compiled = compileSchema(this.ajv, input.inputSchema);
+      if (!compiled.ok) throw new SkillValidationError(`invalid input schema: ${compiled.message}`);
     }
   }
 

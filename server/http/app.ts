@@ -4,6 +4,7 @@ import type { ApiKeys } from "../accounts/api-keys";
 import type { Config } from "../config";
 import type { CallService } from "../gateway/call-service";
 import type { CallsLog } from "../gateway/calls-log";
+import type { EgressPolicy } from "../gateway/egress";
 import type { SkillRegistry } from "../gateway/skills";
 import type { Ledger } from "../ledger/ledger";
 import { errorEnvelope } from "./envelope";
@@ -40,6 +41,8 @@ export interface AppDeps {
   ledger: Ledger;
   calls: CallsLog;
   callService: CallService;
+  /** Which skill backends may be listed and called (the listing checks it too, for a clear 400). */
+  egress: EgressPolicy;
   moneyPath?: MoneyPath;
   chain?: ChainConnection;
   sessions: Sessions;
@@ -82,7 +85,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(sessionRoutes({ sessions: deps.sessions, ledger: deps.ledger }));
   app.use(siweRoutes({ sessions: deps.sessions, ledger: deps.ledger, config: deps.config, publicClient: deps.chain?.publicClient, log: deps.log }));
   app.use(keyRoutes({ sessions: deps.sessions, keys: deps.keys, ledger: deps.ledger }));
-  app.use(sellerRoutes({ sessions: deps.sessions, ledger: deps.ledger, skills: deps.skills, config: deps.config }));
+  app.use(sellerRoutes({ sessions: deps.sessions, ledger: deps.ledger, skills: deps.skills, config: deps.config, egress: deps.egress }));
   app.use(emailAuthRoutes({ config: deps.config, sessions: deps.sessions, links: deps.magicLinks }));
   app.use(oauthRoutes({ config: deps.config, sessions: deps.sessions, oauth: deps.oauth, log: deps.log }));
   app.use(topupRoutes({ sessions: deps.sessions, cardTopups: deps.cardTopups }));
@@ -110,8 +113,12 @@ export function createApp(deps: AppDeps): express.Express {
 /** Maps anything thrown to a client-safe error; internal details (SQL, stack) never leave. */
 function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
-  // Express's own client errors (a malformed percent-escape in the path, say) carry a 4xx status.
-  const status = (error as { status?: unknown } | null)?.status;
+  // Express's own client errors carry a 4xx status, and the body parser's a `type` that says which.
+  const { status, type } = (error ?? {}) as { status?: unknown; type?: unknown };
+  if (type === "entity.too.large") return new ApiError("payload_too_large", "Request body is larger than this endpoint accepts.");
+  if (type === "entity.parse.failed") return new ApiError("invalid_json", "Request body is not valid JSON.");
+  if (type === "charset.unsupported" || type === "encoding.unsupported") return new ApiError("invalid_request", "Send the body as plain UTF-8 JSON, without Content-Encoding.");
+  // A malformed percent-escape in the path, say.
   if (typeof status === "number" && status >= 400 && status < 500) return new ApiError("invalid_request", "Malformed request.");
   return new ApiError("internal_error", "Internal server error.");
 }

@@ -159,7 +159,7 @@ describe("the money path across a gateway restart mid-stream (a killed one is te
     const backend = await startTestBackend();
     const all = await hre.viem.getWalletClients();
     const buyer = chain.address("bob");
-    const config = loadConfig({}, { port: 0, dbPath: path.join(dir, "gateway.db"), rateLimitPerMin: 100_000 });
+    const config = loadConfig({}, { port: 0, dbPath: path.join(dir, "gateway.db"), rateLimitPerMin: 100_000, skillBackendAllowlist: [backend.url] });
     const connection = await gatewayChain(chain);
     const call = (url: string, key: string) =>
       fetch(`${url}/v1/call`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ skill_id: "echo", input: {} }) })

@@ -1,6 +1,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { expect } from "chai";
+import { EgressPolicy } from "../../server/gateway/egress";
 import { Forwarder } from "../../server/gateway/forward";
 import { verifyCall } from "../../server/gateway/signature";
 import { buildSkillRecord } from "../helpers/skills";
@@ -60,22 +61,24 @@ const text = (status: number, body: string) => (_req: http.IncomingMessage, res:
 };
 
 describe("Forwarder", () => {
-  let forwarder: Forwarder;
+  let forwarder: Forwarder | undefined;
   let backend: Backend | undefined;
 
   beforeEach(() => {
-    forwarder = new Forwarder({ maxResponseBytes: MAX_RESPONSE_BYTES });
+    forwarder = undefined;
     backend = undefined;
   });
 
   afterEach(async () => {
     await backend?.close();
-    await forwarder.close();
+    await forwarder?.close();
   });
 
   /** Points a skill at the backend and forwards one call to it. */
+  // The test backends are on loopback, so each forwarder allowlists its backend's origin, as an
+  // operator does for a backend on its own machine (egress policy: test/gateway/egress.test.ts).
   const forwardTo = (b: Backend, input: unknown = { text: "hello" }, callId = "call-1") =>
-    forwarder.forward(buildSkillRecord({ backendUrl: b.url, timeoutMs: TIMEOUT_MS }), callId, input);
+    (forwarder ??= new Forwarder({ maxResponseBytes: MAX_RESPONSE_BYTES, egress: new EgressPolicy({ allowlist: [b.url], allowedPorts: [] }) })).forward(buildSkillRecord({ backendUrl: b.url, timeoutMs: TIMEOUT_MS }), callId, input);
 
   describe("a backend that answers 2xx with JSON", () => {
     it("gives back ok with the parsed data", async () => {

@@ -7,7 +7,7 @@ import { startGateway } from "../../server/index";
 
 async function main(): Promise<void> {
   const [dbPath, backendUrl] = process.argv.slice(2);
-  const gw = await startGateway(loadConfig({}, { port: 0, dbPath }), { log: () => {} });
+  const gw = await startGateway(loadConfig({}, { port: 0, dbPath, skillBackendAllowlist: [new URL(backendUrl).origin] }), { log: () => {} });
   gw.ledger.ensureAccount({ id: "seller", kind: "seller", name: "seller" });
   gw.ledger.ensureAccount({ id: "buyer", kind: "user", name: "buyer" });
   gw.ledger.credit("buyer", 1_000_000n, "dev_credit", "crash test");

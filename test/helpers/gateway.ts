@@ -40,9 +40,10 @@ export interface TestStack {
 export async function startStack(options: { config?: Partial<Config>; buyerUsd?: string; dbPath?: string; gateway?: GatewayOptions } = {}): Promise<TestStack> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gw-"));
   const dbPath = options.dbPath ?? path.join(dir, "gateway.db");
-  const config = loadConfig({}, { port: 0, dbPath, ...options.config });
-  const gw = await startGateway(config, { log: () => {}, ...options.gateway });
+  // The test backend is on loopback: allowlisted, as npm start does for its demo backend.
   const backend = await startTestBackend();
+  const config = loadConfig({}, { port: 0, dbPath, ...options.config, skillBackendAllowlist: [backend.url, ...(options.config?.skillBackendAllowlist ?? [])] });
+  const gw = await startGateway(config, { log: () => {}, ...options.gateway });
   const sellerId = "seller-1";
   gw.ledger.ensureAccount({ id: sellerId, kind: "seller", name: "Seller One" });
 

@@ -133,6 +133,9 @@ describe("POST /v1/call", () => {
     });
 
     it("answers 502 when the backend refuses the connection", async () => {
+      await stack.close();
+      // Allowlisted, so that the connection is attempted (and refused by the closed port).
+      stack = await startStack({ config: { skillBackendAllowlist: ["http://127.0.0.1:1"] } });
       stack.addSkill("gone", "/echo", { backendUrl: "http://127.0.0.1:1/echo" });
       await expectNoCharge(stack, async () => {
         const res = await stack.post("/v1/call", { skill_id: "gone", input: {} });

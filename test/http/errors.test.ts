@@ -44,6 +44,7 @@ const EXPECTED: Record<ErrorCode, number> = {
   skill_timeout: 502,
   skill_unreachable: 502,
   skill_invalid_response: 502,
+  skill_backend_forbidden: 502,
 };
 
 describe("error codes", () => {

@@ -45,8 +45,9 @@ describe("seller skills (/v1/seller/skills)", () => {
   let seller: TestSession;
 
   beforeEach(async () => {
-    stack = await startStack();
     backend = await startSellerBackend();
+    // The seller's backend is on loopback: allowlisted, as an operator would its own machine's.
+    stack = await startStack({ config: { skillBackendAllowlist: [new URL(backend.url).origin] } });
     seller = await signedIn(stack, "seller@example.com");
   });
   afterEach(async () => {
@@ -137,7 +138,7 @@ describe("seller skills (/v1/seller/skills)", () => {
     });
 
     it("follows MIN_SKILL_PRICE_USD / MAX_SKILL_PRICE_USD when the operator allows more", async () => {
-      const wide = await startStack({ config: { minSkillPriceMicros: 100n, maxSkillPriceMicros: 5_000_000n } });
+      const wide = await startStack({ config: { minSkillPriceMicros: 100n, maxSkillPriceMicros: 5_000_000n, skillBackendAllowlist: [new URL(backend.url).origin] } });
       try {
         const s = await signedIn(wide, "seller@example.com");
         expect((await s.request("POST", "/v1/seller/skills", buildSkill(backend.url, { price: "2.50" }))).status).to.equal(201);

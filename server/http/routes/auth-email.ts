@@ -1,5 +1,6 @@
 import { timingSafeEqual } from "node:crypto";
 import express, { type Request, type Response, type Router } from "express";
+import { jsonBody } from "../json-body";
 import { type MagicLinks, normalizeEmail } from "../../accounts/email";
 import { CSRF_HEADER, type Sessions } from "../../accounts/sessions";
 import type { Config } from "../../config";
@@ -20,7 +21,7 @@ const START_ANSWER = dataEnvelope({ sent: true, message: "If this address can re
  */
 export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; links: MagicLinks }): Router {
   const router = express.Router();
-  const json = express.json({ limit: 2_048, type: () => true });
+  const json = jsonBody(2_048);
 
   router.post("/auth/email/start", json, async (req, res) => {
     const email = normalizeEmail((req.body as { email?: unknown } | undefined)?.email);

@@ -1,4 +1,5 @@
 import express, { type Request, type Router } from "express";
+import { jsonBody } from "../json-body";
 import { type PublicClient, getAddress, isAddress } from "viem";
 import { createSiweMessage } from "viem/siwe";
 import type { Sessions } from "../../accounts/sessions";
@@ -29,7 +30,7 @@ export function siweRoutes(deps: {
   const router = express.Router();
   const nonces = new SiweNonces(deps.ledger.db, deps.ledger.commit);
   const requireSession = deps.sessions.require();
-  const json = express.json({ limit: 16_384, type: () => true });
+  const json = jsonBody(16_384);
 
   // The dashboard's origin: PUBLIC_URL, or else this server's own address. Never the request's
   // Host header: a phishing site's message names the phishing site's domain, and the domain

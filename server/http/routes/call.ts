@@ -7,6 +7,7 @@ import { IDEMPOTENCY_KEY } from "../../gateway/idempotency";
 import { authenticate } from "../auth";
 import { type Endpoint, errorEnvelope } from "../envelope";
 import { ApiError } from "../errors";
+import { MAX_JSON_DEPTH, nestsDeeperThan, tooDeep } from "../json-body";
 
 const SKILL_CALL_PATH = /^\/v1\/skills\/([^/]+)\/call$/;
 
@@ -44,6 +45,12 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
       pathSkill = match[1];
     }
     handle(req, res, endpoint, pathSkill).catch((error) => {
+      // A client that hangs up before its body is in is an ordinary event, not a fault of ours:
+      // one line, and nothing to answer (nobody is listening).
+      if (error instanceof ClientAborted) {
+        deps.log(`client closed the connection before its request body was complete (${req.socket.remoteAddress ?? "unknown address"})`);
+        return;
+      }
       const apiError = error instanceof ApiError ? error : new ApiError("internal_error", "Internal server error: the call was not charged.");
       if (apiError.status >= 500) deps.log("internal error on the call path", error);
       sendJson(res, apiError.status, apiError.headers, JSON.stringify(errorEnvelope(apiError.code, apiError.message)));
@@ -57,6 +64,7 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
     const raw = await readBody(req, deps.maxRequestBytes);
     let body: unknown;
     if (raw.length > 0) {
+      if (nestsDeeperThan(raw, MAX_JSON_DEPTH)) throw tooDeep();
       try {
         body = JSON.parse(raw.toString("utf8"));
       } catch {
@@ -108,6 +116,11 @@ function sendJson(res: ServerResponse, status: number, headers: Record<string, s
   res.end(body);
 }
 
+/** The client closed the connection (or reset it) before the whole body had arrived. */
+class ClientAborted extends Error {
+  override name = "ClientAborted";
+}
+
 /** Reads the whole body, refusing (413) one over the limit without buffering it. */
 function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
   const tooLarge = () => new ApiError("payload_too_large", `Request body is larger than the gateway accepts (${maxBytes} bytes).`, { connection: "close" });
@@ -133,7 +146,8 @@ function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
       chunks.push(chunk);
     });
     req.on("end", () => resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)));
-    req.on("error", reject);
+    // Node reports a hang-up mid-body as an "aborted" error on the request.
+    req.on("error", () => reject(new ClientAborted()));
   });
 }
 

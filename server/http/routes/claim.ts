@@ -1,4 +1,5 @@
 import express, { type Router } from "express";
+import { jsonBody } from "../json-body";
 import type { Address } from "viem";
 import type { Sessions } from "../../accounts/sessions";
 import type { ClaimRefusal } from "../../accounts/wallet-claims";
@@ -30,7 +31,7 @@ type Log = (message: string, error?: unknown) => void;
 export function claimRoutes(deps: { sessions: Sessions; wallets?: WalletService; log: Log }): Router {
   const router = express.Router();
   const session = deps.sessions.require();
-  const json = express.json({ limit: 4_096, type: () => true });
+  const json = jsonBody(4_096);
   const claims = () => {
     if (!deps.wallets) throw new ApiError("chain_unavailable", "Embedded wallets are not enabled on this gateway.");
     return deps.wallets.claims;

@@ -1,4 +1,5 @@
 import express, { type Router } from "express";
+import { jsonBody } from "../json-body";
 import type { ApiKeyRecord, ApiKeys } from "../../accounts/api-keys";
 import type { Sessions } from "../../accounts/sessions";
 import type { Ledger } from "../../ledger/ledger";
@@ -29,7 +30,7 @@ const view = (record: ApiKeyRecord) => ({
 export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; ledger: Ledger }): Router {
   const router = express.Router();
   const session = deps.sessions.require();
-  const json = express.json({ limit: 4_096, type: () => true });
+  const json = jsonBody(4_096);
 
   router.post("/v1/keys", session, json, async (req, res) => {
     const accountId = req.session!.accountId;

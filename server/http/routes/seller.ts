@@ -1,8 +1,10 @@
 import express, { type Router } from "express";
+import { jsonBody } from "../json-body";
 import { type SellerSkill, type SellerSkillFields, type SellerSkillRefusal, SellerSkills } from "../../accounts/seller-skills";
 import type { Sessions } from "../../accounts/sessions";
 import { addressesOf, linkAddressSync, normalizeAddress } from "../../chain/addresses";
 import type { Config } from "../../config";
+import type { EgressPolicy } from "../../gateway/egress";
 import type { SkillRegistry } from "../../gateway/skills";
 import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd, usdToMicros } from "../../ledger/money";
@@ -31,6 +33,16 @@ function refuse(refusal: SellerSkillRefusal): never {
 }
 
 type Body = Record<string, unknown>;
+
+/**
+ * The egress policy at listing time (server/gateway/egress.ts): the URL and every address its
+ * host resolves to now. The call path checks again on every connection; this is so that the
+ * seller hears why at once instead of its callers getting 502s.
+ */
+async function checkBackend(egress: EgressPolicy, backendUrl: string): Promise<void> {
+  const checked = await egress.checkListing(backendUrl);
+  if (!checked.ok) throw new ApiError("invalid_request", `${checked.message}. Skill backends must be reachable on the public internet.`);
+}
 
 /** Reads the JSON fields a seller sets; `partial` for an edit, where absent fields stay as they are. */
 function readFields(body: Body, partial: boolean, defaultTimeoutMs: number): Partial<SellerSkillFields> & { listed?: boolean } {
@@ -83,10 +95,10 @@ function readFields(body: Body, partial: boolean, defaultTimeoutMs: number): Par
  *                                    proved it controls that address by signing in with it (SIWE)
  * Another account's skill is answered as an unknown one: 404.
  */
-export function sellerRoutes(deps: { sessions: Sessions; ledger: Ledger; skills: SkillRegistry; config: Config }): Router {
+export function sellerRoutes(deps: { sessions: Sessions; ledger: Ledger; skills: SkillRegistry; config: Config; egress: EgressPolicy }): Router {
   const router = express.Router();
   const session = deps.sessions.require();
-  const json = express.json({ limit: 65_536, type: () => true });
+  const json = jsonBody(65_536);
   const sellerSkills = new SellerSkills(deps.ledger.db, deps.skills, deps.config);
   const object = (body: unknown): Body => {
     if (!body || typeof body !== "object" || Array.isArray(body)) throw new ApiError("invalid_request", "Body must be a JSON object.");
@@ -95,6 +107,7 @@ export function sellerRoutes(deps: { sessions: Sessions; ledger: Ledger; skills:
 
   router.post("/v1/seller/skills", session, json, async (req, res) => {
     const fields = readFields(object(req.body), false, deps.config.defaultSkillTimeoutMs) as SellerSkillFields;
+    await checkBackend(deps.egress, fields.backendUrl);
     const result = deps.ledger.commit.run(() => sellerSkills.create(req.session!.accountId, fields));
     if (!result.ok) refuse(result);
     await deps.ledger.commit.durable();
@@ -107,6 +120,7 @@ export function sellerRoutes(deps: { sessions: Sessions; ledger: Ledger; skills:
 
   router.patch("/v1/seller/skills/:id", session, json, async (req, res) => {
     const patch = readFields(object(req.body), true, deps.config.defaultSkillTimeoutMs);
+    if (patch.backendUrl !== undefined) await checkBackend(deps.egress, patch.backendUrl);
     const result = deps.ledger.commit.run(() => sellerSkills.update(req.session!.accountId, String(req.params.id), patch));
     if (!result.ok) refuse(result);
     await deps.ledger.commit.durable();

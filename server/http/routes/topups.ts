@@ -1,4 +1,5 @@
 import express, { type Router } from "express";
+import { jsonBody } from "../json-body";
 import { CARD_SIGNATURE_HEADER, type CardCheckout, type CardTopups } from "../../accounts/card";
 import type { Sessions } from "../../accounts/sessions";
 import { microsToUsd, usdToMicros } from "../../ledger/money";
@@ -32,7 +33,7 @@ const view = (checkout: CardCheckout) => ({
 export function topupRoutes(deps: { sessions: Sessions; cardTopups: CardTopups }): Router {
   const router = express.Router();
   const session = deps.sessions.require();
-  const json = express.json({ limit: 4_096, type: () => true });
+  const json = jsonBody(4_096);
   // The signature covers the exact bytes, so the body is kept as text.
   const raw = express.text({ limit: 16_384, type: () => true });
 

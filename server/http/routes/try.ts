@@ -1,5 +1,6 @@
 import { performance } from "node:perf_hooks";
 import express, { type Router } from "express";
+import { jsonBody } from "../json-body";
 import type { ApiKeys } from "../../accounts/api-keys";
 import type { Sessions } from "../../accounts/sessions";
 import type { CallService } from "../../gateway/call-service";
@@ -18,7 +19,7 @@ import { ApiError } from "../errors";
 export function tryRoutes(deps: { sessions: Sessions; keys: ApiKeys; calls: CallService; maxRequestBytes: number }): Router {
   const router = express.Router();
   const session = deps.sessions.require();
-  const json = express.json({ limit: deps.maxRequestBytes, type: () => true });
+  const json = jsonBody(deps.maxRequestBytes);
 
   router.post("/v1/skills/:skillId/try", session, json, async (req, res) => {
     const startedAt = performance.now();

@@ -1,4 +1,5 @@
 import express, { type Router } from "express";
+import { jsonBody } from "../json-body";
 import type { Address, Hex } from "viem";
 import type { Sessions } from "../../accounts/sessions";
 import type { WalletService } from "../../accounts/wallet-service";
@@ -31,7 +32,7 @@ type Log = (message: string, error?: unknown) => void;
 export function walletWithdrawRoutes(deps: { sessions: Sessions; wallets?: WalletService; log: Log }): Router {
   const router = express.Router();
   const session = deps.sessions.require();
-  const json = express.json({ limit: 4_096, type: () => true });
+  const json = jsonBody(4_096);
   const withdrawals = () => {
     const service = deps.wallets?.withdrawals;
     if (!service) throw new ApiError("chain_unavailable", "Withdrawals to an address need the gateway's embedded wallets and escrow chain.");

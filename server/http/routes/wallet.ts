@@ -1,4 +1,5 @@
 import express, { type Router } from "express";
+import { jsonBody } from "../json-body";
 import type { Sessions } from "../../accounts/sessions";
 import type { WalletService } from "../../accounts/wallet-service";
 import { dataEnvelope } from "../envelope";
@@ -19,7 +20,7 @@ const usd = (micros: bigint) => Number(micros) / 1e6;
 export function walletRoutes(deps: { sessions: Sessions; wallets?: WalletService; log: (message: string, error?: unknown) => void }): Router {
   const router = express.Router();
   const session = deps.sessions.require();
-  const json = express.json({ limit: 4_096, type: () => true });
+  const json = jsonBody(4_096);
   const wallets = (): WalletService => {
     if (!deps.wallets) throw new ApiError("chain_unavailable", "Embedded wallets are not enabled on this gateway.");
     return deps.wallets;

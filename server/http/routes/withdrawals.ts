@@ -1,4 +1,5 @@
 import express, { type Router } from "express";
+import { jsonBody } from "../json-body";
 import type { ApiKeys } from "../../accounts/api-keys";
 import type { VoucherIssuer } from "../../chain/vouchers";
 import { microsToUsd } from "../../ledger/money";
@@ -26,7 +27,7 @@ const REFUSAL: Record<string, [ApiError["code"], string]> = {
 export function withdrawalRoutes(deps: { keys: ApiKeys; sessions: Sessions; db: Db; vouchers?: VoucherIssuer }): Router {
   const router = express.Router();
   const auth = requireAccount(deps.keys, deps.sessions);
-  const json = express.json({ limit: 4_096, type: () => true });
+  const json = jsonBody(4_096);
 
   router.post("/v1/withdrawals", auth, json, async (req, res) => {
     if (!deps.vouchers) throw new ApiError("chain_unavailable", "Withdrawals need the gateway to be connected to its escrow chain.");

@@ -1,0 +1,114 @@
+import Ajv, { type ValidateFunction } from "ajv";
+import type { RegExpEngine } from "ajv/dist/types";
+import { RE2JS } from "re2js";
+
+/**
+ * A seller's input schema is untrusted code the gateway runs on every call, before the
+ * caller's balance is even looked at: a zero-balance key is enough to make it run. So:
+ *
+ * - Its regular expressions (`pattern`, `patternProperties`) run on RE2 (re2js), whose
+ *   matching time is linear in the input: `^(a+)+$` cannot backtrack, whatever the input.
+ *   Patterns RE2 cannot run (backreferences, lookaround) are refused at listing.
+ * - Its size is bounded at listing (SCHEMA_LIMITS): bytes, nesting, subschemas, `$ref`s,
+ *   so compiling and walking it is bounded too; `uniqueItems` (quadratic in the array's
+ *   length for objects) needs a `maxItems`.
+ * - The input it validates is bounded by the request size and by MAX_JSON_DEPTH, checked
+ *   before anything else runs (./json-depth.ts), so validation work per call is bounded by
+ *   (schema size) x (input size), both capped.
+ */
+
+export const SCHEMA_LIMITS = {
+  /** The schema as JSON. */
+  bytesMax: 32 * 1024,
+  /** Objects and arrays inside one another. */
+  depthMax: 32,
+  /** Objects anywhere in the schema (each can be a subschema). */
+  nodesMax: 2_000,
+  /** `$ref`s anywhere in the schema. */
+  refsMax: 64,
+  /** The `maxItems` an array with `uniqueItems` must declare, at most. */
+  uniqueItemsMax: 1_000,
+  /** Problems named in one error message. */
+  problemsReported: 5,
+} as const;
+
+/** Ajv's regular-expression engine: RE2 (linear time) in place of the built-in backtracking RegExp. */
+const re2: RegExpEngine = Object.assign(
+  (pattern: string, _flags: string) => {
+    const compiled = RE2JS.compile(RE2JS.translateRegExp(pattern));
+    return { test: (s: string) => compiled.test(s) };
+  },
+  // Only used by Ajv's standalone code generation, which the gateway does not use.
+  { code: 're2js.RE2JS' },
+);
+
+/** An Ajv instance for sellers' schemas. */
+export function createSchemaCompiler(): Ajv {
+  // addUsedSchema: false keeps a schema's `$id` out of the compiler's registry. Otherwise
+  // compiling a schema again (every refresh does) or two skills' schemas sharing an `$id`
+  // throws "schema with key or id ... already exists", and no skill can be written after.
+  // loadSchema is not set: a `$ref` to another document cannot make the gateway fetch it.
+  return new Ajv({ allErrors: true, strict: false, addUsedSchema: false, code: { regExp: re2 } });
+}
+
+/** Says what makes a schema too big or too costly to validate with; undefined when it is within bounds. */
+export function schemaBoundsProblem(schema: unknown): string | undefined {
+  let nodes = 0;
+  let refs = 0;
+  // An explicit stack: the walk itself must not be the thing that overflows.
+  const stack: Array<{ value: unknown; depth: number }> = [{ value: schema, depth: 1 }];
+  while (stack.length > 0) {
+    const { value, depth } = stack.pop()!;
+    if (value === null || typeof value !== "object") continue;
+    if (depth > SCHEMA_LIMITS.depthMax) return `input_schema is nested too deeply (at most ${SCHEMA_LIMITS.depthMax} levels)`;
+    if (!Array.isArray(value)) {
+      if (++nodes > SCHEMA_LIMITS.nodesMax) return `input_schema has more than ${SCHEMA_LIMITS.nodesMax} objects`;
+      const record = value as Record<string, unknown>;
+      if (typeof record.$ref === "string") {
+        if (++refs > SCHEMA_LIMITS.refsMax) return `input_schema has more than ${SCHEMA_LIMITS.refsMax} $refs`;
+        if (!record.$ref.startsWith("#")) return `input_schema's $ref "${record.$ref.slice(0, 100)}" must point inside the schema (start with #)`;
+      }
+      if (record.uniqueItems === true) {
+        const max = record.maxItems;
+        if (typeof max !== "number" || max > SCHEMA_LIMITS.uniqueItemsMax) {
+          return `uniqueItems needs a maxItems of at most ${SCHEMA_LIMITS.uniqueItemsMax} beside it (checking uniqueness is quadratic in the array's length)`;
+        }
+      }
+    }
+    for (const child of Object.values(value)) stack.push({ value: child, depth: depth + 1 });
+  }
+  // Only now that its depth is known to be small can it be serialized without risk.
+  if (Buffer.byteLength(JSON.stringify(schema)) > SCHEMA_LIMITS.bytesMax) return `input_schema is larger than ${SCHEMA_LIMITS.bytesMax} bytes`;
+  return undefined;
+}
+
+/** Compiles a schema within bounds, or says why it cannot be used. */
+export function compileSchema(ajv: Ajv, schema: object): { ok: true; validate: ValidateFunction } | { ok: false; message: string } {
+  const problem = schemaBoundsProblem(schema);
+  if (problem) return { ok: false, message: problem };
+  try {
+    return { ok: true, validate: ajv.compile(schema) };
+  } catch (error) {
+    // A RangeError here is a stack overflow inside the compiler: a pathological schema.
+    const message = error instanceof RangeError ? "the schema is too deeply recursive to compile" : (error as Error).message;
+    return { ok: false, message: message.slice(0, 300) };
+  }
+}
+
+/** Runs a compiled validator; returns the problems (at most a few, named), or [] when the input fits. */
+export function validateWith(validate: ValidateFunction, input: unknown): string[] {
+  let valid: boolean;
+  try {
+    valid = validate(input) as boolean;
+  } catch (error) {
+    // Bounded inputs and schemas make this unreachable in practice; if a recursion still
+    // overflows, the input is refused rather than the gateway answering 500.
+    if (error instanceof RangeError) return ["input is too deeply nested for this skill's schema"];
+    throw error;
+  }
+  if (valid) return [];
+  const errors = validate.errors ?? [];
+  const named = errors.slice(0, SCHEMA_LIMITS.problemsReported).map((e) => `${e.instancePath || "input"} ${e.message}`.trim());
+  if (errors.length > named.length) named.push(`and ${errors.length - named.length} more`);
+  return named;
+}

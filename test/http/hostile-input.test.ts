@@ -1,0 +1,154 @@
+import { expect } from "chai";
+import { assertBalanced } from "../../server/ledger/invariants";
+import { type TestStack, startStack } from "../helpers/gateway";
+import { type TestSession, signedIn } from "../helpers/session";
+
+/**
+ * The review's high finding: a seller's schema with `"pattern": "^(a+)+$"` and an input of
+ * 28 a's and a "!" blocked the event loop for 1.3 s, doubling with each character, for any
+ * key with no balance at all. Here the inputs are far longer (100 a's would take longer than
+ * the age of the universe to backtrack through), so a regression hangs the test rather than
+ * slowing it: no timing is asserted.
+ */
+const EVIL = "a".repeat(100) + "!";
+const nested = (depth: number) => "[".repeat(depth) + "]".repeat(depth);
+
+describe("hostile schemas and inputs", () => {
+  let stack: TestStack;
+  let seller: TestSession;
+  beforeEach(async () => {
+    stack = await startStack();
+    seller = await signedIn(stack, "seller@example.com");
+  });
+  afterEach(() => stack.close());
+
+  const list = (slug: string, inputSchema: unknown) =>
+    seller.request("POST", "/v1/seller/skills", { slug, name: slug, price: "0.01", backend_url: `${stack.backend.url}/echo`, input_schema: inputSchema });
+  /** The same, with the schema's JSON text as given (a test cannot JSON.stringify 5,000 levels either). */
+  const listRaw = (slug: string, schemaJson: string) =>
+    fetch(`${stack.url}/v1/seller/skills`, {
+      method: "POST",
+      headers: { "content-type": "application/json", cookie: seller.cookie, "x-csrf-token": seller.csrfToken },
+      body: `{"slug":"${slug}","name":"${slug}","price":"0.01","backend_url":"${stack.backend.url}/echo","input_schema":${schemaJson}}`,
+    }).then(async (r) => ({ status: r.status, body: await r.json() }));
+
+  describe("a catastrophic-backtracking pattern", () => {
+    it("runs on a linear-time engine: the call is refused with 400 at once, uncharged", async () => {
+      expect((await list("evil-regex", { type: "object", properties: { text: { type: "string", pattern: "^(a+)+$" } } })).status).to.equal(201);
+      const before = stack.available();
+      const res = await stack.post("/v1/call", { skill_id: "evil-regex", input: { text: EVIL } });
+      expect(res.status).to.equal(400);
+      expect(res.body).to.include({ code: "invalid_input" });
+      expect(res.body.error).to.include("must match pattern");
+      expect(stack.available()).to.equal(before);
+      // The same pattern still accepts what it should.
+      expect((await stack.post("/v1/call", { skill_id: "evil-regex", input: { text: "aaaa" } })).status).to.equal(200);
+    });
+
+    it("is refused with 400 for a key with no balance too, without freezing the gateway", async () => {
+      await list("evil-regex", { type: "object", patternProperties: { "^(a|aa)+$": { type: "string" } }, additionalProperties: false });
+      const broke = stack.addBuyer("0");
+      const res = await stack.post("/v1/call", { skill_id: "evil-regex", input: { [EVIL]: 1 } }, { key: broke.key });
+      expect(res.status).to.equal(400);
+      expect((await stack.get("/healthz", null)).status).to.equal(200);
+    });
+  });
+
+  describe("refuses at listing, with a 400 that says why", () => {
+    const deepSchema = (depth: number) => {
+      let schema: object = { type: "string" };
+      for (let i = 0; i < depth; i++) schema = { type: "object", properties: { x: schema } };
+      return schema;
+    };
+    const refChain = (length: number) => {
+      const definitions: Record<string, object> = {};
+      for (let i = 0; i < length; i++) definitions[`d${i}`] = i + 1 < length ? { $ref: `#/definitions/d${i + 1}` } : { type: "object" };
+      return { $ref: "#/definitions/d0", definitions };
+    };
+    const refused: [string, unknown, string][] = [
+      ["a pattern with a backreference (not regular)", { type: "string", pattern: "^(a)\\1$" }, "invalid input schema"],
+      ["a pattern with lookahead", { type: "string", pattern: "^(?=a)" }, "invalid input schema"],
+      ["a $ref chain 200 long", refChain(200), "more than 64 $refs"],
+      ["a schema nested 20 deep", deepSchema(20), "nested too deeply"],
+      ["a $ref to another document", { $ref: "https://evil.example.com/schema.json" }, "must point inside the schema"],
+      ["uniqueItems without maxItems", { type: "array", items: { type: "object" }, uniqueItems: true }, "uniqueItems needs a maxItems"],
+      ["uniqueItems over 1,000 items", { type: "array", uniqueItems: true, maxItems: 100_000 }, "uniqueItems needs a maxItems"],
+      ["a schema of 3,000 objects", { anyOf: Array.from({ length: 3_000 }, () => ({})) }, "more than 2000 objects"],
+    ];
+    for (const [what, schema, message] of refused) {
+      it(`refuses ${what}`, async () => {
+        const res = await list("hostile", schema);
+        expect(res.status, JSON.stringify(res.body).slice(0, 300)).to.equal(400);
+        expect(res.body.success).to.equal(false);
+        expect(res.body.error).to.include(message);
+      });
+    }
+
+    it("refuses a schema nested 5,000 deep before parsing it into anything", async () => {
+      const res = await listRaw("deep", '{"not":'.repeat(5_000) + "{}" + "}".repeat(5_000));
+      expect(res.status).to.equal(400);
+      expect(res.body).to.include({ code: "invalid_json" });
+    });
+
+    it("refuses a $ref chain 5,000 long as too large (413)", async () => {
+      const res = await list("chain", refChain(5_000));
+      expect(res.status).to.equal(413);
+      expect(res.body).to.include({ success: false, code: "payload_too_large" });
+    });
+
+    it("accepts a recursive schema (a tree) and validates bounded input against it", async () => {
+      const tree = { $ref: "#/definitions/node", definitions: { node: { type: "object", properties: { children: { type: "array", maxItems: 10, items: { $ref: "#/definitions/node" } } } } } };
+      expect((await list("tree", tree)).status).to.equal(201);
+      let input: object = {};
+      for (let i = 0; i < 30; i++) input = { children: [input] };
+      expect((await stack.post("/v1/call", { skill_id: "tree", input })).status).to.equal(200);
+    });
+  });
+
+  describe("JSON nested beyond 64 levels", () => {
+    const deepBodies: [string, string, string][] = [
+      ["POST /v1/call", "/v1/call", `{"skill_id":"echo","input":{"x":${nested(5_000)}}}`],
+      ["POST /v1/skills/echo/call", "/v1/skills/echo/call", `{"x":${nested(5_000)}}`],
+      ["POST /v1/call, just past the bound", "/v1/call", `{"skill_id":"echo","input":{"x":${nested(64)}}}`],
+    ];
+    for (const [what, path, body] of deepBodies) {
+      it(`refuses ${what} with 400 invalid_json before anything runs, uncharged`, async () => {
+        const before = stack.available();
+        const res = await stack.post(path, body, { headers: { "content-type": "application/json" } });
+        expect(res.status).to.equal(400);
+        expect(res.body).to.include({ success: false, code: "invalid_json" });
+        expect(res.body.error).to.include("64 levels");
+        await stack.gw.ledger.commit.durable();
+        expect(stack.available()).to.equal(before);
+        assertBalanced(stack.gw.db);
+      });
+    }
+
+    it("accepts input nested 63 levels inside the body", async () => {
+      const res = await stack.post("/v1/call", `{"skill_id":"echo","input":{"x":${nested(62)}}}`, { headers: { "content-type": "application/json" } });
+      expect(res.status).to.equal(200);
+    });
+
+    it("does not count brackets inside strings", async () => {
+      const res = await stack.post("/v1/call", { skill_id: "echo", input: { text: "[".repeat(5_000) + "{".repeat(5_000) } });
+      expect(res.status).to.equal(200);
+    });
+
+    it("refuses a deep body on an Express route (the seller's listing) with 400 too", async () => {
+      const res = await seller.request("POST", "/v1/seller/skills", JSON.parse(`{"slug":"deep","input_schema":{"a":1}}`));
+      expect(res.status).to.equal(400);
+      const raw = await fetch(`${stack.url}/auth/email/start`, { method: "POST", headers: { "content-type": "application/json" }, body: `{"email":${nested(500)}}` });
+      expect(raw.status).to.equal(400);
+      expect(await raw.json()).to.include({ success: false, code: "invalid_json" });
+    });
+  });
+
+  it("leaves a stored skill whose schema today's rules refuse out of the catalogue, and keeps serving the others", async () => {
+    stack.gw.db
+      .prepare("UPDATE skills SET input_schema = ?, updated_at = updated_at + 1 WHERE slug = 'fail'")
+      .run(JSON.stringify({ type: "string", pattern: "(a)\\1" }));
+    stack.gw.skills.refresh();
+    expect((await stack.post("/v1/call", { skill_id: "fail", input: {} })).status).to.equal(404);
+    expect((await stack.post("/v1/call", { skill_id: "echo", input: {} })).status).to.equal(200);
+  });
+});
