@@ -75,6 +75,12 @@ export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
+  // Express's routers answer OPTIONS themselves, 200 with a text/plain list of methods, outside
+  // the envelope. The API serves no CORS preflight (the dashboard is same-origin), so OPTIONS is
+  // answered as every other method a path does not serve: 404 in the envelope.
+  app.use((req: Request, _res: Response, next: NextFunction) => {
+    next(req.method === "OPTIONS" ? new ApiError("not_found", `No route for ${req.method} ${req.path}.`) : undefined);
+  });
 
   app.get("/healthz", (_req, res) => {
     res.json({ success: true, data: { status: "ok" } });
