@@ -31,7 +31,8 @@ const SCHEMAS: Record<string, object> = {
     additionalProperties: false,
     properties: { name: { type: "string", pattern: "^[a-z]{1,16}$" }, n: { type: "integer", minimum: 0, maximum: 100 }, tags: { type: "array", maxItems: 5, items: { type: "string" } } },
   },
-  "fz-schema-unique": { type: "object", properties: { items: { type: "array", uniqueItems: true } } },
+  // Listing bounds need a maxItems beside uniqueItems (uniqueness is quadratic in the length).
+  "fz-schema-unique": { type: "object", properties: { items: { type: "array", uniqueItems: true, maxItems: 1_000 } } },
   // Recursive through $defs: a bare "#" does not resolve in the registry's compiler.
   "fz-schema-ref": { $defs: { node: { type: "object", properties: { child: { $ref: "#/$defs/node" }, v: { type: "number" } } } }, $ref: "#/$defs/node" },
   "fz-schema-redos": { type: "object", properties: { s: { type: "string", pattern: "^(a+)+$" } } },
@@ -49,7 +50,8 @@ export async function startFuzzStack(): Promise<FuzzStack> {
   const stack = await startStack({
     buyerUsd: "1000",
     // The per-key limit would answer most calls 429 within the first second; one key below keeps a low one.
-    config: { rateLimitPerMin: 10_000_000 },
+    // The fuzz backend is on loopback, so allowlisted as the test backend is; the canary is not.
+    config: { rateLimitPerMin: 10_000_000, skillBackendAllowlist: [backend.url] },
     gateway: { log: (message, error) => void gatewayLog.push(`${message}: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error ?? "")}`) },
   });
 
