@@ -63,6 +63,8 @@ export interface FuzzCase {
   /** A few words saying what the case tries, for the figures and a failure report. */
   label: string;
   steps: FuzzStep[];
+  /** The steps are sent all at once (races), not one after another; none then `requires` another. */
+  parallel?: boolean;
 }
 
 /** What the generator needs to know about the stack it aims at: keys, skills, a session, ports. */

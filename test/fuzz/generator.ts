@@ -33,7 +33,7 @@ export function generateCase(seed: number, index: number, target: Target): FuzzC
   return { index, category, ...made };
 }
 
-type Made = { label: string; steps: FuzzStep[] };
+type Made = { label: string; steps: FuzzStep[]; parallel?: boolean };
 export type CaseGenerator = (rng: Rng, target: Target, index: number) => Made;
 
 const GENERATORS: Record<Category, CaseGenerator> = {
@@ -131,7 +131,8 @@ function callInput(rng: Rng): string {
 // ---------- categories ----------
 
 /** Well-formed HTTP with hostile JSON: both call forms, every skill, odd inputs and envelopes. */
-function callJsonCase(rng: Rng, target: Target): Made {
+function callJsonCase(rng: Rng, target: Target, index: number): Made {
+  if (rng.chance(0.08)) return retryCase(rng, target, index);
   const headers: Record<string, string> = { ...bearer(callerKey(rng, target)) };
   if (rng.chance(0.15)) headers["idempotency-key"] = rng.chance(0.9) ? `fz-idem-${rng.int(0, 40)}` : rng.pick(["", " ", "k".repeat(300), "\u00e9t\u00e9"]);
   const toSchema = rng.chance(0.2);
@@ -150,6 +151,21 @@ function callJsonCase(rng: Rng, target: Target): Made {
     jsonValue(rng, 2),
   ]);
   return { label: "hostile call envelope", steps: [call(fetchRequest("POST", "/v1/call", { "content-type": "application/json", ...headers }, body), { mayReset: true })] };
+}
+
+/**
+ * One call sent two to four times under one Idempotency-Key, one after another or all at
+ * once, sometimes with another body: a retry is replayed (charged once), a race is refused
+ * (409) or replayed, another body is refused (422).
+ */
+function retryCase(rng: Rng, target: Target, index: number): Made {
+  const headers = { ...bearer(rng.chance(0.9) ? target.keys.rich : target.keys.poor), "idempotency-key": `fz-retry-${index}` };
+  const ref = rng.pick(["fz-echo", "fz-const", "fz-slow", "fz-status-500", "fz-status-422", "fz-garbage"]);
+  const input = `{"n":${rng.int(0, 999)}}`;
+  const request = callRequest(rng, ref, input, headers);
+  const steps: FuzzStep[] = Array.from({ length: rng.int(2, 4) }, () => call(rng.chance(0.15) ? { ...request, body: Buffer.from(input.replace("}", ',"x":1}')) } : request));
+  const parallel = rng.chance(0.5);
+  return { label: `${parallel ? "concurrent" : "repeated"} idempotent ${ref}`, steps, parallel };
 }
 
 /** Bodies that are not JSON, not UTF-8, compressed, or over the size limit. */

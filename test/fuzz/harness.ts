@@ -53,7 +53,10 @@ export interface FuzzReport {
   /** The slowest exchanges: where the time (and any blocked event loop) went. */
   slowest: { ms: number; caseIndex: number; what: string }[];
   durationMs: number;
+  /** Internal errors the gateway logged (5xx it hid behind the envelope), ApiErrors it meant aside. */
   gatewayInternalErrors: string[];
+  /** Lines written to the console during the run (a library's warnings, say): a seller must not be able to write there. */
+  consoleLines: string[];
   violations: Violation[];
   violationCount: number;
   /** Whole-run checks that failed (books, health, canary). */
@@ -80,13 +83,14 @@ async function campaign(fuzz: FuzzStack, options: FuzzOptions): Promise<FuzzRepo
   const report: FuzzReport = {
     seed, cases: 0, requests: 0, byCategory: Object.fromEntries(CATEGORIES.map((c) => [c, { cases: 0, requests: 0 }])),
     statuses: {}, codes502: {}, ok200: 0, replayed200: 0, charges: { count: 0, micros: 0n }, canaryHits: [],
-    eventLoopDelayMaxMs: 0, eventLoopDelayP99Ms: 0, slowestRequestMs: 0, slowest: [], durationMs: 0, gatewayInternalErrors: [],
+    eventLoopDelayMaxMs: 0, eventLoopDelayP99Ms: 0, slowestRequestMs: 0, slowest: [], durationMs: 0, gatewayInternalErrors: [], consoleLines: [],
     violations: [], violationCount: 0, endFailures: [],
   };
   const gatewayPort = Number(new URL(fuzz.stack.url).port);
   const loop = monitorEventLoopDelay({ resolution: 10 });
   loop.enable();
   const startedAt = performance.now();
+  const restoreConsole = captureConsole(report.consoleLines);
 
   let next = 0;
   const worker = async () => {
@@ -95,68 +99,79 @@ async function campaign(fuzz: FuzzStack, options: FuzzOptions): Promise<FuzzRepo
       await runCase(fuzzCase, fuzz, gatewayPort, deadlineMs, report);
     }
   };
-  await Promise.all(Array.from({ length: options.concurrency ?? 8 }, worker));
-
-  await endChecks(fuzz, report);
+  try {
+    await Promise.all(Array.from({ length: options.concurrency ?? 8 }, worker));
+    await endChecks(fuzz, report);
+  } finally {
+    restoreConsole();
+  }
   loop.disable();
   report.durationMs = performance.now() - startedAt;
   report.eventLoopDelayMaxMs = loop.max / 1e6;
   report.eventLoopDelayP99Ms = loop.percentile(99) / 1e6;
   report.canaryHits = [...fuzz.canary.hits];
-  report.gatewayInternalErrors = fuzz.gatewayLog.filter((line) => line.startsWith("internal error"));
+  report.gatewayInternalErrors = fuzz.gatewayLog.filter((line) => line.startsWith("internal error") && !line.includes(": ApiError: "));
   return report;
 }
 
 async function runCase(fuzzCase: FuzzCase, fuzz: FuzzStack, port: number, deadlineMs: number, report: FuzzReport): Promise<void> {
   report.cases++;
   report.byCategory[fuzzCase.category].cases++;
+  if (fuzzCase.parallel) {
+    await Promise.all(fuzzCase.steps.map((step, i) => runStep(fuzzCase, i, fuzz, port, deadlineMs, report)));
+    return;
+  }
   const firstStatus: (number | undefined)[] = [];
   for (const [i, step] of fuzzCase.steps.entries()) {
-    if (step.requires !== undefined) {
-      const status = firstStatus[step.requires];
-      if (status === undefined || status < 200 || status >= 300) {
-        firstStatus.push(undefined);
-        continue;
-      }
-    }
-    const fail = (message: string, answer: string) => {
-      report.violationCount++;
-      if (report.violations.length < MAX_VIOLATIONS_KEPT) {
-        report.violations.push({ caseIndex: fuzzCase.index, category: fuzzCase.category, label: fuzzCase.label, step: i, request: describeRequest(step.request), answer, message });
-      }
-    };
-    const requests = step.request.transport === "raw" ? step.request.methods.length : 1;
-    report.requests += requests;
-    report.byCategory[fuzzCase.category].requests += requests;
-    const started = performance.now();
-    const answers = step.request.transport === "fetch" ? await viaFetch(fuzz.stack.url, step.request, deadlineMs) : await viaSocket(port, step.request, deadlineMs);
-    const elapsedMs = performance.now() - started;
-    report.slowestRequestMs = Math.max(report.slowestRequestMs, elapsedMs);
-    noteSlow(report, elapsedMs, fuzzCase, i);
-    firstStatus.push(answers.answers[0]?.status);
-
-    if (answers.timedOut || elapsedMs > deadlineMs) {
-      tally(report.statuses, "no answer");
-      fail(`no answer within ${deadlineMs / 1000} s: the signature of a hang`, `after ${Math.round(elapsedMs)} ms, ${answers.answers.length} answers`);
+    const required = step.requires === undefined ? 200 : firstStatus[step.requires];
+    if (required === undefined || required < 200 || required >= 300) {
+      firstStatus.push(undefined);
       continue;
     }
-    const methods = step.request.transport === "raw" ? step.request.methods : [step.request.method];
-    const paths = step.request.transport === "raw" ? step.request.paths : [step.request.path];
-    for (const [k, answer] of answers.answers.entries()) {
-      tally(report.statuses, String(answer.status));
-      account(report, answer);
-      // A pipelined GET among calls is held to the rules of a read.
-      const role = step.request.transport === "raw" && !(methods[k] === "POST" && CALL_PATH.test(paths[k] ?? "")) ? "other" : step.role;
-      const broken = violation({ ...step, role }, methods[k] ?? "GET", paths[k] ?? "", answer);
-      if (broken) fail(broken, describeAnswer(answer));
-    }
-    const missing = requests - answers.answers.length;
-    if (missing > 0) {
-      const outcome = step.request.transport === "raw" && step.request.abort ? "aborted" : answers.error ? "reset" : "closed";
-      tally(report.statuses, outcome, missing);
-      if (outcome !== "aborted" && !step.mayReset) fail(`the connection ended with ${missing} of ${requests} requests unanswered (${answers.error ?? "closed"})`, "");
-    }
+    firstStatus.push(await runStep(fuzzCase, i, fuzz, port, deadlineMs, report));
   }
+}
+
+/** Sends one step, checks each answer, and returns the first answer's status. */
+async function runStep(fuzzCase: FuzzCase, i: number, fuzz: FuzzStack, port: number, deadlineMs: number, report: FuzzReport): Promise<number | undefined> {
+  const step = fuzzCase.steps[i];
+  const fail = (message: string, answer: string) => {
+    report.violationCount++;
+    if (report.violations.length < MAX_VIOLATIONS_KEPT) {
+      report.violations.push({ caseIndex: fuzzCase.index, category: fuzzCase.category, label: fuzzCase.label, step: i, request: describeRequest(step.request), answer, message });
+    }
+  };
+  const requests = step.request.transport === "raw" ? step.request.methods.length : 1;
+  report.requests += requests;
+  report.byCategory[fuzzCase.category].requests += requests;
+  const started = performance.now();
+  const answers = step.request.transport === "fetch" ? await viaFetch(fuzz.stack.url, step.request, deadlineMs) : await viaSocket(port, step.request, deadlineMs);
+  const elapsedMs = performance.now() - started;
+  report.slowestRequestMs = Math.max(report.slowestRequestMs, elapsedMs);
+  noteSlow(report, elapsedMs, fuzzCase, i);
+
+  if (answers.timedOut || elapsedMs > deadlineMs) {
+    tally(report.statuses, "no answer");
+    fail(`no answer within ${deadlineMs / 1000} s: the signature of a hang`, `after ${Math.round(elapsedMs)} ms, ${answers.answers.length} answers`);
+    return undefined;
+  }
+  const methods = step.request.transport === "raw" ? step.request.methods : [step.request.method];
+  const paths = step.request.transport === "raw" ? step.request.paths : [step.request.path];
+  for (const [k, answer] of answers.answers.entries()) {
+    tally(report.statuses, String(answer.status));
+    account(report, answer);
+    // A pipelined GET among calls is held to the rules of a read.
+    const role = step.request.transport === "raw" && !(methods[k] === "POST" && CALL_PATH.test(paths[k] ?? "")) ? "other" : step.role;
+    const broken = violation({ ...step, role }, methods[k] ?? "GET", paths[k] ?? "", answer);
+    if (broken) fail(broken, describeAnswer(answer));
+  }
+  const missing = requests - answers.answers.length;
+  if (missing > 0) {
+    const outcome = step.request.transport === "raw" && step.request.abort ? "aborted" : answers.error ? "reset" : "closed";
+    tally(report.statuses, outcome, missing);
+    if (outcome !== "aborted" && !step.mayReset) fail(`the connection ended with ${missing} of ${requests} requests unanswered (${answers.error ?? "closed"})`, "");
+  }
+  return answers.answers[0]?.status;
 }
 
 /** Counts a call's charge, as its answer states it. */
@@ -243,6 +258,18 @@ async function endChecks(fuzz: FuzzStack, report: FuzzReport): Promise<void> {
   if (fuzz.canary.hits.length > 0) failures.push(`the canary (an internal service on loopback) was reached ${fuzz.canary.hits.length} times: ${fuzz.canary.hits.slice(0, 5).join("; ")}`);
 }
 
+/** Sends console.warn and console.error into `lines` until the returned function restores them. */
+function captureConsole(lines: string[]): () => void {
+  const saved = { warn: console.warn, error: console.error };
+  const keep = (...args: unknown[]) => void lines.push(args.map(String).join(" "));
+  console.warn = keep;
+  console.error = keep;
+  return () => {
+    console.warn = saved.warn;
+    console.error = saved.error;
+  };
+}
+
 function noteSlow(report: FuzzReport, ms: number, fuzzCase: FuzzCase, step: number): void {
   const slowest = report.slowest;
   if (slowest.length === 5 && ms <= slowest[4].ms) return;
@@ -302,6 +329,7 @@ export function formatReport(report: FuzzReport): string {
     `  event loop delay: max ${report.eventLoopDelayMaxMs.toFixed(1)} ms, p99 ${report.eventLoopDelayP99Ms.toFixed(1)} ms; slowest request ${(report.slowestRequestMs / 1000).toFixed(2)} s`,
     `  slowest: ${report.slowest.map((s) => `${(s.ms / 1000).toFixed(2)} s case ${s.caseIndex} (${s.what})`).join("; ")}`,
     `  internal errors the gateway logged (not shown to clients): ${report.gatewayInternalErrors.length}${report.gatewayInternalErrors.length ? ` (first: ${report.gatewayInternalErrors[0]})` : ""}`,
+    `  console lines during the run: ${report.consoleLines.length}${report.consoleLines.length ? ` (first: ${JSON.stringify(report.consoleLines[0].slice(0, 120))})` : ""}`,
     `  violations: ${report.violationCount}; end-of-run failures: ${report.endFailures.length}`,
   ].join("\n");
 }
