@@ -18,6 +18,12 @@ export interface Config {
   /** Calls per account per UTC day; 0 switches the cap off. */
   dailyCallCap: number;
   maxRequestBytes: number;
+  /** How long a client may take to send a request's headers (a slow client holds a socket). */
+  headersTimeoutMs: number;
+  /** How long a client may take to send a whole request, headers and body. */
+  requestTimeoutMs: number;
+  /** GET /readyz fails once the deposit indexer or the settler has gone this long without a successful step. */
+  readyMaxLagMs: number;
   maxResponseBytes: number;
   defaultSkillTimeoutMs: number;
   /**
@@ -200,6 +206,9 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     rateLimitPerMin: int(env, "RATE_LIMIT_PER_MIN", 100, 1, 10_000_000),
     dailyCallCap: int(env, "DAILY_CALL_CAP", 0, 0, 1_000_000_000),
     maxRequestBytes: int(env, "MAX_REQUEST_BYTES", 256 * 1024, 1024, 64 * 1024 * 1024),
+    headersTimeoutMs: int(env, "HEADERS_TIMEOUT_MS", 10_000, 500, 300_000),
+    requestTimeoutMs: int(env, "REQUEST_TIMEOUT_MS", 30_000, 500, 3_600_000),
+    readyMaxLagMs: int(env, "READY_MAX_LAG_MS", 300_000, 1_000, 86_400_000),
     maxResponseBytes: int(env, "MAX_RESPONSE_BYTES", 1024 * 1024, 1024, 256 * 1024 * 1024),
     defaultSkillTimeoutMs: int(env, "SKILL_TIMEOUT_MS", 10_000, 10, 300_000),
     skillBackendAllowlist: origins(env, "SKILL_BACKEND_ALLOWLIST"),
@@ -238,6 +247,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     minSkillPriceMicros: usd(env, "MIN_SKILL_PRICE_USD", "0.001"),
     maxSkillPriceMicros: usd(env, "MAX_SKILL_PRICE_USD", "0.50"),
   };
+  if (config.headersTimeoutMs > config.requestTimeoutMs) throw new ConfigError("HEADERS_TIMEOUT_MS must not be above REQUEST_TIMEOUT_MS");
   if (config.minSkillPriceMicros > config.maxSkillPriceMicros) {
     throw new ConfigError("MIN_SKILL_PRICE_USD must not be above MAX_SKILL_PRICE_USD");
   }

@@ -184,7 +184,15 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   // probably been charged by the time it ends, and its caller should hear so.
   let active = 0;
   let drained: (() => void) | undefined;
-  const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+  // Slow clients are cut off (408) once their headers or their whole request take longer than
+  // configured: Node's defaults (60 s of headers, 300 s of request) let a few slow sockets
+  // hold a gateway's connections for minutes. Node checks these every connectionsCheckingInterval.
+  const server = http.createServer({
+    keepAliveTimeout: 65_000,
+    headersTimeout: config.headersTimeoutMs,
+    requestTimeout: config.requestTimeoutMs,
+    connectionsCheckingInterval: Math.min(1_000, config.headersTimeoutMs),
+  }, (req, res) => {
     active++;
     res.once("close", () => {
       if (--active === 0) drained?.();

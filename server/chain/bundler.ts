@@ -8,7 +8,8 @@
  *   so `startBundler` checks the balances first.
  * The binary is started from node_modules/.bin, not through npx, so the child is the process to stop.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import { spawnGuarded } from "./child-process";
 import { freePort } from "./local-node";
 import path from "node:path";
 import { createPublicClient, http, type Address, type Hex } from "viem";
@@ -97,7 +98,9 @@ export async function startBundler(parameters: StartBundlerParameters): Promise<
   // The keys reach Alto through its ALTO_* environment variables (yargs `.env("ALTO")`), not the command
   // line, so no process listing shows them; other ALTO_* settings of this process are not passed on.
   const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("ALTO_")));
-  const child: ChildProcess = spawn(path.join(root, "node_modules/.bin/alto"), args, {
+  // Guarded: it dies with this process, even one killed with SIGKILL, and listens on 127.0.0.1
+  // although Alto itself binds 0.0.0.0 (./child-process.ts).
+  const child: ChildProcess = spawnGuarded(path.join(root, "node_modules/.bin/alto"), args, {
     cwd: root,
     stdio: ["ignore", "pipe", "pipe"],
     env: {

@@ -26,7 +26,7 @@ import {
   type ChainExitEvent,
   type PendingExit,
 } from "./exits";
-import { RetryLoop } from "./retry-loop";
+import { type LoopHealth, RetryLoop } from "./retry-loop";
 
 /** SkillEscrow's deposit event (contracts/SkillEscrow.sol). */
 export const DEPOSITED_EVENT = parseAbiItem(
@@ -219,6 +219,11 @@ export class DepositIndexer {
 
   get running(): boolean {
     return this.loop.running;
+  }
+
+  /** The loop's recent record, for GET /readyz. */
+  get health(): LoopHealth {
+    return this.loop.health;
   }
 
   /** The error that stopped the loop, if one did (a deep reorg, an impossible log). */

@@ -1,6 +1,7 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import net from "node:net";
 import path from "node:path";
+import { spawnGuarded } from "./child-process";
 import { type Account, type Chain, type Hex, type HttpTransport, type PublicClient, type WalletClient, createPublicClient, createWalletClient, defineChain, http } from "viem";
 import { mnemonicToAccount } from "viem/accounts";
 
@@ -60,7 +61,8 @@ export async function freePort(): Promise<number> {
 export async function startLocalNode(options: { port?: number; readyTimeoutMs?: number } = {}): Promise<LocalNode> {
   const port = options.port || (await freePort());
   const root = path.resolve(__dirname, "../..");
-  const child: ChildProcess = spawn(path.join(root, "node_modules/.bin/hardhat"), ["node", "--hostname", "127.0.0.1", "--port", String(port)], {
+  // Guarded: it dies with this process, even one killed with SIGKILL (./child-process.ts).
+  const child: ChildProcess = spawnGuarded(path.join(root, "node_modules/.bin/hardhat"), ["node", "--hostname", "127.0.0.1", "--port", String(port)], {
     cwd: root,
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, FORK_URL: "" },

@@ -45,6 +45,20 @@ export function retryDelayMs(failures: number, parameters: { firstMs: number; ma
   return Math.max(minMs, Math.min(firstMs * 2 ** (failures - 1), maxMs));
 }
 
+/** What a loop has been doing lately, for readiness checks (GET /readyz). */
+export interface LoopHealth {
+  /** Whether `start` was ever called. */
+  started: boolean;
+  running: boolean;
+  /** The message of the error that ended the last run, if one did. */
+  fatal?: string;
+  /** When the loop (re)started and when its last step succeeded, in ms since the epoch. */
+  startedAtMs?: number;
+  lastSuccessAtMs?: number;
+  /** Steps failed in a row since the last success. */
+  failures: number;
+}
+
 /** Runs a step repeatedly between `start` and `stop`, with an interval, a doubling backoff, a wake-up and a fatal stop. */
 export class RetryLoop<T> {
   private readonly parameters: RetryLoopParameters<T>;
@@ -52,6 +66,9 @@ export class RetryLoop<T> {
   private stopRequested = false;
   private wake: (() => void) | undefined;
   private fatal: unknown;
+  private startedAtMs: number | undefined;
+  private lastSuccessAtMs: number | undefined;
+  private failures = 0;
 
   constructor(parameters: RetryLoopParameters<T>) {
     this.parameters = parameters;
@@ -62,6 +79,8 @@ export class RetryLoop<T> {
     if (this.loop) throw new Error("the loop is already running");
     this.stopRequested = false;
     this.fatal = undefined;
+    this.startedAtMs = Date.now();
+    this.failures = 0;
     const loop = this.run(parameters);
     this.loop = loop;
     void loop.finally(() => {
@@ -90,6 +109,17 @@ export class RetryLoop<T> {
     return this.loop !== undefined;
   }
 
+  get health(): LoopHealth {
+    return {
+      started: this.startedAtMs !== undefined,
+      running: this.running,
+      fatal: this.fatal === undefined ? undefined : this.fatal instanceof Error ? this.fatal.message : String(this.fatal),
+      startedAtMs: this.startedAtMs,
+      lastSuccessAtMs: this.lastSuccessAtMs,
+      failures: this.failures,
+    };
+  }
+
   /** The error that ended the last run, if one did; cleared by `start`. */
   get fatalError(): unknown {
     return this.fatal;
@@ -104,6 +134,8 @@ export class RetryLoop<T> {
       try {
         const result = await step();
         failures = 0;
+        this.failures = 0;
+        this.lastSuccessAtMs = Date.now();
         if (runAgainAtOnce?.(result)) delayMs = 0;
       } catch (error) {
         if (isFatal(error)) {
@@ -112,6 +144,7 @@ export class RetryLoop<T> {
           return;
         }
         failures++;
+        this.failures = failures;
         delayMs = retryDelayMs(failures, { firstMs: parameters.retryFirstMs, maxMs: parameters.retryMaxMs, minMs: parameters.retryMinMs });
         this.tell(() => this.parameters.onRetry(error, failures, delayMs));
       }

@@ -26,7 +26,7 @@ import type { Db } from "../ledger/db";
 import type { Ledger } from "../ledger/ledger";
 import { SettlementBatches, type BatchRow, type BuiltBatch, type ReceiptForReturnType } from "./batches";
 import { BATCH_SETTLED_EVENT, ESCROW_SETTLEMENT_ABI, reconcile, settlementAddress, type ReconcileReturnType } from "./reconcile";
-import { RetryLoop } from "./retry-loop";
+import { type LoopHealth, RetryLoop } from "./retry-loop";
 import { classifySendFailure, SettlementHaltedError, SettlementSendError } from "./settlement-errors";
 
 // What callers imported from here before the split into ./batches.ts, ./settlement-errors.ts and ./reverts.ts.
@@ -203,6 +203,11 @@ export class Settler {
 
   get running(): boolean {
     return this.loop.running;
+  }
+
+  /** The loop's recent record, for GET /readyz. */
+  get health(): LoopHealth {
+    return this.loop.health;
   }
 
   /** Why settlement stopped, if it did. */

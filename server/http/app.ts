@@ -10,6 +10,7 @@ import type { Ledger } from "../ledger/ledger";
 import { errorEnvelope } from "./envelope";
 import { ApiError } from "./errors";
 import { dashboardRoutes } from "./routes/dashboard";
+import { healthRoutes } from "./routes/health";
 import { callHandler } from "./routes/call";
 import { readRoutes } from "./routes/read";
 import { withdrawalRoutes } from "./routes/withdrawals";
@@ -82,9 +83,7 @@ export function createApp(deps: AppDeps): express.Express {
     next(req.method === "OPTIONS" ? new ApiError("not_found", `No route for ${req.method} ${req.path}.`) : undefined);
   });
 
-  app.get("/healthz", (_req, res) => {
-    res.json({ success: true, data: { status: "ok" } });
-  });
+  app.use(healthRoutes({ ledger: deps.ledger, chain: deps.chain, moneyPath: deps.moneyPath, maxLagMs: deps.config.readyMaxLagMs }));
   app.use(readRoutes(deps));
   app.use(withdrawalRoutes({ keys: deps.keys, sessions: deps.sessions, db: deps.ledger.db, vouchers: deps.moneyPath?.vouchers }));
   app.use(moneyRoutes({ keys: deps.keys, sessions: deps.sessions, db: deps.ledger.db, moneyPath: deps.moneyPath, chain: deps.chain }));

@@ -35,6 +35,7 @@ export const ERROR_STATUS = {
   daily_limit_reached: 429,
   internal_error: 500,
   chain_unavailable: 503,
+  not_ready: 503,
   sign_in_unavailable: 503,
   skill_error: 502,
   skill_timeout: 502,

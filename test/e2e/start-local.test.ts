@@ -81,6 +81,10 @@ describe("npm start (the embedded default)", () => {
     const rpc = (method: string) =>
       fetch(rpcUrl!, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: [] }) });
     expect((await (await rpc("eth_chainId")).json() as { result: string }).result).to.equal("0x2105");
+    // Ready: the ledger commits, the chain answers, the indexer and settler are running.
+    const ready: any = await (await fetch(url.replace("/v1/call", "/readyz"))).json();
+    expect(ready, JSON.stringify(ready)).to.deep.include({ success: true });
+    expect(Object.keys(ready.data.checks)).to.deep.equal(["ledger", "chain", "indexer", "settler"]);
 
     // Without OAuth apps configured, a local provider stands in for GitHub and Google: a new
     // person signs up through its login and consent pages, as a browser would.
@@ -112,5 +116,36 @@ describe("npm start (the embedded default)", () => {
     refused = false;
     await fetch(`${providerUrl}/.well-known/openid-configuration`).catch(() => (refused = true));
     expect(refused, "the local identity provider is still answering").to.equal(true);
+  });
+
+  it("takes its chain node and bundler with it when it is killed with SIGKILL, and they listen on loopback only", async function () {
+    this.timeout(120_000);
+    const started = await startLocal(path.join(dir, "killed.db"));
+    child = started.child;
+    const rpcUrl = /^Chain RPC: +(\S+)/m.exec(started.output)?.[1];
+    const bundlerUrl = /^Bundler: +(\S+)/m.exec(started.output)?.[1];
+    expect(bundlerUrl, started.output).to.match(/^http:\/\/127\.0\.0\.1:\d+\/rpc$/);
+    const answers = (target: string) =>
+      fetch(target, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }) }).then(
+        () => true,
+        () => false,
+      );
+    expect(await answers(rpcUrl!)).to.equal(true);
+    expect(await answers(bundlerUrl!)).to.equal(true);
+    // Not reachable on any other address of this machine (Alto itself binds 0.0.0.0).
+    const external = Object.values(os.networkInterfaces()).flat().find((i) => i && i.family === "IPv4" && !i.internal);
+    if (external) {
+      const port = new URL(bundlerUrl!).port;
+      expect(await answers(`http://${external.address}:${port}/rpc`), `the bundler answers on ${external.address}`).to.equal(false);
+    }
+
+    const exited = new Promise((resolve) => child!.once("exit", resolve));
+    child.kill("SIGKILL");
+    await exited;
+    child = undefined;
+    // Each child notices within a second; give them ten (a child still answering after that is the bug).
+    for (let i = 0; i < 100 && ((await answers(rpcUrl!)) || (await answers(bundlerUrl!))); i++) await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(await answers(rpcUrl!), "the chain node outlived npm start").to.equal(false);
+    expect(await answers(bundlerUrl!), "the bundler outlived npm start").to.equal(false);
   });
 });

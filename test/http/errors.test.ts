@@ -39,6 +39,7 @@ const EXPECTED: Record<ErrorCode, number> = {
   daily_limit_reached: 429,
   internal_error: 500,
   chain_unavailable: 503,
+  not_ready: 503,
   sign_in_unavailable: 503,
   skill_error: 502,
   skill_timeout: 502,

@@ -1,0 +1,39 @@
+import express, { type Router } from "express";
+import type { MoneyPath } from "../../chain/money-path";
+import type { ChainConnection } from "../../chain/money-path";
+import type { Ledger } from "../../ledger/ledger";
+import { checkReadiness } from "../../readiness";
+import { dataEnvelope, errorEnvelope } from "../envelope";
+
+/**
+ *   GET /healthz   liveness: the process answers (always 200 while it does)
+ *   GET /readyz    readiness: 200 when the ledger commits, the chain answers and the money
+ *                  path's loops are neither halted nor lagging; 503 not_ready naming what is
+ *                  wrong otherwise (server/readiness.ts). Both answer in the spec's envelope.
+ */
+export function healthRoutes(deps: { ledger: Ledger; chain?: ChainConnection; moneyPath?: MoneyPath; maxLagMs: number }): Router {
+  const router = express.Router();
+
+  router.get("/healthz", (_req, res) => {
+    res.json(dataEnvelope({ status: "ok" }));
+  });
+
+  router.get("/readyz", async (_req, res) => {
+    const { ready, checks } = await checkReadiness({
+      commit: deps.ledger.commit,
+      publicClient: deps.chain?.publicClient,
+      indexer: deps.moneyPath?.indexer,
+      settler: deps.moneyPath?.settler,
+      maxLagMs: deps.maxLagMs,
+    });
+    res.set("cache-control", "no-store");
+    if (ready) {
+      res.json(dataEnvelope({ status: "ready", checks }));
+      return;
+    }
+    const failing = Object.entries(checks).filter(([, check]) => !check.ok).map(([name, check]) => `${name}: ${check.detail}`);
+    res.status(503).json(errorEnvelope("not_ready", `Not ready: ${failing.join("; ")}`, { checks }));
+  });
+
+  return router;
+}
