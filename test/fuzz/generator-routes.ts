@@ -66,6 +66,7 @@ export const readsCase: CaseGenerator = (rng, target) => {
     ["/v1/seller/payout-address", []],
     ["/v1/platform", []],
     ["/healthz", []],
+    ["/readyz", []],
   ] as const);
   const [path, names] = route;
   const query = names.length > 0 || rng.chance(0.3) ? oddQuery(rng, names.length > 0 ? names : ["limit", "x"]) : "";

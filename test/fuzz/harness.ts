@@ -221,12 +221,15 @@ async function viaSocket(port: number, request: RawRequest, deadlineMs: number):
   return { answers: outcome.responses, timedOut: outcome.timedOut, error: outcome.error };
 }
 
-/** The whole-run checks: health, one good call, the books, the canary. */
+/** The whole-run checks: liveness and readiness, one good call, the books, the canary. */
 async function endChecks(fuzz: FuzzStack, report: FuzzReport): Promise<void> {
   const { stack } = fuzz;
   const failures = report.endFailures;
-  const health = await viaFetch(stack.url, { transport: "fetch", method: "GET", path: "/healthz", headers: {} }, 30_000);
-  if (health.answers[0]?.status !== 200) failures.push(`GET /healthz after the run answered ${health.answers[0]?.status ?? health.error ?? "nothing"}`);
+  for (const path of ["/healthz", "/readyz"]) {
+    const health = await viaFetch(stack.url, { transport: "fetch", method: "GET", path, headers: {} }, 30_000);
+    const answer = health.answers[0];
+    if (answer?.status !== 200) failures.push(`GET ${path} after the run answered ${answer ? describeAnswer(answer) : (health.error ?? "nothing")}`);
+  }
   const good = await viaFetch(stack.url, { transport: "fetch", method: "POST", path: "/v1/call", headers: { authorization: `Bearer ${fuzz.target.keys.rich}`, "content-type": "application/json" }, body: Buffer.from('{"skill_id":"fz-echo","input":{"after":"the run"}}') }, 30_000);
   const goodAnswer = good.answers[0];
   if (goodAnswer?.status !== 200) failures.push(`a good call after the run answered ${goodAnswer?.status ?? good.error ?? "nothing"}: ${goodAnswer ? describeAnswer(goodAnswer) : ""}`);
