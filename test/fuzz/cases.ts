@@ -55,7 +55,19 @@ export interface FuzzStep {
    * (a body over the limit, a malformed message) and the client may see a reset first.
    */
   mayReset?: boolean;
+  /** The request must be refused: a 4xx (a bad credential, say), never a success. */
+  mustRefuse?: boolean;
+  /** Sent only if the gateway has this behaviour (see Capability); counted as skipped otherwise. */
+  needs?: Capability;
 }
+
+/**
+ * Behaviours of the gateway some cases assert, probed on the running stack before the run
+ * (./stack.ts), so a case whose rule is being brought in by work not yet merged is skipped
+ * and counted, never silently weakened:
+ *   strict_bearer: look-alike separators (`Bearer\xa0key`) are refused, not read as a space.
+ */
+export type Capability = "strict_bearer";
 
 export interface FuzzCase {
   index: number;
@@ -85,4 +97,6 @@ export interface Target {
   canaryV6Port?: number;
   /** The fuzz backend's base URL (an allowed backend). */
   backendUrl: string;
+  /** What the probes found the gateway to do. */
+  capabilities: Set<Capability>;
 }

@@ -7,7 +7,8 @@ import type { FuzzStep } from "./cases";
  *     a 2xx and false otherwise, with `error` a string when false;
  *   - on the call endpoints, a 200 says what it charged (more than 0), anything else 0;
  *   - a listing or edit naming an internal backend URL does not succeed, and a call to a
- *     skill at an internal address is never a 200.
+ *     skill at an internal address is never a 200;
+ *   - a request the case marks as one to refuse (a bad credential) gets a 4xx.
  */
 
 /** The 502 codes of a backend's own failure (spec section 7: a skill error, not charged). */
@@ -73,6 +74,7 @@ export function violation(step: FuzzStep, method: string, path: string, answer: 
     if (status === 200 && !(typeof paid === "number" && paid > 0)) return `a 200 from a call endpoint charged ${paid}: every fuzz skill has a price`;
     if (status !== 200 && paid !== undefined && paid !== 0) return `a ${status} from a call endpoint says it charged ${paid}`;
   }
+  if (step.mustRefuse && !(status >= 400 && status < 500)) return `answered ${status} to a request that must be refused with a 4xx`;
   if (step.role === "hostile_listing" && status >= 200 && status < 300) return `a listing naming an internal backend URL was accepted (${status})`;
   if (step.role === "hostile_call" && status === 200) return "a call to a skill at an internal address succeeded: the gateway reached an internal service";
   return undefined;

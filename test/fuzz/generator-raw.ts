@@ -136,7 +136,12 @@ export const rawCase: CaseGenerator = (rng, target) => {
       const value = rng.pick([`Bearer\xa0${key}`, `Bearer\x0b${key}`, `Bearer ${key}\xa0`, `\xa0Bearer ${key}`, `Bearer ${key}\x00`, `Bearer ${key.replace("atom_", "atom\xad_")}`, `Bearer ${key}\xff\xfe`, `Bearer\r\n ${key}`]);
       const name = rng.pick(["Authorization", "authorization", "AUTHORIZATION", "Authorization ", " Authorization", "Author\xadization"]);
       const lines: (readonly [string, string])[] = [[name, value], json];
-      return step(one(request("POST", path, lines, body), ["POST"], [path]));
+      // None of these is `Bearer <key>`: each must be refused, whichever layer refuses it.
+      const made = step(one(request("POST", path, lines, body), ["POST"], [path]));
+      made.steps[0].mustRefuse = true;
+      // A no-break space or a vertical tab passes a `\s`-based parser as a separator: refusing those is newer work.
+      if (/Bearer[\xa0\x0b]|\xa0$/.test(value) && /^authorization$/i.test(name)) made.steps[0].needs = "strict_bearer";
+      return made;
     }
     case "huge headers": {
       const huge = rng.chance(0.5)

@@ -226,7 +226,9 @@ function callAuthCase(rng: Rng, target: Target): Made {
   const ref = rng.pick(["fz-echo", "fz-const", "fz-status-500"]);
   const request = callRequest(rng, ref, "{}", headers);
   if (label === "key in the query") request.path += `?key=${encodeURIComponent(key)}&api_key=${encodeURIComponent(key)}`;
-  return { label, steps: [call(request, { mayReset: true })] };
+  // RFC 9110 credentials: the scheme in any case, then spaces or tabs, then the key.
+  const valid = ["lower-case scheme", "upper-case scheme", "extra spaces", "tab separator"].includes(label);
+  return { label, steps: [call(request, { mayReset: true, mustRefuse: !valid })] };
 }
 
 /** Calls to skills whose backends misbehave: errors, lies about JSON, resets, hangs, floods. */

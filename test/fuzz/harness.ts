@@ -39,6 +39,8 @@ export interface FuzzReport {
   cases: number;
   requests: number;
   byCategory: Record<string, { cases: number; requests: number }>;
+  /** Steps not sent because the gateway lacks the behaviour they assert (work not merged yet), by capability. */
+  skipped: Record<string, number>;
   /** HTTP statuses, and `reset` / `closed` / `aborted` / `no answer` for exchanges without one. */
   statuses: Record<string, number>;
   codes502: Record<string, number>;
@@ -82,7 +84,7 @@ async function campaign(fuzz: FuzzStack, options: FuzzOptions): Promise<FuzzRepo
   const indexes = options.only ?? Array.from({ length: options.cases }, (_, i) => i);
   const report: FuzzReport = {
     seed, cases: 0, requests: 0, byCategory: Object.fromEntries(CATEGORIES.map((c) => [c, { cases: 0, requests: 0 }])),
-    statuses: {}, codes502: {}, ok200: 0, replayed200: 0, charges: { count: 0, micros: 0n }, canaryHits: [],
+    skipped: {}, statuses: {}, codes502: {}, ok200: 0, replayed200: 0, charges: { count: 0, micros: 0n }, canaryHits: [],
     eventLoopDelayMaxMs: 0, eventLoopDelayP99Ms: 0, slowestRequestMs: 0, slowest: [], durationMs: 0, gatewayInternalErrors: [], consoleLines: [],
     violations: [], violationCount: 0, endFailures: [],
   };
@@ -135,6 +137,10 @@ async function runCase(fuzzCase: FuzzCase, fuzz: FuzzStack, port: number, deadli
 /** Sends one step, checks each answer, and returns the first answer's status. */
 async function runStep(fuzzCase: FuzzCase, i: number, fuzz: FuzzStack, port: number, deadlineMs: number, report: FuzzReport): Promise<number | undefined> {
   const step = fuzzCase.steps[i];
+  if (step.needs && !fuzz.target.capabilities.has(step.needs)) {
+    tally(report.skipped, step.needs);
+    return undefined;
+  }
   const fail = (message: string, answer: string) => {
     report.violationCount++;
     if (report.violations.length < MAX_VIOLATIONS_KEPT) {
@@ -326,6 +332,7 @@ export function formatReport(report: FuzzReport): string {
     "  by category:",
     ...categories,
     `  statuses: ${sorted(report.statuses)}`,
+    ...(Object.keys(report.skipped).length ? [`  SKIPPED, asserting behaviour the gateway does not have yet: ${sorted(report.skipped)}`] : []),
     `  502 codes: ${sorted(report.codes502) || "none"}`,
     `  call 200s: ${report.ok200} (${report.replayed200} idempotent replays); charges: ${report.charges.count} for ${usd(report.charges.micros)} USD`,
     `  canary hits: ${report.canaryHits.length}`,
