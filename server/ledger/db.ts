@@ -8,7 +8,8 @@ export type Db = Database.Database;
 /**
  * Opens (creating if needed) the ledger database with the settings money needs: WAL so
  * readers never block the writer, synchronous=FULL so a committed charge survives a power
- * cut, foreign keys on, and every INTEGER read back as a bigint so no amount ever passes
+ * cut, foreign keys on, recursive triggers on (so a REPLACE cannot bypass the journal's
+ * DELETE triggers), and every INTEGER read back as a bigint so no amount ever passes
  * through a float.
  */
 export function openDatabase(file: string): Db {
@@ -17,6 +18,10 @@ export function openDatabase(file: string): Db {
   db.pragma("journal_mode = WAL");
   db.pragma("synchronous = FULL");
   db.pragma("foreign_keys = ON");
+  // An INSERT OR REPLACE deletes the row it replaces, and SQLite fires DELETE triggers for that only
+  // with recursive triggers on: without them, the append-only journal (migration 13) could be
+  // rewritten by a REPLACE. No trigger of the schema fires another, so nothing else changes.
+  db.pragma("recursive_triggers = ON");
   db.pragma("busy_timeout = 5000");
   // Keep the working set in memory: 64 MiB of page cache, temporary tables in RAM.
   db.pragma("cache_size = -65536");

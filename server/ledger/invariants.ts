@@ -1,5 +1,8 @@
 import type { Db } from "./db";
 
+/** The rule every single entry obeys; the ledger also asserts it before it writes one (Ledger.post). */
+export const ENTRY_SUMS_TO_ZERO = "every entry's postings sum to zero";
+
 /**
  * The ledger's invariants, stated as queries next to the schema they guard. Each query
  * returns the rows that break its rule, so an empty result everywhere means the books
@@ -12,7 +15,7 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
     sql: "SELECT COALESCE(SUM(amount), 0) AS total FROM postings HAVING total <> 0",
   },
   {
-    rule: "every entry's postings sum to zero",
+    rule: ENTRY_SUMS_TO_ZERO,
     sql: "SELECT entry_id, SUM(amount) AS total FROM postings GROUP BY entry_id HAVING total <> 0",
   },
   {

@@ -2,6 +2,7 @@ import { uuidv7 } from "./ids";
 import type { Db } from "./db";
 import type { Charge } from "./fees";
 import { GroupCommit } from "./group-commit";
+import { ENTRY_SUMS_TO_ZERO, LedgerInvariantError } from "./invariants";
 
 export type AccountKind = "user" | "seller" | "platform" | "system";
 export type Bucket = "available" | "held" | "earned" | "fees" | "source";
@@ -372,10 +373,25 @@ export class Ledger {
     return this.stmt.insertEntry.run(kind, holdId, memo, Date.now()).lastInsertRowid as bigint;
   }
 
-  /** Writes an entry's postings (one statement); the database moves the balances. */
+  /**
+   * Writes an entry's postings (one statement); the database moves the balances.
+   *
+   * The entry must balance, and that is checked here, before anything is written, rather than only by
+   * assertBalanced at startup: an unbalanced entry can only come from a bug (a caller's arithmetic, or a hold
+   * row whose split no longer adds up), and money created or destroyed must never reach the disk. The throw
+   * undoes the caller's whole operation (its GroupCommit savepoint, entry row included).
+   */
   private post(entryId: bigint, postings: Posting[]): void {
+    let totalMicros = 0n;
     const params: unknown[] = [];
-    for (const [accountId, bucket, amountMicros] of postings) params.push(entryId, accountId, bucket, amountMicros);
+    for (const [accountId, bucket, amountMicros] of postings) {
+      totalMicros += amountMicros;
+      params.push(entryId, accountId, bucket, amountMicros);
+    }
+    if (totalMicros !== 0n) {
+      const rows = [{ entry_id: entryId, total: totalMicros, postings: postings.map(([a, b, m]) => `${a}/${b} ${m}`) }];
+      throw new LedgerInvariantError([{ rule: ENTRY_SUMS_TO_ZERO, rows }]);
+    }
     this.stmt.insertPostings[postings.length - 1].run(...params);
   }
 }

@@ -461,6 +461,32 @@ CREATE INDEX vouchers_by_account ON vouchers(account_id, created_at);
 CREATE INDEX chain_exits_by_account ON chain_exits(account_id, created_at) WHERE account_id IS NOT NULL;
 `,
   },
+  {
+    version: 13,
+    name: "entries and postings are append-only",
+    sql: `
+-- The journal is append-only: a movement is corrected by a new, reversing entry, never by editing or
+-- deleting one, so what the books say happened stays what happened. The database refuses both, whatever the
+-- code does; nothing in the gateway updates or deletes these rows. (A savepoint or transaction rolled back
+-- is not a DELETE: the ledger's own undo of a failed operation is unaffected.)
+CREATE TRIGGER entries_no_update BEFORE UPDATE ON entries
+BEGIN
+  SELECT RAISE(ABORT, 'entries are append-only: an entry cannot be changed, post a reversing entry instead');
+END;
+CREATE TRIGGER entries_no_delete BEFORE DELETE ON entries
+BEGIN
+  SELECT RAISE(ABORT, 'entries are append-only: an entry cannot be deleted, post a reversing entry instead');
+END;
+CREATE TRIGGER postings_no_update BEFORE UPDATE ON postings
+BEGIN
+  SELECT RAISE(ABORT, 'postings are append-only: a posting cannot be changed, post a reversing entry instead');
+END;
+CREATE TRIGGER postings_no_delete BEFORE DELETE ON postings
+BEGIN
+  SELECT RAISE(ABORT, 'postings are append-only: a posting cannot be deleted, post a reversing entry instead');
+END;
+`,
+  },
 ];
 
 /** Applies every migration the database has not seen yet, each in its own transaction. */

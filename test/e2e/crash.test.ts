@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -8,21 +7,7 @@ import { loadConfig } from "../../server/config";
 import { createGateway } from "../../server/index";
 import { assertBalanced } from "../../server/ledger/invariants";
 import { type TestBackend, startTestBackend } from "../helpers/backend";
-
-function startChild(dbPath: string, backendUrl: string): Promise<{ child: ChildProcess; url: string; key: string }> {
-  const child = spawn(process.execPath, ["-r", "ts-node/register/transpile-only", path.join(__dirname, "../helpers/crash-child.ts"), dbPath, backendUrl], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  return new Promise((resolve, reject) => {
-    let out = "";
-    child.stdout!.on("data", (chunk: Buffer) => {
-      out += chunk.toString();
-      const line = out.split("\n")[0];
-      if (out.includes("\n")) resolve({ child, ...JSON.parse(line) });
-    });
-    child.once("exit", (code) => reject(new Error(`crash child exited early with ${code}`)));
-  });
-}
+import { startCrashChild } from "../helpers/crash-child-process";
 
 describe("a gateway process that dies mid-call", () => {
   let dir: string;
@@ -39,7 +24,13 @@ describe("a gateway process that dies mid-call", () => {
   it("leaves an open hold that the next start releases, so the caller is not charged", async function () {
     this.timeout(30_000);
     const dbPath = path.join(dir, "gateway.db");
-    const { child, url, key } = await startChild(dbPath, backend.url + "/hang");
+    const { url, key, kill } = await startCrashChild({
+      dbPath,
+      env: {},
+      buyer: { id: "buyer", creditMicros: "1000000" },
+      sellerId: "seller",
+      skills: [{ slug: "hang", backendUrl: backend.url + "/hang", priceMicros: "250000", timeoutMs: 60_000 }],
+    });
 
     const reached = backend.nextRequest("/hang");
     fetch(url + "/v1/call", {
@@ -50,9 +41,7 @@ describe("a gateway process that dies mid-call", () => {
     await reached;
     // The hold committed before the call was forwarded; give the group commit a moment anyway.
     await new Promise((resolve) => setTimeout(resolve, 100));
-    const exited = new Promise((resolve) => child.once("exit", resolve));
-    child.kill("SIGKILL");
-    await exited;
+    await kill();
 
     const raw = new Database(dbPath, { readonly: true });
     raw.defaultSafeIntegers(true);

@@ -9,9 +9,17 @@ export interface TestBackend {
   url: string;
   /** Requests received per path. */
   hits: Map<string, number>;
+  /** Every request received, in order: its path, the gateway's call id (x-skill-call-id) and its body. */
+  received: ReceivedRequest[];
   /** Resolves when the next request reaches `path`. */
   nextRequest(path: string): Promise<void>;
   close(): Promise<void>;
+}
+
+export interface ReceivedRequest {
+  path: string;
+  callId: string | undefined;
+  body: string;
 }
 
 type Route = (body: string, req: http.IncomingMessage, res: http.ServerResponse) => void;
@@ -36,18 +44,22 @@ const ROUTES: Record<string, Route> = {
 
 export async function startTestBackend(): Promise<TestBackend> {
   const hits = new Map<string, number>();
+  const received: ReceivedRequest[] = [];
   const waiters = new Map<string, Array<() => void>>();
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
       const path = (req.url ?? "/").split("?")[0];
+      const body = Buffer.concat(chunks).toString("utf8");
       hits.set(path, (hits.get(path) ?? 0) + 1);
+      const callId = req.headers["x-skill-call-id"];
+      received.push({ path, callId: typeof callId === "string" ? callId : undefined, body });
       for (const w of waiters.get(path) ?? []) w();
       waiters.delete(path);
       const route = ROUTES[path];
       if (!route) return json(res, 404, { error: "no route" });
-      route(Buffer.concat(chunks).toString("utf8"), req, res);
+      route(body, req, res);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -55,6 +67,7 @@ export async function startTestBackend(): Promise<TestBackend> {
   return {
     url: `http://127.0.0.1:${port}`,
     hits,
+    received,
     nextRequest: (path) => new Promise((resolve) => waiters.set(path, [...(waiters.get(path) ?? []), resolve])),
     close: () =>
       new Promise<void>((resolve) => {

@@ -68,3 +68,15 @@ export function makeTempDir(): { file: (name: string) => string; remove: () => v
     remove: () => fs.rmSync(dir, { recursive: true, force: true }),
   };
 }
+
+/** The triggers (migration 13) that make the journal append-only. */
+export const APPEND_ONLY_TRIGGERS = ["entries_no_update", "entries_no_delete", "postings_no_update", "postings_no_delete"] as const;
+
+/**
+ * Drops the append-only triggers from a test's own database, so the test can corrupt the journal on
+ * purpose (to prove the invariants catch what the triggers would otherwise stop first). Never for a
+ * database a gateway keeps.
+ */
+export function dropAppendOnlyTriggers(db: Db): void {
+  for (const name of APPEND_ONLY_TRIGGERS) db.exec(`DROP TRIGGER ${name}`);
+}

@@ -2,7 +2,7 @@ import { expect } from "chai";
 import type { Db } from "../../server/ledger/db";
 import { assertBalanced, findViolations, LedgerInvariantError } from "../../server/ledger/invariants";
 import { DEV_CREDIT_SOURCE_ID, Ledger } from "../../server/ledger/ledger";
-import { buildCharge, holdOk, makeLedger, makeParties } from "../helpers/ledger";
+import { buildCharge, dropAppendOnlyTriggers, holdOk, makeLedger, makeParties } from "../helpers/ledger";
 
 const RULES = {
   totalZero: "all postings sum to zero",
@@ -43,6 +43,12 @@ function sourcePostingOf(db: Db, entryId: bigint): bigint {
 /**
  * Each case corrupts the books in one way and names every rule that corruption breaks. Most
  * break exactly one rule; where a rule cannot break alone, the case says why.
+ *
+ * Entries and postings are append-only (migration 13): the database refuses to update or delete
+ * them (test/ledger/append-only.test.ts). A case that edits them drops those triggers first, in
+ * this test's own database, because what is tested here is the second wall: that the invariants
+ * catch a journal changed behind the ledger's back (by a tool, a restored file, a bug in SQLite's
+ * caller), not that the first wall holds.
  */
 const CORRUPTIONS: { it: string; rules: string[]; tamper: (db: Db, books: Books) => void }[] = [
   {
@@ -50,6 +56,7 @@ const CORRUPTIONS: { it: string; rules: string[]; tamper: (db: Db, books: Books)
     it: "detects money created out of nothing in one posting",
     rules: [RULES.totalZero, RULES.entryZero],
     tamper: (db, books) => {
+      dropAppendOnlyTriggers(db);
       db.prepare("UPDATE postings SET amount = amount + 1 WHERE id = ?").run(sourcePostingOf(db, books.creditEntryIds[0]));
       db.prepare("UPDATE ledger_accounts SET balance = balance + 1 WHERE account_id = ? AND bucket = 'source'").run(DEV_CREDIT_SOURCE_ID);
     },
@@ -58,6 +65,7 @@ const CORRUPTIONS: { it: string; rules: string[]; tamper: (db: Db, books: Books)
     it: "detects an entry that does not balance even though the total does",
     rules: [RULES.entryZero],
     tamper: (db, books) => {
+      dropAppendOnlyTriggers(db);
       db.prepare("UPDATE postings SET amount = amount + 1 WHERE id = ?").run(sourcePostingOf(db, books.creditEntryIds[0]));
       db.prepare("UPDATE postings SET amount = amount - 1 WHERE id = ?").run(sourcePostingOf(db, books.creditEntryIds[1]));
     },
@@ -94,6 +102,7 @@ const CORRUPTIONS: { it: string; rules: string[]; tamper: (db: Db, books: Books)
     it: "detects a credit booked as something else, which leaves a user's money unexplained",
     rules: [RULES.perUser],
     tamper: (db, books) => {
+      dropAppendOnlyTriggers(db);
       db.prepare("UPDATE entries SET kind = 'hold' WHERE id = ?").run(books.creditEntryIds[1]);
     },
   },

@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import Database from "better-sqlite3";
 import { openDatabase, type Db } from "../../server/ledger/db";
-import { assertBalanced } from "../../server/ledger/invariants";
+import { assertBalanced, ENTRY_SUMS_TO_ZERO, LedgerInvariantError } from "../../server/ledger/invariants";
 import {
   DEV_CREDIT_SOURCE_ID,
   ESCROW_SOURCE_ID,
@@ -266,6 +266,37 @@ describe("Ledger", () => {
 
     it("does not capture a hold that never existed", () => {
       expect(ledger.capture("hold:unknown")).to.deep.equal({ ok: false, reason: "hold_not_open" });
+    });
+
+    it("refuses to write a capture whose postings would not sum to zero, and writes nothing", () => {
+      const { userId, sellerId } = makeParties(ledger);
+      const holdId = holdOk(ledger, userId, sellerId);
+      // A hold whose split no longer adds up to its amount: the schema's CHECK refuses it, so the
+      // corruption switches the check off. Its capture would pay out one unit more than was held.
+      db.pragma("ignore_check_constraints = ON");
+      db.prepare("UPDATE holds SET seller_amount = seller_amount + 1 WHERE id = ?").run(holdId);
+      db.pragma("ignore_check_constraints = OFF");
+      const balances = allBalances(db);
+      const entries = countRows(db, "entries");
+
+      let error: unknown;
+      try {
+        ledger.capture(holdId);
+      } catch (caught) {
+        error = caught;
+      }
+      expect(error).to.be.instanceOf(LedgerInvariantError);
+      const { violations } = error as LedgerInvariantError;
+      expect(violations.map((v) => v.rule)).to.deep.equal([ENTRY_SUMS_TO_ZERO]);
+      expect(violations[0].rows).to.have.length(1);
+      expect(violations[0].rows[0]).to.include({ total: 1n });
+
+      expect(countRows(db, "entries")).to.equal(entries);
+      expect(allBalances(db)).to.deep.equal(balances);
+      expect(db.prepare("SELECT status FROM holds WHERE id = ?").pluck().get(holdId)).to.equal("open");
+      // Its release moves the held amount back and balances, so the money is not stuck.
+      expect(ledger.release(holdId).ok).to.equal(true);
+      expect(ledger.balance(userId)).to.deep.equal({ availableMicros: 10_000_000n, heldMicros: 0n });
     });
 
     it("settles only the hold it is given", () => {
