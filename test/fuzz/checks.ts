@@ -8,7 +8,8 @@ import type { FuzzStep } from "./cases";
  *   - on the call endpoints, a 200 says what it charged (more than 0), anything else 0;
  *   - a listing or edit naming an internal backend URL does not succeed, and a call to a
  *     skill at an internal address is never a 200;
- *   - a request the case marks as one to refuse (a bad credential) gets a 4xx.
+ *   - a request the case marks as one to refuse (a bad credential) gets a 4xx;
+ *   - no internal detail reaches a client: no SQLite error, stack frame or server path.
  */
 
 /** The 502 codes of a backend's own failure (spec section 7: a skill error, not charged). */
@@ -22,6 +23,9 @@ const CHAIN_ROUTES = /^\/v1\/(withdrawals|wallet\/|seller\/claim|topups\/card$|c
 
 /** Dashboard pages and assets: HTML, CSS and JavaScript, not the JSON envelope. */
 const DASHBOARD = /^\/(|signin|wallet|keys|marketplace(\/[^/]+)?|usage|seller|assets\/app\.(js|css))$/;
+
+/** What an answer must never contain: SQLite's error codes, a stack frame, the server's own paths. */
+const INTERNALS = [/SQLITE_[A-Z]/, /\n\s+at \S+ \(/, /node_modules/, new RegExp(process.cwd().replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))];
 
 export interface Answer {
   status: number;
@@ -59,6 +63,9 @@ export function violation(step: FuzzStep, method: string, path: string, answer: 
     }
   }
   if (status < 100 || status > 599) return `answered an impossible status ${status}`;
+  const text = answer.body.toString("latin1");
+  const leak = INTERNALS.find((pattern) => pattern.test(text));
+  if (leak) return `answered with an internal detail (${leak.source.slice(0, 40)})`;
 
   const exempt = (status >= 300 && status < 400) || ((method === "GET" || method === "HEAD") && DASHBOARD.test(pathname));
   if (answer.body.length > 0 && !exempt) {

@@ -264,6 +264,11 @@ async function endChecks(fuzz: FuzzStack, report: FuzzReport): Promise<void> {
   } catch (error) {
     failures.push(`the ledger does not balance: ${(error as Error).message}`);
   }
+  // The gateway runs in this process: a prototype polluted through its JSON handling would show here.
+  for (const [name, proto] of [["Object", Object.prototype], ["Array", Array.prototype]] as const) {
+    const polluted = Object.getOwnPropertyNames(proto).filter((key) => ["polluted", "admin", "skill_id", "input"].includes(key));
+    if (polluted.length > 0) failures.push(`${name}.prototype was polluted: ${polluted.join(", ")}`);
+  }
   if (fuzz.canary.hits.length > 0) failures.push(`the canary (an internal service on loopback) was reached ${fuzz.canary.hits.length} times: ${fuzz.canary.hits.slice(0, 5).join("; ")}`);
 }
 
