@@ -1,7 +1,7 @@
 import type { FuzzStep, Target } from "./cases";
 import { type CaseGenerator, bearer, callerKey, fetchRequest, skillRef } from "./generator";
 import type { Rng } from "./random";
-import { ODD_STRINGS, PROTO_KEYS, jsonObject, jsonString, jsonValue } from "./values";
+import { DEPTHS, ODD_STRINGS, PROTO_KEYS, deepJson, jsonObject, jsonString, jsonValue } from "./values";
 
 /**
  * The routes around the call path: the read endpoints with odd query strings and paths, the
@@ -97,7 +97,7 @@ export const authRoutesCase: CaseGenerator = (rng, target) => {
   const headers = { ...json, ...maybeSession, ...spoof };
   const token = rng.pick(["", "x", "a".repeat(5_000), rng.bytes(32).toString("base64url"), "%00", "../../", "' OR 1=1 --"]);
   const choices: (() => { label: string; step: FuzzStep })[] = [
-    () => ({ label: "email start", step: other(fetchRequest("POST", "/auth/email/start", headers, rng.chance(0.8) ? `{"email":${emailValue(rng)}}` : jsonValue(rng, 2))) }),
+    () => ({ label: "email start", step: other(fetchRequest("POST", "/auth/email/start", headers, rng.chance(0.8) ? `{"email":${emailValue(rng)}}` : rng.chance(0.5) ? jsonValue(rng, 2) : deepJson(rng.pick(DEPTHS), "array"))) }),
     () => ({ label: "email verify", step: other(fetchRequest("POST", "/auth/email/verify", headers, rng.chance(0.8) ? `{"token":${JSON.stringify(token)}}` : jsonObject(rng, 2))) }),
     () => ({ label: "email callback", step: other(fetchRequest("GET", `/auth/email/callback${rng.pick(["", `?token=${encodeURIComponent(token)}`, "?token=a&token=b", "?token[x]=1", "?token=%zz"])}`, spoof)) }),
     () => ({ label: "siwe nonce", step: other(fetchRequest("GET", `/auth/siwe/nonce${rng.pick(["", "?address=0x0000000000000000000000000000000000000000", "?address=0xzz", "?address=1&address=2", `?address=${"0".repeat(5_000)}`, "?address[]=0x0"])}`, spoof)) }),
@@ -125,7 +125,12 @@ const other = (request: ReturnType<typeof fetchRequest>): FuzzStep => ({ request
 /** The rest of the API with a session or a key and hostile bodies: keys, try, top-ups, payouts, withdrawals. */
 export const otherRoutesCase: CaseGenerator = (rng, target) => {
   const session = { cookie: target.session.cookie, ...(rng.chance(0.85) ? { "x-csrf-token": target.session.csrf } : {}), "content-type": "application/json" };
-  const body = () => (rng.chance(0.5) ? jsonObject(rng, 2) : jsonValue(rng, 2));
+  const body = () => rng.weighted<() => string>([
+    [() => jsonObject(rng, 2), 45],
+    [() => jsonValue(rng, 2), 35],
+    // Every Express route parses JSON too: nested deep, under and over its own size limit.
+    [() => `{"a":${deepJson(rng.pick(DEPTHS), rng.pick(["array", "object", "mixed"] as const))}}`, 20],
+  ])();
   const id = encodeURIComponent(rng.pick([...ODD_STRINGS, "00000000-0000-0000-0000-000000000000", "x".repeat(3_000), ...PROTO_KEYS]));
   const choices: (() => { label: string; step: FuzzStep })[] = [
     () => ({ label: "create key", step: other(fetchRequest("POST", "/v1/keys", session, rng.chance(0.7) ? `{"name":${jsonString(rng)}}` : body())) }),
