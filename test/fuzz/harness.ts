@@ -231,8 +231,10 @@ async function viaSocket(port: number, request: RawRequest, deadlineMs: number):
 async function endChecks(fuzz: FuzzStack, report: FuzzReport): Promise<void> {
   const { stack } = fuzz;
   const failures = report.endFailures;
+  // With a key: the run has spent this address's allowance of unauthenticated requests.
+  const keyed = { authorization: `Bearer ${fuzz.target.keys.rich}` };
   for (const path of ["/healthz", "/readyz"]) {
-    const health = await viaFetch(stack.url, { transport: "fetch", method: "GET", path, headers: {} }, 30_000);
+    const health = await viaFetch(stack.url, { transport: "fetch", method: "GET", path, headers: keyed }, 30_000);
     const answer = health.answers[0];
     if (answer?.status !== 200) failures.push(`GET ${path} after the run answered ${answer ? describeAnswer(answer) : (health.error ?? "nothing")}`);
   }
