@@ -8,7 +8,8 @@
  *   FUZZ_CASE                      only these case indexes, comma-separated (a replay)
  *   FUZZ_CONCURRENCY (default 8)   cases in flight at once
  */
-import { failed, formatReport, formatViolations, runFuzz } from "../test/fuzz/harness";
+import { runFuzz } from "../test/fuzz/harness";
+import { failed, formatReport, formatViolations } from "../test/fuzz/report";
 import { randomSeed } from "../test/fuzz/random";
 
 function positiveInt(name: string, fallback: number): number {

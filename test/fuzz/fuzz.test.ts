@@ -1,5 +1,6 @@
 import { expect } from "chai";
-import { failed, formatReport, formatViolations, replayCommand, runFuzz } from "./harness";
+import { runFuzz } from "./harness";
+import { failed, formatReport, formatViolations, replayCommand } from "./report";
 import { randomSeed } from "./random";
 
 /*
