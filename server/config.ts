@@ -3,6 +3,7 @@
  * defaults that make `npm start` work on a fresh machine. Nothing else reads process.env.
  */
 
+import ipaddr from "ipaddr.js";
 import { usdToMicros } from "./ledger/money";
 
 export type FeeMode = "included" | "on_top";
@@ -90,6 +91,27 @@ export interface Config {
   /** The cheapest and dearest per-call price a seller may list a skill at, in base units. */
   minSkillPriceMicros: bigint;
   maxSkillPriceMicros: bigint;
+  /**
+   * Which proxies in front of the gateway to believe about the client's address
+   * (X-Forwarded-For), as Express's `trust proxy`: false (none: the socket's peer is the
+   * client), a number of hops, or addresses/CIDRs and the names loopback, linklocal,
+   * uniquelocal. Every per-address limit keys on the address this yields.
+   */
+  trustProxy: false | number | string[];
+  /** Requests per minute per client address to the sign-in endpoints (e-mail, SIWE, GitHub, Google). */
+  signInRateLimitPerMin: number;
+  /** Requests per minute per client address to every other endpoint, when not authenticated by an API key or a session. */
+  publicRateLimitPerMin: number;
+  /** SIWE nonces one client address may hold unused at once; asking for more drops its oldest. */
+  siweNoncesPerClientMax: number;
+  /** Unused SIWE nonces in all; beyond it, a new one is refused (429) until the oldest expires. */
+  siweNoncesMax: number;
+  /** E-mail sign-in links waiting to be used, in all; beyond it, POST /auth/email/start is refused (429). */
+  emailLinksMax: number;
+  /** Started GitHub/Google sign-ins waiting for their callback, in all; beyond it, a start is refused (429). */
+  oauthStatesMax: number;
+  /** How often expired nonces, links, OAuth states and sessions are deleted. */
+  pruneIntervalMs: number;
 }
 
 export class ConfigError extends Error {
@@ -193,6 +215,35 @@ function privateKey(env: Env, name: string): string {
   return raw;
 }
 
+/** An IPv4 (dotted quad) or IPv6 address, optionally with a /prefix of a fitting length. */
+function addressOrCidr(entry: string): boolean {
+  const [address, prefix, ...rest] = entry.split("/");
+  if (rest.length > 0) return false;
+  const v4 = ipaddr.IPv4.isValidFourPartDecimal(address);
+  if (!v4 && !ipaddr.IPv6.isValid(address)) return false;
+  if (prefix === undefined) return true;
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (v4 ? 32 : 128);
+}
+
+/** TRUST_PROXY: off, a hop count, or the proxies' addresses; never "true" (every hop). */
+function trustProxy(env: Env, name: string): false | number | string[] {
+  const raw = (env[name] ?? "").trim();
+  if (raw === "" || raw === "false") return false;
+  if (raw === "true") {
+    throw new ConfigError(
+      `${name}=true would believe any client's X-Forwarded-For, so anyone could pick their address and escape the rate limits; give the number of proxies in front of the gateway, or their addresses`,
+    );
+  }
+  if (/^\d+$/.test(raw)) return int(env, name, 0, 0, 10) || false;
+  const entries = raw.split(",").map((entry) => entry.trim());
+  for (const entry of entries) {
+    if (!["loopback", "linklocal", "uniquelocal"].includes(entry) && !addressOrCidr(entry)) {
+      throw new ConfigError(`${name} must be false, a number of hops, or a comma-separated list of addresses, CIDRs, loopback, linklocal, uniquelocal; got "${entry}"`);
+    }
+  }
+  return entries;
+}
+
 /** Builds the configuration from an environment (process.env by default), throwing ConfigError on a bad value. */
 export function loadConfig(env: Env = process.env, overrides: Partial<Config> = {}): Config {
   const github = clientPair(env, "GITHUB_CLIENT_ID", "GITHUB_CLIENT_SECRET");
@@ -246,6 +297,17 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     // The spec's "typically 0.001 to 0.50 USD"; an operator may allow more either way.
     minSkillPriceMicros: usd(env, "MIN_SKILL_PRICE_USD", "0.001"),
     maxSkillPriceMicros: usd(env, "MAX_SKILL_PRICE_USD", "0.50"),
+    trustProxy: trustProxy(env, "TRUST_PROXY"),
+    // A sign-in costs a person 2 or 3 of these (e-mail: start, preview, verify); 20 leaves room
+    // for a few people behind one NAT, and holds one address to 20 mails a minute.
+    signInRateLimitPerMin: int(env, "SIGN_IN_RATE_LIMIT_PER_MIN", 20, 1, 1_000_000),
+    // A dashboard page load is about 5 requests (page, script, styles, two API reads).
+    publicRateLimitPerMin: int(env, "PUBLIC_RATE_LIMIT_PER_MIN", 600, 1, 10_000_000),
+    siweNoncesPerClientMax: int(env, "SIWE_NONCES_PER_CLIENT_MAX", 5, 1, 1_000),
+    siweNoncesMax: int(env, "SIWE_NONCES_MAX", 10_000, 1, 10_000_000),
+    emailLinksMax: int(env, "EMAIL_LINKS_MAX", 1_000, 1, 10_000_000),
+    oauthStatesMax: int(env, "OAUTH_STATES_MAX", 10_000, 1, 10_000_000),
+    pruneIntervalMs: int(env, "PRUNE_INTERVAL_SEC", 300, 1, 86_400) * 1_000,
   };
   if (config.headersTimeoutMs > config.requestTimeoutMs) throw new ConfigError("HEADERS_TIMEOUT_MS must not be above REQUEST_TIMEOUT_MS");
   if (config.minSkillPriceMicros > config.maxSkillPriceMicros) {

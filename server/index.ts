@@ -5,6 +5,8 @@ import { Sessions } from "./accounts/sessions";
 import { WalletService, type WalletServiceParameters } from "./accounts/wallet-service";
 import { MagicLinks, type MailMessage, type Mailer, createMailer } from "./accounts/email";
 import { OAuthSignIn, oauthSettings } from "./accounts/oauth";
+import { SiweNonces } from "./accounts/siwe";
+import { MemoryStore, type Store } from "express-rate-limit";
 import { type CardTopups, createSandboxCardTopups } from "./accounts/card";
 import { type ChainConnection, type MoneyPath, createMoneyPath } from "./chain/money-path";
 import type { Config } from "./config";
@@ -16,6 +18,7 @@ import { IdempotencyStore } from "./gateway/idempotency";
 import { DailyCap, RateLimiter } from "./gateway/rate-limit";
 import { SkillRegistry } from "./gateway/skills";
 import { createRequestListener } from "./http/app";
+import type { RateLimitName } from "./http/rate-limits";
 import { type Db, openDatabase } from "./ledger/db";
 import { GroupCommit } from "./ledger/group-commit";
 import { assertBalanced } from "./ledger/invariants";
@@ -43,6 +46,8 @@ export interface Gateway {
   moneyPath?: MoneyPath;
   /** What the startup recovery found: holds and idempotency keys left open by a crash. */
   recovered: { holds: number; idempotencyKeys: number };
+  /** Deletes expired sign-in state and sessions now (a timer does it every PRUNE_INTERVAL_SEC); returns how many of each. */
+  pruneExpired(): { siweNonces: number; emailLinks: number; oauthStates: number; sessions: number };
   close(): Promise<void>;
 }
 
@@ -82,6 +87,12 @@ export interface GatewayOptions {
   outboxEcho?: (message: MailMessage) => void;
   /** Embedded wallets (ERC-4337): every account that signs in gets one; USDC sent to it is swept into the escrow. */
   wallets?: Omit<WalletServiceParameters, "ledger" | "sessions" | "log" | "vouchers">;
+  /**
+   * Where each per-address limit of the unauthenticated endpoints keeps its counters (one
+   * store per limit): express-rate-limit's MemoryStore by default, which holds for this
+   * process only; a shared store (Redis) makes the limits hold across instances.
+   */
+  rateLimitStore?: (limit: RateLimitName) => Store;
 }
 
 /**
@@ -134,10 +145,32 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
       }
     };
   }
-  const magicLinks = new MagicLinks(db, commit, options.mailer ?? createMailer(config, commit, db, options.outboxEcho), { ttlMs: config.emailLinkTtlMs });
-  const oauth = new OAuthSignIn(db, commit, oauthSettings(config));
+  const magicLinks = new MagicLinks(db, commit, options.mailer ?? createMailer(config, commit, db, options.outboxEcho), {
+    ttlMs: config.emailLinkTtlMs,
+    pendingMax: config.emailLinksMax,
+  });
+  const oauth = new OAuthSignIn(db, commit, oauthSettings(config), config.oauthStatesMax);
+  const siweNonces = new SiweNonces(db, commit, { perClientMax: config.siweNoncesPerClientMax, max: config.siweNoncesMax });
+  const rateLimitStores: Record<RateLimitName, Store> = {
+    sign_in: options.rateLimitStore?.("sign_in") ?? new MemoryStore(),
+    public: options.rateLimitStore?.("public") ?? new MemoryStore(),
+  };
   const cardTopups = createSandboxCardTopups({ ledger, chain: options.chain, log: (message, error) => log(`[card] ${message}`, error) });
-  const handler = createRequestListener({ config, keys, skills, ledger, calls, callService, egress, moneyPath, chain: options.chain, sessions, magicLinks, oauth, cardTopups, wallets, log });
+  const handler = createRequestListener({
+    config, keys, skills, ledger, calls, callService, egress, moneyPath, chain: options.chain, sessions, magicLinks, oauth, cardTopups, wallets, siweNonces, rateLimitStores, log,
+  });
+
+  /**
+   * Deletes the sign-in state that can never be used again: expired SIWE nonces, e-mail links
+   * and OAuth states, and expired or ended sessions. Anyone can make the gateway store the
+   * first three, so they must not accumulate between sign-ins.
+   */
+  const pruneExpired = () => ({
+    siweNonces: siweNonces.purgeExpired(),
+    emailLinks: magicLinks.purgeExpired(),
+    oauthStates: oauth.purgeExpired(),
+    sessions: sessions.purgeExpired(),
+  });
 
   // Housekeeping never throws out of a timer: a failure is logged and tried again next time.
   const every = (ms: number, what: string, fn: () => void) => {
@@ -156,16 +189,16 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
     every(2_000, "reloading the skill catalogue", () => skills.refreshIfChanged()),
     // API keys' last use, noted in memory by the call path, written here in the group commit.
     every(10_000, "recording API keys' last use", () => commit.run(() => keys.flushLastUsed())),
-    every(3_600_000, "purging expired sign-in links and states", () => {
-      magicLinks.purgeExpired();
-      oauth.purgeExpired();
+    every(config.pruneIntervalMs, "pruning expired sign-in state and sessions", () => {
+      pruneExpired();
     }),
   ];
 
   return {
-    config, db, ledger, keys, skills, calls, handler, moneyPath, sessions, wallets, magicLinks, cardTopups, recovered,
+    config, db, ledger, keys, skills, calls, handler, moneyPath, sessions, wallets, magicLinks, cardTopups, recovered, pruneExpired,
     async close() {
       for (const timer of timers) clearInterval(timer);
+      for (const store of Object.values(rateLimitStores)) await store.shutdown?.();
       await wallets?.stop();
       await moneyPath?.stop();
       await forwarder.close();

@@ -48,6 +48,14 @@ const DEFAULTS: Config = {
   siweChainId: 8453,
   minSkillPriceMicros: 1_000n,
   maxSkillPriceMicros: 500_000n,
+  trustProxy: false,
+  signInRateLimitPerMin: 20,
+  publicRateLimitPerMin: 600,
+  siweNoncesPerClientMax: 5,
+  siweNoncesMax: 10_000,
+  emailLinksMax: 1_000,
+  oauthStatesMax: 10_000,
+  pruneIntervalMs: 300_000,
 };
 
 describe("loadConfig", () => {
@@ -113,6 +121,14 @@ describe("loadConfig", () => {
       SIWE_CHAIN_ID: "84532",
       MIN_SKILL_PRICE_USD: "0.0001",
       MAX_SKILL_PRICE_USD: "5",
+      TRUST_PROXY: "1",
+      SIGN_IN_RATE_LIMIT_PER_MIN: "5",
+      PUBLIC_RATE_LIMIT_PER_MIN: "100",
+      SIWE_NONCES_PER_CLIENT_MAX: "3",
+      SIWE_NONCES_MAX: "50",
+      EMAIL_LINKS_MAX: "40",
+      OAUTH_STATES_MAX: "30",
+      PRUNE_INTERVAL_SEC: "60",
     });
     expect(config).to.deep.equal({
       host: "0.0.0.0",
@@ -161,8 +177,30 @@ describe("loadConfig", () => {
       siweChainId: 84532,
       minSkillPriceMicros: 100n,
       maxSkillPriceMicros: 5_000_000n,
+      trustProxy: 1,
+      signInRateLimitPerMin: 5,
+      publicRateLimitPerMin: 100,
+      siweNoncesPerClientMax: 3,
+      siweNoncesMax: 50,
+      emailLinksMax: 40,
+      oauthStatesMax: 30,
+      pruneIntervalMs: 60_000,
     });
   });
+
+  /** TRUST_PROXY values and what Express's `trust proxy` gets for each. */
+  const TRUST_PROXY: Array<[string, false | number | string[]]> = [
+    ["false", false],
+    ["0", false],
+    ["2", 2],
+    ["loopback", ["loopback"]],
+    ["10.0.0.0/8, fd00::/8, 192.0.2.7, uniquelocal", ["10.0.0.0/8", "fd00::/8", "192.0.2.7", "uniquelocal"]],
+  ];
+  for (const [raw, value] of TRUST_PROXY) {
+    it(`reads TRUST_PROXY=${raw}`, () => {
+      expect(loadConfig({ TRUST_PROXY: raw }).trustProxy).to.deep.equal(value);
+    });
+  }
 
   it("accepts the ends of each range", () => {
     expect(loadConfig({ PORT: "0", FEE_BPS: "0", RATE_LIMIT_PER_MIN: "1" })).to.include({ port: 0, feeBps: 0n, rateLimitPerMin: 1 });
@@ -224,6 +262,19 @@ describe("loadConfig", () => {
     ["a backend port that is a word", { SKILL_BACKEND_PORTS: "https" }, 'SKILL_BACKEND_PORTS: "https" is not a port'],
     ["a headers time-out above the request time-out", { HEADERS_TIMEOUT_MS: "40000" }, "HEADERS_TIMEOUT_MS must not be above REQUEST_TIMEOUT_MS"],
     ["a minimum price above the maximum", { MIN_SKILL_PRICE_USD: "1", MAX_SKILL_PRICE_USD: "0.5" }, "MIN_SKILL_PRICE_USD must not be above MAX_SKILL_PRICE_USD"],
+    ["TRUST_PROXY=true, which would let any client pick its address", { TRUST_PROXY: "true" }, "TRUST_PROXY=true would believe any client's X-Forwarded-For"],
+    ["a TRUST_PROXY hop count above 10", { TRUST_PROXY: "11" }, "TRUST_PROXY must be between 0 and 10"],
+    ["a TRUST_PROXY entry that is no address", { TRUST_PROXY: "proxy.example" }, 'got "proxy.example"'],
+    ["a TRUST_PROXY address in a legacy IPv4 form", { TRUST_PROXY: "10.1" }, 'got "10.1"'],
+    ["a TRUST_PROXY prefix too long for IPv4", { TRUST_PROXY: "10.0.0.0/33" }, 'got "10.0.0.0/33"'],
+    ["an empty TRUST_PROXY entry", { TRUST_PROXY: "loopback,,10.0.0.1" }, 'got ""'],
+    ["a sign-in rate limit of 0", { SIGN_IN_RATE_LIMIT_PER_MIN: "0" }, "SIGN_IN_RATE_LIMIT_PER_MIN must be between 1 and"],
+    ["a public rate limit of 0", { PUBLIC_RATE_LIMIT_PER_MIN: "0" }, "PUBLIC_RATE_LIMIT_PER_MIN must be between 1 and"],
+    ["no SIWE nonce per client", { SIWE_NONCES_PER_CLIENT_MAX: "0" }, "SIWE_NONCES_PER_CLIENT_MAX must be between 1 and"],
+    ["no SIWE nonce at all", { SIWE_NONCES_MAX: "0" }, "SIWE_NONCES_MAX must be between 1 and"],
+    ["no e-mail link at all", { EMAIL_LINKS_MAX: "0" }, "EMAIL_LINKS_MAX must be between 1 and"],
+    ["no OAuth state at all", { OAUTH_STATES_MAX: "0" }, "OAUTH_STATES_MAX must be between 1 and"],
+    ["a prune interval of 0", { PRUNE_INTERVAL_SEC: "0" }, "PRUNE_INTERVAL_SEC must be between 1 and"],
   ];
   for (const [what, env, message] of bad) {
     it(`throws a ConfigError naming the setting for ${what}`, () => {

@@ -73,7 +73,19 @@ const hash = (token: string) => createHash("sha256").update(token).digest("hex")
 /** Links asked for one address within one TTL beyond which no more are sent (the answer stays the same). */
 const MAX_LINKS_PER_ADDRESS = 5;
 
+export type SendLinkReturnType =
+  | { sent: true }
+  /** The address had MAX_LINKS_PER_ADDRESS links lately: none sent, and the caller answers as if one was. */
+  | { sent: false; reason: "address_limit" }
+  /** `pendingMax` links wait to be used, in all: none sent; one expires in `retryAfterMs`. */
+  | { sent: false; reason: "too_many_pending"; retryAfterMs: number };
+
 export type ConsumeResult = { ok: true; email: string; linkTo: string | undefined } | { ok: false; reason: "invalid_or_used" };
+
+export type PeekResult = { ok: true; email: string; linkTo: string | undefined; expiresAtMs: number } | { ok: false; reason: "invalid_or_used" };
+
+/** A token's shape before any lookup: what `send` mints is 43 base64url characters. */
+const plausibleToken = (token: unknown): token is string => typeof token === "string" && token.length > 0 && token.length <= 100;
 
 /**
  * E-mail magic links. A link carries a random 256-bit token; only its SHA-256 is stored,
@@ -83,6 +95,10 @@ export type ConsumeResult = { ok: true; email: string; linkTo: string | undefine
  *
  * Every address gets the same treatment, known or not (a first sign-in creates the
  * account), so nothing about the answer or its timing tells whether an account exists.
+ *
+ * Anyone may ask for a link, so what a flood can store and send is bounded: an address gets
+ * at most MAX_LINKS_PER_ADDRESS links per TTL, and at most `pendingMax` links wait unused in
+ * all (a limit on the whole gateway, so refusing beyond it tells nothing about any address).
  */
 export class MagicLinks {
   private readonly stmt;
@@ -91,11 +107,14 @@ export class MagicLinks {
     db: Db,
     private readonly commit: GroupCommit,
     private readonly mailer: Mailer,
-    private readonly options: { ttlMs: number; now?: () => number },
+    private readonly options: { ttlMs: number; pendingMax: number; now?: () => number },
   ) {
     this.stmt = {
       insert: db.prepare("INSERT INTO email_sign_in_tokens (token_hash, email, link_to, created_at, expires_at) VALUES (?, ?, ?, ?, ?)"),
       recent: db.prepare("SELECT COUNT(*) FROM email_sign_in_tokens WHERE email = ? AND created_at > ?").pluck(),
+      pending: db.prepare("SELECT COUNT(*) FROM email_sign_in_tokens WHERE used_at IS NULL AND expires_at > ?").pluck(),
+      firstExpiry: db.prepare("SELECT MIN(expires_at) FROM email_sign_in_tokens WHERE used_at IS NULL AND expires_at > ?").pluck(),
+      peek: db.prepare("SELECT email, link_to, expires_at FROM email_sign_in_tokens WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?"),
       consume: db.prepare(
         "UPDATE email_sign_in_tokens SET used_at = ? WHERE token_hash = ? AND used_at IS NULL AND expires_at > ? RETURNING email, link_to",
       ),
@@ -109,19 +128,22 @@ export class MagicLinks {
 
   /**
    * Mails a sign-in link to `email` (already normalized). `linkTo`: the signed-in account
-   * that asked, which the address joins if the link is opened in that same session.
-   * Returns false when the address has had too many links lately and none was sent; the
-   * caller answers the same either way.
+   * that asked, which the address joins if the link is used in that same session. The
+   * refusals say why nothing was sent; for `address_limit` the caller answers as if it was.
    */
-  async send(email: string, linkUrl: (token: string) => string, linkTo?: string): Promise<boolean> {
+  async send(email: string, linkUrl: (token: string) => string, linkTo?: string): Promise<SendLinkReturnType> {
     const now = this.now();
     const token = randomBytes(32).toString("base64url");
-    const sent = this.commit.run(() => {
-      if ((this.stmt.recent.get(email, now - this.options.ttlMs) as number) >= MAX_LINKS_PER_ADDRESS) return false;
+    const refusal = this.commit.run((): Exclude<SendLinkReturnType, { sent: true }> | undefined => {
+      // First the whole gateway's limit, whoever the address: its answer must not depend on the address.
+      if ((this.stmt.pending.get(now) as number) >= this.options.pendingMax) {
+        return { sent: false, reason: "too_many_pending", retryAfterMs: Math.max(1, Number(this.stmt.firstExpiry.get(now)) - now) };
+      }
+      if ((this.stmt.recent.get(email, now - this.options.ttlMs) as number) >= MAX_LINKS_PER_ADDRESS) return { sent: false, reason: "address_limit" };
       this.stmt.insert.run(hash(token), email, linkTo ?? null, now, now + this.options.ttlMs);
-      return true;
+      return undefined;
     });
-    if (!sent) return false;
+    if (refusal) return refusal;
     // The token is on disk before the link leaves, so a link that arrives always works.
     await this.commit.durable();
     const minutes = Math.round(this.options.ttlMs / 60_000);
@@ -129,16 +151,28 @@ export class MagicLinks {
       to: email,
       subject: "Your Skill Gateway sign-in link",
       text:
-        `Open this link to sign in to Skill Gateway${linkTo ? " (and add this address to your account)" : ""}:\n\n` +
+        `Open this link to sign in to Skill Gateway${linkTo ? " (and add this address to your account)" : ""}, then confirm on the page it opens:\n\n` +
         `${linkUrl(token)}\n\n` +
         `It works once, for ${minutes} minutes. If you did not ask for it, ignore this message.\n`,
     });
-    return true;
+    return { sent: true };
+  }
+
+  /**
+   * What a link's token would sign in as, without using it up: the page a link opens shows
+   * this, and only a POST from that page consumes the token (a mail scanner that fetches the
+   * link, even running its script, does not press the button).
+   */
+  peek(token: string): PeekResult {
+    if (!plausibleToken(token)) return { ok: false, reason: "invalid_or_used" };
+    const row = this.stmt.peek.get(hash(token), this.now()) as { email: string; link_to: string | null; expires_at: bigint } | undefined;
+    if (!row) return { ok: false, reason: "invalid_or_used" };
+    return { ok: true, email: row.email, linkTo: row.link_to ?? undefined, expiresAtMs: Number(row.expires_at) };
   }
 
   /** Uses a link's token up: its address (and the account it should join), once, before expiry. */
   consume(token: string): ConsumeResult {
-    if (typeof token !== "string" || token.length === 0 || token.length > 100) return { ok: false, reason: "invalid_or_used" };
+    if (!plausibleToken(token)) return { ok: false, reason: "invalid_or_used" };
     const now = this.now();
     const row = this.commit.run(() => this.stmt.consume.get(now, hash(token), now)) as { email: string; link_to: string | null } | undefined;
     if (!row) return { ok: false, reason: "invalid_or_used" };

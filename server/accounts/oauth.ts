@@ -42,7 +42,10 @@ export interface OAuthSettings {
 /** How long a started sign-in may take before its state is refused. */
 export const OAUTH_STATE_TTL_MS = 10 * 60_000;
 
-export type OAuthBeginResult = { authorizationUrl: string; state: string };
+export type OAuthBeginResult =
+  | { ok: true; authorizationUrl: string; state: string }
+  /** `statesMax` sign-ins are under way, in all: none started; one expires in `retryAfterMs`. */
+  | { ok: false; reason: "too_many_pending"; retryAfterMs: number };
 
 export type OAuthCompleteResult =
   | { ok: true; subject: string; name: string; linkTo: string | undefined }
@@ -66,6 +69,8 @@ export class OAuthSignIn {
     db: Db,
     private readonly commit: GroupCommit,
     private readonly settings: OAuthSettings,
+    /** Started sign-ins that may wait for their callback at once: anyone may start one, so a flood stores at most this many. */
+    private readonly statesMax: number,
   ) {
     this.stmt = {
       insert: db.prepare(
@@ -75,6 +80,8 @@ export class OAuthSignIn {
         "UPDATE oauth_states SET used_at = ? WHERE state_hash = ? AND provider = ? AND used_at IS NULL AND expires_at > ? RETURNING code_verifier, nonce, link_to",
       ),
       purge: db.prepare("DELETE FROM oauth_states WHERE expires_at <= ?"),
+      pending: db.prepare("SELECT COUNT(*) FROM oauth_states WHERE used_at IS NULL AND expires_at > ?").pluck(),
+      firstExpiry: db.prepare("SELECT MIN(expires_at) FROM oauth_states WHERE used_at IS NULL AND expires_at > ?").pluck(),
     };
   }
 
@@ -88,6 +95,10 @@ export class OAuthSignIn {
    * browser, which the new identity joins.
    */
   async begin(provider: OAuthProviderName, redirectUri: string, linkTo?: string): Promise<OAuthBeginResult> {
+    // Checked before anything is fetched from the provider, so a refused start costs nothing,
+    // and again when the state is stored, which is what bounds the table.
+    const early = this.tooManyPending(Date.now());
+    if (early) return early;
     const state = client.randomState();
     const codeVerifier = client.randomPKCECodeVerifier();
     const nonce = client.randomNonce();
@@ -106,8 +117,13 @@ export class OAuthSignIn {
       parameters.scope = this.settings.github!.scope;
     }
     const now = Date.now();
-    await this.commit.runDurable(() => this.stmt.insert.run(hash(state), provider, codeVerifier, nonce, linkTo ?? null, now, now + OAUTH_STATE_TTL_MS));
-    return { authorizationUrl: client.buildAuthorizationUrl(config, parameters).href, state };
+    const refused = await this.commit.runDurable(() => {
+      const full = this.tooManyPending(now);
+      if (!full) this.stmt.insert.run(hash(state), provider, codeVerifier, nonce, linkTo ?? null, now, now + OAUTH_STATE_TTL_MS);
+      return full;
+    });
+    if (refused) return refused;
+    return { ok: true, authorizationUrl: client.buildAuthorizationUrl(config, parameters).href, state };
   }
 
   /**
@@ -162,6 +178,11 @@ export class OAuthSignIn {
     } catch (error) {
       return classify(error);
     }
+  }
+
+  private tooManyPending(nowMs: number): Extract<OAuthBeginResult, { ok: false }> | undefined {
+    if ((this.stmt.pending.get(nowMs) as number) < this.statesMax) return undefined;
+    return { ok: false, reason: "too_many_pending", retryAfterMs: Math.max(1, Number(this.stmt.firstExpiry.get(nowMs)) - nowMs) };
   }
 
   /** Deletes states past their expiry: they can never finish a sign-in. */

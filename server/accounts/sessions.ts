@@ -17,6 +17,9 @@ export interface Session {
   expiresAtMs: number;
 }
 
+/** A session as read from a request's cookie: with its token's hash, to revoke it by. */
+export type LiveSession = Session & { tokenHash: string };
+
 declare module "express-serve-static-core" {
   interface Request {
     session?: Session;
@@ -48,6 +51,8 @@ export class Sessions {
       insert: db.prepare("INSERT INTO sessions (token_hash, account_id, csrf_token, created_at, expires_at) VALUES (?, ?, ?, ?, ?)"),
       get: db.prepare("SELECT account_id, csrf_token, expires_at, revoked_at FROM sessions WHERE token_hash = ?"),
       revoke: db.prepare("UPDATE sessions SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL"),
+      purgeExpired: db.prepare("DELETE FROM sessions WHERE expires_at <= ?"),
+      purgeRevoked: db.prepare("DELETE FROM sessions WHERE revoked_at IS NOT NULL"),
       identity: db.prepare("SELECT account_id FROM identities WHERE provider = ? AND subject = ?").pluck(),
       insertIdentity: db.prepare("INSERT INTO identities (provider, subject, account_id, created_at) VALUES (?, ?, ?, ?)"),
       identitiesOf: db.prepare("SELECT provider, subject, created_at FROM identities WHERE account_id = ? ORDER BY created_at"),
@@ -75,6 +80,11 @@ export class Sessions {
       this.stmt.insertIdentity.run(provider, subject, accountId, Date.now());
       return { ok: true as const, accountId, created, linked: !created };
     });
+  }
+
+  /** The account an identity signs in to, if it belongs to one. */
+  ownerOf(provider: IdentityProvider, subject: string): string | undefined {
+    return this.stmt.identity.get(provider, subject) as string | undefined;
   }
 
   identitiesOf(accountId: string): { provider: IdentityProvider; subject: string; createdAtMs: number }[] {
@@ -113,7 +123,7 @@ export class Sessions {
   }
 
   /** The live session a request's cookie names, if any. */
-  read(req: Request): (Session & { tokenHash: string }) | undefined {
+  read(req: Request): LiveSession | undefined {
     const token = readCookie(req.headers.cookie, SESSION_COOKIE);
     if (!token) return undefined;
     const tokenHash = hash(token);
@@ -125,9 +135,26 @@ export class Sessions {
   /** Ends the request's session and clears its cookies. */
   close(req: Request, res: Response): void {
     const session = this.read(req);
-    if (session) this.ledger.commit.run(() => this.stmt.revoke.run(Date.now(), session.tokenHash));
+    if (session) this.revoke(session.tokenHash);
     res.clearCookie(SESSION_COOKIE, { path: "/" });
     res.clearCookie(CSRF_COOKIE, { path: "/" });
+  }
+
+  /** Ends one session by its token's hash (a browser switching accounts leaves its old one behind). */
+  revoke(tokenHash: string): void {
+    this.ledger.commit.run(() => this.stmt.revoke.run(Date.now(), tokenHash));
+  }
+
+  /** Deletes sessions that can no longer be used (expired, or ended): nothing reads them again. */
+  purgeExpired(nowMs = Date.now()): number {
+    return this.ledger.commit.run(() => this.stmt.purgeExpired.run(nowMs).changes + this.stmt.purgeRevoked.run().changes);
+  }
+
+  /** Whether the request echoes the session's CSRF token in X-CSRF-Token (compared in constant time). */
+  csrfMatches(req: Request, session: Session): boolean {
+    const given = Buffer.from(String(req.headers[CSRF_HEADER] ?? ""));
+    const expected = Buffer.from(session.csrfToken);
+    return given.length === expected.length && timingSafeEqual(given, expected);
   }
 
   /**
@@ -138,17 +165,16 @@ export class Sessions {
     return (req: Request, _res: Response, next: NextFunction): void => {
       const session = this.read(req);
       if (!session) throw new ApiError("unauthorized", "Sign in first: this needs a dashboard session.");
-      if (!["GET", "HEAD", "OPTIONS"].includes(req.method)) {
-        const given = Buffer.from(String(req.headers[CSRF_HEADER] ?? ""));
-        const expected = Buffer.from(session.csrfToken);
-        if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
-          throw new ApiError("csrf_failed", "Missing or wrong X-CSRF-Token header (copy it from the sg_csrf cookie).");
-        }
-      }
+      if (!["GET", "HEAD", "OPTIONS"].includes(req.method) && !this.csrfMatches(req, session)) throw csrfFailed();
       req.session = { accountId: session.accountId, csrfToken: session.csrfToken, expiresAtMs: session.expiresAtMs };
       next();
     };
   }
+}
+
+/** The refusal of a state-changing request made with a session but without its CSRF token. */
+export function csrfFailed(): ApiError {
+  return new ApiError("csrf_failed", "Missing or wrong X-CSRF-Token header (copy it from the sg_csrf cookie).");
 }
 
 /** One cookie's value from a Cookie header (no dependency needed for reading). */

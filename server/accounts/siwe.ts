@@ -15,9 +15,35 @@ import { base58Encode } from "./base58";
 export const SIWE_NONCE_TTL_MS = 10 * 60_000;
 
 /**
+ * How far a message's clock may run ahead of the gateway's: its `issuedAt` may be this much
+ * in the future, no more. The nonce already makes every message fresh; this refuses one
+ * whose timestamps are nonsense (issued in 2100), which a careful signer would not produce
+ * and a reader of the signed text would be misled by. Five minutes is the customary bound
+ * for clocks kept by NTP (Kerberos uses the same).
+ */
+export const SIWE_CLOCK_SKEW_MS = 5 * 60_000;
+
+/** How many nonces may wait unused: per client address, and in all. */
+export interface SiweNonceLimits {
+  perClientMax: number;
+  max: number;
+}
+
+export type IssueNonceReturnType =
+  | { ok: true; nonce: string; expiresAtMs: number }
+  /** As many nonces wait unused as the gateway keeps; one frees up in `retryAfterMs`. */
+  | { ok: false; reason: "too_many_pending"; retryAfterMs: number };
+
+/**
  * Server-issued SIWE nonces, one row each in `siwe_nonces`. A nonce is good once and until it
  * expires; `consume` checks both and marks it used in one UPDATE, so of two requests carrying
  * the same message exactly one gets through.
+ *
+ * Anyone may ask for a nonce, so the table must not grow with the asking: expired nonces go
+ * as new ones are issued (and on the gateway's periodic prune); one client address holds at
+ * most `perClientMax` unused ones (asking for another drops its oldest, so a person who
+ * clicks "Connect wallet" again is never stuck); and beyond `max` unused ones in all, a new
+ * one is refused until the oldest expires, rather than dropping other people's.
  */
 export class SiweNonces {
   private readonly stmt;
@@ -25,32 +51,51 @@ export class SiweNonces {
   constructor(
     db: Db,
     private readonly commit: GroupCommit,
+    private readonly limits: SiweNonceLimits,
     private readonly ttlMs = SIWE_NONCE_TTL_MS,
   ) {
     this.stmt = {
-      insert: db.prepare("INSERT INTO siwe_nonces (nonce, created_at, expires_at) VALUES (?, ?, ?)"),
+      insert: db.prepare("INSERT INTO siwe_nonces (nonce, client, created_at, expires_at) VALUES (?, ?, ?, ?)"),
       consume: db.prepare("UPDATE siwe_nonces SET used_at = ? WHERE nonce = ? AND used_at IS NULL AND expires_at > ?"),
-      // Anyone may ask for a nonce, so the table must not grow with the asking: what has
-      // expired is of no use to anyone and goes as new ones are issued.
       purge: db.prepare("DELETE FROM siwe_nonces WHERE expires_at <= ?"),
+      // The client's unused nonces beyond the newest `?`, oldest first.
+      trimClient: db.prepare(
+        `DELETE FROM siwe_nonces WHERE nonce IN (
+           SELECT nonce FROM siwe_nonces WHERE client = ? AND used_at IS NULL AND expires_at > ?
+           ORDER BY created_at DESC, nonce LIMIT -1 OFFSET ?)`,
+      ),
+      pending: db.prepare("SELECT COUNT(*) FROM siwe_nonces WHERE used_at IS NULL AND expires_at > ?").pluck(),
+      firstExpiry: db.prepare("SELECT MIN(expires_at) FROM siwe_nonces WHERE used_at IS NULL AND expires_at > ?").pluck(),
     };
   }
 
-  /** A fresh nonce: 128 random bits in base58 (EIP-4361 wants at least 8 alphanumerics). */
-  async issue(nowMs = Date.now()): Promise<{ nonce: string; expiresAtMs: number }> {
+  /**
+   * A fresh nonce for `client` (the asker's rate-limit key): 128 random bits in base58
+   * (EIP-4361 wants at least 8 alphanumerics), or a refusal when too many wait unused.
+   */
+  async issue(client: string, nowMs = Date.now()): Promise<IssueNonceReturnType> {
     const nonce = base58Encode(randomBytes(16));
     const expiresAtMs = nowMs + this.ttlMs;
-    this.commit.run(() => {
+    const refusedFor = this.commit.run((): number | undefined => {
       this.stmt.purge.run(nowMs);
-      this.stmt.insert.run(nonce, nowMs, expiresAtMs);
+      this.stmt.trimClient.run(client, nowMs, this.limits.perClientMax - 1);
+      if ((this.stmt.pending.get(nowMs) as number) >= this.limits.max) return Number(this.stmt.firstExpiry.get(nowMs)) - nowMs;
+      this.stmt.insert.run(nonce, client, nowMs, expiresAtMs);
+      return undefined;
     });
+    if (refusedFor !== undefined) return { ok: false, reason: "too_many_pending", retryAfterMs: Math.max(1, refusedFor) };
     await this.commit.durable();
-    return { nonce, expiresAtMs };
+    return { ok: true, nonce, expiresAtMs };
   }
 
   /** Marks the nonce used; false if it was never issued, is used already, or has expired. */
   consume(nonce: string, nowMs = Date.now()): boolean {
     return this.commit.run(() => this.stmt.consume.run(nowMs, nonce, nowMs).changes === 1);
+  }
+
+  /** Deletes nonces past their expiry (used or not): they can never sign anyone in. */
+  purgeExpired(nowMs = Date.now()): number {
+    return this.commit.run(() => this.stmt.purge.run(nowMs).changes);
   }
 }
 
@@ -67,6 +112,7 @@ export type SiweFailure =
   | "domain_mismatch"
   | "uri_mismatch"
   | "chain_mismatch"
+  | "issued_in_future"
   | "expired"
   | "not_yet_valid"
   | "bad_nonce"
@@ -98,7 +144,8 @@ const fail = (reason: SiweFailure, message: string): VerifySiweReturnType => ({ 
 
 /**
  * Verifies a signed SIWE message, in this order: it parses; its scheme (when given), domain
- * and URI are the dashboard's; its chain id is the configured one; it is within its
+ * and URI are the dashboard's; its chain id is the configured one; its `issuedAt` is not
+ * ahead of the gateway's clock by more than SIWE_CLOCK_SKEW_MS; it is within its
  * `notBefore`/`expirationTime`; its nonce was issued here and is unused and unexpired (the
  * nonce is used up from this point on, whatever the signature); the signature is its
  * address's. Expected refusals are results; SiweChainError when the chain cannot answer.
@@ -130,6 +177,12 @@ export async function verifySiwe(parameters: VerifySiweParameters): Promise<Veri
   }
   if (parsed.chainId !== expected.chainId) {
     return fail("chain_mismatch", `The message's chain id must be ${expected.chainId}.`);
+  }
+  // The grammar requires Issued At; checked here all the same, never skipped when absent.
+  const issuedAtMs = parsed.issuedAt === undefined ? Number.NaN : Date.parse(parsed.issuedAt);
+  if (Number.isNaN(issuedAtMs)) return fail("malformed_message", "The message's issued-at time is missing or not a date.");
+  if (issuedAtMs > nowMs + SIWE_CLOCK_SKEW_MS) {
+    return fail("issued_in_future", "The message's issued-at time is in the future: check the signing device's clock and sign a new one.");
   }
   if (parsed.expirationTime !== undefined) {
     const expiresAtMs = Date.parse(parsed.expirationTime);

@@ -1,5 +1,7 @@
 import type http from "node:http";
 import express, { type NextFunction, type Request, type Response } from "express";
+import type { Store } from "express-rate-limit";
+import type { SiweNonces } from "../accounts/siwe";
 import type { ApiKeys } from "../accounts/api-keys";
 import type { Config } from "../config";
 import type { CallService } from "../gateway/call-service";
@@ -9,6 +11,7 @@ import type { SkillRegistry } from "../gateway/skills";
 import type { Ledger } from "../ledger/ledger";
 import { errorEnvelope } from "./envelope";
 import { ApiError } from "./errors";
+import { type RateLimitName, createRateLimits } from "./rate-limits";
 import { dashboardRoutes } from "./routes/dashboard";
 import { healthRoutes } from "./routes/health";
 import { callHandler } from "./routes/call";
@@ -54,6 +57,10 @@ export interface AppDeps {
   cardTopups: CardTopups;
   /** Embedded wallets, when the gateway has the ERC-4337 stack (a SIWE owner's sweep: prepare, sign, submit). */
   wallets?: WalletService;
+  /** SIWE nonces, bounded per client address and in all. */
+  siweNonces: SiweNonces;
+  /** Where the per-address counters of the unauthenticated endpoints live (./rate-limits.ts). */
+  rateLimitStores: Record<RateLimitName, Store>;
   log: (message: string, error?: unknown) => void;
 }
 
@@ -76,6 +83,14 @@ export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
+  // Who the client is, for every per-address limit: the socket's peer unless TRUST_PROXY names the proxies in front.
+  app.set("trust proxy", deps.config.trustProxy);
+
+  // First of all, so that a flood costs no more than a counter: everything below that is not
+  // authenticated counts against its address, whatever the route (a new public route too).
+  const limits = createRateLimits({ config: deps.config, keys: deps.keys, sessions: deps.sessions, stores: deps.rateLimitStores, log: deps.log });
+  app.use(limits.public);
+
   // Express's routers answer OPTIONS themselves, 200 with a text/plain list of methods, outside
   // the envelope. The API serves no CORS preflight (the dashboard is same-origin), so OPTIONS is
   // answered as every other method a path does not serve: 404 in the envelope.
@@ -88,11 +103,11 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(withdrawalRoutes({ keys: deps.keys, sessions: deps.sessions, db: deps.ledger.db, vouchers: deps.moneyPath?.vouchers }));
   app.use(moneyRoutes({ keys: deps.keys, sessions: deps.sessions, db: deps.ledger.db, moneyPath: deps.moneyPath, chain: deps.chain }));
   app.use(sessionRoutes({ sessions: deps.sessions, ledger: deps.ledger }));
-  app.use(siweRoutes({ sessions: deps.sessions, ledger: deps.ledger, config: deps.config, publicClient: deps.chain?.publicClient, log: deps.log }));
+  app.use(siweRoutes({ sessions: deps.sessions, ledger: deps.ledger, config: deps.config, publicClient: deps.chain?.publicClient, log: deps.log, nonces: deps.siweNonces, limit: limits.signIn }));
   app.use(keyRoutes({ sessions: deps.sessions, keys: deps.keys, ledger: deps.ledger }));
   app.use(sellerRoutes({ sessions: deps.sessions, ledger: deps.ledger, skills: deps.skills, config: deps.config, egress: deps.egress }));
-  app.use(emailAuthRoutes({ config: deps.config, sessions: deps.sessions, links: deps.magicLinks }));
-  app.use(oauthRoutes({ config: deps.config, sessions: deps.sessions, oauth: deps.oauth, log: deps.log }));
+  app.use(emailAuthRoutes({ config: deps.config, sessions: deps.sessions, links: deps.magicLinks, limit: limits.signIn }));
+  app.use(oauthRoutes({ config: deps.config, sessions: deps.sessions, oauth: deps.oauth, limit: limits.signIn, log: deps.log }));
   app.use(topupRoutes({ sessions: deps.sessions, cardTopups: deps.cardTopups }));
   app.use(walletRoutes({ sessions: deps.sessions, wallets: deps.wallets, log: deps.log }));
   app.use(claimRoutes({ sessions: deps.sessions, wallets: deps.wallets, log: deps.log }));

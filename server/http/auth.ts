@@ -12,13 +12,32 @@ declare module "express-serve-static-core" {
 }
 
 /**
+ * The credentials of an `Authorization` header as RFC 9110 section 11.4 writes them:
+ * `auth-scheme 1*SP token68`, the scheme a token (matched case-insensitively), the token68
+ * from its own alphabet. Only a space or a tab separates them (the RFC says SP; HTAB is
+ * the optional whitespace HTTP allows around field values): `\s` would also take a
+ * no-break space or a line separator, which no HTTP client sends between the two.
+ * Whitespace around the whole value is the field's, not the credentials', and Node strips
+ * it before this runs; a trailing space or tab is allowed here for a parser that does not.
+ */
+const CREDENTIALS = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+)[ \t]+([A-Za-z0-9._~+/-]+=*)[ \t]*$/;
+
+/** The token of `Bearer <token68>` (RFC 6750 section 2.1), or undefined for anything else. */
+export function bearerToken(header: string): string | undefined {
+  const match = CREDENTIALS.exec(header);
+  if (!match || match[1].toLowerCase() !== "bearer") return undefined;
+  return match[2];
+}
+
+/**
  * Checks `Authorization: Bearer atom_...` (spec section 5). Malformed, unknown and revoked
  * keys get the same answer, so a response never tells an attacker whether a key exists.
+ * Both call endpoints (./routes/call.ts) and the Express routes come through here.
  */
 export function authenticate(keys: ApiKeys, header: string | undefined): ApiKeyRecord {
   if (!header) throw new ApiError("unauthorized", "Missing API key: send the header Authorization: Bearer <API_KEY>.");
-  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-  const record = match ? keys.authenticate(match[1]) : undefined;
+  const token = bearerToken(header);
+  const record = token === undefined ? undefined : keys.authenticate(token);
   if (!record) throw new ApiError("unauthorized", "Invalid API key: check the Authorization header (Bearer atom_...).");
   return record;
 }

@@ -44,14 +44,14 @@ export function tooDeep(): ApiError {
 }
 
 /**
- * Express's JSON body parser as every route uses it: whatever the Content-Type (routes that
- * need JSON's content type check it themselves), at most `limitBytes`, and no deeper than
- * MAX_JSON_DEPTH.
+ * Express's JSON body parser as every route uses it: at most `limitBytes`, no deeper than
+ * MAX_JSON_DEPTH, and read whatever the Content-Type unless `type` names the one to parse
+ * (the sign-in routes, which refuse any other, see ./sign-in.ts).
  */
-export function jsonBody(limitBytes: number): RequestHandler {
+export function jsonBody(limitBytes: number, type: string | (() => boolean) = () => true): RequestHandler {
   return express.json({
     limit: limitBytes,
-    type: () => true,
+    type,
     verify: (_req, _res, buffer) => {
       if (nestsDeeperThan(buffer, MAX_JSON_DEPTH)) throw tooDeep();
     },

@@ -487,6 +487,24 @@ BEGIN
 END;
 `,
   },
+  {
+    version: 14,
+    name: "sign-in state bounded per client and pruned by expiry",
+    sql: `
+-- Anyone may ask for a SIWE nonce, so what one client address holds is bounded
+-- (server/accounts/siwe.ts): each nonce keeps the rate-limit key of the address that asked
+-- (an IPv4 address, or an IPv6 /64), for the 10 minutes it lives. NULL for older rows.
+ALTER TABLE siwe_nonces ADD COLUMN client TEXT;
+CREATE INDEX siwe_nonces_by_client ON siwe_nonces(client, created_at);
+
+-- The periodic prune (server/index.ts) deletes by expiry; these make it, and the counts of
+-- what is outstanding, range scans rather than table scans.
+CREATE INDEX email_sign_in_tokens_by_expiry ON email_sign_in_tokens(expires_at);
+CREATE INDEX oauth_states_by_expiry ON oauth_states(expires_at);
+CREATE INDEX sessions_by_expiry ON sessions(expires_at);
+CREATE INDEX sessions_revoked ON sessions(revoked_at) WHERE revoked_at IS NOT NULL;
+`,
+  },
 ];
 
 /** Applies every migration the database has not seen yet, each in its own transaction. */

@@ -3,6 +3,7 @@ import { expect } from "chai";
 import { SmtpMailer, createMailer, normalizeEmail } from "../../server/accounts/email";
 import { CSRF_HEADER, SESSION_COOKIE } from "../../server/accounts/sessions";
 import { type TestStack, startStack } from "../helpers/gateway";
+import { sameOrigin } from "../helpers/session";
 
 describe("e-mail magic links", () => {
   let stack: TestStack;
@@ -13,11 +14,12 @@ describe("e-mail magic links", () => {
     await stack.close();
   });
 
+  /** A request as the dashboard's page makes it: a POST carries the page's Origin. */
   const call = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
     const res = await fetch(stack.url + path, {
       method,
       redirect: "manual",
-      headers: { ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
+      headers: { ...(method === "POST" ? sameOrigin(stack) : {}), ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await res.text();
@@ -37,6 +39,8 @@ describe("e-mail magic links", () => {
     const line = headers.getSetCookie().find((c) => c.startsWith(`${SESSION_COOKIE}=`));
     return line?.split(";")[0];
   };
+  const tokenOf = (link: string) => decodeURIComponent(link.split("token=")[1]);
+  const identities = (accountId: string) => stack.gw.sessions.identitiesOf(accountId).map((i) => i.provider);
 
   describe("POST /auth/email/start", () => {
     it("answers a known and an unknown address identically, and mails each a link", async () => {
@@ -76,20 +80,20 @@ describe("e-mail magic links", () => {
     });
   });
 
-  describe("GET /auth/email/callback and POST /auth/email/verify", () => {
-    it("signs in once: the link opens a session and creates the account; a second use is 401", async () => {
+  describe("the link: a page, then POST /auth/email/verify", () => {
+    it("signs in once: the page's POST opens a session and creates the account; a second use is 401", async () => {
       await call("POST", "/auth/email/start", { email: "ada@example.com" });
-      const link = linkFor("ada@example.com");
-      const first = await call("GET", link);
-      expect(first.status).to.equal(303);
-      expect(first.headers.get("location")).to.equal("/");
+      const token = tokenOf(linkFor("ada@example.com"));
+      const first = await call("POST", "/auth/email/verify", { token });
+      expect(first.status).to.equal(200);
+      expect(first.body.data).to.deep.equal({ account_id: first.body.data.account_id, created: true, linked: false, switched: false });
       const cookie = sessionCookie(first.headers)!;
       const me = await call("GET", "/v1/me", undefined, { cookie });
       expect(me.status).to.equal(200);
       expect(me.body.data.name).to.equal("ada@example.com");
       expect(me.body.data.identities.map((i: { provider: string; subject: string }) => [i.provider, i.subject])).to.deep.equal([["email", "ada@example.com"]]);
 
-      const again = await call("GET", link);
+      const again = await call("POST", "/auth/email/verify", { token });
       expect(again.status).to.equal(401);
       expect(again.body).to.include({ success: false, code: "sign_in_failed" });
       expect(sessionCookie(again.headers)).to.equal(undefined);
@@ -97,7 +101,7 @@ describe("e-mail magic links", () => {
 
     it("lets only one of two simultaneous uses of a link through", async () => {
       await call("POST", "/auth/email/start", { email: "ada@example.com" });
-      const token = linkFor("ada@example.com").split("token=")[1];
+      const token = tokenOf(linkFor("ada@example.com"));
       const results = await Promise.all([1, 2, 3].map(() => call("POST", "/auth/email/verify", { token })));
       expect(results.map((r) => r.status).sort()).to.deep.equal([200, 401, 401]);
       expect(results.find((r) => r.status === 200)!.body.data).to.include({ created: true, linked: false });
@@ -106,44 +110,66 @@ describe("e-mail magic links", () => {
     it("signs a known address in to its existing account", async () => {
       const ada = stack.gw.sessions.signIn("email", "ada@example.com") as { accountId: string };
       await call("POST", "/auth/email/start", { email: "ada@example.com" });
-      const res = await call("POST", "/auth/email/verify", { token: linkFor("ada@example.com").split("token=")[1] });
+      const res = await call("POST", "/auth/email/verify", { token: tokenOf(linkFor("ada@example.com")) });
       expect(res.status).to.equal(200);
-      expect(res.body.data).to.deep.equal({ account_id: ada.accountId, created: false, linked: false });
+      expect(res.body.data).to.deep.equal({ account_id: ada.accountId, created: false, linked: false, switched: false });
+    });
+
+    it("previews what the link does without using it", async () => {
+      stack.gw.sessions.signIn("email", "ada@example.com");
+      await call("POST", "/auth/email/start", { email: "ada@example.com" });
+      await call("POST", "/auth/email/start", { email: "new@example.com" });
+      const known = await call("POST", "/auth/email/preview", { token: tokenOf(linkFor("ada@example.com")) });
+      expect(known.status).to.equal(200);
+      expect(known.body.data).to.deep.include({ email: "ada@example.com", signed_in: false, action: "sign_in", refusal: null, switch_action: null });
+      const fresh = await call("POST", "/auth/email/preview", { token: tokenOf(linkFor("new@example.com")) });
+      expect(fresh.body.data).to.include({ email: "new@example.com", action: "sign_up" });
+      expect(known.headers.get("cache-control")).to.equal("no-store");
+      // Still good: the preview used nothing up.
+      expect((await call("POST", "/auth/email/verify", { token: tokenOf(linkFor("ada@example.com")) })).status).to.equal(200);
     });
 
     it("refuses an expired link", async () => {
       await call("POST", "/auth/email/start", { email: "ada@example.com" });
-      const link = linkFor("ada@example.com");
+      const token = tokenOf(linkFor("ada@example.com"));
       stack.gw.db.prepare("UPDATE email_sign_in_tokens SET expires_at = ?").run(Date.now() - 1);
-      const res = await call("GET", link);
-      expect(res.status).to.equal(401);
-      expect(res.body.code).to.equal("sign_in_failed");
+      for (const path of ["/auth/email/preview", "/auth/email/verify"]) {
+        const res = await call("POST", path, { token });
+        expect(res.status, path).to.equal(401);
+        expect(res.body.code, path).to.equal("sign_in_failed");
+      }
     });
 
     it("refuses a made-up or missing token", async () => {
-      expect((await call("GET", "/auth/email/callback?token=" + "A".repeat(43))).status).to.equal(401);
-      expect((await call("GET", "/auth/email/callback")).status).to.equal(401);
-      expect((await call("POST", "/auth/email/verify", { token: 7 })).status).to.equal(401);
+      for (const body of [{ token: "A".repeat(43) }, {}, { token: 7 }, { token: "x".repeat(101) }]) {
+        expect((await call("POST", "/auth/email/verify", body)).status, JSON.stringify(body)).to.equal(401);
+        expect((await call("POST", "/auth/email/preview", body)).status, JSON.stringify(body)).to.equal(401);
+      }
     });
 
-    it("adds the address to the signed-in account that asked, when opened in that session", async () => {
+    it("adds the address to the signed-in account that asked, when used in that session", async () => {
       const owner = stack.gw.sessions.signIn("github", "12345") as { accountId: string };
       const session = await stack.gw.sessions.issue(owner.accountId);
-      const cookie = `${SESSION_COOKIE}=${session.token}`;
-      await call("POST", "/auth/email/start", { email: "ada@example.com" }, { cookie, [CSRF_HEADER]: session.csrfToken });
-      const res = await call("GET", linkFor("ada@example.com"), undefined, { cookie });
-      expect(res.status).to.equal(303);
-      expect(stack.gw.sessions.identitiesOf(owner.accountId).map((i) => i.provider)).to.deep.equal(["github", "email"]);
+      const headers = { cookie: `${SESSION_COOKIE}=${session.token}`, [CSRF_HEADER]: session.csrfToken };
+      await call("POST", "/auth/email/start", { email: "ada@example.com" }, headers);
+      const token = tokenOf(linkFor("ada@example.com"));
+      expect((await call("POST", "/auth/email/preview", { token }, headers)).body.data).to.include({ signed_in: true, action: "link", refusal: null });
+      const res = await call("POST", "/auth/email/verify", { token }, headers);
+      expect(res.status).to.equal(200);
+      expect(res.body.data).to.include({ account_id: owner.accountId, linked: true, switched: false });
+      // The session it was used in goes on: no new cookies.
+      expect(sessionCookie(res.headers)).to.equal(undefined);
+      expect(identities(owner.accountId)).to.deep.equal(["github", "email"]);
     });
 
-    it("does not tie the address to the asker's account when someone else opens the link", async () => {
+    it("does not tie the address to the asker's account when someone else uses the link", async () => {
       const asker = stack.gw.sessions.signIn("github", "666") as { accountId: string };
       const session = await stack.gw.sessions.issue(asker.accountId);
       await call("POST", "/auth/email/start", { email: "victim@example.com" }, { cookie: `${SESSION_COOKIE}=${session.token}`, [CSRF_HEADER]: session.csrfToken });
-      const res = await call("POST", "/auth/email/verify", { token: linkFor("victim@example.com").split("token=")[1] });
+      const res = await call("POST", "/auth/email/verify", { token: tokenOf(linkFor("victim@example.com")) });
       expect(res.body.data).to.include({ created: true, linked: false });
       expect(res.body.data.account_id).to.not.equal(asker.accountId);
-      expect(stack.gw.sessions.identitiesOf(asker.accountId).map((i) => i.provider)).to.deep.equal(["github"]);
+      expect(identities(asker.accountId)).to.deep.equal(["github"]);
     });
 
     it("does not link without the session's CSRF token", async () => {
@@ -151,8 +177,22 @@ describe("e-mail magic links", () => {
       const session = await stack.gw.sessions.issue(owner.accountId);
       const cookie = `${SESSION_COOKIE}=${session.token}`;
       await call("POST", "/auth/email/start", { email: "ada@example.com" }, { cookie });
-      await call("GET", linkFor("ada@example.com"), undefined, { cookie });
-      expect(stack.gw.sessions.identitiesOf(owner.accountId).map((i) => i.provider)).to.deep.equal(["github"]);
+      const res = await call("POST", "/auth/email/verify", { token: tokenOf(linkFor("ada@example.com")) }, { cookie, [CSRF_HEADER]: session.csrfToken });
+      // Asked for without the CSRF token, the link is a plain sign-in: in a signed-in browser, a refused one.
+      expect(res.status).to.equal(409);
+      expect(res.body.code).to.equal("session_exists");
+      expect(identities(owner.accountId)).to.deep.equal(["github"]);
+    });
+
+    it("needs the session's CSRF token to use a link in a signed-in browser", async () => {
+      const owner = stack.gw.sessions.signIn("github", "12345") as { accountId: string };
+      const session = await stack.gw.sessions.issue(owner.accountId);
+      const cookie = `${SESSION_COOKIE}=${session.token}`;
+      await call("POST", "/auth/email/start", { email: "ada@example.com" }, { cookie, [CSRF_HEADER]: session.csrfToken });
+      const res = await call("POST", "/auth/email/verify", { token: tokenOf(linkFor("ada@example.com")) }, { cookie });
+      expect(res.status).to.equal(403);
+      expect(res.body.code).to.equal("csrf_failed");
+      expect(identities(owner.accountId)).to.deep.equal(["github"]);
     });
   });
 

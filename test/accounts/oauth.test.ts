@@ -1,7 +1,8 @@
 import { expect } from "chai";
 import { SESSION_COOKIE } from "../../server/accounts/sessions";
-import { OAUTH_STATE_COOKIE } from "../../server/http/routes/auth-oauth";
+import { OAUTH_RESULT_PATH, OAUTH_STATE_COOKIE } from "../../server/http/routes/auth-oauth";
 import { type TestStack, startStack } from "../helpers/gateway";
+import { signedIn } from "../helpers/session";
 import { Browser, type LocalProvider, startLocalProvider } from "../helpers/oidc-provider";
 
 /**
@@ -134,6 +135,75 @@ describe("GitHub and Google sign-in", () => {
     const account = await me(browser);
     expect(account.body.data.account_id).to.equal(accountId);
     expect(account.body.data.identities.map((i: any) => i.provider)).to.deep.equal(["google", "github"]);
+  });
+
+  /** What a browser navigating (not a script) asks for. */
+  const NAVIGATION = { accept: "text/html,application/xhtml+xml,*/*;q=0.8" };
+  const states = () => Number(stack.gw.db.prepare("SELECT COUNT(*) FROM oauth_states").pluck().get());
+
+  describe("a start the person did not make here", () => {
+    for (const site of ["cross-site", "same-site"]) {
+      it(`refuses a start navigated to from another site (Sec-Fetch-Site: ${site}): 403 origin_refused, no state`, async () => {
+        const browser = new Browser();
+        const res = await envelope(await browser.request(`${stack.url}/auth/github/start`, { headers: { "sec-fetch-site": site } }));
+        expect(res.status).to.equal(403);
+        expect(res.body).to.include({ success: false, code: "origin_refused" });
+        expect(browser.cookies(stack.url).has(OAUTH_STATE_COOKIE)).to.equal(false);
+        expect(states()).to.equal(0);
+      });
+    }
+
+    it("sends a browser that was sent here from another site to the page that explains", async () => {
+      const res = await new Browser().request(`${stack.url}/auth/google/start`, { headers: { "sec-fetch-site": "cross-site", ...NAVIGATION } });
+      expect(res.status).to.equal(303);
+      expect(res.headers.get("location")).to.equal(`${OAUTH_RESULT_PATH}?provider=google&outcome=origin_refused`);
+      expect(states()).to.equal(0);
+    });
+
+    for (const site of ["same-origin", "none"]) {
+      it(`follows a start made on this site or typed in (Sec-Fetch-Site: ${site})`, async () => {
+        const res = await new Browser().request(`${stack.url}/auth/github/start`, { headers: { "sec-fetch-site": site } });
+        expect(res.status).to.equal(302);
+      });
+    }
+  });
+
+  describe("a browser already signed in", () => {
+    /** A browser that started a sign-in signed out, then got `accountId`'s session before coming back. */
+    const signedInMeanwhile = async (which: "github" | "google", login: string) => {
+      const browser = new Browser();
+      const callback = await authorize(browser, which, login);
+      const victim = await signedIn(stack, "victim@example.com");
+      browser.cookies(stack.url).set(SESSION_COOKIE, victim.cookie.split("=")[1]);
+      return { browser, callback, victim };
+    };
+
+    it("refuses to replace the session with another account's identity at the callback (409 session_exists)", async () => {
+      const { browser, callback, victim } = await signedInMeanwhile("github", "grace");
+      const res = await envelope(await browser.request(callback));
+      expect(res.status).to.equal(409);
+      expect(res.body).to.include({ success: false, code: "session_exists" });
+      expect((await me(browser)).body.data.account_id).to.equal(victim.accountId);
+      expect(stack.gw.sessions.ownerOf("github", String(Number.parseInt("grace", 36)))).to.equal(undefined);
+    });
+
+    it("sends such a browser to the page that explains, still signed in to its own account", async () => {
+      const { browser, callback, victim } = await signedInMeanwhile("google", "ada");
+      const res = await browser.request(callback, { headers: NAVIGATION });
+      expect(res.status).to.equal(303);
+      expect(res.headers.get("location")).to.equal(`${OAUTH_RESULT_PATH}?provider=google&outcome=session_exists`);
+      expect((await me(browser)).body.data.account_id).to.equal(victim.accountId);
+    });
+  });
+
+  it("sends a browser whose callback failed to the page that explains, not to raw JSON", async () => {
+    const browser = new Browser();
+    const forged = new URL(await authorize(browser, "google", "ada"));
+    forged.searchParams.set("state", "x".repeat(43));
+    const res = await browser.request(forged.href, { headers: NAVIGATION });
+    expect(res.status).to.equal(303);
+    expect(res.headers.get("location")).to.equal(`${OAUTH_RESULT_PATH}?provider=google&outcome=sign_in_failed`);
+    expect(browser.cookies(stack.url).has(SESSION_COOKIE)).to.equal(false);
   });
 
   it("refuses to link an identity that already signs in to another account (409)", async () => {

@@ -4,14 +4,18 @@ import { SiweMessage } from "siwe";
 import { type Address, type Hex, encodeFunctionData, getAddress, getContractAddress, serializeErc6492Signature } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { CSRF_COOKIE, SESSION_COOKIE } from "../../server/accounts/sessions";
+import { SIWE_CLOCK_SKEW_MS } from "../../server/accounts/siwe";
 import { type TestStack, startStack } from "../helpers/gateway";
-import { type Reply, send, signedIn } from "../helpers/session";
+import { type Reply, sameOrigin, send, signedIn } from "../helpers/session";
 
 // Fixed keys: the same signatures on every run.
 const ALICE = privateKeyToAccount(`0x${"11".repeat(32)}`);
 const MALLORY = privateKeyToAccount(`0x${"22".repeat(32)}`);
 
 type Fields = Partial<ConstructorParameters<typeof SiweMessage>[0] & object>;
+
+/** An ISO time `offsetMs` from now. */
+const at = (offsetMs: number) => new Date(Date.now() + offsetMs).toISOString();
 
 /** The message a wallet would be asked to sign for this gateway, with `overrides` on top. */
 function siweMessage(stack: TestStack, address: Address, nonce: string, overrides: Fields = {}): string {
@@ -31,8 +35,9 @@ function siweMessage(stack: TestStack, address: Address, nonce: string, override
 
 const nonceOf = async (stack: TestStack): Promise<string> => (await send(`${stack.url}/auth/siwe/nonce`, "GET", {})).body.data.nonce;
 
+/** POST /auth/siwe/verify as the dashboard's page sends it (its Origin), with `headers` on top. */
 const verify = (stack: TestStack, message: string, signature: string, headers: Record<string, string> = {}) =>
-  send(`${stack.url}/auth/siwe/verify`, "POST", headers, { message, signature });
+  send(`${stack.url}/auth/siwe/verify`, "POST", { ...sameOrigin(stack), ...headers }, { message, signature });
 
 /** The whole flow for an EOA: nonce, message, signature, verify. */
 async function signInAs(stack: TestStack, signer = ALICE, overrides: Fields = {}, headers: Record<string, string> = {}): Promise<Reply> {
@@ -99,6 +104,11 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
       expect(again.body.data).to.include({ account_id: first.body.data.account_id, created: false, linked: false });
     });
 
+    it("accepts a message issued up to the clock skew ahead of the gateway's clock", async () => {
+      const reply = await signInAs(stack, ALICE, { issuedAt: at(SIWE_CLOCK_SKEW_MS - 30_000) });
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
+    });
+
     it("accepts a message with expirationTime and notBefore that hold now", async () => {
       const reply = await signInAs(stack, ALICE, {
         notBefore: new Date(Date.now() - 60_000).toISOString(),
@@ -152,13 +162,18 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
         expectRefused(await verify(stack, message, await ALICE.signMessage({ message })), /Unknown, used or expired nonce/);
       });
 
-      it("a message whose notBefore is in the future", async () => {
-        expectRefused(await signInAs(stack, ALICE, { notBefore: new Date(Date.now() + 60_000).toISOString() }), /not valid yet/);
-      });
-
-      it("a message past its expirationTime", async () => {
-        expectRefused(await signInAs(stack, ALICE, { expirationTime: new Date(Date.now() - 1_000).toISOString() }), /expired/);
-      });
+      /** Timestamps a message cannot carry, each relative to now; the skew allowed is SIWE_CLOCK_SKEW_MS (5 minutes). */
+      const TIMESTAMPS: Array<[string, () => Fields, RegExp]> = [
+        ["a message issued in the year 2100", () => ({ issuedAt: "2100-01-01T00:00:00.000Z" }), /issued-at time is in the future/],
+        ["a message issued six minutes ahead of the gateway's clock", () => ({ issuedAt: at(6 * 60_000) }), /issued-at time is in the future/],
+        ["a message whose notBefore is in the future", () => ({ notBefore: at(60_000) }), /not valid yet/],
+        ["a message past its expirationTime", () => ({ expirationTime: at(-1_000) }), /expired/],
+      ];
+      for (const [what, fields, mentioning] of TIMESTAMPS) {
+        it(what, async () => {
+          expectRefused(await signInAs(stack, ALICE, fields()), mentioning);
+        });
+      }
 
       it("a malformed message", async () => {
         const signature = await ALICE.signMessage({ message: "let me in" });
@@ -166,7 +181,7 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
       });
 
       it("a body without message or signature", async () => {
-        expectRefused(await send(`${stack.url}/auth/siwe/verify`, "POST", {}, { message: 42 }), /Send \{ message, signature \}/);
+        expectRefused(await send(`${stack.url}/auth/siwe/verify`, "POST", sameOrigin(stack), { message: 42 }), /Send \{ message, signature \}/);
       });
 
       it("a signature that is not hex", async () => {
@@ -207,7 +222,9 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
       const message = siweMessage(stack, ALICE.address, nonce, { domain: "evil.example", uri: "http://evil.example" });
       const body = JSON.stringify({ message, signature: await ALICE.signMessage({ message }) });
       const status = await new Promise<number>((resolve, reject) => {
-        const req = http.request(`${stack.url}/auth/siwe/verify`, { method: "POST", headers: { host: "evil.example", "content-type": "application/json" } }, (res) => {
+        // From the dashboard's own page (its Origin), so that what refuses is the message's domain.
+        const headers = { host: "evil.example", ...sameOrigin(stack), "content-type": "application/json" };
+        const req = http.request(`${stack.url}/auth/siwe/verify`, { method: "POST", headers }, (res) => {
           res.resume();
           resolve(res.statusCode!);
         });
@@ -246,6 +263,8 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
   });
 
   describe("with PUBLIC_URL and SIWE_CHAIN_ID set", () => {
+    /** The Origin of the dashboard's pages there. */
+    const DASHBOARD = { origin: "https://dash.example" };
     let configured: TestStack;
     before(async () => {
       configured = await startStack({ config: { publicUrl: "https://dash.example", siweChainId: 84532 } });
@@ -260,12 +279,12 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
       const message = new SiweMessage({
         domain: "dash.example", address: ALICE.address, uri: "https://dash.example/login", version: "1", chainId: 84532, nonce: nonce.nonce,
       }).prepareMessage();
-      const reply = await verify(configured, message, await ALICE.signMessage({ message }));
+      const reply = await verify(configured, message, await ALICE.signMessage({ message }), DASHBOARD);
       expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
     });
 
     it("refuses a message for the address the request reached", async () => {
-      expectRefused(await signInAs(configured, ALICE, { chainId: 84532 }), /domain must be dash\.example/);
+      expectRefused(await signInAs(configured, ALICE, { chainId: 84532 }, DASHBOARD), /domain must be dash\.example/);
     });
   });
 });

@@ -27,10 +27,12 @@ describe("signing up and paying from an embedded wallet", function () {
 
   it("signs up, sees its wallet, tops up by transfer, makes a key and pays for a call", async () => {
     // 1. Sign up with an e-mail link (read from the outbox, as the README says).
-    await stack.post("/auth/email/start", { email: "new@example.com" }, { key: null });
+    // Sign-in POSTs come from the dashboard's own page: its Origin goes with them.
+    const origin = new URL(stack.url).origin;
+    await stack.post("/auth/email/start", { email: "new@example.com" }, { key: null, headers: { origin } });
     const body = stack.gw.db.prepare("SELECT body FROM outbox ORDER BY id DESC LIMIT 1").pluck().get() as string;
     const token = /token=([A-Za-z0-9_-]+)/.exec(body)![1];
-    const verified = await fetch(`${stack.url}/auth/email/verify`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ token }) });
+    const verified = await fetch(`${stack.url}/auth/email/verify`, { method: "POST", headers: { "content-type": "application/json", origin }, body: JSON.stringify({ token }) });
     expect(verified.status).to.equal(200);
     const cookies = verified.headers.getSetCookie().map((c) => c.split(";")[0]);
     const cookie = cookies.join("; ");

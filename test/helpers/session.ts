@@ -45,6 +45,15 @@ export function sessionFor(stack: TestStack, accountId: string, token: string, c
   };
 }
 
+/**
+ * The header a browser adds to a POST from the dashboard's own page: its Origin. Sign-in
+ * POSTs are refused without it (or Sec-Fetch-Site: same-origin), so a test that signs in
+ * over HTTP sends it as a browser would.
+ */
+export function sameOrigin(stack: Pick<TestStack, "url">): Record<string, string> {
+  return { origin: new URL(stack.url).origin };
+}
+
 /** Signs a person in by e-mail (the identity is taken as verified) and opens a session for them. */
 export async function signedIn(stack: TestStack, email: string): Promise<TestSession> {
   const result = stack.gw.sessions.signIn("email", email);

@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { getAddress } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { type TestStack, startStack } from "../helpers/gateway";
-import { type TestSession, send, signedIn } from "../helpers/session";
+import { type TestSession, sameOrigin, send, signedIn } from "../helpers/session";
 import { type AaStack, gatewayOptionsFor, startAaStack } from "../helpers/aa-stack";
 import { DEV_ACCOUNT_INDEX, devAccount } from "../../server/chain/local-node";
 
@@ -143,7 +143,7 @@ describe("dashboard API", () => {
         const { message } = nonce.body.data;
         expect(message).to.include(wallet.address).and.include(`Nonce: ${nonce.body.data.nonce}`).and.include("Chain ID: 8453");
         const signature = await wallet.signMessage({ message });
-        const verified = await send(`${stack.url}/auth/siwe/verify`, "POST", {}, { message, signature });
+        const verified = await send(`${stack.url}/auth/siwe/verify`, "POST", sameOrigin(stack), { message, signature });
         expect(verified.status).to.equal(200);
         expect(verified.body.data.address).to.equal(wallet.address);
       });

@@ -137,7 +137,7 @@ describe("hostile schemas and inputs", () => {
     it("refuses a deep body on an Express route (the seller's listing) with 400 too", async () => {
       const res = await seller.request("POST", "/v1/seller/skills", JSON.parse(`{"slug":"deep","input_schema":{"a":1}}`));
       expect(res.status).to.equal(400);
-      const raw = await fetch(`${stack.url}/auth/email/start`, { method: "POST", headers: { "content-type": "application/json" }, body: `{"email":${nested(500)}}` });
+      const raw = await fetch(`${stack.url}/auth/email/start`, { method: "POST", headers: { "content-type": "application/json", origin: stack.url }, body: `{"email":${nested(500)}}` });
       expect(raw.status).to.equal(400);
       expect(await raw.json()).to.include({ success: false, code: "invalid_json" });
     });

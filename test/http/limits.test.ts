@@ -9,17 +9,21 @@ describe("rate limits on the call endpoints", () => {
 
   it("allows 100 calls a minute per key by default, then answers 429 with Retry-After, uncharged", async () => {
     stack = await startStack();
+    const startedAtMs = Date.now();
     const results = await Promise.all(Array.from({ length: 105 }, () => stack.post("/v1/call", { skill_id: "echo", input: {} })));
-    const statuses = results.map((r) => r.status);
-    expect(statuses.filter((s) => s === 200)).to.have.length(100);
+    // GCRA gives one call back every 600 ms (a minute / 100), so a burst that takes longer than
+    // that on a loaded machine may rightly see one more: the burst allowance is 100, plus refills.
+    const refills = Math.floor((Date.now() - startedAtMs) / 600);
+    const ok = results.filter((r) => r.status === 200).length;
+    expect(ok).to.be.within(100, 100 + refills);
     const limited = results.filter((r) => r.status === 429);
-    expect(limited).to.have.length(5);
+    expect(limited).to.have.length(105 - ok);
     for (const r of limited) {
       expect(r.body).to.include({ success: false, code: "rate_limited" });
       expect(Number(r.headers.get("retry-after"))).to.be.within(1, 60);
       expect(r.headers.get("ratelimit-remaining")).to.equal("0");
     }
-    expect(stack.available()).to.equal(10_000_000n - 100n * 1_000n);
+    expect(stack.available()).to.equal(10_000_000n - BigInt(ok) * 1_000n);
   });
 
   it("counts each key apart", async () => {

@@ -9,6 +9,8 @@ describe("dashboard router (server/web/src/router.ts)", () => {
 
   const table: Array<[string, string]> = [
     ["/signin", "signin"],
+    ["/signin/oauth", "oauthResult"],
+    ["/auth/email/callback", "emailLink"],
     ["/wallet", "wallet"],
     ["/keys", "keys"],
     ["/marketplace", "marketplace"],

@@ -1,57 +1,102 @@
-import { timingSafeEqual } from "node:crypto";
-import express, { type Request, type Response, type Router } from "express";
+import express, { type Request, type RequestHandler, type Router } from "express";
 import { jsonBody } from "../json-body";
 import { type MagicLinks, normalizeEmail } from "../../accounts/email";
-import { CSRF_HEADER, type Sessions } from "../../accounts/sessions";
+import type { LiveSession, Sessions } from "../../accounts/sessions";
+import { planSignIn } from "../../accounts/sign-in-plan";
 import type { Config } from "../../config";
+import { objectBody } from "../body";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
 import { publicBase } from "../public-url";
+import { storeFull } from "../rate-limits";
+import { browserSession, finishSignIn, signInPost, switchAccountField } from "../sign-in";
 
 /** The one answer to POST /auth/email/start, whoever the address belongs to. */
 const START_ANSWER = dataEnvelope({ sent: true, message: "If this address can receive mail, a sign-in link is on its way. It works once, for a short while." });
 
+const LINK_UNUSABLE = "This sign-in link is not valid: it was used already, has expired, or was mistyped. Ask for a new one.";
+
+/** Where a mailed link points: a dashboard page (server/web/src/pages/email-link.ts), never an API that signs in. */
+export const EMAIL_LINK_PATH = "/auth/email/callback";
+
 /**
  * E-mail magic links:
- *   POST /auth/email/start {email}        → 200, always the same answer (no account enumeration)
- *   GET  /auth/email/callback?token=…     → the link in the mail: signs in, redirects to /
- *   POST /auth/email/verify {token}       → the same for API clients, answering JSON
- * Asked for from a signed-in session (with its X-CSRF-Token), the link adds the address to
- * that account, provided it is opened in that same session.
+ *   POST /auth/email/start    {email}                    → 200, always the same answer (no account enumeration)
+ *   GET  /auth/email/callback?token=…                    → the link in the mail: a dashboard page (served by
+ *                                                           ./dashboard.ts) that shows what the link will do; a GET
+ *                                                           or HEAD never uses the token, so a mail scanner cannot
+ *   POST /auth/email/preview  {token}                    → what the link would do, without using it
+ *   POST /auth/email/verify   {token, switch_account?}   → uses the token: signs in (or links), answering JSON
+ * All three POSTs are sign-in POSTs (../sign-in.ts): rate-limited per client address, same
+ * origin, JSON; at most EMAIL_LINKS_MAX links wait unused (429 beyond). A browser already
+ * signed in to another account is not switched silently: 409 session_exists, unless the
+ * POST says switch_account: true. Asked for from a signed-in session (with its X-CSRF-Token),
+ * the link adds the address to that account, provided it is used in that same session.
  */
-export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; links: MagicLinks }): Router {
+export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; links: MagicLinks; limit: RequestHandler }): Router {
   const router = express.Router();
-  const json = jsonBody(2_048);
+  const guard = signInPost(deps.config);
+  const json = jsonBody(2_048, "application/json");
 
-  router.post("/auth/email/start", json, async (req, res) => {
-    const email = normalizeEmail((req.body as { email?: unknown } | undefined)?.email);
+  router.post("/auth/email/start", deps.limit, guard, json, async (req, res) => {
+    const email = normalizeEmail(objectBody(req.body).email);
     if (!email) throw new ApiError("invalid_input", "email must be an e-mail address.");
     const base = publicBase(deps.config, req);
-    await deps.links.send(email, (token) => `${base}/auth/email/callback?token=${encodeURIComponent(token)}`, linkingAccount(deps.sessions, req));
+    const sent = await deps.links.send(email, (token) => `${base}${EMAIL_LINK_PATH}?token=${encodeURIComponent(token)}`, linkingAccount(deps.sessions, req));
+    // The gateway's own limit, the same for every address; an address's own limit answers as if sent.
+    if (!sent.sent && sent.reason === "too_many_pending") throw storeFull("Too many sign-in links are waiting to be used.", sent.retryAfterMs);
     res.json(START_ANSWER);
   });
 
-  const signIn = async (req: Request, res: Response, token: unknown) => {
-    const consumed = deps.links.consume(String(token ?? ""));
-    if (!consumed.ok) throw new ApiError("sign_in_failed", "This sign-in link is not valid: it was used already, has expired, or was mistyped. Ask for a new one.");
-    // Joining an account needs the very session that asked: a link forwarded to, or
-    // planted on, someone else must not tie their address to the asker's account.
-    const current = deps.sessions.read(req)?.accountId;
-    const linkTo = consumed.linkTo !== undefined && consumed.linkTo === current ? current : undefined;
-    const result = deps.sessions.signIn("email", consumed.email, { name: consumed.email, linkTo });
-    if (!result.ok) throw new ApiError("identity_taken", "This address already signs in to another account.");
-    await deps.sessions.open(res, result.accountId);
-    return result;
+  /**
+   * The link's address and what using it would do for this browser. Synchronous from the
+   * look-up to the answer, so a caller that goes on to consume the token sees the same.
+   */
+  const examine = (token: unknown, current: LiveSession | undefined, switchAccount: boolean) => {
+    const link = deps.links.peek(typeof token === "string" ? token : "");
+    if (!link.ok) throw new ApiError("sign_in_failed", LINK_UNUSABLE);
+    const owner = deps.sessions.ownerOf("email", link.email);
+    return { link, owner, plan: planSignIn({ current: current?.accountId, owner, linkTo: link.linkTo, switchAccount }) };
   };
 
-  router.get("/auth/email/callback", async (req, res) => {
-    await signIn(req, res, req.query.token);
-    res.redirect(303, "/");
+  router.post("/auth/email/preview", deps.limit, guard, json, (req, res) => {
+    const current = deps.sessions.read(req);
+    const { link, owner, plan } = examine(objectBody(req.body).token, current, false);
+    const joins = owner === undefined ? "sign_up" : "sign_in";
+    res.set("cache-control", "no-store");
+    res.json(
+      dataEnvelope({
+        email: link.email,
+        expires_at: new Date(link.expiresAtMs).toISOString(),
+        signed_in: current !== undefined,
+        // What POST /auth/email/verify does without switch_account (null: it is refused, see refusal).
+        action: plan.ok ? (plan.linkTo !== undefined ? "link" : joins) : null,
+        refusal: plan.ok ? null : plan.reason,
+        // What it does with switch_account: true, when that is the way past a refusal.
+        switch_action: plan.ok ? null : joins,
+      }),
+    );
   });
 
-  router.post("/auth/email/verify", json, async (req, res) => {
-    const result = await signIn(req, res, (req.body as { token?: unknown } | undefined)?.token);
-    res.json(dataEnvelope({ account_id: result.accountId, created: result.created, linked: result.linked }));
+  router.post("/auth/email/verify", deps.limit, guard, json, async (req, res) => {
+    const current = browserSession(deps.sessions, req);
+    const body = objectBody(req.body);
+    const switchAccount = switchAccountField(body);
+    const { link, plan } = examine(body.token, current, switchAccount);
+    if (!plan.ok) {
+      if (plan.reason === "identity_taken") throw new ApiError("identity_taken", `${link.email} already signs in to another account.`);
+      throw new ApiError(
+        "session_exists",
+        `This browser is signed in to another account. This link signs in as ${link.email}: send switch_account: true to switch accounts, or sign out first.`,
+      );
+    }
+    // Nothing was awaited since examine(): the token is still unused, the plan still holds.
+    const consumed = deps.links.consume(String(body.token));
+    if (!consumed.ok) throw new ApiError("sign_in_failed", LINK_UNUSABLE);
+    const result = deps.sessions.signIn("email", consumed.email, { name: consumed.email, linkTo: plan.linkTo });
+    if (!result.ok) throw new ApiError("identity_taken", `${consumed.email} already signs in to another account.`);
+    const { switched } = await finishSignIn(deps.sessions, res, current, result.accountId);
+    res.json(dataEnvelope({ account_id: result.accountId, created: result.created, linked: result.linked, switched }));
   });
 
   return router;
@@ -60,8 +105,5 @@ export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; link
 /** The signed-in account asking for a link to join it: only with the session's CSRF token. */
 function linkingAccount(sessions: Sessions, req: Request): string | undefined {
   const session = sessions.read(req);
-  if (!session) return undefined;
-  const given = Buffer.from(String(req.headers[CSRF_HEADER] ?? ""));
-  const expected = Buffer.from(session.csrfToken);
-  return given.length === expected.length && timingSafeEqual(given, expected) ? session.accountId : undefined;
+  return session && sessions.csrfMatches(req, session) ? session.accountId : undefined;
 }

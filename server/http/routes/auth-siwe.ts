@@ -1,23 +1,32 @@
-import express, { type Request, type Router } from "express";
+import express, { type Request, type RequestHandler, type Router } from "express";
 import { jsonBody } from "../json-body";
 import { type PublicClient, getAddress, isAddress } from "viem";
 import { createSiweMessage } from "viem/siwe";
 import type { Sessions } from "../../accounts/sessions";
-import { SiweChainError, SiweNonces, verifySiwe } from "../../accounts/siwe";
+import { SiweChainError, type SiweNonces, verifySiwe } from "../../accounts/siwe";
 import type { Config } from "../../config";
 import type { Ledger } from "../../ledger/ledger";
+import { planSignIn } from "../../accounts/sign-in-plan";
+import { objectBody } from "../body";
 import { dataEnvelope } from "../envelope";
 import { publicBase } from "../public-url";
+import { clientKey, storeFull } from "../rate-limits";
 import { ApiError } from "../errors";
+import { browserSession, finishSignIn, signInPost, switchAccountField } from "../sign-in";
 
 /**
  * Sign-In With Ethereum (EIP-4361), JSON:
  *   GET  /auth/siwe/nonce    a fresh single-use nonce (10 minutes), and the domain, URI and chain id
  *                            the message must name
- *   POST /auth/siwe/verify   { message, signature } → a session (cookies) for the address's account,
- *                            created on first use; with a session already open (and its CSRF token),
- *                            the address is linked to that account instead
- * Every refusal is a 401 whose message says what was wrong; nothing is written but the nonce's use.
+ *   POST /auth/siwe/verify   { message, signature, switch_account? } → a session (cookies) for the
+ *                            address's account, created on first use; with a session already open
+ *                            (and its CSRF token), the address is linked to that account instead, and
+ *                            an address of another account is refused (409 identity_taken) unless the
+ *                            body says switch_account: true, which signs the browser in to that account
+ * Both are rate-limited per client address; one address holds at most SIWE_NONCES_PER_CLIENT_MAX
+ * unused nonces (its oldest go), the gateway SIWE_NONCES_MAX (429 beyond, until one expires).
+ * The verify POST is a sign-in POST (../sign-in.ts: same origin, JSON). Every refusal of the
+ * message is a 401 whose message says what was wrong; nothing is written but the nonce's use.
  */
 export function siweRoutes(deps: {
   sessions: Sessions;
@@ -26,18 +35,22 @@ export function siweRoutes(deps: {
   /** The gateway's chain, for smart-account signatures; without it only EOAs can sign in. */
   publicClient?: Pick<PublicClient, "verifyMessage">;
   log: (message: string, error?: unknown) => void;
+  /** The nonces handed out, bounded per client address and in all (SIWE_NONCES_PER_CLIENT_MAX, SIWE_NONCES_MAX). */
+  nonces: SiweNonces;
+  /** The sign-in rate limit, per client address. */
+  limit: RequestHandler;
 }): Router {
   const router = express.Router();
-  const nonces = new SiweNonces(deps.ledger.db, deps.ledger.commit);
-  const requireSession = deps.sessions.require();
-  const json = jsonBody(16_384);
+  const nonces = deps.nonces;
+  const guard = signInPost(deps.config);
+  const json = jsonBody(16_384, "application/json");
 
   // The dashboard's origin: PUBLIC_URL, or else this server's own address. Never the request's
   // Host header: a phishing site's message names the phishing site's domain, and the domain
   // check exists to refuse it; a Host header saying the same would let it through.
   const originOf = (req: Request): URL => new URL(publicBase(deps.config, req));
 
-  router.get("/auth/siwe/nonce", async (req, res) => {
+  router.get("/auth/siwe/nonce", deps.limit, async (req, res) => {
     const origin = originOf(req);
     // With ?address=, the message to sign comes ready made (a browser has no EIP-4361 library,
     // and the message must name the address in its EIP-55 form). Checked first: a bad address
@@ -46,7 +59,9 @@ export function siweRoutes(deps: {
     if (rawAddress !== undefined && (typeof rawAddress !== "string" || !isAddress(rawAddress, { strict: false }))) {
       throw new ApiError("invalid_request", "address must be a 0x-prefixed 20-byte hex address.");
     }
-    const { nonce, expiresAtMs } = await nonces.issue();
+    const issued = await nonces.issue(clientKey(req));
+    if (!issued.ok) throw storeFull("Too many sign-ins with a wallet are under way.", issued.retryAfterMs);
+    const { nonce, expiresAtMs } = issued;
     res.set("cache-control", "no-store");
     res.json(
       dataEnvelope({
@@ -74,14 +89,15 @@ export function siweRoutes(deps: {
     );
   });
 
-  router.post("/auth/siwe/verify", json, async (req, res) => {
+  router.post("/auth/siwe/verify", deps.limit, guard, json, async (req, res) => {
     // Linking a wallet to the open session changes that account, so it needs the session's
     // CSRF token: otherwise another site could link its own wallet to a visitor's account.
-    if (deps.sessions.read(req)) requireSession(req, res, () => {});
-    const body = req.body as { message?: unknown; signature?: unknown } | undefined;
-    if (!body || typeof body !== "object" || typeof body.message !== "string" || typeof body.signature !== "string") {
+    const current = browserSession(deps.sessions, req);
+    const body = objectBody(req.body);
+    if (typeof body.message !== "string" || typeof body.signature !== "string") {
       throw new ApiError("unauthorized", "Send { message, signature }: the EIP-4361 message as signed, and its signature (0x hex).");
     }
+    const switchAccount = switchAccountField(body);
     let result;
     try {
       result = await verifySiwe({
@@ -98,17 +114,28 @@ export function siweRoutes(deps: {
     }
     if (!result.ok) throw new ApiError("unauthorized", `Sign-in refused: ${result.message}`);
 
-    const linkTo = req.session?.accountId;
-    const signedIn = deps.sessions.signIn("siwe", result.address, { linkTo });
+    // Signed in already, a wallet is added to that account: the session itself is the link's origin.
+    const plan = planSignIn({
+      current: current?.accountId,
+      owner: deps.sessions.ownerOf("siwe", result.address),
+      linkTo: current?.accountId,
+      switchAccount,
+    });
+    if (!plan.ok) {
+      // The only refusal possible here: a session is open, so a sign-in without switch_account links.
+      throw new ApiError("identity_taken", `${result.address} already signs in to another account: sign again with switch_account: true to switch to it.`);
+    }
+    const signedIn = deps.sessions.signIn("siwe", result.address, { linkTo: plan.linkTo });
     if (!signedIn.ok) throw new ApiError("identity_taken", `${result.address} already signs in to another account.`);
     await deps.ledger.commit.durable();
-    const session = linkTo === undefined ? await deps.sessions.open(res, signedIn.accountId) : req.session!;
+    const { session, switched } = await finishSignIn(deps.sessions, res, current, signedIn.accountId);
     res.json(
       dataEnvelope({
         account_id: signedIn.accountId,
         address: result.address,
         created: signedIn.created,
         linked: signedIn.linked,
+        switched,
         // Also in the sg_csrf cookie; here for clients that are not browsers.
         csrf_token: session.csrfToken,
       }),

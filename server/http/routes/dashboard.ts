@@ -14,8 +14,13 @@ const WEB_DIR = path.join(__dirname, "..", "..", "web");
 export const DASHBOARD_CSP =
   "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
-/** The single-page app's page paths: each is answered with index.html and the app routes itself. */
-const PAGE_PATHS = ["/", "/signin", "/wallet", "/keys", "/marketplace", "/marketplace/:slug", "/usage", "/seller"];
+/**
+ * The single-page app's page paths: each is answered with index.html and the app routes itself.
+ * /auth/email/callback is where a mailed sign-in link points: a page, so that opening (or a
+ * mail scanner fetching) the link uses nothing up; /signin/oauth explains a GitHub/Google
+ * sign-in that did not complete.
+ */
+const PAGE_PATHS = ["/", "/signin", "/signin/oauth", "/auth/email/callback", "/wallet", "/keys", "/marketplace", "/marketplace/:slug", "/usage", "/seller"];
 
 interface Asset {
   body: Buffer;

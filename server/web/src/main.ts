@@ -8,8 +8,10 @@ import { post } from "./api";
 import { clearMessages, showError } from "./banner";
 import { h, replaceChildren } from "./dom";
 import { makeContext, type Page } from "./page";
+import { emailLinkPage } from "./pages/email-link";
 import { keysPage } from "./pages/keys";
 import { marketplacePage } from "./pages/marketplace";
+import { oauthResultPage } from "./pages/oauth-result";
 import { sellerPage } from "./pages/seller";
 import { signinPage } from "./pages/signin";
 import { skillPage } from "./pages/skill";
@@ -20,6 +22,8 @@ import { forget, me, refreshMe } from "./session";
 
 const PAGES: Record<PageName, Page> = {
   signin: signinPage,
+  oauthResult: oauthResultPage,
+  emailLink: emailLinkPage,
   wallet: walletPage,
   keys: keysPage,
   marketplace: marketplacePage,

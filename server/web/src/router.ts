@@ -3,7 +3,7 @@
  * unit tests can run it under Node.
  */
 
-export type PageName = "signin" | "wallet" | "keys" | "marketplace" | "skill" | "usage" | "seller";
+export type PageName = "signin" | "oauthResult" | "emailLink" | "wallet" | "keys" | "marketplace" | "skill" | "usage" | "seller";
 
 export interface Route {
   page: PageName;
@@ -16,6 +16,10 @@ export type Resolution = { kind: "page"; route: Route } | { kind: "redirect"; to
 
 const PAGES: ReadonlyArray<{ pattern: string; page: PageName }> = [
   { pattern: "/signin", page: "signin" },
+  // A GitHub/Google sign-in that did not complete, explained (the callback redirects here).
+  { pattern: "/signin/oauth", page: "oauthResult" },
+  // Where a mailed sign-in link points: shows what the link does; only its button signs in.
+  { pattern: "/auth/email/callback", page: "emailLink" },
   { pattern: "/wallet", page: "wallet" },
   { pattern: "/keys", page: "keys" },
   { pattern: "/marketplace", page: "marketplace" },

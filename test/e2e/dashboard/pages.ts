@@ -61,16 +61,19 @@ export async function amountOf(locator: Locator): Promise<bigint> {
 
 /**
  * Signs in by e-mail the way a person does: types the address on /signin, sees that a link
- * was sent, opens the link from the mail (the gateway's outbox) in the same page, and lands
+ * was sent, opens the link from the mail (the gateway's outbox) in the same page, confirms
+ * on the page it opens ("Sign in as …": opening the link alone signs no one in), and lands
  * on the wallet, signed in.
  */
-export async function signInByEmail(page: Page, dashboard: DashboardStack, email: string): Promise<void> {
+export async function signInByEmail(page: Page, dashboard: Pick<DashboardStack, "origin" | "signInLink">, email: string): Promise<void> {
   await page.goto(`${dashboard.origin}/signin`);
   await expectHeading(page, "Sign in");
   await page.getByTestId("email-input").fill(email);
   await page.getByTestId("email-submit").click();
   await textOf(page.getByTestId("email-sent"));
   await page.goto(dashboard.signInLink(email));
+  await expectHeading(page, "E-mail sign-in");
+  await page.getByTestId("email-link-confirm").click();
   await expectHeading(page, "Wallet");
   await page.getByRole("button", { name: "Sign out" }).waitFor();
 }

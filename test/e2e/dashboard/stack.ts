@@ -2,6 +2,7 @@ import type { RunOnceReturnType } from "../../../server/chain/settler";
 import { DEV_ACCOUNT_INDEX, devAccount } from "../../../server/chain/local-node";
 import { type AaStack, gatewayOptionsFor, startAaStack } from "../../helpers/aa-stack";
 import { type TestStack, startStack } from "../../helpers/gateway";
+import type { Db } from "../../../server/ledger/db";
 
 /**
  * Everything the dashboard talks to, real: a `hardhat node` with the escrow, the ERC-4337
@@ -56,16 +57,19 @@ export async function startDashboardStack(): Promise<DashboardStack> {
     aa,
     stack: started,
     origin: new URL(started.url).origin,
-    signInLink(email) {
-      const body = db.prepare("SELECT body FROM outbox WHERE to_address = ? ORDER BY id DESC LIMIT 1").pluck().get(email) as string | undefined;
-      const link = body && /https?:\/\/\S+\/auth\/email\/callback\?token=[A-Za-z0-9_%-]+/.exec(body)?.[0];
-      if (!link) throw new Error(`no sign-in link was mailed to ${email}`);
-      return link;
-    },
+    signInLink: (email) => mailedSignInLink(db, email),
     settle: () => started.gw.moneyPath!.settler!.runOnce(),
     async close() {
       await started.close();
       await aa.stop();
     },
   };
+}
+
+/** The sign-in link last mailed to `email`, read from the dev mailer's outbox table. */
+export function mailedSignInLink(db: Db, email: string): string {
+  const body = db.prepare("SELECT body FROM outbox WHERE to_address = ? ORDER BY id DESC LIMIT 1").pluck().get(email) as string | undefined;
+  const link = body && /https?:\/\/\S+\/auth\/email\/callback\?token=[A-Za-z0-9_%-]+/.exec(body)?.[0];
+  if (!link) throw new Error(`no sign-in link was mailed to ${email}`);
+  return link;
 }

@@ -1,0 +1,72 @@
+import { expect } from "chai";
+import { DASHBOARD_CSP } from "../../server/http/routes/dashboard";
+import { type TestStack, startStack } from "../helpers/gateway";
+import { sameOrigin, send, signedIn } from "../helpers/session";
+
+/**
+ * Mail scanners (and link previews, and antivirus gateways) fetch every link in a message
+ * before the person does. A link that signs in on GET is used up by them. The link opens a
+ * page instead; only the page's POST signs in.
+ */
+describe("magic links and mail scanners", () => {
+  let stack: TestStack;
+  beforeEach(async () => {
+    stack = await startStack();
+  });
+  afterEach(async () => {
+    await stack.close();
+  });
+
+  /** Asks for a link to `email` and returns its path on the gateway. */
+  const mailLink = async (email: string): Promise<string> => {
+    await send(`${stack.url}/auth/email/start`, "POST", sameOrigin(stack), { email });
+    const body = stack.gw.db.prepare("SELECT body FROM outbox WHERE to_address = ? ORDER BY id DESC LIMIT 1").pluck().get(email) as string;
+    const url = new URL(/(http:\/\/\S+)/.exec(body)![1]);
+    return url.pathname + url.search;
+  };
+  const sessions = () => Number(stack.gw.db.prepare("SELECT COUNT(*) FROM sessions").pluck().get());
+
+  /** What scanners send: each a method, the headers it comes with, and whether a signed-in browser's cookie goes too. */
+  const SCANNERS: Array<[string, string, Record<string, string>, boolean]> = [
+    ["a HEAD of the link", "HEAD", {}, false],
+    ["a GET of the link", "GET", {}, false],
+    ["a GET of the link as a browser sends it", "GET", { accept: "text/html,application/xhtml+xml,*/*;q=0.8", "sec-fetch-site": "none", "sec-fetch-mode": "navigate" }, false],
+    ["a GET of the link asking for JSON", "GET", { accept: "application/json" }, false],
+    ["a GET of the link with a signed-in browser's cookie", "GET", {}, true],
+  ];
+
+  for (const [what, method, headers, withSession] of SCANNERS) {
+    it(`refuses to sign in on ${what}: it answers the page and uses nothing up`, async () => {
+      const link = await mailLink("ada@example.com");
+      const extra: Record<string, string> = withSession ? { cookie: (await signedIn(stack, "someone@example.com")).cookie } : {};
+      const before = sessions();
+      for (let i = 0; i < 3; i++) {
+        const res = await fetch(stack.url + link, { method, headers: { ...headers, ...extra }, redirect: "manual" });
+        expect(res.status).to.equal(200);
+        expect(res.headers.get("content-type")).to.match(/^text\/html/);
+        expect(res.headers.get("content-security-policy")).to.equal(DASHBOARD_CSP);
+        expect(res.headers.getSetCookie()).to.deep.equal([]);
+      }
+      expect(sessions()).to.equal(before);
+      expect(stack.gw.sessions.ownerOf("email", "ada@example.com")).to.equal(undefined);
+      // The person's own click, afterwards, still works.
+      const token = new URLSearchParams(link.split("?")[1]).get("token");
+      const verified = await send(`${stack.url}/auth/email/verify`, "POST", sameOrigin(stack), { token });
+      expect(verified.status, JSON.stringify(verified.body)).to.equal(200);
+    });
+  }
+
+  it("refuses to sign in on a POST to the link's own address (only /auth/email/verify uses it)", async () => {
+    const link = await mailLink("ada@example.com");
+    const res = await send(stack.url + link, "POST", sameOrigin(stack), {});
+    expect(res.status).to.equal(404);
+    expect(stack.gw.sessions.ownerOf("email", "ada@example.com")).to.equal(undefined);
+  });
+
+  it("mails a link to the page, saying to confirm there", async () => {
+    await mailLink("ada@example.com");
+    const body = stack.gw.db.prepare("SELECT body FROM outbox ORDER BY id DESC LIMIT 1").pluck().get() as string;
+    expect(body).to.match(/\/auth\/email\/callback\?token=[\w-]{43}\n/);
+    expect(body).to.include("confirm on the page it opens");
+  });
+});
