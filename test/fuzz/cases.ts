@@ -95,6 +95,8 @@ export interface Target {
   internalPorts: number[];
   /** The canary's IPv6 loopback port, when this machine has ::1. */
   canaryV6Port?: number;
+  /** The gateway's own origin: what the dashboard's pages send as Origin on a sign-in POST. */
+  origin: string;
   /** The fuzz backend's base URL (an allowed backend). */
   backendUrl: string;
   /** What the probes found the gateway to do. */

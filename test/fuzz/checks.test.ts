@@ -25,6 +25,8 @@ const TABLE: [string, FuzzStep, string, string, Answer, RegExp | undefined][] = 
   ["an error without its message", step({ role: "other" }), "GET", "/v1/balance", answer(401, { success: false }), /`error` string/],
   ["no body at all (Node's own 400)", step(), "POST", "/v1/call", answer(400, ""), undefined],
   ["the dashboard's HTML", step({ role: "other" }), "GET", "/wallet", answer(200, "<html></html>"), undefined],
+  ["the page a mailed sign-in link opens", step({ role: "other" }), "GET", "/auth/email/callback?token=x", answer(200, "<html></html>"), undefined],
+  ["HTML from an API route", step({ role: "other" }), "GET", "/v1/skills", answer(200, "<html></html>"), /not a JSON object/],
   ["a redirect's text", step({ role: "other" }), "GET", "/auth/email/callback", answer(303, "See Other"), undefined],
   ["a 200 that charged nothing", step(), "POST", "/v1/call", answer(200, { success: true, data: {}, metadata: { price_paid: 0 } }), /charged 0/],
   ["a failure that says it charged", step(), "POST", "/v1/call", answer(502, error("skill_error", { metadata: { cost: 0.001 } })), /says it charged/],

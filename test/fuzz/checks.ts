@@ -21,8 +21,11 @@ export const BACKEND_FAILURE_CODES = new Set(["skill_error", "skill_timeout", "s
  */
 const CHAIN_ROUTES = /^\/v1\/(withdrawals|wallet\/|seller\/claim|topups\/card$|calls\/[^/]+\/receipt)/;
 
-/** Dashboard pages and assets: HTML, CSS and JavaScript, not the JSON envelope. */
-const DASHBOARD = /^\/(|signin|wallet|keys|marketplace(\/[^/]+)?|usage|seller|assets\/app\.(js|css))$/;
+/**
+ * Dashboard pages and assets (server/http/routes/dashboard.ts): HTML, CSS and JavaScript, not
+ * the JSON envelope. A mailed sign-in link opens a page too.
+ */
+const DASHBOARD = /^\/(|signin|signin\/oauth|auth\/email\/callback|wallet|keys|marketplace(\/[^/]+)?|usage|seller|assets\/app\.(js|css))$/;
 
 /** What an answer must never contain: SQLite's error codes, a stack frame, the server's own paths. */
 const INTERNALS = [/SQLITE_[A-Z]/, /\n\s+at \S+ \(/, /node_modules/, new RegExp(process.cwd().replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))];

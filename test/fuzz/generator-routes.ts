@@ -94,10 +94,19 @@ export const authRoutesCase: CaseGenerator = (rng, target) => {
   const json = { "content-type": "application/json" };
   const maybeSession: Record<string, string> = rng.chance(0.3) ? { cookie: target.session.cookie, ...(rng.chance(0.5) ? { "x-csrf-token": target.session.csrf } : {}) } : {};
   const spoof: Record<string, string> = rng.chance(0.3) ? { "x-forwarded-for": `${rng.int(1, 254)}.${rng.int(0, 255)}.${rng.int(0, 255)}.${rng.int(1, 254)}`, "x-real-ip": "10.0.0.1", forwarded: "for=1.2.3.4" } : {};
-  const headers = { ...json, ...maybeSession, ...spoof };
+  // Sign-in POSTs are taken only from the dashboard's own pages: mostly say so, sometimes lie or say nothing.
+  const origin: Record<string, string> = rng.weighted<Record<string, string>>([
+    [{ origin: target.origin }, 60],
+    [{ "sec-fetch-site": "same-origin" }, 10],
+    [{ origin: rng.pick(["http://evil.test", "null", target.origin + ".evil.test", target.origin.toUpperCase()]) }, 10],
+    [{ "sec-fetch-site": rng.pick(["cross-site", "none", "same-site"]), origin: target.origin }, 8],
+    [{}, 12],
+  ]);
+  const headers = { ...json, ...maybeSession, ...spoof, ...origin };
   const token = rng.pick(["", "x", "a".repeat(5_000), rng.bytes(32).toString("base64url"), "%00", "../../", "' OR 1=1 --"]);
   const choices: (() => { label: string; step: FuzzStep })[] = [
     () => ({ label: "email start", step: other(fetchRequest("POST", "/auth/email/start", headers, rng.chance(0.8) ? `{"email":${emailValue(rng)}}` : rng.chance(0.5) ? jsonValue(rng, 2) : deepJson(rng.pick(DEPTHS), "array"))) }),
+    () => ({ label: "email preview", step: other(fetchRequest("POST", "/auth/email/preview", headers, rng.chance(0.8) ? `{"token":${JSON.stringify(token)}}` : jsonValue(rng, 2))) }),
     () => ({ label: "email verify", step: other(fetchRequest("POST", "/auth/email/verify", headers, rng.chance(0.8) ? `{"token":${JSON.stringify(token)}}` : jsonObject(rng, 2))) }),
     () => ({ label: "email callback", step: other(fetchRequest("GET", `/auth/email/callback${rng.pick(["", `?token=${encodeURIComponent(token)}`, "?token=a&token=b", "?token[x]=1", "?token=%zz"])}`, spoof)) }),
     () => ({ label: "siwe nonce", step: other(fetchRequest("GET", `/auth/siwe/nonce${rng.pick(["", "?address=0x0000000000000000000000000000000000000000", "?address=0xzz", "?address=1&address=2", `?address=${"0".repeat(5_000)}`, "?address[]=0x0"])}`, spoof)) }),

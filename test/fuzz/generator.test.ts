@@ -10,6 +10,7 @@ const target: Target = {
   hostileSkills: ["fz-internal-0"],
   session: { cookie: "sg_session=s", csrf: "c", keyId: "k" },
   internalPorts: [1, 2],
+  origin: "http://127.0.0.1:2",
   backendUrl: "http://127.0.0.1:3",
   capabilities: new Set(),
 };

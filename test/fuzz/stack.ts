@@ -98,6 +98,7 @@ export async function startFuzzStack(): Promise<FuzzStack> {
     session: { cookie: seller.cookie, csrf: seller.csrfToken, keyId: sellerKey.record.id },
     internalPorts: [canary.port, gatewayPort],
     canaryV6Port: canary.v6Port,
+    origin: new URL(stack.url).origin,
     backendUrl: backend.url,
     capabilities: await probeCapabilities(gatewayPort, stack.key),
   };
