@@ -57,17 +57,7 @@ export interface FuzzStep {
   mayReset?: boolean;
   /** The request must be refused: a 4xx (a bad credential, say), never a success. */
   mustRefuse?: boolean;
-  /** Sent only if the gateway has this behaviour (see Capability); counted as skipped otherwise. */
-  needs?: Capability;
 }
-
-/**
- * Behaviours of the gateway some cases assert, probed on the running stack before the run
- * (./stack.ts), so a case whose rule is being brought in by work not yet merged is skipped
- * and counted, never silently weakened:
- *   strict_bearer: look-alike separators (`Bearer\xa0key`) are refused, not read as a space.
- */
-export type Capability = "strict_bearer";
 
 export interface FuzzCase {
   index: number;
@@ -99,6 +89,4 @@ export interface Target {
   origin: string;
   /** The fuzz backend's base URL (an allowed backend). */
   backendUrl: string;
-  /** What the probes found the gateway to do. */
-  capabilities: Set<Capability>;
 }

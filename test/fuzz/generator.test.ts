@@ -12,7 +12,6 @@ const target: Target = {
   internalPorts: [1, 2],
   origin: "http://127.0.0.1:2",
   backendUrl: "http://127.0.0.1:3",
-  capabilities: new Set(),
 };
 
 describe("the fuzz generator", () => {

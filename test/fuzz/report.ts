@@ -18,8 +18,6 @@ export interface FuzzReport {
   cases: number;
   requests: number;
   byCategory: Record<string, { cases: number; requests: number }>;
-  /** Steps not sent because the gateway lacks the behaviour they assert (work not merged yet), by capability. */
-  skipped: Record<string, number>;
   /** HTTP statuses, and `reset` / `closed` / `aborted` / `no answer` for exchanges without one. */
   statuses: Record<string, number>;
   codes502: Record<string, number>;
@@ -50,7 +48,7 @@ const EXCERPT = 300;
 export function emptyReport(seed: number, categories: readonly string[]): FuzzReport {
   return {
     seed, cases: 0, requests: 0, byCategory: Object.fromEntries(categories.map((c) => [c, { cases: 0, requests: 0 }])),
-    skipped: {}, statuses: {}, codes502: {}, ok200: 0, replayed200: 0, charges: { count: 0, micros: 0n }, canaryHits: [],
+    statuses: {}, codes502: {}, ok200: 0, replayed200: 0, charges: { count: 0, micros: 0n }, canaryHits: [],
     eventLoopDelayMaxMs: 0, eventLoopDelayP99Ms: 0, slowestRequestMs: 0, slowest: [], durationMs: 0, gatewayInternalErrors: [], consoleLines: [],
     violations: [], violationCount: 0, endFailures: [],
   };
@@ -109,7 +107,6 @@ export function formatReport(report: FuzzReport): string {
     "  by category:",
     ...categories,
     `  statuses: ${sorted(report.statuses)}`,
-    ...(Object.keys(report.skipped).length ? [`  SKIPPED, asserting behaviour the gateway does not have yet: ${sorted(report.skipped)}`] : []),
     `  502 codes: ${sorted(report.codes502) || "none"}`,
     `  call 200s: ${report.ok200} (${report.replayed200} idempotent replays); charges: ${report.charges.count} for ${usd(report.charges.micros)} USD`,
     `  canary hits: ${report.canaryHits.length}`,

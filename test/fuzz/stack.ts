@@ -2,8 +2,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { usdToMicros } from "../../server/ledger/money";
 import { type TestStack, startStack } from "../helpers/gateway";
 import { signedIn } from "../helpers/session";
-import type { Capability, Target } from "./cases";
-import { rawExchange } from "./raw-http";
+import type { Target } from "./cases";
 import { BACKEND_ROUTES, type Canary, type FuzzServer, startCanary, startFuzzBackend } from "./servers";
 
 /**
@@ -100,7 +99,6 @@ export async function startFuzzStack(): Promise<FuzzStack> {
     canaryV6Port: canary.v6Port,
     origin: new URL(stack.url).origin,
     backendUrl: backend.url,
-    capabilities: await probeCapabilities(gatewayPort, stack.key),
   };
   const payers = [stack.buyerId, poor.accountId, seller.accountId].map((accountId) => ({ accountId, startMicros: stack.available(accountId) }));
 
@@ -117,15 +115,6 @@ export async function startFuzzStack(): Promise<FuzzStack> {
       await canary.close();
     },
   };
-}
-
-/** Finds which of the behaviours some cases assert the gateway has (see Capability). */
-async function probeCapabilities(port: number, key: string): Promise<Set<Capability>> {
-  const found = new Set<Capability>();
-  const probe = Buffer.from(`GET /v1/balance HTTP/1.1\r\nHost: probe\r\nAuthorization: Bearer\xa0${key}\r\n\r\n`, "latin1");
-  const answer = await rawExchange(port, { transport: "raw", segments: [{ bytes: probe, delayMs: 0 }], abort: false, methods: ["GET"], paths: ["/v1/balance"] }, 30_000);
-  if (answer.responses[0]?.status === 401) found.add("strict_bearer");
-  return found;
 }
 
 /** Inserts a skill without the registry's checks (the egress policy among them). */
