@@ -14,7 +14,7 @@ import { ApiError } from "./errors";
 import { type RateLimitName, createRateLimits } from "./rate-limits";
 import { dashboardRoutes } from "./routes/dashboard";
 import { healthRoutes } from "./routes/health";
-import { callHandler } from "./routes/call";
+import { callHandler, unauthenticatedCallRoutes } from "./routes/call";
 import { readRoutes } from "./routes/read";
 import { withdrawalRoutes } from "./routes/withdrawals";
 import type { ChainConnection, MoneyPath } from "../chain/money-path";
@@ -90,6 +90,7 @@ export function createApp(deps: AppDeps): express.Express {
   // authenticated counts against its address, whatever the route (a new public route too).
   const limits = createRateLimits({ config: deps.config, keys: deps.keys, sessions: deps.sessions, stores: deps.rateLimitStores, log: deps.log });
   app.use(limits.public);
+  app.use(unauthenticatedCallRoutes(deps.keys));
 
   // Express's routers answer OPTIONS themselves, 200 with a text/plain list of methods, outside
   // the envelope. The API serves no CORS preflight (the dashboard is same-origin), so OPTIONS is

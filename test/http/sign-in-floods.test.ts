@@ -151,6 +151,19 @@ describe("floods of unauthenticated requests", () => {
       expect((await stack.get("/v1/balance")).status).to.equal(200);
     });
 
+    it("counts calls with a bad or missing key (401s on the call path), and never a call with a good one", async () => {
+      await start({ publicRateLimitPerMin: 3 });
+      const call = (authorization?: string) =>
+        send(`${stack.url}/v1/call`, "POST", authorization ? { authorization } : {}, { skill_id: "echo", input: {} });
+      expect((await call("Bearer atom_not-a-key")).status).to.equal(401);
+      expect((await call()).status).to.equal(401);
+      expect((await send(`${stack.url}/v1/skills/echo/call`, "POST", { authorization: "Bearer\u00a0x" }, {})).status).to.equal(401);
+      expectRateLimited(await call("Bearer atom_not-a-key"));
+      const before = stack.available();
+      for (let i = 0; i < 5; i++) expect((await stack.post("/v1/call", { skill_id: "echo", input: {} })).status).to.equal(200);
+      expect(stack.available()).to.equal(before - 5n * 1_000n);
+    });
+
     it("counts each address apart, and an IPv6 /64 as one address, behind a trusted proxy (TRUST_PROXY)", async () => {
       await start({ publicRateLimitPerMin: 1, trustProxy: ["loopback"] });
       const from = (address: string) => get("/v1/skills", { "x-forwarded-for": address });

@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { performance } from "node:perf_hooks";
-import type { ApiKeys } from "../../accounts/api-keys";
+import express, { type Router } from "express";
+import type { ApiKeyRecord, ApiKeys } from "../../accounts/api-keys";
 import type { CallService } from "../../gateway/call-service";
 import { IDEMPOTENCY_KEY } from "../../gateway/idempotency";
 import { authenticate } from "../auth";
@@ -26,7 +27,9 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
  * read the body (413), parse it (400), check its shape (400); the call service does the rest.
  *
  * Returns a listener that answers the request and returns true, or returns false when the
- * request is not for a call endpoint.
+ * request is not for a call endpoint or does not authenticate. A call without a valid key is
+ * left to the Express app, whose per-address limit counts it before its 401 (see
+ * `unauthenticatedCallRoutes`): a flood of bad keys costs the flooder its budget.
  */
 export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxRequestBytes: number; log: (m: string, e?: unknown) => void }) {
   return (req: IncomingMessage, res: ServerResponse): boolean => {
@@ -44,7 +47,13 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
       endpoint = "skill_call";
       pathSkill = match[1];
     }
-    handle(req, res, endpoint, pathSkill).catch((error) => {
+    let apiKey: ApiKeyRecord;
+    try {
+      apiKey = authenticate(deps.keys, req.headers.authorization);
+    } catch {
+      return false;
+    }
+    handle(req, res, endpoint, pathSkill, apiKey).catch((error) => {
       // A client that hangs up before its body is in is an ordinary event, not a fault of ours:
       // one line, and nothing to answer (nobody is listening).
       if (error instanceof ClientAborted) {
@@ -58,9 +67,8 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
     return true;
   };
 
-  async function handle(req: IncomingMessage, res: ServerResponse, endpoint: Endpoint, pathSkill: string | undefined): Promise<void> {
+  async function handle(req: IncomingMessage, res: ServerResponse, endpoint: Endpoint, pathSkill: string | undefined, apiKey: ApiKeyRecord): Promise<void> {
     const startedAt = performance.now();
-    const apiKey = authenticate(deps.keys, req.headers.authorization);
     const raw = await readBody(req, deps.maxRequestBytes);
     let body: unknown;
     if (raw.length > 0) {
@@ -160,4 +168,22 @@ function idempotencyOf(req: IncomingMessage, endpoint: Endpoint, pathSkill: stri
   // The same key on the other endpoint, or for another skill, is another request.
   const requestHash = createHash("sha256").update(`${endpoint} ${pathSkill ?? ""}\n`).update(raw).digest("hex");
   return { key, requestHash };
+}
+
+/**
+ * The call endpoints as the Express app sees them: only calls the fast path above declined,
+ * because their key did not authenticate. They are answered 401 here, after the app's
+ * per-address limit has counted them.
+ */
+export function unauthenticatedCallRoutes(keys: ApiKeys): Router {
+  const router = express.Router();
+  // Matched on the raw path, as the fast path does: a route parameter would be percent-decoded
+  // first, and a malformed escape would answer 400 before authentication's 401.
+  router.use((req, _res, next) => {
+    if (req.method !== "POST" || (req.path !== "/v1/call" && !SKILL_CALL_PATH.test(req.path))) return next();
+    authenticate(keys, req.headers.authorization);
+    // Unreachable unless the key became valid between the two checks; refused all the same.
+    throw new ApiError("unauthorized", "Invalid API key: check the Authorization header (Bearer atom_...).");
+  });
+  return router;
 }
