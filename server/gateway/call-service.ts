@@ -151,11 +151,20 @@ export class CallService {
     // a capture that did not become durable). The finally block is the backstop.
     let settled = false;
     try {
-      const result = await forwarder.forward(skill, callId, req.input);
+      const forwarded = await forwarder.forward(skill, callId, req.input);
+      const chargedMicros = hold?.amountMicros ?? 0n;
+      // An answer that parsed but cannot be serialized again is the backend's failure, as an
+      // answer that does not parse is: 502, not the gateway's 500.
+      const success = forwarded.kind === "ok" ? this.successBody(req, skill, forwarded.data, chargedMicros) : undefined;
+      const result: Exclude<ForwardResult, { kind: "ok" }> | { kind: "ok"; body: string } =
+        forwarded.kind !== "ok"
+          ? forwarded
+          : success === undefined
+            ? { kind: "failed", reason: "invalid_json", status: forwarded.status, message: "skill backend answered JSON nested too deeply to pass on" }
+            : { kind: "ok", body: success };
 
       if (result.kind === "ok") {
-        const chargedMicros = hold?.amountMicros ?? 0n;
-        const body = JSON.stringify(successEnvelope(req.endpoint, result.data, { skillId: skill.slug, responseTimeMs: elapsedMs(req), chargedMicros }));
+        const { body } = result;
         // Capture, the calls log and the idempotent response commit together, and the
         // response waits until they are on disk.
         await ledger.commit.runDurable(() => {
@@ -188,6 +197,19 @@ export class CallService {
       return { status, body, headers: { ...headers, "x-call-id": callId } };
     } finally {
       if (hold && !settled) ledger.release(hold.id);
+    }
+  }
+
+  /**
+   * The 200's body, or undefined when the backend's data cannot be serialized: JSON nested
+   * so deep that JSON.stringify runs out of stack (JSON.parse does not recurse; it can).
+   */
+  private successBody(req: CallRequest, skill: Skill, data: unknown, chargedMicros: bigint): string | undefined {
+    try {
+      return JSON.stringify(successEnvelope(req.endpoint, data, { skillId: skill.slug, responseTimeMs: elapsedMs(req), chargedMicros }));
+    } catch (error) {
+      if (error instanceof RangeError) return undefined;
+      throw error;
     }
   }
 

@@ -92,6 +92,13 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(limits.public);
   app.use(unauthenticatedCallRoutes(deps.keys));
 
+  // Express's routers answer OPTIONS themselves, 200 with a text/plain list of methods, outside
+  // the envelope. The API serves no CORS preflight (the dashboard is same-origin), so OPTIONS is
+  // answered as every other method a path does not serve: 404 in the envelope.
+  app.use((req: Request, _res: Response, next: NextFunction) => {
+    next(req.method === "OPTIONS" ? new ApiError("not_found", `No route for ${req.method} ${req.path}.`) : undefined);
+  });
+
   app.use(healthRoutes({ ledger: deps.ledger, chain: deps.chain, moneyPath: deps.moneyPath, maxLagMs: deps.config.readyMaxLagMs }));
   app.use(readRoutes(deps));
   app.use(withdrawalRoutes({ keys: deps.keys, sessions: deps.sessions, db: deps.ledger.db, vouchers: deps.moneyPath?.vouchers }));

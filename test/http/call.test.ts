@@ -167,12 +167,14 @@ describe("POST /v1/call", () => {
     });
   });
 
-  it("releases the hold and answers 500 when a backend's answer cannot be sent on", async () => {
+  it("releases the hold and answers 502 when a backend's answer is too deeply nested to be sent on", async () => {
     stack.addSkill("deep", "/deep");
     await expectNoCharge(stack, async () => {
       const res = await stack.post("/v1/call", { skill_id: "deep", input: {} });
-      expect(res.status).to.equal(500);
-      expect(res.body.code).to.equal("internal_error");
+      expect(res.status).to.equal(502);
+      expect(res.body).to.include({ success: false, code: "skill_invalid_response" });
+      expect(res.body.error).to.include("nested too deeply");
+      expect(res.body.metadata).to.include({ skill_id: "deep", price_paid: 0 });
     });
     expect(stack.gw.db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'open'").pluck().get()).to.equal(0n);
   });
