@@ -32,7 +32,7 @@ const SCHEMAS: Record<string, object> = {
     properties: { name: { type: "string", pattern: "^[a-z]{1,16}$" }, n: { type: "integer", minimum: 0, maximum: 100 }, tags: { type: "array", maxItems: 5, items: { type: "string" } } },
   },
   // Listing bounds need a maxItems beside uniqueItems (uniqueness is quadratic in the length).
-  "fz-schema-unique": { type: "object", properties: { items: { type: "array", uniqueItems: true, maxItems: 1_000 } } },
+  "fz-schema-unique": { type: "object", properties: { items: { type: "array", uniqueItems: true, maxItems: 100 } } },
   // Recursive through $defs: a bare "#" does not resolve in the registry's compiler.
   "fz-schema-ref": { $defs: { node: { type: "object", properties: { child: { $ref: "#/$defs/node" }, v: { type: "number" } } } }, $ref: "#/$defs/node" },
   "fz-schema-redos": { type: "object", properties: { s: { type: "string", pattern: "^(a+)+$" } } },

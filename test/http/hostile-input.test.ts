@@ -72,7 +72,7 @@ describe("hostile schemas and inputs", () => {
       ["a schema nested 20 deep", deepSchema(20), "nested too deeply"],
       ["a $ref to another document", { $ref: "https://evil.example.com/schema.json" }, "must point inside the schema"],
       ["uniqueItems without maxItems", { type: "array", items: { type: "object" }, uniqueItems: true }, "uniqueItems needs a maxItems"],
-      ["uniqueItems over 1,000 items", { type: "array", uniqueItems: true, maxItems: 100_000 }, "uniqueItems needs a maxItems"],
+      ["uniqueItems over 100 objects", { type: "array", uniqueItems: true, maxItems: 1_000 }, "uniqueItems needs a maxItems"],
       ["a schema of 3,000 objects", { anyOf: Array.from({ length: 3_000 }, () => ({})) }, "more than 2000 objects"],
     ];
     for (const [what, schema, message] of refused) {
