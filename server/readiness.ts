@@ -13,6 +13,9 @@ import type { GroupCommit } from "./ledger/group-commit";
  *
  * "Recent" is maxLagMs (READY_MAX_LAG_MS). A loop that was never started (a gateway run
  * without its money path's loops, in tests or by a script) is reported as such, not as a fault.
+ *
+ * The details are for anyone who asks (a load balancer, a person), so they name what failed,
+ * never the internals: a SQLite or RPC error, a halted settler's reason, go to `log` instead.
  */
 
 export interface ReadinessCheck {
@@ -33,29 +36,33 @@ export interface ReadinessDeps {
   maxLagMs: number;
   chainTimeoutMs?: number;
   now?: () => number;
+  /** Told the internal reason of each failing check. */
+  log?: (message: string, error?: unknown) => void;
 }
 
 export async function checkReadiness(deps: ReadinessDeps): Promise<Readiness> {
   const now = deps.now?.() ?? Date.now();
-  const [ledger, chain] = await Promise.all([checkLedger(deps.commit), checkChain(deps.publicClient, deps.chainTimeoutMs ?? 3_000)]);
+  const log = deps.log ?? (() => {});
+  const [ledger, chain] = await Promise.all([checkLedger(deps.commit, log), checkChain(deps.publicClient, deps.chainTimeoutMs ?? 3_000, log)]);
   const checks: Record<string, ReadinessCheck> = { ledger };
   if (chain) checks.chain = chain;
-  if (deps.indexer) checks.indexer = checkLoop("deposit indexer", deps.indexer.health, deps.maxLagMs, now);
-  if (deps.settler) checks.settler = checkLoop("settler", deps.settler.health, deps.maxLagMs, now);
+  if (deps.indexer) checks.indexer = checkLoop("deposit indexer", deps.indexer.health, deps.maxLagMs, now, log);
+  if (deps.settler) checks.settler = checkLoop("settler", deps.settler.health, deps.maxLagMs, now, log);
   return { ready: Object.values(checks).every((check) => check.ok), checks };
 }
 
-async function checkLedger(commit: GroupCommit): Promise<ReadinessCheck> {
+async function checkLedger(commit: GroupCommit, log: NonNullable<ReadinessDeps["log"]>): Promise<ReadinessCheck> {
   try {
     commit.run(() => undefined);
     await commit.durable();
     return { ok: true, detail: "commits" };
   } catch (error) {
-    return { ok: false, detail: `cannot commit: ${(error as Error).message}` };
+    log("readiness: the ledger cannot commit", error);
+    return { ok: false, detail: "cannot commit" };
   }
 }
 
-async function checkChain(client: PublicClient | undefined, timeoutMs: number): Promise<ReadinessCheck | undefined> {
+async function checkChain(client: PublicClient | undefined, timeoutMs: number, log: NonNullable<ReadinessDeps["log"]>): Promise<ReadinessCheck | undefined> {
   if (!client) return undefined;
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
@@ -65,16 +72,18 @@ async function checkChain(client: PublicClient | undefined, timeoutMs: number): 
     const block = await Promise.race([client.getBlockNumber({ cacheTime: 0 }), timeout]);
     return { ok: true, detail: `block ${block}` };
   } catch (error) {
-    // viem's messages carry the RPC URL and request body; the short message is enough here.
-    const message = (error as { shortMessage?: string }).shortMessage ?? (error as Error).message;
-    return { ok: false, detail: `unreachable: ${message.split("\n")[0]}` };
+    log("readiness: the chain's RPC did not answer", error);
+    return { ok: false, detail: `unreachable (no block number within ${timeoutMs} ms)` };
   } finally {
     clearTimeout(timer);
   }
 }
 
-function checkLoop(name: string, health: LoopHealth, maxLagMs: number, now: number): ReadinessCheck {
-  if (health.fatal !== undefined) return { ok: false, detail: `${name} halted: ${health.fatal.split("\n")[0]}` };
+function checkLoop(name: string, health: LoopHealth, maxLagMs: number, now: number, log: NonNullable<ReadinessDeps["log"]>): ReadinessCheck {
+  if (health.fatal !== undefined) {
+    log(`readiness: the ${name} has halted: ${health.fatal}`);
+    return { ok: false, detail: `${name} halted (see the gateway's log)` };
+  }
   if (!health.started) return { ok: true, detail: "not started in this process" };
   if (!health.running) return { ok: false, detail: `${name} stopped` };
   const since = health.lastSuccessAtMs ?? health.startedAtMs ?? now;

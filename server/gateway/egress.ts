@@ -58,14 +58,18 @@ export class EgressRefused extends Error {
  * unique-local, carrier-grade NAT, multicast, broadcast, unspecified, reserved and
  * documentation ranges, and the IPv6 forms that carry an IPv4 address inside them
  * (IPv4-mapped and -compatible, NAT64, 6to4, Teredo), since those could reach any IPv4 host.
+ * An IPv6 address must also be global unicast (2000::/3): what lies outside it is either
+ * special (::/96, the IPv4-compatible form, which ipaddr.js calls plain unicast) or unassigned.
  */
 export function isPublicAddress(address: string): boolean {
   const bare = address.startsWith("[") && address.endsWith("]") ? address.slice(1, -1) : address;
-  // parse() also accepts the non-canonical IPv4 forms; only exact, canonical text gets here
-  // from sockets and resolvers, but a URL's hostname is already canonical too.
   if (!ipaddr.isValid(bare)) return false;
-  return ipaddr.parse(bare).range() === "unicast";
+  const ip = ipaddr.parse(bare);
+  if (ip.range() !== "unicast") return false;
+  return ip.kind() === "ipv4" || ip.match(GLOBAL_UNICAST_V6);
 }
+
+const GLOBAL_UNICAST_V6 = ipaddr.parseCIDR("2000::/3") as [ipaddr.IPv6, number];
 
 export class EgressPolicy {
   private readonly allowlist: Set<string>;
@@ -95,8 +99,11 @@ export class EgressPolicy {
       return refuse("port", `backend_url's port ${port} is not allowed; allowed ports: ${[...this.ports].join(", ")}`);
     }
     const host = url.hostname;
-    if (isIpLiteral(host) && !isPublicAddress(host)) return refuse("address", addressMessage(host));
-    if (isLocalName(host)) return refuse("address", `backend_url's host "${host}" names this machine or its local network`);
+    if (isIpLiteral(host)) {
+      if (!isPublicAddress(host)) return refuse("address", addressMessage(host));
+    } else if (isLocalName(host)) {
+      return refuse("address", `backend_url's host "${host}" names this machine or its local network`);
+    }
     return { ok: true, url, allowlisted: false };
   }
 
@@ -111,7 +118,9 @@ export class EgressPolicy {
       return refuse("unresolvable", `backend_url's host "${checked.url.hostname}" does not resolve`);
     }
     const refused = addresses.find((a) => !isPublicAddress(a.address));
-    if (refused) return refuse("address", `backend_url's host "${checked.url.hostname}" resolves to ${refused.address}, ${rangeName(refused.address)}`);
+    // The category, not the address: the answer must not turn listing into a lookup tool for
+    // the names of the gateway's own network.
+    if (refused) return refuse("address", `backend_url's host "${checked.url.hostname}" resolves to ${rangeName(refused.address)}, not a public internet address`);
     if (addresses.length === 0) return refuse("unresolvable", `backend_url's host "${checked.url.hostname}" does not resolve`);
     return checked;
   }
@@ -136,7 +145,7 @@ export class EgressPolicy {
         const peer = (socket as net.Socket).remoteAddress;
         if (!peer || !isPublicAddress(peer)) {
           socket.destroy();
-          return callback(new EgressRefused(addressMessage(peer ?? "an unknown address")), null);
+          return callback(new EgressRefused(`backend connection reached ${peer ? rangeName(peer) : "an unknown address"}, not a public internet address`), null);
         }
         callback(null, socket);
       });
@@ -159,7 +168,7 @@ function guardedLookup(resolve: HostResolver) {
         const wanted = options.family === 4 || options.family === 6 ? addresses.filter((a) => a.family === options.family) : addresses;
         const refused = addresses.find((a) => !isPublicAddress(a.address));
         if (refused || wanted.length === 0) {
-          return callback(new EgressRefused(refused ? addressMessage(refused.address) : `backend host "${hostname}" has no usable address`), "");
+          return callback(new EgressRefused(refused ? `backend host "${hostname}" resolves to ${rangeName(refused.address)}, not a public internet address` : `backend host "${hostname}" has no usable address`), "");
         }
         if ((options as LookupAllOptions).all) return callback(null, wanted);
         callback(null, wanted[0].address, wanted[0].family);
@@ -185,7 +194,9 @@ function isLocalName(host: string): boolean {
 
 function rangeName(address: string): string {
   const bare = address.startsWith("[") ? address.slice(1, -1) : address;
-  return ipaddr.isValid(bare) ? `a ${ipaddr.parse(bare).range()} address` : "not an IP address";
+  if (!ipaddr.isValid(bare)) return "not an IP address";
+  const range = ipaddr.parse(bare).range();
+  return range === "unicast" ? "an address outside global unicast" : `a ${range} address`;
 }
 
 function addressMessage(address: string): string {

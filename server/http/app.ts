@@ -99,7 +99,7 @@ export function createApp(deps: AppDeps): express.Express {
     next(req.method === "OPTIONS" ? new ApiError("not_found", `No route for ${req.method} ${req.path}.`) : undefined);
   });
 
-  app.use(healthRoutes({ ledger: deps.ledger, chain: deps.chain, moneyPath: deps.moneyPath, maxLagMs: deps.config.readyMaxLagMs }));
+  app.use(healthRoutes({ ledger: deps.ledger, chain: deps.chain, moneyPath: deps.moneyPath, maxLagMs: deps.config.readyMaxLagMs, log: deps.log }));
   app.use(readRoutes(deps));
   app.use(withdrawalRoutes({ keys: deps.keys, sessions: deps.sessions, db: deps.ledger.db, vouchers: deps.moneyPath?.vouchers }));
   app.use(moneyRoutes({ keys: deps.keys, sessions: deps.sessions, db: deps.ledger.db, moneyPath: deps.moneyPath, chain: deps.chain }));

@@ -52,7 +52,10 @@ export function jsonBody(limitBytes: number, type: string | (() => boolean) = ()
   return express.json({
     limit: limitBytes,
     type,
-    verify: (_req, _res, buffer) => {
+    verify: (_req, _res, buffer, encoding) => {
+      // The depth scan reads bytes as UTF-8; in UTF-16 a quote byte can sit inside another
+      // character, so a body in any other charset is refused rather than scanned wrongly.
+      if (encoding.toLowerCase() !== "utf-8") throw new ApiError("invalid_request", "Send the body as UTF-8 JSON (charset=utf-8).");
       if (nestsDeeperThan(buffer, MAX_JSON_DEPTH)) throw tooDeep();
     },
   });

@@ -134,6 +134,17 @@ describe("hostile schemas and inputs", () => {
       expect(res.status).to.equal(200);
     });
 
+    it("refuses a body in UTF-16, where the depth scan could not be trusted (a quote byte inside another character)", async () => {
+      const text = `{"slug":"x","name":"\u2200${"[".repeat(5_000)}","input_schema":{"a":${nested(5_000)}}}`;
+      const res = await fetch(`${stack.url}/v1/seller/skills`, {
+        method: "POST",
+        headers: { "content-type": "application/json; charset=utf-16le", cookie: seller.cookie, "x-csrf-token": seller.csrfToken },
+        body: Buffer.from(text, "utf16le"),
+      });
+      expect(res.status).to.equal(400);
+      expect(await res.json()).to.deep.include({ success: false, code: "invalid_request", error: "Send the body as UTF-8 JSON (charset=utf-8)." });
+    });
+
     it("refuses a deep body on an Express route (the seller's listing) with 400 too", async () => {
       const res = await seller.request("POST", "/v1/seller/skills", JSON.parse(`{"slug":"deep","input_schema":{"a":1}}`));
       expect(res.status).to.equal(400);

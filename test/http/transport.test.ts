@@ -66,3 +66,25 @@ describe("the gateway's HTTP transport", () => {
     expect(logged[0].error).to.equal(undefined);
   });
 });
+
+describe("the call path's request target", () => {
+  it("serves a call whose request line is in absolute form (http://host/path), as HTTP/1.1 requires", async () => {
+    const stack = await startStack();
+    try {
+      const { port } = new URL(stack.url);
+      const body = JSON.stringify({ text: "hi" });
+      const reply = await new Promise<string>((resolve) => {
+        const socket = net.connect(Number(port), "127.0.0.1", () =>
+          socket.write(`POST http://127.0.0.1:${port}/v1/skills/echo/call HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${stack.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`),
+        );
+        let text = "";
+        socket.on("data", (chunk) => (text += chunk.toString()));
+        socket.on("close", () => resolve(text));
+      });
+      expect(reply).to.match(/^HTTP\/1\.1 200/);
+      expect(reply).to.include('"data":{"text":"hi"}');
+    } finally {
+      await stack.close();
+    }
+  });
+});

@@ -34,9 +34,7 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxRequestBytes: number; log: (m: string, e?: unknown) => void }) {
   return (req: IncomingMessage, res: ServerResponse): boolean => {
     if (req.method !== "POST") return false;
-    const url = req.url ?? "";
-    const q = url.indexOf("?");
-    const path = q === -1 ? url : url.slice(0, q);
+    const path = requestPath(req.url ?? "");
     let endpoint: Endpoint;
     let pathSkill: string | undefined;
     if (path === "/v1/call") {
@@ -107,6 +105,23 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
     });
     sendJson(res, result.status, result.headers, result.body);
   }
+}
+
+/**
+ * The path of a request target, without its query: origin-form ("/v1/call?x") as clients
+ * send, or absolute-form ("http://host/v1/call"), which HTTP/1.1 servers must accept too.
+ */
+function requestPath(target: string): string {
+  let path = target;
+  if (!target.startsWith("/")) {
+    try {
+      path = new URL(target).pathname;
+    } catch {
+      return target;
+    }
+  }
+  const q = path.indexOf("?");
+  return q === -1 ? path : path.slice(0, q);
 }
 
 /** A path segment, percent-decoded; a malformed escape is the client's error, not a crash. */
@@ -182,7 +197,8 @@ export function unauthenticatedCallRoutes(keys: ApiKeys): Router {
   router.use((req, _res, next) => {
     if (req.method !== "POST" || (req.path !== "/v1/call" && !SKILL_CALL_PATH.test(req.path))) return next();
     authenticate(keys, req.headers.authorization);
-    // Unreachable unless the key became valid between the two checks; refused all the same.
+    // The fast path declined this request because its key did not authenticate; were it valid
+    // now (revoked and restored between the two checks), it is refused all the same.
     throw new ApiError("unauthorized", "Invalid API key: check the Authorization header (Bearer atom_...).");
   });
   return router;

@@ -11,21 +11,34 @@ import { dataEnvelope, errorEnvelope } from "../envelope";
  *                  path's loops are neither halted nor lagging; 503 not_ready naming what is
  *                  wrong otherwise (server/readiness.ts). Both answer in the spec's envelope.
  */
-export function healthRoutes(deps: { ledger: Ledger; chain?: ChainConnection; moneyPath?: MoneyPath; maxLagMs: number }): Router {
+export function healthRoutes(deps: { ledger: Ledger; chain?: ChainConnection; moneyPath?: MoneyPath; maxLagMs: number; log: (message: string, error?: unknown) => void }): Router {
   const router = express.Router();
+  // One check a second at most, however many ask: each costs a durable commit and an RPC.
+  let cached: { atMs: number; result: ReturnType<typeof checkReadiness> } | undefined;
+  const readiness = () => {
+    const now = Date.now();
+    if (!cached || now - cached.atMs >= 1_000) {
+      cached = {
+        atMs: now,
+        result: checkReadiness({
+          commit: deps.ledger.commit,
+          publicClient: deps.chain?.publicClient,
+          indexer: deps.moneyPath?.indexer,
+          settler: deps.moneyPath?.settler,
+          maxLagMs: deps.maxLagMs,
+          log: deps.log,
+        }),
+      };
+    }
+    return cached.result;
+  };
 
   router.get("/healthz", (_req, res) => {
     res.json(dataEnvelope({ status: "ok" }));
   });
 
   router.get("/readyz", async (_req, res) => {
-    const { ready, checks } = await checkReadiness({
-      commit: deps.ledger.commit,
-      publicClient: deps.chain?.publicClient,
-      indexer: deps.moneyPath?.indexer,
-      settler: deps.moneyPath?.settler,
-      maxLagMs: deps.maxLagMs,
-    });
+    const { ready, checks } = await readiness();
     res.set("cache-control", "no-store");
     if (ready) {
       res.json(dataEnvelope({ status: "ready", checks }));
