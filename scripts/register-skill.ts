@@ -31,10 +31,16 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const db = openDatabase(config.dbPath);
+  const registry = new SkillRegistry(db);
+  const schemaProblem = spec.input_schema ? await registry.schemaProblem(spec.input_schema) : undefined;
+  if (schemaProblem) {
+    console.error(`refused: invalid input schema: ${schemaProblem}`);
+    process.exit(2);
+  }
   const ledger = new Ledger(db);
   ledger.ensureAccount({ id: spec.seller, kind: "seller", name: spec.seller });
   ledger.commit.flush();
-  const skill = new SkillRegistry(db).upsert({
+  const skill = registry.upsert({
     slug: spec.slug,
     name: spec.name,
     description: spec.description ?? "",
@@ -46,6 +52,7 @@ async function main(): Promise<void> {
     inputSchema: spec.input_schema ?? null,
   });
   console.log(`skill:          ${skill.slug} (${skill.id})\nsigning secret: ${skill.signingSecret}`);
+  await registry.close();
   db.close();
 }
 

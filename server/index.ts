@@ -202,6 +202,7 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
       await wallets?.stop();
       await moneyPath?.stop();
       await forwarder.close();
+      await skills.close();
       commit.run(() => keys.flushLastUsed());
       commit.flush();
       db.close();

@@ -128,7 +128,7 @@ export class CallService {
       }
     }
 
-    const problems = this.deps.skills.validateInput(skill, req.input);
+    const problems = await this.deps.skills.validateInput(skill, req.input);
     if (problems.length > 0) {
       return this.fail(req, skill, callId, "invalid_input", `Input does not match the skill's schema: ${problems.join("; ")}`, "invalid_input", headers);
     }

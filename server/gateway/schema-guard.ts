@@ -13,8 +13,12 @@ import { RE2JS } from "re2js";
  *   so compiling and walking it is bounded too; `uniqueItems` (quadratic in the array's
  *   length for objects) needs a `maxItems`.
  * - The input it validates is bounded by the request size and by MAX_JSON_DEPTH, checked
- *   before anything else runs (./json-depth.ts), so validation work per call is bounded by
- *   (schema size) x (input size), both capped.
+ *   before anything else runs (server/http/json-body.ts).
+ * - Size alone does not bound the work: `$ref`s share subschemas, and `anyOf: [B, B]` with B
+ *   referring back doubles the work at every level of the input (a 122-byte input took
+ *   3.5 s). So only schemas whose work is bounded by their size times the input's run on the
+ *   event loop (`runsInProcess`: no `$ref`, small, against a small input); every other one is
+ *   compiled and run on a worker thread under a deadline (./validation-pool.ts).
  */
 
 export const SCHEMA_LIMITS = {
@@ -35,7 +39,60 @@ export const SCHEMA_LIMITS = {
   scalarUniqueItemsMax: 10_000,
   /** Problems named in one error message. */
   problemsReported: 5,
+  /** The most objects a schema validated on the event loop may have (and it has no `$ref`). */
+  inProcessNodesMax: 200,
+  /** The most (schema objects) x (input values) validated on the event loop: about a few ms. */
+  inProcessWorkMax: 200_000,
 } as const;
+
+/** What the call path needs to know about a schema to decide where it runs. */
+export interface SchemaProfile {
+  /** Objects in the schema. */
+  nodes: number;
+  /** Whether it has a `$ref` (or `$dynamicRef`/`$recursiveRef`): shared subschemas, unbounded work. */
+  refs: boolean;
+}
+
+/** The profile of a schema already within bounds. */
+export function profileSchema(schema: unknown): SchemaProfile {
+  let nodes = 0;
+  let refs = false;
+  const stack: unknown[] = [schema];
+  while (stack.length > 0) {
+    const value = stack.pop();
+    if (value === null || typeof value !== "object") continue;
+    if (!Array.isArray(value)) {
+      nodes++;
+      const record = value as Record<string, unknown>;
+      if ("$ref" in record || "$dynamicRef" in record || "$recursiveRef" in record) refs = true;
+    }
+    for (const child of Object.values(value)) stack.push(child);
+  }
+  return { nodes, refs };
+}
+
+/** Whether a schema can be compiled on the event loop: its cost is bounded by its small size. */
+export function compilesInProcess(profile: SchemaProfile): boolean {
+  return !profile.refs && profile.nodes <= SCHEMA_LIMITS.inProcessNodesMax;
+}
+
+/** Whether validating `input` against the schema is certainly cheap enough for the event loop. */
+export function runsInProcess(profile: SchemaProfile, input: unknown): boolean {
+  if (!compilesInProcess(profile)) return false;
+  return countValues(input, Math.floor(SCHEMA_LIMITS.inProcessWorkMax / Math.max(1, profile.nodes))) !== undefined;
+}
+
+/** The values (objects, arrays, scalars) in a JSON value, or undefined once there are more than `max`. */
+export function countValues(value: unknown, max: number): number | undefined {
+  let count = 0;
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const item = stack.pop();
+    if (++count > max) return undefined;
+    if (item !== null && typeof item === "object") for (const child of Object.values(item)) stack.push(child);
+  }
+  return count;
+}
 
 /** Ajv's regular-expression engine: RE2 (linear time) in place of the built-in backtracking RegExp. */
 const re2: RegExpEngine = Object.assign(

@@ -1,7 +1,23 @@
-import { randomBytes, randomUUID } from "node:crypto";
+import { createHash, randomBytes, randomUUID } from "node:crypto";
 import type { ValidateFunction } from "ajv";
 import type { Db } from "../ledger/db";
-import { compileSchema, createSchemaCompiler, validateWith } from "./schema-guard";
+import { type SchemaProfile, compileSchema, compilesInProcess, createSchemaCompiler, profileSchema, runsInProcess, schemaBoundsProblem, validateWith } from "./schema-guard";
+import { ValidationPool } from "./validation-pool";
+
+/**
+ * How a skill's input is validated: on the event loop with a validator compiled here (small
+ * schemas without `$ref`, when the input is small too), else on the validation pool's workers
+ * under a deadline (./validation-pool.ts). Both are kept: a small schema meets a big input too.
+ */
+interface SchemaEntry {
+  profile: SchemaProfile;
+  /** The schema's JSON text, and its SHA-256: the key the workers cache it under. */
+  json: string;
+  key: string;
+  local?: ValidateFunction;
+}
+
+const schemaKey = (json: string) => createHash("sha256").update(json).digest("hex");
 
 export interface Skill {
   id: string;
@@ -78,16 +94,27 @@ function toSkill(row: SkillRow): Skill {
 export class SkillRegistry {
   private bySlug = new Map<string, Skill>();
   private byId = new Map<string, Skill>();
-  private validators = new Map<string, ValidateFunction>();
+  private schemas = new Map<string, SchemaEntry>();
+  /** Validators compiled on the event loop, by schema text, kept from one refresh to the next. */
+  private compiled = new Map<string, ValidateFunction>();
   /** Sellers' schemas run on RE2 and within bounds (./schema-guard.ts). */
   private readonly ajv = createSchemaCompiler();
+  readonly validation: ValidationPool;
 
   constructor(
     private readonly db: Db,
     /** Told about a listed skill the catalogue cannot serve (a schema stored before today's rules). */
     private readonly warn: (message: string) => void = () => {},
+    /** Where schemas too costly for the event loop run; by default one worker, 250 ms a validation. */
+    validation?: ValidationPool,
   ) {
+    this.validation = validation ?? new ValidationPool({ validateTimeoutMs: 250, compileTimeoutMs: 2_000, log: (message, error) => warn(`${message}${error ? `: ${String(error)}` : ""}`) });
     this.refresh();
+  }
+
+  /** Stops the validation workers. */
+  close(): Promise<void> {
+    return this.validation.close();
   }
 
   private stamp = "";
@@ -111,28 +138,52 @@ export class SkillRegistry {
     const rows = this.db.prepare("SELECT * FROM skills WHERE active = 1 ORDER BY slug").all() as SkillRow[];
     const bySlug = new Map<string, Skill>();
     const byId = new Map<string, Skill>();
-    const validators = new Map<string, ValidateFunction>();
-    // Drops the previous refresh's compiled schemas, which would otherwise pile up in the
-    // compiler's cache (it is keyed by schema object, and each refresh parses new ones).
-    this.ajv.removeSchema();
+    const schemas = new Map<string, SchemaEntry>();
+    const compiled = new Map<string, ValidateFunction>();
     for (const row of rows) {
       const skill = toSkill(row);
-      if (skill.inputSchema) {
-        // A schema listed before the current bounds (or RE2) may no longer compile. That skill
-        // is left out of the live catalogue, not the whole catalogue with it.
-        const compiled = compileSchema(this.ajv, skill.inputSchema);
-        if (!compiled.ok) {
-          this.warn(`skill "${skill.slug}" is not served: its input schema is refused (${compiled.message}); its seller must edit it`);
+      if (row.input_schema !== null) {
+        // A schema listed before the current rules may be refused by them now. That skill is
+        // left out of the live catalogue, not the whole catalogue with it.
+        const entry = this.entryFor(row.input_schema, skill.inputSchema, compiled);
+        if (typeof entry === "string") {
+          this.warn(`skill "${skill.slug}" is not served: its input schema is refused (${entry}); its seller must edit it`);
           continue;
         }
-        validators.set(skill.id, compiled.validate);
+        schemas.set(skill.id, entry);
       }
       bySlug.set(skill.slug, skill);
       byId.set(skill.id.toLowerCase(), skill);
     }
+    // Validators no skill uses any more leave the compiler's cache (keyed by schema object).
+    for (const [json, validate] of this.compiled) if (!compiled.has(json)) this.ajv.removeSchema(validate.schema);
+    this.compiled = compiled;
     this.bySlug = bySlug;
     this.byId = byId;
-    this.validators = validators;
+    this.schemas = schemas;
+  }
+
+  /**
+   * A schema's entry: bounds checked, and compiled here if it is small and has no `$ref`
+   * (reusing the previous refresh's validator for the same text). A schema for the workers is
+   * compiled there, on first use. Returns why it is refused instead, as text.
+   */
+  private entryFor(json: string, schema: unknown, compiled: Map<string, ValidateFunction>): SchemaEntry | string {
+    const problem = schemaBoundsProblem(schema);
+    if (problem) return problem;
+    const profile = profileSchema(schema);
+    const entry: SchemaEntry = { profile, json, key: schemaKey(json) };
+    if (compilesInProcess(profile)) {
+      let validate = compiled.get(json) ?? this.compiled.get(json);
+      if (!validate) {
+        const result = compileSchema(this.ajv, schema as object);
+        if (!result.ok) return result.message;
+        validate = result.validate;
+      }
+      compiled.set(json, validate);
+      entry.local = validate;
+    }
+    return entry;
   }
 
   /** Finds an active skill by slug or UUID. */
@@ -144,10 +195,39 @@ export class SkillRegistry {
     return [...this.bySlug.values()];
   }
 
-  /** Checks a call's input against the skill's JSON Schema; returns the problems, or [] when it fits. */
-  validateInput(skill: Skill, input: unknown): string[] {
-    const validate = this.validators.get(skill.id);
-    return validate ? validateWith(validate, input) : [];
+  /**
+   * Checks a call's input against the skill's JSON Schema; returns the problems, or [] when it
+   * fits. A validation too costly to finish in its deadline is a problem too: the input is
+   * refused, uncharged, and the gateway goes on serving.
+   */
+  async validateInput(skill: Skill, input: unknown): Promise<string[]> {
+    const entry = this.schemas.get(skill.id);
+    if (!entry) return [];
+    if (entry.local && runsInProcess(entry.profile, input)) return validateWith(entry.local, input);
+    const outcome = await this.validation.validate(entry.key, entry.json, input);
+    if (outcome.kind === "problems") return outcome.problems;
+    if (outcome.kind === "invalid_schema") return [`the skill's input schema cannot be used (${outcome.message}); its seller must fix it`];
+    return [`the input could not be checked against the skill's schema in time (${outcome.message}); its seller should simplify the schema`];
+  }
+
+  /**
+   * The full listing-time check of a schema, compilation included, for the seller's routes and
+   * scripts: a schema too costly to compile here is compiled on a worker under a deadline.
+   * Returns why it is refused, or undefined.
+   */
+  async schemaProblem(schema: object): Promise<string | undefined> {
+    const problem = schemaBoundsProblem(schema);
+    if (problem) return problem;
+    const profile = profileSchema(schema);
+    if (compilesInProcess(profile)) {
+      const result = compileSchema(this.ajv, schema);
+      if (!result.ok) return result.message;
+      this.ajv.removeSchema(result.validate.schema);
+      return undefined;
+    }
+    const json = JSON.stringify(schema);
+    const outcome = await this.validation.compile(schemaKey(json), json);
+    return outcome.kind === "problems" ? undefined : outcome.message;
   }
 
   /** Throws SkillValidationError unless the skill could be stored and called: slug, price, timeout, URL, schema. */
@@ -165,8 +245,15 @@ export class SkillRegistry {
     }
     if (url.protocol !== "http:" && url.protocol !== "https:") throw new SkillValidationError("backend URL must be http(s)");
     if (input.inputSchema) {
-      const compiled = compileSchema(this.ajv, input.inputSchema);
-      if (!compiled.ok) throw new SkillValidationError(`invalid input schema: ${compiled.message}`);
+      // The bounds, and compilation when it is cheap; a schema for the workers is compiled by
+      // schemaProblem(), which the seller's routes and the register script await first.
+      const problem = schemaBoundsProblem(input.inputSchema);
+      if (problem) throw new SkillValidationError(`invalid input schema: ${problem}`);
+      if (compilesInProcess(profileSchema(input.inputSchema))) {
+        const result = compileSchema(this.ajv, input.inputSchema);
+        if (!result.ok) throw new SkillValidationError(`invalid input schema: ${result.message}`);
+        this.ajv.removeSchema(result.validate.schema);
+      }
     }
   }
 

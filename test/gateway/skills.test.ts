@@ -88,12 +88,12 @@ describe("SkillRegistry", () => {
       expect(registry.resolve(first.id)?.slug).to.equal("echo");
     });
 
-    it("stores the input schema, and a new registry on the same database loads it", () => {
+    it("stores the input schema, and a new registry on the same database loads it", async () => {
       const skill = registry.upsert(buildSkill({ slug: "summarize", inputSchema: SUMMARIZE_SCHEMA }));
       expect(skill.inputSchema).to.deep.equal(SUMMARIZE_SCHEMA);
       const reloaded = new SkillRegistry(db);
       expect(reloaded.resolve("summarize")).to.deep.equal(skill);
-      expect(reloaded.validateInput(skill, {})).to.have.length(1);
+      expect(await reloaded.validateInput(skill, {})).to.have.length(1);
     });
 
     const invalid: [string, Partial<SkillInput>, string][] = [
@@ -130,15 +130,15 @@ describe("SkillRegistry", () => {
       });
     }
 
-    it("keeps working after a skill whose schema has an $id, as every refresh compiles it again", () => {
+    it("keeps working after a skill whose schema has an $id, as every refresh compiles it again", async () => {
       const schema = { $id: "https://skills.example/schemas/summarize", ...SUMMARIZE_SCHEMA };
       const summarize = registry.upsert(buildSkill({ slug: "summarize", inputSchema: schema }));
       registry.upsert(buildSkill({ slug: "summarize", name: "Summarize v2", inputSchema: schema }));
       registry.upsert(buildSkill({ slug: "echo" }));
       registry.refresh();
       expect(registry.list().map((s) => s.slug)).to.deep.equal(["echo", "summarize"]);
-      expect(registry.validateInput(summarize, { text: "hi" })).to.deep.equal([]);
-      expect(registry.validateInput(summarize, { text: 1 })).to.deep.equal(["/text must be string"]);
+      expect(await registry.validateInput(summarize, { text: "hi" })).to.deep.equal([]);
+      expect(await registry.validateInput(summarize, { text: 1 })).to.deep.equal(["/text must be string"]);
     });
 
     it("accepts two skills whose schemas carry the same $id", () => {
@@ -148,7 +148,7 @@ describe("SkillRegistry", () => {
       expect(registry.list()).to.have.length(2);
     });
 
-    it("resolves a schema's local $ref against the schema itself", () => {
+    it("resolves a schema's local $ref against the schema itself", async () => {
       const schema = {
         $id: "https://skills.example/schemas/point",
         type: "object",
@@ -156,8 +156,8 @@ describe("SkillRegistry", () => {
         $defs: { coordinate: { type: "number" } },
       };
       const skill = registry.upsert(buildSkill({ slug: "plot", inputSchema: schema }));
-      expect(registry.validateInput(skill, { at: 1 })).to.deep.equal([]);
-      expect(registry.validateInput(skill, { at: "x" })).to.deep.equal(["/at must be number"]);
+      expect(await registry.validateInput(skill, { at: 1 })).to.deep.equal([]);
+      expect(await registry.validateInput(skill, { at: "x" })).to.deep.equal(["/at must be number"]);
     });
   });
 
@@ -233,24 +233,24 @@ describe("SkillRegistry", () => {
   });
 
   describe("validateInput", () => {
-    it("returns no problem for an input that fits the schema", () => {
+    it("returns no problem for an input that fits the schema", async () => {
       const skill = registry.upsert(buildSkill({ slug: "summarize", inputSchema: SUMMARIZE_SCHEMA }));
-      expect(registry.validateInput(skill, { text: "hello", lang: "en" })).to.deep.equal([]);
+      expect(await registry.validateInput(skill, { text: "hello", lang: "en" })).to.deep.equal([]);
     });
 
-    it("names a missing required property", () => {
+    it("names a missing required property", async () => {
       const skill = registry.upsert(buildSkill({ slug: "summarize", inputSchema: SUMMARIZE_SCHEMA }));
-      expect(registry.validateInput(skill, {})).to.deep.equal(["input must have required property 'text'"]);
+      expect(await registry.validateInput(skill, {})).to.deep.equal(["input must have required property 'text'"]);
     });
 
-    it("names the path of a property of the wrong type", () => {
+    it("names the path of a property of the wrong type", async () => {
       const skill = registry.upsert(buildSkill({ slug: "summarize", inputSchema: SUMMARIZE_SCHEMA }));
-      expect(registry.validateInput(skill, { text: 42 })).to.deep.equal(["/text must be string"]);
+      expect(await registry.validateInput(skill, { text: 42 })).to.deep.equal(["/text must be string"]);
     });
 
-    it("reports the first problem only: validation stops there, so a costly keyword never runs after a cheap one failed", () => {
+    it("reports the first problem only: validation stops there, so a costly keyword never runs after a cheap one failed", async () => {
       const skill = registry.upsert(buildSkill({ slug: "summarize", inputSchema: SUMMARIZE_SCHEMA }));
-      const problems = registry.validateInput(skill, { text: "x".repeat(21), lang: "de", extra: true });
+      const problems = await registry.validateInput(skill, { text: "x".repeat(21), lang: "de", extra: true });
       expect(problems).to.have.length(1);
       expect([
         "input must NOT have additional properties",
@@ -259,21 +259,21 @@ describe("SkillRegistry", () => {
       ]).to.include(problems[0]);
     });
 
-    it("describes an input that is not an object at all", () => {
+    it("describes an input that is not an object at all", async () => {
       const skill = registry.upsert(buildSkill({ slug: "summarize", inputSchema: SUMMARIZE_SCHEMA }));
-      expect(registry.validateInput(skill, "hello")).to.deep.equal(["input must be object"]);
+      expect(await registry.validateInput(skill, "hello")).to.deep.equal(["input must be object"]);
     });
 
-    it("accepts anything for a skill without a schema", () => {
+    it("accepts anything for a skill without a schema", async () => {
       const skill = registry.upsert(buildSkill({ slug: "echo" }));
-      expect(registry.validateInput(skill, { anything: [1, 2, 3] })).to.deep.equal([]);
-      expect(registry.validateInput(skill, null)).to.deep.equal([]);
+      expect(await registry.validateInput(skill, { anything: [1, 2, 3] })).to.deep.equal([]);
+      expect(await registry.validateInput(skill, null)).to.deep.equal([]);
     });
 
-    it("checks against the schema of the latest upsert", () => {
+    it("checks against the schema of the latest upsert", async () => {
       const skill = registry.upsert(buildSkill({ slug: "summarize", inputSchema: SUMMARIZE_SCHEMA }));
       registry.upsert(buildSkill({ slug: "summarize", inputSchema: { type: "object", required: ["url"] } }));
-      expect(registry.validateInput(skill, { text: "hi" })).to.deep.equal(["input must have required property 'url'"]);
+      expect(await registry.validateInput(skill, { text: "hi" })).to.deep.equal(["input must have required property 'url'"]);
     });
   });
 
@@ -297,14 +297,14 @@ describe("SkillRegistry", () => {
       fs.rmSync(dir, { recursive: true, force: true });
     });
 
-    it("picks up a skill registered by another connection", () => {
+    it("picks up a skill registered by another connection", async () => {
       const gateway = new SkillRegistry(fileDb);
       const registered = new SkillRegistry(otherDb).upsert(buildSkill({ slug: "echo", inputSchema: SUMMARIZE_SCHEMA }));
       expect(gateway.resolve("echo")).to.equal(undefined);
       gateway.refresh();
       expect(gateway.resolve("echo")).to.deep.equal(registered);
       expect(gateway.resolve(registered.id)?.slug).to.equal("echo");
-      expect(gateway.validateInput(registered, {})).to.deep.equal(["input must have required property 'text'"]);
+      expect(await gateway.validateInput(registered, {})).to.deep.equal(["input must have required property 'text'"]);
     });
 
     it("picks up a price change and a deactivation made by another connection", () => {

@@ -54,6 +54,42 @@ describe("hostile schemas and inputs", () => {
     });
   });
 
+  describe("a schema whose shared subschemas double the work at every level of the input", () => {
+    // Three $refs, within every bound; validation of {"a":{"a":…}} doubles with each level.
+    const exponential = {
+      $ref: "#/definitions/n",
+      definitions: {
+        n: { anyOf: [{ $ref: "#/definitions/b" }, { $ref: "#/definitions/b" }] },
+        b: { type: "object", required: ["a"], properties: { a: { $ref: "#/definitions/n" } } },
+      },
+    };
+    const nestedA = (depth: number): unknown => (depth === 0 ? {} : { a: nestedA(depth - 1) });
+
+    it("is validated off the event loop: the gateway answers others meanwhile, and the call is refused with 400, uncharged", async () => {
+      expect((await list("exponential", exponential)).status).to.equal(201);
+      const broke = stack.addBuyer("0");
+      const order: string[] = [];
+      const hostile = stack.post("/v1/call", { skill_id: "exponential", input: nestedA(60) }, { key: broke.key }).then((res) => {
+        order.push("hostile");
+        return res;
+      });
+      const health = await stack.get("/healthz", stack.key);
+      order.push("healthz");
+      expect(health.status).to.equal(200);
+      const res = await hostile;
+      expect(order).to.deep.equal(["healthz", "hostile"]);
+      expect(res.status).to.equal(400);
+      expect(res.body).to.include({ success: false, code: "invalid_input" });
+      expect(res.body.error).to.include("could not be checked against the skill's schema in time");
+      // A shallow input is judged in time by a new worker (this schema accepts no finite input:
+      // every level requires "a"), and nothing was charged along the way.
+      const shallow = await stack.post("/v1/call", { skill_id: "exponential", input: nestedA(3) }, { key: broke.key });
+      expect(shallow.status).to.equal(400);
+      expect(shallow.body.error).to.include("must have required property 'a'");
+      expect(stack.available(broke.accountId)).to.equal(0n);
+    });
+  });
+
   describe("refuses at listing, with a 400 that says why", () => {
     const deepSchema = (depth: number) => {
       let schema: object = { type: "string" };

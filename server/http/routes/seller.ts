@@ -39,6 +39,11 @@ type Body = Record<string, unknown>;
  * host resolves to now. The call path checks again on every connection; this is so that the
  * seller hears why at once instead of its callers getting 502s.
  */
+async function checkSchema(skills: SkillRegistry, schema: object): Promise<void> {
+  const problem = await skills.schemaProblem(schema);
+  if (problem) throw new ApiError("invalid_request", `invalid input schema: ${problem}`);
+}
+
 async function checkBackend(egress: EgressPolicy, backendUrl: string): Promise<void> {
   const checked = await egress.checkListing(backendUrl);
   if (!checked.ok) throw new ApiError("invalid_request", `${checked.message}. Skill backends must be reachable on the public internet.`);
@@ -108,6 +113,7 @@ export function sellerRoutes(deps: { sessions: Sessions; ledger: Ledger; skills:
   router.post("/v1/seller/skills", session, json, async (req, res) => {
     const fields = readFields(object(req.body), false, deps.config.defaultSkillTimeoutMs) as SellerSkillFields;
     await checkBackend(deps.egress, fields.backendUrl);
+    if (fields.inputSchema) await checkSchema(deps.skills, fields.inputSchema);
     const result = deps.ledger.commit.run(() => sellerSkills.create(req.session!.accountId, fields));
     if (!result.ok) refuse(result);
     await deps.ledger.commit.durable();
@@ -121,6 +127,7 @@ export function sellerRoutes(deps: { sessions: Sessions; ledger: Ledger; skills:
   router.patch("/v1/seller/skills/:id", session, json, async (req, res) => {
     const patch = readFields(object(req.body), true, deps.config.defaultSkillTimeoutMs);
     if (patch.backendUrl !== undefined) await checkBackend(deps.egress, patch.backendUrl);
+    if (patch.inputSchema) await checkSchema(deps.skills, patch.inputSchema);
     const result = deps.ledger.commit.run(() => sellerSkills.update(req.session!.accountId, String(req.params.id), patch));
     if (!result.ok) refuse(result);
     await deps.ledger.commit.durable();

@@ -1,0 +1,165 @@
+import path from "node:path";
+import { Worker } from "node:worker_threads";
+
+/**
+ * Worker threads that validate inputs against the sellers' schemas whose cost cannot be bounded
+ * ahead of time (see ./schema-guard.ts `runsInProcess`): schemas with `$ref`s, whose shared
+ * subschemas can make validation exponential in the input's depth (`anyOf: [B, B]` with B
+ * referring back), or big schemas against big inputs. Each job runs on a worker under a
+ * deadline; a worker that overruns it is terminated and replaced, so a hostile schema costs
+ * its own caller a refusal and the gateway a thread restart, never its event loop. A worker
+ * also has a heap limit: a validation that would exhaust memory ends that worker, not the
+ * gateway.
+ *
+ * One job at a time per worker, so an overrun is always the job's own; jobs wait in one queue
+ * and their deadline counts from when they were asked for, queueing included.
+ */
+
+export type RemoteValidation =
+  | { kind: "problems"; problems: string[] }
+  /** The schema does not compile under the gateway's rules (a seller's mistake). */
+  | { kind: "invalid_schema"; message: string }
+  /** Validation did not finish within its deadline or its memory. */
+  | { kind: "too_costly"; message: string };
+
+export interface ValidationPoolOptions {
+  /** Worker threads (default 1). */
+  size?: number;
+  /** How long one validation may take, waiting included. */
+  validateTimeoutMs: number;
+  /** Added to the deadline when the worker must compile the schema first. */
+  compileTimeoutMs: number;
+  /** Heap of each worker. */
+  memoryMb?: number;
+  log?: (message: string, error?: unknown) => void;
+}
+
+interface Job {
+  id: number;
+  kind: "validate" | "compile";
+  key: string;
+  schema: string;
+  input?: unknown;
+  deadlineAtMs: number;
+  resolve: (outcome: RemoteValidation) => void;
+}
+
+interface Slot {
+  worker: Worker;
+  ready: boolean;
+  job?: Job;
+  timer?: NodeJS.Timeout;
+  /** Schema keys this worker has compiled (it may have dropped some since; it then compiles again). */
+  seen: Set<string>;
+}
+
+const WORKER_SCRIPT = path.join(__dirname, "validation-worker.cjs");
+
+export class ValidationPool {
+  private readonly slots: Slot[] = [];
+  private readonly queue: Job[] = [];
+  private nextId = 1;
+  private closed = false;
+
+  constructor(private readonly options: ValidationPoolOptions) {}
+
+  /** Validates `input` against the schema (JSON text) known by `key`. */
+  validate(key: string, schema: string, input: unknown): Promise<RemoteValidation> {
+    return this.enqueue({ kind: "validate", key, schema, input });
+  }
+
+  /** Compiles the schema on a worker (a listing's check): problems [] when it compiles. */
+  compile(key: string, schema: string): Promise<RemoteValidation> {
+    return this.enqueue({ kind: "compile", key, schema });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const job of this.queue.splice(0)) job.resolve(tooCostly("the gateway is shutting down"));
+    await Promise.all(this.slots.splice(0).map((slot) => slot.worker.terminate()));
+  }
+
+  private enqueue(job: Omit<Job, "id" | "deadlineAtMs" | "resolve">): Promise<RemoteValidation> {
+    if (this.closed) return Promise.resolve(tooCostly("the gateway is shutting down"));
+    return new Promise((resolve) => {
+      const budgetMs = this.options.validateTimeoutMs + (job.kind === "compile" ? this.options.compileTimeoutMs : 0);
+      this.queue.push({ ...job, id: this.nextId++, deadlineAtMs: Date.now() + budgetMs, resolve });
+      this.dispatch();
+    });
+  }
+
+  private dispatch(): void {
+    while (this.slots.length < (this.options.size ?? 1)) this.slots.push(this.spawn());
+    for (const slot of this.slots) {
+      if (!slot.ready || slot.job) continue;
+      const job = this.queue.shift();
+      if (!job) return;
+      const now = Date.now();
+      // A worker that has not compiled this schema yet gets the compile budget on top.
+      const deadlineAtMs = slot.seen.has(job.key) ? job.deadlineAtMs : job.deadlineAtMs + (job.kind === "compile" ? 0 : this.options.compileTimeoutMs);
+      if (deadlineAtMs <= now) {
+        job.resolve(tooCostly(`no validation capacity within ${this.options.validateTimeoutMs} ms`));
+        continue;
+      }
+      slot.job = job;
+      slot.timer = setTimeout(() => this.overrun(slot), deadlineAtMs - now);
+      slot.worker.postMessage({ id: job.id, kind: job.kind, key: job.key, schema: job.schema, input: job.input });
+    }
+  }
+
+  private spawn(): Slot {
+    const memoryMb = this.options.memoryMb ?? 64;
+    const worker = new Worker(WORKER_SCRIPT, { resourceLimits: { maxOldGenerationSizeMb: memoryMb, maxYoungGenerationSizeMb: Math.max(4, Math.floor(memoryMb / 4)) } });
+    worker.unref();
+    const slot: Slot = { worker, ready: false, seen: new Set() };
+    worker.on("message", (message: { kind: string; id?: number; problems?: string[]; message?: string }) => {
+      if (message.kind === "ready") {
+        slot.ready = true;
+        this.dispatch();
+        return;
+      }
+      const job = slot.job;
+      if (!job || job.id !== message.id) return;
+      this.finish(slot);
+      slot.seen.add(job.key);
+      job.resolve(message.kind === "problems" ? { kind: "problems", problems: message.problems ?? [] } : { kind: "invalid_schema", message: message.message ?? "invalid schema" });
+      this.dispatch();
+    });
+    // An error or exit not asked for (out of memory, a crash): the job in hand fails, a new worker takes over.
+    const lost = (error?: unknown) => {
+      if (!this.slots.includes(slot)) return;
+      this.replace(slot, "the validation worker stopped", error);
+    };
+    worker.on("error", lost);
+    worker.on("exit", () => lost());
+    return slot;
+  }
+
+  private overrun(slot: Slot): void {
+    this.replace(slot, `validation took longer than ${this.options.validateTimeoutMs} ms`);
+  }
+
+  /** Ends a worker and its job (refused as too costly), and starts another in its place. */
+  private replace(slot: Slot, reason: string, error?: unknown): void {
+    const job = slot.job;
+    this.finish(slot);
+    const index = this.slots.indexOf(slot);
+    if (index !== -1) this.slots.splice(index, 1);
+    void slot.worker.terminate();
+    if (job) {
+      this.options.log?.(`schema validation refused (${reason}) for schema ${job.key}`, error);
+      job.resolve(tooCostly(reason));
+    }
+    if (!this.closed) this.dispatch();
+  }
+
+  private finish(slot: Slot): void {
+    clearTimeout(slot.timer);
+    slot.timer = undefined;
+    slot.job = undefined;
+  }
+}
+
+function tooCostly(reason: string): RemoteValidation {
+  return { kind: "too_costly", message: reason };
+}
