@@ -1,6 +1,7 @@
 import dns from "node:dns";
 import type { LookupAddress, LookupAllOptions, LookupOneOptions } from "node:dns";
 import type net from "node:net";
+import os from "node:os";
 import ipaddr from "ipaddr.js";
 import { buildConnector } from "undici";
 
@@ -71,16 +72,41 @@ export function isPublicAddress(address: string): boolean {
 
 const GLOBAL_UNICAST_V6 = ipaddr.parseCIDR("2000::/3") as [ipaddr.IPv6, number];
 
+/** An address in one canonical text, so that two spellings of one address compare equal. */
+function canonical(address: string): string | undefined {
+  const bare = address.startsWith("[") && address.endsWith("]") ? address.slice(1, -1) : address;
+  return ipaddr.isValid(bare) ? ipaddr.process(bare).toNormalizedString() : undefined;
+}
+
+/** This machine's own addresses, on every interface it has now. */
+function machineAddresses(): string[] {
+  return Object.values(os.networkInterfaces())
+    .flat()
+    .flatMap((i) => (i ? [i.address] : []));
+}
+
 export class EgressPolicy {
   private readonly allowlist: Set<string>;
   private readonly ports: Set<number>;
+  /**
+   * This machine's own addresses: a public one still leads back here, to every service bound
+   * to 0.0.0.0 (the gateway itself among them), so it is refused like loopback.
+   */
+  private readonly own: Set<string>;
 
   constructor(
     settings: EgressSettings,
     private readonly resolve: HostResolver = systemResolver,
+    ownAddresses: readonly string[] = machineAddresses(),
   ) {
     this.allowlist = new Set(settings.allowlist.map(normalizeOrigin));
     this.ports = new Set(settings.allowedPorts);
+    this.own = new Set(ownAddresses.flatMap((address) => canonical(address) ?? []));
+  }
+
+  /** Whether a connection may go to `address`: a public address that is not this machine's. */
+  reachable(address: string): boolean {
+    return isPublicAddress(address) && !this.own.has(canonical(address) ?? "");
   }
 
   /** What can be told from the URL alone: its shape, scheme, credentials, port, and an IP literal's range. */
@@ -101,6 +127,7 @@ export class EgressPolicy {
     const host = url.hostname;
     if (isIpLiteral(host)) {
       if (!isPublicAddress(host)) return refuse("address", addressMessage(host));
+      if (!this.reachable(host)) return refuse("address", "backend_url's address is this gateway's own machine");
     } else if (isLocalName(host)) {
       return refuse("address", `backend_url's host "${host}" names this machine or its local network`);
     }
@@ -116,6 +143,9 @@ export class EgressPolicy {
       addresses = await this.resolve(checked.url.hostname);
     } catch {
       return refuse("unresolvable", `backend_url's host "${checked.url.hostname}" does not resolve`);
+    }
+    if (addresses.some((a) => isPublicAddress(a.address) && !this.reachable(a.address))) {
+      return refuse("address", `backend_url's host "${checked.url.hostname}" resolves to this gateway's own machine`);
     }
     const refused = addresses.find((a) => !isPublicAddress(a.address));
     // The category, not the address: the answer must not turn listing into a lookup tool for
@@ -137,15 +167,15 @@ export class EgressPolicy {
    */
   connector(origin: string): buildConnector.connector {
     if (this.isAllowlisted(origin)) return buildConnector({});
-    const lookup = guardedLookup(this.resolve);
+    const lookup = guardedLookup(this.resolve, (address) => this.reachable(address));
     const base = buildConnector({ lookup } as buildConnector.BuildOptions);
     return (options, callback) =>
       base(options, (error, socket) => {
         if (error || !socket) return callback(error ?? new EgressRefused("no socket"), null);
         const peer = (socket as net.Socket).remoteAddress;
-        if (!peer || !isPublicAddress(peer)) {
+        if (!peer || !this.reachable(peer)) {
           socket.destroy();
-          return callback(new EgressRefused(`backend connection reached ${peer ? rangeName(peer) : "an unknown address"}, not a public internet address`), null);
+          return callback(new EgressRefused(`backend connection reached ${peer ? whatItIs(peer) : "an unknown address"}, not a public internet address`), null);
         }
         callback(null, socket);
       });
@@ -157,7 +187,7 @@ export class EgressPolicy {
  * address (all of a name's addresses are checked, not only the one picked, so a name cannot
  * mix a public address with an internal one and let the connection race decide).
  */
-function guardedLookup(resolve: HostResolver) {
+function guardedLookup(resolve: HostResolver, reachable: (address: string) => boolean) {
   return (
     hostname: string,
     options: LookupOneOptions | LookupAllOptions,
@@ -166,9 +196,9 @@ function guardedLookup(resolve: HostResolver) {
     resolve(hostname).then(
       (addresses) => {
         const wanted = options.family === 4 || options.family === 6 ? addresses.filter((a) => a.family === options.family) : addresses;
-        const refused = addresses.find((a) => !isPublicAddress(a.address));
+        const refused = addresses.find((a) => !reachable(a.address));
         if (refused || wanted.length === 0) {
-          return callback(new EgressRefused(refused ? `backend host "${hostname}" resolves to ${rangeName(refused.address)}, not a public internet address` : `backend host "${hostname}" has no usable address`), "");
+          return callback(new EgressRefused(refused ? `backend host "${hostname}" resolves to ${whatItIs(refused.address)}, not a public internet address` : `backend host "${hostname}" has no usable address`), "");
         }
         if ((options as LookupAllOptions).all) return callback(null, wanted);
         callback(null, wanted[0].address, wanted[0].family);
@@ -190,6 +220,11 @@ function isIpLiteral(host: string): boolean {
 function isLocalName(host: string): boolean {
   const name = host.toLowerCase().replace(/\.$/, "");
   return name === "localhost" || name.endsWith(".localhost") || name.endsWith(".local") || name.endsWith(".internal") || !name.includes(".");
+}
+
+/** What a refused address is, for a message: its range, or this machine when the range is public. */
+function whatItIs(address: string): string {
+  return isPublicAddress(address) ? "this gateway's own machine" : rangeName(address);
 }
 
 function rangeName(address: string): string {

@@ -98,6 +98,14 @@ describe("the egress policy (which skill backends the gateway may reach)", () =>
       expect(p.checkUrl("http://skills.example.com/echo")).to.deep.include({ ok: false, reason: "port" });
     });
 
+    it("refuses this machine's own public addresses, in any spelling, as it refuses loopback", () => {
+      const p = new EgressPolicy({ allowlist: [], allowedPorts: [] }, undefined, ["93.184.216.34", "2606:4700:4700::1111"]);
+      expect(p.checkUrl("http://93.184.216.34:8787/")).to.deep.include({ ok: false, reason: "address" });
+      expect(p.checkUrl("http://1572395042:8787/")).to.deep.include({ ok: false, reason: "address" });
+      expect(p.checkUrl("http://[2606:4700:4700:0::1111]/")).to.deep.include({ ok: false, reason: "address" });
+      expect(p.checkUrl("http://93.184.216.35/").ok).to.equal(true);
+    });
+
     it("lets an allowlisted origin through, and only that exact origin", () => {
       const p = policy(["http://127.0.0.1:9100"]);
       expect(p.checkUrl("http://127.0.0.1:9100/demo")).to.deep.include({ ok: true, allowlisted: true });
@@ -128,6 +136,13 @@ describe("the egress policy (which skill backends the gateway may reach)", () =>
         throw Object.assign(new Error("getaddrinfo ENOTFOUND"), { code: "ENOTFOUND" });
       };
       expect(await policy([], [], failing).checkListing("https://nowhere.example.com/x")).to.deep.include({ ok: false, reason: "unresolvable" });
+    });
+
+    it("refuses a name that resolves to this machine's own public address", async () => {
+      const p = new EgressPolicy({ allowlist: [], allowedPorts: [] }, resolvingTo("93.184.216.34"), ["93.184.216.34"]);
+      const checked = await p.checkListing("https://self.example.com/x");
+      expect(checked).to.deep.include({ ok: false, reason: "address" });
+      if (!checked.ok) expect(checked.message).to.include("this gateway's own machine");
     });
 
     it("accepts a name whose every address is public", async () => {
