@@ -10,7 +10,7 @@
  */
 import { runFuzz } from "../test/fuzz/harness";
 import { failed, formatReport, formatViolations } from "../test/fuzz/report";
-import { randomSeed } from "../test/fuzz/random";
+import { randomSeed } from "../test/helpers/random";
 
 function positiveInt(name: string, fallback: number): number {
   const raw = process.env[name];

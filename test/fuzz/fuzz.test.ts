@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { runFuzz } from "./harness";
 import { failed, formatReport, formatViolations, replayCommand } from "./report";
-import { randomSeed } from "./random";
+import { randomSeed } from "../helpers/random";
 
 /*
  * The fuzz harness in `npm test`: a few thousand seeded hostile requests against a real

@@ -1,6 +1,6 @@
 import type { FuzzStep, RawRequest, RawSegment } from "./cases";
 import type { CaseGenerator } from "./generator";
-import type { Rng } from "./random";
+import type { Rng } from "../helpers/random";
 import { BAD_UTF8 } from "./values";
 
 /**

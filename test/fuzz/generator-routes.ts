@@ -1,6 +1,6 @@
 import type { FuzzStep, Target } from "./cases";
 import { type CaseGenerator, bearer, callerKey, fetchRequest, skillRef } from "./generator";
-import type { Rng } from "./random";
+import type { Rng } from "../helpers/random";
 import { DEPTHS, ODD_STRINGS, PROTO_KEYS, deepJson, jsonObject, jsonString, jsonValue } from "./values";
 
 /**

@@ -1,6 +1,6 @@
 import type { FuzzStep, Target } from "./cases";
 import { type CaseGenerator, REDOS_LENGTHS, bearer, callRequest, fetchRequest } from "./generator";
-import type { Rng } from "./random";
+import type { Rng } from "../helpers/random";
 import { DEPTHS, deepJson, jsonObject } from "./values";
 
 /**

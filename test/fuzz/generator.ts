@@ -3,7 +3,7 @@ import type { Category, FetchRequest, FuzzCase, FuzzStep, Target } from "./cases
 import { rawCase } from "./generator-raw";
 import { authRoutesCase, otherRoutesCase, readsCase } from "./generator-routes";
 import { sellerSchemaCase, sellerUrlCase } from "./generator-seller";
-import { Rng } from "./random";
+import { Rng } from "../helpers/random";
 import { BAD_UTF8, DEPTHS, ODD_NUMBERS, ODD_STRINGS, PROTO_KEYS, deepJson, hugeString, jsonObject, jsonString, jsonValue } from "./values";
 
 /**

@@ -1,4 +1,4 @@
-import type { Rng } from "./random";
+import type { Rng } from "../helpers/random";
 
 /**
  * Hostile JSON, built as text rather than through JSON.stringify: text can hold what a

@@ -7,7 +7,7 @@ import { type TestBackend, startTestBackend } from "../backend";
 import type { CrashChildOptions } from "../crash-child";
 import { type CrashChild, startCrashChild } from "../crash-child-process";
 import { type ChaosParties, availableOf, capturedNonces, checkAnswers, checkBooks, checkRetry, noncesByCallId, openHolds, readBooks } from "./checks";
-import { SeededRandom } from "./random";
+import { Rng } from "../random";
 import { CHAOS_SKILLS, type SentCall, Traffic, postCall } from "./traffic";
 
 /*
@@ -103,7 +103,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosFigures> {
 }
 
 async function chaosRun(run: number, runSeed: number, backend: TestBackend, maxKills: number, totals: ChaosFigures): Promise<void> {
-  const random = new SeededRandom(runSeed);
+  const random = new Rng(runSeed);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gw-chaos-"));
   const dbPath = path.join(dir, "gateway.db");
   const childOptions: CrashChildOptions = {

@@ -1,4 +1,4 @@
-import { SeededRandom } from "./random";
+import { Rng } from "../random";
 
 /** The skills the chaos gateway serves, each on a route of the test backend (../backend.ts). */
 export const CHAOS_SKILLS = [
@@ -77,7 +77,7 @@ export class Traffic {
     cycleSeed: number,
     clients: number,
   ) {
-    for (let client = 0; client < clients; client++) this.loops.push(this.client(client, new SeededRandom(clientSeed(cycleSeed, client))));
+    for (let client = 0; client < clients; client++) this.loops.push(this.client(client, new Rng(clientSeed(cycleSeed, client))));
   }
 
   /** Stops every client from sending another call; returns the calls still waiting, marked in flight at the kill. */
@@ -93,7 +93,7 @@ export class Traffic {
     await Promise.all(this.loops);
   }
 
-  private async client(client: number, random: SeededRandom): Promise<void> {
+  private async client(client: number, random: Rng): Promise<void> {
     for (let n = 0; !this.halted; n++) {
       const skill = random.weighted(CHAOS_SKILLS.map((s) => [s, s.weight] as const));
       const nonce = `r${this.run}-c${this.cycle}-k${client}-n${n}`;

@@ -1,8 +1,8 @@
 /**
- * The fuzzer's only source of randomness: a small seeded generator (sfc32, seeded through
- * splitmix32), so that a run is a pure function of its seed. Each case gets a generator of
- * its own, derived from the run's seed and the case's index, so one case can be replayed
- * alone without generating the ones before it.
+ * The seeded randomness of the fuzz and chaos harnesses: a small generator (sfc32, seeded
+ * through splitmix32), so that a run is a pure function of its seed. A fuzz case gets a
+ * generator of its own (`stream`: the case's index), so one case can be replayed alone
+ * without generating the ones before it. Not cryptographic, and need not be.
  */
 export class Rng {
   private a: number;
