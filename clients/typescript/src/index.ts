@@ -1,0 +1,29 @@
+export { SkillGateway, type SkillHandle, DEFAULT_BASE_URL, DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_MS } from "./client";
+export {
+  SkillGatewayError,
+  type SkillGatewayErrorOptions,
+  BadRequestError,
+  AuthenticationError,
+  InsufficientBalanceError,
+  NotFoundError,
+  ConflictError,
+  RateLimitError,
+  InternalServerError,
+  SkillError,
+  ConnectionError,
+  TimeoutError,
+} from "./errors";
+export { UsagePage, type UsagePagePromise } from "./pagination";
+export { type BackoffOptions, DEFAULT_BACKOFF } from "./retry";
+export type {
+  Balance,
+  CallMetadata,
+  CallOptions,
+  CallResult,
+  RateLimitInfo,
+  RequestOptions,
+  Skill,
+  SkillGatewayOptions,
+  UsageCall,
+  UsageParams,
+} from "./types";

@@ -1,0 +1,115 @@
+import type { BackoffOptions } from "./retry";
+
+export interface SkillGatewayOptions {
+  /** An `atom_` API key. Default: the SKILL_GATEWAY_API_KEY environment variable (Node). */
+  apiKey?: string;
+  /** The gateway's address. Default: SKILL_GATEWAY_URL, then http://127.0.0.1:8787. */
+  baseUrl?: string;
+  /** The longest one attempt may take, answer body included. Default 60000. */
+  timeoutMs?: number;
+  /** Retries after the first attempt of a request (see retry.ts for which failures). Default 2. */
+  maxRetries?: number;
+  /** The fetch to use. Default: the platform's global fetch. */
+  fetch?: typeof fetch;
+  /** Tuning of the waits between retries. */
+  backoff?: Partial<BackoffOptions>;
+}
+
+export interface RequestOptions {
+  /** Aborting it stops the request at once, waits between retries included; nothing is retried after. */
+  signal?: AbortSignal;
+  /** Overrides the client's timeoutMs for each attempt of this request. */
+  timeoutMs?: number;
+}
+
+export interface CallOptions extends RequestOptions {
+  /**
+   * Sent as the Idempotency-Key header on every attempt of this call. Default: a fresh
+   * crypto.randomUUID() per call. Pass your own to make retries across processes safe.
+   */
+  idempotencyKey?: string;
+}
+
+/** The metadata of a call, the same whichever endpoint answered. */
+export interface CallMetadata {
+  /** The skill that was called (its slug). */
+  skillId: string;
+  /** What the call cost, in USD; 0 when it was not charged. */
+  cost: number;
+  /** The gateway's measure of the call, in milliseconds. */
+  responseTimeMs: number;
+  /** The gateway's X-Call-Id. Absent on an idempotent replay, which the gateway answers without one. */
+  callId?: string;
+  /** The Idempotency-Key the call was sent with. */
+  idempotencyKey: string;
+  /** True when the gateway answered with the stored response of an earlier attempt (Idempotent-Replayed). */
+  replayed: boolean;
+  /** The per-key rate limit from the RateLimit-* headers, when the answer had them. */
+  rateLimit?: RateLimitInfo;
+}
+
+export interface RateLimitInfo {
+  /** Calls allowed per window (RateLimit-Limit). */
+  limit: number;
+  /** Calls left in this window (RateLimit-Remaining). */
+  remaining: number;
+  /** Seconds until the window resets (RateLimit-Reset). */
+  resetSec: number;
+}
+
+export interface CallResult<T = unknown> {
+  data: T;
+  metadata: CallMetadata;
+}
+
+/**
+ * A marketplace skill, as GET /v1/skills answers it (the API's field names). `price` is the
+ * listed price and `price_per_call` what a caller pays, both in USD.
+ */
+export interface Skill {
+  id: string;
+  slug: string;
+  name: string;
+  description: string;
+  price: number;
+  price_per_call: number;
+  currency: string;
+  rate_limit_per_min: number | null;
+  input_schema: unknown;
+  seller: { name: string; address: string | null };
+}
+
+/** GET /v1/balance: USD numbers, and the same in USDC base units (6 decimals) as strings. */
+export interface Balance {
+  currency: string;
+  available: number;
+  held: number;
+  available_base_units: string;
+  held_base_units: string;
+}
+
+/** One call of GET /v1/usage (the API's field names). */
+export interface UsageCall {
+  id: string;
+  skill_id: string;
+  skill_uuid: string;
+  skill_name: string | null;
+  endpoint: string;
+  status: "success" | "failed";
+  outcome: string;
+  http_status: number;
+  /** USD. */
+  cost: number;
+  cost_base_units: string;
+  response_time_ms: number;
+  created_at: string;
+  batch_number: number | null;
+  settlement: "not_charged" | "unsettled" | "pending" | "settled";
+}
+
+export interface UsageParams {
+  /** Calls per page, 1 to 500. The gateway's default is 50. */
+  limit?: number;
+  /** Only calls made before this time (epoch milliseconds): a page's `nextBefore`. */
+  before?: number;
+}

@@ -1,0 +1,38 @@
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { expect } from "chai";
+
+const PACKAGE_DIR = path.resolve(__dirname, "..");
+
+describe("@skill-gateway/sdk package", function () {
+  this.timeout(120_000);
+  let outDir: string;
+  before(() => {
+    outDir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gateway-sdk-"));
+    // The package's own build (tsc -p .), into a temporary directory instead of dist/.
+    const tsc = require.resolve("typescript/bin/tsc");
+    execFileSync(process.execPath, [tsc, "-p", PACKAGE_DIR, "--outDir", outDir], { stdio: "pipe" });
+  });
+  after(() => fs.rmSync(outDir, { recursive: true, force: true }));
+
+  it("builds with tsc -p, emitting the JavaScript and declarations package.json points to", () => {
+    const manifest = JSON.parse(fs.readFileSync(path.join(PACKAGE_DIR, "package.json"), "utf8"));
+    expect([manifest.name, manifest.version, manifest.files]).to.deep.equal(["@skill-gateway/sdk", "0.1.0", ["dist"]]);
+    for (const file of [manifest.main, manifest.types, manifest.exports["."].default, manifest.exports["."].types]) {
+      expect(file, "points into dist/").to.match(/^(\.\/)?dist\//);
+      expect(fs.existsSync(path.join(outDir, file.replace(/^(\.\/)?dist\//, ""))), file).to.equal(true);
+    }
+    expect(manifest.dependencies ?? {}).to.deep.equal({});
+  });
+
+  it("the built module exports the client and the errors", () => {
+    const sdk = require(path.join(outDir, "index.js"));
+    const client = new sdk.SkillGateway({ apiKey: "atom_x", baseUrl: "http://127.0.0.1:1/" });
+    expect(client.baseUrl).to.equal("http://127.0.0.1:1");
+    expect(new sdk.InsufficientBalanceError("m", { status: 402, code: "insufficient_balance" })).to.be.instanceOf(sdk.SkillGatewayError);
+    const declarations = fs.readFileSync(path.join(outDir, "index.d.ts"), "utf8");
+    expect(declarations).to.contain("SkillGateway");
+  });
+});
