@@ -1,0 +1,35 @@
+#!/usr/bin/env node
+"use strict";
+// The skill-gateway command. A built package runs dist/cli.js; a fresh clone of the
+// repository (no build step) runs src/cli.ts through ts-node, against the SDK's source when
+// the SDK is not built either.
+const fs = require("node:fs");
+const path = require("node:path");
+
+const built = path.join(__dirname, "..", "dist", "cli.js");
+let cli;
+if (fs.existsSync(built)) {
+  cli = require(built);
+} else {
+  require("ts-node").register({ transpileOnly: true, project: path.join(__dirname, "..", "tsconfig.json") });
+  try {
+    require.resolve("@skill-gateway/sdk");
+  } catch {
+    const Module = require("node:module");
+    const sdkSource = path.join(__dirname, "..", "..", "typescript", "src", "index.ts");
+    const resolve = Module._resolveFilename;
+    Module._resolveFilename = function (request, ...rest) {
+      return resolve.call(this, request === "@skill-gateway/sdk" ? sdkSource : request, ...rest);
+    };
+  }
+  cli = require(path.join(__dirname, "..", "src", "cli.ts"));
+}
+cli.run(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error) => {
+    process.stderr.write(`skill-gateway: ${error && error.message ? error.message : error}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,91 @@
+/**
+ * The CLI's failures and their exit codes. Every failure prints one line on stderr and exits
+ * with the code of its kind, so a script can tell "add funds" from "fix the input" without
+ * parsing text. The SDK's errors are mapped by their HTTP status and code.
+ */
+
+/** Exit codes, in the README's table. */
+export const EXIT = {
+  ok: 0,
+  /** A bug or an unexpected failure. */
+  internal: 1,
+  /** Bad arguments or options: an unknown command, an --input that is not a JSON object, ... */
+  usage: 2,
+  /** No such skill in the marketplace, or not in the manifest. */
+  notFound: 3,
+  /** No API key, or the gateway refused it (401). */
+  auth: 4,
+  /** The balance is below the call's price (402). */
+  insufficientBalance: 5,
+  /** A rate limit or the daily limit (429). */
+  rateLimited: 6,
+  /** The input was refused: by the skill's schema or by its backend (400). */
+  badInput: 7,
+  /** The skill's backend failed, timed out or answered something unusable (502). */
+  skillFailed: 8,
+  /** The gateway failed (500, other statuses) or could not be reached. */
+  gateway: 9,
+  /** The manifest or a file the CLI would write is unusable. */
+  manifest: 10,
+} as const;
+
+export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
+
+/** A failure the CLI reports as is: its message is the one line printed. */
+export class CliError extends Error {
+  override readonly name = "CliError";
+  constructor(
+    message: string,
+    readonly exitCode: ExitCode,
+    readonly code: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The shape of the SDK's SkillGatewayError that the mapping needs (no runtime import of the SDK). */
+interface GatewayErrorLike {
+  status: number | undefined;
+  code: string;
+  message: string;
+}
+
+function isGatewayError(error: unknown): error is GatewayErrorLike {
+  return error instanceof Error && typeof (error as { code?: unknown }).code === "string" && "status" in error;
+}
+
+/** The exit code for any thrown value: CliError's own, the SDK's by status, else internal. */
+export function exitCodeFor(error: unknown): ExitCode {
+  if (error instanceof CliError) return error.exitCode;
+  if (isGatewayError(error)) {
+    switch (error.status) {
+      case 400:
+        return EXIT.badInput;
+      case 401:
+        return EXIT.auth;
+      case 402:
+        return EXIT.insufficientBalance;
+      case 404:
+        return EXIT.notFound;
+      case 429:
+        return EXIT.rateLimited;
+      case 502:
+        return EXIT.skillFailed;
+      default:
+        return EXIT.gateway;
+    }
+  }
+  return EXIT.internal;
+}
+
+/** The stable snake_case code reported with --json: the gateway's, the CLI's, or `internal_error`. */
+export function errorCodeFor(error: unknown): string {
+  if (error instanceof CliError || isGatewayError(error)) return error.code;
+  return "internal_error";
+}
+
+/** The one line printed for a failure. */
+export function errorMessageFor(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.replace(/\s*\n\s*/g, " ").trim() || "unknown error";
+}

@@ -1,0 +1,113 @@
+import { randomBytes } from "node:crypto";
+import fs from "node:fs";
+import path from "node:path";
+import { CliError, EXIT } from "./errors";
+
+/**
+ * The agent's skills: `skill-gateway.json` in the project. Each skill is pinned when added
+ * (what it was, what it cost, its schema), and records exactly the files and folders `add`
+ * created, so `remove` deletes those and nothing else.
+ */
+export const MANIFEST_FILE = "skill-gateway.json";
+export const MANIFEST_VERSION = 1;
+
+export interface WrittenFile {
+  /** Relative to the manifest's folder, with forward slashes. */
+  path: string;
+  /** SHA-256 of the content written: `remove` keeps a file someone has since edited. */
+  sha256: string;
+}
+
+export interface ManifestSkill {
+  id: string;
+  slug: string;
+  name: string;
+  description: string;
+  /** What a call costs the caller, in USD, when the skill was added. */
+  price: number;
+  currency: string;
+  /** The skill's JSON Schema for its input, or null when it takes any object. */
+  inputSchema: object | null;
+  /** The `--agent` it was written for. */
+  agent: string;
+  addedAt: string;
+  files: WrittenFile[];
+  /** Folders `add` created (they did not exist before), deepest first. */
+  dirs: string[];
+}
+
+export interface Manifest {
+  version: typeof MANIFEST_VERSION;
+  skills: ManifestSkill[];
+}
+
+export function emptyManifest(): Manifest {
+  return { version: MANIFEST_VERSION, skills: [] };
+}
+
+/** Reads the manifest; a missing file is an empty manifest, an unreadable one a CliError. */
+export function readManifest(file: string): Manifest {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return emptyManifest();
+    throw new CliError(`Cannot read the manifest ${file}: ${(error as Error).message}`, EXIT.manifest, "manifest_unreadable");
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new CliError(`The manifest ${file} is not valid JSON.`, EXIT.manifest, "manifest_invalid");
+  }
+  const problem = manifestProblem(parsed);
+  if (problem) throw new CliError(`The manifest ${file} is invalid: ${problem}.`, EXIT.manifest, "manifest_invalid");
+  return parsed as Manifest;
+}
+
+/** Why a parsed value is not a manifest, or null when it is one. */
+export function manifestProblem(value: unknown): string | null {
+  if (!isObject(value)) return "not a JSON object";
+  if (value.version !== MANIFEST_VERSION) return `version is ${JSON.stringify(value.version)}, this CLI reads ${MANIFEST_VERSION}`;
+  if (!Array.isArray(value.skills)) return "skills is not an array";
+  const seen = new Set<string>();
+  for (const [i, skill] of value.skills.entries()) {
+    if (!isObject(skill)) return `skills[${i}] is not an object`;
+    for (const key of ["id", "slug", "name", "description", "currency", "agent", "addedAt"]) {
+      if (typeof skill[key] !== "string") return `skills[${i}].${key} is not a string`;
+    }
+    if (typeof skill.price !== "number" || !Number.isFinite(skill.price)) return `skills[${i}].price is not a number`;
+    if (skill.inputSchema !== null && !isObject(skill.inputSchema)) return `skills[${i}].inputSchema is not an object or null`;
+    if (!Array.isArray(skill.files) || !skill.files.every((f) => isObject(f) && typeof f.path === "string" && typeof f.sha256 === "string")) {
+      return `skills[${i}].files is not a list of {path, sha256}`;
+    }
+    if (!Array.isArray(skill.dirs) || !skill.dirs.every((d) => typeof d === "string")) return `skills[${i}].dirs is not a list of paths`;
+    if (seen.has(skill.slug as string)) return `skill ${skill.slug} appears twice`;
+    seen.add(skill.slug as string);
+  }
+  return null;
+}
+
+/**
+ * Writes the manifest through a temporary file and a rename, so a crash never leaves half a
+ * manifest (and with it, files nobody remembers writing).
+ */
+export function writeManifest(file: string, manifest: Manifest): void {
+  const tmp = `${file}.${randomBytes(4).toString("hex")}.tmp`;
+  fs.writeFileSync(tmp, `${JSON.stringify(manifest, null, 2)}\n`);
+  fs.renameSync(tmp, file);
+}
+
+/** The skill with this slug or id, if the manifest has it. */
+export function findSkill(manifest: Manifest, slugOrId: string): ManifestSkill | undefined {
+  return manifest.skills.find((s) => s.slug === slugOrId || s.id === slugOrId);
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** The project folder a manifest belongs to: where the skill folders are written. */
+export function projectDirOf(manifestFile: string): string {
+  return path.dirname(path.resolve(manifestFile));
+}

@@ -1,0 +1,207 @@
+import "./sdk-source";
+import { execFile } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { expect } from "chai";
+import { type TestStack, startStack } from "../../../test/helpers/gateway";
+import { EXIT } from "../src/errors";
+import type { Manifest } from "../src/manifest";
+
+const LAUNCHER = path.join(__dirname, "..", "bin", "skill-gateway.cjs");
+const UPPERCASE_SCHEMA = { type: "object", properties: { text: { type: "string" } }, required: ["text"], additionalProperties: false };
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the real CLI as a child process (asynchronously: the gateway answers from this process). */
+function cli(stack: TestStack, cwd: string, args: string[], options: { key?: string; input?: string } = {}): Promise<Run> {
+  return new Promise((resolve) => {
+    const env = { ...process.env, SKILL_GATEWAY_URL: stack.url, SKILL_GATEWAY_API_KEY: options.key ?? stack.key };
+    const child = execFile(process.execPath, [LAUNCHER, ...args], { cwd, env }, (error, stdout, stderr) => {
+      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+    child.stdin?.end(options.input ?? "");
+  });
+}
+
+function mcpClient(stack: TestStack, cwd: string, key: string): { client: Client; transport: StdioClientTransport } {
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [LAUNCHER, "mcp"],
+    cwd,
+    env: { ...(process.env as Record<string, string>), SKILL_GATEWAY_URL: stack.url, SKILL_GATEWAY_API_KEY: key },
+    stderr: "pipe",
+  });
+  return { client: new Client({ name: "cli-e2e", version: "0.0.0" }), transport };
+}
+
+const text = (result: object) => (((result as { content?: unknown }).content ?? []) as Array<{ type: string; text?: string }>).map((c) => c.text ?? "").join("\n");
+
+describe("skill-gateway CLI against a real gateway", function () {
+  let stack: TestStack;
+  let dir: string;
+
+  before(async function () {
+    stack = await startStack();
+    stack.addSkill("uppercase", "/echo", { description: "Echoes text: a stand-in for an upper-casing skill.", priceMicros: 2_000n, inputSchema: UPPERCASE_SCHEMA });
+  });
+  after(async function () {
+    await stack?.close();
+  });
+  beforeEach(function () {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), "sg-cli-e2e-"));
+  });
+
+  it("adds, lists, serves over MCP and removes skills (the issue's end-to-end test)", async function () {
+    const add = await cli(stack, dir, ["add", "echo", "uppercase"]);
+    expect(add.code, add.stderr).to.equal(0);
+    expect(add.stdout).to.include("added echo ($0.001/call): .agents/skills/echo/SKILL.md");
+
+    const manifest = JSON.parse(fs.readFileSync(path.join(dir, "skill-gateway.json"), "utf8")) as Manifest;
+    expect(manifest.skills.map((s) => [s.slug, s.price, s.inputSchema])).to.deep.equal([
+      ["echo", 0.001, null],
+      ["uppercase", 0.002, UPPERCASE_SCHEMA],
+    ]);
+    expect(manifest.skills[0].files.map((f) => f.path)).to.deep.equal([".agents/skills/echo/SKILL.md"]);
+    const echoMd = fs.readFileSync(path.join(dir, ".agents/skills/echo/SKILL.md"), "utf8");
+    expect(echoMd).to.match(/^---\nname: "echo"\ndescription: ".*\$0\.001 per call.*"\n---\n/);
+    expect(fs.readFileSync(path.join(dir, ".agents/skills/uppercase/SKILL.md"), "utf8")).to.include('"required": [\n    "text"\n  ]');
+
+    const list = await cli(stack, dir, ["list"]);
+    expect(list.code).to.equal(0);
+    expect(list.stdout).to.match(/echo\s+echo\s+\$0\.001\s+\.agents\/skills\/echo\/SKILL\.md/);
+    expect(list.stdout).to.match(/uppercase\s+uppercase\s+\$0\.002\s+\.agents\/skills\/uppercase\/SKILL\.md/);
+
+    const { client, transport } = mcpClient(stack, dir, stack.key);
+    await client.connect(transport);
+    try {
+      const { tools } = await client.listTools();
+      expect(tools.map((t) => t.name)).to.deep.equal(["echo", "uppercase"]);
+      expect(tools[0].inputSchema).to.deep.equal({ type: "object" });
+      expect(tools[1].inputSchema).to.deep.equal(UPPERCASE_SCHEMA);
+      expect(tools[1].description).to.include("$0.002 USD per successful call");
+
+      const before = stack.available();
+      const paid = await client.callTool({ name: "uppercase", arguments: { text: "hi" } });
+      expect(paid.isError ?? false).to.equal(false);
+      expect(paid.structuredContent).to.deep.equal({ text: "hi" });
+      expect(text(paid)).to.include('{"text":"hi"}').and.include("Cost: $0.002 USD");
+      expect(before - stack.available()).to.equal(2_000n);
+
+      const afterPaid = stack.available();
+      const failed = await client.callTool({ name: "fail", arguments: {} });
+      expect(failed.isError, "fail is not in the manifest").to.equal(true);
+      expect(text(failed)).to.include('No tool "fail"');
+      expect(stack.available()).to.equal(afterPaid);
+    } finally {
+      await client.close();
+    }
+
+    const remove = await cli(stack, dir, ["remove", "echo"]);
+    expect(remove.code, remove.stderr).to.equal(0);
+    expect(fs.existsSync(path.join(dir, ".agents/skills/echo"))).to.equal(false);
+    expect(fs.existsSync(path.join(dir, ".agents/skills/uppercase/SKILL.md"))).to.equal(true);
+    const left = JSON.parse(fs.readFileSync(path.join(dir, "skill-gateway.json"), "utf8")) as Manifest;
+    expect(left.skills.map((s) => s.slug)).to.deep.equal(["uppercase"]);
+
+    const removeLast = await cli(stack, dir, ["remove", "uppercase"]);
+    expect(removeLast.code).to.equal(0);
+    expect(fs.readdirSync(dir)).to.deep.equal(["skill-gateway.json"]); // .agents, created by add, is gone too
+  });
+
+  it("answers a failing skill and a zero balance over MCP with isError, charging nothing", async function () {
+    expect((await cli(stack, dir, ["add", "fail", "echo"])).code).to.equal(0);
+    const poor = stack.addBuyer("0");
+    for (const [key, name, expected] of [
+      [stack.key, "fail", "skill_error"],
+      [poor.key, "echo", "Insufficient balance: this call costs 0.001 USD and 0 USD is available"],
+    ] as const) {
+      const { client, transport } = mcpClient(stack, dir, key);
+      await client.connect(transport);
+      try {
+        const before = [stack.available(), stack.available(poor.accountId)];
+        const result = await client.callTool({ name, arguments: {} });
+        expect(result.isError, name).to.equal(true);
+        expect(text(result)).to.include(expected);
+        expect([stack.available(), stack.available(poor.accountId)]).to.deep.equal(before);
+      } finally {
+        await client.close();
+      }
+    }
+  });
+
+  describe("call, balance, usage, search", function () {
+    it("prints data on stdout and the cost on stderr, from --input or stdin", async function () {
+      const fromFlag = await cli(stack, dir, ["call", "echo", "--input", '{"hello":"world"}']);
+      expect([fromFlag.code, JSON.parse(fromFlag.stdout)]).to.deep.equal([0, { hello: "world" }]);
+      expect(fromFlag.stderr).to.match(/^cost: \$0\.001 USD \(call [^)]+\)\n$/);
+      const fromStdin = await cli(stack, dir, ["call", "echo"], { input: '{"a":1}' });
+      expect(JSON.parse(fromStdin.stdout)).to.deep.equal({ a: 1 });
+      const json = await cli(stack, dir, ["--json", "call", "echo", "--input", "{}"]);
+      expect(JSON.parse(json.stdout).metadata).to.include({ skillId: "echo", cost: 0.001 });
+    });
+
+    it("shows the balance and the usage", async function () {
+      const balance = await cli(stack, dir, ["--json", "balance"]);
+      expect(balance.code).to.equal(0);
+      expect(JSON.parse(balance.stdout).available_base_units).to.equal(String(stack.available()));
+      await cli(stack, dir, ["call", "echo"]);
+      const usage = await cli(stack, dir, ["--json", "usage", "--limit", "1"]);
+      expect(JSON.parse(usage.stdout).calls.map((c: { skill_id: string }) => c.skill_id)).to.deep.equal(["echo"]);
+    });
+
+    it("searches the marketplace by words", async function () {
+      const found = await cli(stack, dir, ["--json", "search", "upper", "stand-in"]);
+      expect(JSON.parse(found.stdout).map((s: { slug: string }) => s.slug)).to.deep.equal(["uppercase"]);
+    });
+  });
+
+  describe("failures: one line on stderr and a distinct exit code", function () {
+    const cases: Array<[string, string[], number, RegExp, { key?: string; input?: string }?]> = [
+      ["an unknown skill", ["add", "no-such-skill"], EXIT.notFound, /^skill-gateway: .*\n$/],
+      ["a bad API key", ["balance"], EXIT.auth, /^skill-gateway: .*\n$/, { key: "atom_nope" }],
+      ["input that is not JSON", ["call", "echo", "--input", "{nope"], EXIT.usage, /^skill-gateway: The input is not valid JSON/],
+      ["input the schema refuses", ["call", "uppercase", "--input", '{"text":1}'], EXIT.badInput, /^skill-gateway: Input does not match the skill's schema/],
+      ["a failing skill", ["call", "fail"], EXIT.skillFailed, /^skill-gateway: .*\n$/],
+      ["an unknown command", ["frobnicate"], EXIT.usage, /^error: unknown command 'frobnicate'\n$/],
+      ["an unknown agent", ["add", "echo", "--agent", "notepad"], EXIT.usage, /^error: option '--agent <agent>' argument 'notepad' is invalid/],
+      ["removing what is not there", ["remove", "echo"], EXIT.notFound, /^skill-gateway: Not in skill-gateway.json: echo/],
+    ];
+    for (const [what, args, code, stderr, options] of cases) {
+      it(`exits ${code} on ${what}`, async function () {
+        const result = await cli(stack, dir, args, options);
+        expect(result.code, result.stderr).to.equal(code);
+        expect(result.stderr).to.match(stderr);
+        expect(result.stderr.trimEnd().split("\n"), result.stderr).to.have.length(1);
+      });
+    }
+
+    it("exits 5 when the balance is too low, naming the shortfall", async function () {
+      const poor = stack.addBuyer("0");
+      const result = await cli(stack, dir, ["call", "echo"], { key: poor.key });
+      expect(result.code).to.equal(EXIT.insufficientBalance);
+      expect(result.stderr).to.equal("skill-gateway: Insufficient balance: this call costs 0.001 USD and 0 USD is available. Add funds.\n");
+    });
+
+    it("prints errors as JSON with --json", async function () {
+      const result = await cli(stack, dir, ["--json", "add", "no-such-skill"]);
+      expect(JSON.parse(result.stderr)).to.include({ code: "skill_not_found" });
+    });
+  });
+
+  it("writes for a named agent where it reads skills, and --help works on every command", async function () {
+    const add = await cli(stack, dir, ["add", "echo", "--agent", "claude"]);
+    expect(add.code, add.stderr).to.equal(0);
+    expect(fs.existsSync(path.join(dir, ".claude/skills/echo/SKILL.md"))).to.equal(true);
+    for (const command of ["add", "list", "search", "remove", "call", "balance", "usage", "mcp"]) {
+      const help = await cli(stack, dir, [command, "--help"]);
+      expect([help.code, help.stdout.split("\n")[0]], command).to.deep.equal([0, `Usage: skill-gateway ${command}${help.stdout.split("\n")[0].slice(`Usage: skill-gateway ${command}`.length)}`]);
+    }
+  });
+});

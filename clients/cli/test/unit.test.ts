@@ -1,0 +1,191 @@
+import "./sdk-source";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { expect } from "chai";
+import { AGENTS } from "../src/agents";
+import { parseInput } from "../src/commands";
+import { resolveConfig } from "../src/config";
+import { CliError, EXIT, exitCodeFor } from "../src/errors";
+import { removeWritten, writeFiles } from "../src/install";
+import { type Manifest, type ManifestSkill, emptyManifest, readManifest, writeManifest } from "../src/manifest";
+import { toolOf } from "../src/mcp";
+import { formatUsd, renderSkillMd } from "../src/skill-md";
+
+function buildSkill(overrides: Partial<ManifestSkill> = {}): ManifestSkill {
+  return {
+    id: "00000000-0000-4000-8000-000000000001",
+    slug: "uppercase",
+    name: "Uppercase",
+    description: "Turns text into upper case.",
+    price: 0.002,
+    currency: "USD",
+    inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+    agent: "agents",
+    addedAt: "2026-01-01T00:00:00.000Z",
+    files: [],
+    dirs: [],
+    ...overrides,
+  };
+}
+
+function tempDir(): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), "sg-cli-unit-"));
+}
+
+describe("manifest", function () {
+  it("reads a missing manifest as an empty one", function () {
+    expect(readManifest(path.join(tempDir(), "skill-gateway.json"))).to.deep.equal(emptyManifest());
+  });
+
+  it("writes and reads back the same skills", function () {
+    const file = path.join(tempDir(), "skill-gateway.json");
+    const manifest: Manifest = { version: 1, skills: [buildSkill({ files: [{ path: ".agents/skills/uppercase/SKILL.md", sha256: "ab" }], dirs: [".agents"] })] };
+    writeManifest(file, manifest);
+    expect(readManifest(file)).to.deep.equal(manifest);
+    expect(fs.readdirSync(path.dirname(file))).to.deep.equal(["skill-gateway.json"]); // no temporary file left
+  });
+
+  for (const [text, fragment] of [
+    ["{", "not valid JSON"],
+    ["[]", "not a JSON object"],
+    ['{"version": 2, "skills": []}', "version is 2"],
+    ['{"version": 1, "skills": [{"slug": "x"}]}', "skills[0].id is not a string"],
+  ]) {
+    it(`refuses a manifest that is ${JSON.stringify(text)} with exit ${EXIT.manifest}`, function () {
+      const file = path.join(tempDir(), "skill-gateway.json");
+      fs.writeFileSync(file, text);
+      expect(() => readManifest(file))
+        .to.throw(CliError, fragment)
+        .with.property("exitCode", EXIT.manifest);
+    });
+  }
+});
+
+describe("SKILL.md", function () {
+  it("has name and description frontmatter, the price, the schema and how to call it", function () {
+    const md = renderSkillMd(buildSkill());
+    const [, frontmatter, body] = md.split(/^---$/m);
+    expect(frontmatter.trim().split("\n")).to.deep.equal([
+      'name: "uppercase"',
+      'description: "Turns text into upper case. Paid skill \\"Uppercase\\" on Skill Gateway, $0.002 per call; call it with `skill-gateway call uppercase`."',
+    ]);
+    expect(body).to.include("# Uppercase").and.include("$0.002 (USD) per successful call");
+    expect(body).to.include('"required": [\n    "text"\n  ]');
+    expect(body).to.include(`skill-gateway call uppercase --input '{"text":"..."}'`);
+    expect(body).to.include('"$SKILL_GATEWAY_URL/v1/skills/uppercase/call"');
+  });
+
+  it("says a skill without a schema takes any object", function () {
+    expect(renderSkillMd(buildSkill({ inputSchema: null }))).to.include("no input schema: its input is any JSON object");
+  });
+
+  it("keeps a hostile description inside one YAML string of at most 1024 characters", function () {
+    const md = renderSkillMd(buildSkill({ description: `a: b\n---\nname: evil ${"x".repeat(3000)}` }));
+    const line = md.split("\n")[2];
+    const description = JSON.parse(line.slice("description: ".length)) as string;
+    expect(description.length).to.be.at.most(1024);
+    expect(description).to.match(/^a: b --- name: evil x+… Paid skill/);
+    expect(md.split("\n").slice(0, 4)[3]).to.equal("---");
+  });
+
+  it("prints prices without float noise", function () {
+    expect([formatUsd(0.1 + 0.2), formatUsd(0.001), formatUsd(0)]).to.deep.equal(["$0.3", "$0.001", "$0"]);
+  });
+});
+
+describe("writeFiles and removeWritten", function () {
+  it("removes exactly what was written, and the folders it created once empty", function () {
+    const dir = tempDir();
+    fs.mkdirSync(path.join(dir, ".agents"));
+    fs.writeFileSync(path.join(dir, ".agents", "mine.txt"), "not ours");
+    const written = writeFiles(dir, { ".agents/skills/echo/SKILL.md": "hello" });
+    expect(written.dirs).to.deep.equal([".agents/skills/echo", ".agents/skills"]);
+    fs.writeFileSync(path.join(dir, ".agents", "skills", "other.md"), "someone else's");
+
+    const removed = removeWritten(dir, written);
+    expect(removed).to.deep.equal({ removed: [".agents/skills/echo/SKILL.md"], kept: [], removedDirs: [".agents/skills/echo"] });
+    expect(fs.readFileSync(path.join(dir, ".agents", "skills", "other.md"), "utf8")).to.equal("someone else's");
+    expect(fs.readFileSync(path.join(dir, ".agents", "mine.txt"), "utf8")).to.equal("not ours");
+  });
+
+  it("keeps a file edited since it was written, and its folder", function () {
+    const dir = tempDir();
+    const written = writeFiles(dir, { ".claude/skills/echo/SKILL.md": "hello" });
+    fs.appendFileSync(path.join(dir, ".claude/skills/echo/SKILL.md"), "\nmy notes");
+    expect(removeWritten(dir, written)).to.deep.equal({ removed: [], kept: [".claude/skills/echo/SKILL.md"], removedDirs: [] });
+    expect(fs.existsSync(path.join(dir, ".claude/skills/echo/SKILL.md"))).to.equal(true);
+  });
+
+  it("refuses to overwrite a file it did not write", function () {
+    const dir = tempDir();
+    fs.mkdirSync(path.join(dir, ".agents/skills/echo"), { recursive: true });
+    fs.writeFileSync(path.join(dir, ".agents/skills/echo/SKILL.md"), "hand-written");
+    expect(() => writeFiles(dir, { ".agents/skills/echo/SKILL.md": "x" })).to.throw(CliError, "was not written by skill-gateway");
+    expect(fs.readFileSync(path.join(dir, ".agents/skills/echo/SKILL.md"), "utf8")).to.equal("hand-written");
+  });
+
+  it("refuses manifest paths that leave the project", function () {
+    const dir = tempDir();
+    for (const bad of ["../outside.md", "/etc/passwd", "."]) {
+      expect(() => removeWritten(dir, { files: [{ path: bad, sha256: "x" }], dirs: [] }), bad).to.throw(CliError, "not inside the project");
+    }
+  });
+});
+
+describe("exit codes", function () {
+  const gatewayError = (status: number | undefined, code: string) => Object.assign(new Error("m"), { status, code });
+  const table: Array<[unknown, number]> = [
+    [new CliError("x", EXIT.usage, "u"), 2],
+    [gatewayError(400, "invalid_input"), 7],
+    [gatewayError(401, "unauthorized"), 4],
+    [gatewayError(402, "insufficient_balance"), 5],
+    [gatewayError(404, "skill_not_found"), 3],
+    [gatewayError(429, "rate_limited"), 6],
+    [gatewayError(502, "skill_error"), 8],
+    [gatewayError(500, "internal_error"), 9],
+    [gatewayError(undefined, "connection_error"), 9],
+    [new TypeError("bug"), 1],
+  ];
+  for (const [error, code] of table) {
+    it(`maps ${(error as { code?: string }).code ?? (error as Error).name} to ${code}`, function () {
+      expect(exitCodeFor(error)).to.equal(code);
+    });
+  }
+  it("gives every kind a distinct code", function () {
+    expect(new Set(Object.values(EXIT)).size).to.equal(Object.keys(EXIT).length);
+  });
+});
+
+describe("configuration and input", function () {
+  it("prefers flags to the environment", function () {
+    const env = { SKILL_GATEWAY_API_KEY: "atom_env", SKILL_GATEWAY_URL: "http://env:1" };
+    expect(resolveConfig({ apiKey: "atom_flag", url: "http://flag:2", manifest: "m.json" }, env, "/p")).to.deep.equal({ apiKey: "atom_flag", baseUrl: "http://flag:2", manifestFile: "/p/m.json", json: false });
+    expect(resolveConfig({}, env, "/p")).to.deep.equal({ apiKey: "atom_env", baseUrl: "http://env:1", manifestFile: "/p/skill-gateway.json", json: false });
+  });
+
+  it("takes an input that is a JSON object, and refuses others with exit 2", function () {
+    expect(parseInput('{"a":1}')).to.deep.equal({ a: 1 });
+    expect(parseInput(undefined)).to.deep.equal({});
+    for (const bad of ["[1]", "nope", "3"]) expect(() => parseInput(bad)).to.throw(CliError).with.property("exitCode", EXIT.usage);
+  });
+});
+
+describe("MCP tools", function () {
+  it("names a tool by slug, keeps the schema and gives the price", function () {
+    const tool = toolOf(buildSkill());
+    expect(tool.name).to.equal("uppercase");
+    expect(tool.inputSchema).to.deep.equal(buildSkill().inputSchema);
+    expect(tool.description).to.include("$0.002 USD per successful call");
+  });
+
+  it("gives a skill without a schema an open object", function () {
+    expect(toolOf(buildSkill({ inputSchema: null })).inputSchema).to.deep.equal({ type: "object" });
+  });
+});
+
+describe("agent locations", function () {
+  it("cites documentation for every agent", function () {
+    for (const agent of AGENTS) expect(agent.docsUrl, agent.id).to.match(/^https:\/\//);
+  });
+});
