@@ -37,6 +37,7 @@ import { walletWithdrawRoutes } from "./routes/wallet-withdraw";
 import { historyRoutes } from "./routes/history";
 import { platformRoutes } from "./routes/platform";
 import { tryRoutes } from "./routes/try";
+import { mcpRoutes } from "./routes/mcp";
 
 export interface AppDeps {
   config: Config;
@@ -116,6 +117,8 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(historyRoutes({ keys: deps.keys, sessions: deps.sessions, db: deps.ledger.db }));
   app.use(platformRoutes({ config: deps.config, db: deps.ledger.db, sessions: deps.sessions, oauth: deps.oauth, chain: deps.chain }));
   app.use(tryRoutes({ sessions: deps.sessions, keys: deps.keys, calls: deps.callService, maxRequestBytes: deps.config.maxRequestBytes }));
+  // The hosted MCP server: behind the public limit above, so that calls without a valid key count against their address.
+  app.use(mcpRoutes({ config: deps.config, keys: deps.keys, skills: deps.skills, calls: deps.callService, log: deps.log }));
 
   app.use(dashboardRoutes());
   app.use((req: Request, _res: Response, next: NextFunction) => {

@@ -35,6 +35,7 @@ const EXPECTED: Record<ErrorCode, number> = {
   skill_not_found: 404,
   not_found: 404,
   idempotency_key_in_use: 409,
+  method_not_allowed: 405,
   payload_too_large: 413,
   unsupported_media_type: 415,
   idempotency_key_reused: 422,

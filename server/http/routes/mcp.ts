@@ -1,0 +1,192 @@
+import { createHash } from "node:crypto";
+import { performance } from "node:perf_hooks";
+import express, { type NextFunction, type Request, type Response, type Router } from "express";
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import type { ApiKeyRecord, ApiKeys } from "../../accounts/api-keys";
+import type { Config } from "../../config";
+import type { CallResponse, CallService } from "../../gateway/call-service";
+import { IDEMPOTENCY_KEY } from "../../gateway/idempotency";
+import type { Skill, SkillRegistry } from "../../gateway/skills";
+import { computeCharge } from "../../ledger/fees";
+import { microsToUsd } from "../../ledger/money";
+import { authenticate } from "../auth";
+import { ApiError } from "../errors";
+import { jsonBody } from "../json-body";
+
+/** What the MCP server says it is in its `initialize` answer. */
+const SERVER_INFO = { name: "skill-gateway", version: "1.0.0" };
+
+/** The `_meta` key of a tools/call request that carries an idempotency key (the MCP form of the `Idempotency-Key` header). */
+export const MCP_IDEMPOTENCY_META = "idempotency_key";
+
+/** The most skills a `?skills=` query may name: a bound on the work one request can ask for. */
+const SELECTED_SKILLS_MAX = 100;
+
+export interface McpRoutesParameters {
+  config: Pick<Config, "maxRequestBytes" | "feeMode" | "feeBps">;
+  keys: ApiKeys;
+  skills: SkillRegistry;
+  calls: CallService;
+  log: (message: string, error?: unknown) => void;
+}
+
+/**
+ * The hosted MCP server: `POST /mcp`, Streamable HTTP without sessions (a new MCP server and
+ * transport per request), authenticated by the same `atom_` key as the call endpoints.
+ * Every listed skill is a tool (or only those named in `?skills=a,b`), named by its slug;
+ * calling one goes through the call service exactly as `POST /v1/call` does: the same holds,
+ * idempotency, rate limits and usage rows, and no charge on failure. The HTTP-level refusals
+ * (401, 404 for an unknown `?skills=` name, 405, 413, 400) are the spec's envelope and come
+ * before MCP runs; everything a call decides comes back as a tool result, an error as
+ * `isError: true` with the gateway's message, never as a thrown error.
+ */
+export function mcpRoutes(deps: McpRoutesParameters): Router {
+  const router = express.Router();
+  const json = jsonBody(deps.config.maxRequestBytes);
+
+  const authenticated = (req: Request, _res: Response, next: NextFunction) => {
+    req.apiKey = authenticate(deps.keys, req.headers.authorization);
+    req.accountId = req.apiKey.accountId;
+    next();
+  };
+
+  router.post("/mcp", authenticated, json, async (req: Request, res: Response) => {
+    const tools = selectedSkills(deps.skills, req.query.skills);
+    if (req.body === undefined) throw new ApiError("invalid_request", "Send a JSON-RPC message (MCP Streamable HTTP) as the body.");
+
+    const server = mcpServer(deps, req.apiKey!, tools);
+    // JSON answers rather than an SSE stream: every request here is answered in one response.
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    res.on("close", () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(req, res, req.body);
+  });
+
+  // A stateless server has no stream to open (GET) and no session to end (DELETE).
+  router.all("/mcp", (req: Request, _res: Response, next: NextFunction) => {
+    next(new ApiError("method_not_allowed", `${req.method} /mcp is not served: this MCP server is stateless, send each message as a POST.`, { allow: "POST" }));
+  });
+
+  return router;
+}
+
+/** The skills a request's tools are made of: all listed ones, or those `?skills=` names (404 naming any that is not listed). */
+function selectedSkills(registry: SkillRegistry, query: unknown): () => Skill[] {
+  if (query === undefined) return () => registry.list();
+  if (typeof query !== "string") throw new ApiError("invalid_request", "skills must be given once, as a comma-separated list of skill slugs or UUIDs.");
+  const refs = [...new Set(query.split(",").map((ref) => ref.trim()).filter((ref) => ref !== ""))];
+  if (refs.length === 0) throw new ApiError("invalid_request", "skills is empty: name at least one skill slug or UUID, or leave it out for every skill.");
+  if (refs.length > SELECTED_SKILLS_MAX) throw new ApiError("invalid_request", `skills names more than ${SELECTED_SKILLS_MAX} skills.`);
+  const missing = refs.filter((ref) => registry.resolve(ref) === undefined);
+  if (missing.length > 0) throw new ApiError("skill_not_found", `Skill not found: ${missing.map((ref) => `"${ref.slice(0, 100)}"`).join(", ")}. Check the skills query.`);
+  // Resolved again on each use: a skill deactivated meanwhile drops out rather than being called.
+  return () => refs.map((ref) => registry.resolve(ref)).filter((skill): skill is Skill => skill !== undefined);
+}
+
+/** One request's MCP server: its tools are the skills, each call made as `apiKey`. */
+function mcpServer(deps: McpRoutesParameters, apiKey: ApiKeyRecord, skills: () => Skill[]): Server {
+  const server = new Server(SERVER_INFO, { capabilities: { tools: {} } });
+
+  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: skills().map((skill) => toolOf(deps, skill)) }));
+
+  server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
+    const startedAt = performance.now();
+    const { name, arguments: input = {}, _meta } = request.params;
+    // Only the tools this request lists can be called: `?skills=` narrows what an agent may spend on.
+    const skill = skills().find((candidate) => candidate.slug === name);
+    if (!skill) return errorResult("skill_not_found", `Unknown tool "${name.slice(0, 100)}": no listed skill has that slug.`);
+    try {
+      const response = await deps.calls.execute({ endpoint: "call", apiKey, skillRef: skill.id, input, idempotency: idempotencyOf(skill, input, _meta), startedAt });
+      return toolResult(response);
+    } catch (error) {
+      if (error instanceof ApiError) return errorResult(error.code, error.message);
+      deps.log("internal error on an MCP tool call", error);
+      return errorResult("internal_error", "Internal server error: the call was not charged.");
+    }
+  });
+
+  return server;
+}
+
+/** A skill as an MCP tool: its slug, its schema (an object schema, as MCP requires), and its price in the description. */
+export function toolOf(deps: Pick<McpRoutesParameters, "config">, skill: Skill): Tool {
+  const priceUsd = microsToUsd(computeCharge(skill.priceMicros, deps.config.feeMode, deps.config.feeBps).chargedMicros);
+  const about = skill.description.trim() || skill.name;
+  return {
+    name: skill.slug,
+    title: skill.name,
+    description: `${about}\n\nPrice: $${priceUsd} per call, charged only when the call succeeds.`,
+    inputSchema: objectSchema(skill.inputSchema),
+  };
+}
+
+/**
+ * The skill's input schema as an MCP tool's `inputSchema`, which must be an object schema
+ * (the SDK's client refuses a whole tool list over one that is not). A schema without a
+ * `type` gets `"object"` (a call's input is always an object); one that describes anything
+ * else, or whose `properties`/`required` are malformed, is replaced by `{type: "object"}`,
+ * and the gateway still validates every call against the seller's schema.
+ */
+function objectSchema(schema: object | null): Tool["inputSchema"] {
+  if (schema === null || Array.isArray(schema)) return { type: "object" };
+  const s = schema as Record<string, unknown>;
+  if (s.type !== undefined && s.type !== "object") return { type: "object" };
+  if (s.properties !== undefined && (typeof s.properties !== "object" || s.properties === null || Array.isArray(s.properties))) return { type: "object" };
+  if (s.required !== undefined && !(Array.isArray(s.required) && s.required.every((r) => typeof r === "string"))) return { type: "object" };
+  return { ...s, type: "object" } as Tool["inputSchema"];
+}
+
+/** The idempotency key of a tools/call, from its `_meta`; the request hash covers the tool and its arguments. */
+function idempotencyOf(skill: Skill, input: unknown, meta: Record<string, unknown> | undefined): { key: string; requestHash: string } | undefined {
+  const key = meta?.[MCP_IDEMPOTENCY_META];
+  if (key === undefined) return undefined;
+  if (typeof key !== "string" || !IDEMPOTENCY_KEY.test(key)) {
+    throw new ApiError("invalid_request", `_meta.${MCP_IDEMPOTENCY_META} must be 1 to 255 visible ASCII characters.`);
+  }
+  const requestHash = createHash("sha256").update(`mcp ${skill.id}\n`).update(JSON.stringify(input)).digest("hex");
+  return { key, requestHash };
+}
+
+interface CallMetadata {
+  skill_id: string;
+  response_time_ms: number;
+  price_paid: number;
+}
+
+/**
+ * The call service's answer as a tool result. Success: the skill's data as JSON text, a line
+ * with what was charged, and `structuredContent` `{data, metadata}` with the same metadata as
+ * `POST /v1/call` plus the call id. Any other status: `isError`, the gateway's message (a 402's
+ * names the shortfall), and `{error, code, metadata}`; nothing was charged.
+ */
+function toolResult(response: CallResponse): CallToolResult {
+  const body = JSON.parse(response.body) as { success: boolean; data?: unknown; error?: string; code?: string; metadata?: CallMetadata };
+  const callId = response.headers["x-call-id"];
+  const metadata = { ...body.metadata, ...(callId ? { call_id: callId } : {}), ...(response.headers["idempotent-replayed"] ? { replayed: true } : {}) };
+  const pricePaid = body.metadata?.price_paid ?? 0;
+  if (response.status === 200 && body.success) {
+    return {
+      content: [
+        { type: "text", text: JSON.stringify(body.data) },
+        { type: "text", text: `Charged $${pricePaid} for ${body.metadata?.skill_id ?? "the skill"}${callId ? ` (call ${callId})` : ""}.` },
+      ],
+      structuredContent: { data: body.data, metadata },
+    };
+  }
+  const retryAfter = response.headers["retry-after"];
+  return {
+    isError: true,
+    content: [{ type: "text", text: `${body.error ?? "The call failed."} Charged $${pricePaid}.` }],
+    structuredContent: { error: body.error, code: body.code, metadata, ...(retryAfter ? { retry_after_sec: Number(retryAfter) } : {}) },
+  };
+}
+
+/** A refusal before the call service ran, or a fault: an error result, nothing charged. */
+function errorResult(code: string, message: string): CallToolResult {
+  return { isError: true, content: [{ type: "text", text: `${message} Charged $0.` }], structuredContent: { error: message, code, metadata: { price_paid: 0 } } };
+}
