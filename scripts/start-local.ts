@@ -156,6 +156,10 @@ API key: ${key}
 Try it:
 curl -s ${gateway.url}/v1/call -H "Authorization: Bearer ${key}" -H "Content-Type: application/json" -d '${body}'
 
+Or give an agent its skills with the command-line client (clients/cli), in the agent's project:
+export SKILL_GATEWAY_URL=${gateway.url} SKILL_GATEWAY_API_KEY=${key}
+node ${path.join(ROOT, "clients/cli/bin/skill-gateway.cjs")} add echo   (then: call echo --input '{"hi":1}', list, remove echo, mcp)
+
 Press Ctrl-C to stop.`);
 
   let stopping = false;
