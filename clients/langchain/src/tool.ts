@@ -1,0 +1,78 @@
+import { ToolMessage } from "@langchain/core/messages";
+import { DynamicStructuredTool, tool, type ToolRunnableConfig } from "@langchain/core/tools";
+import type { JSONSchema } from "@langchain/core/utils/json_schema";
+import type { CallMetadata, SkillGateway } from "@skill-gateway/sdk";
+import { type SkillToolFailure, failureOf } from "./errors";
+
+/** The JSON Schema of a skill that declares none: any object. */
+export const OPEN_SCHEMA = { type: "object", properties: {}, additionalProperties: true } as const;
+
+/** What a tool knows of its skill: from GET /v1/skills/:slug, or pinned in the manifest. */
+export interface SkillSpec {
+  slug: string;
+  name: string;
+  description: string;
+  /** What a call costs the caller, in USD. */
+  price: number;
+  inputSchema: unknown;
+}
+
+/**
+ * The artifact of a tool call (ToolMessage.artifact; the model does not see it): the data and
+ * the call's metadata (cost, callId, ...) on success, the failure otherwise.
+ */
+export type SkillToolArtifact = { ok: true; data: unknown; metadata: CallMetadata } | { ok: false; error: SkillToolFailure };
+
+/** A Skill Gateway skill as a LangChain tool: `content_and_artifact`, content a string. */
+export type SkillTool = DynamicStructuredTool<JSONSchema, Record<string, unknown>, Record<string, unknown>, string | ToolMessage>;
+
+export function formatUsd(usd: number): string {
+  return `$${Number(usd.toPrecision(12))}`;
+}
+
+/** The tool's description: the skill's own words, then its price. */
+export function describe(spec: SkillSpec): string {
+  const own = spec.description.replace(/\s+/g, " ").trim();
+  const price = `Price: ${formatUsd(spec.price)} USD per successful call (failed calls are free), through Skill Gateway.`;
+  return own ? `${own} ${price}` : price;
+}
+
+/** The tool's argument schema: the skill's JSON Schema as an object schema, or OPEN_SCHEMA. */
+export function schemaOf(inputSchema: unknown): JSONSchema {
+  if (typeof inputSchema !== "object" || inputSchema === null || Array.isArray(inputSchema)) return { ...OPEN_SCHEMA };
+  return { ...(inputSchema as Record<string, unknown>), type: "object" } as JSONSchema;
+}
+
+/**
+ * The tool for a known skill (no network until it is called). A call returns the skill's data
+ * as a JSON string; an expected failure (400, 402, 429, 502) returns one line the model can act
+ * on, as a ToolMessage with status "error" when invoked with a ToolCall; other failures throw.
+ */
+export function toolFromSpec(client: SkillGateway, spec: SkillSpec): SkillTool {
+  const run = async (input: Record<string, unknown>, config?: ToolRunnableConfig): Promise<[string | ToolMessage, SkillToolArtifact]> => {
+    try {
+      const { data, metadata } = await client.call(spec.slug, input ?? {}, { signal: config?.signal });
+      return [JSON.stringify(data) ?? "null", { ok: true, data, metadata }];
+    } catch (error) {
+      const failure = failureOf(error, spec.slug);
+      if (!failure) throw error;
+      const artifact: SkillToolArtifact = { ok: false, error: failure };
+      const toolCallId = config?.toolCall?.id;
+      // A ToolMessage returned as the content is passed through as is: the only way to mark it an error.
+      if (toolCallId) return [new ToolMessage({ status: "error", content: failure.message, artifact, tool_call_id: toolCallId, name: spec.slug }), artifact];
+      return [failure.message, artifact];
+    }
+  };
+  return tool(run, {
+    name: spec.slug,
+    description: describe(spec),
+    schema: schemaOf(spec.inputSchema),
+    responseFormat: "content_and_artifact",
+  }) as unknown as SkillTool;
+}
+
+/** The tool for a skill of the marketplace: fetches it (GET /v1/skills/:slug) for its name, description, price and schema. */
+export async function skillTool(client: SkillGateway, slug: string): Promise<SkillTool> {
+  const skill = await client.skills.get(slug);
+  return toolFromSpec(client, { slug: skill.slug, name: skill.name, description: skill.description, price: skill.price_per_call, inputSchema: skill.input_schema });
+}

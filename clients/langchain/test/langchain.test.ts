@@ -1,0 +1,195 @@
+import "./sdk-source";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { ToolMessage } from "@langchain/core/messages";
+import { ToolInputParsingException, isStructuredTool } from "@langchain/core/tools";
+import { SkillGateway } from "@skill-gateway/sdk";
+import { expect } from "chai";
+import { type TestStack, startStack } from "../../../test/helpers/gateway";
+import { type SkillToolArtifact, OPEN_SCHEMA, failureOf, skillTool, skillToolkit } from "../src";
+
+const UPPERCASE_SCHEMA = { type: "object", properties: { text: { type: "string" } }, required: ["text"], additionalProperties: false };
+
+describe("@skill-gateway/langchain against a real gateway", function () {
+  let stack: TestStack;
+  let client: SkillGateway;
+
+  before(async function () {
+    stack = await startStack();
+    stack.addSkill("uppercase", "/echo", { description: "Echoes text: a stand-in for an upper-casing skill.", priceMicros: 2_000n, inputSchema: UPPERCASE_SCHEMA });
+    stack.addSkill("limited", "/echo", { priceMicros: 1_000n, rateLimitPerMin: 1 });
+    // No retries: a 502 or a 429 reaches the tool at once.
+    client = new SkillGateway({ apiKey: stack.key, baseUrl: stack.url, maxRetries: 0 });
+  });
+  after(async function () {
+    await stack?.close();
+  });
+
+  it("makes a real @langchain/core tool whose name, description (with the price) and schema come from the skill", async function () {
+    const uppercase = await skillTool(client, "uppercase");
+    expect(isStructuredTool(uppercase)).to.equal(true);
+    expect(uppercase.name).to.equal("uppercase");
+    expect(uppercase.description).to.equal("Echoes text: a stand-in for an upper-casing skill. Price: $0.002 USD per successful call (failed calls are free), through Skill Gateway.");
+    expect(uppercase.schema).to.deep.equal(UPPERCASE_SCHEMA);
+    expect(uppercase.responseFormat).to.equal("content_and_artifact");
+
+    const echo = await skillTool(client, "echo");
+    expect(echo.description).to.match(/^Price: \$0\.001 USD per successful call/);
+    expect(echo.schema).to.deep.equal(OPEN_SCHEMA);
+  });
+
+  it("tool.invoke(args) returns the skill's data as JSON and charges exactly the price", async function () {
+    const echo = await skillTool(client, "echo");
+    const before = stack.available();
+    const out = await echo.invoke({ text: "hi", n: 2 });
+    expect(typeof out).to.equal("string");
+    expect(JSON.parse(out as string)).to.deep.include({ text: "hi", n: 2 });
+    expect(before - stack.available()).to.equal(1_000n);
+  });
+
+  it("a ToolCall produces a ToolMessage with the call id, the data as content and the cost in the artifact", async function () {
+    const uppercase = await skillTool(client, "uppercase");
+    const before = stack.available();
+    const message = await uppercase.invoke({ id: "call_1", name: "uppercase", args: { text: "hello" }, type: "tool_call" });
+    expect(message).to.be.instanceOf(ToolMessage);
+    const tm = message as ToolMessage;
+    expect(tm.tool_call_id).to.equal("call_1");
+    expect(tm.name).to.equal("uppercase");
+    expect(tm.status).to.equal("success");
+    expect(JSON.parse(tm.content as string)).to.deep.include({ text: "hello" });
+    const artifact = tm.artifact as SkillToolArtifact;
+    expect(artifact.ok).to.equal(true);
+    if (artifact.ok) expect(artifact.metadata.cost).to.equal(0.002);
+    expect(before - stack.available()).to.equal(2_000n);
+  });
+
+  it("arguments that break the skill's schema are refused by LangChain before any call", async function () {
+    const uppercase = await skillTool(client, "uppercase");
+    const before = stack.available();
+    let thrown: unknown;
+    try {
+      await uppercase.invoke({ wrong: 1 } as Record<string, unknown>);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).to.be.instanceOf(ToolInputParsingException);
+    expect((thrown as Error).message).to.include("did not match expected schema");
+    expect(stack.available()).to.equal(before);
+  });
+
+  it("a zero balance reaches the model as a clear insufficient-balance message; nothing is charged", async function () {
+    const broke = stack.addBuyer("0");
+    const poor = new SkillGateway({ apiKey: broke.key, baseUrl: stack.url, maxRetries: 0 });
+    const echo = await skillTool(poor, "echo");
+    const out = await echo.invoke({ text: "hi" });
+    expect(out).to.be.a("string");
+    expect(out as string).to.match(/^Insufficient balance: .* Nothing was charged\. Add funds to the Skill Gateway account before calling echo again\.$/);
+    expect(out as string).not.to.include("\n");
+
+    const message = (await echo.invoke({ id: "call_2", name: "echo", args: { text: "hi" }, type: "tool_call" })) as ToolMessage;
+    expect(message).to.be.instanceOf(ToolMessage);
+    expect(message.tool_call_id).to.equal("call_2");
+    expect(message.status).to.equal("error");
+    expect(message.content).to.match(/^Insufficient balance: /);
+    expect((message.artifact as SkillToolArtifact).ok).to.equal(false);
+    expect(stack.available(broke.accountId)).to.equal(0n);
+  });
+
+  it("a failing skill (502) reaches the model as a clear message; nothing is charged", async function () {
+    const fail = await skillTool(client, "fail");
+    const before = stack.available();
+    const out = await fail.invoke({});
+    expect(out as string).to.match(/^The skill fail failed: .* Nothing was charged\. You may retry, or do without it\.$/);
+    const message = (await fail.invoke({ id: "call_3", name: "fail", args: {}, type: "tool_call" })) as ToolMessage;
+    expect(message.status).to.equal("error");
+    expect(message.tool_call_id).to.equal("call_3");
+    const artifact = message.artifact as SkillToolArtifact;
+    expect(artifact.ok ? null : artifact.error.status).to.equal(502);
+    expect(stack.available()).to.equal(before);
+  });
+
+  it("a rate limit reaches the model as a clear message", async function () {
+    const limited = await skillTool(client, "limited");
+    await limited.invoke({ n: 1 });
+    const before = stack.available();
+    const out = await limited.invoke({ n: 2 });
+    expect(out as string).to.match(/^Rate limited: .* Nothing was charged\. Retry (after \d+ s|later)\.$/);
+    expect(stack.available()).to.equal(before);
+  });
+
+  it("errors the model cannot fix throw: an unknown skill, a bad key", async function () {
+    let thrown: unknown;
+    try {
+      await skillTool(client, "no-such-skill");
+    } catch (error) {
+      thrown = error;
+    }
+    expect((thrown as { status?: number })?.status).to.equal(404);
+
+    const echo = await skillTool(client, "echo");
+    const badKeyEcho = (await skillToolkit(new SkillGateway({ apiKey: "atom_nope", baseUrl: stack.url, maxRetries: 0 }), { manifest: writeManifest([pinned("echo", 0.001, null)]) }))[0];
+    thrown = undefined;
+    try {
+      await badKeyEcho.invoke({});
+    } catch (error) {
+      thrown = error;
+    }
+    expect((thrown as { status?: number })?.status).to.equal(401);
+    expect(failureOf(new Error("boom"), "echo")).to.equal(null);
+    expect(echo.name).to.equal("echo");
+  });
+
+  it("a toolkit from the CLI's manifest uses the pinned schema and price, and calls the gateway", async function () {
+    const file = writeManifest([pinned("uppercase", 0.002, UPPERCASE_SCHEMA), pinned("echo", 0.001, null)]);
+    const tools = await skillToolkit(client, { manifest: file });
+    expect(tools.map((t) => t.name)).to.deep.equal(["uppercase", "echo"]);
+    expect(tools[0].schema).to.deep.equal(UPPERCASE_SCHEMA);
+    expect(tools[0].description).to.include("Price: $0.002 USD per successful call");
+    expect(tools[1].schema).to.deep.equal(OPEN_SCHEMA);
+    const before = stack.available();
+    const message = (await tools[0].invoke({ id: "call_4", name: "uppercase", args: { text: "x" }, type: "tool_call" })) as ToolMessage;
+    expect(message.tool_call_id).to.equal("call_4");
+    expect(JSON.parse(message.content as string)).to.deep.include({ text: "x" });
+    expect(before - stack.available()).to.equal(2_000n);
+  });
+
+  it("a toolkit's default manifest is ./skill-gateway.json; a missing one is a clear error", async function () {
+    const dir = path.dirname(writeManifest([pinned("echo", 0.001, null)]));
+    const cwd = process.cwd();
+    try {
+      process.chdir(dir);
+      expect((await skillToolkit(client)).map((t) => t.name)).to.deep.equal(["echo"]);
+    } finally {
+      process.chdir(cwd);
+    }
+    let thrown: unknown;
+    try {
+      await skillToolkit(client, { manifest: path.join(dir, "missing.json") });
+    } catch (error) {
+      thrown = error;
+    }
+    expect((thrown as Error)?.message).to.match(/^No Skill Gateway manifest at .*missing\.json: add skills with `skill-gateway add <slug>`/);
+  });
+
+  it("a toolkit from slugs fetches each skill", async function () {
+    const tools = await skillToolkit(client, { slugs: ["echo", "uppercase"] });
+    expect(tools.map((t) => [t.name, t.schema])).to.deep.equal([
+      ["echo", OPEN_SCHEMA],
+      ["uppercase", UPPERCASE_SCHEMA],
+    ]);
+    expect(JSON.parse((await tools[1].invoke({ text: "y" })) as string)).to.deep.include({ text: "y" });
+  });
+});
+
+/** A manifest skill in the CLI's format (clients/cli/src/manifest.ts). */
+function pinned(slug: string, price: number, inputSchema: object | null) {
+  return { id: `id-${slug}`, slug, name: slug, description: slug === "uppercase" ? "Echoes text: a stand-in for an upper-casing skill." : "", price, currency: "USD", inputSchema, agent: "claude", addedAt: new Date(0).toISOString(), files: [], dirs: [] };
+}
+
+function writeManifest(skills: object[]): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sg-langchain-"));
+  const file = path.join(dir, "skill-gateway.json");
+  fs.writeFileSync(file, `${JSON.stringify({ version: 1, skills }, null, 2)}\n`);
+  return file;
+}
