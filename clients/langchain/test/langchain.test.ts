@@ -109,6 +109,14 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     expect(stack.available()).to.equal(before);
   });
 
+  it("input the skill's backend refuses (400) reaches the model as a clear message; nothing is charged", async function () {
+    const reject = await skillTool(client, "reject");
+    const before = stack.available();
+    const out = await reject.invoke({});
+    expect(out as string).to.match(/^Invalid input for reject: .* Nothing was charged\. Fix the arguments and call again\.$/);
+    expect(stack.available()).to.equal(before);
+  });
+
   it("a rate limit reaches the model as a clear message", async function () {
     const limited = await skillTool(client, "limited");
     await limited.invoke({ n: 1 });
