@@ -90,6 +90,7 @@ export class ValidationPool {
 
   private dispatch(): void {
     while (this.slots.length < (this.options.size ?? 1)) this.slots.push(this.spawn());
+    this.holdProcessOpen();
     for (const slot of this.slots) {
       if (!slot.ready || slot.job) continue;
       const job = this.queue.shift();
@@ -104,6 +105,18 @@ export class ValidationPool {
       slot.job = job;
       slot.timer = setTimeout(() => this.overrun(slot), deadlineAtMs - now);
       slot.worker.postMessage({ id: job.id, kind: job.kind, key: job.key, schema: job.schema, input: job.input });
+    }
+  }
+
+  /**
+   * Workers keep the process alive only while there is work: an idle pool must not stop a
+   * gateway or a script from exiting, and a script awaiting a validation must not exit first.
+   */
+  private holdProcessOpen(): void {
+    const busy = this.queue.length > 0 || this.slots.some((slot) => slot.job !== undefined);
+    for (const slot of this.slots) {
+      if (busy) slot.worker.ref();
+      else slot.worker.unref();
     }
   }
 
@@ -124,6 +137,7 @@ export class ValidationPool {
       slot.seen.add(job.key);
       job.resolve(message.kind === "problems" ? { kind: "problems", problems: message.problems ?? [] } : { kind: "invalid_schema", message: message.message ?? "invalid schema" });
       this.dispatch();
+      this.holdProcessOpen();
     });
     // An error or exit not asked for (out of memory, a crash): the job in hand fails, a new worker takes over.
     const lost = (error?: unknown) => {

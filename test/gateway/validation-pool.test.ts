@@ -1,3 +1,5 @@
+import { spawnSync } from "node:child_process";
+import path from "node:path";
 import { expect } from "chai";
 import { ValidationPool } from "../../server/gateway/validation-pool";
 
@@ -50,5 +52,18 @@ describe("ValidationPool (schemas whose work cannot be bounded run on a worker, 
     pool = new ValidationPool({ validateTimeoutMs: 2_000, compileTimeoutMs: 10_000 });
     const outcome = await pool.compile("bad", JSON.stringify({ $ref: "#/definitions/x", definitions: { x: { type: "string", pattern: "(a)\\1" } } }));
     expect(outcome.kind).to.equal("invalid_schema");
+  });
+
+  it("keeps a script alive while it awaits a validation, and lets it exit once the pool is idle", () => {
+    // A script (the register-skill command) awaits a compile and does nothing else: an idle,
+    // unreferenced worker must not let it exit before the answer, nor keep it alive after.
+    const code = `
+      const { ValidationPool } = require(${JSON.stringify(path.resolve(__dirname, "../../server/gateway/validation-pool"))});
+      const pool = new ValidationPool({ validateTimeoutMs: 2000, compileTimeoutMs: 20000 });
+      pool.compile("k", JSON.stringify({ $ref: "#/definitions/a", definitions: { a: { type: "string" } } }))
+        .then((outcome) => process.stdout.write(JSON.stringify(outcome)));`;
+    const child = spawnSync(process.execPath, ["-r", "ts-node/register/transpile-only", "-e", code], { timeout: 30_000, encoding: "utf8" });
+    expect(child.signal, "the script did not exit once the pool was idle").to.equal(null);
+    expect(child.stdout).to.equal('{"kind":"problems","problems":[]}');
   });
 });
