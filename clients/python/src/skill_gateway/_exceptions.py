@@ -1,0 +1,174 @@
+"""The client's errors, after openai-python's and anthropic-sdk-python's ``_exceptions.py``.
+
+``SkillGatewayError`` is the base of them all. An answer from the gateway that is not a
+success raises an ``APIStatusError`` subclass chosen by its HTTP status, carrying the status,
+the gateway's snake_case ``code`` and its ``error`` message. No answer at all raises
+``APIConnectionError`` (or its subclass ``APITimeoutError``), whose ``status_code`` is None.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import httpx
+
+__all__ = [
+    "SkillGatewayError",
+    "APIStatusError",
+    "BadRequestError",
+    "AuthenticationError",
+    "InsufficientBalanceError",
+    "NotFoundError",
+    "ConflictError",
+    "RateLimitError",
+    "InternalServerError",
+    "SkillError",
+    "APIConnectionError",
+    "APITimeoutError",
+]
+
+
+class SkillGatewayError(Exception):
+    """Base of every error this client raises."""
+
+    message: str
+    """The gateway's ``error`` message, or the client's own."""
+    status_code: Optional[int]
+    """The HTTP status of the gateway's answer; None when there was no answer."""
+    code: str
+    """The gateway's error code (``insufficient_balance``, ...) or the client's (``connection_error``, ``timeout``)."""
+    call_id: Optional[str]
+    """The gateway's ``X-Call-Id`` for the failed attempt, when it sent one."""
+    idempotency_key: Optional[str]
+    """The ``Idempotency-Key`` the call was sent with: pass it again to retry the very same call safely."""
+    response: Optional[httpx.Response]
+    body: Optional[Any]
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: Optional[int] = None,
+        code: str = "error",
+        call_id: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        response: Optional[httpx.Response] = None,
+        body: Optional[Any] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+        self.code = code
+        self.call_id = call_id
+        self.idempotency_key = idempotency_key
+        self.response = response
+        self.body = body
+
+    @property
+    def headers(self) -> Optional[httpx.Headers]:
+        return self.response.headers if self.response is not None else None
+
+    def __str__(self) -> str:
+        if self.status_code is None:
+            return self.message
+        return f"Error code: {self.status_code} ({self.code}) - {self.message}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(message={self.message!r}, status_code={self.status_code!r}, code={self.code!r})"
+
+
+class APIStatusError(SkillGatewayError):
+    """The gateway answered with a status that is not a success (any not mapped below: 403, 413, 503...)."""
+
+    status_code: int
+
+
+class BadRequestError(APIStatusError):
+    """400: the request or the input is invalid, or the skill's backend refused it. Not retried."""
+
+
+class AuthenticationError(APIStatusError):
+    """401: the API key is missing, malformed, unknown or revoked. Not retried."""
+
+
+class InsufficientBalanceError(APIStatusError):
+    """402: the balance is below the call's price. Nothing was charged. Not retried."""
+
+
+class NotFoundError(APIStatusError):
+    """404: no skill with that slug or UUID. Not retried."""
+
+
+class ConflictError(APIStatusError):
+    """409 or 422: the Idempotency-Key is in use by a request still running (409, retried) or
+    was used with another body (422, not retried)."""
+
+
+class RateLimitError(APIStatusError):
+    """429: a per-key, per-skill or daily limit was reached."""
+
+    retry_after: Optional[float]
+    """The gateway's Retry-After in seconds, when it sent one."""
+
+    def __init__(self, message: str, *, retry_after: Optional[float] = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_after = retry_after
+
+
+class InternalServerError(APIStatusError):
+    """500: the gateway failed; the call was not charged."""
+
+
+class SkillError(APIStatusError):
+    """502: the skill's backend failed, timed out or answered something unusable; not charged."""
+
+
+class APIConnectionError(SkillGatewayError):
+    """No answer: the connection was refused, reset or closed before a whole response arrived."""
+
+    def __init__(self, message: str = "Connection error.", *, code: str = "connection_error", **kwargs: Any) -> None:
+        super().__init__(message, code=code, **kwargs)
+
+
+class APITimeoutError(APIConnectionError):
+    """No answer within the time-out of one attempt."""
+
+    def __init__(self, message: str = "Request timed out.", **kwargs: Any) -> None:
+        kwargs.setdefault("code", "timeout")
+        super().__init__(message, **kwargs)
+
+
+_BY_STATUS = {
+    400: BadRequestError,
+    401: AuthenticationError,
+    402: InsufficientBalanceError,
+    404: NotFoundError,
+    409: ConflictError,
+    422: ConflictError,
+    500: InternalServerError,
+    502: SkillError,
+}
+
+
+def error_from_response(
+    response: httpx.Response, body: Any, *, idempotency_key: Optional[str], retry_after: Optional[float]
+) -> APIStatusError:
+    """The error for an answer that is not a success: the class by status, message and code from
+    the gateway's ``{success: false, error, code}`` envelope when the body is one."""
+    status = response.status_code
+    envelope = body if isinstance(body, dict) else {}
+    error = envelope.get("error")
+    message = error if isinstance(error, str) and error else f"The gateway answered HTTP {status}."
+    code = envelope.get("code")
+    code = code if isinstance(code, str) and code else f"http_{status}"
+    kwargs: dict = dict(
+        status_code=status,
+        code=code,
+        call_id=response.headers.get("x-call-id"),
+        idempotency_key=idempotency_key,
+        response=response,
+        body=body,
+    )
+    if status == 429:
+        return RateLimitError(message, retry_after=retry_after, **kwargs)
+    return _BY_STATUS.get(status, APIStatusError)(message, **kwargs)

@@ -1,0 +1,258 @@
+"""What the client returns: plain dataclasses over the gateway's JSON, amounts as ``Decimal``."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Dict, List, Mapping, Optional
+
+import httpx
+
+__all__ = ["CallMetadata", "CallResult", "RateLimitInfo", "Skill", "Balance", "UsageCall"]
+
+_MICROS = Decimal(1_000_000)
+
+
+def to_decimal(value: Any) -> Decimal:
+    """A JSON number as the Decimal it reads as (0.001, not 0.001000000000000000020816...)."""
+    if value is None or isinstance(value, bool):
+        return Decimal(0)
+    if isinstance(value, Decimal):
+        return value
+    try:
+        return Decimal(str(value))
+    except Exception:
+        return Decimal(0)
+
+
+def _micros(base_units: Any, fallback: Any) -> Decimal:
+    """USD from USDC base units (6 decimals, a string), exact; else from the USD number."""
+    if isinstance(base_units, (str, int)) and not isinstance(base_units, bool):
+        try:
+            return Decimal(int(base_units)) / _MICROS
+        except ValueError:
+            pass
+    return to_decimal(fallback)
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+@dataclass(frozen=True)
+class RateLimitInfo:
+    """The per-key rate limit from the ``RateLimit-*`` headers."""
+
+    limit: int
+    """Calls allowed per window (RateLimit-Limit)."""
+    remaining: int
+    """Calls left in this window (RateLimit-Remaining)."""
+    reset: float
+    """Seconds until the window resets (RateLimit-Reset)."""
+
+    @classmethod
+    def from_headers(cls, headers: httpx.Headers) -> Optional["RateLimitInfo"]:
+        limit, remaining, reset = (headers.get(f"ratelimit-{n}") for n in ("limit", "remaining", "reset"))
+        if limit is None or remaining is None or reset is None:
+            return None
+        try:
+            return cls(limit=int(limit), remaining=int(remaining), reset=float(reset))
+        except ValueError:
+            return None
+
+
+@dataclass(frozen=True)
+class CallMetadata:
+    """A call's metadata, the same whichever endpoint answered: snake_case ``skill_id``,
+    ``price_paid``, ``response_time_ms`` from ``/v1/call``, camelCase ``skillId``, ``cost``,
+    ``responseTime`` from ``/v1/skills/:id/call``, plus what the headers say."""
+
+    skill_id: str
+    cost: Decimal
+    """What the call cost in USD; 0 when it was not charged."""
+    response_time_ms: float
+    idempotency_key: str
+    """The Idempotency-Key the call was sent with."""
+    call_id: Optional[str] = None
+    """The gateway's X-Call-Id; None on an idempotent replay, which has none."""
+    replayed: bool = False
+    """True when the gateway answered with the stored response of an earlier attempt."""
+    rate_limit: Optional[RateLimitInfo] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The metadata object as the gateway sent it."""
+
+    @property
+    def rate_limit_limit(self) -> Optional[int]:
+        return self.rate_limit.limit if self.rate_limit else None
+
+    @property
+    def rate_limit_remaining(self) -> Optional[int]:
+        return self.rate_limit.remaining if self.rate_limit else None
+
+    @property
+    def rate_limit_reset(self) -> Optional[float]:
+        return self.rate_limit.reset if self.rate_limit else None
+
+    @classmethod
+    def parse(cls, raw: Any, headers: httpx.Headers, idempotency_key: str) -> "CallMetadata":
+        m: Dict[str, Any] = dict(raw) if isinstance(raw, Mapping) else {}
+
+        def first(*names: str) -> Any:
+            for name in names:
+                if m.get(name) is not None:
+                    return m[name]
+            return None
+
+        return cls(
+            skill_id=str(first("skill_id", "skillId") or ""),
+            cost=to_decimal(first("price_paid", "cost")),
+            response_time_ms=_number(first("response_time_ms", "responseTime")),
+            idempotency_key=idempotency_key,
+            call_id=headers.get("x-call-id"),
+            replayed=headers.get("idempotent-replayed") == "true",
+            rate_limit=RateLimitInfo.from_headers(headers),
+            raw=m,
+        )
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """A successful call: the skill's ``data`` and the call's ``metadata``."""
+
+    data: Any
+    metadata: CallMetadata
+
+
+_TOOL_NAME = re.compile(r"[^a-zA-Z0-9_-]")
+OPEN_SCHEMA: Dict[str, Any] = {"type": "object", "properties": {}}
+
+
+@dataclass(frozen=True)
+class Skill:
+    """A marketplace skill (GET /v1/skills). ``price`` is the listed price and
+    ``price_per_call`` what a caller pays, in USD."""
+
+    id: str
+    slug: str
+    name: str
+    description: str
+    price: Decimal
+    price_per_call: Decimal
+    currency: str = "USD"
+    rate_limit_per_min: Optional[int] = None
+    input_schema: Optional[Dict[str, Any]] = None
+    seller: Dict[str, Any] = field(default_factory=dict)
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> "Skill":
+        schema = raw.get("input_schema")
+        return cls(
+            id=str(raw.get("id") or ""),
+            slug=str(raw.get("slug") or raw.get("id") or ""),
+            name=str(raw.get("name") or raw.get("slug") or ""),
+            description=str(raw.get("description") or ""),
+            price=to_decimal(raw.get("price")),
+            price_per_call=to_decimal(raw.get("price_per_call", raw.get("price"))),
+            currency=str(raw.get("currency") or "USD"),
+            rate_limit_per_min=raw.get("rate_limit_per_min"),
+            input_schema=schema if isinstance(schema, dict) else None,
+            seller=dict(raw.get("seller") or {}),
+            raw=dict(raw),
+        )
+
+    @property
+    def tool_name(self) -> str:
+        """The slug as a tool name models accept (``^[a-zA-Z0-9_-]{1,64}$``)."""
+        return (_TOOL_NAME.sub("_", self.slug) or "skill")[:64]
+
+    @property
+    def tool_description(self) -> str:
+        """The skill's description, with its price per call."""
+        base = self.description.strip() or f"The {self.name or self.slug} skill."
+        return f"{base} Costs ${self.price_per_call.normalize():f} per call."
+
+    def as_tool_schema(self, format: str = "openai") -> Dict[str, Any]:
+        """A tool definition to hand to a model, from the skill's JSON Schema (an open object
+        when it has none).
+
+        ``format="openai"`` (default): ``{"type": "function", "function": {"name", "description",
+        "parameters"}}`` for Chat Completions ``tools``. ``format="anthropic"``: ``{"name",
+        "description", "input_schema"}`` for the Messages API ``tools``. The name is the slug:
+        call the skill back with ``client.skill(name).call(arguments)``.
+        """
+        schema = dict(self.input_schema) if self.input_schema else dict(OPEN_SCHEMA)
+        if format == "openai":
+            return {"type": "function", "function": {"name": self.tool_name, "description": self.tool_description, "parameters": schema}}
+        if format == "anthropic":
+            return {"name": self.tool_name, "description": self.tool_description, "input_schema": schema}
+        raise ValueError(f'format must be "openai" or "anthropic", not {format!r}')
+
+
+@dataclass(frozen=True)
+class Balance:
+    """GET /v1/balance, in USD (exact, from the USDC base units)."""
+
+    currency: str
+    available: Decimal
+    held: Decimal
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> "Balance":
+        return cls(
+            currency=str(raw.get("currency") or "USD"),
+            available=_micros(raw.get("available_base_units"), raw.get("available")),
+            held=_micros(raw.get("held_base_units"), raw.get("held")),
+            raw=dict(raw),
+        )
+
+
+@dataclass(frozen=True)
+class UsageCall:
+    """One call of GET /v1/usage (the API's field names), ``cost`` in USD."""
+
+    id: str
+    skill_id: str
+    status: str
+    http_status: int
+    cost: Decimal
+    response_time_ms: float
+    created_at: str
+    outcome: str = ""
+    endpoint: str = ""
+    skill_uuid: Optional[str] = None
+    skill_name: Optional[str] = None
+    batch_number: Optional[int] = None
+    settlement: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> "UsageCall":
+        return cls(
+            id=str(raw.get("id") or ""),
+            skill_id=str(raw.get("skill_id") or ""),
+            status=str(raw.get("status") or ""),
+            http_status=int(raw.get("http_status") or 0),
+            cost=_micros(raw.get("cost_base_units"), raw.get("cost")),
+            response_time_ms=_number(raw.get("response_time_ms")),
+            created_at=str(raw.get("created_at") or ""),
+            outcome=str(raw.get("outcome") or ""),
+            endpoint=str(raw.get("endpoint") or ""),
+            skill_uuid=raw.get("skill_uuid"),
+            skill_name=raw.get("skill_name"),
+            batch_number=raw.get("batch_number"),
+            settlement=raw.get("settlement"),
+            raw=dict(raw),
+        )
+
+
+def parse_usage_page(data: Any) -> "tuple[List[UsageCall], Optional[int]]":
+    data = data if isinstance(data, Mapping) else {}
+    calls = [UsageCall.parse(c) for c in data.get("calls") or [] if isinstance(c, Mapping)]
+    nxt = data.get("next_before")
+    return calls, (int(nxt) if nxt is not None else None)

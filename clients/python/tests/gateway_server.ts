@@ -1,0 +1,43 @@
+/**
+ * The real gateway for the Python client's integration tests: startStack (port 0, a fresh
+ * SQLite file, the test backend) plus a few skills and buyers, announced as one JSON line on
+ * stdout. It runs until its stdin closes (the pytest fixture that spawned it ends).
+ *
+ *   node -r ts-node/register/transpile-only clients/python/tests/gateway_server.ts
+ */
+import { startStack } from "../../../test/helpers/gateway";
+
+const UPPERCASE_SCHEMA = {
+  type: "object",
+  properties: { text: { type: "string", description: "The text to upper-case." } },
+  required: ["text"],
+  additionalProperties: false,
+};
+
+async function main(): Promise<void> {
+  // A generous per-key limit: the concurrency test fires many calls at once.
+  const stack = await startStack({ buyerUsd: "10" });
+  stack.addSkill("uppercase", "/echo", { description: "Echoes text: a stand-in for an upper-casing skill.", priceMicros: 2_000n, inputSchema: UPPERCASE_SCHEMA });
+  stack.addSkill("broken", "/fail");
+  const empty = stack.addBuyer("0");
+  const concurrent = stack.addBuyer("1");
+  process.stdout.write(
+    JSON.stringify({ url: stack.url, key: stack.key, empty_key: empty.key, concurrent_key: concurrent.key }) + "\n",
+  );
+  let closing = false;
+  const close = async () => {
+    if (closing) return;
+    closing = true;
+    await stack.close();
+    process.exit(0);
+  };
+  process.stdin.on("end", close);
+  process.stdin.on("close", close);
+  process.stdin.resume();
+  process.on("SIGTERM", close);
+}
+
+main().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
