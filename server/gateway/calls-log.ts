@@ -51,6 +51,12 @@ export interface DailySpend {
 }
 
 /** The log of calls made by each account: what usage shows and what the daily cap counts. */
+const USAGE_SELECT = `SELECT c.id, c.skill_id, s.slug, s.name, c.endpoint, c.http_status, c.outcome, c.charged_micros, c.latency_us, c.created_at,
+         h.batch_number, b.status AS batch_status, c.rowid AS row_id
+  FROM calls c LEFT JOIN skills s ON s.id = c.skill_id
+  LEFT JOIN holds h ON h.id = c.hold_id
+  LEFT JOIN settlement_batches b ON b.number = h.batch_number`;
+
 export class CallsLog {
   private readonly stmt;
 
@@ -60,15 +66,9 @@ export class CallsLog {
         `INSERT INTO calls (id, account_id, api_key_id, skill_id, endpoint, http_status, outcome, charged_micros, hold_id, latency_us, created_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
-      recent: db.prepare(
-        `SELECT c.id, c.skill_id, s.slug, s.name, c.endpoint, c.http_status, c.outcome, c.charged_micros, c.latency_us, c.created_at,
-                h.batch_number, b.status AS batch_status
-         FROM calls c LEFT JOIN skills s ON s.id = c.skill_id
-         LEFT JOIN holds h ON h.id = c.hold_id
-         LEFT JOIN settlement_batches b ON b.number = h.batch_number
-         WHERE c.account_id = ? AND c.created_at < ?
-         ORDER BY c.created_at DESC, c.rowid DESC LIMIT ?`,
-      ),
+      recent: db.prepare(`${USAGE_SELECT} WHERE c.account_id = ? AND c.created_at < ? ORDER BY c.created_at DESC, c.rowid DESC LIMIT ?`),
+      // The rest of a page's last millisecond (see recent()).
+      restOfMs: db.prepare(`${USAGE_SELECT} WHERE c.account_id = ? AND c.created_at = ? AND c.rowid < ? ORDER BY c.rowid DESC`),
       // Calls per UTC day (ms / 86,400,000, integer division), charged or not; the 429s never
       // reached a skill, so they are not counted as calls.
       daily: db.prepare(
@@ -90,12 +90,21 @@ export class CallsLog {
     this.stmt.insert.run(c.id, c.accountId, c.apiKeyId, c.skillId, c.endpoint, c.httpStatus, c.outcome, c.chargedMicros, c.holdId, Math.round(c.latencyUs), c.createdAtMs);
   }
 
-  /** The account's calls, newest first; `beforeMs` pages back through older ones. */
+  /**
+   * The account's calls, newest first; `beforeMs` pages back through older ones. The next page
+   * starts strictly before the last row's millisecond, so a page never ends inside one: when
+   * the `limit`th row shares its millisecond with older calls, those come on this page too
+   * (it is longer than `limit`), instead of being skipped by the next.
+   */
   recent(accountId: string, limit: number, beforeMs = Number.MAX_SAFE_INTEGER): UsageRow[] {
-    return (this.stmt.recent.all(accountId, beforeMs, limit) as Array<{
+    type Row = {
       id: string; skill_id: string; slug: string | null; name: string | null; endpoint: Endpoint; http_status: bigint; outcome: CallOutcome;
-      charged_micros: bigint; latency_us: bigint; created_at: bigint; batch_number: bigint | null; batch_status: "pending" | "settled" | null;
-    }>).map((r) => ({
+      charged_micros: bigint; latency_us: bigint; created_at: bigint; batch_number: bigint | null; batch_status: "pending" | "settled" | null; row_id: bigint;
+    };
+    const rows = this.stmt.recent.all(accountId, beforeMs, limit) as Row[];
+    const last = rows.at(-1);
+    if (last && rows.length === limit) rows.push(...(this.stmt.restOfMs.all(accountId, last.created_at, last.row_id) as Row[]));
+    return rows.map((r) => ({
       id: r.id,
       skillId: r.skill_id,
       skillSlug: r.slug,

@@ -102,5 +102,28 @@ describe("read endpoints", () => {
       expect((await stack.get("/v1/usage?limit=0")).status).to.equal(400);
       expect((await stack.get("/v1/usage?limit=abc")).status).to.equal(400);
     });
+
+    it("never skips calls that share a millisecond with a page's last one: that page runs to the end of it", async () => {
+      // 7 calls in one millisecond and 2 in the one before, read 3 at a time: with a page
+      // cut inside a millisecond, `before=<ms>` would skip the rest of it.
+      const apiKeyId = stack.gw.keys.authenticate(stack.key)!.id;
+      const record = (id: string, createdAtMs: number) =>
+        stack.gw.ledger.commit.run(() =>
+          stack.gw.calls.record({ id, accountId: stack.buyerId, apiKeyId, skillId: stack.gw.skills.resolve("echo")!.id, endpoint: "call", httpStatus: 502, outcome: "skill_error", chargedMicros: 0n, holdId: null, latencyUs: 1_000, createdAtMs }),
+        );
+      const ids: string[] = [];
+      for (let i = 0; i < 2; i++) ids.push(`older-${i}`), record(`older-${i}`, 1_700_000_000_000);
+      for (let i = 0; i < 7; i++) ids.push(`burst-${i}`), record(`burst-${i}`, 1_700_000_000_001);
+      const seen: string[] = [];
+      let before = "";
+      for (let pages = 0; pages < 10; pages++) {
+        const page = await stack.get(`/v1/usage?limit=3${before}`);
+        seen.push(...page.body.data.calls.map((c: { id: string }) => c.id));
+        if (page.body.data.next_before === null) break;
+        before = `&before=${page.body.data.next_before}`;
+      }
+      expect([...seen].sort()).to.deep.equal([...ids].sort());
+      expect(seen.slice(0, 7)).to.deep.equal([...ids.slice(2)].reverse());
+    });
   });
 });

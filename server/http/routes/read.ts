@@ -83,7 +83,8 @@ export function readRoutes(deps: { config: Config; keys: ApiKeys; sessions: Sess
           settlement: r.chargedMicros === 0n ? "not_charged" : (r.batchStatus ?? "unsettled"),
         })),
         /** Pass as ?before= to read the next page. */
-        next_before: rows.length === limit ? rows[rows.length - 1].createdAtMs : null,
+        // A page may run past `limit` to finish its last millisecond (CallsLog.recent).
+        next_before: rows.length >= limit ? rows[rows.length - 1].createdAtMs : null,
       }),
     );
   });
