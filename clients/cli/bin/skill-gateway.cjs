@@ -12,16 +12,7 @@ if (fs.existsSync(built)) {
   cli = require(built);
 } else {
   require("ts-node").register({ transpileOnly: true, project: path.join(__dirname, "..", "tsconfig.json") });
-  try {
-    require.resolve("@skill-gateway/sdk");
-  } catch {
-    const Module = require("node:module");
-    const sdkSource = path.join(__dirname, "..", "..", "typescript", "src", "index.ts");
-    const resolve = Module._resolveFilename;
-    Module._resolveFilename = function (request, ...rest) {
-      return resolve.call(this, request === "@skill-gateway/sdk" ? sdkSource : request, ...rest);
-    };
-  }
+  require(path.join(__dirname, "..", "..", "typescript", "source.cjs"));
   cli = require(path.join(__dirname, "..", "src", "cli.ts"));
 }
 cli.run(process.argv.slice(2)).then(

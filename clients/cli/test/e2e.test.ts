@@ -1,4 +1,5 @@
-import "./sdk-source";
+// In a clone the SDK is not built: its source stands in (clients/typescript/source.cjs).
+import "../../typescript/source.cjs";
 import { execFile } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";

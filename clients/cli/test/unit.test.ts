@@ -1,4 +1,5 @@
-import "./sdk-source";
+// In a clone the SDK is not built: its source stands in (clients/typescript/source.cjs).
+import "../../typescript/source.cjs";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
