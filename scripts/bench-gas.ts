@@ -19,7 +19,7 @@
 import { takeSnapshot } from "@nomicfoundation/hardhat-network-helpers";
 import hre from "hardhat";
 import { getAddress, keccak256, maxUint256, slice, toHex, type Address, type Hash, type Hex } from "viem";
-import { deployContracts } from "../server/chain/deploy";
+import { deployContracts } from "../server/devstack/deploy";
 import { batchFromReceipts, buildReceipt } from "../test/contracts/helpers/batch";
 import type { CallReceipt } from "../server/chain/receipts";
 import { signAuthorization, splitSignature, signVoucher } from "../test/contracts/helpers/signatures";

@@ -73,7 +73,7 @@ async function runGateway(backendUrl: string, dbPath: string): Promise<void> {
   gw.ledger.ensureAccount({ id: "bench-seller", kind: "seller", name: "bench seller" });
   gw.ledger.ensureAccount({ id: "bench-buyer", kind: "user", name: "bench buyer" });
   gw.ledger.credit("bench-buyer", 1_000_000_000_000n, "dev_credit", "benchmark balance");
-  gw.skills.upsert({ slug: "echo", name: "echo", priceMicros: 1_000n, sellerAccountId: "bench-seller", backendUrl: backendUrl + "/echo", timeoutMs: 10_000 });
+  gw.skills.upsert({ slug: "echo", name: "echo", priceMicros: 1_000n, sellerAccountId: "bench-seller", backendUrl: `${backendUrl}/echo`, timeoutMs: 10_000 });
   gw.ledger.commit.flush();
   const { key } = gw.keys.create("bench-buyer");
   const sync = gw.db.pragma("synchronous", { simple: true });
@@ -160,9 +160,9 @@ async function main(): Promise<void> {
 
     const input = JSON.stringify({ hello: "world", n: 42 });
     console.log(`call-path benchmark: ${CONNECTIONS} connections, ${SECONDS} s per scenario after ${WARMUP_MS} ms warm-up, ${os.cpus().length} cores, Node ${process.version}\n`);
-    const direct = await load("backend, direct", backend.msg.url + "/echo", input, {});
-    const bare = await load("bare Node proxy", proxy.msg.url + "/echo", input, {});
-    const gw = await load("gateway (durable charges)", gateway.msg.url + "/v1/call", JSON.stringify({ skill_id: "echo", input: JSON.parse(input) }), {
+    const direct = await load("backend, direct", `${backend.msg.url}/echo`, input, {});
+    const bare = await load("bare Node proxy", `${proxy.msg.url}/echo`, input, {});
+    const gw = await load("gateway (durable charges)", `${gateway.msg.url}/v1/call`, JSON.stringify({ skill_id: "echo", input: JSON.parse(input) }), {
       authorization: `Bearer ${gateway.msg.key}`,
     });
 

@@ -11,9 +11,9 @@
 import path from "node:path";
 import { type Address, type Hex, createPublicClient, createWalletClient, formatUnits, getAddress, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { loadArtifact } from "../server/chain/deploy";
+import { loadArtifact } from "../server/devstack/deploy";
 import { readDeployment, verifyDeployment } from "../server/chain/deployment";
-import { DEV_ACCOUNT_INDEX, devAccount, localChain } from "../server/chain/local-node";
+import { DEV_ACCOUNT_INDEX, devAccount, localChain } from "../server/devstack/local-node";
 import { loadConfig } from "../server/config";
 
 const ROOT = path.resolve(__dirname, "..");

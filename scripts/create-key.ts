@@ -3,9 +3,9 @@
  *
  *   npm run create-key -- <account-id> [--name NAME] [--create user|seller] [--revoke KEY_ID]
  */
-import { ApiKeys } from "../server/accounts/api-keys";
+import { ApiKeys } from "../server/identity/api-keys";
 import { loadConfig } from "../server/config";
-import { openDatabase } from "../server/ledger/db";
+import { openDatabase } from "../server/db/db";
 import { Ledger } from "../server/ledger/ledger";
 
 function arg(name: string): string | undefined {

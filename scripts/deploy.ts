@@ -1,6 +1,6 @@
 /**
  * Deploys TestUSDC (or uses an existing USDC) and SkillEscrow to a running node and writes the deployment
- * file the gateway reads. A thin CLI over server/chain/deploy.ts.
+ * file the gateway reads. A thin CLI over server/devstack/deploy.ts.
  *
  *   npx hardhat compile
  *   npx hardhat node &                                  # chain id 8453 (or FORK_URL=… to fork Base)
@@ -31,7 +31,7 @@ import {
   type Address,
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { deployContracts, deploymentPath, writeDeployment } from "../server/chain/deploy";
+import { deployContracts, deploymentPath, writeDeployment } from "../server/devstack/deploy";
 
 type Options = {
   rpcUrl: string;
@@ -118,7 +118,7 @@ async function main(): Promise<void> {
 
   console.log(`Deployed to ${options.rpcUrl} (chain ${deployment.chainId}), block ${deployment.deployBlock}:
   SkillEscrow     ${deployment.escrow}
-  USDC            ${deployment.usdc}${deployment.usdcIsTestToken ? " (TestUSDC, owner " + deployment.deployer + ")" : ""}
+  USDC            ${deployment.usdc}${deployment.usdcIsTestToken ? ` (TestUSDC, owner ${deployment.deployer})` : ""}
   admin           ${deployment.admin}
   treasury        ${deployment.treasury}
   settler         ${deployment.settler}

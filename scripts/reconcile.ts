@@ -11,7 +11,7 @@ import path from "node:path";
 import Database from "better-sqlite3";
 import { createPublicClient, http } from "viem";
 import { readDeployment, verifyDeployment } from "../server/chain/deployment";
-import { reconcile } from "../server/chain/reconcile";
+import { reconcile } from "../server/settlement/reconcile";
 import { loadConfig } from "../server/config";
 
 const ROOT = path.resolve(__dirname, "..");

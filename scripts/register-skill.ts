@@ -10,8 +10,8 @@
 import fs from "node:fs";
 import { loadConfig } from "../server/config";
 import { EgressPolicy } from "../server/gateway/egress";
-import { SkillRegistry } from "../server/gateway/skills";
-import { openDatabase } from "../server/ledger/db";
+import { SkillRegistry } from "../server/catalog/skills";
+import { openDatabase } from "../server/db/db";
 import { Ledger } from "../server/ledger/ledger";
 import { usdToMicros } from "../server/ledger/money";
 

@@ -7,7 +7,7 @@
  *
  * Without GitHub/Google OAuth apps configured (GITHUB_CLIENT_ID, GOOGLE_CLIENT_ID), the
  * embedded default runs a local development identity provider in their place
- * (server/accounts/dev-identity-provider.ts), so both sign-ins work offline.
+ * (server/devstack/dev-identity-provider.ts), so both sign-ins work offline.
  *
  * With CHAIN_RPC_URL set it uses that chain and the DEPLOYMENT_FILE's contracts instead of
  * starting its own (no demo deposit is made there).
@@ -18,17 +18,17 @@ import path from "node:path";
 import { type Hex, createPublicClient, createWalletClient, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { randomBytes } from "node:crypto";
-import { type DevIdentityProvider, startDevIdentityProvider } from "../server/accounts/dev-identity-provider";
-import { startLocalAccountAbstraction } from "../server/chain/aa-local";
-import { loadArtifact } from "../server/chain/deploy";
+import { type DevIdentityProvider, startDevIdentityProvider } from "../server/devstack/dev-identity-provider";
+import { startLocalAccountAbstraction } from "../server/devstack/aa-local";
+import { loadArtifact } from "../server/devstack/deploy";
 import { type Deployment, readDeployment, writeDeployment } from "../server/chain/deployment";
-import { DEV_ACCOUNT_INDEX, type LocalNode, devAccount, localChain, startLocalNode } from "../server/chain/local-node";
+import { DEV_ACCOUNT_INDEX, type LocalNode, devAccount, localChain, startLocalNode } from "../server/devstack/local-node";
 import { loadConfig } from "../server/config";
-import { startDemoBackend } from "../server/demo/backend";
-import { deployDemoChain } from "../server/demo/chain-seed";
-import { DEMO_DEPOSIT_USD, seedDemo } from "../server/demo/seed";
+import { startDemoBackend } from "../server/devstack/demo-backend";
+import { deployDemoChain } from "../server/devstack/chain-seed";
+import { DEMO_DEPOSIT_USD, seedDemo } from "../server/devstack/seed";
 import { startGateway } from "../server/index";
-import { lockDatabase } from "../server/ledger/lock";
+import { lockDatabase } from "../server/db/lock";
 import { microsToUsd, usdToMicros } from "../server/ledger/money";
 
 const ROOT = path.resolve(__dirname, "..");
@@ -182,7 +182,7 @@ main().catch((error) => {
   process.exit(1);
 });
 
-/** The ERC-4337 stack on the local chain (server/chain/aa-local.ts), and the escrow's minimum deposit. */
+/** The ERC-4337 stack on the local chain (server/devstack/aa-local.ts), and the escrow's minimum deposit. */
 async function startAccountAbstraction(node: LocalNode, deployment: Deployment) {
   const local = await startLocalAccountAbstraction(node, deployment);
   startedBundler = local.bundler;

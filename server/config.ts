@@ -4,9 +4,8 @@
  */
 
 import ipaddr from "ipaddr.js";
+import type { FeeMode } from "./ledger/fees";
 import { usdToMicros } from "./ledger/money";
-
-export type FeeMode = "included" | "on_top";
 
 export interface Config {
   host: string;

@@ -1,6 +1,6 @@
-import { uuidv7 } from "../ledger/ids";
+import { uuidv7 } from "../db/ids";
 import { performance } from "node:perf_hooks";
-import type { ApiKeyRecord } from "../accounts/api-keys";
+import type { ApiKeyRecord } from "../identity/api-keys";
 import type { Config } from "../config";
 import { ApiError, type ErrorCode } from "../http/errors";
 import { type Endpoint, callMetadata, errorEnvelope, successEnvelope } from "../http/envelope";
@@ -10,8 +10,8 @@ import { microsToUsd } from "../ledger/money";
 import type { CallOutcome, CallsLog } from "./calls-log";
 import type { ForwardResult, Forwarder } from "./forward";
 import type { IdempotencyStore } from "./idempotency";
-import { type DailyCap, type RateDecision, type RateLimiter, type RateRule } from "./rate-limit";
-import type { Skill, SkillRegistry } from "./skills";
+import type { DailyCap, RateDecision, RateLimiter, RateRule } from "./rate-limit";
+import type { Skill, SkillRegistry } from "../catalog/skills";
 
 export interface CallRequest {
   endpoint: Endpoint;

@@ -1,4 +1,4 @@
-import type { Db } from "../ledger/db";
+import type { Db } from "../db/db";
 import type { Endpoint } from "../http/envelope";
 
 /** Why a call ended the way it did; stored with each call and shown in usage. */

@@ -1,7 +1,7 @@
 import { EventEmitter } from "node:events";
 import { Pool } from "undici";
 import { type EgressPolicy, EgressRefused } from "./egress";
-import type { Skill } from "./skills";
+import type { Skill } from "../catalog/skills";
 import { CALL_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, signCall } from "./signature";
 
 export type ForwardFailure = "backend_error" | "timeout" | "unreachable" | "invalid_json" | "response_too_large" | "forbidden";

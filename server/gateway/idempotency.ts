@@ -1,4 +1,4 @@
-import type { Db } from "../ledger/db";
+import type { Db } from "../db/db";
 
 export type IdempotencyBegin =
   | { kind: "new" }

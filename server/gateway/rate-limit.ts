@@ -53,8 +53,9 @@ export class RateLimiter {
         retryAfterMs: 0,
       };
     }
-    rules.forEach((rule, i) => this.tatMs.set(rule.key, next[i]));
-    if ((this.writesSincePrune += rules.length) > 10_000) this.prune(nowMs);
+    for (const [i, rule] of rules.entries()) this.tatMs.set(rule.key, next[i]);
+    this.writesSincePrune += rules.length;
+    if (this.writesSincePrune > 10_000) this.prune(nowMs);
     return headline!;
   }
 

@@ -11,7 +11,7 @@ export const SIGNATURE_HEADER = "x-skill-signature";
  * later or passed off as another call.
  */
 export function signCall(secret: string, callId: string, timestampSec: number, body: string): string {
-  return "v1=" + createHmac("sha256", secret).update(`${timestampSec}.${callId}.${body}`).digest("hex");
+  return `v1=${createHmac("sha256", secret).update(`${timestampSec}.${callId}.${body}`).digest("hex")}`;
 }
 
 /** What a skill backend runs to check a call came from the gateway, within `toleranceSec` of now. */

@@ -1,6 +1,6 @@
 import type { NextFunction, Request, Response } from "express";
-import type { ApiKeyRecord, ApiKeys } from "../accounts/api-keys";
-import type { Sessions } from "../accounts/sessions";
+import type { ApiKeyRecord, ApiKeys } from "../identity/api-keys";
+import type { Sessions } from "../identity/sessions";
 import { ApiError } from "./errors";
 
 declare module "express-serve-static-core" {
@@ -25,7 +25,7 @@ const CREDENTIALS = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+)[ \t]+([A-Za-z0-9._~+/-]+=*)[
 /** The token of `Bearer <token68>` (RFC 6750 section 2.1), or undefined for anything else. */
 export function bearerToken(header: string): string | undefined {
   const match = CREDENTIALS.exec(header);
-  if (!match || match[1].toLowerCase() !== "bearer") return undefined;
+  if (match?.[1].toLowerCase() !== "bearer") return undefined;
   return match[2];
 }
 
@@ -61,7 +61,10 @@ export function requireAccount(keys: ApiKeys, sessions: Sessions) {
   const key = requireApiKey(keys);
   const session = sessions.require();
   return (req: Request, res: Response, next: NextFunction): void => {
-    if (req.headers.authorization !== undefined || !sessions.read(req)) return key(req, res, next);
+    if (req.headers.authorization !== undefined || !sessions.read(req)) {
+      key(req, res, next);
+      return;
+    }
     session(req, res, () => {
       req.accountId = req.session!.accountId;
       next();

@@ -5,7 +5,7 @@ import { ApiError, type ErrorCode } from "./errors";
 /**
  * What the three owner-signed flows (a SIWE wallet's sweep, claim and withdrawal) share at the
  * HTTP edge: the body of their submit, and what each way a submit can fail means to a person.
- * The flows themselves share server/accounts/sponsored-operations.ts.
+ * The flows themselves share server/wallets/sponsored-operations.ts.
  */
 
 /** `{ user_op_hash, signature }` of a submit: the 32-byte hash prepare returned and a 65-byte signature. */

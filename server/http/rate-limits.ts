@@ -1,7 +1,7 @@
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import { type Store, ipKeyGenerator, rateLimit } from "express-rate-limit";
-import type { ApiKeys } from "../accounts/api-keys";
-import type { Sessions } from "../accounts/sessions";
+import type { ApiKeys } from "../identity/api-keys";
+import type { Sessions } from "../identity/sessions";
 import type { Config } from "../config";
 import { bearerToken } from "./auth";
 import { ApiError } from "./errors";

@@ -1,5 +1,5 @@
 import type { NextFunction, Request, Response } from "express";
-import { type LiveSession, type Session, type Sessions, csrfFailed } from "../accounts/sessions";
+import { type LiveSession, type Session, type Sessions, csrfFailed } from "../identity/sessions";
 import type { Config } from "../config";
 import { ApiError } from "./errors";
 import { publicBase } from "./public-url";

@@ -1,4 +1,5 @@
-import type { FeeMode } from "../config";
+/** `included`: the caller pays the listed price, the fee comes out of it. `on_top`: the caller pays price + fee. */
+export type FeeMode = "included" | "on_top";
 
 export interface Charge {
   /** What the caller pays. */

@@ -1,4 +1,4 @@
-import type { Db } from "./db";
+import type { Db } from "../db/db";
 
 /** One movement of an account's money, as the dashboard's Wallet page lists it. */
 export interface HistoryItem {

@@ -1,4 +1,4 @@
-import type { Db } from "./db";
+import type { Db } from "../db/db";
 
 /** The rule every single entry obeys; the ledger also asserts it before it writes one (Ledger.post). */
 export const ENTRY_SUMS_TO_ZERO = "every entry's postings sum to zero";
@@ -73,7 +73,7 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
                      FROM postings GROUP BY entry_id) p ON p.entry_id = e.id
           WHERE COALESCE(p.seller, 0) <> h.seller_amount OR COALESCE(p.fee, 0) <> h.fee_amount`,
   },
-  // On-chain deposits (server/chain/indexer.ts): a Deposited log is credited once, to the account its
+  // On-chain deposits (server/settlement/indexer.ts): a Deposited log is credited once, to the account its
   // address belongs to, for exactly its amount; a second entry for the same log is a double credit.
   {
     rule: "a credited chain deposit is one deposit entry paying its amount into its account",
@@ -106,7 +106,7 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
           FROM vouchers v
           LEFT JOIN postings p ON p.entry_id = v.entry_id AND p.account_id = v.account_id AND p.bucket = 'available'
           WHERE COALESCE(p.amount, 0) <> -v.amount OR returns <> (CASE WHEN v.status = 'returned' THEN 1 ELSE 0 END)`,
-  },  // Unilateral exits (server/chain/exits.ts): an exit's freeze is exactly what its linked entries took out of
+  },  // Unilateral exits (server/settlement/exits.ts): an exit's freeze is exactly what its linked entries took out of
   // its account's available balance; nothing else moves money for an exit; and an account whose pending exit is
   // still short of its freeze has nothing available, so no call can spend what the escrow is about to pay out.
   {

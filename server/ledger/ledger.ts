@@ -1,7 +1,7 @@
-import { uuidv7 } from "./ids";
-import type { Db } from "./db";
+import { uuidv7 } from "../db/ids";
+import type { Db } from "../db/db";
 import type { Charge } from "./fees";
-import { GroupCommit } from "./group-commit";
+import { GroupCommit } from "../db/group-commit";
 import { ENTRY_SUMS_TO_ZERO, LedgerInvariantError } from "./invariants";
 
 export type AccountKind = "user" | "seller" | "platform" | "system";
@@ -41,7 +41,7 @@ export type HoldResult =
 
 export type SettleResult = { ok: true; hold: Hold } | { ok: false; reason: "hold_not_open" };
 
-/** Names an exit request by its ExitRequested log (server/chain/exits.ts). */
+/** Names an exit request by its ExitRequested log (server/settlement/exits.ts). */
 export interface ExitKey {
   txHash: string;
   logIndex: number;
@@ -164,7 +164,7 @@ export class Ledger {
         [SOURCE_FOR[kind], "source", -amountMicros],
         [accountId, "available", amountMicros],
       ]);
-      // A chain deposit is topped up by its caller (server/chain/indexer.ts), right after the caller has
+      // A chain deposit is topped up by its caller (server/settlement/indexer.ts), right after the caller has
       // identified its entry as the newest one (creditChainDeposit); here it would come first.
       if (kind !== "deposit") this.topUpExitFreezes(accountId);
     });
@@ -206,7 +206,7 @@ export class Ledger {
   }
 
   /*
-   * Unilateral exits (server/chain/exits.ts). When the escrow reports an ExitRequested for an account's
+   * Unilateral exits (server/settlement/exits.ts). When the escrow reports an ExitRequested for an account's
    * address, the ledger must make sure no call can spend the requested amount, since the escrow will pay it
    * out after the delay whatever the ledger did meanwhile. The rule: an exit's freeze is a 'withdrawal'
    * entry (available -> escrow source) of min(requested, available); what the available balance could not

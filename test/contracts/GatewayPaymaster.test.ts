@@ -175,7 +175,7 @@ describe("GatewayPaymaster", () => {
       ["an empty call to the escrow", (f) => ({ callData: execute(f.escrow, 0n, "0x") }), "claim call"],
       ["claim() with bytes after it", (f) => ({ callData: execute(f.escrow, 0n, concat([claim(), "0x00"])) }), "claim call"],
       ["claimTo with a word too many", (f) => ({ callData: execute(f.escrow, 0n, concat([claimTo(f.recipient), pad("0x01", { size: 32 })])) }), "claim call"],
-      ["claimTo with dirty upper bits in the address word", (f) => ({ callData: execute(f.escrow, 0n, concat(["0x" + claimTo(f.recipient).slice(2, 10) as Hex, "0x01", ("0x" + "00".repeat(11) + f.recipient.slice(2)) as Hex])) }), "claim call"],
+      ["claimTo with dirty upper bits in the address word", (f) => ({ callData: execute(f.escrow, 0n, concat([`0x${claimTo(f.recipient).slice(2, 10)}` as Hex, "0x01", (`0x${"00".repeat(11)}${f.recipient.slice(2)}`) as Hex])) }), "claim call"],
       ["claimTo(0), which the escrow would refuse anyway", (f) => ({ callData: execute(f.escrow, 0n, claimTo(zeroAddress)) }), "claim recipient"],
       ["a claim with a word appended after the standard encoding", (f) => ({ callData: concat([execute(f.escrow, 0n, claim()), pad("0x01", { size: 32 })]) }), "claim encoding"],
       [

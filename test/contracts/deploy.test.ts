@@ -18,7 +18,7 @@ import {
   verifyDeployment,
   writeDeployment,
   type Deployment,
-} from "../../server/chain/deploy";
+} from "../../server/devstack/deploy";
 import { USDC } from "./helpers/fixtures";
 
 async function clientsFixture() {
@@ -41,7 +41,7 @@ async function deployedFixture() {
   return { ...clients, deployment };
 }
 
-describe("server/chain/deploy", () => {
+describe("server/devstack/deploy", () => {
   describe("deployContracts", () => {
     it("deploys TestUSDC and SkillEscrow, grants the roles, mints, and describes it all", async () => {
       const { deployment, deployer, settler, voucherSigner, treasury, alice, publicClient } =

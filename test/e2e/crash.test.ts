@@ -29,11 +29,11 @@ describe("a gateway process that dies mid-call", () => {
       env: {},
       buyer: { id: "buyer", creditMicros: "1000000" },
       sellerId: "seller",
-      skills: [{ slug: "hang", backendUrl: backend.url + "/hang", priceMicros: "250000", timeoutMs: 60_000 }],
+      skills: [{ slug: "hang", backendUrl: `${backend.url}/hang`, priceMicros: "250000", timeoutMs: 60_000 }],
     });
 
     const reached = backend.nextRequest("/hang");
-    fetch(url + "/v1/call", {
+    fetch(`${url}/v1/call`, {
       method: "POST",
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
       body: JSON.stringify({ skill_id: "hang", input: {} }),

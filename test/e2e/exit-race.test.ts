@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import hre from "hardhat";
-import { linkAddress } from "../../server/chain/addresses";
-import { reconcile } from "../../server/chain/reconcile";
+import { linkAddress } from "../../server/settlement/addresses";
+import { reconcile } from "../../server/settlement/reconcile";
 import { assertBalanced } from "../../server/ledger/invariants";
 import { type LocalChain, USDC, gatewayChain, startLocalChain } from "../helpers/chain";
 import { exitActions } from "../helpers/exits";

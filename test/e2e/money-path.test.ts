@@ -1,9 +1,9 @@
 import { expect } from "chai";
 import hre from "hardhat";
 import type { Address, Hash } from "viem";
-import { linkAddress } from "../../server/chain/addresses";
-import { loadArtifact } from "../../server/chain/deploy";
-import { reconcile } from "../../server/chain/reconcile";
+import { linkAddress } from "../../server/settlement/addresses";
+import { loadArtifact } from "../../server/devstack/deploy";
+import { reconcile } from "../../server/settlement/reconcile";
 import { assertBalanced } from "../../server/ledger/invariants";
 import { type LocalChain, USDC, gatewayChain, startLocalChain } from "../helpers/chain";
 import { type TestStack, startStack } from "../helpers/gateway";
@@ -172,7 +172,7 @@ describe("the money path across a gateway restart mid-stream (a killed one is te
       first.ledger.ensureAccount({ id: "bob", kind: "user", name: "Bob" });
       await linkAddress(first.ledger, { accountId: "bob", address: buyer });
       await linkAddress(first.ledger, { accountId: "seller", address: all[6].account.address });
-      first.skills.upsert({ slug: "echo", name: "echo", priceMicros: 7_000n, sellerAccountId: "seller", backendUrl: backend.url + "/echo", timeoutMs: 2_000 });
+      first.skills.upsert({ slug: "echo", name: "echo", priceMicros: 7_000n, sellerAccountId: "seller", backendUrl: `${backend.url}/echo`, timeoutMs: 2_000 });
       const { key } = first.keys.create("bob");
       await chain.deposit("bob", 5n * USDC);
       await first.moneyPath!.indexer.poll();
@@ -182,7 +182,7 @@ describe("the money path across a gateway restart mid-stream (a killed one is te
       expect(await first.moneyPath!.settler!.runOnce()).to.include({ batch: 1, calls: 100 });
 
       // A stream of calls to a slower backend, and the gateway goes away while they are in flight.
-      first.skills.upsert({ slug: "echo", name: "echo", priceMicros: 7_000n, sellerAccountId: "seller", backendUrl: backend.url + "/slow", timeoutMs: 2_000 });
+      first.skills.upsert({ slug: "echo", name: "echo", priceMicros: 7_000n, sellerAccountId: "seller", backendUrl: `${backend.url}/slow`, timeoutMs: 2_000 });
       const inFlight = Array.from({ length: 60 }, () => call(first.url, key));
       await backend.nextRequest("/slow");
       await first.close();
@@ -203,7 +203,7 @@ describe("the money path across a gateway restart mid-stream (a killed one is te
         expect(second.ledger.balance("bob").heldMicros).to.equal(0n);
         expect(second.ledger.balance("bob").availableMicros).to.equal(5n * USDC - BigInt(captured) * 7_000n);
 
-        second.skills.upsert({ slug: "echo", name: "echo", priceMicros: 7_000n, sellerAccountId: "seller", backendUrl: backend.url + "/echo", timeoutMs: 2_000 });
+        second.skills.upsert({ slug: "echo", name: "echo", priceMicros: 7_000n, sellerAccountId: "seller", backendUrl: `${backend.url}/echo`, timeoutMs: 2_000 });
         const more = await Promise.all(Array.from({ length: 20 }, () => call(second.url, second.keys.create("bob").key)));
         expect(more.every((s) => s === 200)).to.equal(true);
         const run = await second.moneyPath!.settler!.runOnce();

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { type Hex } from "viem";
+import type { Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { type AaStack, gatewayOptionsFor, startAaStack } from "../helpers/aa-stack";
 import { type TestStack, startStack } from "../helpers/gateway";
@@ -70,7 +70,7 @@ describe("a SIWE wallet's sweep: prepare, sign, submit", function () {
     expect(Date.parse(prepared.body.data.expires_at)).to.be.greaterThan(Date.now());
 
     // Unknown hash, another account's hash: 404.
-    const unknown = await user.post("/v1/wallet/sweep/submit", { user_op_hash: "0x" + "ab".repeat(32), signature: await owner.signMessage({ message: { raw: ("0x" + "ab".repeat(32)) as Hex } }) });
+    const unknown = await user.post("/v1/wallet/sweep/submit", { user_op_hash: `0x${"ab".repeat(32)}`, signature: await owner.signMessage({ message: { raw: (`0x${"ab".repeat(32)}`) as Hex } }) });
     expect(unknown.status).to.equal(404);
     const stranger = await signedIn("siwe", privateKeyToAccount(generatePrivateKey()).address);
     expect((await stranger.post("/v1/wallet/sweep/submit", { user_op_hash: hash, signature: await owner.signMessage({ message: { raw: hash } }) })).status).to.equal(404);

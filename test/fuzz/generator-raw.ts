@@ -79,7 +79,7 @@ export const rawCase: CaseGenerator = (rng, target) => {
     }
     case "chunked, valid": {
       const pieces = dribble(rng, body, rng.int(1, 6), 0).map((s) => `${s.bytes.length.toString(16)}${CRLF}${s.bytes.toString("latin1")}${CRLF}`);
-      const bytes = Buffer.concat([head(`POST ${path} HTTP/1.1`, [["Host", "gateway.test"], auth, json, ["Transfer-Encoding", "chunked"]]), Buffer.from(pieces.join("") + `0${CRLF}${CRLF}`, "latin1")]);
+      const bytes = Buffer.concat([head(`POST ${path} HTTP/1.1`, [["Host", "gateway.test"], auth, json, ["Transfer-Encoding", "chunked"]]), Buffer.from(`${pieces.join("")}0${CRLF}${CRLF}`, "latin1")]);
       return step(one(bytes, ["POST"], [path]), false);
     }
     case "chunked, broken": {

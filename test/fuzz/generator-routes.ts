@@ -54,7 +54,7 @@ function readAuth(rng: Rng, target: Target): Record<string, string> {
 export const readsCase: CaseGenerator = (rng, target) => {
   const route = rng.pick([
     ["/v1/skills", []],
-    ["/v1/skills/" + encodeURIComponent(skillRef(rng, target)), []],
+    [`/v1/skills/${encodeURIComponent(skillRef(rng, target))}`, []],
     ["/v1/balance", []],
     ["/v1/usage", ["limit", "before"]],
     ["/v1/usage/daily", ["days"]],
@@ -98,7 +98,7 @@ export const authRoutesCase: CaseGenerator = (rng, target) => {
   const origin: Record<string, string> = rng.weighted<Record<string, string>>([
     [{ origin: target.origin }, 60],
     [{ "sec-fetch-site": "same-origin" }, 10],
-    [{ origin: rng.pick(["http://evil.test", "null", target.origin + ".evil.test", target.origin.toUpperCase()]) }, 10],
+    [{ origin: rng.pick(["http://evil.test", "null", `${target.origin}.evil.test`, target.origin.toUpperCase()]) }, 10],
     [{ "sec-fetch-site": rng.pick(["cross-site", "none", "same-site"]), origin: target.origin }, 8],
     [{}, 12],
   ]);
@@ -125,7 +125,7 @@ function siweBody(rng: Rng): string {
     `gateway.test wants you to sign in with your Ethereum account:\n0x${"ab".repeat(20)}\n\nURI: http://evil.test\nVersion: 1\nChain ID: 8453\nNonce: ${"n".repeat(17)}\nIssued At: 2020-01-01T00:00:00Z`,
     `127.0.0.1 wants you to sign in with your Ethereum account:\n0x${"00".repeat(20)}\n\nURI: http://127.0.0.1\nVersion: 1\nChain ID: ${rng.pick(["8453", "-1", "1e400", "0x1"])}\nNonce: %00\nIssued At: ${rng.pick(["9999-99-99", "not a date", "2020-01-01T00:00:00Z"])}`,
   ]);
-  const signature = rng.pick(["0x", "0x" + "00".repeat(65), "0x" + "zz".repeat(65), "0x" + "11".repeat(5_000), "", "not hex"]);
+  const signature = rng.pick(["0x", `0x${"00".repeat(65)}`, `0x${"zz".repeat(65)}`, `0x${"11".repeat(5_000)}`, "", "not hex"]);
   return rng.chance(0.85) ? JSON.stringify({ message, signature }) : jsonValue(rng, 2);
 }
 
@@ -153,7 +153,7 @@ export const otherRoutesCase: CaseGenerator = (rng, target) => {
     () => ({ label: "card top-up", step: other(fetchRequest("POST", "/v1/topups/card", session, rng.chance(0.6) ? `{"amount":${jsonString(rng, false)},"card":${jsonString(rng, false)}}` : body())) }),
     () => ({ label: "card notify", step: other(fetchRequest("POST", "/v1/topups/card/notify", { "content-type": rng.pick(["application/json", "text/plain"]), "x-card-signature": rng.pick(["", "t=1,v1=00", "x".repeat(500)]) }, body())) }),
     () => ({ label: "checkout status", step: other(fetchRequest("GET", `/v1/topups/card/${id}`, session)) }),
-    () => ({ label: "payout address", step: other(fetchRequest("PUT", "/v1/seller/payout-address", session, `{"address":${rng.pick([JSON.stringify("0x" + "00".repeat(20)), JSON.stringify("0x" + "zz".repeat(20)), jsonString(rng, false), jsonValue(rng, 1)])}}`)) }),
+    () => ({ label: "payout address", step: other(fetchRequest("PUT", "/v1/seller/payout-address", session, `{"address":${rng.pick([JSON.stringify(`0x${"00".repeat(20)}`), JSON.stringify(`0x${"zz".repeat(20)}`), jsonString(rng, false), jsonValue(rng, 1)])}}`)) }),
     () => ({ label: "withdrawal", step: other(fetchRequest("POST", "/v1/withdrawals", { ...bearer(callerKey(rng, target)), "content-type": "application/json" }, rng.chance(0.6) ? `{"amount":${jsonString(rng, false)}}` : body())) }),
     () => ({ label: "receipt", step: other(fetchRequest("GET", `/v1/calls/${id}/receipt`, bearer(target.keys.rich))) }),
     () => ({ label: "wallet", step: other(fetchRequest("POST", `/v1/wallet/${rng.pick(["withdraw", "withdraw/prepare", "withdraw/submit", "sweep/prepare", "sweep/submit"])}`, session, body())) }),

@@ -12,12 +12,12 @@ import { DEPTHS, deepJson, jsonObject } from "./values";
 
 /** Patterns that backtrack exponentially in a backtracking engine, each with its attack text. */
 const REDOS: readonly (readonly [string, (n: number) => string])[] = [
-  ["^(a+)+$", (n) => "a".repeat(n) + "!"],
-  ["^(a|a)+$", (n) => "a".repeat(n) + "!"],
-  ["^(a|aa)+$", (n) => "a".repeat(n) + "!"],
-  ["^(\\w+\\s?)*$", (n) => "a".repeat(n) + "!"],
+  ["^(a+)+$", (n) => `${"a".repeat(n)}!`],
+  ["^(a|a)+$", (n) => `${"a".repeat(n)}!`],
+  ["^(a|aa)+$", (n) => `${"a".repeat(n)}!`],
+  ["^(\\w+\\s?)*$", (n) => `${"a".repeat(n)}!`],
   ["(x+x+)+y", (n) => "x".repeat(n)],
-  ["^([a-zA-Z0-9]+\\.?)+@example\\.com$", (n) => "a".repeat(n) + "!"],
+  ["^([a-zA-Z0-9]+\\.?)+@example\\.com$", (n) => `${"a".repeat(n)}!`],
 ];
 
 /** A hostile schema and an input aimed at it. */

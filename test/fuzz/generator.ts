@@ -177,7 +177,7 @@ function callBytesCase(rng: Rng, target: Target): Made {
     ["invalid UTF-8 in a string", () => Buffer.concat([Buffer.from(`{"skill_id":${JSON.stringify(ref)},"input":{"s":"`), rng.pick(BAD_UTF8), Buffer.from('"}}')])],
     ["invalid UTF-8 body", () => Buffer.concat([rng.pick(BAD_UTF8), Buffer.from(valid)])],
     ["BOM before JSON", () => Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(valid)])],
-    ["UTF-16 JSON", () => Buffer.from("\ufeff" + valid, "utf16le")],
+    ["UTF-16 JSON", () => Buffer.from(`\ufeff${valid}`, "utf16le")],
     ["truncated JSON", () => Buffer.from(valid.slice(0, rng.int(0, valid.length - 1)))],
     ["trailing garbage", () => Buffer.from(valid + rng.pick(["x", "}", ",", "\u0000", " {}"]))],
     ["JSON5-isms", () => Buffer.from(rng.pick([`{'skill_id':'fz-echo','input':{}}`, `{"skill_id":"fz-echo","input":{"n":NaN}}`, `{"skill_id":"fz-echo","input":{"n":Infinity}}`, `{"skill_id":"fz-echo",/*c*/"input":{}}`, `{"skill_id":"fz-echo","input":{},}`]))],

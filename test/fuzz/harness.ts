@@ -74,7 +74,7 @@ async function runCase(fuzzCase: FuzzCase, fuzz: FuzzStack, port: number, deadli
   report.cases++;
   report.byCategory[fuzzCase.category].cases++;
   if (fuzzCase.parallel) {
-    await Promise.all(fuzzCase.steps.map((step, i) => runStep(fuzzCase, i, fuzz, port, deadlineMs, report)));
+    await Promise.all(fuzzCase.steps.map((_step, i) => runStep(fuzzCase, i, fuzz, port, deadlineMs, report)));
     return;
   }
   const firstStatus: (number | undefined)[] = [];
@@ -161,7 +161,9 @@ async function viaFetch(base: string, request: FetchRequest, deadlineMs: number)
     const res = await fetch(base + request.path, { method: request.method, headers: request.headers, body: request.body, redirect: "manual", signal: controller.signal });
     const body = Buffer.from(await res.arrayBuffer());
     const headers: Record<string, string> = {};
-    res.headers.forEach((value, key) => (headers[key] = value));
+    res.headers.forEach((value, key) => {
+      headers[key] = value;
+    });
     return { answers: [{ status: res.status, headers, body }], timedOut: false };
   } catch (error) {
     if (controller.signal.aborted) return { answers: [], timedOut: true };

@@ -26,7 +26,7 @@ const BEHAVIOURS: Record<string, (body: Buffer, req: http.IncomingMessage, res: 
   "/status/502": (_b, _req, res) => send(res, 502, "<html>bad gateway</html>", "text/html"),
   "/status/503": (_b, _req, res) => send(res, 503, '{"error":"later"}'),
   "/status/404": (_b, _req, res) => send(res, 404, '{"message":"no such thing"}'),
-  "/status/422": (_b, _req, res) => send(res, 422, `{"error":${JSON.stringify("\u0000<script>" + "e".repeat(10_000))}}`),
+  "/status/422": (_b, _req, res) => send(res, 422, `{"error":${JSON.stringify(`\u0000<script>${"e".repeat(10_000)}`)}}`),
   "/status/301": (_b, _req, res) => res.writeHead(301, { location: "http://169.254.169.254/" }).end(),
   "/status/204": (_b, _req, res) => res.writeHead(204).end(),
   "/garbage": (_b, _req, res) => send(res, 200, '{"unterminated": [1, 2'),

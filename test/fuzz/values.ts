@@ -22,6 +22,7 @@ export const ODD_STRINGS: readonly string[] = [
   "'; DROP TABLE calls; --",
   "\" OR 1=1 --",
   "<script>alert(1)</script>",
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a template-injection probe, sent as literal text
   "${7*7}{{7*7}}#{7*7}",
   "../../../../etc/passwd",
   "%00%2e%2e%2f",
@@ -101,8 +102,8 @@ export type NestingShape = "array" | "object" | "mixed";
  */
 export function deepJson(depth: number, shape: NestingShape): string {
   if (shape === "array") return "[".repeat(depth) + "]".repeat(depth);
-  if (shape === "object") return '{"a":'.repeat(depth) + "1" + "}".repeat(depth);
-  return '[{"a":'.repeat(Math.floor(depth / 2)) + "0" + "}]".repeat(Math.floor(depth / 2));
+  if (shape === "object") return `${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`;
+  return `${'[{"a":'.repeat(Math.floor(depth / 2))}0${"}]".repeat(Math.floor(depth / 2))}`;
 }
 
 /** Nesting depths tried, around and far beyond what a recursive serializer survives. */

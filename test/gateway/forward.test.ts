@@ -77,8 +77,10 @@ describe("Forwarder", () => {
   /** Points a skill at the backend and forwards one call to it. */
   // The test backends are on loopback, so each forwarder allowlists its backend's origin, as an
   // operator does for a backend on its own machine (egress policy: test/gateway/egress.test.ts).
-  const forwardTo = (b: Backend, input: unknown = { text: "hello" }, callId = "call-1") =>
-    (forwarder ??= new Forwarder({ maxResponseBytes: MAX_RESPONSE_BYTES, egress: new EgressPolicy({ allowlist: [b.url], allowedPorts: [] }) })).forward(buildSkillRecord({ backendUrl: b.url, timeoutMs: TIMEOUT_MS }), callId, input);
+  const forwardTo = (b: Backend, input: unknown = { text: "hello" }, callId = "call-1") => {
+    forwarder ??= new Forwarder({ maxResponseBytes: MAX_RESPONSE_BYTES, egress: new EgressPolicy({ allowlist: [b.url], allowedPorts: [] }) });
+    return forwarder.forward(buildSkillRecord({ backendUrl: b.url, timeoutMs: TIMEOUT_MS }), callId, input);
+  };
 
   describe("a backend that answers 2xx with JSON", () => {
     it("gives back ok with the parsed data", async () => {

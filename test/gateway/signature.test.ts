@@ -25,7 +25,7 @@ describe("call signatures", () => {
       expect(signCall("other", CALL_ID, NOW_SEC, BODY)).not.to.equal(base);
       expect(signCall(SECRET, "call-0002", NOW_SEC, BODY)).not.to.equal(base);
       expect(signCall(SECRET, CALL_ID, NOW_SEC + 1, BODY)).not.to.equal(base);
-      expect(signCall(SECRET, CALL_ID, NOW_SEC, BODY + " ")).not.to.equal(base);
+      expect(signCall(SECRET, CALL_ID, NOW_SEC, `${BODY} `)).not.to.equal(base);
     });
   });
 
@@ -90,7 +90,7 @@ describe("call signatures", () => {
 
     it("rejects a signature of the wrong length or without its version", () => {
       const { signature } = signedHeaders();
-      for (const bad of [signature.slice(0, -1), signature + "0", signature.slice(3), signature.toUpperCase()]) {
+      for (const bad of [signature.slice(0, -1), `${signature}0`, signature.slice(3), signature.toUpperCase()]) {
         expect(verifyCall(SECRET, { ...signedHeaders(), signature: bad }, BODY, { nowSec: NOW_SEC }), bad).to.equal(false);
       }
     });

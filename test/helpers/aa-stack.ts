@@ -1,11 +1,11 @@
-import { type Hex } from "viem";
+import type { Hex } from "viem";
 import type { LocalAccount } from "viem/accounts";
-import type { AaDeployment } from "../../server/chain/aa";
+import type { AaDeployment } from "../../server/wallets/aa";
 import type { GatewayOptions } from "../../server/index";
-import { startLocalAccountAbstraction } from "../../server/chain/aa-local";
-import type { Bundler } from "../../server/chain/bundler";
-import { deployContracts, type Deployment } from "../../server/chain/deploy";
-import { DEV_ACCOUNT_INDEX, devAccount, devPrivateKey, startLocalNode, type LocalNode } from "../../server/chain/local-node";
+import { startLocalAccountAbstraction } from "../../server/devstack/aa-local";
+import type { Bundler } from "../../server/devstack/bundler";
+import { deployContracts, type Deployment } from "../../server/devstack/deploy";
+import { DEV_ACCOUNT_INDEX, devAccount, devPrivateKey, startLocalNode, type LocalNode } from "../../server/devstack/local-node";
 
 /** Development accounts (of `hardhat node`'s 20 funded ones) the bundler uses; the gateway's roles use 0–4. */
 export const EXECUTOR_INDEX = DEV_ACCOUNT_INDEX.bundlerExecutor;
@@ -15,7 +15,7 @@ export { devPrivateKey };
 
 /**
  * A `hardhat node` with the escrow and test USDC (the server's own deployContracts), the ERC-4337 contracts and
- * the gateway paymaster (server/chain/aa.ts), and the real Alto bundler in front of it.
+ * the gateway paymaster (server/wallets/aa.ts), and the real Alto bundler in front of it.
  */
 export interface AaStack {
   node: LocalNode;
@@ -87,7 +87,7 @@ export function gatewayOptionsFor(stack: AaStack): GatewayOptions {
       usdc: stack.deployment.usdc,
       escrow: stack.deployment.escrow,
       paymasterSigner: stack.paymasterSigner,
-      encryptionKey: "0x" + "42".repeat(32),
+      encryptionKey: `0x${"42".repeat(32)}`,
       minimumMicros: 1_000_000n,
     },
   };

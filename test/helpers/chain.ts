@@ -1,7 +1,7 @@
 import hre from "hardhat";
 import { createPublicClient, custom, maxUint256, parseAbi, type Address, type Hash, type PublicClient, type TransactionReceipt } from "viem";
-import { deployContracts, type Deployment } from "../../server/chain/deploy";
-import type { ChainConnection } from "../../server/chain/money-path";
+import { deployContracts, type Deployment } from "../../server/devstack/deploy";
+import type { ChainConnection } from "../../server/settlement/money-path";
 
 /** 1 USDC in base units. */
 export const USDC = 1_000_000n;

@@ -72,7 +72,7 @@ async function main(): Promise<void> {
     );
   });
   const ready: CrashChildReady = { url: gw.url, key, recovered: gw.recovered };
-  process.stdout.write(JSON.stringify(ready) + "\n");
+  process.stdout.write(`${JSON.stringify(ready)}\n`);
 }
 
 if (require.main === module) {

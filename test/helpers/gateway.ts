@@ -2,7 +2,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { type Config, loadConfig } from "../../server/config";
-import type { Skill } from "../../server/gateway/skills";
+import type { Skill } from "../../server/catalog/skills";
 import { type GatewayOptions, type RunningGateway, startGateway } from "../../server/index";
 import { type AccountKind, PLATFORM_ACCOUNT_ID } from "../../server/ledger/ledger";
 import { usdToMicros } from "../../server/ledger/money";

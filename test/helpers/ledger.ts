@@ -1,10 +1,10 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import type { FeeMode } from "../../server/config";
-import { openDatabase, type Db } from "../../server/ledger/db";
+import type { FeeMode } from "../../server/ledger/fees";
+import { openDatabase, type Db } from "../../server/db/db";
 import { computeCharge, type Charge } from "../../server/ledger/fees";
-import { GroupCommit } from "../../server/ledger/group-commit";
+import { GroupCommit } from "../../server/db/group-commit";
 import { Ledger, type Bucket } from "../../server/ledger/ledger";
 
 export interface LedgerFixture {

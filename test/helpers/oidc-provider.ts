@@ -1,13 +1,13 @@
 /**
  * The local OAuth 2 / OpenID Connect provider the sign-in tests use is the one `npm start`
- * runs in place of GitHub and Google (server/accounts/dev-identity-provider.ts). `Browser`
+ * runs in place of GitHub and Google (server/devstack/dev-identity-provider.ts). `Browser`
  * below clicks through its login and consent pages the way a person would.
  */
 export {
   type LocalClient,
   type LocalIdentityProvider as LocalProvider,
   startLocalIdentityProvider as startLocalProvider,
-} from "../../server/accounts/dev-identity-provider";
+} from "../../server/devstack/dev-identity-provider";
 
 /**
  * A browser enough for sign-in flows: follows redirects by hand, keeps each origin's
@@ -19,7 +19,10 @@ export class Browser {
   cookies(url: string): Map<string, string> {
     const origin = new URL(url).origin;
     let jar = this.jars.get(origin);
-    if (!jar) this.jars.set(origin, (jar = new Map()));
+    if (!jar) {
+      jar = new Map();
+      this.jars.set(origin, jar);
+    }
     return jar;
   }
 

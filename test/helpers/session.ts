@@ -1,4 +1,4 @@
-import { CSRF_HEADER, SESSION_COOKIE } from "../../server/accounts/sessions";
+import { CSRF_HEADER, SESSION_COOKIE } from "../../server/identity/sessions";
 import type { TestStack } from "./gateway";
 
 export interface Reply {

@@ -1,5 +1,5 @@
-import type { Skill, SkillInput } from "../../server/gateway/skills";
-import type { Db } from "../../server/ledger/db";
+import type { Skill, SkillInput } from "../../server/catalog/skills";
+import type { Db } from "../../server/db/db";
 import { Ledger } from "../../server/ledger/ledger";
 
 /** The seller every built skill belongs to unless overridden. */

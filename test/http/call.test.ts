@@ -65,7 +65,7 @@ describe("POST /v1/call", () => {
       { name: "an input that is a string", status: 400, code: "invalid_request", send: (s) => s.post("/v1/call", { skill_id: "echo", input: "hi" }) },
       { name: "a missing Authorization header", status: 401, code: "unauthorized", send: (s) => s.post("/v1/call", { skill_id: "echo", input: {} }, { key: null }) },
       { name: "a key without the atom_ prefix", status: 401, code: "unauthorized", send: (s) => s.post("/v1/call", { skill_id: "echo", input: {} }, { key: "sk_live_123" }) },
-      { name: "an unknown key", status: 401, code: "unauthorized", send: (s) => s.post("/v1/call", { skill_id: "echo", input: {} }, { key: "atom_" + "1".repeat(44) }) },
+      { name: "an unknown key", status: 401, code: "unauthorized", send: (s) => s.post("/v1/call", { skill_id: "echo", input: {} }, { key: `atom_${"1".repeat(44)}` }) },
       { name: "a Basic Authorization header", status: 401, code: "unauthorized", send: (s) => s.post("/v1/call", { skill_id: "echo", input: {} }, { key: null, headers: { authorization: `Basic ${s.key}` } }) },
       { name: "an unknown skill", status: 404, code: "skill_not_found", send: (s) => s.post("/v1/call", { skill_id: "no-such-skill", input: {} }) },
       { name: "an unknown skill UUID", status: 404, code: "skill_not_found", send: (s) => s.post("/v1/call", { skill_id: "00000000-0000-4000-8000-000000000000", input: {} }) },
@@ -192,12 +192,12 @@ describe("POST /v1/call", () => {
 
   it("serves a skill registered by another process once the catalogue reloads", async () => {
     const Database = (await import("better-sqlite3")).default;
-    const { SkillRegistry } = await import("../../server/gateway/skills");
+    const { SkillRegistry } = await import("../../server/catalog/skills");
     const other = new Database(stack.dbPath);
     other.defaultSafeIntegers(true);
     try {
       new SkillRegistry(other).upsert({
-        slug: "late", name: "late", priceMicros: 2_000n, sellerAccountId: stack.sellerId, backendUrl: stack.backend.url + "/echo", timeoutMs: 1_000,
+        slug: "late", name: "late", priceMicros: 2_000n, sellerAccountId: stack.sellerId, backendUrl: `${stack.backend.url}/echo`, timeoutMs: 1_000,
       });
     } finally {
       other.close();

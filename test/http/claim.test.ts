@@ -1,9 +1,9 @@
 import { expect } from "chai";
 import { getAddress, parseAbi, type Address, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { GATEWAY_PAYMASTER_ABI } from "../../server/chain/aa";
-import { linkAddress } from "../../server/chain/addresses";
-import { DEV_ACCOUNT_INDEX, devAccount } from "../../server/chain/local-node";
+import { GATEWAY_PAYMASTER_ABI } from "../../server/wallets/aa";
+import { linkAddress } from "../../server/settlement/addresses";
+import { DEV_ACCOUNT_INDEX, devAccount } from "../../server/devstack/local-node";
 import { type AaStack, gatewayOptionsFor, startAaStack } from "../helpers/aa-stack";
 import { type TestStack, startStack } from "../helpers/gateway";
 import { type TestSession, send, sessionFor, signedIn } from "../helpers/session";
@@ -129,7 +129,7 @@ describe("POST /v1/seller/claim", function () {
 
       const recipient = privateKeyToAccount(generatePrivateKey()).address;
       const badChecksum = recipient.slice(0, 2) + [...recipient.slice(2)].map((c) => (/[a-f]/.test(c) ? c.toUpperCase() : /[A-F]/.test(c) ? c.toLowerCase() : c)).join("");
-      for (const to of ["0x" + "00".repeat(20), "0x1234", 42, badChecksum]) {
+      for (const to of [`0x${"00".repeat(20)}`, "0x1234", 42, badChecksum]) {
         const refused = await session.request("POST", "/v1/seller/claim", { to });
         expect(refused.status, String(to)).to.equal(400);
         expect(refused.body.code).to.equal("invalid_request");

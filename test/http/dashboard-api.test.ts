@@ -4,7 +4,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { type TestStack, startStack } from "../helpers/gateway";
 import { type TestSession, sameOrigin, send, signedIn } from "../helpers/session";
 import { type AaStack, gatewayOptionsFor, startAaStack } from "../helpers/aa-stack";
-import { DEV_ACCOUNT_INDEX, devAccount } from "../../server/chain/local-node";
+import { DEV_ACCOUNT_INDEX, devAccount } from "../../server/devstack/local-node";
 
 /**
  * The JSON the dashboard reads beyond the accounts API: an account's own endpoints from a

@@ -10,7 +10,7 @@ import { type TestSession, signedIn } from "../helpers/session";
  * the age of the universe to backtrack through), so a regression hangs the test rather than
  * slowing it: no timing is asserted.
  */
-const EVIL = "a".repeat(100) + "!";
+const EVIL = `${"a".repeat(100)}!`;
 const nested = (depth: number) => "[".repeat(depth) + "]".repeat(depth);
 
 describe("hostile schemas and inputs", () => {
@@ -121,7 +121,7 @@ describe("hostile schemas and inputs", () => {
     }
 
     it("refuses a schema nested 5,000 deep before parsing it into anything", async () => {
-      const res = await listRaw("deep", '{"not":'.repeat(5_000) + "{}" + "}".repeat(5_000));
+      const res = await listRaw("deep", `${'{"not":'.repeat(5_000)}{}${"}".repeat(5_000)}`);
       expect(res.status).to.equal(400);
       expect(res.body).to.include({ code: "invalid_json" });
     });

@@ -112,8 +112,14 @@ describe("read endpoints", () => {
           stack.gw.calls.record({ id, accountId: stack.buyerId, apiKeyId, skillId: stack.gw.skills.resolve("echo")!.id, endpoint: "call", httpStatus: 502, outcome: "skill_error", chargedMicros: 0n, holdId: null, latencyUs: 1_000, createdAtMs }),
         );
       const ids: string[] = [];
-      for (let i = 0; i < 2; i++) ids.push(`older-${i}`), record(`older-${i}`, 1_700_000_000_000);
-      for (let i = 0; i < 7; i++) ids.push(`burst-${i}`), record(`burst-${i}`, 1_700_000_000_001);
+      for (let i = 0; i < 2; i++) {
+        ids.push(`older-${i}`);
+        record(`older-${i}`, 1_700_000_000_000);
+      }
+      for (let i = 0; i < 7; i++) {
+        ids.push(`burst-${i}`);
+        record(`burst-${i}`, 1_700_000_000_001);
+      }
       const seen: string[] = [];
       let before = "";
       for (let pages = 0; pages < 10; pages++) {

@@ -1,8 +1,8 @@
 import { expect } from "chai";
 import { parseAbi, type Address, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { GATEWAY_PAYMASTER_ABI } from "../../server/chain/aa";
-import { DEV_ACCOUNT_INDEX, devAccount } from "../../server/chain/local-node";
+import { GATEWAY_PAYMASTER_ABI } from "../../server/wallets/aa";
+import { DEV_ACCOUNT_INDEX, devAccount } from "../../server/devstack/local-node";
 import { type AaStack, gatewayOptionsFor, startAaStack } from "../helpers/aa-stack";
 import { type TestStack, startStack } from "../helpers/gateway";
 import { send, sessionFor, signedIn } from "../helpers/session";
@@ -134,7 +134,7 @@ describe("POST /v1/wallet/withdraw", function () {
       expect((await send(`${stack.url}/v1/wallet/withdraw`, "POST", {}, { to })).status).to.equal(401);
 
       const badChecksum = to.slice(0, 2) + [...to.slice(2)].map((c) => (/[a-f]/.test(c) ? c.toUpperCase() : /[A-F]/.test(c) ? c.toLowerCase() : c)).join("");
-      for (const bad of [undefined, "0x" + "00".repeat(20), "0x1234", 42, badChecksum, aa.deployment.escrow, wallet.address, wallet.address.toLowerCase()]) {
+      for (const bad of [undefined, `0x${"00".repeat(20)}`, "0x1234", 42, badChecksum, aa.deployment.escrow, wallet.address, wallet.address.toLowerCase()]) {
         const refused = await session.request("POST", "/v1/wallet/withdraw", { to: bad });
         expect(refused.status, String(bad)).to.equal(400);
         expect(refused.body.code, String(bad)).to.equal("invalid_request");

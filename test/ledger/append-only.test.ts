@@ -1,9 +1,9 @@
 import Database from "better-sqlite3";
 import { expect } from "chai";
-import type { Db } from "../../server/ledger/db";
+import type { Db } from "../../server/db/db";
 import { assertBalanced } from "../../server/ledger/invariants";
 import { Ledger } from "../../server/ledger/ledger";
-import { MIGRATIONS, migrate } from "../../server/ledger/migrations";
+import { MIGRATIONS, migrate } from "../../server/db/migrations";
 import { APPEND_ONLY_TRIGGERS, allBalances, countRows, holdOk, makeLedger, makeParties } from "../helpers/ledger";
 
 const ENTRY_CHANGED = "entries are append-only: an entry cannot be changed, post a reversing entry instead";

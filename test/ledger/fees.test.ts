@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import fc from "fast-check";
-import type { FeeMode } from "../../server/config";
+import type { FeeMode } from "../../server/ledger/fees";
 import { computeCharge } from "../../server/ledger/fees";
 
 interface Row {

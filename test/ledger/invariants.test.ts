@@ -1,7 +1,7 @@
 import { expect } from "chai";
-import type { Db } from "../../server/ledger/db";
+import type { Db } from "../../server/db/db";
 import { assertBalanced, findViolations, LedgerInvariantError } from "../../server/ledger/invariants";
-import { DEV_CREDIT_SOURCE_ID, Ledger } from "../../server/ledger/ledger";
+import { DEV_CREDIT_SOURCE_ID, type Ledger } from "../../server/ledger/ledger";
 import { buildCharge, dropAppendOnlyTriggers, holdOk, makeLedger, makeParties } from "../helpers/ledger";
 
 const RULES = {

@@ -1,6 +1,6 @@
 import fc from "fast-check";
-import { linkAddressSync } from "../../server/chain/addresses";
-import type { FeeMode } from "../../server/config";
+import { linkAddressSync } from "../../server/settlement/addresses";
+import type { FeeMode } from "../../server/ledger/fees";
 import type { CreditKind } from "../../server/ledger/ledger";
 import { makeLedger } from "../helpers/ledger";
 import { Credit, Flush, Hold, HoldForUnknownSeller, Recover, Restart, Settle } from "./model/call-steps";

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import Database from "better-sqlite3";
-import { openDatabase, type Db } from "../../server/ledger/db";
+import { openDatabase, type Db } from "../../server/db/db";
 import { assertBalanced, ENTRY_SUMS_TO_ZERO, LedgerInvariantError } from "../../server/ledger/invariants";
 import {
   DEV_CREDIT_SOURCE_ID,

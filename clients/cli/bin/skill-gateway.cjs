@@ -20,7 +20,7 @@ cli.run(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (error) => {
-    process.stderr.write(`skill-gateway: ${error && error.message ? error.message : error}\n`);
+    process.stderr.write(`skill-gateway: ${error?.message ? error.message : error}\n`);
     process.exitCode = 1;
   },
 );

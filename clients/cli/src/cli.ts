@@ -26,7 +26,7 @@ const processIo = (): CliIo => ({
 
 function table(rows: string[][]): string {
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]))).join("  ")).join("\n") + "\n";
+  return `${rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]))).join("  ")).join("\n")}\n`;
 }
 
 /** The commander program; `run` below parses with it and maps failures to exit codes. */

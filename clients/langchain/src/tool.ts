@@ -1,5 +1,5 @@
 import { ToolMessage } from "@langchain/core/messages";
-import { DynamicStructuredTool, tool, type ToolRunnableConfig } from "@langchain/core/tools";
+import { type DynamicStructuredTool, tool, type ToolRunnableConfig } from "@langchain/core/tools";
 import type { JSONSchema } from "@langchain/core/utils/json_schema";
 import type { CallMetadata, SkillGateway } from "@skill-gateway/sdk";
 import { type SkillToolFailure, failureOf } from "./errors";

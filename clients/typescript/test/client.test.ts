@@ -113,7 +113,7 @@ describe("SkillGateway against a scripted gateway", () => {
   });
 
   describe("errors that are never retried", () => {
-    const cases: Array<[number, string, Function]> = [
+    const cases: Array<[number, string, new (...args: any[]) => Error]> = [
       [400, "invalid_input", BadRequestError],
       [401, "unauthorized", AuthenticationError],
       [402, "insufficient_balance", InsufficientBalanceError],

@@ -1,8 +1,8 @@
 import express, { type Request, type RequestHandler, type Router } from "express";
 import { jsonBody } from "../json-body";
-import { type MagicLinks, normalizeEmail } from "../../accounts/email";
-import type { LiveSession, Sessions } from "../../accounts/sessions";
-import { planSignIn } from "../../accounts/sign-in-plan";
+import { type MagicLinks, normalizeEmail } from "../../identity/email";
+import type { LiveSession, Sessions } from "../../identity/sessions";
+import { planSignIn } from "../../identity/sign-in-plan";
 import type { Config } from "../../config";
 import { objectBody } from "../body";
 import { dataEnvelope } from "../envelope";

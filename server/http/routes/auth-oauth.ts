@@ -1,8 +1,8 @@
 import express, { type Request, type RequestHandler, type Response, type Router } from "express";
-import type { OAuthProviderName, OAuthSignIn } from "../../accounts/oauth";
-import { OAUTH_STATE_TTL_MS } from "../../accounts/oauth";
-import { readCookie, type Sessions } from "../../accounts/sessions";
-import { planSignIn } from "../../accounts/sign-in-plan";
+import type { OAuthProviderName, OAuthSignIn } from "../../identity/oauth";
+import { OAUTH_STATE_TTL_MS } from "../../identity/oauth";
+import { readCookie, type Sessions } from "../../identity/sessions";
+import { planSignIn } from "../../identity/sign-in-plan";
 import type { Config } from "../../config";
 import { ApiError } from "../errors";
 import { publicBase } from "../public-url";

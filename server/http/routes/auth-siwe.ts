@@ -2,11 +2,11 @@ import express, { type Request, type RequestHandler, type Router } from "express
 import { jsonBody } from "../json-body";
 import { type PublicClient, getAddress, isAddress } from "viem";
 import { createSiweMessage } from "viem/siwe";
-import type { Sessions } from "../../accounts/sessions";
-import { SiweChainError, type SiweNonces, verifySiwe } from "../../accounts/siwe";
+import type { Sessions } from "../../identity/sessions";
+import { SiweChainError, type SiweNonces, verifySiwe } from "../../identity/siwe";
 import type { Config } from "../../config";
 import type { Ledger } from "../../ledger/ledger";
-import { planSignIn } from "../../accounts/sign-in-plan";
+import { planSignIn } from "../../identity/sign-in-plan";
 import { objectBody } from "../body";
 import { dataEnvelope } from "../envelope";
 import { publicBase } from "../public-url";

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { performance } from "node:perf_hooks";
 import express, { type Router } from "express";
-import type { ApiKeyRecord, ApiKeys } from "../../accounts/api-keys";
+import type { ApiKeyRecord, ApiKeys } from "../../identity/api-keys";
 import type { CallService } from "../../gateway/call-service";
 import { IDEMPOTENCY_KEY } from "../../gateway/idempotency";
 import { authenticate } from "../auth";

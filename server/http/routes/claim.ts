@@ -1,9 +1,9 @@
 import express, { type Router } from "express";
 import { jsonBody } from "../json-body";
 import type { Address } from "viem";
-import type { Sessions } from "../../accounts/sessions";
-import type { ClaimRefusal } from "../../accounts/wallet-claims";
-import type { WalletService } from "../../accounts/wallet-service";
+import type { Sessions } from "../../identity/sessions";
+import type { ClaimRefusal } from "../../wallets/wallet-claims";
+import type { WalletService } from "../../wallets/wallet-service";
 import { microsToUsd } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
 import { address, objectBody } from "../body";
@@ -13,7 +13,7 @@ import { ApiError } from "../errors";
 type Log = (message: string, error?: unknown) => void;
 
 /**
- * A seller's claim of its settled earnings, sent on-chain from its embedded wallet (server/accounts/wallet-claims.ts):
+ * A seller's claim of its settled earnings, sent on-chain from its embedded wallet (server/wallets/wallet-claims.ts):
  *   POST /v1/seller/claim { to? }                           a wallet whose owner key the gateway holds (e-mail, OAuth
  *        sign-in): the sponsored claim is sent and mined → { amount, amount_base_units, user_op_hash, tx_hash, to }
  *   POST /v1/seller/claim/prepare { to? }                   a wallet its SIWE address owns: the sponsored claim is

@@ -1,15 +1,15 @@
 import express, { type Router } from "express";
-import type { MoneyPath } from "../../chain/money-path";
-import type { ChainConnection } from "../../chain/money-path";
+import type { MoneyPath } from "../../settlement/money-path";
+import type { ChainConnection } from "../../settlement/money-path";
 import type { Ledger } from "../../ledger/ledger";
-import { checkReadiness } from "../../readiness";
+import { checkReadiness } from "../../ops/readiness";
 import { dataEnvelope, errorEnvelope } from "../envelope";
 
 /**
  *   GET /healthz   liveness: the process answers (always 200 while it does)
  *   GET /readyz    readiness: 200 when the ledger commits, the chain answers and the money
  *                  path's loops are neither halted nor lagging; 503 not_ready naming what is
- *                  wrong otherwise (server/readiness.ts). Both answer in the spec's envelope.
+ *                  wrong otherwise (server/ops/readiness.ts). Both answer in the spec's envelope.
  */
 export function healthRoutes(deps: { ledger: Ledger; chain?: ChainConnection; moneyPath?: MoneyPath; maxLagMs: number; log: (message: string, error?: unknown) => void }): Router {
   const router = express.Router();

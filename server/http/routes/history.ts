@@ -1,7 +1,7 @@
 import express, { type Router } from "express";
-import type { ApiKeys } from "../../accounts/api-keys";
-import type { Sessions } from "../../accounts/sessions";
-import type { Db } from "../../ledger/db";
+import type { ApiKeys } from "../../identity/api-keys";
+import type { Sessions } from "../../identity/sessions";
+import type { Db } from "../../db/db";
 import { accountHistory } from "../../ledger/history";
 import { microsToUsd } from "../../ledger/money";
 import { requireAccount } from "../auth";

@@ -1,7 +1,7 @@
 import express, { type Router } from "express";
 import { jsonBody } from "../json-body";
-import type { ApiKeyRecord, ApiKeys } from "../../accounts/api-keys";
-import type { Sessions } from "../../accounts/sessions";
+import type { ApiKeyRecord, ApiKeys } from "../../identity/api-keys";
+import type { Sessions } from "../../identity/sessions";
 import type { Ledger } from "../../ledger/ledger";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";

@@ -4,11 +4,11 @@ import express, { type NextFunction, type Request, type Response, type Router } 
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema, type Tool } from "@modelcontextprotocol/sdk/types.js";
-import type { ApiKeyRecord, ApiKeys } from "../../accounts/api-keys";
+import type { ApiKeyRecord, ApiKeys } from "../../identity/api-keys";
 import type { Config } from "../../config";
 import type { CallResponse, CallService } from "../../gateway/call-service";
 import { IDEMPOTENCY_KEY } from "../../gateway/idempotency";
-import type { Skill, SkillRegistry } from "../../gateway/skills";
+import type { Skill, SkillRegistry } from "../../catalog/skills";
 import { computeCharge } from "../../ledger/fees";
 import { microsToUsd } from "../../ledger/money";
 import { authenticate } from "../auth";

@@ -1,12 +1,12 @@
 import express, { type Router } from "express";
-import type { ApiKeys } from "../../accounts/api-keys";
-import { earningsOf } from "../../chain/earnings";
-import { callIdToBytes32 } from "../../chain/settler";
-import type { ChainConnection, MoneyPath } from "../../chain/money-path";
-import type { Db } from "../../ledger/db";
+import type { ApiKeys } from "../../identity/api-keys";
+import { earningsOf } from "../../settlement/earnings";
+import { callIdToBytes32 } from "../../settlement/settler";
+import type { ChainConnection, MoneyPath } from "../../settlement/money-path";
+import type { Db } from "../../db/db";
 import { microsToUsd } from "../../ledger/money";
 import { requireAccount } from "../auth";
-import type { Sessions } from "../../accounts/sessions";
+import type { Sessions } from "../../identity/sessions";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
 

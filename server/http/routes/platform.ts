@@ -1,12 +1,12 @@
 import express, { type Router } from "express";
 import QRCode from "qrcode";
 import { type Address, getAddress } from "viem";
-import type { OAuthSignIn } from "../../accounts/oauth";
-import type { Sessions } from "../../accounts/sessions";
-import { getEmbeddedWallet } from "../../accounts/wallets";
-import type { ChainConnection } from "../../chain/money-path";
+import type { OAuthSignIn } from "../../identity/oauth";
+import type { Sessions } from "../../identity/sessions";
+import { getEmbeddedWallet } from "../../wallets/wallets";
+import type { ChainConnection } from "../../settlement/money-path";
 import type { Config } from "../../config";
-import type { Db } from "../../ledger/db";
+import type { Db } from "../../db/db";
 import { microsToUsd } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";

@@ -1,14 +1,14 @@
 import express, { type Router } from "express";
-import type { ApiKeys } from "../../accounts/api-keys";
+import type { ApiKeys } from "../../identity/api-keys";
 import type { Config } from "../../config";
 import type { CallsLog } from "../../gateway/calls-log";
-import type { Skill, SkillRegistry } from "../../gateway/skills";
+import type { Skill, SkillRegistry } from "../../catalog/skills";
 import { computeCharge } from "../../ledger/fees";
-import type { Db } from "../../ledger/db";
+import type { Db } from "../../db/db";
 import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd } from "../../ledger/money";
 import { requireAccount } from "../auth";
-import type { Sessions } from "../../accounts/sessions";
+import type { Sessions } from "../../identity/sessions";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
 import { intParam } from "../query";

@@ -1,11 +1,11 @@
 import express, { type Router } from "express";
 import { jsonBody } from "../json-body";
-import { type SellerSkill, type SellerSkillFields, type SellerSkillRefusal, SellerSkills } from "../../accounts/seller-skills";
-import type { Sessions } from "../../accounts/sessions";
-import { addressesOf, linkAddressSync, normalizeAddress } from "../../chain/addresses";
+import { type SellerSkill, type SellerSkillFields, type SellerSkillRefusal, SellerSkills } from "../../catalog/seller-skills";
+import type { Sessions } from "../../identity/sessions";
+import { addressesOf, linkAddressSync, normalizeAddress } from "../../settlement/addresses";
 import type { Config } from "../../config";
 import type { EgressPolicy } from "../../gateway/egress";
-import type { SkillRegistry } from "../../gateway/skills";
+import type { SkillRegistry } from "../../catalog/skills";
 import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd, usdToMicros } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";

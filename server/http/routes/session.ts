@@ -1,8 +1,8 @@
 import express, { type Router } from "express";
-import type { Sessions } from "../../accounts/sessions";
-import { getEmbeddedWallet } from "../../accounts/wallets";
-import { addressesOf } from "../../chain/addresses";
-import type { Db } from "../../ledger/db";
+import type { Sessions } from "../../identity/sessions";
+import { getEmbeddedWallet } from "../../wallets/wallets";
+import { addressesOf } from "../../settlement/addresses";
+import type { Db } from "../../db/db";
 import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";

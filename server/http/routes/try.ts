@@ -1,8 +1,8 @@
 import { performance } from "node:perf_hooks";
 import express, { type Router } from "express";
 import { jsonBody } from "../json-body";
-import type { ApiKeys } from "../../accounts/api-keys";
-import type { Sessions } from "../../accounts/sessions";
+import type { ApiKeys } from "../../identity/api-keys";
+import type { Sessions } from "../../identity/sessions";
 import type { CallService } from "../../gateway/call-service";
 import { ApiError } from "../errors";
 

@@ -1,10 +1,10 @@
 import express, { type Router } from "express";
 import { jsonBody } from "../json-body";
 import type { Address, Hex } from "viem";
-import type { Sessions } from "../../accounts/sessions";
-import type { WalletService } from "../../accounts/wallet-service";
-import type { WithdrawRefusal, WithdrawSendFailure } from "../../accounts/wallet-withdrawals";
-import type { IssuedVoucher } from "../../chain/vouchers";
+import type { Sessions } from "../../identity/sessions";
+import type { WalletService } from "../../wallets/wallet-service";
+import type { WithdrawRefusal, WithdrawSendFailure } from "../../wallets/wallet-withdrawals";
+import type { IssuedVoucher } from "../../settlement/vouchers";
 import { microsToUsd } from "../../ledger/money";
 import { dataEnvelope, errorEnvelope } from "../envelope";
 import { address, objectBody, optionalUsd } from "../body";
@@ -14,7 +14,7 @@ import { ApiError, ERROR_STATUS, type ErrorCode } from "../errors";
 type Log = (message: string, error?: unknown) => void;
 
 /**
- * A withdrawal to an address, through the account's embedded wallet (server/accounts/wallet-withdrawals.ts). A
+ * A withdrawal to an address, through the account's embedded wallet (server/wallets/wallet-withdrawals.ts). A
  * plain voucher (POST /v1/withdrawals) pays the embedded wallet, whose USDC the sweep puts straight back into the
  * escrow; these redeem the voucher and pass the USDC on to `to` in one sponsored UserOperation:
  *   POST /v1/wallet/withdraw { amount?, to }                a wallet whose owner key the gateway holds (e-mail, OAuth

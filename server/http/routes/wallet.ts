@@ -1,7 +1,7 @@
 import express, { type Router } from "express";
 import { jsonBody } from "../json-body";
-import type { Sessions } from "../../accounts/sessions";
-import type { WalletService } from "../../accounts/wallet-service";
+import type { Sessions } from "../../identity/sessions";
+import type { WalletService } from "../../wallets/wallet-service";
 import { dataEnvelope } from "../envelope";
 import { readOwnerSignature, refuseOwnerSubmit } from "../owner-signed";
 import { ApiError } from "../errors";

@@ -1,11 +1,11 @@
 import express, { type Router } from "express";
 import { jsonBody } from "../json-body";
-import type { ApiKeys } from "../../accounts/api-keys";
-import type { VoucherIssuer } from "../../chain/vouchers";
+import type { ApiKeys } from "../../identity/api-keys";
+import type { VoucherIssuer } from "../../settlement/vouchers";
 import { microsToUsd } from "../../ledger/money";
-import type { Db } from "../../ledger/db";
+import type { Db } from "../../db/db";
 import { requireAccount } from "../auth";
-import type { Sessions } from "../../accounts/sessions";
+import type { Sessions } from "../../identity/sessions";
 import { objectBody, optionalUsd } from "../body";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";

@@ -1,5 +1,5 @@
 import { keccak256, toHex, type Address } from "viem";
-import type { ContractBatch } from "../../../server/chain/batches";
+import type { ContractBatch } from "../../../server/settlement/batches";
 import { buildMerkleTree, receiptLeaf, type CallReceipt } from "../../../server/chain/receipts";
 
 /** The Solidity `SkillEscrow.Batch` struct as viem encodes it (the settler's type). Amounts in USDC base units. */

@@ -1,8 +1,8 @@
-import type { RunOnceReturnType } from "../../../server/chain/settler";
-import { DEV_ACCOUNT_INDEX, devAccount } from "../../../server/chain/local-node";
+import type { RunOnceReturnType } from "../../../server/settlement/settler";
+import { DEV_ACCOUNT_INDEX, devAccount } from "../../../server/devstack/local-node";
 import { type AaStack, gatewayOptionsFor, startAaStack } from "../../helpers/aa-stack";
 import { type TestStack, startStack } from "../../helpers/gateway";
-import type { Db } from "../../../server/ledger/db";
+import type { Db } from "../../../server/db/db";
 
 /**
  * Everything the dashboard talks to, real: a `hardhat node` with the escrow, the ERC-4337

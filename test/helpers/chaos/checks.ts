@@ -1,6 +1,6 @@
 import Database from "better-sqlite3";
 import { expect } from "chai";
-import type { Db } from "../../../server/ledger/db";
+import type { Db } from "../../../server/db/db";
 import { assertBalanced } from "../../../server/ledger/invariants";
 import { PLATFORM_ACCOUNT_ID } from "../../../server/ledger/ledger";
 import type { ReceivedRequest } from "../backend";

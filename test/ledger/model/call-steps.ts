@@ -1,7 +1,7 @@
 import { expect } from "chai";
-import type { FeeMode } from "../../../server/config";
+import type { FeeMode } from "../../../server/ledger/fees";
 import { computeCharge } from "../../../server/ledger/fees";
-import { GroupCommit } from "../../../server/ledger/group-commit";
+import { GroupCommit } from "../../../server/db/group-commit";
 import { DEV_CREDIT_SOURCE_ID, ESCROW_SOURCE_ID, Ledger, PLATFORM_ACCOUNT_ID, type CreditKind } from "../../../server/ledger/ledger";
 import { type Model, type Real, Step, balanceOf, credit, move, releaseHold, topUpFreezes } from "./model";
 
@@ -14,7 +14,7 @@ const SOURCE_OF: Record<CreditKind, string> = { dev_credit: DEV_CREDIT_SOURCE_ID
 
 /**
  * A credit. A development credit tops short exit freezes up itself; a chain deposit is credited the way the
- * indexer does it (server/chain/indexer.ts): the credit, then the top-up, in one operation.
+ * indexer does it (server/settlement/indexer.ts): the credit, then the top-up, in one operation.
  */
 export class Credit extends Step {
   constructor(

@@ -1,8 +1,8 @@
 import { expect } from "chai";
 import type { Command } from "fast-check";
-import type { StoredAddress } from "../../../server/chain/addresses";
-import type { ChainExitEvent } from "../../../server/chain/exits";
-import type { Db } from "../../../server/ledger/db";
+import type { StoredAddress } from "../../../server/settlement/addresses";
+import type { ChainExitEvent } from "../../../server/settlement/exits";
+import type { Db } from "../../../server/db/db";
 import { assertBalanced } from "../../../server/ledger/invariants";
 import { DEV_CREDIT_SOURCE_ID, ESCROW_SOURCE_ID, PLATFORM_ACCOUNT_ID, type Ledger } from "../../../server/ledger/ledger";
 import { allBalances } from "../../helpers/ledger";
@@ -10,7 +10,7 @@ import { allBalances } from "../../helpers/ledger";
 /*
  * The model the ledger's property test (../ledger.property.test.ts) checks the real ledger against: balances,
  * holds, vouchers and exits, moved by hand-written arithmetic that never calls the code under test. Each
- * rule below is the rule as the ledger documents it (server/ledger/ledger.ts, server/chain/exits.ts), written
+ * rule below is the rule as the ledger documents it (server/ledger/ledger.ts, server/settlement/exits.ts), written
  * out again on plain numbers.
  */
 

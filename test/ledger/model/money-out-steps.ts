@@ -1,6 +1,6 @@
 import { expect } from "chai";
-import type { StoredAddress } from "../../../server/chain/addresses";
-import { type ApplyExitEventReturnType, type ChainExitEvent, applyExitEvent } from "../../../server/chain/exits";
+import type { StoredAddress } from "../../../server/settlement/addresses";
+import { type ApplyExitEventReturnType, type ChainExitEvent, applyExitEvent } from "../../../server/settlement/exits";
 import {
   ADDRESSES,
   type Model,
@@ -18,8 +18,8 @@ import {
 /*
  * The steps that take money out of the ledger or put it back from the escrow's side: withdrawals by voucher
  * (issued, redeemed, returned unredeemed) and unilateral exits (requested, replaced, cancelled, completed,
- * and logs read twice). Vouchers are written as server/chain/vouchers.ts writes them and exit logs go through
- * server/chain/exits.ts, so the invariants that join those tables to the journal are checked too; the model
+ * and logs read twice). Vouchers are written as server/settlement/vouchers.ts writes them and exit logs go through
+ * server/settlement/exits.ts, so the invariants that join those tables to the journal are checked too; the model
  * of what each one does is written out again in ./model.ts.
  */
 

@@ -1,0 +1,78 @@
+/**
+ * The import direction of server/, checked by `npm run lint` (and so by `npm test`).
+ *
+ *   http ─────────────┐   the only layer that knows HTTP: statuses, headers, bodies, cookies
+ *     │               │
+ *   gateway  payments │   the call path; card top-ups (and later x402)
+ *     │   \  /   │    │
+ *   catalog wallets   │   skills and their schemas; embedded wallets and 4337 flows
+ *     │      │        │
+ *   identity settlement   accounts, keys, sessions, sign-in; the chain side of money
+ *     │      │
+ *   ledger  chain         the books; the chain adapter (deployment, receipts, retry loop)
+ *     │
+ *   db                    SQLite handle, migrations, group commit, ids
+ *
+ * devstack/ (local chain, bundler, demo) is imported only by scripts and tests: a production
+ * entry never starts a chain. ops/ reads health from every layer and is read by http/.
+ */
+const CORE = "^server/(gateway|catalog|identity|payments|wallets|settlement|ledger|chain|db|ops)/";
+
+/** A rule saying `from` may import nothing under server/ outside `allowed`. */
+function onlyImports(name, from, allowed, comment) {
+  return {
+    name,
+    comment,
+    severity: "error",
+    from: { path: `^server/${from}/` },
+    to: { path: "^server/", pathNot: [`^server/(${[from, ...allowed].join("|")})/`, "^server/config\\.ts$"] },
+  };
+}
+
+module.exports = {
+  forbidden: [
+    {
+      name: "core-never-imports-http",
+      comment: "The core decides outcomes; only server/http/ decides statuses, headers and bodies.",
+      severity: "error",
+      from: { path: CORE },
+      to: { path: "^server/http/" },
+    },
+    {
+      name: "devstack-only-from-scripts-and-tests",
+      comment: "The development stack (local chain, bundler, demo seed) is never part of a production entry.",
+      severity: "error",
+      from: { path: "^server/", pathNot: "^server/devstack/" },
+      to: { path: "^server/devstack/" },
+    },
+    {
+      name: "nothing-imports-an-entry",
+      comment: "server/index.ts and server/main.ts compose the parts; no part imports them.",
+      severity: "error",
+      from: { path: "^server/", pathNot: ["^server/devstack/", "^server/main\\.ts$"] },
+      to: { path: "^server/(index|main)\\.ts$" },
+    },
+    onlyImports("db-stands-alone", "db", [], "db/ knows SQLite and nothing of the domain."),
+    onlyImports("chain-stands-alone", "chain", [], "chain/ is the chain adapter: deployment, ABIs, receipts, retry loop."),
+    onlyImports("ledger-sits-on-db", "ledger", ["db"], "The ledger is the books; it knows nothing of HTTP, the chain or accounts."),
+    onlyImports("identity-sits-on-ledger", "identity", ["db", "ledger"], "Accounts, keys, sessions and sign-in."),
+    onlyImports("catalog-sits-on-ledger", "catalog", ["db", "ledger"], "Skills, listings and their schemas."),
+    onlyImports("settlement-sits-on-ledger-and-chain", "settlement", ["db", "ledger", "chain"], "The chain side of money."),
+    onlyImports("wallets-sit-on-settlement", "wallets", ["db", "ledger", "chain", "settlement", "identity"], "Embedded wallets and 4337 flows."),
+    onlyImports("payments-sit-on-wallets", "payments", ["db", "ledger", "chain", "settlement", "wallets", "identity"], "Card top-ups."),
+    onlyImports("gateway-sits-on-catalog", "gateway", ["db", "ledger", "catalog", "identity"], "The call path."),
+    {
+      name: "no-circular",
+      severity: "error",
+      from: { path: "^server/" },
+      to: { circular: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: "node_modules" },
+    exclude: { path: "^server/web/" },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: "tsconfig.json" },
+    moduleSystems: ["cjs", "es6"],
+  },
+};

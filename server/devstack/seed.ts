@@ -1,0 +1,53 @@
+import type { Address } from "viem";
+import { linkAddressSync } from "../settlement/addresses";
+import type { Gateway } from "../index";
+import { usdToMicros } from "../ledger/money";
+import type { DemoBackend } from "./demo-backend";
+
+export const DEMO_BUYER_ID = "demo-buyer";
+export const DEMO_SELLER_ID = "demo-seller";
+/** What the demo buyer deposits into the escrow on-chain at start. */
+export const DEMO_DEPOSIT_USD = "10";
+
+const DEMO_SKILLS = [
+  { slug: "echo", path: "/echo", name: "Echo", price: "0.001", description: "Returns its input unchanged." },
+  {
+    slug: "uppercase", path: "/uppercase", name: "Uppercase", price: "0.002",
+    description: "Upper-cases a text.",
+    inputSchema: { type: "object", properties: { text: { type: "string", maxLength: 10_000 } }, required: ["text"], additionalProperties: false },
+  },
+  { slug: "slow", path: "/slow", name: "Slow", price: "0.001", description: "Waits `ms` milliseconds; times out past 2 s.", timeoutMs: 2_000 },
+  { slug: "broken", path: "/broken", name: "Broken", price: "0.01", description: "Its backend always answers 500: calls are never charged." },
+] as const;
+
+/**
+ * Seeds the embedded default: a demo seller with the demo skills (pointed at the demo
+ * backend), and a demo buyer, each linked to its on-chain address. The buyer's balance is
+ * not seeded: it is the buyer's own deposit into the escrow, which the deposit indexer
+ * credits once it reads the event (a deposit already on-chain is credited on linking).
+ */
+export function seedDemo(gateway: Gateway, backend: DemoBackend, addresses: { buyer: Address; seller: Address }): { buyerId: string } {
+  const { ledger, skills } = gateway;
+  ledger.ensureAccount({ id: DEMO_SELLER_ID, kind: "seller", name: "Demo Seller" });
+  ledger.ensureAccount({ id: DEMO_BUYER_ID, kind: "user", name: "Demo Buyer" });
+  for (const [accountId, address] of [[DEMO_BUYER_ID, addresses.buyer], [DEMO_SELLER_ID, addresses.seller]] as const) {
+    const linked = linkAddressSync(ledger, { accountId, address });
+    if (!linked.ok) throw new Error(`could not link ${address} to ${accountId}: ${linked.reason}`);
+  }
+
+  for (const s of DEMO_SKILLS) {
+    const skill = skills.upsert({
+      slug: s.slug,
+      name: s.name,
+      description: s.description,
+      priceMicros: usdToMicros(s.price),
+      sellerAccountId: DEMO_SELLER_ID,
+      backendUrl: backend.url + s.path,
+      timeoutMs: "timeoutMs" in s ? s.timeoutMs : gateway.config.defaultSkillTimeoutMs,
+      inputSchema: "inputSchema" in s ? s.inputSchema : null,
+    });
+    backend.setSecret(s.path, skill.signingSecret);
+  }
+  ledger.commit.flush();
+  return { buyerId: DEMO_BUYER_ID };
+}

@@ -1,0 +1,186 @@
+import { createHash, randomBytes } from "node:crypto";
+import nodemailer from "nodemailer";
+import type { Db } from "../db/db";
+import type { GroupCommit } from "../db/group-commit";
+
+/** One outgoing e-mail. Plain text: a sign-in link needs nothing more. */
+export interface MailMessage {
+  to: string;
+  subject: string;
+  text: string;
+}
+
+/** Where the gateway's e-mail goes: the local outbox by default, SMTP when configured. */
+export interface Mailer {
+  send(message: MailMessage): Promise<void>;
+}
+
+/**
+ * The default mailer: each message becomes a row of the `outbox` table of the gateway's
+ * own database, for a developer to read (`SELECT * FROM outbox`) and for tests. Nothing
+ * leaves the machine. The rows hold live sign-in links, so it is for development only.
+ */
+export class OutboxMailer implements Mailer {
+  private readonly insert;
+
+  constructor(
+    private readonly commit: GroupCommit,
+    db: Db,
+    /** Also shows each message to the developer (npm start prints it), once it is in the table. */
+    private readonly echo?: (message: MailMessage) => void,
+  ) {
+    this.insert = db.prepare("INSERT INTO outbox (to_address, subject, body, created_at) VALUES (?, ?, ?, ?)");
+  }
+
+  async send(message: MailMessage): Promise<void> {
+    await this.commit.runDurable(() => this.insert.run(message.to, message.subject, message.text, Date.now()));
+    this.echo?.(message);
+  }
+}
+
+/** Sends through an SMTP server named by a URL (smtp://user:pass@host:587 or smtps://…), with nodemailer. */
+export class SmtpMailer implements Mailer {
+  private readonly transport;
+
+  constructor(smtpUrl: string, private readonly from: string) {
+    this.transport = nodemailer.createTransport(smtpUrl);
+  }
+
+  async send(message: MailMessage): Promise<void> {
+    await this.transport.sendMail({ from: this.from, to: message.to, subject: message.subject, text: message.text });
+  }
+}
+
+/** The mailer the configuration asks for: SMTP when SMTP_URL is set, the outbox otherwise. */
+export function createMailer(settings: { smtpUrl: string; mailFrom: string }, commit: GroupCommit, db: Db, echo?: (message: MailMessage) => void): Mailer {
+  return settings.smtpUrl ? new SmtpMailer(settings.smtpUrl, settings.mailFrom) : new OutboxMailer(commit, db, echo);
+}
+
+/**
+ * An address in the one form identities store: trimmed and lower-cased (providers treat
+ * the local part case-insensitively in practice, and two accounts for Ada@ and ada@ would
+ * only confuse their owner). Undefined when it does not look like an address at all.
+ */
+export function normalizeEmail(raw: unknown): string | undefined {
+  if (typeof raw !== "string") return undefined;
+  const email = raw.trim().toLowerCase();
+  if (email.length > 254 || !/^[^\s@<>()",;]+@[^\s@<>()",;]+\.[^\s@<>()",;]+$/.test(email)) return undefined;
+  return email;
+}
+
+const hash = (token: string) => createHash("sha256").update(token).digest("hex");
+
+/** Links asked for one address within one TTL beyond which no more are sent (the answer stays the same). */
+const MAX_LINKS_PER_ADDRESS = 5;
+
+export type SendLinkReturnType =
+  | { sent: true }
+  /** The address had MAX_LINKS_PER_ADDRESS links lately: none sent, and the caller answers as if one was. */
+  | { sent: false; reason: "address_limit" }
+  /** `pendingMax` links wait to be used, in all: none sent; one expires in `retryAfterMs`. */
+  | { sent: false; reason: "too_many_pending"; retryAfterMs: number };
+
+export type ConsumeResult = { ok: true; email: string; linkTo: string | undefined } | { ok: false; reason: "invalid_or_used" };
+
+export type PeekResult = { ok: true; email: string; linkTo: string | undefined; expiresAtMs: number } | { ok: false; reason: "invalid_or_used" };
+
+/** A token's shape before any lookup: what `send` mints is 43 base64url characters. */
+const plausibleToken = (token: unknown): token is string => typeof token === "string" && token.length > 0 && token.length <= 100;
+
+/**
+ * E-mail magic links. A link carries a random 256-bit token; only its SHA-256 is stored,
+ * with the address, an expiry and, when a signed-in person asked for it, the account the
+ * address should join. A token is good once: consuming it sets used_at in the same
+ * statement that checks it is unset and unexpired.
+ *
+ * Every address gets the same treatment, known or not (a first sign-in creates the
+ * account), so nothing about the answer or its timing tells whether an account exists.
+ *
+ * Anyone may ask for a link, so what a flood can store and send is bounded: an address gets
+ * at most MAX_LINKS_PER_ADDRESS links per TTL, and at most `pendingMax` links wait unused in
+ * all (a limit on the whole gateway, so refusing beyond it tells nothing about any address).
+ */
+export class MagicLinks {
+  private readonly stmt;
+
+  constructor(
+    db: Db,
+    private readonly commit: GroupCommit,
+    private readonly mailer: Mailer,
+    private readonly options: { ttlMs: number; pendingMax: number; now?: () => number },
+  ) {
+    this.stmt = {
+      insert: db.prepare("INSERT INTO email_sign_in_tokens (token_hash, email, link_to, created_at, expires_at) VALUES (?, ?, ?, ?, ?)"),
+      recent: db.prepare("SELECT COUNT(*) FROM email_sign_in_tokens WHERE email = ? AND created_at > ?").pluck(),
+      pending: db.prepare("SELECT COUNT(*) FROM email_sign_in_tokens WHERE used_at IS NULL AND expires_at > ?").pluck(),
+      firstExpiry: db.prepare("SELECT MIN(expires_at) FROM email_sign_in_tokens WHERE used_at IS NULL AND expires_at > ?").pluck(),
+      peek: db.prepare("SELECT email, link_to, expires_at FROM email_sign_in_tokens WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?"),
+      consume: db.prepare(
+        "UPDATE email_sign_in_tokens SET used_at = ? WHERE token_hash = ? AND used_at IS NULL AND expires_at > ? RETURNING email, link_to",
+      ),
+      purge: db.prepare("DELETE FROM email_sign_in_tokens WHERE expires_at <= ?"),
+    };
+  }
+
+  private now(): number {
+    return this.options.now?.() ?? Date.now();
+  }
+
+  /**
+   * Mails a sign-in link to `email` (already normalized). `linkTo`: the signed-in account
+   * that asked, which the address joins if the link is used in that same session. The
+   * refusals say why nothing was sent; for `address_limit` the caller answers as if it was.
+   */
+  async send(email: string, linkUrl: (token: string) => string, linkTo?: string): Promise<SendLinkReturnType> {
+    const now = this.now();
+    const token = randomBytes(32).toString("base64url");
+    const refusal = this.commit.run((): Exclude<SendLinkReturnType, { sent: true }> | undefined => {
+      // First the whole gateway's limit, whoever the address: its answer must not depend on the address.
+      if ((this.stmt.pending.get(now) as number) >= this.options.pendingMax) {
+        return { sent: false, reason: "too_many_pending", retryAfterMs: Math.max(1, Number(this.stmt.firstExpiry.get(now)) - now) };
+      }
+      if ((this.stmt.recent.get(email, now - this.options.ttlMs) as number) >= MAX_LINKS_PER_ADDRESS) return { sent: false, reason: "address_limit" };
+      this.stmt.insert.run(hash(token), email, linkTo ?? null, now, now + this.options.ttlMs);
+      return undefined;
+    });
+    if (refusal) return refusal;
+    // The token is on disk before the link leaves, so a link that arrives always works.
+    await this.commit.durable();
+    const minutes = Math.round(this.options.ttlMs / 60_000);
+    await this.mailer.send({
+      to: email,
+      subject: "Your Skill Gateway sign-in link",
+      text:
+        `Open this link to sign in to Skill Gateway${linkTo ? " (and add this address to your account)" : ""}, then confirm on the page it opens:\n\n` +
+        `${linkUrl(token)}\n\n` +
+        `It works once, for ${minutes} minutes. If you did not ask for it, ignore this message.\n`,
+    });
+    return { sent: true };
+  }
+
+  /**
+   * What a link's token would sign in as, without using it up: the page a link opens shows
+   * this, and only a POST from that page consumes the token (a mail scanner that fetches the
+   * link, even running its script, does not press the button).
+   */
+  peek(token: string): PeekResult {
+    if (!plausibleToken(token)) return { ok: false, reason: "invalid_or_used" };
+    const row = this.stmt.peek.get(hash(token), this.now()) as { email: string; link_to: string | null; expires_at: bigint } | undefined;
+    if (!row) return { ok: false, reason: "invalid_or_used" };
+    return { ok: true, email: row.email, linkTo: row.link_to ?? undefined, expiresAtMs: Number(row.expires_at) };
+  }
+
+  /** Uses a link's token up: its address (and the account it should join), once, before expiry. */
+  consume(token: string): ConsumeResult {
+    if (!plausibleToken(token)) return { ok: false, reason: "invalid_or_used" };
+    const now = this.now();
+    const row = this.commit.run(() => this.stmt.consume.get(now, hash(token), now)) as { email: string; link_to: string | null } | undefined;
+    if (!row) return { ok: false, reason: "invalid_or_used" };
+    return { ok: true, email: row.email, linkTo: row.link_to ?? undefined };
+  }
+
+  /** Deletes tokens past their expiry (used or not): they can never sign anyone in. */
+  purgeExpired(): number {
+    return this.commit.run(() => this.stmt.purge.run(this.now()).changes);
+  }
+}

@@ -1,0 +1,225 @@
+/**
+ * Sign-In With Ethereum (EIP-4361): the nonces the gateway hands out and the checks a signed
+ * message must pass before it opens a session. The `siwe` package parses the message (its
+ * ABNF grammar is the standard's); every check on the parsed fields is made here, each one
+ * required, and the signature is verified by viem, so that smart accounts sign in too.
+ */
+import { randomBytes } from "node:crypto";
+import { SiweMessage } from "siwe";
+import { type Address, type Hex, type PublicClient, getAddress, isHex, verifyMessage } from "viem";
+import type { Db } from "../db/db";
+import type { GroupCommit } from "../db/group-commit";
+import { base58Encode } from "./base58";
+
+/** How long a nonce may wait for its signed message. */
+export const SIWE_NONCE_TTL_MS = 10 * 60_000;
+
+/**
+ * How far a message's clock may run ahead of the gateway's: its `issuedAt` may be this much
+ * in the future, no more. The nonce already makes every message fresh; this refuses one
+ * whose timestamps are nonsense (issued in 2100), which a careful signer would not produce
+ * and a reader of the signed text would be misled by. Five minutes is the customary bound
+ * for clocks kept by NTP (Kerberos uses the same).
+ */
+export const SIWE_CLOCK_SKEW_MS = 5 * 60_000;
+
+/** How many nonces may wait unused: per client address, and in all. */
+export interface SiweNonceLimits {
+  perClientMax: number;
+  max: number;
+}
+
+export type IssueNonceReturnType =
+  | { ok: true; nonce: string; expiresAtMs: number }
+  /** As many nonces wait unused as the gateway keeps; one frees up in `retryAfterMs`. */
+  | { ok: false; reason: "too_many_pending"; retryAfterMs: number };
+
+/**
+ * Server-issued SIWE nonces, one row each in `siwe_nonces`. A nonce is good once and until it
+ * expires; `consume` checks both and marks it used in one UPDATE, so of two requests carrying
+ * the same message exactly one gets through.
+ *
+ * Anyone may ask for a nonce, so the table must not grow with the asking: expired nonces go
+ * as new ones are issued (and on the gateway's periodic prune); one client address holds at
+ * most `perClientMax` unused ones (asking for another drops its oldest, so a person who
+ * clicks "Connect wallet" again is never stuck); and beyond `max` unused ones in all, a new
+ * one is refused until the oldest expires, rather than dropping other people's.
+ */
+export class SiweNonces {
+  private readonly stmt;
+
+  constructor(
+    db: Db,
+    private readonly commit: GroupCommit,
+    private readonly limits: SiweNonceLimits,
+    private readonly ttlMs = SIWE_NONCE_TTL_MS,
+  ) {
+    this.stmt = {
+      insert: db.prepare("INSERT INTO siwe_nonces (nonce, client, created_at, expires_at) VALUES (?, ?, ?, ?)"),
+      consume: db.prepare("UPDATE siwe_nonces SET used_at = ? WHERE nonce = ? AND used_at IS NULL AND expires_at > ?"),
+      purge: db.prepare("DELETE FROM siwe_nonces WHERE expires_at <= ?"),
+      // The client's unused nonces beyond the newest `?`, oldest first.
+      trimClient: db.prepare(
+        `DELETE FROM siwe_nonces WHERE nonce IN (
+           SELECT nonce FROM siwe_nonces WHERE client = ? AND used_at IS NULL AND expires_at > ?
+           ORDER BY created_at DESC, nonce LIMIT -1 OFFSET ?)`,
+      ),
+      pending: db.prepare("SELECT COUNT(*) FROM siwe_nonces WHERE used_at IS NULL AND expires_at > ?").pluck(),
+      firstExpiry: db.prepare("SELECT MIN(expires_at) FROM siwe_nonces WHERE used_at IS NULL AND expires_at > ?").pluck(),
+    };
+  }
+
+  /**
+   * A fresh nonce for `client` (the asker's rate-limit key): 128 random bits in base58
+   * (EIP-4361 wants at least 8 alphanumerics), or a refusal when too many wait unused.
+   */
+  async issue(client: string, nowMs = Date.now()): Promise<IssueNonceReturnType> {
+    const nonce = base58Encode(randomBytes(16));
+    const expiresAtMs = nowMs + this.ttlMs;
+    const refusedFor = this.commit.run((): number | undefined => {
+      this.stmt.purge.run(nowMs);
+      this.stmt.trimClient.run(client, nowMs, this.limits.perClientMax - 1);
+      if ((this.stmt.pending.get(nowMs) as number) >= this.limits.max) return Number(this.stmt.firstExpiry.get(nowMs)) - nowMs;
+      this.stmt.insert.run(nonce, client, nowMs, expiresAtMs);
+      return undefined;
+    });
+    if (refusedFor !== undefined) return { ok: false, reason: "too_many_pending", retryAfterMs: Math.max(1, refusedFor) };
+    await this.commit.durable();
+    return { ok: true, nonce, expiresAtMs };
+  }
+
+  /** Marks the nonce used; false if it was never issued, is used already, or has expired. */
+  consume(nonce: string, nowMs = Date.now()): boolean {
+    return this.commit.run(() => this.stmt.consume.run(nowMs, nonce, nowMs).changes === 1);
+  }
+
+  /** Deletes nonces past their expiry (used or not): they can never sign anyone in. */
+  purgeExpired(nowMs = Date.now()): number {
+    return this.commit.run(() => this.stmt.purge.run(nowMs).changes);
+  }
+}
+
+/** What a message must say to be accepted here: where the gateway's dashboard is, and which chain. */
+export interface SiweExpectations {
+  /** The dashboard's origin, e.g. `https://gateway.example` or `http://127.0.0.1:8787`. */
+  origin: URL;
+  chainId: number;
+}
+
+export type SiweFailure =
+  | "malformed_message"
+  | "scheme_mismatch"
+  | "domain_mismatch"
+  | "uri_mismatch"
+  | "chain_mismatch"
+  | "issued_in_future"
+  | "expired"
+  | "not_yet_valid"
+  | "bad_nonce"
+  | "bad_signature";
+
+export type VerifySiweParameters = {
+  message: string;
+  signature: string;
+  expected: SiweExpectations;
+  nonces: SiweNonces;
+  /**
+   * The chain the gateway is connected to. With it, ERC-1271 (deployed smart accounts) and
+   * ERC-6492 (not yet deployed) signatures verify, as well as EOAs'; without it only EOAs'.
+   */
+  publicClient?: Pick<PublicClient, "verifyMessage">;
+  nowMs?: number;
+};
+
+export type VerifySiweReturnType =
+  | { ok: true; address: Address; chainId: number }
+  | { ok: false; reason: SiweFailure; message: string };
+
+/** The chain could not be asked about a smart-account signature (a boundary failure, not a bad signature). */
+export class SiweChainError extends Error {
+  override name = "SiweChainError";
+}
+
+const fail = (reason: SiweFailure, message: string): VerifySiweReturnType => ({ ok: false, reason, message });
+
+/**
+ * Verifies a signed SIWE message, in this order: it parses; its scheme (when given), domain
+ * and URI are the dashboard's; its chain id is the configured one; its `issuedAt` is not
+ * ahead of the gateway's clock by more than SIWE_CLOCK_SKEW_MS; it is within its
+ * `notBefore`/`expirationTime`; its nonce was issued here and is unused and unexpired (the
+ * nonce is used up from this point on, whatever the signature); the signature is its
+ * address's. Expected refusals are results; SiweChainError when the chain cannot answer.
+ */
+export async function verifySiwe(parameters: VerifySiweParameters): Promise<VerifySiweReturnType> {
+  const { expected, nowMs = Date.now() } = parameters;
+  let parsed: SiweMessage;
+  try {
+    parsed = new SiweMessage(parameters.message);
+  } catch {
+    return fail("malformed_message", "The message is not an EIP-4361 Sign-In With Ethereum message.");
+  }
+
+  const scheme = expected.origin.protocol.slice(0, -1);
+  if (parsed.scheme !== undefined && parsed.scheme !== scheme) {
+    return fail("scheme_mismatch", `The message's scheme must be ${scheme}.`);
+  }
+  if (parsed.domain !== expected.origin.host) {
+    return fail("domain_mismatch", `The message's domain must be ${expected.origin.host}.`);
+  }
+  let uri: URL | undefined;
+  try {
+    uri = new URL(parsed.uri);
+  } catch {
+    uri = undefined;
+  }
+  if (!uri || uri.origin !== expected.origin.origin) {
+    return fail("uri_mismatch", `The message's URI must be on ${expected.origin.origin}.`);
+  }
+  if (parsed.chainId !== expected.chainId) {
+    return fail("chain_mismatch", `The message's chain id must be ${expected.chainId}.`);
+  }
+  // The grammar requires Issued At; checked here all the same, never skipped when absent.
+  const issuedAtMs = parsed.issuedAt === undefined ? Number.NaN : Date.parse(parsed.issuedAt);
+  if (Number.isNaN(issuedAtMs)) return fail("malformed_message", "The message's issued-at time is missing or not a date.");
+  if (issuedAtMs > nowMs + SIWE_CLOCK_SKEW_MS) {
+    return fail("issued_in_future", "The message's issued-at time is in the future: check the signing device's clock and sign a new one.");
+  }
+  if (parsed.expirationTime !== undefined) {
+    const expiresAtMs = Date.parse(parsed.expirationTime);
+    if (Number.isNaN(expiresAtMs)) return fail("malformed_message", "The message's expiration time is not a date.");
+    if (expiresAtMs <= nowMs) return fail("expired", "The message has expired: sign a new one.");
+  }
+  if (parsed.notBefore !== undefined) {
+    const validFromMs = Date.parse(parsed.notBefore);
+    if (Number.isNaN(validFromMs)) return fail("malformed_message", "The message's not-before time is not a date.");
+    if (validFromMs > nowMs) return fail("not_yet_valid", "The message is not valid yet (its notBefore is in the future).");
+  }
+  // Malformed signatures are refused before the nonce is spent, so a typo costs nothing.
+  // 65 bytes is an EOA's signature; smart accounts' are longer, never shorter.
+  if (!isHex(parameters.signature, { strict: true }) || parameters.signature.length < 2 + 130 || parameters.signature.length % 2 !== 0) {
+    return fail("bad_signature", "The signature must be 0x-prefixed hex of at least 65 bytes.");
+  }
+
+  // From here on the nonce is spent whatever follows: one signed message, one attempt.
+  if (!parameters.nonces.consume(parsed.nonce, nowMs)) {
+    return fail("bad_nonce", "Unknown, used or expired nonce: get a new one from GET /auth/siwe/nonce.");
+  }
+
+  const address = getAddress(parsed.address);
+  const signature = parameters.signature as Hex;
+  let valid: boolean;
+  if (parameters.publicClient) {
+    try {
+      valid = await parameters.publicClient.verifyMessage({ address, message: parameters.message, signature });
+    } catch (error) {
+      // viem answers false for a signature that does not verify, and also when the chain's
+      // eth_call fails (it then falls back to ECDSA recovery, so EOAs still sign in): an
+      // outage fails closed. What still throws is a failure outside the call itself.
+      throw new SiweChainError("the chain could not verify the signature", { cause: error });
+    }
+  } else {
+    valid = await verifyMessage({ address, message: parameters.message, signature }).catch(() => false);
+  }
+  if (!valid) return fail("bad_signature", `The signature is not ${address}'s signature of this message.`);
+  return { ok: true, address, chainId: parsed.chainId };
+}

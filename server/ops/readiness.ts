@@ -1,0 +1,95 @@
+import type { PublicClient } from "viem";
+import type { LoopHealth } from "../chain/retry-loop";
+import type { GroupCommit } from "../db/group-commit";
+
+/**
+ * Readiness (GET /readyz): whether this gateway should be sent traffic and trusted with money
+ * now. /healthz only says the process answers; this says the parts behind it work:
+ *
+ *   ledger    a real (empty) write commits durably through the group commit
+ *   chain     the chain's JSON-RPC answers eth_blockNumber within chainTimeoutMs
+ *   indexer   the deposit indexer has not halted, and its last successful poll is recent
+ *   settler   the settler has not halted, and its last successful step is recent
+ *
+ * "Recent" is maxLagMs (READY_MAX_LAG_MS). A loop that was never started (a gateway run
+ * without its money path's loops, in tests or by a script) is reported as such, not as a fault.
+ *
+ * The details are for anyone who asks (a load balancer, a person), so they name what failed,
+ * never the internals: a SQLite or RPC error, a halted settler's reason, go to `log` instead.
+ */
+
+export interface ReadinessCheck {
+  ok: boolean;
+  detail: string;
+}
+
+export interface Readiness {
+  ready: boolean;
+  checks: Record<string, ReadinessCheck>;
+}
+
+export interface ReadinessDeps {
+  commit: GroupCommit;
+  publicClient?: PublicClient;
+  indexer?: { health: LoopHealth };
+  settler?: { health: LoopHealth };
+  maxLagMs: number;
+  chainTimeoutMs?: number;
+  now?: () => number;
+  /** Told the internal reason of each failing check. */
+  log?: (message: string, error?: unknown) => void;
+}
+
+export async function checkReadiness(deps: ReadinessDeps): Promise<Readiness> {
+  const now = deps.now?.() ?? Date.now();
+  const log = deps.log ?? (() => {});
+  const [ledger, chain] = await Promise.all([checkLedger(deps.commit, log), checkChain(deps.publicClient, deps.chainTimeoutMs ?? 3_000, log)]);
+  const checks: Record<string, ReadinessCheck> = { ledger };
+  if (chain) checks.chain = chain;
+  if (deps.indexer) checks.indexer = checkLoop("deposit indexer", deps.indexer.health, deps.maxLagMs, now, log);
+  if (deps.settler) checks.settler = checkLoop("settler", deps.settler.health, deps.maxLagMs, now, log);
+  return { ready: Object.values(checks).every((check) => check.ok), checks };
+}
+
+async function checkLedger(commit: GroupCommit, log: NonNullable<ReadinessDeps["log"]>): Promise<ReadinessCheck> {
+  try {
+    commit.run(() => undefined);
+    await commit.durable();
+    return { ok: true, detail: "commits" };
+  } catch (error) {
+    log("readiness: the ledger cannot commit", error);
+    return { ok: false, detail: "cannot commit" };
+  }
+}
+
+async function checkChain(client: PublicClient | undefined, timeoutMs: number, log: NonNullable<ReadinessDeps["log"]>): Promise<ReadinessCheck | undefined> {
+  if (!client) return undefined;
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+  });
+  try {
+    const block = await Promise.race([client.getBlockNumber({ cacheTime: 0 }), timeout]);
+    return { ok: true, detail: `block ${block}` };
+  } catch (error) {
+    log("readiness: the chain's RPC did not answer", error);
+    return { ok: false, detail: `unreachable (no block number within ${timeoutMs} ms)` };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function checkLoop(name: string, health: LoopHealth, maxLagMs: number, now: number, log: NonNullable<ReadinessDeps["log"]>): ReadinessCheck {
+  if (health.fatal !== undefined) {
+    log(`readiness: the ${name} has halted: ${health.fatal}`);
+    return { ok: false, detail: `${name} halted (see the gateway's log)` };
+  }
+  if (!health.started) return { ok: true, detail: "not started in this process" };
+  if (!health.running) return { ok: false, detail: `${name} stopped` };
+  const since = health.lastSuccessAtMs ?? health.startedAtMs ?? now;
+  const lagMs = now - since;
+  if (lagMs > maxLagMs) {
+    return { ok: false, detail: `${name} lags: no successful step for ${Math.round(lagMs / 1000)} s (${health.failures} failures in a row; bound ${Math.round(maxLagMs / 1000)} s)` };
+  }
+  return { ok: true, detail: health.lastSuccessAtMs ? `last step ${Math.round(lagMs / 1000)} s ago` : "starting" };
+}

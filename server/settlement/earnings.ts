@@ -1,0 +1,56 @@
+import type { Address, PublicClient } from "viem";
+import type { Db } from "../db/db";
+import { settlementAddress } from "./reconcile";
+
+const EARNINGS_ABI = [
+  {
+    type: "function",
+    name: "earnings",
+    stateMutability: "view",
+    inputs: [{ name: "seller", type: "address" }],
+    outputs: [{ name: "amount", type: "uint256" }],
+  },
+] as const;
+
+export interface Earnings {
+  /** Paid calls whose seller share is not yet on-chain (not batched, or in a batch not yet settled). */
+  pendingMicros: bigint;
+  /** Seller shares in settled batches: credited to the seller's earnings on-chain. */
+  settledMicros: bigint;
+  /** Of the settled, what is still in the escrow for the seller to claim (read from the chain). */
+  claimableMicros: bigint | null;
+  /** Of the settled, what the seller has claimed (settled - claimable). */
+  claimedMicros: bigint | null;
+  /** The address the escrow credits, where `claim()` must be sent from. */
+  address: Address | undefined;
+}
+
+/**
+ * A seller's earnings across their journey: pending in the ledger, settled on-chain, and
+ * claimed. Pending and settled come from the ledger's batches; claimable is the escrow's
+ * `earnings(address)`, so claimed = settled - claimable (batches are the only credits).
+ */
+export async function earningsOf(db: Db, accountId: string, publicClient: Pick<PublicClient, "readContract"> | undefined, escrowAddress: Address | undefined): Promise<Earnings> {
+  const row = db
+    .prepare(
+      `SELECT
+         COALESCE(SUM(CASE WHEN b.status = 'settled' THEN h.seller_amount ELSE 0 END), 0) AS settled,
+         COALESCE(SUM(CASE WHEN b.status IS NULL OR b.status <> 'settled' THEN h.seller_amount ELSE 0 END), 0) AS pending
+       FROM holds h LEFT JOIN settlement_batches b ON b.number = h.batch_number
+       WHERE h.seller_account_id = ? AND h.status = 'captured'`,
+    )
+    .get(accountId) as { settled: bigint; pending: bigint };
+  const address = settlementAddress(db, accountId);
+  let claimable: bigint | null = null;
+  if (address && publicClient && escrowAddress) {
+    claimable = (await publicClient.readContract({ address: escrowAddress, abi: EARNINGS_ABI, functionName: "earnings", args: [address] })) as bigint;
+  }
+  return {
+    pendingMicros: row.pending,
+    settledMicros: row.settled,
+    claimableMicros: claimable,
+    // A batch sent but not yet marked settled is in claimable before it is in settled.
+    claimedMicros: claimable === null ? null : row.settled > claimable ? row.settled - claimable : 0n,
+    address,
+  };
+}

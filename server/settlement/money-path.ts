@@ -1,0 +1,90 @@
+import type { Account, Address, Chain, PublicClient, Transport, WalletClient } from "viem";
+import type { Config } from "../config";
+import type { Ledger } from "../ledger/ledger";
+import { DepositIndexer } from "./indexer";
+import { Settler } from "./settler";
+import { VoucherIssuer } from "./vouchers";
+
+/** The chain the gateway's money lives on, and the keys it acts with there. */
+export interface ChainConnection {
+  publicClient: PublicClient;
+  escrowAddress: Address;
+  chainId: number;
+  /** The escrow's deploy block: where the indexer starts on a fresh ledger. */
+  deployBlock: bigint;
+  /** Holds VOUCHER_SIGNER_ROLE; without it the gateway issues no vouchers. */
+  voucherSigner?: WalletClient<Transport, Chain | undefined, Account>;
+  /** Holds SETTLER_ROLE; without it the gateway posts no batches. */
+  settlerWallet?: WalletClient<Transport, Chain | undefined, Account>;
+  voucherTtlSec?: number;
+  /**
+   * Funds card top-ups (server/payments/card.ts): it mints test USDC to itself and deposits it for the
+   * account, so on the local chain it is the TestUSDC owner (the deployer). Without it card top-ups are off.
+   */
+  fundingWallet?: WalletClient<Transport, Chain | undefined, Account>;
+}
+
+export interface MoneyPath {
+  indexer: DepositIndexer;
+  settler?: Settler;
+  vouchers?: VoucherIssuer;
+  /** Starts the loops: indexing deposits, settling batches, sweeping vouchers. */
+  start(): void;
+  stop(): Promise<void>;
+}
+
+/**
+ * The money path's moving parts for one gateway: the deposit indexer (chain → ledger), the
+ * settler (ledger → chain), and the voucher issuer (withdrawals). Built with the gateway;
+ * its loops run only once started, so a test can drive each step itself.
+ */
+export function createMoneyPath(ledger: Ledger, config: Config, chain: ChainConnection, log: (message: string, error?: unknown) => void): MoneyPath {
+  const settler = chain.settlerWallet
+    ? new Settler({
+        ledger,
+        publicClient: chain.publicClient,
+        walletClient: chain.settlerWallet,
+        escrowAddress: chain.escrowAddress,
+        maxCallsPerBatch: config.settleMaxCalls,
+        triggerCalls: config.settleTriggerCalls,
+        deployBlock: chain.deployBlock,
+        log: (message: string, error?: unknown) => log(`[settler] ${message}`, error),
+      })
+    : undefined;
+  const indexer = new DepositIndexer({
+    ledger,
+    publicClient: chain.publicClient,
+    escrowAddress: chain.escrowAddress,
+    deployBlock: chain.deployBlock,
+    confirmations: config.depositConfirmations,
+    // An exit pays out after its delay whatever was not settled by then: the account's paid
+    // calls must reach the chain first, so a request wakes the settler at once.
+    onExitRequested: () => settler?.nudge(),
+    log: (message: string, error?: unknown) => log(`[chain] ${message}`, error),
+  });
+  const vouchers = chain.voucherSigner
+    ? new VoucherIssuer({ ledger, signer: chain.voucherSigner, escrowAddress: chain.escrowAddress, chainId: chain.chainId, ttlSec: chain.voucherTtlSec })
+    : undefined;
+
+  let sweep: NodeJS.Timeout | undefined;
+  return {
+    indexer,
+    settler,
+    vouchers,
+    start() {
+      indexer.start(config.indexerIntervalMs);
+      settler?.start(config.settleIntervalMs);
+      if (vouchers) {
+        sweep = setInterval(() => {
+          vouchers.sweep(chain.publicClient).catch((error) => log("[vouchers] sweeping failed", error));
+        }, 30_000);
+        sweep.unref();
+      }
+    },
+    async stop() {
+      clearInterval(sweep);
+      await indexer.stop();
+      await settler?.stop();
+    },
+  };
+}

@@ -1,0 +1,472 @@
+/**
+ * Reconciliation: does the escrow on-chain hold what the ledger says it should, address by address?
+ *
+ * The ledger's side is its settled view: what was deposited, minus what settled batches debited, minus what
+ * was withdrawn, per escrow address; and what settled batches credited to each seller and to the treasury.
+ * Unsettled holds and captures do not count: the chain has not seen them yet, by design. The chain's side is
+ * read at one pinned block, so a block mined half-way through cannot make two reads disagree.
+ *
+ * A difference means money the two books disagree about: the settler stops on one (see ./settler.ts), and
+ * `npm run reconcile` prints them.
+ */
+import { getAddress, parseAbi, parseAbiItem, type Address, type Hex, type PublicClient } from "viem";
+import type { Db } from "../db/db";
+import { addressesOf } from "./addresses";
+import { EXIT_COMPLETED_EVENT } from "./exits";
+import { DEPOSITED_EVENT } from "./indexer";
+
+/** The parts of SkillEscrow (contracts/SkillEscrow.sol) that settlement and reconciliation read and write. */
+export const ESCROW_SETTLEMENT_ABI = parseAbi([
+  "struct Debit { address account; uint256 amount; }",
+  "struct Credit { address seller; uint256 amount; }",
+  "struct Batch { uint256 number; bytes32 receiptsRoot; uint256 callCount; Debit[] debits; Credit[] credits; uint256 platformFee; }",
+  "function settle(Batch batch)",
+  "function lastBatchNumber() view returns (uint256)",
+  "function receiptsRoots(uint256 batchNumber) view returns (bytes32)",
+  "function treasury() view returns (address)",
+  "function balances(address account) view returns (uint256)",
+  "function earnings(address seller) view returns (uint256)",
+  "function voucherNonceUsed(address account, uint256 nonce) view returns (bool)",
+  "error EscrowInvalidAccount(address account)",
+  "error EscrowZeroAmount()",
+  "error EscrowInsufficientBalance(address account, uint256 balance, uint256 needed)",
+  "error EscrowBatchOutOfOrder(uint256 expected, uint256 got)",
+  "error EscrowEmptyBatch(uint256 batchNumber)",
+  "error EscrowMissingReceiptsRoot(uint256 batchNumber)",
+  "error EscrowBatchUnbalanced(uint256 debits, uint256 credits, uint256 platformFee)",
+  "error AccessControlUnauthorizedAccount(address account, bytes32 neededRole)",
+  "error ReentrancyGuardReentrantCall()",
+]);
+
+/** Emitted once per applied batch; says which treasury received its fee. */
+export const BATCH_SETTLED_EVENT = parseAbiItem(
+  "event BatchSettled(uint256 indexed batchNumber, bytes32 receiptsRoot, uint256 callCount, uint256 totalDebits, uint256 platformFee, address treasury)",
+);
+const CLAIMED_EVENT = parseAbiItem("event Claimed(address indexed seller, address indexed recipient, uint256 amount)");
+
+/**
+ * The escrow address a ledger account is settled at: its oldest linked address (server/settlement/addresses.ts).
+ * Links are permanent and only ever added, so the answer never changes once an account has one; a batch
+ * rebuilt after a restart therefore names the same addresses it was recorded with.
+ */
+export function settlementAddress(db: Db, accountId: string): Address | undefined {
+  const [first] = addressesOf(db, accountId);
+  return first === undefined ? undefined : getAddress(first);
+}
+
+export type ReconcileClient = Pick<PublicClient, "getBlockNumber" | "getBlock" | "readContract" | "getLogs">;
+
+export type ReconcileParameters = {
+  db: Db;
+  publicClient: ReconcileClient;
+  escrowAddress: Address;
+  /** First block to read escrow events from: the deploy block. Default 0. */
+  fromBlock?: bigint;
+  /** Most blocks per `eth_getLogs` request. Default 10,000. */
+  logChunkBlocks?: bigint;
+};
+
+/** Why two books disagree, in the order they are reported. */
+export type ReconcileDifferenceCode =
+  /** `balances(address)` differs from deposits − settled debits − withdrawals. */
+  | "escrow_balance_mismatch"
+  /** `earnings(address)` + what it claimed differs from what settled batches credited it. */
+  | "earnings_mismatch"
+  /** A settled batch's recorded root or totals differ from its calls or from its BatchSettled event. */
+  | "batch_mismatch"
+  /** The ledger marked a batch settled that the chain does not have. */
+  | "batch_not_on_chain"
+  /** The chain has a batch the ledger never recorded. */
+  | "batch_not_in_ledger";
+
+export type ReconcileDifference = {
+  code: ReconcileDifferenceCode;
+  /** One sentence a human can act on. */
+  detail: string;
+  address?: Address;
+  accountIds?: string[];
+  batchNumber?: number;
+  /** What the ledger says, in base units. */
+  ledgerMicros?: bigint;
+  /** What the chain says, in base units. */
+  chainMicros?: bigint;
+};
+
+export type ReconcileReturnType = {
+  ok: boolean;
+  /** The block every chain read was made at. */
+  blockNumber: bigint;
+  /** The chain's last batch number at that block. */
+  lastBatchNumber: number;
+  differences: ReconcileDifference[];
+  addressesChecked: number;
+  batchesChecked: number;
+};
+
+/** The ledger cannot be compared (its schema predates settlement): not a difference, the check did not run. */
+export class ReconcileError extends Error {
+  override name = "ReconcileError";
+}
+
+/** What `reconcile` throws: ReconcileError, or the RPC client's error when the chain cannot be read. */
+export type ReconcileErrorType = ReconcileError | Error;
+
+type BatchRow = {
+  number: bigint;
+  status: "pending" | "settled";
+  receipts_root: string;
+  call_count: bigint;
+  total_debits: bigint;
+  platform_fee: bigint;
+};
+
+const DEFAULT_LOG_CHUNK_BLOCKS = 10_000n;
+
+/**
+ * Compares the escrow's state at the current block with the ledger's settled view and returns every
+ * difference (an empty list when the books agree). Throws when it cannot compare: an RPC failure, or
+ * ReconcileError for a ledger without the settlement schema.
+ *
+ * Which batches count as applied is the chain's word: every recorded batch up to `lastBatchNumber()`, even
+ * one the ledger still has as 'pending' (sent, not yet marked), so a check racing the settler stays clean.
+ * Deposits are the ledger's deposit entries, attributed to the address the indexer saw them paid to (or,
+ * for a deposit entry with no chain record, to the account's settlement address), plus the recorded deposits
+ * still waiting for an address to be linked, plus `Deposited` logs the indexer has not reached yet (it
+ * stays `confirmations` blocks behind the head on purpose, which must not read as missing money).
+ *
+ * Exits (./exits.ts): the ledger freezes a requested exit with withdrawal entries, but the escrow pays only at
+ * `completeExit`. So an exit counts at its own address once the pinned block has its completion: the ledger's
+ * side subtracts what it took for it (frozen, which equals what was paid unless the escrow paid beyond the
+ * freeze: that difference is then reported), or, for an address no account had linked, what was paid. A
+ * pending, cancelled or replaced exit's entries net out against money the escrow still holds, so they count
+ * nowhere; `ExitCompleted` logs above the indexer's progress are subtracted as read from the chain.
+ */
+export async function reconcile(parameters: ReconcileParameters): Promise<ReconcileReturnType> {
+  const { db, publicClient } = parameters;
+  const escrow = getAddress(parameters.escrowAddress);
+  const fromBlock = parameters.fromBlock ?? 0n;
+  const chunk = parameters.logChunkBlocks ?? DEFAULT_LOG_CHUNK_BLOCKS;
+  if (chunk < 1n) throw new RangeError(`logChunkBlocks must be positive, got ${chunk}`);
+  if (!tableExists(db, "settlement_batches")) throw new ReconcileError("the ledger has no settlement_batches table (migrate it)");
+
+  const blockNumber = await publicClient.getBlockNumber({ cacheTime: 0 });
+  const contract = { address: escrow, abi: ESCROW_SETTLEMENT_ABI, blockNumber } as const;
+  const lastBatchNumber = Number(await publicClient.readContract({ ...contract, functionName: "lastBatchNumber" }));
+  const blockTimeSec = (await publicClient.getBlock({ blockNumber })).timestamp;
+
+  // The ledger side, read in one synchronous pass so no write can land between two of its queries.
+  const ledgerSide = readLedgerSide(db, escrow, lastBatchNumber, blockNumber, blockTimeSec);
+  const differences: ReconcileDifference[] = [...ledgerSide.differences];
+
+  // The chain's events: settled batches (their treasury and totals) and claims.
+  const settledEvents = new Map<number, { receiptsRoot: Hex; callCount: bigint; totalDebits: bigint; platformFee: bigint; treasury: Address }>();
+  const claimed = new Map<Address, bigint>();
+  for (let start = fromBlock; start <= blockNumber; start += chunk) {
+    const end = start + chunk - 1n < blockNumber ? start + chunk - 1n : blockNumber;
+    const logs = await publicClient.getLogs({
+      address: escrow,
+      events: [BATCH_SETTLED_EVENT, CLAIMED_EVENT],
+      fromBlock: start,
+      toBlock: end,
+      strict: true,
+    });
+    for (const log of logs) {
+      if (log.removed) continue;
+      if (log.eventName === "BatchSettled") {
+        settledEvents.set(Number(log.args.batchNumber), { ...log.args, treasury: getAddress(log.args.treasury) });
+      } else {
+        const seller = getAddress(log.args.seller);
+        claimed.set(seller, (claimed.get(seller) ?? 0n) + log.args.amount);
+      }
+    }
+  }
+  // Deposits made on-chain above what the indexer has read (see the doc comment).
+  const expectedBalance = new Map(ledgerSide.expectedBalance);
+  if (ledgerSide.unindexedFrom !== undefined && ledgerSide.unindexedFrom <= blockNumber) {
+    for (let start = ledgerSide.unindexedFrom; start <= blockNumber; start += chunk) {
+      const end = start + chunk - 1n < blockNumber ? start + chunk - 1n : blockNumber;
+      const logs = await publicClient.getLogs({
+        address: escrow,
+        events: [DEPOSITED_EVENT, EXIT_COMPLETED_EVENT],
+        fromBlock: start,
+        toBlock: end,
+        strict: true,
+      });
+      for (const log of logs) {
+        if (log.removed) continue;
+        const address = getAddress(log.args.account);
+        const change = log.eventName === "Deposited" ? log.args.amount : -log.args.paid;
+        expectedBalance.set(address, (expectedBalance.get(address) ?? 0n) + change);
+      }
+    }
+  }
+
+  // Vouchers issued (their amount already out of the ledger) and not redeemed at the pinned block: the
+  // escrow still holds that money.
+  for (const voucher of ledgerSide.outstandingVouchers) {
+    const address = getAddress(voucher.address);
+    const used = await publicClient.readContract({ ...contract, functionName: "voucherNonceUsed", args: [address, voucher.nonce] });
+    if (!used) expectedBalance.set(address, (expectedBalance.get(address) ?? 0n) + voucher.amount);
+  }
+
+  // Batches the ledger marked settled above the pinned block's last one: missing from the chain, unless a
+  // batch settled while this check was reading (the settler marks a batch only after its receipt).
+  if (ledgerSide.settledAbove.length > 0) {
+    const latest = Number(await publicClient.readContract({ address: escrow, abi: ESCROW_SETTLEMENT_ABI, functionName: "lastBatchNumber" }));
+    for (const number of ledgerSide.settledAbove.filter((n) => n > latest)) {
+      differences.push({
+        code: "batch_not_on_chain",
+        batchNumber: number,
+        detail: `the ledger marked batch ${number} settled, the chain's last batch is ${latest}`,
+      });
+    }
+  }
+
+  // Batches: each applied batch has its event, and the event says what the ledger recorded.
+  const expectedEarnings = new Map(ledgerSide.expectedEarnings);
+  for (const batch of ledgerSide.appliedBatches) {
+    const number = Number(batch.number);
+    const event = settledEvents.get(number);
+    if (!event) {
+      differences.push({ code: "batch_mismatch", batchNumber: number, detail: `batch ${number} has no BatchSettled event at or before block ${blockNumber}` });
+      continue;
+    }
+    const mismatches = [
+      event.receiptsRoot.toLowerCase() !== batch.receipts_root ? `receipts root ${event.receiptsRoot} vs recorded ${batch.receipts_root}` : "",
+      event.callCount !== batch.call_count ? `call count ${event.callCount} vs recorded ${batch.call_count}` : "",
+      event.totalDebits !== batch.total_debits ? `total debits ${event.totalDebits} vs recorded ${batch.total_debits}` : "",
+      event.platformFee !== batch.platform_fee ? `platform fee ${event.platformFee} vs recorded ${batch.platform_fee}` : "",
+    ].filter(Boolean);
+    if (mismatches.length > 0) {
+      differences.push({ code: "batch_mismatch", batchNumber: number, detail: `batch ${number} on-chain: ${mismatches.join("; ")}` });
+    }
+    // The fee went to whoever was the treasury when the batch settled.
+    expectedEarnings.set(event.treasury, (expectedEarnings.get(event.treasury) ?? 0n) + batch.platform_fee);
+  }
+  for (const number of settledEvents.keys()) {
+    if (number <= lastBatchNumber && !ledgerSide.recordedNumbers.has(number)) {
+      differences.push({ code: "batch_not_in_ledger", batchNumber: number, detail: `the chain settled batch ${number}, which the ledger never recorded` });
+    }
+  }
+
+  // Address by address: escrowed balances, then earnings (claimed ones included).
+  const addresses = new Set<Address>([...expectedBalance.keys(), ...expectedEarnings.keys(), ...claimed.keys(), ...ledgerSide.linked.keys()]);
+  for (const address of [...addresses].sort()) {
+    const accountIds = ledgerSide.linked.get(address);
+    const [balance, earnings] = await Promise.all([
+      publicClient.readContract({ ...contract, functionName: "balances", args: [address] }),
+      publicClient.readContract({ ...contract, functionName: "earnings", args: [address] }),
+    ]);
+    const wantBalance = expectedBalance.get(address) ?? 0n;
+    if (balance !== wantBalance) {
+      differences.push({
+        code: "escrow_balance_mismatch",
+        address,
+        accountIds,
+        ledgerMicros: wantBalance,
+        chainMicros: balance,
+        detail: `${address}${accountIds ? ` (${accountIds.join(", ")})` : ""}: the escrow holds ${balance}, the ledger's settled view says ${wantBalance}`,
+      });
+    }
+    const wantCredited = expectedEarnings.get(address) ?? 0n;
+    const credited = earnings + (claimed.get(address) ?? 0n);
+    if (credited !== wantCredited) {
+      differences.push({
+        code: "earnings_mismatch",
+        address,
+        accountIds,
+        ledgerMicros: wantCredited,
+        chainMicros: credited,
+        detail:
+          `${address}${accountIds ? ` (${accountIds.join(", ")})` : ""}: earnings ${earnings} + claimed ` +
+          `${claimed.get(address) ?? 0n} on-chain, settled batches credited ${wantCredited}`,
+      });
+    }
+  }
+
+  return {
+    ok: differences.length === 0,
+    blockNumber,
+    lastBatchNumber,
+    differences,
+    addressesChecked: addresses.size,
+    batchesChecked: ledgerSide.appliedBatches.length,
+  };
+}
+
+/** The ledger's settled view, keyed by checksummed escrow address. */
+function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockNumber: bigint, blockTimeSec: bigint) {
+  const differences: ReconcileDifference[] = [];
+  const expectedBalance = new Map<Address, bigint>();
+  const expectedEarnings = new Map<Address, bigint>();
+  const add = (map: Map<Address, bigint>, address: Address, amount: bigint) => map.set(address, (map.get(address) ?? 0n) + amount);
+
+  const addressOf = new Map<string, Address | undefined>();
+  const settlementAddressOf = (accountId: string) => {
+    if (!addressOf.has(accountId)) addressOf.set(accountId, settlementAddress(db, accountId));
+    return addressOf.get(accountId);
+  };
+
+  // Batches: which the chain has applied, and whether the ledger agrees about each one's status.
+  const batches = db
+    .prepare("SELECT number, status, receipts_root, call_count, total_debits, platform_fee FROM settlement_batches ORDER BY number")
+    .all() as BatchRow[];
+  const recordedNumbers = new Set(batches.map((b) => Number(b.number)));
+  const appliedBatches = batches.filter((b) => Number(b.number) <= lastBatchNumber);
+  const settledAbove = batches.filter((b) => b.status === "settled" && Number(b.number) > lastBatchNumber).map((b) => Number(b.number));
+
+  // Each applied batch's calls: the batch's recorded totals must be its calls' sums.
+  const callsOf = db.prepare(
+    `SELECT COUNT(*) AS calls, COALESCE(SUM(amount), 0) AS debits, COALESCE(SUM(fee_amount), 0) AS fees
+     FROM holds WHERE batch_number = ?`,
+  );
+  for (const b of appliedBatches) {
+    const sums = callsOf.get(b.number) as { calls: bigint; debits: bigint; fees: bigint };
+    if (sums.calls !== b.call_count || sums.debits !== b.total_debits || sums.fees !== b.platform_fee) {
+      differences.push({
+        code: "batch_mismatch",
+        batchNumber: Number(b.number),
+        detail:
+          `batch ${b.number} was recorded as ${b.call_count} calls, ${b.total_debits} debited, ${b.platform_fee} fee; ` +
+          `its calls now sum to ${sums.calls}, ${sums.debits}, ${sums.fees}`,
+      });
+    }
+  }
+
+  // Settled debits and seller credits, per account, attributed to its settlement address.
+  const perAccount = db
+    .prepare(
+      `SELECT h.account_id, h.seller_account_id, SUM(h.amount) AS debits, SUM(h.seller_amount) AS credits
+       FROM holds h JOIN settlement_batches b ON b.number = h.batch_number
+       WHERE b.number <= ?
+       GROUP BY h.account_id, h.seller_account_id`,
+    )
+    .all(lastBatchNumber) as { account_id: string; seller_account_id: string; debits: bigint; credits: bigint }[];
+  for (const row of perAccount) {
+    const payer = settlementAddressOf(row.account_id);
+    const seller = settlementAddressOf(row.seller_account_id);
+    for (const [accountId, address] of [
+      [row.account_id, payer],
+      [row.seller_account_id, seller],
+    ] as const) {
+      if (address === undefined) {
+        differences.push({ code: "batch_mismatch", accountIds: [accountId], detail: `account ${accountId} is in a settled batch but has no linked address` });
+      }
+    }
+    if (payer) add(expectedBalance, payer, -row.debits);
+    if (seller && row.credits > 0n) add(expectedEarnings, seller, row.credits);
+  }
+
+  // Deposits: chain deposits where the indexer saw them paid, other deposit entries at the settlement address.
+  const hasChainDeposits = tableExists(db, "chain_deposits");
+  const deposits = (
+    hasChainDeposits
+      ? db
+          .prepare(
+            `SELECT p.account_id, cd.address, SUM(p.amount) AS amount
+             FROM entries e JOIN postings p ON p.entry_id = e.id AND p.bucket = 'available'
+             LEFT JOIN chain_deposits cd ON cd.entry_id = e.id
+             WHERE e.kind = 'deposit' AND (cd.block_number IS NULL OR cd.block_number <= ?)
+             GROUP BY p.account_id, cd.address`,
+          )
+          .all(blockNumber)
+      : db
+          .prepare(
+            `SELECT p.account_id, NULL AS address, SUM(p.amount) AS amount
+             FROM entries e JOIN postings p ON p.entry_id = e.id AND p.bucket = 'available'
+             WHERE e.kind = 'deposit' GROUP BY p.account_id`,
+          )
+          .all()
+  ) as { account_id: string; address: string | null; amount: bigint }[];
+  for (const row of deposits) {
+    const address = row.address !== null ? getAddress(row.address) : settlementAddressOf(row.account_id);
+    if (address === undefined) {
+      differences.push({
+        code: "escrow_balance_mismatch",
+        accountIds: [row.account_id],
+        ledgerMicros: row.amount,
+        detail: `account ${row.account_id} has ${row.amount} of deposit entries but no linked address to find them at`,
+      });
+      continue;
+    }
+    add(expectedBalance, address, row.amount);
+  }
+  let unindexedFrom: bigint | undefined;
+  if (hasChainDeposits) {
+    // Recorded deposits to addresses no account has linked: on-chain, not yet in any account.
+    const waiting = db
+      .prepare("SELECT address, SUM(amount) AS amount FROM chain_deposits WHERE account_id IS NULL AND block_number <= ? GROUP BY address")
+      .all(blockNumber) as { address: string; amount: bigint }[];
+    for (const row of waiting) add(expectedBalance, getAddress(row.address), row.amount);
+    if (tableExists(db, "indexer_state")) {
+      const last = db
+        .prepare("SELECT last_block FROM indexer_state WHERE name = ?")
+        .pluck()
+        .get(`deposits:${escrow.toLowerCase()}`) as bigint | undefined;
+      if (last !== undefined) unindexedFrom = last + 1n;
+    }
+  }
+
+  // Withdrawals leave the account's available bucket when they are issued (server/settlement/vouchers.ts); the
+  // escrow pays them later. An issued voucher is added back below unless the chain had used its nonce at
+  // the pinned block. So is one the sweep has since marked redeemed, if it could still have been unused
+  // then: its deadline had not passed at the pinned block (a voucher is redeemed before its deadline, so
+  // one redeemed after the pinned block always has a deadline after it).
+  const outstandingVouchers = tableExists(db, "vouchers")
+    ? (db
+        .prepare("SELECT address, nonce, amount FROM vouchers WHERE status = 'issued' OR (status = 'redeemed' AND deadline >= ?)")
+        .all(blockTimeSec) as { address: string; nonce: bigint; amount: bigint }[])
+    : [];
+  // An exit's entries are counted at the exit's own address, below.
+  const hasExits = tableExists(db, "chain_exits");
+  const withdrawals = db
+    .prepare(
+      `SELECT p.account_id, -SUM(p.amount) AS amount
+       FROM entries e JOIN postings p ON p.entry_id = e.id AND p.bucket = 'available'
+       WHERE e.kind = 'withdrawal'
+         ${hasExits ? "AND NOT EXISTS (SELECT 1 FROM exit_entries ee WHERE ee.entry_id = e.id)" : ""}
+       GROUP BY p.account_id`,
+    )
+    .all() as { account_id: string; amount: bigint }[];
+  for (const row of withdrawals) {
+    const address = settlementAddressOf(row.account_id);
+    if (address) add(expectedBalance, address, -row.amount);
+    else {
+      differences.push({
+        code: "escrow_balance_mismatch",
+        accountIds: [row.account_id],
+        detail: `account ${row.account_id} withdrew ${row.amount} but has no linked address`,
+      });
+    }
+  }
+
+  // Exits completed at or before the pinned block: what the ledger took for each (its linked entries, net),
+  // or what the escrow paid for an address with no account behind it (see the doc comment of reconcile).
+  if (hasExits) {
+    const completed = db
+      .prepare(
+        `SELECT x.address, x.account_id, x.paid,
+                COALESCE((SELECT -SUM(p.amount) FROM exit_entries ee JOIN postings p ON p.entry_id = ee.entry_id AND p.bucket = 'available'
+                          WHERE ee.exit_tx_hash = x.tx_hash AND ee.exit_log_index = x.log_index), 0) AS taken
+         FROM chain_exits x WHERE x.status = 'completed' AND x.closed_block_number <= ?`,
+      )
+      .all(blockNumber) as { address: string; account_id: string | null; paid: bigint; taken: bigint }[];
+    for (const row of completed) add(expectedBalance, getAddress(row.address), -(row.account_id === null ? row.paid : row.taken));
+  }
+
+  // Every linked address is checked, even one the ledger expects nothing at.
+  const linked = new Map<Address, string[]>();
+  if (tableExists(db, "account_addresses")) {
+    const rows = db.prepare("SELECT address, account_id FROM account_addresses ORDER BY address").all() as { address: string; account_id: string }[];
+    for (const row of rows) {
+      const address = getAddress(row.address);
+      linked.set(address, [...(linked.get(address) ?? []), row.account_id]);
+    }
+  }
+
+  return { differences, expectedBalance, expectedEarnings, appliedBatches, settledAbove, recordedNumbers, unindexedFrom, outstandingVouchers, linked };
+}
+
+function tableExists(db: Db, name: string): boolean {
+  return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined;
+}

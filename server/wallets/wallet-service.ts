@@ -1,0 +1,183 @@
+import type { Address, Hex, LocalAccount } from "viem";
+import type { UserOperation } from "viem/account-abstraction";
+import { readContract } from "viem/actions";
+import { type AaDeployment, escrowDepositCalls } from "./aa";
+import type { Ledger } from "../ledger/ledger";
+import type { Sessions } from "../identity/sessions";
+import { OwnerSignedOperations, PREPARED_OPERATION_TTL_MS, type PreparedOperation } from "./sponsored-operations";
+import type { VoucherIssuer } from "../settlement/vouchers";
+import { WalletClaims } from "./wallet-claims";
+import { WalletWithdrawals } from "./wallet-withdrawals";
+import { type EmbeddedWallet, type WalletChain, ensureEmbeddedWallet, getEmbeddedWallet, listEmbeddedWallets, sweepWalletToEscrow, WalletError } from "./wallets";
+
+const USDC_BALANCE_ABI = [
+  { type: "function", name: "balanceOf", stateMutability: "view", inputs: [{ name: "account", type: "address" }], outputs: [{ type: "uint256" }] },
+] as const;
+
+export interface WalletServiceParameters {
+  ledger: Ledger;
+  sessions: Sessions;
+  chain: WalletChain & { bundlerUrl: string };
+  aa: AaDeployment;
+  usdc: Address;
+  escrow: Address;
+  /** The key the gateway paymaster trusts. Never logged. */
+  paymasterSigner: LocalAccount;
+  /** WALLET_ENCRYPTION_KEY, for wallets whose owner key the server holds. */
+  encryptionKey: string;
+  /** The escrow's minimum deposit: less is left in the wallet until more arrives. */
+  minimumMicros: bigint;
+  log: (message: string, error?: unknown) => void;
+  /** The money path's voucher issuer: without it there are no withdrawals to an address. */
+  vouchers?: VoucherIssuer | undefined;
+  /** How long a prepared owner-signed operation (sweep, claim, withdrawal) stays submittable (never past its paymaster approval). */
+  preparedSweepTtlMs?: number;
+}
+
+/** A SIWE wallet's sweep built by the server, waiting for its owner's signature of `userOpHash`. */
+export interface PreparedSweep {
+  userOpHash: Hex;
+  accountId: string;
+  wallet: Address;
+  owner: Address;
+  amountMicros: bigint;
+  expiresAtMs: number;
+  /** The whole operation, paymaster data included, signature still the stub. Never taken from a client. */
+  userOperation: UserOperation<"0.7">;
+}
+
+export type PrepareSweepResult =
+  | { ok: true; prepared: PreparedSweep }
+  | { ok: false; reason: "no_wallet" | "server_owned" }
+  | { ok: false; reason: "empty" | "below_minimum"; balanceMicros: bigint };
+
+export type SubmitSweepResult =
+  | { ok: true; amountMicros: bigint; userOpHash: Hex; transactionHash: Hex }
+  | { ok: false; reason: "unknown" | "in_progress" | "bad_signature" }
+  | { ok: false; reason: "rejected" | "bundler_unavailable"; message: string };
+
+/** Default lifetime of a prepared sweep: well inside the paymaster's approval window. */
+export const PREPARED_SWEEP_TTL_MS = PREPARED_OPERATION_TTL_MS;
+
+type PreparedSweepOperation = PreparedOperation<"sweep", { amountMicros: bigint }>;
+
+function toPreparedSweep(entry: PreparedSweepOperation): PreparedSweep {
+  const { userOpHash, accountId, wallet, owner, expiresAtMs, userOperation } = entry;
+  return { userOpHash, accountId, wallet, owner, amountMicros: entry.details.amountMicros, expiresAtMs, userOperation };
+}
+
+/**
+ * Embedded wallets, seen from the identity path: every account that signs in gets one (owned
+ * by its SIWE address if it has one, else by a key the server holds encrypted), and USDC that
+ * arrives in a server-owned wallet is swept into the escrow by a sponsored UserOperation,
+ * where the deposit indexer credits it. A SIWE wallet moves only with its owner's signature,
+ * so it is not swept here: its owner signs a sweep the gateway prepares (prepareOwnerSweep, then
+ * submitOwnerSweep with the signature), or deposits directly. A seller's claim from its wallet is `claims`
+ * (./wallet-claims.ts); a withdrawal to an address through the wallet is `withdrawals` (./wallet-withdrawals.ts).
+ */
+export class WalletService {
+  private timer: NodeJS.Timeout | undefined;
+  private sweeping: Promise<unknown> | undefined;
+
+  /** Operations prepared for SIWE owners to sign: sweeps here, claims in `claims`. */
+  private readonly ownerSigned: OwnerSignedOperations;
+  /** A seller's claim of its earnings from its embedded wallet. */
+  readonly claims: WalletClaims;
+  /** Withdrawals to an address from the embedded wallet (./wallet-withdrawals.ts); only with a voucher issuer. */
+  readonly withdrawals: WalletWithdrawals | undefined;
+
+  constructor(private readonly p: WalletServiceParameters) {
+    this.ownerSigned = new OwnerSignedOperations(p, p.preparedSweepTtlMs);
+    this.claims = new WalletClaims(p, this.ownerSigned);
+    this.withdrawals = p.vouchers ? new WalletWithdrawals({ ...p, vouchers: p.vouchers }, this.ownerSigned) : undefined;
+  }
+
+  /**
+   * Builds, for an account whose wallet its SIWE address owns, the sponsored UserOperation that moves the
+   * wallet's whole USDC balance into the escrow (approve + depositFor, deploying the account if needed), keeps
+   * it for `preparedSweepTtlMs`, and returns it with the hash its owner must sign (EIP-191 personal_sign of the
+   * userOpHash, which SimpleAccount v0.7 checks). A newer preparation replaces the account's older ones.
+   */
+  async prepareOwnerSweep(accountId: string): Promise<PrepareSweepResult> {
+    const wallet = getEmbeddedWallet(this.p.ledger.db, accountId);
+    if (!wallet) return { ok: false, reason: "no_wallet" };
+    if (wallet.ownerKind !== "siwe") return { ok: false, reason: "server_owned" };
+    const balanceMicros = await readContract(this.p.chain.client, { address: this.p.usdc, abi: USDC_BALANCE_ABI, functionName: "balanceOf", args: [wallet.address] });
+    if (balanceMicros === 0n) return { ok: false, reason: "empty", balanceMicros };
+    if (balanceMicros < this.p.minimumMicros) return { ok: false, reason: "below_minimum", balanceMicros };
+    const calls = escrowDepositCalls({ usdc: this.p.usdc, escrow: this.p.escrow, wallet: wallet.address, amountMicros: balanceMicros });
+    const entry: PreparedSweepOperation = await this.ownerSigned.prepare(wallet, "sweep", calls, { amountMicros: balanceMicros });
+    return { ok: true, prepared: toPreparedSweep(entry) };
+  }
+
+  /**
+   * Sends the prepared sweep `userOpHash` of `accountId` with its owner's `signature` and waits for it to be
+   * mined. Unknown, expired or another account's hash: "unknown". A signature the bundler refuses leaves the
+   * preparation usable until it expires. The ledger is credited by the deposit indexer, not here.
+   */
+  async submitOwnerSweep(accountId: string, userOpHash: Hex, signature: Hex, options: { timeoutMs?: number } = {}): Promise<SubmitSweepResult> {
+    const result = await this.ownerSigned.submit<PreparedSweepOperation>(accountId, "sweep", userOpHash, signature, options);
+    if (!result.ok) return result;
+    if (!result.receipt.success) {
+      throw new WalletError(`the sweep of ${result.prepared.wallet} reverted on chain (UserOperation ${result.userOpHash}): ${result.receipt.reason ?? "no reason"}`);
+    }
+    return { ok: true, amountMicros: result.prepared.details.amountMicros, userOpHash: result.userOpHash, transactionHash: result.receipt.receipt.transactionHash };
+  }
+
+  /** Sweeps every `intervalMs` (one sweep at a time) until stop(). */
+  start(intervalMs: number): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => {
+      if (this.sweeping) return;
+      this.sweeping = this.sweepAll()
+        .catch((error) => this.p.log("[wallets] sweep failed; will retry", error))
+        .finally(() => (this.sweeping = undefined));
+    }, intervalMs);
+  }
+
+  /** Stops the loop and waits for a sweep in progress. */
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.sweeping;
+  }
+
+  /** The account's embedded wallet, created on first sign-in. */
+  async ensureFor(accountId: string): Promise<EmbeddedWallet> {
+    const existing = getEmbeddedWallet(this.p.ledger.db, accountId);
+    if (existing) return existing;
+    const siwe = this.p.sessions.identitiesOf(accountId).find((i) => i.provider === "siwe");
+    const owner = siwe ? { kind: "siwe" as const, address: siwe.subject } : { kind: "server" as const };
+    const created = await ensureEmbeddedWallet(this.p.ledger, accountId, owner, { chain: this.p.chain, encryptionKey: this.p.encryptionKey });
+    if (!created.link.ok) this.p.log(`embedded wallet ${created.address} of ${accountId} not linked for deposits: ${created.link.reason}`);
+    return created;
+  }
+
+  /** Moves the USDC in every server-owned wallet (at least the minimum) into the escrow; returns how many moved. */
+  async sweepAll(): Promise<number> {
+    let swept = 0;
+    for (const wallet of listEmbeddedWallets(this.p.ledger.db)) {
+      if (wallet.ownerKind !== "server") continue;
+      const balance = await readContract(this.p.chain.client, { address: this.p.usdc, abi: USDC_BALANCE_ABI, functionName: "balanceOf", args: [wallet.address] });
+      if (balance === 0n || balance < this.p.minimumMicros) continue;
+      try {
+        const result = await sweepWalletToEscrow({
+          ledger: this.p.ledger,
+          accountId: wallet.accountId,
+          chain: this.p.chain,
+          aa: this.p.aa,
+          usdc: this.p.usdc,
+          escrow: this.p.escrow,
+          paymasterSigner: this.p.paymasterSigner,
+          encryptionKey: this.p.encryptionKey,
+          minimumMicros: this.p.minimumMicros,
+        });
+        if (result.swept) swept++;
+      } catch (error) {
+        this.p.log(`sweeping ${wallet.address} into the escrow failed; will retry`, error);
+      }
+    }
+    return swept;
+  }
+}
+

@@ -1,0 +1,69 @@
+import { spawnSync } from "node:child_process";
+import path from "node:path";
+import { expect } from "chai";
+import { ValidationPool } from "../../server/catalog/validation-pool";
+
+/**
+ * The review's schema that doubles validation work at every level of the input: `n` is
+ * anyOf two copies of B, and B's property `a` is `n` again. Three `$ref`s, a few hundred
+ * bytes, within every size bound; on input {"a":{"a":…}} 20 levels deep it took 3.5 s.
+ */
+const EXPONENTIAL = JSON.stringify({
+  $ref: "#/definitions/n",
+  definitions: {
+    n: { anyOf: [{ $ref: "#/definitions/b" }, { $ref: "#/definitions/b" }] },
+    b: { type: "object", required: ["a"], properties: { a: { $ref: "#/definitions/n" } } },
+  },
+});
+const nestedA = (depth: number): unknown => (depth === 0 ? {} : { a: nestedA(depth - 1) });
+
+describe("ValidationPool (schemas whose work cannot be bounded run on a worker, under a deadline)", () => {
+  let pool: ValidationPool;
+  afterEach(() => pool.close());
+
+  it("validates on a worker: problems, or none", async () => {
+    pool = new ValidationPool({ validateTimeoutMs: 2_000, compileTimeoutMs: 10_000 });
+    const schema = JSON.stringify({ type: "object", required: ["text"], properties: { text: { type: "string" } } });
+    expect(await pool.validate("k1", schema, { text: "hi" })).to.deep.equal({ kind: "problems", problems: [] });
+    expect(await pool.validate("k1", schema, {})).to.deep.equal({ kind: "problems", problems: ["input must have required property 'text'"] });
+  });
+
+  it("refuses a validation that overruns its deadline, replaces the worker, and serves the next job", async () => {
+    pool = new ValidationPool({ validateTimeoutMs: 200, compileTimeoutMs: 10_000 });
+    // Compiled first, so the deadline below is the validation's alone.
+    expect(await pool.compile("exp", EXPONENTIAL)).to.deep.equal({ kind: "problems", problems: [] });
+    const outcome = await pool.validate("exp", EXPONENTIAL, nestedA(40));
+    expect(outcome).to.deep.equal({ kind: "too_costly", message: "validation took longer than 200 ms" });
+    const simple = JSON.stringify({ type: "string" });
+    expect(await pool.validate("simple", simple, "ok")).to.deep.equal({ kind: "problems", problems: [] });
+  });
+
+  it("lets the event loop run while a worker validates", async () => {
+    pool = new ValidationPool({ validateTimeoutMs: 300, compileTimeoutMs: 10_000 });
+    await pool.compile("exp", EXPONENTIAL);
+    const order: string[] = [];
+    const validation = pool.validate("exp", EXPONENTIAL, nestedA(40)).then(() => order.push("validation"));
+    await new Promise((resolve) => setTimeout(resolve, 10)).then(() => order.push("timer"));
+    await validation;
+    expect(order).to.deep.equal(["timer", "validation"]);
+  });
+
+  it("says a schema that does not compile is invalid", async () => {
+    pool = new ValidationPool({ validateTimeoutMs: 2_000, compileTimeoutMs: 10_000 });
+    const outcome = await pool.compile("bad", JSON.stringify({ $ref: "#/definitions/x", definitions: { x: { type: "string", pattern: "(a)\\1" } } }));
+    expect(outcome.kind).to.equal("invalid_schema");
+  });
+
+  it("keeps a script alive while it awaits a validation, and lets it exit once the pool is idle", () => {
+    // A script (the register-skill command) awaits a compile and does nothing else: an idle,
+    // unreferenced worker must not let it exit before the answer, nor keep it alive after.
+    const code = `
+      const { ValidationPool } = require(${JSON.stringify(path.resolve(__dirname, "../../server/catalog/validation-pool"))});
+      const pool = new ValidationPool({ validateTimeoutMs: 2000, compileTimeoutMs: 20000 });
+      pool.compile("k", JSON.stringify({ $ref: "#/definitions/a", definitions: { a: { type: "string" } } }))
+        .then((outcome) => process.stdout.write(JSON.stringify(outcome)));`;
+    const child = spawnSync(process.execPath, ["-r", "ts-node/register/transpile-only", "-e", code], { timeout: 30_000, encoding: "utf8" });
+    expect(child.signal, "the script did not exit once the pool was idle").to.equal(null);
+    expect(child.stdout).to.equal('{"kind":"problems","problems":[]}');
+  });
+});

@@ -1,0 +1,46 @@
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { expect } from "chai";
+import { loadConfig } from "../../server/config";
+import { createGateway } from "../../server/index";
+import { DatabaseLockedError, lockDatabase } from "../../server/db/lock";
+
+describe("one gateway per ledger file", () => {
+  let dir: string;
+  let dbPath: string;
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gw-lock-"));
+    dbPath = path.join(dir, "gateway.db");
+  });
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it("refuses a second gateway on a file another live process owns", () => {
+    // A live process that is not this one: the test runner's parent shell stands in.
+    fs.writeFileSync(`${dbPath}.lock`, String(process.ppid));
+    expect(() => createGateway(loadConfig({}, { dbPath }), { log: () => {} })).to.throw(DatabaseLockedError, `pid ${process.ppid}`);
+  });
+
+  it("takes over a lock whose process is gone, as after a crash", async () => {
+    const dead = spawnSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"]).stdout.toString();
+    fs.writeFileSync(`${dbPath}.lock`, dead);
+    const gw = createGateway(loadConfig({}, { dbPath }), { log: () => {} });
+    expect(fs.readFileSync(`${dbPath}.lock`, "utf8")).to.equal(String(process.pid));
+    await gw.close();
+    expect(fs.existsSync(`${dbPath}.lock`)).to.equal(false);
+  });
+
+  it("frees the file when the gateway closes, so the next one can start", async () => {
+    const first = createGateway(loadConfig({}, { dbPath }), { log: () => {} });
+    await first.close();
+    const second = createGateway(loadConfig({}, { dbPath }), { log: () => {} });
+    await second.close();
+  });
+
+  it("does not lock an in-memory database", () => {
+    const release = lockDatabase(":memory:");
+    release();
+    expect(fs.readdirSync(dir)).to.deep.equal([]);
+  });
+});

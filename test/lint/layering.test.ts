@@ -1,0 +1,69 @@
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { expect } from "chai";
+
+const ROOT = path.resolve(__dirname, "../..");
+const DEPCRUISE = path.join(ROOT, "node_modules", ".bin", "depcruise");
+const CONFIG = path.join(ROOT, ".dependency-cruiser.cjs");
+
+/** Runs the project's import rules over a throwaway tree holding `files` (path → source). */
+function cruise(files: Record<string, string>): { status: number | null; output: string } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "layering-"));
+  try {
+    fs.writeFileSync(path.join(dir, "tsconfig.json"), JSON.stringify({ compilerOptions: { module: "commonjs" } }));
+    for (const [file, source] of Object.entries(files)) {
+      fs.mkdirSync(path.join(dir, path.dirname(file)), { recursive: true });
+      fs.writeFileSync(path.join(dir, file), source);
+    }
+    const run = spawnSync(DEPCRUISE, ["server", "--config", CONFIG], { cwd: dir, encoding: "utf8", timeout: 60_000 });
+    return { status: run.status, output: `${run.stdout}${run.stderr}` };
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+describe("the import rules (.dependency-cruiser.cjs)", function () {
+  this.timeout(60_000);
+
+  it("pass the tree as it stands (npm run lint)", () => {
+    const run = spawnSync(DEPCRUISE, ["server", "--config", CONFIG, "--ignore-known"], { cwd: ROOT, encoding: "utf8", timeout: 60_000 });
+    expect(run.status, `${run.stdout}${run.stderr}`).to.equal(0);
+  });
+
+  it("refuse the ledger importing HTTP", () => {
+    const { status, output } = cruise({
+      "server/http/errors.ts": "export const x = 1;\n",
+      "server/ledger/probe.ts": 'import { x } from "../http/errors";\nexport const y = x;\n',
+    });
+    expect(status).to.not.equal(0);
+    expect(output).to.contain("core-never-imports-http: server/ledger/probe.ts → server/http/errors.ts");
+  });
+
+  it("refuse a lower layer importing a higher one", () => {
+    const { status, output } = cruise({
+      "server/gateway/call-service.ts": "export const x = 1;\n",
+      "server/ledger/probe.ts": 'import { x } from "../gateway/call-service";\nexport const y = x;\n',
+    });
+    expect(status).to.not.equal(0);
+    expect(output).to.contain("ledger-sits-on-db: server/ledger/probe.ts → server/gateway/call-service.ts");
+  });
+
+  it("refuse production code importing the development stack", () => {
+    const { status, output } = cruise({
+      "server/devstack/local-node.ts": "export const x = 1;\n",
+      "server/main.ts": 'import { x } from "./devstack/local-node";\nexport const y = x;\n',
+    });
+    expect(status).to.not.equal(0);
+    expect(output).to.contain("devstack-only-from-scripts-and-tests: server/main.ts → server/devstack/local-node.ts");
+  });
+
+  it("accept an import that runs downward", () => {
+    const { status, output } = cruise({
+      "server/db/db.ts": "export const x = 1;\n",
+      "server/ledger/probe.ts": 'import { x } from "../db/db";\nexport const y = x;\n',
+    });
+    expect(status, output).to.equal(0);
+  });
+});
