@@ -58,7 +58,12 @@ module.exports = {
     onlyImports("identity-sits-on-ledger", "identity", ["db", "ledger"], "Accounts, keys, sessions and sign-in."),
     onlyImports("catalog-sits-on-ledger", "catalog", ["db", "ledger"], "Skills, listings and their schemas."),
     onlyImports("settlement-sits-on-ledger-and-chain", "settlement", ["db", "ledger", "chain"], "The chain side of money."),
-    onlyImports("wallets-sit-on-settlement", "wallets", ["db", "ledger", "chain", "settlement", "identity"], "Embedded wallets and 4337 flows."),
+    onlyImports(
+      "wallets-sit-on-settlement",
+      "wallets",
+      ["db", "ledger", "chain", "settlement", "identity"],
+      "Embedded wallets and 4337 flows.",
+    ),
     onlyImports("payments-sit-on-wallets", "payments", ["db", "ledger", "chain", "settlement", "wallets", "identity"], "Card top-ups."),
     onlyImports("gateway-sits-on-catalog", "gateway", ["db", "ledger", "catalog", "identity"], "The call path."),
     {

@@ -51,9 +51,7 @@ const config: HardhatUserConfig = {
   networks: {
     hardhat: {
       chainId: CHAIN_ID,
-      ...(FORK_URL
-        ? { forking: { url: FORK_URL, enabled: true, ...(FORK_BLOCK !== undefined ? { blockNumber: FORK_BLOCK } : {}) } }
-        : {}),
+      ...(FORK_URL ? { forking: { url: FORK_URL, enabled: true, ...(FORK_BLOCK !== undefined ? { blockNumber: FORK_BLOCK } : {}) } } : {}),
     },
     localhost: { url: "http://127.0.0.1:8545", chainId: CHAIN_ID },
   },

@@ -149,7 +149,12 @@ async function main(): Promise<void> {
     const hash =
       i % 2 === 0
         ? await asRelayer.write.transferWithAuthorization([
-            from, to, value, validAfter, validBefore, nonce,
+            from,
+            to,
+            value,
+            validAfter,
+            validBefore,
+            nonce,
             ...Object.values(splitSignature(signature)),
           ])
         : await asRelayer.write.transferWithAuthorization([from, to, value, validAfter, validBefore, nonce, signature]);
@@ -192,7 +197,7 @@ async function main(): Promise<void> {
   ];
   for (const row of rows) {
     const perCall = row.gasUsed / BigInt(row.calls);
-    const ratio = Number(x402GasPerCall) / Number(row.gasUsed) * row.calls;
+    const ratio = (Number(x402GasPerCall) / Number(row.gasUsed)) * row.calls;
     lines.push(
       `| ${row.label} | ${fmt(row.calls)} | ${fmt(row.accounts)} | ${fmt(row.sellers)} | ${fmt(row.gasUsed)} | ${fmt(perCall)} | ${(row.calldataBytes / row.calls).toFixed(1)} | ${fmt(x402GasPerCall)} | 1/${Math.floor(ratio)} |`,
     );

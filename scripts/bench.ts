@@ -52,7 +52,14 @@ async function runProxy(backendUrl: string): Promise<void> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
   const server = http.createServer((req, res) => {
     const upstream = http.request(
-      { host: target.hostname, port: target.port, path: "/echo", method: "POST", agent, headers: { "content-type": "application/json", "content-length": req.headers["content-length"] ?? "0" } },
+      {
+        host: target.hostname,
+        port: target.port,
+        path: "/echo",
+        method: "POST",
+        agent,
+        headers: { "content-type": "application/json", "content-length": req.headers["content-length"] ?? "0" },
+      },
       (up) => {
         res.writeHead(up.statusCode ?? 502, { "content-type": "application/json", "content-length": up.headers["content-length"] ?? "0" });
         up.pipe(res);
@@ -69,11 +76,21 @@ async function runProxy(backendUrl: string): Promise<void> {
 async function runGateway(backendUrl: string, dbPath: string): Promise<void> {
   const { loadConfig } = await import("../server/config");
   const { startGateway } = await import("../server/index");
-  const gw = await startGateway(loadConfig({}, { port: 0, dbPath, rateLimitPerMin: 10_000_000, skillBackendAllowlist: [new URL(backendUrl).origin] }), { log: () => {} });
+  const gw = await startGateway(
+    loadConfig({}, { port: 0, dbPath, rateLimitPerMin: 10_000_000, skillBackendAllowlist: [new URL(backendUrl).origin] }),
+    { log: () => {} },
+  );
   gw.ledger.ensureAccount({ id: "bench-seller", kind: "seller", name: "bench seller" });
   gw.ledger.ensureAccount({ id: "bench-buyer", kind: "user", name: "bench buyer" });
   gw.ledger.credit("bench-buyer", 1_000_000_000_000n, "dev_credit", "benchmark balance");
-  gw.skills.upsert({ slug: "echo", name: "echo", priceMicros: 1_000n, sellerAccountId: "bench-seller", backendUrl: `${backendUrl}/echo`, timeoutMs: 10_000 });
+  gw.skills.upsert({
+    slug: "echo",
+    name: "echo",
+    priceMicros: 1_000n,
+    sellerAccountId: "bench-seller",
+    backendUrl: `${backendUrl}/echo`,
+    timeoutMs: 10_000,
+  });
   gw.ledger.commit.flush();
   const { key } = gw.keys.create("bench-buyer");
   const sync = gw.db.pragma("synchronous", { simple: true });
@@ -123,7 +140,12 @@ async function load(name: string, url: string, body: string, headers: Record<str
   const once = async (record: boolean) => {
     const t0 = performance.now();
     try {
-      const res = await pool.request({ path: target.pathname, method: "POST", headers: { "content-type": "application/json", ...headers }, body });
+      const res = await pool.request({
+        path: target.pathname,
+        method: "POST",
+        headers: { "content-type": "application/json", ...headers },
+        body,
+      });
       await res.body.text();
       if (!record) return;
       latencies.push(performance.now() - t0);
@@ -144,7 +166,15 @@ async function load(name: string, url: string, body: string, headers: Record<str
   const elapsedSec = (performance.now() - t0) / 1000;
   await pool.close();
   const sorted = Float64Array.from(latencies).sort();
-  return { name, requestsPerSec: (ok + failed) / elapsedSec, ok, failed, p50Ms: percentile(sorted, 50), p90Ms: percentile(sorted, 90), p99Ms: percentile(sorted, 99) };
+  return {
+    name,
+    requestsPerSec: (ok + failed) / elapsedSec,
+    ok,
+    failed,
+    p50Ms: percentile(sorted, 50),
+    p90Ms: percentile(sorted, 90),
+    p99Ms: percentile(sorted, 99),
+  };
 }
 
 async function main(): Promise<void> {
@@ -159,26 +189,40 @@ async function main(): Promise<void> {
     children.push(gateway.child);
 
     const input = JSON.stringify({ hello: "world", n: 42 });
-    console.log(`call-path benchmark: ${CONNECTIONS} connections, ${SECONDS} s per scenario after ${WARMUP_MS} ms warm-up, ${os.cpus().length} cores, Node ${process.version}\n`);
+    console.log(
+      `call-path benchmark: ${CONNECTIONS} connections, ${SECONDS} s per scenario after ${WARMUP_MS} ms warm-up, ${os.cpus().length} cores, Node ${process.version}\n`,
+    );
     const direct = await load("backend, direct", `${backend.msg.url}/echo`, input, {});
     const bare = await load("bare Node proxy", `${proxy.msg.url}/echo`, input, {});
-    const gw = await load("gateway (durable charges)", `${gateway.msg.url}/v1/call`, JSON.stringify({ skill_id: "echo", input: JSON.parse(input) }), {
-      authorization: `Bearer ${gateway.msg.key}`,
-    });
+    const gw = await load(
+      "gateway (durable charges)",
+      `${gateway.msg.url}/v1/call`,
+      JSON.stringify({ skill_id: "echo", input: JSON.parse(input) }),
+      {
+        authorization: `Bearer ${gateway.msg.key}`,
+      },
+    );
 
     gateway.child.send("stats");
-    const stats: { captured: number; batches: number; synchronous: number } = await new Promise((resolve) => gateway.child.once("message", resolve));
+    const stats: { captured: number; batches: number; synchronous: number } = await new Promise((resolve) =>
+      gateway.child.once("message", resolve),
+    );
 
     const rows = [direct, bare, gw];
     const fmt = (n: number, d = 2) => n.toFixed(d);
     console.log("| scenario | req/s | p50 ms | p90 ms | p99 ms | non-200 |");
     console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
-    for (const r of rows) console.log(`| ${r.name} | ${fmt(r.requestsPerSec, 0)} | ${fmt(r.p50Ms)} | ${fmt(r.p90Ms)} | ${fmt(r.p99Ms)} | ${r.failed} |`);
+    for (const r of rows)
+      console.log(`| ${r.name} | ${fmt(r.requestsPerSec, 0)} | ${fmt(r.p50Ms)} | ${fmt(r.p90Ms)} | ${fmt(r.p99Ms)} | ${r.failed} |`);
     console.log("");
     const ratio = gw.requestsPerSec / bare.requestsPerSec;
     console.log(`gateway throughput / bare proxy throughput: ${fmt(ratio)} (target >= 0.70)`);
-    console.log(`latency the gateway adds over the bare proxy: p50 ${fmt(gw.p50Ms - bare.p50Ms, 3)} ms (target < 1 ms), p99 ${fmt(gw.p99Ms - bare.p99Ms, 3)} ms`);
-    console.log(`latency the gateway adds over the direct backend: p50 ${fmt(gw.p50Ms - direct.p50Ms, 3)} ms, p99 ${fmt(gw.p99Ms - direct.p99Ms, 3)} ms`);
+    console.log(
+      `latency the gateway adds over the bare proxy: p50 ${fmt(gw.p50Ms - bare.p50Ms, 3)} ms (target < 1 ms), p99 ${fmt(gw.p99Ms - bare.p99Ms, 3)} ms`,
+    );
+    console.log(
+      `latency the gateway adds over the direct backend: p50 ${fmt(gw.p50Ms - direct.p50Ms, 3)} ms, p99 ${fmt(gw.p99Ms - direct.p99Ms, 3)} ms`,
+    );
     console.log(
       `durability: synchronous=${stats.synchronous === 2 ? "FULL" : stats.synchronous}, ${stats.captured} charges captured in ${stats.batches} commits ` +
         `(${fmt(stats.captured / Math.max(1, stats.batches), 1)} per commit), every one on disk before its 200 was sent`,

@@ -33,7 +33,12 @@ async function main(): Promise<void> {
   const recipient: Address = toIndex >= 0 ? getAddress(process.argv[toIndex + 1]) : account.address;
   const abi = loadArtifact("SkillEscrow").abi;
 
-  const claimable = (await publicClient.readContract({ address: deployment.escrow, abi, functionName: "earnings", args: [account.address] })) as bigint;
+  const claimable = (await publicClient.readContract({
+    address: deployment.escrow,
+    abi,
+    functionName: "earnings",
+    args: [account.address],
+  })) as bigint;
   console.log(`${account.address}${key ? "" : " (the demo seller)"}: ${formatUnits(claimable, 6)} USDC settled and claimable`);
   if (claimable === 0n) {
     console.log("Nothing to claim yet: earnings reach the escrow when the settler posts the next batch.");

@@ -19,17 +19,7 @@
  *   USDC_ADDRESS            existing 6-decimal token (e.g. USDC on a Base fork); no TestUSDC is deployed
  *   MINT_USDC               whole test USDC minted to each unlocked node account   default 10000 (0 = none)
  */
-import {
-  createPublicClient,
-  createWalletClient,
-  defineChain,
-  getAddress,
-  http,
-  isAddress,
-  isHex,
-  type Account,
-  type Address,
-} from "viem";
+import { createPublicClient, createWalletClient, defineChain, getAddress, http, isAddress, isHex, type Account, type Address } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { deployContracts, deploymentPath, writeDeployment } from "../server/devstack/deploy";
 
@@ -97,10 +87,7 @@ async function main(): Promise<void> {
   const walletClient = createWalletClient({ chain, transport, account });
   const settler = need(options.settler, 1, "SETTLER_ADDRESS");
   const voucherSigner = need(options.voucherSigner, 2, "VOUCHER_SIGNER_ADDRESS");
-  const mint =
-    options.usdc || options.mintUsdc === 0n
-      ? []
-      : unlocked.map((to) => ({ to, amountMicros: options.mintUsdc * 1_000_000n }));
+  const mint = options.usdc || options.mintUsdc === 0n ? [] : unlocked.map((to) => ({ to, amountMicros: options.mintUsdc * 1_000_000n }));
 
   const deployment = await deployContracts({
     network: options.network,

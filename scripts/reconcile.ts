@@ -30,7 +30,9 @@ async function main(): Promise<number> {
     const result = await reconcile({ db, publicClient, escrowAddress: deployment.escrow, fromBlock: deployment.deployBlock });
     const where = `escrow ${deployment.escrow} at block ${result.blockNumber} (last batch ${result.lastBatchNumber}), ledger ${config.dbPath}`;
     if (result.ok) {
-      console.log(`Reconciled: ${result.addressesChecked} address(es) and ${result.batchesChecked} batch(es) agree to the base unit; ${where}.`);
+      console.log(
+        `Reconciled: ${result.addressesChecked} address(es) and ${result.batchesChecked} batch(es) agree to the base unit; ${where}.`,
+      );
       return 0;
     }
     console.error(`RECONCILIATION FAILED: ${result.differences.length} difference(s); ${where}.`);

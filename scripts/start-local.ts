@@ -79,7 +79,12 @@ async function main(): Promise<void> {
   }
 }
 
-async function serve(config: ReturnType<typeof loadConfig>, node: LocalNode | undefined, rpcUrl: string, deployment: Deployment): Promise<void> {
+async function serve(
+  config: ReturnType<typeof loadConfig>,
+  node: LocalNode | undefined,
+  rpcUrl: string,
+  deployment: Deployment,
+): Promise<void> {
   const publicClient = node?.publicClient ?? createPublicClient({ chain: localChain(rpcUrl, deployment.chainId), transport: http(rpcUrl) });
   const backend = await startDemoBackend();
   // On the embedded chain the settler and voucher signer are development accounts; on
@@ -149,7 +154,10 @@ Escrow:        ${deployment.escrow}
 USDC:          ${deployment.usdc}${deployment.usdcIsTestToken ? " (test token)" : ""}
 Database:      ${config.dbPath}  (fee mode ${config.feeMode}, ${Number(config.feeBps) / 100}% platform fee)
 Demo buyer:    ${buyerId} (${devAccount(DEV_ACCOUNT_INDEX.demoBuyer).address}), balance ${microsToUsd(balance.availableMicros)} USDC, deposited on-chain
-Skills:        ${gateway.skills.list().map((s) => `${s.slug} (${microsToUsd(s.priceMicros)} USD)`).join(", ")}
+Skills:        ${gateway.skills
+    .list()
+    .map((s) => `${s.slug} (${microsToUsd(s.priceMicros)} USD)`)
+    .join(", ")}
 ${devIdentity ? `Sign-in:       ${signInLine(signInBase, devIdentity.settings)}\n` : ""}${gateway.recovered.holds > 0 ? `Recovered:     released ${gateway.recovered.holds} hold(s) left open by a previous crash\n` : ""}
 API key: ${key}
 
@@ -197,6 +205,8 @@ async function startAccountAbstraction(node: LocalNode, deployment: Deployment) 
 /** Where to sign in through the local stand-in, for the providers it stands in for. */
 function signInLine(gatewayUrl: string, settings: DevIdentityProvider["settings"]): string {
   const stand = [settings.githubClientId && "GitHub", settings.googleClientId && "Google"].filter(Boolean).join(" and ");
-  const paths = [settings.githubClientId && "/auth/github/start", settings.googleClientId && "/auth/google/start"].filter(Boolean) as string[];
+  const paths = [settings.githubClientId && "/auth/github/start", settings.googleClientId && "/auth/google/start"].filter(
+    Boolean,
+  ) as string[];
   return `${gatewayUrl}${paths.join(" and ")} (a local development provider stands in for ${stand})`;
 }

@@ -140,7 +140,8 @@ function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], 
 function usd(env: Env, name: string, fallback: string): bigint {
   const raw = env[name];
   const value = raw === undefined || raw === "" ? fallback : raw;
-  if (!/^\d+(\.\d{1,6})?$/.test(value.trim())) throw new ConfigError(`${name} must be a USD amount with at most 6 decimals, got "${value}"`);
+  if (!/^\d+(\.\d{1,6})?$/.test(value.trim()))
+    throw new ConfigError(`${name} must be a USD amount with at most 6 decimals, got "${value}"`);
   return usdToMicros(value);
 }
 
@@ -172,7 +173,14 @@ function origins(env: Env, name: string): string[] {
     } catch {
       throw new ConfigError(`${name}: "${text}" is not a URL`);
     }
-    if ((parsed.protocol !== "http:" && parsed.protocol !== "https:") || parsed.username || parsed.password || parsed.search || parsed.hash || parsed.pathname !== "/") {
+    if (
+      (parsed.protocol !== "http:" && parsed.protocol !== "https:") ||
+      parsed.username ||
+      parsed.password ||
+      parsed.search ||
+      parsed.hash ||
+      parsed.pathname !== "/"
+    ) {
       throw new ConfigError(`${name}: "${text}" must be an origin, http(s)://host[:port], with no path or credentials`);
     }
     return parsed.origin;
@@ -185,7 +193,8 @@ function ports(env: Env, name: string): number[] {
   if (raw === "") return [];
   return raw.split(",").map((item) => {
     const text = item.trim();
-    if (!/^\d{1,5}$/.test(text) || Number(text) < 1 || Number(text) > 65535) throw new ConfigError(`${name}: "${text}" is not a port (1 to 65535)`);
+    if (!/^\d{1,5}$/.test(text) || Number(text) < 1 || Number(text) > 65535)
+      throw new ConfigError(`${name}: "${text}" is not a port (1 to 65535)`);
     return Number(text);
   });
 }
@@ -237,7 +246,9 @@ function trustProxy(env: Env, name: string): false | number | string[] {
   const entries = raw.split(",").map((entry) => entry.trim());
   for (const entry of entries) {
     if (!["loopback", "linklocal", "uniquelocal"].includes(entry) && !addressOrCidr(entry)) {
-      throw new ConfigError(`${name} must be false, a number of hops, or a comma-separated list of addresses, CIDRs, loopback, linklocal, uniquelocal; got "${entry}"`);
+      throw new ConfigError(
+        `${name} must be false, a number of hops, or a comma-separated list of addresses, CIDRs, loopback, linklocal, uniquelocal; got "${entry}"`,
+      );
     }
   }
   return entries;

@@ -135,7 +135,9 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
   });
   const moneyPath = options.chain ? createMoneyPath(ledger, config, options.chain, log) : undefined;
   const sessions = new Sessions(db, ledger, { secureCookies: config.secureCookies });
-  const wallets = options.wallets ? new WalletService({ ...options.wallets, ledger, sessions, log, vouchers: moneyPath?.vouchers }) : undefined;
+  const wallets = options.wallets
+    ? new WalletService({ ...options.wallets, ledger, sessions, log, vouchers: moneyPath?.vouchers })
+    : undefined;
   if (wallets) {
     sessions.onOpen = async (accountId) => {
       try {
@@ -157,7 +159,23 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
   };
   const cardTopups = createSandboxCardTopups({ ledger, chain: options.chain, log: (message, error) => log(`[card] ${message}`, error) });
   const handler = createRequestListener({
-    config, keys, skills, ledger, calls, callService, egress, moneyPath, chain: options.chain, sessions, magicLinks, oauth, cardTopups, wallets, siweNonces, rateLimitStores, log,
+    config,
+    keys,
+    skills,
+    ledger,
+    calls,
+    callService,
+    egress,
+    moneyPath,
+    chain: options.chain,
+    sessions,
+    magicLinks,
+    oauth,
+    cardTopups,
+    wallets,
+    siweNonces,
+    rateLimitStores,
+    log,
   });
 
   /**
@@ -195,7 +213,20 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
   ];
 
   return {
-    config, db, ledger, keys, skills, calls, handler, moneyPath, sessions, wallets, magicLinks, cardTopups, recovered, pruneExpired,
+    config,
+    db,
+    ledger,
+    keys,
+    skills,
+    calls,
+    handler,
+    moneyPath,
+    sessions,
+    wallets,
+    magicLinks,
+    cardTopups,
+    recovered,
+    pruneExpired,
     async close() {
       for (const timer of timers) clearInterval(timer);
       for (const store of Object.values(rateLimitStores)) await store.shutdown?.();
@@ -221,18 +252,21 @@ export async function startGateway(config: Config, options: GatewayOptions = {})
   // Slow clients are cut off (408) once their headers or their whole request take longer than
   // configured: Node's defaults (60 s of headers, 300 s of request) let a few slow sockets
   // hold a gateway's connections for minutes. Node checks these every connectionsCheckingInterval.
-  const server = http.createServer({
-    keepAliveTimeout: 65_000,
-    headersTimeout: config.headersTimeoutMs,
-    requestTimeout: config.requestTimeoutMs,
-    connectionsCheckingInterval: Math.min(1_000, config.headersTimeoutMs),
-  }, (req, res) => {
-    active++;
-    res.once("close", () => {
-      if (--active === 0) drained?.();
-    });
-    gateway.handler(req, res);
-  });
+  const server = http.createServer(
+    {
+      keepAliveTimeout: 65_000,
+      headersTimeout: config.headersTimeoutMs,
+      requestTimeout: config.requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(1_000, config.headersTimeoutMs),
+    },
+    (req, res) => {
+      active++;
+      res.once("close", () => {
+        if (--active === 0) drained?.();
+      });
+      gateway.handler(req, res);
+    },
+  );
   try {
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);

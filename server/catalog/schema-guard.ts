@@ -101,7 +101,7 @@ const re2: RegExpEngine = Object.assign(
     return { test: (s: string) => compiled.test(s) };
   },
   // Only used by Ajv's standalone code generation, which the gateway does not use.
-  { code: 're2js.RE2JS' },
+  { code: "re2js.RE2JS" },
 );
 
 /** An Ajv instance for sellers' schemas. */
@@ -131,7 +131,8 @@ export function schemaBoundsProblem(schema: unknown): string | undefined {
       const record = value as Record<string, unknown>;
       if (typeof record.$ref === "string") {
         if (++refs > SCHEMA_LIMITS.refsMax) return `input_schema has more than ${SCHEMA_LIMITS.refsMax} $refs`;
-        if (!record.$ref.startsWith("#")) return `input_schema's $ref "${record.$ref.slice(0, 100)}" must point inside the schema (start with #)`;
+        if (!record.$ref.startsWith("#"))
+          return `input_schema's $ref "${record.$ref.slice(0, 100)}" must point inside the schema (start with #)`;
       }
       if (record.uniqueItems === true) {
         const max = record.maxItems;
@@ -144,7 +145,8 @@ export function schemaBoundsProblem(schema: unknown): string | undefined {
     for (const child of Object.values(value)) stack.push({ value: child, depth: depth + 1 });
   }
   // Only now that its depth is known to be small can it be serialized without risk.
-  if (Buffer.byteLength(JSON.stringify(schema)) > SCHEMA_LIMITS.bytesMax) return `input_schema is larger than ${SCHEMA_LIMITS.bytesMax} bytes`;
+  if (Buffer.byteLength(JSON.stringify(schema)) > SCHEMA_LIMITS.bytesMax)
+    return `input_schema is larger than ${SCHEMA_LIMITS.bytesMax} bytes`;
   return undefined;
 }
 

@@ -126,24 +126,50 @@ export class SellerSkills {
     const id = randomUUID();
     const signingSecret = randomBytes(32).toString("hex");
     const now = Date.now();
-    const inserted = this.stmt.insert.run(id, fields.slug, fields.name, fields.description, fields.priceMicros, sellerAccountId,
-      fields.backendUrl, fields.timeoutMs, fields.rateLimitPerMin, fields.inputSchema ? JSON.stringify(fields.inputSchema) : null,
-      signingSecret, now, now);
+    const inserted = this.stmt.insert.run(
+      id,
+      fields.slug,
+      fields.name,
+      fields.description,
+      fields.priceMicros,
+      sellerAccountId,
+      fields.backendUrl,
+      fields.timeoutMs,
+      fields.rateLimitPerMin,
+      fields.inputSchema ? JSON.stringify(fields.inputSchema) : null,
+      signingSecret,
+      now,
+      now,
+    );
     if (inserted.changes === 0) return { ok: false, reason: "slug_taken" };
     this.registry.refresh();
     return { ok: true, skill: this.get(sellerAccountId, id)!, signingSecret };
   }
 
   /** Edits the seller's own skill; `listed: true` lists an unlisted one again. The slug never changes. */
-  update(sellerAccountId: string, ref: string, patch: Partial<Omit<SellerSkillFields, "slug">> & { listed?: boolean }): { ok: true; skill: SellerSkill } | SellerSkillRefusal {
+  update(
+    sellerAccountId: string,
+    ref: string,
+    patch: Partial<Omit<SellerSkillFields, "slug">> & { listed?: boolean },
+  ): { ok: true; skill: SellerSkill } | SellerSkillRefusal {
     const current = this.get(sellerAccountId, ref);
     if (!current) return { ok: false, reason: "not_found" };
     const next: SellerSkillFields = { ...current, ...definedOnly(patch) };
     const invalid = this.check(next);
     if (invalid) return invalid;
-    this.stmt.update.run(next.name, next.description, next.priceMicros, next.backendUrl, next.timeoutMs, next.rateLimitPerMin,
-      next.inputSchema ? JSON.stringify(next.inputSchema) : null, (patch.listed ?? current.listed) ? 1 : 0, Date.now(),
-      current.id, sellerAccountId);
+    this.stmt.update.run(
+      next.name,
+      next.description,
+      next.priceMicros,
+      next.backendUrl,
+      next.timeoutMs,
+      next.rateLimitPerMin,
+      next.inputSchema ? JSON.stringify(next.inputSchema) : null,
+      (patch.listed ?? current.listed) ? 1 : 0,
+      Date.now(),
+      current.id,
+      sellerAccountId,
+    );
     this.registry.refresh();
     return { ok: true, skill: this.get(sellerAccountId, current.id)! };
   }
@@ -159,9 +185,15 @@ export class SellerSkills {
     if (fields.priceMicros < min || fields.priceMicros > max) {
       return invalid(`price must be between ${microsToUsd(min)} and ${microsToUsd(max)} USD.`);
     }
-    if (fields.name.trim() === "" || fields.name.length > SKILL_LIMITS.nameChars) return invalid(`name must be 1 to ${SKILL_LIMITS.nameChars} characters.`);
-    if (fields.description.length > SKILL_LIMITS.descriptionChars) return invalid(`description must be at most ${SKILL_LIMITS.descriptionChars} characters.`);
-    if (!Number.isInteger(fields.timeoutMs) || fields.timeoutMs < SKILL_LIMITS.timeoutMsMin || fields.timeoutMs > SKILL_LIMITS.timeoutMsMax) {
+    if (fields.name.trim() === "" || fields.name.length > SKILL_LIMITS.nameChars)
+      return invalid(`name must be 1 to ${SKILL_LIMITS.nameChars} characters.`);
+    if (fields.description.length > SKILL_LIMITS.descriptionChars)
+      return invalid(`description must be at most ${SKILL_LIMITS.descriptionChars} characters.`);
+    if (
+      !Number.isInteger(fields.timeoutMs) ||
+      fields.timeoutMs < SKILL_LIMITS.timeoutMsMin ||
+      fields.timeoutMs > SKILL_LIMITS.timeoutMsMax
+    ) {
       return invalid(`timeout_ms must be an integer from ${SKILL_LIMITS.timeoutMsMin} to ${SKILL_LIMITS.timeoutMsMax}.`);
     }
     const limit = fields.rateLimitPerMin;

@@ -1,7 +1,16 @@
 import { createHash, randomBytes, randomUUID } from "node:crypto";
 import type { ValidateFunction } from "ajv";
 import type { Db } from "../db/db";
-import { type SchemaProfile, compileSchema, compilesInProcess, createSchemaCompiler, profileSchema, runsInProcess, schemaBoundsProblem, validateWith } from "./schema-guard";
+import {
+  type SchemaProfile,
+  compileSchema,
+  compilesInProcess,
+  createSchemaCompiler,
+  profileSchema,
+  runsInProcess,
+  schemaBoundsProblem,
+  validateWith,
+} from "./schema-guard";
 import { ValidationPool } from "./validation-pool";
 
 /**
@@ -108,7 +117,13 @@ export class SkillRegistry {
     /** Where schemas too costly for the event loop run; by default one worker, 250 ms a validation. */
     validation?: ValidationPool,
   ) {
-    this.validation = validation ?? new ValidationPool({ validateTimeoutMs: 250, compileTimeoutMs: 2_000, log: (message, error) => warn(`${message}${error ? `: ${String(error)}` : ""}`) });
+    this.validation =
+      validation ??
+      new ValidationPool({
+        validateTimeoutMs: 250,
+        compileTimeoutMs: 2_000,
+        log: (message, error) => warn(`${message}${error ? `: ${String(error)}` : ""}`),
+      });
     this.refresh();
   }
 
@@ -207,7 +222,9 @@ export class SkillRegistry {
     const outcome = await this.validation.validate(entry.key, entry.json, input);
     if (outcome.kind === "problems") return outcome.problems;
     if (outcome.kind === "invalid_schema") return [`the skill's input schema cannot be used (${outcome.message}); its seller must fix it`];
-    return [`the input could not be checked against the skill's schema in time (${outcome.message}); its seller should simplify the schema`];
+    return [
+      `the input could not be checked against the skill's schema in time (${outcome.message}); its seller should simplify the schema`,
+    ];
   }
 
   /**
@@ -236,7 +253,8 @@ export class SkillRegistry {
     // resolve() reads a UUID-shaped reference as a UUID, so such a slug could never be found.
     if (UUID.test(input.slug)) throw new SkillValidationError(`invalid slug "${input.slug}": a slug must not look like a UUID`);
     if (input.priceMicros < 0n) throw new SkillValidationError("price must not be negative");
-    if (!Number.isInteger(input.timeoutMs) || input.timeoutMs <= 0) throw new SkillValidationError("timeout must be a positive integer of ms");
+    if (!Number.isInteger(input.timeoutMs) || input.timeoutMs <= 0)
+      throw new SkillValidationError("timeout must be a positive integer of ms");
     let url: URL;
     try {
       url = new URL(input.backendUrl);
@@ -278,8 +296,21 @@ export class SkillRegistry {
            rate_limit_per_min = excluded.rate_limit_per_min, input_schema = excluded.input_schema,
            signing_secret = excluded.signing_secret, active = 1, updated_at = excluded.updated_at`,
       )
-      .run(id, input.slug, input.name, input.description ?? "", input.priceMicros, input.sellerAccountId, input.backendUrl,
-        input.timeoutMs, input.rateLimitPerMin ?? null, schema, secret, now, now);
+      .run(
+        id,
+        input.slug,
+        input.name,
+        input.description ?? "",
+        input.priceMicros,
+        input.sellerAccountId,
+        input.backendUrl,
+        input.timeoutMs,
+        input.rateLimitPerMin ?? null,
+        schema,
+        secret,
+        now,
+        now,
+      );
     this.refresh();
     return this.resolve(id)!;
   }

@@ -97,7 +97,9 @@ export class ValidationPool {
       if (!job) return;
       const now = Date.now();
       // A worker that has not compiled this schema yet gets the compile budget on top.
-      const deadlineAtMs = slot.seen.has(job.key) ? job.deadlineAtMs : job.deadlineAtMs + (job.kind === "compile" ? 0 : this.options.compileTimeoutMs);
+      const deadlineAtMs = slot.seen.has(job.key)
+        ? job.deadlineAtMs
+        : job.deadlineAtMs + (job.kind === "compile" ? 0 : this.options.compileTimeoutMs);
       if (deadlineAtMs <= now) {
         job.resolve(tooCostly(`no validation capacity within ${this.options.validateTimeoutMs} ms`));
         continue;
@@ -122,7 +124,9 @@ export class ValidationPool {
 
   private spawn(): Slot {
     const memoryMb = this.options.memoryMb ?? 64;
-    const worker = new Worker(WORKER_SCRIPT, { resourceLimits: { maxOldGenerationSizeMb: memoryMb, maxYoungGenerationSizeMb: Math.max(4, Math.floor(memoryMb / 4)) } });
+    const worker = new Worker(WORKER_SCRIPT, {
+      resourceLimits: { maxOldGenerationSizeMb: memoryMb, maxYoungGenerationSizeMb: Math.max(4, Math.floor(memoryMb / 4)) },
+    });
     worker.unref();
     const slot: Slot = { worker, ready: false, seen: new Set() };
     worker.on("message", (message: { kind: string; id?: number; problems?: string[]; message?: string }) => {
@@ -135,7 +139,11 @@ export class ValidationPool {
       if (!job || job.id !== message.id) return;
       this.finish(slot);
       slot.seen.add(job.key);
-      job.resolve(message.kind === "problems" ? { kind: "problems", problems: message.problems ?? [] } : { kind: "invalid_schema", message: message.message ?? "invalid schema" });
+      job.resolve(
+        message.kind === "problems"
+          ? { kind: "problems", problems: message.problems ?? [] }
+          : { kind: "invalid_schema", message: message.message ?? "invalid schema" },
+      );
       this.dispatch();
       this.holdProcessOpen();
     });

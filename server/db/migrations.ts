@@ -512,7 +512,10 @@ export function migrate(db: Database.Database): number {
   db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
     version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
   const applied = new Set(
-    db.prepare("SELECT version FROM schema_migrations").all().map((r) => Number((r as { version: bigint }).version)),
+    db
+      .prepare("SELECT version FROM schema_migrations")
+      .all()
+      .map((r) => Number((r as { version: bigint }).version)),
   );
   let count = 0;
   for (const m of MIGRATIONS) {

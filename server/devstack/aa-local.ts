@@ -18,7 +18,10 @@ export interface LocalAccountAbstraction {
  * escrow, and the real Alto bundler, run by the node's development accounts. `npm start`
  * and the tests that need embedded wallets both start it this way.
  */
-export async function startLocalAccountAbstraction(node: LocalNode, deployment: Pick<Deployment, "usdc" | "escrow">): Promise<LocalAccountAbstraction> {
+export async function startLocalAccountAbstraction(
+  node: LocalNode,
+  deployment: Pick<Deployment, "usdc" | "escrow">,
+): Promise<LocalAccountAbstraction> {
   const paymasterSigner = privateKeyToAccount(generatePrivateKey());
   const aa = await deployAccountAbstraction({
     publicClient: node.publicClient,

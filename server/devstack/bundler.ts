@@ -47,7 +47,6 @@ export interface Bundler {
   stop(): Promise<void>;
 }
 
-
 async function rpc(url: string, method: string, params: unknown[] = []): Promise<unknown> {
   const response = await fetch(url, {
     method: "POST",
@@ -87,13 +86,20 @@ export async function startBundler(parameters: StartBundlerParameters): Promise<
   const port = parameters.port || (await freePort());
   const root = path.resolve(__dirname, "../..");
   const args = [
-    "--entrypoints", entryPoint,
-    "--rpc-url", parameters.rpcUrl,
-    "--safe-mode", "false",
-    "--port", String(port),
-    "--log-level", parameters.logLevel ?? "warn",
-    "--utility-wallet-monitor", "false",
-    "--refilling-wallets", "false",
+    "--entrypoints",
+    entryPoint,
+    "--rpc-url",
+    parameters.rpcUrl,
+    "--safe-mode",
+    "false",
+    "--port",
+    String(port),
+    "--log-level",
+    parameters.logLevel ?? "warn",
+    "--utility-wallet-monitor",
+    "false",
+    "--refilling-wallets",
+    "false",
   ];
   // The keys reach Alto through its ALTO_* environment variables (yargs `.env("ALTO")`), not the command
   // line, so no process listing shows them; other ALTO_* settings of this process are not passed on.

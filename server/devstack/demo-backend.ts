@@ -48,11 +48,15 @@ export async function startDemoBackend(port = 0, host = "127.0.0.1"): Promise<De
       const secret = secrets.get(path);
       const genuine =
         secret !== undefined &&
-        verifyCall(secret, {
-          callId: req.headers[CALL_ID_HEADER] as string | undefined,
-          timestamp: req.headers[TIMESTAMP_HEADER] as string | undefined,
-          signature: req.headers[SIGNATURE_HEADER] as string | undefined,
-        }, raw);
+        verifyCall(
+          secret,
+          {
+            callId: req.headers[CALL_ID_HEADER] as string | undefined,
+            timestamp: req.headers[TIMESTAMP_HEADER] as string | undefined,
+            signature: req.headers[SIGNATURE_HEADER] as string | undefined,
+          },
+          raw,
+        );
       if (!genuine) return reply(401, { error: "call is not signed by the gateway" });
       let input: Record<string, unknown>;
       try {

@@ -176,15 +176,10 @@ export async function deployContracts(parameters: DeployContractsParameters): Pr
   };
 }
 
-const DECIMALS_ABI = [
-  { type: "function", name: "decimals", stateMutability: "view", inputs: [], outputs: [{ type: "uint8" }] },
-] as const;
+const DECIMALS_ABI = [{ type: "function", name: "decimals", stateMutability: "view", inputs: [], outputs: [{ type: "uint8" }] }] as const;
 
 /** The escrow's 1 USDC minimum assumes 6 decimals; refuse anything else (or an address without a token). */
-async function assertSixDecimalToken(
-  publicClient: Pick<PublicClient, "getCode" | "readContract">,
-  token: Address,
-): Promise<void> {
+async function assertSixDecimalToken(publicClient: Pick<PublicClient, "getCode" | "readContract">, token: Address): Promise<void> {
   const code = await publicClient.getCode({ address: token });
   if (!code || code === "0x") throw new DeployError(`no contract at the USDC address ${token}`);
   let decimals: number;

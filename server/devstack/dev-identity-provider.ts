@@ -76,7 +76,14 @@ function createProvider(issuer: string, clients: LocalClient[]) {
       conformIdTokenClaims: false,
       pkce: { required: () => true },
       features: { devInteractions: { enabled: true } },
-      ttl: { AccessToken: minutes(10), AuthorizationCode: minutes(1), IdToken: minutes(10), Interaction: minutes(10), Session: minutes(10), Grant: minutes(10) },
+      ttl: {
+        AccessToken: minutes(10),
+        AuthorizationCode: minutes(1),
+        IdToken: minutes(10),
+        Interaction: minutes(10),
+        Session: minutes(10),
+        Grant: minutes(10),
+      },
       async findAccount(_ctx, sub) {
         return {
           accountId: sub,

@@ -2,7 +2,18 @@ import type { ChildProcess } from "node:child_process";
 import net from "node:net";
 import path from "node:path";
 import { spawnGuarded } from "./child-process";
-import { type Account, type Chain, type Hex, type HttpTransport, type PublicClient, type WalletClient, createPublicClient, createWalletClient, defineChain, http } from "viem";
+import {
+  type Account,
+  type Chain,
+  type Hex,
+  type HttpTransport,
+  type PublicClient,
+  type WalletClient,
+  createPublicClient,
+  createWalletClient,
+  defineChain,
+  http,
+} from "viem";
 import { mnemonicToAccount } from "viem/accounts";
 
 /** The well-known development mnemonic `hardhat node` funds its accounts from. Local chain only. */
@@ -11,7 +22,15 @@ export const HARDHAT_MNEMONIC = "test test test test test test test test test te
 export const LOCAL_CHAIN_ID = 8453;
 
 /** The roles the embedded default gives the node's funded development accounts. */
-export const DEV_ACCOUNT_INDEX = { deployer: 0, settler: 1, voucherSigner: 2, demoBuyer: 3, demoSeller: 4, bundlerExecutor: 10, bundlerUtility: 11 } as const;
+export const DEV_ACCOUNT_INDEX = {
+  deployer: 0,
+  settler: 1,
+  voucherSigner: 2,
+  demoBuyer: 3,
+  demoSeller: 4,
+  bundlerExecutor: 10,
+  bundlerUtility: 11,
+} as const;
 
 export function devAccount(index: number): Account {
   return mnemonicToAccount(HARDHAT_MNEMONIC, { addressIndex: index });
@@ -62,11 +81,15 @@ export async function startLocalNode(options: { port?: number; readyTimeoutMs?: 
   const port = options.port || (await freePort());
   const root = path.resolve(__dirname, "../..");
   // Guarded: it dies with this process, even one killed with SIGKILL (./child-process.ts).
-  const child: ChildProcess = spawnGuarded(path.join(root, "node_modules/.bin/hardhat"), ["node", "--hostname", "127.0.0.1", "--port", String(port)], {
-    cwd: root,
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, FORK_URL: "" },
-  });
+  const child: ChildProcess = spawnGuarded(
+    path.join(root, "node_modules/.bin/hardhat"),
+    ["node", "--hostname", "127.0.0.1", "--port", String(port)],
+    {
+      cwd: root,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, FORK_URL: "" },
+    },
+  );
   let output = "";
   child.stdout!.on("data", (c: Buffer) => (output = (output + c.toString()).slice(-4_000)));
   child.stderr!.on("data", (c: Buffer) => (output = (output + c.toString()).slice(-4_000)));

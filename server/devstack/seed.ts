@@ -12,12 +12,33 @@ export const DEMO_DEPOSIT_USD = "10";
 const DEMO_SKILLS = [
   { slug: "echo", path: "/echo", name: "Echo", price: "0.001", description: "Returns its input unchanged." },
   {
-    slug: "uppercase", path: "/uppercase", name: "Uppercase", price: "0.002",
+    slug: "uppercase",
+    path: "/uppercase",
+    name: "Uppercase",
+    price: "0.002",
     description: "Upper-cases a text.",
-    inputSchema: { type: "object", properties: { text: { type: "string", maxLength: 10_000 } }, required: ["text"], additionalProperties: false },
+    inputSchema: {
+      type: "object",
+      properties: { text: { type: "string", maxLength: 10_000 } },
+      required: ["text"],
+      additionalProperties: false,
+    },
   },
-  { slug: "slow", path: "/slow", name: "Slow", price: "0.001", description: "Waits `ms` milliseconds; times out past 2 s.", timeoutMs: 2_000 },
-  { slug: "broken", path: "/broken", name: "Broken", price: "0.01", description: "Its backend always answers 500: calls are never charged." },
+  {
+    slug: "slow",
+    path: "/slow",
+    name: "Slow",
+    price: "0.001",
+    description: "Waits `ms` milliseconds; times out past 2 s.",
+    timeoutMs: 2_000,
+  },
+  {
+    slug: "broken",
+    path: "/broken",
+    name: "Broken",
+    price: "0.01",
+    description: "Its backend always answers 500: calls are never charged.",
+  },
 ] as const;
 
 /**
@@ -30,7 +51,10 @@ export function seedDemo(gateway: Gateway, backend: DemoBackend, addresses: { bu
   const { ledger, skills } = gateway;
   ledger.ensureAccount({ id: DEMO_SELLER_ID, kind: "seller", name: "Demo Seller" });
   ledger.ensureAccount({ id: DEMO_BUYER_ID, kind: "user", name: "Demo Buyer" });
-  for (const [accountId, address] of [[DEMO_BUYER_ID, addresses.buyer], [DEMO_SELLER_ID, addresses.seller]] as const) {
+  for (const [accountId, address] of [
+    [DEMO_BUYER_ID, addresses.buyer],
+    [DEMO_SELLER_ID, addresses.seller],
+  ] as const) {
     const linked = linkAddressSync(ledger, { accountId, address });
     if (!linked.ok) throw new Error(`could not link ${address} to ${accountId}: ${linked.reason}`);
   }

@@ -83,8 +83,10 @@ export class CallService {
         await this.deps.ledger.commit.durable();
         return { status: begun.status, body: begun.body, headers: { "idempotent-replayed": "true" } };
       }
-      if (begun.kind === "mismatch") throw new ApiError("idempotency_key_reused", "This Idempotency-Key was used with a different request body.");
-      if (begun.kind === "in_progress") throw new ApiError("idempotency_key_in_use", "A request with this Idempotency-Key is still in progress; retry later.");
+      if (begun.kind === "mismatch")
+        throw new ApiError("idempotency_key_reused", "This Idempotency-Key was used with a different request body.");
+      if (begun.kind === "in_progress")
+        throw new ApiError("idempotency_key_in_use", "A request with this Idempotency-Key is still in progress; retry later.");
     }
 
     let stored = false;
@@ -111,26 +113,50 @@ export class CallService {
     const headers = rateHeaders(decision);
     if (!decision.allowed) {
       const which = decision.rule === rules[0] ? "API key" : `skill "${skill.slug}"`;
-      return this.fail(req, skill, callId, "rate_limited", `Rate limit exceeded: ${decision.rule.limit} calls per minute for this ${which}.`, "rate_limited", {
-        ...headers,
-        "retry-after": String(Math.max(1, Math.ceil(decision.retryAfterMs / 1000))),
-      });
+      return this.fail(
+        req,
+        skill,
+        callId,
+        "rate_limited",
+        `Rate limit exceeded: ${decision.rule.limit} calls per minute for this ${which}.`,
+        "rate_limited",
+        {
+          ...headers,
+          "retry-after": String(Math.max(1, Math.ceil(decision.retryAfterMs / 1000))),
+        },
+      );
     }
 
     const cap = req.apiKey.accountDailyCallCap ?? config.dailyCallCap;
     if (cap > 0) {
       const daily = dailyCap.admit(accountId, cap);
       if (!daily.allowed) {
-        return this.fail(req, skill, callId, "daily_limit_reached", `Daily call limit of ${cap} reached; it resets at 00:00 UTC.`, "daily_limit_reached", {
-          ...headers,
-          "retry-after": String(Math.ceil(daily.retryAfterMs / 1000)),
-        });
+        return this.fail(
+          req,
+          skill,
+          callId,
+          "daily_limit_reached",
+          `Daily call limit of ${cap} reached; it resets at 00:00 UTC.`,
+          "daily_limit_reached",
+          {
+            ...headers,
+            "retry-after": String(Math.ceil(daily.retryAfterMs / 1000)),
+          },
+        );
       }
     }
 
     const problems = await this.deps.skills.validateInput(skill, req.input);
     if (problems.length > 0) {
-      return this.fail(req, skill, callId, "invalid_input", `Input does not match the skill's schema: ${problems.join("; ")}`, "invalid_input", headers);
+      return this.fail(
+        req,
+        skill,
+        callId,
+        "invalid_input",
+        `Input does not match the skill's schema: ${problems.join("; ")}`,
+        "invalid_input",
+        headers,
+      );
     }
 
     const charge = computeCharge(skill.priceMicros, config.feeMode, config.feeBps);
@@ -160,7 +186,12 @@ export class CallService {
         forwarded.kind !== "ok"
           ? forwarded
           : success === undefined
-            ? { kind: "failed", reason: "invalid_json", status: forwarded.status, message: "skill backend answered JSON nested too deeply to pass on" }
+            ? {
+                kind: "failed",
+                reason: "invalid_json",
+                status: forwarded.status,
+                message: "skill backend answered JSON nested too deeply to pass on",
+              }
             : { kind: "ok", body: success };
 
       if (result.kind === "ok") {
@@ -183,7 +214,12 @@ export class CallService {
       const code: ErrorCode = result.kind === "rejected" ? "skill_rejected_input" : FAILURE_CODE[result.reason];
       const outcome: CallOutcome = result.kind === "rejected" ? "skill_rejected_input" : "skill_error";
       const status = result.kind === "rejected" ? 400 : 502;
-      const body = this.errorBody(req, skill, code, result.kind === "rejected" ? result.message : `Skill error: ${result.message}. You were not charged.`);
+      const body = this.errorBody(
+        req,
+        skill,
+        code,
+        result.kind === "rejected" ? result.message : `Skill error: ${result.message}. You were not charged.`,
+      );
       // A backend's refusal of the input is deterministic, so a retry gets the same answer;
       // a backend failure is not, so its key is given up and a retry runs again.
       const keep = result.kind === "rejected" ? req.idempotency : undefined;
@@ -214,7 +250,15 @@ export class CallService {
   }
 
   /** Ends a call refused before forwarding: nothing was held, nothing is charged. */
-  private fail(req: CallRequest, skill: Skill, callId: string, code: ErrorCode, message: string, outcome: CallOutcome, headers: Record<string, string>): CallResponse {
+  private fail(
+    req: CallRequest,
+    skill: Skill,
+    callId: string,
+    code: ErrorCode,
+    message: string,
+    outcome: CallOutcome,
+    headers: Record<string, string>,
+  ): CallResponse {
     const status = new ApiError(code, message).status;
     this.deps.ledger.commit.run(() => this.record(req, skill, callId, status, outcome, 0n, null));
     return { status, body: this.errorBody(req, skill, code, message), headers: { ...headers, "x-call-id": callId } };
@@ -225,7 +269,15 @@ export class CallService {
     return JSON.stringify(errorEnvelope(code, message, { metadata }));
   }
 
-  private record(req: CallRequest, skill: Skill, callId: string, httpStatus: number, outcome: CallOutcome, chargedMicros: bigint, hold: Hold | null): void {
+  private record(
+    req: CallRequest,
+    skill: Skill,
+    callId: string,
+    httpStatus: number,
+    outcome: CallOutcome,
+    chargedMicros: bigint,
+    hold: Hold | null,
+  ): void {
     this.deps.calls.record({
       id: callId,
       accountId: req.apiKey.accountId,

@@ -87,7 +87,19 @@ export class CallsLog {
 
   /** Writes a call; run it inside the same ledger operation as the capture or release it reports. */
   record(c: CallRecord): void {
-    this.stmt.insert.run(c.id, c.accountId, c.apiKeyId, c.skillId, c.endpoint, c.httpStatus, c.outcome, c.chargedMicros, c.holdId, Math.round(c.latencyUs), c.createdAtMs);
+    this.stmt.insert.run(
+      c.id,
+      c.accountId,
+      c.apiKeyId,
+      c.skillId,
+      c.endpoint,
+      c.httpStatus,
+      c.outcome,
+      c.chargedMicros,
+      c.holdId,
+      Math.round(c.latencyUs),
+      c.createdAtMs,
+    );
   }
 
   /**
@@ -98,8 +110,19 @@ export class CallsLog {
    */
   recent(accountId: string, limit: number, beforeMs = Number.MAX_SAFE_INTEGER): UsageRow[] {
     type Row = {
-      id: string; skill_id: string; slug: string | null; name: string | null; endpoint: Endpoint; http_status: bigint; outcome: CallOutcome;
-      charged_micros: bigint; latency_us: bigint; created_at: bigint; batch_number: bigint | null; batch_status: "pending" | "settled" | null; row_id: bigint;
+      id: string;
+      skill_id: string;
+      slug: string | null;
+      name: string | null;
+      endpoint: Endpoint;
+      http_status: bigint;
+      outcome: CallOutcome;
+      charged_micros: bigint;
+      latency_us: bigint;
+      created_at: bigint;
+      batch_number: bigint | null;
+      batch_status: "pending" | "settled" | null;
+      row_id: bigint;
     };
     const rows = this.stmt.recent.all(accountId, beforeMs, limit) as Row[];
     const last = rows.at(-1);

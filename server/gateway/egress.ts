@@ -150,7 +150,11 @@ export class EgressPolicy {
     const refused = addresses.find((a) => !isPublicAddress(a.address));
     // The category, not the address: the answer must not turn listing into a lookup tool for
     // the names of the gateway's own network.
-    if (refused) return refuse("address", `backend_url's host "${checked.url.hostname}" resolves to ${rangeName(refused.address)}, not a public internet address`);
+    if (refused)
+      return refuse(
+        "address",
+        `backend_url's host "${checked.url.hostname}" resolves to ${rangeName(refused.address)}, not a public internet address`,
+      );
     if (addresses.length === 0) return refuse("unresolvable", `backend_url's host "${checked.url.hostname}" does not resolve`);
     return checked;
   }
@@ -175,7 +179,10 @@ export class EgressPolicy {
         const peer = (socket as net.Socket).remoteAddress;
         if (!peer || !this.reachable(peer)) {
           socket.destroy();
-          return callback(new EgressRefused(`backend connection reached ${peer ? whatItIs(peer) : "an unknown address"}, not a public internet address`), null);
+          return callback(
+            new EgressRefused(`backend connection reached ${peer ? whatItIs(peer) : "an unknown address"}, not a public internet address`),
+            null,
+          );
         }
         callback(null, socket);
       });
@@ -198,7 +205,14 @@ function guardedLookup(resolve: HostResolver, reachable: (address: string) => bo
         const wanted = options.family === 4 || options.family === 6 ? addresses.filter((a) => a.family === options.family) : addresses;
         const refused = addresses.find((a) => !reachable(a.address));
         if (refused || wanted.length === 0) {
-          return callback(new EgressRefused(refused ? `backend host "${hostname}" resolves to ${whatItIs(refused.address)}, not a public internet address` : `backend host "${hostname}" has no usable address`), "");
+          return callback(
+            new EgressRefused(
+              refused
+                ? `backend host "${hostname}" resolves to ${whatItIs(refused.address)}, not a public internet address`
+                : `backend host "${hostname}" has no usable address`,
+            ),
+            "",
+          );
         }
         if ((options as LookupAllOptions).all) return callback(null, wanted);
         callback(null, wanted[0].address, wanted[0].family);
@@ -219,7 +233,9 @@ function isIpLiteral(host: string): boolean {
 /** Names that resolve to this machine or the local network without asking DNS. */
 function isLocalName(host: string): boolean {
   const name = host.toLowerCase().replace(/\.$/, "");
-  return name === "localhost" || name.endsWith(".localhost") || name.endsWith(".local") || name.endsWith(".internal") || !name.includes(".");
+  return (
+    name === "localhost" || name.endsWith(".localhost") || name.endsWith(".local") || name.endsWith(".internal") || !name.includes(".")
+  );
 }
 
 /** What a refused address is, for a message: its range, or this machine when the range is public. */

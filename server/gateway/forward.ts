@@ -63,7 +63,15 @@ export class Forwarder {
   }
 
   /** One request and its answer; throws on a transport failure or an abort. */
-  private async exchange(pool: Pool, path: string, skill: Skill, callId: string, timestampSec: number, body: string, abort: EventEmitter): Promise<ForwardResult> {
+  private async exchange(
+    pool: Pool,
+    path: string,
+    skill: Skill,
+    callId: string,
+    timestampSec: number,
+    body: string,
+    abort: EventEmitter,
+  ): Promise<ForwardResult> {
     const response = await pool.request({
       path,
       method: "POST",
@@ -87,7 +95,12 @@ export class Forwarder {
       text = await readCapped(response.body, this.options.maxResponseBytes, response.headers["content-length"]);
     } catch (error) {
       if (error instanceof ResponseTooLarge) {
-        return { kind: "failed", reason: "response_too_large", status: statusCode, message: `skill response exceeded ${this.options.maxResponseBytes} bytes` };
+        return {
+          kind: "failed",
+          reason: "response_too_large",
+          status: statusCode,
+          message: `skill response exceeded ${this.options.maxResponseBytes} bytes`,
+        };
       }
       throw error;
     }

@@ -33,7 +33,9 @@ export class IdempotencyStore {
     private readonly ttlMs: number,
   ) {
     this.stmt = {
-      get: db.prepare("SELECT request_hash, state, status_code, response_body, created_at FROM idempotency_keys WHERE account_id = ? AND key = ?"),
+      get: db.prepare(
+        "SELECT request_hash, state, status_code, response_body, created_at FROM idempotency_keys WHERE account_id = ? AND key = ?",
+      ),
       reserve: db.prepare(
         `INSERT INTO idempotency_keys (account_id, key, request_hash, state, created_at) VALUES (?, ?, ?, 'in_progress', ?)
          ON CONFLICT (account_id, key) DO UPDATE SET request_hash = excluded.request_hash, state = 'in_progress',

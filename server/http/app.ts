@@ -89,7 +89,13 @@ export function createApp(deps: AppDeps): express.Express {
 
   // First of all, so that a flood costs no more than a counter: everything below that is not
   // authenticated counts against its address, whatever the route (a new public route too).
-  const limits = createRateLimits({ config: deps.config, keys: deps.keys, sessions: deps.sessions, stores: deps.rateLimitStores, log: deps.log });
+  const limits = createRateLimits({
+    config: deps.config,
+    keys: deps.keys,
+    sessions: deps.sessions,
+    stores: deps.rateLimitStores,
+    log: deps.log,
+  });
   app.use(limits.public);
   app.use(unauthenticatedCallRoutes(deps.keys));
 
@@ -100,12 +106,24 @@ export function createApp(deps: AppDeps): express.Express {
     next(req.method === "OPTIONS" ? new ApiError("not_found", `No route for ${req.method} ${req.path}.`) : undefined);
   });
 
-  app.use(healthRoutes({ ledger: deps.ledger, chain: deps.chain, moneyPath: deps.moneyPath, maxLagMs: deps.config.readyMaxLagMs, log: deps.log }));
+  app.use(
+    healthRoutes({ ledger: deps.ledger, chain: deps.chain, moneyPath: deps.moneyPath, maxLagMs: deps.config.readyMaxLagMs, log: deps.log }),
+  );
   app.use(readRoutes(deps));
   app.use(withdrawalRoutes({ keys: deps.keys, sessions: deps.sessions, db: deps.ledger.db, vouchers: deps.moneyPath?.vouchers }));
   app.use(moneyRoutes({ keys: deps.keys, sessions: deps.sessions, db: deps.ledger.db, moneyPath: deps.moneyPath, chain: deps.chain }));
   app.use(sessionRoutes({ sessions: deps.sessions, ledger: deps.ledger }));
-  app.use(siweRoutes({ sessions: deps.sessions, ledger: deps.ledger, config: deps.config, publicClient: deps.chain?.publicClient, log: deps.log, nonces: deps.siweNonces, limit: limits.signIn }));
+  app.use(
+    siweRoutes({
+      sessions: deps.sessions,
+      ledger: deps.ledger,
+      config: deps.config,
+      publicClient: deps.chain?.publicClient,
+      log: deps.log,
+      nonces: deps.siweNonces,
+      limit: limits.signIn,
+    }),
+  );
   app.use(keyRoutes({ sessions: deps.sessions, keys: deps.keys, ledger: deps.ledger }));
   app.use(sellerRoutes({ sessions: deps.sessions, ledger: deps.ledger, skills: deps.skills, config: deps.config, egress: deps.egress }));
   app.use(emailAuthRoutes({ config: deps.config, sessions: deps.sessions, links: deps.magicLinks, limit: limits.signIn }));
@@ -141,7 +159,8 @@ function toApiError(error: unknown): ApiError {
   const { status, type } = (error ?? {}) as { status?: unknown; type?: unknown };
   if (type === "entity.too.large") return new ApiError("payload_too_large", "Request body is larger than this endpoint accepts.");
   if (type === "entity.parse.failed") return new ApiError("invalid_json", "Request body is not valid JSON.");
-  if (type === "charset.unsupported" || type === "encoding.unsupported") return new ApiError("invalid_request", "Send the body as plain UTF-8 JSON, without Content-Encoding.");
+  if (type === "charset.unsupported" || type === "encoding.unsupported")
+    return new ApiError("invalid_request", "Send the body as plain UTF-8 JSON, without Content-Encoding.");
   // A malformed percent-escape in the path, say.
   if (typeof status === "number" && status >= 400 && status < 500) return new ApiError("invalid_request", "Malformed request.");
   return new ApiError("internal_error", "Internal server error.");

@@ -39,7 +39,10 @@ export function refuseOwnerSubmit(
     case "bad_signature":
       throw new ApiError("invalid_request", "signature must be a 65-byte hex signature.");
     case "rejected":
-      throw new ApiError("user_operation_rejected", `The bundler refused the ${what} (is the signature the owner's personal_sign of user_op_hash?): ${refusal.message}`);
+      throw new ApiError(
+        "user_operation_rejected",
+        `The bundler refused the ${what} (is the signature the owner's personal_sign of user_op_hash?): ${refusal.message}`,
+      );
     case "bundler_unavailable":
       log(`the bundler did not answer a ${what} submission`, refusal.message);
       throw new ApiError("chain_unavailable", "The bundler is unreachable; try again.");

@@ -77,7 +77,10 @@ export function createRateLimits(parameters: RateLimitsParameters): RateLimits {
       legacyHeaders: false,
       // The refusal goes through the app's error handler, like every other: the spec's envelope.
       handler: (req: Request, _res: Response, next: NextFunction) => next(rateLimited(req, what)),
-      logger: { warn: (error, message) => log(`rate limit: ${message ?? "warning"}`, error), error: (error, message) => log(`rate limit: ${message ?? "error"}`, error) },
+      logger: {
+        warn: (error, message) => log(`rate limit: ${message ?? "warning"}`, error),
+        error: (error, message) => log(`rate limit: ${message ?? "error"}`, error),
+      },
     });
   return {
     signIn: limiter(config.signInRateLimitPerMin, stores.sign_in, "sign-in requests"),
@@ -89,7 +92,9 @@ export function createRateLimits(parameters: RateLimitsParameters): RateLimits {
 function rateLimited(req: Request, what: string): ApiError {
   const resetTime = (req as Request & { rateLimit?: { resetTime?: Date } }).rateLimit?.resetTime;
   const retryAfterSec = Math.max(1, Math.ceil(((resetTime?.getTime() ?? Date.now() + WINDOW_MS) - Date.now()) / 1_000));
-  return new ApiError("rate_limited", `Too many ${what} from your address: try again in ${retryAfterSec} s.`, { "retry-after": String(retryAfterSec) });
+  return new ApiError("rate_limited", `Too many ${what} from your address: try again in ${retryAfterSec} s.`, {
+    "retry-after": String(retryAfterSec),
+  });
 }
 
 /** A 429 for a bounded store that is full (nonces, links, states): retry once its oldest entry expires. */

@@ -39,9 +39,13 @@ export function signInPost(config: Config) {
   return (req: Request, _res: Response, next: NextFunction): void => {
     if (!sameOrigin(config, req)) {
       const origin = new URL(publicBase(config, req)).origin;
-      throw new ApiError("origin_refused", `Sign-in requests are taken only from the dashboard's own pages (a client that is not a browser sends the header Origin: ${origin}).`);
+      throw new ApiError(
+        "origin_refused",
+        `Sign-in requests are taken only from the dashboard's own pages (a client that is not a browser sends the header Origin: ${origin}).`,
+      );
     }
-    if (!req.is("application/json")) throw new ApiError("unsupported_media_type", "Send the body as JSON, with Content-Type: application/json.");
+    if (!req.is("application/json"))
+      throw new ApiError("unsupported_media_type", "Send the body as JSON, with Content-Type: application/json.");
     next();
   };
 }

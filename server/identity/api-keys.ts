@@ -106,7 +106,15 @@ export class ApiKeys {
   create(accountId: string, options: { name?: string; rateLimitPerMin?: number | null } = {}): CreatedApiKey {
     const key = KEY_PREFIX + base58Encode(randomBytes(SECRET_BYTES));
     const id = randomUUID();
-    this.stmt.insert.run(id, accountId, options.name ?? "", key.slice(0, VISIBLE_CHARS), hashKey(key), options.rateLimitPerMin ?? null, Date.now());
+    this.stmt.insert.run(
+      id,
+      accountId,
+      options.name ?? "",
+      key.slice(0, VISIBLE_CHARS),
+      hashKey(key),
+      options.rateLimitPerMin ?? null,
+      Date.now(),
+    );
     return { key, record: this.get(id)! };
   }
 

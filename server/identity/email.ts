@@ -42,7 +42,10 @@ export class OutboxMailer implements Mailer {
 export class SmtpMailer implements Mailer {
   private readonly transport;
 
-  constructor(smtpUrl: string, private readonly from: string) {
+  constructor(
+    smtpUrl: string,
+    private readonly from: string,
+  ) {
     this.transport = nodemailer.createTransport(smtpUrl);
   }
 
@@ -52,7 +55,12 @@ export class SmtpMailer implements Mailer {
 }
 
 /** The mailer the configuration asks for: SMTP when SMTP_URL is set, the outbox otherwise. */
-export function createMailer(settings: { smtpUrl: string; mailFrom: string }, commit: GroupCommit, db: Db, echo?: (message: MailMessage) => void): Mailer {
+export function createMailer(
+  settings: { smtpUrl: string; mailFrom: string },
+  commit: GroupCommit,
+  db: Db,
+  echo?: (message: MailMessage) => void,
+): Mailer {
   return settings.smtpUrl ? new SmtpMailer(settings.smtpUrl, settings.mailFrom) : new OutboxMailer(commit, db, echo);
 }
 
@@ -82,7 +90,9 @@ export type SendLinkReturnType =
 
 export type ConsumeResult = { ok: true; email: string; linkTo: string | undefined } | { ok: false; reason: "invalid_or_used" };
 
-export type PeekResult = { ok: true; email: string; linkTo: string | undefined; expiresAtMs: number } | { ok: false; reason: "invalid_or_used" };
+export type PeekResult =
+  | { ok: true; email: string; linkTo: string | undefined; expiresAtMs: number }
+  | { ok: false; reason: "invalid_or_used" };
 
 /** A token's shape before any lookup: what `send` mints is 43 base64url characters. */
 const plausibleToken = (token: unknown): token is string => typeof token === "string" && token.length > 0 && token.length <= 100;
@@ -114,7 +124,9 @@ export class MagicLinks {
       recent: db.prepare("SELECT COUNT(*) FROM email_sign_in_tokens WHERE email = ? AND created_at > ?").pluck(),
       pending: db.prepare("SELECT COUNT(*) FROM email_sign_in_tokens WHERE used_at IS NULL AND expires_at > ?").pluck(),
       firstExpiry: db.prepare("SELECT MIN(expires_at) FROM email_sign_in_tokens WHERE used_at IS NULL AND expires_at > ?").pluck(),
-      peek: db.prepare("SELECT email, link_to, expires_at FROM email_sign_in_tokens WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?"),
+      peek: db.prepare(
+        "SELECT email, link_to, expires_at FROM email_sign_in_tokens WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?",
+      ),
       consume: db.prepare(
         "UPDATE email_sign_in_tokens SET used_at = ? WHERE token_hash = ? AND used_at IS NULL AND expires_at > ? RETURNING email, link_to",
       ),
@@ -139,7 +151,8 @@ export class MagicLinks {
       if ((this.stmt.pending.get(now) as number) >= this.options.pendingMax) {
         return { sent: false, reason: "too_many_pending", retryAfterMs: Math.max(1, Number(this.stmt.firstExpiry.get(now)) - now) };
       }
-      if ((this.stmt.recent.get(email, now - this.options.ttlMs) as number) >= MAX_LINKS_PER_ADDRESS) return { sent: false, reason: "address_limit" };
+      if ((this.stmt.recent.get(email, now - this.options.ttlMs) as number) >= MAX_LINKS_PER_ADDRESS)
+        return { sent: false, reason: "address_limit" };
       this.stmt.insert.run(hash(token), email, linkTo ?? null, now, now + this.options.ttlMs);
       return undefined;
     });
@@ -174,7 +187,9 @@ export class MagicLinks {
   consume(token: string): ConsumeResult {
     if (!plausibleToken(token)) return { ok: false, reason: "invalid_or_used" };
     const now = this.now();
-    const row = this.commit.run(() => this.stmt.consume.get(now, hash(token), now)) as { email: string; link_to: string | null } | undefined;
+    const row = this.commit.run(() => this.stmt.consume.get(now, hash(token), now)) as
+      | { email: string; link_to: string | null }
+      | undefined;
     if (!row) return { ok: false, reason: "invalid_or_used" };
     return { ok: true, email: row.email, linkTo: row.link_to ?? undefined };
   }

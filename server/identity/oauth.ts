@@ -131,7 +131,12 @@ export class OAuthSignIn {
    * the query the provider sent, `browserState` the state cookie of the browser that came
    * back. The state is used up whatever happens next.
    */
-  async complete(provider: OAuthProviderName, redirectUri: string, query: URLSearchParams, browserState: string | undefined): Promise<OAuthCompleteResult> {
+  async complete(
+    provider: OAuthProviderName,
+    redirectUri: string,
+    query: URLSearchParams,
+    browserState: string | undefined,
+  ): Promise<OAuthCompleteResult> {
     const state = query.get("state");
     if (!state || !browserState || state !== browserState) {
       return { ok: false, reason: "bad_state", detail: "The sign-in state is missing or belongs to another browser." };
@@ -218,13 +223,11 @@ export class OAuthSignIn {
   private googleClient() {
     if (!this.google) {
       const s = this.settings.google!;
-      this.google = client
-        .discovery(new URL(s.issuer), s.clientId, s.clientSecret, undefined, insecureOptions(s.issuer))
-        .then((config) => {
-          const jwksUri = config.serverMetadata().jwks_uri;
-          if (!jwksUri) throw new Error("the provider publishes no jwks_uri");
-          return { config, jwks: createRemoteJWKSet(new URL(jwksUri)) };
-        });
+      this.google = client.discovery(new URL(s.issuer), s.clientId, s.clientSecret, undefined, insecureOptions(s.issuer)).then((config) => {
+        const jwksUri = config.serverMetadata().jwks_uri;
+        if (!jwksUri) throw new Error("the provider publishes no jwks_uri");
+        return { config, jwks: createRemoteJWKSet(new URL(jwksUri)) };
+      });
       this.google.catch(() => (this.google = undefined));
     }
     return this.google;

@@ -127,7 +127,9 @@ export class Sessions {
     const token = readCookie(req.headers.cookie, SESSION_COOKIE);
     if (!token) return undefined;
     const tokenHash = hash(token);
-    const row = this.stmt.get.get(tokenHash) as { account_id: string; csrf_token: string; expires_at: bigint; revoked_at: bigint | null } | undefined;
+    const row = this.stmt.get.get(tokenHash) as
+      | { account_id: string; csrf_token: string; expires_at: bigint; revoked_at: bigint | null }
+      | undefined;
     if (!row || row.revoked_at !== null || Number(row.expires_at) <= Date.now()) return undefined;
     return { accountId: row.account_id, csrfToken: row.csrf_token, expiresAtMs: Number(row.expires_at), tokenHash };
   }

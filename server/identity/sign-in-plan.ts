@@ -53,6 +53,7 @@ export function planSignIn(parameters: PlanSignInParameters): PlanSignInReturnTy
   if (current === undefined) return { ok: true, linkTo: undefined, keepsSession: false };
   if (owner === current) return { ok: true, linkTo: undefined, keepsSession: true };
   if (switchAccount) return { ok: true, linkTo: undefined, keepsSession: false };
-  if (linkTo === current) return owner === undefined ? { ok: true, linkTo: current, keepsSession: true } : { ok: false, reason: "identity_taken" };
+  if (linkTo === current)
+    return owner === undefined ? { ok: true, linkTo: current, keepsSession: true } : { ok: false, reason: "identity_taken" };
   return { ok: false, reason: "session_exists" };
 }

@@ -131,9 +131,7 @@ export type VerifySiweParameters = {
   nowMs?: number;
 };
 
-export type VerifySiweReturnType =
-  | { ok: true; address: Address; chainId: number }
-  | { ok: false; reason: SiweFailure; message: string };
+export type VerifySiweReturnType = { ok: true; address: Address; chainId: number } | { ok: false; reason: SiweFailure; message: string };
 
 /** The chain could not be asked about a smart-account signature (a boundary failure, not a bad signature). */
 export class SiweChainError extends Error {

@@ -59,14 +59,22 @@ export function accountHistory(db: Db, accountId: string, p: HistoryParameters):
        ORDER BY c.created_at DESC LIMIT ?`,
     )
     .all(accountId, before, p.limit) as Array<{
-    charged_micros: bigint; created_at: bigint; name: string | null; slug: string | null;
-    batch_status: string | null; batch_number: bigint | null; tx_hash: string | null;
+    charged_micros: bigint;
+    created_at: bigint;
+    name: string | null;
+    slug: string | null;
+    batch_status: string | null;
+    batch_number: bigint | null;
+    tx_hash: string | null;
   }>;
   for (const c of charges) {
     items.push({
       type: "charge",
       amountMicros: -c.charged_micros,
-      description: c.batch_number === null ? `Call to ${c.name ?? c.slug ?? "a removed skill"}` : `Call to ${c.name ?? c.slug} (batch ${c.batch_number})`,
+      description:
+        c.batch_number === null
+          ? `Call to ${c.name ?? c.slug ?? "a removed skill"}`
+          : `Call to ${c.name ?? c.slug} (batch ${c.batch_number})`,
       status: c.batch_status ?? "unsettled",
       txHash: c.batch_status === "settled" ? c.tx_hash : null,
       createdAtMs: Number(c.created_at),
@@ -74,7 +82,9 @@ export function accountHistory(db: Db, accountId: string, p: HistoryParameters):
   }
 
   const vouchers = db
-    .prepare("SELECT address, nonce, amount, status, created_at FROM vouchers WHERE account_id = ? AND created_at < ? ORDER BY created_at DESC LIMIT ?")
+    .prepare(
+      "SELECT address, nonce, amount, status, created_at FROM vouchers WHERE account_id = ? AND created_at < ? ORDER BY created_at DESC LIMIT ?",
+    )
     .all(accountId, before, p.limit) as Array<{ address: string; nonce: bigint; amount: bigint; status: string; created_at: bigint }>;
   for (const v of vouchers) {
     items.push({
@@ -89,8 +99,16 @@ export function accountHistory(db: Db, accountId: string, p: HistoryParameters):
   }
 
   const exits = db
-    .prepare("SELECT tx_hash, requested, paid, status, created_at FROM chain_exits WHERE account_id = ? AND created_at < ? ORDER BY created_at DESC LIMIT ?")
-    .all(accountId, before, p.limit) as Array<{ tx_hash: string; requested: bigint; paid: bigint | null; status: string; created_at: bigint }>;
+    .prepare(
+      "SELECT tx_hash, requested, paid, status, created_at FROM chain_exits WHERE account_id = ? AND created_at < ? ORDER BY created_at DESC LIMIT ?",
+    )
+    .all(accountId, before, p.limit) as Array<{
+    tx_hash: string;
+    requested: bigint;
+    paid: bigint | null;
+    status: string;
+    created_at: bigint;
+  }>;
   for (const e of exits) {
     items.push({
       type: "exit",

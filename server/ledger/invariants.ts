@@ -106,7 +106,7 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
           FROM vouchers v
           LEFT JOIN postings p ON p.entry_id = v.entry_id AND p.account_id = v.account_id AND p.bucket = 'available'
           WHERE COALESCE(p.amount, 0) <> -v.amount OR returns <> (CASE WHEN v.status = 'returned' THEN 1 ELSE 0 END)`,
-  },  // Unilateral exits (server/settlement/exits.ts): an exit's freeze is exactly what its linked entries took out of
+  }, // Unilateral exits (server/settlement/exits.ts): an exit's freeze is exactly what its linked entries took out of
   // its account's available balance; nothing else moves money for an exit; and an account whose pending exit is
   // still short of its freeze has nothing available, so no call can spend what the escrow is about to pay out.
   {
@@ -157,7 +157,10 @@ export class LedgerInvariantError extends Error {
   constructor(readonly violations: Violation[]) {
     super(
       `ledger invariants violated: ${violations
-        .map((v) => `${v.rule} (${v.rows.length} row(s), first: ${JSON.stringify(v.rows[0], (_k, x) => (typeof x === "bigint" ? x.toString() : x))})`)
+        .map(
+          (v) =>
+            `${v.rule} (${v.rows.length} row(s), first: ${JSON.stringify(v.rows[0], (_k, x) => (typeof x === "bigint" ? x.toString() : x))})`,
+        )
         .join("; ")}`,
     );
   }

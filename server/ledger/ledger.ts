@@ -79,13 +79,9 @@ export class Ledger {
   ) {
     this.commit = commit ?? new GroupCommit(db);
     this.stmt = {
-      insertAccount: db.prepare(
-        "INSERT INTO accounts (id, kind, name, daily_call_cap, created_at) VALUES (?, ?, ?, ?, ?)",
-      ),
+      insertAccount: db.prepare("INSERT INTO accounts (id, kind, name, daily_call_cap, created_at) VALUES (?, ?, ?, ?, ?)"),
       getAccount: db.prepare("SELECT id, kind, name, daily_call_cap FROM accounts WHERE id = ?"),
-      insertBucket: db.prepare(
-        "INSERT INTO ledger_accounts (account_id, bucket, balance) VALUES (?, ?, 0) ON CONFLICT DO NOTHING",
-      ),
+      insertBucket: db.prepare("INSERT INTO ledger_accounts (account_id, bucket, balance) VALUES (?, ?, 0) ON CONFLICT DO NOTHING"),
       insertEntry: db.prepare("INSERT INTO entries (kind, hold_id, memo, created_at) VALUES (?, ?, ?, ?)"),
       // One statement per entry for its two or three postings; the postings_move_balance
       // trigger moves the balances.
@@ -141,9 +137,7 @@ export class Ledger {
   }
 
   getAccount(id: string): Account | undefined {
-    const row = this.stmt.getAccount.get(id) as
-      | { id: string; kind: AccountKind; name: string; daily_call_cap: bigint | null }
-      | undefined;
+    const row = this.stmt.getAccount.get(id) as { id: string; kind: AccountKind; name: string; daily_call_cap: bigint | null } | undefined;
     if (!row) return undefined;
     return {
       id: row.id,
@@ -294,7 +288,16 @@ export class Ledger {
         sellerMicros,
         feeMicros,
       };
-      this.stmt.insertHold.run(hold.id, hold.accountId, hold.sellerAccountId, hold.skillId, chargedMicros, sellerMicros, feeMicros, Date.now());
+      this.stmt.insertHold.run(
+        hold.id,
+        hold.accountId,
+        hold.sellerAccountId,
+        hold.skillId,
+        chargedMicros,
+        sellerMicros,
+        feeMicros,
+        Date.now(),
+      );
       this.post(this.entry("hold", hold.id, ""), [
         [hold.accountId, "available", -chargedMicros],
         [hold.accountId, "held", chargedMicros],
@@ -354,7 +357,15 @@ export class Ledger {
 
   private takeOpenHold(holdId: string, status: "captured" | "released"): Hold | undefined {
     const row = this.stmt.getOpenHold.get(holdId) as
-      | { id: string; account_id: string; seller_account_id: string; skill_id: string; amount: bigint; seller_amount: bigint; fee_amount: bigint }
+      | {
+          id: string;
+          account_id: string;
+          seller_account_id: string;
+          skill_id: string;
+          amount: bigint;
+          seller_amount: bigint;
+          fee_amount: bigint;
+        }
       | undefined;
     if (!row) return undefined;
     this.stmt.closeHold.run(status, Date.now(), holdId);

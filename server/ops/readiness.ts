@@ -43,7 +43,10 @@ export interface ReadinessDeps {
 export async function checkReadiness(deps: ReadinessDeps): Promise<Readiness> {
   const now = deps.now?.() ?? Date.now();
   const log = deps.log ?? (() => {});
-  const [ledger, chain] = await Promise.all([checkLedger(deps.commit, log), checkChain(deps.publicClient, deps.chainTimeoutMs ?? 3_000, log)]);
+  const [ledger, chain] = await Promise.all([
+    checkLedger(deps.commit, log),
+    checkChain(deps.publicClient, deps.chainTimeoutMs ?? 3_000, log),
+  ]);
   const checks: Record<string, ReadinessCheck> = { ledger };
   if (chain) checks.chain = chain;
   if (deps.indexer) checks.indexer = checkLoop("deposit indexer", deps.indexer.health, deps.maxLagMs, now, log);
@@ -62,7 +65,11 @@ async function checkLedger(commit: GroupCommit, log: NonNullable<ReadinessDeps["
   }
 }
 
-async function checkChain(client: PublicClient | undefined, timeoutMs: number, log: NonNullable<ReadinessDeps["log"]>): Promise<ReadinessCheck | undefined> {
+async function checkChain(
+  client: PublicClient | undefined,
+  timeoutMs: number,
+  log: NonNullable<ReadinessDeps["log"]>,
+): Promise<ReadinessCheck | undefined> {
   if (!client) return undefined;
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
@@ -79,7 +86,13 @@ async function checkChain(client: PublicClient | undefined, timeoutMs: number, l
   }
 }
 
-function checkLoop(name: string, health: LoopHealth, maxLagMs: number, now: number, log: NonNullable<ReadinessDeps["log"]>): ReadinessCheck {
+function checkLoop(
+  name: string,
+  health: LoopHealth,
+  maxLagMs: number,
+  now: number,
+  log: NonNullable<ReadinessDeps["log"]>,
+): ReadinessCheck {
   if (health.fatal !== undefined) {
     log(`readiness: the ${name} has halted: ${health.fatal}`);
     return { ok: false, detail: `${name} halted (see the gateway's log)` };
@@ -89,7 +102,10 @@ function checkLoop(name: string, health: LoopHealth, maxLagMs: number, now: numb
   const since = health.lastSuccessAtMs ?? health.startedAtMs ?? now;
   const lagMs = now - since;
   if (lagMs > maxLagMs) {
-    return { ok: false, detail: `${name} lags: no successful step for ${Math.round(lagMs / 1000)} s (${health.failures} failures in a row; bound ${Math.round(maxLagMs / 1000)} s)` };
+    return {
+      ok: false,
+      detail: `${name} lags: no successful step for ${Math.round(lagMs / 1000)} s (${health.failures} failures in a row; bound ${Math.round(maxLagMs / 1000)} s)`,
+    };
   }
   return { ok: true, detail: health.lastSuccessAtMs ? `last step ${Math.round(lagMs / 1000)} s ago` : "starting" };
 }

@@ -74,7 +74,12 @@ export function signNotification(secret: Buffer, body: string, timestampSec: num
 }
 
 /** Whether `header` is a valid signature of `body` under `secret`, made within the tolerance of `nowSec`. */
-export function verifyNotification(secret: Buffer, body: string, header: string | undefined, nowSec: number = Math.floor(Date.now() / 1000)): boolean {
+export function verifyNotification(
+  secret: Buffer,
+  body: string,
+  header: string | undefined,
+  nowSec: number = Math.floor(Date.now() / 1000),
+): boolean {
   if (!header) return false;
   const parts = new Map(header.split(",").map((part) => part.trim().split("=", 2) as [string, string]));
   const t = parts.get("t");
@@ -145,7 +150,12 @@ export class SandboxCardProvider implements PaymentProvider {
     return { ok: true };
   }
 
-  private async notify(event: { checkoutId: string; outcome: CardNotification["outcome"]; amountMicros: bigint; declineCode?: DeclineCode }) {
+  private async notify(event: {
+    checkoutId: string;
+    outcome: CardNotification["outcome"];
+    amountMicros: bigint;
+    declineCode?: DeclineCode;
+  }) {
     const notification: CardNotification = {
       eventId: `evt_test_${randomBytes(12).toString("base64url")}`,
       checkoutId: event.checkoutId,
@@ -261,7 +271,11 @@ export class CardTopups {
     if (!chain?.fundingWallet) return { ok: false, reason: "unavailable" };
     const address = addressesOf(this.ledger.db, accountId)[0];
     if (!address) return { ok: false, reason: "no_deposit_address" };
-    const minimumMicros = await chain.publicClient.readContract({ address: chain.escrowAddress, abi: ESCROW_ABI, functionName: "minDeposit" });
+    const minimumMicros = await chain.publicClient.readContract({
+      address: chain.escrowAddress,
+      abi: ESCROW_ABI,
+      functionName: "minDeposit",
+    });
     if (amountMicros < minimumMicros) return { ok: false, reason: "below_minimum", minimumMicros };
 
     const created = await this.provider.createCheckout({ amountMicros, accountId });
@@ -297,11 +311,14 @@ export class CardTopups {
     const row = this.read(notification.checkoutId);
     if (!row) return { ok: false, reason: "unknown_checkout" };
     if (BigInt(notification.amountMicros) !== row.amountMicros) {
-      this.log(`card checkout ${row.id}: the provider reported ${notification.amountMicros} base units, ${row.amountMicros} were asked for`);
+      this.log(
+        `card checkout ${row.id}: the provider reported ${notification.amountMicros} base units, ${row.amountMicros} were asked for`,
+      );
       return { ok: false, reason: "amount_mismatch" };
     }
 
-    const status: CheckoutStatus = notification.outcome === "paid" ? "paid" : notification.outcome === "declined" ? "declined" : "abandoned";
+    const status: CheckoutStatus =
+      notification.outcome === "paid" ? "paid" : notification.outcome === "declined" ? "declined" : "abandoned";
     const moved = this.ledger.commit.run(
       () =>
         this.ledger.db
@@ -378,8 +395,14 @@ export class CardTopups {
       await this.setTx(checkoutId, "mint_tx", hash);
       await confirm("minting test USDC", hash);
     }
-    const allowance = await client.readContract({ address: usdc, abi: TOKEN_ABI, functionName: "allowance", args: [wallet.account.address, chain.escrowAddress] });
-    if (allowance < amount) await confirm("approving the escrow", await send(usdc, TOKEN_ABI, "approve", [chain.escrowAddress, maxUint256]));
+    const allowance = await client.readContract({
+      address: usdc,
+      abi: TOKEN_ABI,
+      functionName: "allowance",
+      args: [wallet.account.address, chain.escrowAddress],
+    });
+    if (allowance < amount)
+      await confirm("approving the escrow", await send(usdc, TOKEN_ABI, "approve", [chain.escrowAddress, maxUint256]));
     const hash = await send(chain.escrowAddress, ESCROW_ABI, "depositFor", [checkout.address as Address, amount]);
     await this.setTx(checkoutId, "deposit_tx", hash);
     await confirm("depositFor", hash);
@@ -448,7 +471,9 @@ function parseNotification(body: string): CardNotification | undefined {
  * The default wiring: a sandbox provider whose notifications go straight to the gateway's notification
  * handler (the same verification the HTTP endpoint runs), under a secret made for this process.
  */
-export function createSandboxCardTopups(parameters: Omit<CardTopupsParameters, "provider" | "secret"> & { checkoutTtlMs?: number }): CardTopups {
+export function createSandboxCardTopups(
+  parameters: Omit<CardTopupsParameters, "provider" | "secret"> & { checkoutTtlMs?: number },
+): CardTopups {
   const secret = randomBytes(32);
   let topups: CardTopups | undefined;
   const provider = new SandboxCardProvider({

@@ -125,9 +125,7 @@ export function linkAddressSync(ledger: Ledger, parameters: LinkAddressParameter
 export function accountForAddress(db: Db, address: string): string | undefined {
   const normalized = normalizeAddress(address);
   if (!normalized) return undefined;
-  return db.prepare("SELECT account_id FROM account_addresses WHERE address = ?").pluck().get(normalized) as
-    | string
-    | undefined;
+  return db.prepare("SELECT account_id FROM account_addresses WHERE address = ?").pluck().get(normalized) as string | undefined;
 }
 
 /** Every address linked to an account, oldest link first. */
@@ -143,7 +141,11 @@ export function addressesOf(db: Db, accountId: string): StoredAddress[] {
  * the entry's id, which the caller stores beside the deposit. Runs inside the caller's ledger operation: the
  * indexer's (a deposit to a known address) or the link's (a deposit that was waiting).
  */
-export function creditChainDeposit(ledger: Ledger, deposit: Pick<ChainDeposit, "txHash" | "logIndex" | "amountMicros">, accountId: string): bigint {
+export function creditChainDeposit(
+  ledger: Ledger,
+  deposit: Pick<ChainDeposit, "txHash" | "logIndex" | "amountMicros">,
+  accountId: string,
+): bigint {
   const memo = depositMemo(deposit.txHash, deposit.logIndex);
   return ledger.commit.run(() => {
     ledger.credit(accountId, deposit.amountMicros, "deposit", memo);
@@ -173,7 +175,11 @@ function creditWaitingDeposits(ledger: Ledger, address: StoredAddress, accountId
   );
   let totalMicros = 0n;
   for (const row of waiting) {
-    const entryId = creditChainDeposit(ledger, { txHash: row.tx_hash, logIndex: Number(row.log_index), amountMicros: row.amount }, accountId);
+    const entryId = creditChainDeposit(
+      ledger,
+      { txHash: row.tx_hash, logIndex: Number(row.log_index), amountMicros: row.amount },
+      accountId,
+    );
     const { changes } = claim.run(accountId, entryId, row.tx_hash, row.log_index);
     if (changes !== 1) throw new Error(`deposit ${depositMemo(row.tx_hash, Number(row.log_index))} was claimed twice`);
     totalMicros += row.amount;

@@ -266,7 +266,9 @@ export class SettlementBatches {
     if (shortReport !== this.lastShortReport) {
       this.lastShortReport = shortReport;
       if (shortReport) {
-        this.log(`ESCROW SHORT: paid calls of ${shortReport} exceed what the escrow holds for them and are held back from settlement; the other accounts settle`);
+        this.log(
+          `ESCROW SHORT: paid calls of ${shortReport} exceed what the escrow holds for them and are held back from settlement; the other accounts settle`,
+        );
       }
     }
     if (rows.length === 0) return undefined;
@@ -274,8 +276,17 @@ export class SettlementBatches {
     const built = buildBatch(number, rows, addressOf);
     const pending = this.stmt.pending.get();
     const recordedLast = Number(this.stmt.lastNumber.get() as bigint);
-    if (pending || recordedLast !== number - 1) throw new Error(`batch ${number} cannot be recorded: the ledger's last batch is ${recordedLast}`);
-    this.stmt.insertBatch.run(number, built.tree.root.toLowerCase(), rows.length, built.totalDebits, built.batch.platformFee, head, Date.now());
+    if (pending || recordedLast !== number - 1)
+      throw new Error(`batch ${number} cannot be recorded: the ledger's last batch is ${recordedLast}`);
+    this.stmt.insertBatch.run(
+      number,
+      built.tree.root.toLowerCase(),
+      rows.length,
+      built.totalDebits,
+      built.batch.platformFee,
+      head,
+      Date.now(),
+    );
     for (const id of built.holdIds) {
       if (this.stmt.assign.run(number, id).changes !== 1) throw new Error(`hold ${id} was batched twice`);
     }
@@ -292,7 +303,9 @@ export class SettlementBatches {
     for (const r of rows) {
       for (const id of [r.account_id, r.seller_account_id]) {
         if (!addressOf(id)) {
-          throw new SettlementHaltedError("batch_mismatch", `batch ${number}: account ${id} has no linked address any more`, { batchNumber: number });
+          throw new SettlementHaltedError("batch_mismatch", `batch ${number}: account ${id} has no linked address any more`, {
+            batchNumber: number,
+          });
         }
       }
     }

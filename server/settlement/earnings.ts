@@ -30,7 +30,12 @@ export interface Earnings {
  * claimed. Pending and settled come from the ledger's batches; claimable is the escrow's
  * `earnings(address)`, so claimed = settled - claimable (batches are the only credits).
  */
-export async function earningsOf(db: Db, accountId: string, publicClient: Pick<PublicClient, "readContract"> | undefined, escrowAddress: Address | undefined): Promise<Earnings> {
+export async function earningsOf(
+  db: Db,
+  accountId: string,
+  publicClient: Pick<PublicClient, "readContract"> | undefined,
+  escrowAddress: Address | undefined,
+): Promise<Earnings> {
   const row = db
     .prepare(
       `SELECT
@@ -43,7 +48,12 @@ export async function earningsOf(db: Db, accountId: string, publicClient: Pick<P
   const address = settlementAddress(db, accountId);
   let claimable: bigint | null = null;
   if (address && publicClient && escrowAddress) {
-    claimable = (await publicClient.readContract({ address: escrowAddress, abi: EARNINGS_ABI, functionName: "earnings", args: [address] })) as bigint;
+    claimable = (await publicClient.readContract({
+      address: escrowAddress,
+      abi: EARNINGS_ABI,
+      functionName: "earnings",
+      args: [address],
+    })) as bigint;
   }
   return {
     pendingMicros: row.pending,

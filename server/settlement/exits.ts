@@ -45,7 +45,13 @@ export type ChainExitEvent =
   | (LogPosition & { kind: "completed"; requestedMicros: bigint; paidMicros: bigint });
 
 /** A pending exit as the indexer reports it (for the settler hook). */
-export type PendingExit = { accountId: string | null; address: StoredAddress; requestedMicros: bigint; readyAtSec: bigint; frozenMicros: bigint };
+export type PendingExit = {
+  accountId: string | null;
+  address: StoredAddress;
+  requestedMicros: bigint;
+  readyAtSec: bigint;
+  frozenMicros: bigint;
+};
 
 export type ApplyExitEventReturnType =
   /** Applied; `warning` says something a person must look at (paid beyond the freeze, an unlinked address). */
@@ -81,9 +87,9 @@ export function applyExitEvent(ledger: Ledger, event: ChainExitEvent): ApplyExit
 
 function applyRequested(ledger: Ledger, event: Extract<ChainExitEvent, { kind: "requested" }>): ApplyExitEventReturnType {
   const db = ledger.db;
-  const seen = db.prepare("SELECT address, requested, ready_at FROM chain_exits WHERE tx_hash = ? AND log_index = ?").get(event.txHash, event.logIndex) as
-    | { address: string; requested: bigint; ready_at: bigint }
-    | undefined;
+  const seen = db
+    .prepare("SELECT address, requested, ready_at FROM chain_exits WHERE tx_hash = ? AND log_index = ?")
+    .get(event.txHash, event.logIndex) as { address: string; requested: bigint; ready_at: bigint } | undefined;
   if (seen) {
     if (seen.address !== event.address || seen.requested !== event.amountMicros || seen.ready_at !== event.readyAtSec) {
       return {
@@ -118,7 +124,10 @@ function applyRequested(ledger: Ledger, event: Extract<ChainExitEvent, { kind: "
     // The whole request starts as shortfall; the top-up freezes what the available balance covers now.
     ledger.noteExitShortfall();
     ledger.topUpExitFreezes(accountId);
-    frozenMicros = db.prepare("SELECT frozen FROM chain_exits WHERE tx_hash = ? AND log_index = ?").pluck().get(event.txHash, event.logIndex) as bigint;
+    frozenMicros = db
+      .prepare("SELECT frozen FROM chain_exits WHERE tx_hash = ? AND log_index = ?")
+      .pluck()
+      .get(event.txHash, event.logIndex) as bigint;
   }
   return {
     outcome: "applied",
@@ -139,7 +148,10 @@ function applyClosing(ledger: Ledger, event: Extract<ChainExitEvent, { kind: "ca
     const expected = event.kind;
     return closedBefore.status === expected
       ? { outcome: "duplicate" }
-      : { outcome: "conflict", detail: `log ${event.txHash}:${event.logIndex} closed exit ${closedBefore.tx_hash}:${closedBefore.log_index} as ${closedBefore.status}, the chain now says ${expected}` };
+      : {
+          outcome: "conflict",
+          detail: `log ${event.txHash}:${event.logIndex} closed exit ${closedBefore.tx_hash}:${closedBefore.log_index} as ${closedBefore.status}, the chain now says ${expected}`,
+        };
   }
   const pending = pendingAt(ledger, event.address);
   const requested = event.kind === "cancelled" ? event.amountMicros : event.requestedMicros;
@@ -220,7 +232,9 @@ function pendingAt(ledger: Ledger, address: string): ExitRow | undefined {
  * Pending exits whose accounts still have paid calls the settler has not batched, soonest `readyAt` first:
  * what the settler must post before the escrow pays the exit out (see the file comment).
  */
-export function exitsAwaitingSettlement(ledger: Ledger): { accountId: string; address: StoredAddress; readyAtSec: bigint; unsettledMicros: bigint }[] {
+export function exitsAwaitingSettlement(
+  ledger: Ledger,
+): { accountId: string; address: StoredAddress; readyAtSec: bigint; unsettledMicros: bigint }[] {
   const rows = ledger.db
     .prepare(
       `SELECT x.account_id, x.address, x.ready_at, SUM(h.amount) AS unsettled

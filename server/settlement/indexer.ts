@@ -316,7 +316,10 @@ export class DepositIndexer {
           item = { kind: "exit", exit: { ...position, kind: "completed", requestedMicros: log.args.requested, paidMicros: log.args.paid } };
           break;
       }
-      if (amounts.some((amount) => amount < 0n || amount > MAX_SQLITE_INTEGER) || (log.eventName === "Deposited" && log.args.amount === 0n)) {
+      if (
+        amounts.some((amount) => amount < 0n || amount > MAX_SQLITE_INTEGER) ||
+        (log.eventName === "Deposited" && log.args.amount === 0n)
+      ) {
         throw new DepositIndexerError(`${log.eventName} ${memo} has an amount the ledger cannot hold: ${amounts.join(", ")}`);
       }
       items.push(item);

@@ -38,7 +38,12 @@ export interface MoneyPath {
  * settler (ledger → chain), and the voucher issuer (withdrawals). Built with the gateway;
  * its loops run only once started, so a test can drive each step itself.
  */
-export function createMoneyPath(ledger: Ledger, config: Config, chain: ChainConnection, log: (message: string, error?: unknown) => void): MoneyPath {
+export function createMoneyPath(
+  ledger: Ledger,
+  config: Config,
+  chain: ChainConnection,
+  log: (message: string, error?: unknown) => void,
+): MoneyPath {
   const settler = chain.settlerWallet
     ? new Settler({
         ledger,
@@ -63,7 +68,13 @@ export function createMoneyPath(ledger: Ledger, config: Config, chain: ChainConn
     log: (message: string, error?: unknown) => log(`[chain] ${message}`, error),
   });
   const vouchers = chain.voucherSigner
-    ? new VoucherIssuer({ ledger, signer: chain.voucherSigner, escrowAddress: chain.escrowAddress, chainId: chain.chainId, ttlSec: chain.voucherTtlSec })
+    ? new VoucherIssuer({
+        ledger,
+        signer: chain.voucherSigner,
+        escrowAddress: chain.escrowAddress,
+        chainId: chain.chainId,
+        ttlSec: chain.voucherTtlSec,
+      })
     : undefined;
 
   let sweep: NodeJS.Timeout | undefined;

@@ -159,7 +159,10 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
   const differences: ReconcileDifference[] = [...ledgerSide.differences];
 
   // The chain's events: settled batches (their treasury and totals) and claims.
-  const settledEvents = new Map<number, { receiptsRoot: Hex; callCount: bigint; totalDebits: bigint; platformFee: bigint; treasury: Address }>();
+  const settledEvents = new Map<
+    number,
+    { receiptsRoot: Hex; callCount: bigint; totalDebits: bigint; platformFee: bigint; treasury: Address }
+  >();
   const claimed = new Map<Address, bigint>();
   for (let start = fromBlock; start <= blockNumber; start += chunk) {
     const end = start + chunk - 1n < blockNumber ? start + chunk - 1n : blockNumber;
@@ -212,7 +215,9 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
   // Batches the ledger marked settled above the pinned block's last one: missing from the chain, unless a
   // batch settled while this check was reading (the settler marks a batch only after its receipt).
   if (ledgerSide.settledAbove.length > 0) {
-    const latest = Number(await publicClient.readContract({ address: escrow, abi: ESCROW_SETTLEMENT_ABI, functionName: "lastBatchNumber" }));
+    const latest = Number(
+      await publicClient.readContract({ address: escrow, abi: ESCROW_SETTLEMENT_ABI, functionName: "lastBatchNumber" }),
+    );
     for (const number of ledgerSide.settledAbove.filter((n) => n > latest)) {
       differences.push({
         code: "batch_not_on_chain",
@@ -228,11 +233,17 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
     const number = Number(batch.number);
     const event = settledEvents.get(number);
     if (!event) {
-      differences.push({ code: "batch_mismatch", batchNumber: number, detail: `batch ${number} has no BatchSettled event at or before block ${blockNumber}` });
+      differences.push({
+        code: "batch_mismatch",
+        batchNumber: number,
+        detail: `batch ${number} has no BatchSettled event at or before block ${blockNumber}`,
+      });
       continue;
     }
     const mismatches = [
-      event.receiptsRoot.toLowerCase() !== batch.receipts_root ? `receipts root ${event.receiptsRoot} vs recorded ${batch.receipts_root}` : "",
+      event.receiptsRoot.toLowerCase() !== batch.receipts_root
+        ? `receipts root ${event.receiptsRoot} vs recorded ${batch.receipts_root}`
+        : "",
       event.callCount !== batch.call_count ? `call count ${event.callCount} vs recorded ${batch.call_count}` : "",
       event.totalDebits !== batch.total_debits ? `total debits ${event.totalDebits} vs recorded ${batch.total_debits}` : "",
       event.platformFee !== batch.platform_fee ? `platform fee ${event.platformFee} vs recorded ${batch.platform_fee}` : "",
@@ -245,12 +256,21 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
   }
   for (const number of settledEvents.keys()) {
     if (number <= lastBatchNumber && !ledgerSide.recordedNumbers.has(number)) {
-      differences.push({ code: "batch_not_in_ledger", batchNumber: number, detail: `the chain settled batch ${number}, which the ledger never recorded` });
+      differences.push({
+        code: "batch_not_in_ledger",
+        batchNumber: number,
+        detail: `the chain settled batch ${number}, which the ledger never recorded`,
+      });
     }
   }
 
   // Address by address: escrowed balances, then earnings (claimed ones included).
-  const addresses = new Set<Address>([...expectedBalance.keys(), ...expectedEarnings.keys(), ...claimed.keys(), ...ledgerSide.linked.keys()]);
+  const addresses = new Set<Address>([
+    ...expectedBalance.keys(),
+    ...expectedEarnings.keys(),
+    ...claimed.keys(),
+    ...ledgerSide.linked.keys(),
+  ]);
   for (const address of [...addresses].sort()) {
     const accountIds = ledgerSide.linked.get(address);
     const [balance, earnings] = await Promise.all([
@@ -350,7 +370,11 @@ function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockN
       [row.seller_account_id, seller],
     ] as const) {
       if (address === undefined) {
-        differences.push({ code: "batch_mismatch", accountIds: [accountId], detail: `account ${accountId} is in a settled batch but has no linked address` });
+        differences.push({
+          code: "batch_mismatch",
+          accountIds: [accountId],
+          detail: `account ${accountId} is in a settled batch but has no linked address`,
+        });
       }
     }
     if (payer) add(expectedBalance, payer, -row.debits);
@@ -399,10 +423,9 @@ function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockN
       .all(blockNumber) as { address: string; amount: bigint }[];
     for (const row of waiting) add(expectedBalance, getAddress(row.address), row.amount);
     if (tableExists(db, "indexer_state")) {
-      const last = db
-        .prepare("SELECT last_block FROM indexer_state WHERE name = ?")
-        .pluck()
-        .get(`deposits:${escrow.toLowerCase()}`) as bigint | undefined;
+      const last = db.prepare("SELECT last_block FROM indexer_state WHERE name = ?").pluck().get(`deposits:${escrow.toLowerCase()}`) as
+        | bigint
+        | undefined;
       if (last !== undefined) unindexedFrom = last + 1n;
     }
   }
@@ -457,14 +480,27 @@ function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockN
   // Every linked address is checked, even one the ledger expects nothing at.
   const linked = new Map<Address, string[]>();
   if (tableExists(db, "account_addresses")) {
-    const rows = db.prepare("SELECT address, account_id FROM account_addresses ORDER BY address").all() as { address: string; account_id: string }[];
+    const rows = db.prepare("SELECT address, account_id FROM account_addresses ORDER BY address").all() as {
+      address: string;
+      account_id: string;
+    }[];
     for (const row of rows) {
       const address = getAddress(row.address);
       linked.set(address, [...(linked.get(address) ?? []), row.account_id]);
     }
   }
 
-  return { differences, expectedBalance, expectedEarnings, appliedBatches, settledAbove, recordedNumbers, unindexedFrom, outstandingVouchers, linked };
+  return {
+    differences,
+    expectedBalance,
+    expectedEarnings,
+    appliedBatches,
+    settledAbove,
+    recordedNumbers,
+    unindexedFrom,
+    outstandingVouchers,
+    linked,
+  };
 }
 
 function tableExists(db: Db, name: string): boolean {

@@ -19,8 +19,15 @@ export function decodeRevert(error: unknown): DecodedRevert | undefined {
       return { errorName: reverted.data.errorName, args: reverted.data.args ?? [] };
     }
   }
-  for (let cause: unknown = error, depth = 0; cause && typeof cause === "object" && depth < 16; cause = (cause as { cause?: unknown }).cause, depth++) {
-    for (const data of [(cause as { data?: unknown }).data, ((cause as { data?: { data?: unknown } }).data as { data?: unknown } | undefined)?.data]) {
+  for (
+    let cause: unknown = error, depth = 0;
+    cause && typeof cause === "object" && depth < 16;
+    cause = (cause as { cause?: unknown }).cause, depth++
+  ) {
+    for (const data of [
+      (cause as { data?: unknown }).data,
+      ((cause as { data?: { data?: unknown } }).data as { data?: unknown } | undefined)?.data,
+    ]) {
       if (typeof data !== "string" || !isHex(data) || data.length < 10) continue;
       try {
         const decoded = decodeErrorResult({ abi: ESCROW_SETTLEMENT_ABI, data });

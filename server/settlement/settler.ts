@@ -12,16 +12,7 @@
  * This file holds the orchestration and the chain side. The ledger side (building, recording and rebuilding
  * batches, receipts) is ./batches.ts; the errors are ./settlement-errors.ts; revert decoding is ./reverts.ts.
  */
-import {
-  getAddress,
-  type Account,
-  type Address,
-  type Chain,
-  type Hash,
-  type PublicClient,
-  type Transport,
-  type WalletClient,
-} from "viem";
+import { getAddress, type Account, type Address, type Chain, type Hash, type PublicClient, type Transport, type WalletClient } from "viem";
 import type { Db } from "../db/db";
 import type { Ledger } from "../ledger/ledger";
 import { SettlementBatches, type BatchRow, type BuiltBatch, type ReceiptForReturnType } from "./batches";
@@ -124,7 +115,8 @@ export class Settler {
       throw new RangeError(`maxCallsPerBatch must be a positive integer, got ${maxCallsPerBatch}`);
     }
     const triggerCalls = parameters.triggerCalls ?? maxCallsPerBatch;
-    if (!Number.isSafeInteger(triggerCalls) || triggerCalls < 1) throw new RangeError(`triggerCalls must be a positive integer, got ${triggerCalls}`);
+    if (!Number.isSafeInteger(triggerCalls) || triggerCalls < 1)
+      throw new RangeError(`triggerCalls must be a positive integer, got ${triggerCalls}`);
     this.ledger = parameters.ledger;
     this.db = parameters.ledger.db;
     this.client = parameters.publicClient;
@@ -149,7 +141,10 @@ export class Settler {
         this.safeLog(`settlement step failed (${failures} in a row), retrying in ${delayMs} ms: ${(error as Error).message}`, error),
       // A full batch means more may be waiting: go again at once.
       runAgainAtOnce: (result) => result.calls >= this.maxCalls,
-      wakeWhen: { check: () => this.unsettledCalls() - this.batches.waitingWithoutAddress >= this.triggerCalls, everyMs: this.triggerCheckMs },
+      wakeWhen: {
+        check: () => this.unsettledCalls() - this.batches.waitingWithoutAddress >= this.triggerCalls,
+        everyMs: this.triggerCheckMs,
+      },
     });
   }
 
@@ -234,9 +229,14 @@ export class Settler {
     const recordedLast = this.batches.lastRecorded();
     this.assertChainAt(chainLast, recordedLast);
     if (this.platform) {
-      const treasury = getAddress(await this.client.readContract({ address: this.escrow, abi: ESCROW_SETTLEMENT_ABI, functionName: "treasury" }));
+      const treasury = getAddress(
+        await this.client.readContract({ address: this.escrow, abi: ESCROW_SETTLEMENT_ABI, functionName: "treasury" }),
+      );
       if (treasury !== this.platform) {
-        throw new SettlementHaltedError("treasury_mismatch", `the escrow's treasury is ${treasury}, the platform expects its fees at ${this.platform}`);
+        throw new SettlementHaltedError(
+          "treasury_mismatch",
+          `the escrow's treasury is ${treasury}, the platform expects its fees at ${this.platform}`,
+        );
       }
     }
     const head = await this.client.getBlockNumber({ cacheTime: 0 });
@@ -259,7 +259,13 @@ export class Settler {
     for (const accountId of this.batches.unbatchedDebits().keys()) {
       const address = settlementAddress(this.ledger.db, accountId);
       if (!address) continue;
-      const balance = await this.client.readContract({ address: this.escrow, abi: ESCROW_SETTLEMENT_ABI, functionName: "balances", args: [address], blockNumber: head });
+      const balance = await this.client.readContract({
+        address: this.escrow,
+        abi: ESCROW_SETTLEMENT_ABI,
+        functionName: "balances",
+        args: [address],
+        blockNumber: head,
+      });
       coverage.set(accountId, balance as bigint);
     }
     return coverage;
@@ -281,9 +287,13 @@ export class Settler {
         args: [BigInt(number)],
       });
       if (root.toLowerCase() !== pending.receipts_root) {
-        throw new SettlementHaltedError("batch_mismatch", `batch ${number} on-chain has root ${root}, the ledger recorded ${pending.receipts_root}`, {
-          batchNumber: number,
-        });
+        throw new SettlementHaltedError(
+          "batch_mismatch",
+          `batch ${number} on-chain has root ${root}, the ledger recorded ${pending.receipts_root}`,
+          {
+            batchNumber: number,
+          },
+        );
       }
       // Sent before a crash (or a lost answer): the chain has it, so it is only marked, never sent again.
       const txHash = await this.findSettlementTx(number, pending.recorded_at_block);
@@ -385,10 +395,16 @@ export class Settler {
 
   private assertChainAt(chainLast: number, recordedLast: number): void {
     if (chainLast > recordedLast) {
-      throw new SettlementHaltedError("chain_ahead", `the chain's last batch is ${chainLast}, the ledger recorded batches up to ${recordedLast}`);
+      throw new SettlementHaltedError(
+        "chain_ahead",
+        `the chain's last batch is ${chainLast}, the ledger recorded batches up to ${recordedLast}`,
+      );
     }
     if (chainLast < recordedLast) {
-      throw new SettlementHaltedError("chain_behind", `the ledger settled batches up to ${recordedLast}, the chain's last batch is ${chainLast}`);
+      throw new SettlementHaltedError(
+        "chain_behind",
+        `the ledger settled batches up to ${recordedLast}, the chain's last batch is ${chainLast}`,
+      );
     }
   }
 

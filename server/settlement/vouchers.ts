@@ -30,7 +30,10 @@ const NONCE_USED_ABI = [
     type: "function",
     name: "voucherNonceUsed",
     stateMutability: "view",
-    inputs: [{ name: "account", type: "address" }, { name: "nonce", type: "uint256" }],
+    inputs: [
+      { name: "account", type: "address" },
+      { name: "nonce", type: "uint256" },
+    ],
     outputs: [{ name: "used", type: "bool" }],
   },
 ] as const;
@@ -51,7 +54,11 @@ export interface IssuedVoucher {
 
 export type IssueVoucherResult =
   | { ok: true; issued: IssuedVoucher }
-  | { ok: false; reason: "no_address" | "several_addresses" | "address_not_yours" | "nothing_to_withdraw" | "insufficient_balance"; availableMicros?: bigint };
+  | {
+      ok: false;
+      reason: "no_address" | "several_addresses" | "address_not_yours" | "nothing_to_withdraw" | "insufficient_balance";
+      availableMicros?: bigint;
+    };
 
 export interface VoucherIssuerParameters {
   ledger: Ledger;
@@ -148,7 +155,9 @@ export class VoucherIssuer {
   markRedeemed(account: Address, nonce: bigint): void {
     const address = normalizeAddress(account);
     this.p.ledger.commit.run(() =>
-      this.p.ledger.db.prepare("UPDATE vouchers SET status = 'redeemed' WHERE address = ? AND nonce = ? AND status = 'issued'").run(address, nonce),
+      this.p.ledger.db
+        .prepare("UPDATE vouchers SET status = 'redeemed' WHERE address = ? AND nonce = ? AND status = 'issued'")
+        .run(address, nonce),
     );
   }
 
@@ -174,7 +183,11 @@ export class VoucherIssuer {
         args: [v.address as Address, v.nonce],
       });
       if (used) {
-        ledger.commit.run(() => ledger.db.prepare("UPDATE vouchers SET status = 'redeemed' WHERE address = ? AND nonce = ? AND status = 'issued'").run(v.address, v.nonce));
+        ledger.commit.run(() =>
+          ledger.db
+            .prepare("UPDATE vouchers SET status = 'redeemed' WHERE address = ? AND nonce = ? AND status = 'issued'")
+            .run(v.address, v.nonce),
+        );
         redeemed++;
       } else if (chainTimeSec > v.deadline) {
         ledger.commit.run(() => {

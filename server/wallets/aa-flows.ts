@@ -38,7 +38,11 @@ export function escrowDepositCalls(parameters: { usdc: Address; escrow: Address;
   const { usdc, escrow, wallet, amountMicros } = parameters;
   return [
     { to: usdc, value: 0n, data: encodeFunctionData({ abi: ERC20_APPROVE_ABI, functionName: "approve", args: [escrow, amountMicros] }) },
-    { to: escrow, value: 0n, data: encodeFunctionData({ abi: ESCROW_DEPOSIT_FOR_ABI, functionName: "depositFor", args: [wallet, amountMicros] }) },
+    {
+      to: escrow,
+      value: 0n,
+      data: encodeFunctionData({ abi: ESCROW_DEPOSIT_FOR_ABI, functionName: "depositFor", args: [wallet, amountMicros] }),
+    },
   ];
 }
 
@@ -69,7 +73,11 @@ export function escrowWithdrawCalls(parameters: {
 }): [Call, Call] {
   const { usdc, escrow, voucher, signature, to } = parameters;
   return [
-    { to: escrow, value: 0n, data: encodeFunctionData({ abi: ESCROW_WITHDRAW_ABI, functionName: "withdrawWithVoucher", args: [voucher, signature] }) },
+    {
+      to: escrow,
+      value: 0n,
+      data: encodeFunctionData({ abi: ESCROW_WITHDRAW_ABI, functionName: "withdrawWithVoucher", args: [voucher, signature] }),
+    },
     { to: usdc, value: 0n, data: encodeFunctionData({ abi: ESCROW_WITHDRAW_ABI, functionName: "transfer", args: [to, voucher.amount] }) },
   ];
 }

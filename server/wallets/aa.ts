@@ -157,7 +157,10 @@ export async function deployAccountAbstraction(parameters: DeployAccountAbstract
     if (!(await hasCode(target))) throw new AccountAbstractionError(`${what} did not land at ${target}`);
   };
   await create2("EntryPoint v0.7", ENTRY_POINT_V07, ENTRY_POINT_SALT, loadAaArtifact("EntryPoint").bytecode);
-  const factoryInit = concat([loadAaArtifact("SimpleAccountFactory").bytecode, encodeAbiParameters([{ type: "address" }], [ENTRY_POINT_V07])]);
+  const factoryInit = concat([
+    loadAaArtifact("SimpleAccountFactory").bytecode,
+    encodeAbiParameters([{ type: "address" }], [ENTRY_POINT_V07]),
+  ]);
   await create2("SimpleAccountFactory", SIMPLE_ACCOUNT_FACTORY_V07, pad("0x00", { size: 32 }), factoryInit);
 
   const artifact = loadPaymasterArtifact(parameters.artifactsDir);

@@ -5,12 +5,7 @@
  * the gateway's own flows (server/wallets/aa-flows.ts).
  */
 import { HttpRequestError, TimeoutError, getAddress, http, isHex, type Address, type Hex, type LocalAccount } from "viem";
-import {
-  createBundlerClient,
-  getUserOperationHash,
-  type UserOperation,
-  type UserOperationReceipt,
-} from "viem/account-abstraction";
+import { createBundlerClient, getUserOperationHash, type UserOperation, type UserOperationReceipt } from "viem/account-abstraction";
 import { getChainId } from "viem/actions";
 import { SPONSORSHIP_TTL_SECONDS, gatewayPaymaster, type AaDeployment, type Call } from "./aa";
 import { type EmbeddedWallet, type WalletChain, WalletError, addressOnlyOwner, smartAccountFor } from "./wallets";
@@ -68,7 +63,11 @@ export async function sendAsServer(
   } catch (error) {
     return bundlerRefusal(error);
   }
-  const receipt = await bundler.waitForUserOperationReceipt({ hash: userOpHash, pollingInterval: WAIT_POLLING_MS, timeout: options.timeoutMs ?? 60_000 });
+  const receipt = await bundler.waitForUserOperationReceipt({
+    hash: userOpHash,
+    pollingInterval: WAIT_POLLING_MS,
+    timeout: options.timeoutMs ?? 60_000,
+  });
   return { ok: true, userOpHash, receipt };
 }
 
@@ -117,7 +116,12 @@ export class OwnerSignedOperations {
    * Builds and keeps the sponsored operation running `calls` from `wallet` (SIWE-owned). A newer preparation of
    * the same kind replaces the account's older ones. Bundler failures (gas estimation) are thrown.
    */
-  async prepare<Kind extends string, Details>(wallet: EmbeddedWallet, kind: Kind, calls: Call[], details: Details): Promise<PreparedOperation<Kind, Details>> {
+  async prepare<Kind extends string, Details>(
+    wallet: EmbeddedWallet,
+    kind: Kind,
+    calls: Call[],
+    details: Details,
+  ): Promise<PreparedOperation<Kind, Details>> {
     if (wallet.ownerKind !== "siwe") throw new WalletError(`${wallet.accountId}'s wallet is server-owned: the gateway signs it itself`);
     const account = await smartAccountFor(this.p.chain, addressOnlyOwner(wallet.ownerAddress));
     if (getAddress(account.address) !== wallet.address) {
@@ -128,7 +132,13 @@ export class OwnerSignedOperations {
       client: this.p.chain.client,
       account,
       transport: http(this.p.chain.bundlerUrl, { retryCount: 0 }),
-      paymaster: gatewayPaymaster({ deployment: this.p.aa, usdc: this.p.usdc, escrow: this.p.escrow, signer: this.p.paymasterSigner, now: () => now }),
+      paymaster: gatewayPaymaster({
+        deployment: this.p.aa,
+        usdc: this.p.usdc,
+        escrow: this.p.escrow,
+        signer: this.p.paymasterSigner,
+        now: () => now,
+      }),
     });
     const built = await bundler.prepareUserOperation({ calls });
     const { account: _account, ...fields } = built as typeof built & { account?: unknown };
@@ -177,7 +187,8 @@ export class OwnerSignedOperations {
   ): Promise<SubmitOperationResult<P>> {
     this.purgeExpired(Date.now());
     const entry = this.prepared.get(userOpHash.toLowerCase() as Hex) ?? this.prepared.get(userOpHash);
-    if (!entry || entry.accountId !== accountId || entry.kind !== kind || entry.expiresAtMs <= Date.now()) return { ok: false, reason: "unknown" };
+    if (!entry || entry.accountId !== accountId || entry.kind !== kind || entry.expiresAtMs <= Date.now())
+      return { ok: false, reason: "unknown" };
     if (entry.submitting) return { ok: false, reason: "in_progress" };
     if (!isHex(signature, { strict: true }) || signature.length !== 2 + 2 * 65) return { ok: false, reason: "bad_signature" };
     entry.submitting = true;
@@ -190,7 +201,11 @@ export class OwnerSignedOperations {
       return bundlerRefusal(error);
     }
     this.prepared.delete(entry.userOpHash);
-    const receipt = await bundler.waitForUserOperationReceipt({ hash: sent, pollingInterval: WAIT_POLLING_MS, timeout: options.timeoutMs ?? 60_000 });
+    const receipt = await bundler.waitForUserOperationReceipt({
+      hash: sent,
+      pollingInterval: WAIT_POLLING_MS,
+      timeout: options.timeoutMs ?? 60_000,
+    });
     const { submitting: _submitting, ...prepared } = entry;
     return { ok: true, prepared: prepared as P, userOpHash: sent, receipt };
   }

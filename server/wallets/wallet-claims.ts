@@ -19,7 +19,14 @@ import { readContract } from "viem/actions";
 import { ESCROW_CLAIM_ABI, escrowClaimCall } from "./aa";
 import { settlementAddress } from "../settlement/reconcile";
 import type { Ledger } from "../ledger/ledger";
-import { type BundlerRefusal, type OwnerSignedOperations, type PreparedOperation, type SponsorParameters, bundlerRefusal, sendAsServer } from "./sponsored-operations";
+import {
+  type BundlerRefusal,
+  type OwnerSignedOperations,
+  type PreparedOperation,
+  type SponsorParameters,
+  bundlerRefusal,
+  sendAsServer,
+} from "./sponsored-operations";
 import { type EmbeddedWallet, WalletError, getEmbeddedWallet, serverOwnerOf, withWalletLock } from "./wallets";
 
 export interface WalletClaimsParameters extends SponsorParameters {
@@ -87,12 +94,15 @@ export class WalletClaims {
    */
   private paid(receipt: UserOperationReceipt, wallet: Address): bigint {
     if (!receipt.success) {
-      throw new WalletError(`the claim of ${wallet} reverted on chain (UserOperation ${receipt.userOpHash}): ${receipt.reason ?? "no reason"}`);
+      throw new WalletError(
+        `the claim of ${wallet} reverted on chain (UserOperation ${receipt.userOpHash}): ${receipt.reason ?? "no reason"}`,
+      );
     }
     const claimed = parseEventLogs({ abi: ESCROW_CLAIM_ABI, eventName: "Claimed", logs: receipt.logs, strict: true }).filter(
       (log) => isAddressEqual(log.address, this.p.escrow) && isAddressEqual(log.args.seller, wallet),
     );
-    if (claimed.length !== 1) throw new WalletError(`the claim of ${wallet} (UserOperation ${receipt.userOpHash}) has ${claimed.length} Claimed events`);
+    if (claimed.length !== 1)
+      throw new WalletError(`the claim of ${wallet} (UserOperation ${receipt.userOpHash}) has ${claimed.length} Claimed events`);
     return claimed[0].args.amount;
   }
 
@@ -111,7 +121,13 @@ export class WalletClaims {
       const owner = serverOwnerOf(this.p.ledger.db, accountId, this.p.encryptionKey);
       const sent = await sendAsServer(this.p, wallet, owner, [escrowClaimCall({ escrow: this.p.escrow, to: options.to })], options);
       if (!sent.ok) return sent;
-      return { ok: true, amountMicros: this.paid(sent.receipt, wallet.address), userOpHash: sent.userOpHash, transactionHash: sent.receipt.receipt.transactionHash, to };
+      return {
+        ok: true,
+        amountMicros: this.paid(sent.receipt, wallet.address),
+        userOpHash: sent.userOpHash,
+        transactionHash: sent.receipt.receipt.transactionHash,
+        to,
+      };
     });
     return locked.ran ? locked.value : { ok: false, reason: "in_progress" };
   }
@@ -130,7 +146,10 @@ export class WalletClaims {
     if (claimableMicros === 0n) return { ok: false, reason: "nothing_to_claim", wallet: wallet.address };
     const to = options.to ? getAddress(options.to) : wallet.address;
     try {
-      const prepared = await this.ownerSigned.prepare(wallet, "claim", [escrowClaimCall({ escrow: this.p.escrow, to: options.to })], { claimableMicros, to });
+      const prepared = await this.ownerSigned.prepare(wallet, "claim", [escrowClaimCall({ escrow: this.p.escrow, to: options.to })], {
+        claimableMicros,
+        to,
+      });
       return { ok: true, prepared };
     } catch (error) {
       if (error instanceof WalletError) throw error;
@@ -142,7 +161,12 @@ export class WalletClaims {
    * Sends the prepared claim `userOpHash` of `accountId` with its owner's `signature`, waits for it to be mined,
    * and returns what the escrow paid (its Claimed event). Same refusals as an owner's sweep submission.
    */
-  async submitOwnerClaim(accountId: string, userOpHash: Hex, signature: Hex, options: { timeoutMs?: number } = {}): Promise<SubmitClaimResult> {
+  async submitOwnerClaim(
+    accountId: string,
+    userOpHash: Hex,
+    signature: Hex,
+    options: { timeoutMs?: number } = {},
+  ): Promise<SubmitClaimResult> {
     const result = await this.ownerSigned.submit<PreparedClaim>(accountId, "claim", userOpHash, signature, options);
     if (!result.ok) return result;
     const { wallet, details } = result.prepared;

@@ -8,10 +8,24 @@ import { OwnerSignedOperations, PREPARED_OPERATION_TTL_MS, type PreparedOperatio
 import type { VoucherIssuer } from "../settlement/vouchers";
 import { WalletClaims } from "./wallet-claims";
 import { WalletWithdrawals } from "./wallet-withdrawals";
-import { type EmbeddedWallet, type WalletChain, ensureEmbeddedWallet, getEmbeddedWallet, listEmbeddedWallets, sweepWalletToEscrow, WalletError } from "./wallets";
+import {
+  type EmbeddedWallet,
+  type WalletChain,
+  ensureEmbeddedWallet,
+  getEmbeddedWallet,
+  listEmbeddedWallets,
+  sweepWalletToEscrow,
+  WalletError,
+} from "./wallets";
 
 const USDC_BALANCE_ABI = [
-  { type: "function", name: "balanceOf", stateMutability: "view", inputs: [{ name: "account", type: "address" }], outputs: [{ type: "uint256" }] },
+  {
+    type: "function",
+    name: "balanceOf",
+    stateMutability: "view",
+    inputs: [{ name: "account", type: "address" }],
+    outputs: [{ type: "uint256" }],
+  },
 ] as const;
 
 export interface WalletServiceParameters {
@@ -102,7 +116,12 @@ export class WalletService {
     const wallet = getEmbeddedWallet(this.p.ledger.db, accountId);
     if (!wallet) return { ok: false, reason: "no_wallet" };
     if (wallet.ownerKind !== "siwe") return { ok: false, reason: "server_owned" };
-    const balanceMicros = await readContract(this.p.chain.client, { address: this.p.usdc, abi: USDC_BALANCE_ABI, functionName: "balanceOf", args: [wallet.address] });
+    const balanceMicros = await readContract(this.p.chain.client, {
+      address: this.p.usdc,
+      abi: USDC_BALANCE_ABI,
+      functionName: "balanceOf",
+      args: [wallet.address],
+    });
     if (balanceMicros === 0n) return { ok: false, reason: "empty", balanceMicros };
     if (balanceMicros < this.p.minimumMicros) return { ok: false, reason: "below_minimum", balanceMicros };
     const calls = escrowDepositCalls({ usdc: this.p.usdc, escrow: this.p.escrow, wallet: wallet.address, amountMicros: balanceMicros });
@@ -115,13 +134,25 @@ export class WalletService {
    * mined. Unknown, expired or another account's hash: "unknown". A signature the bundler refuses leaves the
    * preparation usable until it expires. The ledger is credited by the deposit indexer, not here.
    */
-  async submitOwnerSweep(accountId: string, userOpHash: Hex, signature: Hex, options: { timeoutMs?: number } = {}): Promise<SubmitSweepResult> {
+  async submitOwnerSweep(
+    accountId: string,
+    userOpHash: Hex,
+    signature: Hex,
+    options: { timeoutMs?: number } = {},
+  ): Promise<SubmitSweepResult> {
     const result = await this.ownerSigned.submit<PreparedSweepOperation>(accountId, "sweep", userOpHash, signature, options);
     if (!result.ok) return result;
     if (!result.receipt.success) {
-      throw new WalletError(`the sweep of ${result.prepared.wallet} reverted on chain (UserOperation ${result.userOpHash}): ${result.receipt.reason ?? "no reason"}`);
+      throw new WalletError(
+        `the sweep of ${result.prepared.wallet} reverted on chain (UserOperation ${result.userOpHash}): ${result.receipt.reason ?? "no reason"}`,
+      );
     }
-    return { ok: true, amountMicros: result.prepared.details.amountMicros, userOpHash: result.userOpHash, transactionHash: result.receipt.receipt.transactionHash };
+    return {
+      ok: true,
+      amountMicros: result.prepared.details.amountMicros,
+      userOpHash: result.userOpHash,
+      transactionHash: result.receipt.receipt.transactionHash,
+    };
   }
 
   /** Sweeps every `intervalMs` (one sweep at a time) until stop(). */
@@ -148,7 +179,10 @@ export class WalletService {
     if (existing) return existing;
     const siwe = this.p.sessions.identitiesOf(accountId).find((i) => i.provider === "siwe");
     const owner = siwe ? { kind: "siwe" as const, address: siwe.subject } : { kind: "server" as const };
-    const created = await ensureEmbeddedWallet(this.p.ledger, accountId, owner, { chain: this.p.chain, encryptionKey: this.p.encryptionKey });
+    const created = await ensureEmbeddedWallet(this.p.ledger, accountId, owner, {
+      chain: this.p.chain,
+      encryptionKey: this.p.encryptionKey,
+    });
     if (!created.link.ok) this.p.log(`embedded wallet ${created.address} of ${accountId} not linked for deposits: ${created.link.reason}`);
     return created;
   }
@@ -158,7 +192,12 @@ export class WalletService {
     let swept = 0;
     for (const wallet of listEmbeddedWallets(this.p.ledger.db)) {
       if (wallet.ownerKind !== "server") continue;
-      const balance = await readContract(this.p.chain.client, { address: this.p.usdc, abi: USDC_BALANCE_ABI, functionName: "balanceOf", args: [wallet.address] });
+      const balance = await readContract(this.p.chain.client, {
+        address: this.p.usdc,
+        abi: USDC_BALANCE_ABI,
+        functionName: "balanceOf",
+        args: [wallet.address],
+      });
       if (balance === 0n || balance < this.p.minimumMicros) continue;
       try {
         const result = await sweepWalletToEscrow({
@@ -180,4 +219,3 @@ export class WalletService {
     return swept;
   }
 }
-

@@ -21,7 +21,14 @@ import type { UserOperationReceipt } from "viem/account-abstraction";
 import { ESCROW_WITHDRAW_ABI, escrowWithdrawCalls } from "./aa";
 import type { IssuedVoucher, VoucherIssuer } from "../settlement/vouchers";
 import type { Ledger } from "../ledger/ledger";
-import { type BundlerRefusal, type OwnerSignedOperations, type PreparedOperation, type SponsorParameters, bundlerRefusal, sendAsServer } from "./sponsored-operations";
+import {
+  type BundlerRefusal,
+  type OwnerSignedOperations,
+  type PreparedOperation,
+  type SponsorParameters,
+  bundlerRefusal,
+  sendAsServer,
+} from "./sponsored-operations";
 import { type EmbeddedWallet, WalletError, getEmbeddedWallet, serverOwnerOf, withWalletLock } from "./wallets";
 
 export interface WalletWithdrawalsParameters extends SponsorParameters {
@@ -60,8 +67,10 @@ export type WithdrawRefusal =
  * The voucher was issued (and the ledger debited) but the operation did not complete. The voucher stays valid
  * until its deadline: it can be submitted another way, or it returns to the balance after that if unredeemed.
  */
-export type WithdrawSendFailure =
-  | ((BundlerRefusal | { ok: false; reason: "unconfirmed"; message: string }) & { voucher: IssuedVoucher; userOpHash?: Hex });
+export type WithdrawSendFailure = (BundlerRefusal | { ok: false; reason: "unconfirmed"; message: string }) & {
+  voucher: IssuedVoucher;
+  userOpHash?: Hex;
+};
 
 export type WithdrawResult =
   | { ok: true; amountMicros: bigint; nonce: bigint; to: Address; userOpHash: Hex; transactionHash: Hex }
@@ -92,7 +101,11 @@ export class WalletWithdrawals {
   }
 
   /** Issues the voucher for the wallet (the durable ledger debit happens inside, before the signature). */
-  private async issue(accountId: string, wallet: EmbeddedWallet, amountMicros: bigint | undefined): Promise<{ ok: true; voucher: IssuedVoucher } | WithdrawRefusal> {
+  private async issue(
+    accountId: string,
+    wallet: EmbeddedWallet,
+    amountMicros: bigint | undefined,
+  ): Promise<{ ok: true; voucher: IssuedVoucher } | WithdrawRefusal> {
     const issued = await this.p.vouchers.issue(accountId, { amountMicros, address: wallet.address });
     if (issued.ok) return { ok: true, voucher: issued.issued };
     switch (issued.reason) {
@@ -113,10 +126,15 @@ export class WalletWithdrawals {
   private redeemed(receipt: UserOperationReceipt, voucher: IssuedVoucher): { ok: true } | { ok: false; message: string } {
     if (!receipt.success) return { ok: false, message: `the withdrawal reverted on chain: ${receipt.reason ?? "no reason"}` };
     const events = parseEventLogs({ abi: ESCROW_WITHDRAW_ABI, eventName: "VoucherRedeemed", logs: receipt.logs, strict: true }).filter(
-      (log) => isAddressEqual(log.address, this.p.escrow) && isAddressEqual(log.args.account, voucher.voucher.account) && log.args.nonce === voucher.voucher.nonce,
+      (log) =>
+        isAddressEqual(log.address, this.p.escrow) &&
+        isAddressEqual(log.args.account, voucher.voucher.account) &&
+        log.args.nonce === voucher.voucher.nonce,
     );
     if (events.length !== 1 || events[0].args.amount !== voucher.voucher.amount) {
-      throw new WalletError(`UserOperation ${receipt.userOpHash} succeeded without redeeming voucher ${voucher.voucher.nonce} of ${voucher.voucher.account}`);
+      throw new WalletError(
+        `UserOperation ${receipt.userOpHash} succeeded without redeeming voucher ${voucher.voucher.nonce} of ${voucher.voucher.account}`,
+      );
     }
     this.p.vouchers.markRedeemed(voucher.voucher.account, voucher.voucher.nonce);
     return { ok: true };
@@ -140,14 +158,30 @@ export class WalletWithdrawals {
       const { voucher } = issued;
       // From here on the ledger is debited: every failure carries the voucher, which stays valid.
       try {
-        const calls = escrowWithdrawCalls({ usdc: this.p.usdc, escrow: this.p.escrow, voucher: voucher.voucher, signature: voucher.signature, to });
+        const calls = escrowWithdrawCalls({
+          usdc: this.p.usdc,
+          escrow: this.p.escrow,
+          voucher: voucher.voucher,
+          signature: voucher.signature,
+          to,
+        });
         const sent = await sendAsServer(this.p, wallet, owner, calls, parameters);
         if (!sent.ok) return { ...sent, voucher };
         const checked = this.redeemed(sent.receipt, voucher);
         if (!checked.ok) return { ok: false, reason: "rejected", message: checked.message, voucher, userOpHash: sent.userOpHash };
-        return { ok: true, amountMicros: voucher.voucher.amount, nonce: voucher.voucher.nonce, to, userOpHash: sent.userOpHash, transactionHash: sent.receipt.receipt.transactionHash };
+        return {
+          ok: true,
+          amountMicros: voucher.voucher.amount,
+          nonce: voucher.voucher.nonce,
+          to,
+          userOpHash: sent.userOpHash,
+          transactionHash: sent.receipt.receipt.transactionHash,
+        };
       } catch (error) {
-        this.p.log(`the withdrawal of voucher ${voucher.voucher.nonce} from ${wallet.address} did not complete; the voucher stays valid`, error);
+        this.p.log(
+          `the withdrawal of voucher ${voucher.voucher.nonce} from ${wallet.address} did not complete; the voucher stays valid`,
+          error,
+        );
         return { ok: false, reason: "unconfirmed", message: "the operation's outcome is not known", voucher };
       }
     });
@@ -172,7 +206,13 @@ export class WalletWithdrawals {
       if (!issued.ok) return issued;
       const { voucher } = issued;
       try {
-        const calls = escrowWithdrawCalls({ usdc: this.p.usdc, escrow: this.p.escrow, voucher: voucher.voucher, signature: voucher.signature, to });
+        const calls = escrowWithdrawCalls({
+          usdc: this.p.usdc,
+          escrow: this.p.escrow,
+          voucher: voucher.voucher,
+          signature: voucher.signature,
+          to,
+        });
         const prepared = await this.ownerSigned.prepare(wallet, "withdrawal", calls, { voucher, to });
         return { ok: true, prepared };
       } catch (error) {
@@ -183,7 +223,12 @@ export class WalletWithdrawals {
   }
 
   /** Sends the prepared withdrawal `userOpHash` of `accountId` with its owner's `signature` and waits for it to be mined. */
-  async submitOwnerWithdrawal(accountId: string, userOpHash: Hex, signature: Hex, options: { timeoutMs?: number } = {}): Promise<SubmitWithdrawalResult> {
+  async submitOwnerWithdrawal(
+    accountId: string,
+    userOpHash: Hex,
+    signature: Hex,
+    options: { timeoutMs?: number } = {},
+  ): Promise<SubmitWithdrawalResult> {
     const wallet = getEmbeddedWallet(this.p.ledger.db, accountId);
     if (!wallet) return { ok: false, reason: "unknown" };
     const locked = await withWalletLock(wallet.address, async (): Promise<SubmitWithdrawalResult> => {
@@ -195,13 +240,26 @@ export class WalletWithdrawals {
         // The bundler took it (the preparation is spent) but its receipt did not come in time.
         this.p.log(`an owner's withdrawal ${userOpHash} was sent but not confirmed; its voucher stays valid`, error);
         if (!pending) throw error;
-        return { ok: false, reason: "unconfirmed", message: "the operation's outcome is not known", voucher: pending.details.voucher, userOpHash };
+        return {
+          ok: false,
+          reason: "unconfirmed",
+          message: "the operation's outcome is not known",
+          voucher: pending.details.voucher,
+          userOpHash,
+        };
       }
       if (!result.ok) return result;
       const { voucher, to } = result.prepared.details;
       const checked = this.redeemed(result.receipt, voucher);
       if (!checked.ok) return { ok: false, reason: "rejected", message: checked.message, voucher, userOpHash: result.userOpHash };
-      return { ok: true, amountMicros: voucher.voucher.amount, nonce: voucher.voucher.nonce, to, userOpHash: result.userOpHash, transactionHash: result.receipt.receipt.transactionHash };
+      return {
+        ok: true,
+        amountMicros: voucher.voucher.amount,
+        nonce: voucher.voucher.nonce,
+        to,
+        userOpHash: result.userOpHash,
+        transactionHash: result.receipt.receipt.transactionHash,
+      };
     });
     return locked.ran ? locked.value : { ok: false, reason: "in_progress" };
   }

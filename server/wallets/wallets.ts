@@ -320,7 +320,9 @@ export async function sweepWalletToEscrow(parameters: SweepWalletParameters): Pr
       timeout: parameters.timeoutMs ?? 60_000,
     });
     if (!receipt.success) {
-      throw new WalletError(`the sweep of ${wallet.address} reverted on chain (UserOperation ${userOpHash}): ${receipt.reason ?? "no reason"}`);
+      throw new WalletError(
+        `the sweep of ${wallet.address} reverted on chain (UserOperation ${userOpHash}): ${receipt.reason ?? "no reason"}`,
+      );
     }
     return { swept: true, amountMicros: balanceMicros, userOpHash, transactionHash: receipt.receipt.transactionHash };
   });

@@ -34,7 +34,12 @@ describe("schema guard (sellers' input schemas are untrusted code)", () => {
     const ajv = createSchemaCompiler();
     const compiled = compileSchema(ajv, { type: "array", items: { type: "string" } });
     if (!compiled.ok) throw new Error(compiled.message);
-    expect(validateWith(compiled.validate, Array.from({ length: 50 }, () => 1))).to.deep.equal(["/0 must be string"]);
+    expect(
+      validateWith(
+        compiled.validate,
+        Array.from({ length: 50 }, () => 1),
+      ),
+    ).to.deep.equal(["/0 must be string"]);
   });
 
   it("refuses an array over maxItems before checking uniqueItems (quadratic in its length) on 20,000 objects", () => {
@@ -64,7 +69,9 @@ describe("schema guard (sellers' input schemas are untrusted code)", () => {
 
   describe("schemaBoundsProblem", () => {
     it("accepts an ordinary schema", () => {
-      expect(schemaBoundsProblem({ type: "object", properties: { text: { type: "string", maxLength: 1000 } }, required: ["text"] })).to.equal(undefined);
+      expect(
+        schemaBoundsProblem({ type: "object", properties: { text: { type: "string", maxLength: 1000 } }, required: ["text"] }),
+      ).to.equal(undefined);
     });
 
     it("walks a schema nested 100,000 deep without overflowing its own stack", () => {
@@ -80,8 +87,12 @@ describe("schema guard (sellers' input schemas are untrusted code)", () => {
     it("accepts uniqueItems with a small maxItems, and a large one for items of a scalar type", () => {
       expect(schemaBoundsProblem({ type: "array", uniqueItems: true, maxItems: 100 })).to.equal(undefined);
       expect(schemaBoundsProblem({ type: "array", items: { type: "string" }, uniqueItems: true, maxItems: 10_000 })).to.equal(undefined);
-      expect(schemaBoundsProblem({ type: "array", items: { type: "object" }, uniqueItems: true, maxItems: 1_000 })).to.include("uniqueItems needs a maxItems of at most 100");
-      expect(schemaBoundsProblem({ type: "array", items: { type: ["string", "object"] }, uniqueItems: true, maxItems: 1_000 })).to.include("uniqueItems needs");
+      expect(schemaBoundsProblem({ type: "array", items: { type: "object" }, uniqueItems: true, maxItems: 1_000 })).to.include(
+        "uniqueItems needs a maxItems of at most 100",
+      );
+      expect(schemaBoundsProblem({ type: "array", items: { type: ["string", "object"] }, uniqueItems: true, maxItems: 1_000 })).to.include(
+        "uniqueItems needs",
+      );
     });
   });
 });

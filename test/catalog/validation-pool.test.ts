@@ -25,7 +25,10 @@ describe("ValidationPool (schemas whose work cannot be bounded run on a worker, 
     pool = new ValidationPool({ validateTimeoutMs: 2_000, compileTimeoutMs: 10_000 });
     const schema = JSON.stringify({ type: "object", required: ["text"], properties: { text: { type: "string" } } });
     expect(await pool.validate("k1", schema, { text: "hi" })).to.deep.equal({ kind: "problems", problems: [] });
-    expect(await pool.validate("k1", schema, {})).to.deep.equal({ kind: "problems", problems: ["input must have required property 'text'"] });
+    expect(await pool.validate("k1", schema, {})).to.deep.equal({
+      kind: "problems",
+      problems: ["input must have required property 'text'"],
+    });
   });
 
   it("refuses a validation that overruns its deadline, replaces the worker, and serves the next job", async () => {
@@ -50,7 +53,10 @@ describe("ValidationPool (schemas whose work cannot be bounded run on a worker, 
 
   it("says a schema that does not compile is invalid", async () => {
     pool = new ValidationPool({ validateTimeoutMs: 2_000, compileTimeoutMs: 10_000 });
-    const outcome = await pool.compile("bad", JSON.stringify({ $ref: "#/definitions/x", definitions: { x: { type: "string", pattern: "(a)\\1" } } }));
+    const outcome = await pool.compile(
+      "bad",
+      JSON.stringify({ $ref: "#/definitions/x", definitions: { x: { type: "string", pattern: "(a)\\1" } } }),
+    );
     expect(outcome.kind).to.equal("invalid_schema");
   });
 

@@ -5,7 +5,8 @@ import { type CallReceipt, buildMerkleTree, receiptLeaf } from "../../server/cha
 /** What OpenZeppelin's MerkleProof.verify computes: fold the proof with sorted-pair hashing. */
 function verify(proof: Hex[], root: Hex, leaf: Hex): boolean {
   let node = leaf;
-  for (const sibling of proof) node = BigInt(node) < BigInt(sibling) ? keccak256(concat([node, sibling])) : keccak256(concat([sibling, node]));
+  for (const sibling of proof)
+    node = BigInt(node) < BigInt(sibling) ? keccak256(concat([node, sibling])) : keccak256(concat([sibling, node]));
   return node === root;
 }
 

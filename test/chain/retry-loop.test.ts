@@ -32,7 +32,10 @@ class ScriptedStep {
 
 type Recorded = { retries: { failures: number; delayMs: number; error: unknown }[]; fatal: unknown[] };
 
-function buildLoop(step: ScriptedStep, overrides: Partial<RetryLoopParameters<number>> = {}): { loop: RetryLoop<number>; recorded: Recorded } {
+function buildLoop(
+  step: ScriptedStep,
+  overrides: Partial<RetryLoopParameters<number>> = {},
+): { loop: RetryLoop<number>; recorded: Recorded } {
   const recorded: Recorded = { retries: [], fatal: [] };
   const loop = new RetryLoop<number>({
     step: step.run,

@@ -86,11 +86,19 @@ const batch = (dest: Address[], value: bigint[], func: Hex[]) =>
   encodeFunctionData({ abi: ACCOUNT_ABI, functionName: "executeBatch", args: [dest, value, func] });
 const VOUCHER_SIGNATURE: Hex = `0x${"ab".repeat(65)}`;
 const withdrawWithVoucher = (account: Address, amount: bigint, signature: Hex = VOUCHER_SIGNATURE) =>
-  encodeFunctionData({ abi: CALLS_ABI, functionName: "withdrawWithVoucher", args: [{ account, amount, nonce: 7n, deadline: 2_000_000_000n }, signature] });
+  encodeFunctionData({
+    abi: CALLS_ABI,
+    functionName: "withdrawWithVoucher",
+    args: [{ account, amount, nonce: 7n, deadline: 2_000_000_000n }, signature],
+  });
 const transfer = (to: Address, amount: bigint) => encodeFunctionData({ abi: CALLS_ABI, functionName: "transfer", args: [to, amount] });
 /** The withdrawal flow of `f.sender` for `amount` to `to`, with `parts` replaced. */
 const withdrawal = (f: Fixture, amount: bigint, to: Address, parts: { dest?: Address[]; value?: bigint[]; func?: Hex[] } = {}) =>
-  batch(parts.dest ?? [f.escrow, f.token], parts.value ?? [0n, 0n], parts.func ?? [withdrawWithVoucher(f.sender, amount), transfer(to, amount)]);
+  batch(
+    parts.dest ?? [f.escrow, f.token],
+    parts.value ?? [0n, 0n],
+    parts.func ?? [withdrawWithVoucher(f.sender, amount), transfer(to, amount)],
+  );
 /** Replaces the 32-byte word at byte `offset` (after the selector counts) of `data`. */
 const withWord = (data: Hex, offset: number, word: Hex) =>
   (data.slice(0, 2 + 2 * offset) + pad(word, { size: 32 }).slice(2) + data.slice(2 + 2 * (offset + 32))) as Hex;
@@ -169,15 +177,53 @@ describe("GatewayPaymaster", () => {
       ["a claim sent to another target (the token)", (f) => ({ callData: execute(f.token, 0n, claim()) }), "claim target"],
       ["a claim sent to an address that is not the escrow", (f) => ({ callData: execute(f.recipient, 0n, claim()) }), "claim target"],
       ["a claim that also sends ETH (value 1)", (f) => ({ callData: execute(f.escrow, 1n, claim()) }), "claim value"],
-      ["another escrow function (requestExit)", (f) => ({ callData: execute(f.escrow, 0n, encodeFunctionData({ abi: CALLS_ABI, functionName: "requestExit", args: [1n] })) }), "claim call"],
-      ["a single depositFor to the escrow", (f) => ({ callData: execute(f.escrow, 0n, encodeFunctionData({ abi: CALLS_ABI, functionName: "depositFor", args: [f.sender, 1n] })) }), "claim call"],
-      ["a token transfer out", (f) => ({ callData: execute(f.token, 0n, encodeFunctionData({ abi: CALLS_ABI, functionName: "transfer", args: [f.recipient, 1n] })) }), "claim target"],
+      [
+        "another escrow function (requestExit)",
+        (f) => ({ callData: execute(f.escrow, 0n, encodeFunctionData({ abi: CALLS_ABI, functionName: "requestExit", args: [1n] })) }),
+        "claim call",
+      ],
+      [
+        "a single depositFor to the escrow",
+        (f) => ({
+          callData: execute(f.escrow, 0n, encodeFunctionData({ abi: CALLS_ABI, functionName: "depositFor", args: [f.sender, 1n] })),
+        }),
+        "claim call",
+      ],
+      [
+        "a token transfer out",
+        (f) => ({
+          callData: execute(f.token, 0n, encodeFunctionData({ abi: CALLS_ABI, functionName: "transfer", args: [f.recipient, 1n] })),
+        }),
+        "claim target",
+      ],
       ["an empty call to the escrow", (f) => ({ callData: execute(f.escrow, 0n, "0x") }), "claim call"],
       ["claim() with bytes after it", (f) => ({ callData: execute(f.escrow, 0n, concat([claim(), "0x00"])) }), "claim call"],
-      ["claimTo with a word too many", (f) => ({ callData: execute(f.escrow, 0n, concat([claimTo(f.recipient), pad("0x01", { size: 32 })])) }), "claim call"],
-      ["claimTo with dirty upper bits in the address word", (f) => ({ callData: execute(f.escrow, 0n, concat([`0x${claimTo(f.recipient).slice(2, 10)}` as Hex, "0x01", (`0x${"00".repeat(11)}${f.recipient.slice(2)}`) as Hex])) }), "claim call"],
-      ["claimTo(0), which the escrow would refuse anyway", (f) => ({ callData: execute(f.escrow, 0n, claimTo(zeroAddress)) }), "claim recipient"],
-      ["a claim with a word appended after the standard encoding", (f) => ({ callData: concat([execute(f.escrow, 0n, claim()), pad("0x01", { size: 32 })]) }), "claim encoding"],
+      [
+        "claimTo with a word too many",
+        (f) => ({ callData: execute(f.escrow, 0n, concat([claimTo(f.recipient), pad("0x01", { size: 32 })])) }),
+        "claim call",
+      ],
+      [
+        "claimTo with dirty upper bits in the address word",
+        (f) => ({
+          callData: execute(
+            f.escrow,
+            0n,
+            concat([`0x${claimTo(f.recipient).slice(2, 10)}` as Hex, "0x01", `0x${"00".repeat(11)}${f.recipient.slice(2)}` as Hex]),
+          ),
+        }),
+        "claim call",
+      ],
+      [
+        "claimTo(0), which the escrow would refuse anyway",
+        (f) => ({ callData: execute(f.escrow, 0n, claimTo(zeroAddress)) }),
+        "claim recipient",
+      ],
+      [
+        "a claim with a word appended after the standard encoding",
+        (f) => ({ callData: concat([execute(f.escrow, 0n, claim()), pad("0x01", { size: 32 })]) }),
+        "claim encoding",
+      ],
       [
         "a claim whose bytes sit at an unusual offset",
         (f) => ({
@@ -192,9 +238,17 @@ describe("GatewayPaymaster", () => {
         }),
         "claim encoding",
       ],
-      ["a call that is neither execute nor executeBatch", () => ({ callData: encodeFunctionData({ abi: CALLS_ABI, functionName: "claim" }) }), "selector"],
+      [
+        "a call that is neither execute nor executeBatch",
+        () => ({ callData: encodeFunctionData({ abi: CALLS_ABI, functionName: "claim" }) }),
+        "selector",
+      ],
       ["calldata shorter than a selector", () => ({ callData: "0xb61d27" }), "selector"],
-      ["an account deployed by another factory", (f) => ({ callData: execute(f.escrow, 0n, claim()), initCode: concat([f.recipient, "0x5fbfb9cf"]) }), "factory"],
+      [
+        "an account deployed by another factory",
+        (f) => ({ callData: execute(f.escrow, 0n, claim()), initCode: concat([f.recipient, "0x5fbfb9cf"]) }),
+        "factory",
+      ],
     ];
 
     for (const [what, overrides, reason] of refusals) {
@@ -226,26 +280,121 @@ describe("GatewayPaymaster", () => {
 
     const stranger = "0x000000000000000000000000000000000000dEaD" as Address;
     const refusals: [string, (f: Fixture) => Hex, string][] = [
-      ["one call only (the voucher without the transfer)", (f) => batch([f.escrow], [0n], [withdrawWithVoucher(f.sender, 5n)]), "not two calls"],
-      ["three calls (a second transfer)", (f) => batch([f.escrow, f.token, f.token], [0n, 0n, 0n], [withdrawWithVoucher(f.sender, 5n), transfer(f.recipient, 5n), transfer(f.recipient, 5n)]), "not two calls"],
-      ["the calls in the other order (token first)", (f) => batch([f.token, f.escrow], [0n, 0n], [transfer(f.recipient, 5n), withdrawWithVoucher(f.sender, 5n)]), "approve"],
+      [
+        "one call only (the voucher without the transfer)",
+        (f) => batch([f.escrow], [0n], [withdrawWithVoucher(f.sender, 5n)]),
+        "not two calls",
+      ],
+      [
+        "three calls (a second transfer)",
+        (f) =>
+          batch(
+            [f.escrow, f.token, f.token],
+            [0n, 0n, 0n],
+            [withdrawWithVoucher(f.sender, 5n), transfer(f.recipient, 5n), transfer(f.recipient, 5n)],
+          ),
+        "not two calls",
+      ],
+      [
+        "the calls in the other order (token first)",
+        (f) => batch([f.token, f.escrow], [0n, 0n], [transfer(f.recipient, 5n), withdrawWithVoucher(f.sender, 5n)]),
+        "approve",
+      ],
       ["ETH sent with the voucher", (f) => withdrawal(f, 5n, f.recipient, { value: [1n, 0n] }), "withdraw value"],
       ["ETH sent with the transfer", (f) => withdrawal(f, 5n, f.recipient, { value: [0n, 1n] }), "withdraw value"],
-      ["another escrow call (requestExit) in the voucher's place", (f) => withdrawal(f, 5n, f.recipient, { func: [encodeFunctionData({ abi: CALLS_ABI, functionName: "requestExit", args: [5n] }), transfer(f.recipient, 5n)] }), "withdraw call"],
-      ["a voucher signature of 64 bytes", (f) => withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(f.sender, 5n, `0x${"ab".repeat(64)}`), transfer(f.recipient, 5n)] }), "withdraw call"],
-      ["a voucher signature of 66 bytes", (f) => withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(f.sender, 5n, `0x${"ab".repeat(66)}`), transfer(f.recipient, 5n)] }), "withdraw call"],
-      ["a voucher signature at an unusual offset", (f) => withdrawal(f, 5n, f.recipient, { func: [withWord(withdrawWithVoucher(f.sender, 5n), 4 + 128, "0xc0"), transfer(f.recipient, 5n)] }), "withdraw call"],
-      ["a signature length word that lies", (f) => withdrawal(f, 5n, f.recipient, { func: [withWord(withdrawWithVoucher(f.sender, 5n), 4 + 160, "0x40"), transfer(f.recipient, 5n)] }), "withdraw call"],
-      ["dirty padding after the voucher signature", (f) => withdrawal(f, 5n, f.recipient, { func: [withWord(withdrawWithVoucher(f.sender, 5n), 4 + 256, `0x${"ab".repeat(31)}01`), transfer(f.recipient, 5n)] }), "withdraw call"],
-      ["a voucher account word with dirty upper bits", (f) => withdrawal(f, 5n, f.recipient, { func: [withWord(withdrawWithVoucher(f.sender, 5n), 4, `0x01${"00".repeat(11)}${f.sender.slice(2)}`), transfer(f.recipient, 5n)] }), "withdraw call"],
-      ["another account's voucher", (f) => withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(stranger, 5n), transfer(f.recipient, 5n)] }), "withdraw account"],
-      ["an approve in the transfer's place", (f) => withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(f.sender, 5n), encodeFunctionData({ abi: CALLS_ABI, functionName: "approve", args: [f.recipient, 5n] })] }), "transfer call"],
-      ["a transfer with a word appended", (f) => withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(f.sender, 5n), concat([transfer(f.recipient, 5n), pad("0x01", { size: 32 })])] }), "transfer call"],
+      [
+        "another escrow call (requestExit) in the voucher's place",
+        (f) =>
+          withdrawal(f, 5n, f.recipient, {
+            func: [encodeFunctionData({ abi: CALLS_ABI, functionName: "requestExit", args: [5n] }), transfer(f.recipient, 5n)],
+          }),
+        "withdraw call",
+      ],
+      [
+        "a voucher signature of 64 bytes",
+        (f) =>
+          withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(f.sender, 5n, `0x${"ab".repeat(64)}`), transfer(f.recipient, 5n)] }),
+        "withdraw call",
+      ],
+      [
+        "a voucher signature of 66 bytes",
+        (f) =>
+          withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(f.sender, 5n, `0x${"ab".repeat(66)}`), transfer(f.recipient, 5n)] }),
+        "withdraw call",
+      ],
+      [
+        "a voucher signature at an unusual offset",
+        (f) =>
+          withdrawal(f, 5n, f.recipient, {
+            func: [withWord(withdrawWithVoucher(f.sender, 5n), 4 + 128, "0xc0"), transfer(f.recipient, 5n)],
+          }),
+        "withdraw call",
+      ],
+      [
+        "a signature length word that lies",
+        (f) =>
+          withdrawal(f, 5n, f.recipient, {
+            func: [withWord(withdrawWithVoucher(f.sender, 5n), 4 + 160, "0x40"), transfer(f.recipient, 5n)],
+          }),
+        "withdraw call",
+      ],
+      [
+        "dirty padding after the voucher signature",
+        (f) =>
+          withdrawal(f, 5n, f.recipient, {
+            func: [withWord(withdrawWithVoucher(f.sender, 5n), 4 + 256, `0x${"ab".repeat(31)}01`), transfer(f.recipient, 5n)],
+          }),
+        "withdraw call",
+      ],
+      [
+        "a voucher account word with dirty upper bits",
+        (f) =>
+          withdrawal(f, 5n, f.recipient, {
+            func: [withWord(withdrawWithVoucher(f.sender, 5n), 4, `0x01${"00".repeat(11)}${f.sender.slice(2)}`), transfer(f.recipient, 5n)],
+          }),
+        "withdraw call",
+      ],
+      [
+        "another account's voucher",
+        (f) => withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(stranger, 5n), transfer(f.recipient, 5n)] }),
+        "withdraw account",
+      ],
+      [
+        "an approve in the transfer's place",
+        (f) =>
+          withdrawal(f, 5n, f.recipient, {
+            func: [
+              withdrawWithVoucher(f.sender, 5n),
+              encodeFunctionData({ abi: CALLS_ABI, functionName: "approve", args: [f.recipient, 5n] }),
+            ],
+          }),
+        "transfer call",
+      ],
+      [
+        "a transfer with a word appended",
+        (f) =>
+          withdrawal(f, 5n, f.recipient, {
+            func: [withdrawWithVoucher(f.sender, 5n), concat([transfer(f.recipient, 5n), pad("0x01", { size: 32 })])],
+          }),
+        "transfer call",
+      ],
       ["a transfer to the zero address", (f) => withdrawal(f, 5n, zeroAddress), "transfer recipient"],
-      ["a transfer of less than the voucher", (f) => withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(f.sender, 5n), transfer(f.recipient, 4n)] }), "withdraw amount"],
-      ["a transfer of more than the voucher", (f) => withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(f.sender, 5n), transfer(f.recipient, 6n)] }), "withdraw amount"],
+      [
+        "a transfer of less than the voucher",
+        (f) => withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(f.sender, 5n), transfer(f.recipient, 4n)] }),
+        "withdraw amount",
+      ],
+      [
+        "a transfer of more than the voucher",
+        (f) => withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(f.sender, 5n), transfer(f.recipient, 6n)] }),
+        "withdraw amount",
+      ],
       ["a voucher of zero", (f) => withdrawal(f, 0n, f.recipient), "withdraw amount"],
-      ["a word appended after the standard encoding", (f) => concat([withdrawal(f, 5n, f.recipient), pad("0x01", { size: 32 })]), "withdraw encoding"],
+      [
+        "a word appended after the standard encoding",
+        (f) => concat([withdrawal(f, 5n, f.recipient), pad("0x01", { size: 32 })]),
+        "withdraw encoding",
+      ],
     ];
 
     for (const [what, callData, reason] of refusals) {
@@ -261,7 +410,10 @@ describe("GatewayPaymaster", () => {
   describe("the gateway signer's approval of that very operation", () => {
     it("validates a claim the gateway signed, within the window it signed", async () => {
       const f = await loadFixture(paymasterFixture);
-      const op = await sponsored(f, userOp(f, execute(f.escrow, 0n, claimTo(f.recipient))), f.signer, { validUntil: 1_900_000_000, validAfter: 1_000 });
+      const op = await sponsored(f, userOp(f, execute(f.escrow, 0n, claimTo(f.recipient))), f.signer, {
+        validUntil: 1_900_000_000,
+        validAfter: 1_000,
+      });
       expect(await validate(f, op)).to.deep.equal({ sigFailed: 0n, validUntil: 1_900_000_000n, validAfter: 1_000n });
     });
 

@@ -4,14 +4,7 @@ import hre from "hardhat";
 import { getAddress, zeroAddress, type Abi } from "viem";
 import { expectRevert } from "./helpers/errors";
 import { expectEvents } from "./helpers/events";
-import {
-  DAY_SEC,
-  DEFAULT_ADMIN_ROLE,
-  SETTLER_ROLE,
-  USDC,
-  VOUCHER_SIGNER_ROLE,
-  deployEscrowFixture,
-} from "./helpers/fixtures";
+import { DAY_SEC, DEFAULT_ADMIN_ROLE, SETTLER_ROLE, USDC, VOUCHER_SIGNER_ROLE, deployEscrowFixture } from "./helpers/fixtures";
 
 const HOUR_SEC = 3600n;
 
@@ -60,9 +53,7 @@ describe("SkillEscrow administration", () => {
         [usdc.address, admin.account.address, zeroAddress],
       ];
       for (const args of cases) {
-        await expectRevert(hre.viem.deployContract("SkillEscrow", args), "EscrowInvalidAccount", [zeroAddress], [
-          abi as Abi,
-        ]);
+        await expectRevert(hre.viem.deployContract("SkillEscrow", args), "EscrowInvalidAccount", [zeroAddress], [abi as Abi]);
       }
     });
   });
@@ -87,10 +78,7 @@ describe("SkillEscrow administration", () => {
       const { escrow, alice, escrowAs } = await loadFixture(deployEscrowFixture);
       const hash = await escrow.write.setMinDeposit([10n * USDC]);
       await expectEvents(hash, escrow, "MinDepositChanged", [{ previous: USDC, current: 10n * USDC }]);
-      await expectRevert((await escrowAs(alice)).write.deposit([5n * USDC]), "EscrowDepositBelowMinimum", [
-        5n * USDC,
-        10n * USDC,
-      ]);
+      await expectRevert((await escrowAs(alice)).write.deposit([5n * USDC]), "EscrowDepositBelowMinimum", [5n * USDC, 10n * USDC]);
     });
 
     it("rejects zero with EscrowZeroAmount and non-admins with AccessControlUnauthorizedAccount", async () => {
@@ -115,11 +103,7 @@ describe("SkillEscrow administration", () => {
     it("rejects values outside the bounds with EscrowExitDelayOutOfBounds(delay, min, max)", async () => {
       const { escrow } = await loadFixture(deployEscrowFixture);
       for (const delay of [HOUR_SEC - 1n, 7n * DAY_SEC + 1n, 0n]) {
-        await expectRevert(escrow.write.setExitDelay([delay]), "EscrowExitDelayOutOfBounds", [
-          delay,
-          HOUR_SEC,
-          7n * DAY_SEC,
-        ]);
+        await expectRevert(escrow.write.setExitDelay([delay]), "EscrowExitDelayOutOfBounds", [delay, HOUR_SEC, 7n * DAY_SEC]);
       }
     });
 
@@ -136,20 +120,17 @@ describe("SkillEscrow administration", () => {
     it("changes the fee receiver and emits TreasuryChanged", async () => {
       const { escrow, treasury, outsider } = await loadFixture(deployEscrowFixture);
       const hash = await escrow.write.setTreasury([outsider.account.address]);
-      await expectEvents(hash, escrow, "TreasuryChanged", [
-        { previous: treasury.account.address, current: outsider.account.address },
-      ]);
+      await expectEvents(hash, escrow, "TreasuryChanged", [{ previous: treasury.account.address, current: outsider.account.address }]);
       expect(getAddress((await escrow.read.treasury()) as string)).to.equal(getAddress(outsider.account.address));
     });
 
     it("rejects the zero address with EscrowInvalidAccount(0) and non-admins", async () => {
       const { escrow, treasury, escrowAs } = await loadFixture(deployEscrowFixture);
       await expectRevert(escrow.write.setTreasury([zeroAddress]), "EscrowInvalidAccount", [zeroAddress]);
-      await expectRevert(
-        (await escrowAs(treasury)).write.setTreasury([treasury.account.address]),
-        "AccessControlUnauthorizedAccount",
-        [treasury.account.address, DEFAULT_ADMIN_ROLE],
-      );
+      await expectRevert((await escrowAs(treasury)).write.setTreasury([treasury.account.address]), "AccessControlUnauthorizedAccount", [
+        treasury.account.address,
+        DEFAULT_ADMIN_ROLE,
+      ]);
     });
   });
 

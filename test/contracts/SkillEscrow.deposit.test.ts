@@ -39,10 +39,7 @@ describe("SkillEscrow deposits", () => {
 
     it("rejects one base unit below the minimum with EscrowDepositBelowMinimum(amount, minimum)", async () => {
       const { alice, escrowAs } = await loadFixture(deployEscrowFixture);
-      await expectRevert((await escrowAs(alice)).write.deposit([USDC - 1n]), "EscrowDepositBelowMinimum", [
-        USDC - 1n,
-        USDC,
-      ]);
+      await expectRevert((await escrowAs(alice)).write.deposit([USDC - 1n]), "EscrowDepositBelowMinimum", [USDC - 1n, USDC]);
     });
 
     it("rejects a deposit without allowance with the token's ERC20InsufficientAllowance", async () => {
@@ -80,27 +77,18 @@ describe("SkillEscrow deposits", () => {
 
     it("rejects the zero address with EscrowInvalidAccount(0)", async () => {
       const { alice, escrowAs } = await loadFixture(deployEscrowFixture);
-      await expectRevert((await escrowAs(alice)).write.depositFor([zeroAddress, USDC]), "EscrowInvalidAccount", [
-        zeroAddress,
-      ]);
+      await expectRevert((await escrowAs(alice)).write.depositFor([zeroAddress, USDC]), "EscrowInvalidAccount", [zeroAddress]);
     });
 
     it("rejects amounts below the minimum with EscrowDepositBelowMinimum", async () => {
       const { alice, bob, escrowAs } = await loadFixture(deployEscrowFixture);
-      await expectRevert(
-        (await escrowAs(alice)).write.depositFor([bob.account.address, 1n]),
-        "EscrowDepositBelowMinimum",
-        [1n, USDC],
-      );
+      await expectRevert((await escrowAs(alice)).write.depositFor([bob.account.address, 1n]), "EscrowDepositBelowMinimum", [1n, USDC]);
     });
 
     it("is paused together with deposit", async () => {
       const { escrow, alice, bob, escrowAs } = await loadFixture(deployEscrowFixture);
       await escrow.write.pauseDeposits();
-      await expectRevert(
-        (await escrowAs(alice)).write.depositFor([bob.account.address, USDC]),
-        "EscrowDepositsPaused",
-      );
+      await expectRevert((await escrowAs(alice)).write.depositFor([bob.account.address, USDC]), "EscrowDepositsPaused");
     });
   });
 
@@ -121,14 +109,7 @@ describe("SkillEscrow deposits", () => {
         nonce: 0n,
         deadline,
       });
-      const hash = await (await escrowAs(settler)).write.depositWithPermit([
-        outsider.account.address,
-        20n * USDC,
-        deadline,
-        v,
-        r,
-        s,
-      ]);
+      const hash = await (await escrowAs(settler)).write.depositWithPermit([outsider.account.address, 20n * USDC, deadline, v, r, s]);
       await expectEvents(hash, escrow, "Deposited", [
         { account: outsider.account.address, from: outsider.account.address, amount: 20n * USDC, balance: 20n * USDC },
       ]);

@@ -3,15 +3,7 @@ import { expect } from "chai";
 import { buildBatch } from "./helpers/batch";
 import { expectRevert } from "./helpers/errors";
 import { expectEvents } from "./helpers/events";
-import {
-  DAY_SEC,
-  STARTING_WALLET_USDC,
-  USDC,
-  deployEscrowFixture,
-  escrowBalance,
-  pendingExit,
-  tokenBalance,
-} from "./helpers/fixtures";
+import { DAY_SEC, STARTING_WALLET_USDC, USDC, deployEscrowFixture, escrowBalance, pendingExit, tokenBalance } from "./helpers/fixtures";
 
 /** Alice holds 100 USDC in the escrow. */
 async function exitFixture() {
@@ -39,9 +31,7 @@ describe("SkillEscrow timed exit", () => {
       await time.setNextBlockTimestamp(at);
       const hash = await asAlice.write.requestExit([40n * USDC]);
       const readyAtSec = BigInt(at) + DAY_SEC;
-      await expectEvents(hash, escrow, "ExitRequested", [
-        { account: alice.account.address, amount: 40n * USDC, readyAt: readyAtSec },
-      ]);
+      await expectEvents(hash, escrow, "ExitRequested", [{ account: alice.account.address, amount: 40n * USDC, readyAt: readyAtSec }]);
       expect(await pendingExit(escrow, alice.account.address)).to.deep.equal({ amount: 40n * USDC, readyAtSec });
       // Requesting does not move money: the amount stays settleable until completeExit.
       expect(await escrowBalance(escrow, alice.account.address)).to.equal(100n * USDC);
@@ -87,11 +77,7 @@ describe("SkillEscrow timed exit", () => {
       await asAlice.write.requestExit([40n * USDC]);
       const { readyAtSec } = await pendingExit(escrow, alice.account.address);
       await time.setNextBlockTimestamp(readyAtSec - 1n);
-      await expectRevert(asAlice.write.completeExit(), "EscrowExitNotReady", [
-        alice.account.address,
-        readyAtSec,
-        readyAtSec - 1n,
-      ]);
+      await expectRevert(asAlice.write.completeExit(), "EscrowExitNotReady", [alice.account.address, readyAtSec, readyAtSec - 1n]);
     });
 
     it("rejects a completion without request, and a second completion, with EscrowNoPendingExit(account)", async () => {

@@ -80,9 +80,7 @@ describe("SkillEscrow properties", function () {
     } catch (error) {
       // fast-check's message carries the shrunk counterexample and its { seed, path }; say how to replay it.
       const message = error instanceof Error ? error.message : String(error);
-      throw new Error(
-        `property failed; replay with FC_SEED=${SEED} FC_PATH=<path> FC_REPLAY_PATH=<replayPath> (both below)\n${message}`,
-      );
+      throw new Error(`property failed; replay with FC_SEED=${SEED} FC_PATH=<path> FC_REPLAY_PATH=<replayPath> (both below)\n${message}`);
     }
     if (!process.env.FC_SEED && !process.env.FC_RUNS && !PATH) {
       const missing = REQUIRED_OUTCOMES.filter((outcome) => !outcomeCounts.has(outcome));

@@ -65,18 +65,14 @@ describe("SkillEscrow reentrancy", () => {
   it("stops claim re-entering claim with ReentrancyGuardReentrantCall", async () => {
     const { token, escrow, escrowCall } = await loadFixture(attackFixture);
     await token.write.arm([escrow.address, escrowCall("claim")]);
-    await expectRevert(token.write.execute([escrow.address, escrowCall("claim")]), "ReentrancyGuardReentrantCall", [], [
-      escrow.abi,
-    ]);
+    await expectRevert(token.write.execute([escrow.address, escrowCall("claim")]), "ReentrancyGuardReentrantCall", [], [escrow.abi]);
     expect(await earningsOf(escrow, token.address)).to.equal(10n * USDC);
   });
 
   it("stops claim re-entering settle, even for a holder of SETTLER_ROLE", async () => {
     const { token, escrow, escrowCall, nextBatch, alice } = await loadFixture(attackFixture);
     await token.write.arm([escrow.address, escrowCall("settle", [nextBatch])]);
-    await expectRevert(token.write.execute([escrow.address, escrowCall("claim")]), "ReentrancyGuardReentrantCall", [], [
-      escrow.abi,
-    ]);
+    await expectRevert(token.write.execute([escrow.address, escrowCall("claim")]), "ReentrancyGuardReentrantCall", [], [escrow.abi]);
     expect(await escrow.read.lastBatchNumber()).to.equal(1n);
     expect(await escrowBalance(escrow, alice.account.address)).to.equal(90n * USDC);
   });
@@ -84,12 +80,7 @@ describe("SkillEscrow reentrancy", () => {
   it("stops completeExit re-entering completeExit with ReentrancyGuardReentrantCall", async () => {
     const { token, escrow, escrowCall } = await loadFixture(attackFixture);
     await token.write.arm([escrow.address, escrowCall("completeExit")]);
-    await expectRevert(
-      token.write.execute([escrow.address, escrowCall("completeExit")]),
-      "ReentrancyGuardReentrantCall",
-      [],
-      [escrow.abi],
-    );
+    await expectRevert(token.write.execute([escrow.address, escrowCall("completeExit")]), "ReentrancyGuardReentrantCall", [], [escrow.abi]);
     expect(await escrowBalance(escrow, token.address)).to.equal(50n * USDC);
     expect((await pendingExit(escrow, token.address)).amount).to.equal(50n * USDC);
   });

@@ -109,12 +109,7 @@ describe("SkillEscrow settle(batch)", () => {
     it("proves every settled call with verifyReceipt and rejects a receipt that was not settled", async () => {
       const { escrow, asSettler, alice, bob, carol, sellerA, sellerB } = await loadFixture(fundedFixture);
       const receipts = Array.from({ length: 11 }, (_, i) =>
-        buildReceipt(
-          i,
-          [alice, bob, carol][i % 3].account.address,
-          [sellerA, sellerB][i % 2].account.address,
-          1_000n * BigInt(i + 1),
-        ),
+        buildReceipt(i, [alice, bob, carol][i % 3].account.address, [sellerA, sellerB][i % 2].account.address, 1_000n * BigInt(i + 1)),
       );
       const { batch, tree } = batchFromReceipts(1n, receipts);
       await asSettler.write.settle([batch]);
@@ -133,9 +128,7 @@ describe("SkillEscrow settle(batch)", () => {
     it("computes the same leaf on-chain as the off-chain tree builder", async () => {
       const { escrow, alice, sellerA } = await loadFixture(fundedFixture);
       const r = buildReceipt(7, alice.account.address, sellerA.account.address, 123_456n);
-      expect(await escrow.read.receiptLeaf([r.callId, r.account, r.seller, r.amount, r.platformFee])).to.equal(
-        receiptLeaf(r),
-      );
+      expect(await escrow.read.receiptLeaf([r.callId, r.account, r.seller, r.amount, r.platformFee])).to.equal(receiptLeaf(r));
     });
   });
 
@@ -244,11 +237,7 @@ describe("SkillEscrow settle(batch)", () => {
         debits: [{ account: dave.account.address, amount: 1n }],
         credits: [{ seller: sellerA.account.address, amount: 1n }],
       });
-      await expectRevert(asSettler.write.settle([neverDeposited]), "EscrowInsufficientBalance", [
-        dave.account.address,
-        0n,
-        1n,
-      ]);
+      await expectRevert(asSettler.write.settle([neverDeposited]), "EscrowInsufficientBalance", [dave.account.address, 0n, 1n]);
     });
 
     it("checks a second debit of the same account against what the first one left", async () => {
@@ -261,11 +250,7 @@ describe("SkillEscrow settle(batch)", () => {
         ],
         credits: [{ seller: sellerA.account.address, amount: 101n * USDC }],
       });
-      await expectRevert(asSettler.write.settle([batch]), "EscrowInsufficientBalance", [
-        alice.account.address,
-        40n * USDC,
-        41n * USDC,
-      ]);
+      await expectRevert(asSettler.write.settle([batch]), "EscrowInsufficientBalance", [alice.account.address, 40n * USDC, 41n * USDC]);
       expect(await escrowBalance(escrow, alice.account.address)).to.equal(100n * USDC);
     });
 

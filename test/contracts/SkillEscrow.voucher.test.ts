@@ -3,14 +3,7 @@ import { expect } from "chai";
 import { hashTypedData, recoverTypedDataAddress, zeroAddress, type Hex } from "viem";
 import { expectRevert } from "./helpers/errors";
 import { expectEvents } from "./helpers/events";
-import {
-  STARTING_WALLET_USDC,
-  USDC,
-  VOUCHER_SIGNER_ROLE,
-  deployEscrowFixture,
-  escrowBalance,
-  tokenBalance,
-} from "./helpers/fixtures";
+import { STARTING_WALLET_USDC, USDC, VOUCHER_SIGNER_ROLE, deployEscrowFixture, escrowBalance, tokenBalance } from "./helpers/fixtures";
 import { signVoucher, type Voucher } from "./helpers/signatures";
 
 const VOUCHER_TYPES = {
@@ -34,8 +27,7 @@ async function voucherFixture() {
     deadline: now + 3600n,
     ...overrides,
   });
-  const sign = (v: Voucher, signer = fixture.voucherSigner) =>
-    signVoucher(signer, fixture.escrow.address, fixture.chainId, v);
+  const sign = (v: Voucher, signer = fixture.voucherSigner) => signVoucher(signer, fixture.escrow.address, fixture.chainId, v);
   return { ...fixture, voucher, sign };
 }
 
@@ -96,10 +88,7 @@ describe("SkillEscrow withdrawWithVoucher(voucher, signature)", () => {
       const signature = await sign(v);
       const asAlice = await escrowAs(alice);
       await asAlice.write.withdrawWithVoucher([v, signature]);
-      await expectRevert(asAlice.write.withdrawWithVoucher([v, signature]), "EscrowVoucherNonceUsed", [
-        alice.account.address,
-        1n,
-      ]);
+      await expectRevert(asAlice.write.withdrawWithVoucher([v, signature]), "EscrowVoucherNonceUsed", [alice.account.address, 1n]);
       // Another voucher with the same nonce is just as dead.
       const other = voucher({ amount: 5n * USDC });
       await expectRevert(asAlice.write.withdrawWithVoucher([other, await sign(other)]), "EscrowVoucherNonceUsed", [
@@ -122,17 +111,13 @@ describe("SkillEscrow withdrawWithVoucher(voucher, signature)", () => {
     it("rejects a voucher signed without VOUCHER_SIGNER_ROLE with EscrowInvalidVoucherSigner(signer)", async () => {
       const { alice, settler, voucher, sign, escrowAs } = await loadFixture(voucherFixture);
       const v = voucher();
-      await expectRevert(
-        (await escrowAs(alice)).write.withdrawWithVoucher([v, await sign(v, settler)]),
-        "EscrowInvalidVoucherSigner",
-        [settler.account.address],
-      );
+      await expectRevert((await escrowAs(alice)).write.withdrawWithVoucher([v, await sign(v, settler)]), "EscrowInvalidVoucherSigner", [
+        settler.account.address,
+      ]);
       // The account cannot sign its own way out either.
-      await expectRevert(
-        (await escrowAs(alice)).write.withdrawWithVoucher([v, await sign(v, alice)]),
-        "EscrowInvalidVoucherSigner",
-        [alice.account.address],
-      );
+      await expectRevert((await escrowAs(alice)).write.withdrawWithVoucher([v, await sign(v, alice)]), "EscrowInvalidVoucherSigner", [
+        alice.account.address,
+      ]);
     });
 
     it("stops accepting a signer's vouchers once its role is revoked", async () => {
@@ -157,20 +142,16 @@ describe("SkillEscrow withdrawWithVoucher(voucher, signature)", () => {
         message: tampered,
         signature,
       });
-      await expectRevert(
-        (await escrowAs(alice)).write.withdrawWithVoucher([tampered, signature]),
-        "EscrowInvalidVoucherSigner",
-        [recovered],
-      );
+      await expectRevert((await escrowAs(alice)).write.withdrawWithVoucher([tampered, signature]), "EscrowInvalidVoucherSigner", [
+        recovered,
+      ]);
     });
 
     it("rejects a malformed signature with EscrowInvalidVoucherSigner(0)", async () => {
       const { alice, voucher, sign, escrowAs } = await loadFixture(voucherFixture);
       const v = voucher();
       const truncated = (await sign(v)).slice(0, 2 + 64 * 2) as Hex;
-      await expectRevert((await escrowAs(alice)).write.withdrawWithVoucher([v, truncated]), "EscrowInvalidVoucherSigner", [
-        zeroAddress,
-      ]);
+      await expectRevert((await escrowAs(alice)).write.withdrawWithVoucher([v, truncated]), "EscrowInvalidVoucherSigner", [zeroAddress]);
     });
 
     it("rejects a zero amount with EscrowZeroAmount", async () => {

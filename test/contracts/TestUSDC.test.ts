@@ -5,13 +5,7 @@ import { getAddress, keccak256, maxUint256, toHex, type Hex } from "viem";
 import { decodeRevert, expectRevert } from "./helpers/errors";
 import { expectEvents } from "./helpers/events";
 import { USDC, tokenBalance } from "./helpers/fixtures";
-import {
-  signAuthorization,
-  signCancelAuthorization,
-  signPermit,
-  splitSignature,
-  type TransferAuthorization,
-} from "./helpers/signatures";
+import { signAuthorization, signCancelAuthorization, signPermit, splitSignature, type TransferAuthorization } from "./helpers/signatures";
 
 async function tokenFixture() {
   const [owner, alice, bob, relayer] = await hre.viem.getWalletClients();
@@ -52,9 +46,7 @@ describe("TestUSDC", () => {
 
     it("rejects anyone else with OwnableUnauthorizedAccount(caller)", async () => {
       const { alice, as } = await loadFixture(tokenFixture);
-      await expectRevert((await as(alice)).write.mint([alice.account.address, 1n]), "OwnableUnauthorizedAccount", [
-        alice.account.address,
-      ]);
+      await expectRevert((await as(alice)).write.mint([alice.account.address, 1n]), "OwnableUnauthorizedAccount", [alice.account.address]);
     });
   });
 
@@ -100,9 +92,10 @@ describe("TestUSDC", () => {
         deadline,
       });
       // Bob's signature over a permit that names Alice as owner recovers to Bob.
-      const error = await usdc.write
-        .permit([alice.account.address, bob.account.address, 1n, deadline, v, r, s])
-        .then(() => expect.fail("permit with a foreign signature succeeded"), (e: unknown) => e);
+      const error = await usdc.write.permit([alice.account.address, bob.account.address, 1n, deadline, v, r, s]).then(
+        () => expect.fail("permit with a foreign signature succeeded"),
+        (e: unknown) => e,
+      );
       const decoded = decodeRevert(error);
       expect(decoded.errorName).to.equal("ERC2612InvalidSigner");
       expect(decoded.args.map((a) => getAddress(a as string))).to.deep.equal([
@@ -116,9 +109,7 @@ describe("TestUSDC", () => {
     it("moves the funds on the payer's signature, submitted by anyone, and marks the nonce used", async () => {
       const { usdc, alice, bob, relayer, chainId, as, authorization } = await loadFixture(tokenFixture);
       const auth = authorization();
-      const { v, r, s } = splitSignature(
-        await signAuthorization(alice, usdc.address, chainId, "TransferWithAuthorization", auth),
-      );
+      const { v, r, s } = splitSignature(await signAuthorization(alice, usdc.address, chainId, "TransferWithAuthorization", auth));
       const hash = await (await as(relayer)).write.transferWithAuthorization([
         auth.from,
         auth.to,
@@ -158,30 +149,15 @@ describe("TestUSDC", () => {
       const signature = await signAuthorization(alice, usdc.address, chainId, "TransferWithAuthorization", auth);
       const args = [auth.from, auth.to, auth.value, auth.validAfter, auth.validBefore, auth.nonce, signature] as const;
       await usdc.write.transferWithAuthorization([...args]);
-      await expectRevert(usdc.write.transferWithAuthorization([...args]), "ERC3009UsedAuthorization", [
-        alice.account.address,
-        auth.nonce,
-      ]);
+      await expectRevert(usdc.write.transferWithAuthorization([...args]), "ERC3009UsedAuthorization", [alice.account.address, auth.nonce]);
     });
 
     it("rejects a signature by someone other than `from` with ERC3009InvalidSignature", async () => {
       const { usdc, bob, chainId, authorization } = await loadFixture(tokenFixture);
       const auth = authorization();
-      const { v, r, s } = splitSignature(
-        await signAuthorization(bob, usdc.address, chainId, "TransferWithAuthorization", auth),
-      );
+      const { v, r, s } = splitSignature(await signAuthorization(bob, usdc.address, chainId, "TransferWithAuthorization", auth));
       await expectRevert(
-        usdc.write.transferWithAuthorization([
-          auth.from,
-          auth.to,
-          auth.value,
-          auth.validAfter,
-          auth.validBefore,
-          auth.nonce,
-          v,
-          r,
-          s,
-        ]),
+        usdc.write.transferWithAuthorization([auth.from, auth.to, auth.value, auth.validAfter, auth.validBefore, auth.nonce, v, r, s]),
         "ERC3009InvalidSignature",
       );
     });
@@ -195,15 +171,7 @@ describe("TestUSDC", () => {
         const auth = authorization(window);
         const signature = await signAuthorization(alice, usdc.address, chainId, "TransferWithAuthorization", auth);
         await expectRevert(
-          usdc.write.transferWithAuthorization([
-            auth.from,
-            auth.to,
-            auth.value,
-            auth.validAfter,
-            auth.validBefore,
-            auth.nonce,
-            signature,
-          ]),
+          usdc.write.transferWithAuthorization([auth.from, auth.to, auth.value, auth.validAfter, auth.validBefore, auth.nonce, signature]),
           "ERC3009InvalidAuthorizationTime",
           [window.validAfter, window.validBefore],
         );
@@ -215,9 +183,7 @@ describe("TestUSDC", () => {
     it("lets the payee pull the funds", async () => {
       const { usdc, alice, bob, chainId, as, authorization } = await loadFixture(tokenFixture);
       const auth = authorization();
-      const { v, r, s } = splitSignature(
-        await signAuthorization(alice, usdc.address, chainId, "ReceiveWithAuthorization", auth),
-      );
+      const { v, r, s } = splitSignature(await signAuthorization(alice, usdc.address, chainId, "ReceiveWithAuthorization", auth));
       const args = [auth.from, auth.to, auth.value, auth.validAfter, auth.validBefore, auth.nonce, v, r, s] as const;
       await (await as(bob)).write.receiveWithAuthorization([...args]);
       expect(await tokenBalance(usdc, bob.account.address)).to.equal(10n * USDC);
@@ -226,13 +192,9 @@ describe("TestUSDC", () => {
     it("rejects any caller but the payee with ERC20InvalidReceiver(to)", async () => {
       const { usdc, alice, bob, relayer, chainId, as, authorization } = await loadFixture(tokenFixture);
       const auth = authorization();
-      const { v, r, s } = splitSignature(
-        await signAuthorization(alice, usdc.address, chainId, "ReceiveWithAuthorization", auth),
-      );
+      const { v, r, s } = splitSignature(await signAuthorization(alice, usdc.address, chainId, "ReceiveWithAuthorization", auth));
       const args = [auth.from, auth.to, auth.value, auth.validAfter, auth.validBefore, auth.nonce, v, r, s] as const;
-      await expectRevert((await as(relayer)).write.receiveWithAuthorization([...args]), "ERC20InvalidReceiver", [
-        bob.account.address,
-      ]);
+      await expectRevert((await as(relayer)).write.receiveWithAuthorization([...args]), "ERC20InvalidReceiver", [bob.account.address]);
     });
   });
 
@@ -245,15 +207,7 @@ describe("TestUSDC", () => {
       await expectEvents(hash, usdc, "AuthorizationCanceled", [{ authorizer: alice.account.address, nonce: auth.nonce }]);
       const signature: Hex = await signAuthorization(alice, usdc.address, chainId, "TransferWithAuthorization", auth);
       await expectRevert(
-        usdc.write.transferWithAuthorization([
-          auth.from,
-          auth.to,
-          auth.value,
-          auth.validAfter,
-          auth.validBefore,
-          auth.nonce,
-          signature,
-        ]),
+        usdc.write.transferWithAuthorization([auth.from, auth.to, auth.value, auth.validAfter, auth.validBefore, auth.nonce, signature]),
         "ERC3009UsedAuthorization",
         [alice.account.address, auth.nonce],
       );

@@ -44,8 +44,7 @@ async function deployedFixture() {
 describe("server/devstack/deploy", () => {
   describe("deployContracts", () => {
     it("deploys TestUSDC and SkillEscrow, grants the roles, mints, and describes it all", async () => {
-      const { deployment, deployer, settler, voucherSigner, treasury, alice, publicClient } =
-        await loadFixture(deployedFixture);
+      const { deployment, deployer, settler, voucherSigner, treasury, alice, publicClient } = await loadFixture(deployedFixture);
       expect(deployment).to.include({
         network: "hardhat",
         chainId: 8453,
@@ -117,10 +116,7 @@ describe("server/devstack/deploy", () => {
       };
       await expectDeployError(deployContracts({ ...base, usdc: alice.account.address }), /no contract at the USDC address/);
       const wrongDecimals = await hre.viem.deployContract("EighteenDecimalsToken");
-      await expectDeployError(
-        deployContracts({ ...base, usdc: wrongDecimals.address }),
-        /has 18 decimals; the escrow expects USDC's 6/,
-      );
+      await expectDeployError(deployContracts({ ...base, usdc: wrongDecimals.address }), /has 18 decimals; the escrow expects USDC's 6/);
       await expectDeployError(deployContracts({ ...base, usdc: deployment.escrow }), /does not answer decimals/);
       await expectDeployError(
         deployContracts({ ...base, usdc: deployment.usdc, mint: [{ to: alice.account.address, amountMicros: 1n }] }),

@@ -40,7 +40,9 @@ describe("spawnGuarded (the children of npm start)", () => {
        const c = net.createServer().listen(0, "::", () => { addresses.push(c.address().address); done(); });`,
     );
     const parentScript = `require(${JSON.stringify(path.resolve(__dirname, "../../server/devstack/child-process.ts"))}).spawnGuarded(${JSON.stringify(child)}, [], { stdio: "inherit" }); setInterval(() => {}, 1000);`;
-    const parent = spawn(process.execPath, ["-r", "ts-node/register/transpile-only", "-e", parentScript], { stdio: ["ignore", "pipe", "inherit"] });
+    const parent = spawn(process.execPath, ["-r", "ts-node/register/transpile-only", "-e", parentScript], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
     const report = await new Promise<{ pid: number; addresses: string[] }>((resolve, reject) => {
       let out = "";
       parent.stdout!.on("data", (chunk: Buffer) => {

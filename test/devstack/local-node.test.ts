@@ -23,11 +23,26 @@ describe("the local chain of the embedded default", function () {
 
     const escrowAbi = loadArtifact("SkillEscrow").abi;
     const usdcAbi = loadArtifact("TestUSDC").abi;
-    const escrowed = await node.publicClient.readContract({ address: demo.deployment.escrow, abi: escrowAbi, functionName: "balances", args: [demo.buyerAddress] });
+    const escrowed = await node.publicClient.readContract({
+      address: demo.deployment.escrow,
+      abi: escrowAbi,
+      functionName: "balances",
+      args: [demo.buyerAddress],
+    });
     expect(escrowed).to.equal(10_000_000n);
-    const held = await node.publicClient.readContract({ address: demo.deployment.usdc, abi: usdcAbi, functionName: "balanceOf", args: [demo.deployment.escrow] });
+    const held = await node.publicClient.readContract({
+      address: demo.deployment.usdc,
+      abi: usdcAbi,
+      functionName: "balanceOf",
+      args: [demo.deployment.escrow],
+    });
     expect(held).to.equal(10_000_000n);
-    const wallet = await node.publicClient.readContract({ address: demo.deployment.usdc, abi: usdcAbi, functionName: "balanceOf", args: [demo.buyerAddress] });
+    const wallet = await node.publicClient.readContract({
+      address: demo.deployment.usdc,
+      abi: usdcAbi,
+      functionName: "balanceOf",
+      args: [demo.buyerAddress],
+    });
     expect(wallet).to.equal(0n);
   });
 

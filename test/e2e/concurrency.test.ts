@@ -17,9 +17,7 @@ describe("concurrent calls against a balance that runs out", () => {
       if (availableMicros < 0n || heldMicros < 0n || availableMicros + heldMicros > startMicros) negatives.push(availableMicros);
     }, 1);
 
-    const results = await Promise.all(
-      Array.from({ length: 200 }, (_, i) => stack.post("/v1/call", { skill_id: "echo", input: { i } })),
-    );
+    const results = await Promise.all(Array.from({ length: 200 }, (_, i) => stack.post("/v1/call", { skill_id: "echo", input: { i } })));
     clearInterval(watcher);
 
     const ok = results.filter((r) => r.status === 200);

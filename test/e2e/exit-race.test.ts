@@ -72,7 +72,12 @@ describe("a unilateral exit racing with calls", function () {
     expect(await chain.escrowBalance(chain.address("carol"))).to.equal(0n);
     expect(stack.gw.ledger.balance(stack.buyerId)).to.deep.equal({ availableMicros: 0n, heldMicros: 0n });
 
-    const books = await reconcile({ db: stack.gw.db, publicClient: chain.publicClient, escrowAddress: chain.deployment.escrow, fromBlock: chain.deployment.deployBlock });
+    const books = await reconcile({
+      db: stack.gw.db,
+      publicClient: chain.publicClient,
+      escrowAddress: chain.deployment.escrow,
+      fromBlock: chain.deployment.deployBlock,
+    });
     expect(books.differences).to.deep.equal([]);
     assertBalanced(stack.gw.db);
   });

@@ -28,10 +28,22 @@ describe("the money path, end to end", function () {
   const wallets = () => hre.viem.getWalletClients();
   const walletOf = async (address: Address) => (await wallets()).find((w) => w.account.address.toLowerCase() === address.toLowerCase())!;
   const usdcOf = (address: Address) =>
-    chain.publicClient.readContract({ address: chain.deployment.usdc, abi: usdcAbi, functionName: "balanceOf", args: [address] }) as Promise<bigint>;
+    chain.publicClient.readContract({
+      address: chain.deployment.usdc,
+      abi: usdcAbi,
+      functionName: "balanceOf",
+      args: [address],
+    }) as Promise<bigint>;
   const send = async (from: Address, functionName: string, args: readonly unknown[]): Promise<Hash> => {
     const w = await walletOf(from);
-    const hash = await w.writeContract({ address: chain.deployment.escrow, abi: escrowAbi, functionName, args, account: w.account, chain: w.chain } as never);
+    const hash = await w.writeContract({
+      address: chain.deployment.escrow,
+      abi: escrowAbi,
+      functionName,
+      args,
+      account: w.account,
+      chain: w.chain,
+    } as never);
     expect((await chain.receipt(hash)).status).to.equal("success");
     return hash;
   };
@@ -71,7 +83,10 @@ describe("the money path, end to end", function () {
     stack.addSkill("odd", "/echo", { priceMicros: prices.odd });
     stack.addSkill("dear", "/echo", { priceMicros: prices.dear });
     stack.addSkill("flaky", "/fail", { priceMicros: prices.flaky });
-    const plan = Array.from({ length: 1_000 }, (_, i) => (["cheap", "cheap", "cheap", "cheap", "odd", "odd", "odd", "dear", "dear", "flaky"] as const)[(i * 7) % 10]);
+    const plan = Array.from(
+      { length: 1_000 },
+      (_, i) => (["cheap", "cheap", "cheap", "cheap", "odd", "odd", "odd", "dear", "dear", "flaky"] as const)[(i * 7) % 10],
+    );
     let spent = 0n;
     let fees = 0n;
     for (let i = 0; i < plan.length; i += 50) {
@@ -127,7 +142,10 @@ describe("the money path, end to end", function () {
     expect(withdrawal.status).to.equal(200);
     const v = withdrawal.body.data.voucher;
     expect(BigInt(v.amount)).to.equal(10n * USDC - spent);
-    await send(buyer, "withdrawWithVoucher", [{ account: v.account, amount: BigInt(v.amount), nonce: BigInt(v.nonce), deadline: BigInt(v.deadline) }, withdrawal.body.data.signature]);
+    await send(buyer, "withdrawWithVoucher", [
+      { account: v.account, amount: BigInt(v.amount), nonce: BigInt(v.nonce), deadline: BigInt(v.deadline) },
+      withdrawal.body.data.signature,
+    ]);
 
     // Every unit accounted for: the buyer's wallet is down exactly what it spent, the
     // escrow holds nothing, and the books agree with the chain.
@@ -135,7 +153,12 @@ describe("the money path, end to end", function () {
     expect(await usdcOf(chain.deployment.escrow)).to.equal(0n);
     expect(stack.gw.ledger.balance(stack.buyerId)).to.deep.equal({ availableMicros: 0n, heldMicros: 0n });
     await stack.gw.moneyPath!.vouchers!.sweep(chain.publicClient);
-    const books = await reconcile({ db: stack.gw.db, publicClient: chain.publicClient, escrowAddress: chain.deployment.escrow, fromBlock: chain.deployment.deployBlock });
+    const books = await reconcile({
+      db: stack.gw.db,
+      publicClient: chain.publicClient,
+      escrowAddress: chain.deployment.escrow,
+      fromBlock: chain.deployment.deployBlock,
+    });
     expect(books.differences).to.deep.equal([]);
     expect(books.ok).to.equal(true);
     assertBalanced(stack.gw.db);
@@ -159,10 +182,17 @@ describe("the money path across a gateway restart mid-stream (a killed one is te
     const backend = await startTestBackend();
     const all = await hre.viem.getWalletClients();
     const buyer = chain.address("bob");
-    const config = loadConfig({}, { port: 0, dbPath: path.join(dir, "gateway.db"), rateLimitPerMin: 100_000, skillBackendAllowlist: [backend.url] });
+    const config = loadConfig(
+      {},
+      { port: 0, dbPath: path.join(dir, "gateway.db"), rateLimitPerMin: 100_000, skillBackendAllowlist: [backend.url] },
+    );
     const connection = await gatewayChain(chain);
     const call = (url: string, key: string) =>
-      fetch(`${url}/v1/call`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ skill_id: "echo", input: {} }) })
+      fetch(`${url}/v1/call`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ skill_id: "echo", input: {} }),
+      })
         .then((r) => r.status)
         .catch(() => 0);
 
@@ -172,7 +202,14 @@ describe("the money path across a gateway restart mid-stream (a killed one is te
       first.ledger.ensureAccount({ id: "bob", kind: "user", name: "Bob" });
       await linkAddress(first.ledger, { accountId: "bob", address: buyer });
       await linkAddress(first.ledger, { accountId: "seller", address: all[6].account.address });
-      first.skills.upsert({ slug: "echo", name: "echo", priceMicros: 7_000n, sellerAccountId: "seller", backendUrl: `${backend.url}/echo`, timeoutMs: 2_000 });
+      first.skills.upsert({
+        slug: "echo",
+        name: "echo",
+        priceMicros: 7_000n,
+        sellerAccountId: "seller",
+        backendUrl: `${backend.url}/echo`,
+        timeoutMs: 2_000,
+      });
       const { key } = first.keys.create("bob");
       await chain.deposit("bob", 5n * USDC);
       await first.moneyPath!.indexer.poll();
@@ -182,7 +219,14 @@ describe("the money path across a gateway restart mid-stream (a killed one is te
       expect(await first.moneyPath!.settler!.runOnce()).to.include({ batch: 1, calls: 100 });
 
       // A stream of calls to a slower backend, and the gateway goes away while they are in flight.
-      first.skills.upsert({ slug: "echo", name: "echo", priceMicros: 7_000n, sellerAccountId: "seller", backendUrl: `${backend.url}/slow`, timeoutMs: 2_000 });
+      first.skills.upsert({
+        slug: "echo",
+        name: "echo",
+        priceMicros: 7_000n,
+        sellerAccountId: "seller",
+        backendUrl: `${backend.url}/slow`,
+        timeoutMs: 2_000,
+      });
       const inFlight = Array.from({ length: 60 }, () => call(first.url, key));
       await backend.nextRequest("/slow");
       await first.close();
@@ -196,14 +240,27 @@ describe("the money path across a gateway restart mid-stream (a killed one is te
         // The deposit is not credited again, and whatever was in flight is either a
         // capture the first gateway made durable or a hold the restart released.
         expect((await second.moneyPath!.indexer.poll()).credited).to.equal(0);
-        const holds = second.db.prepare("SELECT status, COUNT(*) AS n FROM holds GROUP BY status").all() as Array<{ status: string; n: bigint }>;
-        expect(holds.find((h) => h.status === "open"), "an open hold survived the restart").to.equal(undefined);
+        const holds = second.db.prepare("SELECT status, COUNT(*) AS n FROM holds GROUP BY status").all() as Array<{
+          status: string;
+          n: bigint;
+        }>;
+        expect(
+          holds.find((h) => h.status === "open"),
+          "an open hold survived the restart",
+        ).to.equal(undefined);
         const captured = Number(second.db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'captured'").pluck().get());
         expect(captured).to.be.at.least(100 + answered);
         expect(second.ledger.balance("bob").heldMicros).to.equal(0n);
         expect(second.ledger.balance("bob").availableMicros).to.equal(5n * USDC - BigInt(captured) * 7_000n);
 
-        second.skills.upsert({ slug: "echo", name: "echo", priceMicros: 7_000n, sellerAccountId: "seller", backendUrl: `${backend.url}/echo`, timeoutMs: 2_000 });
+        second.skills.upsert({
+          slug: "echo",
+          name: "echo",
+          priceMicros: 7_000n,
+          sellerAccountId: "seller",
+          backendUrl: `${backend.url}/echo`,
+          timeoutMs: 2_000,
+        });
         const more = await Promise.all(Array.from({ length: 20 }, () => call(second.url, second.keys.create("bob").key)));
         expect(more.every((s) => s === 200)).to.equal(true);
         const run = await second.moneyPath!.settler!.runOnce();
@@ -211,7 +268,12 @@ describe("the money path across a gateway restart mid-stream (a killed one is te
         expect(await second.moneyPath!.settler!.runOnce()).to.include({ calls: 0 });
 
         expect(await chain.escrowBalance(buyer)).to.equal(second.ledger.balance("bob").availableMicros);
-        const books = await reconcile({ db: second.db, publicClient: chain.publicClient, escrowAddress: chain.deployment.escrow, fromBlock: chain.deployment.deployBlock });
+        const books = await reconcile({
+          db: second.db,
+          publicClient: chain.publicClient,
+          escrowAddress: chain.deployment.escrow,
+          fromBlock: chain.deployment.deployBlock,
+        });
         expect(books.differences).to.deep.equal([]);
         assertBalanced(second.db);
       } finally {

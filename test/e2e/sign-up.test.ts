@@ -32,7 +32,11 @@ describe("signing up and paying from an embedded wallet", function () {
     await stack.post("/auth/email/start", { email: "new@example.com" }, { key: null, headers: { origin } });
     const body = stack.gw.db.prepare("SELECT body FROM outbox ORDER BY id DESC LIMIT 1").pluck().get() as string;
     const token = /token=([A-Za-z0-9_-]+)/.exec(body)![1];
-    const verified = await fetch(`${stack.url}/auth/email/verify`, { method: "POST", headers: { "content-type": "application/json", origin }, body: JSON.stringify({ token }) });
+    const verified = await fetch(`${stack.url}/auth/email/verify`, {
+      method: "POST",
+      headers: { "content-type": "application/json", origin },
+      body: JSON.stringify({ token }),
+    });
     expect(verified.status).to.equal(200);
     const cookies = verified.headers.getSetCookie().map((c) => c.split(";")[0]);
     const cookie = cookies.join("; ");
@@ -54,7 +58,11 @@ describe("signing up and paying from an embedded wallet", function () {
     expect((await me()).data.balance).to.deep.include({ available: 2.5 });
 
     // 4. A key from the session pays for a call.
-    const created = await fetch(`${stack.url}/v1/keys`, { method: "POST", headers: { cookie, "x-csrf-token": csrf, "content-type": "application/json" }, body: JSON.stringify({ name: "agent" }) });
+    const created = await fetch(`${stack.url}/v1/keys`, {
+      method: "POST",
+      headers: { cookie, "x-csrf-token": csrf, "content-type": "application/json" },
+      body: JSON.stringify({ name: "agent" }),
+    });
     const { key } = ((await created.json()) as any).data;
     const call = await stack.post("/v1/call", { skill_id: "echo", input: { hi: 1 } }, { key });
     expect(call.status).to.equal(200);

@@ -34,7 +34,11 @@ describe("a SIWE wallet's sweep: prepare, sign, submit", function () {
     const { token, csrfToken } = await stack.gw.sessions.issue(signIn.accountId);
     const headers = { cookie: `sg_session=${token}`, "x-csrf-token": csrfToken, "content-type": "application/json" };
     const post = async (pathname: string, body?: unknown) => {
-      const response = await fetch(`${stack.url}${pathname}`, { method: "POST", headers, body: body === undefined ? undefined : JSON.stringify(body) });
+      const response = await fetch(`${stack.url}${pathname}`, {
+        method: "POST",
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
       return { status: response.status, body: (await response.json()) as any };
     };
     const me = async () => (await (await fetch(`${stack.url}/v1/me`, { headers })).json()) as any;
@@ -70,19 +74,35 @@ describe("a SIWE wallet's sweep: prepare, sign, submit", function () {
     expect(Date.parse(prepared.body.data.expires_at)).to.be.greaterThan(Date.now());
 
     // Unknown hash, another account's hash: 404.
-    const unknown = await user.post("/v1/wallet/sweep/submit", { user_op_hash: `0x${"ab".repeat(32)}`, signature: await owner.signMessage({ message: { raw: (`0x${"ab".repeat(32)}`) as Hex } }) });
+    const unknown = await user.post("/v1/wallet/sweep/submit", {
+      user_op_hash: `0x${"ab".repeat(32)}`,
+      signature: await owner.signMessage({ message: { raw: `0x${"ab".repeat(32)}` as Hex } }),
+    });
     expect(unknown.status).to.equal(404);
     const stranger = await signedIn("siwe", privateKeyToAccount(generatePrivateKey()).address);
-    expect((await stranger.post("/v1/wallet/sweep/submit", { user_op_hash: hash, signature: await owner.signMessage({ message: { raw: hash } }) })).status).to.equal(404);
+    expect(
+      (
+        await stranger.post("/v1/wallet/sweep/submit", {
+          user_op_hash: hash,
+          signature: await owner.signMessage({ message: { raw: hash } }),
+        })
+      ).status,
+    ).to.equal(404);
 
     // Someone else's signature: the bundler refuses it, 400, and the prepared operation is still there.
     const intruder = privateKeyToAccount(generatePrivateKey());
-    const wrong = await user.post("/v1/wallet/sweep/submit", { user_op_hash: hash, signature: await intruder.signMessage({ message: { raw: hash } }) });
+    const wrong = await user.post("/v1/wallet/sweep/submit", {
+      user_op_hash: hash,
+      signature: await intruder.signMessage({ message: { raw: hash } }),
+    });
     expect(wrong.status).to.equal(400);
     expect(wrong.body.code).to.equal("user_operation_rejected");
 
     // The owner's personal_sign of the hash: mined, and credited by the indexer from the escrow event.
-    const submitted = await user.post("/v1/wallet/sweep/submit", { user_op_hash: hash, signature: await owner.signMessage({ message: { raw: hash } }) });
+    const submitted = await user.post("/v1/wallet/sweep/submit", {
+      user_op_hash: hash,
+      signature: await owner.signMessage({ message: { raw: hash } }),
+    });
     expect(submitted.status, JSON.stringify(submitted.body)).to.equal(200);
     expect(submitted.body.data.amount).to.equal(2.5);
     expect(submitted.body.data.transaction_hash).to.match(/^0x[0-9a-f]{64}$/);
@@ -92,7 +112,10 @@ describe("a SIWE wallet's sweep: prepare, sign, submit", function () {
     expect((await user.me()).data.balance).to.deep.include({ available: 2.5 });
 
     // Spent: the same hash again is unknown, and the wallet is empty.
-    expect((await user.post("/v1/wallet/sweep/submit", { user_op_hash: hash, signature: await owner.signMessage({ message: { raw: hash } }) })).status).to.equal(404);
+    expect(
+      (await user.post("/v1/wallet/sweep/submit", { user_op_hash: hash, signature: await owner.signMessage({ message: { raw: hash } }) }))
+        .status,
+    ).to.equal(404);
     expect((await user.post("/v1/wallet/sweep/prepare")).status).to.equal(400);
     await stack.gw.moneyPath!.indexer.poll();
     expect((await user.me()).data.balance).to.deep.include({ available: 2.5 });

@@ -12,7 +12,18 @@ const ROOT = path.join(__dirname, "../..");
 function startLocal(dbPath: string): Promise<{ child: ChildProcess; output: string }> {
   const child = spawn(process.execPath, ["-r", "ts-node/register/transpile-only", path.join(ROOT, "scripts/start-local.ts")], {
     cwd: ROOT,
-    env: { ...process.env, PORT: "0", CHAIN_PORT: "0", DB_PATH: dbPath, DEPLOYMENT_FILE: path.join(path.dirname(dbPath), "deployment.json"), CHAIN_RPC_URL: "", GITHUB_CLIENT_ID: "", GITHUB_CLIENT_SECRET: "", GOOGLE_CLIENT_ID: "", GOOGLE_CLIENT_SECRET: "" },
+    env: {
+      ...process.env,
+      PORT: "0",
+      CHAIN_PORT: "0",
+      DB_PATH: dbPath,
+      DEPLOYMENT_FILE: path.join(path.dirname(dbPath), "deployment.json"),
+      CHAIN_RPC_URL: "",
+      GITHUB_CLIENT_ID: "",
+      GITHUB_CLIENT_SECRET: "",
+      GOOGLE_CLIENT_ID: "",
+      GOOGLE_CLIENT_SECRET: "",
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   return new Promise((resolve, reject) => {
@@ -48,20 +59,34 @@ describe("npm start (the embedded default)", () => {
     const [, url, curlKey, body] = curl!;
     expect(curlKey).to.equal(key);
 
-    const res = await fetch(url, { method: "POST", headers: { authorization: `Bearer ${curlKey}`, "content-type": "application/json" }, body });
+    const res = await fetch(url, {
+      method: "POST",
+      headers: { authorization: `Bearer ${curlKey}`, "content-type": "application/json" },
+      body,
+    });
     const json: any = await res.json();
     expect(res.status).to.equal(200);
     expect(json.success).to.equal(true);
     expect(json.data).to.deep.equal(JSON.parse(body).input);
     expect(json.metadata).to.include({ skill_id: "echo", price_paid: 0.001 });
 
-    const broken = await fetch(url, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ skill_id: "broken", input: {} }) });
+    const broken = await fetch(url, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ skill_id: "broken", input: {} }),
+    });
     expect(broken.status).to.equal(502);
-    const balance: any = await (await fetch(url.replace("/v1/call", "/v1/balance"), { headers: { authorization: `Bearer ${key}` } })).json();
+    const balance: any = await (
+      await fetch(url.replace("/v1/call", "/v1/balance"), { headers: { authorization: `Bearer ${key}` } })
+    ).json();
     expect(balance.data).to.include({ available: 9.999, held: 0 });
 
     const withdrawal: any = await (
-      await fetch(url.replace("/v1/call", "/v1/withdrawals"), { method: "POST", headers: { authorization: `Bearer ${key}` }, body: JSON.stringify({ amount: "1" }) })
+      await fetch(url.replace("/v1/call", "/v1/withdrawals"), {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}` },
+        body: JSON.stringify({ amount: "1" }),
+      })
     ).json();
     expect(withdrawal.success, JSON.stringify(withdrawal)).to.equal(true);
     expect(withdrawal.data.voucher.amount).to.equal("1000000");
@@ -79,8 +104,12 @@ describe("npm start (the embedded default)", () => {
     expect(started.output).to.match(/^Escrow: +0x[0-9a-fA-F]{40}$/m);
     expect(started.output).to.contain("balance 10 USDC, deposited on-chain");
     const rpc = (method: string) =>
-      fetch(rpcUrl!, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: [] }) });
-    expect((await (await rpc("eth_chainId")).json() as { result: string }).result).to.equal("0x2105");
+      fetch(rpcUrl!, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: [] }),
+      });
+    expect(((await (await rpc("eth_chainId")).json()) as { result: string }).result).to.equal("0x2105");
     // Ready: the ledger commits, the chain answers, the indexer and settler are running.
     const ready: any = await (await fetch(url.replace("/v1/call", "/readyz"))).json();
     expect(ready, JSON.stringify(ready)).to.deep.include({ success: true });
@@ -88,11 +117,17 @@ describe("npm start (the embedded default)", () => {
 
     // Without OAuth apps configured, a local provider stands in for GitHub and Google: a new
     // person signs up through its login and consent pages, as a browser would.
-    const signIn = /^Sign-in: +(http:\/\/\S+?)\/auth\/github\/start and \/auth\/google\/start \(a local development provider stands in for GitHub and Google\)$/m.exec(started.output);
+    const signIn =
+      /^Sign-in: +(http:\/\/\S+?)\/auth\/github\/start and \/auth\/google\/start \(a local development provider stands in for GitHub and Google\)$/m.exec(
+        started.output,
+      );
     expect(signIn, started.output).to.not.equal(null);
     const gatewayUrl = signIn![1];
     let providerUrl = "";
-    for (const [which, login] of [["google", "ada"], ["github", "grace"]] as const) {
+    for (const [which, login] of [
+      ["google", "ada"],
+      ["github", "grace"],
+    ] as const) {
       const browser = new Browser();
       const start = await browser.request(`${gatewayUrl}/auth/${which}/start`);
       expect(start.status, await start.clone().text()).to.equal(302);
@@ -101,7 +136,10 @@ describe("npm start (the embedded default)", () => {
       expect((await browser.request(callback)).status).to.equal(303);
       expect(browser.cookies(gatewayUrl).has(SESSION_COOKIE)).to.equal(true);
       const me: any = await (await browser.request(`${gatewayUrl}/v1/me`)).json();
-      expect(me.data.identities.map((i: any) => i.provider), JSON.stringify(me)).to.deep.equal([which]);
+      expect(
+        me.data.identities.map((i: any) => i.provider),
+        JSON.stringify(me),
+      ).to.deep.equal([which]);
     }
     expect(providerUrl).to.match(/^http:\/\/127\.0\.0\.1:\d+$/);
 
@@ -126,14 +164,20 @@ describe("npm start (the embedded default)", () => {
     const bundlerUrl = /^Bundler: +(\S+)/m.exec(started.output)?.[1];
     expect(bundlerUrl, started.output).to.match(/^http:\/\/127\.0\.0\.1:\d+\/rpc$/);
     const answers = (target: string) =>
-      fetch(target, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }) }).then(
+      fetch(target, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }),
+      }).then(
         () => true,
         () => false,
       );
     expect(await answers(rpcUrl!)).to.equal(true);
     expect(await answers(bundlerUrl!)).to.equal(true);
     // Not reachable on any other address of this machine (Alto itself binds 0.0.0.0).
-    const external = Object.values(os.networkInterfaces()).flat().find((i) => i && i.family === "IPv4" && !i.internal);
+    const external = Object.values(os.networkInterfaces())
+      .flat()
+      .find((i) => i && i.family === "IPv4" && !i.internal);
     if (external) {
       const port = new URL(bundlerUrl!).port;
       expect(await answers(`http://${external.address}:${port}/rpc`), `the bundler answers on ${external.address}`).to.equal(false);
@@ -144,7 +188,8 @@ describe("npm start (the embedded default)", () => {
     await exited;
     child = undefined;
     // Each child notices within a second; give them ten (a child still answering after that is the bug).
-    for (let i = 0; i < 100 && ((await answers(rpcUrl!)) || (await answers(bundlerUrl!))); i++) await new Promise((resolve) => setTimeout(resolve, 100));
+    for (let i = 0; i < 100 && ((await answers(rpcUrl!)) || (await answers(bundlerUrl!))); i++)
+      await new Promise((resolve) => setTimeout(resolve, 100));
     expect(await answers(rpcUrl!), "the chain node outlived npm start").to.equal(false);
     expect(await answers(bundlerUrl!), "the bundler outlived npm start").to.equal(false);
   });

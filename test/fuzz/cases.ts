@@ -4,7 +4,18 @@
  * fetch cannot send, byte by byte over a socket.
  */
 
-export const CATEGORIES = ["call_json", "call_bytes", "call_auth", "raw_http", "reads", "auth_routes", "seller_schema", "seller_url", "hostile_backend", "other_routes"] as const;
+export const CATEGORIES = [
+  "call_json",
+  "call_bytes",
+  "call_auth",
+  "raw_http",
+  "reads",
+  "auth_routes",
+  "seller_schema",
+  "seller_url",
+  "hostile_backend",
+  "other_routes",
+] as const;
 export type Category = (typeof CATEGORIES)[number];
 
 /** What a step is, for the checks that depend on it. */

@@ -13,7 +13,13 @@ import type { FuzzStep } from "./cases";
  */
 
 /** The 502 codes of a backend's own failure (spec section 7: a skill error, not charged). */
-export const BACKEND_FAILURE_CODES = new Set(["skill_error", "skill_timeout", "skill_unreachable", "skill_invalid_response", "skill_backend_forbidden"]);
+export const BACKEND_FAILURE_CODES = new Set([
+  "skill_error",
+  "skill_timeout",
+  "skill_unreachable",
+  "skill_invalid_response",
+  "skill_backend_forbidden",
+]);
 
 /**
  * Routes that need the escrow chain, which the fuzz stack runs without: they answer
@@ -72,20 +78,24 @@ export function violation(step: FuzzStep, method: string, path: string, answer: 
 
   const exempt = (status >= 300 && status < 400) || ((method === "GET" || method === "HEAD") && DASHBOARD.test(pathname));
   if (answer.body.length > 0 && !exempt) {
-    if (json === undefined || typeof json !== "object" || json === null || Array.isArray(json)) return "answered a body that is not a JSON object";
+    if (json === undefined || typeof json !== "object" || json === null || Array.isArray(json))
+      return "answered a body that is not a JSON object";
     const envelope = json as { success?: unknown; error?: unknown };
     if (typeof envelope.success !== "boolean") return "answered JSON without a boolean `success`";
-    if (envelope.success !== (status < 400)) return `answered success:${envelope.success} with status ${status}`;
+    if (envelope.success !== status < 400) return `answered success:${envelope.success} with status ${status}`;
     if (envelope.success === false && typeof envelope.error !== "string") return "answered an error without an `error` string";
   }
 
   if (step.role === "call" || step.role === "hostile_call") {
     const paid = pricePaid(json);
-    if (status === 200 && !(typeof paid === "number" && paid > 0)) return `a 200 from a call endpoint charged ${paid}: every fuzz skill has a price`;
+    if (status === 200 && !(typeof paid === "number" && paid > 0))
+      return `a 200 from a call endpoint charged ${paid}: every fuzz skill has a price`;
     if (status !== 200 && paid !== undefined && paid !== 0) return `a ${status} from a call endpoint says it charged ${paid}`;
   }
   if (step.mustRefuse && !(status >= 400 && status < 500)) return `answered ${status} to a request that must be refused with a 4xx`;
-  if (step.role === "hostile_listing" && status >= 200 && status < 300) return `a listing naming an internal backend URL was accepted (${status})`;
-  if (step.role === "hostile_call" && status === 200) return "a call to a skill at an internal address succeeded: the gateway reached an internal service";
+  if (step.role === "hostile_listing" && status >= 200 && status < 300)
+    return `a listing naming an internal backend URL was accepted (${status})`;
+  if (step.role === "hostile_call" && status === 200)
+    return "a call to a skill at an internal address succeeded: the gateway reached an internal service";
   return undefined;
 }

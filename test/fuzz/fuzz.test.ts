@@ -22,6 +22,7 @@ describe("fuzzing the gateway with hostile requests", () => {
     this.timeout(600_000);
     const report = await runFuzz({ seed, cases, only });
     console.log(formatReport(report).replace(/^/gm, "      "));
-    if (failed(report)) expect.fail(`the fuzz run of seed ${seed} broke the rules (${replayCommand(seed)} runs it again):\n${formatViolations(report)}`);
+    if (failed(report))
+      expect.fail(`the fuzz run of seed ${seed} broke the rules (${replayCommand(seed)} runs it again):\n${formatViolations(report)}`);
   });
 });

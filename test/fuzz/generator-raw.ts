@@ -17,7 +17,13 @@ function head(requestLine: string, headers: readonly (readonly [string, string])
   return Buffer.from(requestLine + CRLF + headers.map(([k, v]) => `${k}: ${v}${CRLF}`).join("") + CRLF, "latin1");
 }
 
-function request(method: string, path: string, headers: readonly (readonly [string, string])[], body: Buffer = Buffer.alloc(0), version = "HTTP/1.1"): Buffer {
+function request(
+  method: string,
+  path: string,
+  headers: readonly (readonly [string, string])[],
+  body: Buffer = Buffer.alloc(0),
+  version = "HTTP/1.1",
+): Buffer {
   const withLength = body.length > 0 || method === "POST" ? [...headers, ["Content-Length", String(body.length)] as const] : headers;
   return Buffer.concat([head(`${method} ${path} ${version}`, [["Host", "gateway.test"], ...withLength]), body]);
 }
@@ -61,7 +67,10 @@ export const rawCase: CaseGenerator = (rng, target) => {
     ["garbage", 4],
   ]);
   const { path, body } = callBody(rng);
-  const step = (raw: RawRequest, mayReset = true): { label: string; steps: FuzzStep[] } => ({ label: kind, steps: [{ request: raw, role: raw.paths.some(isCallPath) ? "call" : "other", mayReset }] });
+  const step = (raw: RawRequest, mayReset = true): { label: string; steps: FuzzStep[] } => ({
+    label: kind,
+    steps: [{ request: raw, role: raw.paths.some(isCallPath) ? "call" : "other", mayReset }],
+  });
 
   switch (kind) {
     case "invalid UTF-8": {
@@ -78,8 +87,13 @@ export const rawCase: CaseGenerator = (rng, target) => {
       return step(one(request("POST", target, [auth, json], payload), ["POST"], [badPath ? "/v1/skills/?/call" : "/v1/call"]));
     }
     case "chunked, valid": {
-      const pieces = dribble(rng, body, rng.int(1, 6), 0).map((s) => `${s.bytes.length.toString(16)}${CRLF}${s.bytes.toString("latin1")}${CRLF}`);
-      const bytes = Buffer.concat([head(`POST ${path} HTTP/1.1`, [["Host", "gateway.test"], auth, json, ["Transfer-Encoding", "chunked"]]), Buffer.from(`${pieces.join("")}0${CRLF}${CRLF}`, "latin1")]);
+      const pieces = dribble(rng, body, rng.int(1, 6), 0).map(
+        (s) => `${s.bytes.length.toString(16)}${CRLF}${s.bytes.toString("latin1")}${CRLF}`,
+      );
+      const bytes = Buffer.concat([
+        head(`POST ${path} HTTP/1.1`, [["Host", "gateway.test"], auth, json, ["Transfer-Encoding", "chunked"]]),
+        Buffer.from(`${pieces.join("")}0${CRLF}${CRLF}`, "latin1"),
+      ]);
       return step(one(bytes, ["POST"], [path]), false);
     }
     case "chunked, broken": {
@@ -96,7 +110,10 @@ export const rawCase: CaseGenerator = (rng, target) => {
         `${text.length.toString(16)}${CRLF}${text}${CRLF}0${CRLF}Trailer: ${"x".repeat(100)}${CRLF}bad trailer${CRLF}${CRLF}`,
       ]);
       const te = rng.pick(["chunked", "chunked", "gzip, chunked", "chunked, identity", "xchunked", "Chunked"]);
-      const bytes = Buffer.concat([head(`POST ${path} HTTP/1.1`, [["Host", "gateway.test"], auth, json, ["Transfer-Encoding", te]]), Buffer.from(broken, "latin1")]);
+      const bytes = Buffer.concat([
+        head(`POST ${path} HTTP/1.1`, [["Host", "gateway.test"], auth, json, ["Transfer-Encoding", te]]),
+        Buffer.from(broken, "latin1"),
+      ]);
       // A valid-looking chunk header promising more than is sent would leave the server rightly waiting: cut it off.
       return step(one(bytes, ["POST"], [path], { abort: te === "xchunked" }));
     }
@@ -114,8 +131,18 @@ export const rawCase: CaseGenerator = (rng, target) => {
       const chunked = rng.chance(0.3);
       const headers = chunked ? [["Transfer-Encoding", "chunked"] as const] : [["Content-Length", String(declared)] as const];
       const start = head(`POST ${path} HTTP/1.1`, [["Host", "gateway.test"], auth, json, ...headers]);
-      const partial = chunked ? Buffer.from(`${(body.length + 100).toString(16)}${CRLF}${body.toString("latin1")}`, "latin1") : body.subarray(0, rng.int(0, body.length));
-      return step(one(Buffer.alloc(0), ["POST"], [path], { abort: true, segments: [{ bytes: start, delayMs: 0 }, { bytes: partial, delayMs: rng.int(0, 20) }] }));
+      const partial = chunked
+        ? Buffer.from(`${(body.length + 100).toString(16)}${CRLF}${body.toString("latin1")}`, "latin1")
+        : body.subarray(0, rng.int(0, body.length));
+      return step(
+        one(Buffer.alloc(0), ["POST"], [path], {
+          abort: true,
+          segments: [
+            { bytes: start, delayMs: 0 },
+            { bytes: partial, delayMs: rng.int(0, 20) },
+          ],
+        }),
+      );
     }
     case "duplicate headers": {
       const variants: (readonly (readonly [string, string])[])[] = [
@@ -133,7 +160,16 @@ export const rawCase: CaseGenerator = (rng, target) => {
     }
     case "odd Authorization": {
       const key = target.keys.rich;
-      const value = rng.pick([`Bearer\xa0${key}`, `Bearer\x0b${key}`, `Bearer ${key}\xa0`, `\xa0Bearer ${key}`, `Bearer ${key}\x00`, `Bearer ${key.replace("atom_", "atom\xad_")}`, `Bearer ${key}\xff\xfe`, `Bearer\r\n ${key}`]);
+      const value = rng.pick([
+        `Bearer\xa0${key}`,
+        `Bearer\x0b${key}`,
+        `Bearer ${key}\xa0`,
+        `\xa0Bearer ${key}`,
+        `Bearer ${key}\x00`,
+        `Bearer ${key.replace("atom_", "atom\xad_")}`,
+        `Bearer ${key}\xff\xfe`,
+        `Bearer\r\n ${key}`,
+      ]);
       const name = rng.pick(["Authorization", "authorization", "AUTHORIZATION", "Authorization ", " Authorization", "Author\xadization"]);
       const lines: (readonly [string, string])[] = [[name, value], json];
       // None of these is `Bearer <key>`: each must be refused, whichever layer refuses it.
@@ -173,7 +209,10 @@ export const rawCase: CaseGenerator = (rng, target) => {
       }
       const bytes = Buffer.concat(parts);
       const segments = rng.chance(0.5) ? [{ bytes, delayMs: 0 }] : dribble(rng, bytes, rng.int(2, 8), 5);
-      return { label: kind, steps: [{ request: one(bytes, methods, paths, { segments }), role: paths.some(isCallPath) ? "call" : "other", mayReset: true }] };
+      return {
+        label: kind,
+        steps: [{ request: one(bytes, methods, paths, { segments }), role: paths.some(isCallPath) ? "call" : "other", mayReset: true }],
+      };
     }
     case "odd request line": {
       const line = rng.pick([
@@ -199,13 +238,31 @@ export const rawCase: CaseGenerator = (rng, target) => {
       ]);
       const method = line.split(" ")[0];
       const hostless = line.endsWith("HTTP/1.0") || rng.chance(0.1);
-      const headers = [...(hostless ? [] : [["Host", "gateway.test"] as const]), auth, json, ["Content-Length", String(body.length)] as const];
+      const headers = [
+        ...(hostless ? [] : [["Host", "gateway.test"] as const]),
+        auth,
+        json,
+        ["Content-Length", String(body.length)] as const,
+      ];
       return step(one(Buffer.concat([head(line, headers), body]), [method], [line.split(" ")[1] ?? ""]));
     }
     case "expect": {
       const expect = rng.pick(["100-continue", "100-Continue", "200-ok", "nonsense"]);
-      const start = head(`POST ${path} HTTP/1.1`, [["Host", "gateway.test"], auth, json, ["Content-Length", String(body.length)], ["Expect", expect]]);
-      return step(one(Buffer.alloc(0), ["POST"], [path], { segments: [{ bytes: start, delayMs: 0 }, { bytes: body, delayMs: rng.int(0, 20) }] }));
+      const start = head(`POST ${path} HTTP/1.1`, [
+        ["Host", "gateway.test"],
+        auth,
+        json,
+        ["Content-Length", String(body.length)],
+        ["Expect", expect],
+      ]);
+      return step(
+        one(Buffer.alloc(0), ["POST"], [path], {
+          segments: [
+            { bytes: start, delayMs: 0 },
+            { bytes: body, delayMs: rng.int(0, 20) },
+          ],
+        }),
+      );
     }
     default: {
       // Random bytes may happen to be the start of a request the server rightly waits to see

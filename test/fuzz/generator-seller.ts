@@ -28,22 +28,96 @@ function hostileSchema(rng: Rng, target: Target): { label: string; schema: strin
   const depth = rng.pick([500, 2_000, 5_000, 9_000]);
   const keyword = rng.pick(["not", "items", "additionalProperties", "contains", "propertyNames"]);
   const kinds: (() => { label: string; schema: string; input: string })[] = [
-    () => ({ label: "ReDoS pattern", schema: JSON.stringify({ type: "object", properties: { s: { type: "string", pattern } } }), input: JSON.stringify({ s: attack(n) }) }),
-    () => ({ label: "ReDoS patternProperties", schema: JSON.stringify({ type: "object", patternProperties: { [pattern]: { type: "string" } } }), input: JSON.stringify({ [attack(n)]: "x" }) }),
-    () => ({ label: "ReDoS propertyNames", schema: JSON.stringify({ type: "object", propertyNames: { pattern } }), input: JSON.stringify({ [attack(n)]: 1 }) }),
-    () => ({ label: "recursive $ref", schema: rng.pick(['{"$ref":"#"}', '{"type":"object","properties":{"a":{"$ref":"#"}}}', '{"anyOf":[{"$ref":"#"}]}', '{"$defs":{"n":{"type":"object","properties":{"a":{"$ref":"#/$defs/n"}}}},"$ref":"#/$defs/n"}', '{"$id":"http://fuzz.test/s","type":"object","properties":{"a":{"$ref":"#"}}}']), input: `{"a":${deepJson(rng.pick(DEPTHS), "object")}}` }),
-    () => ({ label: "mutual $ref", schema: '{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}', input: "{}" }),
+    () => ({
+      label: "ReDoS pattern",
+      schema: JSON.stringify({ type: "object", properties: { s: { type: "string", pattern } } }),
+      input: JSON.stringify({ s: attack(n) }),
+    }),
+    () => ({
+      label: "ReDoS patternProperties",
+      schema: JSON.stringify({ type: "object", patternProperties: { [pattern]: { type: "string" } } }),
+      input: JSON.stringify({ [attack(n)]: "x" }),
+    }),
+    () => ({
+      label: "ReDoS propertyNames",
+      schema: JSON.stringify({ type: "object", propertyNames: { pattern } }),
+      input: JSON.stringify({ [attack(n)]: 1 }),
+    }),
+    () => ({
+      label: "recursive $ref",
+      schema: rng.pick([
+        '{"$ref":"#"}',
+        '{"type":"object","properties":{"a":{"$ref":"#"}}}',
+        '{"anyOf":[{"$ref":"#"}]}',
+        '{"$defs":{"n":{"type":"object","properties":{"a":{"$ref":"#/$defs/n"}}}},"$ref":"#/$defs/n"}',
+        '{"$id":"http://fuzz.test/s","type":"object","properties":{"a":{"$ref":"#"}}}',
+      ]),
+      input: `{"a":${deepJson(rng.pick(DEPTHS), "object")}}`,
+    }),
+    () => ({
+      label: "mutual $ref",
+      schema: '{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}',
+      input: "{}",
+    }),
     () => ({ label: "remote $ref", schema: JSON.stringify({ $ref: `${canary}/schema.json` }), input: "{}" }),
-    () => ({ label: "remote $schema", schema: JSON.stringify({ $schema: `${canary}/meta`, $id: `${canary}/id`, type: "object" }), input: "{}" }),
+    () => ({
+      label: "remote $schema",
+      schema: JSON.stringify({ $schema: `${canary}/meta`, $id: `${canary}/id`, type: "object" }),
+      input: "{}",
+    }),
     () => ({ label: `nested ${keyword} x${depth}`, schema: `${`{"${keyword}":`.repeat(depth)}{}${"}".repeat(depth)}`, input: `{"a":[1]}` }),
-    () => ({ label: `nested properties x${depth}`, schema: `${'{"properties":{"a":'.repeat(depth)}{}${"}}".repeat(depth)}`, input: `{"a":${deepJson(100, "object")}}` }),
-    () => ({ label: "huge enum", schema: JSON.stringify({ enum: Array.from({ length: rng.pick([1_000, 5_000, 20_000]) }, (_, i) => `v${i}`) }), input: "{}" }),
-    () => ({ label: "many properties", schema: JSON.stringify({ type: "object", properties: Object.fromEntries(Array.from({ length: rng.pick([500, 3_000]) }, (_, i) => [`p${i}`, { type: "string" }])), required: ["p0"] }), input: '{"p0":"x"}' }),
-    () => ({ label: "uniqueItems", schema: '{"type":"object","properties":{"items":{"type":"array","uniqueItems":true}}}', input: `{"items":[${Array.from({ length: rng.pick([100, 1_000, 3_000]) }, (_, i) => `{"a":${i}}`).join(",")}]}` }),
+    () => ({
+      label: `nested properties x${depth}`,
+      schema: `${'{"properties":{"a":'.repeat(depth)}{}${"}}".repeat(depth)}`,
+      input: `{"a":${deepJson(100, "object")}}`,
+    }),
+    () => ({
+      label: "huge enum",
+      schema: JSON.stringify({ enum: Array.from({ length: rng.pick([1_000, 5_000, 20_000]) }, (_, i) => `v${i}`) }),
+      input: "{}",
+    }),
+    () => ({
+      label: "many properties",
+      schema: JSON.stringify({
+        type: "object",
+        properties: Object.fromEntries(Array.from({ length: rng.pick([500, 3_000]) }, (_, i) => [`p${i}`, { type: "string" }])),
+        required: ["p0"],
+      }),
+      input: '{"p0":"x"}',
+    }),
+    () => ({
+      label: "uniqueItems",
+      schema: '{"type":"object","properties":{"items":{"type":"array","uniqueItems":true}}}',
+      input: `{"items":[${Array.from({ length: rng.pick([100, 1_000, 3_000]) }, (_, i) => `{"a":${i}}`).join(",")}]}`,
+    }),
     // Bounded as the listing rules ask; an input far over the bound should cost no more than one at it.
-    () => ({ label: "uniqueItems with maxItems", schema: '{"type":"object","properties":{"items":{"type":"array","uniqueItems":true,"maxItems":100}}}', input: `{"items":[${Array.from({ length: rng.pick([50, 100, 8_000]) }, (_, i) => `{"a":${i}}`).join(",")}]}` }),
-    () => ({ label: "prototype keys", schema: '{"type":"object","properties":{"__proto__":{"type":"string"},"constructor":{"type":"string"}},"required":["__proto__","constructor","prototype"]}', input: '{"__proto__":"x","constructor":"y","prototype":{}}' }),
-    () => ({ label: "invalid keywords", schema: rng.pick(['{"type":"nonsense"}', '{"minimum":"x"}', '{"pattern":"("}', '{"pattern":"(?<n>a)\\\\k<n>"}', '{"required":"x"}', '{"maxLength":1e308}', '{"multipleOf":1e-308}', '{"format":"email"}', '{"$id":"#x","$anchor":"%%"}', '{"if":{"const":1},"then":false}']), input: jsonObject(rng, 1) }),
+    () => ({
+      label: "uniqueItems with maxItems",
+      schema: '{"type":"object","properties":{"items":{"type":"array","uniqueItems":true,"maxItems":100}}}',
+      input: `{"items":[${Array.from({ length: rng.pick([50, 100, 8_000]) }, (_, i) => `{"a":${i}}`).join(",")}]}`,
+    }),
+    () => ({
+      label: "prototype keys",
+      schema:
+        '{"type":"object","properties":{"__proto__":{"type":"string"},"constructor":{"type":"string"}},"required":["__proto__","constructor","prototype"]}',
+      input: '{"__proto__":"x","constructor":"y","prototype":{}}',
+    }),
+    () => ({
+      label: "invalid keywords",
+      schema: rng.pick([
+        '{"type":"nonsense"}',
+        '{"minimum":"x"}',
+        '{"pattern":"("}',
+        '{"pattern":"(?<n>a)\\\\k<n>"}',
+        '{"required":"x"}',
+        '{"maxLength":1e308}',
+        '{"multipleOf":1e-308}',
+        '{"format":"email"}',
+        '{"$id":"#x","$anchor":"%%"}',
+        '{"if":{"const":1},"then":false}',
+      ]),
+      input: jsonObject(rng, 1),
+    }),
     () => ({ label: "not an object", schema: rng.pick(["true", "false", "[]", '"string"', "1", '[{"type":"object"}]']), input: "{}" }),
   ];
   return rng.pick(kinds)();
@@ -51,7 +125,13 @@ function hostileSchema(rng: Rng, target: Target): { label: string; schema: strin
 
 function listing(slug: string, backendUrl: string, schema: string | undefined, rng: Rng): string {
   const timeout = rng.pick([100, 500, 1_000]);
-  const fields = [`"slug":${JSON.stringify(slug)}`, `"name":"fuzz ${slug}"`, `"price":"0.001"`, `"backend_url":${JSON.stringify(backendUrl)}`, `"timeout_ms":${timeout}`];
+  const fields = [
+    `"slug":${JSON.stringify(slug)}`,
+    `"name":"fuzz ${slug}"`,
+    `"price":"0.001"`,
+    `"backend_url":${JSON.stringify(backendUrl)}`,
+    `"timeout_ms":${timeout}`,
+  ];
   if (schema !== undefined) fields.push(`"input_schema":${schema}`);
   return `{${fields.join(",")}}`;
 }
@@ -61,11 +141,24 @@ function sessionHeaders(target: Target): Record<string, string> {
 }
 
 /** The three steps: list, call (if listed), unlist (if listed). */
-function listCallUnlist(rng: Rng, target: Target, slug: string, body: string, input: string, hostile: boolean, mustRefuse = hostile): FuzzStep[] {
+function listCallUnlist(
+  rng: Rng,
+  target: Target,
+  slug: string,
+  body: string,
+  input: string,
+  hostile: boolean,
+  mustRefuse = hostile,
+): FuzzStep[] {
   const headers = sessionHeaders(target);
   return [
     { request: fetchRequest("POST", "/v1/seller/skills", headers, body), role: mustRefuse ? "hostile_listing" : "other", mayReset: false },
-    { request: callRequest(rng, slug, input, bearer(target.keys.rich)), role: hostile ? "hostile_call" : "call", requires: 0, mayReset: true },
+    {
+      request: callRequest(rng, slug, input, bearer(target.keys.rich)),
+      role: hostile ? "hostile_call" : "call",
+      requires: 0,
+      mayReset: true,
+    },
     { request: fetchRequest("DELETE", `/v1/seller/skills/${slug}`, headers), role: "other", requires: 0, mayReset: false },
   ];
 }
@@ -139,7 +232,10 @@ export const sellerUrlCase: CaseGenerator = (rng, target, index) => {
   const url = rng.pick(hostileUrls(target, rng));
   const roll = rng.next();
   if (roll < 0.55) {
-    return { label: `list ${url.slice(0, 60)}`, steps: listCallUnlist(rng, target, slug, listing(slug, url, undefined, rng), "{}", true, refusedAtListing(url)) };
+    return {
+      label: `list ${url.slice(0, 60)}`,
+      steps: listCallUnlist(rng, target, slug, listing(slug, url, undefined, rng), "{}", true, refusedAtListing(url)),
+    };
   }
   if (roll < 0.75) {
     // A skill listed at an allowed backend, then moved to an internal address.
@@ -147,8 +243,17 @@ export const sellerUrlCase: CaseGenerator = (rng, target, index) => {
     return {
       label: `move to ${url.slice(0, 60)}`,
       steps: [
-        { request: fetchRequest("POST", "/v1/seller/skills", headers, listing(slug, `${target.backendUrl}/const`, undefined, rng)), role: "other", mayReset: false },
-        { request: fetchRequest("PATCH", `/v1/seller/skills/${slug}`, headers, JSON.stringify({ backend_url: url })), role: refusedAtListing(url) ? "hostile_listing" : "other", requires: 0, mayReset: false },
+        {
+          request: fetchRequest("POST", "/v1/seller/skills", headers, listing(slug, `${target.backendUrl}/const`, undefined, rng)),
+          role: "other",
+          mayReset: false,
+        },
+        {
+          request: fetchRequest("PATCH", `/v1/seller/skills/${slug}`, headers, JSON.stringify({ backend_url: url })),
+          role: refusedAtListing(url) ? "hostile_listing" : "other",
+          requires: 0,
+          mayReset: false,
+        },
         { request: callRequest(rng, slug, "{}", bearer(target.keys.rich)), role: "hostile_call", requires: 1, mayReset: true },
         { request: fetchRequest("DELETE", `/v1/seller/skills/${slug}`, headers), role: "other", requires: 0, mayReset: false },
       ],
@@ -156,5 +261,14 @@ export const sellerUrlCase: CaseGenerator = (rng, target, index) => {
   }
   // Skills that already point inside (listed before any check, or a name that resolves there): called.
   const ref = rng.pick(target.hostileSkills);
-  return { label: `call ${ref}`, steps: [{ request: callRequest(rng, ref, rng.chance(0.7) ? "{}" : jsonObject(rng, 1), bearer(target.keys.rich)), role: "hostile_call", mayReset: true }] };
+  return {
+    label: `call ${ref}`,
+    steps: [
+      {
+        request: callRequest(rng, ref, rng.chance(0.7) ? "{}" : jsonObject(rng, 1), bearer(target.keys.rich)),
+        role: "hostile_call",
+        mayReset: true,
+      },
+    ],
+  };
 };

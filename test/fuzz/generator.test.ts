@@ -4,7 +4,10 @@ import { generateCase } from "./generator";
 
 const target: Target = {
   keys: { rich: "atom_rich", poor: "atom_poor", limited: "atom_limited", revoked: "atom_revoked" },
-  skills: [{ slug: "fz-echo", id: "00000000-0000-4000-8000-000000000001" }, { slug: "fz-const", id: "00000000-0000-4000-8000-000000000002" }],
+  skills: [
+    { slug: "fz-echo", id: "00000000-0000-4000-8000-000000000001" },
+    { slug: "fz-const", id: "00000000-0000-4000-8000-000000000002" },
+  ],
   schemaSkills: ["fz-schema-basic", "fz-schema-unique", "fz-schema-ref", "fz-schema-redos"],
   redosSkill: "fz-schema-redos",
   hostileSkills: ["fz-internal-0"],
@@ -26,6 +29,17 @@ describe("the fuzz generator", () => {
 
   it("covers every category within a few hundred cases", () => {
     const seen = new Set(Array.from({ length: 500 }, (_, i) => generateCase(7, i, target).category));
-    expect([...seen].sort()).to.deep.equal(["auth_routes", "call_auth", "call_bytes", "call_json", "hostile_backend", "other_routes", "raw_http", "reads", "seller_schema", "seller_url"]);
+    expect([...seen].sort()).to.deep.equal([
+      "auth_routes",
+      "call_auth",
+      "call_bytes",
+      "call_json",
+      "hostile_backend",
+      "other_routes",
+      "raw_http",
+      "reads",
+      "seller_schema",
+      "seller_url",
+    ]);
   });
 });

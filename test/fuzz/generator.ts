@@ -52,7 +52,13 @@ const GENERATORS: Record<Category, CaseGenerator> = {
 // ---------- shared builders ----------
 
 export function fetchRequest(method: string, path: string, headers: Record<string, string> = {}, body?: string | Buffer): FetchRequest {
-  return { transport: "fetch", method, path, headers, body: body === undefined ? undefined : Buffer.isBuffer(body) ? body : Buffer.from(body) };
+  return {
+    transport: "fetch",
+    method,
+    path,
+    headers,
+    body: body === undefined ? undefined : Buffer.isBuffer(body) ? body : Buffer.from(body),
+  };
 }
 
 export const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
@@ -75,7 +81,18 @@ export function skillRef(rng: Rng, target: Target, slugs: readonly string[] = ta
     const skill = rng.pick(target.skills);
     return rng.chance(0.5) ? skill.id : skill.id.toUpperCase();
   }
-  return rng.pick([...ODD_STRINGS, "ECHO", " fz-echo", "fz-echo ", "fz-echo\u0000", "00000000-0000-0000-0000-000000000000", "x".repeat(5_000), "fz-%65cho", "..", "."]);
+  return rng.pick([
+    ...ODD_STRINGS,
+    "ECHO",
+    " fz-echo",
+    "fz-echo ",
+    "fz-echo\u0000",
+    "00000000-0000-0000-0000-000000000000",
+    "x".repeat(5_000),
+    "fz-%65cho",
+    "..",
+    ".",
+  ]);
 }
 
 /** The two call forms around an input given as JSON text. */
@@ -120,7 +137,13 @@ function callInput(rng: Rng): string {
     [() => jsonObject(rng, 3), 35],
     [() => `{"a":${deepJson(rng.pick(DEPTHS), rng.pick(["array", "object", "mixed"] as const))}}`, 15],
     [() => `{"s":${JSON.stringify(hugeString(rng))},"n":${rng.pick(ODD_NUMBERS)}}`, 8],
-    [() => `{${PROTO_KEYS.slice(0, rng.int(1, PROTO_KEYS.length)).map((k) => `"${k}":{"polluted":true,"prototype":{"polluted":true}}`).join(",")}}`, 12],
+    [
+      () =>
+        `{${PROTO_KEYS.slice(0, rng.int(1, PROTO_KEYS.length))
+          .map((k) => `"${k}":{"polluted":true,"prototype":{"polluted":true}}`)
+          .join(",")}}`,
+      12,
+    ],
     [() => rng.pick(["[]", "[1,2]", '"input"', "1", "null", "true", jsonValue(rng, 2)]), 12],
     [() => `{"a":${rng.pick(ODD_NUMBERS)},"a":${jsonString(rng, false)}}`, 6],
     [() => `{"list":[${Array.from({ length: rng.int(1_000, 30_000) }, (_, i) => i).join(",")}]}`, 4],
@@ -134,12 +157,17 @@ function callInput(rng: Rng): string {
 function callJsonCase(rng: Rng, target: Target, index: number): Made {
   if (rng.chance(0.08)) return retryCase(rng, target, index);
   const headers: Record<string, string> = { ...bearer(callerKey(rng, target)) };
-  if (rng.chance(0.15)) headers["idempotency-key"] = rng.chance(0.9) ? `fz-idem-${rng.int(0, 40)}` : rng.pick(["", " ", "k".repeat(300), "\u00e9t\u00e9"]);
+  if (rng.chance(0.15))
+    headers["idempotency-key"] = rng.chance(0.9) ? `fz-idem-${rng.int(0, 40)}` : rng.pick(["", " ", "k".repeat(300), "\u00e9t\u00e9"]);
   const toSchema = rng.chance(0.2);
   const ref = toSchema ? rng.pick(target.schemaSkills) : skillRef(rng, target);
   const input = toSchema ? schemaInput(rng, target, ref) : callInput(rng);
   const envelope = rng.next();
-  if (envelope < 0.8) return { label: toSchema ? `schema input for ${ref}` : "hostile input", steps: [call(callRequest(rng, ref, input, headers), { mayReset: true })] };
+  if (envelope < 0.8)
+    return {
+      label: toSchema ? `schema input for ${ref}` : "hostile input",
+      steps: [call(callRequest(rng, ref, input, headers), { mayReset: true })],
+    };
   // The general form's own fields, wrong.
   const body = rng.pick([
     `{"skill_id":${jsonValue(rng, 1)},"input":${input}}`,
@@ -150,7 +178,10 @@ function callJsonCase(rng: Rng, target: Target, index: number): Made {
     `[{"skill_id":"fz-echo","input":{}}]`,
     jsonValue(rng, 2),
   ]);
-  return { label: "hostile call envelope", steps: [call(fetchRequest("POST", "/v1/call", { "content-type": "application/json", ...headers }, body), { mayReset: true })] };
+  return {
+    label: "hostile call envelope",
+    steps: [call(fetchRequest("POST", "/v1/call", { "content-type": "application/json", ...headers }, body), { mayReset: true })],
+  };
 }
 
 /**
@@ -163,7 +194,9 @@ function retryCase(rng: Rng, target: Target, index: number): Made {
   const ref = rng.pick(["fz-echo", "fz-const", "fz-slow", "fz-status-500", "fz-status-422", "fz-garbage"]);
   const input = `{"n":${rng.int(0, 999)}}`;
   const request = callRequest(rng, ref, input, headers);
-  const steps: FuzzStep[] = Array.from({ length: rng.int(2, 4) }, () => call(rng.chance(0.15) ? { ...request, body: Buffer.from(input.replace("}", ',"x":1}')) } : request));
+  const steps: FuzzStep[] = Array.from({ length: rng.int(2, 4) }, () =>
+    call(rng.chance(0.15) ? { ...request, body: Buffer.from(input.replace("}", ',"x":1}')) } : request),
+  );
   const parallel = rng.chance(0.5);
   return { label: `${parallel ? "concurrent" : "repeated"} idempotent ${ref}`, steps, parallel };
 }
@@ -174,23 +207,50 @@ function callBytesCase(rng: Rng, target: Target): Made {
   const valid = `{"skill_id":${JSON.stringify(ref)},"input":{"s":"x"}}`;
   const kinds: (readonly [string, () => Buffer])[] = [
     ["random bytes", () => rng.bytes(rng.int(1, 4_096))],
-    ["invalid UTF-8 in a string", () => Buffer.concat([Buffer.from(`{"skill_id":${JSON.stringify(ref)},"input":{"s":"`), rng.pick(BAD_UTF8), Buffer.from('"}}')])],
+    [
+      "invalid UTF-8 in a string",
+      () => Buffer.concat([Buffer.from(`{"skill_id":${JSON.stringify(ref)},"input":{"s":"`), rng.pick(BAD_UTF8), Buffer.from('"}}')]),
+    ],
     ["invalid UTF-8 body", () => Buffer.concat([rng.pick(BAD_UTF8), Buffer.from(valid)])],
     ["BOM before JSON", () => Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(valid)])],
     ["UTF-16 JSON", () => Buffer.from(`\ufeff${valid}`, "utf16le")],
     ["truncated JSON", () => Buffer.from(valid.slice(0, rng.int(0, valid.length - 1)))],
     ["trailing garbage", () => Buffer.from(valid + rng.pick(["x", "}", ",", "\u0000", " {}"]))],
-    ["JSON5-isms", () => Buffer.from(rng.pick([`{'skill_id':'fz-echo','input':{}}`, `{"skill_id":"fz-echo","input":{"n":NaN}}`, `{"skill_id":"fz-echo","input":{"n":Infinity}}`, `{"skill_id":"fz-echo",/*c*/"input":{}}`, `{"skill_id":"fz-echo","input":{},}`]))],
+    [
+      "JSON5-isms",
+      () =>
+        Buffer.from(
+          rng.pick([
+            `{'skill_id':'fz-echo','input':{}}`,
+            `{"skill_id":"fz-echo","input":{"n":NaN}}`,
+            `{"skill_id":"fz-echo","input":{"n":Infinity}}`,
+            `{"skill_id":"fz-echo",/*c*/"input":{}}`,
+            `{"skill_id":"fz-echo","input":{},}`,
+          ]),
+        ),
+    ],
     ["empty body", () => Buffer.alloc(0)],
     ["whitespace only", () => Buffer.from(" \n\t\r ".repeat(rng.int(1, 100)))],
-    ["over the size limit", () => Buffer.from(`{"skill_id":"fz-echo","input":{"s":"${"x".repeat(rng.pick([262_144, 300_000, 2_000_000]))}"}}`)],
+    [
+      "over the size limit",
+      () => Buffer.from(`{"skill_id":"fz-echo","input":{"s":"${"x".repeat(rng.pick([262_144, 300_000, 2_000_000]))}"}}`),
+    ],
     ["gzip-encoded", () => gzipSync(valid)],
   ];
   const [label, make] = rng.pick(kinds);
   const headers: Record<string, string> = { ...bearer(callerKey(rng, target)) };
-  const contentType = rng.pick(["application/json", "application/json; charset=utf-8", "application/json; charset=utf-16", "text/plain", "multipart/form-data; boundary=x", "application/x-www-form-urlencoded", ""]);
+  const contentType = rng.pick([
+    "application/json",
+    "application/json; charset=utf-8",
+    "application/json; charset=utf-16",
+    "text/plain",
+    "multipart/form-data; boundary=x",
+    "application/x-www-form-urlencoded",
+    "",
+  ]);
   if (contentType) headers["content-type"] = contentType;
-  if (label === "gzip-encoded" || rng.chance(0.05)) headers["content-encoding"] = rng.pick(["gzip", "deflate", "br", "identity", "x-unknown"]);
+  if (label === "gzip-encoded" || rng.chance(0.05))
+    headers["content-encoding"] = rng.pick(["gzip", "deflate", "br", "identity", "x-unknown"]);
   const perSkill = rng.chance(0.3);
   const path = perSkill ? `/v1/skills/${encodeURIComponent(ref)}/call` : "/v1/call";
   return { label, steps: [call(fetchRequest("POST", path, headers, make()), { mayReset: true })] };

@@ -89,26 +89,47 @@ async function runCase(fuzzCase: FuzzCase, fuzz: FuzzStack, port: number, deadli
 }
 
 /** Sends one step, checks each answer, and returns the first answer's status. */
-async function runStep(fuzzCase: FuzzCase, i: number, fuzz: FuzzStack, port: number, deadlineMs: number, report: FuzzReport): Promise<number | undefined> {
+async function runStep(
+  fuzzCase: FuzzCase,
+  i: number,
+  fuzz: FuzzStack,
+  port: number,
+  deadlineMs: number,
+  report: FuzzReport,
+): Promise<number | undefined> {
   const step = fuzzCase.steps[i];
   const fail = (message: string, answer: string) => {
     report.violationCount++;
     if (report.violations.length < MAX_VIOLATIONS_KEPT) {
-      report.violations.push({ caseIndex: fuzzCase.index, category: fuzzCase.category, label: fuzzCase.label, step: i, request: describeRequest(step.request), answer, message });
+      report.violations.push({
+        caseIndex: fuzzCase.index,
+        category: fuzzCase.category,
+        label: fuzzCase.label,
+        step: i,
+        request: describeRequest(step.request),
+        answer,
+        message,
+      });
     }
   };
   const requests = step.request.transport === "raw" ? step.request.methods.length : 1;
   report.requests += requests;
   report.byCategory[fuzzCase.category].requests += requests;
   const started = performance.now();
-  const answers = step.request.transport === "fetch" ? await viaFetch(fuzz.stack.url, step.request, deadlineMs) : await viaSocket(port, step.request, deadlineMs);
+  const answers =
+    step.request.transport === "fetch"
+      ? await viaFetch(fuzz.stack.url, step.request, deadlineMs)
+      : await viaSocket(port, step.request, deadlineMs);
   const elapsedMs = performance.now() - started;
   report.slowestRequestMs = Math.max(report.slowestRequestMs, elapsedMs);
   noteSlow(report, elapsedMs, fuzzCase, i);
 
   if (answers.timedOut || elapsedMs > deadlineMs) {
     tally(report.statuses, "no answer");
-    fail(`no answer within ${deadlineMs / 1000} s: the signature of a hang`, `after ${Math.round(elapsedMs)} ms, ${answers.answers.length} answers`);
+    fail(
+      `no answer within ${deadlineMs / 1000} s: the signature of a hang`,
+      `after ${Math.round(elapsedMs)} ms, ${answers.answers.length} answers`,
+    );
     return undefined;
   }
   const methods = step.request.transport === "raw" ? step.request.methods : [step.request.method];
@@ -125,7 +146,8 @@ async function runStep(fuzzCase: FuzzCase, i: number, fuzz: FuzzStack, port: num
   if (missing > 0) {
     const outcome = step.request.transport === "raw" && step.request.abort ? "aborted" : answers.error ? "reset" : "closed";
     tally(report.statuses, outcome, missing);
-    if (outcome !== "aborted" && !step.mayReset) fail(`the connection ended with ${missing} of ${requests} requests unanswered (${answers.error ?? "closed"})`, "");
+    if (outcome !== "aborted" && !step.mayReset)
+      fail(`the connection ended with ${missing} of ${requests} requests unanswered (${answers.error ?? "closed"})`, "");
   }
   return answers.answers[0]?.status;
 }
@@ -158,7 +180,13 @@ async function viaFetch(base: string, request: FetchRequest, deadlineMs: number)
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), deadlineMs);
   try {
-    const res = await fetch(base + request.path, { method: request.method, headers: request.headers, body: request.body, redirect: "manual", signal: controller.signal });
+    const res = await fetch(base + request.path, {
+      method: request.method,
+      headers: request.headers,
+      body: request.body,
+      redirect: "manual",
+      signal: controller.signal,
+    });
     const body = Buffer.from(await res.arrayBuffer());
     const headers: Record<string, string> = {};
     res.headers.forEach((value, key) => {
@@ -188,18 +216,37 @@ async function endChecks(fuzz: FuzzStack, report: FuzzReport): Promise<void> {
   for (const path of ["/healthz", "/readyz"]) {
     const health = await viaFetch(stack.url, { transport: "fetch", method: "GET", path, headers: keyed }, 30_000);
     const answer = health.answers[0];
-    if (answer?.status !== 200) failures.push(`GET ${path} after the run answered ${answer ? describeAnswer(answer) : (health.error ?? "nothing")}`);
+    if (answer?.status !== 200)
+      failures.push(`GET ${path} after the run answered ${answer ? describeAnswer(answer) : (health.error ?? "nothing")}`);
   }
-  const good = await viaFetch(stack.url, { transport: "fetch", method: "POST", path: "/v1/call", headers: { authorization: `Bearer ${fuzz.target.keys.rich}`, "content-type": "application/json" }, body: Buffer.from('{"skill_id":"fz-echo","input":{"after":"the run"}}') }, 30_000);
+  const good = await viaFetch(
+    stack.url,
+    {
+      transport: "fetch",
+      method: "POST",
+      path: "/v1/call",
+      headers: { authorization: `Bearer ${fuzz.target.keys.rich}`, "content-type": "application/json" },
+      body: Buffer.from('{"skill_id":"fz-echo","input":{"after":"the run"}}'),
+    },
+    30_000,
+  );
   const goodAnswer = good.answers[0];
-  if (goodAnswer?.status !== 200) failures.push(`a good call after the run answered ${goodAnswer?.status ?? good.error ?? "nothing"}: ${goodAnswer ? describeAnswer(goodAnswer) : ""}`);
+  if (goodAnswer?.status !== 200)
+    failures.push(
+      `a good call after the run answered ${goodAnswer?.status ?? good.error ?? "nothing"}: ${goodAnswer ? describeAnswer(goodAnswer) : ""}`,
+    );
   else account(report, goodAnswer);
 
   await stack.gw.ledger.commit.durable();
   const db = stack.gw.db;
-  const paid = db.prepare("SELECT COUNT(*) AS n, COALESCE(SUM(charged_micros), 0) AS micros FROM calls WHERE http_status = 200").get() as { n: bigint | number; micros: bigint | number };
+  const paid = db.prepare("SELECT COUNT(*) AS n, COALESCE(SUM(charged_micros), 0) AS micros FROM calls WHERE http_status = 200").get() as {
+    n: bigint | number;
+    micros: bigint | number;
+  };
   if (BigInt(paid.n) !== BigInt(report.charges.count) || BigInt(paid.micros) !== report.charges.micros) {
-    failures.push(`the calls table holds ${paid.n} paid calls for ${paid.micros} base units; the clients saw ${report.charges.count} charged 200s for ${report.charges.micros}`);
+    failures.push(
+      `the calls table holds ${paid.n} paid calls for ${paid.micros} base units; the clients saw ${report.charges.count} charged 200s for ${report.charges.micros}`,
+    );
   }
   const chargedFailures = db.prepare("SELECT COUNT(*) FROM calls WHERE http_status <> 200 AND charged_micros <> 0").pluck().get();
   if (Number(chargedFailures) !== 0) failures.push(`${chargedFailures} calls were charged without a 200`);
@@ -211,7 +258,8 @@ async function endChecks(fuzz: FuzzStack, report: FuzzReport): Promise<void> {
   for (const payer of fuzz.payers) {
     const spent = BigInt(spentBy.get(payer.accountId) as bigint | number);
     const now = stack.available(payer.accountId);
-    if (payer.startMicros - now !== spent) failures.push(`${payer.accountId} lost ${payer.startMicros - now} base units but its paid calls cost ${spent}`);
+    if (payer.startMicros - now !== spent)
+      failures.push(`${payer.accountId} lost ${payer.startMicros - now} base units but its paid calls cost ${spent}`);
   }
   try {
     assertBalanced(db);
@@ -219,11 +267,17 @@ async function endChecks(fuzz: FuzzStack, report: FuzzReport): Promise<void> {
     failures.push(`the ledger does not balance: ${(error as Error).message}`);
   }
   // The gateway runs in this process: a prototype polluted through its JSON handling would show here.
-  for (const [name, proto] of [["Object", Object.prototype], ["Array", Array.prototype]] as const) {
+  for (const [name, proto] of [
+    ["Object", Object.prototype],
+    ["Array", Array.prototype],
+  ] as const) {
     const polluted = Object.getOwnPropertyNames(proto).filter((key) => ["polluted", "admin", "skill_id", "input"].includes(key));
     if (polluted.length > 0) failures.push(`${name}.prototype was polluted: ${polluted.join(", ")}`);
   }
-  if (fuzz.canary.hits.length > 0) failures.push(`the canary (an internal service on loopback) was reached ${fuzz.canary.hits.length} times: ${fuzz.canary.hits.slice(0, 5).join("; ")}`);
+  if (fuzz.canary.hits.length > 0)
+    failures.push(
+      `the canary (an internal service on loopback) was reached ${fuzz.canary.hits.length} times: ${fuzz.canary.hits.slice(0, 5).join("; ")}`,
+    );
 }
 
 /** Sends console.warn and console.error into `lines` until the returned function restores them. */

@@ -47,10 +47,26 @@ const EXCERPT = 300;
 /** A new, empty report for a run of `seed`. */
 export function emptyReport(seed: number, categories: readonly string[]): FuzzReport {
   return {
-    seed, cases: 0, requests: 0, byCategory: Object.fromEntries(categories.map((c) => [c, { cases: 0, requests: 0 }])),
-    statuses: {}, codes502: {}, ok200: 0, replayed200: 0, charges: { count: 0, micros: 0n }, canaryHits: [],
-    eventLoopDelayMaxMs: 0, eventLoopDelayP99Ms: 0, slowestRequestMs: 0, slowest: [], durationMs: 0, gatewayInternalErrors: [], consoleLines: [],
-    violations: [], violationCount: 0, endFailures: [],
+    seed,
+    cases: 0,
+    requests: 0,
+    byCategory: Object.fromEntries(categories.map((c) => [c, { cases: 0, requests: 0 }])),
+    statuses: {},
+    codes502: {},
+    ok200: 0,
+    replayed200: 0,
+    charges: { count: 0, micros: 0n },
+    canaryHits: [],
+    eventLoopDelayMaxMs: 0,
+    eventLoopDelayP99Ms: 0,
+    slowestRequestMs: 0,
+    slowest: [],
+    durationMs: 0,
+    gatewayInternalErrors: [],
+    consoleLines: [],
+    violations: [],
+    violationCount: 0,
+    endFailures: [],
   };
 }
 
@@ -92,16 +108,23 @@ export function replayCommand(seed: number, caseIndex?: number): string {
 
 export function formatViolations(report: FuzzReport): string {
   const lines = report.violations.map(
-    (v) => `  case ${v.caseIndex} (${v.category}: ${v.label}), step ${v.step}: ${v.message}\n    request: ${v.request}\n    answer:  ${v.answer}\n    replay:  ${replayCommand(report.seed, v.caseIndex)}`,
+    (v) =>
+      `  case ${v.caseIndex} (${v.category}: ${v.label}), step ${v.step}: ${v.message}\n    request: ${v.request}\n    answer:  ${v.answer}\n    replay:  ${replayCommand(report.seed, v.caseIndex)}`,
   );
   if (report.violationCount > report.violations.length) lines.push(`  … and ${report.violationCount - report.violations.length} more`);
   return [...lines, ...report.endFailures.map((f) => `  after the run: ${f}`)].join("\n");
 }
 
 export function formatReport(report: FuzzReport): string {
-  const sorted = (counts: Record<string, number>) => Object.entries(counts).sort(([a], [b]) => a.localeCompare(b)).map(([k, n]) => `${k}: ${n}`).join(", ");
+  const sorted = (counts: Record<string, number>) =>
+    Object.entries(counts)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([k, n]) => `${k}: ${n}`)
+      .join(", ");
   const usd = (micros: bigint) => (Number(micros) / 1e6).toFixed(6);
-  const categories = Object.entries(report.byCategory).filter(([, c]) => c.cases > 0).map(([name, c]) => `    ${name.padEnd(16)} ${String(c.cases).padStart(6)} cases ${String(c.requests).padStart(6)} requests`);
+  const categories = Object.entries(report.byCategory)
+    .filter(([, c]) => c.cases > 0)
+    .map(([name, c]) => `    ${name.padEnd(16)} ${String(c.cases).padStart(6)} cases ${String(c.requests).padStart(6)} requests`);
   return [
     `fuzz seed ${report.seed}: ${report.cases} cases, ${report.requests} requests in ${(report.durationMs / 1000).toFixed(1)} s (${Math.round(report.requests / (report.durationMs / 1000))} requests/s)`,
     "  by category:",
@@ -121,4 +144,3 @@ export function formatReport(report: FuzzReport): string {
 export function failed(report: FuzzReport): boolean {
   return report.violationCount > 0 || report.endFailures.length > 0;
 }
-

@@ -34,7 +34,8 @@ const BEHAVIOURS: Record<string, (body: Buffer, req: http.IncomingMessage, res: 
   "/empty": (_b, _req, res) => send(res, 200, ""),
   "/null": (_b, _req, res) => send(res, 200, "null"),
   "/proto": (_b, _req, res) => send(res, 200, '{"__proto__":{"polluted":true},"constructor":{"prototype":{"polluted":true}},"toJSON":1}'),
-  "/bad-utf8": (_b, _req, res) => send(res, 200, Buffer.concat([Buffer.from('{"s":"'), Buffer.from([0xff, 0xfe, 0xed, 0xa0, 0x80]), Buffer.from('"}')])),
+  "/bad-utf8": (_b, _req, res) =>
+    send(res, 200, Buffer.concat([Buffer.from('{"s":"'), Buffer.from([0xff, 0xfe, 0xed, 0xa0, 0x80]), Buffer.from('"}')])),
   "/lone-surrogate": (_b, _req, res) => send(res, 200, '{"s":"\\ud800\\udfff\\ud800"}'),
   "/huge": (_b, _req, res) => send(res, 200, `{"blob":"${"x".repeat(2 * 1024 * 1024)}"}`),
   "/huge-chunked": (_b, _req, res) => {

@@ -29,12 +29,19 @@ const SCHEMAS: Record<string, object> = {
     type: "object",
     required: ["name"],
     additionalProperties: false,
-    properties: { name: { type: "string", pattern: "^[a-z]{1,16}$" }, n: { type: "integer", minimum: 0, maximum: 100 }, tags: { type: "array", maxItems: 5, items: { type: "string" } } },
+    properties: {
+      name: { type: "string", pattern: "^[a-z]{1,16}$" },
+      n: { type: "integer", minimum: 0, maximum: 100 },
+      tags: { type: "array", maxItems: 5, items: { type: "string" } },
+    },
   },
   // Listing bounds need a maxItems beside uniqueItems (uniqueness is quadratic in the length).
   "fz-schema-unique": { type: "object", properties: { items: { type: "array", uniqueItems: true, maxItems: 100 } } },
   // Recursive through $defs: a bare "#" does not resolve in the registry's compiler.
-  "fz-schema-ref": { $defs: { node: { type: "object", properties: { child: { $ref: "#/$defs/node" }, v: { type: "number" } } } }, $ref: "#/$defs/node" },
+  "fz-schema-ref": {
+    $defs: { node: { type: "object", properties: { child: { $ref: "#/$defs/node" }, v: { type: "number" } } } },
+    $ref: "#/$defs/node",
+  },
   "fz-schema-redos": { type: "object", properties: { s: { type: "string", pattern: "^(a+)+$" } } },
 };
 
@@ -52,13 +59,17 @@ export async function startFuzzStack(): Promise<FuzzStack> {
     // The per-key limit would answer most calls 429 within the first second; one key below keeps a low one.
     // The fuzz backend is on loopback, so allowlisted as the test backend is; the canary is not.
     config: { rateLimitPerMin: 10_000_000, skillBackendAllowlist: [backend.url] },
-    gateway: { log: (message, error) => void gatewayLog.push(`${message}: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error ?? "")}`) },
+    gateway: {
+      log: (message, error) =>
+        void gatewayLog.push(`${message}: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error ?? "")}`),
+    },
   });
 
   for (const route of BACKEND_ROUTES) {
     stack.addSkill(slugOf(route), route, { backendUrl: backend.url + route, timeoutMs: SLOW_ROUTES.has(route) ? 300 : 2_000 });
   }
-  for (const [slug, schema] of Object.entries(SCHEMAS)) stack.addSkill(slug, "/echo", { backendUrl: `${backend.url}/echo`, inputSchema: schema });
+  for (const [slug, schema] of Object.entries(SCHEMAS))
+    stack.addSkill(slug, "/echo", { backendUrl: `${backend.url}/echo`, inputSchema: schema });
 
   // Written straight into the catalogue, as a skill listed before any egress check would be,
   // or one whose host name resolves to an internal address: only the call path can refuse them.
@@ -100,7 +111,10 @@ export async function startFuzzStack(): Promise<FuzzStack> {
     origin: new URL(stack.url).origin,
     backendUrl: backend.url,
   };
-  const payers = [stack.buyerId, poor.accountId, seller.accountId].map((accountId) => ({ accountId, startMicros: stack.available(accountId) }));
+  const payers = [stack.buyerId, poor.accountId, seller.accountId].map((accountId) => ({
+    accountId,
+    startMicros: stack.available(accountId),
+  }));
 
   return {
     stack,

@@ -7,7 +7,18 @@ import type { Rng } from "../helpers/random";
  */
 
 /** Keys that reach an object's prototype or shadow its methods when code is careless. */
-export const PROTO_KEYS = ["__proto__", "constructor", "prototype", "__defineGetter__", "__lookupGetter__", "hasOwnProperty", "toString", "valueOf", "toJSON", "then"] as const;
+export const PROTO_KEYS = [
+  "__proto__",
+  "constructor",
+  "prototype",
+  "__defineGetter__",
+  "__lookupGetter__",
+  "hasOwnProperty",
+  "toString",
+  "valueOf",
+  "toJSON",
+  "then",
+] as const;
 
 /** Strings with a history of breaking parsers, loggers, templates and databases. */
 export const ODD_STRINGS: readonly string[] = [
@@ -20,7 +31,7 @@ export const ODD_STRINGS: readonly string[] = [
   "\u200b\u200c\u200d\ufeff",
   "\ud83d\ude00\ud83d\udc68\u200d\ud83d\udc69\u200d\ud83d\udc67",
   "'; DROP TABLE calls; --",
-  "\" OR 1=1 --",
+  '" OR 1=1 --',
   "<script>alert(1)</script>",
   // biome-ignore lint/suspicious/noTemplateCurlyInString: a template-injection probe, sent as literal text
   "${7*7}{{7*7}}#{7*7}",
@@ -38,12 +49,25 @@ export const ODD_STRINGS: readonly string[] = [
 
 /** Number literals that are valid JSON but awkward: beyond a double, negative zero, denormals. */
 export const ODD_NUMBERS: readonly string[] = [
-  "0", "-0", "1e309", "-1e309", "1e-400", "9007199254740993", "1.7976931348623157e308", "5e-324",
-  "123456789012345678901234567890123456789", "-1", "0.1", "1E+2", "0e0", "-0.0", "100000000000000000000000",
+  "0",
+  "-0",
+  "1e309",
+  "-1e309",
+  "1e-400",
+  "9007199254740993",
+  "1.7976931348623157e308",
+  "5e-324",
+  "123456789012345678901234567890123456789",
+  "-1",
+  "0.1",
+  "1E+2",
+  "0e0",
+  "-0.0",
+  "100000000000000000000000",
 ];
 
 /** JSON string escapes that decode to lone surrogates, controls and the like. */
-const ODD_ESCAPES = ["\\ud800", "\\udfff", "\\ud800\\ud800", "\\u0000", "\\u001f", "\\u2028\\u2029", "\\ufeff", "\\/", "\\\\", "\\\""];
+const ODD_ESCAPES = ["\\ud800", "\\udfff", "\\ud800\\ud800", "\\u0000", "\\u001f", "\\u2028\\u2029", "\\ufeff", "\\/", "\\\\", '\\"'];
 
 /** A JSON string literal (with its quotes). */
 export function jsonString(rng: Rng, allowHuge = true): string {

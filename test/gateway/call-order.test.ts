@@ -31,7 +31,13 @@ describe("the order of the call path's checks", () => {
     { check: "4. skill exists", status: 404, code: "skill_not_found", key: () => limitedKey, body: { skill_id: "no-such", input: {} } },
     { check: "5. rate limit", status: 429, code: "rate_limited", key: () => limitedKey, body: { skill_id: "typed-fail", input: {} } },
     { check: "6. input schema", status: 400, code: "invalid_input", key: () => poorKey, body: { skill_id: "typed-fail", input: {} } },
-    { check: "7. balance", status: 402, code: "insufficient_balance", key: () => poorKey2, body: { skill_id: "typed-fail", input: { n: 1 } } },
+    {
+      check: "7. balance",
+      status: 402,
+      code: "insufficient_balance",
+      key: () => poorKey2,
+      body: { skill_id: "typed-fail", input: { n: 1 } },
+    },
     { check: "8. the backend", status: 502, code: "skill_error", key: () => stack.key, body: { skill_id: "typed-fail", input: { n: 1 } } },
   ];
 

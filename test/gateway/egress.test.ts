@@ -3,8 +3,11 @@ import type { AddressInfo } from "node:net";
 import { expect } from "chai";
 import { EgressPolicy, EgressRefused, isPublicAddress } from "../../server/gateway/egress";
 
-const policy = (allowlist: string[] = [], allowedPorts: number[] = [], resolve?: (host: string) => Promise<{ address: string; family: number }[]>) =>
-  new EgressPolicy({ allowlist, allowedPorts }, resolve);
+const policy = (
+  allowlist: string[] = [],
+  allowedPorts: number[] = [],
+  resolve?: (host: string) => Promise<{ address: string; family: number }[]>,
+) => new EgressPolicy({ allowlist, allowedPorts }, resolve);
 
 describe("the egress policy (which skill backends the gateway may reach)", () => {
   describe("isPublicAddress", () => {
@@ -118,7 +121,10 @@ describe("the egress policy (which skill backends the gateway may reach)", () =>
   });
 
   describe("checkListing: the addresses a name resolves to now", () => {
-    const resolvingTo = (...addresses: string[]) => async () => addresses.map((address) => ({ address, family: address.includes(":") ? 6 : 4 }));
+    const resolvingTo =
+      (...addresses: string[]) =>
+      async () =>
+        addresses.map((address) => ({ address, family: address.includes(":") ? 6 : 4 }));
 
     it("refuses a name that resolves to loopback", async () => {
       const checked = await policy([], [], resolvingTo("127.0.0.1")).checkListing("https://rebind.example.com/x");
@@ -128,14 +134,20 @@ describe("the egress policy (which skill backends the gateway may reach)", () =>
     });
 
     it("refuses a name with one public and one private address", async () => {
-      expect(await policy([], [], resolvingTo("8.8.8.8", "10.0.0.5")).checkListing("https://mixed.example.com/x")).to.deep.include({ ok: false, reason: "address" });
+      expect(await policy([], [], resolvingTo("8.8.8.8", "10.0.0.5")).checkListing("https://mixed.example.com/x")).to.deep.include({
+        ok: false,
+        reason: "address",
+      });
     });
 
     it("refuses a name that does not resolve", async () => {
       const failing = async () => {
         throw Object.assign(new Error("getaddrinfo ENOTFOUND"), { code: "ENOTFOUND" });
       };
-      expect(await policy([], [], failing).checkListing("https://nowhere.example.com/x")).to.deep.include({ ok: false, reason: "unresolvable" });
+      expect(await policy([], [], failing).checkListing("https://nowhere.example.com/x")).to.deep.include({
+        ok: false,
+        reason: "unresolvable",
+      });
     });
 
     it("refuses a name that resolves to this machine's own public address", async () => {
@@ -146,7 +158,9 @@ describe("the egress policy (which skill backends the gateway may reach)", () =>
     });
 
     it("accepts a name whose every address is public", async () => {
-      expect((await policy([], [], resolvingTo("8.8.8.8", "2606:4700:4700::1111")).checkListing("https://ok.example.com/x")).ok).to.equal(true);
+      expect((await policy([], [], resolvingTo("8.8.8.8", "2606:4700:4700::1111")).checkListing("https://ok.example.com/x")).ok).to.equal(
+        true,
+      );
     });
   });
 
@@ -166,10 +180,21 @@ describe("the egress policy (which skill backends the gateway may reach)", () =>
 
     const connect = (p: EgressPolicy, hostname: string) =>
       new Promise<unknown>((resolve) => {
-        p.connector(`http://${hostname}:${port}`)({ hostname, host: `${hostname}:${port}`, protocol: "http:", port: String(port), servername: undefined, localAddress: null, httpSocket: undefined }, (error, socket) => {
-          socket?.destroy();
-          resolve(error);
-        });
+        p.connector(`http://${hostname}:${port}`)(
+          {
+            hostname,
+            host: `${hostname}:${port}`,
+            protocol: "http:",
+            port: String(port),
+            servername: undefined,
+            localAddress: null,
+            httpSocket: undefined,
+          },
+          (error, socket) => {
+            socket?.destroy();
+            resolve(error);
+          },
+        );
       });
 
     it("refuses a socket whose peer is loopback, even when no lookup ran (an IP literal)", async () => {

@@ -78,7 +78,10 @@ describe("Forwarder", () => {
   // The test backends are on loopback, so each forwarder allowlists its backend's origin, as an
   // operator does for a backend on its own machine (egress policy: test/gateway/egress.test.ts).
   const forwardTo = (b: Backend, input: unknown = { text: "hello" }, callId = "call-1") => {
-    forwarder ??= new Forwarder({ maxResponseBytes: MAX_RESPONSE_BYTES, egress: new EgressPolicy({ allowlist: [b.url], allowedPorts: [] }) });
+    forwarder ??= new Forwarder({
+      maxResponseBytes: MAX_RESPONSE_BYTES,
+      egress: new EgressPolicy({ allowlist: [b.url], allowedPorts: [] }),
+    });
     return forwarder.forward(buildSkillRecord({ backendUrl: b.url, timeoutMs: TIMEOUT_MS }), callId, input);
   };
 

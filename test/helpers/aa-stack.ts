@@ -54,7 +54,15 @@ export async function startAaStack(): Promise<AaStack> {
       async mint(to, amountMicros) {
         const hash = await deployer.writeContract({
           address: deployment.usdc,
-          abi: [{ type: "function", name: "mint", stateMutability: "nonpayable", inputs: [{ type: "address" }, { type: "uint256" }], outputs: [] }],
+          abi: [
+            {
+              type: "function",
+              name: "mint",
+              stateMutability: "nonpayable",
+              inputs: [{ type: "address" }, { type: "uint256" }],
+              outputs: [],
+            },
+          ],
           functionName: "mint",
           args: [to, amountMicros],
         });

@@ -1,5 +1,14 @@
 import hre from "hardhat";
-import { createPublicClient, custom, maxUint256, parseAbi, type Address, type Hash, type PublicClient, type TransactionReceipt } from "viem";
+import {
+  createPublicClient,
+  custom,
+  maxUint256,
+  parseAbi,
+  type Address,
+  type Hash,
+  type PublicClient,
+  type TransactionReceipt,
+} from "viem";
 import { deployContracts, type Deployment } from "../../server/devstack/deploy";
 import type { ChainConnection } from "../../server/settlement/money-path";
 

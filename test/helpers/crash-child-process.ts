@@ -13,9 +13,13 @@ export interface CrashChild extends CrashChildReady {
 
 /** Starts ./crash-child.ts on `options` and resolves once it serves (its ready line printed). */
 export function startCrashChild(options: CrashChildOptions): Promise<CrashChild> {
-  const child = spawn(process.execPath, ["-r", "ts-node/register/transpile-only", path.join(__dirname, "crash-child.ts"), JSON.stringify(options)], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
+  const child = spawn(
+    process.execPath,
+    ["-r", "ts-node/register/transpile-only", path.join(__dirname, "crash-child.ts"), JSON.stringify(options)],
+    {
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
   const gone = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const end = async (signal: NodeJS.Signals) => {
     if (child.exitCode === null && child.signalCode === null) child.kill(signal);
@@ -23,7 +27,8 @@ export function startCrashChild(options: CrashChildOptions): Promise<CrashChild>
   };
   return new Promise((resolve, reject) => {
     let out = "";
-    const onExit = (code: number | null, signal: string | null) => reject(new Error(`crash child exited before it served (code ${code}, signal ${signal})`));
+    const onExit = (code: number | null, signal: string | null) =>
+      reject(new Error(`crash child exited before it served (code ${code}, signal ${signal})`));
     child.once("exit", onExit);
     child.stdout!.on("data", (chunk: Buffer) => {
       if (out.includes("\n")) return;

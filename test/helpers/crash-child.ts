@@ -46,7 +46,10 @@ export interface CrashChildReady {
 export function crashChildConfig(options: CrashChildOptions): Config {
   const backends = options.skills.map((skill) => new URL(skill.backendUrl).origin);
   const configured = options.env.SKILL_BACKEND_ALLOWLIST ? [options.env.SKILL_BACKEND_ALLOWLIST] : [];
-  return loadConfig({ ...options.env, SKILL_BACKEND_ALLOWLIST: [...configured, ...new Set(backends)].join(",") }, { port: 0, dbPath: options.dbPath });
+  return loadConfig(
+    { ...options.env, SKILL_BACKEND_ALLOWLIST: [...configured, ...new Set(backends)].join(",") },
+    { port: 0, dbPath: options.dbPath },
+  );
 }
 
 async function main(): Promise<void> {
@@ -61,7 +64,14 @@ async function main(): Promise<void> {
     gw.ledger.ensureAccount({ id: options.sellerId, kind: "seller", name: options.sellerId });
   });
   for (const skill of options.skills) {
-    gw.skills.upsert({ slug: skill.slug, name: skill.slug, priceMicros: BigInt(skill.priceMicros), sellerAccountId: options.sellerId, backendUrl: skill.backendUrl, timeoutMs: skill.timeoutMs });
+    gw.skills.upsert({
+      slug: skill.slug,
+      name: skill.slug,
+      priceMicros: BigInt(skill.priceMicros),
+      sellerAccountId: options.sellerId,
+      backendUrl: skill.backendUrl,
+      timeoutMs: skill.timeoutMs,
+    });
   }
   gw.ledger.commit.flush();
   const { key } = gw.keys.create(options.buyer.id);

@@ -33,7 +33,14 @@ export async function exitActions(chain: LocalChain): Promise<ExitActions> {
   };
   const send = async (user: UserName, functionName: "requestExit" | "cancelExit" | "completeExit", args: readonly unknown[]) => {
     const wallet = walletOf(user);
-    const hash = await wallet.writeContract({ address: escrow, abi: EXIT_ABI, functionName, args: args as never, account: wallet.account, chain: wallet.chain });
+    const hash = await wallet.writeContract({
+      address: escrow,
+      abi: EXIT_ABI,
+      functionName,
+      args: args as never,
+      account: wallet.account,
+      chain: wallet.chain,
+    });
     const receipt = await publicClient.waitForTransactionReceipt({ hash });
     if (receipt.status !== "success") throw new Error(`${functionName} by ${user} reverted`);
     return hash;
@@ -47,6 +54,7 @@ export async function exitActions(chain: LocalChain): Promise<ExitActions> {
       await hre.network.provider.request({ method: "evm_increaseTime", params: [Number(delay) + 1] });
       await hre.network.provider.request({ method: "evm_mine", params: [] });
     },
-    walletUsdc: (user) => publicClient.readContract({ address: usdc, abi: TOKEN_ABI, functionName: "balanceOf", args: [chain.address(user)] }),
+    walletUsdc: (user) =>
+      publicClient.readContract({ address: usdc, abi: TOKEN_ABI, functionName: "balanceOf", args: [chain.address(user)] }),
   };
 }

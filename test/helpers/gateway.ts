@@ -23,7 +23,11 @@ export interface TestStack {
   /** Creates an account with a dev_credit balance and an API key. */
   addBuyer(usd: string, kind?: AccountKind): { accountId: string; key: string };
   /** POSTs JSON (a string is sent as is) with the buyer's key unless `key` is given (null: no header). */
-  post(pathname: string, body: unknown, options?: { key?: string | null; headers?: Record<string, string> }): Promise<{ status: number; headers: Headers; body: any }>;
+  post(
+    pathname: string,
+    body: unknown,
+    options?: { key?: string | null; headers?: Record<string, string> },
+  ): Promise<{ status: number; headers: Headers; body: any }>;
   get(pathname: string, key?: string | null): Promise<{ status: number; headers: Headers; body: any }>;
   /** Balances in base units. */
   available(accountId?: string): bigint;
@@ -37,12 +41,17 @@ export interface TestStack {
  * with the skills `echo` (0.001), `fail`, `reject`, `hang`, `notjson`, `big`, and a buyer
  * with `buyerUsd` of dev credit and an API key.
  */
-export async function startStack(options: { config?: Partial<Config>; buyerUsd?: string; dbPath?: string; gateway?: GatewayOptions } = {}): Promise<TestStack> {
+export async function startStack(
+  options: { config?: Partial<Config>; buyerUsd?: string; dbPath?: string; gateway?: GatewayOptions } = {},
+): Promise<TestStack> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gw-"));
   const dbPath = options.dbPath ?? path.join(dir, "gateway.db");
   // The test backend is on loopback: allowlisted, as npm start does for its demo backend.
   const backend = await startTestBackend();
-  const config = loadConfig({}, { port: 0, dbPath, ...options.config, skillBackendAllowlist: [backend.url, ...(options.config?.skillBackendAllowlist ?? [])] });
+  const config = loadConfig(
+    {},
+    { port: 0, dbPath, ...options.config, skillBackendAllowlist: [backend.url, ...(options.config?.skillBackendAllowlist ?? [])] },
+  );
   const gw = await startGateway(config, { log: () => {}, ...options.gateway });
   const sellerId = "seller-1";
   gw.ledger.ensureAccount({ id: sellerId, kind: "seller", name: "Seller One" });
@@ -69,7 +78,13 @@ export async function startStack(options: { config?: Partial<Config>; buyerUsd?:
   };
   const buyer = addBuyer(options.buyerUsd ?? "10");
 
-  const request = (method: string, pathname: string, body: unknown, key: string | null | undefined, headers: Record<string, string> = {}) => {
+  const request = (
+    method: string,
+    pathname: string,
+    body: unknown,
+    key: string | null | undefined,
+    headers: Record<string, string> = {},
+  ) => {
     const k = key === undefined ? buyer.key : key;
     return send(gw.url + pathname, method, k === null ? headers : { authorization: `Bearer ${k}`, ...headers }, body);
   };

@@ -23,9 +23,7 @@ export function makeLedger(options: { file?: string; maxOps?: number } = {}): Le
 }
 
 /** One call's charge: 1 USDC with the default 10% fee included, unless overridden. */
-export function buildCharge(
-  overrides: Partial<Charge> & { priceMicros?: bigint; feeMode?: FeeMode; feeBps?: bigint } = {},
-): Charge {
+export function buildCharge(overrides: Partial<Charge> & { priceMicros?: bigint; feeMode?: FeeMode; feeBps?: bigint } = {}): Charge {
   const { priceMicros = 1_000_000n, feeMode = "included", feeBps = 1000n, ...fields } = overrides;
   return { ...computeCharge(priceMicros, feeMode, feeBps), ...fields };
 }

@@ -27,7 +27,10 @@ export class Browser {
   }
 
   /** One request, no redirect followed; remembers the cookies it sets. */
-  async request(url: string, init: { method?: string; body?: URLSearchParams | string; headers?: Record<string, string> } = {}): Promise<Response> {
+  async request(
+    url: string,
+    init: { method?: string; body?: URLSearchParams | string; headers?: Record<string, string> } = {},
+  ): Promise<Response> {
     const jar = this.cookies(url);
     const headers: Record<string, string> = { ...init.headers };
     if (jar.size > 0) headers.cookie = [...jar].map(([k, v]) => `${k}=${v}`).join("; ");

@@ -55,7 +55,13 @@ export async function startSettlementChain(): Promise<SettlementChain> {
       publicClient.readContract({ address: chain.deployment.escrow, abi: ESCROW_ABI, functionName: "earnings", args: [address] }),
     claim: async (who: HardhatWallet) => {
       const { escrow } = chain.deployment;
-      const hash = await who.writeContract({ address: escrow, abi: ESCROW_ABI, functionName: "claim", account: who.account, chain: who.chain });
+      const hash = await who.writeContract({
+        address: escrow,
+        abi: ESCROW_ABI,
+        functionName: "claim",
+        account: who.account,
+        chain: who.chain,
+      });
       await publicClient.waitForTransactionReceipt({ hash });
     },
     settledBatches: async () => {
@@ -184,7 +190,14 @@ export class SettlementFixture {
     this.db.close();
   }
 
-  private record(callId: string, user: UserName, seller: SellerName, httpStatus: number, chargedMicros: bigint, holdId: string | null): void {
+  private record(
+    callId: string,
+    user: UserName,
+    seller: SellerName,
+    httpStatus: number,
+    chargedMicros: bigint,
+    holdId: string | null,
+  ): void {
     this.calls.record({
       id: callId,
       accountId: userId(user),

@@ -4,7 +4,13 @@ import { bearerToken } from "../../server/http/auth";
 import { type TestStack, startStack } from "../helpers/gateway";
 
 /** A request with the Authorization header sent byte for byte (latin1), as fetch would not always allow. */
-function rawRequest(url: string, method: string, path: string, authorization: string, body?: string): Promise<{ status: number; body: any }> {
+function rawRequest(
+  url: string,
+  method: string,
+  path: string,
+  authorization: string,
+  body?: string,
+): Promise<{ status: number; body: any }> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {
     const headers: http.OutgoingHttpHeaders = { authorization };
@@ -79,7 +85,12 @@ describe("the Authorization header (RFC 9110 credentials)", () => {
     });
 
     const endpoints: Array<{ name: string; method: string; path: string; body?: string }> = [
-      { name: "POST /v1/call (the call fast path)", method: "POST", path: "/v1/call", body: JSON.stringify({ skill_id: "echo", input: {} }) },
+      {
+        name: "POST /v1/call (the call fast path)",
+        method: "POST",
+        path: "/v1/call",
+        body: JSON.stringify({ skill_id: "echo", input: {} }),
+      },
       { name: "GET /v1/balance (an Express route)", method: "GET", path: "/v1/balance" },
     ];
 

@@ -61,19 +61,74 @@ describe("POST /v1/call", () => {
       { name: "a missing skill_id", status: 400, code: "invalid_request", send: (s) => s.post("/v1/call", { input: {} }) },
       { name: "an empty skill_id", status: 400, code: "invalid_request", send: (s) => s.post("/v1/call", { skill_id: " ", input: {} }) },
       { name: "a missing input", status: 400, code: "invalid_request", send: (s) => s.post("/v1/call", { skill_id: "echo" }) },
-      { name: "an input that is an array", status: 400, code: "invalid_request", send: (s) => s.post("/v1/call", { skill_id: "echo", input: [1] }) },
-      { name: "an input that is a string", status: 400, code: "invalid_request", send: (s) => s.post("/v1/call", { skill_id: "echo", input: "hi" }) },
-      { name: "a missing Authorization header", status: 401, code: "unauthorized", send: (s) => s.post("/v1/call", { skill_id: "echo", input: {} }, { key: null }) },
-      { name: "a key without the atom_ prefix", status: 401, code: "unauthorized", send: (s) => s.post("/v1/call", { skill_id: "echo", input: {} }, { key: "sk_live_123" }) },
-      { name: "an unknown key", status: 401, code: "unauthorized", send: (s) => s.post("/v1/call", { skill_id: "echo", input: {} }, { key: `atom_${"1".repeat(44)}` }) },
-      { name: "a Basic Authorization header", status: 401, code: "unauthorized", send: (s) => s.post("/v1/call", { skill_id: "echo", input: {} }, { key: null, headers: { authorization: `Basic ${s.key}` } }) },
-      { name: "an unknown skill", status: 404, code: "skill_not_found", send: (s) => s.post("/v1/call", { skill_id: "no-such-skill", input: {} }) },
-      { name: "an unknown skill UUID", status: 404, code: "skill_not_found", send: (s) => s.post("/v1/call", { skill_id: "00000000-0000-4000-8000-000000000000", input: {} }) },
-      { name: "a body over the size limit", status: 413, code: "payload_too_large", send: (s) => s.post("/v1/call", { skill_id: "echo", input: { x: "y".repeat(300 * 1024) } }) },
-      { name: "a backend 4xx (passed through as 400)", status: 400, code: "skill_rejected_input", send: (s) => s.post("/v1/call", { skill_id: "reject", input: {} }) },
+      {
+        name: "an input that is an array",
+        status: 400,
+        code: "invalid_request",
+        send: (s) => s.post("/v1/call", { skill_id: "echo", input: [1] }),
+      },
+      {
+        name: "an input that is a string",
+        status: 400,
+        code: "invalid_request",
+        send: (s) => s.post("/v1/call", { skill_id: "echo", input: "hi" }),
+      },
+      {
+        name: "a missing Authorization header",
+        status: 401,
+        code: "unauthorized",
+        send: (s) => s.post("/v1/call", { skill_id: "echo", input: {} }, { key: null }),
+      },
+      {
+        name: "a key without the atom_ prefix",
+        status: 401,
+        code: "unauthorized",
+        send: (s) => s.post("/v1/call", { skill_id: "echo", input: {} }, { key: "sk_live_123" }),
+      },
+      {
+        name: "an unknown key",
+        status: 401,
+        code: "unauthorized",
+        send: (s) => s.post("/v1/call", { skill_id: "echo", input: {} }, { key: `atom_${"1".repeat(44)}` }),
+      },
+      {
+        name: "a Basic Authorization header",
+        status: 401,
+        code: "unauthorized",
+        send: (s) => s.post("/v1/call", { skill_id: "echo", input: {} }, { key: null, headers: { authorization: `Basic ${s.key}` } }),
+      },
+      {
+        name: "an unknown skill",
+        status: 404,
+        code: "skill_not_found",
+        send: (s) => s.post("/v1/call", { skill_id: "no-such-skill", input: {} }),
+      },
+      {
+        name: "an unknown skill UUID",
+        status: 404,
+        code: "skill_not_found",
+        send: (s) => s.post("/v1/call", { skill_id: "00000000-0000-4000-8000-000000000000", input: {} }),
+      },
+      {
+        name: "a body over the size limit",
+        status: 413,
+        code: "payload_too_large",
+        send: (s) => s.post("/v1/call", { skill_id: "echo", input: { x: "y".repeat(300 * 1024) } }),
+      },
+      {
+        name: "a backend 4xx (passed through as 400)",
+        status: 400,
+        code: "skill_rejected_input",
+        send: (s) => s.post("/v1/call", { skill_id: "reject", input: {} }),
+      },
       { name: "a backend 500", status: 502, code: "skill_error", send: (s) => s.post("/v1/call", { skill_id: "fail", input: {} }) },
       { name: "a backend 503", status: 502, code: "skill_error", send: (s) => s.post("/v1/call", { skill_id: "unavailable", input: {} }) },
-      { name: "a backend answering HTML", status: 502, code: "skill_invalid_response", send: (s) => s.post("/v1/call", { skill_id: "notjson", input: {} }) },
+      {
+        name: "a backend answering HTML",
+        status: 502,
+        code: "skill_invalid_response",
+        send: (s) => s.post("/v1/call", { skill_id: "notjson", input: {} }),
+      },
     ];
     for (const c of cases) {
       it(`answers ${c.status} ${c.code} to ${c.name}`, async () => {
@@ -159,7 +214,11 @@ describe("POST /v1/call", () => {
       await expectNoCharge(stack, async () => {
         const res = await stack.post("/v1/call", { skill_id: "echo", input: {} });
         expect(res.status).to.equal(500);
-        expect(res.body).to.deep.equal({ success: false, error: "Internal server error: the call was not charged.", code: "internal_error" });
+        expect(res.body).to.deep.equal({
+          success: false,
+          error: "Internal server error: the call was not charged.",
+          code: "internal_error",
+        });
       });
       expect(stack.backend.hits.get("/echo")).to.equal(1);
       stack.gw.db.exec("DROP TRIGGER injected_fault");
@@ -197,7 +256,12 @@ describe("POST /v1/call", () => {
     other.defaultSafeIntegers(true);
     try {
       new SkillRegistry(other).upsert({
-        slug: "late", name: "late", priceMicros: 2_000n, sellerAccountId: stack.sellerId, backendUrl: `${stack.backend.url}/echo`, timeoutMs: 1_000,
+        slug: "late",
+        name: "late",
+        priceMicros: 2_000n,
+        sellerAccountId: stack.sellerId,
+        backendUrl: `${stack.backend.url}/echo`,
+        timeoutMs: 1_000,
       });
     } finally {
       other.close();

@@ -22,9 +22,12 @@ describe("POST /v1/seller/claim", function () {
   let stack: TestStack;
   let buyerKey: string;
 
-  const usdcOf = (address: Address) => aa.node.publicClient.readContract({ address: aa.deployment.usdc, abi: ESCROW, functionName: "balanceOf", args: [address] });
-  const claimable = (address: Address) => aa.node.publicClient.readContract({ address: aa.deployment.escrow, abi: ESCROW, functionName: "earnings", args: [address] });
-  const paymasterDeposit = () => aa.node.publicClient.readContract({ address: aa.aa.paymaster, abi: GATEWAY_PAYMASTER_ABI, functionName: "getDeposit" });
+  const usdcOf = (address: Address) =>
+    aa.node.publicClient.readContract({ address: aa.deployment.usdc, abi: ESCROW, functionName: "balanceOf", args: [address] });
+  const claimable = (address: Address) =>
+    aa.node.publicClient.readContract({ address: aa.deployment.escrow, abi: ESCROW, functionName: "earnings", args: [address] });
+  const paymasterDeposit = () =>
+    aa.node.publicClient.readContract({ address: aa.aa.paymaster, abi: GATEWAY_PAYMASTER_ABI, functionName: "getDeposit" });
   const pollIndexer = async () => {
     await stack.gw.moneyPath!.indexer.poll();
     await stack.gw.moneyPath!.indexer.poll();
@@ -42,7 +45,12 @@ describe("POST /v1/seller/claim", function () {
 
   /** Lists a skill as `session` and has the buyer pay for `calls` calls of it; then the settler posts the batch. */
   async function earn(session: TestSession, slug: string, price: string, calls: number): Promise<void> {
-    const created = await session.request("POST", "/v1/seller/skills", { slug, name: slug, price, backend_url: `${stack.backend.url}/echo` });
+    const created = await session.request("POST", "/v1/seller/skills", {
+      slug,
+      name: slug,
+      price,
+      backend_url: `${stack.backend.url}/echo`,
+    });
     if (created.status !== 201 && created.body?.code !== "slug_taken") throw new Error(JSON.stringify(created.body));
     for (let i = 0; i < calls; i++) {
       const call = await stack.post("/v1/call", { skill_id: slug, input: { i } }, { key: buyerKey });
@@ -128,7 +136,9 @@ describe("POST /v1/seller/claim", function () {
       expect(anonymous.status).to.equal(401);
 
       const recipient = privateKeyToAccount(generatePrivateKey()).address;
-      const badChecksum = recipient.slice(0, 2) + [...recipient.slice(2)].map((c) => (/[a-f]/.test(c) ? c.toUpperCase() : /[A-F]/.test(c) ? c.toLowerCase() : c)).join("");
+      const badChecksum =
+        recipient.slice(0, 2) +
+        [...recipient.slice(2)].map((c) => (/[a-f]/.test(c) ? c.toUpperCase() : /[A-F]/.test(c) ? c.toLowerCase() : c)).join("");
       for (const to of [`0x${"00".repeat(20)}`, "0x1234", 42, badChecksum]) {
         const refused = await session.request("POST", "/v1/seller/claim", { to });
         expect(refused.status, String(to)).to.equal(400);
@@ -166,19 +176,36 @@ describe("POST /v1/seller/claim", function () {
 
       const prepared = await session.request("POST", "/v1/seller/claim/prepare");
       expect(prepared.status, JSON.stringify(prepared.body)).to.equal(201);
-      expect(prepared.body.data).to.include({ amount: 0.9, amount_base_units: "900000", to: wallet.address, wallet: wallet.address, owner: owner.address });
+      expect(prepared.body.data).to.include({
+        amount: 0.9,
+        amount_base_units: "900000",
+        to: wallet.address,
+        wallet: wallet.address,
+        owner: owner.address,
+      });
       expect(Date.parse(prepared.body.data.expires_at)).to.be.greaterThan(Date.now());
       const hash = prepared.body.data.user_op_hash as Hex;
 
-      const noCsrf = await session.request("POST", "/v1/seller/claim/submit", { user_op_hash: hash, signature: await owner.signMessage({ message: { raw: hash } }) }, { csrf: false });
+      const noCsrf = await session.request(
+        "POST",
+        "/v1/seller/claim/submit",
+        { user_op_hash: hash, signature: await owner.signMessage({ message: { raw: hash } }) },
+        { csrf: false },
+      );
       expect(noCsrf.status).to.equal(403);
       const intruder = privateKeyToAccount(generatePrivateKey());
-      const wrong = await session.request("POST", "/v1/seller/claim/submit", { user_op_hash: hash, signature: await intruder.signMessage({ message: { raw: hash } }) });
+      const wrong = await session.request("POST", "/v1/seller/claim/submit", {
+        user_op_hash: hash,
+        signature: await intruder.signMessage({ message: { raw: hash } }),
+      });
       expect(wrong.status).to.equal(400);
       expect(wrong.body.code).to.equal("user_operation_rejected");
       expect(await claimable(wallet.address)).to.equal(900_000n);
 
-      const submitted = await session.request("POST", "/v1/seller/claim/submit", { user_op_hash: hash, signature: await owner.signMessage({ message: { raw: hash } }) });
+      const submitted = await session.request("POST", "/v1/seller/claim/submit", {
+        user_op_hash: hash,
+        signature: await owner.signMessage({ message: { raw: hash } }),
+      });
       expect(submitted.status, JSON.stringify(submitted.body)).to.equal(200);
       expect(submitted.body.data).to.include({ amount: 0.9, amount_base_units: "900000", to: wallet.address });
       expect(submitted.body.data.tx_hash).to.match(/^0x[0-9a-f]{64}$/);
@@ -186,7 +213,10 @@ describe("POST /v1/seller/claim", function () {
       expect(await claimable(wallet.address)).to.equal(0n);
 
       // Spent: the same hash is unknown now, and there is nothing left to prepare a claim for.
-      const replay = await session.request("POST", "/v1/seller/claim/submit", { user_op_hash: hash, signature: await owner.signMessage({ message: { raw: hash } }) });
+      const replay = await session.request("POST", "/v1/seller/claim/submit", {
+        user_op_hash: hash,
+        signature: await owner.signMessage({ message: { raw: hash } }),
+      });
       expect(replay.status).to.equal(404);
       const empty = await session.request("POST", "/v1/seller/claim/prepare");
       expect(empty.status).to.equal(409);

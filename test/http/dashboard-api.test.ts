@@ -84,7 +84,12 @@ describe("dashboard API", () => {
         const echo = (await stack.get("/v1/skills/echo", null)).body.data;
         expect(echo.seller).to.deep.equal({ name: "Seller One", address: null });
         // A seller who signed up by e-mail is named by its account name, the address itself.
-        const listed = await ada.request("POST", "/v1/seller/skills", { slug: "ada-skill", name: "Ada's skill", price: "0.01", backend_url: `${stack.backend.url}/echo` });
+        const listed = await ada.request("POST", "/v1/seller/skills", {
+          slug: "ada-skill",
+          name: "Ada's skill",
+          price: "0.01",
+          backend_url: `${stack.backend.url}/echo`,
+        });
         expect(listed.status).to.equal(201);
         const mine = (await stack.get("/v1/skills/ada-skill", null)).body.data;
         expect(JSON.stringify(mine)).to.not.include("ada@example.com");
@@ -186,7 +191,11 @@ describe("dashboard API", () => {
         buyerUsd: "0",
         gateway: {
           ...options,
-          chain: { ...options.chain!, fundingWallet: walletFor(DEV_ACCOUNT_INDEX.deployer), voucherSigner: walletFor(DEV_ACCOUNT_INDEX.voucherSigner) },
+          chain: {
+            ...options.chain!,
+            fundingWallet: walletFor(DEV_ACCOUNT_INDEX.deployer),
+            voucherSigner: walletFor(DEV_ACCOUNT_INDEX.voucherSigner),
+          },
         },
       });
       ada = await signedIn(stack, "ada@example.com");

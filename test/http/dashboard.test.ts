@@ -28,7 +28,18 @@ describe("the dashboard's pages and assets (server/http/routes/dashboard.ts)", (
   });
 
   it("serves the app's HTML at every page path, with the strict CSP", async () => {
-    for (const path of ["/", "/wallet", "/signin", "/signin/oauth", "/auth/email/callback?token=x", "/keys", "/marketplace", "/marketplace/echo", "/usage", "/seller"]) {
+    for (const path of [
+      "/",
+      "/wallet",
+      "/signin",
+      "/signin/oauth",
+      "/auth/email/callback?token=x",
+      "/keys",
+      "/marketplace",
+      "/marketplace/echo",
+      "/usage",
+      "/seller",
+    ]) {
       const res = await fetch(stack.url + path);
       expect(res.status, path).to.equal(200);
       expect(res.headers.get("content-type")).to.match(/^text\/html/);

@@ -14,7 +14,9 @@ async function startCanary() {
   const state = { requests: 0 };
   const server = http.createServer((_req, res) => {
     state.requests++;
-    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id: 1, result: ["0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266"] }));
+    res
+      .writeHead(200, { "content-type": "application/json" })
+      .end(JSON.stringify({ jsonrpc: "2.0", id: 1, result: ["0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266"] }));
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const port = (server.address() as AddressInfo).port;
@@ -25,7 +27,10 @@ async function startCanary() {
 async function startRedirector(location: string) {
   const server = http.createServer((_req, res) => res.writeHead(302, { location }).end());
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }
 
 describe("egress policy through the gateway (server-side request forgery)", () => {
@@ -53,7 +58,8 @@ describe("egress policy through the gateway (server-side request forgery)", () =
     await canary.close();
   });
 
-  const list = (slug: string, backendUrl: string) => seller.request("POST", "/v1/seller/skills", { slug, name: slug, price: "0.01", backend_url: backendUrl });
+  const list = (slug: string, backendUrl: string) =>
+    seller.request("POST", "/v1/seller/skills", { slug, name: slug, price: "0.01", backend_url: backendUrl });
 
   /** Expects the call to be a 502 skill_backend_forbidden that charged nothing and reached nobody. */
   async function expectForbiddenCall(slug: string): Promise<void> {
@@ -111,13 +117,27 @@ describe("egress policy through the gateway (server-side request forgery)", () =
 
   describe("refuses at call time, uncharged, with 502 skill_backend_forbidden", () => {
     it("refuses a stored skill whose backend is the chain node (listed before the policy existed)", async () => {
-      stack.gw.skills.upsert({ slug: "legacy", name: "legacy", priceMicros: 1_000n, sellerAccountId: stack.sellerId, backendUrl: `http://127.0.0.1:${canary.port}/`, timeoutMs: 2_000 });
+      stack.gw.skills.upsert({
+        slug: "legacy",
+        name: "legacy",
+        priceMicros: 1_000n,
+        sellerAccountId: stack.sellerId,
+        backendUrl: `http://127.0.0.1:${canary.port}/`,
+        timeoutMs: 2_000,
+      });
       await expectForbiddenCall("legacy");
     });
 
     it("refuses every numeric spelling of loopback", async () => {
       for (const [i, host] of ["2130706433", "0x7f000001", "0177.0.0.1", "127.1", "[::ffff:7f00:1]"].entries()) {
-        stack.gw.skills.upsert({ slug: `spelling-${i}`, name: host, priceMicros: 1_000n, sellerAccountId: stack.sellerId, backendUrl: `http://${host}:${canary.port}/`, timeoutMs: 2_000 });
+        stack.gw.skills.upsert({
+          slug: `spelling-${i}`,
+          name: host,
+          priceMicros: 1_000n,
+          sellerAccountId: stack.sellerId,
+          backendUrl: `http://${host}:${canary.port}/`,
+          timeoutMs: 2_000,
+        });
         await expectForbiddenCall(`spelling-${i}`);
       }
     });

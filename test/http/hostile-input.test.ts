@@ -23,7 +23,13 @@ describe("hostile schemas and inputs", () => {
   afterEach(() => stack.close());
 
   const list = (slug: string, inputSchema: unknown) =>
-    seller.request("POST", "/v1/seller/skills", { slug, name: slug, price: "0.01", backend_url: `${stack.backend.url}/echo`, input_schema: inputSchema });
+    seller.request("POST", "/v1/seller/skills", {
+      slug,
+      name: slug,
+      price: "0.01",
+      backend_url: `${stack.backend.url}/echo`,
+      input_schema: inputSchema,
+    });
   /** The same, with the schema's JSON text as given (a test cannot JSON.stringify 5,000 levels either). */
   const listRaw = (slug: string, schemaJson: string) =>
     fetch(`${stack.url}/v1/seller/skills`, {
@@ -34,7 +40,9 @@ describe("hostile schemas and inputs", () => {
 
   describe("a catastrophic-backtracking pattern", () => {
     it("runs on a linear-time engine: the call is refused with 400 at once, uncharged", async () => {
-      expect((await list("evil-regex", { type: "object", properties: { text: { type: "string", pattern: "^(a+)+$" } } })).status).to.equal(201);
+      expect((await list("evil-regex", { type: "object", properties: { text: { type: "string", pattern: "^(a+)+$" } } })).status).to.equal(
+        201,
+      );
       const before = stack.available();
       const res = await stack.post("/v1/call", { skill_id: "evil-regex", input: { text: EVIL } });
       expect(res.status).to.equal(400);
@@ -133,7 +141,12 @@ describe("hostile schemas and inputs", () => {
     });
 
     it("accepts a recursive schema (a tree) and validates bounded input against it", async () => {
-      const tree = { $ref: "#/definitions/node", definitions: { node: { type: "object", properties: { children: { type: "array", maxItems: 10, items: { $ref: "#/definitions/node" } } } } } };
+      const tree = {
+        $ref: "#/definitions/node",
+        definitions: {
+          node: { type: "object", properties: { children: { type: "array", maxItems: 10, items: { $ref: "#/definitions/node" } } } },
+        },
+      };
       expect((await list("tree", tree)).status).to.equal(201);
       let input: object = {};
       for (let i = 0; i < 30; i++) input = { children: [input] };
@@ -161,7 +174,9 @@ describe("hostile schemas and inputs", () => {
     }
 
     it("accepts input nested 63 levels inside the body", async () => {
-      const res = await stack.post("/v1/call", `{"skill_id":"echo","input":{"x":${nested(62)}}}`, { headers: { "content-type": "application/json" } });
+      const res = await stack.post("/v1/call", `{"skill_id":"echo","input":{"x":${nested(62)}}}`, {
+        headers: { "content-type": "application/json" },
+      });
       expect(res.status).to.equal(200);
     });
 
@@ -178,13 +193,21 @@ describe("hostile schemas and inputs", () => {
         body: Buffer.from(text, "utf16le"),
       });
       expect(res.status).to.equal(400);
-      expect(await res.json()).to.deep.include({ success: false, code: "invalid_request", error: "Send the body as UTF-8 JSON (charset=utf-8)." });
+      expect(await res.json()).to.deep.include({
+        success: false,
+        code: "invalid_request",
+        error: "Send the body as UTF-8 JSON (charset=utf-8).",
+      });
     });
 
     it("refuses a deep body on an Express route (the seller's listing) with 400 too", async () => {
       const res = await seller.request("POST", "/v1/seller/skills", JSON.parse(`{"slug":"deep","input_schema":{"a":1}}`));
       expect(res.status).to.equal(400);
-      const raw = await fetch(`${stack.url}/auth/email/start`, { method: "POST", headers: { "content-type": "application/json", origin: stack.url }, body: `{"email":${nested(500)}}` });
+      const raw = await fetch(`${stack.url}/auth/email/start`, {
+        method: "POST",
+        headers: { "content-type": "application/json", origin: stack.url },
+        body: `{"email":${nested(500)}}`,
+      });
       expect(raw.status).to.equal(400);
       expect(await raw.json()).to.include({ success: false, code: "invalid_json" });
     });

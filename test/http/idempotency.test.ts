@@ -79,7 +79,11 @@ describe("Idempotency-Key on the call endpoints", () => {
   it("keeps keys apart per account", async () => {
     const other = stack.addBuyer("1");
     await call("shared-key");
-    const res = await stack.post("/v1/call", { skill_id: "echo", input: { n: 1 } }, { key: other.key, headers: { "idempotency-key": "shared-key" } });
+    const res = await stack.post(
+      "/v1/call",
+      { skill_id: "echo", input: { n: 1 } },
+      { key: other.key, headers: { "idempotency-key": "shared-key" } },
+    );
     expect(res.status).to.equal(200);
     expect(res.headers.get("idempotent-replayed")).to.equal(null);
     expect(stack.available(other.accountId)).to.equal(1_000_000n - 1_000n);

@@ -17,7 +17,9 @@ describe("API keys from a session (/v1/keys)", () => {
       saved.set(m, console[m]);
       console[m] = (...args: unknown[]) => void logged.push(args.map(String).join(" "));
     }
-    stack = await startStack({ gateway: { log: (message, error) => void logged.push(`${message} ${error === undefined ? "" : String(error)}`) } });
+    stack = await startStack({
+      gateway: { log: (message, error) => void logged.push(`${message} ${error === undefined ? "" : String(error)}`) },
+    });
     ada = await signedIn(stack, "ada@example.com");
     stack.gw.ledger.credit(ada.accountId, 1_000_000n, "dev_credit", "test");
     await stack.gw.ledger.commit.durable();

@@ -30,7 +30,12 @@ describe("magic links and mail scanners", () => {
   const SCANNERS: Array<[string, string, Record<string, string>, boolean]> = [
     ["a HEAD of the link", "HEAD", {}, false],
     ["a GET of the link", "GET", {}, false],
-    ["a GET of the link as a browser sends it", "GET", { accept: "text/html,application/xhtml+xml,*/*;q=0.8", "sec-fetch-site": "none", "sec-fetch-mode": "navigate" }, false],
+    [
+      "a GET of the link as a browser sends it",
+      "GET",
+      { accept: "text/html,application/xhtml+xml,*/*;q=0.8", "sec-fetch-site": "none", "sec-fetch-mode": "navigate" },
+      false,
+    ],
     ["a GET of the link asking for JSON", "GET", { accept: "application/json" }, false],
     ["a GET of the link with a signed-in browser's cookie", "GET", {}, true],
   ];

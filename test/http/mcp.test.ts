@@ -13,7 +13,12 @@ async function connect(stack: TestStack, key: string | null = stack.key, query =
   return client;
 }
 
-async function call(client: Client, name: string, args: Record<string, unknown> = {}, meta?: Record<string, unknown>): Promise<CallToolResult> {
+async function call(
+  client: Client,
+  name: string,
+  args: Record<string, unknown> = {},
+  meta?: Record<string, unknown>,
+): Promise<CallToolResult> {
   return (await client.callTool({ name, arguments: args, ...(meta ? { _meta: meta } : {}) })) as CallToolResult;
 }
 
@@ -156,7 +161,12 @@ describe("POST /mcp (hosted MCP server)", () => {
   });
 
   describe("HTTP refusals, in the spec's envelope, before MCP runs", () => {
-    const initialize = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } };
+    const initialize = {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } },
+    };
     const mcpHeaders = { accept: "application/json, text/event-stream" };
 
     it("answers 401 without a key, or with an invalid one", async () => {
@@ -182,7 +192,10 @@ describe("POST /mcp (hosted MCP server)", () => {
 
     for (const method of ["GET", "DELETE", "PUT"]) {
       it(`answers ${method} /mcp with 405 and Allow: POST (the server is stateless)`, async () => {
-        const res = await fetch(`${stack.url}/mcp`, { method, headers: { authorization: `Bearer ${stack.key}`, accept: "text/event-stream" } });
+        const res = await fetch(`${stack.url}/mcp`, {
+          method,
+          headers: { authorization: `Bearer ${stack.key}`, accept: "text/event-stream" },
+        });
         expect(res.status).to.equal(405);
         expect(res.headers.get("allow")).to.equal("POST");
         expect(await res.json()).to.deep.include({ success: false, code: "method_not_allowed" });
@@ -193,7 +206,11 @@ describe("POST /mcp (hosted MCP server)", () => {
       const big = await stack.post("/mcp", { ...initialize, pad: "x".repeat(stack.gw.config.maxRequestBytes) }, { headers: mcpHeaders });
       expect(big.status).to.equal(413);
       expect(big.body).to.deep.include({ success: false, code: "payload_too_large" });
-      const deep = await stack.post("/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":${"[".repeat(100)}${"]".repeat(100)}}`, { headers: mcpHeaders });
+      const deep = await stack.post(
+        "/mcp",
+        `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":${"[".repeat(100)}${"]".repeat(100)}}`,
+        { headers: mcpHeaders },
+      );
       expect(deep.status).to.equal(400);
       expect(deep.body).to.deep.include({ success: false, code: "invalid_json" });
     });
@@ -201,7 +218,11 @@ describe("POST /mcp (hosted MCP server)", () => {
     it("leaves a body that is not an MCP message to the SDK's transport: a JSON-RPC error, nothing charged", async () => {
       await expectNoCharge(stack, async () => {
         const post = (body?: string) =>
-          fetch(`${stack.url}/mcp`, { method: "POST", headers: { authorization: `Bearer ${stack.key}`, "content-type": "application/json", ...mcpHeaders }, body });
+          fetch(`${stack.url}/mcp`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${stack.key}`, "content-type": "application/json", ...mcpHeaders },
+            body,
+          });
         for (const body of [undefined, "{}"]) {
           const res = await post(body);
           expect(res.status, String(body)).to.be.within(400, 499);

@@ -56,7 +56,11 @@ describe("read endpoints", () => {
       await reached;
       const during = await stack.get("/v1/balance");
       expect(during.body.data).to.deep.equal({
-        currency: "USDC", available: 9.75, held: 0.25, available_base_units: "9750000", held_base_units: "250000",
+        currency: "USDC",
+        available: 9.75,
+        held: 0.25,
+        available_base_units: "9750000",
+        held_base_units: "250000",
       });
       await pending;
       const after = await stack.get("/v1/balance");
@@ -109,7 +113,19 @@ describe("read endpoints", () => {
       const apiKeyId = stack.gw.keys.authenticate(stack.key)!.id;
       const record = (id: string, createdAtMs: number) =>
         stack.gw.ledger.commit.run(() =>
-          stack.gw.calls.record({ id, accountId: stack.buyerId, apiKeyId, skillId: stack.gw.skills.resolve("echo")!.id, endpoint: "call", httpStatus: 502, outcome: "skill_error", chargedMicros: 0n, holdId: null, latencyUs: 1_000, createdAtMs }),
+          stack.gw.calls.record({
+            id,
+            accountId: stack.buyerId,
+            apiKeyId,
+            skillId: stack.gw.skills.resolve("echo")!.id,
+            endpoint: "call",
+            httpStatus: 502,
+            outcome: "skill_error",
+            chargedMicros: 0n,
+            holdId: null,
+            latencyUs: 1_000,
+            createdAtMs,
+          }),
         );
       const ids: string[] = [];
       for (let i = 0; i < 2; i++) {

@@ -14,8 +14,16 @@ async function startSellerBackend() {
     req.on("end", () => {
       const body = Buffer.concat(chunks).toString("utf8");
       const header = (name: string) => req.headers[name] as string | undefined;
-      state.verified.push(verifyCall(state.secret, { callId: header(CALL_ID_HEADER), timestamp: header(TIMESTAMP_HEADER), signature: header(SIGNATURE_HEADER) }, body));
-      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ upper: String(JSON.parse(body || "{}").text ?? "").toUpperCase() }));
+      state.verified.push(
+        verifyCall(
+          state.secret,
+          { callId: header(CALL_ID_HEADER), timestamp: header(TIMESTAMP_HEADER), signature: header(SIGNATURE_HEADER) },
+          body,
+        ),
+      );
+      res
+        .writeHead(200, { "content-type": "application/json" })
+        .end(JSON.stringify({ upper: String(JSON.parse(body || "{}").text ?? "").toUpperCase() }));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -67,7 +75,15 @@ describe("seller skills (/v1/seller/skills)", () => {
     const created = await seller.request("POST", "/v1/seller/skills", buildSkill(backend.url));
     expect(created.status, JSON.stringify(created.body)).to.equal(201);
     const skill = created.body.data;
-    expect(skill).to.include({ slug: "shout", name: "Shout", price: 0.01, backend_url: backend.url, timeout_ms: 2_000, rate_limit_per_min: 60, listed: true });
+    expect(skill).to.include({
+      slug: "shout",
+      name: "Shout",
+      price: 0.01,
+      backend_url: backend.url,
+      timeout_ms: 2_000,
+      rate_limit_per_min: 60,
+      listed: true,
+    });
     expect(skill.signing_secret).to.match(/^[0-9a-f]{64}$/);
     backend.state.secret = skill.signing_secret;
 
@@ -138,12 +154,18 @@ describe("seller skills (/v1/seller/skills)", () => {
     });
 
     it("follows MIN_SKILL_PRICE_USD / MAX_SKILL_PRICE_USD when the operator allows more", async () => {
-      const wide = await startStack({ config: { minSkillPriceMicros: 100n, maxSkillPriceMicros: 5_000_000n, skillBackendAllowlist: [new URL(backend.url).origin] } });
+      const wide = await startStack({
+        config: { minSkillPriceMicros: 100n, maxSkillPriceMicros: 5_000_000n, skillBackendAllowlist: [new URL(backend.url).origin] },
+      });
       try {
         const s = await signedIn(wide, "seller@example.com");
         expect((await s.request("POST", "/v1/seller/skills", buildSkill(backend.url, { price: "2.50" }))).status).to.equal(201);
-        expect((await s.request("POST", "/v1/seller/skills", buildSkill(backend.url, { slug: "tiny", price: "0.0001" }))).status).to.equal(201);
-        expect((await s.request("POST", "/v1/seller/skills", buildSkill(backend.url, { slug: "dear", price: "5.01" }))).status).to.equal(400);
+        expect((await s.request("POST", "/v1/seller/skills", buildSkill(backend.url, { slug: "tiny", price: "0.0001" }))).status).to.equal(
+          201,
+        );
+        expect((await s.request("POST", "/v1/seller/skills", buildSkill(backend.url, { slug: "dear", price: "5.01" }))).status).to.equal(
+          400,
+        );
       } finally {
         await wide.close();
       }
@@ -158,7 +180,10 @@ describe("seller skills (/v1/seller/skills)", () => {
       other = await signedIn(stack, "other@example.com");
     });
 
-    for (const [method, body] of [["PATCH", { price: "0.001" }], ["DELETE", undefined]] as const) {
+    for (const [method, body] of [
+      ["PATCH", { price: "0.001" }],
+      ["DELETE", undefined],
+    ] as const) {
       it(`gets 404 from ${method} on another seller's skill`, async () => {
         for (const ref of [skillId, "shout"]) {
           const reply = await other.request(method, `/v1/seller/skills/${ref}`, body);
@@ -231,7 +256,10 @@ describe("seller skills (/v1/seller/skills)", () => {
       expect(set.body.data).to.deep.equal({ address: WALLET, created: true });
       expect((await seller.request("GET", "/v1/seller/payout-address")).body.data).to.deep.equal({ address: WALLET });
       // Setting it again is a no-op.
-      expect((await seller.request("PUT", "/v1/seller/payout-address", { address: WALLET })).body.data).to.deep.equal({ address: WALLET, created: false });
+      expect((await seller.request("PUT", "/v1/seller/payout-address", { address: WALLET })).body.data).to.deep.equal({
+        address: WALLET,
+        created: false,
+      });
     });
 
     it("does not change once set: settlement pays one address per account", async () => {

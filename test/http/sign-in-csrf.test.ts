@@ -57,15 +57,40 @@ const ENDPOINTS: Array<[string, (stack: TestStack) => Promise<unknown>]> = [
 /** Requests another site can make a browser send, or that name no origin, and the refusal each gets. */
 const FOREIGN: Array<[string, (own: string) => Record<string, string>, number, string]> = [
   ["from another origin", () => ({ origin: EVIL, ...json }), 403, "origin_refused"],
-  ["from another origin as text/plain (a CORS-simple request)", () => ({ origin: EVIL, "content-type": "text/plain" }), 403, "origin_refused"],
+  [
+    "from another origin as text/plain (a CORS-simple request)",
+    () => ({ origin: EVIL, "content-type": "text/plain" }),
+    403,
+    "origin_refused",
+  ],
   ["from another origin as a form", () => ({ origin: EVIL, "content-type": "application/x-www-form-urlencoded" }), 403, "origin_refused"],
   ["from an opaque origin (Origin: null)", () => ({ origin: "null", ...json }), 403, "origin_refused"],
   ["that names no origin at all", () => ({ ...json }), 403, "origin_refused"],
-  ["from another site by the browser's own word (Sec-Fetch-Site: cross-site)", (own) => ({ origin: own, "sec-fetch-site": "cross-site", ...json }), 403, "origin_refused"],
-  ["from a sibling site (Sec-Fetch-Site: same-site)", (own) => ({ origin: own, "sec-fetch-site": "same-site", ...json }), 403, "origin_refused"],
+  [
+    "from another site by the browser's own word (Sec-Fetch-Site: cross-site)",
+    (own) => ({ origin: own, "sec-fetch-site": "cross-site", ...json }),
+    403,
+    "origin_refused",
+  ],
+  [
+    "from a sibling site (Sec-Fetch-Site: same-site)",
+    (own) => ({ origin: own, "sec-fetch-site": "same-site", ...json }),
+    403,
+    "origin_refused",
+  ],
   ["from this origin as text/plain", (own) => ({ origin: own, "content-type": "text/plain" }), 415, "unsupported_media_type"],
-  ["from this origin as a form", (own) => ({ origin: own, "content-type": "application/x-www-form-urlencoded" }), 415, "unsupported_media_type"],
-  ["from this origin as multipart", (own) => ({ origin: own, "content-type": "multipart/form-data; boundary=x" }), 415, "unsupported_media_type"],
+  [
+    "from this origin as a form",
+    (own) => ({ origin: own, "content-type": "application/x-www-form-urlencoded" }),
+    415,
+    "unsupported_media_type",
+  ],
+  [
+    "from this origin as multipart",
+    (own) => ({ origin: own, "content-type": "multipart/form-data; boundary=x" }),
+    415,
+    "unsupported_media_type",
+  ],
   ["from this origin without a content type", (own) => ({ origin: own }), 415, "unsupported_media_type"],
 ];
 
@@ -73,7 +98,10 @@ const FOREIGN: Array<[string, (own: string) => Record<string, string>, number, s
 const OWN: Array<[string, (own: string) => Record<string, string>]> = [
   ["with this Origin", (own) => ({ origin: own, ...json })],
   ["with Sec-Fetch-Site: same-origin", () => ({ "sec-fetch-site": "same-origin", ...json })],
-  ["with Sec-Fetch-Site: same-origin and a charset", () => ({ "sec-fetch-site": "same-origin", "content-type": "application/json; charset=utf-8" })],
+  [
+    "with Sec-Fetch-Site: same-origin and a charset",
+    () => ({ "sec-fetch-site": "same-origin", "content-type": "application/json; charset=utf-8" }),
+  ],
 ];
 
 describe("sign-in POSTs and login CSRF", () => {
@@ -119,10 +147,20 @@ describe("sign-in POSTs and login CSRF", () => {
     it("refuses a sign-in POST whose Origin is this server's address when PUBLIC_URL names another", async () => {
       const behindProxy = await startStack({ config: { publicUrl: "https://dash.example" } });
       try {
-        const own = await rawPost(behindProxy, "/auth/email/start", { origin: new URL(behindProxy.url).origin, ...json }, { email: "ada@example.com" });
+        const own = await rawPost(
+          behindProxy,
+          "/auth/email/start",
+          { origin: new URL(behindProxy.url).origin, ...json },
+          { email: "ada@example.com" },
+        );
         expect(own.status).to.equal(403);
         expect(own.body.error).to.include("Origin: https://dash.example");
-        const pub = await rawPost(behindProxy, "/auth/email/start", { origin: "https://dash.example", ...json }, { email: "ada@example.com" });
+        const pub = await rawPost(
+          behindProxy,
+          "/auth/email/start",
+          { origin: "https://dash.example", ...json },
+          { email: "ada@example.com" },
+        );
         expect(pub.status).to.equal(200);
       } finally {
         await behindProxy.close();
@@ -135,21 +173,45 @@ describe("sign-in POSTs and login CSRF", () => {
     beforeEach(async () => {
       victim = await signedIn(stack, "victim@example.com");
     });
-    const asVictim = (csrf = true) => ({ ...sameOrigin(stack), ...json, cookie: victim.cookie, ...(csrf ? { [CSRF_HEADER]: victim.csrfToken } : {}) });
+    const asVictim = (csrf = true) => ({
+      ...sameOrigin(stack),
+      ...json,
+      cookie: victim.cookie,
+      ...(csrf ? { [CSRF_HEADER]: victim.csrfToken } : {}),
+    });
     const meWith = async (cookie: string) => send(`${stack.url}/v1/me`, "GET", { cookie });
-    const newCookie = (reply: Reply) => reply.headers.getSetCookie().find((c) => c.startsWith(`${SESSION_COOKIE}=`))?.split(";")[0];
+    const newCookie = (reply: Reply) =>
+      reply.headers
+        .getSetCookie()
+        .find((c) => c.startsWith(`${SESSION_COOKIE}=`))
+        ?.split(";")[0];
 
     /** A sign-in of the attacker's identity in the victim's browser, per endpoint; `code` is its refusal there. */
     const ATTACKS: Array<[string, string, (stack: TestStack) => Promise<Record<string, unknown>>, string]> = [
-      ["an e-mail link of an existing account", "/auth/email/verify", async (s) => {
-        s.gw.sessions.signIn("email", "mallory@example.com");
-        return { token: await mailedToken(s, "mallory@example.com") };
-      }, "session_exists"],
-      ["an e-mail link that would create an account", "/auth/email/verify", async (s) => ({ token: await mailedToken(s, "fresh@example.com") }), "session_exists"],
-      ["a wallet of an existing account", "/auth/siwe/verify", async (s) => {
-        s.gw.sessions.signIn("siwe", WALLET.address);
-        return signedMessage(s);
-      }, "identity_taken"],
+      [
+        "an e-mail link of an existing account",
+        "/auth/email/verify",
+        async (s) => {
+          s.gw.sessions.signIn("email", "mallory@example.com");
+          return { token: await mailedToken(s, "mallory@example.com") };
+        },
+        "session_exists",
+      ],
+      [
+        "an e-mail link that would create an account",
+        "/auth/email/verify",
+        async (s) => ({ token: await mailedToken(s, "fresh@example.com") }),
+        "session_exists",
+      ],
+      [
+        "a wallet of an existing account",
+        "/auth/siwe/verify",
+        async (s) => {
+          s.gw.sessions.signIn("siwe", WALLET.address);
+          return signedMessage(s);
+        },
+        "identity_taken",
+      ],
     ];
 
     for (const [what, path, attack, code] of ATTACKS) {
@@ -175,13 +237,19 @@ describe("sign-in POSTs and login CSRF", () => {
     }
 
     it("refuses a switch_account that is not a boolean", async () => {
-      const reply = await rawPost(stack, "/auth/email/verify", asVictim(), { token: await mailedToken(stack, "fresh@example.com"), switch_account: "yes" });
+      const reply = await rawPost(stack, "/auth/email/verify", asVictim(), {
+        token: await mailedToken(stack, "fresh@example.com"),
+        switch_account: "yes",
+      });
       expect(reply.status).to.equal(400);
       expect(reply.body.code).to.equal("invalid_request");
     });
 
     it("refuses a sign-in POST made with a session but without its CSRF token", async () => {
-      for (const [path, body] of [["/auth/email/verify", { token: await mailedToken(stack, "fresh@example.com"), switch_account: true }], ["/auth/siwe/verify", { ...(await signedMessage(stack)), switch_account: true }]] as const) {
+      for (const [path, body] of [
+        ["/auth/email/verify", { token: await mailedToken(stack, "fresh@example.com"), switch_account: true }],
+        ["/auth/siwe/verify", { ...(await signedMessage(stack)), switch_account: true }],
+      ] as const) {
         const reply = await rawPost(stack, path, asVictim(false), body);
         expect(reply.status, path).to.equal(403);
         expect(reply.body.code, path).to.equal("csrf_failed");
@@ -191,7 +259,10 @@ describe("sign-in POSTs and login CSRF", () => {
 
     it("refuses the review's login CSRF: the attacker's link opened in the victim's browser signs nobody in", async () => {
       const token = await mailedToken(stack, "mallory@example.com");
-      const page = await fetch(`${stack.url}/auth/email/callback?token=${encodeURIComponent(token)}`, { headers: { cookie: victim.cookie, accept: "text/html" }, redirect: "manual" });
+      const page = await fetch(`${stack.url}/auth/email/callback?token=${encodeURIComponent(token)}`, {
+        headers: { cookie: victim.cookie, accept: "text/html" },
+        redirect: "manual",
+      });
       expect(page.status).to.equal(200);
       expect(page.headers.getSetCookie()).to.deep.equal([]);
       // What the page would then POST, without the person choosing to switch:
@@ -202,7 +273,9 @@ describe("sign-in POSTs and login CSRF", () => {
     });
 
     it("tells the page of a link what it would do in a signed-in browser", async () => {
-      const preview = await rawPost(stack, "/auth/email/preview", asVictim(false), { token: await mailedToken(stack, "fresh@example.com") });
+      const preview = await rawPost(stack, "/auth/email/preview", asVictim(false), {
+        token: await mailedToken(stack, "fresh@example.com"),
+      });
       expect(preview.body.data).to.include({ signed_in: true, action: null, refusal: "session_exists", switch_action: "sign_up" });
     });
   });

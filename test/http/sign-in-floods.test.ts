@@ -18,7 +18,9 @@ function stored(stack: TestStack) {
 function expectRateLimited(reply: Reply) {
   expect(reply.status, JSON.stringify(reply.body)).to.equal(429);
   expect(reply.body).to.include({ success: false, code: "rate_limited" });
-  expect(reply.body.error).to.be.a("string").and.match(/try again in \d+ s/i);
+  expect(reply.body.error)
+    .to.be.a("string")
+    .and.match(/try again in \d+ s/i);
   expect(Number(reply.headers.get("retry-after"))).to.be.within(1, 3_600);
 }
 
@@ -31,7 +33,8 @@ describe("floods of unauthenticated requests", () => {
     await stack?.close();
   });
 
-  const post = (path: string, body: unknown, headers: Record<string, string> = {}) => send(stack.url + path, "POST", { ...sameOrigin(stack), ...headers }, body);
+  const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+    send(stack.url + path, "POST", { ...sameOrigin(stack), ...headers }, body);
   const get = (path: string, headers: Record<string, string> = {}) => send(stack.url + path, "GET", headers);
 
   describe("the sign-in limit, per client address", () => {
@@ -64,7 +67,9 @@ describe("floods of unauthenticated requests", () => {
 
     it("refuses the review's flood: 500 POST /auth/email/start to distinct addresses queue 20 mails, not 500", async () => {
       await start();
-      const replies = await Promise.all(Array.from({ length: 500 }, (_, i) => post("/auth/email/start", { email: `flood${i}@example.com` })));
+      const replies = await Promise.all(
+        Array.from({ length: 500 }, (_, i) => post("/auth/email/start", { email: `flood${i}@example.com` })),
+      );
       expect(replies.filter((r) => r.status === 200)).to.have.length(20);
       for (const reply of replies.filter((r) => r.status !== 200)) expectRateLimited(reply);
       expect(stored(stack).mails).to.equal(20);
@@ -84,7 +89,8 @@ describe("floods of unauthenticated requests", () => {
       const nonces: string[] = [];
       for (let i = 0; i < 5; i++) nonces.push((await get(`/auth/siwe/nonce?address=${WALLET.address}`)).body.data.message);
       expect(stored(stack).nonces).to.equal(3);
-      const verify = async (message: string) => (await post("/auth/siwe/verify", { message, signature: await WALLET.signMessage({ message }) })).status;
+      const verify = async (message: string) =>
+        (await post("/auth/siwe/verify", { message, signature: await WALLET.signMessage({ message }) })).status;
       // The oldest two were dropped; the newest still signs in.
       expect(await verify(nonces[0])).to.equal(401);
       expect(await verify(nonces[4])).to.equal(200);
@@ -237,13 +243,33 @@ describe("pruning expired sign-in state", () => {
     const past = Date.now() - 1_000;
     const future = Date.now() + 600_000;
     const account = stack.buyerId;
-    for (const [name, expiresAt] of [["old", past], ["new", future]] as const) {
-      db.prepare("INSERT INTO siwe_nonces (nonce, client, created_at, expires_at) VALUES (?, '127.0.0.1', ?, ?)").run(`nonce-${name}`, past, expiresAt);
-      db.prepare("INSERT INTO email_sign_in_tokens (token_hash, email, created_at, expires_at) VALUES (?, 'a@example.com', ?, ?)").run(`link-${name}`, past, expiresAt);
-      db.prepare("INSERT INTO oauth_states (state_hash, provider, code_verifier, nonce, created_at, expires_at) VALUES (?, 'github', 'v', 'n', ?, ?)").run(`state-${name}`, past, expiresAt);
-      db.prepare("INSERT INTO sessions (token_hash, account_id, csrf_token, created_at, expires_at) VALUES (?, ?, 'c', ?, ?)").run(`session-${name}`, account, past, expiresAt);
+    for (const [name, expiresAt] of [
+      ["old", past],
+      ["new", future],
+    ] as const) {
+      db.prepare("INSERT INTO siwe_nonces (nonce, client, created_at, expires_at) VALUES (?, '127.0.0.1', ?, ?)").run(
+        `nonce-${name}`,
+        past,
+        expiresAt,
+      );
+      db.prepare("INSERT INTO email_sign_in_tokens (token_hash, email, created_at, expires_at) VALUES (?, 'a@example.com', ?, ?)").run(
+        `link-${name}`,
+        past,
+        expiresAt,
+      );
+      db.prepare(
+        "INSERT INTO oauth_states (state_hash, provider, code_verifier, nonce, created_at, expires_at) VALUES (?, 'github', 'v', 'n', ?, ?)",
+      ).run(`state-${name}`, past, expiresAt);
+      db.prepare("INSERT INTO sessions (token_hash, account_id, csrf_token, created_at, expires_at) VALUES (?, ?, 'c', ?, ?)").run(
+        `session-${name}`,
+        account,
+        past,
+        expiresAt,
+      );
     }
-    db.prepare("INSERT INTO sessions (token_hash, account_id, csrf_token, created_at, expires_at, revoked_at) VALUES ('session-ended', ?, 'c', ?, ?, ?)").run(account, past, future, past);
+    db.prepare(
+      "INSERT INTO sessions (token_hash, account_id, csrf_token, created_at, expires_at, revoked_at) VALUES ('session-ended', ?, 'c', ?, ?, ?)",
+    ).run(account, past, future, past);
 
     expect(stack.gw.pruneExpired()).to.deep.equal({ siweNonces: 1, emailLinks: 1, oauthStates: 1, sessions: 2 });
     const keys = (sql: string) => db.prepare(sql).pluck().all();

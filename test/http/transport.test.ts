@@ -43,7 +43,10 @@ describe("the gateway's HTTP transport", () => {
   it("refuses a client that never finishes its body (408, connection closed), uncharged", async function () {
     this.timeout(20_000);
     const before = stack.available();
-    const reply = await slowClient(stack, `POST /v1/call HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${stack.key}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"skill_id":`);
+    const reply = await slowClient(
+      stack,
+      `POST /v1/call HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${stack.key}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"skill_id":`,
+    );
     expect(reply.closedByServer, "the server kept the slow client").to.equal(true);
     expect(reply.text).to.match(/^HTTP\/1\.1 408/);
     expect(stack.available()).to.equal(before);
@@ -53,7 +56,9 @@ describe("the gateway's HTTP transport", () => {
     const { port } = new URL(stack.url);
     await new Promise<void>((resolve) => {
       const socket = net.connect(Number(port), "127.0.0.1", () => {
-        socket.write(`POST /v1/call HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${stack.key}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"skill_id":`);
+        socket.write(
+          `POST /v1/call HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${stack.key}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"skill_id":`,
+        );
         setTimeout(() => {
           socket.destroy();
           resolve();
@@ -75,7 +80,9 @@ describe("the call path's request target", () => {
       const body = JSON.stringify({ text: "hi" });
       const reply = await new Promise<string>((resolve) => {
         const socket = net.connect(Number(port), "127.0.0.1", () =>
-          socket.write(`POST http://127.0.0.1:${port}/v1/skills/echo/call HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${stack.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`),
+          socket.write(
+            `POST http://127.0.0.1:${port}/v1/skills/echo/call HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${stack.key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+          ),
         );
         let text = "";
         socket.on("data", (chunk) => (text += chunk.toString()));

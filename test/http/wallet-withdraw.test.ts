@@ -24,14 +24,26 @@ describe("POST /v1/wallet/withdraw", function () {
   let aa: AaStack;
   let stack: TestStack;
 
-  const usdcOf = (address: Address) => aa.node.publicClient.readContract({ address: aa.deployment.usdc, abi: ABI, functionName: "balanceOf", args: [address] });
-  const escrowBalanceOf = (address: Address) => aa.node.publicClient.readContract({ address: aa.deployment.escrow, abi: ABI, functionName: "balances", args: [address] });
+  const usdcOf = (address: Address) =>
+    aa.node.publicClient.readContract({ address: aa.deployment.usdc, abi: ABI, functionName: "balanceOf", args: [address] });
+  const escrowBalanceOf = (address: Address) =>
+    aa.node.publicClient.readContract({ address: aa.deployment.escrow, abi: ABI, functionName: "balances", args: [address] });
   const nonceUsed = (address: Address, nonce: bigint) =>
-    aa.node.publicClient.readContract({ address: aa.deployment.escrow, abi: ABI, functionName: "voucherNonceUsed", args: [address, nonce] });
-  const paymasterDeposit = () => aa.node.publicClient.readContract({ address: aa.aa.paymaster, abi: GATEWAY_PAYMASTER_ABI, functionName: "getDeposit" });
+    aa.node.publicClient.readContract({
+      address: aa.deployment.escrow,
+      abi: ABI,
+      functionName: "voucherNonceUsed",
+      args: [address, nonce],
+    });
+  const paymasterDeposit = () =>
+    aa.node.publicClient.readContract({ address: aa.aa.paymaster, abi: GATEWAY_PAYMASTER_ABI, functionName: "getDeposit" });
   const voucherStatus = (nonce: string) =>
-    (stack.gw.ledger.db.prepare("SELECT status FROM vouchers WHERE nonce = ?").get(BigInt(nonce)) as { status: string } | undefined)?.status;
-  const voucherCount = (accountId: string) => Number((stack.gw.ledger.db.prepare("SELECT COUNT(*) AS n FROM vouchers WHERE account_id = ?").get(accountId) as { n: bigint | number }).n);
+    (stack.gw.ledger.db.prepare("SELECT status FROM vouchers WHERE nonce = ?").get(BigInt(nonce)) as { status: string } | undefined)
+      ?.status;
+  const voucherCount = (accountId: string) =>
+    Number(
+      (stack.gw.ledger.db.prepare("SELECT COUNT(*) AS n FROM vouchers WHERE account_id = ?").get(accountId) as { n: bigint | number }).n,
+    );
   const outsider = () => privateKeyToAccount(generatePrivateKey()).address;
 
   /** A session of a new account with its embedded wallet, topped up with `micros` by a USDC transfer to the wallet. */
@@ -51,7 +63,11 @@ describe("POST /v1/wallet/withdraw", function () {
         const prepared = await stack.gw.wallets!.prepareOwnerSweep(signIn.accountId);
         if (!prepared.ok) throw new Error(prepared.reason);
         const hash = prepared.prepared.userOpHash;
-        const submitted = await stack.gw.wallets!.submitOwnerSweep(signIn.accountId, hash, await owner.signMessage({ message: { raw: hash } }));
+        const submitted = await stack.gw.wallets!.submitOwnerSweep(
+          signIn.accountId,
+          hash,
+          await owner.signMessage({ message: { raw: hash } }),
+        );
         if (!submitted.ok) throw new Error(submitted.reason);
       }
       await stack.gw.moneyPath!.indexer.poll();
@@ -133,8 +149,18 @@ describe("POST /v1/wallet/withdraw", function () {
       expect(noCsrf.body.code).to.equal("csrf_failed");
       expect((await send(`${stack.url}/v1/wallet/withdraw`, "POST", {}, { to })).status).to.equal(401);
 
-      const badChecksum = to.slice(0, 2) + [...to.slice(2)].map((c) => (/[a-f]/.test(c) ? c.toUpperCase() : /[A-F]/.test(c) ? c.toLowerCase() : c)).join("");
-      for (const bad of [undefined, `0x${"00".repeat(20)}`, "0x1234", 42, badChecksum, aa.deployment.escrow, wallet.address, wallet.address.toLowerCase()]) {
+      const badChecksum =
+        to.slice(0, 2) + [...to.slice(2)].map((c) => (/[a-f]/.test(c) ? c.toUpperCase() : /[A-F]/.test(c) ? c.toLowerCase() : c)).join("");
+      for (const bad of [
+        undefined,
+        `0x${"00".repeat(20)}`,
+        "0x1234",
+        42,
+        badChecksum,
+        aa.deployment.escrow,
+        wallet.address,
+        wallet.address.toLowerCase(),
+      ]) {
         const refused = await session.request("POST", "/v1/wallet/withdraw", { to: bad });
         expect(refused.status, String(bad)).to.equal(400);
         expect(refused.body.code, String(bad)).to.equal("invalid_request");
@@ -194,13 +220,22 @@ describe("POST /v1/wallet/withdraw", function () {
 
       const prepared = await session.request("POST", "/v1/wallet/withdraw/prepare", { to, amount: "1.25" });
       expect(prepared.status, JSON.stringify(prepared.body)).to.equal(201);
-      expect(prepared.body.data).to.include({ amount: 1.25, amount_base_units: "1250000", to, wallet: wallet.address, owner: owner.address });
+      expect(prepared.body.data).to.include({
+        amount: 1.25,
+        amount_base_units: "1250000",
+        to,
+        wallet: wallet.address,
+        owner: owner.address,
+      });
       const hash = prepared.body.data.user_op_hash as Hex;
       // The voucher is issued at preparation: the amount has left the balance.
       expect(stack.available(session.accountId)).to.equal(1_750_000n);
 
       const intruder = privateKeyToAccount(generatePrivateKey());
-      const wrong = await session.request("POST", "/v1/wallet/withdraw/submit", { user_op_hash: hash, signature: await intruder.signMessage({ message: { raw: hash } }) });
+      const wrong = await session.request("POST", "/v1/wallet/withdraw/submit", {
+        user_op_hash: hash,
+        signature: await intruder.signMessage({ message: { raw: hash } }),
+      });
       expect(wrong.status).to.equal(400);
       expect(wrong.body.code).to.equal("user_operation_rejected");
       expect(await usdcOf(to)).to.equal(0n);

@@ -35,7 +35,13 @@ describe("POST /v1/withdrawals", function () {
     const signer = (await hre.viem.getWalletClients())[2];
     gw = await startGateway(loadConfig({}, { port: 0, dbPath: path.join(dir, "gateway.db") }), {
       log: () => {},
-      chain: { publicClient: chain.publicClient, deployBlock: chain.deployment.deployBlock, voucherSigner: signer, escrowAddress: chain.deployment.escrow, chainId: 8453 },
+      chain: {
+        publicClient: chain.publicClient,
+        deployBlock: chain.deployment.deployBlock,
+        voucherSigner: signer,
+        escrowAddress: chain.deployment.escrow,
+        chainId: 8453,
+      },
     });
     gw.ledger.ensureAccount({ id: "alice", kind: "user", name: "Alice" });
     expect((await linkAddress(gw.ledger, { accountId: "alice", address: chain.address("alice") })).ok).to.equal(true);
@@ -66,7 +72,10 @@ describe("POST /v1/withdrawals", function () {
       address: escrow,
       abi: loadArtifact("SkillEscrow").abi,
       functionName: "withdrawWithVoucher",
-      args: [{ account: voucher.account, amount: BigInt(voucher.amount), nonce: BigInt(voucher.nonce), deadline: BigInt(voucher.deadline) }, signature],
+      args: [
+        { account: voucher.account, amount: BigInt(voucher.amount), nonce: BigInt(voucher.nonce), deadline: BigInt(voucher.deadline) },
+        signature,
+      ],
       account: alice.account,
       chain: alice.chain,
     });

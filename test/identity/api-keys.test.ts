@@ -272,7 +272,17 @@ describe("ApiKeys", () => {
     it("never exposes the hash", () => {
       keys.create(ALICE);
       const [record] = keys.listForAccount(ALICE);
-      expect(record).to.have.all.keys("id", "accountId", "name", "prefix", "rateLimitPerMin", "accountDailyCallCap", "createdAtMs", "revokedAtMs", "lastUsedAtMs");
+      expect(record).to.have.all.keys(
+        "id",
+        "accountId",
+        "name",
+        "prefix",
+        "rateLimitPerMin",
+        "accountDailyCallCap",
+        "createdAtMs",
+        "revokedAtMs",
+        "lastUsedAtMs",
+      );
     });
 
     it("returns an empty list for an account without keys", () => {

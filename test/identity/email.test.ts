@@ -19,17 +19,27 @@ describe("e-mail magic links", () => {
     const res = await fetch(stack.url + path, {
       method,
       redirect: "manual",
-      headers: { ...(method === "POST" ? sameOrigin(stack) : {}), ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
+      headers: {
+        ...(method === "POST" ? sameOrigin(stack) : {}),
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+        ...headers,
+      },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await res.text();
     return { status: res.status, headers: res.headers, text, body: text ? JSON.parse(text.startsWith("{") ? text : "null") : null };
   };
   const outbox = () =>
-    stack.gw.db.prepare("SELECT to_address, subject, body FROM outbox ORDER BY id").all() as { to_address: string; subject: string; body: string }[];
+    stack.gw.db.prepare("SELECT to_address, subject, body FROM outbox ORDER BY id").all() as {
+      to_address: string;
+      subject: string;
+      body: string;
+    }[];
   /** The link of the newest message to `to`, as a path on the gateway. */
   const linkFor = (to: string) => {
-    const message = outbox().filter((m) => m.to_address === to).at(-1);
+    const message = outbox()
+      .filter((m) => m.to_address === to)
+      .at(-1);
     const url = /(http:\/\/\S+\/auth\/email\/callback\?token=\S+)/.exec(message?.body ?? "")?.[1];
     if (!url) throw new Error(`no link mailed to ${to}`);
     expect(url.startsWith(stack.url)).to.equal(true);
@@ -76,7 +86,9 @@ describe("e-mail magic links", () => {
       const row = stack.gw.db.prepare("SELECT token_hash FROM email_sign_in_tokens").get() as { token_hash: string };
       expect(row.token_hash).to.match(/^[0-9a-f]{64}$/);
       expect(row.token_hash).to.not.equal(token);
-      expect(JSON.stringify(stack.gw.db.prepare("SELECT * FROM email_sign_in_tokens").all(), (_k, v) => (typeof v === "bigint" ? Number(v) : v))).to.not.include(token);
+      expect(
+        JSON.stringify(stack.gw.db.prepare("SELECT * FROM email_sign_in_tokens").all(), (_k, v) => (typeof v === "bigint" ? Number(v) : v)),
+      ).to.not.include(token);
     });
   });
 
@@ -91,7 +103,9 @@ describe("e-mail magic links", () => {
       const me = await call("GET", "/v1/me", undefined, { cookie });
       expect(me.status).to.equal(200);
       expect(me.body.data.name).to.equal("ada@example.com");
-      expect(me.body.data.identities.map((i: { provider: string; subject: string }) => [i.provider, i.subject])).to.deep.equal([["email", "ada@example.com"]]);
+      expect(me.body.data.identities.map((i: { provider: string; subject: string }) => [i.provider, i.subject])).to.deep.equal([
+        ["email", "ada@example.com"],
+      ]);
 
       const again = await call("POST", "/auth/email/verify", { token });
       expect(again.status).to.equal(401);
@@ -121,7 +135,13 @@ describe("e-mail magic links", () => {
       await call("POST", "/auth/email/start", { email: "new@example.com" });
       const known = await call("POST", "/auth/email/preview", { token: tokenOf(linkFor("ada@example.com")) });
       expect(known.status).to.equal(200);
-      expect(known.body.data).to.deep.include({ email: "ada@example.com", signed_in: false, action: "sign_in", refusal: null, switch_action: null });
+      expect(known.body.data).to.deep.include({
+        email: "ada@example.com",
+        signed_in: false,
+        action: "sign_in",
+        refusal: null,
+        switch_action: null,
+      });
       const fresh = await call("POST", "/auth/email/preview", { token: tokenOf(linkFor("new@example.com")) });
       expect(fresh.body.data).to.include({ email: "new@example.com", action: "sign_up" });
       expect(known.headers.get("cache-control")).to.equal("no-store");
@@ -153,7 +173,11 @@ describe("e-mail magic links", () => {
       const headers = { cookie: `${SESSION_COOKIE}=${session.token}`, [CSRF_HEADER]: session.csrfToken };
       await call("POST", "/auth/email/start", { email: "ada@example.com" }, headers);
       const token = tokenOf(linkFor("ada@example.com"));
-      expect((await call("POST", "/auth/email/preview", { token }, headers)).body.data).to.include({ signed_in: true, action: "link", refusal: null });
+      expect((await call("POST", "/auth/email/preview", { token }, headers)).body.data).to.include({
+        signed_in: true,
+        action: "link",
+        refusal: null,
+      });
       const res = await call("POST", "/auth/email/verify", { token }, headers);
       expect(res.status).to.equal(200);
       expect(res.body.data).to.include({ account_id: owner.accountId, linked: true, switched: false });
@@ -165,7 +189,12 @@ describe("e-mail magic links", () => {
     it("does not tie the address to the asker's account when someone else uses the link", async () => {
       const asker = stack.gw.sessions.signIn("github", "666") as { accountId: string };
       const session = await stack.gw.sessions.issue(asker.accountId);
-      await call("POST", "/auth/email/start", { email: "victim@example.com" }, { cookie: `${SESSION_COOKIE}=${session.token}`, [CSRF_HEADER]: session.csrfToken });
+      await call(
+        "POST",
+        "/auth/email/start",
+        { email: "victim@example.com" },
+        { cookie: `${SESSION_COOKIE}=${session.token}`, [CSRF_HEADER]: session.csrfToken },
+      );
       const res = await call("POST", "/auth/email/verify", { token: tokenOf(linkFor("victim@example.com")) });
       expect(res.body.data).to.include({ created: true, linked: false });
       expect(res.body.data.account_id).to.not.equal(asker.accountId);
@@ -177,7 +206,12 @@ describe("e-mail magic links", () => {
       const session = await stack.gw.sessions.issue(owner.accountId);
       const cookie = `${SESSION_COOKIE}=${session.token}`;
       await call("POST", "/auth/email/start", { email: "ada@example.com" }, { cookie });
-      const res = await call("POST", "/auth/email/verify", { token: tokenOf(linkFor("ada@example.com")) }, { cookie, [CSRF_HEADER]: session.csrfToken });
+      const res = await call(
+        "POST",
+        "/auth/email/verify",
+        { token: tokenOf(linkFor("ada@example.com")) },
+        { cookie, [CSRF_HEADER]: session.csrfToken },
+      );
       // Asked for without the CSRF token, the link is a plain sign-in: in a signed-in browser, a refused one.
       expect(res.status).to.equal(409);
       expect(res.body.code).to.equal("session_exists");
@@ -197,7 +231,11 @@ describe("e-mail magic links", () => {
   });
 
   it("mails through SMTP when SMTP_URL is set, to the outbox otherwise", () => {
-    const mailer = createMailer({ smtpUrl: "smtp://user:pass@127.0.0.1:2525", mailFrom: "x <x@example.com>" }, stack.gw.ledger.commit, stack.gw.db);
+    const mailer = createMailer(
+      { smtpUrl: "smtp://user:pass@127.0.0.1:2525", mailFrom: "x <x@example.com>" },
+      stack.gw.ledger.commit,
+      stack.gw.db,
+    );
     expect(mailer).to.be.instanceOf(SmtpMailer);
     expect(createMailer({ smtpUrl: "", mailFrom: "" }, stack.gw.ledger.commit, stack.gw.db)).to.not.be.instanceOf(SmtpMailer);
   });
@@ -205,7 +243,9 @@ describe("e-mail magic links", () => {
   it("hands each outbox message to the echo (npm start prints it) once it is in the table", async () => {
     const echoed: { to: string; inTable: number }[] = [];
     const count = () => Number(stack.gw.db.prepare("SELECT COUNT(*) FROM outbox").pluck().get());
-    const mailer = createMailer({ smtpUrl: "", mailFrom: "" }, stack.gw.ledger.commit, stack.gw.db, (m) => echoed.push({ to: m.to, inTable: count() }));
+    const mailer = createMailer({ smtpUrl: "", mailFrom: "" }, stack.gw.ledger.commit, stack.gw.db, (m) =>
+      echoed.push({ to: m.to, inTable: count() }),
+    );
     await mailer.send({ to: "ada@example.com", subject: "s", text: "t" });
     expect(echoed).to.deep.equal([{ to: "ada@example.com", inTable: 1 }]);
   });

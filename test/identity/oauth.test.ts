@@ -74,7 +74,9 @@ describe("GitHub and Google sign-in", () => {
     expect(res.status).to.equal(303);
     const account = await me(browser);
     expect(account.body.data.name).to.equal("grace");
-    expect(account.body.data.identities.map((i: any) => [i.provider, i.subject])).to.deep.equal([["github", String(Number.parseInt("grace", 36))]]);
+    expect(account.body.data.identities.map((i: any) => [i.provider, i.subject])).to.deep.equal([
+      ["github", String(Number.parseInt("grace", 36))],
+    ]);
   });
 
   it("refuses a callback whose state is not the one this browser started with (401)", async () => {
@@ -154,7 +156,9 @@ describe("GitHub and Google sign-in", () => {
     }
 
     it("sends a browser that was sent here from another site to the page that explains", async () => {
-      const res = await new Browser().request(`${stack.url}/auth/google/start`, { headers: { "sec-fetch-site": "cross-site", ...NAVIGATION } });
+      const res = await new Browser().request(`${stack.url}/auth/google/start`, {
+        headers: { "sec-fetch-site": "cross-site", ...NAVIGATION },
+      });
       expect(res.status).to.equal(303);
       expect(res.headers.get("location")).to.equal(`${OAUTH_RESULT_PATH}?provider=google&outcome=origin_refused`);
       expect(states()).to.equal(0);

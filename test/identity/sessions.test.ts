@@ -51,7 +51,9 @@ describe("dashboard sessions", () => {
       const me = await request("GET", "/v1/me", { cookie });
       expect(me.status).to.equal(200);
       expect(me.body.data).to.include({ account_id: ada.accountId });
-      expect(me.body.data.identities).to.deep.equal([{ provider: "email", subject: "ada@example.com", linked_at: me.body.data.identities[0].linked_at }]);
+      expect(me.body.data.identities).to.deep.equal([
+        { provider: "email", subject: "ada@example.com", linked_at: me.body.data.identities[0].linked_at },
+      ]);
 
       const forged = await request("POST", "/auth/logout", { cookie });
       expect(forged.status).to.equal(403);

@@ -93,12 +93,16 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
       expect(first.body.data).to.include({ address: ALICE.address, created: true, linked: false });
       const cookies = cookiesOf(first);
       expect(cookies[CSRF_COOKIE]).to.equal(first.body.data.csrf_token);
-      expect(first.headers.getSetCookie().find((c) => c.startsWith(`${SESSION_COOKIE}=`))).to.match(/HttpOnly/i).and.match(/SameSite=Lax/i);
+      expect(first.headers.getSetCookie().find((c) => c.startsWith(`${SESSION_COOKIE}=`)))
+        .to.match(/HttpOnly/i)
+        .and.match(/SameSite=Lax/i);
 
       const me = await send(`${stack.url}/v1/me`, "GET", { cookie: `${SESSION_COOKIE}=${cookies[SESSION_COOKIE]}` });
       expect(me.status).to.equal(200);
       expect(me.body.data.account_id).to.equal(first.body.data.account_id);
-      expect(me.body.data.identities.map((i: { provider: string; subject: string }) => [i.provider, i.subject])).to.deep.equal([["siwe", ALICE.address]]);
+      expect(me.body.data.identities.map((i: { provider: string; subject: string }) => [i.provider, i.subject])).to.deep.equal([
+        ["siwe", ALICE.address],
+      ]);
 
       const again = await signInAs(stack);
       expect(again.body.data).to.include({ account_id: first.body.data.account_id, created: false, linked: false });
@@ -165,7 +169,11 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
       /** Timestamps a message cannot carry, each relative to now; the skew allowed is SIWE_CLOCK_SKEW_MS (5 minutes). */
       const TIMESTAMPS: Array<[string, () => Fields, RegExp]> = [
         ["a message issued in the year 2100", () => ({ issuedAt: "2100-01-01T00:00:00.000Z" }), /issued-at time is in the future/],
-        ["a message issued six minutes ahead of the gateway's clock", () => ({ issuedAt: at(6 * 60_000) }), /issued-at time is in the future/],
+        [
+          "a message issued six minutes ahead of the gateway's clock",
+          () => ({ issuedAt: at(6 * 60_000) }),
+          /issued-at time is in the future/,
+        ],
         ["a message whose notBefore is in the future", () => ({ notBefore: at(60_000) }), /not valid yet/],
         ["a message past its expirationTime", () => ({ expirationTime: at(-1_000) }), /expired/],
       ];
@@ -181,7 +189,10 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
       });
 
       it("a body without message or signature", async () => {
-        expectRefused(await send(`${stack.url}/auth/siwe/verify`, "POST", sameOrigin(stack), { message: 42 }), /Send \{ message, signature \}/);
+        expectRefused(
+          await send(`${stack.url}/auth/siwe/verify`, "POST", sameOrigin(stack), { message: 42 }),
+          /Send \{ message, signature \}/,
+        );
       });
 
       it("a signature that is not hex", async () => {
@@ -277,7 +288,12 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
       const nonce = (await send(`${configured.url}/auth/siwe/nonce`, "GET", {})).body.data;
       expect(nonce).to.include({ domain: "dash.example", uri: "https://dash.example", chain_id: 84532 });
       const message = new SiweMessage({
-        domain: "dash.example", address: ALICE.address, uri: "https://dash.example/login", version: "1", chainId: 84532, nonce: nonce.nonce,
+        domain: "dash.example",
+        address: ALICE.address,
+        uri: "https://dash.example/login",
+        version: "1",
+        chainId: 84532,
+        nonce: nonce.nonce,
       }).prepareMessage();
       const reply = await verify(configured, message, await ALICE.signMessage({ message }), DASHBOARD);
       expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
@@ -310,7 +326,12 @@ describe("Sign-In With Ethereum with smart accounts (gateway with a chain)", () 
     const walletArtifact = await hre.artifacts.readArtifact("OwnedSignatureWallet");
     const { encodeDeployData } = await import("viem");
     predictWallet = (owner, salt) =>
-      getContractAddress({ opcode: "CREATE2", from: factory, salt, bytecode: encodeDeployData({ abi: walletArtifact.abi, bytecode: walletArtifact.bytecode as Hex, args: [owner] }) });
+      getContractAddress({
+        opcode: "CREATE2",
+        from: factory,
+        salt,
+        bytecode: encodeDeployData({ abi: walletArtifact.abi, bytecode: walletArtifact.bytecode as Hex, args: [owner] }),
+      });
     walletFactoryCalldata = (owner, salt) => encodeFunctionData({ abi: deployed.abi, functionName: "deploy", args: [owner, salt] });
     deployWallet = async (owner, salt) => {
       const publicClient = await hre.viem.getPublicClient();
@@ -335,7 +356,11 @@ describe("Sign-In With Ethereum with smart accounts (gateway with a chain)", () 
     const salt: Hex = `0x${"02".repeat(32)}`;
     const wallet = predictWallet(ALICE.address, salt);
     const message = siweMessage(stack, wallet, await nonceOf(stack));
-    const signature = serializeErc6492Signature({ address: factory, data: walletFactoryCalldata(ALICE.address, salt), signature: await ALICE.signMessage({ message }) });
+    const signature = serializeErc6492Signature({
+      address: factory,
+      data: walletFactoryCalldata(ALICE.address, salt),
+      signature: await ALICE.signMessage({ message }),
+    });
     const reply = await verify(stack, message, signature);
     expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
     expect(reply.body.data).to.include({ address: wallet, created: true });

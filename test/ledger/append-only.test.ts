@@ -22,15 +22,31 @@ function journalOf(db: Db): Journal {
 
 /** Each way of rewriting history, and the exact refusal the database answers it with. */
 const REWRITES: { it: string; sql: string; refusal: string }[] = [
-  { it: "refuses to change an entry's kind", sql: "UPDATE entries SET kind = 'hold' WHERE id = (SELECT MIN(id) FROM entries)", refusal: ENTRY_CHANGED },
+  {
+    it: "refuses to change an entry's kind",
+    sql: "UPDATE entries SET kind = 'hold' WHERE id = (SELECT MIN(id) FROM entries)",
+    refusal: ENTRY_CHANGED,
+  },
   { it: "refuses to change an entry's memo", sql: "UPDATE entries SET memo = 'rewritten'", refusal: ENTRY_CHANGED },
   { it: "refuses to delete an entry", sql: "DELETE FROM entries WHERE id = (SELECT MAX(id) FROM entries)", refusal: ENTRY_DELETED },
   { it: "refuses to delete every entry", sql: "DELETE FROM entries", refusal: ENTRY_DELETED },
-  { it: "refuses to change a posting's amount", sql: "UPDATE postings SET amount = amount + 1 WHERE id = (SELECT MIN(id) FROM postings)", refusal: POSTING_CHANGED },
-  { it: "refuses to move a posting to another account", sql: "UPDATE postings SET account_id = 'platform', bucket = 'fees' WHERE bucket = 'earned'", refusal: POSTING_CHANGED },
+  {
+    it: "refuses to change a posting's amount",
+    sql: "UPDATE postings SET amount = amount + 1 WHERE id = (SELECT MIN(id) FROM postings)",
+    refusal: POSTING_CHANGED,
+  },
+  {
+    it: "refuses to move a posting to another account",
+    sql: "UPDATE postings SET account_id = 'platform', bucket = 'fees' WHERE bucket = 'earned'",
+    refusal: POSTING_CHANGED,
+  },
   { it: "refuses to delete a posting", sql: "DELETE FROM postings WHERE id = (SELECT MAX(id) FROM postings)", refusal: POSTING_DELETED },
   // A REPLACE deletes the row it replaces (openDatabase turns recursive triggers on so that this fires the DELETE trigger).
-  { it: "refuses an INSERT OR REPLACE that would replace a posting", sql: "INSERT OR REPLACE INTO postings (id, entry_id, account_id, bucket, amount) SELECT id, entry_id, account_id, bucket, amount FROM postings LIMIT 1", refusal: POSTING_DELETED },
+  {
+    it: "refuses an INSERT OR REPLACE that would replace a posting",
+    sql: "INSERT OR REPLACE INTO postings (id, entry_id, account_id, bucket, amount) SELECT id, entry_id, account_id, bucket, amount FROM postings LIMIT 1",
+    refusal: POSTING_DELETED,
+  },
   {
     it: "refuses an INSERT OR REPLACE that would swap a hold's capture for a release",
     sql: "INSERT OR REPLACE INTO entries (kind, hold_id, memo, created_at) SELECT 'release', hold_id, 'swapped', 0 FROM entries WHERE kind = 'capture'",
@@ -107,10 +123,15 @@ describe("the journal is append-only (migration 13)", () => {
       old.exec("UPDATE entries SET memo = 'still editable at version 12' WHERE id = (SELECT MAX(id) FROM entries)");
 
       expect(migrate(old)).to.equal(MIGRATIONS.filter((m) => m.version > 12).length);
-      expect(old.prepare("SELECT name FROM schema_migrations WHERE version = 13").pluck().get()).to.equal("entries and postings are append-only");
-      expect(old.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name IN (?, ?, ?, ?) ORDER BY name").pluck().all(...APPEND_ONLY_TRIGGERS)).to.deep.equal(
-        [...APPEND_ONLY_TRIGGERS].sort(),
+      expect(old.prepare("SELECT name FROM schema_migrations WHERE version = 13").pluck().get()).to.equal(
+        "entries and postings are append-only",
       );
+      expect(
+        old
+          .prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name IN (?, ?, ?, ?) ORDER BY name")
+          .pluck()
+          .all(...APPEND_ONLY_TRIGGERS),
+      ).to.deep.equal([...APPEND_ONLY_TRIGGERS].sort());
       expect(() => old.exec("UPDATE entries SET memo = 'rewritten'")).to.throw(Database.SqliteError, ENTRY_CHANGED);
       expect(() => old.exec("DELETE FROM postings")).to.throw(Database.SqliteError, POSTING_DELETED);
       assertBalanced(old);

@@ -87,7 +87,10 @@ const CORRUPTIONS: { it: string; rules: string[]; tamper: (db: Db, books: Books)
       db.pragma("ignore_check_constraints = ON");
       const entryId = db.prepare("INSERT INTO entries (kind, memo, created_at) VALUES ('dev_credit', 'tampered', 0)").run().lastInsertRowid;
       db.prepare("INSERT INTO postings (entry_id, account_id, bucket, amount) VALUES (?, ?, 'earned', -1)").run(entryId, books.userId);
-      db.prepare("INSERT INTO postings (entry_id, account_id, bucket, amount) VALUES (?, ?, 'source', 1)").run(entryId, DEV_CREDIT_SOURCE_ID);
+      db.prepare("INSERT INTO postings (entry_id, account_id, bucket, amount) VALUES (?, ?, 'source', 1)").run(
+        entryId,
+        DEV_CREDIT_SOURCE_ID,
+      );
       db.pragma("ignore_check_constraints = OFF");
     },
   },

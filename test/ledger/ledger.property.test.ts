@@ -57,7 +57,10 @@ const steps = [
   fc.constant(new Recover()),
   fc.constant(new Restart()),
   fc
-    .tuple(user, fc.oneof({ arbitrary: fc.bigInt({ min: -1n, max: 6_000_000n }), weight: 3 }, { arbitrary: fc.constant("all" as const), weight: 1 }))
+    .tuple(
+      user,
+      fc.oneof({ arbitrary: fc.bigInt({ min: -1n, max: 6_000_000n }), weight: 3 }, { arbitrary: fc.constant("all" as const), weight: 1 }),
+    )
     .map(([u, amount]) => new Withdraw(u, amount)),
   fc.tuple(fc.constantFrom("redeemed" as const, "returned" as const), fc.nat({ max: 3 })).map(([fate, n]) => new SettleVoucher(fate, n)),
   ...Array.from({ length: 2 }, () =>
@@ -89,7 +92,7 @@ function envInteger(name: string): number | undefined {
   return Number(raw);
 }
 
-const seed = envInteger("LEDGER_SEED") ?? ((Date.now() ^ Math.floor(Math.random() * 0x7fffffff)) | 0);
+const seed = envInteger("LEDGER_SEED") ?? (Date.now() ^ Math.floor(Math.random() * 0x7fffffff)) | 0;
 const requestedRuns = envInteger("LEDGER_RUNS");
 const numRuns = requestedRuns ?? 100;
 // The project's .mocharc adds its whole spec to any file named on the command line, so a replay names none.
@@ -111,7 +114,8 @@ describe("Ledger, against a model", () => {
             if (accountId === null) continue;
             // linkAddress allows one address per account; Ann's second is written directly (see ADDRESSES).
             const linked = linkAddressSync(ledger, { accountId, address });
-            if (!linked.ok) db.prepare("INSERT INTO account_addresses (address, account_id, created_at) VALUES (?, ?, 0)").run(address, accountId);
+            if (!linked.ok)
+              db.prepare("INSERT INTO account_addresses (address, account_id, created_at) VALUES (?, ?, 0)").run(address, accountId);
           }
           fc.modelRun(() => ({ model: initialModel(), real: { db, ledger, maxOps, holdIds: [] } }), commands);
         } finally {

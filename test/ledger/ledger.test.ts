@@ -2,12 +2,7 @@ import { expect } from "chai";
 import Database from "better-sqlite3";
 import { openDatabase, type Db } from "../../server/db/db";
 import { assertBalanced, ENTRY_SUMS_TO_ZERO, LedgerInvariantError } from "../../server/ledger/invariants";
-import {
-  DEV_CREDIT_SOURCE_ID,
-  ESCROW_SOURCE_ID,
-  Ledger,
-  PLATFORM_ACCOUNT_ID,
-} from "../../server/ledger/ledger";
+import { DEV_CREDIT_SOURCE_ID, ESCROW_SOURCE_ID, Ledger, PLATFORM_ACCOUNT_ID } from "../../server/ledger/ledger";
 import { allBalances, buildCharge, countRows, holdOk, makeLedger, makeParties, makeTempDir } from "../helpers/ledger";
 
 describe("Ledger", () => {
@@ -157,7 +152,12 @@ describe("Ledger", () => {
       const { userId, sellerId } = makeParties(ledger, 1_000_001n);
       holdOk(ledger, userId, sellerId, buildCharge({ priceMicros: 1_000_000n }));
       holdOk(ledger, userId, sellerId, buildCharge({ priceMicros: 1n }));
-      const third = ledger.hold({ accountId: userId, sellerAccountId: sellerId, skillId: "skill:echo", charge: buildCharge({ priceMicros: 1n }) });
+      const third = ledger.hold({
+        accountId: userId,
+        sellerAccountId: sellerId,
+        skillId: "skill:echo",
+        charge: buildCharge({ priceMicros: 1n }),
+      });
       expect(third).to.deep.include({ ok: false, availableMicros: 0n, neededMicros: 1n });
       expect(ledger.balance(userId)).to.deep.equal({ availableMicros: 0n, heldMicros: 1_000_001n });
     });

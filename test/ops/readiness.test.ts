@@ -33,9 +33,11 @@ describe("readiness (GET /readyz)", () => {
 
   it("is not ready when the settler has halted, and names why", async () => {
     const { ledger } = makeLedger();
-    const settler = track(await loopThat(async () => {
-      throw new Error("on-chain totals differ from the ledger's");
-    }));
+    const settler = track(
+      await loopThat(async () => {
+        throw new Error("on-chain totals differ from the ledger's");
+      }),
+    );
     const logged: string[] = [];
     const result = await checkReadiness({ commit: ledger.commit, settler, maxLagMs: 60_000, log: (message) => logged.push(message) });
     expect(result.ready).to.equal(false);
@@ -46,13 +48,20 @@ describe("readiness (GET /readyz)", () => {
 
   it("is not ready when the indexer lags beyond the bound (every poll failing)", async () => {
     const { ledger } = makeLedger();
-    const indexer = track(await loopThat(async () => {
-      throw new Error("RPC timeout");
-    }, () => false));
+    const indexer = track(
+      await loopThat(
+        async () => {
+          throw new Error("RPC timeout");
+        },
+        () => false,
+      ),
+    );
     const later = Date.now() + 120_000;
     const result = await checkReadiness({ commit: ledger.commit, indexer, maxLagMs: 60_000, now: () => later });
     expect(result.ready).to.equal(false);
-    expect(result.checks.indexer.detail).to.match(/^deposit indexer lags: no successful step for 12\d s \(1 failures in a row; bound 60 s\)$/);
+    expect(result.checks.indexer.detail).to.match(
+      /^deposit indexer lags: no successful step for 12\d s \(1 failures in a row; bound 60 s\)$/,
+    );
   });
 
   it("treats a loop never started in this process as no fault", async () => {
@@ -93,7 +102,9 @@ describe("readiness (GET /readyz)", () => {
 
   it("answers 503 not_ready with the reason when the chain is unreachable", async () => {
     const publicClient = createPublicClient({ transport: http("http://127.0.0.1:1", { retryCount: 0 }) }) as never;
-    const stack = await startStack({ gateway: { chain: { publicClient, escrowAddress: "0x0000000000000000000000000000000000000001", chainId: 8453, deployBlock: 0n } } });
+    const stack = await startStack({
+      gateway: { chain: { publicClient, escrowAddress: "0x0000000000000000000000000000000000000001", chainId: 8453, deployBlock: 0n } },
+    });
     try {
       const res = await stack.get("/readyz", null);
       expect(res.status).to.equal(503);

@@ -25,7 +25,12 @@ describe("card top-ups (/v1/topups/card, sandbox provider)", function () {
   const notify = (body: string, signature?: string) =>
     send(`${stack.url}/v1/topups/card/notify`, "POST", signature === undefined ? {} : { [CARD_SIGNATURE_HEADER]: signature }, body);
   const deposits = (accountId: string) =>
-    stack.gw.ledger.db.prepare("SELECT COUNT(*) FROM entries e JOIN postings p ON p.entry_id = e.id WHERE e.kind = 'deposit' AND p.bucket = 'available' AND p.account_id = ?").pluck().get(accountId) as bigint;
+    stack.gw.ledger.db
+      .prepare(
+        "SELECT COUNT(*) FROM entries e JOIN postings p ON p.entry_id = e.id WHERE e.kind = 'deposit' AND p.bucket = 'available' AND p.account_id = ?",
+      )
+      .pluck()
+      .get(accountId) as bigint;
   const checkouts = () => stack.gw.ledger.db.prepare("SELECT COUNT(*) FROM card_checkouts").pluck().get() as bigint;
 
   before(async () => {
@@ -51,7 +56,13 @@ describe("card top-ups (/v1/topups/card, sandbox provider)", function () {
   it("funds a paid checkout: the escrow balance of the account's address rises by the amount, and the ledger is credited once", async () => {
     const paid = await ada.request("POST", "/v1/topups/card", { amount: "10.00", card: "4242 4242 4242 4242" });
     expect(paid.status).to.equal(201);
-    expect(paid.body.data).to.include({ status: "funded", amount: 10, address: address.toLowerCase(), decline_code: null, credited: false });
+    expect(paid.body.data).to.include({
+      status: "funded",
+      amount: 10,
+      address: address.toLowerCase(),
+      decline_code: null,
+      credited: false,
+    });
     expect(paid.body.data.deposit_tx).to.match(/^0x[0-9a-f]{64}$/);
     expect(await chain.escrowBalance(address)).to.equal(10n * USDC);
 
@@ -111,7 +122,13 @@ describe("card top-ups (/v1/topups/card, sandbox provider)", function () {
     expect(open.status).to.equal(201);
     expect(open.body.data.status).to.equal("created");
     expect(open.body.data.next).to.deep.equal({ kind: "card_entry" });
-    const body = JSON.stringify({ eventId: "evt_forged", checkoutId: open.body.data.id, outcome: "paid", amountMicros: "10000000", createdAtSec: Math.floor(Date.now() / 1000) });
+    const body = JSON.stringify({
+      eventId: "evt_forged",
+      checkoutId: open.body.data.id,
+      outcome: "paid",
+      amountMicros: "10000000",
+      createdAtSec: Math.floor(Date.now() / 1000),
+    });
 
     for (const signature of [undefined, signNotification(Buffer.alloc(32, 7), body), `t=1,v1=${"0".repeat(64)}`]) {
       const reply = await notify(body, signature);
@@ -135,7 +152,10 @@ describe("card top-ups (/v1/topups/card, sandbox provider)", function () {
     expect(read.body.data.status).to.equal("abandoned");
     // The card arrives too late: the checkout is no longer 'created', so nothing moves.
     await provider().submitCard(open.body.data.id, "4242424242424242");
-    expect((await ada.request("GET", `/v1/topups/card/${open.body.data.id}`)).body.data).to.include({ status: "abandoned", deposit_tx: null });
+    expect((await ada.request("GET", `/v1/topups/card/${open.body.data.id}`)).body.data).to.include({
+      status: "abandoned",
+      deposit_tx: null,
+    });
     expect(await chain.escrowBalance(address)).to.equal(0n);
   });
 

@@ -27,14 +27,22 @@ describe("linking an address to an account", function () {
     db = openDatabase(":memory:");
     ledger = new Ledger(db);
     ledger.ensureAccount({ id: "carol", kind: "user", name: "Carol" });
-    indexer = new DepositIndexer({ ledger, publicClient: chain.publicClient, escrowAddress: chain.deployment.escrow, deployBlock: chain.deployment.deployBlock, confirmations: 0, log: () => {} });
+    indexer = new DepositIndexer({
+      ledger,
+      publicClient: chain.publicClient,
+      escrowAddress: chain.deployment.escrow,
+      deployBlock: chain.deployment.deployBlock,
+      confirmations: 0,
+      log: () => {},
+    });
   });
   afterEach(async () => {
     db.close();
     await chain.revert(snapshot);
   });
 
-  const books = () => reconcile({ db, publicClient: chain.publicClient, escrowAddress: chain.deployment.escrow, fromBlock: chain.deployment.deployBlock });
+  const books = () =>
+    reconcile({ db, publicClient: chain.publicClient, escrowAddress: chain.deployment.escrow, fromBlock: chain.deployment.deployBlock });
 
   it("freezes an exit the address requested before anyone owned it, so its money cannot be spent", async () => {
     await chain.deposit("carol", 10n * USDC);
@@ -64,14 +72,20 @@ describe("linking an address to an account", function () {
     await exits.passExitDelay();
     await exits.complete("carol");
     await indexer.poll();
-    expect(await linkAddress(ledger, { accountId: "carol", address: chain.address("carol") })).to.deep.equal({ ok: false, reason: "address_exited" });
+    expect(await linkAddress(ledger, { accountId: "carol", address: chain.address("carol") })).to.deep.equal({
+      ok: false,
+      reason: "address_exited",
+    });
     expect(ledger.balance("carol").availableMicros).to.equal(0n);
     assertBalanced(db);
   });
 
   it("refuses a second address for one account, since settlement debits one", async () => {
     expect((await linkAddress(ledger, { accountId: "carol", address: chain.address("carol") })).ok).to.equal(true);
-    expect(await linkAddress(ledger, { accountId: "carol", address: chain.address("bob") })).to.deep.equal({ ok: false, reason: "second_address" });
+    expect(await linkAddress(ledger, { accountId: "carol", address: chain.address("bob") })).to.deep.equal({
+      ok: false,
+      reason: "second_address",
+    });
     expect((await linkAddress(ledger, { accountId: "carol", address: chain.address("carol") })).ok).to.equal(true);
   });
 });

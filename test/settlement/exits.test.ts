@@ -26,7 +26,12 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
       .all() as ExitRow[];
   const lastExit = () => exitRows().at(-1)!;
   const check = () =>
-    reconcile({ db: fx.db, publicClient: chain.publicClient, escrowAddress: chain.deployment.escrow, fromBlock: chain.deployment.deployBlock });
+    reconcile({
+      db: fx.db,
+      publicClient: chain.publicClient,
+      escrowAddress: chain.deployment.escrow,
+      fromBlock: chain.deployment.deployBlock,
+    });
   /** The books balance and the escrow agrees with the ledger's settled view. */
   async function expectConsistent(): Promise<void> {
     assertBalanced(fx.db);
@@ -34,7 +39,12 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
   }
   /** A call in flight: Alice's hold of `priceMicros` for Acme, still open. */
   const holdFor = (priceMicros: bigint) =>
-    fx.ledger.hold({ accountId: alice, sellerAccountId: "seller:acme", skillId: "skill:acme", charge: computeCharge(priceMicros, "included", 1000n) });
+    fx.ledger.hold({
+      accountId: alice,
+      sellerAccountId: "seller:acme",
+      skillId: "skill:acme",
+      charge: computeCharge(priceMicros, "included", 1000n),
+    });
   const openHold = (priceMicros: bigint) => {
     const result = holdFor(priceMicros);
     if (!result.ok) throw new Error(`hold of ${priceMicros} refused`);
@@ -167,7 +177,7 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
       t = (t + 0x6d2b79f5) >>> 0;
       let r = Math.imul(t ^ (t >>> 15), 1 | t);
       r = (r + Math.imul(r ^ (r >>> 7), 61 | r)) ^ r;
-      return (((r ^ (r >>> 14)) >>> 0) % n);
+      return ((r ^ (r >>> 14)) >>> 0) % n;
     };
   }
 
@@ -336,7 +346,9 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
     await exits.complete("bob");
     await fx.indexer.poll();
 
-    const bob = fx.db.prepare("SELECT account_id, status, paid, frozen FROM chain_exits WHERE address = ?").get(chain.address("bob").toLowerCase());
+    const bob = fx.db
+      .prepare("SELECT account_id, status, paid, frozen FROM chain_exits WHERE address = ?")
+      .get(chain.address("bob").toLowerCase());
     expect(bob).to.deep.equal({ account_id: null, status: "completed", paid: 3n * USDC, frozen: 0n });
     expect(fx.logged.some((m) => m.includes("which no account has linked"))).to.equal(true);
     await expectConsistent();

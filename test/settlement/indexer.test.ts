@@ -38,7 +38,10 @@ describe("server/settlement/indexer: DepositIndexer", function () {
   async function linkUser(user: UserName): Promise<void> {
     ledger.ensureAccount({ id: accountOf(user), kind: "user", name: user });
     const result = await linkAddress(ledger, { accountId: accountOf(user), address: chain.address(user) });
-    expect(result.ok, JSON.stringify(result, (_k, v) => (typeof v === "bigint" ? `${v}` : v))).to.equal(true);
+    expect(
+      result.ok,
+      JSON.stringify(result, (_k, v) => (typeof v === "bigint" ? `${v}` : v)),
+    ).to.equal(true);
   }
 
   const available = (user: UserName) => ledger.balance(accountOf(user)).availableMicros;
@@ -161,7 +164,10 @@ describe("server/settlement/indexer: DepositIndexer", function () {
 
     // Chunks [from, from+1] and [from+2, from+3] commit; the third read fails and the poll throws.
     const failed = await indexer.poll().catch((error: unknown) => error);
-    expect(failed).to.be.instanceOf(Error).with.property("message").that.matches(/third request/);
+    expect(failed)
+      .to.be.instanceOf(Error)
+      .with.property("message")
+      .that.matches(/third request/);
     expect(indexer.lastIndexed()?.block).to.equal(from + 3n);
     expect(available("alice")).to.equal(4n * USDC); // 1 + 3
     expect(available("bob")).to.equal(6n * USDC); // 2 + 4
@@ -235,7 +241,10 @@ describe("server/settlement/indexer: DepositIndexer", function () {
     const linked = await linkAddress(ledger, { accountId: accountOf("carol"), address: chain.address("carol") });
     expect(linked).to.deep.include({ ok: true, created: true, creditedDeposits: 1, creditedMicros: 6n * USDC });
     expect(available("carol")).to.equal(6n * USDC);
-    const again = await linkAddress(ledger, { accountId: accountOf("carol"), address: chain.address("carol").toUpperCase().replace("0X", "0x") });
+    const again = await linkAddress(ledger, {
+      accountId: accountOf("carol"),
+      address: chain.address("carol").toUpperCase().replace("0X", "0x"),
+    });
     expect(again).to.deep.include({ ok: true, created: false, creditedDeposits: 0 });
     expect(addressesOf(db, accountOf("carol"))).to.deep.equal([chain.address("carol").toLowerCase()]);
 
@@ -246,8 +255,14 @@ describe("server/settlement/indexer: DepositIndexer", function () {
   });
 
   it("refuses links that cannot hold a deposit", async () => {
-    expect(await linkAddress(ledger, { accountId: accountOf("alice"), address: "0x1234" })).to.deep.equal({ ok: false, reason: "invalid_address" });
-    expect(await linkAddress(ledger, { accountId: "user:nobody", address: chain.address("carol") })).to.deep.equal({ ok: false, reason: "unknown_account" });
+    expect(await linkAddress(ledger, { accountId: accountOf("alice"), address: "0x1234" })).to.deep.equal({
+      ok: false,
+      reason: "invalid_address",
+    });
+    expect(await linkAddress(ledger, { accountId: "user:nobody", address: chain.address("carol") })).to.deep.equal({
+      ok: false,
+      reason: "unknown_account",
+    });
     expect(await linkAddress(ledger, { accountId: "platform", address: chain.address("carol") })).to.deep.equal({
       ok: false,
       reason: "account_cannot_deposit",
@@ -290,7 +305,9 @@ describe("server/settlement/indexer: DepositIndexer", function () {
     await chain.mine(3);
     const replaced = await indexer.poll().catch((error: unknown) => error);
     expect(replaced).to.be.instanceOf(DeepReorgError).and.include({ blockNumber: indexed.block, indexedHash: indexed.hash });
-    expect((replaced as DeepReorgError).chainHash).to.match(/^0x[0-9a-f]{64}$/).and.not.equal(indexed.hash);
+    expect((replaced as DeepReorgError).chainHash)
+      .to.match(/^0x[0-9a-f]{64}$/)
+      .and.not.equal(indexed.hash);
     expect(available("bob")).to.equal(0n);
 
     indexer.start(5);
@@ -342,17 +359,24 @@ describe("server/settlement/indexer: DepositIndexer", function () {
     it("catch a second entry for the same log (a double credit)", () => {
       const memo = db.prepare("SELECT memo FROM entries WHERE kind = 'deposit' AND memo <> ''").pluck().get() as string;
       ledger.credit(accountOf("alice"), 5n * USDC, "deposit", memo);
-      expect(findViolations(db).map((v) => v.rule)).to.deep.equal(["every deposit entry for a chain log is the one its chain deposit records"]);
+      expect(findViolations(db).map((v) => v.rule)).to.deep.equal([
+        "every deposit entry for a chain log is the one its chain deposit records",
+      ]);
     });
 
     it("catch a credited amount that differs from the log's", () => {
       db.prepare("UPDATE chain_deposits SET amount = amount + 1 WHERE account_id IS NOT NULL").run();
-      expect(findViolations(db).map((v) => v.rule)).to.deep.equal(["a credited chain deposit is one deposit entry paying its amount into its account"]);
+      expect(findViolations(db).map((v) => v.rule)).to.deep.equal([
+        "a credited chain deposit is one deposit entry paying its amount into its account",
+      ]);
     });
 
     it("catch a deposit left waiting after its address was linked", () => {
       ledger.ensureAccount({ id: accountOf("carol"), kind: "user", name: "carol" });
-      db.prepare("INSERT INTO account_addresses (address, account_id, created_at) VALUES (?, ?, 0)").run(chain.address("carol").toLowerCase(), accountOf("carol"));
+      db.prepare("INSERT INTO account_addresses (address, account_id, created_at) VALUES (?, ?, 0)").run(
+        chain.address("carol").toLowerCase(),
+        accountOf("carol"),
+      );
       expect(findViolations(db).map((v) => v.rule)).to.deep.equal([
         "a chain deposit is credited to its address's account, and waits only while the address is unlinked",
       ]);

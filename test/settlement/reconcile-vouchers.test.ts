@@ -28,7 +28,14 @@ describe("reconcile and vouchers", function () {
     ledger.ensureAccount({ id: "alice", kind: "user", name: "Alice" });
     await linkAddress(ledger, { accountId: "alice", address: chain.address("alice") });
     await chain.deposit("alice", 10n * USDC);
-    const indexer = new DepositIndexer({ ledger, publicClient: chain.publicClient, escrowAddress: chain.deployment.escrow, deployBlock: chain.deployment.deployBlock, confirmations: 0, log: () => {} });
+    const indexer = new DepositIndexer({
+      ledger,
+      publicClient: chain.publicClient,
+      escrowAddress: chain.deployment.escrow,
+      deployBlock: chain.deployment.deployBlock,
+      confirmations: 0,
+      log: () => {},
+    });
     await indexer.poll();
     const all = await hre.viem.getWalletClients();
     const issuer = new VoucherIssuer({ ledger, signer: all[2], escrowAddress: chain.deployment.escrow, chainId: 8453 });
@@ -39,8 +46,12 @@ describe("reconcile and vouchers", function () {
     const before = await chain.head();
     const alice = all.find((w) => w.account.address.toLowerCase() === chain.address("alice").toLowerCase())!;
     const tx = await alice.writeContract({
-      address: chain.deployment.escrow, abi: loadArtifact("SkillEscrow").abi, functionName: "withdrawWithVoucher",
-      args: [issued.issued.voucher, issued.issued.signature], account: alice.account, chain: alice.chain,
+      address: chain.deployment.escrow,
+      abi: loadArtifact("SkillEscrow").abi,
+      functionName: "withdrawWithVoucher",
+      args: [issued.issued.voucher, issued.issued.signature],
+      account: alice.account,
+      chain: alice.chain,
     });
     await chain.receipt(tx);
     expect(await issuer.sweep(chain.publicClient)).to.deep.equal({ redeemed: 1, returned: 0 });
@@ -49,9 +60,19 @@ describe("reconcile and vouchers", function () {
     const pinnedBefore = new Proxy(chain.publicClient, {
       get: (target, prop) => (prop === "getBlockNumber" ? async () => before : Reflect.get(target, prop)),
     }) as PublicClient;
-    const early = await reconcile({ db, publicClient: pinnedBefore, escrowAddress: chain.deployment.escrow, fromBlock: chain.deployment.deployBlock });
+    const early = await reconcile({
+      db,
+      publicClient: pinnedBefore,
+      escrowAddress: chain.deployment.escrow,
+      fromBlock: chain.deployment.deployBlock,
+    });
     expect(early.differences).to.deep.equal([]);
-    const now = await reconcile({ db, publicClient: chain.publicClient, escrowAddress: chain.deployment.escrow, fromBlock: chain.deployment.deployBlock });
+    const now = await reconcile({
+      db,
+      publicClient: chain.publicClient,
+      escrowAddress: chain.deployment.escrow,
+      fromBlock: chain.deployment.deployBlock,
+    });
     expect(now.differences).to.deep.equal([]);
     db.close();
   });

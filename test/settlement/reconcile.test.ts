@@ -14,7 +14,12 @@ describe("server/settlement/reconcile: reconcile", function () {
   let fx: SettlementFixture;
 
   const check = () =>
-    reconcile({ db: fx.db, publicClient: chain.publicClient, escrowAddress: chain.deployment.escrow, fromBlock: chain.deployment.deployBlock });
+    reconcile({
+      db: fx.db,
+      publicClient: chain.publicClient,
+      escrowAddress: chain.deployment.escrow,
+      fromBlock: chain.deployment.deployBlock,
+    });
   const codes = (result: ReconcileReturnType) => result.differences.map((d) => d.code).sort();
   const alice = () => getAddress(chain.address("alice"));
   const acme = () => chain.sellerAddress("acme");
@@ -84,59 +89,68 @@ describe("server/settlement/reconcile: reconcile", function () {
     fx.db.prepare("DELETE FROM indexer_state").run();
     const result = await check();
     expect(codes(result)).to.deep.equal(["escrow_balance_mismatch"]);
-    expect(result.differences[0]).to.deep.include({ address: alice(), chainMicros: 7n * USDC - 1_234_567n, ledgerMicros: 5n * USDC - 1_234_567n });
+    expect(result.differences[0]).to.deep.include({
+      address: alice(),
+      chainMicros: 7n * USDC - 1_234_567n,
+      ledgerMicros: 5n * USDC - 1_234_567n,
+    });
   });
 
   describe("reports the books apart", () => {
-    const tampers: { name: string; tamper: (fx: SettlementFixture, chain: SettlementChain) => Promise<void> | void; expected: string[] }[] = [
-      {
-        name: "a deposit entry with no money in the escrow behind it",
-        tamper: (fx) => fx.ledger.credit(userId("alice"), 1n, "deposit", "made up"),
-        expected: ["escrow_balance_mismatch"],
-      },
-      {
-        name: "a settled call's fee moved to its seller",
-        tamper: (fx) => {
-          fx.db.prepare("UPDATE holds SET seller_amount = seller_amount + 1, fee_amount = fee_amount - 1 WHERE account_id = ?").run(userId("alice"));
+    const tampers: { name: string; tamper: (fx: SettlementFixture, chain: SettlementChain) => Promise<void> | void; expected: string[] }[] =
+      [
+        {
+          name: "a deposit entry with no money in the escrow behind it",
+          tamper: (fx) => fx.ledger.credit(userId("alice"), 1n, "deposit", "made up"),
+          expected: ["escrow_balance_mismatch"],
         },
-        expected: ["batch_mismatch", "earnings_mismatch"],
-      },
-      {
-        name: "a settled call's price raised",
-        tamper: (fx) => {
-          fx.db.prepare("UPDATE holds SET amount = amount + 10, seller_amount = seller_amount + 10 WHERE account_id = ?").run(userId("alice"));
+        {
+          name: "a settled call's fee moved to its seller",
+          tamper: (fx) => {
+            fx.db
+              .prepare("UPDATE holds SET seller_amount = seller_amount + 1, fee_amount = fee_amount - 1 WHERE account_id = ?")
+              .run(userId("alice"));
+          },
+          expected: ["batch_mismatch", "earnings_mismatch"],
         },
-        expected: ["batch_mismatch", "earnings_mismatch", "escrow_balance_mismatch"],
-      },
-      {
-        name: "a batch marked settled that the chain never received",
-        tamper: (fx) => {
-          fx.db
-            .prepare(
-              `INSERT INTO settlement_batches (number, status, receipts_root, call_count, total_debits, platform_fee, recorded_at_block, created_at, settled_at)
+        {
+          name: "a settled call's price raised",
+          tamper: (fx) => {
+            fx.db
+              .prepare("UPDATE holds SET amount = amount + 10, seller_amount = seller_amount + 10 WHERE account_id = ?")
+              .run(userId("alice"));
+          },
+          expected: ["batch_mismatch", "earnings_mismatch", "escrow_balance_mismatch"],
+        },
+        {
+          name: "a batch marked settled that the chain never received",
+          tamper: (fx) => {
+            fx.db
+              .prepare(
+                `INSERT INTO settlement_batches (number, status, receipts_root, call_count, total_debits, platform_fee, recorded_at_block, created_at, settled_at)
                VALUES (2, 'settled', ?, 1, 1, 0, 0, 0, 0)`,
-            )
-            .run(`0x${"ab".repeat(32)}`);
+              )
+              .run(`0x${"ab".repeat(32)}`);
+          },
+          expected: ["batch_not_on_chain"],
         },
-        expected: ["batch_not_on_chain"],
-      },
-      {
-        name: "a batch on the chain that the ledger never recorded",
-        tamper: async (_fx, chain) => {
-          const { batch } = batchFromReceipts(2n, [buildReceipt(0, chain.address("alice"), chain.sellerAddress("acme"), 1_000n)]);
-          const hash = await chain.settlerWallet.writeContract({
-            address: chain.deployment.escrow,
-            abi: ESCROW_SETTLEMENT_ABI,
-            functionName: "settle",
-            args: [batch],
-            account: chain.settlerWallet.account,
-            chain: chain.settlerWallet.chain,
-          });
-          expect((await chain.receipt(hash)).status).to.equal("success");
+        {
+          name: "a batch on the chain that the ledger never recorded",
+          tamper: async (_fx, chain) => {
+            const { batch } = batchFromReceipts(2n, [buildReceipt(0, chain.address("alice"), chain.sellerAddress("acme"), 1_000n)]);
+            const hash = await chain.settlerWallet.writeContract({
+              address: chain.deployment.escrow,
+              abi: ESCROW_SETTLEMENT_ABI,
+              functionName: "settle",
+              args: [batch],
+              account: chain.settlerWallet.account,
+              chain: chain.settlerWallet.chain,
+            });
+            expect((await chain.receipt(hash)).status).to.equal("success");
+          },
+          expected: ["batch_not_in_ledger", "earnings_mismatch", "earnings_mismatch", "escrow_balance_mismatch"],
         },
-        expected: ["batch_not_in_ledger", "earnings_mismatch", "earnings_mismatch", "escrow_balance_mismatch"],
-      },
-    ];
+      ];
     for (const { name, tamper, expected } of tampers) {
       it(`when ${name}`, async () => {
         await settledWorld();
@@ -158,14 +172,18 @@ describe("server/settlement/reconcile: reconcile", function () {
         ledgerMicros: 5n * USDC - 1_234_567n + 1n,
         chainMicros: 5n * USDC - 1_234_567n,
       });
-      expect(difference.detail).to.include(`the escrow holds ${5n * USDC - 1_234_567n}, the ledger's settled view says ${5n * USDC - 1_234_567n + 1n}`);
+      expect(difference.detail).to.include(
+        `the escrow holds ${5n * USDC - 1_234_567n}, the ledger's settled view says ${5n * USDC - 1_234_567n + 1n}`,
+      );
     });
   });
 
   it("refuses, in the schema, to move a settled call to another batch or to change a recorded batch", async () => {
     await settledWorld();
     expect(() => fx.db.prepare("UPDATE holds SET batch_number = NULL").run()).to.throw("a hold already belongs to a settlement batch");
-    expect(() => fx.db.prepare("UPDATE settlement_batches SET total_debits = total_debits + 1").run()).to.throw("a recorded settlement batch cannot change");
+    expect(() => fx.db.prepare("UPDATE settlement_batches SET total_debits = total_debits + 1").run()).to.throw(
+      "a recorded settlement batch cannot change",
+    );
     expect(() => fx.db.prepare("UPDATE settlement_batches SET status = 'pending', settled_at = NULL").run()).to.throw(
       "a settled batch cannot become pending again",
     );
@@ -187,7 +205,10 @@ describe("server/settlement/reconcile: reconcile", function () {
     expect(await settler.runOnce().catch((e: unknown) => e)).to.equal(error);
 
     fx.pay("bob", "globex", 2_000n);
-    const restarted = await fx.settler().runOnce().catch((e: unknown) => e);
+    const restarted = await fx
+      .settler()
+      .runOnce()
+      .catch((e: unknown) => e);
     expect((restarted as SettlementHaltedError).code).to.equal("reconcile_failed");
     expect(fx.db.prepare("SELECT MAX(number) FROM settlement_batches").pluck().get()).to.equal(2n);
     expect(await chain.settledBatches()).to.have.length(2);

@@ -13,7 +13,9 @@ const VERIFY_ABI = parseAbi([
 ]);
 
 const batchRow = (fx: SettlementFixture, number: number) =>
-  fx.db.prepare("SELECT number, status, call_count, total_debits, platform_fee, tx_hash FROM settlement_batches WHERE number = ?").get(number) as
+  fx.db
+    .prepare("SELECT number, status, call_count, total_debits, platform_fee, tx_hash FROM settlement_batches WHERE number = ?")
+    .get(number) as
     | { number: bigint; status: string; call_count: bigint; total_debits: bigint; platform_fee: bigint; tx_hash: string | null }
     | undefined;
 
@@ -96,7 +98,12 @@ describe("server/settlement/settler: Settler", function () {
 
     const results = [await settler.runOnce(), await settler.runOnce(), await settler.runOnce(), await settler.runOnce()];
 
-    expect(results.map((r) => [r.batch, r.calls])).to.deep.equal([[1, 15], [2, 15], [3, 10], [undefined, 0]]);
+    expect(results.map((r) => [r.batch, r.calls])).to.deep.equal([
+      [1, 15],
+      [2, 15],
+      [3, 10],
+      [undefined, 0],
+    ]);
     const batchOf = fx.db.prepare("SELECT batch_number FROM holds ORDER BY closed_at, id").pluck().all() as bigint[];
     expect(batchOf).to.deep.equal([...Array(15).fill(1n), ...Array(15).fill(2n), ...Array(10).fill(3n)]);
     for (const user of users) {
@@ -186,7 +193,10 @@ describe("server/settlement/settler: Settler", function () {
       fx.pay("alice", "acme", 20_000n);
       const dying = faultyWallet(chain.settlerWallet, ["fail_before_send"]);
 
-      const failure = await fx.settler({ walletClient: dying }).runOnce().catch((e: unknown) => e);
+      const failure = await fx
+        .settler({ walletClient: dying })
+        .runOnce()
+        .catch((e: unknown) => e);
       expect(failure).to.be.instanceOf(SettlementSendError);
       expect(batchRow(fx, 1)).to.deep.include({ status: "pending", call_count: 2n });
       expect(dying.sent).to.have.length(0);
@@ -216,7 +226,10 @@ describe("server/settlement/settler: Settler", function () {
       fx.pay("alice", "acme", 10_000n);
       const dying = faultyWallet(chain.settlerWallet, ["lose_answer"]);
 
-      const failure = await fx.settler({ walletClient: dying }).runOnce().catch((e: unknown) => e);
+      const failure = await fx
+        .settler({ walletClient: dying })
+        .runOnce()
+        .catch((e: unknown) => e);
       expect(failure).to.be.instanceOf(SettlementSendError);
       expect(dying.sent).to.have.length(1);
       expect(batchRow(fx, 1)).to.deep.include({ status: "pending", tx_hash: null });
@@ -302,14 +315,19 @@ describe("server/settlement/settler: Settler", function () {
       expect(unbatched(fx)).to.equal(1);
       expect(settler.fatalError).to.equal(undefined);
       expect(await settler.runOnce()).to.deep.include({ calls: 0 });
-      expect(await chain.publicClient.readContract({ address: chain.deployment.escrow, abi: VERIFY_ABI, functionName: "lastBatchNumber" })).to.equal(1n);
+      expect(
+        await chain.publicClient.readContract({ address: chain.deployment.escrow, abi: VERIFY_ABI, functionName: "lastBatchNumber" }),
+      ).to.equal(1n);
     });
 
     it("halts on a key without SETTLER_ROLE, and a settler with the right key sends the same batch", async () => {
       await fx.addUser("alice", 5n * USDC);
       await fx.addSeller("acme");
       fx.pay("alice", "acme", 10_000n);
-      const error = await fx.settler({ walletClient: chain.treasuryWallet }).runOnce().catch((e: unknown) => e);
+      const error = await fx
+        .settler({ walletClient: chain.treasuryWallet })
+        .runOnce()
+        .catch((e: unknown) => e);
       expect(error).to.be.instanceOf(SettlementHaltedError);
       expect((error as SettlementHaltedError).details.revert?.errorName).to.equal("AccessControlUnauthorizedAccount");
 

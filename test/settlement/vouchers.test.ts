@@ -23,10 +23,22 @@ describe("withdrawal vouchers", function () {
   const wallet = async (address: Address) => (await hre.viem.getWalletClients()).find((w) => w.account.address === address)!;
   const redeem = async (issued: IssuedVoucher) => {
     const w = await wallet(chain.address("alice"));
-    return w.writeContract({ address: issued.escrow, abi: escrowAbi, functionName: "withdrawWithVoucher", args: [issued.voucher, issued.signature], account: w.account, chain: w.chain });
+    return w.writeContract({
+      address: issued.escrow,
+      abi: escrowAbi,
+      functionName: "withdrawWithVoucher",
+      args: [issued.voucher, issued.signature],
+      account: w.account,
+      chain: w.chain,
+    });
   };
   const walletUsdc = (address: Address) =>
-    chain.publicClient.readContract({ address: chain.deployment.usdc, abi: usdcAbi, functionName: "balanceOf", args: [address] }) as Promise<bigint>;
+    chain.publicClient.readContract({
+      address: chain.deployment.usdc,
+      abi: usdcAbi,
+      functionName: "balanceOf",
+      args: [address],
+    }) as Promise<bigint>;
 
   before(async () => {
     chain = await startLocalChain();
@@ -69,7 +81,12 @@ describe("withdrawal vouchers", function () {
   });
 
   it("withdraws all the available balance by default, never what calls hold", async () => {
-    const held = ledger.hold({ accountId: "alice", sellerAccountId: "seller", skillId: "x", charge: { chargedMicros: USDC, sellerMicros: 900_000n, feeMicros: 100_000n } });
+    const held = ledger.hold({
+      accountId: "alice",
+      sellerAccountId: "seller",
+      skillId: "x",
+      charge: { chargedMicros: USDC, sellerMicros: 900_000n, feeMicros: 100_000n },
+    });
     expect(held.ok).to.equal(true);
     const result = await issuer.issue("alice", { nowSec: await chainTimeSec() });
     if (!result.ok) throw new Error(result.reason);

@@ -11,12 +11,31 @@ const to: Address = "0x5555555555555555555555555555555555555555";
 const signature: Hex = `0x${"ab".repeat(65)}`;
 
 /** The withdrawal flow's calldata, built by the gateway's own builder, with calls optionally altered. */
-function withdrawal(amount = 1_500_000n, alter: (func: Hex[]) => Hex[] = (f) => f, account: Address = sender, recipient: Address = to): Hex {
-  const calls = escrowWithdrawCalls({ usdc, escrow, voucher: { account, amount, nonce: 9n, deadline: 2_000_000_000n }, signature, to: recipient });
-  return encodeFunctionData({ abi: ACCOUNT_ABI, functionName: "executeBatch", args: [calls.map((c) => c.to), [0n, 0n], alter(calls.map((c) => c.data))] });
+function withdrawal(
+  amount = 1_500_000n,
+  alter: (func: Hex[]) => Hex[] = (f) => f,
+  account: Address = sender,
+  recipient: Address = to,
+): Hex {
+  const calls = escrowWithdrawCalls({
+    usdc,
+    escrow,
+    voucher: { account, amount, nonce: 9n, deadline: 2_000_000_000n },
+    signature,
+    to: recipient,
+  });
+  return encodeFunctionData({
+    abi: ACCOUNT_ABI,
+    functionName: "executeBatch",
+    args: [calls.map((c) => c.to), [0n, 0n], alter(calls.map((c) => c.data))],
+  });
 }
 const transfer = (recipient: Address, amount: bigint) =>
-  encodeFunctionData({ abi: parseAbi(["function transfer(address to, uint256 amount) returns (bool)"]), functionName: "transfer", args: [recipient, amount] });
+  encodeFunctionData({
+    abi: parseAbi(["function transfer(address to, uint256 amount) returns (bool)"]),
+    functionName: "transfer",
+    args: [recipient, amount],
+  });
 const violation = (callData: Hex) => gatewayFlowViolation({ sender, callData, usdc, escrow, accountFactory });
 
 /** The off-chain mirror of GatewayPaymaster's withdrawal rules (the contract tests pin the same reasons on chain). */
@@ -30,7 +49,7 @@ describe("gatewayFlowViolation: the withdrawal flow", () => {
     ["a transfer to the zero address", withdrawal(5n, undefined, sender, zeroAddress), "transfer recipient"],
     ["a transfer of another amount", withdrawal(5n, (f) => [f[0], transfer(to, 6n)]), "withdraw amount"],
     ["a voucher of zero", withdrawal(0n), "withdraw amount"],
-    ["dirty padding after the signature", withdrawal(5n, (f) => [(`${f[0].slice(0, -2)}01`) as Hex, f[1]]), "withdraw call"],
+    ["dirty padding after the signature", withdrawal(5n, (f) => [`${f[0].slice(0, -2)}01` as Hex, f[1]]), "withdraw call"],
     ["a transfer with a word appended", withdrawal(5n, (f) => [f[0], concat([f[1], pad("0x01", { size: 32 })])]), "transfer call"],
     ["a word appended to the whole call", concat([withdrawal(), pad("0x01", { size: 32 })]), "withdraw encoding"],
   ];

@@ -54,7 +54,11 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
     const window = { validUntil: Math.floor(Date.now() / 1000) + 600, validAfter: 0 };
     const data = (signature: Hex) =>
       concat([encodeAbiParameters([{ type: "uint48" }, { type: "uint48" }], [window.validUntil, window.validAfter]), signature]);
-    const fields = { paymaster: stack.aa.paymaster, paymasterVerificationGasLimit: PAYMASTER_VERIFICATION_GAS, paymasterPostOpGasLimit: 0n };
+    const fields = {
+      paymaster: stack.aa.paymaster,
+      paymasterVerificationGasLimit: PAYMASTER_VERIFICATION_GAS,
+      paymasterPostOpGasLimit: 0n,
+    };
     return {
       async getPaymasterStubData() {
         return { ...fields, paymasterData: data(`0x${"ff".repeat(15)}f0${"00".repeat(16)}7${"a".repeat(63)}1c`) };
@@ -77,7 +81,11 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
     expect(await pm("escrow")).to.equal(stack.deployment.escrow);
     expect(await pm("accountFactory")).to.equal(SIMPLE_ACCOUNT_FACTORY_V07);
     expect(await pm("verifyingSigner")).to.equal(stack.paymasterSigner.address);
-    const deposit = await stack.node.publicClient.readContract({ address: stack.aa.paymaster, abi: GATEWAY_PAYMASTER_ABI, functionName: "getDeposit" });
+    const deposit = await stack.node.publicClient.readContract({
+      address: stack.aa.paymaster,
+      abi: GATEWAY_PAYMASTER_ABI,
+      functionName: "getDeposit",
+    });
     expect(deposit).to.equal(10n ** 18n);
   });
 
@@ -92,11 +100,20 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
     const account = await newAccount();
     expect(await stack.node.publicClient.getCode({ address: account.address })).to.equal(undefined);
     await stack.mint(account.address, 5n * USDC);
-    const depositBefore = await stack.node.publicClient.readContract({ address: stack.aa.paymaster, abi: GATEWAY_PAYMASTER_ABI, functionName: "getDeposit" });
+    const depositBefore = await stack.node.publicClient.readContract({
+      address: stack.aa.paymaster,
+      abi: GATEWAY_PAYMASTER_ABI,
+      functionName: "getDeposit",
+    });
 
     const bundler = bundlerFor(account, gateway());
     const hash = await bundler.sendUserOperation({
-      calls: escrowDepositCalls({ usdc: stack.deployment.usdc, escrow: stack.deployment.escrow, wallet: account.address, amountMicros: 5n * USDC }),
+      calls: escrowDepositCalls({
+        usdc: stack.deployment.usdc,
+        escrow: stack.deployment.escrow,
+        wallet: account.address,
+        amountMicros: 5n * USDC,
+      }),
     });
     const receipt = await bundler.waitForUserOperationReceipt({ hash, pollingInterval: 100, timeout: 30_000 });
 
@@ -105,7 +122,11 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
     expect(await read(stack.deployment.escrow, "balances", account.address)).to.equal(5n * USDC);
     expect(await read(stack.deployment.usdc, "balanceOf", account.address)).to.equal(0n);
     expect(await stack.node.publicClient.getBalance({ address: account.address })).to.equal(0n);
-    const depositAfter = await stack.node.publicClient.readContract({ address: stack.aa.paymaster, abi: GATEWAY_PAYMASTER_ABI, functionName: "getDeposit" });
+    const depositAfter = await stack.node.publicClient.readContract({
+      address: stack.aa.paymaster,
+      abi: GATEWAY_PAYMASTER_ABI,
+      functionName: "getDeposit",
+    });
     expect(depositAfter < depositBefore, "the paymaster paid the gas").to.equal(true);
     const deposits = receipt.logs.filter((log) => log.address.toLowerCase() === stack.deployment.escrow.toLowerCase());
     expect(deposits).to.have.length(1);
@@ -116,8 +137,16 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
     const escrowCall = (data: Hex): Call => ({ to: stack.deployment.escrow, value: 0n, data });
     const stranger = privateKeyToAccount(generatePrivateKey()).address;
     const flows: [string, (wallet: Address) => Call[], string][] = [
-      ["a plain USDC transfer out", () => [usdcCall(encodeFunctionData({ abi: ABI, functionName: "transfer", args: [stranger, USDC] }))], "claim target"],
-      ["an escrow call that is not a claim (requestExit)", () => [escrowCall(encodeFunctionData({ abi: ABI, functionName: "requestExit", args: [USDC] }))], "claim call"],
+      [
+        "a plain USDC transfer out",
+        () => [usdcCall(encodeFunctionData({ abi: ABI, functionName: "transfer", args: [stranger, USDC] }))],
+        "claim target",
+      ],
+      [
+        "an escrow call that is not a claim (requestExit)",
+        () => [escrowCall(encodeFunctionData({ abi: ABI, functionName: "requestExit", args: [USDC] }))],
+        "claim call",
+      ],
       [
         "a deposit credited to someone else",
         () => [
@@ -149,7 +178,14 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
         const account = await newAccount();
         await stack.mint(account.address, 3n * USDC);
         const op = { sender: account.address, callData: await account.encodeCalls(calls(account.address)) };
-        expect(gatewayFlowViolation({ ...op, usdc: stack.deployment.usdc, escrow: stack.deployment.escrow, accountFactory: SIMPLE_ACCOUNT_FACTORY_V07 })).to.equal(reason);
+        expect(
+          gatewayFlowViolation({
+            ...op,
+            usdc: stack.deployment.usdc,
+            escrow: stack.deployment.escrow,
+            accountFactory: SIMPLE_ACCOUNT_FACTORY_V07,
+          }),
+        ).to.equal(reason);
 
         // Off chain: the gateway's paymaster actions refuse before signing anything.
         let refused: unknown;
@@ -181,7 +217,12 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
     it("the paymaster contract refuses the gateway's flow signed by any other key", async () => {
       const account = await newAccount();
       await stack.mint(account.address, 2n * USDC);
-      const calls = escrowDepositCalls({ usdc: stack.deployment.usdc, escrow: stack.deployment.escrow, wallet: account.address, amountMicros: 2n * USDC });
+      const calls = escrowDepositCalls({
+        usdc: stack.deployment.usdc,
+        escrow: stack.deployment.escrow,
+        wallet: account.address,
+        amountMicros: 2n * USDC,
+      });
       let rejected: unknown;
       try {
         await bundlerFor(account, signAnything(privateKeyToAccount(generatePrivateKey()))).sendUserOperation({ calls });

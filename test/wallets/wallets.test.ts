@@ -51,14 +51,25 @@ describe("embedded wallets", function () {
       const { db, ledger } = freshLedger();
       const wallet = await ensureEmbeddedWallet(ledger, "user:ada", { kind: "siwe", address: siweAddress.toLowerCase() }, { chain });
 
-      const onChain = await stack.node.publicClient.readContract({ address: stack.aa.accountFactory, abi: FACTORY_ABI, functionName: "getAddress", args: [siweAddress, 0n] });
+      const onChain = await stack.node.publicClient.readContract({
+        address: stack.aa.accountFactory,
+        abi: FACTORY_ABI,
+        functionName: "getAddress",
+        args: [siweAddress, 0n],
+      });
       expect(wallet.address).to.equal(onChain);
       expect(wallet).to.include({ created: true, ownerKind: "siwe", ownerAddress: siweAddress });
       expect(wallet.link).to.include({ ok: true, created: true });
       expect(await stack.node.publicClient.getCode({ address: wallet.address }), "counterfactual: nothing deployed").to.equal(undefined);
       expect(accountForAddress(db, wallet.address)).to.equal("user:ada");
       const row = db.prepare("SELECT * FROM embedded_wallets").get() as Record<string, unknown>;
-      expect(row).to.include({ account_id: "user:ada", address: onChain.toLowerCase(), owner_kind: "siwe", owner_address: siweAddress.toLowerCase(), encrypted_owner_key: null });
+      expect(row).to.include({
+        account_id: "user:ada",
+        address: onChain.toLowerCase(),
+        owner_kind: "siwe",
+        owner_address: siweAddress.toLowerCase(),
+        encrypted_owner_key: null,
+      });
 
       // Asking again changes nothing; another database computes the same address for the same owner.
       const again = await ensureEmbeddedWallet(ledger, "user:ada", { kind: "server" }, { chain });
@@ -71,7 +82,15 @@ describe("embedded wallets", function () {
 
     it("refuses an unknown account or a malformed owner address", async () => {
       const { ledger } = freshLedger();
-      await expectRejection(ensureEmbeddedWallet(ledger, "user:nobody", { kind: "siwe", address: privateKeyToAccount(generatePrivateKey()).address }, { chain }), "no account user:nobody");
+      await expectRejection(
+        ensureEmbeddedWallet(
+          ledger,
+          "user:nobody",
+          { kind: "siwe", address: privateKeyToAccount(generatePrivateKey()).address },
+          { chain },
+        ),
+        "no account user:nobody",
+      );
       await expectRejection(ensureEmbeddedWallet(ledger, "user:ada", { kind: "siwe", address: "0x1234" }, { chain }), "is not an address");
     });
   });
@@ -87,7 +106,11 @@ describe("embedded wallets", function () {
 
       const owner = serverOwnerOf(db, "user:ada", KEY);
       expect(owner.address).to.equal(wallet.ownerAddress);
-      const account = await toSimpleSmartAccount({ client: stack.node.publicClient, owner, entryPoint: { address: stack.aa.entryPoint, version: "0.7" } });
+      const account = await toSimpleSmartAccount({
+        client: stack.node.publicClient,
+        owner,
+        entryPoint: { address: stack.aa.entryPoint, version: "0.7" },
+      });
       expect(account.address).to.equal(wallet.address);
 
       const blob = db.prepare("SELECT encrypted_owner_key FROM embedded_wallets").pluck().get() as Buffer;
@@ -111,9 +134,15 @@ describe("embedded wallets", function () {
       const wallet = privateKeyToAccount(generatePrivateKey()).address;
       const blob = encryptOwnerKey(privateKey, key, "user:ada", wallet);
       expect(decryptOwnerKey(blob, key, "user:ada", wallet)).to.equal(privateKey);
-      expect(() => decryptOwnerKey(blob, walletEncryptionKey("6b".repeat(32)), "user:ada", wallet)).to.throw(WalletError, "does not decrypt");
+      expect(() => decryptOwnerKey(blob, walletEncryptionKey("6b".repeat(32)), "user:ada", wallet)).to.throw(
+        WalletError,
+        "does not decrypt",
+      );
       expect(() => decryptOwnerKey(blob, key, "user:eve", wallet)).to.throw(WalletError, "does not decrypt");
-      expect(() => decryptOwnerKey(blob, key, "user:ada", privateKeyToAccount(generatePrivateKey()).address)).to.throw(WalletError, "does not decrypt");
+      expect(() => decryptOwnerKey(blob, key, "user:ada", privateKeyToAccount(generatePrivateKey()).address)).to.throw(
+        WalletError,
+        "does not decrypt",
+      );
       const tampered = Buffer.from(blob);
       tampered[tampered.length - 1] ^= 1;
       expect(() => decryptOwnerKey(tampered, key, "user:ada", wallet)).to.throw(WalletError, "does not decrypt");
@@ -169,8 +198,18 @@ describe("embedded wallets", function () {
       await indexer.poll();
       await indexer.poll();
       expect(ledger.balance("user:ada").availableMicros).to.equal(7n * USDC + USDC / 2n);
-      const deposits = db.prepare("SELECT tx_hash, account_id, amount FROM chain_deposits").all() as { tx_hash: string; account_id: string; amount: bigint }[];
-      expect(deposits).to.deep.equal([{ tx_hash: (result as { transactionHash: Hex }).transactionHash.toLowerCase(), account_id: "user:ada", amount: 7n * USDC + USDC / 2n }]);
+      const deposits = db.prepare("SELECT tx_hash, account_id, amount FROM chain_deposits").all() as {
+        tx_hash: string;
+        account_id: string;
+        amount: bigint;
+      }[];
+      expect(deposits).to.deep.equal([
+        {
+          tx_hash: (result as { transactionHash: Hex }).transactionHash.toLowerCase(),
+          account_id: "user:ada",
+          amount: 7n * USDC + USDC / 2n,
+        },
+      ]);
       expect(db.prepare("SELECT COUNT(*) FROM entries WHERE kind = 'deposit'").pluck().get()).to.equal(1n);
 
       // Nothing left to move: a second sweep does nothing and the ledger stays put.

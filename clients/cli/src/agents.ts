@@ -18,7 +18,12 @@ export interface AgentLocation {
 export const DEFAULT_AGENT = "agents";
 
 export const AGENTS: readonly AgentLocation[] = [
-  { id: "agents", label: "the Agent Skills folder: Codex, Cursor, OpenCode", skillsDir: ".agents/skills", docsUrl: "https://developers.openai.com/codex/skills" },
+  {
+    id: "agents",
+    label: "the Agent Skills folder: Codex, Cursor, OpenCode",
+    skillsDir: ".agents/skills",
+    docsUrl: "https://developers.openai.com/codex/skills",
+  },
   { id: "claude", label: "Claude Code", skillsDir: ".claude/skills", docsUrl: "https://code.claude.com/docs/en/skills" },
   { id: "cursor", label: "Cursor", skillsDir: ".cursor/skills", docsUrl: "https://cursor.com/docs/skills" },
   { id: "codex", label: "OpenAI Codex", skillsDir: ".agents/skills", docsUrl: "https://developers.openai.com/codex/skills" },

@@ -44,19 +44,25 @@ export function buildProgram(io: CliIo): Command {
     .showSuggestionAfterError(true);
 
   const configOf = (cmd: Command): CliConfig => resolveConfig(cmd.optsWithGlobals<GlobalOptions>(), io.env, io.cwd);
-  const print = (config: CliConfig, json: unknown, text: () => string) => io.stdout(config.json ? `${JSON.stringify(json, null, 2)}\n` : text());
+  const print = (config: CliConfig, json: unknown, text: () => string) =>
+    io.stdout(config.json ? `${JSON.stringify(json, null, 2)}\n` : text());
 
   program
     .command("add")
     .description("look skills up in the marketplace, pin them in the manifest and write a SKILL.md for each where the agent reads it")
     .argument("<skills...>", "slugs or UUIDs")
     .addOption(new Option("--agent <agent>", "the agent that reads the skills").choices(AGENTS.map((a) => a.id)).default(DEFAULT_AGENT))
-    .addHelpText("after", `\nLocations:\n${AGENTS.map((a) => `  ${a.id.padEnd(9)} ${a.skillsDir}/<slug>/SKILL.md  (${a.label})`).join("\n")}\n`)
+    .addHelpText(
+      "after",
+      `\nLocations:\n${AGENTS.map((a) => `  ${a.id.padEnd(9)} ${a.skillsDir}/<slug>/SKILL.md  (${a.label})`).join("\n")}\n`,
+    )
     .action(async (refs: string[], options: { agent: string }, cmd: Command) => {
       const config = configOf(cmd);
       const result = await addSkills(marketplaceClient(config), config.manifestFile, refs, options.agent);
       const projectDir = projectDirOf(config.manifestFile);
-      print(config, result, () => result.added.map((s) => `added ${s.slug} (${formatUsd(s.price)}/call): ${displayPath(projectDir, s.path, io.cwd)}\n`).join(""));
+      print(config, result, () =>
+        result.added.map((s) => `added ${s.slug} (${formatUsd(s.price)}/call): ${displayPath(projectDir, s.path, io.cwd)}\n`).join(""),
+      );
     });
 
   program
@@ -69,7 +75,10 @@ export function buildProgram(io: CliIo): Command {
       print(config, skills, () =>
         skills.length === 0
           ? "No skills yet. Add one with: skill-gateway add <slug>\n"
-          : table([["SLUG", "NAME", "PRICE", "WRITTEN TO"], ...skills.map((s) => [s.slug, s.name, formatUsd(s.price), s.files.map((f) => displayPath(projectDir, f, io.cwd)).join(", ")])]),
+          : table([
+              ["SLUG", "NAME", "PRICE", "WRITTEN TO"],
+              ...skills.map((s) => [s.slug, s.name, formatUsd(s.price), s.files.map((f) => displayPath(projectDir, f, io.cwd)).join(", ")]),
+            ]),
       );
     });
 
@@ -81,7 +90,12 @@ export function buildProgram(io: CliIo): Command {
       const config = configOf(cmd);
       const skills = await searchMarketplace(marketplaceClient(config), words);
       print(config, skills, () =>
-        skills.length === 0 ? "No skills match.\n" : table([["SLUG", "PRICE", "NAME", "DESCRIPTION"], ...skills.map((s) => [s.slug, formatUsd(s.price_per_call), s.name, s.description.replace(/\s+/g, " ").slice(0, 80)])]),
+        skills.length === 0
+          ? "No skills match.\n"
+          : table([
+              ["SLUG", "PRICE", "NAME", "DESCRIPTION"],
+              ...skills.map((s) => [s.slug, formatUsd(s.price_per_call), s.name, s.description.replace(/\s+/g, " ").slice(0, 80)]),
+            ]),
       );
     });
 
@@ -126,22 +140,43 @@ export function buildProgram(io: CliIo): Command {
     .action(async (_options: unknown, cmd: Command) => {
       const config = configOf(cmd);
       const balance = await accountClient(config).balance();
-      print(config, balance, () => `available: ${formatUsd(balance.available)} ${balance.currency}\nheld: ${formatUsd(balance.held)} ${balance.currency}\n`);
+      print(
+        config,
+        balance,
+        () => `available: ${formatUsd(balance.available)} ${balance.currency}\nheld: ${formatUsd(balance.held)} ${balance.currency}\n`,
+      );
     });
 
   program
     .command("usage")
     .description("the account's recent calls, newest first")
-    .option("-n, --limit <n>", "how many calls (1 to 500)", (v) => {
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 1 || n > 500) throw new CliError(`--limit must be a whole number from 1 to 500, not ${JSON.stringify(v)}.`, EXIT.usage, "invalid_option");
-      return n;
-    }, 20)
+    .option(
+      "-n, --limit <n>",
+      "how many calls (1 to 500)",
+      (v) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 1 || n > 500)
+          throw new CliError(`--limit must be a whole number from 1 to 500, not ${JSON.stringify(v)}.`, EXIT.usage, "invalid_option");
+        return n;
+      },
+      20,
+    )
     .action(async (options: { limit: number }, cmd: Command) => {
       const config = configOf(cmd);
       const page = await accountClient(config).usage({ limit: options.limit });
       print(config, { calls: page.calls, next_before: page.nextBefore }, () =>
-        page.calls.length === 0 ? "No calls yet.\n" : table([["WHEN", "SKILL", "STATUS", "COST", "MS"], ...page.calls.map((c) => [c.created_at, c.skill_id, `${c.status} ${c.http_status}`, formatUsd(c.cost), String(Math.round(c.response_time_ms))])]),
+        page.calls.length === 0
+          ? "No calls yet.\n"
+          : table([
+              ["WHEN", "SKILL", "STATUS", "COST", "MS"],
+              ...page.calls.map((c) => [
+                c.created_at,
+                c.skill_id,
+                `${c.status} ${c.http_status}`,
+                formatUsd(c.cost),
+                String(Math.round(c.response_time_ms)),
+              ]),
+            ]),
       );
     });
 
@@ -170,7 +205,11 @@ export async function run(argv: string[], io: CliIo = processIo()): Promise<Exit
       return EXIT.usage;
     }
     const json = argv.includes("--json");
-    io.stderr(json ? `${JSON.stringify({ error: errorMessageFor(error), code: errorCodeFor(error) })}\n` : `skill-gateway: ${errorMessageFor(error)}\n`);
+    io.stderr(
+      json
+        ? `${JSON.stringify({ error: errorMessageFor(error), code: errorCodeFor(error) })}\n`
+        : `skill-gateway: ${errorMessageFor(error)}\n`,
+    );
     const code = exitCodeFor(error);
     if (code === EXIT.internal && error instanceof Error && error.stack && io.env.SKILL_GATEWAY_DEBUG) io.stderr(`${error.stack}\n`);
     return code;

@@ -17,7 +17,12 @@ export interface AddResult {
 }
 
 /** `add`: looks each skill up, writes its SKILL.md where the agent reads it, and pins it in the manifest. */
-export async function addSkills(client: SkillGateway, manifestFile: string, refs: string[], agentId: string = DEFAULT_AGENT): Promise<AddResult> {
+export async function addSkills(
+  client: SkillGateway,
+  manifestFile: string,
+  refs: string[],
+  agentId: string = DEFAULT_AGENT,
+): Promise<AddResult> {
   const agent = agentLocation(agentId);
   if (!agent) {
     throw new CliError(`Unknown agent "${agentId}"; one of: ${AGENTS.map((a) => a.id).join(", ")}.`, EXIT.usage, "unknown_agent");
@@ -34,7 +39,11 @@ export async function addSkills(client: SkillGateway, manifestFile: string, refs
     let leftover: Removed | undefined;
     if (previous) leftover = removeWritten(projectDir, previous);
     const skillFile = `${agent.skillsDir}/${skill.slug}/SKILL.md`;
-    const written = writeFiles(projectDir, { [skillFile]: renderSkillMd({ ...skill, price, inputSchema }) }, new Set(previous?.files.map((f) => f.path)));
+    const written = writeFiles(
+      projectDir,
+      { [skillFile]: renderSkillMd({ ...skill, price, inputSchema }) },
+      new Set(previous?.files.map((f) => f.path)),
+    );
     const keptDirs = previous ? previous.dirs.filter((d) => !leftover?.removedDirs.includes(d)) : [];
     const entry: ManifestSkill = {
       id: skill.id,
@@ -66,7 +75,13 @@ export interface ListedSkill {
 
 /** `list`: the manifest's skills. */
 export function listSkills(manifestFile: string): ListedSkill[] {
-  return readManifest(manifestFile).skills.map((s) => ({ slug: s.slug, name: s.name, price: s.price, agent: s.agent, files: s.files.map((f) => f.path) }));
+  return readManifest(manifestFile).skills.map((s) => ({
+    slug: s.slug,
+    name: s.name,
+    price: s.price,
+    agent: s.agent,
+    files: s.files.map((f) => f.path),
+  }));
 }
 
 export interface RemoveResult {
@@ -81,7 +96,11 @@ export function removeSkills(manifestFile: string, refs: string[]): RemoveResult
   const manifest = readManifest(manifestFile);
   const unknown = refs.filter((ref) => !findSkill(manifest, ref));
   if (unknown.length > 0) {
-    throw new CliError(`Not in ${path.basename(manifestFile)}: ${unknown.join(", ")}. See skill-gateway list.`, EXIT.notFound, "not_in_manifest");
+    throw new CliError(
+      `Not in ${path.basename(manifestFile)}: ${unknown.join(", ")}. See skill-gateway list.`,
+      EXIT.notFound,
+      "not_in_manifest",
+    );
   }
   const projectDir = projectDirOf(manifestFile);
   const removed: RemoveResult["removed"] = [];
@@ -121,7 +140,7 @@ export function parseInput(text: string | undefined): object {
   } catch (error) {
     throw new CliError(`The input is not valid JSON: ${(error as Error).message}`, EXIT.usage, "invalid_input_json");
   }
-  if (!isObject(value)) throw new CliError("The input must be a JSON object, like '{\"text\": \"hi\"}'.", EXIT.usage, "invalid_input_json");
+  if (!isObject(value)) throw new CliError('The input must be a JSON object, like \'{"text": "hi"}\'.', EXIT.usage, "invalid_input_json");
   return value;
 }
 

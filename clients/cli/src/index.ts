@@ -3,7 +3,15 @@ export { addSkills, listSkills, removeSkills, searchMarketplace, parseInput } fr
 export { resolveConfig, type CliConfig, type GlobalOptions } from "./config";
 export { CliError, EXIT, type ExitCode, exitCodeFor } from "./errors";
 export { removeWritten, writeFiles } from "./install";
-export { MANIFEST_FILE, MANIFEST_VERSION, type Manifest, type ManifestSkill, type WrittenFile, readManifest, writeManifest } from "./manifest";
+export {
+  MANIFEST_FILE,
+  MANIFEST_VERSION,
+  type Manifest,
+  type ManifestSkill,
+  type WrittenFile,
+  readManifest,
+  writeManifest,
+} from "./manifest";
 export { callTool, createMcpServer, runMcpStdio, toolOf } from "./mcp";
 export { renderSkillMd, formatUsd } from "./skill-md";
 export { run, buildProgram, type CliIo } from "./cli";

@@ -97,7 +97,11 @@ export function resolveInside(projectDir: string, rel: string): string {
   const abs = path.resolve(projectDir, rel);
   const back = path.relative(projectDir, abs);
   if (path.isAbsolute(rel) || back === "" || back.startsWith("..") || path.isAbsolute(back)) {
-    throw new CliError(`Refusing the path ${JSON.stringify(rel)}: it is not inside the project ${projectDir}.`, EXIT.manifest, "path_outside_project");
+    throw new CliError(
+      `Refusing the path ${JSON.stringify(rel)}: it is not inside the project ${projectDir}.`,
+      EXIT.manifest,
+      "path_outside_project",
+    );
   }
   return abs;
 }

@@ -78,7 +78,10 @@ export function manifestProblem(value: unknown): string | null {
     }
     if (typeof skill.price !== "number" || !Number.isFinite(skill.price)) return `skills[${i}].price is not a number`;
     if (skill.inputSchema !== null && !isObject(skill.inputSchema)) return `skills[${i}].inputSchema is not an object or null`;
-    if (!Array.isArray(skill.files) || !skill.files.every((f) => isObject(f) && typeof f.path === "string" && typeof f.sha256 === "string")) {
+    if (
+      !Array.isArray(skill.files) ||
+      !skill.files.every((f) => isObject(f) && typeof f.path === "string" && typeof f.sha256 === "string")
+    ) {
       return `skills[${i}].files is not a list of {path, sha256}`;
     }
     if (!Array.isArray(skill.dirs) || !skill.dirs.every((d) => typeof d === "string")) return `skills[${i}].dirs is not a list of paths`;

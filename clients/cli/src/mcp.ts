@@ -59,7 +59,8 @@ export function createMcpServer(client: SkillGateway, manifestFile: string): Ser
   server.setRequestHandler(CallToolRequestSchema, async (request) => {
     const name = request.params.name;
     const skill = readManifest(manifestFile).skills.find((s) => s.slug === name);
-    if (!skill) return { isError: true, content: [{ type: "text", text: `No tool "${name}": it is not in the manifest ${manifestFile}.` }] };
+    if (!skill)
+      return { isError: true, content: [{ type: "text", text: `No tool "${name}": it is not in the manifest ${manifestFile}.` }] };
     return callTool(client, skill.slug, request.params.arguments ?? {});
   });
   return server;

@@ -44,7 +44,8 @@ function exampleInput(schema: object | null): Record<string, unknown> {
   const example: Record<string, unknown> = {};
   for (const [key, prop] of Object.entries(properties)) {
     const type = Array.isArray(prop?.type) ? prop.type[0] : prop?.type;
-    example[key] = type === "number" || type === "integer" ? 1 : type === "boolean" ? true : type === "array" ? [] : type === "object" ? {} : "...";
+    example[key] =
+      type === "number" || type === "integer" ? 1 : type === "boolean" ? true : type === "array" ? [] : type === "object" ? {} : "...";
   }
   return example;
 }
@@ -53,7 +54,13 @@ function exampleInput(schema: object | null): Record<string, unknown> {
 export function renderSkillMd(skill: SkillMdInput): string {
   const example = JSON.stringify(exampleInput(skill.inputSchema));
   const schemaBlock = skill.inputSchema
-    ? ["The input is a JSON object matching this JSON Schema (the gateway checks it before charging):", "", "```json", JSON.stringify(skill.inputSchema, null, 2), "```"]
+    ? [
+        "The input is a JSON object matching this JSON Schema (the gateway checks it before charging):",
+        "",
+        "```json",
+        JSON.stringify(skill.inputSchema, null, 2),
+        "```",
+      ]
     : ["The skill has no input schema: its input is any JSON object."];
   const own = skill.description.trim();
   return [

@@ -42,7 +42,8 @@ function mcpClient(stack: TestStack, cwd: string, key: string): { client: Client
   return { client: new Client({ name: "cli-e2e", version: "0.0.0" }), transport };
 }
 
-const text = (result: object) => (((result as { content?: unknown }).content ?? []) as Array<{ type: string; text?: string }>).map((c) => c.text ?? "").join("\n");
+const text = (result: object) =>
+  (((result as { content?: unknown }).content ?? []) as Array<{ type: string; text?: string }>).map((c) => c.text ?? "").join("\n");
 
 describe("skill-gateway CLI against a real gateway", function () {
   let stack: TestStack;
@@ -50,7 +51,11 @@ describe("skill-gateway CLI against a real gateway", function () {
 
   before(async function () {
     stack = await startStack();
-    stack.addSkill("uppercase", "/echo", { description: "Echoes text: a stand-in for an upper-casing skill.", priceMicros: 2_000n, inputSchema: UPPERCASE_SCHEMA });
+    stack.addSkill("uppercase", "/echo", {
+      description: "Echoes text: a stand-in for an upper-casing skill.",
+      priceMicros: 2_000n,
+      inputSchema: UPPERCASE_SCHEMA,
+    });
   });
   after(async function () {
     await stack?.close();
@@ -168,10 +173,20 @@ describe("skill-gateway CLI against a real gateway", function () {
       ["an unknown skill", ["add", "no-such-skill"], EXIT.notFound, /^skill-gateway: .*\n$/],
       ["a bad API key", ["balance"], EXIT.auth, /^skill-gateway: .*\n$/, { key: "atom_nope" }],
       ["input that is not JSON", ["call", "echo", "--input", "{nope"], EXIT.usage, /^skill-gateway: The input is not valid JSON/],
-      ["input the schema refuses", ["call", "uppercase", "--input", '{"text":1}'], EXIT.badInput, /^skill-gateway: Input does not match the skill's schema/],
+      [
+        "input the schema refuses",
+        ["call", "uppercase", "--input", '{"text":1}'],
+        EXIT.badInput,
+        /^skill-gateway: Input does not match the skill's schema/,
+      ],
       ["a failing skill", ["call", "fail"], EXIT.skillFailed, /^skill-gateway: .*\n$/],
       ["an unknown command", ["frobnicate"], EXIT.usage, /^error: unknown command 'frobnicate'\n$/],
-      ["an unknown agent", ["add", "echo", "--agent", "notepad"], EXIT.usage, /^error: option '--agent <agent>' argument 'notepad' is invalid/],
+      [
+        "an unknown agent",
+        ["add", "echo", "--agent", "notepad"],
+        EXIT.usage,
+        /^error: option '--agent <agent>' argument 'notepad' is invalid/,
+      ],
       ["removing what is not there", ["remove", "echo"], EXIT.notFound, /^skill-gateway: Not in skill-gateway.json: echo/],
     ];
     for (const [what, args, code, stderr, options] of cases) {
@@ -202,7 +217,10 @@ describe("skill-gateway CLI against a real gateway", function () {
     expect(fs.existsSync(path.join(dir, ".claude/skills/echo/SKILL.md"))).to.equal(true);
     for (const command of ["add", "list", "search", "remove", "call", "balance", "usage", "mcp"]) {
       const help = await cli(stack, dir, [command, "--help"]);
-      expect([help.code, help.stdout.split("\n")[0]], command).to.deep.equal([0, `Usage: skill-gateway ${command}${help.stdout.split("\n")[0].slice(`Usage: skill-gateway ${command}`.length)}`]);
+      expect([help.code, help.stdout.split("\n")[0]], command).to.deep.equal([
+        0,
+        `Usage: skill-gateway ${command}${help.stdout.split("\n")[0].slice(`Usage: skill-gateway ${command}`.length)}`,
+      ]);
     }
   });
 });

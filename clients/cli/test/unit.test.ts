@@ -41,7 +41,10 @@ describe("manifest", function () {
 
   it("writes and reads back the same skills", function () {
     const file = path.join(tempDir(), "skill-gateway.json");
-    const manifest: Manifest = { version: 1, skills: [buildSkill({ files: [{ path: ".agents/skills/uppercase/SKILL.md", sha256: "ab" }], dirs: [".agents"] })] };
+    const manifest: Manifest = {
+      version: 1,
+      skills: [buildSkill({ files: [{ path: ".agents/skills/uppercase/SKILL.md", sha256: "ab" }], dirs: [".agents"] })],
+    };
     writeManifest(file, manifest);
     expect(readManifest(file)).to.deep.equal(manifest);
     expect(fs.readdirSync(path.dirname(file))).to.deep.equal(["skill-gateway.json"]); // no temporary file left
@@ -161,14 +164,27 @@ describe("exit codes", function () {
 describe("configuration and input", function () {
   it("prefers flags to the environment", function () {
     const env = { SKILL_GATEWAY_API_KEY: "atom_env", SKILL_GATEWAY_URL: "http://env:1" };
-    expect(resolveConfig({ apiKey: "atom_flag", url: "http://flag:2", manifest: "m.json" }, env, "/p")).to.deep.equal({ apiKey: "atom_flag", baseUrl: "http://flag:2", manifestFile: "/p/m.json", json: false });
-    expect(resolveConfig({}, env, "/p")).to.deep.equal({ apiKey: "atom_env", baseUrl: "http://env:1", manifestFile: "/p/skill-gateway.json", json: false });
+    expect(resolveConfig({ apiKey: "atom_flag", url: "http://flag:2", manifest: "m.json" }, env, "/p")).to.deep.equal({
+      apiKey: "atom_flag",
+      baseUrl: "http://flag:2",
+      manifestFile: "/p/m.json",
+      json: false,
+    });
+    expect(resolveConfig({}, env, "/p")).to.deep.equal({
+      apiKey: "atom_env",
+      baseUrl: "http://env:1",
+      manifestFile: "/p/skill-gateway.json",
+      json: false,
+    });
   });
 
   it("takes an input that is a JSON object, and refuses others with exit 2", function () {
     expect(parseInput('{"a":1}')).to.deep.equal({ a: 1 });
     expect(parseInput(undefined)).to.deep.equal({});
-    for (const bad of ["[1]", "nope", "3"]) expect(() => parseInput(bad)).to.throw(CliError).with.property("exitCode", EXIT.usage);
+    for (const bad of ["[1]", "nope", "3"])
+      expect(() => parseInput(bad))
+        .to.throw(CliError)
+        .with.property("exitCode", EXIT.usage);
   });
 });
 

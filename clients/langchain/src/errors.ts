@@ -28,7 +28,11 @@ export interface SkillToolFailure {
   retryAfterMs?: number;
 }
 
-const oneLine = (text: string) => text.replace(/\s*\n\s*/g, " ").trim().replace(/([^.!?])$/, "$1.");
+const oneLine = (text: string) =>
+  text
+    .replace(/\s*\n\s*/g, " ")
+    .trim()
+    .replace(/([^.!?])$/, "$1.");
 
 /** The failure to report for an expected error (400, 402, 429, 502), or null: throw it. */
 export function failureOf(error: unknown, slug: string): SkillToolFailure | null {
@@ -37,7 +41,10 @@ export function failureOf(error: unknown, slug: string): SkillToolFailure | null
   const base = { code: error.code, status: error.status };
   switch (error.status) {
     case 402:
-      return { ...base, message: `Insufficient balance: ${said} Nothing was charged. Add funds to the Skill Gateway account before calling ${slug} again.` };
+      return {
+        ...base,
+        message: `Insufficient balance: ${said} Nothing was charged. Add funds to the Skill Gateway account before calling ${slug} again.`,
+      };
     case 429: {
       const wait = error.retryAfterMs !== undefined ? ` Retry after ${Math.ceil(error.retryAfterMs / 1000)} s.` : " Retry later.";
       return { ...base, retryAfterMs: error.retryAfterMs, message: `Rate limited: ${said} Nothing was charged.${wait}` };

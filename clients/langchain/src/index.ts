@@ -1,4 +1,14 @@
-export { skillTool, toolFromSpec, describe, schemaOf, formatUsd, OPEN_SCHEMA, type SkillSpec, type SkillTool, type SkillToolArtifact } from "./tool";
+export {
+  skillTool,
+  toolFromSpec,
+  describe,
+  schemaOf,
+  formatUsd,
+  OPEN_SCHEMA,
+  type SkillSpec,
+  type SkillTool,
+  type SkillToolArtifact,
+} from "./tool";
 export { skillToolkit, type SkillToolkitOptions } from "./toolkit";
 export { failureOf, type SkillToolFailure } from "./errors";
 export { readPinnedSkills, DEFAULT_MANIFEST, type PinnedSkill } from "./manifest";

@@ -43,8 +43,10 @@ export function readPinnedSkills(file: string): PinnedSkill[] {
     if (!isObject(skill) || typeof skill.slug !== "string" || typeof skill.name !== "string" || typeof skill.description !== "string") {
       throw new Error(`The manifest ${file} is invalid: skills[${i}] lacks a slug, name or description.`);
     }
-    if (typeof skill.price !== "number" || !Number.isFinite(skill.price)) throw new Error(`The manifest ${file} is invalid: skills[${i}].price is not a number.`);
-    if (skill.inputSchema !== null && !isObject(skill.inputSchema)) throw new Error(`The manifest ${file} is invalid: skills[${i}].inputSchema is not an object or null.`);
+    if (typeof skill.price !== "number" || !Number.isFinite(skill.price))
+      throw new Error(`The manifest ${file} is invalid: skills[${i}].price is not a number.`);
+    if (skill.inputSchema !== null && !isObject(skill.inputSchema))
+      throw new Error(`The manifest ${file} is invalid: skills[${i}].inputSchema is not an object or null.`);
     return { slug: skill.slug, name: skill.name, description: skill.description, price: skill.price, inputSchema: skill.inputSchema };
   });
 }

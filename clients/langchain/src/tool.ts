@@ -59,7 +59,11 @@ export function toolFromSpec(client: SkillGateway, spec: SkillSpec): SkillTool {
       const artifact: SkillToolArtifact = { ok: false, error: failure };
       const toolCallId = config?.toolCall?.id;
       // A ToolMessage returned as the content is passed through as is: the only way to mark it an error.
-      if (toolCallId) return [new ToolMessage({ status: "error", content: failure.message, artifact, tool_call_id: toolCallId, name: spec.slug }), artifact];
+      if (toolCallId)
+        return [
+          new ToolMessage({ status: "error", content: failure.message, artifact, tool_call_id: toolCallId, name: spec.slug }),
+          artifact,
+        ];
       return [failure.message, artifact];
     }
   };
@@ -74,5 +78,11 @@ export function toolFromSpec(client: SkillGateway, spec: SkillSpec): SkillTool {
 /** The tool for a skill of the marketplace: fetches it (GET /v1/skills/:slug) for its name, description, price and schema. */
 export async function skillTool(client: SkillGateway, slug: string): Promise<SkillTool> {
   const skill = await client.skills.get(slug);
-  return toolFromSpec(client, { slug: skill.slug, name: skill.name, description: skill.description, price: skill.price_per_call, inputSchema: skill.input_schema });
+  return toolFromSpec(client, {
+    slug: skill.slug,
+    name: skill.name,
+    description: skill.description,
+    price: skill.price_per_call,
+    inputSchema: skill.input_schema,
+  });
 }

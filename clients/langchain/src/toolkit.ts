@@ -14,7 +14,8 @@ export interface SkillToolkitOptions {
 
 /** The tools for the manifest's skills, or for `slugs`: one tool per skill, in order. */
 export async function skillToolkit(client: SkillGateway, options: SkillToolkitOptions = {}): Promise<SkillTool[]> {
-  if (options.manifest !== undefined && options.slugs !== undefined) throw new TypeError("skillToolkit: pass either manifest or slugs, not both.");
+  if (options.manifest !== undefined && options.slugs !== undefined)
+    throw new TypeError("skillToolkit: pass either manifest or slugs, not both.");
   if (options.slugs !== undefined) return Promise.all(options.slugs.map((slug) => skillTool(client, slug)));
   return readPinnedSkills(options.manifest ?? DEFAULT_MANIFEST).map((skill) => toolFromSpec(client, skill));
 }

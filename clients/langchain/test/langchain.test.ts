@@ -18,7 +18,11 @@ describe("@skill-gateway/langchain against a real gateway", function () {
 
   before(async function () {
     stack = await startStack();
-    stack.addSkill("uppercase", "/echo", { description: "Echoes text: a stand-in for an upper-casing skill.", priceMicros: 2_000n, inputSchema: UPPERCASE_SCHEMA });
+    stack.addSkill("uppercase", "/echo", {
+      description: "Echoes text: a stand-in for an upper-casing skill.",
+      priceMicros: 2_000n,
+      inputSchema: UPPERCASE_SCHEMA,
+    });
     stack.addSkill("limited", "/echo", { priceMicros: 1_000n, rateLimitPerMin: 1 });
     // No retries: a 502 or a 429 reaches the tool at once.
     client = new SkillGateway({ apiKey: stack.key, baseUrl: stack.url, maxRetries: 0 });
@@ -31,7 +35,9 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     const uppercase = await skillTool(client, "uppercase");
     expect(isStructuredTool(uppercase)).to.equal(true);
     expect(uppercase.name).to.equal("uppercase");
-    expect(uppercase.description).to.equal("Echoes text: a stand-in for an upper-casing skill. Price: $0.002 USD per successful call (failed calls are free), through Skill Gateway.");
+    expect(uppercase.description).to.equal(
+      "Echoes text: a stand-in for an upper-casing skill. Price: $0.002 USD per successful call (failed calls are free), through Skill Gateway.",
+    );
     expect(uppercase.schema).to.deep.equal(UPPERCASE_SCHEMA);
     expect(uppercase.responseFormat).to.equal("content_and_artifact");
 
@@ -85,7 +91,9 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     const echo = await skillTool(poor, "echo");
     const out = await echo.invoke({ text: "hi" });
     expect(out).to.be.a("string");
-    expect(out as string).to.match(/^Insufficient balance: .* Nothing was charged\. Add funds to the Skill Gateway account before calling echo again\.$/);
+    expect(out as string).to.match(
+      /^Insufficient balance: .* Nothing was charged\. Add funds to the Skill Gateway account before calling echo again\.$/,
+    );
     expect(out as string).not.to.include("\n");
 
     const message = (await echo.invoke({ id: "call_2", name: "echo", args: { text: "hi" }, type: "tool_call" })) as ToolMessage;
@@ -137,7 +145,11 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     expect((thrown as { status?: number })?.status).to.equal(404);
 
     const echo = await skillTool(client, "echo");
-    const badKeyEcho = (await skillToolkit(new SkillGateway({ apiKey: "atom_nope", baseUrl: stack.url, maxRetries: 0 }), { manifest: writeManifest([pinned("echo", 0.001, null)]) }))[0];
+    const badKeyEcho = (
+      await skillToolkit(new SkillGateway({ apiKey: "atom_nope", baseUrl: stack.url, maxRetries: 0 }), {
+        manifest: writeManifest([pinned("echo", 0.001, null)]),
+      })
+    )[0];
     thrown = undefined;
     try {
       await badKeyEcho.invoke({});
@@ -178,7 +190,9 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     } catch (error) {
       thrown = error;
     }
-    expect((thrown as Error)?.message).to.match(/^No Skill Gateway manifest at .*missing\.json: add skills with `skill-gateway add <slug>`/);
+    expect((thrown as Error)?.message).to.match(
+      /^No Skill Gateway manifest at .*missing\.json: add skills with `skill-gateway add <slug>`/,
+    );
   });
 
   it("a toolkit from slugs fetches each skill", async function () {
@@ -193,7 +207,19 @@ describe("@skill-gateway/langchain against a real gateway", function () {
 
 /** A manifest skill in the CLI's format (clients/cli/src/manifest.ts). */
 function pinned(slug: string, price: number, inputSchema: object | null) {
-  return { id: `id-${slug}`, slug, name: slug, description: slug === "uppercase" ? "Echoes text: a stand-in for an upper-casing skill." : "", price, currency: "USD", inputSchema, agent: "claude", addedAt: new Date(0).toISOString(), files: [], dirs: [] };
+  return {
+    id: `id-${slug}`,
+    slug,
+    name: slug,
+    description: slug === "uppercase" ? "Echoes text: a stand-in for an upper-casing skill." : "",
+    price,
+    currency: "USD",
+    inputSchema,
+    agent: "claude",
+    addedAt: new Date(0).toISOString(),
+    files: [],
+    dirs: [],
+  };
 }
 
 function writeManifest(skills: object[]): string {

@@ -1,7 +1,18 @@
 import { UsagePage, type UsagePagePromise, usagePagePromise } from "./pagination";
 import { DEFAULT_BACKOFF } from "./retry";
 import { type TransportConfig, type TransportRequest, send } from "./transport";
-import type { Balance, CallMetadata, CallOptions, CallResult, RateLimitInfo, RequestOptions, Skill, SkillGatewayOptions, UsageCall, UsageParams } from "./types";
+import type {
+  Balance,
+  CallMetadata,
+  CallOptions,
+  CallResult,
+  RateLimitInfo,
+  RequestOptions,
+  Skill,
+  SkillGatewayOptions,
+  UsageCall,
+  UsageParams,
+} from "./types";
 
 export const DEFAULT_BASE_URL = "http://127.0.0.1:8787";
 export const DEFAULT_TIMEOUT_MS = 60_000;
@@ -39,7 +50,8 @@ export class SkillGateway {
     if (!(timeoutMs > 0)) throw new RangeError(`timeoutMs must be a positive number of milliseconds, not ${timeoutMs}.`);
     if (!Number.isInteger(maxRetries) || maxRetries < 0) throw new RangeError(`maxRetries must be a whole number >= 0, not ${maxRetries}.`);
     const fetchImpl = options.fetch ?? globalThis.fetch;
-    if (typeof fetchImpl !== "function") throw new TypeError("No fetch: pass one as the `fetch` option on a platform without a global fetch.");
+    if (typeof fetchImpl !== "function")
+      throw new TypeError("No fetch: pass one as the `fetch` option on a platform without a global fetch.");
 
     this.baseUrl = baseUrl;
     this.transport = {

@@ -113,7 +113,12 @@ const BY_STATUS: Record<number, typeof SkillGatewayError> = {
  * 403, 413 or 503, are the base class), the message and code from the body when it is the
  * gateway's `{success: false, error, code}` envelope.
  */
-export function errorFromResponse(status: number, body: unknown, headers: Headers, extra: { idempotencyKey?: string; retryAfterMs?: number } = {}): SkillGatewayError {
+export function errorFromResponse(
+  status: number,
+  body: unknown,
+  headers: Headers,
+  extra: { idempotencyKey?: string; retryAfterMs?: number } = {},
+): SkillGatewayError {
   const envelope = typeof body === "object" && body !== null ? (body as Record<string, unknown>) : {};
   const message = typeof envelope.error === "string" && envelope.error !== "" ? envelope.error : `The gateway answered HTTP ${status}.`;
   const code = typeof envelope.code === "string" && envelope.code !== "" ? envelope.code : `http_${status}`;

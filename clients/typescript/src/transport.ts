@@ -70,7 +70,11 @@ async function attempt(config: TransportConfig, request: TransportRequest): Prom
     if (signal?.aborted) return signal.reason;
     if (timedOut) return new TimeoutError(`No answer from the gateway within ${timeoutMs} ms.`, { code: "timeout", idempotencyKey, cause });
     const reason = cause instanceof Error && cause.cause instanceof Error ? `: ${cause.cause.message}` : "";
-    return new ConnectionError(`Could not reach the gateway at ${config.baseUrl}${reason}.`, { code: "connection_error", idempotencyKey, cause });
+    return new ConnectionError(`Could not reach the gateway at ${config.baseUrl}${reason}.`, {
+      code: "connection_error",
+      idempotencyKey,
+      cause,
+    });
   };
 
   try {

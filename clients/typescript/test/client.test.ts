@@ -40,7 +40,12 @@ describe("SkillGateway against a scripted gateway", () => {
   async function clientFor(script: ScriptedAnswer[], options: SkillGatewayOptions = {}): Promise<SkillGateway> {
     server = await startFakeGateway(script);
     const rng = new Rng(11);
-    return new SkillGateway({ apiKey: "atom_test", baseUrl: server.url, backoff: { initialDelayMs: 1, random: () => rng.next() }, ...options });
+    return new SkillGateway({
+      apiKey: "atom_test",
+      baseUrl: server.url,
+      backoff: { initialDelayMs: 1, random: () => rng.next() },
+      ...options,
+    });
   }
 
   const keysSent = () => server!.received.map((r) => r.headers["idempotency-key"]);
@@ -65,7 +70,11 @@ describe("SkillGateway against a scripted gateway", () => {
     });
 
     it("gives up after maxRetries and throws the last SkillError with its call id and idempotency key", async () => {
-      const client = await clientFor([fail(502, "skill_error"), fail(502, "skill_error"), fail(502, "skill_unreachable", { "x-call-id": "call-3" })]);
+      const client = await clientFor([
+        fail(502, "skill_error"),
+        fail(502, "skill_error"),
+        fail(502, "skill_unreachable", { "x-call-id": "call-3" }),
+      ]);
       const error = await rejectionOf(client.call("echo", {}));
       expect(error).to.be.instanceOf(SkillError).and.instanceOf(SkillGatewayError);
       const e = error as SkillError;
@@ -134,7 +143,9 @@ describe("SkillGateway against a scripted gateway", () => {
     }
 
     it("maps an answer that is not the gateway's envelope by its status", async () => {
-      const client = await clientFor([{ status: 502, headers: { "content-type": "text/html" }, body: "<html>Bad Gateway</html>" }], { maxRetries: 0 });
+      const client = await clientFor([{ status: 502, headers: { "content-type": "text/html" }, body: "<html>Bad Gateway</html>" }], {
+        maxRetries: 0,
+      });
       const error = (await rejectionOf(client.call("echo", {}))) as SkillError;
       expect(error).to.be.instanceOf(SkillError);
       expect([error.code, error.message]).to.deep.equal(["http_502", "The gateway answered HTTP 502."]);
@@ -240,7 +251,13 @@ describe("SkillGateway against a scripted gateway", () => {
       const client = await clientFor([ok({ b: 2 }, { skillId: "my skill", cost: 0.25, responseTime: 7 }, { "x-call-id": "call-2" })]);
       const { data, metadata } = await client.skill("my skill").call<{ b: number }>({ b: 2 });
       expect(data.b).to.equal(2);
-      expect([metadata.skillId, metadata.cost, metadata.responseTimeMs, metadata.callId, metadata.rateLimit]).to.deep.equal(["my skill", 0.25, 7, "call-2", undefined]);
+      expect([metadata.skillId, metadata.cost, metadata.responseTimeMs, metadata.callId, metadata.rateLimit]).to.deep.equal([
+        "my skill",
+        0.25,
+        7,
+        "call-2",
+        undefined,
+      ]);
       expect(metadata.idempotencyKey).to.match(UUID);
       expect(server!.received[0].url).to.equal("/v1/skills/my%20skill/call");
       expect(JSON.parse(server!.received[0].body)).to.deep.equal({ b: 2 });
@@ -265,7 +282,10 @@ describe("SkillGateway against a scripted gateway", () => {
         await client.call("echo", {});
         expect(server.received[0].headers.authorization).to.equal("Bearer atom_from_env");
       } finally {
-        for (const [name, value] of [["SKILL_GATEWAY_API_KEY", saved.key], ["SKILL_GATEWAY_URL", saved.url]] as const) {
+        for (const [name, value] of [
+          ["SKILL_GATEWAY_API_KEY", saved.key],
+          ["SKILL_GATEWAY_URL", saved.url],
+        ] as const) {
           if (value === undefined) delete process.env[name];
           else process.env[name] = value;
         }
@@ -290,7 +310,12 @@ describe("SkillGateway against a scripted gateway", () => {
         const client = new SkillGateway({ baseUrl: server.url });
         expect(await client.skills.list()).to.deep.equal([]);
         const [request] = server.received;
-        expect([request.method, request.url, request.headers.authorization, request.body]).to.deep.equal(["GET", "/v1/skills", undefined, ""]);
+        expect([request.method, request.url, request.headers.authorization, request.body]).to.deep.equal([
+          "GET",
+          "/v1/skills",
+          undefined,
+          "",
+        ]);
       } finally {
         if (saved !== undefined) process.env.SKILL_GATEWAY_API_KEY = saved;
       }

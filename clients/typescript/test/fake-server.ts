@@ -62,7 +62,11 @@ export async function refusedUrl(): Promise<string> {
   return `http://127.0.0.1:${port}`;
 }
 
-export const ok = (data: unknown, metadata: Record<string, unknown> = { skill_id: "echo", price_paid: 0.001, response_time_ms: 1.5 }, headers: Record<string, string> = {}): ScriptedAnswer => ({
+export const ok = (
+  data: unknown,
+  metadata: Record<string, unknown> = { skill_id: "echo", price_paid: 0.001, response_time_ms: 1.5 },
+  headers: Record<string, string> = {},
+): ScriptedAnswer => ({
   status: 200,
   headers,
   body: { success: true, data, metadata },

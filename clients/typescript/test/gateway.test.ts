@@ -1,7 +1,15 @@
 import { expect } from "chai";
 import { Rng } from "../../../test/helpers/random";
 import { type TestStack, startStack } from "../../../test/helpers/gateway";
-import { AuthenticationError, BadRequestError, InsufficientBalanceError, NotFoundError, SkillError, SkillGateway, type SkillGatewayOptions } from "../src";
+import {
+  AuthenticationError,
+  BadRequestError,
+  InsufficientBalanceError,
+  NotFoundError,
+  SkillError,
+  SkillGateway,
+  type SkillGatewayOptions,
+} from "../src";
 
 async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
   try {
@@ -96,7 +104,11 @@ describe("SkillGateway against the real gateway", function () {
   it("does not retry the other refusals: a skill's 400, an unknown skill's 404, a bad key's 401", async () => {
     const client = clientOf();
     const rejected = (await rejectionOf(client.call("reject", {}))) as BadRequestError;
-    expect([rejected.constructor, rejected.code, rejected.message]).to.deep.equal([BadRequestError, "skill_rejected_input", "field x is required"]);
+    expect([rejected.constructor, rejected.code, rejected.message]).to.deep.equal([
+      BadRequestError,
+      "skill_rejected_input",
+      "field x is required",
+    ]);
     const missing = (await rejectionOf(client.skill("no-such-skill").call({}))) as NotFoundError;
     expect([missing.constructor, missing.code]).to.deep.equal([NotFoundError, "skill_not_found"]);
     expect(client.counter.attempts).to.equal(2);
@@ -167,7 +179,9 @@ describe("SkillGateway against the real gateway", function () {
     const seen = [];
     for await (const call of client.usage({ limit: 2 })) seen.push(call);
     expect(seen.map((c) => c.id)).to.deep.equal([...callIds].reverse());
-    expect(seen.every((c) => c.skill_id === "echo" && c.cost === 0.001 && c.cost_base_units === "1000" && c.status === "success")).to.equal(true);
+    expect(seen.every((c) => c.skill_id === "echo" && c.cost === 0.001 && c.cost_base_units === "1000" && c.status === "success")).to.equal(
+      true,
+    );
     // 5 calls in pages of 2: three pages, the last one short.
     const requests = client.counter.attempts;
     expect(requests).to.equal(5 + 1 + 1 + 3);

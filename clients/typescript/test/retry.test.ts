@@ -14,7 +14,9 @@ describe("retry policy", () => {
       const retry = rng.int(0, 10);
       const ceiling = Math.min(backoff.maxDelayMs, backoff.initialDelayMs * 2 ** retry);
       const delay = backoffDelayMs(retry, backoff);
-      expect(delay, `retry ${retry}`).to.be.at.least(ceiling / 2).and.at.most(ceiling);
+      expect(delay, `retry ${retry}`)
+        .to.be.at.least(ceiling / 2)
+        .and.at.most(ceiling);
     }
   });
 

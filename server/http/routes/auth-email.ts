@@ -12,7 +12,10 @@ import { storeFull } from "../rate-limits";
 import { browserSession, finishSignIn, signInPost, switchAccountField } from "../sign-in";
 
 /** The one answer to POST /auth/email/start, whoever the address belongs to. */
-const START_ANSWER = dataEnvelope({ sent: true, message: "If this address can receive mail, a sign-in link is on its way. It works once, for a short while." });
+const START_ANSWER = dataEnvelope({
+  sent: true,
+  message: "If this address can receive mail, a sign-in link is on its way. It works once, for a short while.",
+});
 
 const LINK_UNUSABLE = "This sign-in link is not valid: it was used already, has expired, or was mistyped. Ask for a new one.";
 
@@ -42,9 +45,14 @@ export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; link
     const email = normalizeEmail(objectBody(req.body).email);
     if (!email) throw new ApiError("invalid_input", "email must be an e-mail address.");
     const base = publicBase(deps.config, req);
-    const sent = await deps.links.send(email, (token) => `${base}${EMAIL_LINK_PATH}?token=${encodeURIComponent(token)}`, linkingAccount(deps.sessions, req));
+    const sent = await deps.links.send(
+      email,
+      (token) => `${base}${EMAIL_LINK_PATH}?token=${encodeURIComponent(token)}`,
+      linkingAccount(deps.sessions, req),
+    );
     // The gateway's own limit, the same for every address; an address's own limit answers as if sent.
-    if (!sent.sent && sent.reason === "too_many_pending") throw storeFull("Too many sign-in links are waiting to be used.", sent.retryAfterMs);
+    if (!sent.sent && sent.reason === "too_many_pending")
+      throw storeFull("Too many sign-in links are waiting to be used.", sent.retryAfterMs);
     res.json(START_ANSWER);
   });
 

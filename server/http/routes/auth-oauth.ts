@@ -48,7 +48,8 @@ export function oauthRoutes(deps: {
   for (const provider of ["github", "google"] as const) {
     const redirectUri = (req: Request) => `${publicBase(deps.config, req)}/auth/${provider}/callback`;
     const configured = () => {
-      if (!deps.oauth.configured(provider)) throw new ApiError("not_found", `${LABEL[provider]} sign-in is not configured on this gateway.`);
+      if (!deps.oauth.configured(provider))
+        throw new ApiError("not_found", `${LABEL[provider]} sign-in is not configured on this gateway.`);
     };
     /** Refuses: the page for a browser, the envelope for anything else. */
     const refuse = (req: Request, res: Response, error: ApiError): void => {
@@ -59,14 +60,25 @@ export function oauthRoutes(deps: {
     router.get(`/auth/${provider}/start`, deps.limit, async (req, res) => {
       configured();
       if (!ownNavigation(req)) {
-        return refuse(req, res, new ApiError("origin_refused", `This ${LABEL[provider]} sign-in was started from another site; start it from the dashboard's sign-in page.`));
+        return refuse(
+          req,
+          res,
+          new ApiError(
+            "origin_refused",
+            `This ${LABEL[provider]} sign-in was started from another site; start it from the dashboard's sign-in page.`,
+          ),
+        );
       }
       let begun;
       try {
         begun = await deps.oauth.begin(provider, redirectUri(req), deps.sessions.read(req)?.accountId);
       } catch (error) {
         deps.log(`${provider} sign-in could not start`, error);
-        return refuse(req, res, new ApiError("sign_in_unavailable", `${LABEL[provider]} sign-in is unavailable right now; try again shortly.`));
+        return refuse(
+          req,
+          res,
+          new ApiError("sign_in_unavailable", `${LABEL[provider]} sign-in is unavailable right now; try again shortly.`),
+        );
       }
       if (!begun.ok) return refuse(req, res, storeFull(`Too many ${LABEL[provider]} sign-ins are under way.`, begun.retryAfterMs));
       res.cookie(OAUTH_STATE_COOKIE, begun.state, { ...cookie, maxAge: OAUTH_STATE_TTL_MS });
@@ -79,7 +91,8 @@ export function oauthRoutes(deps: {
       const query = new URL(req.originalUrl, "http://callback.invalid").searchParams;
       const result = await deps.oauth.complete(provider, redirectUri(req), query, readCookie(req.headers.cookie, OAUTH_STATE_COOKIE));
       if (!result.ok) {
-        if (result.reason === "unavailable") return refuse(req, res, new ApiError("sign_in_unavailable", `${LABEL[provider]} could not be reached; try again shortly.`));
+        if (result.reason === "unavailable")
+          return refuse(req, res, new ApiError("sign_in_unavailable", `${LABEL[provider]} could not be reached; try again shortly.`));
         return refuse(req, res, new ApiError("sign_in_failed", `${LABEL[provider]} sign-in failed: ${result.detail}`));
       }
       // Read after the provider round trip: what counts is the session the browser has now.
@@ -91,11 +104,20 @@ export function oauthRoutes(deps: {
         switchAccount: false,
       });
       if (!plan.ok) {
-        if (plan.reason === "identity_taken") return refuse(req, res, new ApiError("identity_taken", `This ${LABEL[provider]} account already signs in to another account.`));
-        return refuse(req, res, new ApiError("session_exists", `This browser is signed in to another account; sign out first to sign in with this ${LABEL[provider]} account.`));
+        if (plan.reason === "identity_taken")
+          return refuse(req, res, new ApiError("identity_taken", `This ${LABEL[provider]} account already signs in to another account.`));
+        return refuse(
+          req,
+          res,
+          new ApiError(
+            "session_exists",
+            `This browser is signed in to another account; sign out first to sign in with this ${LABEL[provider]} account.`,
+          ),
+        );
       }
       const signedIn = deps.sessions.signIn(provider, result.subject, { name: result.name, linkTo: plan.linkTo });
-      if (!signedIn.ok) return refuse(req, res, new ApiError("identity_taken", `This ${LABEL[provider]} account already signs in to another account.`));
+      if (!signedIn.ok)
+        return refuse(req, res, new ApiError("identity_taken", `This ${LABEL[provider]} account already signs in to another account.`));
       await finishSignIn(deps.sessions, res, current, signedIn.accountId);
       res.redirect(303, "/");
     });

@@ -123,7 +123,10 @@ export function siweRoutes(deps: {
     });
     if (!plan.ok) {
       // The only refusal possible here: a session is open, so a sign-in without switch_account links.
-      throw new ApiError("identity_taken", `${result.address} already signs in to another account: sign again with switch_account: true to switch to it.`);
+      throw new ApiError(
+        "identity_taken",
+        `${result.address} already signs in to another account: sign again with switch_account: true to switch to it.`,
+      );
     }
     const signedIn = deps.sessions.signIn("siwe", result.address, { linkTo: plan.linkTo });
     if (!signedIn.ok) throw new ApiError("identity_taken", `${result.address} already signs in to another account.`);

@@ -58,14 +58,21 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
         deps.log(`client closed the connection before its request body was complete (${req.socket.remoteAddress ?? "unknown address"})`);
         return;
       }
-      const apiError = error instanceof ApiError ? error : new ApiError("internal_error", "Internal server error: the call was not charged.");
+      const apiError =
+        error instanceof ApiError ? error : new ApiError("internal_error", "Internal server error: the call was not charged.");
       if (apiError.status >= 500) deps.log("internal error on the call path", error);
       sendJson(res, apiError.status, apiError.headers, JSON.stringify(errorEnvelope(apiError.code, apiError.message)));
     });
     return true;
   };
 
-  async function handle(req: IncomingMessage, res: ServerResponse, endpoint: Endpoint, pathSkill: string | undefined, apiKey: ApiKeyRecord): Promise<void> {
+  async function handle(
+    req: IncomingMessage,
+    res: ServerResponse,
+    endpoint: Endpoint,
+    pathSkill: string | undefined,
+    apiKey: ApiKeyRecord,
+  ): Promise<void> {
     const startedAt = performance.now();
     const raw = await readBody(req, deps.maxRequestBytes);
     let body: unknown;
@@ -146,7 +153,8 @@ class ClientAborted extends Error {
 
 /** Reads the whole body, refusing (413) one over the limit without buffering it. */
 function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
-  const tooLarge = () => new ApiError("payload_too_large", `Request body is larger than the gateway accepts (${maxBytes} bytes).`, { connection: "close" });
+  const tooLarge = () =>
+    new ApiError("payload_too_large", `Request body is larger than the gateway accepts (${maxBytes} bytes).`, { connection: "close" });
   const encoding = req.headers["content-encoding"];
   if (encoding && encoding !== "identity") {
     return Promise.reject(new ApiError("invalid_request", "Content-Encoding is not supported; send plain UTF-8 JSON."));
@@ -174,14 +182,22 @@ function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
   });
 }
 
-function idempotencyOf(req: IncomingMessage, endpoint: Endpoint, pathSkill: string | undefined, raw: Buffer): { key: string; requestHash: string } | undefined {
+function idempotencyOf(
+  req: IncomingMessage,
+  endpoint: Endpoint,
+  pathSkill: string | undefined,
+  raw: Buffer,
+): { key: string; requestHash: string } | undefined {
   const key = req.headers["idempotency-key"];
   if (key === undefined) return undefined;
   if (typeof key !== "string" || !IDEMPOTENCY_KEY.test(key)) {
     throw new ApiError("invalid_request", "Idempotency-Key must be 1 to 255 visible ASCII characters.");
   }
   // The same key on the other endpoint, or for another skill, is another request.
-  const requestHash = createHash("sha256").update(`${endpoint} ${pathSkill ?? ""}\n`).update(raw).digest("hex");
+  const requestHash = createHash("sha256")
+    .update(`${endpoint} ${pathSkill ?? ""}\n`)
+    .update(raw)
+    .digest("hex");
   return { key, requestHash };
 }
 

@@ -71,7 +71,13 @@ export function claimRoutes(deps: { sessions: Sessions; wallets?: WalletService;
         wallet: prepared.wallet,
         owner: prepared.owner,
         sign: "personal_sign of user_op_hash as 32 raw bytes, by the owner",
-        user_operation: { sender: op.sender, nonce: op.nonce.toString(), factory: op.factory ?? null, call_data: op.callData, paymaster: op.paymaster ?? null },
+        user_operation: {
+          sender: op.sender,
+          nonce: op.nonce.toString(),
+          factory: op.factory ?? null,
+          call_data: op.callData,
+          paymaster: op.paymaster ?? null,
+        },
       }),
     );
   });
@@ -114,7 +120,10 @@ function refuse(result: ClaimRefusal, path: "server" | "owner", log: Log): never
           : "This account has no payout address, so it has no earnings to claim.",
       );
     case "siwe_owned":
-      throw new ApiError("wrong_claim_flow", "Your wallet is owned by your own address: prepare the claim (POST /v1/seller/claim/prepare) and sign it.");
+      throw new ApiError(
+        "wrong_claim_flow",
+        "Your wallet is owned by your own address: prepare the claim (POST /v1/seller/claim/prepare) and sign it.",
+      );
     case "server_owned":
       throw new ApiError("wrong_claim_flow", "The gateway holds this wallet's key: claim with POST /v1/seller/claim, no signature needed.");
     case "in_progress":
@@ -125,7 +134,8 @@ function refuse(result: ClaimRefusal, path: "server" | "owner", log: Log): never
     case "bundler_unavailable":
       // On the server path a refusal is the gateway's problem (it built and signed the operation), not the caller's.
       log(`the bundler did not take a claim (${path} path): ${result.reason}`, result.message);
-      if (path === "owner" && result.reason === "rejected") throw new ApiError("user_operation_rejected", `The bundler refused the claim: ${result.message}`);
+      if (path === "owner" && result.reason === "rejected")
+        throw new ApiError("user_operation_rejected", `The bundler refused the claim: ${result.message}`);
       throw new ApiError("chain_unavailable", "The claim could not be sent to the chain; try again.");
   }
 }

@@ -20,7 +20,18 @@ export const DASHBOARD_CSP =
  * mail scanner fetching) the link uses nothing up; /signin/oauth explains a GitHub/Google
  * sign-in that did not complete.
  */
-const PAGE_PATHS = ["/", "/signin", "/signin/oauth", "/auth/email/callback", "/wallet", "/keys", "/marketplace", "/marketplace/:slug", "/usage", "/seller"];
+const PAGE_PATHS = [
+  "/",
+  "/signin",
+  "/signin/oauth",
+  "/auth/email/callback",
+  "/wallet",
+  "/keys",
+  "/marketplace",
+  "/marketplace/:slug",
+  "/usage",
+  "/seller",
+];
 
 interface Asset {
   body: Buffer;
@@ -96,6 +107,8 @@ export function dashboardRoutes(): Router {
 
   router.get("/assets/app.js", async (req, res) => send(req, res, await script()));
   router.get("/assets/app.css", async (req, res) => send(req, res, await styles()));
-  router.get(PAGE_PATHS, async (req, res) => send(req, res, await html(), { "content-security-policy": DASHBOARD_CSP, "x-frame-options": "DENY" }));
+  router.get(PAGE_PATHS, async (req, res) =>
+    send(req, res, await html(), { "content-security-policy": DASHBOARD_CSP, "x-frame-options": "DENY" }),
+  );
   return router;
 }

@@ -11,7 +11,13 @@ import { dataEnvelope, errorEnvelope } from "../envelope";
  *                  path's loops are neither halted nor lagging; 503 not_ready naming what is
  *                  wrong otherwise (server/ops/readiness.ts). Both answer in the spec's envelope.
  */
-export function healthRoutes(deps: { ledger: Ledger; chain?: ChainConnection; moneyPath?: MoneyPath; maxLagMs: number; log: (message: string, error?: unknown) => void }): Router {
+export function healthRoutes(deps: {
+  ledger: Ledger;
+  chain?: ChainConnection;
+  moneyPath?: MoneyPath;
+  maxLagMs: number;
+  log: (message: string, error?: unknown) => void;
+}): Router {
   const router = express.Router();
   // One check a second at most, however many ask: each costs a durable commit and an RPC.
   let cached: { atMs: number; result: ReturnType<typeof checkReadiness> } | undefined;
@@ -44,7 +50,9 @@ export function healthRoutes(deps: { ledger: Ledger; chain?: ChainConnection; mo
       res.json(dataEnvelope({ status: "ready", checks }));
       return;
     }
-    const failing = Object.entries(checks).filter(([, check]) => !check.ok).map(([name, check]) => `${name}: ${check.detail}`);
+    const failing = Object.entries(checks)
+      .filter(([, check]) => !check.ok)
+      .map(([name, check]) => `${name}: ${check.detail}`);
     res.status(503).json(errorEnvelope("not_ready", `Not ready: ${failing.join("; ")}`, { checks }));
   });
 

@@ -69,7 +69,11 @@ export function mcpRoutes(deps: McpRoutesParameters): Router {
 
   // A stateless server has no stream to open (GET) and no session to end (DELETE).
   router.all("/mcp", (req: Request, _res: Response, next: NextFunction) => {
-    next(new ApiError("method_not_allowed", `${req.method} /mcp is not served: this MCP server is stateless, send each message as a POST.`, { allow: "POST" }));
+    next(
+      new ApiError("method_not_allowed", `${req.method} /mcp is not served: this MCP server is stateless, send each message as a POST.`, {
+        allow: "POST",
+      }),
+    );
   });
 
   return router;
@@ -78,12 +82,25 @@ export function mcpRoutes(deps: McpRoutesParameters): Router {
 /** The skills a request's tools are made of: all listed ones, or those `?skills=` names (404 naming any that is not listed). */
 function selectedSkills(registry: SkillRegistry, query: unknown): () => Skill[] {
   if (query === undefined) return () => registry.list();
-  if (typeof query !== "string") throw new ApiError("invalid_request", "skills must be given once, as a comma-separated list of skill slugs or UUIDs.");
-  const refs = [...new Set(query.split(",").map((ref) => ref.trim()).filter((ref) => ref !== ""))];
-  if (refs.length === 0) throw new ApiError("invalid_request", "skills is empty: name at least one skill slug or UUID, or leave it out for every skill.");
+  if (typeof query !== "string")
+    throw new ApiError("invalid_request", "skills must be given once, as a comma-separated list of skill slugs or UUIDs.");
+  const refs = [
+    ...new Set(
+      query
+        .split(",")
+        .map((ref) => ref.trim())
+        .filter((ref) => ref !== ""),
+    ),
+  ];
+  if (refs.length === 0)
+    throw new ApiError("invalid_request", "skills is empty: name at least one skill slug or UUID, or leave it out for every skill.");
   if (refs.length > SELECTED_SKILLS_MAX) throw new ApiError("invalid_request", `skills names more than ${SELECTED_SKILLS_MAX} skills.`);
   const missing = refs.filter((ref) => registry.resolve(ref) === undefined);
-  if (missing.length > 0) throw new ApiError("skill_not_found", `Skill not found: ${missing.map((ref) => `"${ref.slice(0, 100)}"`).join(", ")}. Check the skills query.`);
+  if (missing.length > 0)
+    throw new ApiError(
+      "skill_not_found",
+      `Skill not found: ${missing.map((ref) => `"${ref.slice(0, 100)}"`).join(", ")}. Check the skills query.`,
+    );
   // Resolved again on each use: a skill deactivated meanwhile drops out rather than being called.
   return () => refs.map((ref) => registry.resolve(ref)).filter((skill): skill is Skill => skill !== undefined);
 }
@@ -101,7 +118,14 @@ function mcpServer(deps: McpRoutesParameters, apiKey: ApiKeyRecord, skills: () =
     const skill = skills().find((candidate) => candidate.slug === name);
     if (!skill) return errorResult("skill_not_found", `Unknown tool "${name.slice(0, 100)}": no listed skill has that slug.`);
     try {
-      const response = await deps.calls.execute({ endpoint: "call", apiKey, skillRef: skill.id, input, idempotency: idempotencyOf(skill, input, _meta), startedAt });
+      const response = await deps.calls.execute({
+        endpoint: "call",
+        apiKey,
+        skillRef: skill.id,
+        input,
+        idempotency: idempotencyOf(skill, input, _meta),
+        startedAt,
+      });
       return toolResult(response);
     } catch (error) {
       if (error instanceof ApiError) return errorResult(error.code, error.message);
@@ -136,13 +160,18 @@ function objectSchema(schema: object | null): Tool["inputSchema"] {
   if (schema === null || Array.isArray(schema)) return { type: "object" };
   const s = schema as Record<string, unknown>;
   if (s.type !== undefined && s.type !== "object") return { type: "object" };
-  if (s.properties !== undefined && (typeof s.properties !== "object" || s.properties === null || Array.isArray(s.properties))) return { type: "object" };
+  if (s.properties !== undefined && (typeof s.properties !== "object" || s.properties === null || Array.isArray(s.properties)))
+    return { type: "object" };
   if (s.required !== undefined && !(Array.isArray(s.required) && s.required.every((r) => typeof r === "string"))) return { type: "object" };
   return { ...s, type: "object" } as Tool["inputSchema"];
 }
 
 /** The idempotency key of a tools/call, from its `_meta`; the request hash covers the tool and its arguments. */
-function idempotencyOf(skill: Skill, input: unknown, meta: Record<string, unknown> | undefined): { key: string; requestHash: string } | undefined {
+function idempotencyOf(
+  skill: Skill,
+  input: unknown,
+  meta: Record<string, unknown> | undefined,
+): { key: string; requestHash: string } | undefined {
   const key = meta?.[MCP_IDEMPOTENCY_META];
   if (key === undefined) return undefined;
   if (typeof key !== "string" || !IDEMPOTENCY_KEY.test(key)) {
@@ -167,7 +196,11 @@ interface CallMetadata {
 function toolResult(response: CallResponse): CallToolResult {
   const body = JSON.parse(response.body) as { success: boolean; data?: unknown; error?: string; code?: string; metadata?: CallMetadata };
   const callId = response.headers["x-call-id"];
-  const metadata = { ...body.metadata, ...(callId ? { call_id: callId } : {}), ...(response.headers["idempotent-replayed"] ? { replayed: true } : {}) };
+  const metadata = {
+    ...body.metadata,
+    ...(callId ? { call_id: callId } : {}),
+    ...(response.headers["idempotent-replayed"] ? { replayed: true } : {}),
+  };
   const pricePaid = body.metadata?.price_paid ?? 0;
   if (response.status === 200 && body.success) {
     return {
@@ -188,5 +221,9 @@ function toolResult(response: CallResponse): CallToolResult {
 
 /** A refusal before the call service ran, or a fault: an error result, nothing charged. */
 function errorResult(code: string, message: string): CallToolResult {
-  return { isError: true, content: [{ type: "text", text: `${message} Charged $0.` }], structuredContent: { error: message, code, metadata: { price_paid: 0 } } };
+  return {
+    isError: true,
+    content: [{ type: "text", text: `${message} Charged $0.` }],
+    structuredContent: { error: message, code, metadata: { price_paid: 0 } },
+  };
 }

@@ -63,7 +63,8 @@ export function moneyRoutes(deps: { keys: ApiKeys; sessions: Sessions; db: Db; m
           platform_fee: r.receipt.platformFee.toString(),
         },
         proof: r.proof,
-        verify_with: "SkillEscrow.verifyReceipt(batch_number, receipt.call_id, receipt.account, receipt.seller, receipt.amount, receipt.platform_fee, proof)",
+        verify_with:
+          "SkillEscrow.verifyReceipt(batch_number, receipt.call_id, receipt.account, receipt.seller, receipt.amount, receipt.platform_fee, proof)",
       }),
     );
   });

@@ -17,7 +17,14 @@ import { intParam } from "../query";
  * Read endpoints for clients and the dashboard (DESIGN.md section 2): the public skill
  * list, and the caller's balance and usage. All answer in the spec's envelope.
  */
-export function readRoutes(deps: { config: Config; keys: ApiKeys; sessions: Sessions; skills: SkillRegistry; ledger: Ledger; calls: CallsLog }): Router {
+export function readRoutes(deps: {
+  config: Config;
+  keys: ApiKeys;
+  sessions: Sessions;
+  skills: SkillRegistry;
+  ledger: Ledger;
+  calls: CallsLog;
+}): Router {
   const router = express.Router();
   const auth = requireAccount(deps.keys, deps.sessions);
 

@@ -63,7 +63,8 @@ function readFields(body: Body, partial: boolean, defaultTimeoutMs: number): Par
   if (partial && has("slug")) bad("slug cannot change: callers name the skill by it. Unlist this skill and create another.");
   if (!partial) fields.slug = typeof body.slug === "string" ? body.slug : bad("slug is required: lowercase letters, digits and dashes.");
   if (need("name")) fields.name = typeof body.name === "string" ? body.name.trim() : bad("name must be a string.");
-  if (has("description")) fields.description = typeof body.description === "string" ? body.description : bad("description must be a string.");
+  if (has("description"))
+    fields.description = typeof body.description === "string" ? body.description : bad("description must be a string.");
   else if (!partial) fields.description = "";
   if (need("price")) {
     const price = body.price;
@@ -74,8 +75,10 @@ function readFields(body: Body, partial: boolean, defaultTimeoutMs: number): Par
       bad('price must be a USD amount with at most 6 decimals, e.g. "0.01".');
     }
   }
-  if (need("backend_url")) fields.backendUrl = typeof body.backend_url === "string" ? body.backend_url : bad("backend_url must be a string.");
-  if (has("timeout_ms")) fields.timeoutMs = typeof body.timeout_ms === "number" ? body.timeout_ms : bad("timeout_ms must be a number of milliseconds.");
+  if (need("backend_url"))
+    fields.backendUrl = typeof body.backend_url === "string" ? body.backend_url : bad("backend_url must be a string.");
+  if (has("timeout_ms"))
+    fields.timeoutMs = typeof body.timeout_ms === "number" ? body.timeout_ms : bad("timeout_ms must be a number of milliseconds.");
   else if (!partial) fields.timeoutMs = defaultTimeoutMs;
   if (has("rate_limit_per_min")) {
     const limit = body.rate_limit_per_min;
@@ -83,7 +86,10 @@ function readFields(body: Body, partial: boolean, defaultTimeoutMs: number): Par
   } else if (!partial) fields.rateLimitPerMin = null;
   if (has("input_schema")) {
     const schema = body.input_schema;
-    fields.inputSchema = schema === null || (typeof schema === "object" && !Array.isArray(schema)) ? (schema as object | null) : bad("input_schema must be a JSON Schema object or null.");
+    fields.inputSchema =
+      schema === null || (typeof schema === "object" && !Array.isArray(schema))
+        ? (schema as object | null)
+        : bad("input_schema must be a JSON Schema object or null.");
   } else if (!partial) fields.inputSchema = null;
   if (partial && has("listed")) fields.listed = typeof body.listed === "boolean" ? body.listed : bad("listed must be true or false.");
   return fields;
@@ -100,7 +106,13 @@ function readFields(body: Body, partial: boolean, defaultTimeoutMs: number): Par
  *                                    proved it controls that address by signing in with it (SIWE)
  * Another account's skill is answered as an unknown one: 404.
  */
-export function sellerRoutes(deps: { sessions: Sessions; ledger: Ledger; skills: SkillRegistry; config: Config; egress: EgressPolicy }): Router {
+export function sellerRoutes(deps: {
+  sessions: Sessions;
+  ledger: Ledger;
+  skills: SkillRegistry;
+  config: Config;
+  egress: EgressPolicy;
+}): Router {
   const router = express.Router();
   const session = deps.sessions.require();
   const json = jsonBody(65_536);
@@ -156,7 +168,10 @@ export function sellerRoutes(deps: { sessions: Sessions; ledger: Ledger; skills:
     const linked = addressesOf(deps.ledger.db, accountId);
     const proved = deps.sessions.identitiesOf(accountId).some((i) => i.provider === "siwe" && i.subject.toLowerCase() === address);
     if (!linked.includes(address) && !proved) {
-      throw new ApiError("payout_address_refused", "Sign in with that wallet first (POST /auth/siwe/verify while signed in links it), then set it here.");
+      throw new ApiError(
+        "payout_address_refused",
+        "Sign in with that wallet first (POST /auth/siwe/verify while signed in links it), then set it here.",
+      );
     }
     const result = linkAddressSync(deps.ledger, { accountId, address });
     if (!result.ok) {

@@ -25,7 +25,9 @@ export function sessionRoutes(deps: { sessions: Sessions; ledger: Ledger }): Rou
       dataEnvelope({
         account_id: account.id,
         name: account.name,
-        identities: deps.sessions.identitiesOf(accountId).map((i) => ({ provider: i.provider, subject: i.subject, linked_at: new Date(i.createdAtMs).toISOString() })),
+        identities: deps.sessions
+          .identitiesOf(accountId)
+          .map((i) => ({ provider: i.provider, subject: i.subject, linked_at: new Date(i.createdAtMs).toISOString() })),
         addresses: addressesOf(deps.ledger.db, accountId),
         wallet: walletOf(deps.ledger.db, accountId),
         balance: { currency: "USDC", available: microsToUsd(availableMicros), held: microsToUsd(heldMicros) },

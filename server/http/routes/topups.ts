@@ -43,7 +43,10 @@ export function topupRoutes(deps: { sessions: Sessions; cardTopups: CardTopups }
     if (!result.ok) {
       if (result.reason === "bad_signature") throw new ApiError("invalid_signature", "The notification's signature does not verify.");
       if (result.reason === "unknown_checkout") throw new ApiError("not_found", "No such checkout.");
-      throw new ApiError("invalid_request", result.reason === "malformed" ? "Malformed notification." : "The amount does not match the checkout.");
+      throw new ApiError(
+        "invalid_request",
+        result.reason === "malformed" ? "Malformed notification." : "The amount does not match the checkout.",
+      );
     }
     res.json(dataEnvelope({ received: true, duplicate: result.duplicate, status: result.checkout.status }));
   });

@@ -35,7 +35,8 @@ export function walletWithdrawRoutes(deps: { sessions: Sessions; wallets?: Walle
   const json = jsonBody(4_096);
   const withdrawals = () => {
     const service = deps.wallets?.withdrawals;
-    if (!service) throw new ApiError("chain_unavailable", "Withdrawals to an address need the gateway's embedded wallets and escrow chain.");
+    if (!service)
+      throw new ApiError("chain_unavailable", "Withdrawals to an address need the gateway's embedded wallets and escrow chain.");
     return service;
   };
 
@@ -128,9 +129,15 @@ function refuse(result: WithdrawRefusal): never {
     case "no_wallet":
       throw new ApiError("not_found", "This account has no embedded wallet yet.");
     case "siwe_owned":
-      throw new ApiError("wrong_withdrawal_flow", "Your wallet is owned by your own address: prepare the withdrawal (POST /v1/wallet/withdraw/prepare) and sign it.");
+      throw new ApiError(
+        "wrong_withdrawal_flow",
+        "Your wallet is owned by your own address: prepare the withdrawal (POST /v1/wallet/withdraw/prepare) and sign it.",
+      );
     case "server_owned":
-      throw new ApiError("wrong_withdrawal_flow", "The gateway holds this wallet's key: withdraw with POST /v1/wallet/withdraw, no signature needed.");
+      throw new ApiError(
+        "wrong_withdrawal_flow",
+        "The gateway holds this wallet's key: withdraw with POST /v1/wallet/withdraw, no signature needed.",
+      );
     case "recipient_refused":
       throw new ApiError(
         "invalid_request",
@@ -145,7 +152,10 @@ function refuse(result: WithdrawRefusal): never {
     case "nothing_to_withdraw":
       throw new ApiError("invalid_request", "Nothing to withdraw: the available balance is 0.");
     case "insufficient_balance":
-      throw new ApiError("insufficient_balance", `Only ${microsToUsd(result.availableMicros)} USD is available to withdraw (money held by calls in flight stays).`);
+      throw new ApiError(
+        "insufficient_balance",
+        `Only ${microsToUsd(result.availableMicros)} USD is available to withdraw (money held by calls in flight stays).`,
+      );
   }
 }
 

@@ -17,7 +17,11 @@ const usd = (micros: bigint) => Number(micros) / 1e6;
  *        the deposit indexer credits the balance from the escrow's event
  * Both need a session and its CSRF token. The operation sent is always the one prepared here, never a client's.
  */
-export function walletRoutes(deps: { sessions: Sessions; wallets?: WalletService; log: (message: string, error?: unknown) => void }): Router {
+export function walletRoutes(deps: {
+  sessions: Sessions;
+  wallets?: WalletService;
+  log: (message: string, error?: unknown) => void;
+}): Router {
   const router = express.Router();
   const session = deps.sessions.require();
   const json = jsonBody(4_096);
@@ -33,7 +37,10 @@ export function walletRoutes(deps: { sessions: Sessions; wallets?: WalletService
         case "no_wallet":
           throw new ApiError("not_found", "This account has no embedded wallet yet.");
         case "server_owned":
-          throw new ApiError("wallet_swept_automatically", "This wallet's owner key is held by the gateway: USDC sent to it is moved into the escrow automatically.");
+          throw new ApiError(
+            "wallet_swept_automatically",
+            "This wallet's owner key is held by the gateway: USDC sent to it is moved into the escrow automatically.",
+          );
         case "empty":
           throw new ApiError("amount_below_minimum", "The wallet holds no USDC.");
         case "below_minimum":

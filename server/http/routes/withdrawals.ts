@@ -37,7 +37,10 @@ export function withdrawalRoutes(deps: { keys: ApiKeys; sessions: Sessions; db: 
     const result = await deps.vouchers.issue(req.accountId!, { amountMicros, address: body.address as string | undefined });
     if (!result.ok) {
       if (result.reason === "insufficient_balance") {
-        throw new ApiError("insufficient_balance", `Only ${microsToUsd(result.availableMicros ?? 0n)} USD is available to withdraw (money held by calls in flight stays).`);
+        throw new ApiError(
+          "insufficient_balance",
+          `Only ${microsToUsd(result.availableMicros ?? 0n)} USD is available to withdraw (money held by calls in flight stays).`,
+        );
       }
       const [code, message] = REFUSAL[result.reason];
       throw new ApiError(code, message);
@@ -46,7 +49,12 @@ export function withdrawalRoutes(deps: { keys: ApiKeys; sessions: Sessions; db: 
     res.json(
       dataEnvelope({
         amount: microsToUsd(voucher.amount),
-        voucher: { account: voucher.account, amount: voucher.amount.toString(), nonce: voucher.nonce.toString(), deadline: voucher.deadline.toString() },
+        voucher: {
+          account: voucher.account,
+          amount: voucher.amount.toString(),
+          nonce: voucher.nonce.toString(),
+          deadline: voucher.deadline.toString(),
+        },
         signature,
         escrow,
         chain_id: chainId,
@@ -57,8 +65,17 @@ export function withdrawalRoutes(deps: { keys: ApiKeys; sessions: Sessions; db: 
 
   router.get("/v1/withdrawals", auth, (req, res) => {
     const rows = deps.db
-      .prepare("SELECT address, nonce, amount, deadline, status, created_at FROM vouchers WHERE account_id = ? ORDER BY created_at DESC LIMIT 100")
-      .all(req.accountId!) as Array<{ address: string; nonce: bigint; amount: bigint; deadline: bigint; status: string; created_at: bigint }>;
+      .prepare(
+        "SELECT address, nonce, amount, deadline, status, created_at FROM vouchers WHERE account_id = ? ORDER BY created_at DESC LIMIT 100",
+      )
+      .all(req.accountId!) as Array<{
+      address: string;
+      nonce: bigint;
+      amount: bigint;
+      deadline: bigint;
+      status: string;
+      created_at: bigint;
+    }>;
     res.json(
       dataEnvelope(
         rows.map((r) => ({

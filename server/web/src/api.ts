@@ -43,7 +43,12 @@ export async function request(method: string, path: string, body?: unknown): Pro
   if (method !== "GET" && method !== "HEAD") headers["x-csrf-token"] = csrfToken();
   let response: Response;
   try {
-    response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: "same-origin" });
+    response = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      credentials: "same-origin",
+    });
   } catch {
     throw new ApiFailure(UNREACHABLE, 0, "network");
   }
@@ -59,7 +64,8 @@ export async function request(method: string, path: string, body?: unknown): Pro
 
 /** The message to show for an error answer: the API's `error`, or a sentence naming the status. */
 export function errorMessage(status: number, body: unknown): string {
-  if (typeof body === "object" && body !== null && typeof (body as { error?: unknown }).error === "string") return (body as { error: string }).error;
+  if (typeof body === "object" && body !== null && typeof (body as { error?: unknown }).error === "string")
+    return (body as { error: string }).error;
   if (status === 0) return UNREACHABLE;
   return `The gateway answered with an unexpected response (HTTP ${status}).`;
 }

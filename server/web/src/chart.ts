@@ -45,6 +45,9 @@ export function spendChart(days: readonly DaySpend[]): HTMLElement {
     rect.appendChild(tip);
     root.appendChild(rect);
   });
-  const labels = days.length > 0 ? h("div", { class: "chart-labels", "aria-hidden": "true" }, h("span", {}, days[0].date), h("span", {}, days[days.length - 1].date)) : null;
+  const labels =
+    days.length > 0
+      ? h("div", { class: "chart-labels", "aria-hidden": "true" }, h("span", {}, days[0].date), h("span", {}, days[days.length - 1].date))
+      : null;
   return h("div", { class: "chart-wrap" }, root, labels);
 }

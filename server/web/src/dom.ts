@@ -100,7 +100,13 @@ export function muted(text: string, props: Props = {}): HTMLElement {
 
 /** A label with its input, stacked. */
 export function field(label: string, input: HTMLElement, hint?: string): HTMLElement {
-  return h("label", { class: "field" }, h("span", { class: "field-label" }, label), input, hint ? h("span", { class: "hint" }, hint) : null);
+  return h(
+    "label",
+    { class: "field" },
+    h("span", { class: "field-label" }, label),
+    input,
+    hint ? h("span", { class: "hint" }, hint) : null,
+  );
 }
 
 /** Disables a button while an action runs, so a double click does not send twice. */

@@ -55,7 +55,13 @@ async function render(): Promise<void> {
     replaceChildren(root, h("h1", {}, "Page not found"), h("p", {}, h("a", { href: "/marketplace" }, "Browse the Marketplace")));
     return;
   }
-  const ctx = makeContext(root, resolution.route.params, me(), (path) => navigate(path), () => token === renderCount);
+  const ctx = makeContext(
+    root,
+    resolution.route.params,
+    me(),
+    (path) => navigate(path),
+    () => token === renderCount,
+  );
   try {
     await PAGES[resolution.route.page](ctx);
   } catch (error) {

@@ -23,7 +23,13 @@ export interface PageContext {
 export type Page = (ctx: PageContext) => void | Promise<void>;
 
 /** Builds a context for one render; `token` changes on every navigation. */
-export function makeContext(root: HTMLElement, params: Record<string, string>, me: Me | null, navigate: (path: string) => void, isCurrent: () => boolean): PageContext {
+export function makeContext(
+  root: HTMLElement,
+  params: Record<string, string>,
+  me: Me | null,
+  navigate: (path: string) => void,
+  isCurrent: () => boolean,
+): PageContext {
   return {
     root,
     params,
@@ -46,5 +52,10 @@ export function pageHeader(title: string, lead?: string): HTMLElement {
 
 /** What a signed-out person sees on a page that needs an account. */
 export function signInPrompt(what: string): HTMLElement {
-  return h("section", { class: "card empty" }, h("p", {}, `Sign in to ${what}.`), h("a", { class: "btn btn-primary", href: "/signin" }, "Sign in"));
+  return h(
+    "section",
+    { class: "card empty" },
+    h("p", {}, `Sign in to ${what}.`),
+    h("a", { class: "btn btn-primary", href: "/signin" }, "Sign in"),
+  );
 }

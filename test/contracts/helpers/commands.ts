@@ -22,13 +22,7 @@ type Expected = { ok: true } | { ok: false; errorName: string; args?: readonly u
 export const outcomeCounts = new Map<string, number>();
 
 /** Sends one transaction at a known block time (the model's clock plus one second). */
-async function send(
-  name: string,
-  model: EscrowModel,
-  real: Real,
-  tx: () => Promise<Hash>,
-  expected: Expected,
-): Promise<void> {
+async function send(name: string, model: EscrowModel, real: Real, tx: () => Promise<Hash>, expected: Expected): Promise<void> {
   const key = `${name}:${expected.ok ? "ok" : expected.errorName}`;
   outcomeCounts.set(key, (outcomeCounts.get(key) ?? 0) + 1);
   model.nowSec += 1n;
@@ -44,14 +38,21 @@ async function send(
 const min = (a: bigint, b: bigint) => (a < b ? a : b);
 
 class DepositCommand implements fc.AsyncCommand<EscrowModel, Real> {
-  constructor(readonly user: number, readonly amount: bigint) {}
+  constructor(
+    readonly user: number,
+    readonly amount: bigint,
+  ) {}
   check = () => true;
   async run(model: EscrowModel, real: Real) {
     const account = real.users[this.user];
     const ok = this.amount >= USDC;
-    await send("deposit", model, real, () => real.escrowAs.get(account)!.write.deposit([this.amount]), ok
-      ? { ok }
-      : { ok, errorName: "EscrowDepositBelowMinimum", args: [this.amount, USDC] });
+    await send(
+      "deposit",
+      model,
+      real,
+      () => real.escrowAs.get(account)!.write.deposit([this.amount]),
+      ok ? { ok } : { ok, errorName: "EscrowDepositBelowMinimum", args: [this.amount, USDC] },
+    );
     if (!ok) return;
     model.add(model.balances, account, this.amount);
     model.add(model.wallets, account, -this.amount);
@@ -63,7 +64,10 @@ class DepositCommand implements fc.AsyncCommand<EscrowModel, Real> {
 type Call = { user: number; seller: number; priceMicros: bigint };
 
 class SettleCommand implements fc.AsyncCommand<EscrowModel, Real> {
-  constructor(readonly calls: Call[], readonly replay: boolean) {}
+  constructor(
+    readonly calls: Call[],
+    readonly replay: boolean,
+  ) {}
   check = () => true;
   async run(model: EscrowModel, real: Real) {
     const settler = real.escrowAs.get(real.fx.settler.account.address)!;
@@ -82,13 +86,19 @@ class SettleCommand implements fc.AsyncCommand<EscrowModel, Real> {
     }
     const { batch } = batchFromReceipts(model.nextBatch, receipts);
     const overdrawn = batch.debits.find(({ account, amount }) => amount > model.balances.get(account)!);
-    await send("settle", model, real, () => settler.write.settle([batch]), overdrawn
-      ? {
-          ok: false,
-          errorName: "EscrowInsufficientBalance",
-          args: [overdrawn.account, model.balances.get(overdrawn.account)!, overdrawn.amount],
-        }
-      : { ok: true });
+    await send(
+      "settle",
+      model,
+      real,
+      () => settler.write.settle([batch]),
+      overdrawn
+        ? {
+            ok: false,
+            errorName: "EscrowInsufficientBalance",
+            args: [overdrawn.account, model.balances.get(overdrawn.account)!, overdrawn.amount],
+          }
+        : { ok: true },
+    );
     if (overdrawn) return;
     model.nextBatch += 1n;
     for (const { account, amount } of batch.debits) {
@@ -98,12 +108,14 @@ class SettleCommand implements fc.AsyncCommand<EscrowModel, Real> {
     for (const { seller, amount } of batch.credits) model.add(model.earnings, seller, amount);
     model.add(model.earnings, real.earners[real.earners.length - 1], batch.platformFee);
   }
-  toString = () =>
-    `settle(${this.replay ? "replay, " : ""}${this.calls.map((c) => `${c.user}->${c.seller}:${c.priceMicros}`).join(" ")})`;
+  toString = () => `settle(${this.replay ? "replay, " : ""}${this.calls.map((c) => `${c.user}->${c.seller}:${c.priceMicros}`).join(" ")})`;
 }
 
 class ClaimCommand implements fc.AsyncCommand<EscrowModel, Real> {
-  constructor(readonly earner: number, readonly toColdWallet: boolean) {}
+  constructor(
+    readonly earner: number,
+    readonly toColdWallet: boolean,
+  ) {}
   check = () => true;
   async run(model: EscrowModel, real: Real) {
     const account = real.earners[this.earner];
@@ -173,13 +185,15 @@ class VoucherCommand implements fc.AsyncCommand<EscrowModel, Real> {
     model.add(model.wallets, account, this.amount);
     model.add(model.withdrawn, account, this.amount);
   }
-  toString = () =>
-    `voucher(user ${this.user}, ${this.shareBps} bps = ${this.amount}, nonce ${this.nonce}, ${this.flaw})`;
+  toString = () => `voucher(user ${this.user}, ${this.shareBps} bps = ${this.amount}, nonce ${this.nonce}, ${this.flaw})`;
 }
 
 class RequestExitCommand implements fc.AsyncCommand<EscrowModel, Real> {
   amount = 0n;
-  constructor(readonly user: number, readonly shareBps: bigint) {}
+  constructor(
+    readonly user: number,
+    readonly shareBps: bigint,
+  ) {}
   check = () => true;
   async run(model: EscrowModel, real: Real) {
     const account = real.users[this.user];
@@ -236,9 +250,13 @@ class CancelExitCommand implements fc.AsyncCommand<EscrowModel, Real> {
   async run(model: EscrowModel, real: Real) {
     const account = real.users[this.user];
     const pending = model.exits.get(account);
-    await send("cancelExit", model, real, () => real.escrowAs.get(account)!.write.cancelExit(), pending
-      ? { ok: true }
-      : { ok: false, errorName: "EscrowNoPendingExit", args: [account] });
+    await send(
+      "cancelExit",
+      model,
+      real,
+      () => real.escrowAs.get(account)!.write.cancelExit(),
+      pending ? { ok: true } : { ok: false, errorName: "EscrowNoPendingExit", args: [account] },
+    );
     model.exits.delete(account);
   }
   toString = () => `cancelExit(user ${this.user})`;
@@ -313,9 +331,7 @@ export function commandArbitraries(userCount: number, sellerCount: number): fc.A
     settle,
     settle,
     fc.tuple(fc.nat({ max: sellerCount }), fc.boolean()).map(([e, cold]) => new ClaimCommand(e, cold)),
-    fc
-      .tuple(user, share, fc.bigInt({ min: 0n, max: 4n }), flaw)
-      .map(([u, s, n, f]) => new VoucherCommand(u, s, n, f)),
+    fc.tuple(user, share, fc.bigInt({ min: 0n, max: 4n }), flaw).map(([u, s, n, f]) => new VoucherCommand(u, s, n, f)),
     fc.tuple(user, share).map(([u, s]) => new RequestExitCommand(u, s)),
     fc.nat({ max: 5 }).map((pick) => new CompleteExitCommand(pick)),
     user.map((u) => new CancelExitCommand(u)),
@@ -323,4 +339,3 @@ export function commandArbitraries(userCount: number, sellerCount: number): fc.A
     advance,
   ].map((arbitrary: fc.Arbitrary<fc.AsyncCommand<EscrowModel, Real>>) => arbitrary.map((command) => new Checked(command)));
 }
-

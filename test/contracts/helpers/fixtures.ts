@@ -25,17 +25,12 @@ export async function connect(contract: Contract, contractName: string, wallet: 
  */
 export async function deployEscrowFixture() {
   const wallets = await hre.viem.getWalletClients();
-  const [admin, settler, voucherSigner, treasury, alice, bob, carol, dave, sellerA, sellerB, sellerC, outsider] =
-    wallets;
+  const [admin, settler, voucherSigner, treasury, alice, bob, carol, dave, sellerA, sellerB, sellerC, outsider] = wallets;
   const publicClient = await hre.viem.getPublicClient();
   const chainId = await publicClient.getChainId();
 
   const usdc = await hre.viem.deployContract("TestUSDC", [admin.account.address]);
-  const escrow = await hre.viem.deployContract("SkillEscrow", [
-    usdc.address,
-    admin.account.address,
-    treasury.account.address,
-  ]);
+  const escrow = await hre.viem.deployContract("SkillEscrow", [usdc.address, admin.account.address, treasury.account.address]);
   await escrow.write.grantRole([SETTLER_ROLE, settler.account.address]);
   await escrow.write.grantRole([VOUCHER_SIGNER_ROLE, voucherSigner.account.address]);
 

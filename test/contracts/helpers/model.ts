@@ -66,9 +66,7 @@ export async function checkInvariants(model: EscrowModel, real: Real): Promise<v
   ]);
   const sum = (values: bigint[]) => values.reduce((a, b) => a + b, 0n);
 
-  expect(escrowHoldings, "escrow USDC = sum of balances + sum of unclaimed earnings").to.equal(
-    sum(balances) + sum(earnings),
-  );
+  expect(escrowHoldings, "escrow USDC = sum of balances + sum of unclaimed earnings").to.equal(sum(balances) + sum(earnings));
   expect(balances, "balances").to.deep.equal(real.users.map((a) => model.balances.get(a)!));
   expect(earnings, "earnings").to.deep.equal(real.earners.map((a) => model.earnings.get(a)!));
   expect(exits, "pending exits").to.deep.equal(

@@ -4,12 +4,7 @@ import type { WalletClient } from "@nomicfoundation/hardhat-viem/types";
 export type Voucher = { account: Address; amount: bigint; nonce: bigint; deadline: bigint };
 
 /** EIP-712 signature of a SkillEscrow voucher by `signer`. */
-export async function signVoucher(
-  signer: WalletClient,
-  escrow: Address,
-  chainId: number,
-  voucher: Voucher,
-): Promise<Hex> {
+export async function signVoucher(signer: WalletClient, escrow: Address, chainId: number, voucher: Voucher): Promise<Hex> {
   return signer.signTypedData({
     account: signer.account,
     domain: { name: "SkillEscrow", version: "1", chainId, verifyingContract: escrow },
@@ -88,22 +83,14 @@ export async function signAuthorization(
   return from.signTypedData({
     account: from.account,
     domain: usdcDomain(token, chainId),
-    types:
-      primaryType === "TransferWithAuthorization"
-        ? { TransferWithAuthorization: fields }
-        : { ReceiveWithAuthorization: fields },
+    types: primaryType === "TransferWithAuthorization" ? { TransferWithAuthorization: fields } : { ReceiveWithAuthorization: fields },
     primaryType,
     message: authorization,
   });
 }
 
 /** EIP-3009 CancelAuthorization signature. */
-export async function signCancelAuthorization(
-  authorizer: WalletClient,
-  token: Address,
-  chainId: number,
-  nonce: Hex,
-): Promise<Hex> {
+export async function signCancelAuthorization(authorizer: WalletClient, token: Address, chainId: number, nonce: Hex): Promise<Hex> {
   return authorizer.signTypedData({
     account: authorizer.account,
     domain: usdcDomain(token, chainId),

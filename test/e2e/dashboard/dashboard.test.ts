@@ -63,7 +63,11 @@ describe("the dashboard, in a real browser", function () {
     await navigate(target, "Marketplace");
     await target.getByTestId("skill-search").fill(search);
     const cards = target.getByTestId("skill-card").filter({ visible: true });
-    await until(`only the card of ${slug} to match "${search}"`, () => cards.evaluateAll((all) => all.map((c) => c.getAttribute("data-slug"))), (slugs) => slugs.length === 1 && slugs[0] === slug);
+    await until(
+      `only the card of ${slug} to match "${search}"`,
+      () => cards.evaluateAll((all) => all.map((c) => c.getAttribute("data-slug"))),
+      (slugs) => slugs.length === 1 && slugs[0] === slug,
+    );
     await cards.first().click();
     await expectHeading(target, name);
   };
@@ -71,7 +75,14 @@ describe("the dashboard, in a real browser", function () {
   /** Fills and sends the skill page's "try it" form with the named key; returns the HTTP status it shows ("200"). */
   const tryIt = async (target: Page, keyName: string, input: unknown): Promise<string> => {
     const select = target.getByTestId("try-key");
-    const options = await until(`a key named ${keyName} in the try-it form`, () => select.locator("option").evaluateAll((all) => all.map((o) => ({ value: o.getAttribute("value") ?? "", text: o.textContent ?? "" }))), (all) => all.some((o) => o.text.includes(keyName)));
+    const options = await until(
+      `a key named ${keyName} in the try-it form`,
+      () =>
+        select
+          .locator("option")
+          .evaluateAll((all) => all.map((o) => ({ value: o.getAttribute("value") ?? "", text: o.textContent ?? "" }))),
+      (all) => all.some((o) => o.text.includes(keyName)),
+    );
     await select.selectOption(options.find((o) => o.text.includes(keyName))!.value);
     await target.getByTestId("try-input").fill(JSON.stringify(input));
     await target.getByTestId("try-submit").click();
@@ -121,7 +132,11 @@ describe("the dashboard, in a real browser", function () {
     await page.getByTestId("card-submit").click();
     await textOf(page.getByTestId("card-result"));
     // The credit is the deposit indexer's, from the escrow's Deposited event.
-    await until("the card deposit to be credited", () => dashboard.stack.available(buyerId), (units) => units === 10_000_000n);
+    await until(
+      "the card deposit to be credited",
+      () => dashboard.stack.available(buyerId),
+      (units) => units === 10_000_000n,
+    );
     toppedUp = await availableOnWallet();
     expect(toppedUp - before).to.equal(10_000_000n);
   });
@@ -151,7 +166,9 @@ describe("the dashboard, in a real browser", function () {
     expect(await textOf(page.getByTestId("skill-price"), /\$/)).to.include("$0.0025");
     expect(await textOf(page.getByTestId("skill-seller"))).to.include("Seller One");
     expect(await textOf(page.getByTestId("skill-schema"))).to.include("city");
-    expect(await textOf(page.getByTestId("curl-call"))).to.include(`${dashboard.origin}/v1/call`).and.include(weather.slug);
+    expect(await textOf(page.getByTestId("curl-call")))
+      .to.include(`${dashboard.origin}/v1/call`)
+      .and.include(weather.slug);
     expect(await textOf(page.getByTestId("curl-skill-call"))).to.include(`${dashboard.origin}/v1/skills/${weather.slug}/call`);
     await shoot(page, "marketplace-skill");
   });
@@ -188,7 +205,12 @@ describe("the dashboard, in a real browser", function () {
     await expectHeading(keysTab, "API Keys");
     await keysTab.getByTestId("key-row").filter({ hasText: "old laptop" }).getByTestId("key-revoke").click();
     await keysTab.getByTestId("confirm-ok").click();
-    await until("the key to be revoked", () => dashboard.stack.gw.db.prepare("SELECT COUNT(*) FROM api_keys WHERE name = 'old laptop' AND revoked_at IS NOT NULL").pluck().get(), (n) => Number(n) === 1);
+    await until(
+      "the key to be revoked",
+      () =>
+        dashboard.stack.gw.db.prepare("SELECT COUNT(*) FROM api_keys WHERE name = 'old laptop' AND revoked_at IS NOT NULL").pluck().get(),
+      (n) => Number(n) === 1,
+    );
     await keysTab.close();
 
     const before = dashboard.stack.available(buyerId);
@@ -242,20 +264,29 @@ describe("the dashboard, in a real browser", function () {
     const receipt = await dashboard.aa.node.publicClient.getTransactionReceipt({ hash: txHash });
     expect(receipt.status).to.equal("success");
     expect(await textOf(s.getByTestId("notice"))).to.include("$0.009");
-    await until("the claimed amount on the page", () => amountOf(s.getByTestId("earnings-claimed")), (units) => units === earned);
+    await until(
+      "the claimed amount on the page",
+      () => amountOf(s.getByTestId("earnings-claimed")),
+      (units) => units === earned,
+    );
     expect(await amountOf(s.getByTestId("earnings-claimable"))).to.equal(0n);
 
     // The USDC is in the seller's embedded wallet now.
     const me = (await (await s.request.get(`${dashboard.origin}/v1/me`)).json()) as { data: { wallet: { address: Hex } } };
     const wallet = me.data.wallet.address;
     const { usdc } = dashboard.aa.deployment;
-    expect(await dashboard.aa.node.publicClient.readContract({ address: usdc, abi: ERC20_ABI, functionName: "balanceOf", args: [wallet] })).to.equal(earned);
+    expect(
+      await dashboard.aa.node.publicClient.readContract({ address: usdc, abi: ERC20_ABI, functionName: "balanceOf", args: [wallet] }),
+    ).to.equal(earned);
     await shoot(s, "seller-claimed");
   });
 
   it("shot each of the six pages at desktop and phone width, and none is wider than a phone", () => {
     for (const name of ["signin", "wallet", "keys", "marketplace", "usage", "seller"]) {
-      expect(shots.filter((shot) => path.basename(shot.file).startsWith(`${name}-`)).map((shot) => shot.widthPx)).to.include.members([1280, 375], name);
+      expect(shots.filter((shot) => path.basename(shot.file).startsWith(`${name}-`)).map((shot) => shot.widthPx)).to.include.members(
+        [1280, 375],
+        name,
+      );
     }
     expect(shots.filter((shot) => shot.overflowPx > 0).map((shot) => path.basename(shot.file))).to.deep.equal([]);
   });

@@ -7,14 +7,21 @@ import type { DashboardStack } from "./stack";
  * (dashboard-contract.md: nav link texts, one h1 per page, data-testid values).
  */
 
-
 /** Waits until `read()` gives a value `accept`s, polling; on timeout, says what was seen last. */
-export async function until<T>(what: string, read: () => T | Promise<T>, accept: (value: T) => boolean, timeoutMs = STEP_TIMEOUT_MS): Promise<T> {
+export async function until<T>(
+  what: string,
+  read: () => T | Promise<T>,
+  accept: (value: T) => boolean,
+  timeoutMs = STEP_TIMEOUT_MS,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await read();
     if (accept(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last seen: ${JSON.stringify(value, (_k, v) => (typeof v === "bigint" ? v.toString() : v))}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}; last seen: ${JSON.stringify(value, (_k, v) => (typeof v === "bigint" ? v.toString() : v))}`,
+      );
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
@@ -38,7 +45,11 @@ export async function expectHeading(page: Page, title: string): Promise<void> {
 }
 
 /** Follows one of the navigation's links, as a person would, and waits for that page's heading. */
-export async function navigate(page: Page, link: "Wallet" | "API Keys" | "Marketplace" | "Usage" | "Seller", heading: string = link): Promise<void> {
+export async function navigate(
+  page: Page,
+  link: "Wallet" | "API Keys" | "Marketplace" | "Usage" | "Seller",
+  heading: string = link,
+): Promise<void> {
   await page.getByRole("navigation").getByRole("link", { name: link, exact: true }).click();
   await expectHeading(page, heading);
 }

@@ -55,7 +55,9 @@ describe("the dashboard's sign-in pages, in a real browser", function () {
     });
     await person.context.addInitScript(() => {
       const call = (globalThis as unknown as { __testWallet(method: string, params?: unknown[]): Promise<unknown> }).__testWallet;
-      (globalThis as unknown as { ethereum: unknown }).ethereum = { request: ({ method, params }: { method: string; params?: unknown[] }) => call(method, params) };
+      (globalThis as unknown as { ethereum: unknown }).ethereum = {
+        request: ({ method, params }: { method: string; params?: unknown[] }) => call(method, params),
+      };
     });
   });
   after(async () => {
@@ -71,7 +73,11 @@ describe("the dashboard's sign-in pages, in a real browser", function () {
     await screenshotPage(page, "email-link");
     expect(await whoAmI()).to.equal(null);
     await page.getByTestId("email-link-confirm").click();
-    await until("the wallet page", () => new URL(page.url()).pathname, (path) => path === "/wallet");
+    await until(
+      "the wallet page",
+      () => new URL(page.url()).pathname,
+      (path) => path === "/wallet",
+    );
     expect(await whoAmI()).to.equal("ada@example.com");
   });
 
@@ -92,13 +98,21 @@ describe("the dashboard's sign-in pages, in a real browser", function () {
     expect(await page.getByTestId("email-link-confirm").count()).to.equal(0);
     await screenshotPage(page, "email-link-switch");
     await page.getByTestId("email-link-stay").click();
-    await until("the wallet page", () => new URL(page.url()).pathname, (path) => path === "/wallet");
+    await until(
+      "the wallet page",
+      () => new URL(page.url()).pathname,
+      (path) => path === "/wallet",
+    );
     expect(await whoAmI()).to.equal("ada@example.com");
 
     // The link was left unused: the person comes back and chooses to switch.
     await page.goto(link);
     await page.getByTestId("email-link-switch").click();
-    await until("the wallet page", () => new URL(page.url()).pathname, (path) => path === "/wallet");
+    await until(
+      "the wallet page",
+      () => new URL(page.url()).pathname,
+      (path) => path === "/wallet",
+    );
     expect(await whoAmI()).to.equal("bob@example.com");
   });
 

@@ -40,7 +40,9 @@ describe("the dashboard with a browser wallet (SIWE)", function () {
     });
     await person.context.addInitScript(() => {
       const call = (globalThis as unknown as { __testWallet(method: string, params?: unknown[]): Promise<unknown> }).__testWallet;
-      (globalThis as unknown as { ethereum: unknown }).ethereum = { request: ({ method, params }: { method: string; params?: unknown[] }) => call(method, params) };
+      (globalThis as unknown as { ethereum: unknown }).ethereum = {
+        request: ({ method, params }: { method: string; params?: unknown[] }) => call(method, params),
+      };
     });
   });
   after(async () => {
@@ -57,8 +59,17 @@ describe("the dashboard with a browser wallet (SIWE)", function () {
     await expectHeading(page, "Wallet");
     expect(asked).to.deep.equal(["eth_requestAccounts", "personal_sign"]);
 
-    const me = await page.evaluate(async () => (await (await fetch("/v1/me")).json()) as { data: { identities: { provider: string; subject: string }[]; wallet: { owner: string; owner_address: string } } });
-    expect(me.data.identities).to.deep.include({ provider: "siwe", subject: owner.address, linked_at: (me.data.identities[0] as { linked_at?: string }).linked_at });
+    const me = await page.evaluate(
+      async () =>
+        (await (await fetch("/v1/me")).json()) as {
+          data: { identities: { provider: string; subject: string }[]; wallet: { owner: string; owner_address: string } };
+        },
+    );
+    expect(me.data.identities).to.deep.include({
+      provider: "siwe",
+      subject: owner.address,
+      linked_at: (me.data.identities[0] as { linked_at?: string }).linked_at,
+    });
     expect(me.data.wallet).to.include({ owner: "siwe", owner_address: owner.address });
     await screenshotPage(page, "wallet-siwe");
   });
@@ -70,10 +81,15 @@ describe("the dashboard with a browser wallet (SIWE)", function () {
     asked.length = 0;
     await page.getByTestId("sweep-button").click();
     await textOf(page.getByTestId("notice"), /^Sent/);
-    await until("the swept USDC in the balance", async () => {
-      await page.goto(`${dashboard.origin}/wallet`);
-      return amountOf(page.getByTestId("balance-available"));
-    }, (available) => available === 3_000_000n, 30_000);
+    await until(
+      "the swept USDC in the balance",
+      async () => {
+        await page.goto(`${dashboard.origin}/wallet`);
+        return amountOf(page.getByTestId("balance-available"));
+      },
+      (available) => available === 3_000_000n,
+      30_000,
+    );
     expect(asked).to.deep.equal(["personal_sign"]);
     expect(person.pageErrors).to.deep.equal([]);
     expect(person.blocked).to.deep.equal([]);

@@ -85,17 +85,35 @@ export function checkBooks(db: Db, parties: ChaosParties, calls: readonly SentCa
       `SELECT h.id AS hold_id, h.amount, c.id AS call_id, c.http_status, c.outcome, c.charged_micros
        FROM holds h LEFT JOIN calls c ON c.hold_id = h.id WHERE h.status = 'captured' ORDER BY h.id`,
     )
-    .all() as { hold_id: string; amount: bigint; call_id: string | null; http_status: bigint | null; outcome: string | null; charged_micros: bigint | null }[];
-  const notCalls = captured.filter((c) => c.call_id === null || c.http_status !== 200n || c.outcome !== "success" || c.charged_micros !== c.amount);
+    .all() as {
+    hold_id: string;
+    amount: bigint;
+    call_id: string | null;
+    http_status: bigint | null;
+    outcome: string | null;
+    charged_micros: bigint | null;
+  }[];
+  const notCalls = captured.filter(
+    (c) => c.call_id === null || c.http_status !== 200n || c.outcome !== "success" || c.charged_micros !== c.amount,
+  );
   expect(notCalls, "captured holds that are not a recorded successful call").to.deep.equal([]);
   const capturedMicros = captured.reduce((sum, c) => sum + c.amount, 0n);
 
-  const balance = db.prepare("SELECT bucket, balance FROM ledger_accounts WHERE account_id = ?").all(parties.buyerId) as { bucket: string; balance: bigint }[];
+  const balance = db.prepare("SELECT bucket, balance FROM ledger_accounts WHERE account_id = ?").all(parties.buyerId) as {
+    bucket: string;
+    balance: bigint;
+  }[];
   const buyer = Object.fromEntries(balance.map((b) => [b.bucket, b.balance]));
   expect(buyer.held, "the buyer's held balance").to.equal(0n);
   expect(parties.creditMicros - buyer.available, "the buyer's balance moved by the sum of the captures").to.equal(capturedMicros);
-  const earned = db.prepare("SELECT balance FROM ledger_accounts WHERE account_id = ? AND bucket = 'earned'").pluck().get(parties.sellerId) as bigint;
-  const fees = db.prepare("SELECT balance FROM ledger_accounts WHERE account_id = ? AND bucket = 'fees'").pluck().get(PLATFORM_ACCOUNT_ID) as bigint;
+  const earned = db
+    .prepare("SELECT balance FROM ledger_accounts WHERE account_id = ? AND bucket = 'earned'")
+    .pluck()
+    .get(parties.sellerId) as bigint;
+  const fees = db
+    .prepare("SELECT balance FROM ledger_accounts WHERE account_id = ? AND bucket = 'fees'")
+    .pluck()
+    .get(PLATFORM_ACCOUNT_ID) as bigint;
   expect(earned + fees, "the seller's earnings and the platform's fees").to.equal(capturedMicros);
 
   const capturedIds = new Set(captured.map((c) => c.call_id!));
@@ -137,7 +155,11 @@ export function checkRetry(call: SentCall, capturedNonces: ReadonlySet<string>):
   const what = `retry of ${call.nonce} (${call.skill.slug}, first ${call.state}${call.response ? ` ${call.response.status}` : ""})`;
   const fails = call.skill.backendPath === "/fail";
   if (call.response?.status === 200) {
-    expect({ status: retry.status, replayed: retry.replayed, body: retry.body }, what).to.deep.equal({ status: 200, replayed: true, body: call.response.body });
+    expect({ status: retry.status, replayed: retry.replayed, body: retry.body }, what).to.deep.equal({
+      status: 200,
+      replayed: true,
+      body: call.response.body,
+    });
     return "replayed_answer";
   }
   if (call.response) {

@@ -6,7 +6,17 @@ import { expect } from "chai";
 import { type TestBackend, startTestBackend } from "../backend";
 import type { CrashChildOptions } from "../crash-child";
 import { type CrashChild, startCrashChild } from "../crash-child-process";
-import { type ChaosParties, availableOf, capturedNonces, checkAnswers, checkBooks, checkRetry, noncesByCallId, openHolds, readBooks } from "./checks";
+import {
+  type ChaosParties,
+  availableOf,
+  capturedNonces,
+  checkAnswers,
+  checkBooks,
+  checkRetry,
+  noncesByCallId,
+  openHolds,
+  readBooks,
+} from "./checks";
 import { Rng } from "../random";
 import { CHAOS_SKILLS, type SentCall, Traffic, postCall } from "./traffic";
 
@@ -69,7 +79,20 @@ export function chaosReplayCommand(seed: number, runs: number): string {
 }
 
 export function emptyFigures(): ChaosFigures {
-  return { runs: 0, kills: 0, callsSent: 0, answered200: 0, captures: 0, unheardCaptures: 0, inFlightAtKills: 0, holdsReleasedAtRestart: 0, retries: 0, replays: 0, replaysOfLostCalls: 0, retriesRanOnce: 0 };
+  return {
+    runs: 0,
+    kills: 0,
+    callsSent: 0,
+    answered200: 0,
+    captures: 0,
+    unheardCaptures: 0,
+    inFlightAtKills: 0,
+    holdsReleasedAtRestart: 0,
+    retries: 0,
+    replays: 0,
+    replaysOfLostCalls: 0,
+    retriesRanOnce: 0,
+  };
 }
 
 export function formatFigures(f: ChaosFigures, seed: number): string {
@@ -91,7 +114,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosFigures> {
         await chaosRun(run, runSeed, backend, options.maxKillsPerRun, totals);
       } catch (error) {
         const message = error instanceof Error ? error.message : String(error);
-        throw new Error(`chaos run ${run + 1} failed; replay it alone with: ${chaosReplayCommand(runSeed, 1)}\n${message}`, { cause: error });
+        throw new Error(`chaos run ${run + 1} failed; replay it alone with: ${chaosReplayCommand(runSeed, 1)}\n${message}`, {
+          cause: error,
+        });
       }
       totals.runs++;
       options.log(`[chaos] ${formatFigures(totals, options.seed)}`);
@@ -112,7 +137,12 @@ async function chaosRun(run: number, runSeed: number, backend: TestBackend, maxK
     env: { RATE_LIMIT_PER_MIN: "10000000" },
     buyer: { id: PARTIES.buyerId, creditMicros: String(PARTIES.creditMicros) },
     sellerId: PARTIES.sellerId,
-    skills: CHAOS_SKILLS.map((s) => ({ slug: s.slug, backendUrl: backend.url + s.backendPath, priceMicros: String(s.priceMicros), timeoutMs: 10_000 })),
+    skills: CHAOS_SKILLS.map((s) => ({
+      slug: s.slug,
+      backendUrl: backend.url + s.backendPath,
+      priceMicros: String(s.priceMicros),
+      timeoutMs: 10_000,
+    })),
   };
   const calls: SentCall[] = [];
   let gateway = await startCrashChild(childOptions);
@@ -123,9 +153,15 @@ async function chaosRun(run: number, runSeed: number, backend: TestBackend, maxK
       const traffic = new Traffic(gateway.url, gateway.key, run, cycle, random.int(0, 2 ** 31), random.int(2, 16));
       // Killed once enough calls were answered (often between a capture and its answer), or once enough reached
       // the backend (often with holds open, waiting on the slow skill).
-      const trigger = random.weighted([["answers", 1], ["arrivals", 1]] as const);
+      const trigger = random.weighted([
+        ["answers", 1],
+        ["arrivals", 1],
+      ] as const);
       const count = random.int(1, 150);
-      const pauseMs = random.weighted([[0, 3], [random.int(1, 25), 2]] as const);
+      const pauseMs = random.weighted([
+        [0, 3],
+        [random.int(1, 25), 2],
+      ] as const);
       const arrivalsBefore = backend.received.length;
       while (trigger === "answers" ? traffic.answered < count : backend.received.length - arrivalsBefore < count) {
         if (gateway.child.exitCode !== null || gateway.child.signalCode !== null) throw new Error("the gateway died by itself under load");
@@ -167,7 +203,14 @@ async function chaosRun(run: number, runSeed: number, backend: TestBackend, maxK
  * checks its answer (checkRetry); the balance moves by exactly the price of the retries that ran and
  * succeeded, not at all for a replay.
  */
-async function retryIdempotentCalls(gateway: CrashChild, dbPath: string, backend: TestBackend, cycleCalls: SentCall[], calls: SentCall[], totals: ChaosFigures): Promise<void> {
+async function retryIdempotentCalls(
+  gateway: CrashChild,
+  dbPath: string,
+  backend: TestBackend,
+  cycleCalls: SentCall[],
+  calls: SentCall[],
+  totals: ChaosFigures,
+): Promise<void> {
   const idempotent = cycleCalls.filter((c) => c.idempotencyKey !== undefined);
   const { captured, availableBefore } = readBooks(dbPath, (db) => ({
     captured: capturedNonces(db, noncesByCallId(backend.received)),
@@ -196,5 +239,7 @@ async function retryIdempotentCalls(gateway: CrashChild, dbPath: string, backend
     checkBooks(db, PARTIES, calls, noncesByCallId(backend.received));
     return availableOf(db, PARTIES.buyerId);
   });
-  expect(availableBefore - availableAfter, "what the retries charged: the price of those that ran, nothing for a replay").to.equal(chargedMicros);
+  expect(availableBefore - availableAfter, "what the retries charged: the price of those that ran, nothing for a replay").to.equal(
+    chargedMicros,
+  );
 }

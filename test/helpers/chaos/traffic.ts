@@ -40,7 +40,11 @@ export interface SentCall {
 }
 
 /** Sends one call (or its retry) and reads its whole answer; throws if the connection dies first. */
-export async function postCall(gatewayUrl: string, apiKey: string, call: Pick<SentCall, "path" | "body" | "idempotencyKey">): Promise<HeardResponse> {
+export async function postCall(
+  gatewayUrl: string,
+  apiKey: string,
+  call: Pick<SentCall, "path" | "body" | "idempotencyKey">,
+): Promise<HeardResponse> {
   const headers: Record<string, string> = { authorization: `Bearer ${apiKey}`, "content-type": "application/json" };
   if (call.idempotencyKey !== undefined) headers["idempotency-key"] = call.idempotencyKey;
   const response = await fetch(gatewayUrl + call.path, { method: "POST", headers, body: call.body });

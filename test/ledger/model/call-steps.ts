@@ -74,7 +74,13 @@ export class Hold extends Step {
       return;
     }
     if (!result.ok) expect.fail(`hold refused with ${result.reason} although ${availableMicros} >= ${chargedMicros}`);
-    expect(result.hold).to.deep.include({ accountId: this.userId, sellerAccountId: this.sellerId, amountMicros: chargedMicros, sellerMicros, feeMicros });
+    expect(result.hold).to.deep.include({
+      accountId: this.userId,
+      sellerAccountId: this.sellerId,
+      amountMicros: chargedMicros,
+      sellerMicros,
+      feeMicros,
+    });
     real.holdIds.push(result.hold.id);
     model.holds.push({ userId: this.userId, sellerId: this.sellerId, chargedMicros, sellerMicros, feeMicros, status: "open" });
     move(model, `${this.userId}/available`, -chargedMicros);
@@ -94,7 +100,12 @@ export class HoldForUnknownSeller extends Step {
     super();
   }
   protected apply(model: Model, real: Real): void {
-    const input = { accountId: this.userId, sellerAccountId: "seller:ghost", skillId: "skill:prop", charge: computeCharge(this.priceMicros, "included", 1000n) };
+    const input = {
+      accountId: this.userId,
+      sellerAccountId: "seller:ghost",
+      skillId: "skill:prop",
+      charge: computeCharge(this.priceMicros, "included", 1000n),
+    };
     const availableMicros = balanceOf(model, `${this.userId}/available`);
     if (availableMicros < this.priceMicros) {
       expect(real.ledger.hold(input)).to.deep.include({ ok: false, availableMicros, neededMicros: this.priceMicros });

@@ -97,7 +97,11 @@ export class SettleVoucher extends Step {
         .prepare("UPDATE vouchers SET status = ? WHERE address = ? AND nonce = ? AND status = 'issued'")
         .run(this.fate, voucher.address, voucher.nonce).changes;
       if (changed === 1 && this.fate === "returned") {
-        real.ledger.returnWithdrawal(voucher.accountId, voucher.amountMicros, `voucher ${voucher.address}:${voucher.nonce} expired unredeemed: returned`);
+        real.ledger.returnWithdrawal(
+          voucher.accountId,
+          voucher.amountMicros,
+          `voucher ${voucher.address}:${voucher.nonce} expired unredeemed: returned`,
+        );
       }
     });
     if (voucher.status !== "issued") return;
@@ -145,7 +149,10 @@ function nextPosition(model: Model, logIndex: number) {
 
 /** What the model says applyExitEvent should answer, and the real answer, compared on what matters. */
 function expectOutcome(result: ApplyExitEventReturnType, expected: "applied" | "conflict" | "duplicate"): void {
-  expect(result.outcome, JSON.stringify(result, (_k, v) => (typeof v === "bigint" ? v.toString() : v))).to.equal(expected);
+  expect(
+    result.outcome,
+    JSON.stringify(result, (_k, v) => (typeof v === "bigint" ? v.toString() : v)),
+  ).to.equal(expected);
 }
 
 /**
@@ -220,7 +227,11 @@ export class CloseExit extends Step {
     const pending = pendingAt(model, address);
     const requestedMicros = (pending?.requestedMicros ?? 1n) + (this.wrongAmount ? 1n : 0n);
     const paidMicros =
-      this.paid === "frozen" ? (pending?.frozenMicros ?? 0n) : this.paid === "requested" ? requestedMicros : (requestedMicros * BigInt(this.paid)) / 1000n;
+      this.paid === "frozen"
+        ? (pending?.frozenMicros ?? 0n)
+        : this.paid === "requested"
+          ? requestedMicros
+          : (requestedMicros * BigInt(this.paid)) / 1000n;
     const position = nextPosition(model, 0);
     const event: ChainExitEvent =
       this.kind === "cancelled"
@@ -235,7 +246,9 @@ export class CloseExit extends Step {
     model.appliedLogs.push(event);
     const beyondFreeze = this.kind === "completed" && paidMicros > pending.frozenMicros;
     closeExit(model, pending, this.kind, this.kind === "completed" ? paidMicros : null);
-    expect(result.outcome === "applied" && result.warning !== undefined, "a warning for an exit paid beyond its freeze").to.equal(beyondFreeze);
+    expect(result.outcome === "applied" && result.warning !== undefined, "a warning for an exit paid beyond its freeze").to.equal(
+      beyondFreeze,
+    );
   }
   toString(): string {
     const paid = this.kind === "completed" ? `, paid ${typeof this.paid === "number" ? `${this.paid}‰` : this.paid}` : "";

@@ -52,13 +52,21 @@ async function show(ctx: PageContext, body: HTMLElement, token: string): Promise
 function confirm(ctx: PageContext, body: HTMLElement, token: string, preview: LinkPreview): HTMLElement {
   const { text, label } =
     preview.action === "link"
-      ? { text: `This link adds ${preview.email} to the account you are signed in to, as another way to sign in.`, label: `Add ${preview.email}` }
+      ? {
+          text: `This link adds ${preview.email} to the account you are signed in to, as another way to sign in.`,
+          label: `Add ${preview.email}`,
+        }
       : preview.action === "sign_up"
         ? { text: `This link creates your account for ${preview.email}, with its own USDC wallet.`, label: `Sign up as ${preview.email}` }
         : { text: `This link signs you in as ${preview.email}.`, label: `Sign in as ${preview.email}` };
   const button = h("button", { type: "button", class: "btn btn-primary", testid: "email-link-confirm" }, label);
   button.addEventListener("click", () => void busy(button, () => use(ctx, body, token, false)));
-  return card(null, h("p", {}, text), h("p", { class: "muted small" }, "The link works once; pressing the button uses it."), h("div", { class: "choice" }, button));
+  return card(
+    null,
+    h("p", {}, text),
+    h("p", { class: "muted small" }, "The link works once; pressing the button uses it."),
+    h("div", { class: "choice" }, button),
+  );
 }
 
 /** Signed in to another account: the person chooses between switching and staying. */
@@ -75,7 +83,11 @@ function conflict(ctx: PageContext, body: HTMLElement, token: string, preview: L
   return card(
     "You are already signed in",
     h("p", {}, why),
-    h("p", { class: "muted small" }, "Switching signs this browser out of the current account. Staying leaves everything as it is; the link stays unused until it expires."),
+    h(
+      "p",
+      { class: "muted small" },
+      "Switching signs this browser out of the current account. Staying leaves everything as it is; the link stays unused until it expires.",
+    ),
     h("div", { class: "choice" }, button, stay),
   );
 }
@@ -100,7 +112,11 @@ function unusable(ctx: PageContext): HTMLElement {
   return h(
     "div",
     { class: "stack", testid: "email-link-unusable" },
-    card("This link cannot be used", h("p", {}, "It was used already, has expired, or was not copied whole. Sign-in links work once, for a short while."), h("p", {}, "Ask for a new one:")),
+    card(
+      "This link cannot be used",
+      h("p", {}, "It was used already, has expired, or was not copied whole. Sign-in links work once, for a short while."),
+      h("p", {}, "Ask for a new one:"),
+    ),
     emailCard(ctx),
   );
 }

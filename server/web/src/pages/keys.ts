@@ -45,8 +45,17 @@ function newKeyBox(key: ApiKey): HTMLElement {
   return h(
     "div",
     { class: "secret-box" },
-    h("p", { class: "warning", testid: "key-warning" }, "Copy this key now. It is shown only once: the gateway stores a hash, so nobody can show it to you again."),
-    h("div", { class: "secret" }, h("code", { class: "mono mono-full", testid: "new-key" }, full), copyButton(full, { testid: "key-copy", class: "btn btn-small" })),
+    h(
+      "p",
+      { class: "warning", testid: "key-warning" },
+      "Copy this key now. It is shown only once: the gateway stores a hash, so nobody can show it to you again.",
+    ),
+    h(
+      "div",
+      { class: "secret" },
+      h("code", { class: "mono mono-full", testid: "new-key" }, full),
+      copyButton(full, { testid: "key-copy", class: "btn btn-small" }),
+    ),
   );
 }
 
@@ -64,7 +73,12 @@ async function loadKeys(ctx: PageContext, box: HTMLElement, reload: () => Promis
           const revoke = h("button", { type: "button", class: "btn btn-small btn-danger-ghost", testid: "key-revoke" }, "Revoke");
           revoke.addEventListener("click", async () => {
             const label = key.name || key.prefix;
-            if (!(await confirmDialog(`Revoke "${label}"? Calls with this key fail from now on. This cannot be undone.`, "Revoke", { danger: true }))) return;
+            if (
+              !(await confirmDialog(`Revoke "${label}"? Calls with this key fail from now on. This cannot be undone.`, "Revoke", {
+                danger: true,
+              }))
+            )
+              return;
             await busy(revoke, async () => {
               try {
                 await del(`/v1/keys/${encodeURIComponent(key.id)}`);

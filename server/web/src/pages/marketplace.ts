@@ -18,7 +18,12 @@ export function matchesSearch(skill: Pick<Skill, "name" | "slug">, query: string
 
 export async function marketplacePage(ctx: PageContext): Promise<void> {
   ctx.root.append(pageHeader("Marketplace", "Skills your agents can call with one key, paid per call in USDC."));
-  const search = h("input", { type: "search", placeholder: "Search by name or slug", "aria-label": "Search skills", testid: "skill-search" });
+  const search = h("input", {
+    type: "search",
+    placeholder: "Search by name or slug",
+    "aria-label": "Search skills",
+    testid: "skill-search",
+  });
   const grid = h("div", { class: "grid grid-cards" }, muted("Loading skills…"));
   const empty = muted("No skill matches your search.");
   empty.hidden = true;
@@ -49,7 +54,12 @@ function skillCard(skill: Skill): HTMLElement {
   return h(
     "a",
     { class: "card skill-card", href: skillPath(skill.slug), testid: "skill-card", "data-slug": skill.slug },
-    h("div", { class: "skill-card-head" }, h("h2", {}, skill.name), h("span", { class: "price" }, formatUsd(skill.price_per_call ?? skill.price), h("small", {}, " / call"))),
+    h(
+      "div",
+      { class: "skill-card-head" },
+      h("h2", {}, skill.name),
+      h("span", { class: "price" }, formatUsd(skill.price_per_call ?? skill.price), h("small", {}, " / call")),
+    ),
     h("code", { class: "mono slug" }, skill.slug),
     h("p", { class: "description" }, skill.description || "No description."),
     h("p", { class: "muted seller" }, `by ${skill.seller?.name ?? "an independent seller"}`),

@@ -22,15 +22,24 @@ function explain(outcome: string, label: string, me: string | null): { text: str
         switchable: true,
       };
     case "identity_taken":
-      return { text: `This ${label} account already signs in to another account, so it was not added to yours${signedInAs ? `, you are still signed in${signedInAs}` : ""}.`, switchable: true };
+      return {
+        text: `This ${label} account already signs in to another account, so it was not added to yours${signedInAs ? `, you are still signed in${signedInAs}` : ""}.`,
+        switchable: true,
+      };
     case "origin_refused":
-      return { text: `A ${label} sign-in was started from another site, so it was not followed. If you meant to sign in, continue from here.`, switchable: false };
+      return {
+        text: `A ${label} sign-in was started from another site, so it was not followed. If you meant to sign in, continue from here.`,
+        switchable: false,
+      };
     case "rate_limited":
       return { text: `Too many sign-ins are under way right now. Try again in a few minutes.`, switchable: false };
     case "sign_in_unavailable":
       return { text: `${label} could not be reached. Try again in a moment.`, switchable: false };
     default:
-      return { text: `The ${label} sign-in did not complete: it was cancelled, took too long, or was finished in another browser. Try again.`, switchable: false };
+      return {
+        text: `The ${label} sign-in did not complete: it was cancelled, took too long, or was finished in another browser. Try again.`,
+        switchable: false,
+      };
   }
 }
 
@@ -49,20 +58,25 @@ export function oauthResultPage(ctx: PageContext): void {
   if (switchable && ctx.me) {
     // Signing out first is what makes the next sign-in a sign-in rather than a link or a conflict.
     const button = h("button", { type: "button", class: "btn btn-primary", testid: "oauth-switch" }, `Sign out and continue with ${label}`);
-    button.addEventListener("click", () =>
-      void busy(button, async () => {
-        try {
-          await post("/auth/logout");
-        } catch (error) {
-          return ctx.fail(error);
-        }
-        forget();
-        location.assign(start);
-      }),
+    button.addEventListener(
+      "click",
+      () =>
+        void busy(button, async () => {
+          try {
+            await post("/auth/logout");
+          } catch (error) {
+            return ctx.fail(error);
+          }
+          forget();
+          location.assign(start);
+        }),
     );
     actions.append(button, h("a", { class: "btn", href: "/wallet", testid: "oauth-stay" }, "Stay signed in"));
   } else {
-    actions.append(h("a", { class: "btn btn-primary", href: start, testid: "oauth-retry" }, `Continue with ${label}`), h("a", { class: "btn", href: "/signin" }, "Other ways to sign in"));
+    actions.append(
+      h("a", { class: "btn btn-primary", href: start, testid: "oauth-retry" }, `Continue with ${label}`),
+      h("a", { class: "btn", href: "/signin" }, "Other ways to sign in"),
+    );
   }
   ctx.root.append(card(null, h("p", { testid: "oauth-outcome" }, text), actions));
 }

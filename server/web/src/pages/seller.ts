@@ -28,7 +28,13 @@ export async function sellerPage(ctx: PageContext): Promise<void> {
 // ---- Earnings and claim --------------------------------------------------------------
 
 function earningsCard(ctx: PageContext, me: Me, figures: HTMLElement): HTMLElement {
-  const to = h("input", { type: "text", placeholder: "0x… (optional: your payout address by default)", spellcheck: false, class: "mono", testid: "claim-to" });
+  const to = h("input", {
+    type: "text",
+    placeholder: "0x… (optional: your payout address by default)",
+    spellcheck: false,
+    class: "mono",
+    testid: "claim-to",
+  });
   const button = h("button", { type: "submit", class: "btn btn-primary", testid: "claim-button" }, "Claim");
   const tx = h("div", { class: "result", role: "status" });
   const form = h("form", { class: "inline-form" }, field("Send to", to), button);
@@ -52,7 +58,13 @@ function earningsCard(ctx: PageContext, me: Me, figures: HTMLElement): HTMLEleme
       }
     });
   });
-  return card("Earnings", figures, h("p", { class: "muted" }, "Claiming sends the escrow's claim from your wallet; the gateway sponsors the gas."), form, tx);
+  return card(
+    "Earnings",
+    figures,
+    h("p", { class: "muted" }, "Claiming sends the escrow's claim from your wallet; the gateway sponsors the gas."),
+    form,
+    tx,
+  );
 }
 
 type Claimed = { amount: number; amount_base_units?: string; tx_hash: string };
@@ -63,7 +75,8 @@ type Claimed = { amount: number; amount_base_units?: string; tx_hash: string };
  */
 async function claim(ctx: PageContext, me: Me, body: { to?: string }): Promise<Claimed | undefined> {
   const payout = me.addresses[0];
-  if (payout !== undefined && payout.toLowerCase() !== me.wallet?.address.toLowerCase()) return claimFromBrowserWallet(ctx, payout, body.to);
+  if (payout !== undefined && payout.toLowerCase() !== me.wallet?.address.toLowerCase())
+    return claimFromBrowserWallet(ctx, payout, body.to);
   if (me.wallet?.owner !== "siwe") return post<Claimed>("/v1/seller/claim", body);
   const prepared = await post<{ user_op_hash: string; amount: number }>("/v1/seller/claim/prepare", body);
   let signature: string;
@@ -102,7 +115,13 @@ async function loadEarnings(ctx: PageContext, box: HTMLElement): Promise<void> {
   try {
     const e = await get<Earnings>("/v1/earnings");
     const stat = (label: string, value: number | null, testid: string, hint: string) =>
-      h("div", { class: "stat-cell" }, h("span", { class: "field-label" }, label), h("span", { class: "stat-value stat-small", testid }, formatUsd(value)), h("span", { class: "hint" }, hint));
+      h(
+        "div",
+        { class: "stat-cell" },
+        h("span", { class: "field-label" }, label),
+        h("span", { class: "stat-value stat-small", testid }, formatUsd(value)),
+        h("span", { class: "hint" }, hint),
+      );
     replaceChildren(
       box,
       h(
@@ -140,7 +159,11 @@ async function loadSkills(ctx: PageContext, box: HTMLElement, editor: Editor, re
             ? h("button", { type: "button", class: "btn btn-small btn-danger-ghost", testid: "skill-unlist" }, "Unlist")
             : h("button", { type: "button", class: "btn btn-small btn-ghost", testid: "skill-relist" }, "Relist");
           toggle.addEventListener("click", async () => {
-            if (skill.listed && !(await confirmDialog(`Unlist "${skill.name}"? Calls to it fail until you relist it.`, "Unlist", { danger: true }))) return;
+            if (
+              skill.listed &&
+              !(await confirmDialog(`Unlist "${skill.name}"? Calls to it fail until you relist it.`, "Unlist", { danger: true }))
+            )
+              return;
             await busy(toggle, async () => {
               try {
                 const path = `/v1/seller/skills/${encodeURIComponent(skill.id)}`;
@@ -154,7 +177,12 @@ async function loadSkills(ctx: PageContext, box: HTMLElement, editor: Editor, re
             });
           });
           return row({ testid: "seller-skill-row", "data-slug": skill.slug }, headers, [
-            h("div", {}, skill.listed ? h("a", { href: skillPath(skill.slug) }, skill.name) : skill.name, h("div", { class: "mono muted small" }, skill.slug)),
+            h(
+              "div",
+              {},
+              skill.listed ? h("a", { href: skillPath(skill.slug) }, skill.name) : skill.name,
+              h("div", { class: "mono muted small" }, skill.slug),
+            ),
             formatUsd(skill.price),
             statusBadge(skill.listed ? "listed" : "unlisted"),
             h("div", { class: "row-actions" }, edit, toggle),
@@ -177,11 +205,32 @@ interface Editor {
 function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
   const title = h("h2", {}, "List a new skill");
   const name = h("input", { type: "text", required: true, maxlength: 80, testid: "skill-name" });
-  const slug = h("input", { type: "text", required: true, pattern: "[a-z0-9](?:[a-z0-9\\-]{0,62}[a-z0-9])?", title: "Lower-case letters, digits and dashes, not starting or ending with a dash", placeholder: "my-skill", spellcheck: false, class: "mono", testid: "skill-slug" });
+  const slug = h("input", {
+    type: "text",
+    required: true,
+    pattern: "[a-z0-9](?:[a-z0-9\\-]{0,62}[a-z0-9])?",
+    title: "Lower-case letters, digits and dashes, not starting or ending with a dash",
+    placeholder: "my-skill",
+    spellcheck: false,
+    class: "mono",
+    testid: "skill-slug",
+  });
   const description = h("textarea", { rows: 3, testid: "skill-description" });
   const price = h("input", { type: "text", inputmode: "decimal", required: true, placeholder: "0.001", testid: "skill-price" });
-  const backend = h("input", { type: "url", required: true, placeholder: "https://my-service.example/skill", spellcheck: false, testid: "skill-backend-url" });
-  const schema = h("textarea", { rows: 6, spellcheck: false, class: "mono", placeholder: '{"type":"object","properties":{"text":{"type":"string"}}}', testid: "skill-input-schema" });
+  const backend = h("input", {
+    type: "url",
+    required: true,
+    placeholder: "https://my-service.example/skill",
+    spellcheck: false,
+    testid: "skill-backend-url",
+  });
+  const schema = h("textarea", {
+    rows: 6,
+    spellcheck: false,
+    class: "mono",
+    placeholder: '{"type":"object","properties":{"text":{"type":"string"}}}',
+    testid: "skill-input-schema",
+  });
   const save = h("button", { type: "submit", class: "btn btn-primary", testid: "skill-save" }, "List skill");
   const cancel = h("button", { type: "button", class: "btn btn-ghost" }, "Cancel edit");
   cancel.hidden = true;
@@ -211,7 +260,12 @@ function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
     { class: "stack", testid: "skill-form" },
     h("div", { class: "grid grid-2" }, field("Name", name), field("Slug", slug, "Lowercase letters, digits, dashes. Cannot change later.")),
     field("Description", description),
-    h("div", { class: "grid grid-2" }, field("Price per call (USD)", price, "Up to 6 decimals, e.g. 0.001"), field("Backend URL", backend, "The gateway forwards each call here, signed.")),
+    h(
+      "div",
+      { class: "grid grid-2" },
+      field("Price per call (USD)", price, "Up to 6 decimals, e.g. 0.001"),
+      field("Backend URL", backend, "The gateway forwards each call here, signed."),
+    ),
     field("Input schema (JSON Schema, optional)", schema),
     h("div", { class: "actions" }, cancel, save),
   );
@@ -225,7 +279,13 @@ function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
         return ctx.fail("The input schema is not valid JSON.");
       }
     }
-    const fields = { name: name.value.trim(), description: description.value, price: price.value.trim(), backend_url: backend.value.trim(), input_schema: inputSchema };
+    const fields = {
+      name: name.value.trim(),
+      description: description.value,
+      price: price.value.trim(),
+      backend_url: backend.value.trim(),
+      input_schema: inputSchema,
+    };
     void busy(save, async () => {
       try {
         if (editing) {
@@ -271,8 +331,17 @@ function signingSecretBox(value: string): HTMLElement {
   return h(
     "div",
     { class: "secret-box" },
-    h("p", { class: "warning" }, "Your signing secret, shown only once. Your backend checks each request's signature with it; store it now."),
-    h("div", { class: "secret" }, h("code", { class: "mono mono-full", testid: "signing-secret" }, value), copyButton(value, { class: "btn btn-small" })),
+    h(
+      "p",
+      { class: "warning" },
+      "Your signing secret, shown only once. Your backend checks each request's signature with it; store it now.",
+    ),
+    h(
+      "div",
+      { class: "secret" },
+      h("code", { class: "mono mono-full", testid: "signing-secret" }, value),
+      copyButton(value, { class: "btn btn-small" }),
+    ),
   );
 }
 

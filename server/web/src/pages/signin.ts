@@ -12,7 +12,10 @@ import type { Platform } from "../types";
 
 export async function signinPage(ctx: PageContext): Promise<void> {
   ctx.root.append(pageHeader("Sign in", "New here? Signing in the first time creates your account, with its own USDC wallet."));
-  if (ctx.me) ctx.root.append(h("p", { class: "muted" }, `You are signed in as ${ctx.me.name}. Signing in another way adds that way to this account.`));
+  if (ctx.me)
+    ctx.root.append(
+      h("p", { class: "muted" }, `You are signed in as ${ctx.me.name}. Signing in another way adds that way to this account.`),
+    );
 
   const grid = h("div", { class: "grid grid-2" });
   ctx.root.append(grid);
@@ -24,8 +27,10 @@ export async function signinPage(ctx: PageContext): Promise<void> {
   try {
     const platform = await get<Platform>("/v1/platform");
     oauth.replaceChildren();
-    if (platform.sign_in?.github) oauth.append(h("a", { class: "btn btn-wide", href: "/auth/github/start", testid: "github-button" }, "Continue with GitHub"));
-    if (platform.sign_in?.google) oauth.append(h("a", { class: "btn btn-wide", href: "/auth/google/start", testid: "google-button" }, "Continue with Google"));
+    if (platform.sign_in?.github)
+      oauth.append(h("a", { class: "btn btn-wide", href: "/auth/github/start", testid: "github-button" }, "Continue with GitHub"));
+    if (platform.sign_in?.google)
+      oauth.append(h("a", { class: "btn btn-wide", href: "/auth/google/start", testid: "google-button" }, "Continue with Google"));
     if (!oauth.hasChildNodes()) oauth.append(muted("GitHub and Google sign-in are not set up on this gateway."));
   } catch (error) {
     oauth.replaceChildren(muted("GitHub and Google sign-in are unavailable right now."));
@@ -38,7 +43,11 @@ function walletCard(ctx: PageContext): HTMLElement {
   const error = h("p", { class: "field-error", testid: "siwe-error", role: "alert" });
   error.hidden = true;
   // Offered only when a signed-in person's wallet belongs to another account: switching is their call, never automatic.
-  const switchButton = h("button", { type: "button", class: "btn btn-wide", testid: "siwe-switch", hidden: true }, "Switch to that wallet's account");
+  const switchButton = h(
+    "button",
+    { type: "button", class: "btn btn-wide", testid: "siwe-switch", hidden: true },
+    "Switch to that wallet's account",
+  );
   const say = (text: string) => {
     error.textContent = text;
     error.hidden = text === "";
@@ -59,12 +68,17 @@ function walletCard(ctx: PageContext): HTMLElement {
       } catch (e) {
         return say(walletError(e));
       }
-      await post("/auth/siwe/verify", switchAccount ? { message: nonce.message, signature, switch_account: true } : { message: nonce.message, signature });
+      await post(
+        "/auth/siwe/verify",
+        switchAccount ? { message: nonce.message, signature, switch_account: true } : { message: nonce.message, signature },
+      );
       await refreshMe();
       ctx.navigate("/wallet");
     } catch (e) {
       if (e instanceof ApiFailure && e.code === "identity_taken" && ctx.me) {
-        say(`This wallet signs in to another account, so it was not added to yours (${ctx.me.name}). Switch to that account? You sign the message again; this browser then leaves ${ctx.me.name}.`);
+        say(
+          `This wallet signs in to another account, so it was not added to yours (${ctx.me.name}). Switch to that account? You sign the message again; this browser then leaves ${ctx.me.name}.`,
+        );
         switchButton.hidden = false;
         return;
       }
@@ -85,7 +99,14 @@ function walletCard(ctx: PageContext): HTMLElement {
 
 /** The e-mail form: asks for a one-time link (also shown on a used or expired link's page). */
 export function emailCard(ctx: PageContext): HTMLElement {
-  const input = h("input", { type: "email", name: "email", required: true, autocomplete: "email", placeholder: "you@example.com", testid: "email-input" });
+  const input = h("input", {
+    type: "email",
+    name: "email",
+    required: true,
+    autocomplete: "email",
+    placeholder: "you@example.com",
+    testid: "email-input",
+  });
   const submit = h("button", { type: "submit", class: "btn btn-primary", testid: "email-submit" }, "Send link");
   const sent = h("p", { class: "success", testid: "email-sent", role: "status" });
   sent.hidden = true;

@@ -26,8 +26,16 @@ export async function skillPage(ctx: PageContext): Promise<void> {
 
   const input = exampleInput(skill.input_schema);
   const origin = location.origin;
-  const price = h("p", { class: "price-big", testid: "skill-price" }, formatUsd(skill.price_per_call ?? skill.price), h("small", {}, " per call"));
-  const feeNote = skill.price_per_call !== undefined && skill.price_per_call !== skill.price ? muted(`Seller's price ${formatUsd(skill.price)}; the rest is the gateway's fee.`) : null;
+  const price = h(
+    "p",
+    { class: "price-big", testid: "skill-price" },
+    formatUsd(skill.price_per_call ?? skill.price),
+    h("small", {}, " per call"),
+  );
+  const feeNote =
+    skill.price_per_call !== undefined && skill.price_per_call !== skill.price
+      ? muted(`Seller's price ${formatUsd(skill.price)}; the rest is the gateway's fee.`)
+      : null;
 
   ctx.root.append(
     back,
@@ -37,9 +45,16 @@ export async function skillPage(ctx: PageContext): Promise<void> {
       { class: "grid grid-3" },
       card("Price", price, feeNote),
       card("Seller", h("p", { class: "stat-value stat-small stat-text", testid: "skill-seller" }, skill.seller?.name ?? "Unknown seller")),
-      card("Slug", h("code", { class: "mono" }, skill.slug), skill.rate_limit_per_min ? muted(`Up to ${skill.rate_limit_per_min} calls a minute per key.`) : null),
+      card(
+        "Slug",
+        h("code", { class: "mono" }, skill.slug),
+        skill.rate_limit_per_min ? muted(`Up to ${skill.rate_limit_per_min} calls a minute per key.`) : null,
+      ),
     ),
-    card("Input schema", h("pre", { class: "code", testid: "skill-schema" }, JSON.stringify(skill.input_schema ?? { type: "object" }, null, 2))),
+    card(
+      "Input schema",
+      h("pre", { class: "code", testid: "skill-schema" }, JSON.stringify(skill.input_schema ?? { type: "object" }, null, 2)),
+    ),
     card(
       "Call it",
       h("p", {}, "Set ATOM_KEY to one of your API keys, then call either endpoint:"),
@@ -51,7 +66,12 @@ export async function skillPage(ctx: PageContext): Promise<void> {
 }
 
 function codeBlock(title: string, text: string, testid: string): HTMLElement {
-  return h("div", { class: "code-block" }, h("div", { class: "code-head" }, h("span", { class: "mono" }, title), copyButton(text)), h("pre", { class: "code", testid }, text));
+  return h(
+    "div",
+    { class: "code-block" },
+    h("div", { class: "code-head" }, h("span", { class: "mono" }, title), copyButton(text)),
+    h("pre", { class: "code", testid }, text),
+  );
 }
 
 async function tryCard(ctx: PageContext, skill: Skill, input: Record<string, unknown>): Promise<HTMLElement> {
@@ -63,18 +83,37 @@ async function tryCard(ctx: PageContext, skill: Skill, input: Record<string, unk
     ctx.fail(error);
     return card("Try it", muted("Your keys could not be loaded."));
   }
-  if (keys.length === 0) return card("Try it", h("p", {}, "You need an API key to try a skill. ", h("a", { href: "/keys" }, "Create one on the API Keys page"), "."));
+  if (keys.length === 0)
+    return card(
+      "Try it",
+      h("p", {}, "You need an API key to try a skill. ", h("a", { href: "/keys" }, "Create one on the API Keys page"), "."),
+    );
 
-  const select = h("select", { testid: "try-key" }, ...keys.map((key) => h("option", { value: key.id }, `${key.name || "(unnamed)"} — ${key.prefix}…`)));
+  const select = h(
+    "select",
+    { testid: "try-key" },
+    ...keys.map((key) => h("option", { value: key.id }, `${key.name || "(unnamed)"} — ${key.prefix}…`)),
+  );
   const textarea = h("textarea", { rows: 8, spellcheck: false, class: "mono", testid: "try-input" });
   textarea.value = JSON.stringify(input, null, 2);
-  const submit = h("button", { type: "submit", class: "btn btn-primary", testid: "try-submit" }, `Call for ${formatUsd(skill.price_per_call ?? skill.price)}`);
+  const submit = h(
+    "button",
+    { type: "submit", class: "btn btn-primary", testid: "try-submit" },
+    `Call for ${formatUsd(skill.price_per_call ?? skill.price)}`,
+  );
   const status = h("span", { class: "badge", testid: "try-status" });
   const result = h("pre", { class: "code", testid: "try-result" });
   const output = h("div", { class: "try-output" }, h("div", { class: "code-head" }, h("span", {}, "Response"), status), result);
   output.hidden = true;
 
-  const form = h("form", { class: "stack" }, field("Key", select), field("Input (JSON)", textarea), h("div", { class: "actions" }, submit), output);
+  const form = h(
+    "form",
+    { class: "stack" },
+    field("Key", select),
+    field("Input (JSON)", textarea),
+    h("div", { class: "actions" }, submit),
+    output,
+  );
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     let parsed: unknown;

@@ -36,7 +36,8 @@ async function loadChart(ctx: PageContext, box: HTMLElement): Promise<void> {
 function settlementCell(call: UsageCall): HTMLElement | string {
   if (!call.settlement) return call.batch_number ? `Batch #${call.batch_number}` : "—";
   if (call.settlement === "not_charged") return h("span", { class: "muted" }, "not charged");
-  const label = call.batch_number !== null && call.batch_number !== undefined ? `#${call.batch_number} ${call.settlement}` : call.settlement;
+  const label =
+    call.batch_number !== null && call.batch_number !== undefined ? `#${call.batch_number} ${call.settlement}` : call.settlement;
   return statusBadge(label);
 }
 
@@ -44,7 +45,10 @@ async function loadCalls(ctx: PageContext, box: HTMLElement): Promise<void> {
   try {
     const { calls } = await get<{ calls: UsageCall[] }>("/v1/usage?limit=100");
     if (calls.length === 0) {
-      return replaceChildren(box, h("p", { class: "muted" }, "No calls yet — try a skill in the ", h("a", { href: "/marketplace" }, "Marketplace"), "."));
+      return replaceChildren(
+        box,
+        h("p", { class: "muted" }, "No calls yet — try a skill in the ", h("a", { href: "/marketplace" }, "Marketplace"), "."),
+      );
     }
     const headers = ["Time", "Skill", "Status", "Cost", "Latency", "Settlement"];
     replaceChildren(

@@ -66,11 +66,33 @@ function renderBalances(box: HTMLElement, me: Me): void {
 
 function depositCard(ctx: PageContext, me: Me, refresh: () => Promise<void>): HTMLElement {
   if (!me.wallet) return card("Deposit USDC", muted("This account has no wallet address yet."));
-  const qr = h("img", { src: "/v1/wallet/qr.svg", alt: "QR code of your wallet address", class: "qr", width: 168, height: 168, testid: "wallet-qr" });
+  const qr = h("img", {
+    src: "/v1/wallet/qr.svg",
+    alt: "QR code of your wallet address",
+    class: "qr",
+    width: 168,
+    height: 168,
+    testid: "wallet-qr",
+  });
   qr.addEventListener("error", () => qr.classList.add("qr-missing"));
   const parts: HTMLElement[] = [
     h("p", {}, "Send USDC to your wallet on the gateway's chain; it is moved into your balance automatically."),
-    h("div", { class: "deposit" }, qr, h("div", { class: "deposit-address" }, h("span", { class: "field-label" }, "Your wallet address"), h("div", { class: "secret" }, h("code", { class: "mono mono-full", testid: "wallet-address" }, me.wallet.address), copyButton(me.wallet.address, { class: "btn btn-small" })))),
+    h(
+      "div",
+      { class: "deposit" },
+      qr,
+      h(
+        "div",
+        { class: "deposit-address" },
+        h("span", { class: "field-label" }, "Your wallet address"),
+        h(
+          "div",
+          { class: "secret" },
+          h("code", { class: "mono mono-full", testid: "wallet-address" }, me.wallet.address),
+          copyButton(me.wallet.address, { class: "btn btn-small" }),
+        ),
+      ),
+    ),
   ];
   // A wallet owned by the person's own key (SIWE) cannot be swept by the gateway: they sign the move.
   if (me.wallet.owner === "siwe" && me.wallet.owner_address) parts.push(sweepButton(ctx, me.wallet.owner_address, refresh));
@@ -101,8 +123,22 @@ function sweepButton(ctx: PageContext, owner: string, refresh: () => Promise<voi
 }
 
 function cardTopupCard(ctx: PageContext, refresh: () => Promise<void>): HTMLElement {
-  const amount = h("input", { type: "text", inputmode: "decimal", value: "10.00", required: true, pattern: "\\d{1,7}(\\.\\d{1,2})?", testid: "card-amount" });
-  const number = h("input", { type: "text", inputmode: "numeric", autocomplete: "cc-number", placeholder: "4242 4242 4242 4242", required: true, testid: "card-number" });
+  const amount = h("input", {
+    type: "text",
+    inputmode: "decimal",
+    value: "10.00",
+    required: true,
+    pattern: "\\d{1,7}(\\.\\d{1,2})?",
+    testid: "card-amount",
+  });
+  const number = h("input", {
+    type: "text",
+    inputmode: "numeric",
+    autocomplete: "cc-number",
+    placeholder: "4242 4242 4242 4242",
+    required: true,
+    testid: "card-number",
+  });
   const submit = h("button", { type: "submit", class: "btn btn-primary", testid: "card-submit" }, "Top up");
   const result = h("p", { class: "result", testid: "card-result", role: "status" });
   const form = h(
@@ -175,7 +211,15 @@ function withdrawCard(ctx: PageContext, me: Me, list: HTMLElement, after: () => 
   const result = h("div", { class: "result", testid: "withdraw-result", role: "status" });
   const wallet = me.wallet;
   const to = wallet
-    ? h("input", { type: "text", required: true, placeholder: "0x…", spellcheck: false, autocomplete: "off", class: "mono", testid: "withdraw-to" })
+    ? h("input", {
+        type: "text",
+        required: true,
+        placeholder: "0x…",
+        spellcheck: false,
+        autocomplete: "off",
+        class: "mono",
+        testid: "withdraw-to",
+      })
     : undefined;
   const form = h(
     "form",
@@ -192,7 +236,8 @@ function withdrawCard(ctx: PageContext, me: Me, list: HTMLElement, after: () => 
         const value = amount.value.trim();
         if (to) {
           const target = to.value.trim();
-          if (!/^0x[0-9a-fA-F]{40}$/.test(target)) return void ctx.fail("Enter the address to send the USDC to: 0x followed by 40 hexadecimal characters.");
+          if (!/^0x[0-9a-fA-F]{40}$/.test(target))
+            return void ctx.fail("Enter the address to send the USDC to: 0x followed by 40 hexadecimal characters.");
           const body = value ? { amount: value, to: target } : { to: target };
           const sent = await withdrawTo(ctx, me, body);
           if (!sent) return;
@@ -244,7 +289,11 @@ async function withdrawTo(ctx: PageContext, me: Me, body: { amount?: string; to:
 }
 
 function copyVoucher(issued: IssuedVoucher): HTMLElement {
-  const json = JSON.stringify({ escrow: issued.escrow, chain_id: issued.chain_id, voucher: issued.voucher, signature: issued.signature }, null, 2);
+  const json = JSON.stringify(
+    { escrow: issued.escrow, chain_id: issued.chain_id, voucher: issued.voucher, signature: issued.signature },
+    null,
+    2,
+  );
   const button = h("button", { type: "button", class: "btn btn-small btn-ghost" }, "Copy voucher");
   button.addEventListener("click", async () => {
     button.textContent = (await copyText(json)) ? "Copied" : "Copy failed";
@@ -263,7 +312,15 @@ async function loadWithdrawals(ctx: PageContext, box: HTMLElement): Promise<void
       table(
         { class: "table" },
         headers,
-        items.map((w) => row({}, headers, [formatDateTime(w.created_at), formatUsd(w.amount), statusBadge(w.status), formatDateTime(w.expires_at), monoValue(w.address, {}, { copy: false })])),
+        items.map((w) =>
+          row({}, headers, [
+            formatDateTime(w.created_at),
+            formatUsd(w.amount),
+            statusBadge(w.status),
+            formatDateTime(w.expires_at),
+            monoValue(w.address, {}, { copy: false }),
+          ]),
+        ),
       ),
     );
   } catch (error) {
@@ -272,7 +329,13 @@ async function loadWithdrawals(ctx: PageContext, box: HTMLElement): Promise<void
   }
 }
 
-const TYPE_LABEL: Record<string, string> = { deposit: "Deposit", card_topup: "Card top-up", charge: "Charge", withdrawal: "Withdrawal", exit: "Exit" };
+const TYPE_LABEL: Record<string, string> = {
+  deposit: "Deposit",
+  card_topup: "Card top-up",
+  charge: "Charge",
+  withdrawal: "Withdrawal",
+  exit: "Exit",
+};
 
 async function loadHistory(ctx: PageContext, box: HTMLElement): Promise<void> {
   try {
@@ -289,7 +352,11 @@ async function loadHistory(ctx: PageContext, box: HTMLElement): Promise<void> {
             formatDateTime(item.created_at),
             TYPE_LABEL[item.type] ?? item.type,
             item.description,
-            h("span", { class: item.amount < 0 || item.amount_base_units?.startsWith("-") ? "amount-neg" : "amount-pos" }, formatUsd(item.amount, item.amount_base_units)),
+            h(
+              "span",
+              { class: item.amount < 0 || item.amount_base_units?.startsWith("-") ? "amount-neg" : "amount-pos" },
+              formatUsd(item.amount, item.amount_base_units),
+            ),
             statusBadge(item.status),
             item.tx_hash ? monoValue(item.tx_hash) : "—",
           ]),
