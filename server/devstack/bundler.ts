@@ -1,7 +1,7 @@
 /**
  * The real ERC-4337 bundler, Pimlico's Alto (`@pimlico/alto`), run as a child process against a chain's HTTP
  * RPC. Alto cannot use Hardhat's in-process network, so the chain is a `hardhat node` (server/devstack/local-node.ts)
- * or a real RPC. What it needs, learned the hard way (DESIGN.md section 9):
+ * or a real RPC. What it needs, learned the hard way (docs/design.md §9):
  * - `--safe-mode false`: Hardhat rejects the JS tracer the ERC-7562 checks use;
  * - the deterministic deployer on chain before it starts (it deploys its simulation contract through it);
  * - executor and utility keys holding ETH: with an empty or wrong key, bundles retry forever and nothing says so,

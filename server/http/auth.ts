@@ -30,7 +30,7 @@ export function bearerToken(header: string): string | undefined {
 }
 
 /**
- * Checks `Authorization: Bearer atom_...` (spec section 5). Malformed, unknown and revoked
+ * Checks `Authorization: Bearer atom_...` (docs/api.md §4). Malformed, unknown and revoked
  * keys get the same answer, so a response never tells an attacker whether a key exists.
  * Both call endpoints (./routes/call.ts) and the Express routes come through here.
  */

@@ -10,7 +10,7 @@ export interface CallMeta {
   chargedMicros: bigint;
 }
 
-/** metadata for POST /v1/call (spec 2.2: snake_case) or POST /v1/skills/:skillId/call (camelCase). */
+/** metadata for POST /v1/call (docs/api.md §2.1: snake_case) or POST /v1/skills/:skillId/call (camelCase). */
 export function callMetadata(endpoint: Endpoint, meta: CallMeta): Record<string, unknown> {
   const ms = Math.round(meta.responseTimeMs * 100) / 100;
   const usd = microsToUsd(meta.chargedMicros);

@@ -1,7 +1,7 @@
 /**
  * The batch settler: turns paid calls (captured holds) into SkillEscrow settlement batches.
  *
- * One step (`runOnce`) follows DESIGN section 8: build a batch → record it → send → wait for the receipt →
+ * One step (`runOnce`) follows docs/design.md §8: build a batch → record it → send → wait for the receipt →
  * mark it. Exactly-once across crashes rests on two facts. The batch is recorded as 'pending', with its calls
  * assigned to it, in one durable ledger operation before anything is sent, so a batch exists on the chain
  * only if the ledger has it. And the escrow accepts batch numbers strictly in order, each once, so a batch

@@ -12,7 +12,7 @@ import type { FuzzStep } from "./cases";
  *   - no internal detail reaches a client: no SQLite error, stack frame or server path.
  */
 
-/** The 502 codes of a backend's own failure (spec section 7: a skill error, not charged). */
+/** The 502 codes of a backend's own failure (docs/api.md §5: a skill error, not charged). */
 export const BACKEND_FAILURE_CODES = new Set([
   "skill_error",
   "skill_timeout",

@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { ApiError, ERROR_STATUS, type ErrorCode } from "../../server/http/errors";
 
 /**
- * Every code a client can see and the status it must get: spec section 7 (401, 402, 404,
+ * Every code a client can see and the status it must get: docs/api.md §5 (401, 402, 404,
  * 429, 500, 502 for skill failures) and the gateway's own additions. Written out here, not
  * derived from ERROR_STATUS, so a changed status fails this table.
  */

@@ -14,7 +14,7 @@ import { ApiError } from "../errors";
 import { intParam } from "../query";
 
 /**
- * Read endpoints for clients and the dashboard (DESIGN.md section 2): the public skill
+ * Read endpoints for clients and the dashboard (docs/design.md §2): the public skill
  * list, and the caller's balance and usage. All answer in the spec's envelope.
  */
 export function readRoutes(deps: {

@@ -1,5 +1,5 @@
 /**
- * Example `curl` commands for a skill's two call endpoints (spec 2.1 and 2.2). Pure: the
+ * Example `curl` commands for a skill's two call endpoints (docs/api.md §3). Pure: the
  * skill page shows them, and the unit tests pin them. The key is always the `$ATOM_KEY`
  * placeholder: a real key never appears in a page someone might screenshot.
  */

@@ -5,7 +5,7 @@ import { buildMerkleTree, receiptLeaf, type CallReceipt } from "../../../server/
 /** The Solidity `SkillEscrow.Batch` struct as viem encodes it (the settler's type). Amounts in USDC base units. */
 export type Batch = ContractBatch;
 
-/** Platform fee in basis points (10%), as DESIGN section 5 fixes it. */
+/** Platform fee in basis points (10%), as docs/design.md §5 fixes it. */
 export const FEE_BPS = 1000n;
 
 /** The platform's share of a price: rounded down, so seller + fee always equals the price. */
