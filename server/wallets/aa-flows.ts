@@ -6,30 +6,16 @@
  * [withdrawWithVoucher(voucher, signature), transfer(to, amount)])`. The call builders, and the off-chain check the
  * gateway runs before signing.
  */
-import { decodeFunctionData, encodeFunctionData, isAddressEqual, parseAbi, zeroAddress, type Address, type Hex } from "viem";
+import { decodeFunctionData, encodeFunctionData, erc20Abi, getAbiItem, isAddressEqual, zeroAddress, type Address, type Hex } from "viem";
+import { simpleAccountAbi, skillEscrowAbi } from "../chain/abi";
 
-export const ERC20_APPROVE_ABI = parseAbi([
-  "function approve(address spender, uint256 amount) returns (bool)",
-  "function balanceOf(address account) view returns (uint256)",
-]);
-export const ESCROW_DEPOSIT_FOR_ABI = parseAbi(["function depositFor(address account, uint256 amount)"]);
-/** What a seller's wallet calls on the escrow to take its earnings, and what the escrow says it paid. */
-export const ESCROW_CLAIM_ABI = parseAbi([
-  "function claim() returns (uint256)",
-  "function claimTo(address recipient) returns (uint256)",
-  "function earnings(address seller) view returns (uint256)",
-  "event Claimed(address indexed seller, address indexed recipient, uint256 amount)",
-]);
-/** Redeeming a gateway voucher (paid to voucher.account) and passing the USDC on. */
-export const ESCROW_WITHDRAW_ABI = parseAbi([
-  "function withdrawWithVoucher((address account, uint256 amount, uint256 nonce, uint256 deadline) voucher, bytes signature)",
-  "function transfer(address to, uint256 amount) returns (bool)",
-  "event VoucherRedeemed(address indexed account, uint256 indexed nonce, uint256 amount, uint256 balance)",
-]);
-const SIMPLE_ACCOUNT_ABI = parseAbi([
-  "function executeBatch(address[] dest, uint256[] value, bytes[] func)",
-  "function execute(address dest, uint256 value, bytes func)",
-]);
+/** The only calls these flows decode, each on its own: anything else fails to decode and is refused. */
+const APPROVE_ABI = [getAbiItem({ abi: erc20Abi, name: "approve" })] as const;
+const DEPOSIT_FOR_ABI = [getAbiItem({ abi: skillEscrowAbi, name: "depositFor" })] as const;
+const ACCOUNT_CALLS_ABI = [
+  getAbiItem({ abi: simpleAccountAbi, name: "executeBatch" }),
+  getAbiItem({ abi: simpleAccountAbi, name: "execute" }),
+] as const;
 
 export type Call = { to: Address; value?: bigint; data: Hex };
 
@@ -37,11 +23,11 @@ export type Call = { to: Address; value?: bigint; data: Hex };
 export function escrowDepositCalls(parameters: { usdc: Address; escrow: Address; wallet: Address; amountMicros: bigint }): [Call, Call] {
   const { usdc, escrow, wallet, amountMicros } = parameters;
   return [
-    { to: usdc, value: 0n, data: encodeFunctionData({ abi: ERC20_APPROVE_ABI, functionName: "approve", args: [escrow, amountMicros] }) },
+    { to: usdc, value: 0n, data: encodeFunctionData({ abi: erc20Abi, functionName: "approve", args: [escrow, amountMicros] }) },
     {
       to: escrow,
       value: 0n,
-      data: encodeFunctionData({ abi: ESCROW_DEPOSIT_FOR_ABI, functionName: "depositFor", args: [wallet, amountMicros] }),
+      data: encodeFunctionData({ abi: skillEscrowAbi, functionName: "depositFor", args: [wallet, amountMicros] }),
     },
   ];
 }
@@ -54,8 +40,8 @@ export function escrowDepositCalls(parameters: { usdc: Address; escrow: Address;
 export function escrowClaimCall(parameters: { escrow: Address; to?: Address | undefined }): Call {
   const { escrow, to } = parameters;
   const data = to
-    ? encodeFunctionData({ abi: ESCROW_CLAIM_ABI, functionName: "claimTo", args: [to] })
-    : encodeFunctionData({ abi: ESCROW_CLAIM_ABI, functionName: "claim" });
+    ? encodeFunctionData({ abi: skillEscrowAbi, functionName: "claimTo", args: [to] })
+    : encodeFunctionData({ abi: skillEscrowAbi, functionName: "claim" });
   return { to: escrow, value: 0n, data };
 }
 
@@ -76,9 +62,9 @@ export function escrowWithdrawCalls(parameters: {
     {
       to: escrow,
       value: 0n,
-      data: encodeFunctionData({ abi: ESCROW_WITHDRAW_ABI, functionName: "withdrawWithVoucher", args: [voucher, signature] }),
+      data: encodeFunctionData({ abi: skillEscrowAbi, functionName: "withdrawWithVoucher", args: [voucher, signature] }),
     },
-    { to: usdc, value: 0n, data: encodeFunctionData({ abi: ESCROW_WITHDRAW_ABI, functionName: "transfer", args: [to, voucher.amount] }) },
+    { to: usdc, value: 0n, data: encodeFunctionData({ abi: erc20Abi, functionName: "transfer", args: [to, voucher.amount] }) },
   ];
 }
 
@@ -98,7 +84,7 @@ export function gatewayFlowViolation(parameters: {
   if (factory && !isAddressEqual(factory, accountFactory)) return "factory";
   let decoded;
   try {
-    decoded = decodeFunctionData({ abi: SIMPLE_ACCOUNT_ABI, data: callData });
+    decoded = decodeFunctionData({ abi: ACCOUNT_CALLS_ABI, data: callData });
   } catch {
     return "selector";
   }
@@ -109,8 +95,8 @@ export function gatewayFlowViolation(parameters: {
   if (!isAddressEqual(dest[0], usdc) || !isAddressEqual(dest[1], escrow)) return "targets";
   if (value[0] !== 0n || value[1] !== 0n) return "value";
   try {
-    const approve = decodeFunctionData({ abi: ERC20_APPROVE_ABI, data: func[0] });
-    const deposit = decodeFunctionData({ abi: ESCROW_DEPOSIT_FOR_ABI, data: func[1] });
+    const approve = decodeFunctionData({ abi: APPROVE_ABI, data: func[0] });
+    const deposit = decodeFunctionData({ abi: DEPOSIT_FOR_ABI, data: func[1] });
     if (approve.functionName !== "approve" || func[0].length !== 2 + 2 * 68) return "approve";
     if (!isAddressEqual(approve.args[0], escrow)) return "approve";
     if (func[1].length !== 2 + 2 * 68 || !isAddressEqual(deposit.args[0], sender)) return "depositFor";
@@ -127,8 +113,8 @@ function claimFlowViolation(callData: Hex, args: readonly [Address, bigint, Hex]
   if (!isAddressEqual(dest, escrow)) return "claim target";
   if (value !== 0n) return "claim value";
   const selector = func.slice(0, 10).toLowerCase();
-  const claimSelector = encodeFunctionData({ abi: ESCROW_CLAIM_ABI, functionName: "claim" });
-  const claimToSelector = encodeFunctionData({ abi: ESCROW_CLAIM_ABI, functionName: "claimTo", args: [zeroAddress] }).slice(0, 10);
+  const claimSelector = encodeFunctionData({ abi: skillEscrowAbi, functionName: "claim" });
+  const claimToSelector = encodeFunctionData({ abi: skillEscrowAbi, functionName: "claimTo", args: [zeroAddress] }).slice(0, 10);
   if (func.length === 2 + 2 * 36 && selector === claimToSelector) {
     const word = BigInt(`0x${func.slice(10)}`);
     if (word >> 160n !== 0n) return "claim call";
@@ -136,7 +122,7 @@ function claimFlowViolation(callData: Hex, args: readonly [Address, bigint, Hex]
   } else if (func.length !== 2 + 2 * 4 || selector !== claimSelector) {
     return "claim call";
   }
-  const canonical = encodeFunctionData({ abi: SIMPLE_ACCOUNT_ABI, functionName: "execute", args: [dest, value, func] });
+  const canonical = encodeFunctionData({ abi: simpleAccountAbi, functionName: "execute", args: [dest, value, func] });
   if (canonical.toLowerCase() !== callData.toLowerCase()) return "claim encoding";
   return undefined;
 }
@@ -158,7 +144,7 @@ function withdrawFlowViolation(
   if (withdraw.length !== 2 + 2 * WITHDRAW_CALL_LENGTH) return "withdraw call";
   const word = (offset: number) => BigInt(`0x${withdraw.slice(2 + 2 * offset, 2 + 2 * (offset + 32))}`);
   const withdrawSelector = encodeFunctionData({
-    abi: ESCROW_WITHDRAW_ABI,
+    abi: skillEscrowAbi,
     functionName: "withdrawWithVoucher",
     args: [{ account: zeroAddress, amount: 0n, nonce: 0n, deadline: 0n }, "0x"],
   }).slice(0, 10);
@@ -176,14 +162,14 @@ function withdrawFlowViolation(
   }
   if (!isAddressEqual(`0x${account.toString(16).padStart(40, "0")}`, sender)) return "withdraw account";
   const transfer = func[1].toLowerCase();
-  const transferSelector = encodeFunctionData({ abi: ESCROW_WITHDRAW_ABI, functionName: "transfer", args: [zeroAddress, 0n] }).slice(0, 10);
+  const transferSelector = encodeFunctionData({ abi: erc20Abi, functionName: "transfer", args: [zeroAddress, 0n] }).slice(0, 10);
   if (transfer.length !== 2 + 2 * 68 || transfer.slice(0, 10) !== transferSelector) return "transfer call";
   const toWord = BigInt(`0x${transfer.slice(10, 74)}`);
   if (toWord >> 160n !== 0n) return "transfer call";
   if (toWord === 0n) return "transfer recipient";
   const transferred = BigInt(`0x${transfer.slice(74)}`);
   if (transferred !== voucherAmount || voucherAmount === 0n) return "withdraw amount";
-  const canonical = encodeFunctionData({ abi: SIMPLE_ACCOUNT_ABI, functionName: "executeBatch", args: [dest, value, func] });
+  const canonical = encodeFunctionData({ abi: simpleAccountAbi, functionName: "executeBatch", args: [dest, value, func] });
   if (canonical.toLowerCase() !== callData.toLowerCase()) return "withdraw encoding";
   return undefined;
 }

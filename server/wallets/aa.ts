@@ -17,7 +17,6 @@ import {
   getAddress,
   keccak256,
   pad,
-  parseAbi,
   toHex,
   type Abi,
   type Account,
@@ -37,6 +36,7 @@ import {
   type GetPaymasterStubDataReturnType,
   type UserOperation,
 } from "viem/account-abstraction";
+import { gatewayPaymasterAbi } from "../chain/abi";
 import { gatewayFlowViolation } from "./aa-flows";
 
 /** EntryPoint v0.7's canonical address. */
@@ -94,16 +94,6 @@ export function loadPaymasterArtifact(artifactsDir = path.resolve(__dirname, "..
   const file = path.join(artifactsDir, "contracts", "GatewayPaymaster.sol", "GatewayPaymaster.json");
   return readArtifact(file, "GatewayPaymaster (run `npx hardhat compile`)");
 }
-
-export const GATEWAY_PAYMASTER_ABI = parseAbi([
-  "function deposit() payable",
-  "function getDeposit() view returns (uint256)",
-  "function token() view returns (address)",
-  "function escrow() view returns (address)",
-  "function accountFactory() view returns (address)",
-  "function verifyingSigner() view returns (address)",
-  "error NotGatewayFlow(string reason)",
-]);
 
 export type DeployAccountAbstractionParameters = {
   publicClient: Pick<PublicClient, "getCode" | "waitForTransactionReceipt" | "getChainId">;
@@ -178,7 +168,7 @@ export async function deployAccountAbstraction(parameters: DeployAccountAbstract
   if (depositWei > 0n) {
     const funded = await walletClient.writeContract({
       address: paymaster,
-      abi: GATEWAY_PAYMASTER_ABI,
+      abi: gatewayPaymasterAbi,
       functionName: "deposit",
       value: depositWei,
       account: walletClient.account,

@@ -5,7 +5,6 @@ import { createBundlerClient, type GetPaymasterDataParameters } from "viem/accou
 import { generatePrivateKey, privateKeyToAccount, type LocalAccount } from "viem/accounts";
 import {
   ENTRY_POINT_V07,
-  GATEWAY_PAYMASTER_ABI,
   PAYMASTER_VERIFICATION_GAS,
   SIMPLE_ACCOUNT_FACTORY_V07,
   SponsorshipRefused,
@@ -15,6 +14,7 @@ import {
   paymasterHash,
   type Call,
 } from "../../server/wallets/aa";
+import { gatewayPaymasterAbi } from "../../server/chain/abi";
 import { readFileSync } from "node:fs";
 import { EXECUTOR_INDEX, UTILITY_INDEX, devPrivateKey, startAaStack, type AaStack } from "../helpers/aa-stack";
 
@@ -76,14 +76,14 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
       expect((await stack.node.publicClient.getCode({ address }))?.length, address).to.be.greaterThan(2);
     }
     const pm = (functionName: "token" | "escrow" | "accountFactory" | "verifyingSigner") =>
-      stack.node.publicClient.readContract({ address: stack.aa.paymaster, abi: GATEWAY_PAYMASTER_ABI, functionName });
+      stack.node.publicClient.readContract({ address: stack.aa.paymaster, abi: gatewayPaymasterAbi, functionName });
     expect(await pm("token")).to.equal(stack.deployment.usdc);
     expect(await pm("escrow")).to.equal(stack.deployment.escrow);
     expect(await pm("accountFactory")).to.equal(SIMPLE_ACCOUNT_FACTORY_V07);
     expect(await pm("verifyingSigner")).to.equal(stack.paymasterSigner.address);
     const deposit = await stack.node.publicClient.readContract({
       address: stack.aa.paymaster,
-      abi: GATEWAY_PAYMASTER_ABI,
+      abi: gatewayPaymasterAbi,
       functionName: "getDeposit",
     });
     expect(deposit).to.equal(10n ** 18n);
@@ -102,7 +102,7 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
     await stack.mint(account.address, 5n * USDC);
     const depositBefore = await stack.node.publicClient.readContract({
       address: stack.aa.paymaster,
-      abi: GATEWAY_PAYMASTER_ABI,
+      abi: gatewayPaymasterAbi,
       functionName: "getDeposit",
     });
 
@@ -124,7 +124,7 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
     expect(await stack.node.publicClient.getBalance({ address: account.address })).to.equal(0n);
     const depositAfter = await stack.node.publicClient.readContract({
       address: stack.aa.paymaster,
-      abi: GATEWAY_PAYMASTER_ABI,
+      abi: gatewayPaymasterAbi,
       functionName: "getDeposit",
     });
     expect(depositAfter < depositBefore, "the paymaster paid the gas").to.equal(true);
@@ -206,7 +206,7 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
         expect(rejected, "the bundler must reject the operation").to.not.equal(undefined);
         const revert = /AA33 reverted (0x[0-9a-fA-F]+)/.exec(String((rejected as Error).message));
         expect(revert, String(rejected)).to.not.equal(null);
-        const decoded = decodeErrorResult({ abi: GATEWAY_PAYMASTER_ABI, data: revert![1] as Hex });
+        const decoded = decodeErrorResult({ abi: gatewayPaymasterAbi, data: revert![1] as Hex });
         expect(decoded.errorName).to.equal("NotGatewayFlow");
         expect(decoded.args).to.deep.equal([reason]);
         expect(await read(stack.deployment.usdc, "balanceOf", account.address)).to.equal(3n * USDC);
