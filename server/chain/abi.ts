@@ -681,9 +681,113 @@ export const gatewayPaymasterAbi = [
     stateMutability: "nonpayable",
     type: "constructor",
   },
-  { inputs: [{ internalType: "string", name: "reason", type: "string" }], name: "NotGatewayFlow", type: "error" },
   { inputs: [{ internalType: "address", name: "owner", type: "address" }], name: "OwnableInvalidOwner", type: "error" },
   { inputs: [{ internalType: "address", name: "account", type: "address" }], name: "OwnableUnauthorizedAccount", type: "error" },
+  {
+    inputs: [
+      { internalType: "bytes4", name: "selector", type: "bytes4" },
+      { internalType: "uint256", name: "length", type: "uint256" },
+    ],
+    name: "PaymasterClaimCall",
+    type: "error",
+  },
+  { inputs: [], name: "PaymasterClaimEncoding", type: "error" },
+  { inputs: [{ internalType: "address", name: "target", type: "address" }], name: "PaymasterClaimTarget", type: "error" },
+  { inputs: [], name: "PaymasterClaimToZero", type: "error" },
+  { inputs: [{ internalType: "uint256", name: "value", type: "uint256" }], name: "PaymasterClaimValue", type: "error" },
+  {
+    inputs: [
+      { internalType: "uint256", name: "approved", type: "uint256" },
+      { internalType: "uint256", name: "deposited", type: "uint256" },
+    ],
+    name: "PaymasterDepositAmount",
+    type: "error",
+  },
+  {
+    inputs: [
+      { internalType: "bytes4", name: "selector", type: "bytes4" },
+      { internalType: "address", name: "spender", type: "address" },
+    ],
+    name: "PaymasterDepositApprove",
+    type: "error",
+  },
+  {
+    inputs: [
+      { internalType: "bytes4", name: "selector", type: "bytes4" },
+      { internalType: "address", name: "account", type: "address" },
+    ],
+    name: "PaymasterDepositFor",
+    type: "error",
+  },
+  {
+    inputs: [
+      { internalType: "address", name: "first", type: "address" },
+      { internalType: "address", name: "second", type: "address" },
+    ],
+    name: "PaymasterDepositTargets",
+    type: "error",
+  },
+  {
+    inputs: [
+      { internalType: "uint256", name: "first", type: "uint256" },
+      { internalType: "uint256", name: "second", type: "uint256" },
+    ],
+    name: "PaymasterDepositValue",
+    type: "error",
+  },
+  {
+    inputs: [
+      { internalType: "uint256", name: "targets", type: "uint256" },
+      { internalType: "uint256", name: "values", type: "uint256" },
+      { internalType: "uint256", name: "calls", type: "uint256" },
+    ],
+    name: "PaymasterNotTwoCalls",
+    type: "error",
+  },
+  {
+    inputs: [
+      { internalType: "bytes4", name: "selector", type: "bytes4" },
+      { internalType: "uint256", name: "length", type: "uint256" },
+    ],
+    name: "PaymasterTransferCall",
+    type: "error",
+  },
+  { inputs: [], name: "PaymasterTransferToZero", type: "error" },
+  { inputs: [{ internalType: "address", name: "factory", type: "address" }], name: "PaymasterUnknownFactory", type: "error" },
+  { inputs: [{ internalType: "bytes4", name: "selector", type: "bytes4" }], name: "PaymasterUnknownSelector", type: "error" },
+  {
+    inputs: [
+      { internalType: "address", name: "account", type: "address" },
+      { internalType: "address", name: "sender", type: "address" },
+    ],
+    name: "PaymasterWithdrawAccount",
+    type: "error",
+  },
+  {
+    inputs: [
+      { internalType: "uint256", name: "voucherAmount", type: "uint256" },
+      { internalType: "uint256", name: "transferred", type: "uint256" },
+    ],
+    name: "PaymasterWithdrawAmount",
+    type: "error",
+  },
+  {
+    inputs: [
+      { internalType: "bytes4", name: "selector", type: "bytes4" },
+      { internalType: "uint256", name: "length", type: "uint256" },
+    ],
+    name: "PaymasterWithdrawCall",
+    type: "error",
+  },
+  { inputs: [], name: "PaymasterWithdrawEncoding", type: "error" },
+  {
+    inputs: [
+      { internalType: "uint256", name: "first", type: "uint256" },
+      { internalType: "uint256", name: "second", type: "uint256" },
+    ],
+    name: "PaymasterWithdrawValue",
+    type: "error",
+  },
   {
     anonymous: false,
     inputs: [

@@ -37,7 +37,7 @@ import {
   type UserOperation,
 } from "viem/account-abstraction";
 import { gatewayPaymasterAbi } from "../chain/abi";
-import { gatewayFlowViolation } from "./aa-flows";
+import { describeGatewayFlowViolation, gatewayFlowViolation, type GatewayFlowViolation } from "./aa-flows";
 
 /** EntryPoint v0.7's canonical address. */
 export const ENTRY_POINT_V07: Address = entryPoint07Address;
@@ -256,10 +256,13 @@ export function paymasterHash(parameters: {
 const PLACEHOLDER_SIGNATURE: Hex =
   "0xfffffffffffffffffffffffffffffff0000000000000000000000000000000007aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1c";
 
+/** The gateway will not sign an operation: `violation` is the error GatewayPaymaster would refuse it with. */
 export class SponsorshipRefused extends AccountAbstractionError {
   override name = "SponsorshipRefused";
-  constructor(readonly reason: string) {
-    super(`the gateway paymaster sponsors only an embedded wallet's escrow deposits and earnings claims (refused: ${reason})`);
+  constructor(readonly violation: GatewayFlowViolation) {
+    super(
+      `the gateway paymaster sponsors only an embedded wallet's escrow deposits and earnings claims (refused: ${describeGatewayFlowViolation(violation)})`,
+    );
   }
 }
 
