@@ -57,12 +57,54 @@ contract GatewayPaymaster is BasePaymaster {
     uint256 private constant VALID_TIMESTAMP_OFFSET = PAYMASTER_DATA_OFFSET;
     uint256 private constant SIGNATURE_OFFSET = VALID_TIMESTAMP_OFFSET + 64;
 
-    /// @notice The operation is not one of the gateway's flows; `reason` says which part: "factory", "selector"
-    ///         (neither executeBatch nor execute), for the deposit flow "not two calls", "targets", "value",
-    ///         "approve", "depositFor", "amount", for the claim flow "claim target", "claim value", "claim call",
-    ///         "claim recipient", "claim encoding", for the withdrawal flow "withdraw value", "withdraw call",
-    ///         "withdraw account", "transfer call", "transfer recipient", "withdraw amount", "withdraw encoding".
-    error NotGatewayFlow(string reason);
+    // Why an operation is not one of the gateway's flows: one error per refusal, each naming the part refused.
+    // server/wallets/aa-flows.ts refuses the same operations, off chain, with the same errors and arguments.
+
+    /// @notice The account would be deployed by `factory`, not by accountFactory (zero: initCode shorter than an address).
+    error PaymasterUnknownFactory(address factory);
+    /// @notice The account call's `selector` is neither executeBatch nor execute (zero: calldata shorter than a selector).
+    error PaymasterUnknownSelector(bytes4 selector);
+    /// @notice An executeBatch whose arrays (targets, values, calls) do not each hold exactly two entries.
+    error PaymasterNotTwoCalls(uint256 targets, uint256 values, uint256 calls);
+    /// @notice A deposit whose calls go to `first` and `second`, not to the token and then the escrow.
+    error PaymasterDepositTargets(address first, address second);
+    /// @notice A deposit sending ETH along with its calls.
+    error PaymasterDepositValue(uint256 first, uint256 second);
+    /// @notice A deposit whose first call is not approve(escrow, amount): its `selector` and `spender` (both zero when
+    ///         the call is not a selector and two clean words).
+    error PaymasterDepositApprove(bytes4 selector, address spender);
+    /// @notice A deposit whose second call is not depositFor(sender, amount): its `selector` and `account` (both zero
+    ///         when the call is not a selector and two clean words).
+    error PaymasterDepositFor(bytes4 selector, address account);
+    /// @notice A deposit approving another amount than it deposits, or depositing zero.
+    error PaymasterDepositAmount(uint256 approved, uint256 deposited);
+    /// @notice A claim sent to `target`, not to the escrow.
+    error PaymasterClaimTarget(address target);
+    /// @notice A claim sending ETH along.
+    error PaymasterClaimValue(uint256 value);
+    /// @notice A claim whose call (`selector`, zero if shorter, and its `length` in bytes) is neither claim() nor
+    ///         claimTo(address) in the standard encoding.
+    error PaymasterClaimCall(bytes4 selector, uint256 length);
+    /// @notice claimTo(address(0)), which the escrow would refuse anyway.
+    error PaymasterClaimToZero();
+    /// @notice A claim whose execute calldata is not the standard encoding of its arguments.
+    error PaymasterClaimEncoding();
+    /// @notice A withdrawal sending ETH along with its calls.
+    error PaymasterWithdrawValue(uint256 first, uint256 second);
+    /// @notice A withdrawal whose first call (`selector`, zero if shorter, and its `length` in bytes) is not
+    ///         withdrawWithVoucher(voucher, 65-byte signature) in the standard encoding.
+    error PaymasterWithdrawCall(bytes4 selector, uint256 length);
+    /// @notice A withdrawal redeeming the voucher of `account`, not of the operation's `sender`.
+    error PaymasterWithdrawAccount(address account, address sender);
+    /// @notice A withdrawal whose second call (`selector`, zero if shorter, and its `length` in bytes) is not
+    ///         transfer(to, amount) in the standard encoding.
+    error PaymasterTransferCall(bytes4 selector, uint256 length);
+    /// @notice A withdrawal passing the USDC on to address(0).
+    error PaymasterTransferToZero();
+    /// @notice A withdrawal passing on `transferred`, not the voucher's `voucherAmount`, or a voucher of zero.
+    error PaymasterWithdrawAmount(uint256 voucherAmount, uint256 transferred);
+    /// @notice A withdrawal whose executeBatch calldata is not the standard encoding of its arguments.
+    error PaymasterWithdrawEncoding();
 
     constructor(
         IEntryPoint entryPoint_,
@@ -116,19 +158,20 @@ contract GatewayPaymaster is BasePaymaster {
         signature = paymasterAndData[SIGNATURE_OFFSET:];
     }
 
-    /// @notice Reverts with NotGatewayFlow unless `userOp` is one of the gateway's flows (deposit, claim, withdrawal).
+    /// @notice Reverts with one of the Paymaster* errors unless `userOp` is one of the gateway's flows (deposit,
+    ///         claim, withdrawal).
     /// @dev Calldata that does not even decode as its selector's arguments reverts without data.
     /// @param userOp The operation to check; only its initCode, sender and callData are read.
     function checkGatewayFlow(PackedUserOperation calldata userOp) public view {
         bytes calldata initCode = userOp.initCode;
         if (initCode.length != 0 && (initCode.length < 20 || address(bytes20(initCode[:20])) != accountFactory)) {
-            revert NotGatewayFlow("factory");
+            revert PaymasterUnknownFactory(initCode.length < 20 ? address(0) : address(bytes20(initCode[:20])));
         }
         bytes calldata callData = userOp.callData;
         bytes4 selector = callData.length < 4 ? bytes4(0) : bytes4(callData[:4]);
         if (selector == EXECUTE_BATCH) _checkBatchFlow(userOp.sender, callData);
         else if (selector == EXECUTE) _checkClaimFlow(callData);
-        else revert NotGatewayFlow("selector");
+        else revert PaymasterUnknownSelector(selector);
     }
 
     /// @dev The two-call flows: a withdrawal when the first call goes to the escrow and the second to the token,
@@ -136,7 +179,9 @@ contract GatewayPaymaster is BasePaymaster {
     function _checkBatchFlow(address sender, bytes calldata callData) private view {
         (address[] memory dest, uint256[] memory value, bytes[] memory func) =
             abi.decode(callData[4:], (address[], uint256[], bytes[]));
-        if (dest.length != 2 || value.length != 2 || func.length != 2) revert NotGatewayFlow("not two calls");
+        if (dest.length != 2 || value.length != 2 || func.length != 2) {
+            revert PaymasterNotTwoCalls(dest.length, value.length, func.length);
+        }
         if (dest[0] == escrow && dest[1] == token) _checkWithdrawFlow(sender, callData, dest, value, func);
         else _checkDepositFlow(sender, dest, value, func);
     }
@@ -146,13 +191,13 @@ contract GatewayPaymaster is BasePaymaster {
         private
         view
     {
-        if (dest[0] != token || dest[1] != escrow) revert NotGatewayFlow("targets");
-        if (value[0] != 0 || value[1] != 0) revert NotGatewayFlow("value");
+        if (dest[0] != token || dest[1] != escrow) revert PaymasterDepositTargets(dest[0], dest[1]);
+        if (value[0] != 0 || value[1] != 0) revert PaymasterDepositValue(value[0], value[1]);
         (bytes4 approveSelector, address spender, uint256 approved) = _twoWordCall(func[0]);
         (bytes4 depositSelector, address account, uint256 deposited) = _twoWordCall(func[1]);
-        if (approveSelector != APPROVE || spender != escrow) revert NotGatewayFlow("approve");
-        if (depositSelector != DEPOSIT_FOR || account != sender) revert NotGatewayFlow("depositFor");
-        if (approved != deposited || deposited == 0) revert NotGatewayFlow("amount");
+        if (approveSelector != APPROVE || spender != escrow) revert PaymasterDepositApprove(approveSelector, spender);
+        if (depositSelector != DEPOSIT_FOR || account != sender) revert PaymasterDepositFor(depositSelector, account);
+        if (approved != deposited || deposited == 0) revert PaymasterDepositAmount(approved, deposited);
     }
 
     /// @dev `execute(escrow, 0, claim())` or `execute(escrow, 0, claimTo(recipient))` with a non-zero recipient,
@@ -160,8 +205,8 @@ contract GatewayPaymaster is BasePaymaster {
     ///      sender can only take what it is owed, to itself or to the recipient it names.
     function _checkClaimFlow(bytes calldata callData) private view {
         (address dest, uint256 value, bytes memory func) = abi.decode(callData[4:], (address, uint256, bytes));
-        if (dest != escrow) revert NotGatewayFlow("claim target");
-        if (value != 0) revert NotGatewayFlow("claim value");
+        if (dest != escrow) revert PaymasterClaimTarget(dest);
+        if (value != 0) revert PaymasterClaimValue(value);
         bytes4 selector;
         uint256 word;
         if (func.length >= 4) {
@@ -171,14 +216,14 @@ contract GatewayPaymaster is BasePaymaster {
             }
         }
         if (func.length == 36 && selector == CLAIM_TO) {
-            if (word >> 160 != 0) revert NotGatewayFlow("claim call");
-            if (word == 0) revert NotGatewayFlow("claim recipient");
+            if (word >> 160 != 0) revert PaymasterClaimCall(selector, func.length);
+            if (word == 0) revert PaymasterClaimToZero();
         } else if (func.length != 4 || selector != CLAIM) {
-            revert NotGatewayFlow("claim call");
+            revert PaymasterClaimCall(selector, func.length);
         }
         // One encoding only (no extra words, no odd offsets): what the gateway signed is what the account runs.
         if (keccak256(callData) != keccak256(abi.encodeWithSelector(EXECUTE, dest, value, func))) {
-            revert NotGatewayFlow("claim encoding");
+            revert PaymasterClaimEncoding();
         }
     }
 
@@ -193,9 +238,9 @@ contract GatewayPaymaster is BasePaymaster {
         uint256[] memory value,
         bytes[] memory func
     ) private pure {
-        if (value[0] != 0 || value[1] != 0) revert NotGatewayFlow("withdraw value");
+        if (value[0] != 0 || value[1] != 0) revert PaymasterWithdrawValue(value[0], value[1]);
         bytes memory withdraw = func[0];
-        if (withdraw.length != WITHDRAW_CALL_LENGTH) revert NotGatewayFlow("withdraw call");
+        if (withdraw.length != WITHDRAW_CALL_LENGTH) revert PaymasterWithdrawCall(_selectorOf(withdraw), withdraw.length);
         bytes4 selector;
         uint256 account;
         uint256 voucherAmount;
@@ -215,15 +260,15 @@ contract GatewayPaymaster is BasePaymaster {
         if (
             selector != WITHDRAW_WITH_VOUCHER || signatureOffset != 0xa0 || signatureLength != 65
                 || lastWord << 8 != 0 || account >> 160 != 0
-        ) revert NotGatewayFlow("withdraw call");
-        if (address(uint160(account)) != sender) revert NotGatewayFlow("withdraw account");
+        ) revert PaymasterWithdrawCall(selector, withdraw.length);
+        if (address(uint160(account)) != sender) revert PaymasterWithdrawAccount(address(uint160(account)), sender);
         (bytes4 transferSelector, address to, uint256 transferred) = _twoWordCall(func[1]);
-        if (transferSelector != TRANSFER) revert NotGatewayFlow("transfer call");
-        if (to == address(0)) revert NotGatewayFlow("transfer recipient");
-        if (transferred != voucherAmount || voucherAmount == 0) revert NotGatewayFlow("withdraw amount");
+        if (transferSelector != TRANSFER) revert PaymasterTransferCall(_selectorOf(func[1]), func[1].length);
+        if (to == address(0)) revert PaymasterTransferToZero();
+        if (transferred != voucherAmount || voucherAmount == 0) revert PaymasterWithdrawAmount(voucherAmount, transferred);
         // One encoding only (no extra words, no odd offsets): what the gateway signed is what the account runs.
         if (keccak256(callData) != keccak256(abi.encodeWithSelector(EXECUTE_BATCH, dest, value, func))) {
-            revert NotGatewayFlow("withdraw encoding");
+            revert PaymasterWithdrawEncoding();
         }
     }
 
@@ -241,6 +286,14 @@ contract GatewayPaymaster is BasePaymaster {
         (address recovered, ECDSA.RecoverError error_,) = ECDSA.tryRecover(hash, signature);
         bool failed = error_ != ECDSA.RecoverError.NoError || recovered != verifyingSigner;
         return ("", _packValidationData(failed, validUntil, validAfter));
+    }
+
+    /// @dev The first four bytes of `data`, or zero when it is shorter.
+    function _selectorOf(bytes memory data) private pure returns (bytes4 selector) {
+        if (data.length < 4) return bytes4(0);
+        assembly ("memory-safe") {
+            selector := mload(add(data, 32))
+        }
     }
 
     /// @dev Splits `selector(address, uint256)` calldata; anything of another length yields a zero selector.

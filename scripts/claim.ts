@@ -11,7 +11,7 @@
 import path from "node:path";
 import { type Address, type Hex, createPublicClient, createWalletClient, formatUnits, getAddress, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { loadArtifact } from "../server/devstack/deploy";
+import { skillEscrowAbi } from "../server/chain/abi";
 import { readDeployment, verifyDeployment } from "../server/chain/deployment";
 import { DEV_ACCOUNT_INDEX, devAccount, localChain } from "../server/devstack/local-node";
 import { loadConfig } from "../server/config";
@@ -31,14 +31,14 @@ async function main(): Promise<void> {
   const account = key ? privateKeyToAccount(key) : devAccount(DEV_ACCOUNT_INDEX.demoSeller);
   const toIndex = process.argv.indexOf("--to");
   const recipient: Address = toIndex >= 0 ? getAddress(process.argv[toIndex + 1]) : account.address;
-  const abi = loadArtifact("SkillEscrow").abi;
+  const abi = skillEscrowAbi;
 
-  const claimable = (await publicClient.readContract({
+  const claimable = await publicClient.readContract({
     address: deployment.escrow,
     abi,
     functionName: "earnings",
     args: [account.address],
-  })) as bigint;
+  });
   console.log(`${account.address}${key ? "" : " (the demo seller)"}: ${formatUnits(claimable, 6)} USDC settled and claimable`);
   if (claimable === 0n) {
     console.log("Nothing to claim yet: earnings reach the escrow when the settler posts the next batch.");

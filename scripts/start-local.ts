@@ -20,7 +20,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { randomBytes } from "node:crypto";
 import { type DevIdentityProvider, startDevIdentityProvider } from "../server/devstack/dev-identity-provider";
 import { startLocalAccountAbstraction } from "../server/devstack/aa-local";
-import { loadArtifact } from "../server/devstack/deploy";
+import { skillEscrowAbi } from "../server/chain/abi";
 import { type Deployment, readDeployment, writeDeployment } from "../server/chain/deployment";
 import { DEV_ACCOUNT_INDEX, type LocalNode, devAccount, localChain, startLocalNode } from "../server/devstack/local-node";
 import { loadConfig } from "../server/config";
@@ -194,11 +194,11 @@ main().catch((error) => {
 async function startAccountAbstraction(node: LocalNode, deployment: Deployment) {
   const local = await startLocalAccountAbstraction(node, deployment);
   startedBundler = local.bundler;
-  const minDepositMicros = (await node.publicClient.readContract({
+  const minDepositMicros = await node.publicClient.readContract({
     address: deployment.escrow,
-    abi: loadArtifact("SkillEscrow").abi,
+    abi: skillEscrowAbi,
     functionName: "minDeposit",
-  })) as bigint;
+  });
   return { ...local, minDepositMicros };
 }
 

@@ -11,7 +11,8 @@
  */
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { getAddress, isAddress, parseAbi, type Address, type PublicClient } from "viem";
+import { getAddress, isAddress, type Address, type PublicClient } from "viem";
+import { skillEscrowAbi } from "./abi";
 
 /** `<repo>/deployments`. */
 export const DEFAULT_DEPLOYMENTS_DIR = path.resolve(__dirname, "../../deployments");
@@ -130,12 +131,6 @@ export function readDeployment(filePath: string): Deployment {
 
 export type VerifyDeploymentReturnType = { ok: true } | { ok: false; reason: string };
 
-const ESCROW_VIEWS = parseAbi([
-  "function usdc() view returns (address)",
-  "function hasRole(bytes32 role, address account) view returns (bool)",
-  "function SETTLER_ROLE() view returns (bytes32)",
-]);
-
 /**
  * Whether a deployment file describes contracts that exist on the chain behind `publicClient`: same chain id,
  * code at both addresses, the escrow holding that token and the settler holding its role. A file left from an
@@ -156,18 +151,18 @@ export async function verifyDeployment(
     const code = await publicClient.getCode({ address });
     if (!code || code === "0x") return { ok: false, reason: `no contract at ${name} ${address}` };
   }
-  const token = await publicClient.readContract({ address: deployment.escrow, abi: ESCROW_VIEWS, functionName: "usdc" });
+  const token = await publicClient.readContract({ address: deployment.escrow, abi: skillEscrowAbi, functionName: "usdc" });
   if (getAddress(token) !== deployment.usdc) {
     return { ok: false, reason: `escrow ${deployment.escrow} holds token ${token}, not ${deployment.usdc}` };
   }
   const settlerRole = await publicClient.readContract({
     address: deployment.escrow,
-    abi: ESCROW_VIEWS,
+    abi: skillEscrowAbi,
     functionName: "SETTLER_ROLE",
   });
   const isSettler = await publicClient.readContract({
     address: deployment.escrow,
-    abi: ESCROW_VIEWS,
+    abi: skillEscrowAbi,
     functionName: "hasRole",
     args: [settlerRole, deployment.settler],
   });

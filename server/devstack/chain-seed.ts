@@ -1,5 +1,6 @@
 import type { Address, Hash } from "viem";
-import { deployContracts, loadArtifact } from "./deploy";
+import { skillEscrowAbi, testUsdcAbi } from "../chain/abi";
+import { deployContracts } from "./deploy";
 import type { Deployment } from "../chain/deployment";
 import { DEV_ACCOUNT_INDEX, type LocalNode, devAccount } from "./local-node";
 
@@ -32,14 +33,14 @@ export async function deployDemoChain(node: LocalNode, depositMicros: bigint): P
   const wallet = node.walletFor(buyer);
   const approve = await wallet.writeContract({
     address: deployment.usdc,
-    abi: loadArtifact("TestUSDC").abi,
+    abi: testUsdcAbi,
     functionName: "approve",
     args: [deployment.escrow, depositMicros],
   });
   await node.publicClient.waitForTransactionReceipt({ hash: approve });
   const depositTx = await wallet.writeContract({
     address: deployment.escrow,
-    abi: loadArtifact("SkillEscrow").abi,
+    abi: skillEscrowAbi,
     functionName: "deposit",
     args: [depositMicros],
   });

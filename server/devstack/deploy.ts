@@ -6,6 +6,7 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import {
+  erc20Abi,
   getAddress,
   keccak256,
   toHex,
@@ -176,15 +177,13 @@ export async function deployContracts(parameters: DeployContractsParameters): Pr
   };
 }
 
-const DECIMALS_ABI = [{ type: "function", name: "decimals", stateMutability: "view", inputs: [], outputs: [{ type: "uint8" }] }] as const;
-
 /** The escrow's 1 USDC minimum assumes 6 decimals; refuse anything else (or an address without a token). */
 async function assertSixDecimalToken(publicClient: Pick<PublicClient, "getCode" | "readContract">, token: Address): Promise<void> {
   const code = await publicClient.getCode({ address: token });
   if (!code || code === "0x") throw new DeployError(`no contract at the USDC address ${token}`);
   let decimals: number;
   try {
-    decimals = await publicClient.readContract({ address: token, abi: DECIMALS_ABI, functionName: "decimals" });
+    decimals = await publicClient.readContract({ address: token, abi: erc20Abi, functionName: "decimals" });
   } catch (error) {
     throw new DeployError(`${token} does not answer decimals(): ${(error as Error).message}`);
   }

@@ -17,7 +17,8 @@
  * they are sent, so a retry after a failure resumes instead of sending them again.
  */
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import { maxUint256, parseAbi, type Account, type Address, type Chain, type Hash, type Transport, type WalletClient } from "viem";
+import { maxUint256, type Account, type Address, type Chain, type Hash, type Transport, type WalletClient } from "viem";
+import { skillEscrowAbi, testUsdcAbi } from "../chain/abi";
 import { addressesOf } from "../settlement/addresses";
 import type { ChainConnection } from "../settlement/money-path";
 import type { Ledger } from "../ledger/ledger";
@@ -204,17 +205,6 @@ export type ReceiveNotificationReturnType =
 
 type Wallet = WalletClient<Transport, Chain | undefined, Account>;
 
-const ESCROW_ABI = parseAbi([
-  "function minDeposit() view returns (uint256)",
-  "function usdc() view returns (address)",
-  "function depositFor(address account, uint256 amount)",
-]);
-const TOKEN_ABI = parseAbi([
-  "function mint(address to, uint256 amount)",
-  "function approve(address spender, uint256 amount) returns (bool)",
-  "function allowance(address owner, address spender) view returns (uint256)",
-]);
-
 type Row = {
   id: string;
   provider: string;
@@ -273,7 +263,7 @@ export class CardTopups {
     if (!address) return { ok: false, reason: "no_deposit_address" };
     const minimumMicros = await chain.publicClient.readContract({
       address: chain.escrowAddress,
-      abi: ESCROW_ABI,
+      abi: skillEscrowAbi,
       functionName: "minDeposit",
     });
     if (amountMicros < minimumMicros) return { ok: false, reason: "below_minimum", minimumMicros };
@@ -385,25 +375,25 @@ export class CardTopups {
       await this.setTx(checkoutId, "deposit_tx", null);
       checkout = this.read(checkoutId)!;
     }
-    this.usdc ??= await client.readContract({ address: chain.escrowAddress, abi: ESCROW_ABI, functionName: "usdc" });
+    this.usdc ??= await client.readContract({ address: chain.escrowAddress, abi: skillEscrowAbi, functionName: "usdc" });
     const usdc = this.usdc;
-    const send = (address: Address, abi: typeof ESCROW_ABI | typeof TOKEN_ABI, functionName: string, args: readonly unknown[]) =>
+    const send = (address: Address, abi: typeof skillEscrowAbi | typeof testUsdcAbi, functionName: string, args: readonly unknown[]) =>
       (wallet as Wallet).writeContract({ address, abi, functionName, args, account: wallet.account, chain: wallet.chain } as never);
 
     if (!checkout.mintTx) {
-      const hash = await send(usdc, TOKEN_ABI, "mint", [wallet.account.address, amount]);
+      const hash = await send(usdc, testUsdcAbi, "mint", [wallet.account.address, amount]);
       await this.setTx(checkoutId, "mint_tx", hash);
       await confirm("minting test USDC", hash);
     }
     const allowance = await client.readContract({
       address: usdc,
-      abi: TOKEN_ABI,
+      abi: testUsdcAbi,
       functionName: "allowance",
       args: [wallet.account.address, chain.escrowAddress],
     });
     if (allowance < amount)
-      await confirm("approving the escrow", await send(usdc, TOKEN_ABI, "approve", [chain.escrowAddress, maxUint256]));
-    const hash = await send(chain.escrowAddress, ESCROW_ABI, "depositFor", [checkout.address as Address, amount]);
+      await confirm("approving the escrow", await send(usdc, testUsdcAbi, "approve", [chain.escrowAddress, maxUint256]));
+    const hash = await send(chain.escrowAddress, skillEscrowAbi, "depositFor", [checkout.address as Address, amount]);
     await this.setTx(checkoutId, "deposit_tx", hash);
     await confirm("depositFor", hash);
     await this.markFunded(checkoutId);

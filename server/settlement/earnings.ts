@@ -1,16 +1,7 @@
 import type { Address, PublicClient } from "viem";
+import { skillEscrowAbi } from "../chain/abi";
 import type { Db } from "../db/db";
 import { settlementAddress } from "./reconcile";
-
-const EARNINGS_ABI = [
-  {
-    type: "function",
-    name: "earnings",
-    stateMutability: "view",
-    inputs: [{ name: "seller", type: "address" }],
-    outputs: [{ name: "amount", type: "uint256" }],
-  },
-] as const;
 
 export interface Earnings {
   /** Paid calls whose seller share is not yet on-chain (not batched, or in a batch not yet settled). */
@@ -50,7 +41,7 @@ export async function earningsOf(
   if (address && publicClient && escrowAddress) {
     claimable = (await publicClient.readContract({
       address: escrowAddress,
-      abi: EARNINGS_ABI,
+      abi: skillEscrowAbi,
       functionName: "earnings",
       args: [address],
     })) as bigint;

@@ -24,16 +24,15 @@
  * An exit by an address no account has linked freezes nothing (there is no ledger money behind it: its
  * deposits wait in `chain_deposits`); it is recorded with no account.
  */
-import { parseAbiItem } from "viem";
+import { getAbiItem } from "viem";
+import { skillEscrowAbi } from "../chain/abi";
 import type { Ledger } from "../ledger/ledger";
 import { accountForAddress, type StoredAddress } from "./addresses";
 
 /** SkillEscrow's exit events (contracts/SkillEscrow.sol). */
-export const EXIT_REQUESTED_EVENT = parseAbiItem("event ExitRequested(address indexed account, uint256 amount, uint256 readyAt)");
-export const EXIT_CANCELLED_EVENT = parseAbiItem("event ExitCancelled(address indexed account, uint256 amount)");
-export const EXIT_COMPLETED_EVENT = parseAbiItem(
-  "event ExitCompleted(address indexed account, uint256 requested, uint256 paid, uint256 balance)",
-);
+export const EXIT_REQUESTED_EVENT = getAbiItem({ abi: skillEscrowAbi, name: "ExitRequested" });
+export const EXIT_CANCELLED_EVENT = getAbiItem({ abi: skillEscrowAbi, name: "ExitCancelled" });
+export const EXIT_COMPLETED_EVENT = getAbiItem({ abi: skillEscrowAbi, name: "ExitCompleted" });
 
 /** Where a log is on the chain; (txHash, logIndex) is its identity. */
 type LogPosition = { txHash: string; logIndex: number; blockNumber: bigint; blockHash: string; address: StoredAddress };

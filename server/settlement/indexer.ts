@@ -15,7 +15,8 @@
  * later has another block at that height, a reorg deeper than the depth has replaced money it already
  * credited, and it stops with DeepReorgError instead of guessing.
  */
-import { parseAbiItem, type Address, type GetLogsReturnType, type Hash } from "viem";
+import { getAbiItem, type Address, type GetLogsReturnType, type Hash } from "viem";
+import { skillEscrowAbi } from "../chain/abi";
 import type { Ledger } from "../ledger/ledger";
 import { accountForAddress, creditChainDeposit, depositMemo, normalizeAddress, type ChainDeposit } from "./addresses";
 import {
@@ -29,9 +30,7 @@ import {
 import { type LoopHealth, RetryLoop } from "../chain/retry-loop";
 
 /** SkillEscrow's deposit event (contracts/SkillEscrow.sol). */
-export const DEPOSITED_EVENT = parseAbiItem(
-  "event Deposited(address indexed account, address indexed from, uint256 amount, uint256 balance)",
-);
+export const DEPOSITED_EVENT = getAbiItem({ abi: skillEscrowAbi, name: "Deposited" });
 
 /** Every escrow event the indexer applies, read in one request per chunk. */
 export const INDEXED_EVENTS = [DEPOSITED_EVENT, EXIT_REQUESTED_EVENT, EXIT_CANCELLED_EVENT, EXIT_COMPLETED_EVENT] as const;

@@ -9,40 +9,16 @@
  * A difference means money the two books disagree about: the settler stops on one (see ./settler.ts), and
  * `npm run reconcile` prints them.
  */
-import { getAddress, parseAbi, parseAbiItem, type Address, type Hex, type PublicClient } from "viem";
+import { getAbiItem, getAddress, type Address, type Hex, type PublicClient } from "viem";
+import { skillEscrowAbi } from "../chain/abi";
 import type { Db } from "../db/db";
 import { addressesOf } from "./addresses";
 import { EXIT_COMPLETED_EVENT } from "./exits";
 import { DEPOSITED_EVENT } from "./indexer";
 
-/** The parts of SkillEscrow (contracts/SkillEscrow.sol) that settlement and reconciliation read and write. */
-export const ESCROW_SETTLEMENT_ABI = parseAbi([
-  "struct Debit { address account; uint256 amount; }",
-  "struct Credit { address seller; uint256 amount; }",
-  "struct Batch { uint256 number; bytes32 receiptsRoot; uint256 callCount; Debit[] debits; Credit[] credits; uint256 platformFee; }",
-  "function settle(Batch batch)",
-  "function lastBatchNumber() view returns (uint256)",
-  "function receiptsRoots(uint256 batchNumber) view returns (bytes32)",
-  "function treasury() view returns (address)",
-  "function balances(address account) view returns (uint256)",
-  "function earnings(address seller) view returns (uint256)",
-  "function voucherNonceUsed(address account, uint256 nonce) view returns (bool)",
-  "error EscrowInvalidAccount(address account)",
-  "error EscrowZeroAmount()",
-  "error EscrowInsufficientBalance(address account, uint256 balance, uint256 needed)",
-  "error EscrowBatchOutOfOrder(uint256 expected, uint256 got)",
-  "error EscrowEmptyBatch(uint256 batchNumber)",
-  "error EscrowMissingReceiptsRoot(uint256 batchNumber)",
-  "error EscrowBatchUnbalanced(uint256 debits, uint256 credits, uint256 platformFee)",
-  "error AccessControlUnauthorizedAccount(address account, bytes32 neededRole)",
-  "error ReentrancyGuardReentrantCall()",
-]);
-
-/** Emitted once per applied batch; says which treasury received its fee. */
-export const BATCH_SETTLED_EVENT = parseAbiItem(
-  "event BatchSettled(uint256 indexed batchNumber, bytes32 receiptsRoot, uint256 callCount, uint256 totalDebits, uint256 platformFee, address treasury)",
-);
-const CLAIMED_EVENT = parseAbiItem("event Claimed(address indexed seller, address indexed recipient, uint256 amount)");
+/** SkillEscrow's event emitted once per applied batch; says which treasury received its fee. */
+export const BATCH_SETTLED_EVENT = getAbiItem({ abi: skillEscrowAbi, name: "BatchSettled" });
+const CLAIMED_EVENT = getAbiItem({ abi: skillEscrowAbi, name: "Claimed" });
 
 /**
  * The escrow address a ledger account is settled at: its oldest linked address (server/settlement/addresses.ts).
@@ -150,7 +126,7 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
   if (!tableExists(db, "settlement_batches")) throw new ReconcileError("the ledger has no settlement_batches table (migrate it)");
 
   const blockNumber = await publicClient.getBlockNumber({ cacheTime: 0 });
-  const contract = { address: escrow, abi: ESCROW_SETTLEMENT_ABI, blockNumber } as const;
+  const contract = { address: escrow, abi: skillEscrowAbi, blockNumber } as const;
   const lastBatchNumber = Number(await publicClient.readContract({ ...contract, functionName: "lastBatchNumber" }));
   const blockTimeSec = (await publicClient.getBlock({ blockNumber })).timestamp;
 
@@ -215,9 +191,7 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
   // Batches the ledger marked settled above the pinned block's last one: missing from the chain, unless a
   // batch settled while this check was reading (the settler marks a batch only after its receipt).
   if (ledgerSide.settledAbove.length > 0) {
-    const latest = Number(
-      await publicClient.readContract({ address: escrow, abi: ESCROW_SETTLEMENT_ABI, functionName: "lastBatchNumber" }),
-    );
+    const latest = Number(await publicClient.readContract({ address: escrow, abi: skillEscrowAbi, functionName: "lastBatchNumber" }));
     for (const number of ledgerSide.settledAbove.filter((n) => n > latest)) {
       differences.push({
         code: "batch_not_on_chain",

@@ -2,7 +2,7 @@
  * Decoding a contract revert into the custom error it carries, whichever way the RPC passed it along.
  */
 import { BaseError, ContractFunctionRevertedError, decodeErrorResult, isHex } from "viem";
-import { ESCROW_SETTLEMENT_ABI } from "./reconcile";
+import { skillEscrowAbi } from "../chain/abi";
 
 /** A contract revert, decoded. */
 export type DecodedRevert = { errorName: string; args: readonly unknown[] };
@@ -30,7 +30,7 @@ export function decodeRevert(error: unknown): DecodedRevert | undefined {
     ]) {
       if (typeof data !== "string" || !isHex(data) || data.length < 10) continue;
       try {
-        const decoded = decodeErrorResult({ abi: ESCROW_SETTLEMENT_ABI, data });
+        const decoded = decodeErrorResult({ abi: skillEscrowAbi, data });
         return { errorName: decoded.errorName, args: decoded.args ?? [] };
       } catch {
         // Not one of the escrow's errors; keep looking down the chain.

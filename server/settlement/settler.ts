@@ -16,7 +16,8 @@ import { getAddress, type Account, type Address, type Chain, type Hash, type Pub
 import type { Db } from "../db/db";
 import type { Ledger } from "../ledger/ledger";
 import { SettlementBatches, type BatchRow, type BuiltBatch, type ReceiptForReturnType } from "./batches";
-import { BATCH_SETTLED_EVENT, ESCROW_SETTLEMENT_ABI, reconcile, settlementAddress, type ReconcileReturnType } from "./reconcile";
+import { skillEscrowAbi } from "../chain/abi";
+import { BATCH_SETTLED_EVENT, reconcile, settlementAddress, type ReconcileReturnType } from "./reconcile";
 import { type LoopHealth, RetryLoop } from "../chain/retry-loop";
 import { classifySendFailure, SettlementHaltedError, SettlementSendError } from "./settlement-errors";
 
@@ -229,9 +230,7 @@ export class Settler {
     const recordedLast = this.batches.lastRecorded();
     this.assertChainAt(chainLast, recordedLast);
     if (this.platform) {
-      const treasury = getAddress(
-        await this.client.readContract({ address: this.escrow, abi: ESCROW_SETTLEMENT_ABI, functionName: "treasury" }),
-      );
+      const treasury = getAddress(await this.client.readContract({ address: this.escrow, abi: skillEscrowAbi, functionName: "treasury" }));
       if (treasury !== this.platform) {
         throw new SettlementHaltedError(
           "treasury_mismatch",
@@ -261,7 +260,7 @@ export class Settler {
       if (!address) continue;
       const balance = await this.client.readContract({
         address: this.escrow,
-        abi: ESCROW_SETTLEMENT_ABI,
+        abi: skillEscrowAbi,
         functionName: "balances",
         args: [address],
         blockNumber: head,
@@ -282,7 +281,7 @@ export class Settler {
       }
       const root = await this.client.readContract({
         address: this.escrow,
-        abi: ESCROW_SETTLEMENT_ABI,
+        abi: skillEscrowAbi,
         functionName: "receiptsRoots",
         args: [BigInt(number)],
       });
@@ -343,7 +342,7 @@ export class Settler {
     try {
       const hash = await this.wallet.writeContract({
         address: this.escrow,
-        abi: ESCROW_SETTLEMENT_ABI,
+        abi: skillEscrowAbi,
         functionName: "settle",
         args: [built.batch],
         account: this.wallet.account,
@@ -361,7 +360,7 @@ export class Settler {
     try {
       await this.client.simulateContract({
         address: this.escrow,
-        abi: ESCROW_SETTLEMENT_ABI,
+        abi: skillEscrowAbi,
         functionName: "settle",
         args: [built.batch],
         account: this.wallet.account,
@@ -390,7 +389,7 @@ export class Settler {
   }
 
   private async chainLastBatch(): Promise<number> {
-    return Number(await this.client.readContract({ address: this.escrow, abi: ESCROW_SETTLEMENT_ABI, functionName: "lastBatchNumber" }));
+    return Number(await this.client.readContract({ address: this.escrow, abi: skillEscrowAbi, functionName: "lastBatchNumber" }));
   }
 
   private assertChainAt(chainLast: number, recordedLast: number): void {

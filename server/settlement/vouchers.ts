@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { getAddress } from "viem";
 import type { Account, Address, Chain, Hex, PublicClient, Transport, WalletClient } from "viem";
+import { skillEscrowAbi } from "../chain/abi";
 import { accountForAddress, addressesOf, normalizeAddress } from "./addresses";
 import type { Ledger } from "../ledger/ledger";
 
@@ -24,19 +25,6 @@ export const VOUCHER_TYPES = {
     { name: "deadline", type: "uint256" },
   ],
 } as const;
-
-const NONCE_USED_ABI = [
-  {
-    type: "function",
-    name: "voucherNonceUsed",
-    stateMutability: "view",
-    inputs: [
-      { name: "account", type: "address" },
-      { name: "nonce", type: "uint256" },
-    ],
-    outputs: [{ name: "used", type: "bool" }],
-  },
-] as const;
 
 export interface Voucher {
   account: Address;
@@ -178,7 +166,7 @@ export class VoucherIssuer {
     for (const v of open) {
       const used = await publicClient.readContract({
         address: this.p.escrowAddress,
-        abi: NONCE_USED_ABI,
+        abi: skillEscrowAbi,
         functionName: "voucherNonceUsed",
         args: [v.address as Address, v.nonce],
       });

@@ -1,35 +1,46 @@
 /**
  * The gateway's own flows, the only UserOperations its paymaster sponsors (contracts/GatewayPaymaster.sol checks
- * the same rules on chain, with the same reasons): an embedded wallet's top-up, `executeBatch` of
+ * the same rules on chain, refusing with the same errors): an embedded wallet's top-up, `executeBatch` of
  * `approve(escrow, amount)` + `depositFor(wallet, amount)`, and a seller wallet's claim, `execute(escrow, 0,
  * claim() | claimTo(recipient))`, and an embedded wallet's withdrawal to an address, `executeBatch([escrow, usdc], [0, 0],
  * [withdrawWithVoucher(voucher, signature), transfer(to, amount)])`. The call builders, and the off-chain check the
  * gateway runs before signing.
  */
-import { decodeFunctionData, encodeFunctionData, isAddressEqual, parseAbi, zeroAddress, type Address, type Hex } from "viem";
+import {
+  decodeFunctionData,
+  encodeFunctionData,
+  erc20Abi,
+  getAbiItem,
+  getAddress,
+  isAddressEqual,
+  toFunctionSelector,
+  zeroAddress,
+  type Address,
+  type ContractErrorArgs,
+  type ContractErrorName,
+  type Hex,
+} from "viem";
+import { gatewayPaymasterAbi, simpleAccountAbi, skillEscrowAbi } from "../chain/abi";
 
-export const ERC20_APPROVE_ABI = parseAbi([
-  "function approve(address spender, uint256 amount) returns (bool)",
-  "function balanceOf(address account) view returns (uint256)",
-]);
-export const ESCROW_DEPOSIT_FOR_ABI = parseAbi(["function depositFor(address account, uint256 amount)"]);
-/** What a seller's wallet calls on the escrow to take its earnings, and what the escrow says it paid. */
-export const ESCROW_CLAIM_ABI = parseAbi([
-  "function claim() returns (uint256)",
-  "function claimTo(address recipient) returns (uint256)",
-  "function earnings(address seller) view returns (uint256)",
-  "event Claimed(address indexed seller, address indexed recipient, uint256 amount)",
-]);
-/** Redeeming a gateway voucher (paid to voucher.account) and passing the USDC on. */
-export const ESCROW_WITHDRAW_ABI = parseAbi([
-  "function withdrawWithVoucher((address account, uint256 amount, uint256 nonce, uint256 deadline) voucher, bytes signature)",
-  "function transfer(address to, uint256 amount) returns (bool)",
-  "event VoucherRedeemed(address indexed account, uint256 indexed nonce, uint256 amount, uint256 balance)",
-]);
-const SIMPLE_ACCOUNT_ABI = parseAbi([
-  "function executeBatch(address[] dest, uint256[] value, bytes[] func)",
-  "function execute(address dest, uint256 value, bytes func)",
-]);
+/** The account calls the paymaster knows; anything else is refused by selector before decoding. */
+const ACCOUNT_CALLS_ABI = [
+  getAbiItem({ abi: simpleAccountAbi, name: "executeBatch" }),
+  getAbiItem({ abi: simpleAccountAbi, name: "execute" }),
+] as const;
+
+/** The selectors the paymaster compares (lowercase, as viem gives them). */
+const SELECTOR = {
+  execute: toFunctionSelector(getAbiItem({ abi: simpleAccountAbi, name: "execute" })),
+  executeBatch: toFunctionSelector(getAbiItem({ abi: simpleAccountAbi, name: "executeBatch" })),
+  approve: toFunctionSelector(getAbiItem({ abi: erc20Abi, name: "approve" })),
+  transfer: toFunctionSelector(getAbiItem({ abi: erc20Abi, name: "transfer" })),
+  depositFor: toFunctionSelector(getAbiItem({ abi: skillEscrowAbi, name: "depositFor" })),
+  claim: toFunctionSelector(getAbiItem({ abi: skillEscrowAbi, name: "claim" })),
+  claimTo: toFunctionSelector(getAbiItem({ abi: skillEscrowAbi, name: "claimTo" })),
+  withdrawWithVoucher: toFunctionSelector(getAbiItem({ abi: skillEscrowAbi, name: "withdrawWithVoucher" })),
+  /** What the contract names when the data is shorter than a selector. */
+  none: "0x00000000",
+} as const;
 
 export type Call = { to: Address; value?: bigint; data: Hex };
 
@@ -37,11 +48,11 @@ export type Call = { to: Address; value?: bigint; data: Hex };
 export function escrowDepositCalls(parameters: { usdc: Address; escrow: Address; wallet: Address; amountMicros: bigint }): [Call, Call] {
   const { usdc, escrow, wallet, amountMicros } = parameters;
   return [
-    { to: usdc, value: 0n, data: encodeFunctionData({ abi: ERC20_APPROVE_ABI, functionName: "approve", args: [escrow, amountMicros] }) },
+    { to: usdc, value: 0n, data: encodeFunctionData({ abi: erc20Abi, functionName: "approve", args: [escrow, amountMicros] }) },
     {
       to: escrow,
       value: 0n,
-      data: encodeFunctionData({ abi: ESCROW_DEPOSIT_FOR_ABI, functionName: "depositFor", args: [wallet, amountMicros] }),
+      data: encodeFunctionData({ abi: skillEscrowAbi, functionName: "depositFor", args: [wallet, amountMicros] }),
     },
   ];
 }
@@ -54,8 +65,8 @@ export function escrowDepositCalls(parameters: { usdc: Address; escrow: Address;
 export function escrowClaimCall(parameters: { escrow: Address; to?: Address | undefined }): Call {
   const { escrow, to } = parameters;
   const data = to
-    ? encodeFunctionData({ abi: ESCROW_CLAIM_ABI, functionName: "claimTo", args: [to] })
-    : encodeFunctionData({ abi: ESCROW_CLAIM_ABI, functionName: "claim" });
+    ? encodeFunctionData({ abi: skillEscrowAbi, functionName: "claimTo", args: [to] })
+    : encodeFunctionData({ abi: skillEscrowAbi, functionName: "claim" });
   return { to: escrow, value: 0n, data };
 }
 
@@ -76,15 +87,61 @@ export function escrowWithdrawCalls(parameters: {
     {
       to: escrow,
       value: 0n,
-      data: encodeFunctionData({ abi: ESCROW_WITHDRAW_ABI, functionName: "withdrawWithVoucher", args: [voucher, signature] }),
+      data: encodeFunctionData({ abi: skillEscrowAbi, functionName: "withdrawWithVoucher", args: [voucher, signature] }),
     },
-    { to: usdc, value: 0n, data: encodeFunctionData({ abi: ESCROW_WITHDRAW_ABI, functionName: "transfer", args: [to, voucher.amount] }) },
+    { to: usdc, value: 0n, data: encodeFunctionData({ abi: erc20Abi, functionName: "transfer", args: [to, voucher.amount] }) },
   ];
 }
 
+/** GatewayPaymaster's refusals, by name: its `Paymaster*` custom errors. */
+export type GatewayFlowErrorName = Extract<ContractErrorName<typeof gatewayPaymasterAbi>, `Paymaster${string}`>;
+
 /**
- * Why `callData` from `sender` is not one of the gateway's flows (the same rules, and the same reasons, as
- * GatewayPaymaster.checkGatewayFlow on chain), or undefined when it is. The gateway signs nothing this refuses.
+ * Why an operation is not one of the gateway's flows: the custom error GatewayPaymaster reverts with for it,
+ * with the same arguments (typed from the contract's ABI, so a change of the contract's errors fails the build).
+ */
+export type GatewayFlowViolation = {
+  [N in GatewayFlowErrorName]: { errorName: N; args: ContractErrorArgs<typeof gatewayPaymasterAbi, N> };
+}[GatewayFlowErrorName];
+
+function refuse<N extends GatewayFlowErrorName>(
+  errorName: N,
+  args: ContractErrorArgs<typeof gatewayPaymasterAbi, N>,
+): GatewayFlowViolation {
+  return { errorName, args } as GatewayFlowViolation;
+}
+
+/** `Name(arg, ...)`, as a log line or an error message shows a refusal. */
+export function describeGatewayFlowViolation(violation: GatewayFlowViolation): string {
+  return `${violation.errorName}(${(violation.args as readonly unknown[]).map(String).join(", ")})`;
+}
+
+/** The first four bytes of `data`, lowercase, or zero when it is shorter (GatewayPaymaster._selectorOf). */
+function selectorOf(data: Hex): Hex {
+  return data.length < 10 ? SELECTOR.none : (data.slice(0, 10).toLowerCase() as Hex);
+}
+
+const byteLength = (data: Hex) => BigInt((data.length - 2) / 2);
+const wordAt = (data: Hex, offset: number) => BigInt(`0x${data.slice(2 + 2 * offset, 2 + 2 * (offset + 32))}`);
+const addressOf = (word: bigint) => getAddress(`0x${word.toString(16).padStart(40, "0")}`);
+
+/**
+ * `selector(address, uint256)` split as GatewayPaymaster._twoWordCall splits it: anything but a selector and two
+ * words, the first a clean address, yields a zero selector, the zero address and 0.
+ */
+function twoWordCall(data: Hex): { selector: Hex; first: Address; second: bigint } {
+  const none = { selector: SELECTOR.none as Hex, first: zeroAddress, second: 0n };
+  if (data.length !== 2 + 2 * 68) return none;
+  const word = wordAt(data, 4);
+  if (word >> 160n !== 0n) return none;
+  return { selector: selectorOf(data), first: addressOf(word), second: wordAt(data, 36) };
+}
+
+/**
+ * Why `callData` from `sender` is not one of the gateway's flows: the same rules as
+ * GatewayPaymaster.checkGatewayFlow on chain, refused with the same error and arguments; undefined when it is one.
+ * The gateway signs nothing this refuses. Calldata that does not decode as its selector's arguments, which the
+ * contract refuses by reverting without data, is refused here as PaymasterUnknownSelector.
  */
 export function gatewayFlowViolation(parameters: {
   sender: Address;
@@ -93,51 +150,55 @@ export function gatewayFlowViolation(parameters: {
   usdc: Address;
   escrow: Address;
   accountFactory: Address;
-}): string | undefined {
+}): GatewayFlowViolation | undefined {
   const { sender, callData, factory, usdc, escrow, accountFactory } = parameters;
-  if (factory && !isAddressEqual(factory, accountFactory)) return "factory";
+  if (factory && !isAddressEqual(factory, accountFactory)) return refuse("PaymasterUnknownFactory", [getAddress(factory)]);
+  const selector = selectorOf(callData);
+  if (selector !== SELECTOR.execute && selector !== SELECTOR.executeBatch) return refuse("PaymasterUnknownSelector", [selector]);
   let decoded;
   try {
-    decoded = decodeFunctionData({ abi: SIMPLE_ACCOUNT_ABI, data: callData });
+    decoded = decodeFunctionData({ abi: ACCOUNT_CALLS_ABI, data: callData });
   } catch {
-    return "selector";
+    return refuse("PaymasterUnknownSelector", [selector]);
   }
   if (decoded.functionName === "execute") return claimFlowViolation(callData, decoded.args, escrow);
   const [dest, value, func] = decoded.args;
-  if (dest.length !== 2 || value.length !== 2 || func.length !== 2) return "not two calls";
-  if (isAddressEqual(dest[0], escrow) && isAddressEqual(dest[1], usdc)) return withdrawFlowViolation(sender, callData, decoded.args);
-  if (!isAddressEqual(dest[0], usdc) || !isAddressEqual(dest[1], escrow)) return "targets";
-  if (value[0] !== 0n || value[1] !== 0n) return "value";
-  try {
-    const approve = decodeFunctionData({ abi: ERC20_APPROVE_ABI, data: func[0] });
-    const deposit = decodeFunctionData({ abi: ESCROW_DEPOSIT_FOR_ABI, data: func[1] });
-    if (approve.functionName !== "approve" || func[0].length !== 2 + 2 * 68) return "approve";
-    if (!isAddressEqual(approve.args[0], escrow)) return "approve";
-    if (func[1].length !== 2 + 2 * 68 || !isAddressEqual(deposit.args[0], sender)) return "depositFor";
-    if (approve.args[1] !== deposit.args[1] || deposit.args[1] === 0n) return "amount";
-  } catch {
-    return "approve";
+  if (dest.length !== 2 || value.length !== 2 || func.length !== 2) {
+    return refuse("PaymasterNotTwoCalls", [BigInt(dest.length), BigInt(value.length), BigInt(func.length)]);
   }
+  if (isAddressEqual(dest[0], escrow) && isAddressEqual(dest[1], usdc)) return withdrawFlowViolation(sender, callData, decoded.args);
+  if (!isAddressEqual(dest[0], usdc) || !isAddressEqual(dest[1], escrow)) {
+    return refuse("PaymasterDepositTargets", [getAddress(dest[0]), getAddress(dest[1])]);
+  }
+  if (value[0] !== 0n || value[1] !== 0n) return refuse("PaymasterDepositValue", [value[0], value[1]]);
+  const approve = twoWordCall(func[0]);
+  const deposit = twoWordCall(func[1]);
+  if (approve.selector !== SELECTOR.approve || !isAddressEqual(approve.first, escrow)) {
+    return refuse("PaymasterDepositApprove", [approve.selector, approve.first]);
+  }
+  if (deposit.selector !== SELECTOR.depositFor || !isAddressEqual(deposit.first, sender)) {
+    return refuse("PaymasterDepositFor", [deposit.selector, deposit.first]);
+  }
+  if (approve.second !== deposit.second || deposit.second === 0n) return refuse("PaymasterDepositAmount", [approve.second, deposit.second]);
   return undefined;
 }
 
 /** `execute(escrow, 0, claim() | claimTo(recipient ≠ 0))` in the standard encoding, as the contract checks it. */
-function claimFlowViolation(callData: Hex, args: readonly [Address, bigint, Hex], escrow: Address): string | undefined {
+function claimFlowViolation(callData: Hex, args: readonly [Address, bigint, Hex], escrow: Address): GatewayFlowViolation | undefined {
   const [dest, value, func] = args;
-  if (!isAddressEqual(dest, escrow)) return "claim target";
-  if (value !== 0n) return "claim value";
-  const selector = func.slice(0, 10).toLowerCase();
-  const claimSelector = encodeFunctionData({ abi: ESCROW_CLAIM_ABI, functionName: "claim" });
-  const claimToSelector = encodeFunctionData({ abi: ESCROW_CLAIM_ABI, functionName: "claimTo", args: [zeroAddress] }).slice(0, 10);
-  if (func.length === 2 + 2 * 36 && selector === claimToSelector) {
-    const word = BigInt(`0x${func.slice(10)}`);
-    if (word >> 160n !== 0n) return "claim call";
-    if (word === 0n) return "claim recipient";
-  } else if (func.length !== 2 + 2 * 4 || selector !== claimSelector) {
-    return "claim call";
+  if (!isAddressEqual(dest, escrow)) return refuse("PaymasterClaimTarget", [getAddress(dest)]);
+  if (value !== 0n) return refuse("PaymasterClaimValue", [value]);
+  const selector = selectorOf(func);
+  const length = byteLength(func);
+  if (length === 36n && selector === SELECTOR.claimTo) {
+    const word = wordAt(func, 4);
+    if (word >> 160n !== 0n) return refuse("PaymasterClaimCall", [selector, length]);
+    if (word === 0n) return refuse("PaymasterClaimToZero", []);
+  } else if (length !== 4n || selector !== SELECTOR.claim) {
+    return refuse("PaymasterClaimCall", [selector, length]);
   }
-  const canonical = encodeFunctionData({ abi: SIMPLE_ACCOUNT_ABI, functionName: "execute", args: [dest, value, func] });
-  if (canonical.toLowerCase() !== callData.toLowerCase()) return "claim encoding";
+  const canonical = encodeFunctionData({ abi: simpleAccountAbi, functionName: "execute", args: [dest, value, func] });
+  if (canonical.toLowerCase() !== callData.toLowerCase()) return refuse("PaymasterClaimEncoding", []);
   return undefined;
 }
 
@@ -151,39 +212,30 @@ function withdrawFlowViolation(
   sender: Address,
   callData: Hex,
   args: readonly [readonly Address[], readonly bigint[], readonly Hex[]],
-): string | undefined {
+): GatewayFlowViolation | undefined {
   const [dest, value, func] = args;
-  if (value[0] !== 0n || value[1] !== 0n) return "withdraw value";
-  const withdraw = func[0].toLowerCase();
-  if (withdraw.length !== 2 + 2 * WITHDRAW_CALL_LENGTH) return "withdraw call";
-  const word = (offset: number) => BigInt(`0x${withdraw.slice(2 + 2 * offset, 2 + 2 * (offset + 32))}`);
-  const withdrawSelector = encodeFunctionData({
-    abi: ESCROW_WITHDRAW_ABI,
-    functionName: "withdrawWithVoucher",
-    args: [{ account: zeroAddress, amount: 0n, nonce: 0n, deadline: 0n }, "0x"],
-  }).slice(0, 10);
-  const account = word(4);
-  const voucherAmount = word(36);
-  const lastWord = word(260);
+  if (value[0] !== 0n || value[1] !== 0n) return refuse("PaymasterWithdrawValue", [value[0], value[1]]);
+  const withdraw = func[0].toLowerCase() as Hex;
+  const withdrawCall = refuse("PaymasterWithdrawCall", [selectorOf(withdraw), byteLength(withdraw)]);
+  if (withdraw.length !== 2 + 2 * WITHDRAW_CALL_LENGTH) return withdrawCall;
+  const account = wordAt(withdraw, 4);
+  const voucherAmount = wordAt(withdraw, 36);
+  const lastWord = wordAt(withdraw, 260);
   if (
-    withdraw.slice(0, 10) !== withdrawSelector ||
-    word(132) !== 0xa0n ||
-    word(164) !== 65n ||
+    selectorOf(withdraw) !== SELECTOR.withdrawWithVoucher ||
+    wordAt(withdraw, 132) !== 0xa0n ||
+    wordAt(withdraw, 164) !== 65n ||
     (lastWord & ((1n << 248n) - 1n)) !== 0n ||
     account >> 160n !== 0n
   ) {
-    return "withdraw call";
+    return withdrawCall;
   }
-  if (!isAddressEqual(`0x${account.toString(16).padStart(40, "0")}`, sender)) return "withdraw account";
-  const transfer = func[1].toLowerCase();
-  const transferSelector = encodeFunctionData({ abi: ESCROW_WITHDRAW_ABI, functionName: "transfer", args: [zeroAddress, 0n] }).slice(0, 10);
-  if (transfer.length !== 2 + 2 * 68 || transfer.slice(0, 10) !== transferSelector) return "transfer call";
-  const toWord = BigInt(`0x${transfer.slice(10, 74)}`);
-  if (toWord >> 160n !== 0n) return "transfer call";
-  if (toWord === 0n) return "transfer recipient";
-  const transferred = BigInt(`0x${transfer.slice(74)}`);
-  if (transferred !== voucherAmount || voucherAmount === 0n) return "withdraw amount";
-  const canonical = encodeFunctionData({ abi: SIMPLE_ACCOUNT_ABI, functionName: "executeBatch", args: [dest, value, func] });
-  if (canonical.toLowerCase() !== callData.toLowerCase()) return "withdraw encoding";
+  if (!isAddressEqual(addressOf(account), sender)) return refuse("PaymasterWithdrawAccount", [addressOf(account), getAddress(sender)]);
+  const transfer = twoWordCall(func[1]);
+  if (transfer.selector !== SELECTOR.transfer) return refuse("PaymasterTransferCall", [selectorOf(func[1]), byteLength(func[1])]);
+  if (transfer.first === zeroAddress) return refuse("PaymasterTransferToZero", []);
+  if (transfer.second !== voucherAmount || voucherAmount === 0n) return refuse("PaymasterWithdrawAmount", [voucherAmount, transfer.second]);
+  const canonical = encodeFunctionData({ abi: simpleAccountAbi, functionName: "executeBatch", args: [dest, value, func] });
+  if (canonical.toLowerCase() !== callData.toLowerCase()) return refuse("PaymasterWithdrawEncoding", []);
   return undefined;
 }

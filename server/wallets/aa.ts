@@ -17,7 +17,6 @@ import {
   getAddress,
   keccak256,
   pad,
-  parseAbi,
   toHex,
   type Abi,
   type Account,
@@ -37,7 +36,8 @@ import {
   type GetPaymasterStubDataReturnType,
   type UserOperation,
 } from "viem/account-abstraction";
-import { gatewayFlowViolation } from "./aa-flows";
+import { gatewayPaymasterAbi } from "../chain/abi";
+import { describeGatewayFlowViolation, gatewayFlowViolation, type GatewayFlowViolation } from "./aa-flows";
 
 /** EntryPoint v0.7's canonical address. */
 export const ENTRY_POINT_V07: Address = entryPoint07Address;
@@ -94,16 +94,6 @@ export function loadPaymasterArtifact(artifactsDir = path.resolve(__dirname, "..
   const file = path.join(artifactsDir, "contracts", "GatewayPaymaster.sol", "GatewayPaymaster.json");
   return readArtifact(file, "GatewayPaymaster (run `npx hardhat compile`)");
 }
-
-export const GATEWAY_PAYMASTER_ABI = parseAbi([
-  "function deposit() payable",
-  "function getDeposit() view returns (uint256)",
-  "function token() view returns (address)",
-  "function escrow() view returns (address)",
-  "function accountFactory() view returns (address)",
-  "function verifyingSigner() view returns (address)",
-  "error NotGatewayFlow(string reason)",
-]);
 
 export type DeployAccountAbstractionParameters = {
   publicClient: Pick<PublicClient, "getCode" | "waitForTransactionReceipt" | "getChainId">;
@@ -178,7 +168,7 @@ export async function deployAccountAbstraction(parameters: DeployAccountAbstract
   if (depositWei > 0n) {
     const funded = await walletClient.writeContract({
       address: paymaster,
-      abi: GATEWAY_PAYMASTER_ABI,
+      abi: gatewayPaymasterAbi,
       functionName: "deposit",
       value: depositWei,
       account: walletClient.account,
@@ -266,10 +256,13 @@ export function paymasterHash(parameters: {
 const PLACEHOLDER_SIGNATURE: Hex =
   "0xfffffffffffffffffffffffffffffff0000000000000000000000000000000007aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1c";
 
+/** The gateway will not sign an operation: `violation` is the error GatewayPaymaster would refuse it with. */
 export class SponsorshipRefused extends AccountAbstractionError {
   override name = "SponsorshipRefused";
-  constructor(readonly reason: string) {
-    super(`the gateway paymaster sponsors only an embedded wallet's escrow deposits and earnings claims (refused: ${reason})`);
+  constructor(readonly violation: GatewayFlowViolation) {
+    super(
+      `the gateway paymaster sponsors only an embedded wallet's escrow deposits and earnings claims (refused: ${describeGatewayFlowViolation(violation)})`,
+    );
   }
 }
 

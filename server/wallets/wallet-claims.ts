@@ -16,7 +16,8 @@
 import { getAddress, isAddressEqual, parseEventLogs, type Address, type Hex } from "viem";
 import type { UserOperationReceipt } from "viem/account-abstraction";
 import { readContract } from "viem/actions";
-import { ESCROW_CLAIM_ABI, escrowClaimCall } from "./aa";
+import { skillEscrowAbi } from "../chain/abi";
+import { escrowClaimCall } from "./aa";
 import { settlementAddress } from "../settlement/reconcile";
 import type { Ledger } from "../ledger/ledger";
 import {
@@ -85,7 +86,7 @@ export class WalletClaims {
   }
 
   private claimable(wallet: Address): Promise<bigint> {
-    return readContract(this.p.chain.client, { address: this.p.escrow, abi: ESCROW_CLAIM_ABI, functionName: "earnings", args: [wallet] });
+    return readContract(this.p.chain.client, { address: this.p.escrow, abi: skillEscrowAbi, functionName: "earnings", args: [wallet] });
   }
 
   /**
@@ -98,7 +99,7 @@ export class WalletClaims {
         `the claim of ${wallet} reverted on chain (UserOperation ${receipt.userOpHash}): ${receipt.reason ?? "no reason"}`,
       );
     }
-    const claimed = parseEventLogs({ abi: ESCROW_CLAIM_ABI, eventName: "Claimed", logs: receipt.logs, strict: true }).filter(
+    const claimed = parseEventLogs({ abi: skillEscrowAbi, eventName: "Claimed", logs: receipt.logs, strict: true }).filter(
       (log) => isAddressEqual(log.address, this.p.escrow) && isAddressEqual(log.args.seller, wallet),
     );
     if (claimed.length !== 1)

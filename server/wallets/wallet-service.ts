@@ -1,4 +1,4 @@
-import type { Address, Hex, LocalAccount } from "viem";
+import { erc20Abi, type Address, type Hex, type LocalAccount } from "viem";
 import type { UserOperation } from "viem/account-abstraction";
 import { readContract } from "viem/actions";
 import { type AaDeployment, escrowDepositCalls } from "./aa";
@@ -17,16 +17,6 @@ import {
   sweepWalletToEscrow,
   WalletError,
 } from "./wallets";
-
-const USDC_BALANCE_ABI = [
-  {
-    type: "function",
-    name: "balanceOf",
-    stateMutability: "view",
-    inputs: [{ name: "account", type: "address" }],
-    outputs: [{ type: "uint256" }],
-  },
-] as const;
 
 export interface WalletServiceParameters {
   ledger: Ledger;
@@ -118,7 +108,7 @@ export class WalletService {
     if (wallet.ownerKind !== "siwe") return { ok: false, reason: "server_owned" };
     const balanceMicros = await readContract(this.p.chain.client, {
       address: this.p.usdc,
-      abi: USDC_BALANCE_ABI,
+      abi: erc20Abi,
       functionName: "balanceOf",
       args: [wallet.address],
     });
@@ -194,7 +184,7 @@ export class WalletService {
       if (wallet.ownerKind !== "server") continue;
       const balance = await readContract(this.p.chain.client, {
         address: this.p.usdc,
-        abi: USDC_BALANCE_ABI,
+        abi: erc20Abi,
         functionName: "balanceOf",
         args: [wallet.address],
       });

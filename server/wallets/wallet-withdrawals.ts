@@ -18,7 +18,8 @@
  */
 import { getAddress, isAddressEqual, parseEventLogs, type Address, type Hex } from "viem";
 import type { UserOperationReceipt } from "viem/account-abstraction";
-import { ESCROW_WITHDRAW_ABI, escrowWithdrawCalls } from "./aa";
+import { skillEscrowAbi } from "../chain/abi";
+import { escrowWithdrawCalls } from "./aa";
 import type { IssuedVoucher, VoucherIssuer } from "../settlement/vouchers";
 import type { Ledger } from "../ledger/ledger";
 import {
@@ -125,7 +126,7 @@ export class WalletWithdrawals {
    */
   private redeemed(receipt: UserOperationReceipt, voucher: IssuedVoucher): { ok: true } | { ok: false; message: string } {
     if (!receipt.success) return { ok: false, message: `the withdrawal reverted on chain: ${receipt.reason ?? "no reason"}` };
-    const events = parseEventLogs({ abi: ESCROW_WITHDRAW_ABI, eventName: "VoucherRedeemed", logs: receipt.logs, strict: true }).filter(
+    const events = parseEventLogs({ abi: skillEscrowAbi, eventName: "VoucherRedeemed", logs: receipt.logs, strict: true }).filter(
       (log) =>
         isAddressEqual(log.address, this.p.escrow) &&
         isAddressEqual(log.args.account, voucher.voucher.account) &&

@@ -14,10 +14,10 @@
  */
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
 import { toSimpleSmartAccount } from "permissionless/accounts";
-import { getAddress, http, type Address, type Chain, type Client, type Hex, type LocalAccount, type Transport } from "viem";
+import { erc20Abi, getAddress, http, type Address, type Chain, type Client, type Hex, type LocalAccount, type Transport } from "viem";
 import { createBundlerClient } from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount, toAccount } from "viem/accounts";
-import { ERC20_APPROVE_ABI, escrowDepositCalls, gatewayPaymaster, type AaDeployment } from "./aa";
+import { escrowDepositCalls, gatewayPaymaster, type AaDeployment } from "./aa";
 import { linkAddress, normalizeAddress, type LinkAddressReturnType } from "../settlement/addresses";
 import type { Db } from "../db/db";
 import type { Ledger } from "../ledger/ledger";
@@ -294,7 +294,7 @@ export async function sweepWalletToEscrow(parameters: SweepWalletParameters): Pr
     const { readContract } = await import("viem/actions");
     const balanceMicros = await readContract(chain.client, {
       address: usdc,
-      abi: ERC20_APPROVE_ABI,
+      abi: erc20Abi,
       functionName: "balanceOf",
       args: [wallet.address],
     });

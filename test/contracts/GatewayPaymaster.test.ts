@@ -10,6 +10,8 @@ import {
   getAddress,
   pad,
   parseAbi,
+  slice,
+  toFunctionSelector,
   toHex,
   zeroAddress,
   type Abi,
@@ -19,6 +21,7 @@ import {
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import entryPointArtifact from "@account-abstraction/contracts/artifacts/EntryPoint.json";
 import { expectRevert } from "./helpers/errors";
+import { gatewayFlowViolation } from "../../server/wallets/aa-flows";
 
 const ACCOUNT_ABI = parseAbi([
   "function execute(address dest, uint256 value, bytes func)",
@@ -128,6 +131,43 @@ async function sponsored(f: Fixture, op: PackedUserOperation, signer = f.signer,
   return { ...op, paymasterAndData: concat([head, window, await signer.signMessage({ message: { raw: hash } })]) };
 }
 
+/** The selectors the refusals name. */
+const SELECTOR = {
+  claim: toFunctionSelector("claim()"),
+  claimTo: toFunctionSelector("claimTo(address)"),
+  approve: toFunctionSelector("approve(address,uint256)"),
+  transfer: toFunctionSelector("transfer(address,uint256)"),
+  depositFor: toFunctionSelector("depositFor(address,uint256)"),
+  requestExit: toFunctionSelector("requestExit(uint256)"),
+  withdrawWithVoucher: toFunctionSelector("withdrawWithVoucher((address,uint256,uint256,uint256),bytes)"),
+  none: "0x00000000",
+} as const;
+
+/** A refusal: the custom error's name and its arguments. */
+type Refusal = [errorName: string, args: readonly unknown[]];
+
+/**
+ * Checks `op` is refused with exactly `refusal`: by checkGatewayFlow, by the paymaster's validation even when the
+ * gateway's own key signed it (the EntryPoint never gets a validation), and by the gateway's off-chain mirror
+ * (server/wallets/aa-flows.ts), which must name the same error with the same arguments.
+ */
+async function expectRefused(f: Fixture, op: PackedUserOperation, [errorName, args]: Refusal): Promise<void> {
+  await expectRevert(f.checkGatewayFlow(op), errorName, args);
+  await expectRevert(validate(f, await sponsored(f, op)), errorName, args, [f.paymaster.abi as Abi]);
+  // Off chain an operation names its factory, not its initCode: an initCode too short to name one has no mirror.
+  if (op.initCode !== "0x" && (op.initCode.length - 2) / 2 < 20) return;
+  const factory = op.initCode === "0x" ? undefined : slice(op.initCode, 0, 20);
+  const offChain = gatewayFlowViolation({
+    sender: op.sender,
+    callData: op.callData,
+    factory,
+    usdc: f.token,
+    escrow: f.escrow,
+    accountFactory: f.factory,
+  });
+  expect(offChain, "the off-chain mirror").to.deep.equal({ errorName, args });
+}
+
 /** What the EntryPoint would get back from the paymaster's validation (called as the EntryPoint). */
 async function validate(f: Fixture, op: PackedUserOperation): Promise<{ sigFailed: bigint; validUntil: bigint; validAfter: bigint }> {
   const { result } = await f.publicClient.simulateContract({
@@ -173,35 +213,54 @@ describe("GatewayPaymaster", () => {
       await f.checkGatewayFlow(userOp(f, callData));
     });
 
-    const refusals: [string, (f: Fixture) => Partial<PackedUserOperation>, string][] = [
-      ["a claim sent to another target (the token)", (f) => ({ callData: execute(f.token, 0n, claim()) }), "claim target"],
-      ["a claim sent to an address that is not the escrow", (f) => ({ callData: execute(f.recipient, 0n, claim()) }), "claim target"],
-      ["a claim that also sends ETH (value 1)", (f) => ({ callData: execute(f.escrow, 1n, claim()) }), "claim value"],
+    const refusals: [string, (f: Fixture) => Partial<PackedUserOperation>, string, (f: Fixture) => readonly unknown[]][] = [
+      [
+        "a claim sent to another target (the token)",
+        (f) => ({ callData: execute(f.token, 0n, claim()) }),
+        "PaymasterClaimTarget",
+        (f) => [f.token],
+      ],
+      [
+        "a claim sent to an address that is not the escrow",
+        (f) => ({ callData: execute(f.recipient, 0n, claim()) }),
+        "PaymasterClaimTarget",
+        (f) => [f.recipient],
+      ],
+      ["a claim that also sends ETH (value 1)", (f) => ({ callData: execute(f.escrow, 1n, claim()) }), "PaymasterClaimValue", () => [1n]],
       [
         "another escrow function (requestExit)",
         (f) => ({ callData: execute(f.escrow, 0n, encodeFunctionData({ abi: CALLS_ABI, functionName: "requestExit", args: [1n] })) }),
-        "claim call",
+        "PaymasterClaimCall",
+        () => [SELECTOR.requestExit, 36n],
       ],
       [
         "a single depositFor to the escrow",
         (f) => ({
           callData: execute(f.escrow, 0n, encodeFunctionData({ abi: CALLS_ABI, functionName: "depositFor", args: [f.sender, 1n] })),
         }),
-        "claim call",
+        "PaymasterClaimCall",
+        () => [SELECTOR.depositFor, 68n],
       ],
       [
         "a token transfer out",
         (f) => ({
           callData: execute(f.token, 0n, encodeFunctionData({ abi: CALLS_ABI, functionName: "transfer", args: [f.recipient, 1n] })),
         }),
-        "claim target",
+        "PaymasterClaimTarget",
+        (f) => [f.token],
       ],
-      ["an empty call to the escrow", (f) => ({ callData: execute(f.escrow, 0n, "0x") }), "claim call"],
-      ["claim() with bytes after it", (f) => ({ callData: execute(f.escrow, 0n, concat([claim(), "0x00"])) }), "claim call"],
+      ["an empty call to the escrow", (f) => ({ callData: execute(f.escrow, 0n, "0x") }), "PaymasterClaimCall", () => [SELECTOR.none, 0n]],
+      [
+        "claim() with bytes after it",
+        (f) => ({ callData: execute(f.escrow, 0n, concat([claim(), "0x00"])) }),
+        "PaymasterClaimCall",
+        () => [SELECTOR.claim, 5n],
+      ],
       [
         "claimTo with a word too many",
         (f) => ({ callData: execute(f.escrow, 0n, concat([claimTo(f.recipient), pad("0x01", { size: 32 })])) }),
-        "claim call",
+        "PaymasterClaimCall",
+        () => [SELECTOR.claimTo, 68n],
       ],
       [
         "claimTo with dirty upper bits in the address word",
@@ -212,17 +271,20 @@ describe("GatewayPaymaster", () => {
             concat([`0x${claimTo(f.recipient).slice(2, 10)}` as Hex, "0x01", `0x${"00".repeat(11)}${f.recipient.slice(2)}` as Hex]),
           ),
         }),
-        "claim call",
+        "PaymasterClaimCall",
+        () => [SELECTOR.claimTo, 36n],
       ],
       [
         "claimTo(0), which the escrow would refuse anyway",
         (f) => ({ callData: execute(f.escrow, 0n, claimTo(zeroAddress)) }),
-        "claim recipient",
+        "PaymasterClaimToZero",
+        () => [],
       ],
       [
         "a claim with a word appended after the standard encoding",
         (f) => ({ callData: concat([execute(f.escrow, 0n, claim()), pad("0x01", { size: 32 })]) }),
-        "claim encoding",
+        "PaymasterClaimEncoding",
+        () => [],
       ],
       [
         "a claim whose bytes sit at an unusual offset",
@@ -236,28 +298,91 @@ describe("GatewayPaymaster", () => {
             pad(claim(), { size: 32, dir: "right" }),
           ]),
         }),
-        "claim encoding",
+        "PaymasterClaimEncoding",
+        () => [],
       ],
       [
         "a call that is neither execute nor executeBatch",
         () => ({ callData: encodeFunctionData({ abi: CALLS_ABI, functionName: "claim" }) }),
-        "selector",
+        "PaymasterUnknownSelector",
+        () => [SELECTOR.claim],
       ],
-      ["calldata shorter than a selector", () => ({ callData: "0xb61d27" }), "selector"],
+      ["calldata shorter than a selector", () => ({ callData: "0xb61d27" }), "PaymasterUnknownSelector", () => [SELECTOR.none]],
       [
         "an account deployed by another factory",
         (f) => ({ callData: execute(f.escrow, 0n, claim()), initCode: concat([f.recipient, "0x5fbfb9cf"]) }),
-        "factory",
+        "PaymasterUnknownFactory",
+        (f) => [f.recipient],
+      ],
+      [
+        "an initCode too short to name a factory",
+        (f) => ({ callData: execute(f.escrow, 0n, claim()), initCode: slice(f.factory, 0, 19) }),
+        "PaymasterUnknownFactory",
+        () => [zeroAddress],
       ],
     ];
 
-    for (const [what, overrides, reason] of refusals) {
-      it(`refuses ${what} with NotGatewayFlow("${reason}")`, async () => {
+    for (const [what, overrides, errorName, args] of refusals) {
+      it(`refuses ${what} with ${errorName}`, async () => {
         const f = await loadFixture(paymasterFixture);
-        const op = userOp(f, "0x", overrides(f));
-        await expectRevert(f.checkGatewayFlow(op), "NotGatewayFlow", [reason]);
-        // Signed by the gateway's own key, it is refused all the same: the EntryPoint never gets a validation.
-        await expectRevert(validate(f, await sponsored(f, op)), "NotGatewayFlow", [reason], [f.paymaster.abi as Abi]);
+        await expectRefused(f, userOp(f, "0x", overrides(f)), [errorName, args(f)]);
+      });
+    }
+  });
+
+  describe("the deposit flow: executeBatch([usdc, escrow], [0, 0], [approve(escrow, amount), depositFor(sender, amount)])", () => {
+    const approve = (spender: Address, amount: bigint) =>
+      encodeFunctionData({ abi: CALLS_ABI, functionName: "approve", args: [spender, amount] });
+    const depositFor = (account: Address, amount: bigint) =>
+      encodeFunctionData({ abi: CALLS_ABI, functionName: "depositFor", args: [account, amount] });
+    /** The deposit flow of `f.sender` for 5, with `parts` replaced. */
+    const deposit = (f: Fixture, parts: { dest?: Address[]; value?: bigint[]; func?: Hex[] } = {}) =>
+      batch(parts.dest ?? [f.token, f.escrow], parts.value ?? [0n, 0n], parts.func ?? [approve(f.escrow, 5n), depositFor(f.sender, 5n)]);
+
+    const refusals: [string, (f: Fixture) => Hex, string, (f: Fixture) => readonly unknown[]][] = [
+      [
+        "calls to other targets",
+        (f) => deposit(f, { dest: [f.token, f.recipient] }),
+        "PaymasterDepositTargets",
+        (f) => [f.token, f.recipient],
+      ],
+      ["ETH sent with the approve", (f) => deposit(f, { value: [2n, 0n] }), "PaymasterDepositValue", () => [2n, 0n]],
+      [
+        "an allowance for another spender",
+        (f) => deposit(f, { func: [approve(f.recipient, 5n), depositFor(f.sender, 5n)] }),
+        "PaymasterDepositApprove",
+        (f) => [SELECTOR.approve, f.recipient],
+      ],
+      [
+        "an approve with a word appended",
+        (f) => deposit(f, { func: [concat([approve(f.escrow, 5n), pad("0x01", { size: 32 })]), depositFor(f.sender, 5n)] }),
+        "PaymasterDepositApprove",
+        () => [SELECTOR.none, zeroAddress],
+      ],
+      [
+        "a deposit credited to someone else",
+        (f) => deposit(f, { func: [approve(f.escrow, 5n), depositFor(f.recipient, 5n)] }),
+        "PaymasterDepositFor",
+        (f) => [SELECTOR.depositFor, f.recipient],
+      ],
+      [
+        "approve and deposit of different amounts",
+        (f) => deposit(f, { func: [approve(f.escrow, 6n), depositFor(f.sender, 5n)] }),
+        "PaymasterDepositAmount",
+        () => [6n, 5n],
+      ],
+      [
+        "a deposit of zero",
+        (f) => deposit(f, { func: [approve(f.escrow, 0n), depositFor(f.sender, 0n)] }),
+        "PaymasterDepositAmount",
+        () => [0n, 0n],
+      ],
+    ];
+
+    for (const [what, callData, errorName, args] of refusals) {
+      it(`refuses ${what} with ${errorName}`, async () => {
+        const f = await loadFixture(paymasterFixture);
+        await expectRefused(f, userOp(f, callData(f)), [errorName, args(f)]);
       });
     }
   });
@@ -279,11 +404,12 @@ describe("GatewayPaymaster", () => {
     });
 
     const stranger = "0x000000000000000000000000000000000000dEaD" as Address;
-    const refusals: [string, (f: Fixture) => Hex, string][] = [
+    const refusals: [string, (f: Fixture) => Hex, string, (f: Fixture) => readonly unknown[]][] = [
       [
         "one call only (the voucher without the transfer)",
         (f) => batch([f.escrow], [0n], [withdrawWithVoucher(f.sender, 5n)]),
-        "not two calls",
+        "PaymasterNotTwoCalls",
+        () => [1n, 1n, 1n],
       ],
       [
         "three calls (a second transfer)",
@@ -293,34 +419,39 @@ describe("GatewayPaymaster", () => {
             [0n, 0n, 0n],
             [withdrawWithVoucher(f.sender, 5n), transfer(f.recipient, 5n), transfer(f.recipient, 5n)],
           ),
-        "not two calls",
+        "PaymasterNotTwoCalls",
+        () => [3n, 3n, 3n],
       ],
       [
-        "the calls in the other order (token first)",
+        "the calls in the other order (token first), taken for a deposit",
         (f) => batch([f.token, f.escrow], [0n, 0n], [transfer(f.recipient, 5n), withdrawWithVoucher(f.sender, 5n)]),
-        "approve",
+        "PaymasterDepositApprove",
+        (f) => [SELECTOR.transfer, f.recipient],
       ],
-      ["ETH sent with the voucher", (f) => withdrawal(f, 5n, f.recipient, { value: [1n, 0n] }), "withdraw value"],
-      ["ETH sent with the transfer", (f) => withdrawal(f, 5n, f.recipient, { value: [0n, 1n] }), "withdraw value"],
+      ["ETH sent with the voucher", (f) => withdrawal(f, 5n, f.recipient, { value: [1n, 0n] }), "PaymasterWithdrawValue", () => [1n, 0n]],
+      ["ETH sent with the transfer", (f) => withdrawal(f, 5n, f.recipient, { value: [0n, 1n] }), "PaymasterWithdrawValue", () => [0n, 1n]],
       [
         "another escrow call (requestExit) in the voucher's place",
         (f) =>
           withdrawal(f, 5n, f.recipient, {
             func: [encodeFunctionData({ abi: CALLS_ABI, functionName: "requestExit", args: [5n] }), transfer(f.recipient, 5n)],
           }),
-        "withdraw call",
+        "PaymasterWithdrawCall",
+        () => [SELECTOR.requestExit, 36n],
       ],
       [
         "a voucher signature of 64 bytes",
         (f) =>
           withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(f.sender, 5n, `0x${"ab".repeat(64)}`), transfer(f.recipient, 5n)] }),
-        "withdraw call",
+        "PaymasterWithdrawCall",
+        () => [SELECTOR.withdrawWithVoucher, 260n],
       ],
       [
         "a voucher signature of 66 bytes",
         (f) =>
           withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(f.sender, 5n, `0x${"ab".repeat(66)}`), transfer(f.recipient, 5n)] }),
-        "withdraw call",
+        "PaymasterWithdrawCall",
+        () => [SELECTOR.withdrawWithVoucher, 292n],
       ],
       [
         "a voucher signature at an unusual offset",
@@ -328,7 +459,8 @@ describe("GatewayPaymaster", () => {
           withdrawal(f, 5n, f.recipient, {
             func: [withWord(withdrawWithVoucher(f.sender, 5n), 4 + 128, "0xc0"), transfer(f.recipient, 5n)],
           }),
-        "withdraw call",
+        "PaymasterWithdrawCall",
+        () => [SELECTOR.withdrawWithVoucher, 292n],
       ],
       [
         "a signature length word that lies",
@@ -336,7 +468,8 @@ describe("GatewayPaymaster", () => {
           withdrawal(f, 5n, f.recipient, {
             func: [withWord(withdrawWithVoucher(f.sender, 5n), 4 + 160, "0x40"), transfer(f.recipient, 5n)],
           }),
-        "withdraw call",
+        "PaymasterWithdrawCall",
+        () => [SELECTOR.withdrawWithVoucher, 292n],
       ],
       [
         "dirty padding after the voucher signature",
@@ -344,7 +477,8 @@ describe("GatewayPaymaster", () => {
           withdrawal(f, 5n, f.recipient, {
             func: [withWord(withdrawWithVoucher(f.sender, 5n), 4 + 256, `0x${"ab".repeat(31)}01`), transfer(f.recipient, 5n)],
           }),
-        "withdraw call",
+        "PaymasterWithdrawCall",
+        () => [SELECTOR.withdrawWithVoucher, 292n],
       ],
       [
         "a voucher account word with dirty upper bits",
@@ -352,12 +486,14 @@ describe("GatewayPaymaster", () => {
           withdrawal(f, 5n, f.recipient, {
             func: [withWord(withdrawWithVoucher(f.sender, 5n), 4, `0x01${"00".repeat(11)}${f.sender.slice(2)}`), transfer(f.recipient, 5n)],
           }),
-        "withdraw call",
+        "PaymasterWithdrawCall",
+        () => [SELECTOR.withdrawWithVoucher, 292n],
       ],
       [
         "another account's voucher",
         (f) => withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(stranger, 5n), transfer(f.recipient, 5n)] }),
-        "withdraw account",
+        "PaymasterWithdrawAccount",
+        (f) => [stranger, f.sender],
       ],
       [
         "an approve in the transfer's place",
@@ -368,7 +504,8 @@ describe("GatewayPaymaster", () => {
               encodeFunctionData({ abi: CALLS_ABI, functionName: "approve", args: [f.recipient, 5n] }),
             ],
           }),
-        "transfer call",
+        "PaymasterTransferCall",
+        () => [SELECTOR.approve, 68n],
       ],
       [
         "a transfer with a word appended",
@@ -376,33 +513,35 @@ describe("GatewayPaymaster", () => {
           withdrawal(f, 5n, f.recipient, {
             func: [withdrawWithVoucher(f.sender, 5n), concat([transfer(f.recipient, 5n), pad("0x01", { size: 32 })])],
           }),
-        "transfer call",
+        "PaymasterTransferCall",
+        () => [SELECTOR.transfer, 100n],
       ],
-      ["a transfer to the zero address", (f) => withdrawal(f, 5n, zeroAddress), "transfer recipient"],
+      ["a transfer to the zero address", (f) => withdrawal(f, 5n, zeroAddress), "PaymasterTransferToZero", () => []],
       [
         "a transfer of less than the voucher",
         (f) => withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(f.sender, 5n), transfer(f.recipient, 4n)] }),
-        "withdraw amount",
+        "PaymasterWithdrawAmount",
+        () => [5n, 4n],
       ],
       [
         "a transfer of more than the voucher",
         (f) => withdrawal(f, 5n, f.recipient, { func: [withdrawWithVoucher(f.sender, 5n), transfer(f.recipient, 6n)] }),
-        "withdraw amount",
+        "PaymasterWithdrawAmount",
+        () => [5n, 6n],
       ],
-      ["a voucher of zero", (f) => withdrawal(f, 0n, f.recipient), "withdraw amount"],
+      ["a voucher of zero", (f) => withdrawal(f, 0n, f.recipient), "PaymasterWithdrawAmount", () => [0n, 0n]],
       [
         "a word appended after the standard encoding",
         (f) => concat([withdrawal(f, 5n, f.recipient), pad("0x01", { size: 32 })]),
-        "withdraw encoding",
+        "PaymasterWithdrawEncoding",
+        () => [],
       ],
     ];
 
-    for (const [what, callData, reason] of refusals) {
-      it(`refuses ${what} with NotGatewayFlow("${reason}")`, async () => {
+    for (const [what, callData, errorName, args] of refusals) {
+      it(`refuses ${what} with ${errorName}`, async () => {
         const f = await loadFixture(paymasterFixture);
-        const op = userOp(f, callData(f));
-        await expectRevert(f.checkGatewayFlow(op), "NotGatewayFlow", [reason]);
-        await expectRevert(validate(f, await sponsored(f, op)), "NotGatewayFlow", [reason], [f.paymaster.abi as Abi]);
+        await expectRefused(f, userOp(f, callData(f)), [errorName, args(f)]);
       });
     }
   });

@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { getAddress, parseAbi, type Address, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { GATEWAY_PAYMASTER_ABI } from "../../server/wallets/aa";
+import { gatewayPaymasterAbi } from "../../server/chain/abi";
 import { linkAddress } from "../../server/settlement/addresses";
 import { DEV_ACCOUNT_INDEX, devAccount } from "../../server/devstack/local-node";
 import { type AaStack, gatewayOptionsFor, startAaStack } from "../helpers/aa-stack";
@@ -27,7 +27,7 @@ describe("POST /v1/seller/claim", function () {
   const claimable = (address: Address) =>
     aa.node.publicClient.readContract({ address: aa.deployment.escrow, abi: ESCROW, functionName: "earnings", args: [address] });
   const paymasterDeposit = () =>
-    aa.node.publicClient.readContract({ address: aa.aa.paymaster, abi: GATEWAY_PAYMASTER_ABI, functionName: "getDeposit" });
+    aa.node.publicClient.readContract({ address: aa.aa.paymaster, abi: gatewayPaymasterAbi, functionName: "getDeposit" });
   const pollIndexer = async () => {
     await stack.gw.moneyPath!.indexer.poll();
     await stack.gw.moneyPath!.indexer.poll();

@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { parseAbi, type Address, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { GATEWAY_PAYMASTER_ABI } from "../../server/wallets/aa";
+import { gatewayPaymasterAbi } from "../../server/chain/abi";
 import { DEV_ACCOUNT_INDEX, devAccount } from "../../server/devstack/local-node";
 import { type AaStack, gatewayOptionsFor, startAaStack } from "../helpers/aa-stack";
 import { type TestStack, startStack } from "../helpers/gateway";
@@ -36,7 +36,7 @@ describe("POST /v1/wallet/withdraw", function () {
       args: [address, nonce],
     });
   const paymasterDeposit = () =>
-    aa.node.publicClient.readContract({ address: aa.aa.paymaster, abi: GATEWAY_PAYMASTER_ABI, functionName: "getDeposit" });
+    aa.node.publicClient.readContract({ address: aa.aa.paymaster, abi: gatewayPaymasterAbi, functionName: "getDeposit" });
   const voucherStatus = (nonce: string) =>
     (stack.gw.ledger.db.prepare("SELECT status FROM vouchers WHERE nonce = ?").get(BigInt(nonce)) as { status: string } | undefined)
       ?.status;

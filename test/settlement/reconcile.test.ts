@@ -1,7 +1,8 @@
 import { expect } from "chai";
 import hre from "hardhat";
 import { getAddress } from "viem";
-import { ESCROW_SETTLEMENT_ABI, reconcile, type ReconcileReturnType } from "../../server/settlement/reconcile";
+import { skillEscrowAbi } from "../../server/chain/abi";
+import { reconcile, type ReconcileReturnType } from "../../server/settlement/reconcile";
 import { SettlementHaltedError, type Settler } from "../../server/settlement/settler";
 import { USDC } from "../helpers/chain";
 import { batchFromReceipts, buildReceipt } from "../contracts/helpers/batch";
@@ -140,7 +141,7 @@ describe("server/settlement/reconcile: reconcile", function () {
             const { batch } = batchFromReceipts(2n, [buildReceipt(0, chain.address("alice"), chain.sellerAddress("acme"), 1_000n)]);
             const hash = await chain.settlerWallet.writeContract({
               address: chain.deployment.escrow,
-              abi: ESCROW_SETTLEMENT_ABI,
+              abi: skillEscrowAbi,
               functionName: "settle",
               args: [batch],
               account: chain.settlerWallet.account,

@@ -1,6 +1,6 @@
 import { expect } from "chai";
-import { concat, encodeFunctionData, pad, parseAbi, zeroAddress, type Address, type Hex } from "viem";
-import { escrowWithdrawCalls, gatewayFlowViolation } from "../../server/wallets/aa-flows";
+import { concat, encodeFunctionData, pad, parseAbi, toFunctionSelector, zeroAddress, type Address, type Hex } from "viem";
+import { escrowWithdrawCalls, gatewayFlowViolation, type GatewayFlowViolation } from "../../server/wallets/aa-flows";
 
 const ACCOUNT_ABI = parseAbi(["function executeBatch(address[] dest, uint256[] value, bytes[] func)"]);
 const usdc: Address = "0x1111111111111111111111111111111111111111";
@@ -38,24 +38,43 @@ const transfer = (recipient: Address, amount: bigint) =>
   });
 const violation = (callData: Hex) => gatewayFlowViolation({ sender, callData, usdc, escrow, accountFactory });
 
-/** The off-chain mirror of GatewayPaymaster's withdrawal rules (the contract tests pin the same reasons on chain). */
+/** The off-chain mirror of GatewayPaymaster's withdrawal rules (the contract tests check it names the errors the contract reverts with). */
 describe("gatewayFlowViolation: the withdrawal flow", () => {
   it("accepts the sender's voucher passed on whole to `to`", () => {
     expect(violation(withdrawal())).to.equal(undefined);
   });
 
-  const cases: [string, Hex, string][] = [
-    ["another account's voucher", withdrawal(5n, undefined, to), "withdraw account"],
-    ["a transfer to the zero address", withdrawal(5n, undefined, sender, zeroAddress), "transfer recipient"],
-    ["a transfer of another amount", withdrawal(5n, (f) => [f[0], transfer(to, 6n)]), "withdraw amount"],
-    ["a voucher of zero", withdrawal(0n), "withdraw amount"],
-    ["dirty padding after the signature", withdrawal(5n, (f) => [`${f[0].slice(0, -2)}01` as Hex, f[1]]), "withdraw call"],
-    ["a transfer with a word appended", withdrawal(5n, (f) => [f[0], concat([f[1], pad("0x01", { size: 32 })])]), "transfer call"],
-    ["a word appended to the whole call", concat([withdrawal(), pad("0x01", { size: 32 })]), "withdraw encoding"],
+  const cases: [string, Hex, GatewayFlowViolation][] = [
+    ["another account's voucher", withdrawal(5n, undefined, to), { errorName: "PaymasterWithdrawAccount", args: [to, sender] }],
+    ["a transfer to the zero address", withdrawal(5n, undefined, sender, zeroAddress), { errorName: "PaymasterTransferToZero", args: [] }],
+    [
+      "a transfer of another amount",
+      withdrawal(5n, (f) => [f[0], transfer(to, 6n)]),
+      { errorName: "PaymasterWithdrawAmount", args: [5n, 6n] },
+    ],
+    ["a voucher of zero", withdrawal(0n), { errorName: "PaymasterWithdrawAmount", args: [0n, 0n] }],
+    [
+      "dirty padding after the signature",
+      withdrawal(5n, (f) => [`${f[0].slice(0, -2)}01` as Hex, f[1]]),
+      {
+        errorName: "PaymasterWithdrawCall",
+        args: [toFunctionSelector("withdrawWithVoucher((address,uint256,uint256,uint256),bytes)"), 292n],
+      },
+    ],
+    [
+      "a transfer with a word appended",
+      withdrawal(5n, (f) => [f[0], concat([f[1], pad("0x01", { size: 32 })])]),
+      { errorName: "PaymasterTransferCall", args: [toFunctionSelector("transfer(address,uint256)"), 100n] },
+    ],
+    [
+      "a word appended to the whole call",
+      concat([withdrawal(), pad("0x01", { size: 32 })]),
+      { errorName: "PaymasterWithdrawEncoding", args: [] },
+    ],
   ];
-  for (const [what, callData, reason] of cases) {
-    it(`refuses ${what} with "${reason}"`, () => {
-      expect(violation(callData)).to.equal(reason);
+  for (const [what, callData, refusal] of cases) {
+    it(`refuses ${what} with ${refusal.errorName}`, () => {
+      expect(violation(callData)).to.deep.equal(refusal);
     });
   }
 });

@@ -1,11 +1,20 @@
 import { expect } from "chai";
 import { toSimpleSmartAccount } from "permissionless/accounts";
-import { concat, decodeErrorResult, encodeAbiParameters, encodeFunctionData, http, parseAbi, type Address, type Hex } from "viem";
+import {
+  concat,
+  decodeErrorResult,
+  encodeAbiParameters,
+  encodeFunctionData,
+  http,
+  parseAbi,
+  toFunctionSelector,
+  type Address,
+  type Hex,
+} from "viem";
 import { createBundlerClient, type GetPaymasterDataParameters } from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount, type LocalAccount } from "viem/accounts";
 import {
   ENTRY_POINT_V07,
-  GATEWAY_PAYMASTER_ABI,
   PAYMASTER_VERIFICATION_GAS,
   SIMPLE_ACCOUNT_FACTORY_V07,
   SponsorshipRefused,
@@ -14,7 +23,9 @@ import {
   gatewayPaymaster,
   paymasterHash,
   type Call,
+  type GatewayFlowViolation,
 } from "../../server/wallets/aa";
+import { gatewayPaymasterAbi } from "../../server/chain/abi";
 import { readFileSync } from "node:fs";
 import { EXECUTOR_INDEX, UTILITY_INDEX, devPrivateKey, startAaStack, type AaStack } from "../helpers/aa-stack";
 
@@ -76,14 +87,14 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
       expect((await stack.node.publicClient.getCode({ address }))?.length, address).to.be.greaterThan(2);
     }
     const pm = (functionName: "token" | "escrow" | "accountFactory" | "verifyingSigner") =>
-      stack.node.publicClient.readContract({ address: stack.aa.paymaster, abi: GATEWAY_PAYMASTER_ABI, functionName });
+      stack.node.publicClient.readContract({ address: stack.aa.paymaster, abi: gatewayPaymasterAbi, functionName });
     expect(await pm("token")).to.equal(stack.deployment.usdc);
     expect(await pm("escrow")).to.equal(stack.deployment.escrow);
     expect(await pm("accountFactory")).to.equal(SIMPLE_ACCOUNT_FACTORY_V07);
     expect(await pm("verifyingSigner")).to.equal(stack.paymasterSigner.address);
     const deposit = await stack.node.publicClient.readContract({
       address: stack.aa.paymaster,
-      abi: GATEWAY_PAYMASTER_ABI,
+      abi: gatewayPaymasterAbi,
       functionName: "getDeposit",
     });
     expect(deposit).to.equal(10n ** 18n);
@@ -102,7 +113,7 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
     await stack.mint(account.address, 5n * USDC);
     const depositBefore = await stack.node.publicClient.readContract({
       address: stack.aa.paymaster,
-      abi: GATEWAY_PAYMASTER_ABI,
+      abi: gatewayPaymasterAbi,
       functionName: "getDeposit",
     });
 
@@ -124,7 +135,7 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
     expect(await stack.node.publicClient.getBalance({ address: account.address })).to.equal(0n);
     const depositAfter = await stack.node.publicClient.readContract({
       address: stack.aa.paymaster,
-      abi: GATEWAY_PAYMASTER_ABI,
+      abi: gatewayPaymasterAbi,
       functionName: "getDeposit",
     });
     expect(depositAfter < depositBefore, "the paymaster paid the gas").to.equal(true);
@@ -136,16 +147,18 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
     const usdcCall = (data: Hex): Call => ({ to: stack.deployment.usdc, value: 0n, data });
     const escrowCall = (data: Hex): Call => ({ to: stack.deployment.escrow, value: 0n, data });
     const stranger = privateKeyToAccount(generatePrivateKey()).address;
-    const flows: [string, (wallet: Address) => Call[], string][] = [
+    const flows: [string, (wallet: Address) => Call[], GatewayFlowViolation["errorName"], (wallet: Address) => readonly unknown[]][] = [
       [
         "a plain USDC transfer out",
         () => [usdcCall(encodeFunctionData({ abi: ABI, functionName: "transfer", args: [stranger, USDC] }))],
-        "claim target",
+        "PaymasterClaimTarget",
+        () => [stack.deployment.usdc],
       ],
       [
         "an escrow call that is not a claim (requestExit)",
         () => [escrowCall(encodeFunctionData({ abi: ABI, functionName: "requestExit", args: [USDC] }))],
-        "claim call",
+        "PaymasterClaimCall",
+        () => [toFunctionSelector("requestExit(uint256)"), 36n],
       ],
       [
         "a deposit credited to someone else",
@@ -153,7 +166,8 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
           usdcCall(encodeFunctionData({ abi: ABI, functionName: "approve", args: [stack.deployment.escrow, USDC] })),
           escrowCall(encodeFunctionData({ abi: ABI, functionName: "depositFor", args: [stranger, USDC] })),
         ],
-        "depositFor",
+        "PaymasterDepositFor",
+        () => [toFunctionSelector("depositFor(address,uint256)"), stranger],
       ],
       [
         "an allowance for another spender",
@@ -161,7 +175,8 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
           usdcCall(encodeFunctionData({ abi: ABI, functionName: "approve", args: [stranger, USDC] })),
           escrowCall(encodeFunctionData({ abi: ABI, functionName: "depositFor", args: [wallet, USDC] })),
         ],
-        "approve",
+        "PaymasterDepositApprove",
+        () => [toFunctionSelector("approve(address,uint256)"), stranger],
       ],
       [
         "approve and deposit of different amounts",
@@ -169,15 +184,17 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
           usdcCall(encodeFunctionData({ abi: ABI, functionName: "approve", args: [stack.deployment.escrow, 2n * USDC] })),
           escrowCall(encodeFunctionData({ abi: ABI, functionName: "depositFor", args: [wallet, USDC] })),
         ],
-        "amount",
+        "PaymasterDepositAmount",
+        () => [2n * USDC, USDC],
       ],
     ];
 
-    for (const [what, calls, reason] of flows) {
+    for (const [what, calls, errorName, args] of flows) {
       it(`the gateway will not sign ${what}, and the paymaster contract refuses it even when signed`, async () => {
         const account = await newAccount();
         await stack.mint(account.address, 3n * USDC);
         const op = { sender: account.address, callData: await account.encodeCalls(calls(account.address)) };
+        const violation = { errorName, args: args(account.address) } as GatewayFlowViolation;
         expect(
           gatewayFlowViolation({
             ...op,
@@ -185,7 +202,7 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
             escrow: stack.deployment.escrow,
             accountFactory: SIMPLE_ACCOUNT_FACTORY_V07,
           }),
-        ).to.equal(reason);
+        ).to.deep.equal(violation);
 
         // Off chain: the gateway's paymaster actions refuse before signing anything.
         let refused: unknown;
@@ -194,7 +211,7 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
         } catch (error) {
           refused = error;
         }
-        expect(String(refused)).to.contain(new SponsorshipRefused(reason).message);
+        expect(String(refused)).to.contain(new SponsorshipRefused(violation).message);
 
         // On chain: the same operation signed by the gateway's own key is rejected by the paymaster contract.
         let rejected: unknown;
@@ -206,9 +223,9 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
         expect(rejected, "the bundler must reject the operation").to.not.equal(undefined);
         const revert = /AA33 reverted (0x[0-9a-fA-F]+)/.exec(String((rejected as Error).message));
         expect(revert, String(rejected)).to.not.equal(null);
-        const decoded = decodeErrorResult({ abi: GATEWAY_PAYMASTER_ABI, data: revert![1] as Hex });
-        expect(decoded.errorName).to.equal("NotGatewayFlow");
-        expect(decoded.args).to.deep.equal([reason]);
+        const decoded = decodeErrorResult({ abi: gatewayPaymasterAbi, data: revert![1] as Hex });
+        // The contract refuses it with the very error, and arguments, the gateway's mirror named.
+        expect({ errorName: decoded.errorName, args: decoded.args ?? [] }).to.deep.equal(violation);
         expect(await read(stack.deployment.usdc, "balanceOf", account.address)).to.equal(3n * USDC);
         expect(await read(stack.deployment.escrow, "balances", stranger)).to.equal(0n);
       });

@@ -1,6 +1,7 @@
 import express, { type Router } from "express";
 import QRCode from "qrcode";
 import { type Address, getAddress } from "viem";
+import { skillEscrowAbi } from "../../chain/abi";
 import type { OAuthSignIn } from "../../identity/oauth";
 import type { Sessions } from "../../identity/sessions";
 import { getEmbeddedWallet } from "../../wallets/wallets";
@@ -10,11 +11,6 @@ import type { Db } from "../../db/db";
 import { microsToUsd } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
-
-const ESCROW_ABI = [
-  { type: "function", name: "usdc", stateMutability: "view", inputs: [], outputs: [{ type: "address" }] },
-  { type: "function", name: "minDeposit", stateMutability: "view", inputs: [], outputs: [{ type: "uint256" }] },
-] as const;
 
 /**
  * What the dashboard needs to know about this gateway, and the wallet's QR code:
@@ -27,10 +23,12 @@ export function platformRoutes(deps: { config: Config; db: Db; sessions: Session
   // The escrow's token never changes; read it once.
   let usdc: Promise<Address> | undefined;
   const usdcOf = (chain: ChainConnection) =>
-    (usdc ??= chain.publicClient.readContract({ address: chain.escrowAddress, abi: ESCROW_ABI, functionName: "usdc" }).catch((error) => {
-      usdc = undefined;
-      throw error;
-    }));
+    (usdc ??= chain.publicClient
+      .readContract({ address: chain.escrowAddress, abi: skillEscrowAbi, functionName: "usdc" })
+      .catch((error) => {
+        usdc = undefined;
+        throw error;
+      }));
 
   router.get("/v1/platform", async (_req, res) => {
     const chain = deps.chain;
@@ -39,7 +37,7 @@ export function platformRoutes(deps: { config: Config; db: Db; sessions: Session
       try {
         const [token, minDeposit] = await Promise.all([
           usdcOf(chain),
-          chain.publicClient.readContract({ address: chain.escrowAddress, abi: ESCROW_ABI, functionName: "minDeposit" }),
+          chain.publicClient.readContract({ address: chain.escrowAddress, abi: skillEscrowAbi, functionName: "minDeposit" }),
         ]);
         onChain = { chain_id: chain.chainId, escrow: chain.escrowAddress, usdc: token, min_deposit: microsToUsd(minDeposit) };
       } catch {
