@@ -14,6 +14,7 @@ import { ApiError } from "./errors";
 import { type RateLimitName, createRateLimits } from "./rate-limits";
 import { dashboardRoutes } from "./routes/dashboard";
 import { healthRoutes } from "./routes/health";
+import { openApiRoutes } from "./routes/openapi";
 import { callHandler, unauthenticatedCallRoutes } from "./routes/call";
 import { readRoutes } from "./routes/read";
 import { withdrawalRoutes } from "./routes/withdrawals";
@@ -109,6 +110,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(
     healthRoutes({ ledger: deps.ledger, chain: deps.chain, moneyPath: deps.moneyPath, maxLagMs: deps.config.readyMaxLagMs, log: deps.log }),
   );
+  app.use(openApiRoutes());
   app.use(readRoutes(deps));
   app.use(withdrawalRoutes({ keys: deps.keys, sessions: deps.sessions, db: deps.ledger.db, vouchers: deps.moneyPath?.vouchers }));
   app.use(moneyRoutes({ keys: deps.keys, sessions: deps.sessions, db: deps.ledger.db, moneyPath: deps.moneyPath, chain: deps.chain }));

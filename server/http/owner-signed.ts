@@ -1,6 +1,7 @@
-import { type Hex, isHex } from "viem";
-import { objectBody } from "./body";
+import type { Hex } from "viem";
 import { ApiError, type ErrorCode } from "./errors";
+import { ownerSignatureBody } from "./contract/claim";
+import { parseRequest } from "./contract/common";
 
 /**
  * What the three owner-signed flows (a SIWE wallet's sweep, claim and withdrawal) share at the
@@ -10,13 +11,7 @@ import { ApiError, type ErrorCode } from "./errors";
 
 /** `{ user_op_hash, signature }` of a submit: the 32-byte hash prepare returned and a 65-byte signature. */
 export function readOwnerSignature(body: unknown): { hash: Hex; signature: Hex } {
-  const { user_op_hash: hash, signature } = objectBody(body);
-  if (typeof hash !== "string" || !isHex(hash, { strict: true }) || hash.length !== 66) {
-    throw new ApiError("invalid_request", "user_op_hash must be the 32-byte hex hash prepare returned.");
-  }
-  if (typeof signature !== "string" || !isHex(signature, { strict: true }) || signature.length !== 2 + 2 * 65) {
-    throw new ApiError("invalid_request", "signature must be a 65-byte hex signature.");
-  }
+  const { user_op_hash: hash, signature } = parseRequest(ownerSignatureBody, body ?? {});
   return { hash: hash.toLowerCase() as Hex, signature: signature as Hex };
 }
 

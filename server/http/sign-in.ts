@@ -71,14 +71,6 @@ export function browserSession(sessions: Sessions, req: Request): LiveSession | 
   return session;
 }
 
-/** The optional `switch_account` of a sign-in body: true to leave the browser's session for the identity's account. */
-export function switchAccountField(body: Record<string, unknown>): boolean {
-  const value = body.switch_account;
-  if (value === undefined || value === null) return false;
-  if (typeof value !== "boolean") throw new ApiError("invalid_request", "switch_account must be true or false.");
-  return value;
-}
-
 /**
  * Gives the browser a session for `accountId` once a sign-in has been allowed: keeps the one
  * it has when that is already this account's; otherwise opens one (cookies) and, when the

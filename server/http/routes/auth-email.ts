@@ -1,15 +1,16 @@
 import express, { type Request, type RequestHandler, type Router } from "express";
 import { jsonBody } from "../json-body";
-import { type MagicLinks, normalizeEmail } from "../../identity/email";
+import type { MagicLinks } from "../../identity/email";
 import type { LiveSession, Sessions } from "../../identity/sessions";
 import { planSignIn } from "../../identity/sign-in-plan";
 import type { Config } from "../../config";
-import { objectBody } from "../body";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
+import { emailPreviewBody, emailStartBody, emailVerifyBody } from "../contract/auth";
+import { parseRequest } from "../contract/common";
 import { publicBase } from "../public-url";
 import { storeFull } from "../rate-limits";
-import { browserSession, finishSignIn, signInPost, switchAccountField } from "../sign-in";
+import { browserSession, finishSignIn, signInPost } from "../sign-in";
 
 /** The one answer to POST /auth/email/start, whoever the address belongs to. */
 const START_ANSWER = dataEnvelope({
@@ -42,8 +43,7 @@ export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; link
   const json = jsonBody(2_048, "application/json");
 
   router.post("/auth/email/start", deps.limit, guard, json, async (req, res) => {
-    const email = normalizeEmail(objectBody(req.body).email);
-    if (!email) throw new ApiError("invalid_input", "email must be an e-mail address.");
+    const { email } = parseRequest(emailStartBody, req.body ?? {}, { email: "invalid_input" });
     const base = publicBase(deps.config, req);
     const sent = await deps.links.send(
       email,
@@ -69,7 +69,7 @@ export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; link
 
   router.post("/auth/email/preview", deps.limit, guard, json, (req, res) => {
     const current = deps.sessions.read(req);
-    const { link, owner, plan } = examine(objectBody(req.body).token, current, false);
+    const { link, owner, plan } = examine(parseRequest(emailPreviewBody, req.body ?? {}).token, current, false);
     const joins = owner === undefined ? "sign_up" : "sign_in";
     res.set("cache-control", "no-store");
     res.json(
@@ -88,8 +88,8 @@ export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; link
 
   router.post("/auth/email/verify", deps.limit, guard, json, async (req, res) => {
     const current = browserSession(deps.sessions, req);
-    const body = objectBody(req.body);
-    const switchAccount = switchAccountField(body);
+    const body = parseRequest(emailVerifyBody, req.body ?? {});
+    const switchAccount = body.switch_account ?? false;
     const { link, plan } = examine(body.token, current, switchAccount);
     if (!plan.ok) {
       if (plan.reason === "identity_taken") throw new ApiError("identity_taken", `${link.email} already signs in to another account.`);

@@ -1,18 +1,19 @@
 import express, { type Request, type RequestHandler, type Router } from "express";
 import { jsonBody } from "../json-body";
-import { type PublicClient, getAddress, isAddress } from "viem";
+import { type PublicClient, getAddress } from "viem";
 import { createSiweMessage } from "viem/siwe";
 import type { Sessions } from "../../identity/sessions";
 import { SiweChainError, type SiweNonces, verifySiwe } from "../../identity/siwe";
 import type { Config } from "../../config";
 import type { Ledger } from "../../ledger/ledger";
 import { planSignIn } from "../../identity/sign-in-plan";
-import { objectBody } from "../body";
 import { dataEnvelope } from "../envelope";
 import { publicBase } from "../public-url";
 import { clientKey, storeFull } from "../rate-limits";
 import { ApiError } from "../errors";
-import { browserSession, finishSignIn, signInPost, switchAccountField } from "../sign-in";
+import { siweNonceQuery, siweVerifyBody } from "../contract/auth";
+import { parseRequest } from "../contract/common";
+import { browserSession, finishSignIn, signInPost } from "../sign-in";
 
 /**
  * Sign-In With Ethereum (EIP-4361), JSON:
@@ -55,10 +56,7 @@ export function siweRoutes(deps: {
     // With ?address=, the message to sign comes ready made (a browser has no EIP-4361 library,
     // and the message must name the address in its EIP-55 form). Checked first: a bad address
     // costs no nonce.
-    const rawAddress = req.query.address;
-    if (rawAddress !== undefined && (typeof rawAddress !== "string" || !isAddress(rawAddress, { strict: false }))) {
-      throw new ApiError("invalid_request", "address must be a 0x-prefixed 20-byte hex address.");
-    }
+    const rawAddress = parseRequest(siweNonceQuery, req.query).address;
     const issued = await nonces.issue(clientKey(req));
     if (!issued.ok) throw storeFull("Too many sign-ins with a wallet are under way.", issued.retryAfterMs);
     const { nonce, expiresAtMs } = issued;
@@ -93,11 +91,8 @@ export function siweRoutes(deps: {
     // Linking a wallet to the open session changes that account, so it needs the session's
     // CSRF token: otherwise another site could link its own wallet to a visitor's account.
     const current = browserSession(deps.sessions, req);
-    const body = objectBody(req.body);
-    if (typeof body.message !== "string" || typeof body.signature !== "string") {
-      throw new ApiError("unauthorized", "Send { message, signature }: the EIP-4361 message as signed, and its signature (0x hex).");
-    }
-    const switchAccount = switchAccountField(body);
+    const body = parseRequest(siweVerifyBody, req.body ?? {}, { message: "unauthorized", signature: "unauthorized" });
+    const switchAccount = body.switch_account ?? false;
     let result;
     try {
       result = await verifySiwe({

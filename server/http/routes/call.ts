@@ -6,15 +6,13 @@ import type { ApiKeyRecord, ApiKeys } from "../../identity/api-keys";
 import type { CallService } from "../../gateway/call-service";
 import { IDEMPOTENCY_KEY } from "../../gateway/idempotency";
 import { authenticate } from "../auth";
+import { callRequestBody, skillParametersBody } from "../contract/call";
+import { parseRequest } from "../contract/common";
 import { type Endpoint, errorEnvelope } from "../envelope";
 import { ApiError } from "../errors";
 import { MAX_JSON_DEPTH, nestsDeeperThan, tooDeep } from "../json-body";
 
 const SKILL_CALL_PATH = /^\/v1\/skills\/([^/]+)\/call$/;
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
 
 /**
  * The spec's two call endpoints, on the hot path:
@@ -85,20 +83,14 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
       }
     }
 
+    // Only the envelope is checked here; the skill's input is checked against its own JSON Schema by the call service.
     let skillRef: string;
-    let input: unknown;
+    let input: Record<string, unknown>;
     if (endpoint === "call") {
-      if (!isPlainObject(body)) throw new ApiError("invalid_request", "Request body must be a JSON object with skill_id and input.");
-      if (typeof body.skill_id !== "string" || body.skill_id.trim() === "") {
-        throw new ApiError("invalid_request", "skill_id is required: a skill slug or UUID.");
-      }
-      if (!isPlainObject(body.input)) throw new ApiError("invalid_request", "input is required and must be a JSON object.");
-      skillRef = body.skill_id;
-      input = body.input;
+      ({ skill_id: skillRef, input } = parseRequest(callRequestBody, body));
     } else {
       // An empty body on the per-skill form means a skill called without parameters.
-      input = body ?? {};
-      if (!isPlainObject(input)) throw new ApiError("invalid_request", "Request body must be a JSON object of the skill's parameters.");
+      input = parseRequest(skillParametersBody, body ?? {});
       skillRef = decodePathSegment(pathSkill!);
     }
 

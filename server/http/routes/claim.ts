@@ -6,9 +6,10 @@ import type { ClaimRefusal } from "../../wallets/wallet-claims";
 import type { WalletService } from "../../wallets/wallet-service";
 import { microsToUsd } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
-import { address, objectBody } from "../body";
 import { readOwnerSignature, refuseOwnerSubmit } from "../owner-signed";
 import { ApiError } from "../errors";
+import { claimBody } from "../contract/claim";
+import { parseRequest } from "../contract/common";
 
 type Log = (message: string, error?: unknown) => void;
 
@@ -103,8 +104,7 @@ export function claimRoutes(deps: { sessions: Sessions; wallets?: WalletService;
 
 /** The optional `to`: where the claimed USDC goes instead of the wallet. */
 function readTo(body: unknown): Address | undefined {
-  const { to } = objectBody(body);
-  return to === undefined || to === null ? undefined : address(to, "to");
+  return (parseRequest(claimBody, body ?? {}).to ?? undefined) as Address | undefined;
 }
 
 /** The refusals both claim paths share, as the error the client sees. */

@@ -6,7 +6,8 @@ import { accountHistory } from "../../ledger/history";
 import { microsToUsd } from "../../ledger/money";
 import { requireAccount } from "../auth";
 import { dataEnvelope } from "../envelope";
-import { intParam } from "../query";
+import { historyQuery } from "../contract/account";
+import { parseRequest } from "../contract/common";
 
 /**
  * GET /v1/history?limit=50&before=<ms>   (session or API key)
@@ -18,8 +19,7 @@ export function historyRoutes(deps: { keys: ApiKeys; sessions: Sessions; db: Db 
   const auth = requireAccount(deps.keys, deps.sessions);
 
   router.get("/v1/history", auth, (req, res) => {
-    const limit = intParam(req.query.limit, "limit", 50, 1, 200);
-    const before = intParam(req.query.before, "before", Number.MAX_SAFE_INTEGER, 0, Number.MAX_SAFE_INTEGER);
+    const { limit, before } = parseRequest(historyQuery, req.query);
     const items = accountHistory(deps.db, req.accountId!, { limit, beforeMs: before });
     res.set("cache-control", "no-store");
     res.json(

@@ -4,11 +4,12 @@ import type { ApiKeyRecord, ApiKeys } from "../../identity/api-keys";
 import type { Sessions } from "../../identity/sessions";
 import type { Ledger } from "../../ledger/ledger";
 import { dataEnvelope } from "../envelope";
+import { parseRequest } from "../contract/common";
+import { createKeyBody } from "../contract/keys";
 import { ApiError } from "../errors";
 
 /** Most live keys one account may hold: a dashboard lists them all on one page. */
 export const MAX_LIVE_KEYS = 50;
-const MAX_NAME_CHARS = 64;
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
@@ -34,12 +35,7 @@ export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; ledger: Led
 
   router.post("/v1/keys", session, json, async (req, res) => {
     const accountId = req.session!.accountId;
-    const body = (req.body ?? {}) as { name?: unknown };
-    if (typeof body !== "object" || Array.isArray(body)) throw new ApiError("invalid_request", "Body must be a JSON object.");
-    const name = body.name === undefined ? "" : body.name;
-    if (typeof name !== "string" || name.length > MAX_NAME_CHARS) {
-      throw new ApiError("invalid_request", `name must be a string of at most ${MAX_NAME_CHARS} characters.`);
-    }
+    const { name = "" } = parseRequest(createKeyBody, req.body ?? {});
     const live = deps.keys.listForAccount(accountId).filter((k) => k.revokedAtMs === null).length;
     if (live >= MAX_LIVE_KEYS) throw new ApiError("invalid_request", `An account may hold ${MAX_LIVE_KEYS} live keys: revoke one first.`);
     const created = deps.ledger.commit.run(() => deps.keys.create(accountId, { name: name.trim() }));

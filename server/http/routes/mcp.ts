@@ -14,6 +14,8 @@ import { microsToUsd } from "../../ledger/money";
 import { authenticate } from "../auth";
 import { ApiError } from "../errors";
 import { jsonBody } from "../json-body";
+import { parseRequest } from "../contract/common";
+import { mcpQuery } from "../contract/mcp";
 
 /** What the MCP server says it is in its `initialize` answer. */
 const SERVER_INFO = { name: "skill-gateway", version: "1.0.0" };
@@ -53,7 +55,7 @@ export function mcpRoutes(deps: McpRoutesParameters): Router {
   };
 
   router.post("/mcp", authenticated, json, async (req: Request, res: Response) => {
-    const tools = selectedSkills(deps.skills, req.query.skills);
+    const tools = selectedSkills(deps.skills, parseRequest(mcpQuery, req.query).skills);
     if (req.body === undefined) throw new ApiError("invalid_request", "Send a JSON-RPC message (MCP Streamable HTTP) as the body.");
 
     const server = mcpServer(deps, req.apiKey!, tools);
@@ -80,10 +82,8 @@ export function mcpRoutes(deps: McpRoutesParameters): Router {
 }
 
 /** The skills a request's tools are made of: all listed ones, or those `?skills=` names (404 naming any that is not listed). */
-function selectedSkills(registry: SkillRegistry, query: unknown): () => Skill[] {
+function selectedSkills(registry: SkillRegistry, query: string | undefined): () => Skill[] {
   if (query === undefined) return () => registry.list();
-  if (typeof query !== "string")
-    throw new ApiError("invalid_request", "skills must be given once, as a comma-separated list of skill slugs or UUIDs.");
   const refs = [
     ...new Set(
       query

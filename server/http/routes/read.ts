@@ -11,7 +11,8 @@ import { requireAccount } from "../auth";
 import type { Sessions } from "../../identity/sessions";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
-import { intParam } from "../query";
+import { dailyQuery, usageQuery } from "../contract/account";
+import { parseRequest } from "../contract/common";
 
 /**
  * Read endpoints for clients and the dashboard (docs/design.md §2): the public skill
@@ -68,8 +69,7 @@ export function readRoutes(deps: {
   });
 
   router.get("/v1/usage", auth, (req, res) => {
-    const limit = intParam(req.query.limit, "limit", 50, 1, 500);
-    const before = intParam(req.query.before, "before", Number.MAX_SAFE_INTEGER, 0, Number.MAX_SAFE_INTEGER);
+    const { limit, before } = parseRequest(usageQuery, req.query);
     const rows = deps.calls.recent(req.accountId!, limit, before);
     res.json(
       dataEnvelope({
@@ -97,7 +97,7 @@ export function readRoutes(deps: {
   });
 
   router.get("/v1/usage/daily", auth, (req, res) => {
-    const days = intParam(req.query.days, "days", 30, 1, 366);
+    const { days } = parseRequest(dailyQuery, req.query);
     const todayDay = Math.floor(Date.now() / DAY_MS);
     const firstDay = todayDay - days + 1;
     const byDay = new Map(deps.calls.daily(req.accountId!, firstDay * DAY_MS).map((d) => [d.day, d]));

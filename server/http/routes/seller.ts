@@ -7,7 +7,9 @@ import type { Config } from "../../config";
 import type { EgressPolicy } from "../../gateway/egress";
 import type { SkillRegistry } from "../../catalog/skills";
 import type { Ledger } from "../../ledger/ledger";
-import { microsToUsd, usdToMicros } from "../../ledger/money";
+import { microsToUsd } from "../../ledger/money";
+import { parseRequest } from "../contract/common";
+import { type UpdateSellerSkillBody, createSellerSkillBody, payoutAddressBody, updateSellerSkillBody } from "../contract/seller";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
 
@@ -32,8 +34,6 @@ function refuse(refusal: SellerSkillRefusal): never {
   throw new ApiError("not_found", "No such skill among yours.");
 }
 
-type Body = Record<string, unknown>;
-
 /**
  * The egress policy at listing time (server/gateway/egress.ts): the URL and every address its
  * host resolves to now. The call path checks again on every connection; this is so that the
@@ -49,49 +49,17 @@ async function checkBackend(egress: EgressPolicy, backendUrl: string): Promise<v
   if (!checked.ok) throw new ApiError("invalid_request", `${checked.message}. Skill backends must be reachable on the public internet.`);
 }
 
-/** Reads the JSON fields a seller sets; `partial` for an edit, where absent fields stay as they are. */
-function readFields(body: Body, partial: boolean, defaultTimeoutMs: number): Partial<SellerSkillFields> & { listed?: boolean } {
+/** The fields a seller sets, from the body as its contract parsed it; absent fields stay absent (an edit leaves them as they are). */
+function sellerFields(body: UpdateSellerSkillBody): Partial<SellerSkillFields> & { listed?: boolean } {
   const fields: Partial<SellerSkillFields> & { listed?: boolean } = {};
-  const bad = (message: string): never => {
-    throw new ApiError("invalid_request", message);
-  };
-  const has = (key: string) => body[key] !== undefined;
-  const need = (key: string) => {
-    if (!partial && !has(key)) bad(`${key} is required.`);
-    return has(key);
-  };
-  if (partial && has("slug")) bad("slug cannot change: callers name the skill by it. Unlist this skill and create another.");
-  if (!partial) fields.slug = typeof body.slug === "string" ? body.slug : bad("slug is required: lowercase letters, digits and dashes.");
-  if (need("name")) fields.name = typeof body.name === "string" ? body.name.trim() : bad("name must be a string.");
-  if (has("description"))
-    fields.description = typeof body.description === "string" ? body.description : bad("description must be a string.");
-  else if (!partial) fields.description = "";
-  if (need("price")) {
-    const price = body.price;
-    if (typeof price !== "string" && typeof price !== "number") bad('price must be a USD amount, e.g. "0.01" or 0.01.');
-    try {
-      fields.priceMicros = usdToMicros(String(price));
-    } catch {
-      bad('price must be a USD amount with at most 6 decimals, e.g. "0.01".');
-    }
-  }
-  if (need("backend_url"))
-    fields.backendUrl = typeof body.backend_url === "string" ? body.backend_url : bad("backend_url must be a string.");
-  if (has("timeout_ms"))
-    fields.timeoutMs = typeof body.timeout_ms === "number" ? body.timeout_ms : bad("timeout_ms must be a number of milliseconds.");
-  else if (!partial) fields.timeoutMs = defaultTimeoutMs;
-  if (has("rate_limit_per_min")) {
-    const limit = body.rate_limit_per_min;
-    fields.rateLimitPerMin = limit === null || typeof limit === "number" ? limit : bad("rate_limit_per_min must be a number or null.");
-  } else if (!partial) fields.rateLimitPerMin = null;
-  if (has("input_schema")) {
-    const schema = body.input_schema;
-    fields.inputSchema =
-      schema === null || (typeof schema === "object" && !Array.isArray(schema))
-        ? (schema as object | null)
-        : bad("input_schema must be a JSON Schema object or null.");
-  } else if (!partial) fields.inputSchema = null;
-  if (partial && has("listed")) fields.listed = typeof body.listed === "boolean" ? body.listed : bad("listed must be true or false.");
+  if (body.name !== undefined) fields.name = body.name.trim();
+  if (body.description !== undefined) fields.description = body.description;
+  if (body.price !== undefined) fields.priceMicros = body.price;
+  if (body.backend_url !== undefined) fields.backendUrl = body.backend_url;
+  if (body.timeout_ms !== undefined) fields.timeoutMs = body.timeout_ms;
+  if (body.rate_limit_per_min !== undefined) fields.rateLimitPerMin = body.rate_limit_per_min;
+  if (body.input_schema !== undefined) fields.inputSchema = body.input_schema;
+  if (body.listed !== undefined) fields.listed = body.listed;
   return fields;
 }
 
@@ -117,13 +85,19 @@ export function sellerRoutes(deps: {
   const session = deps.sessions.require();
   const json = jsonBody(65_536);
   const sellerSkills = new SellerSkills(deps.ledger.db, deps.skills, deps.config);
-  const object = (body: unknown): Body => {
-    if (!body || typeof body !== "object" || Array.isArray(body)) throw new ApiError("invalid_request", "Body must be a JSON object.");
-    return body as Body;
-  };
 
   router.post("/v1/seller/skills", session, json, async (req, res) => {
-    const fields = readFields(object(req.body), false, deps.config.defaultSkillTimeoutMs) as SellerSkillFields;
+    const body = parseRequest(createSellerSkillBody, req.body);
+    const fields: SellerSkillFields = {
+      slug: body.slug,
+      name: body.name.trim(),
+      description: body.description ?? "",
+      priceMicros: body.price,
+      backendUrl: body.backend_url,
+      timeoutMs: body.timeout_ms ?? deps.config.defaultSkillTimeoutMs,
+      rateLimitPerMin: body.rate_limit_per_min ?? null,
+      inputSchema: body.input_schema ?? null,
+    };
     await checkBackend(deps.egress, fields.backendUrl);
     if (fields.inputSchema) await checkSchema(deps.skills, fields.inputSchema);
     const result = deps.ledger.commit.run(() => sellerSkills.create(req.session!.accountId, fields));
@@ -137,7 +111,7 @@ export function sellerRoutes(deps: {
   });
 
   router.patch("/v1/seller/skills/:id", session, json, async (req, res) => {
-    const patch = readFields(object(req.body), true, deps.config.defaultSkillTimeoutMs);
+    const patch = sellerFields(parseRequest(updateSellerSkillBody, req.body));
     if (patch.backendUrl !== undefined) await checkBackend(deps.egress, patch.backendUrl);
     if (patch.inputSchema) await checkSchema(deps.skills, patch.inputSchema);
     const result = deps.ledger.commit.run(() => sellerSkills.update(req.session!.accountId, String(req.params.id), patch));
@@ -159,8 +133,7 @@ export function sellerRoutes(deps: {
 
   router.put("/v1/seller/payout-address", session, json, async (req, res) => {
     const accountId = req.session!.accountId;
-    const body = object(req.body);
-    const address = typeof body.address === "string" ? normalizeAddress(body.address) : undefined;
+    const address = normalizeAddress(parseRequest(payoutAddressBody, req.body).address);
     if (!address) throw new ApiError("invalid_request", "address must be a 0x-prefixed 20-byte hex address.");
     // Linking an address also credits the deposits waiting for it, so it must be shown to be
     // this account's: either it already is (its embedded wallet), or the account has signed in

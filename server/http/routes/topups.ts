@@ -5,6 +5,8 @@ import type { Sessions } from "../../identity/sessions";
 import { microsToUsd, usdToMicros } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
+import { parseRequest } from "../contract/common";
+import { cardTopupBody } from "../contract/topups";
 
 /** The largest single card top-up: a sandbox guard against typos, not a business limit. */
 const MAX_CARD_TOPUP_MICROS = 10_000n * 1_000_000n;
@@ -52,18 +54,10 @@ export function topupRoutes(deps: { sessions: Sessions; cardTopups: CardTopups }
   });
 
   router.post("/v1/topups/card", session, json, async (req, res) => {
-    const body = (req.body ?? {}) as { amount?: unknown; card?: unknown };
-    if (typeof body !== "object" || Array.isArray(body)) throw new ApiError("invalid_request", "Body must be a JSON object.");
-    // Cards charge whole cents.
-    if (typeof body.amount !== "string" || !/^\d{1,7}(\.\d{1,2})?$/.test(body.amount)) {
-      throw new ApiError("invalid_request", 'amount must be a USD string with at most 2 decimals, such as "10.00".');
-    }
+    const body = parseRequest(cardTopupBody, req.body ?? {});
     const amountMicros = usdToMicros(body.amount);
     if (amountMicros === 0n || amountMicros > MAX_CARD_TOPUP_MICROS) {
       throw new ApiError("invalid_request", `amount must be above 0 and at most ${microsToUsd(MAX_CARD_TOPUP_MICROS)} USD.`);
-    }
-    if (body.card !== undefined && (typeof body.card !== "string" || body.card.length > 32)) {
-      throw new ApiError("invalid_request", "card must be a card number string.");
     }
     const result = await deps.cardTopups.start(req.session!.accountId, amountMicros, body.card);
     if (!result.ok) {

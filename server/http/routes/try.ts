@@ -4,6 +4,8 @@ import { jsonBody } from "../json-body";
 import type { ApiKeys } from "../../identity/api-keys";
 import type { Sessions } from "../../identity/sessions";
 import type { CallService } from "../../gateway/call-service";
+import { parseRequest } from "../contract/common";
+import { tryRequestBody } from "../contract/call";
 import { ApiError } from "../errors";
 
 /**
@@ -23,13 +25,8 @@ export function tryRoutes(deps: { sessions: Sessions; keys: ApiKeys; calls: Call
 
   router.post("/v1/skills/:skillId/try", session, json, async (req, res) => {
     const startedAt = performance.now();
-    const body = req.body as { key_id?: unknown; input?: unknown } | undefined;
-    if (!body || typeof body !== "object" || Array.isArray(body)) throw new ApiError("invalid_request", "Send { key_id, input }.");
-    if (typeof body.key_id !== "string") throw new ApiError("invalid_request", "key_id is required: the id of one of your API keys.");
+    const body = parseRequest(tryRequestBody, req.body);
     const input = body.input ?? {};
-    if (typeof input !== "object" || input === null || Array.isArray(input)) {
-      throw new ApiError("invalid_request", "input must be a JSON object of the skill's parameters.");
-    }
     const apiKey = deps.keys.useOwn(body.key_id, req.session!.accountId);
     if (!apiKey) throw new ApiError("not_found", "No such key on this account: it may have been revoked. Pick another or create one.");
     const result = await deps.calls.execute({ endpoint: "skill_call", apiKey, skillRef: String(req.params.skillId), input, startedAt });

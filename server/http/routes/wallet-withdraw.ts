@@ -7,9 +7,10 @@ import type { WithdrawRefusal, WithdrawSendFailure } from "../../wallets/wallet-
 import type { IssuedVoucher } from "../../settlement/vouchers";
 import { microsToUsd } from "../../ledger/money";
 import { dataEnvelope, errorEnvelope } from "../envelope";
-import { address, objectBody, optionalUsd } from "../body";
 import { readOwnerSignature, refuseOwnerSubmit } from "../owner-signed";
 import { ApiError, ERROR_STATUS, type ErrorCode } from "../errors";
+import { parseRequest } from "../contract/common";
+import { walletWithdrawBody } from "../contract/wallet";
 
 type Log = (message: string, error?: unknown) => void;
 
@@ -119,8 +120,8 @@ function voucherBody(issued: IssuedVoucher) {
 
 /** `amount` (optional USD string or number, ≤ 6 decimals) and `to` (required address, EIP-55 or lowercase, not zero). */
 function readWithdrawal(body: unknown): { amountMicros: bigint | undefined; to: Address } {
-  const { amount, to } = objectBody(body);
-  return { amountMicros: optionalUsd(amount, "amount"), to: address(to, "to") };
+  const { amount, to } = parseRequest(walletWithdrawBody, body ?? {});
+  return { amountMicros: amount ?? undefined, to: to as Address };
 }
 
 /** The refusals before any debit, as the error the client sees. */

@@ -6,9 +6,10 @@ import { microsToUsd } from "../../ledger/money";
 import type { Db } from "../../db/db";
 import { requireAccount } from "../auth";
 import type { Sessions } from "../../identity/sessions";
-import { objectBody, optionalUsd } from "../body";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
+import { parseRequest } from "../contract/common";
+import { withdrawalBody } from "../contract/withdrawals";
 
 const REFUSAL: Record<string, [ApiError["code"], string]> = {
   no_address: ["invalid_request", "This account has no escrow address to withdraw to."],
@@ -31,10 +32,8 @@ export function withdrawalRoutes(deps: { keys: ApiKeys; sessions: Sessions; db: 
 
   router.post("/v1/withdrawals", auth, json, async (req, res) => {
     if (!deps.vouchers) throw new ApiError("chain_unavailable", "Withdrawals need the gateway to be connected to its escrow chain.");
-    const body = objectBody(req.body);
-    const amountMicros = optionalUsd(body.amount, "amount");
-    if (body.address !== undefined && typeof body.address !== "string") throw new ApiError("invalid_request", "address must be a string.");
-    const result = await deps.vouchers.issue(req.accountId!, { amountMicros, address: body.address as string | undefined });
+    const body = parseRequest(withdrawalBody, req.body ?? {});
+    const result = await deps.vouchers.issue(req.accountId!, { amountMicros: body.amount ?? undefined, address: body.address });
     if (!result.ok) {
       if (result.reason === "insufficient_balance") {
         throw new ApiError(

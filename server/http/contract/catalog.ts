@@ -1,0 +1,46 @@
+import { z } from "zod";
+import { dataEnvelope, operation } from "./common";
+
+/** The public marketplace: GET /v1/skills and GET /v1/skills/:skillId (server/http/routes/read.ts). */
+
+/** A listed skill as the marketplace shows it. */
+export const skillView = z
+  .strictObject({
+    id: z.string().meta({ description: "The skill's UUID." }),
+    slug: z.string(),
+    name: z.string(),
+    description: z.string(),
+    price: z.number().meta({ description: "The listed price per call, USD." }),
+    price_per_call: z
+      .number()
+      .meta({ description: "What a caller pays per call, USD: the price, plus the fee when it is charged on top." }),
+    currency: z.literal("USDC"),
+    rate_limit_per_min: z.number().nullable(),
+    input_schema: z.record(z.string(), z.unknown()).nullable().meta({ description: "The JSON Schema a call's input must satisfy." }),
+    seller: z.strictObject({ name: z.string(), address: z.string().nullable() }),
+  })
+  .meta({ id: "Skill" });
+
+export const skillParams = z.object({ skillId: z.string().meta({ description: "The skill's slug or UUID." }) });
+
+export const catalogOperations = [
+  operation({
+    method: "get",
+    path: "/v1/skills",
+    tag: "Marketplace",
+    summary: "List the listed skills",
+    auth: "none",
+    responses: [{ status: 200, description: "Every listed skill.", schema: dataEnvelope(z.array(skillView)) }],
+    errors: [],
+  }),
+  operation({
+    method: "get",
+    path: "/v1/skills/{skillId}",
+    tag: "Marketplace",
+    summary: "One listed skill",
+    auth: "none",
+    params: skillParams,
+    responses: [{ status: 200, description: "The skill.", schema: dataEnvelope(skillView) }],
+    errors: ["skill_not_found"],
+  }),
+];

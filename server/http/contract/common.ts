@@ -1,0 +1,211 @@
+import { isAddress, isHex, zeroAddress } from "viem";
+import { z } from "zod";
+import type { ZodOpenApiOverrideContext } from "zod-openapi";
+import { usdToMicros } from "../../ledger/money";
+import { ApiError, type ErrorCode } from "../errors";
+
+/**
+ * What every route's declaration is made of: the request's parts (checked by `parseRequest`
+ * at the top of each handler) and the responses (the data envelope around each success's
+ * shape, and the error envelope). ./document.ts turns the same declarations into the OpenAPI
+ * document served at GET /openapi.json; test/http/contract.test.ts checks every route's real
+ * answers against it.
+ */
+
+/** Who may call an operation: nobody in particular, an `atom_` key, a dashboard session, either, or the card provider. */
+export type Auth = "none" | "api_key" | "session" | "account" | "provider";
+
+export type Method = "get" | "post" | "put" | "patch" | "delete";
+
+/** One response an operation may give besides its errors. */
+export interface SuccessResponse {
+  status: number;
+  description: string;
+  /** The JSON body; absent for a redirect. */
+  schema?: z.ZodType;
+  /** Default application/json. */
+  contentType?: string;
+  /** Response headers worth naming (Location of a redirect). */
+  headers?: Record<string, string>;
+}
+
+/** One route of the API, as the document describes it and the handlers validate it. */
+export interface Operation {
+  method: Method;
+  /** In the document's form: /v1/skills/{skillId}. */
+  path: string;
+  summary: string;
+  description?: string;
+  tag: string;
+  auth: Auth;
+  params?: z.ZodObject;
+  query?: z.ZodObject;
+  body?: z.ZodType;
+  /** Default application/json. */
+  bodyContentType?: string;
+  /** The body may be left out (it then reads as `{}`). */
+  bodyOptional?: boolean;
+  responses: SuccessResponse[];
+  /**
+   * The error codes this route can answer besides those every route of its kind can
+   * (see `commonErrors`): each becomes a response with the status ERROR_STATUS gives it.
+   */
+  errors: ErrorCode[];
+  /**
+   * Fields some error bodies of this route carry beside the envelope (a failed call's metadata,
+   * a withdrawal's voucher, readiness checks): declared optional on all its error responses.
+   */
+  errorFields?: Record<string, z.ZodType>;
+}
+
+/** Declares an operation (an identity, so that each contract file reads as a list). */
+export const operation = (op: Operation): Operation => op;
+
+/** The codes any route of a kind can answer: rate limits and internal errors everywhere, then by credentials and body. */
+export function commonErrors(op: Pick<Operation, "auth" | "body" | "method" | "bodyContentType">): ErrorCode[] {
+  const codes: ErrorCode[] = ["rate_limited", "internal_error"];
+  if (op.auth === "api_key" || op.auth === "session" || op.auth === "account") codes.push("unauthorized");
+  if ((op.auth === "session" || op.auth === "account") && op.method !== "get") codes.push("csrf_failed");
+  if (op.body) {
+    codes.push("invalid_request", "payload_too_large");
+    if ((op.bodyContentType ?? "application/json") === "application/json") codes.push("invalid_json");
+  }
+  return codes;
+}
+
+// ---------- envelopes ----------
+
+/** The spec's success envelope of a read or action endpoint: `{ success: true, data }`. */
+export const dataEnvelope = <T extends z.ZodType>(data: T) => z.strictObject({ success: z.literal(true), data });
+
+/**
+ * The spec's error envelope, `{ success: false, error }`, with the machine-readable `code`
+ * beside it. Open to more fields: some errors carry details (a call's metadata, a voucher).
+ */
+export const errorEnvelope = (codes: readonly ErrorCode[], fields: Record<string, z.ZodType> = {}) =>
+  z.looseObject({
+    success: z.literal(false),
+    error: z.string().meta({ description: "A message for a person, saying what went wrong and what to do." }),
+    code: z.enum(codes as [ErrorCode, ...ErrorCode[]]),
+    ...Object.fromEntries(Object.entries(fields).map(([name, schema]) => [name, schema.optional()])),
+  });
+
+// ---------- fields many routes share ----------
+
+export const isoDate = z.string().meta({ format: "date-time", description: "An ISO 8601 time, UTC." });
+/** A USD amount as a JSON number with at most 6 decimals (the base units are exact beside it where money moves). */
+export const usdNumber = z.number().meta({ description: "USD, at most 6 decimals." });
+export const baseUnits = z
+  .string()
+  .regex(/^-?\d+$/)
+  .meta({ description: "USDC base units (6 decimals), as a decimal string." });
+export const hexAddress = z
+  .string()
+  .regex(/^0x[0-9a-fA-F]{40}$/)
+  .meta({ description: "A 20-byte address, 0x-prefixed." });
+export const hex32 = z
+  .string()
+  .regex(/^0x[0-9a-fA-F]{64}$/)
+  .meta({ description: "32 bytes, 0x-prefixed hex." });
+export const hexData = z
+  .string()
+  .regex(/^0x([0-9a-fA-F]{2})*$/)
+  .meta({ description: "Bytes, 0x-prefixed hex." });
+export const decimalString = z.string().regex(/^\d+$/).meta({ description: "An unsigned integer, as a decimal string." });
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/**
+ * A JSON object taken as it is: the same object comes out, never a copy (a copy made key by
+ * key would turn a `__proto__` key into a prototype). For a skill's input and an input schema,
+ * whose contents other checks own (catalog/ checks them against and as JSON Schema).
+ */
+export const jsonObject = (message: string) =>
+  z.custom<Record<string, unknown>>(isPlainObject, { error: message }).meta({ override: { type: "object", additionalProperties: true } });
+
+/** An optional USD amount ("1.50" or 1.5, at most 6 decimals) in base units; null and absent are both absent. */
+export const usdAmount = (name: string) =>
+  z
+    .union([z.string(), z.number()], { error: `${name} must be a USD amount with at most 6 decimals, e.g. "1.50".` })
+    .transform((value, ctx) => {
+      try {
+        return usdToMicros(String(value));
+      } catch {
+        ctx.addIssue({ code: "custom", message: `${name} must be a USD amount with at most 6 decimals, e.g. "1.50".` });
+        return z.NEVER;
+      }
+    })
+    .meta({
+      description: 'USD, as a string ("1.50") or a number, at most 6 decimals.',
+      override: replaceWith({ type: ["string", "number"] }),
+    });
+
+/** An address, EIP-55 checksummed or all lowercase, never the zero address. */
+export const recipientAddress = (name: string) =>
+  z
+    .string({ error: `${name} must be a 0x-prefixed 20-byte address, EIP-55 checksummed or all lowercase.` })
+    .refine((value) => isAddress(value, { strict: true }), {
+      error: `${name} must be a 0x-prefixed 20-byte address, EIP-55 checksummed or all lowercase.`,
+    })
+    .refine((value) => value.toLowerCase() !== zeroAddress, { error: `${name} must not be the zero address.` })
+    .meta({ description: "A 20-byte address, EIP-55 checksummed or all lowercase; never the zero address." });
+
+/** A hex string of exactly `bytes` bytes. */
+export const hexOfBytes = (bytes: number, message: string) =>
+  z
+    .string({ error: message })
+    .refine((value) => isHex(value, { strict: true }) && value.length === 2 + 2 * bytes, { error: message })
+    .meta({ description: `${bytes} bytes, 0x-prefixed hex.` });
+
+/** An integer query parameter within [min, max], `fallback` when absent. */
+export const intQuery = (name: string, fallback: number, min: number, max: number) => {
+  const message = `${name} must be an integer from ${min} to ${max}.`;
+  return z
+    .string({ error: message })
+    .regex(/^\d+$/, { error: message })
+    .transform(Number)
+    .refine((n) => n >= min && n <= max, { error: message })
+    .optional()
+    .transform((n) => n ?? fallback)
+    .meta({ override: replaceWith({ type: "integer", minimum: min, maximum: max, default: fallback }) });
+};
+
+/** An override that renders a schema as exactly `schema` (for a field read from text but meant as another type). */
+function replaceWith(schema: Record<string, unknown>) {
+  return ({ jsonSchema }: Pick<ZodOpenApiOverrideContext, "jsonSchema">) => {
+    const description = jsonSchema.description;
+    for (const key of Object.keys(jsonSchema)) delete (jsonSchema as Record<string, unknown>)[key];
+    Object.assign(jsonSchema, schema, description === undefined ? {} : { description });
+  };
+}
+
+// ---------- validation ----------
+
+/**
+ * Parses a request part (body, query, params) with its declared schema, or throws the 400 the
+ * route answers: the first problem found, naming its field, as `codes` says (one code for every
+ * field, or a code per top-level field; invalid_request otherwise, and always for a body that is
+ * not an object at all).
+ */
+export function parseRequest<T extends z.ZodType>(
+  schema: T,
+  value: unknown,
+  codes: ErrorCode | Partial<Record<string, ErrorCode>> = "invalid_request",
+): z.output<T> {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  const field = issue.path[0];
+  // A body that is not an object at all is malformed whatever the route calls a bad field.
+  const code = field === undefined ? "invalid_request" : typeof codes === "string" ? codes : (codes[String(field)] ?? "invalid_request");
+  throw new ApiError(code, describeIssue(issue));
+}
+
+/** One problem as a sentence naming its field: the declared message, or zod's after the field's path. */
+function describeIssue(issue: z.core.$ZodIssue): string {
+  const where = issue.path.map(String).join(".");
+  if (where === "" || issue.message.startsWith(where)) return issue.message;
+  return `${where}: ${issue.message}`;
+}

@@ -1,0 +1,179 @@
+import { z } from "zod";
+import { usdToMicros } from "../../ledger/money";
+import { dataEnvelope, hexAddress, isoDate, jsonObject, operation } from "./common";
+
+/** The signed-in account's skills as their seller, and its payout address (server/http/routes/seller.ts). */
+
+const PRICE_TYPE = 'price must be a USD amount, e.g. "0.01" or 0.01.';
+const PRICE_DECIMALS = 'price must be a USD amount with at most 6 decimals, e.g. "0.01".';
+
+/** A required field's message when it is absent, another when it has the wrong type. */
+const requiredOr = (name: string, wrongType: string) => (issue: { input?: unknown }) =>
+  issue.input === undefined ? `${name} is required.` : wrongType;
+
+/** What a seller may set on a skill; the listing checks the rest (slug form, price range, backend, schema). */
+const fields = {
+  name: z.string({ error: requiredOr("name", "name must be a string.") }),
+  description: z.string({ error: "description must be a string." }),
+  price: z
+    .union([z.string(), z.number()], { error: (issue) => (issue.input === undefined ? "price is required." : PRICE_TYPE) })
+    .transform((price, ctx) => {
+      try {
+        return usdToMicros(String(price));
+      } catch {
+        ctx.addIssue({ code: "custom", message: PRICE_DECIMALS });
+        return z.NEVER;
+      }
+    })
+    .meta({ description: 'USD per call, as a string ("0.01") or a number, at most 6 decimals.' }),
+  backend_url: z.string({ error: requiredOr("backend_url", "backend_url must be a string.") }).meta({
+    description: "Where calls are forwarded: reachable on the public internet.",
+  }),
+  timeout_ms: z.number({ error: "timeout_ms must be a number of milliseconds." }),
+  rate_limit_per_min: z.number({ error: "rate_limit_per_min must be a number or null." }).nullable(),
+  input_schema: jsonObject("input_schema must be a JSON Schema object or null.")
+    .nullable()
+    .meta({ description: "The JSON Schema a call's input must satisfy; null for none." }),
+};
+
+/** POST /v1/seller/skills's body. */
+export const createSellerSkillBody = z.object(
+  {
+    slug: z.string({ error: "slug is required: lowercase letters, digits and dashes." }).meta({
+      description: "How callers name the skill: lowercase letters, digits and dashes. It never changes.",
+    }),
+    name: fields.name,
+    description: fields.description.optional(),
+    price: fields.price,
+    backend_url: fields.backend_url,
+    timeout_ms: fields.timeout_ms.optional(),
+    rate_limit_per_min: fields.rate_limit_per_min.optional(),
+    input_schema: fields.input_schema.optional(),
+  },
+  { error: "Body must be a JSON object." },
+);
+
+/** PATCH /v1/seller/skills/:id's body: the fields to change; `listed: true` lists the skill again. */
+export const updateSellerSkillBody = z.object(
+  {
+    slug: z
+      .undefined({ error: "slug cannot change: callers name the skill by it. Unlist this skill and create another." })
+      .optional()
+      .meta({ description: "Never: the slug cannot change.", override: { not: {} } }),
+    name: fields.name.optional(),
+    description: fields.description.optional(),
+    price: fields.price.optional(),
+    backend_url: fields.backend_url.optional(),
+    timeout_ms: fields.timeout_ms.optional(),
+    rate_limit_per_min: fields.rate_limit_per_min.optional(),
+    input_schema: fields.input_schema.optional(),
+    listed: z.boolean({ error: "listed must be true or false." }).optional(),
+  },
+  { error: "Body must be a JSON object." },
+);
+
+export type UpdateSellerSkillBody = z.output<typeof updateSellerSkillBody>;
+
+/** PUT /v1/seller/payout-address's body. */
+export const payoutAddressBody = z.object(
+  { address: z.string({ error: "address must be a 0x-prefixed 20-byte hex address." }) },
+  { error: "Body must be a JSON object." },
+);
+
+export const sellerSkillView = z
+  .strictObject({
+    id: z.string(),
+    slug: z.string(),
+    name: z.string(),
+    description: z.string(),
+    price: z.number(),
+    backend_url: z.string(),
+    timeout_ms: z.number().int(),
+    rate_limit_per_min: z.number().nullable(),
+    input_schema: z.record(z.string(), z.unknown()).nullable(),
+    listed: z.boolean(),
+    created_at: isoDate,
+    updated_at: isoDate,
+  })
+  .meta({ id: "SellerSkill" });
+
+const skillIdParams = z.object({ id: z.string().meta({ description: "The skill's UUID or slug." }) });
+const LISTING_ERRORS = ["slug_taken"] as const;
+
+export const sellerOperations = [
+  operation({
+    method: "post",
+    path: "/v1/seller/skills",
+    tag: "Seller",
+    summary: "List a new skill",
+    description: "The answer holds the skill's signing secret, this once: the gateway signs every call it forwards with it.",
+    auth: "session",
+    body: createSellerSkillBody,
+    responses: [
+      {
+        status: 201,
+        description: "The skill, listed.",
+        schema: dataEnvelope(sellerSkillView.extend({ signing_secret: z.string() })),
+      },
+    ],
+    errors: [...LISTING_ERRORS],
+  }),
+  operation({
+    method: "get",
+    path: "/v1/seller/skills",
+    tag: "Seller",
+    summary: "The account's skills, listed or not",
+    auth: "session",
+    responses: [{ status: 200, description: "The skills.", schema: dataEnvelope(z.array(sellerSkillView)) }],
+    errors: [],
+  }),
+  operation({
+    method: "patch",
+    path: "/v1/seller/skills/{id}",
+    tag: "Seller",
+    summary: "Edit one of the account's skills",
+    auth: "session",
+    params: skillIdParams,
+    body: updateSellerSkillBody,
+    responses: [{ status: 200, description: "The skill as it is now.", schema: dataEnvelope(sellerSkillView) }],
+    errors: ["not_found", ...LISTING_ERRORS],
+  }),
+  operation({
+    method: "delete",
+    path: "/v1/seller/skills/{id}",
+    tag: "Seller",
+    summary: "Unlist one of the account's skills",
+    auth: "session",
+    params: skillIdParams,
+    responses: [{ status: 200, description: "The skill, unlisted: calls get 404 from now on.", schema: dataEnvelope(sellerSkillView) }],
+    errors: ["not_found"],
+  }),
+  operation({
+    method: "get",
+    path: "/v1/seller/payout-address",
+    tag: "Seller",
+    summary: "The address settlement pays the account's earnings to",
+    auth: "session",
+    responses: [
+      { status: 200, description: "null when none is set.", schema: dataEnvelope(z.strictObject({ address: hexAddress.nullable() })) },
+    ],
+    errors: [],
+  }),
+  operation({
+    method: "put",
+    path: "/v1/seller/payout-address",
+    tag: "Seller",
+    summary: "Set the payout address, once",
+    description: "The address must be the account's embedded wallet, or one it signed in with (SIWE).",
+    auth: "session",
+    body: payoutAddressBody,
+    responses: [
+      {
+        status: 200,
+        description: "The payout address.",
+        schema: dataEnvelope(z.strictObject({ address: hexAddress, created: z.boolean() })),
+      },
+    ],
+    errors: ["payout_address_refused"],
+  }),
+];
