@@ -134,7 +134,7 @@ const DEFAULT_LOG_CHUNK_BLOCKS = 10_000n;
  * still waiting for an address to be linked, plus `Deposited` logs the indexer has not reached yet (it
  * stays `confirmations` blocks behind the head on purpose, which must not read as missing money).
  *
- * Exits (./exits.ts): the ledger freezes a requested exit with withdrawal entries, but the escrow pays only at
+ * Exits (./exits.ts): the ledger freezes a requested exit with exit_freeze entries, but the escrow pays only at
  * `completeExit`. So an exit counts at its own address once the pinned block has its completion: the ledger's
  * side subtracts what it took for it (frozen, which equals what was paid unless the escrow paid beyond the
  * freeze: that difference is then reported), or, for an address no account had linked, what was paid. A
@@ -446,8 +446,7 @@ function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockN
     .prepare(
       `SELECT p.account_id, -SUM(p.amount) AS amount
        FROM entries e JOIN postings p ON p.entry_id = e.id AND p.bucket = 'available'
-       WHERE e.kind = 'withdrawal'
-         ${hasExits ? "AND NOT EXISTS (SELECT 1 FROM exit_entries ee WHERE ee.entry_id = e.id)" : ""}
+       WHERE e.kind IN ('voucher_withdrawal', 'voucher_return')
        GROUP BY p.account_id`,
     )
     .all() as { account_id: string; amount: bigint }[];
@@ -469,8 +468,8 @@ function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockN
     const completed = db
       .prepare(
         `SELECT x.address, x.account_id, x.paid,
-                COALESCE((SELECT -SUM(p.amount) FROM exit_entries ee JOIN postings p ON p.entry_id = ee.entry_id AND p.bucket = 'available'
-                          WHERE ee.exit_tx_hash = x.tx_hash AND ee.exit_log_index = x.log_index), 0) AS taken
+                COALESCE((SELECT -SUM(p.amount) FROM entries e JOIN postings p ON p.entry_id = e.id AND p.bucket = 'available'
+                          WHERE e.exit_tx_hash = x.tx_hash AND e.exit_log_index = x.log_index), 0) AS taken
          FROM chain_exits x WHERE x.status = 'completed' AND x.closed_block_number <= ?`,
       )
       .all(blockNumber) as { address: string; account_id: string | null; paid: bigint; taken: bigint }[];

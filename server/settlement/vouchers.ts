@@ -122,7 +122,7 @@ export class VoucherIssuer {
       if (amount <= 0n) return { ok: false as const, reason: "nothing_to_withdraw" as const, availableMicros: available };
       if (amount > available) return { ok: false as const, reason: "insufficient_balance" as const, availableMicros: available };
       const nonce = randomNonce();
-      const entryId = ledger.withdraw(accountId, amount, `voucher ${address}:${nonce}`);
+      const entryId = ledger.withdrawByVoucher(accountId, amount, { address: address!, nonce }, `voucher ${address}:${nonce}`);
       ledger.db
         .prepare(
           `INSERT INTO vouchers (address, nonce, account_id, amount, deadline, status, entry_id, created_at)
@@ -195,7 +195,12 @@ export class VoucherIssuer {
             .prepare("UPDATE vouchers SET status = 'returned' WHERE address = ? AND nonce = ? AND status = 'issued'")
             .run(v.address, v.nonce).changes;
           if (changed !== 1) return;
-          ledger.returnWithdrawal(v.account_id, v.amount, `voucher ${v.address}:${v.nonce} expired unredeemed: returned`);
+          ledger.returnVoucher(
+            v.account_id,
+            v.amount,
+            { address: v.address, nonce: v.nonce },
+            `voucher ${v.address}:${v.nonce} expired unredeemed: returned`,
+          );
         });
         returned++;
       }
