@@ -1,4 +1,8 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import type Database from "better-sqlite3";
+import { openDatabase } from "../../server/db/db";
 import { expect } from "chai";
 import { migrate } from "../../server/db/migrations";
 import { assertBalanced, findViolations } from "../../server/ledger/invariants";
@@ -143,5 +147,31 @@ describe("migration 15: one entry kind per money movement, linked by columns", (
       "a voucher's withdrawal takes exactly its amount from its account, and a returned one gives it back once",
       "every voucher entry is the one its voucher records",
     ]);
+  });
+
+  it("brings a database file written at version 14 up to date when the gateway opens it, once", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "entry-kinds-"));
+    const file = path.join(dir, "ledger.db");
+    try {
+      const old = databaseAtVersion(14, file);
+      writeLegacyBooks(old);
+      const balances = allBalances(old);
+      old.close();
+
+      const opened = openDatabase(file);
+      expect(opened.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).to.deep.equal(
+        Array.from({ length: 15 }, (_, i) => BigInt(i + 1)),
+      );
+      expect(allBalances(opened)).to.deep.equal(balances);
+      assertBalanced(opened);
+      opened.close();
+      // Opening again applies nothing.
+      const again = openDatabase(file);
+      expect(migrate(again)).to.equal(0);
+      expect(allBalances(again)).to.deep.equal(balances);
+      again.close();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
