@@ -52,6 +52,13 @@ module.exports = {
       from: { path: "^server/", pathNot: ["^server/devstack/", "^server/main\\.ts$"] },
       to: { path: "^server/(index|main)\\.ts$" },
     },
+    {
+      name: "routes-never-import-db",
+      comment: "No route runs SQL: a route asks its module's store or service, which owns the tables (issue 13).",
+      severity: "error",
+      from: { path: "^server/http/routes/" },
+      to: { path: "^server/db/" },
+    },
     onlyImports("db-stands-alone", "db", [], "db/ knows SQLite and nothing of the domain."),
     onlyImports("chain-stands-alone", "chain", [], "chain/ is the chain adapter: deployment, ABIs, receipts, retry loop."),
     onlyImports("ledger-sits-on-db", "ledger", ["db"], "The ledger is the books; it knows nothing of HTTP, the chain or accounts."),

@@ -4,7 +4,22 @@ import type Database from "better-sqlite3";
  * The schema, as an append-only list of migrations. A migration is never edited once it
  * has shipped; a change is a new entry. Money columns are INTEGER base units.
  */
-export const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
+export interface Migration {
+  version: number;
+  name: string;
+  /** The schema change, run as one script inside the migration's transaction. */
+  sql: string;
+  /**
+   * Set when the migration rebuilds a table that other tables reference (SQLite changes a CHECK only by
+   * copying the table): foreign keys are switched off around its transaction, as SQLite's documented
+   * procedure for such changes asks, and `PRAGMA foreign_key_check` must come back empty before it commits.
+   */
+  rebuildsTables?: boolean;
+  /** Runs before `sql`, in the same transaction: a check that refuses, with a clear message, data `sql` cannot convert. */
+  before?: (db: Database.Database) => void;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
     name: "ledger, skills, keys, calls, idempotency",
@@ -505,7 +520,117 @@ CREATE INDEX sessions_by_expiry ON sessions(expires_at);
 CREATE INDEX sessions_revoked ON sessions(revoked_at) WHERE revoked_at IS NOT NULL;
 `,
   },
+  {
+    version: 15,
+    name: "one entry kind per money movement, linked by columns",
+    rebuildsTables: true,
+    before: refuseUnclassifiableWithdrawals,
+    sql: `
+-- Until version 14 one kind, 'withdrawal', covered four movements, told apart only by memo text: a voucher
+-- issued, a voucher returned unredeemed, an exit's freeze, a freeze given back. Each now has its own kind,
+-- and every entry that belongs to a record elsewhere names it in columns, so no code reads a memo; the memo
+-- stays a note for people. A CHECK cannot be changed in place, so the table is rebuilt (ids kept) with the
+-- existing rows converted: a voucher's withdrawal is the entry its voucher row names (vouchers.entry_id); an
+-- exit's entries were linked in exit_entries, a freeze taking from available, a return giving back; a voucher
+-- return is found by the memo the sweep wrote, parsed here for the last time, and the new kind's CHECK refuses
+-- any 'withdrawal' left unclassified (refuseUnclassifiableWithdrawals names them first). Deposits take their
+-- log from chain_deposits.entry_id.
+CREATE TABLE entries_v15 (
+  id                 INTEGER PRIMARY KEY,
+  kind               TEXT NOT NULL CHECK (kind IN ('dev_credit', 'deposit', 'hold', 'capture', 'release',
+                                                   'voucher_withdrawal', 'voucher_return', 'exit_freeze', 'exit_return')),
+  hold_id            TEXT,
+  -- The voucher (vouchers' key) a voucher_withdrawal issued or a voucher_return gave back.
+  voucher_address    TEXT,
+  voucher_nonce      INTEGER,
+  -- The Deposited log (chain_deposits' key) a deposit entry credits; NULL for a deposit with no chain record.
+  deposit_tx_hash    TEXT,
+  deposit_log_index  INTEGER,
+  -- The ExitRequested log (chain_exits' key) whose freeze an exit_freeze took or an exit_return gave back.
+  exit_tx_hash       TEXT,
+  exit_log_index     INTEGER,
+  memo               TEXT,
+  created_at         INTEGER NOT NULL,
+  CHECK ((kind IN ('voucher_withdrawal', 'voucher_return')) = (voucher_address IS NOT NULL AND voucher_nonce IS NOT NULL)),
+  CHECK ((voucher_address IS NULL) = (voucher_nonce IS NULL)),
+  CHECK ((kind IN ('exit_freeze', 'exit_return')) = (exit_tx_hash IS NOT NULL AND exit_log_index IS NOT NULL)),
+  CHECK ((exit_tx_hash IS NULL) = (exit_log_index IS NULL)),
+  CHECK (deposit_tx_hash IS NULL OR kind = 'deposit'),
+  CHECK ((deposit_tx_hash IS NULL) = (deposit_log_index IS NULL))
+);
+INSERT INTO entries_v15 (id, kind, hold_id, voucher_address, voucher_nonce, deposit_tx_hash, deposit_log_index,
+                         exit_tx_hash, exit_log_index, memo, created_at)
+SELECT e.id,
+       CASE WHEN e.kind <> 'withdrawal' THEN e.kind
+            WHEN ee.entry_id IS NOT NULL THEN
+              CASE WHEN (SELECT SUM(p.amount) FROM postings p WHERE p.entry_id = e.id AND p.bucket = 'available') < 0
+                   THEN 'exit_freeze' ELSE 'exit_return' END
+            WHEN issued.entry_id IS NOT NULL THEN 'voucher_withdrawal'
+            WHEN returned.address IS NOT NULL THEN 'voucher_return'
+            ELSE e.kind END,
+       e.hold_id,
+       COALESCE(issued.address, returned.address),
+       COALESCE(issued.nonce, returned.nonce),
+       cd.tx_hash, cd.log_index,
+       ee.exit_tx_hash, ee.exit_log_index,
+       e.memo, e.created_at
+FROM entries e
+LEFT JOIN exit_entries ee ON ee.entry_id = e.id
+LEFT JOIN vouchers issued ON issued.entry_id = e.id
+LEFT JOIN vouchers returned
+  ON e.kind = 'withdrawal' AND e.memo GLOB 'voucher 0x*:* expired unredeemed: returned'
+ AND returned.address = substr(e.memo, 9, 42)
+ AND returned.nonce = CAST(substr(e.memo, 52, instr(e.memo, ' expired unredeemed') - 52) AS INTEGER)
+ AND e.memo = 'voucher ' || returned.address || ':' || returned.nonce || ' expired unredeemed: returned'
+LEFT JOIN chain_deposits cd ON cd.entry_id = e.id;
+
+DROP TABLE exit_entries;
+DROP TABLE entries;
+ALTER TABLE entries_v15 RENAME TO entries;
+
+-- A hold is captured or released exactly once: the database refuses a second settlement (as since version 1).
+CREATE UNIQUE INDEX entries_one_settlement_per_hold ON entries(hold_id) WHERE kind IN ('capture', 'release');
+-- A Deposited log is credited once: the database refuses a second entry for it.
+CREATE UNIQUE INDEX entries_one_credit_per_deposit ON entries(deposit_tx_hash, deposit_log_index) WHERE deposit_tx_hash IS NOT NULL;
+-- A voucher is withdrawn once and given back at most once.
+CREATE UNIQUE INDEX entries_once_per_voucher ON entries(voucher_address, voucher_nonce, kind) WHERE voucher_address IS NOT NULL;
+-- An exit's entries, read by the invariants and the reconciliation.
+CREATE INDEX entries_by_exit ON entries(exit_tx_hash, exit_log_index) WHERE exit_tx_hash IS NOT NULL;
+
+-- The journal stays append-only (version 13's triggers, dropped with the old table).
+CREATE TRIGGER entries_no_update BEFORE UPDATE ON entries
+BEGIN
+  SELECT RAISE(ABORT, 'entries are append-only: an entry cannot be changed, post a reversing entry instead');
+END;
+CREATE TRIGGER entries_no_delete BEFORE DELETE ON entries
+BEGIN
+  SELECT RAISE(ABORT, 'entries are append-only: an entry cannot be deleted, post a reversing entry instead');
+END;
+`,
+  },
 ];
+
+/**
+ * Migration 15's guard: a 'withdrawal' entry that is none of the four movements (no voucher names it, no exit
+ * links it, its memo is not a voucher return's) cannot be given a kind; the migration stops and names it.
+ */
+function refuseUnclassifiableWithdrawals(db: Database.Database): void {
+  const orphans = db
+    .prepare(
+      `SELECT e.id, e.memo FROM entries e
+       WHERE e.kind = 'withdrawal'
+         AND NOT EXISTS (SELECT 1 FROM exit_entries ee WHERE ee.entry_id = e.id)
+         AND NOT EXISTS (SELECT 1 FROM vouchers v WHERE v.entry_id = e.id)
+         AND NOT EXISTS (SELECT 1 FROM vouchers v WHERE e.memo = 'voucher ' || v.address || ':' || v.nonce || ' expired unredeemed: returned')
+       LIMIT 5`,
+    )
+    .all() as { id: bigint; memo: string | null }[];
+  if (orphans.length > 0) {
+    throw new Error(
+      `migration 15: withdrawal entries that are no voucher's and no exit's, so no kind fits them: ${orphans.map((o) => `#${o.id} (${JSON.stringify(o.memo)})`).join(", ")}`,
+    );
+  }
+}
 
 /** Applies every migration the database has not seen yet, each in its own transaction. */
 export function migrate(db: Database.Database): number {
@@ -520,10 +645,25 @@ export function migrate(db: Database.Database): number {
   let count = 0;
   for (const m of MIGRATIONS) {
     if (applied.has(m.version)) continue;
-    db.transaction(() => {
-      db.exec(m.sql);
-      db.prepare("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)").run(m.version, m.name, Date.now());
-    })();
+    // PRAGMA foreign_keys is a no-op inside a transaction, so it is switched here, around it.
+    const foreignKeys = db.pragma("foreign_keys", { simple: true });
+    if (m.rebuildsTables) db.pragma("foreign_keys = OFF");
+    try {
+      db.transaction(() => {
+        m.before?.(db);
+        db.exec(m.sql);
+        if (m.rebuildsTables) {
+          const broken = db.pragma("foreign_key_check") as unknown[];
+          if (broken.length > 0)
+            throw new Error(
+              `migration ${m.version} broke ${broken.length} foreign key(s): ${JSON.stringify(broken[0], (_k, x) => (typeof x === "bigint" ? x.toString() : x))}`,
+            );
+        }
+        db.prepare("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)").run(m.version, m.name, Date.now());
+      })();
+    } finally {
+      if (m.rebuildsTables) db.pragma(`foreign_keys = ${foreignKeys ? "ON" : "OFF"}`);
+    }
     count++;
   }
   return count;

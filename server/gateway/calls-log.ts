@@ -76,6 +76,7 @@ export class CallsLog {
          FROM calls WHERE account_id = ? AND created_at >= ? AND outcome NOT IN ('rate_limited', 'daily_limit_reached')
          GROUP BY day ORDER BY day`,
       ),
+      ownerOf: db.prepare("SELECT account_id FROM calls WHERE id = ?").pluck(),
       countSince: db
         .prepare(
           `SELECT COUNT(*) FROM calls WHERE account_id = ? AND created_at >= ?
@@ -150,6 +151,11 @@ export class CallsLog {
       spendMicros: r.spend,
       calls: Number(r.calls),
     }));
+  }
+
+  /** The account that made a call, if the call exists. */
+  ownerOf(callId: string): string | undefined {
+    return this.stmt.ownerOf.get(callId) as string | undefined;
   }
 
   /** Calls the account made since `sinceMs` that were admitted past the rate limits. */

@@ -18,6 +18,8 @@ import { openApiRoutes } from "./routes/openapi";
 import { callHandler, unauthenticatedCallRoutes } from "./routes/call";
 import { readRoutes } from "./routes/read";
 import { withdrawalRoutes } from "./routes/withdrawals";
+import { VoucherStore } from "../settlement/vouchers-store";
+import { earningsOf } from "../settlement/earnings";
 import type { ChainConnection, MoneyPath } from "../settlement/money-path";
 import { moneyRoutes } from "./routes/money";
 import { sessionRoutes } from "./routes/session";
@@ -112,8 +114,24 @@ export function createApp(deps: AppDeps): express.Express {
   );
   app.use(openApiRoutes());
   app.use(readRoutes(deps));
-  app.use(withdrawalRoutes({ keys: deps.keys, sessions: deps.sessions, db: deps.ledger.db, vouchers: deps.moneyPath?.vouchers }));
-  app.use(moneyRoutes({ keys: deps.keys, sessions: deps.sessions, db: deps.ledger.db, moneyPath: deps.moneyPath, chain: deps.chain }));
+  app.use(
+    withdrawalRoutes({
+      keys: deps.keys,
+      sessions: deps.sessions,
+      voucherStore: new VoucherStore(deps.ledger.db),
+      vouchers: deps.moneyPath?.vouchers,
+    }),
+  );
+  app.use(
+    moneyRoutes({
+      keys: deps.keys,
+      sessions: deps.sessions,
+      calls: deps.calls,
+      earningsOf: (accountId) => earningsOf(deps.ledger.db, accountId, deps.chain?.publicClient, deps.chain?.escrowAddress),
+      moneyPath: deps.moneyPath,
+      chain: deps.chain,
+    }),
+  );
   app.use(sessionRoutes({ sessions: deps.sessions, ledger: deps.ledger }));
   app.use(
     siweRoutes({
@@ -134,8 +152,8 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(walletRoutes({ sessions: deps.sessions, wallets: deps.wallets, log: deps.log }));
   app.use(claimRoutes({ sessions: deps.sessions, wallets: deps.wallets, log: deps.log }));
   app.use(walletWithdrawRoutes({ sessions: deps.sessions, wallets: deps.wallets, log: deps.log }));
-  app.use(historyRoutes({ keys: deps.keys, sessions: deps.sessions, db: deps.ledger.db }));
-  app.use(platformRoutes({ config: deps.config, db: deps.ledger.db, sessions: deps.sessions, oauth: deps.oauth, chain: deps.chain }));
+  app.use(historyRoutes({ keys: deps.keys, sessions: deps.sessions, ledger: deps.ledger }));
+  app.use(platformRoutes({ config: deps.config, ledger: deps.ledger, sessions: deps.sessions, oauth: deps.oauth, chain: deps.chain }));
   app.use(tryRoutes({ sessions: deps.sessions, keys: deps.keys, calls: deps.callService, maxRequestBytes: deps.config.maxRequestBytes }));
   // The hosted MCP server: behind the public limit above, so that calls without a valid key count against their address.
   app.use(mcpRoutes({ config: deps.config, keys: deps.keys, skills: deps.skills, calls: deps.callService, log: deps.log }));

@@ -44,7 +44,8 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
                  SUM(CASE WHEN p.bucket IN ('available', 'held') THEN p.amount ELSE 0 END) AS on_hand,
                  SUM(CASE WHEN e.kind = 'capture' AND p.bucket = 'held' THEN -p.amount ELSE 0 END) AS spent,
                  SUM(CASE WHEN e.kind IN ('dev_credit', 'deposit') AND p.bucket = 'available' THEN p.amount ELSE 0 END) AS deposited,
-                 SUM(CASE WHEN e.kind = 'withdrawal' AND p.bucket = 'available' THEN -p.amount ELSE 0 END) AS withdrawn
+                 SUM(CASE WHEN e.kind IN ('voucher_withdrawal', 'voucher_return', 'exit_freeze', 'exit_return')
+                           AND p.bucket = 'available' THEN -p.amount ELSE 0 END) AS withdrawn
           FROM accounts a
           JOIN postings p ON p.account_id = a.id
           JOIN entries e ON e.id = p.entry_id
@@ -73,16 +74,26 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
                      FROM postings GROUP BY entry_id) p ON p.entry_id = e.id
           WHERE COALESCE(p.seller, 0) <> h.seller_amount OR COALESCE(p.fee, 0) <> h.fee_amount`,
   },
+  {
+    rule: "each money-out entry moves money the way its kind says",
+    sql: `SELECT e.id, e.kind, SUM(CASE WHEN p.bucket = 'available' THEN p.amount ELSE 0 END) AS available
+          FROM entries e JOIN postings p ON p.entry_id = e.id
+          WHERE e.kind IN ('voucher_withdrawal', 'voucher_return', 'exit_freeze', 'exit_return')
+          GROUP BY e.id
+          HAVING NOT ((e.kind IN ('voucher_withdrawal', 'exit_freeze') AND available < 0)
+                   OR (e.kind IN ('voucher_return', 'exit_return') AND available > 0))`,
+  },
   // On-chain deposits (server/settlement/indexer.ts): a Deposited log is credited once, to the account its
   // address belongs to, for exactly its amount; a second entry for the same log is a double credit.
   {
     rule: "a credited chain deposit is one deposit entry paying its amount into its account",
-    sql: `SELECT cd.tx_hash, cd.log_index, cd.account_id, cd.amount, e.kind, e.memo, p.account_id AS paid_to, p.amount AS paid
+    sql: `SELECT cd.tx_hash, cd.log_index, cd.account_id, cd.amount, e.kind, e.deposit_tx_hash, e.deposit_log_index,
+                 p.account_id AS paid_to, p.amount AS paid
           FROM chain_deposits cd
           LEFT JOIN entries e ON e.id = cd.entry_id
           LEFT JOIN postings p ON p.entry_id = cd.entry_id AND p.bucket = 'available'
           WHERE cd.entry_id IS NOT NULL
-            AND (e.id IS NULL OR e.kind <> 'deposit' OR e.memo IS NOT cd.tx_hash || ':' || cd.log_index
+            AND (e.id IS NULL OR e.kind <> 'deposit' OR e.deposit_tx_hash IS NOT cd.tx_hash OR e.deposit_log_index IS NOT cd.log_index
                  OR p.account_id IS NOT cd.account_id OR p.amount IS NOT cd.amount)`,
   },
   {
@@ -94,42 +105,60 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
   },
   {
     rule: "every deposit entry for a chain log is the one its chain deposit records",
-    sql: `SELECT e.id, e.memo
+    sql: `SELECT e.id, e.deposit_tx_hash, e.deposit_log_index
           FROM entries e
-          WHERE e.kind = 'deposit' AND e.memo GLOB '0x*:*'
+          WHERE e.deposit_tx_hash IS NOT NULL
             AND NOT EXISTS (SELECT 1 FROM chain_deposits cd WHERE cd.entry_id = e.id)`,
   },
   {
     rule: "a voucher's withdrawal takes exactly its amount from its account, and a returned one gives it back once",
-    sql: `SELECT v.address, v.nonce, v.amount, p.amount AS taken,
-                 (SELECT COUNT(*) FROM entries e WHERE e.kind = 'withdrawal' AND e.memo = 'voucher ' || v.address || ':' || v.nonce || ' expired unredeemed: returned') AS returns
+    sql: `SELECT v.address, v.nonce, v.amount, e.kind, p.amount AS taken, r.returns, r.given
           FROM vouchers v
+          LEFT JOIN entries e ON e.id = v.entry_id
           LEFT JOIN postings p ON p.entry_id = v.entry_id AND p.account_id = v.account_id AND p.bucket = 'available'
-          WHERE COALESCE(p.amount, 0) <> -v.amount OR returns <> (CASE WHEN v.status = 'returned' THEN 1 ELSE 0 END)`,
+          LEFT JOIN (SELECT e2.voucher_address, e2.voucher_nonce, COUNT(DISTINCT e2.id) AS returns, SUM(p2.amount) AS given,
+                            SUM(p2.account_id IS NOT v2.account_id) AS foreign_postings
+                     FROM entries e2
+                     JOIN vouchers v2 ON v2.address = e2.voucher_address AND v2.nonce = e2.voucher_nonce
+                     JOIN postings p2 ON p2.entry_id = e2.id AND p2.bucket = 'available'
+                     WHERE e2.kind = 'voucher_return'
+                     GROUP BY e2.voucher_address, e2.voucher_nonce) r
+            ON r.voucher_address = v.address AND r.voucher_nonce = v.nonce
+          WHERE e.kind IS NOT 'voucher_withdrawal' OR e.voucher_address IS NOT v.address OR e.voucher_nonce IS NOT v.nonce
+             OR COALESCE(p.amount, 0) <> -v.amount
+             OR COALESCE(r.returns, 0) <> (CASE WHEN v.status = 'returned' THEN 1 ELSE 0 END)
+             OR COALESCE(r.given, v.amount) <> v.amount OR COALESCE(r.foreign_postings, 0) <> 0`,
+  },
+  {
+    rule: "every voucher entry is the one its voucher records",
+    sql: `SELECT e.id, e.kind, e.voucher_address, e.voucher_nonce
+          FROM entries e
+          LEFT JOIN vouchers v ON v.address = e.voucher_address AND v.nonce = e.voucher_nonce
+          WHERE e.voucher_address IS NOT NULL
+            AND (v.address IS NULL OR (e.kind = 'voucher_withdrawal' AND v.entry_id IS NOT e.id))`,
   }, // Unilateral exits (server/settlement/exits.ts): an exit's freeze is exactly what its linked entries took out of
   // its account's available balance; nothing else moves money for an exit; and an account whose pending exit is
   // still short of its freeze has nothing available, so no call can spend what the escrow is about to pay out.
   {
-    rule: "an exit's frozen amount is what its linked withdrawal entries took from its account",
-    sql: `SELECT x.tx_hash, x.log_index, x.account_id, x.frozen, COALESCE(t.taken, 0) AS taken, t.foreign_postings, t.kinds
+    rule: "an exit's frozen amount is what its linked freeze and return entries took from its account",
+    sql: `SELECT x.tx_hash, x.log_index, x.account_id, x.frozen, COALESCE(t.taken, 0) AS taken, t.foreign_postings
           FROM chain_exits x
-          LEFT JOIN (SELECT ee.exit_tx_hash, ee.exit_log_index,
+          LEFT JOIN (SELECT e.exit_tx_hash, e.exit_log_index,
                             -SUM(CASE WHEN p.bucket = 'available' THEN p.amount ELSE 0 END) AS taken,
-                            SUM(CASE WHEN p.bucket = 'available' AND p.account_id IS NOT x2.account_id THEN 1 ELSE 0 END) AS foreign_postings,
-                            GROUP_CONCAT(DISTINCT e.kind) AS kinds
-                     FROM exit_entries ee
-                     JOIN chain_exits x2 ON x2.tx_hash = ee.exit_tx_hash AND x2.log_index = ee.exit_log_index
-                     JOIN entries e ON e.id = ee.entry_id
-                     JOIN postings p ON p.entry_id = ee.entry_id
-                     GROUP BY ee.exit_tx_hash, ee.exit_log_index) t
+                            SUM(CASE WHEN p.bucket = 'available' AND p.account_id IS NOT x2.account_id THEN 1 ELSE 0 END) AS foreign_postings
+                     FROM entries e
+                     JOIN chain_exits x2 ON x2.tx_hash = e.exit_tx_hash AND x2.log_index = e.exit_log_index
+                     JOIN postings p ON p.entry_id = e.id
+                     WHERE e.exit_tx_hash IS NOT NULL
+                     GROUP BY e.exit_tx_hash, e.exit_log_index) t
             ON t.exit_tx_hash = x.tx_hash AND t.exit_log_index = x.log_index
-          WHERE COALESCE(t.taken, 0) <> x.frozen OR COALESCE(t.foreign_postings, 0) <> 0 OR COALESCE(t.kinds, 'withdrawal') <> 'withdrawal'`,
+          WHERE COALESCE(t.taken, 0) <> x.frozen OR COALESCE(t.foreign_postings, 0) <> 0`,
   },
   {
-    rule: "every exit withdrawal entry is linked to its exit",
-    sql: `SELECT e.id, e.memo FROM entries e
-          WHERE e.kind = 'withdrawal' AND e.memo GLOB 'exit 0x* 0x*:*: *'
-            AND NOT EXISTS (SELECT 1 FROM exit_entries ee WHERE ee.entry_id = e.id)`,
+    rule: "every exit entry names a recorded exit",
+    sql: `SELECT e.id, e.kind, e.exit_tx_hash, e.exit_log_index FROM entries e
+          WHERE e.exit_tx_hash IS NOT NULL
+            AND NOT EXISTS (SELECT 1 FROM chain_exits x WHERE x.tx_hash = e.exit_tx_hash AND x.log_index = e.exit_log_index)`,
   },
   {
     rule: "an account with a pending exit short of its freeze has nothing available",

@@ -7,6 +7,23 @@ import { ENTRY_SUMS_TO_ZERO, LedgerInvariantError } from "./invariants";
 export type AccountKind = "user" | "seller" | "platform" | "system";
 export type Bucket = "available" | "held" | "earned" | "fees" | "source";
 export type CreditKind = "dev_credit" | "deposit";
+/**
+ * What an entry does: one kind per movement, so the journal says what happened without reading a memo.
+ * `voucher_withdrawal`/`voucher_return` take a voucher's amount out and give an expired one back;
+ * `exit_freeze`/`exit_return` freeze money for a unilateral exit and give (part of) a freeze back.
+ */
+export type EntryKind =
+  | "dev_credit"
+  | "deposit"
+  | "hold"
+  | "capture"
+  | "release"
+  | "voucher_withdrawal"
+  | "voucher_return"
+  | "exit_freeze"
+  | "exit_return";
+/** The entry kinds that move money between an account and the escrow's side of the books (money out). */
+export const WITHDRAWAL_KINDS: readonly EntryKind[] = ["voucher_withdrawal", "voucher_return", "exit_freeze", "exit_return"];
 type Posting = [accountId: string, bucket: Bucket, amountMicros: bigint];
 
 /** The platform's own account: it earns the fee on every captured call. */
@@ -47,6 +64,26 @@ export interface ExitKey {
   logIndex: number;
 }
 
+/** Names a chain log (a Deposited log: server/settlement/indexer.ts) by its position. */
+export interface LogKey {
+  txHash: string;
+  logIndex: number;
+}
+
+/** Names a withdrawal voucher (server/settlement/vouchers.ts): the escrow address it pays and its nonce. */
+export interface VoucherKey {
+  address: string;
+  nonce: bigint;
+}
+
+/** The record elsewhere an entry belongs to, stored in the entry's link columns. */
+interface EntryLink {
+  holdId?: string;
+  voucher?: VoucherKey;
+  deposit?: LogKey;
+  exit?: ExitKey;
+}
+
 export interface Balance {
   availableMicros: bigint;
   heldMicros: bigint;
@@ -82,7 +119,11 @@ export class Ledger {
       insertAccount: db.prepare("INSERT INTO accounts (id, kind, name, daily_call_cap, created_at) VALUES (?, ?, ?, ?, ?)"),
       getAccount: db.prepare("SELECT id, kind, name, daily_call_cap FROM accounts WHERE id = ?"),
       insertBucket: db.prepare("INSERT INTO ledger_accounts (account_id, bucket, balance) VALUES (?, ?, 0) ON CONFLICT DO NOTHING"),
-      insertEntry: db.prepare("INSERT INTO entries (kind, hold_id, memo, created_at) VALUES (?, ?, ?, ?)"),
+      insertEntry: db.prepare(
+        `INSERT INTO entries (kind, hold_id, voucher_address, voucher_nonce, deposit_tx_hash, deposit_log_index,
+                              exit_tx_hash, exit_log_index, memo, created_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      ),
       // One statement per entry for its two or three postings; the postings_move_balance
       // trigger moves the balances.
       insertPostings: [1, 2, 3].map((n) =>
@@ -108,7 +149,6 @@ export class Ledger {
         `UPDATE chain_exits SET frozen = frozen + ?, shortfall = shortfall - ?
          WHERE tx_hash = ? AND log_index = ? AND status = 'pending' AND shortfall >= ?`,
       ),
-      linkExitEntry: db.prepare("INSERT INTO exit_entries (entry_id, exit_tx_hash, exit_log_index) VALUES (?, ?, ?)"),
     };
     const short = this.stmt.accountsShortOfExits.all() as string[];
     this.exitShortfallPossible = short.length > 0;
@@ -149,34 +189,51 @@ export class Ledger {
 
   /**
    * Adds money to an account's available balance. `dev_credit` is the development seed
-   * step and is named as such in the ledger; `deposit` is reserved for on-chain deposits.
+   * step and is named as such in the ledger; `deposit` is reserved for on-chain deposits
+   * (creditChainDeposit links the entry to its log; a deposit entry without one is money the
+   * chain does not record, which the reconciliation reports).
    */
   credit(accountId: string, amountMicros: bigint, kind: CreditKind, memo = ""): void {
+    this.creditEntry(accountId, amountMicros, kind, {}, memo);
+  }
+
+  /**
+   * Credits one escrow Deposited log to an account as a `deposit` entry linked to the log, and returns the
+   * entry's id. The database refuses a second entry for the same log. Like credit(kind "deposit"), it leaves
+   * the exit top-up to its caller (server/settlement/indexer.ts), which records the deposit first.
+   */
+  creditChainDeposit(accountId: string, amountMicros: bigint, log: LogKey, memo = ""): bigint {
+    return this.creditEntry(accountId, amountMicros, "deposit", { deposit: log }, memo);
+  }
+
+  private creditEntry(accountId: string, amountMicros: bigint, kind: CreditKind, link: EntryLink, memo: string): bigint {
     if (amountMicros <= 0n) throw new RangeError(`credit must be positive, got ${amountMicros}`);
-    this.commit.run(() => {
-      this.post(this.entry(kind, null, memo), [
+    return this.commit.run(() => {
+      const entryId = this.entry(kind, link, memo);
+      this.post(entryId, [
         [SOURCE_FOR[kind], "source", -amountMicros],
         [accountId, "available", amountMicros],
       ]);
       // A chain deposit is topped up by its caller (server/settlement/indexer.ts), right after the caller has
       // identified its entry as the newest one (creditChainDeposit); here it would come first.
       if (kind !== "deposit") this.topUpExitFreezes(accountId);
+      return entryId;
     });
   }
 
   /**
-   * Takes money out of the ledger for a withdrawal (a voucher, an exit): it leaves the
-   * account's available balance for the escrow's side of the books. Throws if the available
+   * Takes a voucher's amount out of the ledger (a `voucher_withdrawal` linked to the voucher): it leaves
+   * the account's available balance for the escrow's side of the books. Throws if the available
    * balance does not cover it; callers check first. Returns the entry id.
    */
-  withdraw(accountId: string, amountMicros: bigint, memo: string): bigint {
+  withdrawByVoucher(accountId: string, amountMicros: bigint, voucher: VoucherKey, memo = ""): bigint {
     if (amountMicros <= 0n) throw new RangeError(`withdrawal must be positive, got ${amountMicros}`);
     return this.commit.run(() => {
       // A pending exit's freeze comes before any other withdrawal of the same money.
       this.topUpExitFreezes(accountId);
       const available = this.balanceOf(accountId, "available");
       if (available < amountMicros) throw new RangeError(`withdrawal of ${amountMicros} exceeds available ${available}`);
-      const entryId = this.entry("withdrawal", null, memo);
+      const entryId = this.entry("voucher_withdrawal", { voucher }, memo);
       this.post(entryId, [
         [accountId, "available", -amountMicros],
         [ESCROW_SOURCE_ID, "source", amountMicros],
@@ -185,11 +242,11 @@ export class Ledger {
     });
   }
 
-  /** Gives back a withdrawal that never left the escrow (an expired voucher, a cancelled exit). */
-  returnWithdrawal(accountId: string, amountMicros: bigint, memo: string): bigint {
+  /** Gives back a voucher's amount that never left the escrow (it expired unredeemed): a linked `voucher_return`. */
+  returnVoucher(accountId: string, amountMicros: bigint, voucher: VoucherKey, memo = ""): bigint {
     if (amountMicros <= 0n) throw new RangeError(`returned withdrawal must be positive, got ${amountMicros}`);
     return this.commit.run(() => {
-      const entryId = this.entry("withdrawal", null, memo);
+      const entryId = this.entry("voucher_return", { voucher }, memo);
       this.post(entryId, [
         [ESCROW_SOURCE_ID, "source", -amountMicros],
         [accountId, "available", amountMicros],
@@ -202,7 +259,7 @@ export class Ledger {
   /*
    * Unilateral exits (server/settlement/exits.ts). When the escrow reports an ExitRequested for an account's
    * address, the ledger must make sure no call can spend the requested amount, since the escrow will pay it
-   * out after the delay whatever the ledger did meanwhile. The rule: an exit's freeze is a 'withdrawal'
+   * out after the delay whatever the ledger did meanwhile. The rule: an exit's freeze is an 'exit_freeze'
    * entry (available -> escrow source) of min(requested, available); what the available balance could not
    * cover (money held by calls in flight, or spent and not yet settled) is the exit's shortfall. While an
    * account has a shortfall, every unit that reaches its available balance (a released hold, a deposit, a
@@ -223,7 +280,7 @@ export class Ledger {
 
   /**
    * Moves the account's available balance into the freezes of its pending exits that are still short,
-   * oldest request first, each move a 'withdrawal' entry linked to its exit; returns the total moved.
+   * oldest request first, each move an 'exit_freeze' entry linked to its exit; returns the total moved.
    */
   topUpExitFreezes(accountId: string): bigint {
     if (!this.exitShortfallPossible) return 0n;
@@ -234,7 +291,11 @@ export class Ledger {
         const available = this.balanceOf(accountId, "available");
         if (available <= 0n) break;
         const amount = available < exit.shortfall ? available : exit.shortfall;
-        const entryId = this.entry("withdrawal", null, `exit ${exit.address} ${exit.tx_hash}:${exit.log_index}: frozen`);
+        const entryId = this.entry(
+          "exit_freeze",
+          { exit: { txHash: exit.tx_hash, logIndex: Number(exit.log_index) } },
+          `exit ${exit.address} ${exit.tx_hash}:${exit.log_index}: frozen`,
+        );
         this.post(entryId, [
           [accountId, "available", -amount],
           [ESCROW_SOURCE_ID, "source", amount],
@@ -242,7 +303,6 @@ export class Ledger {
         if (this.stmt.topUpExit.run(amount, amount, exit.tx_hash, exit.log_index, amount).changes !== 1) {
           throw new Error(`exit ${exit.tx_hash}:${exit.log_index} changed while its freeze was topped up`);
         }
-        this.stmt.linkExitEntry.run(entryId, exit.tx_hash, exit.log_index);
         moved += amount;
       }
       return moved;
@@ -251,17 +311,16 @@ export class Ledger {
 
   /**
    * Gives back `amountMicros` of an exit's freeze (a cancelled or replaced request, or one the escrow paid
-   * less than frozen), as a linked 'withdrawal' entry; other short exits of the account are topped up from it.
+   * less than frozen), as a linked 'exit_return' entry; other short exits of the account are topped up from it.
    */
   returnExitFreeze(exit: ExitKey, accountId: string, amountMicros: bigint, memo: string): bigint {
     if (amountMicros <= 0n) throw new RangeError(`returned exit freeze must be positive, got ${amountMicros}`);
     return this.commit.run(() => {
-      const entryId = this.entry("withdrawal", null, memo);
+      const entryId = this.entry("exit_return", { exit }, memo);
       this.post(entryId, [
         [ESCROW_SOURCE_ID, "source", -amountMicros],
         [accountId, "available", amountMicros],
       ]);
-      this.stmt.linkExitEntry.run(entryId, exit.txHash, exit.logIndex);
       this.topUpExitFreezes(accountId);
       return entryId;
     });
@@ -298,7 +357,7 @@ export class Ledger {
         feeMicros,
         Date.now(),
       );
-      this.post(this.entry("hold", hold.id, ""), [
+      this.post(this.entry("hold", { holdId: hold.id }, ""), [
         [hold.accountId, "available", -chargedMicros],
         [hold.accountId, "held", chargedMicros],
       ]);
@@ -314,7 +373,7 @@ export class Ledger {
       const postings: Posting[] = [[hold.accountId, "held", -hold.amountMicros]];
       if (hold.sellerMicros > 0n) postings.push([hold.sellerAccountId, "earned", hold.sellerMicros]);
       if (hold.feeMicros > 0n) postings.push([PLATFORM_ACCOUNT_ID, "fees", hold.feeMicros]);
-      this.post(this.entry("capture", hold.id, ""), postings);
+      this.post(this.entry("capture", { holdId: hold.id }, ""), postings);
       return { ok: true as const, hold };
     });
   }
@@ -324,7 +383,7 @@ export class Ledger {
     return this.commit.run(() => {
       const hold = this.takeOpenHold(holdId, "released");
       if (!hold) return { ok: false as const, reason: "hold_not_open" as const };
-      this.post(this.entry("release", hold.id, ""), [
+      this.post(this.entry("release", { holdId: hold.id }, ""), [
         [hold.accountId, "held", -hold.amountMicros],
         [hold.accountId, "available", hold.amountMicros],
       ]);
@@ -380,8 +439,20 @@ export class Ledger {
     };
   }
 
-  private entry(kind: string, holdId: string | null, memo: string): bigint {
-    return this.stmt.insertEntry.run(kind, holdId, memo, Date.now()).lastInsertRowid as bigint;
+  /** Writes an entry row: its kind, the record it belongs to (link columns), and a note for people (nothing reads it). */
+  private entry(kind: EntryKind, link: EntryLink, memo: string): bigint {
+    return this.stmt.insertEntry.run(
+      kind,
+      link.holdId ?? null,
+      link.voucher?.address ?? null,
+      link.voucher?.nonce ?? null,
+      link.deposit?.txHash ?? null,
+      link.deposit?.logIndex ?? null,
+      link.exit?.txHash ?? null,
+      link.exit?.logIndex ?? null,
+      memo,
+      Date.now(),
+    ).lastInsertRowid as bigint;
   }
 
   /**

@@ -20,7 +20,7 @@ export function normalizeAddress(address: string): StoredAddress | undefined {
   return address.toLowerCase() as StoredAddress;
 }
 
-/** The ledger entry memo of a chain deposit: its idempotency key, `<tx hash>:<log index>`. */
+/** How a chain deposit is named in messages and in its entry's note: `<tx hash>:<log index>`. */
 export function depositMemo(txHash: string, logIndex: number): string {
   return `${txHash.toLowerCase()}:${logIndex}`;
 }
@@ -137,29 +137,17 @@ export function addressesOf(db: Db, accountId: string): StoredAddress[] {
 }
 
 /**
- * Credits one chain deposit to `accountId` as a `deposit` entry (memo: tx hash and log index) and returns
- * the entry's id, which the caller stores beside the deposit. Runs inside the caller's ledger operation: the
- * indexer's (a deposit to a known address) or the link's (a deposit that was waiting).
+ * Credits one chain deposit to `accountId` as a `deposit` entry linked to its log and returns the entry's id,
+ * which the caller stores beside the deposit. Runs inside the caller's ledger operation: the indexer's (a
+ * deposit to a known address) or the link's (a deposit that was waiting).
  */
 export function creditChainDeposit(
   ledger: Ledger,
   deposit: Pick<ChainDeposit, "txHash" | "logIndex" | "amountMicros">,
   accountId: string,
 ): bigint {
-  const memo = depositMemo(deposit.txHash, deposit.logIndex);
-  return ledger.commit.run(() => {
-    ledger.credit(accountId, deposit.amountMicros, "deposit", memo);
-    // Inside this savepoint, on the one connection, the entry just written is the newest: ids are rowids
-    // and SQLite gives a new row the largest id plus one. Checked, since a wrong id would pair a deposit
-    // with someone else's entry.
-    const entry = ledger.db.prepare("SELECT id, kind, memo FROM entries ORDER BY id DESC LIMIT 1").get() as
-      | { id: bigint; kind: string; memo: string }
-      | undefined;
-    if (entry?.kind !== "deposit" || entry.memo !== memo) {
-      throw new Error(`the deposit entry for ${memo} was not the newest entry`);
-    }
-    return entry.id;
-  });
+  const log = { txHash: deposit.txHash.toLowerCase(), logIndex: deposit.logIndex };
+  return ledger.creditChainDeposit(accountId, deposit.amountMicros, log, depositMemo(log.txHash, log.logIndex));
 }
 
 /** Credits the recorded deposits to `address` that no account had taken yet. */

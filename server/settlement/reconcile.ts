@@ -101,7 +101,7 @@ const DEFAULT_LOG_CHUNK_BLOCKS = 10_000n;
 /**
  * Compares the escrow's state at the current block with the ledger's settled view and returns every
  * difference (an empty list when the books agree). Throws when it cannot compare: an RPC failure, or
- * ReconcileError for a ledger without the settlement schema.
+ * ReconcileError for a ledger without the settlement schema (every table it reads comes with a fully migrated one).
  *
  * Which batches count as applied is the chain's word: every recorded batch up to `lastBatchNumber()`, even
  * one the ledger still has as 'pending' (sent, not yet marked), so a check racing the settler stays clean.
@@ -110,7 +110,7 @@ const DEFAULT_LOG_CHUNK_BLOCKS = 10_000n;
  * still waiting for an address to be linked, plus `Deposited` logs the indexer has not reached yet (it
  * stays `confirmations` blocks behind the head on purpose, which must not read as missing money).
  *
- * Exits (./exits.ts): the ledger freezes a requested exit with withdrawal entries, but the escrow pays only at
+ * Exits (./exits.ts): the ledger freezes a requested exit with exit_freeze entries, but the escrow pays only at
  * `completeExit`. So an exit counts at its own address once the pinned block has its completion: the ledger's
  * side subtracts what it took for it (frozen, which equals what was paid unless the escrow paid beyond the
  * freeze: that difference is then reported), or, for an address no account had linked, what was paid. A
@@ -123,7 +123,9 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
   const fromBlock = parameters.fromBlock ?? 0n;
   const chunk = parameters.logChunkBlocks ?? DEFAULT_LOG_CHUNK_BLOCKS;
   if (chunk < 1n) throw new RangeError(`logChunkBlocks must be positive, got ${chunk}`);
-  if (!tableExists(db, "settlement_batches")) throw new ReconcileError("the ledger has no settlement_batches table (migrate it)");
+  // openDatabase migrates every database it opens, so only a handle opened some other way can lack the schema.
+  const migrated = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'settlement_batches'").get() !== undefined;
+  if (!migrated) throw new ReconcileError("the ledger has no settlement_batches table (migrate it)");
 
   const blockNumber = await publicClient.getBlockNumber({ cacheTime: 0 });
   const contract = { address: escrow, abi: skillEscrowAbi, blockNumber } as const;
@@ -356,26 +358,15 @@ function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockN
   }
 
   // Deposits: chain deposits where the indexer saw them paid, other deposit entries at the settlement address.
-  const hasChainDeposits = tableExists(db, "chain_deposits");
-  const deposits = (
-    hasChainDeposits
-      ? db
-          .prepare(
-            `SELECT p.account_id, cd.address, SUM(p.amount) AS amount
-             FROM entries e JOIN postings p ON p.entry_id = e.id AND p.bucket = 'available'
-             LEFT JOIN chain_deposits cd ON cd.entry_id = e.id
-             WHERE e.kind = 'deposit' AND (cd.block_number IS NULL OR cd.block_number <= ?)
-             GROUP BY p.account_id, cd.address`,
-          )
-          .all(blockNumber)
-      : db
-          .prepare(
-            `SELECT p.account_id, NULL AS address, SUM(p.amount) AS amount
-             FROM entries e JOIN postings p ON p.entry_id = e.id AND p.bucket = 'available'
-             WHERE e.kind = 'deposit' GROUP BY p.account_id`,
-          )
-          .all()
-  ) as { account_id: string; address: string | null; amount: bigint }[];
+  const deposits = db
+    .prepare(
+      `SELECT p.account_id, cd.address, SUM(p.amount) AS amount
+       FROM entries e JOIN postings p ON p.entry_id = e.id AND p.bucket = 'available'
+       LEFT JOIN chain_deposits cd ON cd.entry_id = e.id
+       WHERE e.kind = 'deposit' AND (cd.block_number IS NULL OR cd.block_number <= ?)
+       GROUP BY p.account_id, cd.address`,
+    )
+    .all(blockNumber) as { account_id: string; address: string | null; amount: bigint }[];
   for (const row of deposits) {
     const address = row.address !== null ? getAddress(row.address) : settlementAddressOf(row.account_id);
     if (address === undefined) {
@@ -390,18 +381,16 @@ function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockN
     add(expectedBalance, address, row.amount);
   }
   let unindexedFrom: bigint | undefined;
-  if (hasChainDeposits) {
+  {
     // Recorded deposits to addresses no account has linked: on-chain, not yet in any account.
     const waiting = db
       .prepare("SELECT address, SUM(amount) AS amount FROM chain_deposits WHERE account_id IS NULL AND block_number <= ? GROUP BY address")
       .all(blockNumber) as { address: string; amount: bigint }[];
     for (const row of waiting) add(expectedBalance, getAddress(row.address), row.amount);
-    if (tableExists(db, "indexer_state")) {
-      const last = db.prepare("SELECT last_block FROM indexer_state WHERE name = ?").pluck().get(`deposits:${escrow.toLowerCase()}`) as
-        | bigint
-        | undefined;
-      if (last !== undefined) unindexedFrom = last + 1n;
-    }
+    const last = db.prepare("SELECT last_block FROM indexer_state WHERE name = ?").pluck().get(`deposits:${escrow.toLowerCase()}`) as
+      | bigint
+      | undefined;
+    if (last !== undefined) unindexedFrom = last + 1n;
   }
 
   // Withdrawals leave the account's available bucket when they are issued (server/settlement/vouchers.ts); the
@@ -409,19 +398,15 @@ function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockN
   // the pinned block. So is one the sweep has since marked redeemed, if it could still have been unused
   // then: its deadline had not passed at the pinned block (a voucher is redeemed before its deadline, so
   // one redeemed after the pinned block always has a deadline after it).
-  const outstandingVouchers = tableExists(db, "vouchers")
-    ? (db
-        .prepare("SELECT address, nonce, amount FROM vouchers WHERE status = 'issued' OR (status = 'redeemed' AND deadline >= ?)")
-        .all(blockTimeSec) as { address: string; nonce: bigint; amount: bigint }[])
-    : [];
+  const outstandingVouchers = db
+    .prepare("SELECT address, nonce, amount FROM vouchers WHERE status = 'issued' OR (status = 'redeemed' AND deadline >= ?)")
+    .all(blockTimeSec) as { address: string; nonce: bigint; amount: bigint }[];
   // An exit's entries are counted at the exit's own address, below.
-  const hasExits = tableExists(db, "chain_exits");
   const withdrawals = db
     .prepare(
       `SELECT p.account_id, -SUM(p.amount) AS amount
        FROM entries e JOIN postings p ON p.entry_id = e.id AND p.bucket = 'available'
-       WHERE e.kind = 'withdrawal'
-         ${hasExits ? "AND NOT EXISTS (SELECT 1 FROM exit_entries ee WHERE ee.entry_id = e.id)" : ""}
+       WHERE e.kind IN ('voucher_withdrawal', 'voucher_return')
        GROUP BY p.account_id`,
     )
     .all() as { account_id: string; amount: bigint }[];
@@ -439,12 +424,12 @@ function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockN
 
   // Exits completed at or before the pinned block: what the ledger took for each (its linked entries, net),
   // or what the escrow paid for an address with no account behind it (see the doc comment of reconcile).
-  if (hasExits) {
+  {
     const completed = db
       .prepare(
         `SELECT x.address, x.account_id, x.paid,
-                COALESCE((SELECT -SUM(p.amount) FROM exit_entries ee JOIN postings p ON p.entry_id = ee.entry_id AND p.bucket = 'available'
-                          WHERE ee.exit_tx_hash = x.tx_hash AND ee.exit_log_index = x.log_index), 0) AS taken
+                COALESCE((SELECT -SUM(p.amount) FROM entries e JOIN postings p ON p.entry_id = e.id AND p.bucket = 'available'
+                          WHERE e.exit_tx_hash = x.tx_hash AND e.exit_log_index = x.log_index), 0) AS taken
          FROM chain_exits x WHERE x.status = 'completed' AND x.closed_block_number <= ?`,
       )
       .all(blockNumber) as { address: string; account_id: string | null; paid: bigint; taken: bigint }[];
@@ -453,7 +438,7 @@ function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockN
 
   // Every linked address is checked, even one the ledger expects nothing at.
   const linked = new Map<Address, string[]>();
-  if (tableExists(db, "account_addresses")) {
+  {
     const rows = db.prepare("SELECT address, account_id FROM account_addresses ORDER BY address").all() as {
       address: string;
       account_id: string;
@@ -475,8 +460,4 @@ function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockN
     outstandingVouchers,
     linked,
   };
-}
-
-function tableExists(db: Db, name: string): boolean {
-  return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined;
 }

@@ -4,6 +4,7 @@ import type { Account, Address, Chain, Hex, PublicClient, Transport, WalletClien
 import { skillEscrowAbi } from "../chain/abi";
 import { accountForAddress, addressesOf, normalizeAddress } from "./addresses";
 import type { Ledger } from "../ledger/ledger";
+import { VoucherStore } from "./vouchers-store";
 
 /**
  * Cooperative instant withdrawals: the gateway signs an EIP-712 voucher that lets a user
@@ -67,19 +68,13 @@ function randomNonce(): bigint {
   return (randomBytes(8).readBigUInt64BE() >> 2n) + 1n;
 }
 
-interface VoucherRow {
-  address: string;
-  nonce: bigint;
-  account_id: string;
-  amount: bigint;
-  deadline: bigint;
-}
-
 export class VoucherIssuer {
   private readonly ttlSec: number;
+  private readonly store: VoucherStore;
 
   constructor(private readonly p: VoucherIssuerParameters) {
     this.ttlSec = p.ttlSec ?? 3_600;
+    this.store = new VoucherStore(p.ledger.db);
   }
 
   /**
@@ -110,13 +105,8 @@ export class VoucherIssuer {
       if (amount <= 0n) return { ok: false as const, reason: "nothing_to_withdraw" as const, availableMicros: available };
       if (amount > available) return { ok: false as const, reason: "insufficient_balance" as const, availableMicros: available };
       const nonce = randomNonce();
-      const entryId = ledger.withdraw(accountId, amount, `voucher ${address}:${nonce}`);
-      ledger.db
-        .prepare(
-          `INSERT INTO vouchers (address, nonce, account_id, amount, deadline, status, entry_id, created_at)
-           VALUES (?, ?, ?, ?, ?, 'issued', ?, ?)`,
-        )
-        .run(address, nonce, accountId, amount, deadline, entryId, Date.now());
+      const entryId = ledger.withdrawByVoucher(accountId, amount, { address: address!, nonce }, `voucher ${address}:${nonce}`);
+      this.store.insertIssued({ address: address!, nonce, accountId, amountMicros: amount, deadlineSec: deadline, entryId });
       return { ok: true as const, voucher: { account: getAddress(address!), amount, nonce, deadline } };
     });
     if (!taken.ok) return taken;
@@ -130,9 +120,7 @@ export class VoucherIssuer {
       primaryType: "Voucher",
       message: taken.voucher,
     });
-    ledger.commit.run(() =>
-      ledger.db.prepare("UPDATE vouchers SET signature = ? WHERE address = ? AND nonce = ?").run(signature, address, taken.voucher.nonce),
-    );
+    ledger.commit.run(() => this.store.setSignature(address!, taken.voucher.nonce, signature));
     return { ok: true, issued: { voucher: taken.voucher, signature, escrow: this.p.escrowAddress, chainId: this.p.chainId } };
   }
 
@@ -142,11 +130,8 @@ export class VoucherIssuer {
    */
   markRedeemed(account: Address, nonce: bigint): void {
     const address = normalizeAddress(account);
-    this.p.ledger.commit.run(() =>
-      this.p.ledger.db
-        .prepare("UPDATE vouchers SET status = 'redeemed' WHERE address = ? AND nonce = ? AND status = 'issued'")
-        .run(address, nonce),
-    );
+    if (!address) return;
+    this.p.ledger.commit.run(() => this.store.settle(address, nonce, "redeemed"));
   }
 
   /**
@@ -156,9 +141,7 @@ export class VoucherIssuer {
    */
   async sweep(publicClient: Pick<PublicClient, "readContract" | "getBlock">): Promise<{ redeemed: number; returned: number }> {
     const { ledger } = this.p;
-    const open = ledger.db
-      .prepare("SELECT address, nonce, account_id, amount, deadline FROM vouchers WHERE status = 'issued' ORDER BY created_at")
-      .all() as VoucherRow[];
+    const open = this.store.issued();
     if (open.length === 0) return { redeemed: 0, returned: 0 };
     const chainTimeSec = (await publicClient.getBlock({ blockTag: "latest" })).timestamp;
     let redeemed = 0;
@@ -171,19 +154,17 @@ export class VoucherIssuer {
         args: [v.address as Address, v.nonce],
       });
       if (used) {
-        ledger.commit.run(() =>
-          ledger.db
-            .prepare("UPDATE vouchers SET status = 'redeemed' WHERE address = ? AND nonce = ? AND status = 'issued'")
-            .run(v.address, v.nonce),
-        );
+        ledger.commit.run(() => this.store.settle(v.address, v.nonce, "redeemed"));
         redeemed++;
-      } else if (chainTimeSec > v.deadline) {
+      } else if (chainTimeSec > v.deadlineSec) {
         ledger.commit.run(() => {
-          const changed = ledger.db
-            .prepare("UPDATE vouchers SET status = 'returned' WHERE address = ? AND nonce = ? AND status = 'issued'")
-            .run(v.address, v.nonce).changes;
-          if (changed !== 1) return;
-          ledger.returnWithdrawal(v.account_id, v.amount, `voucher ${v.address}:${v.nonce} expired unredeemed: returned`);
+          if (!this.store.settle(v.address, v.nonce, "returned")) return;
+          ledger.returnVoucher(
+            v.accountId,
+            v.amountMicros,
+            { address: v.address, nonce: v.nonce },
+            `voucher ${v.address}:${v.nonce} expired unredeemed: returned`,
+          );
         });
         returned++;
       }

@@ -59,6 +59,15 @@ describe("the import rules (.dependency-cruiser.cjs)", function () {
     expect(output).to.contain("devstack-only-from-scripts-and-tests: server/main.ts → server/devstack/local-node.ts");
   });
 
+  it("refuse a route importing the database (no route runs SQL)", () => {
+    const { status, output } = cruise({
+      "server/db/db.ts": "export const x = 1;\n",
+      "server/http/routes/probe.ts": 'import { x } from "../../db/db";\nexport const y = x;\n',
+    });
+    expect(status).to.not.equal(0);
+    expect(output).to.contain("routes-never-import-db: server/http/routes/probe.ts → server/db/db.ts");
+  });
+
   it("accept an import that runs downward", () => {
     const { status, output } = cruise({
       "server/db/db.ts": "export const x = 1;\n",

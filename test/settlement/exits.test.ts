@@ -115,7 +115,9 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
     expect(lastExit()).to.deep.include({ frozen: 8n * USDC, shortfall: 1n * USDC });
     expect(available()).to.equal(0n);
     expect(holdFor(1n)).to.deep.include({ ok: false, reason: "insufficient_balance", availableMicros: 0n });
-    expect(() => fx.ledger.withdraw(alice, 1n, "voucher")).to.throw(RangeError);
+    expect(() => fx.ledger.withdrawByVoucher(alice, 1n, { address: "0x0000000000000000000000000000000000000001", nonce: 1n })).to.throw(
+      RangeError,
+    );
     expect(held()).to.equal(2n * USDC);
     expect(fx.ledger.release(inFlight).ok).to.equal(true);
     // The released call gave the freeze its missing unit first; the rest is spendable again.
@@ -362,7 +364,7 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
     fx.db.prepare("UPDATE chain_exits SET frozen = frozen - 1, shortfall = shortfall + 1").run();
 
     expect(findViolations(fx.db).map((v) => v.rule)).to.deep.equal([
-      "an exit's frozen amount is what its linked withdrawal entries took from its account",
+      "an exit's frozen amount is what its linked freeze and return entries took from its account",
       "an account with a pending exit short of its freeze has nothing available",
     ]);
   });

@@ -104,9 +104,14 @@ describe("server/settlement/indexer: DepositIndexer", function () {
     const third = await indexer.poll();
     expect(third).to.deep.include({ toBlock: blockNumber, recorded: 1, credited: 1 });
     expect(available("alice")).to.equal(5n * USDC);
-    const entry = db.prepare("SELECT kind, memo FROM entries WHERE kind = 'deposit'").get() as { kind: string; memo: string };
+    const entry = db.prepare("SELECT kind, deposit_tx_hash, deposit_log_index, memo FROM entries WHERE kind = 'deposit'").get();
     const log = (await chain.receipt(hash)).logs.find((l) => l.address.toLowerCase() === chain.deployment.escrow.toLowerCase())!;
-    expect(entry).to.deep.equal({ kind: "deposit", memo: `${hash}:${log.logIndex}` });
+    expect(entry).to.deep.equal({
+      kind: "deposit",
+      deposit_tx_hash: hash.toLowerCase(),
+      deposit_log_index: BigInt(log.logIndex),
+      memo: `${hash}:${log.logIndex}`,
+    });
     await expectBooksMatchChain();
   });
 
@@ -356,9 +361,18 @@ describe("server/settlement/indexer: DepositIndexer", function () {
       expect(findViolations(db)).to.deep.equal([]);
     });
 
-    it("catch a second entry for the same log (a double credit)", () => {
-      const memo = db.prepare("SELECT memo FROM entries WHERE kind = 'deposit' AND memo <> ''").pluck().get() as string;
-      ledger.credit(accountOf("alice"), 5n * USDC, "deposit", memo);
+    it("catch a second entry for the same log (a double credit), which the database refuses first", () => {
+      const log = db
+        .prepare("SELECT deposit_tx_hash AS txHash, deposit_log_index AS logIndex FROM entries WHERE deposit_tx_hash IS NOT NULL")
+        .get() as {
+        txHash: string;
+        logIndex: bigint;
+      };
+      const again = () => ledger.creditChainDeposit(accountOf("alice"), 5n * USDC, { txHash: log.txHash, logIndex: Number(log.logIndex) });
+      expect(again).to.throw(/UNIQUE constraint failed/);
+      // The second wall: books where the index was lost (a tool, a restored file) still say what is wrong.
+      db.exec("DROP INDEX entries_one_credit_per_deposit");
+      again();
       expect(findViolations(db).map((v) => v.rule)).to.deep.equal([
         "every deposit entry for a chain log is the one its chain deposit records",
       ]);

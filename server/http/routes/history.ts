@@ -1,7 +1,7 @@
 import express, { type Router } from "express";
 import type { ApiKeys } from "../../identity/api-keys";
 import type { Sessions } from "../../identity/sessions";
-import type { Db } from "../../db/db";
+import type { Ledger } from "../../ledger/ledger";
 import { accountHistory } from "../../ledger/history";
 import { microsToUsd } from "../../ledger/money";
 import { requireAccount } from "../auth";
@@ -14,13 +14,13 @@ import { parseRequest } from "../contract/common";
  * The account's deposits, card top-ups, charges, withdrawal vouchers and exits, newest first:
  * the Wallet page's history. Amounts are signed (money in positive) in USD and base units.
  */
-export function historyRoutes(deps: { keys: ApiKeys; sessions: Sessions; db: Db }): Router {
+export function historyRoutes(deps: { keys: ApiKeys; sessions: Sessions; ledger: Ledger }): Router {
   const router = express.Router();
   const auth = requireAccount(deps.keys, deps.sessions);
 
   router.get("/v1/history", auth, (req, res) => {
     const { limit, before } = parseRequest(historyQuery, req.query);
-    const items = accountHistory(deps.db, req.accountId!, { limit, beforeMs: before });
+    const items = accountHistory(deps.ledger.db, req.accountId!, { limit, beforeMs: before });
     res.set("cache-control", "no-store");
     res.json(
       dataEnvelope({

@@ -1,9 +1,9 @@
 import express, { type Router } from "express";
 import type { ApiKeys } from "../../identity/api-keys";
-import { earningsOf } from "../../settlement/earnings";
+import type { Earnings } from "../../settlement/earnings";
+import type { CallsLog } from "../../gateway/calls-log";
 import { callIdToBytes32 } from "../../settlement/settler";
 import type { ChainConnection, MoneyPath } from "../../settlement/money-path";
-import type { Db } from "../../db/db";
 import { microsToUsd } from "../../ledger/money";
 import { requireAccount } from "../auth";
 import type { Sessions } from "../../identity/sessions";
@@ -15,12 +15,20 @@ import { ApiError } from "../errors";
  *   GET /v1/earnings                 a seller's earnings: pending, settled on-chain, claimed
  *   GET /v1/calls/:callId/receipt    a paid call's settlement: batch, receipt and Merkle proof
  */
-export function moneyRoutes(deps: { keys: ApiKeys; sessions: Sessions; db: Db; moneyPath?: MoneyPath; chain?: ChainConnection }): Router {
+export function moneyRoutes(deps: {
+  keys: ApiKeys;
+  sessions: Sessions;
+  calls: CallsLog;
+  /** The account's earnings (settlement/earnings.ts), read against the chain when there is one. */
+  earningsOf: (accountId: string) => Promise<Earnings>;
+  moneyPath?: MoneyPath;
+  chain?: ChainConnection;
+}): Router {
   const router = express.Router();
   const auth = requireAccount(deps.keys, deps.sessions);
 
   router.get("/v1/earnings", auth, async (req, res) => {
-    const e = await earningsOf(deps.db, req.accountId!, deps.chain?.publicClient, deps.chain?.escrowAddress);
+    const e = await deps.earningsOf(req.accountId!);
     const usd = (micros: bigint | null) => (micros === null ? null : microsToUsd(micros));
     res.json(
       dataEnvelope({
@@ -40,7 +48,7 @@ export function moneyRoutes(deps: { keys: ApiKeys; sessions: Sessions; db: Db; m
     if (!settler) throw new ApiError("chain_unavailable", "Receipts need the gateway to settle on its escrow chain.");
     const callId = String(req.params.callId);
     // Only the caller's own calls: another account's call is as unknown as a made-up id.
-    const owner = deps.db.prepare("SELECT account_id FROM calls WHERE id = ?").pluck().get(callId);
+    const owner = deps.calls.ownerOf(callId);
     if (owner !== req.accountId!) throw new ApiError("not_found", `No call ${callId} for this key's account.`);
     const r = settler.receiptFor(callId);
     if (r.status === "unknown_call") throw new ApiError("not_found", `No call ${callId} for this key's account.`);

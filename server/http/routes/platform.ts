@@ -7,7 +7,7 @@ import type { Sessions } from "../../identity/sessions";
 import { getEmbeddedWallet } from "../../wallets/wallets";
 import type { ChainConnection } from "../../settlement/money-path";
 import type { Config } from "../../config";
-import type { Db } from "../../db/db";
+import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
@@ -17,7 +17,13 @@ import { ApiError } from "../errors";
  *   GET /v1/platform        (public) chain, contracts, fee, minimum deposit, which sign-ins are on
  *   GET /v1/wallet/qr.svg   (session) an EIP-681 QR code: "send USDC on this chain to my wallet"
  */
-export function platformRoutes(deps: { config: Config; db: Db; sessions: Sessions; oauth: OAuthSignIn; chain?: ChainConnection }): Router {
+export function platformRoutes(deps: {
+  config: Config;
+  ledger: Ledger;
+  sessions: Sessions;
+  oauth: OAuthSignIn;
+  chain?: ChainConnection;
+}): Router {
   const router = express.Router();
   const session = deps.sessions.require();
   // The escrow's token never changes; read it once.
@@ -59,7 +65,7 @@ export function platformRoutes(deps: { config: Config; db: Db; sessions: Session
   });
 
   router.get("/v1/wallet/qr.svg", session, async (req, res) => {
-    const wallet = getEmbeddedWallet(deps.db, req.session!.accountId);
+    const wallet = getEmbeddedWallet(deps.ledger.db, req.session!.accountId);
     if (!wallet) throw new ApiError("not_found", "This account has no embedded wallet yet.");
     if (!deps.chain) throw new ApiError("chain_unavailable", "The gateway has no chain: there is nowhere to send USDC.");
     let token: Address;

@@ -4,8 +4,8 @@ import type { Config } from "../../config";
 import type { CallsLog } from "../../gateway/calls-log";
 import type { Skill, SkillRegistry } from "../../catalog/skills";
 import { computeCharge } from "../../ledger/fees";
-import type { Db } from "../../db/db";
 import type { Ledger } from "../../ledger/ledger";
+import { addressesOf } from "../../settlement/addresses";
 import { microsToUsd } from "../../ledger/money";
 import { requireAccount } from "../auth";
 import type { Sessions } from "../../identity/sessions";
@@ -29,7 +29,7 @@ export function readRoutes(deps: {
   const router = express.Router();
   const auth = requireAccount(deps.keys, deps.sessions);
 
-  const sellers = sellerDirectory(deps.ledger.db);
+  const sellers = sellerDirectory(deps.ledger);
   const describe = (skill: Skill) => ({
     id: skill.id,
     slug: skill.slug,
@@ -125,12 +125,10 @@ const DAY_MS = 86_400_000;
  * address (that is how e-mail sign-up names it), which is not for strangers to see: such a
  * seller is shown by its escrow address instead, which is public on-chain anyway.
  */
-function sellerDirectory(db: Db) {
-  const account = db.prepare("SELECT name FROM accounts WHERE id = ?").pluck();
-  const address = db.prepare("SELECT address FROM account_addresses WHERE account_id = ? ORDER BY created_at LIMIT 1").pluck();
+function sellerDirectory(ledger: Ledger) {
   return (accountId: string): { name: string; address: string | null } => {
-    const name = (account.get(accountId) as string | undefined) ?? "";
-    const addr = (address.get(accountId) as string | undefined) ?? null;
+    const name = ledger.getAccount(accountId)?.name ?? "";
+    const addr = addressesOf(ledger.db, accountId)[0] ?? null;
     const shortAddress = addr ? `${addr.slice(0, 6)}…${addr.slice(-4)}` : "an unnamed seller";
     return { name: name === "" || name.includes("@") ? shortAddress : name, address: addr };
   };

@@ -2,7 +2,6 @@ import express, { type Router } from "express";
 import type { Sessions } from "../../identity/sessions";
 import { getEmbeddedWallet } from "../../wallets/wallets";
 import { addressesOf } from "../../settlement/addresses";
-import type { Db } from "../../db/db";
 import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
@@ -29,7 +28,7 @@ export function sessionRoutes(deps: { sessions: Sessions; ledger: Ledger }): Rou
           .identitiesOf(accountId)
           .map((i) => ({ provider: i.provider, subject: i.subject, linked_at: new Date(i.createdAtMs).toISOString() })),
         addresses: addressesOf(deps.ledger.db, accountId),
-        wallet: walletOf(deps.ledger.db, accountId),
+        wallet: walletOf(deps.ledger, accountId),
         balance: { currency: "USDC", available: microsToUsd(availableMicros), held: microsToUsd(heldMicros) },
       }),
     );
@@ -44,7 +43,7 @@ export function sessionRoutes(deps: { sessions: Sessions; ledger: Ledger }): Rou
 }
 
 /** The account's embedded wallet: where it sends USDC to top up. */
-function walletOf(db: Db, accountId: string) {
-  const wallet = getEmbeddedWallet(db, accountId);
+function walletOf(ledger: Ledger, accountId: string) {
+  const wallet = getEmbeddedWallet(ledger.db, accountId);
   return wallet ? { address: wallet.address, owner: wallet.ownerKind, owner_address: wallet.ownerAddress } : null;
 }

@@ -3,7 +3,7 @@ import { jsonBody } from "../json-body";
 import type { ApiKeys } from "../../identity/api-keys";
 import type { VoucherIssuer } from "../../settlement/vouchers";
 import { microsToUsd } from "../../ledger/money";
-import type { Db } from "../../db/db";
+import type { VoucherStore } from "../../settlement/vouchers-store";
 import { requireAccount } from "../auth";
 import type { Sessions } from "../../identity/sessions";
 import { dataEnvelope } from "../envelope";
@@ -25,7 +25,12 @@ const REFUSAL: Record<string, [ApiError["code"], string]> = {
  *       The amount leaves the balance at once, so it cannot be spent twice.
  *   GET /v1/withdrawals → the account's vouchers and their status.
  */
-export function withdrawalRoutes(deps: { keys: ApiKeys; sessions: Sessions; db: Db; vouchers?: VoucherIssuer }): Router {
+export function withdrawalRoutes(deps: {
+  keys: ApiKeys;
+  sessions: Sessions;
+  voucherStore: VoucherStore;
+  vouchers?: VoucherIssuer;
+}): Router {
   const router = express.Router();
   const auth = requireAccount(deps.keys, deps.sessions);
   const json = jsonBody(4_096);
@@ -63,27 +68,16 @@ export function withdrawalRoutes(deps: { keys: ApiKeys; sessions: Sessions; db: 
   });
 
   router.get("/v1/withdrawals", auth, (req, res) => {
-    const rows = deps.db
-      .prepare(
-        "SELECT address, nonce, amount, deadline, status, created_at FROM vouchers WHERE account_id = ? ORDER BY created_at DESC LIMIT 100",
-      )
-      .all(req.accountId!) as Array<{
-      address: string;
-      nonce: bigint;
-      amount: bigint;
-      deadline: bigint;
-      status: string;
-      created_at: bigint;
-    }>;
+    const vouchers = deps.voucherStore.ofAccount(req.accountId!, 100);
     res.json(
       dataEnvelope(
-        rows.map((r) => ({
-          address: r.address,
-          nonce: r.nonce.toString(),
-          amount: microsToUsd(r.amount),
-          status: r.status,
-          expires_at: new Date(Number(r.deadline) * 1000).toISOString(),
-          created_at: new Date(Number(r.created_at)).toISOString(),
+        vouchers.map((v) => ({
+          address: v.address,
+          nonce: v.nonce.toString(),
+          amount: microsToUsd(v.amountMicros),
+          status: v.status,
+          expires_at: new Date(Number(v.deadlineSec) * 1000).toISOString(),
+          created_at: new Date(v.createdAtMs).toISOString(),
         })),
       ),
     );

@@ -29,7 +29,7 @@ function addressOf(userId: string): StoredAddress {
 }
 
 /**
- * Issues a voucher as the vouchers module does: Ledger.withdraw (which first tops short exits up, and
+ * Issues a voucher as the vouchers module does: Ledger.withdrawByVoucher (which first tops short exits up, and
  * throws, undoing everything, when the available balance falls short) and the voucher row, in one operation.
  * `amount` is a number of micros or "all", the whole available balance as the model sees it.
  */
@@ -49,7 +49,7 @@ export class Withdraw extends Step {
     const nonce = model.nextVoucherNonce;
     const issue = () =>
       real.ledger.commit.run(() => {
-        const entryId = real.ledger.withdraw(this.userId, amountMicros, `voucher ${address}:${nonce}`);
+        const entryId = real.ledger.withdrawByVoucher(this.userId, amountMicros, { address, nonce });
         real.db
           .prepare(
             `INSERT INTO vouchers (address, nonce, account_id, amount, deadline, status, entry_id, created_at)
@@ -79,7 +79,7 @@ export class Withdraw extends Step {
 
 /**
  * Settles one voucher, counted back from the newest, as the voucher sweep does: redeemed on-chain (nothing
- * moves), or expired unredeemed, whose amount Ledger.returnWithdrawal gives back (and which then tops short
+ * moves), or expired unredeemed, whose amount Ledger.returnVoucher gives back (and which then tops short
  * exits up). A voucher already settled is left alone.
  */
 export class SettleVoucher extends Step {
@@ -97,11 +97,7 @@ export class SettleVoucher extends Step {
         .prepare("UPDATE vouchers SET status = ? WHERE address = ? AND nonce = ? AND status = 'issued'")
         .run(this.fate, voucher.address, voucher.nonce).changes;
       if (changed === 1 && this.fate === "returned") {
-        real.ledger.returnWithdrawal(
-          voucher.accountId,
-          voucher.amountMicros,
-          `voucher ${voucher.address}:${voucher.nonce} expired unredeemed: returned`,
-        );
+        real.ledger.returnVoucher(voucher.accountId, voucher.amountMicros, { address: voucher.address, nonce: voucher.nonce });
       }
     });
     if (voucher.status !== "issued") return;
