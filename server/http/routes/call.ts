@@ -7,7 +7,7 @@ import type { CallService } from "../../gateway/call-service";
 import { IDEMPOTENCY_KEY } from "../../gateway/idempotency";
 import { authenticate } from "../auth";
 import { type Endpoint, errorEnvelope } from "../envelope";
-import { ApiError } from "../errors";
+import { ApiError, toApiError } from "../errors";
 import { MAX_JSON_DEPTH, nestsDeeperThan, tooDeep } from "../json-body";
 
 const SKILL_CALL_PATH = /^\/v1\/skills\/([^/]+)\/call$/;
@@ -58,10 +58,9 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
         deps.log(`client closed the connection before its request body was complete (${req.socket.remoteAddress ?? "unknown address"})`);
         return;
       }
-      const apiError =
-        error instanceof ApiError ? error : new ApiError("internal_error", "Internal server error: the call was not charged.");
+      const apiError = toApiError(error, "Internal server error: the call was not charged.");
       if (apiError.status >= 500) deps.log("internal error on the call path", error);
-      sendJson(res, apiError.status, apiError.headers, JSON.stringify(errorEnvelope(apiError.code, apiError.message)));
+      sendJson(res, apiError.status, apiError.headers, JSON.stringify(errorEnvelope(apiError.code, apiError.message, apiError.details)));
     });
     return true;
   };

@@ -12,6 +12,7 @@ import type { Skill, SkillRegistry } from "../../catalog/skills";
 import { computeCharge } from "../../ledger/fees";
 import { microsToUsd } from "../../ledger/money";
 import { authenticate } from "../auth";
+import { GatewayError } from "../../errors";
 import { ApiError } from "../errors";
 import { jsonBody } from "../json-body";
 
@@ -128,7 +129,7 @@ function mcpServer(deps: McpRoutesParameters, apiKey: ApiKeyRecord, skills: () =
       });
       return toolResult(response);
     } catch (error) {
-      if (error instanceof ApiError) return errorResult(error.code, error.message);
+      if (error instanceof GatewayError) return errorResult(error.code, error.message);
       deps.log("internal error on an MCP tool call", error);
       return errorResult("internal_error", "Internal server error: the call was not charged.");
     }
