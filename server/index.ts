@@ -134,7 +134,7 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
     forwarder,
   });
   const moneyPath = options.chain ? createMoneyPath(ledger, config, options.chain, log) : undefined;
-  const sessions = new Sessions(db, ledger, { secureCookies: config.secureCookies });
+  const sessions = new Sessions(db, ledger);
   const wallets = options.wallets
     ? new WalletService({ ...options.wallets, ledger, sessions, log, vouchers: moneyPath?.vouchers })
     : undefined;

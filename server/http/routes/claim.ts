@@ -9,6 +9,7 @@ import { dataEnvelope } from "../envelope";
 import { address, objectBody } from "../body";
 import { readOwnerSignature, refuseOwnerSubmit } from "../owner-signed";
 import { ApiError } from "../errors";
+import { requireSession } from "../session-cookies";
 
 type Log = (message: string, error?: unknown) => void;
 
@@ -30,7 +31,7 @@ type Log = (message: string, error?: unknown) => void;
  */
 export function claimRoutes(deps: { sessions: Sessions; wallets?: WalletService; log: Log }): Router {
   const router = express.Router();
-  const session = deps.sessions.require();
+  const session = requireSession(deps.sessions);
   const json = jsonBody(4_096);
   const claims = () => {
     if (!deps.wallets) throw new ApiError("chain_unavailable", "Embedded wallets are not enabled on this gateway.");

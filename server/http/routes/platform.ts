@@ -10,6 +10,7 @@ import type { Db } from "../../db/db";
 import { microsToUsd } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
+import { requireSession } from "../session-cookies";
 
 const ESCROW_ABI = [
   { type: "function", name: "usdc", stateMutability: "view", inputs: [], outputs: [{ type: "address" }] },
@@ -23,7 +24,7 @@ const ESCROW_ABI = [
  */
 export function platformRoutes(deps: { config: Config; db: Db; sessions: Sessions; oauth: OAuthSignIn; chain?: ChainConnection }): Router {
   const router = express.Router();
-  const session = deps.sessions.require();
+  const session = requireSession(deps.sessions);
   // The escrow's token never changes; read it once.
   let usdc: Promise<Address> | undefined;
   const usdcOf = (chain: ChainConnection) =>

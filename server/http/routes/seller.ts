@@ -10,6 +10,7 @@ import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd, usdToMicros } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
+import { requireSession } from "../session-cookies";
 
 const view = (skill: SellerSkill) => ({
   id: skill.id,
@@ -114,7 +115,7 @@ export function sellerRoutes(deps: {
   egress: EgressPolicy;
 }): Router {
   const router = express.Router();
-  const session = deps.sessions.require();
+  const session = requireSession(deps.sessions);
   const json = jsonBody(65_536);
   const sellerSkills = new SellerSkills(deps.ledger.db, deps.skills, deps.config);
   const object = (body: unknown): Body => {

@@ -5,6 +5,7 @@ import type { Sessions } from "../../identity/sessions";
 import { microsToUsd, usdToMicros } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
+import { requireSession } from "../session-cookies";
 
 /** The largest single card top-up: a sandbox guard against typos, not a business limit. */
 const MAX_CARD_TOPUP_MICROS = 10_000n * 1_000_000n;
@@ -32,7 +33,7 @@ const view = (checkout: CardCheckout) => ({
  */
 export function topupRoutes(deps: { sessions: Sessions; cardTopups: CardTopups }): Router {
   const router = express.Router();
-  const session = deps.sessions.require();
+  const session = requireSession(deps.sessions);
   const json = jsonBody(4_096);
   // The signature covers the exact bytes, so the body is kept as text.
   const raw = express.text({ limit: 16_384, type: () => true });

@@ -5,6 +5,7 @@ import type { ApiKeys } from "../../identity/api-keys";
 import type { Sessions } from "../../identity/sessions";
 import type { CallService } from "../../gateway/call-service";
 import { ApiError } from "../errors";
+import { requireSession } from "../session-cookies";
 
 /**
  * The marketplace's "try it" form:
@@ -18,7 +19,7 @@ import { ApiError } from "../errors";
  */
 export function tryRoutes(deps: { sessions: Sessions; keys: ApiKeys; calls: CallService; maxRequestBytes: number }): Router {
   const router = express.Router();
-  const session = deps.sessions.require();
+  const session = requireSession(deps.sessions);
   const json = jsonBody(deps.maxRequestBytes);
 
   router.post("/v1/skills/:skillId/try", session, json, async (req, res) => {

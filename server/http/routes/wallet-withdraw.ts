@@ -10,6 +10,7 @@ import { dataEnvelope, errorEnvelope } from "../envelope";
 import { address, objectBody, optionalUsd } from "../body";
 import { readOwnerSignature, refuseOwnerSubmit } from "../owner-signed";
 import { ApiError, ERROR_STATUS, type ErrorCode } from "../errors";
+import { requireSession } from "../session-cookies";
 
 type Log = (message: string, error?: unknown) => void;
 
@@ -31,7 +32,7 @@ type Log = (message: string, error?: unknown) => void;
  */
 export function walletWithdrawRoutes(deps: { sessions: Sessions; wallets?: WalletService; log: Log }): Router {
   const router = express.Router();
-  const session = deps.sessions.require();
+  const session = requireSession(deps.sessions);
   const json = jsonBody(4_096);
   const withdrawals = () => {
     const service = deps.wallets?.withdrawals;

@@ -5,6 +5,7 @@ import type { WalletService } from "../../wallets/wallet-service";
 import { dataEnvelope } from "../envelope";
 import { readOwnerSignature, refuseOwnerSubmit } from "../owner-signed";
 import { ApiError } from "../errors";
+import { requireSession } from "../session-cookies";
 
 const usd = (micros: bigint) => Number(micros) / 1e6;
 
@@ -23,7 +24,7 @@ export function walletRoutes(deps: {
   log: (message: string, error?: unknown) => void;
 }): Router {
   const router = express.Router();
-  const session = deps.sessions.require();
+  const session = requireSession(deps.sessions);
   const json = jsonBody(4_096);
   const wallets = (): WalletService => {
     if (!deps.wallets) throw new ApiError("chain_unavailable", "Embedded wallets are not enabled on this gateway.");
