@@ -6,6 +6,7 @@ import type { ApiKeyRecord, ApiKeys } from "../../identity/api-keys";
 import type { CallService } from "../../gateway/call-service";
 import { IDEMPOTENCY_KEY } from "../../gateway/idempotency";
 import { authenticate } from "../auth";
+import { callResponse } from "../call-answer";
 import { type Endpoint, errorEnvelope } from "../envelope";
 import { ApiError, toApiError } from "../errors";
 import { MAX_JSON_DEPTH, nestsDeeperThan, tooDeep } from "../json-body";
@@ -109,7 +110,8 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
       idempotency: idempotencyOf(req, endpoint, pathSkill, raw),
       startedAt,
     });
-    sendJson(res, result.status, result.headers, result.body);
+    const response = callResponse(result);
+    sendJson(res, response.status, response.headers, response.body);
   }
 }
 

@@ -4,6 +4,7 @@ import { jsonBody } from "../json-body";
 import type { ApiKeys } from "../../identity/api-keys";
 import type { Sessions } from "../../identity/sessions";
 import type { CallService } from "../../gateway/call-service";
+import { callResponse } from "../call-answer";
 import { ApiError } from "../errors";
 import { requireSession } from "../session-cookies";
 
@@ -34,7 +35,8 @@ export function tryRoutes(deps: { sessions: Sessions; keys: ApiKeys; calls: Call
     const apiKey = deps.keys.useOwn(body.key_id, req.session!.accountId);
     if (!apiKey) throw new ApiError("not_found", "No such key on this account: it may have been revoked. Pick another or create one.");
     const result = await deps.calls.execute({ endpoint: "skill_call", apiKey, skillRef: String(req.params.skillId), input, startedAt });
-    res.status(result.status).set(result.headers).type("application/json").send(result.body);
+    const response = callResponse(result);
+    res.status(response.status).set(response.headers).type("application/json").send(response.body);
   });
 
   return router;
