@@ -1,5 +1,5 @@
 import type { NextFunction, Request, Response } from "express";
-import { type LiveSession, type Session, type Sessions } from "../identity/sessions";
+import type { LiveSession, Session, Sessions } from "../identity/sessions";
 import type { Config } from "../config";
 import { ApiError } from "./errors";
 import { publicBase } from "./public-url";

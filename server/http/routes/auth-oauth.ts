@@ -1,7 +1,7 @@
 import express, { type Request, type RequestHandler, type Response, type Router } from "express";
 import type { OAuthProviderName, OAuthSignIn } from "../../identity/oauth";
 import { OAUTH_STATE_TTL_MS } from "../../identity/oauth";
-import { type Sessions } from "../../identity/sessions";
+import type { Sessions } from "../../identity/sessions";
 import { planSignIn } from "../../identity/sign-in-plan";
 import type { Config } from "../../config";
 import { ApiError } from "../errors";

@@ -64,7 +64,7 @@ export function platformRoutes(deps: { config: Config; db: Db; sessions: Session
   router.get("/v1/wallet/qr.svg", session, async (req, res) => {
     const wallet = getEmbeddedWallet(deps.db, req.session!.accountId);
     if (!wallet) throw new ApiError("not_found", "This account has no embedded wallet yet.");
-    if (!deps.chain) throw new ApiError("chain_unavailable", "The gateway has no chain: there is nowhere to send USDC.");
+    if (!deps.chain) throw new ApiError("chain_not_configured", "The gateway has no chain: there is nowhere to send USDC.");
     let token: Address;
     try {
       token = await usdcOf(deps.chain);

@@ -1,6 +1,6 @@
 import express, { type Router } from "express";
 import { jsonBody } from "../json-body";
-import { type SellerSkill, type SellerSkillFields, type SellerSkillRefusal, SellerSkills } from "../../catalog/seller-skills";
+import { type SellerSkill, type SellerSkillFields, SellerSkills } from "../../catalog/seller-skills";
 import type { Sessions } from "../../identity/sessions";
 import { addressesOf, linkAddressSync, normalizeAddress } from "../../settlement/addresses";
 import type { Config } from "../../config";
@@ -9,7 +9,7 @@ import type { SkillRegistry } from "../../catalog/skills";
 import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd, usdToMicros } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
-import { ApiError } from "../errors";
+import { ApiError, refuse } from "../errors";
 import { requireSession } from "../session-cookies";
 
 const view = (skill: SellerSkill) => ({
@@ -26,12 +26,6 @@ const view = (skill: SellerSkill) => ({
   created_at: new Date(skill.createdAtMs).toISOString(),
   updated_at: new Date(skill.updatedAtMs).toISOString(),
 });
-
-function refuse(refusal: SellerSkillRefusal): never {
-  if (refusal.reason === "invalid") throw new ApiError("invalid_request", refusal.message);
-  if (refusal.reason === "slug_taken") throw new ApiError("slug_taken", "That slug is taken: choose another.");
-  throw new ApiError("not_found", "No such skill among yours.");
-}
 
 type Body = Record<string, unknown>;
 

@@ -1,21 +1,14 @@
 import express, { type Router } from "express";
 import { jsonBody } from "../json-body";
 import type { ApiKeys } from "../../identity/api-keys";
-import type { VoucherIssuer } from "../../settlement/vouchers";
+import { type VoucherIssuer, issueRefusal } from "../../settlement/vouchers";
 import { microsToUsd } from "../../ledger/money";
 import type { Db } from "../../db/db";
 import { requireAccount } from "../auth";
 import type { Sessions } from "../../identity/sessions";
 import { objectBody, optionalUsd } from "../body";
 import { dataEnvelope } from "../envelope";
-import { ApiError } from "../errors";
-
-const REFUSAL: Record<string, [ApiError["code"], string]> = {
-  no_address: ["invalid_request", "This account has no escrow address to withdraw to."],
-  several_addresses: ["invalid_request", "This account has several escrow addresses: name one in `address`."],
-  address_not_yours: ["invalid_request", "That address does not belong to this account."],
-  nothing_to_withdraw: ["invalid_request", "Nothing to withdraw: the available balance is 0."],
-};
+import { ApiError, refuse } from "../errors";
 
 /**
  * Instant withdrawals (issue 4, exits seen from the gateway):
@@ -30,21 +23,12 @@ export function withdrawalRoutes(deps: { keys: ApiKeys; sessions: Sessions; db: 
   const json = jsonBody(4_096);
 
   router.post("/v1/withdrawals", auth, json, async (req, res) => {
-    if (!deps.vouchers) throw new ApiError("chain_unavailable", "Withdrawals need the gateway to be connected to its escrow chain.");
+    if (!deps.vouchers) throw new ApiError("chain_not_configured", "Withdrawals need the gateway to be connected to its escrow chain.");
     const body = objectBody(req.body);
     const amountMicros = optionalUsd(body.amount, "amount");
     if (body.address !== undefined && typeof body.address !== "string") throw new ApiError("invalid_request", "address must be a string.");
     const result = await deps.vouchers.issue(req.accountId!, { amountMicros, address: body.address as string | undefined });
-    if (!result.ok) {
-      if (result.reason === "insufficient_balance") {
-        throw new ApiError(
-          "insufficient_balance",
-          `Only ${microsToUsd(result.availableMicros ?? 0n)} USD is available to withdraw (money held by calls in flight stays).`,
-        );
-      }
-      const [code, message] = REFUSAL[result.reason];
-      throw new ApiError(code, message);
-    }
+    if (!result.ok) refuse(issueRefusal(result));
     const { voucher, signature, escrow, chainId } = result.issued;
     res.json(
       dataEnvelope({
