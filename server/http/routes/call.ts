@@ -147,6 +147,7 @@ function sendJson(res: ServerResponse, status: number, headers: Record<string, s
   res.end(body);
 }
 
+// Internal error, plain on purpose: nobody is left to answer, so it is only logged.
 /** The client closed the connection (or reset it) before the whole body had arrived. */
 class ClientAborted extends Error {
   override name = "ClientAborted";
