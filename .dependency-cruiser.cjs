@@ -13,6 +13,9 @@
  *     │
  *   db                    SQLite handle, migrations, group commit, ids
  *
+ * config.ts (the validated configuration) and errors.ts (the error codes and the base error every
+ * layer throws) sit outside the layers: any part may import them, and they import nothing of server/.
+ *
  * devstack/ (local chain, bundler, demo) is imported only by scripts and tests: a production
  * entry never starts a chain. ops/ reads health from every layer and is read by http/.
  */
@@ -25,7 +28,7 @@ function onlyImports(name, from, allowed, comment) {
     comment,
     severity: "error",
     from: { path: `^server/${from}/` },
-    to: { path: "^server/", pathNot: [`^server/(${[from, ...allowed].join("|")})/`, "^server/config\\.ts$"] },
+    to: { path: "^server/", pathNot: [`^server/(${[from, ...allowed].join("|")})/`, "^server/config\\.ts$", "^server/errors\\.ts$"] },
   };
 }
 

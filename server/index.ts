@@ -11,6 +11,7 @@ import { type CardTopups, createSandboxCardTopups } from "./payments/card";
 import { type ChainConnection, type MoneyPath, createMoneyPath } from "./settlement/money-path";
 import type { Config } from "./config";
 import { CallService } from "./gateway/call-service";
+import { callAnswers } from "./http/call-answer";
 import { CallsLog } from "./gateway/calls-log";
 import { EgressPolicy, type HostResolver } from "./gateway/egress";
 import { Forwarder } from "./gateway/forward";
@@ -132,9 +133,10 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
     limiter: new RateLimiter(),
     dailyCap: new DailyCap((accountId, sinceMs) => calls.countSince(accountId, sinceMs)),
     forwarder,
+    answers: callAnswers,
   });
   const moneyPath = options.chain ? createMoneyPath(ledger, config, options.chain, log) : undefined;
-  const sessions = new Sessions(db, ledger, { secureCookies: config.secureCookies });
+  const sessions = new Sessions(db, ledger);
   const wallets = options.wallets
     ? new WalletService({ ...options.wallets, ledger, sessions, log, vouchers: moneyPath?.vouchers })
     : undefined;

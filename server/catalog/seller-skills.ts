@@ -3,6 +3,7 @@ import type { Config } from "../config";
 import type { Db } from "../db/db";
 import { type SkillRegistry, SkillValidationError } from "./skills";
 import { microsToUsd } from "../ledger/money";
+import { type Refusal, refusal } from "../errors";
 
 /** What a seller sets on a skill (all of it at creation; any of it in an edit, the slug excepted). */
 export interface SellerSkillFields {
@@ -24,10 +25,8 @@ export interface SellerSkill extends SellerSkillFields {
   updatedAtMs: number;
 }
 
-export type SellerSkillRefusal =
-  | { ok: false; reason: "invalid"; message: string }
-  | { ok: false; reason: "slug_taken" }
-  | { ok: false; reason: "not_found" };
+/** Why a seller's skill was not saved: invalid_request (a field out of bounds), slug_taken, or not_found (not theirs). */
+export type SellerSkillRefusal = Refusal<"invalid_request" | "slug_taken" | "not_found">;
 
 /** Limits on what a seller may set, beyond the price bounds of the configuration. */
 export const SKILL_LIMITS = {
@@ -141,7 +140,7 @@ export class SellerSkills {
       now,
       now,
     );
-    if (inserted.changes === 0) return { ok: false, reason: "slug_taken" };
+    if (inserted.changes === 0) return refusal("slug_taken", "That slug is taken: choose another.");
     this.registry.refresh();
     return { ok: true, skill: this.get(sellerAccountId, id)!, signingSecret };
   }
@@ -153,7 +152,7 @@ export class SellerSkills {
     patch: Partial<Omit<SellerSkillFields, "slug">> & { listed?: boolean },
   ): { ok: true; skill: SellerSkill } | SellerSkillRefusal {
     const current = this.get(sellerAccountId, ref);
-    if (!current) return { ok: false, reason: "not_found" };
+    if (!current) return refusal("not_found", "No such skill among yours.");
     const next: SellerSkillFields = { ...current, ...definedOnly(patch) };
     const invalid = this.check(next);
     if (invalid) return invalid;
@@ -180,7 +179,7 @@ export class SellerSkills {
   }
 
   private check(fields: SellerSkillFields): SellerSkillRefusal | undefined {
-    const invalid = (message: string) => ({ ok: false as const, reason: "invalid" as const, message });
+    const invalid = (message: string) => refusal("invalid_request", message);
     const { minSkillPriceMicros: min, maxSkillPriceMicros: max } = this.config;
     if (fields.priceMicros < min || fields.priceMicros > max) {
       return invalid(`price must be between ${microsToUsd(min)} and ${microsToUsd(max)} USD.`);

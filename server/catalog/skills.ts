@@ -12,6 +12,7 @@ import {
   validateWith,
 } from "./schema-guard";
 import { ValidationPool } from "./validation-pool";
+import { GatewayError } from "../errors";
 
 /**
  * How a skill's input is validated: on the event loop with a validator compiled here (small
@@ -57,8 +58,12 @@ export interface SkillInput {
   signingSecret?: string;
 }
 
-export class SkillValidationError extends Error {
+/** A skill that could not be stored or called as given: invalid_request, its message safe to show the seller. */
+export class SkillValidationError extends GatewayError {
   override name = "SkillValidationError";
+  constructor(message: string) {
+    super("invalid_request", message);
+  }
 }
 
 const SLUG = /^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$/;

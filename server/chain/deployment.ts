@@ -42,6 +42,7 @@ export type Deployment = {
   voucherSigner: Address;
 };
 
+// Internal error, plain on purpose: a start-up refusal for the operator, never a client's answer.
 /** A deployment file that is missing, unreadable or malformed. */
 export class DeploymentFileError extends Error {
   override name = "DeploymentFileError";

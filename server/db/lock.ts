@@ -1,6 +1,7 @@
 import fs from "node:fs";
 import path from "node:path";
 
+// Internal error, plain on purpose: a start-up refusal for the operator, never a client's answer.
 export class DatabaseLockedError extends Error {
   override name = "DatabaseLockedError";
 }

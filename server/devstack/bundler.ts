@@ -16,6 +16,7 @@ import { createPublicClient, http, type Address, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { DETERMINISTIC_DEPLOYER, ENTRY_POINT_V07 } from "../wallets/aa";
 
+// Internal error, plain on purpose: the local development stack's, never a client's answer.
 export class BundlerError extends Error {
   override name = "BundlerError";
 }

@@ -48,6 +48,7 @@ export type ContractName = "SkillEscrow" | "TestUSDC";
 /** The parts of a Hardhat artifact that deployment needs. */
 export type ContractArtifact = { contractName: ContractName; abi: Abi; bytecode: Hex };
 
+// Internal error, plain on purpose: a deployment script's failure, never a client's answer.
 /** Deployment failed: missing artifacts, a bad token address, a reverted transaction. */
 export class DeployError extends Error {
   override name = "DeployError";

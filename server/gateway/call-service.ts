@@ -2,12 +2,11 @@ import { uuidv7 } from "../db/ids";
 import { performance } from "node:perf_hooks";
 import type { ApiKeyRecord } from "../identity/api-keys";
 import type { Config } from "../config";
-import { ApiError, type ErrorCode } from "../http/errors";
-import { type Endpoint, callMetadata, errorEnvelope, successEnvelope } from "../http/envelope";
+import { type ErrorCode, GatewayError } from "../errors";
 import { computeCharge } from "../ledger/fees";
 import type { Hold, Ledger } from "../ledger/ledger";
 import { microsToUsd } from "../ledger/money";
-import type { CallOutcome, CallsLog } from "./calls-log";
+import type { CallOutcome, CallsLog, Endpoint } from "./calls-log";
 import type { ForwardResult, Forwarder } from "./forward";
 import type { IdempotencyStore } from "./idempotency";
 import type { DailyCap, RateDecision, RateLimiter, RateRule } from "./rate-limit";
@@ -23,12 +22,48 @@ export interface CallRequest {
   startedAt: number;
 }
 
-export interface CallResponse {
-  status: number;
-  /** The JSON body, already serialized (a replayed response is sent byte for byte). */
-  body: string;
-  headers: Record<string, string>;
+/**
+ * How a call ended, as the gateway decided it: the backend's data, or the code and message of
+ * the refusal or failure. The HTTP layer renders it (CallAnswers) into the status and body.
+ */
+export interface CallEnd {
+  endpoint: Endpoint;
+  skillSlug: string;
+  responseTimeMs: number;
+  chargedMicros: bigint;
+  result: { ok: true; data: unknown } | { ok: false; code: ErrorCode; message: string };
 }
+
+/** A call's answer as the client gets it: the status and the JSON body, serialized. */
+export interface CallAnswer {
+  status: number;
+  /** Sent byte for byte, and stored for an idempotent replay in the same commit as the charge. */
+  body: string;
+}
+
+/**
+ * The HTTP layer's rendering of a call's end (server/http/call-answer.ts). The call service
+ * renders inside the commit of the charge, because the final body is stored for an
+ * idempotent replay and its status is counted in the calls log; what the body says is HTTP's.
+ */
+export interface CallAnswers {
+  /** The answer; undefined when the backend's data cannot be serialized again (JSON nested too deep). */
+  render(end: CallEnd): CallAnswer | undefined;
+}
+
+/** What a call came to: a stored answer replayed, or the answer of this call with what its headers need. */
+export type CallResult =
+  | ({ kind: "replayed" } & CallAnswer)
+  | ({
+      kind: "answered";
+      callId: string;
+      /** The code of a refusal or failure; absent on success. */
+      code?: ErrorCode;
+      /** The per-key rate limit as it stands after this call. */
+      rate: RateDecision;
+      /** When a refused call may be tried again (rate limit, daily cap). */
+      retryAfterMs?: number;
+    } & CallAnswer);
 
 export interface CallServiceDeps {
   config: Config;
@@ -39,6 +74,8 @@ export interface CallServiceDeps {
   limiter: RateLimiter;
   dailyCap: DailyCap;
   forwarder: Forwarder;
+  /** The HTTP layer's rendering of answers. */
+  answers: CallAnswers;
 }
 
 const MINUTE_MS = 60_000;
@@ -61,17 +98,18 @@ const FAILURE_CODE: Record<Extract<ForwardResult, { kind: "failed" }>["reason"],
  *   3. rate limits: key, skill (429)     7. forward to the backend (400 / 502)
  *   4. daily cap of the account (429)    8. capture (200) or release
  *
- * (Authentication, 401, and body parsing, 400/413, happen before, in the HTTP layer.)
+ * (Authentication, 401, and body parsing, 400/413, happen before, in the HTTP layer, which
+ * also turns the result into status, headers and body: the service names codes, not statuses.)
  * Money moves only in steps 6 and 8. Every path after a hold ends in exactly one capture
  * or release, and a charge is durable before its response is returned.
  */
 export class CallService {
   constructor(private readonly deps: CallServiceDeps) {}
 
-  async execute(req: CallRequest): Promise<CallResponse> {
+  async execute(req: CallRequest): Promise<CallResult> {
     const { skills, idempotency } = this.deps;
     const skill = skills.resolve(req.skillRef);
-    if (!skill) throw new ApiError("skill_not_found", `Skill not found: "${req.skillRef}". Check the skill_id slug or UUID.`);
+    if (!skill) throw new GatewayError("skill_not_found", `Skill not found: "${req.skillRef}". Check the skill_id slug or UUID.`);
 
     const accountId = req.apiKey.accountId;
     const idem = req.idempotency;
@@ -81,12 +119,12 @@ export class CallService {
         // The stored response may belong to a charge still in the open batch: replay it only
         // once that charge is on disk, as the first answer was.
         await this.deps.ledger.commit.durable();
-        return { status: begun.status, body: begun.body, headers: { "idempotent-replayed": "true" } };
+        return { kind: "replayed", status: begun.status, body: begun.body };
       }
       if (begun.kind === "mismatch")
-        throw new ApiError("idempotency_key_reused", "This Idempotency-Key was used with a different request body.");
+        throw new GatewayError("idempotency_key_reused", "This Idempotency-Key was used with a different request body.");
       if (begun.kind === "in_progress")
-        throw new ApiError("idempotency_key_in_use", "A request with this Idempotency-Key is still in progress; retry later.");
+        throw new GatewayError("idempotency_key_in_use", "A request with this Idempotency-Key is still in progress; retry later.");
     }
 
     let stored = false;
@@ -98,7 +136,7 @@ export class CallService {
     }
   }
 
-  private async run(req: CallRequest, skill: Skill, markStored: () => void): Promise<CallResponse> {
+  private async run(req: CallRequest, skill: Skill, markStored: () => void): Promise<CallResult> {
     const { config, ledger, limiter, dailyCap, forwarder } = this.deps;
     const callId = uuidv7();
     const accountId = req.apiKey.accountId;
@@ -110,20 +148,16 @@ export class CallService {
       rules.push({ key: `skill:${skill.id}:${accountId}`, limit: skill.rateLimitPerMin, windowMs: MINUTE_MS });
     }
     const decision = limiter.admit(rules);
-    const headers = rateHeaders(decision);
     if (!decision.allowed) {
       const which = decision.rule === rules[0] ? "API key" : `skill "${skill.slug}"`;
       return this.fail(
         req,
         skill,
         callId,
+        decision,
         "rate_limited",
         `Rate limit exceeded: ${decision.rule.limit} calls per minute for this ${which}.`,
-        "rate_limited",
-        {
-          ...headers,
-          "retry-after": String(Math.max(1, Math.ceil(decision.retryAfterMs / 1000))),
-        },
+        decision.retryAfterMs,
       );
     }
 
@@ -135,28 +169,17 @@ export class CallService {
           req,
           skill,
           callId,
+          decision,
           "daily_limit_reached",
           `Daily call limit of ${cap} reached; it resets at 00:00 UTC.`,
-          "daily_limit_reached",
-          {
-            ...headers,
-            "retry-after": String(Math.ceil(daily.retryAfterMs / 1000)),
-          },
+          daily.retryAfterMs,
         );
       }
     }
 
     const problems = await this.deps.skills.validateInput(skill, req.input);
     if (problems.length > 0) {
-      return this.fail(
-        req,
-        skill,
-        callId,
-        "invalid_input",
-        `Input does not match the skill's schema: ${problems.join("; ")}`,
-        "invalid_input",
-        headers,
-      );
+      return this.fail(req, skill, callId, decision, "invalid_input", `Input does not match the skill's schema: ${problems.join("; ")}`);
     }
 
     const charge = computeCharge(skill.priceMicros, config.feeMode, config.feeBps);
@@ -167,7 +190,7 @@ export class CallService {
         const message = ledger.hasExitShortfall(accountId)
           ? "Insufficient balance: an exit from the escrow is pending for this account, and its money is frozen until the exit completes or is cancelled."
           : `Insufficient balance: this call costs ${microsToUsd(held.neededMicros)} USD and ${microsToUsd(held.availableMicros)} USD is available. Add funds.`;
-        return this.fail(req, skill, callId, "insufficient_balance", message, "insufficient_balance", headers);
+        return this.fail(req, skill, callId, decision, "insufficient_balance", message);
       }
       hold = held.hold;
     }
@@ -181,8 +204,8 @@ export class CallService {
       const chargedMicros = hold?.amountMicros ?? 0n;
       // An answer that parsed but cannot be serialized again is the backend's failure, as an
       // answer that does not parse is: 502, not the gateway's 500.
-      const success = forwarded.kind === "ok" ? this.successBody(req, skill, forwarded.data, chargedMicros) : undefined;
-      const result: Exclude<ForwardResult, { kind: "ok" }> | { kind: "ok"; body: string } =
+      const success = forwarded.kind === "ok" ? this.render(req, skill, chargedMicros, { ok: true, data: forwarded.data }) : undefined;
+      const result: Exclude<ForwardResult, { kind: "ok" }> | { kind: "ok"; answer: CallAnswer } =
         forwarded.kind !== "ok"
           ? forwarded
           : success === undefined
@@ -192,10 +215,10 @@ export class CallService {
                 status: forwarded.status,
                 message: "skill backend answered JSON nested too deeply to pass on",
               }
-            : { kind: "ok", body: success };
+            : { kind: "ok", answer: success };
 
       if (result.kind === "ok") {
-        const { body } = result;
+        const { status, body } = result.answer;
         // Capture, the calls log and the idempotent response commit together, and the
         // response waits until they are on disk.
         await ledger.commit.runDurable(() => {
@@ -203,18 +226,17 @@ export class CallService {
             const captured = ledger.capture(hold.id);
             if (!captured.ok) throw new Error(`hold ${hold.id} was not open at capture`);
           }
-          this.record(req, skill, callId, 200, "success", chargedMicros, hold);
-          if (req.idempotency) this.deps.idempotency.complete(req.apiKey.accountId, req.idempotency.key, 200, body);
+          this.record(req, skill, callId, status, "success", chargedMicros, hold);
+          if (req.idempotency) this.deps.idempotency.complete(req.apiKey.accountId, req.idempotency.key, status, body);
         });
         settled = true;
         markStored();
-        return { status: 200, body, headers: { ...headers, "x-call-id": callId } };
+        return { kind: "answered", callId, rate: decision, status, body };
       }
 
       const code: ErrorCode = result.kind === "rejected" ? "skill_rejected_input" : FAILURE_CODE[result.reason];
       const outcome: CallOutcome = result.kind === "rejected" ? "skill_rejected_input" : "skill_error";
-      const status = result.kind === "rejected" ? 400 : 502;
-      const body = this.errorBody(
+      const { status, body } = this.refusal(
         req,
         skill,
         code,
@@ -230,23 +252,32 @@ export class CallService {
       });
       settled = true;
       if (keep) markStored();
-      return { status, body, headers: { ...headers, "x-call-id": callId } };
+      return { kind: "answered", callId, code, rate: decision, status, body };
     } finally {
       if (hold && !settled) ledger.release(hold.id);
     }
   }
 
   /**
-   * The 200's body, or undefined when the backend's data cannot be serialized: JSON nested
-   * so deep that JSON.stringify runs out of stack (JSON.parse does not recurse; it can).
+   * The answer to `result`, rendered by the HTTP layer; undefined when the backend's data cannot
+   * be serialized: JSON nested so deep that JSON.stringify runs out of stack (JSON.parse does not
+   * recurse; it can).
    */
-  private successBody(req: CallRequest, skill: Skill, data: unknown, chargedMicros: bigint): string | undefined {
+  private render(req: CallRequest, skill: Skill, chargedMicros: bigint, result: CallEnd["result"]): CallAnswer | undefined {
+    const end: CallEnd = { endpoint: req.endpoint, skillSlug: skill.slug, responseTimeMs: elapsedMs(req), chargedMicros, result };
     try {
-      return JSON.stringify(successEnvelope(req.endpoint, data, { skillId: skill.slug, responseTimeMs: elapsedMs(req), chargedMicros }));
+      return this.deps.answers.render(end);
     } catch (error) {
       if (error instanceof RangeError) return undefined;
       throw error;
     }
+  }
+
+  /** The answer to a call that was not charged: the code and message, and a price of 0. */
+  private refusal(req: CallRequest, skill: Skill, code: ErrorCode, message: string): CallAnswer {
+    const answer = this.render(req, skill, 0n, { ok: false, code, message });
+    if (!answer) throw new Error(`the answer to a refused call (${code}) could not be rendered`);
+    return answer;
   }
 
   /** Ends a call refused before forwarding: nothing was held, nothing is charged. */
@@ -254,19 +285,14 @@ export class CallService {
     req: CallRequest,
     skill: Skill,
     callId: string,
-    code: ErrorCode,
+    rate: RateDecision,
+    code: ErrorCode & CallOutcome,
     message: string,
-    outcome: CallOutcome,
-    headers: Record<string, string>,
-  ): CallResponse {
-    const status = new ApiError(code, message).status;
-    this.deps.ledger.commit.run(() => this.record(req, skill, callId, status, outcome, 0n, null));
-    return { status, body: this.errorBody(req, skill, code, message), headers: { ...headers, "x-call-id": callId } };
-  }
-
-  private errorBody(req: CallRequest, skill: Skill, code: ErrorCode, message: string): string {
-    const metadata = callMetadata(req.endpoint, { skillId: skill.slug, responseTimeMs: elapsedMs(req), chargedMicros: 0n });
-    return JSON.stringify(errorEnvelope(code, message, { metadata }));
+    retryAfterMs?: number,
+  ): CallResult {
+    const { status, body } = this.refusal(req, skill, code, message);
+    this.deps.ledger.commit.run(() => this.record(req, skill, callId, status, code, 0n, null));
+    return { kind: "answered", callId, code, rate, retryAfterMs, status, body };
   }
 
   private record(
@@ -296,13 +322,4 @@ export class CallService {
 
 function elapsedMs(req: CallRequest): number {
   return performance.now() - req.startedAt;
-}
-
-/** IETF RateLimit headers for the headline (per-key) limit. */
-function rateHeaders(d: RateDecision): Record<string, string> {
-  return {
-    "ratelimit-limit": String(d.rule.limit),
-    "ratelimit-remaining": String(d.remaining),
-    "ratelimit-reset": String(Math.max(0, Math.ceil(d.resetMs / 1000))),
-  };
 }

@@ -1,5 +1,7 @@
 import type { Db } from "../db/db";
-import type { Endpoint } from "../http/envelope";
+
+/** Which of the spec's two call endpoints was called: `call` (POST /v1/call) or `skill_call` (POST /v1/skills/:skillId/call). */
+export type Endpoint = "call" | "skill_call";
 
 /** Why a call ended the way it did; stored with each call and shown in usage. */
 export type CallOutcome =

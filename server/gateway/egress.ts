@@ -47,6 +47,7 @@ export type HostResolver = (hostname: string) => Promise<LookupAddress[]>;
 
 const systemResolver: HostResolver = (hostname) => dns.promises.lookup(hostname, { all: true });
 
+// Internal error, plain on purpose: thrown into a socket's connect callback (Node's `code` convention), and the forwarder reports it as skill_backend_forbidden.
 /** Thrown into a connection attempt the policy refuses; the forwarder reports it as such. */
 export class EgressRefused extends Error {
   override name = "EgressRefused";

@@ -169,6 +169,7 @@ function isEgressRefusal(error: unknown): boolean {
   return false;
 }
 
+// Internal error, plain on purpose: it never leaves the forwarder, which reports it as skill_invalid_response.
 class ResponseTooLarge extends Error {}
 
 /** Reads the answer's body, refusing one over `maxBytes` without buffering it. */

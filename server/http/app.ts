@@ -9,8 +9,9 @@ import type { CallsLog } from "../gateway/calls-log";
 import type { EgressPolicy } from "../gateway/egress";
 import type { SkillRegistry } from "../catalog/skills";
 import type { Ledger } from "../ledger/ledger";
+import { GatewayError } from "../errors";
 import { errorEnvelope } from "./envelope";
-import { ApiError } from "./errors";
+import { ApiError, toApiError } from "./errors";
 import { type RateLimitName, createRateLimits } from "./rate-limits";
 import { dashboardRoutes } from "./routes/dashboard";
 import { healthRoutes } from "./routes/health";
@@ -165,16 +166,20 @@ export function createApp(deps: AppDeps): express.Express {
 
   // Express recognises an error handler by its four parameters.
   app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
-    const apiError = toApiError(error);
-    if (apiError.status >= 500) deps.log("internal error", error);
-    res.status(apiError.status).set(apiError.headers).json(errorEnvelope(apiError.code, apiError.message));
+    const apiError = toApiError(fromExpress(error));
+    if (apiError.status >= 500)
+      deps.log(apiError.code === "internal_error" ? "internal error" : `${apiError.code}: ${apiError.message}`, apiError.cause ?? error);
+    res
+      .status(apiError.status)
+      .set(apiError.headers)
+      .json(errorEnvelope(apiError.code, apiError.message, apiError.details));
   });
   return app;
 }
 
-/** Maps anything thrown to a client-safe error; internal details (SQL, stack) never leave. */
-function toApiError(error: unknown): ApiError {
-  if (error instanceof ApiError) return error;
+/** Express's own client errors as the base error; anything else is left to toApiError (a 500 that tells nothing). */
+function fromExpress(error: unknown): unknown {
+  if (error instanceof GatewayError) return error;
   // Express's own client errors carry a 4xx status, and the body parser's a `type` that says which.
   const { status, type } = (error ?? {}) as { status?: unknown; type?: unknown };
   if (type === "entity.too.large") return new ApiError("payload_too_large", "Request body is larger than this endpoint accepts.");
@@ -183,5 +188,5 @@ function toApiError(error: unknown): ApiError {
     return new ApiError("invalid_request", "Send the body as plain UTF-8 JSON, without Content-Encoding.");
   // A malformed percent-escape in the path, say.
   if (typeof status === "number" && status >= 400 && status < 500) return new ApiError("invalid_request", "Malformed request.");
-  return new ApiError("internal_error", "Internal server error.");
+  return error;
 }

@@ -2,6 +2,7 @@ import type { NextFunction, Request, Response } from "express";
 import type { ApiKeyRecord, ApiKeys } from "../identity/api-keys";
 import type { Sessions } from "../identity/sessions";
 import { ApiError } from "./errors";
+import { requireSession, readSession } from "./session-cookies";
 
 declare module "express-serve-static-core" {
   interface Request {
@@ -59,9 +60,9 @@ export function requireApiKey(keys: ApiKeys) {
  */
 export function requireAccount(keys: ApiKeys, sessions: Sessions) {
   const key = requireApiKey(keys);
-  const session = sessions.require();
+  const session = requireSession(sessions);
   return (req: Request, res: Response, next: NextFunction): void => {
-    if (req.headers.authorization !== undefined || !sessions.read(req)) {
+    if (req.headers.authorization !== undefined || !readSession(sessions, req)) {
       key(req, res, next);
       return;
     }

@@ -1,8 +1,9 @@
 import { microsToUsd } from "../ledger/money";
+import type { Endpoint } from "../gateway/calls-log";
 import type { ErrorCode } from "./errors";
 
 /** Which of the spec's two call endpoints answered: their metadata differ in casing. */
-export type Endpoint = "call" | "skill_call";
+export type { Endpoint } from "../gateway/calls-log";
 
 export interface CallMeta {
   skillId: string;

@@ -1,6 +1,11 @@
+import { type ErrorCode, GatewayError, type GatewayErrorOptions, type Refusal, refusalError } from "../errors";
+
+export type { ErrorCode } from "../errors";
+
 /**
- * The closed set of error codes a client can see, and the one table from code to HTTP
- * status. Every error body is the spec's `{success:false, error}` with `code` beside it.
+ * The one table from error code (server/errors.ts names them) to HTTP status: the core decides
+ * what went wrong, this layer decides what status it is. Every error body is the spec's
+ * `{success:false, error}` with `code` beside it (./envelope.ts).
  */
 export const ERROR_STATUS = {
   invalid_json: 400,
@@ -30,6 +35,7 @@ export const ERROR_STATUS = {
   insufficient_balance: 402,
   skill_not_found: 404,
   not_found: 404,
+  no_wallet: 404,
   idempotency_key_in_use: 409,
   method_not_allowed: 405,
   payload_too_large: 413,
@@ -39,6 +45,7 @@ export const ERROR_STATUS = {
   daily_limit_reached: 429,
   internal_error: 500,
   chain_unavailable: 503,
+  chain_not_configured: 503,
   not_ready: 503,
   sign_in_unavailable: 503,
   skill_error: 502,
@@ -46,21 +53,42 @@ export const ERROR_STATUS = {
   skill_unreachable: 502,
   skill_invalid_response: 502,
   skill_backend_forbidden: 502,
-} as const;
+} as const satisfies Record<ErrorCode, number>;
 
-export type ErrorCode = keyof typeof ERROR_STATUS;
-
-/** An error meant for the client: its message is safe to show. */
-export class ApiError extends Error {
+/**
+ * A base error with what only HTTP adds to it: its status (from the table) and the response
+ * headers that go with it (Retry-After, Connection, ...). Routes throw it; anything else thrown
+ * reaches the client through `toApiError`.
+ */
+export class ApiError extends GatewayError {
   override name = "ApiError";
   readonly status: number;
   constructor(
-    readonly code: ErrorCode,
+    code: ErrorCode,
     message: string,
     /** Response headers that go with it (Retry-After, ...). */
     readonly headers: Record<string, string> = {},
+    options: GatewayErrorOptions = {},
   ) {
-    super(message);
+    super(code, message, options);
     this.status = ERROR_STATUS[code];
   }
+}
+
+/**
+ * The one path from anything thrown to what the client sees: a base error keeps its code,
+ * message and details (with its status from the table); anything else is a 500 whose details
+ * (SQL, stack, RPC) never leave. `internal` is the message of that 500.
+ */
+export function toApiError(error: unknown, internal = "Internal server error."): ApiError {
+  if (error instanceof ApiError) return error;
+  if (error instanceof GatewayError) {
+    return new ApiError(error.code, error.message, {}, { details: error.details, cause: error.cause });
+  }
+  return new ApiError("internal_error", internal, {}, { cause: error });
+}
+
+/** A service's refusal, thrown as the error the client sees. */
+export function refuse(refused: Refusal): never {
+  throw refusalError(refused);
 }

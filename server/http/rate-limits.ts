@@ -5,6 +5,7 @@ import type { Sessions } from "../identity/sessions";
 import type { Config } from "../config";
 import { bearerToken } from "./auth";
 import { ApiError } from "./errors";
+import { readSession } from "./session-cookies";
 
 /**
  * Per-client-address limits on what anyone may ask without credentials (express-rate-limit,
@@ -45,7 +46,7 @@ export function authenticated(keys: ApiKeys, sessions: Sessions, req: Request): 
     const token = bearerToken(header);
     return token !== undefined && keys.authenticate(token) !== undefined;
   }
-  return sessions.read(req) !== undefined;
+  return readSession(sessions, req) !== undefined;
 }
 
 export interface RateLimitsParameters {

@@ -1,8 +1,9 @@
 import type { NextFunction, Request, Response } from "express";
-import { type LiveSession, type Session, type Sessions, csrfFailed } from "../identity/sessions";
+import type { LiveSession, Session, Sessions } from "../identity/sessions";
 import type { Config } from "../config";
 import { ApiError } from "./errors";
 import { publicBase } from "./public-url";
+import { csrfFailed, csrfMatches, openSession, readSession } from "./session-cookies";
 
 /**
  * The HTTP edge every sign-in shares (e-mail, SIWE, GitHub, Google): which requests may
@@ -66,8 +67,8 @@ export function ownNavigation(req: Request): boolean {
  * session's CSRF token (403 otherwise), as every state-changing request of a session does.
  */
 export function browserSession(sessions: Sessions, req: Request): LiveSession | undefined {
-  const session = sessions.read(req);
-  if (session && !sessions.csrfMatches(req, session)) throw csrfFailed();
+  const session = readSession(sessions, req);
+  if (session && !csrfMatches(req, session)) throw csrfFailed();
   return session;
 }
 
@@ -81,9 +82,11 @@ export async function finishSignIn(
   res: Response,
   current: LiveSession | undefined,
   accountId: string,
+  /** SECURE_COOKIES: the cookies carry `Secure`. */
+  secureCookies: boolean,
 ): Promise<{ session: Session; switched: boolean }> {
   if (current?.accountId === accountId) return { session: current, switched: false };
-  const session = await sessions.open(res, accountId);
+  const session = await openSession(sessions, res, accountId, secureCookies);
   if (current) sessions.revoke(current.tokenHash);
   return { session, switched: current !== undefined };
 }

@@ -1,12 +1,7 @@
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import type { NextFunction, Request, Response } from "express";
+import { createHash, randomBytes } from "node:crypto";
 import type { Db } from "../db/db";
 import type { Ledger } from "../ledger/ledger";
-import { ApiError } from "../http/errors";
 
-export const SESSION_COOKIE = "sg_session";
-export const CSRF_COOKIE = "sg_csrf";
-export const CSRF_HEADER = "x-csrf-token";
 const SESSION_TTL_MS = 7 * 24 * 3_600_000;
 
 export type IdentityProvider = "siwe" | "email" | "github" | "google";
@@ -17,14 +12,8 @@ export interface Session {
   expiresAtMs: number;
 }
 
-/** A session as read from a request's cookie: with its token's hash, to revoke it by. */
+/** A session as found by its token: with its token's hash, to revoke it by. */
 export type LiveSession = Session & { tokenHash: string };
-
-declare module "express-serve-static-core" {
-  interface Request {
-    session?: Session;
-  }
-}
 
 const hash = (token: string) => createHash("sha256").update(token).digest("hex");
 
@@ -34,10 +23,10 @@ export type SignInResult =
   | { ok: false; reason: "identity_taken" };
 
 /**
- * Dashboard sessions and the identities that open them. A session is a random token in an
- * httpOnly, SameSite=Lax cookie (only its SHA-256 is stored), with a CSRF token beside it
- * that state-changing requests must echo in the X-CSRF-Token header (double submit: a page
- * of another site can make the browser send the cookie, but cannot read the CSRF cookie).
+ * Dashboard sessions and the identities that open them: the store and its rules. A session is
+ * a random token (only its SHA-256 is stored) with a CSRF token beside it. How a browser holds
+ * them (cookies) and when a request must echo the CSRF token is the HTTP layer's business:
+ * server/http/session-cookies.ts.
  */
 export class Sessions {
   private readonly stmt;
@@ -45,7 +34,7 @@ export class Sessions {
   constructor(
     db: Db,
     private readonly ledger: Ledger,
-    private readonly options: { secureCookies: boolean; ttlMs?: number },
+    private readonly options: { ttlMs?: number } = {},
   ) {
     this.stmt = {
       insert: db.prepare("INSERT INTO sessions (token_hash, account_id, csrf_token, created_at, expires_at) VALUES (?, ?, ?, ?, ?)"),
@@ -112,34 +101,20 @@ export class Sessions {
    */
   onOpen: ((accountId: string) => Promise<void>) | undefined;
 
-  /** Opens a session for the account and sets its cookies on the response. */
-  async open(res: Response, accountId: string): Promise<Session> {
+  /** Opens a session for the account after a sign-in: runs onOpen, then issues it. */
+  async open(accountId: string): Promise<Session & { token: string }> {
     await this.onOpen?.(accountId);
-    const { token, csrfToken, expiresAtMs } = await this.issue(accountId);
-    const base = { sameSite: "lax" as const, secure: this.options.secureCookies, path: "/", expires: new Date(expiresAtMs) };
-    res.cookie(SESSION_COOKIE, token, { ...base, httpOnly: true });
-    res.cookie(CSRF_COOKIE, csrfToken, { ...base, httpOnly: false });
-    return { accountId, csrfToken, expiresAtMs };
+    return this.issue(accountId);
   }
 
-  /** The live session a request's cookie names, if any. */
-  read(req: Request): LiveSession | undefined {
-    const token = readCookie(req.headers.cookie, SESSION_COOKIE);
-    if (!token) return undefined;
+  /** The live session a token names, if any (not expired, not ended). */
+  find(token: string): LiveSession | undefined {
     const tokenHash = hash(token);
     const row = this.stmt.get.get(tokenHash) as
       | { account_id: string; csrf_token: string; expires_at: bigint; revoked_at: bigint | null }
       | undefined;
     if (!row || row.revoked_at !== null || Number(row.expires_at) <= Date.now()) return undefined;
     return { accountId: row.account_id, csrfToken: row.csrf_token, expiresAtMs: Number(row.expires_at), tokenHash };
-  }
-
-  /** Ends the request's session and clears its cookies. */
-  close(req: Request, res: Response): void {
-    const session = this.read(req);
-    if (session) this.revoke(session.tokenHash);
-    res.clearCookie(SESSION_COOKIE, { path: "/" });
-    res.clearCookie(CSRF_COOKIE, { path: "/" });
   }
 
   /** Ends one session by its token's hash (a browser switching accounts leaves its old one behind). */
@@ -151,47 +126,4 @@ export class Sessions {
   purgeExpired(nowMs = Date.now()): number {
     return this.ledger.commit.run(() => this.stmt.purgeExpired.run(nowMs).changes + this.stmt.purgeRevoked.run().changes);
   }
-
-  /** Whether the request echoes the session's CSRF token in X-CSRF-Token (compared in constant time). */
-  csrfMatches(req: Request, session: Session): boolean {
-    const given = Buffer.from(String(req.headers[CSRF_HEADER] ?? ""));
-    const expected = Buffer.from(session.csrfToken);
-    return given.length === expected.length && timingSafeEqual(given, expected);
-  }
-
-  /**
-   * Express middleware: a live session is required (401 otherwise), and a state-changing
-   * request must carry the session's CSRF token in X-CSRF-Token (403 otherwise).
-   */
-  require() {
-    return (req: Request, _res: Response, next: NextFunction): void => {
-      const session = this.read(req);
-      if (!session) throw new ApiError("unauthorized", "Sign in first: this needs a dashboard session.");
-      if (!["GET", "HEAD", "OPTIONS"].includes(req.method) && !this.csrfMatches(req, session)) throw csrfFailed();
-      req.session = { accountId: session.accountId, csrfToken: session.csrfToken, expiresAtMs: session.expiresAtMs };
-      next();
-    };
-  }
-}
-
-/** The refusal of a state-changing request made with a session but without its CSRF token. */
-export function csrfFailed(): ApiError {
-  return new ApiError("csrf_failed", "Missing or wrong X-CSRF-Token header (copy it from the sg_csrf cookie).");
-}
-
-/** One cookie's value from a Cookie header (no dependency needed for reading). */
-export function readCookie(header: string | undefined, name: string): string | undefined {
-  if (!header) return undefined;
-  for (const part of header.split(";")) {
-    const eq = part.indexOf("=");
-    if (eq < 0) continue;
-    if (part.slice(0, eq).trim() === name) {
-      try {
-        return decodeURIComponent(part.slice(eq + 1).trim());
-      } catch {
-        return undefined;
-      }
-    }
-  }
-  return undefined;
 }

@@ -10,6 +10,7 @@ import { type Address, type Hex, type PublicClient, getAddress, isHex, verifyMes
 import type { Db } from "../db/db";
 import type { GroupCommit } from "../db/group-commit";
 import { base58Encode } from "./base58";
+import { GatewayError } from "../errors";
 
 /** How long a nonce may wait for its signed message. */
 export const SIWE_NONCE_TTL_MS = 10 * 60_000;
@@ -133,9 +134,12 @@ export type VerifySiweParameters = {
 
 export type VerifySiweReturnType = { ok: true; address: Address; chainId: number } | { ok: false; reason: SiweFailure; message: string };
 
-/** The chain could not be asked about a smart-account signature (a boundary failure, not a bad signature). */
-export class SiweChainError extends Error {
+/** The chain could not be asked about a smart-account signature (a boundary failure, not a bad signature): chain_unavailable. */
+export class SiweChainError extends GatewayError {
   override name = "SiweChainError";
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super("chain_unavailable", message, options);
+  }
 }
 
 const fail = (reason: SiweFailure, message: string): VerifySiweReturnType => ({ ok: false, reason, message });
@@ -213,7 +217,7 @@ export async function verifySiwe(parameters: VerifySiweParameters): Promise<Veri
       // viem answers false for a signature that does not verify, and also when the chain's
       // eth_call fails (it then falls back to ECDSA recovery, so EOAs still sign in): an
       // outage fails closed. What still throws is a failure outside the call itself.
-      throw new SiweChainError("the chain could not verify the signature", { cause: error });
+      throw new SiweChainError("The chain could not be reached to verify this signature; get a new nonce and try again.", { cause: error });
     }
   } else {
     valid = await verifyMessage({ address, message: parameters.message, signature }).catch(() => false);

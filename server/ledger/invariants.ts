@@ -181,6 +181,7 @@ export interface Violation {
   rows: unknown[];
 }
 
+// Internal error, plain on purpose: broken books stop the gateway at start (or fail a test); never a client's answer.
 export class LedgerInvariantError extends Error {
   override name = "LedgerInvariantError";
   constructor(readonly violations: Violation[]) {

@@ -22,6 +22,8 @@ import { skillEscrowAbi, testUsdcAbi } from "../chain/abi";
 import { addressesOf } from "../settlement/addresses";
 import type { ChainConnection } from "../settlement/money-path";
 import type { Ledger } from "../ledger/ledger";
+import { microsToUsd } from "../ledger/money";
+import { type Refusal, refusal } from "../errors";
 
 /** Where a checkout is: `created` until the provider reports; `paid` until the deposit is mined, then `funded`. */
 export type CheckoutStatus = "created" | "paid" | "declined" | "abandoned" | "funded";
@@ -192,16 +194,17 @@ export interface CardCheckout {
 
 export type StartCheckoutReturnType =
   | { ok: true; checkout: CardCheckout; next: CheckoutNextStep }
-  /** No chain, or no funding wallet on it: card top-ups cannot be funded. */
-  | { ok: false; reason: "unavailable" }
-  /** The account has no linked address for the escrow to credit. */
-  | { ok: false; reason: "no_deposit_address" }
-  | { ok: false; reason: "below_minimum"; minimumMicros: bigint }
-  | { ok: false; reason: "invalid_card_number"; checkout: CardCheckout };
+  /**
+   * chain_not_configured (no chain, or no funding wallet on it: card top-ups cannot be funded), no_deposit_address
+   * (no linked address for the escrow to credit), amount_below_minimum, invalid_request (a card number the
+   * provider refuses; the checkout stays open).
+   */
+  | Refusal<"chain_not_configured" | "no_deposit_address" | "amount_below_minimum" | "invalid_request">;
 
 export type ReceiveNotificationReturnType =
   | { ok: true; checkout: CardCheckout; duplicate: boolean }
-  | { ok: false; reason: "bad_signature" | "malformed" | "unknown_checkout" | "amount_mismatch" };
+  /** invalid_signature, not_found (no such checkout), invalid_request (malformed, or another amount than asked). */
+  | Refusal<"invalid_signature" | "not_found" | "invalid_request">;
 
 type Wallet = WalletClient<Transport, Chain | undefined, Account>;
 
@@ -258,15 +261,15 @@ export class CardTopups {
    */
   async start(accountId: string, amountMicros: bigint, cardNumber?: string): Promise<StartCheckoutReturnType> {
     const chain = this.chain;
-    if (!chain?.fundingWallet) return { ok: false, reason: "unavailable" };
+    if (!chain?.fundingWallet) return refusal("chain_not_configured", "Card top-ups are not available: the gateway has no funding wallet.");
     const address = addressesOf(this.ledger.db, accountId)[0];
-    if (!address) return { ok: false, reason: "no_deposit_address" };
+    if (!address) return refusal("no_deposit_address", "This account has no wallet address for the escrow to credit yet.");
     const minimumMicros = await chain.publicClient.readContract({
       address: chain.escrowAddress,
       abi: skillEscrowAbi,
       functionName: "minDeposit",
     });
-    if (amountMicros < minimumMicros) return { ok: false, reason: "below_minimum", minimumMicros };
+    if (amountMicros < minimumMicros) return refusal("amount_below_minimum", `The minimum deposit is ${microsToUsd(minimumMicros)} USD.`);
 
     const created = await this.provider.createCheckout({ amountMicros, accountId });
     const nowMs = this.now();
@@ -283,7 +286,7 @@ export class CardTopups {
     if (cardNumber !== undefined && this.provider.submitCard) {
       const submitted = await this.provider.submitCard(created.checkoutId, cardNumber);
       if (!submitted.ok && submitted.reason === "invalid_card_number") {
-        return { ok: false, reason: "invalid_card_number", checkout: this.read(created.checkoutId)! };
+        return refusal("invalid_request", "That card number is not valid (the sandbox takes its test cards only).");
       }
     }
     return { ok: true, checkout: this.get(accountId, created.checkoutId)!, next: created.next };
@@ -295,16 +298,17 @@ export class CardTopups {
    * changes nothing (it only resumes funding that failed earlier).
    */
   async receive(body: string, signature: string | undefined): Promise<ReceiveNotificationReturnType> {
-    if (!verifyNotification(this.secret, body, signature, Math.floor(this.now() / 1000))) return { ok: false, reason: "bad_signature" };
+    if (!verifyNotification(this.secret, body, signature, Math.floor(this.now() / 1000)))
+      return refusal("invalid_signature", "The notification's signature does not verify.");
     const notification = parseNotification(body);
-    if (!notification) return { ok: false, reason: "malformed" };
+    if (!notification) return refusal("invalid_request", "Malformed notification.");
     const row = this.read(notification.checkoutId);
-    if (!row) return { ok: false, reason: "unknown_checkout" };
+    if (!row) return refusal("not_found", "No such checkout.");
     if (BigInt(notification.amountMicros) !== row.amountMicros) {
       this.log(
         `card checkout ${row.id}: the provider reported ${notification.amountMicros} base units, ${row.amountMicros} were asked for`,
       );
-      return { ok: false, reason: "amount_mismatch" };
+      return refusal("invalid_request", "The amount does not match the checkout.");
     }
 
     const status: CheckoutStatus =

@@ -87,6 +87,7 @@ export type PollReturnType = {
   exits: number;
 };
 
+// Internal error, plain on purpose: it stops the indexer's loop (logged); no client request waits on it.
 /** A failure retrying cannot fix: the indexer stops and someone must look. */
 export class DepositIndexerError extends Error {
   override name = "DepositIndexerError";

@@ -79,6 +79,7 @@ export type ReconcileReturnType = {
   batchesChecked: number;
 };
 
+// Internal error, plain on purpose: for the reconcile command and readiness, never a client's answer.
 /** The ledger cannot be compared (its schema predates settlement): not a difference, the check did not run. */
 export class ReconcileError extends Error {
   override name = "ReconcileError";

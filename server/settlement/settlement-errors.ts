@@ -20,6 +20,7 @@ export type SettlementHaltCode =
   /** Reconciliation found the chain and the ledger's settled view apart. */
   | "reconcile_failed";
 
+// Internal error, plain on purpose: an operator's concern (logged; readiness reports the halt, not its reason), never a client's answer; its code is the settler's own.
 /** A failure retrying will not fix. The loop stops on it; `runOnce` keeps throwing it. */
 export class SettlementHaltedError extends Error {
   override name = "SettlementHaltedError";
@@ -32,6 +33,7 @@ export class SettlementHaltedError extends Error {
   }
 }
 
+// Internal error, plain on purpose: the settler's retry loop catches it; no client request waits on it.
 /** A send that failed in a way worth retrying (RPC down, no receipt in time, a reverted transaction). */
 export class SettlementSendError extends Error {
   override name = "SettlementSendError";

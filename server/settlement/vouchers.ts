@@ -5,6 +5,8 @@ import { skillEscrowAbi } from "../chain/abi";
 import { accountForAddress, addressesOf, normalizeAddress } from "./addresses";
 import type { Ledger } from "../ledger/ledger";
 import { VoucherStore } from "./vouchers-store";
+import { microsToUsd } from "../ledger/money";
+import { type Refusal, refusal } from "../errors";
 
 /**
  * Cooperative instant withdrawals: the gateway signs an EIP-712 voucher that lets a user
@@ -171,5 +173,27 @@ export class VoucherIssuer {
     }
     await ledger.commit.durable();
     return { redeemed, returned };
+  }
+}
+
+/**
+ * A refused issue as a member of the code table, told to the account that asked for a voucher to its own
+ * escrow address: invalid_request (no address, several, not its own, nothing to withdraw) or insufficient_balance.
+ */
+export function issueRefusal(refused: Exclude<IssueVoucherResult, { ok: true }>): Refusal<"invalid_request" | "insufficient_balance"> {
+  switch (refused.reason) {
+    case "insufficient_balance":
+      return refusal(
+        "insufficient_balance",
+        `Only ${microsToUsd(refused.availableMicros ?? 0n)} USD is available to withdraw (money held by calls in flight stays).`,
+      );
+    case "no_address":
+      return refusal("invalid_request", "This account has no escrow address to withdraw to.");
+    case "several_addresses":
+      return refusal("invalid_request", "This account has several escrow addresses: name one in `address`.");
+    case "address_not_yours":
+      return refusal("invalid_request", "That address does not belong to this account.");
+    case "nothing_to_withdraw":
+      return refusal("invalid_request", "Nothing to withdraw: the available balance is 0.");
   }
 }

@@ -20,7 +20,7 @@ import {
   type ContractErrorName,
   type Hex,
 } from "viem";
-import { gatewayPaymasterAbi, simpleAccountAbi, skillEscrowAbi } from "../chain/abi";
+import { type gatewayPaymasterAbi, simpleAccountAbi, skillEscrowAbi } from "../chain/abi";
 
 /** The account calls the paymaster knows; anything else is refused by selector before decoding. */
 const ACCOUNT_CALLS_ABI = [

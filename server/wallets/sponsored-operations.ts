@@ -8,6 +8,7 @@ import { HttpRequestError, TimeoutError, getAddress, http, isHex, type Address, 
 import { createBundlerClient, getUserOperationHash, type UserOperation, type UserOperationReceipt } from "viem/account-abstraction";
 import { getChainId } from "viem/actions";
 import { SPONSORSHIP_TTL_SECONDS, gatewayPaymaster, type AaDeployment, type Call } from "./aa";
+import { type ErrorCode, type Refusal, refusal } from "../errors";
 import { type EmbeddedWallet, type WalletChain, WalletError, addressOnlyOwner, smartAccountFor } from "./wallets";
 
 /** What building and paying for an embedded wallet's operation needs. */
@@ -20,33 +21,50 @@ export interface SponsorParameters {
   paymasterSigner: LocalAccount;
 }
 
-/** Why the bundler did not take an operation: unreachable (try again) or refused (with its words). */
-export type BundlerRefusal = { ok: false; reason: "rejected" | "bundler_unavailable"; message: string };
+/**
+ * Why the bundler did not take an operation: it did not answer (chain_unavailable: try again), or
+ * it refused an operation its owner signed (user_operation_rejected, with the bundler's words).
+ * The error it threw is the cause: logged, never shown.
+ */
+export type BundlerRefusal = Refusal<"chain_unavailable" | "user_operation_rejected">;
 
-/** Classifies an error thrown by a bundler request. */
-export function bundlerRefusal(error: unknown): BundlerRefusal {
+/**
+ * Classifies an error thrown by a bundler request about `what` ("claim", "withdrawal", ...) of an
+ * owner-signed operation; `hint` is added to a rejection's message.
+ */
+export function bundlerRefusal(error: unknown, what: string, hint = ""): BundlerRefusal {
   const unreachable =
     error instanceof Error &&
     "walk" in error &&
     (error as { walk: (fn: (e: unknown) => boolean) => unknown }).walk((e) => e instanceof HttpRequestError || e instanceof TimeoutError);
-  const message = (error as { shortMessage?: string; message?: string }).shortMessage ?? String((error as Error).message ?? error);
-  return { ok: false, reason: unreachable ? "bundler_unavailable" : "rejected", message };
+  if (unreachable)
+    return refusal("chain_unavailable", `The bundler is unreachable; the ${what} was not sent: try again.`, { cause: error });
+  const words = (error as { shortMessage?: string; message?: string }).shortMessage ?? String((error as Error).message ?? error);
+  return refusal("user_operation_rejected", `The bundler refused the ${what}${hint}: ${words}`, { cause: error });
+}
+
+/**
+ * A bundler's refusal of an operation the gateway built and signed itself: the gateway's problem
+ * (chain_unavailable), not the caller's, whatever the bundler said; its words stay in the cause.
+ */
+export function gatewaySendFailure(what: string, cause: unknown): Refusal<"chain_unavailable"> {
+  return refusal("chain_unavailable", `The ${what} could not be sent to the chain; try again.`, { cause });
 }
 
 const WAIT_POLLING_MS = 100;
 
 /**
  * Sends `calls` from `wallet`, signed by its server-held `owner`, sponsored by the gateway paymaster, and waits
- * for the receipt. A bundler refusal is a result; a receipt that says the operation reverted is the caller's
- * to judge (returned as is).
+ * for the receipt. A bundler refusal is a result (chain_unavailable: the gateway signed it, so it is never the
+ * caller's fault); a receipt that says the operation reverted is the caller's to judge (returned as is).
  */
 export async function sendAsServer(
   p: SponsorParameters,
   wallet: EmbeddedWallet,
   owner: LocalAccount,
   calls: Call[],
-  options: { timeoutMs?: number } = {},
-): Promise<{ ok: true; userOpHash: Hex; receipt: UserOperationReceipt } | BundlerRefusal> {
+  options: { timeoutMs?: number; what: string },
+): Promise<{ ok: true; userOpHash: Hex; receipt: UserOperationReceipt } | Refusal<"chain_unavailable">> {
   const account = await smartAccountFor(p.chain, owner);
   if (getAddress(account.address) !== wallet.address) {
     throw new WalletError(`${wallet.accountId}'s owner computes ${account.address}, not the stored ${wallet.address}`);
@@ -61,7 +79,7 @@ export async function sendAsServer(
   try {
     userOpHash = await bundler.sendUserOperation({ calls });
   } catch (error) {
-    return bundlerRefusal(error);
+    return gatewaySendFailure(options.what, error);
   }
   const receipt = await bundler.waitForUserOperationReceipt({
     hash: userOpHash,
@@ -85,9 +103,16 @@ export interface PreparedOperation<Kind extends string = string, Details = unkno
   userOperation: UserOperation<"0.7">;
 }
 
+/** Each owner-signed kind's code for "this one is being submitted". */
+export type InProgressCode = Extract<ErrorCode, "sweep_in_progress" | "claim_in_progress" | "withdrawal_in_progress">;
+
+/**
+ * A submission: mined, or refused: not_found (unknown, expired, another account's or another kind's hash),
+ * the kind's in-progress code, invalid_request (a signature that is not 65 bytes), or the bundler's refusal.
+ */
 export type SubmitOperationResult<P extends PreparedOperation> =
   | { ok: true; prepared: P; userOpHash: Hex; receipt: UserOperationReceipt }
-  | { ok: false; reason: "unknown" | "in_progress" | "bad_signature" }
+  | Refusal<"not_found" | "invalid_request" | InProgressCode>
   | BundlerRefusal;
 
 /** Default lifetime of a prepared operation: well inside the paymaster's approval window. */
@@ -175,7 +200,7 @@ export class OwnerSignedOperations {
 
   /**
    * Sends the prepared operation `userOpHash` of `accountId` and `kind` with its owner's `signature` and waits
-   * for it to be mined. Unknown, expired, another account's or another kind's hash: "unknown". A signature the
+   * for it to be mined. Unknown, expired, another account's or another kind's hash: not_found. A signature the
    * bundler refuses leaves the preparation usable until it expires; once the bundler took it, it is spent.
    */
   async submit<P extends PreparedOperation>(
@@ -183,14 +208,15 @@ export class OwnerSignedOperations {
     kind: P["kind"],
     userOpHash: Hex,
     signature: Hex,
-    options: { timeoutMs?: number } = {},
+    options: { timeoutMs?: number; inProgress: InProgressCode },
   ): Promise<SubmitOperationResult<P>> {
     this.purgeExpired(Date.now());
     const entry = this.prepared.get(userOpHash.toLowerCase() as Hex) ?? this.prepared.get(userOpHash);
     if (!entry || entry.accountId !== accountId || entry.kind !== kind || entry.expiresAtMs <= Date.now())
-      return { ok: false, reason: "unknown" };
-    if (entry.submitting) return { ok: false, reason: "in_progress" };
-    if (!isHex(signature, { strict: true }) || signature.length !== 2 + 2 * 65) return { ok: false, reason: "bad_signature" };
+      return refusal("not_found", `No prepared ${kind} with this hash on this account (it may have expired): prepare again.`);
+    if (entry.submitting) return refusal(options.inProgress, `This ${kind} is being submitted.`);
+    if (!isHex(signature, { strict: true }) || signature.length !== 2 + 2 * 65)
+      return refusal("invalid_request", "signature must be a 65-byte hex signature.");
     entry.submitting = true;
     const bundler = createBundlerClient({ client: this.p.chain.client, transport: http(this.p.chain.bundlerUrl, { retryCount: 0 }) });
     let sent: Hex;
@@ -198,7 +224,7 @@ export class OwnerSignedOperations {
       sent = await bundler.sendUserOperation({ ...entry.userOperation, signature, entryPointAddress: this.p.aa.entryPoint });
     } catch (error) {
       entry.submitting = false;
-      return bundlerRefusal(error);
+      return bundlerRefusal(error, kind, " (is the signature the owner's personal_sign of user_op_hash?)");
     }
     this.prepared.delete(entry.userOpHash);
     const receipt = await bundler.waitForUserOperationReceipt({

@@ -8,10 +8,10 @@
  * USDC claimed into a server-owned wallet (no `to`) is then swept back into the escrow as the account's deposit by
  * the wallet sweep loop: earnings become spendable balance. With `to`, they leave to that address.
  *
- * Refusals, checked in this order: no_wallet, payout_address_not_wallet, server_owned / siwe_owned (the other
- * path must be used), in_progress (another operation of the wallet is running), nothing_to_claim (read from the
- * escrow first, so no gas is spent on a claim that would revert), then the bundler's rejected /
- * bundler_unavailable.
+ * Refusals (codes of server/errors.ts), checked in this order: no_wallet, payout_address_not_wallet,
+ * wrong_claim_flow (the other path must be used), claim_in_progress (another operation of the wallet is running),
+ * nothing_to_claim (read from the escrow first, so no gas is spent on a claim that would revert), then the
+ * bundler's: chain_unavailable, or on the owner's path user_operation_rejected.
  */
 import { getAddress, isAddressEqual, parseEventLogs, type Address, type Hex } from "viem";
 import type { UserOperationReceipt } from "viem/account-abstraction";
@@ -20,11 +20,13 @@ import { skillEscrowAbi } from "../chain/abi";
 import { escrowClaimCall } from "./aa";
 import { settlementAddress } from "../settlement/reconcile";
 import type { Ledger } from "../ledger/ledger";
+import { type Refusal, refusal } from "../errors";
 import {
   type BundlerRefusal,
   type OwnerSignedOperations,
   type PreparedOperation,
   type SponsorParameters,
+  type SubmitOperationResult,
   bundlerRefusal,
   sendAsServer,
 } from "./sponsored-operations";
@@ -43,17 +45,13 @@ export type ClaimOptions = {
   timeoutMs?: number;
 };
 
-/** Why a claim was not sent. */
+/**
+ * Why a claim was not sent: no_wallet; payout_address_not_wallet (settlement credits another address, or none:
+ * the claim must come from it); wrong_claim_flow (the gateway holds the key, or a SIWE address owns the wallet:
+ * the other path); claim_in_progress; nothing_to_claim; or the bundler's refusal.
+ */
 export type ClaimRefusal =
-  | { ok: false; reason: "no_wallet" }
-  /** Settlement credits another address (or none): the claim must come from it, not from the embedded wallet. */
-  | { ok: false; reason: "payout_address_not_wallet"; payoutAddress: Address | undefined; wallet: Address }
-  /** The gateway holds this wallet's key: no owner signature to prepare for (claimForServerWallet). */
-  | { ok: false; reason: "server_owned" }
-  /** A SIWE address owns this wallet: its owner must sign (prepareOwnerClaim / submitOwnerClaim). */
-  | { ok: false; reason: "siwe_owned" }
-  | { ok: false; reason: "in_progress" }
-  | { ok: false; reason: "nothing_to_claim"; wallet: Address }
+  | Refusal<"no_wallet" | "payout_address_not_wallet" | "wrong_claim_flow" | "claim_in_progress" | "nothing_to_claim">
   | BundlerRefusal;
 
 export type ClaimResult = { ok: true; amountMicros: bigint; userOpHash: Hex; transactionHash: Hex; to: Address } | ClaimRefusal;
@@ -65,8 +63,11 @@ export type PrepareClaimResult = { ok: true; prepared: PreparedClaim } | ClaimRe
 
 export type SubmitClaimResult =
   | { ok: true; amountMicros: bigint; userOpHash: Hex; transactionHash: Hex; to: Address }
-  | { ok: false; reason: "unknown" | "in_progress" | "bad_signature" }
-  | BundlerRefusal;
+  | Exclude<SubmitOperationResult<PreparedClaim>, { ok: true }>;
+
+const NO_WALLET = "This account has no embedded wallet yet.";
+const IN_PROGRESS = "Another operation of this wallet is being sent; try again in a moment.";
+const NOTHING_TO_CLAIM = "There are no settled earnings to claim yet.";
 
 export class WalletClaims {
   constructor(
@@ -77,10 +78,15 @@ export class WalletClaims {
   /** The account's wallet, if it is where the escrow credits the account's earnings; else the refusal. */
   private claimingWallet(accountId: string): { ok: true; wallet: EmbeddedWallet } | ClaimRefusal {
     const wallet = getEmbeddedWallet(this.p.ledger.db, accountId);
-    if (!wallet) return { ok: false, reason: "no_wallet" };
+    if (!wallet) return refusal("no_wallet", NO_WALLET);
     const payoutAddress = settlementAddress(this.p.ledger.db, accountId);
     if (!payoutAddress || !isAddressEqual(payoutAddress, wallet.address)) {
-      return { ok: false, reason: "payout_address_not_wallet", payoutAddress, wallet: wallet.address };
+      return refusal(
+        "payout_address_not_wallet",
+        payoutAddress
+          ? `Your earnings are paid to ${payoutAddress}, not to your embedded wallet: send claim() to the escrow from that address.`
+          : "This account has no payout address, so it has no earnings to claim.",
+      );
     }
     return { ok: true, wallet };
   }
@@ -115,12 +121,19 @@ export class WalletClaims {
     const found = this.claimingWallet(accountId);
     if (!found.ok) return found;
     const { wallet } = found;
-    if (wallet.ownerKind !== "server") return { ok: false, reason: "siwe_owned" };
+    if (wallet.ownerKind !== "server")
+      return refusal(
+        "wrong_claim_flow",
+        "Your wallet is owned by your own address: prepare the claim (POST /v1/seller/claim/prepare) and sign it.",
+      );
     const to = options.to ? getAddress(options.to) : wallet.address;
     const locked = await withWalletLock(wallet.address, async (): Promise<ClaimResult> => {
-      if ((await this.claimable(wallet.address)) === 0n) return { ok: false, reason: "nothing_to_claim", wallet: wallet.address };
+      if ((await this.claimable(wallet.address)) === 0n) return refusal("nothing_to_claim", NOTHING_TO_CLAIM);
       const owner = serverOwnerOf(this.p.ledger.db, accountId, this.p.encryptionKey);
-      const sent = await sendAsServer(this.p, wallet, owner, [escrowClaimCall({ escrow: this.p.escrow, to: options.to })], options);
+      const sent = await sendAsServer(this.p, wallet, owner, [escrowClaimCall({ escrow: this.p.escrow, to: options.to })], {
+        ...options,
+        what: "claim",
+      });
       if (!sent.ok) return sent;
       return {
         ok: true,
@@ -130,7 +143,7 @@ export class WalletClaims {
         to,
       };
     });
-    return locked.ran ? locked.value : { ok: false, reason: "in_progress" };
+    return locked.ran ? locked.value : refusal("claim_in_progress", IN_PROGRESS);
   }
 
   /**
@@ -142,9 +155,10 @@ export class WalletClaims {
     const found = this.claimingWallet(accountId);
     if (!found.ok) return found;
     const { wallet } = found;
-    if (wallet.ownerKind !== "siwe") return { ok: false, reason: "server_owned" };
+    if (wallet.ownerKind !== "siwe")
+      return refusal("wrong_claim_flow", "The gateway holds this wallet's key: claim with POST /v1/seller/claim, no signature needed.");
     const claimableMicros = await this.claimable(wallet.address);
-    if (claimableMicros === 0n) return { ok: false, reason: "nothing_to_claim", wallet: wallet.address };
+    if (claimableMicros === 0n) return refusal("nothing_to_claim", NOTHING_TO_CLAIM);
     const to = options.to ? getAddress(options.to) : wallet.address;
     try {
       const prepared = await this.ownerSigned.prepare(wallet, "claim", [escrowClaimCall({ escrow: this.p.escrow, to: options.to })], {
@@ -154,7 +168,7 @@ export class WalletClaims {
       return { ok: true, prepared };
     } catch (error) {
       if (error instanceof WalletError) throw error;
-      return bundlerRefusal(error);
+      return bundlerRefusal(error, "claim");
     }
   }
 
@@ -168,7 +182,10 @@ export class WalletClaims {
     signature: Hex,
     options: { timeoutMs?: number } = {},
   ): Promise<SubmitClaimResult> {
-    const result = await this.ownerSigned.submit<PreparedClaim>(accountId, "claim", userOpHash, signature, options);
+    const result = await this.ownerSigned.submit<PreparedClaim>(accountId, "claim", userOpHash, signature, {
+      ...options,
+      inProgress: "claim_in_progress",
+    });
     if (!result.ok) return result;
     const { wallet, details } = result.prepared;
     return {

@@ -4,7 +4,14 @@ import { readContract } from "viem/actions";
 import { type AaDeployment, escrowDepositCalls } from "./aa";
 import type { Ledger } from "../ledger/ledger";
 import type { Sessions } from "../identity/sessions";
-import { OwnerSignedOperations, PREPARED_OPERATION_TTL_MS, type PreparedOperation } from "./sponsored-operations";
+import { type Refusal, refusal } from "../errors";
+import { microsToUsd } from "../ledger/money";
+import {
+  OwnerSignedOperations,
+  PREPARED_OPERATION_TTL_MS,
+  type PreparedOperation,
+  type SubmitOperationResult,
+} from "./sponsored-operations";
 import type { VoucherIssuer } from "../settlement/vouchers";
 import { WalletClaims } from "./wallet-claims";
 import { WalletWithdrawals } from "./wallet-withdrawals";
@@ -50,15 +57,17 @@ export interface PreparedSweep {
   userOperation: UserOperation<"0.7">;
 }
 
+/**
+ * A prepared sweep, or why not: no_wallet, wallet_swept_automatically (the gateway holds the key and sweeps
+ * the wallet itself), amount_below_minimum (empty, or under the escrow's minimum deposit).
+ */
 export type PrepareSweepResult =
   | { ok: true; prepared: PreparedSweep }
-  | { ok: false; reason: "no_wallet" | "server_owned" }
-  | { ok: false; reason: "empty" | "below_minimum"; balanceMicros: bigint };
+  | Refusal<"no_wallet" | "wallet_swept_automatically" | "amount_below_minimum">;
 
 export type SubmitSweepResult =
   | { ok: true; amountMicros: bigint; userOpHash: Hex; transactionHash: Hex }
-  | { ok: false; reason: "unknown" | "in_progress" | "bad_signature" }
-  | { ok: false; reason: "rejected" | "bundler_unavailable"; message: string };
+  | Exclude<SubmitOperationResult<PreparedSweepOperation>, { ok: true }>;
 
 /** Default lifetime of a prepared sweep: well inside the paymaster's approval window. */
 export const PREPARED_SWEEP_TTL_MS = PREPARED_OPERATION_TTL_MS;
@@ -104,16 +113,23 @@ export class WalletService {
    */
   async prepareOwnerSweep(accountId: string): Promise<PrepareSweepResult> {
     const wallet = getEmbeddedWallet(this.p.ledger.db, accountId);
-    if (!wallet) return { ok: false, reason: "no_wallet" };
-    if (wallet.ownerKind !== "siwe") return { ok: false, reason: "server_owned" };
+    if (!wallet) return refusal("no_wallet", "This account has no embedded wallet yet.");
+    if (wallet.ownerKind !== "siwe") {
+      return refusal(
+        "wallet_swept_automatically",
+        "This wallet's owner key is held by the gateway: USDC sent to it is moved into the escrow automatically.",
+      );
+    }
     const balanceMicros = await readContract(this.p.chain.client, {
       address: this.p.usdc,
       abi: erc20Abi,
       functionName: "balanceOf",
       args: [wallet.address],
     });
-    if (balanceMicros === 0n) return { ok: false, reason: "empty", balanceMicros };
-    if (balanceMicros < this.p.minimumMicros) return { ok: false, reason: "below_minimum", balanceMicros };
+    if (balanceMicros === 0n) return refusal("amount_below_minimum", "The wallet holds no USDC.");
+    if (balanceMicros < this.p.minimumMicros) {
+      return refusal("amount_below_minimum", `The wallet holds ${microsToUsd(balanceMicros)} USDC, less than the minimum deposit.`);
+    }
     const calls = escrowDepositCalls({ usdc: this.p.usdc, escrow: this.p.escrow, wallet: wallet.address, amountMicros: balanceMicros });
     const entry: PreparedSweepOperation = await this.ownerSigned.prepare(wallet, "sweep", calls, { amountMicros: balanceMicros });
     return { ok: true, prepared: toPreparedSweep(entry) };
@@ -130,7 +146,10 @@ export class WalletService {
     signature: Hex,
     options: { timeoutMs?: number } = {},
   ): Promise<SubmitSweepResult> {
-    const result = await this.ownerSigned.submit<PreparedSweepOperation>(accountId, "sweep", userOpHash, signature, options);
+    const result = await this.ownerSigned.submit<PreparedSweepOperation>(accountId, "sweep", userOpHash, signature, {
+      ...options,
+      inProgress: "sweep_in_progress",
+    });
     if (!result.ok) return result;
     if (!result.receipt.success) {
       throw new WalletError(

@@ -11,10 +11,11 @@
  * amount back to the balance once its deadline passes unredeemed. Nothing is ever debited twice: a retry issues
  * a new voucher only for what is still available.
  *
- * Refusals, checked in this order: no_wallet, server_owned / siwe_owned (the other path must be used),
- * recipient_refused (the escrow or the wallet itself), in_progress (another operation of the wallet is running: the same per-wallet lock as sweeps and claims),
- * wallet_not_escrow_address, nothing_to_withdraw, insufficient_balance (all before any debit), then, after the
- * voucher was issued, rejected / bundler_unavailable / unconfirmed with the voucher.
+ * Refusals (codes of server/errors.ts), checked in this order: no_wallet, wrong_withdrawal_flow (the other path
+ * must be used), invalid_request (`to` is the escrow or the wallet itself), withdrawal_in_progress (another
+ * operation of the wallet is running: the same per-wallet lock as sweeps and claims), no_deposit_address (the
+ * wallet is not the escrow address), invalid_request (nothing to withdraw), insufficient_balance (all before any
+ * debit), then, after the voucher was issued, chain_unavailable or user_operation_rejected with the voucher.
  */
 import { getAddress, isAddressEqual, parseEventLogs, type Address, type Hex } from "viem";
 import type { UserOperationReceipt } from "viem/account-abstraction";
@@ -22,12 +23,15 @@ import { skillEscrowAbi } from "../chain/abi";
 import { escrowWithdrawCalls } from "./aa";
 import type { IssuedVoucher, VoucherIssuer } from "../settlement/vouchers";
 import type { Ledger } from "../ledger/ledger";
+import { microsToUsd } from "../ledger/money";
+import { type Refusal, refusal } from "../errors";
 import {
   type BundlerRefusal,
   type OwnerSignedOperations,
   type PreparedOperation,
   type SponsorParameters,
-  bundlerRefusal,
+  type SubmitOperationResult,
+  gatewaySendFailure,
   sendAsServer,
 } from "./sponsored-operations";
 import { type EmbeddedWallet, WalletError, getEmbeddedWallet, serverOwnerOf, withWalletLock } from "./wallets";
@@ -51,27 +55,21 @@ export type WithdrawToParameters = {
 };
 
 /** Why nothing was debited and nothing sent. */
-export type WithdrawRefusal =
-  | { ok: false; reason: "no_wallet" }
-  /** The gateway holds this wallet's key: use withdrawTo. */
-  | { ok: false; reason: "server_owned" }
-  /** A SIWE address owns this wallet: its owner must sign (prepareOwnerWithdrawal / submitOwnerWithdrawal). */
-  | { ok: false; reason: "siwe_owned" }
-  | { ok: false; reason: "in_progress" }
-  /** `to` is the escrow (a plain transfer there credits nobody) or the wallet itself (the sweep would take it back). */
-  | { ok: false; reason: "recipient_refused"; recipient: "escrow" | "wallet" }
-  /** The escrow balance is not the wallet's (vouchers pay the escrow address they name). */
-  | { ok: false; reason: "wallet_not_escrow_address"; wallet: Address }
-  | { ok: false; reason: "nothing_to_withdraw" | "insufficient_balance"; availableMicros: bigint };
+export type WithdrawRefusal = Refusal<
+  "no_wallet" | "wrong_withdrawal_flow" | "invalid_request" | "withdrawal_in_progress" | "no_deposit_address" | "insufficient_balance"
+>;
 
 /**
- * The voucher was issued (and the ledger debited) but the operation did not complete. The voucher stays valid
- * until its deadline: it can be submitted another way, or it returns to the balance after that if unredeemed.
+ * The voucher was issued (and the ledger debited) but the operation did not complete: the bundler's refusal, or
+ * an outcome not known in time (chain_unavailable). The voucher stays valid until its deadline: it can be
+ * submitted another way, or it returns to the balance after that if unredeemed. The message says so.
  */
-export type WithdrawSendFailure = (BundlerRefusal | { ok: false; reason: "unconfirmed"; message: string }) & {
+export type WithdrawSendFailure = (BundlerRefusal | Refusal<"chain_unavailable">) & {
   voucher: IssuedVoucher;
   userOpHash?: Hex;
 };
+
+const IN_PROGRESS = "Another operation of this wallet is being sent; try again in a moment.";
 
 export type WithdrawResult =
   | { ok: true; amountMicros: bigint; nonce: bigint; to: Address; userOpHash: Hex; transactionHash: Hex }
@@ -85,8 +83,7 @@ export type PrepareWithdrawalResult = { ok: true; prepared: PreparedWithdrawal }
 
 export type SubmitWithdrawalResult =
   | { ok: true; amountMicros: bigint; nonce: bigint; to: Address; userOpHash: Hex; transactionHash: Hex }
-  | { ok: false; reason: "unknown" | "in_progress" | "bad_signature" }
-  | BundlerRefusal
+  | Exclude<SubmitOperationResult<PreparedWithdrawal>, { ok: true }>
   | WithdrawSendFailure;
 
 export class WalletWithdrawals {
@@ -96,8 +93,10 @@ export class WalletWithdrawals {
   ) {}
 
   private refuseRecipient(wallet: EmbeddedWallet, to: Address): WithdrawRefusal | undefined {
-    if (isAddressEqual(to, this.p.escrow)) return { ok: false, reason: "recipient_refused", recipient: "escrow" };
-    if (isAddressEqual(to, wallet.address)) return { ok: false, reason: "recipient_refused", recipient: "wallet" };
+    if (isAddressEqual(to, this.p.escrow))
+      return refusal("invalid_request", "to must not be the escrow: USDC sent to it directly is credited to nobody.");
+    if (isAddressEqual(to, wallet.address))
+      return refusal("invalid_request", "to must not be your embedded wallet: its USDC is deposited back into your balance.");
     return undefined;
   }
 
@@ -109,15 +108,16 @@ export class WalletWithdrawals {
   ): Promise<{ ok: true; voucher: IssuedVoucher } | WithdrawRefusal> {
     const issued = await this.p.vouchers.issue(accountId, { amountMicros, address: wallet.address });
     if (issued.ok) return { ok: true, voucher: issued.issued };
-    switch (issued.reason) {
-      case "nothing_to_withdraw":
-      case "insufficient_balance":
-        return { ok: false, reason: issued.reason, availableMicros: issued.availableMicros ?? 0n };
-      default:
-        // address_not_yours (the wallet is not linked to this account for deposits) and the address-choice
-        // reasons cannot arise with an explicit address of the account's own.
-        return { ok: false, reason: "wallet_not_escrow_address", wallet: wallet.address };
+    if (issued.reason === "nothing_to_withdraw") return refusal("invalid_request", "Nothing to withdraw: the available balance is 0.");
+    if (issued.reason === "insufficient_balance") {
+      return refusal(
+        "insufficient_balance",
+        `Only ${microsToUsd(issued.availableMicros ?? 0n)} USD is available to withdraw (money held by calls in flight stays).`,
+      );
     }
+    // address_not_yours (the wallet is not linked to this account for deposits) and the address-choice
+    // reasons cannot arise with an explicit address of the account's own.
+    return refusal("no_deposit_address", "Your embedded wallet is not your escrow address yet, so it cannot withdraw your balance.");
   }
 
   /**
@@ -142,13 +142,33 @@ export class WalletWithdrawals {
   }
 
   /**
+   * The failure of an operation whose voucher was issued: logged (the money is in a voucher now), and told to the
+   * client with the voucher, which stays valid until its deadline.
+   */
+  private sendFailure(
+    refused: BundlerRefusal | Refusal<"chain_unavailable">,
+    voucher: IssuedVoucher,
+    userOpHash?: Hex,
+  ): WithdrawSendFailure {
+    this.p.log(`a withdrawal to an address did not complete (voucher ${voucher.voucher.nonce}): ${refused.code}`, refused.cause);
+    const expires = new Date(Number(voucher.voucher.deadline) * 1000).toISOString();
+    const message = `${refused.message} Its voucher was issued and stays valid until ${expires}: it can be submitted to the escrow another way, and if it is not redeemed by then the amount returns to your balance.`;
+    return { ...refused, message, voucher, ...(userOpHash ? { userOpHash } : {}) };
+  }
+
+  /**
    * Withdraws `amountMicros` (all available when absent) of the account's balance to `to`, from its server-owned
    * embedded wallet: issues the voucher, sends the sponsored operation and waits for it to be mined.
    */
   async withdrawTo(accountId: string, parameters: WithdrawToParameters): Promise<WithdrawResult> {
     const wallet = getEmbeddedWallet(this.p.ledger.db, accountId);
-    if (!wallet) return { ok: false, reason: "no_wallet" };
-    if (wallet.ownerKind !== "server") return { ok: false, reason: "siwe_owned" };
+    if (!wallet) return refusal("no_wallet", "This account has no embedded wallet yet.");
+    if (wallet.ownerKind !== "server") {
+      return refusal(
+        "wrong_withdrawal_flow",
+        "Your wallet is owned by your own address: prepare the withdrawal (POST /v1/wallet/withdraw/prepare) and sign it.",
+      );
+    }
     const to = getAddress(parameters.to);
     const refused = this.refuseRecipient(wallet, to);
     if (refused) return refused;
@@ -166,10 +186,10 @@ export class WalletWithdrawals {
           signature: voucher.signature,
           to,
         });
-        const sent = await sendAsServer(this.p, wallet, owner, calls, parameters);
-        if (!sent.ok) return { ...sent, voucher };
+        const sent = await sendAsServer(this.p, wallet, owner, calls, { ...parameters, what: "withdrawal" });
+        if (!sent.ok) return this.sendFailure(sent, voucher);
         const checked = this.redeemed(sent.receipt, voucher);
-        if (!checked.ok) return { ok: false, reason: "rejected", message: checked.message, voucher, userOpHash: sent.userOpHash };
+        if (!checked.ok) return this.sendFailure(gatewaySendFailure("withdrawal", checked.message), voucher, sent.userOpHash);
         return {
           ok: true,
           amountMicros: voucher.voucher.amount,
@@ -183,10 +203,10 @@ export class WalletWithdrawals {
           `the withdrawal of voucher ${voucher.voucher.nonce} from ${wallet.address} did not complete; the voucher stays valid`,
           error,
         );
-        return { ok: false, reason: "unconfirmed", message: "the operation's outcome is not known", voucher };
+        return this.sendFailure(unconfirmed(error), voucher);
       }
     });
-    return locked.ran ? locked.value : { ok: false, reason: "in_progress" };
+    return locked.ran ? locked.value : refusal("withdrawal_in_progress", IN_PROGRESS);
   }
 
   /**
@@ -197,8 +217,13 @@ export class WalletWithdrawals {
    */
   async prepareOwnerWithdrawal(accountId: string, parameters: Omit<WithdrawToParameters, "timeoutMs">): Promise<PrepareWithdrawalResult> {
     const wallet = getEmbeddedWallet(this.p.ledger.db, accountId);
-    if (!wallet) return { ok: false, reason: "no_wallet" };
-    if (wallet.ownerKind !== "siwe") return { ok: false, reason: "server_owned" };
+    if (!wallet) return refusal("no_wallet", "This account has no embedded wallet yet.");
+    if (wallet.ownerKind !== "siwe") {
+      return refusal(
+        "wrong_withdrawal_flow",
+        "The gateway holds this wallet's key: withdraw with POST /v1/wallet/withdraw, no signature needed.",
+      );
+    }
     const to = getAddress(parameters.to);
     const refused = this.refuseRecipient(wallet, to);
     if (refused) return refused;
@@ -217,10 +242,11 @@ export class WalletWithdrawals {
         const prepared = await this.ownerSigned.prepare(wallet, "withdrawal", calls, { voucher, to });
         return { ok: true, prepared };
       } catch (error) {
-        return { ...bundlerRefusal(error), voucher };
+        // The gateway built this operation itself: a refusal now is its problem, not the owner's.
+        return this.sendFailure(gatewaySendFailure("withdrawal", error), voucher);
       }
     });
-    return locked.ran ? locked.value : { ok: false, reason: "in_progress" };
+    return locked.ran ? locked.value : refusal("withdrawal_in_progress", IN_PROGRESS);
   }
 
   /** Sends the prepared withdrawal `userOpHash` of `accountId` with its owner's `signature` and waits for it to be mined. */
@@ -231,28 +257,30 @@ export class WalletWithdrawals {
     options: { timeoutMs?: number } = {},
   ): Promise<SubmitWithdrawalResult> {
     const wallet = getEmbeddedWallet(this.p.ledger.db, accountId);
-    if (!wallet) return { ok: false, reason: "unknown" };
+    if (!wallet) return refusal("not_found", "No prepared withdrawal with this hash on this account (it may have expired): prepare again.");
     const locked = await withWalletLock(wallet.address, async (): Promise<SubmitWithdrawalResult> => {
       const pending = this.ownerSigned.find<PreparedWithdrawal>(accountId, "withdrawal", userOpHash);
       let result;
       try {
-        result = await this.ownerSigned.submit<PreparedWithdrawal>(accountId, "withdrawal", userOpHash, signature, options);
+        result = await this.ownerSigned.submit<PreparedWithdrawal>(accountId, "withdrawal", userOpHash, signature, {
+          ...options,
+          inProgress: "withdrawal_in_progress",
+        });
       } catch (error) {
         // The bundler took it (the preparation is spent) but its receipt did not come in time.
         this.p.log(`an owner's withdrawal ${userOpHash} was sent but not confirmed; its voucher stays valid`, error);
         if (!pending) throw error;
-        return {
-          ok: false,
-          reason: "unconfirmed",
-          message: "the operation's outcome is not known",
-          voucher: pending.details.voucher,
-          userOpHash,
-        };
+        return this.sendFailure(unconfirmed(error), pending.details.voucher, userOpHash);
       }
+      // Refused before the bundler took it: the preparation stays usable until it expires, so it may be signed again.
       if (!result.ok) return result;
       const { voucher, to } = result.prepared.details;
       const checked = this.redeemed(result.receipt, voucher);
-      if (!checked.ok) return { ok: false, reason: "rejected", message: checked.message, voucher, userOpHash: result.userOpHash };
+      if (!checked.ok) {
+        // The owner signed what reverted: told as a refusal of their operation, as the bundler's would be.
+        const reverted = refusal("user_operation_rejected", `The operation was mined but ${checked.message}.`);
+        return this.sendFailure(reverted, voucher, result.userOpHash);
+      }
       return {
         ok: true,
         amountMicros: voucher.voucher.amount,
@@ -262,6 +290,11 @@ export class WalletWithdrawals {
         transactionHash: result.receipt.receipt.transactionHash,
       };
     });
-    return locked.ran ? locked.value : { ok: false, reason: "in_progress" };
+    return locked.ran ? locked.value : refusal("withdrawal_in_progress", IN_PROGRESS);
   }
+}
+
+/** A sent operation whose receipt did not come in time: it may still complete. */
+function unconfirmed(cause: unknown): Refusal<"chain_unavailable"> {
+  return refusal("chain_unavailable", "The withdrawal was sent but not confirmed in time; it may still complete.", { cause });
 }

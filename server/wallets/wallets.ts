@@ -34,6 +34,7 @@ export interface EmbeddedWallet {
   createdAt: number;
 }
 
+// Internal error, plain on purpose: a broken invariant of the gateway's own wallets (logged; a client only ever sees internal_error).
 export class WalletError extends Error {
   override name = "WalletError";
 }

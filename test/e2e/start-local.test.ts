@@ -3,7 +3,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { expect } from "chai";
-import { SESSION_COOKIE } from "../../server/identity/sessions";
+import { SESSION_COOKIE } from "../../server/http/session-cookies";
 import { Browser } from "../helpers/oidc-provider";
 
 const ROOT = path.join(__dirname, "../..");

@@ -23,7 +23,7 @@ export const BACKEND_FAILURE_CODES = new Set([
 
 /**
  * Routes that need the escrow chain, which the fuzz stack runs without: they answer
- * 503 chain_unavailable by configuration, not by fault. Only that status and code pass there.
+ * 503 chain_not_configured by configuration, not by fault. Only that status and code pass there.
  */
 const CHAIN_ROUTES = /^\/v1\/(withdrawals|wallet\/|seller\/claim|topups\/card$|calls\/[^/]+\/receipt)/;
 
@@ -66,7 +66,7 @@ export function violation(step: FuzzStep, method: string, path: string, answer: 
   const pathname = path.split("?")[0];
 
   if (status >= 500) {
-    const chainConfig = status === 503 && code === "chain_unavailable" && CHAIN_ROUTES.test(pathname);
+    const chainConfig = status === 503 && code === "chain_not_configured" && CHAIN_ROUTES.test(pathname);
     if (!chainConfig && !(status === 502 && typeof code === "string" && BACKEND_FAILURE_CODES.has(code))) {
       return `answered ${status}${typeof code === "string" ? ` ${code}` : ""}: only a backend's own failure may be a 5xx (502 ${[...BACKEND_FAILURE_CODES].join("|")})`;
     }

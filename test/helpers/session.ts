@@ -1,4 +1,4 @@
-import { CSRF_HEADER, SESSION_COOKIE } from "../../server/identity/sessions";
+import { CSRF_HEADER, SESSION_COOKIE } from "../../server/http/session-cookies";
 import type { TestStack } from "./gateway";
 
 export interface Reply {

@@ -257,12 +257,12 @@ describe("POST /v1/seller/claim without the ERC-4337 stack", () => {
     await stack?.close();
   });
 
-  it("answers 503 chain_unavailable on each claim endpoint", async () => {
+  it("answers 503 chain_not_configured on each claim endpoint", async () => {
     const session = await signedIn(stack, "no-chain@example.com");
     for (const path of ["/v1/seller/claim", "/v1/seller/claim/prepare", "/v1/seller/claim/submit"]) {
       const reply = await session.request("POST", path, {});
       expect(reply.status, path).to.equal(503);
-      expect(reply.body).to.deep.include({ success: false, code: "chain_unavailable" });
+      expect(reply.body).to.deep.include({ success: false, code: "chain_not_configured" });
     }
   });
 });

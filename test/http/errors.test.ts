@@ -1,5 +1,8 @@
+import fs from "node:fs";
 import { expect } from "chai";
-import { ApiError, ERROR_STATUS, type ErrorCode } from "../../server/http/errors";
+import { ERROR_CODES, GatewayError, refusal, refusalError } from "../../server/errors";
+import { ApiError, ERROR_STATUS, type ErrorCode, toApiError } from "../../server/http/errors";
+import { README, readmeErrorTable, renderErrorTable } from "../../scripts/error-table";
 
 /**
  * Every code a client can see and the status it must get: docs/api.md §5 (401, 402, 404,
@@ -34,6 +37,7 @@ const EXPECTED: Record<ErrorCode, number> = {
   insufficient_balance: 402,
   skill_not_found: 404,
   not_found: 404,
+  no_wallet: 404,
   idempotency_key_in_use: 409,
   method_not_allowed: 405,
   payload_too_large: 413,
@@ -43,6 +47,7 @@ const EXPECTED: Record<ErrorCode, number> = {
   daily_limit_reached: 429,
   internal_error: 500,
   chain_unavailable: 503,
+  chain_not_configured: 503,
   not_ready: 503,
   sign_in_unavailable: 503,
   skill_error: 502,
@@ -60,12 +65,80 @@ describe("error codes", () => {
     });
   }
 
-  it("has no code outside this table", () => {
+  it("has no code outside this table, in the statuses or in the codes themselves", () => {
     expect(Object.keys(ERROR_STATUS)).to.have.members(Object.keys(EXPECTED));
+    expect(Object.keys(ERROR_CODES)).to.have.members(Object.keys(EXPECTED));
+  });
+
+  it("says in a line what each code means", () => {
+    for (const meaning of Object.values(ERROR_CODES)) expect(meaning).to.match(/^\S.{10,}$/);
+  });
+
+  describe("the README", () => {
+    const readme = fs.readFileSync(README, "utf8");
+
+    it("lists every code with its status, generated from the one source (npm run docs:errors)", () => {
+      const table = readmeErrorTable(readme);
+      expect(table, "README.md lacks the error-codes markers").to.be.a("string");
+      expect(table, "README.md's error table differs from the code: run npm run docs:errors").to.equal(renderErrorTable());
+    });
+
+    it("gives every code it names in a table row the status the code has", () => {
+      // Rows such as "| 502 | `skill_error`, `skill_timeout` | ..." anywhere in the README.
+      const rows = readme.split("\n").filter((line) => /^\| \d{3} \| `/.test(line));
+      expect(rows.length).to.be.greaterThan(Object.keys(EXPECTED).length);
+      for (const row of rows) {
+        const [, status, codes] = row.split("|").map((cell) => cell.trim());
+        for (const [, code] of codes.matchAll(/`([a-z_]+)`/g)) {
+          expect(Object.hasOwn(EXPECTED, code), `${code} in README.md is not a code`).to.equal(true);
+          expect(EXPECTED[code as ErrorCode], `README.md's row for ${code}`).to.equal(Number(status));
+        }
+      }
+    });
   });
 
   it("uses snake_case for every code", () => {
     for (const code of Object.keys(ERROR_STATUS)) expect(code).to.match(/^[a-z]+(_[a-z]+)*$/);
+  });
+
+  describe("GatewayError", () => {
+    it("carries its code, message, details and cause, and knows no status", () => {
+      const cause = new Error("ECONNREFUSED 127.0.0.1:4337");
+      const error = new GatewayError("chain_unavailable", "The bundler is unreachable; try again.", { details: { retry: true }, cause });
+      expect(error).to.be.instanceOf(Error);
+      expect(error).to.include({ name: "GatewayError", code: "chain_unavailable", message: "The bundler is unreachable; try again." });
+      expect(error.details).to.deep.equal({ retry: true });
+      expect(error.cause).to.equal(cause);
+      expect(error).to.not.have.property("status");
+    });
+
+    it("is what a refusal becomes when thrown", () => {
+      const error = refusalError(refusal("no_wallet", "This account has no embedded wallet yet.", { details: { account: "a" } }));
+      expect(error).to.be.instanceOf(GatewayError);
+      expect(error).to.include({ code: "no_wallet", message: "This account has no embedded wallet yet." });
+      expect(error.details).to.deep.equal({ account: "a" });
+    });
+  });
+
+  describe("toApiError, the one path from anything thrown to the client", () => {
+    it("gives a base error its code's status and keeps its details", () => {
+      const error = toApiError(new GatewayError("wrong_claim_flow", "Use the other flow.", { details: { flow: "owner" } }));
+      expect(error).to.include({ code: "wrong_claim_flow", status: 409, message: "Use the other flow." });
+      expect(error.details).to.deep.equal({ flow: "owner" });
+    });
+
+    it("turns anything else into a 500 that tells nothing of it", () => {
+      const secret = new Error("SQLITE_CONSTRAINT: UNIQUE constraint failed: holds.id");
+      const error = toApiError(secret, "Internal server error: the call was not charged.");
+      expect(error).to.include({ code: "internal_error", status: 500, message: "Internal server error: the call was not charged." });
+      expect(error.details).to.deep.equal({});
+      expect(error.cause).to.equal(secret);
+    });
+
+    it("keeps an ApiError as it is, headers too", () => {
+      const thrown = new ApiError("rate_limited", "Slow down.", { "retry-after": "3" });
+      expect(toApiError(thrown)).to.equal(thrown);
+    });
   });
 
   describe("ApiError", () => {

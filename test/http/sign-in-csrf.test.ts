@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { privateKeyToAccount } from "viem/accounts";
-import { CSRF_HEADER, SESSION_COOKIE } from "../../server/identity/sessions";
+import { CSRF_HEADER, SESSION_COOKIE } from "../../server/http/session-cookies";
 import { type TestStack, startStack } from "../helpers/gateway";
 import { type Reply, type TestSession, sameOrigin, send, signedIn } from "../helpers/session";
 

@@ -61,14 +61,14 @@ describe("POST /v1/wallet/withdraw", function () {
         // A SIWE wallet is not swept by the loop: its owner signs the sweep the gateway prepares.
         const owner = subjectOwners.get(subject)!;
         const prepared = await stack.gw.wallets!.prepareOwnerSweep(signIn.accountId);
-        if (!prepared.ok) throw new Error(prepared.reason);
+        if (!prepared.ok) throw new Error(prepared.message);
         const hash = prepared.prepared.userOpHash;
         const submitted = await stack.gw.wallets!.submitOwnerSweep(
           signIn.accountId,
           hash,
           await owner.signMessage({ message: { raw: hash } }),
         );
-        if (!submitted.ok) throw new Error(submitted.reason);
+        if (!submitted.ok) throw new Error(submitted.message);
       }
       await stack.gw.moneyPath!.indexer.poll();
       await stack.gw.moneyPath!.indexer.poll();
@@ -269,12 +269,12 @@ describe("POST /v1/wallet/withdraw without the ERC-4337 stack", () => {
     await stack?.close();
   });
 
-  it("answers 503 chain_unavailable on each withdrawal endpoint", async () => {
+  it("answers 503 chain_not_configured on each withdrawal endpoint", async () => {
     const session = await signedIn(stack, "no-chain-withdraw@example.com");
     for (const path of ["/v1/wallet/withdraw", "/v1/wallet/withdraw/prepare", "/v1/wallet/withdraw/submit"]) {
       const reply = await session.request("POST", path, { to: "0x000000000000000000000000000000000000dEaD" });
       expect(reply.status, path).to.equal(503);
-      expect(reply.body).to.deep.include({ success: false, code: "chain_unavailable" });
+      expect(reply.body).to.deep.include({ success: false, code: "chain_not_configured" });
     }
   });
 });

@@ -114,7 +114,7 @@ describe("POST /v1/withdrawals without a chain", () => {
       const { key } = gw.keys.create("bob");
       const res = await fetch(`${gw.url}/v1/withdrawals`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: "{}" });
       expect(res.status).to.equal(503);
-      expect(await res.json()).to.include({ success: false, code: "chain_unavailable" });
+      expect(await res.json()).to.include({ success: false, code: "chain_not_configured" });
     } finally {
       await gw.close();
       fs.rmSync(dir, { recursive: true, force: true });

@@ -1,7 +1,7 @@
 import fs from "node:fs";
 import { expect } from "chai";
 import { SmtpMailer, createMailer, normalizeEmail } from "../../server/identity/email";
-import { CSRF_HEADER, SESSION_COOKIE } from "../../server/identity/sessions";
+import { CSRF_HEADER, SESSION_COOKIE } from "../../server/http/session-cookies";
 import { type TestStack, startStack } from "../helpers/gateway";
 import { sameOrigin } from "../helpers/session";
 

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { SESSION_COOKIE } from "../../server/identity/sessions";
+import { SESSION_COOKIE } from "../../server/http/session-cookies";
 import { OAUTH_RESULT_PATH, OAUTH_STATE_COOKIE } from "../../server/http/routes/auth-oauth";
 import { type TestStack, startStack } from "../helpers/gateway";
 import { signedIn } from "../helpers/session";

@@ -1,6 +1,6 @@
 import fs from "node:fs";
 import { expect } from "chai";
-import { CSRF_HEADER, SESSION_COOKIE, readCookie } from "../../server/identity/sessions";
+import { CSRF_HEADER, SESSION_COOKIE, readCookie } from "../../server/http/session-cookies";
 import { type TestStack, startStack } from "../helpers/gateway";
 
 describe("dashboard sessions", () => {

@@ -3,7 +3,7 @@ import { expect } from "chai";
 import { SiweMessage } from "siwe";
 import { type Address, type Hex, encodeFunctionData, getAddress, getContractAddress, serializeErc6492Signature } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { CSRF_COOKIE, SESSION_COOKIE } from "../../server/identity/sessions";
+import { CSRF_COOKIE, SESSION_COOKIE } from "../../server/http/session-cookies";
 import { SIWE_CLOCK_SKEW_MS } from "../../server/identity/siwe";
 import { type TestStack, startStack } from "../helpers/gateway";
 import { type Reply, sameOrigin, send, signedIn } from "../helpers/session";

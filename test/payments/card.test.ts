@@ -183,13 +183,13 @@ describe("card top-ups (/v1/topups/card, sandbox provider)", function () {
 });
 
 describe("card top-ups without a funding wallet", () => {
-  it("answers 503 chain_unavailable", async () => {
+  it("answers 503 chain_not_configured", async () => {
     const stack = await startStack();
     try {
       const ada = await signedIn(stack, "ada@example.com");
       const reply = await ada.request("POST", "/v1/topups/card", { amount: "10.00", card: "4242424242424242" });
       expect(reply.status).to.equal(503);
-      expect(reply.body.code).to.equal("chain_unavailable");
+      expect(reply.body.code).to.equal("chain_not_configured");
     } finally {
       await stack.close();
     }

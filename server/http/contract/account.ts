@@ -190,7 +190,7 @@ export const accountOperations = [
     auth: "account",
     params: z.object({ callId: z.string() }),
     responses: [{ status: 200, description: "The receipt, once the call is in a batch.", schema: dataEnvelope(receiptView) }],
-    errors: ["not_found", "chain_unavailable"],
+    errors: ["not_found", "chain_unavailable", "chain_not_configured"],
   }),
   operation({
     method: "get",

@@ -169,7 +169,7 @@ export const authOperations = [
         schema: dataEnvelope(z.strictObject({ ...signedIn, address: hexAddress, csrf_token: z.string() })),
       },
     ],
-    errors: [...SIGN_IN_POST_ERRORS, "unauthorized", "identity_taken", "chain_unavailable", "csrf_failed"],
+    errors: [...SIGN_IN_POST_ERRORS, "unauthorized", "identity_taken", "chain_unavailable", "chain_not_configured", "csrf_failed"],
   }),
   ...(["github", "google"] as const).flatMap((provider) => [
     operation({

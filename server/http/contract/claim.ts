@@ -46,7 +46,15 @@ const claimed = z.strictObject({
   to: hexAddress,
 });
 
-const CLAIM_ERRORS = ["chain_unavailable", "not_found", "payout_address_not_wallet", "wrong_claim_flow", "claim_in_progress"] as const;
+const CLAIM_ERRORS = [
+  "chain_unavailable",
+  "chain_not_configured",
+  "not_found",
+  "no_wallet",
+  "payout_address_not_wallet",
+  "wrong_claim_flow",
+  "claim_in_progress",
+] as const;
 
 export const claimOperations = [
   operation({

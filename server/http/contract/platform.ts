@@ -33,7 +33,7 @@ export const platformOperations = [
         ),
       },
     ],
-    errors: ["chain_unavailable"],
+    errors: ["chain_unavailable", "chain_not_configured"],
   }),
   operation({
     method: "get",

@@ -65,7 +65,7 @@ export const topupOperations = [
     auth: "session",
     body: cardTopupBody,
     responses: [{ status: 201, description: "The checkout.", schema: dataEnvelope(checkoutView.extend({ next: nextStep })) }],
-    errors: ["chain_unavailable", "no_deposit_address", "amount_below_minimum"],
+    errors: ["chain_unavailable", "chain_not_configured", "no_deposit_address", "amount_below_minimum"],
   }),
   operation({
     method: "get",

@@ -52,7 +52,9 @@ const sent = z.strictObject({
 
 const WITHDRAW_ERRORS = [
   "chain_unavailable",
+  "chain_not_configured",
   "not_found",
+  "no_wallet",
   "wrong_withdrawal_flow",
   "withdrawal_in_progress",
   "no_deposit_address",
@@ -74,7 +76,7 @@ export const walletOperations = [
         schema: dataEnvelope(z.strictObject({ ...preparedFields, amount: usdNumber, user_operation: userOperationView })),
       },
     ],
-    errors: ["chain_unavailable", "not_found", "wallet_swept_automatically", "amount_below_minimum"],
+    errors: ["chain_unavailable", "chain_not_configured", "not_found", "no_wallet", "wallet_swept_automatically", "amount_below_minimum"],
   }),
   operation({
     method: "post",
@@ -90,7 +92,7 @@ export const walletOperations = [
         schema: dataEnvelope(z.strictObject({ transaction_hash: hex32, user_op_hash: hex32, amount: usdNumber })),
       },
     ],
-    errors: ["chain_unavailable", "not_found", "sweep_in_progress", "user_operation_rejected"],
+    errors: ["chain_unavailable", "chain_not_configured", "not_found", "no_wallet", "sweep_in_progress", "user_operation_rejected"],
   }),
   operation({
     method: "post",
@@ -147,6 +149,6 @@ export const walletOperations = [
     summary: "An EIP-681 QR code: send USDC on this chain to the account's wallet",
     auth: "session",
     responses: [{ status: 200, description: "The QR code.", contentType: "image/svg+xml", schema: z.string() }],
-    errors: ["not_found", "chain_unavailable"],
+    errors: ["not_found", "chain_unavailable", "chain_not_configured"],
   }),
 ];

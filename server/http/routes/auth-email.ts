@@ -11,6 +11,7 @@ import { parseRequest } from "../contract/common";
 import { publicBase } from "../public-url";
 import { storeFull } from "../rate-limits";
 import { browserSession, finishSignIn, signInPost } from "../sign-in";
+import { readSession, csrfMatches } from "../session-cookies";
 
 /** The one answer to POST /auth/email/start, whoever the address belongs to. */
 const START_ANSWER = dataEnvelope({
@@ -68,7 +69,7 @@ export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; link
   };
 
   router.post("/auth/email/preview", deps.limit, guard, json, (req, res) => {
-    const current = deps.sessions.read(req);
+    const current = readSession(deps.sessions, req);
     const { link, owner, plan } = examine(parseRequest(emailPreviewBody, req.body ?? {}).token, current, false);
     const joins = owner === undefined ? "sign_up" : "sign_in";
     res.set("cache-control", "no-store");
@@ -103,7 +104,7 @@ export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; link
     if (!consumed.ok) throw new ApiError("sign_in_failed", LINK_UNUSABLE);
     const result = deps.sessions.signIn("email", consumed.email, { name: consumed.email, linkTo: plan.linkTo });
     if (!result.ok) throw new ApiError("identity_taken", `${consumed.email} already signs in to another account.`);
-    const { switched } = await finishSignIn(deps.sessions, res, current, result.accountId);
+    const { switched } = await finishSignIn(deps.sessions, res, current, result.accountId, deps.config.secureCookies);
     res.json(dataEnvelope({ account_id: result.accountId, created: result.created, linked: result.linked, switched }));
   });
 
@@ -112,6 +113,6 @@ export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; link
 
 /** The signed-in account asking for a link to join it: only with the session's CSRF token. */
 function linkingAccount(sessions: Sessions, req: Request): string | undefined {
-  const session = sessions.read(req);
-  return session && sessions.csrfMatches(req, session) ? session.accountId : undefined;
+  const session = readSession(sessions, req);
+  return session && csrfMatches(req, session) ? session.accountId : undefined;
 }

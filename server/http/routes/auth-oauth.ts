@@ -1,13 +1,14 @@
 import express, { type Request, type RequestHandler, type Response, type Router } from "express";
 import type { OAuthProviderName, OAuthSignIn } from "../../identity/oauth";
 import { OAUTH_STATE_TTL_MS } from "../../identity/oauth";
-import { readCookie, type Sessions } from "../../identity/sessions";
+import type { Sessions } from "../../identity/sessions";
 import { planSignIn } from "../../identity/sign-in-plan";
 import type { Config } from "../../config";
 import { ApiError } from "../errors";
 import { publicBase } from "../public-url";
 import { storeFull } from "../rate-limits";
 import { finishSignIn, ownNavigation, wantsPage } from "../sign-in";
+import { readSession, readCookie } from "../session-cookies";
 
 /** The cookie that binds a started sign-in to the browser that started it. */
 export const OAUTH_STATE_COOKIE = "sg_oauth_state";
@@ -71,7 +72,7 @@ export function oauthRoutes(deps: {
       }
       let begun;
       try {
-        begun = await deps.oauth.begin(provider, redirectUri(req), deps.sessions.read(req)?.accountId);
+        begun = await deps.oauth.begin(provider, redirectUri(req), readSession(deps.sessions, req)?.accountId);
       } catch (error) {
         deps.log(`${provider} sign-in could not start`, error);
         return refuse(
@@ -96,7 +97,7 @@ export function oauthRoutes(deps: {
         return refuse(req, res, new ApiError("sign_in_failed", `${LABEL[provider]} sign-in failed: ${result.detail}`));
       }
       // Read after the provider round trip: what counts is the session the browser has now.
-      const current = deps.sessions.read(req);
+      const current = readSession(deps.sessions, req);
       const plan = planSignIn({
         current: current?.accountId,
         owner: deps.sessions.ownerOf(provider, result.subject),
@@ -118,7 +119,7 @@ export function oauthRoutes(deps: {
       const signedIn = deps.sessions.signIn(provider, result.subject, { name: result.name, linkTo: plan.linkTo });
       if (!signedIn.ok)
         return refuse(req, res, new ApiError("identity_taken", `This ${LABEL[provider]} account already signs in to another account.`));
-      await finishSignIn(deps.sessions, res, current, signedIn.accountId);
+      await finishSignIn(deps.sessions, res, current, signedIn.accountId, deps.config.secureCookies);
       res.redirect(303, "/");
     });
   }

@@ -126,7 +126,7 @@ export function siweRoutes(deps: {
     const signedIn = deps.sessions.signIn("siwe", result.address, { linkTo: plan.linkTo });
     if (!signedIn.ok) throw new ApiError("identity_taken", `${result.address} already signs in to another account.`);
     await deps.ledger.commit.durable();
-    const { session, switched } = await finishSignIn(deps.sessions, res, current, signedIn.accountId);
+    const { session, switched } = await finishSignIn(deps.sessions, res, current, signedIn.accountId, deps.config.secureCookies);
     res.json(
       dataEnvelope({
         account_id: signedIn.accountId,

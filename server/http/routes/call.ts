@@ -8,8 +8,9 @@ import { IDEMPOTENCY_KEY } from "../../gateway/idempotency";
 import { authenticate } from "../auth";
 import { callRequestBody, skillParametersBody } from "../contract/call";
 import { parseRequest } from "../contract/common";
+import { callResponse } from "../call-answer";
 import { type Endpoint, errorEnvelope } from "../envelope";
-import { ApiError } from "../errors";
+import { ApiError, toApiError } from "../errors";
 import { MAX_JSON_DEPTH, nestsDeeperThan, tooDeep } from "../json-body";
 
 const SKILL_CALL_PATH = /^\/v1\/skills\/([^/]+)\/call$/;
@@ -56,10 +57,9 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
         deps.log(`client closed the connection before its request body was complete (${req.socket.remoteAddress ?? "unknown address"})`);
         return;
       }
-      const apiError =
-        error instanceof ApiError ? error : new ApiError("internal_error", "Internal server error: the call was not charged.");
+      const apiError = toApiError(error, "Internal server error: the call was not charged.");
       if (apiError.status >= 500) deps.log("internal error on the call path", error);
-      sendJson(res, apiError.status, apiError.headers, JSON.stringify(errorEnvelope(apiError.code, apiError.message)));
+      sendJson(res, apiError.status, apiError.headers, JSON.stringify(errorEnvelope(apiError.code, apiError.message, apiError.details)));
     });
     return true;
   };
@@ -102,7 +102,8 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
       idempotency: idempotencyOf(req, endpoint, pathSkill, raw),
       startedAt,
     });
-    sendJson(res, result.status, result.headers, result.body);
+    const response = callResponse(result);
+    sendJson(res, response.status, response.headers, response.body);
   }
 }
 
@@ -138,6 +139,7 @@ function sendJson(res: ServerResponse, status: number, headers: Record<string, s
   res.end(body);
 }
 
+// Internal error, plain on purpose: nobody is left to answer, so it is only logged.
 /** The client closed the connection (or reset it) before the whole body had arrived. */
 class ClientAborted extends Error {
   override name = "ClientAborted";

@@ -2,16 +2,14 @@ import express, { type Router } from "express";
 import { jsonBody } from "../json-body";
 import type { Address } from "viem";
 import type { Sessions } from "../../identity/sessions";
-import type { ClaimRefusal } from "../../wallets/wallet-claims";
 import type { WalletService } from "../../wallets/wallet-service";
 import { microsToUsd } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
-import { readOwnerSignature, refuseOwnerSubmit } from "../owner-signed";
-import { ApiError } from "../errors";
+import { readOwnerSignature } from "../owner-signed";
+import { ApiError, refuse } from "../errors";
+import { requireSession } from "../session-cookies";
 import { claimBody } from "../contract/claim";
 import { parseRequest } from "../contract/common";
-
-type Log = (message: string, error?: unknown) => void;
 
 /**
  * A seller's claim of its settled earnings, sent on-chain from its embedded wallet (server/wallets/wallet-claims.ts):
@@ -27,14 +25,19 @@ type Log = (message: string, error?: unknown) => void;
  * a server-owned wallet's USDC is then swept back into the escrow as the account's deposit: the earnings become
  * spendable balance. A seller whose payout address is not its embedded wallet gets 409 payout_address_not_wallet:
  * that address must send `claim()` to the escrow itself. Nothing claimable: 409 nothing_to_claim, and no gas spent.
- * All need a session and its CSRF token; without the ERC-4337 stack, 503 chain_unavailable.
+ * No wallet: 404 no_wallet. The refusals are the service's (ClaimRefusal), answered as they are.
+ * All need a session and its CSRF token; without the ERC-4337 stack, 503 chain_not_configured.
  */
-export function claimRoutes(deps: { sessions: Sessions; wallets?: WalletService; log: Log }): Router {
+export function claimRoutes(deps: {
+  sessions: Sessions;
+  wallets?: WalletService;
+  log: (message: string, error?: unknown) => void;
+}): Router {
   const router = express.Router();
-  const session = deps.sessions.require();
+  const session = requireSession(deps.sessions);
   const json = jsonBody(4_096);
   const claims = () => {
-    if (!deps.wallets) throw new ApiError("chain_unavailable", "Embedded wallets are not enabled on this gateway.");
+    if (!deps.wallets) throw new ApiError("chain_not_configured", "Embedded wallets are not enabled on this gateway.");
     return deps.wallets.claims;
   };
 
@@ -42,7 +45,7 @@ export function claimRoutes(deps: { sessions: Sessions; wallets?: WalletService;
     const wallets = claims();
     const to = readTo(req.body);
     const result = await wallets.claimForServerWallet(req.session!.accountId, { to });
-    if (!result.ok) refuse(result, "server", deps.log);
+    if (!result.ok) refuse(result);
     res.json(
       dataEnvelope({
         amount: microsToUsd(result.amountMicros),
@@ -58,7 +61,7 @@ export function claimRoutes(deps: { sessions: Sessions; wallets?: WalletService;
     const wallets = claims();
     const to = readTo(req.body);
     const result = await wallets.prepareOwnerClaim(req.session!.accountId, { to });
-    if (!result.ok) refuse(result, "owner", deps.log);
+    if (!result.ok) refuse(result);
     const { prepared } = result;
     const op = prepared.userOperation;
     res.set("cache-control", "no-store");
@@ -87,7 +90,7 @@ export function claimRoutes(deps: { sessions: Sessions; wallets?: WalletService;
     const wallets = claims();
     const { hash, signature } = readOwnerSignature(req.body);
     const result = await wallets.submitOwnerClaim(req.session!.accountId, hash, signature);
-    if (!result.ok) refuseOwnerSubmit(result, "claim", "claim_in_progress", deps.log);
+    if (!result.ok) refuse(result);
     res.json(
       dataEnvelope({
         amount: microsToUsd(result.amountMicros),
@@ -105,37 +108,4 @@ export function claimRoutes(deps: { sessions: Sessions; wallets?: WalletService;
 /** The optional `to`: where the claimed USDC goes instead of the wallet. */
 function readTo(body: unknown): Address | undefined {
   return (parseRequest(claimBody, body ?? {}).to ?? undefined) as Address | undefined;
-}
-
-/** The refusals both claim paths share, as the error the client sees. */
-function refuse(result: ClaimRefusal, path: "server" | "owner", log: Log): never {
-  switch (result.reason) {
-    case "no_wallet":
-      throw new ApiError("not_found", "This account has no embedded wallet yet.");
-    case "payout_address_not_wallet":
-      throw new ApiError(
-        "payout_address_not_wallet",
-        result.payoutAddress
-          ? `Your earnings are paid to ${result.payoutAddress}, not to your embedded wallet: send claim() to the escrow from that address.`
-          : "This account has no payout address, so it has no earnings to claim.",
-      );
-    case "siwe_owned":
-      throw new ApiError(
-        "wrong_claim_flow",
-        "Your wallet is owned by your own address: prepare the claim (POST /v1/seller/claim/prepare) and sign it.",
-      );
-    case "server_owned":
-      throw new ApiError("wrong_claim_flow", "The gateway holds this wallet's key: claim with POST /v1/seller/claim, no signature needed.");
-    case "in_progress":
-      throw new ApiError("claim_in_progress", "Another operation of this wallet is being sent; try again in a moment.");
-    case "nothing_to_claim":
-      throw new ApiError("nothing_to_claim", "There are no settled earnings to claim yet.");
-    case "rejected":
-    case "bundler_unavailable":
-      // On the server path a refusal is the gateway's problem (it built and signed the operation), not the caller's.
-      log(`the bundler did not take a claim (${path} path): ${result.reason}`, result.message);
-      if (path === "owner" && result.reason === "rejected")
-        throw new ApiError("user_operation_rejected", `The bundler refused the claim: ${result.message}`);
-      throw new ApiError("chain_unavailable", "The claim could not be sent to the chain; try again.");
-  }
 }

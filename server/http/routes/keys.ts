@@ -7,6 +7,7 @@ import { dataEnvelope } from "../envelope";
 import { parseRequest } from "../contract/common";
 import { createKeyBody } from "../contract/keys";
 import { ApiError } from "../errors";
+import { requireSession } from "../session-cookies";
 
 /** Most live keys one account may hold: a dashboard lists them all on one page. */
 export const MAX_LIVE_KEYS = 50;
@@ -30,7 +31,7 @@ const view = (record: ApiKeyRecord) => ({
  */
 export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; ledger: Ledger }): Router {
   const router = express.Router();
-  const session = deps.sessions.require();
+  const session = requireSession(deps.sessions);
   const json = jsonBody(4_096);
 
   router.post("/v1/keys", session, json, async (req, res) => {

@@ -6,12 +6,14 @@ import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/
 import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { ApiKeyRecord, ApiKeys } from "../../identity/api-keys";
 import type { Config } from "../../config";
-import type { CallResponse, CallService } from "../../gateway/call-service";
+import type { CallService } from "../../gateway/call-service";
 import { IDEMPOTENCY_KEY } from "../../gateway/idempotency";
 import type { Skill, SkillRegistry } from "../../catalog/skills";
 import { computeCharge } from "../../ledger/fees";
 import { microsToUsd } from "../../ledger/money";
 import { authenticate } from "../auth";
+import { type CallResponse, callResponse } from "../call-answer";
+import { GatewayError } from "../../errors";
 import { ApiError } from "../errors";
 import { jsonBody } from "../json-body";
 import { parseRequest } from "../contract/common";
@@ -126,9 +128,9 @@ function mcpServer(deps: McpRoutesParameters, apiKey: ApiKeyRecord, skills: () =
         idempotency: idempotencyOf(skill, input, _meta),
         startedAt,
       });
-      return toolResult(response);
+      return toolResult(callResponse(response));
     } catch (error) {
-      if (error instanceof ApiError) return errorResult(error.code, error.message);
+      if (error instanceof GatewayError) return errorResult(error.code, error.message);
       deps.log("internal error on an MCP tool call", error);
       return errorResult("internal_error", "Internal server error: the call was not charged.");
     }

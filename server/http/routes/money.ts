@@ -45,7 +45,7 @@ export function moneyRoutes(deps: {
 
   router.get("/v1/calls/:callId/receipt", auth, (req, res) => {
     const settler = deps.moneyPath?.settler;
-    if (!settler) throw new ApiError("chain_unavailable", "Receipts need the gateway to settle on its escrow chain.");
+    if (!settler) throw new ApiError("chain_not_configured", "Receipts need the gateway to settle on its escrow chain.");
     const callId = String(req.params.callId);
     // Only the caller's own calls: another account's call is as unknown as a made-up id.
     const owner = deps.calls.ownerOf(callId);

@@ -11,6 +11,7 @@ import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
+import { requireSession } from "../session-cookies";
 
 /**
  * What the dashboard needs to know about this gateway, and the wallet's QR code:
@@ -25,7 +26,7 @@ export function platformRoutes(deps: {
   chain?: ChainConnection;
 }): Router {
   const router = express.Router();
-  const session = deps.sessions.require();
+  const session = requireSession(deps.sessions);
   // The escrow's token never changes; read it once.
   let usdc: Promise<Address> | undefined;
   const usdcOf = (chain: ChainConnection) =>
@@ -67,7 +68,7 @@ export function platformRoutes(deps: {
   router.get("/v1/wallet/qr.svg", session, async (req, res) => {
     const wallet = getEmbeddedWallet(deps.ledger.db, req.session!.accountId);
     if (!wallet) throw new ApiError("not_found", "This account has no embedded wallet yet.");
-    if (!deps.chain) throw new ApiError("chain_unavailable", "The gateway has no chain: there is nowhere to send USDC.");
+    if (!deps.chain) throw new ApiError("chain_not_configured", "The gateway has no chain: there is nowhere to send USDC.");
     let token: Address;
     try {
       token = await usdcOf(deps.chain);

@@ -1,6 +1,6 @@
 import express, { type Router } from "express";
 import { jsonBody } from "../json-body";
-import { type SellerSkill, type SellerSkillFields, type SellerSkillRefusal, SellerSkills } from "../../catalog/seller-skills";
+import { type SellerSkill, type SellerSkillFields, SellerSkills } from "../../catalog/seller-skills";
 import type { Sessions } from "../../identity/sessions";
 import { addressesOf, linkAddressSync, normalizeAddress } from "../../settlement/addresses";
 import type { Config } from "../../config";
@@ -11,7 +11,8 @@ import { microsToUsd } from "../../ledger/money";
 import { parseRequest } from "../contract/common";
 import { type UpdateSellerSkillBody, createSellerSkillBody, payoutAddressBody, updateSellerSkillBody } from "../contract/seller";
 import { dataEnvelope } from "../envelope";
-import { ApiError } from "../errors";
+import { ApiError, refuse } from "../errors";
+import { requireSession } from "../session-cookies";
 
 const view = (skill: SellerSkill) => ({
   id: skill.id,
@@ -27,12 +28,6 @@ const view = (skill: SellerSkill) => ({
   created_at: new Date(skill.createdAtMs).toISOString(),
   updated_at: new Date(skill.updatedAtMs).toISOString(),
 });
-
-function refuse(refusal: SellerSkillRefusal): never {
-  if (refusal.reason === "invalid") throw new ApiError("invalid_request", refusal.message);
-  if (refusal.reason === "slug_taken") throw new ApiError("slug_taken", "That slug is taken: choose another.");
-  throw new ApiError("not_found", "No such skill among yours.");
-}
 
 /**
  * The egress policy at listing time (server/gateway/egress.ts): the URL and every address its
@@ -82,7 +77,7 @@ export function sellerRoutes(deps: {
   egress: EgressPolicy;
 }): Router {
   const router = express.Router();
-  const session = deps.sessions.require();
+  const session = requireSession(deps.sessions);
   const json = jsonBody(65_536);
   const sellerSkills = new SellerSkills(deps.ledger.db, deps.skills, deps.config);
 

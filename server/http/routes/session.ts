@@ -5,16 +5,17 @@ import { addressesOf } from "../../settlement/addresses";
 import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
+import { requireSession, closeSession } from "../session-cookies";
 
 /**
  * The signed-in person's own view (dashboard session, not an API key):
  *   GET  /v1/me          the account, its identities, wallet address and balance
  *   POST /auth/logout    ends the session
- * Sign-in routes (SIWE, e-mail, GitHub, Google) open sessions through Sessions.open.
+ * Sign-in routes (SIWE, e-mail, GitHub, Google) open sessions through openSession (../session-cookies.ts).
  */
 export function sessionRoutes(deps: { sessions: Sessions; ledger: Ledger }): Router {
   const router = express.Router();
-  const session = deps.sessions.require();
+  const session = requireSession(deps.sessions);
 
   router.get("/v1/me", session, (req, res) => {
     const accountId = req.session!.accountId;
@@ -35,7 +36,7 @@ export function sessionRoutes(deps: { sessions: Sessions; ledger: Ledger }): Rou
   });
 
   router.post("/auth/logout", session, (req, res) => {
-    deps.sessions.close(req, res);
+    closeSession(deps.sessions, req, res);
     res.json(dataEnvelope({ signed_out: true }));
   });
 

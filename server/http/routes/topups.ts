@@ -4,7 +4,8 @@ import { CARD_SIGNATURE_HEADER, type CardCheckout, type CardTopups } from "../..
 import type { Sessions } from "../../identity/sessions";
 import { microsToUsd, usdToMicros } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
-import { ApiError } from "../errors";
+import { ApiError, refuse } from "../errors";
+import { requireSession } from "../session-cookies";
 import { parseRequest } from "../contract/common";
 import { cardTopupBody } from "../contract/topups";
 
@@ -30,11 +31,11 @@ const view = (checkout: CardCheckout) => ({
  *   GET  /v1/topups/card/:id                          (session)        → the checkout's status
  *   POST /v1/topups/card/notify                       (the provider's HMAC signature, no session)
  * A declined card is an outcome, not an error: 200 with status `declined`. Refusals: 400 amount_below_minimum,
- * 400 invalid_request (amount or card number), 409 no_deposit_address, 503 chain_unavailable (no funding wallet).
+ * 400 invalid_request (amount or card number), 409 no_deposit_address, 503 chain_not_configured (no funding wallet).
  */
 export function topupRoutes(deps: { sessions: Sessions; cardTopups: CardTopups }): Router {
   const router = express.Router();
-  const session = deps.sessions.require();
+  const session = requireSession(deps.sessions);
   const json = jsonBody(4_096);
   // The signature covers the exact bytes, so the body is kept as text.
   const raw = express.text({ limit: 16_384, type: () => true });
@@ -42,14 +43,7 @@ export function topupRoutes(deps: { sessions: Sessions; cardTopups: CardTopups }
   router.post("/v1/topups/card/notify", raw, async (req, res) => {
     const body = typeof req.body === "string" ? req.body : "";
     const result = await deps.cardTopups.receive(body, req.get(CARD_SIGNATURE_HEADER));
-    if (!result.ok) {
-      if (result.reason === "bad_signature") throw new ApiError("invalid_signature", "The notification's signature does not verify.");
-      if (result.reason === "unknown_checkout") throw new ApiError("not_found", "No such checkout.");
-      throw new ApiError(
-        "invalid_request",
-        result.reason === "malformed" ? "Malformed notification." : "The amount does not match the checkout.",
-      );
-    }
+    if (!result.ok) refuse(result);
     res.json(dataEnvelope({ received: true, duplicate: result.duplicate, status: result.checkout.status }));
   });
 
@@ -60,18 +54,7 @@ export function topupRoutes(deps: { sessions: Sessions; cardTopups: CardTopups }
       throw new ApiError("invalid_request", `amount must be above 0 and at most ${microsToUsd(MAX_CARD_TOPUP_MICROS)} USD.`);
     }
     const result = await deps.cardTopups.start(req.session!.accountId, amountMicros, body.card);
-    if (!result.ok) {
-      switch (result.reason) {
-        case "unavailable":
-          throw new ApiError("chain_unavailable", "Card top-ups are not available: the gateway has no funding wallet.");
-        case "no_deposit_address":
-          throw new ApiError("no_deposit_address", "This account has no wallet address for the escrow to credit yet.");
-        case "below_minimum":
-          throw new ApiError("amount_below_minimum", `The minimum deposit is ${microsToUsd(result.minimumMicros)} USD.`);
-        case "invalid_card_number":
-          throw new ApiError("invalid_request", "That card number is not valid (the sandbox takes its test cards only).");
-      }
-    }
+    if (!result.ok) refuse(result);
     res.status(201).json(dataEnvelope({ ...view(result.checkout), next: result.next }));
   });
 

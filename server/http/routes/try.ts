@@ -6,7 +6,9 @@ import type { Sessions } from "../../identity/sessions";
 import type { CallService } from "../../gateway/call-service";
 import { parseRequest } from "../contract/common";
 import { tryRequestBody } from "../contract/call";
+import { callResponse } from "../call-answer";
 import { ApiError } from "../errors";
+import { requireSession } from "../session-cookies";
 
 /**
  * The marketplace's "try it" form:
@@ -20,7 +22,7 @@ import { ApiError } from "../errors";
  */
 export function tryRoutes(deps: { sessions: Sessions; keys: ApiKeys; calls: CallService; maxRequestBytes: number }): Router {
   const router = express.Router();
-  const session = deps.sessions.require();
+  const session = requireSession(deps.sessions);
   const json = jsonBody(deps.maxRequestBytes);
 
   router.post("/v1/skills/:skillId/try", session, json, async (req, res) => {
@@ -30,7 +32,8 @@ export function tryRoutes(deps: { sessions: Sessions; keys: ApiKeys; calls: Call
     const apiKey = deps.keys.useOwn(body.key_id, req.session!.accountId);
     if (!apiKey) throw new ApiError("not_found", "No such key on this account: it may have been revoked. Pick another or create one.");
     const result = await deps.calls.execute({ endpoint: "skill_call", apiKey, skillRef: String(req.params.skillId), input, startedAt });
-    res.status(result.status).set(result.headers).type("application/json").send(result.body);
+    const response = callResponse(result);
+    res.status(response.status).set(response.headers).type("application/json").send(response.body);
   });
 
   return router;

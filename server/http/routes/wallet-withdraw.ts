@@ -3,16 +3,15 @@ import { jsonBody } from "../json-body";
 import type { Address, Hex } from "viem";
 import type { Sessions } from "../../identity/sessions";
 import type { WalletService } from "../../wallets/wallet-service";
-import type { WithdrawRefusal, WithdrawSendFailure } from "../../wallets/wallet-withdrawals";
+import type { Refusal } from "../../errors";
 import type { IssuedVoucher } from "../../settlement/vouchers";
 import { microsToUsd } from "../../ledger/money";
-import { dataEnvelope, errorEnvelope } from "../envelope";
-import { readOwnerSignature, refuseOwnerSubmit } from "../owner-signed";
-import { ApiError, ERROR_STATUS, type ErrorCode } from "../errors";
+import { dataEnvelope } from "../envelope";
+import { readOwnerSignature } from "../owner-signed";
+import { ApiError, refuse } from "../errors";
+import { requireSession } from "../session-cookies";
 import { parseRequest } from "../contract/common";
 import { walletWithdrawBody } from "../contract/wallet";
-
-type Log = (message: string, error?: unknown) => void;
 
 /**
  * A withdrawal to an address, through the account's embedded wallet (server/wallets/wallet-withdrawals.ts). A
@@ -28,16 +27,20 @@ type Log = (message: string, error?: unknown) => void;
  * the wallet itself. The amount leaves the balance when the voucher is issued. If the operation then fails, the
  * error body carries `voucher` (still valid until its deadline, redeemable with SkillEscrow.withdrawWithVoucher;
  * unredeemed, it returns to the balance after that) and the money is never taken twice.
- * All need a session and its CSRF token; without the ERC-4337 stack or a voucher signer, 503 chain_unavailable.
+ * All need a session and its CSRF token; without the ERC-4337 stack or a voucher signer, 503 chain_not_configured.
  */
-export function walletWithdrawRoutes(deps: { sessions: Sessions; wallets?: WalletService; log: Log }): Router {
+export function walletWithdrawRoutes(deps: {
+  sessions: Sessions;
+  wallets?: WalletService;
+  log: (message: string, error?: unknown) => void;
+}): Router {
   const router = express.Router();
-  const session = deps.sessions.require();
+  const session = requireSession(deps.sessions);
   const json = jsonBody(4_096);
   const withdrawals = () => {
     const service = deps.wallets?.withdrawals;
     if (!service)
-      throw new ApiError("chain_unavailable", "Withdrawals to an address need the gateway's embedded wallets and escrow chain.");
+      throw new ApiError("chain_not_configured", "Withdrawals to an address need the gateway's embedded wallets and escrow chain.");
     return service;
   };
 
@@ -45,10 +48,7 @@ export function walletWithdrawRoutes(deps: { sessions: Sessions; wallets?: Walle
     const service = withdrawals();
     const { amountMicros, to } = readWithdrawal(req.body);
     const result = await service.withdrawTo(req.session!.accountId, { amountMicros, to });
-    if (!result.ok) {
-      if ("voucher" in result) return sendFailure(res, result, "server", deps.log);
-      refuse(result);
-    }
+    if (!result.ok) refuse(withVoucher(result));
     res.json(dataEnvelope(sent(result)));
   });
 
@@ -56,10 +56,7 @@ export function walletWithdrawRoutes(deps: { sessions: Sessions; wallets?: Walle
     const service = withdrawals();
     const { amountMicros, to } = readWithdrawal(req.body);
     const result = await service.prepareOwnerWithdrawal(req.session!.accountId, { amountMicros, to });
-    if (!result.ok) {
-      if ("voucher" in result) return sendFailure(res, result, "server", deps.log);
-      refuse(result);
-    }
+    if (!result.ok) refuse(withVoucher(result));
     const { prepared } = result;
     const { voucher } = prepared.details.voucher;
     res.set("cache-control", "no-store");
@@ -83,10 +80,7 @@ export function walletWithdrawRoutes(deps: { sessions: Sessions; wallets?: Walle
     const service = withdrawals();
     const { hash, signature } = readOwnerSignature(req.body);
     const result = await service.submitOwnerWithdrawal(req.session!.accountId, hash, signature);
-    if (!result.ok) {
-      if ("voucher" in result) return sendFailure(res, result, "owner", deps.log);
-      refuseOwnerSubmit(result, "withdrawal", "withdrawal_in_progress", deps.log);
-    }
+    if (!result.ok) refuse(withVoucher(result));
     res.json(dataEnvelope(sent(result)));
   });
 
@@ -124,61 +118,12 @@ function readWithdrawal(body: unknown): { amountMicros: bigint | undefined; to: 
   return { amountMicros: amount ?? undefined, to: to as Address };
 }
 
-/** The refusals before any debit, as the error the client sees. */
-function refuse(result: WithdrawRefusal): never {
-  switch (result.reason) {
-    case "no_wallet":
-      throw new ApiError("not_found", "This account has no embedded wallet yet.");
-    case "siwe_owned":
-      throw new ApiError(
-        "wrong_withdrawal_flow",
-        "Your wallet is owned by your own address: prepare the withdrawal (POST /v1/wallet/withdraw/prepare) and sign it.",
-      );
-    case "server_owned":
-      throw new ApiError(
-        "wrong_withdrawal_flow",
-        "The gateway holds this wallet's key: withdraw with POST /v1/wallet/withdraw, no signature needed.",
-      );
-    case "recipient_refused":
-      throw new ApiError(
-        "invalid_request",
-        result.recipient === "escrow"
-          ? "to must not be the escrow: USDC sent to it directly is credited to nobody."
-          : "to must not be your embedded wallet: its USDC is deposited back into your balance.",
-      );
-    case "in_progress":
-      throw new ApiError("withdrawal_in_progress", "Another operation of this wallet is being sent; try again in a moment.");
-    case "wallet_not_escrow_address":
-      throw new ApiError("no_deposit_address", "Your embedded wallet is not your escrow address yet, so it cannot withdraw your balance.");
-    case "nothing_to_withdraw":
-      throw new ApiError("invalid_request", "Nothing to withdraw: the available balance is 0.");
-    case "insufficient_balance":
-      throw new ApiError(
-        "insufficient_balance",
-        `Only ${microsToUsd(result.availableMicros)} USD is available to withdraw (money held by calls in flight stays).`,
-      );
-  }
-}
-
 /**
- * The voucher was issued (the balance debited) but the operation did not go through: the answer says so and
- * carries the voucher, valid until its deadline, so the money can still leave another way.
+ * A refusal as the client sees it: one that came after the voucher was issued carries the voucher (still valid
+ * until its deadline, redeemable another way) and the operation's hash when there was one.
  */
-function sendFailure(res: express.Response, result: WithdrawSendFailure, path: "server" | "owner", log: Log): void {
-  log(`a withdrawal to an address did not complete (${path} path): ${result.reason}`, result.message);
-  const code: ErrorCode = path === "owner" && result.reason === "rejected" ? "user_operation_rejected" : "chain_unavailable";
-  const expires = new Date(Number(result.voucher.voucher.deadline) * 1000).toISOString();
-  const what =
-    result.reason === "unconfirmed"
-      ? "The withdrawal was sent but not confirmed in time; it may still complete."
-      : "The withdrawal could not be sent to the chain.";
-  res
-    .status(ERROR_STATUS[code])
-    .json(
-      errorEnvelope(
-        code,
-        `${what} Its voucher was issued and stays valid until ${expires}: it can be submitted to the escrow another way, and if it is not redeemed by then the amount returns to your balance.`,
-        { voucher: voucherBody(result.voucher), ...(result.userOpHash ? { user_op_hash: result.userOpHash } : {}) },
-      ),
-    );
+function withVoucher(result: Refusal & { voucher?: IssuedVoucher; userOpHash?: Hex }): Refusal {
+  if (!result.voucher) return result;
+  const details = { voucher: voucherBody(result.voucher), ...(result.userOpHash ? { user_op_hash: result.userOpHash } : {}) };
+  return { ok: false, code: result.code, message: result.message, cause: result.cause, details };
 }

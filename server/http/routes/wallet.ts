@@ -3,8 +3,9 @@ import { jsonBody } from "../json-body";
 import type { Sessions } from "../../identity/sessions";
 import type { WalletService } from "../../wallets/wallet-service";
 import { dataEnvelope } from "../envelope";
-import { readOwnerSignature, refuseOwnerSubmit } from "../owner-signed";
-import { ApiError } from "../errors";
+import { readOwnerSignature } from "../owner-signed";
+import { ApiError, refuse } from "../errors";
+import { requireSession } from "../session-cookies";
 
 const usd = (micros: bigint) => Number(micros) / 1e6;
 
@@ -23,30 +24,16 @@ export function walletRoutes(deps: {
   log: (message: string, error?: unknown) => void;
 }): Router {
   const router = express.Router();
-  const session = deps.sessions.require();
+  const session = requireSession(deps.sessions);
   const json = jsonBody(4_096);
   const wallets = (): WalletService => {
-    if (!deps.wallets) throw new ApiError("chain_unavailable", "Embedded wallets are not enabled on this gateway.");
+    if (!deps.wallets) throw new ApiError("chain_not_configured", "Embedded wallets are not enabled on this gateway.");
     return deps.wallets;
   };
 
   router.post("/v1/wallet/sweep/prepare", session, async (req, res) => {
     const result = await wallets().prepareOwnerSweep(req.session!.accountId);
-    if (!result.ok) {
-      switch (result.reason) {
-        case "no_wallet":
-          throw new ApiError("not_found", "This account has no embedded wallet yet.");
-        case "server_owned":
-          throw new ApiError(
-            "wallet_swept_automatically",
-            "This wallet's owner key is held by the gateway: USDC sent to it is moved into the escrow automatically.",
-          );
-        case "empty":
-          throw new ApiError("amount_below_minimum", "The wallet holds no USDC.");
-        case "below_minimum":
-          throw new ApiError("amount_below_minimum", `The wallet holds ${usd(result.balanceMicros)} USDC, less than the minimum deposit.`);
-      }
-    }
+    if (!result.ok) refuse(result);
     const { prepared } = result;
     const op = prepared.userOperation;
     res.set("cache-control", "no-store");
@@ -72,7 +59,7 @@ export function walletRoutes(deps: {
   router.post("/v1/wallet/sweep/submit", session, json, async (req, res) => {
     const { hash, signature } = readOwnerSignature(req.body);
     const result = await wallets().submitOwnerSweep(req.session!.accountId, hash, signature);
-    if (!result.ok) refuseOwnerSubmit(result, "sweep", "sweep_in_progress", deps.log);
+    if (!result.ok) refuse(result);
     res.json(dataEnvelope({ transaction_hash: result.transactionHash, user_op_hash: result.userOpHash, amount: usd(result.amountMicros) }));
   });
 

@@ -1,22 +1,15 @@
 import express, { type Router } from "express";
 import { jsonBody } from "../json-body";
 import type { ApiKeys } from "../../identity/api-keys";
-import type { VoucherIssuer } from "../../settlement/vouchers";
+import { type VoucherIssuer, issueRefusal } from "../../settlement/vouchers";
 import { microsToUsd } from "../../ledger/money";
 import type { VoucherStore } from "../../settlement/vouchers-store";
 import { requireAccount } from "../auth";
 import type { Sessions } from "../../identity/sessions";
 import { dataEnvelope } from "../envelope";
-import { ApiError } from "../errors";
+import { ApiError, refuse } from "../errors";
 import { parseRequest } from "../contract/common";
 import { withdrawalBody } from "../contract/withdrawals";
-
-const REFUSAL: Record<string, [ApiError["code"], string]> = {
-  no_address: ["invalid_request", "This account has no escrow address to withdraw to."],
-  several_addresses: ["invalid_request", "This account has several escrow addresses: name one in `address`."],
-  address_not_yours: ["invalid_request", "That address does not belong to this account."],
-  nothing_to_withdraw: ["invalid_request", "Nothing to withdraw: the available balance is 0."],
-};
 
 /**
  * Instant withdrawals (issue 4, exits seen from the gateway):
@@ -36,19 +29,10 @@ export function withdrawalRoutes(deps: {
   const json = jsonBody(4_096);
 
   router.post("/v1/withdrawals", auth, json, async (req, res) => {
-    if (!deps.vouchers) throw new ApiError("chain_unavailable", "Withdrawals need the gateway to be connected to its escrow chain.");
+    if (!deps.vouchers) throw new ApiError("chain_not_configured", "Withdrawals need the gateway to be connected to its escrow chain.");
     const body = parseRequest(withdrawalBody, req.body ?? {});
     const result = await deps.vouchers.issue(req.accountId!, { amountMicros: body.amount ?? undefined, address: body.address });
-    if (!result.ok) {
-      if (result.reason === "insufficient_balance") {
-        throw new ApiError(
-          "insufficient_balance",
-          `Only ${microsToUsd(result.availableMicros ?? 0n)} USD is available to withdraw (money held by calls in flight stays).`,
-        );
-      }
-      const [code, message] = REFUSAL[result.reason];
-      throw new ApiError(code, message);
-    }
+    if (!result.ok) refuse(issueRefusal(result));
     const { voucher, signature, escrow, chainId } = result.issued;
     res.json(
       dataEnvelope({

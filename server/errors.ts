@@ -1,0 +1,122 @@
+/**
+ * What can go wrong, in one vocabulary every layer shares: the closed table of error codes a
+ * client can see, and the one base error that carries a code. The core (gateway, catalog,
+ * identity, wallets, ...) names a code; only server/http/ decides what status, headers and body
+ * it becomes (server/http/errors.ts holds the code → status table). Nothing here knows HTTP.
+ *
+ * Each code says in a line when it is used; the README's table of codes is generated from this
+ * table and server/http/errors.ts (scripts/error-table.ts), and a test keeps them equal.
+ */
+export const ERROR_CODES = {
+  invalid_json: "the body is not JSON, or nests objects and arrays more than 64 levels deep",
+  invalid_request: "the request is malformed: a field missing or of the wrong type, a bad header, an amount or address refused",
+  invalid_input: "the input fails the skill's JSON Schema (the message says where)",
+  amount_below_minimum: "an amount under the escrow's minimum deposit, or a wallet holding less than it",
+  user_operation_rejected: "the bundler refused an owner-signed UserOperation (its words are in the message)",
+  skill_rejected_input: "the skill's backend answered 4xx (its message is passed through)",
+  unauthorized: "API key missing, malformed, unknown or revoked; or no dashboard session",
+  sign_in_failed: "a sign-in link, state or code that is bad, expired, used or foreign",
+  invalid_signature: "a signature that does not verify (SIWE message, provider notification)",
+  csrf_failed: "a state-changing request of a session without its X-CSRF-Token",
+  origin_refused: "a sign-in started from another site",
+  identity_taken: "the identity already signs in to another account",
+  session_exists: "the browser is signed in to another account",
+  slug_taken: "a skill with that slug exists",
+  payout_address_refused: "the payout address cannot be set to that address",
+  no_deposit_address: "the account has no address for the escrow to credit (or its wallet is not that address)",
+  wallet_swept_automatically: "the gateway holds this wallet's key and sweeps it itself",
+  sweep_in_progress: "a sweep of this wallet is being submitted",
+  claim_in_progress: "another operation of this wallet is being sent",
+  nothing_to_claim: "no settled earnings to claim",
+  payout_address_not_wallet: "earnings are paid to another address than the embedded wallet",
+  wrong_claim_flow: "the other claim flow is the one for this wallet (server-held key or owner-signed)",
+  withdrawal_in_progress: "another operation of this wallet is being sent",
+  wrong_withdrawal_flow: "the other withdrawal flow is the one for this wallet (server-held key or owner-signed)",
+  insufficient_balance: "the balance is below the call's price or the amount asked",
+  skill_not_found: "no skill with that slug or UUID",
+  not_found: "no such route, or no such thing on this account",
+  no_wallet: "the account has no embedded wallet yet",
+  idempotency_key_in_use: "a request with this key is still running",
+  method_not_allowed: "the path does not take this method",
+  payload_too_large: "the body is over the endpoint's limit (`MAX_REQUEST_BYTES` for calls)",
+  unsupported_media_type: "a sign-in body that is not JSON",
+  idempotency_key_reused: "this key was used with another body",
+  rate_limited: "over the per-key, per-skill or per-address limit; see `Retry-After`",
+  daily_limit_reached: "over the account's daily call cap; see `Retry-After`",
+  internal_error: "the gateway failed; nothing is charged, a hold is released",
+  chain_unavailable: "the chain or the bundler did not answer, or did not take the operation: try again",
+  chain_not_configured: "this gateway runs without what the request needs (escrow chain, ERC-4337 stack, funding wallet)",
+  not_ready: "the gateway is not ready (readiness probe)",
+  sign_in_unavailable: "the sign-in provider could not be reached",
+  skill_error: "the backend answered 5xx or a redirect (never followed)",
+  skill_timeout: "the backend did not answer within the skill's timeout",
+  skill_unreachable: "the backend refused the connection",
+  skill_invalid_response: "the backend answered non-JSON, or too much",
+  skill_backend_forbidden: "the skill's backend is not a public internet address (see Security: egress policy)",
+} as const satisfies Record<string, string>;
+
+/** A code a client can see: snake_case, stable, one of ERROR_CODES. */
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === "string" && Object.hasOwn(ERROR_CODES, value);
+}
+
+export interface GatewayErrorOptions {
+  /**
+   * Facts a client may see, sent beside `error` and `code` in the body (JSON values, snake_case
+   * keys). Anything internal (SQL, RPC, stack) belongs in `cause`, which is logged, never sent.
+   */
+  details?: Record<string, unknown>;
+  /** What led to it; logged with it, never shown to a client. */
+  cause?: unknown;
+}
+
+/**
+ * The base error: a code from the table, a message safe to show a client, optional details a
+ * client may see, and a cause that stays in the logs. Services throw it for failures at their
+ * boundary, and return `Refusal`s (below) for expected business outcomes; either way the HTTP
+ * layer turns it into the spec's `{success:false, error, code}` with the code's status.
+ */
+export class GatewayError extends Error {
+  override name = "GatewayError";
+  readonly details: Record<string, unknown>;
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    options: GatewayErrorOptions = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.details = options.details ?? {};
+  }
+}
+
+/**
+ * An expected business outcome that refuses a request, as a service returns it: a member of the
+ * code table with its message (safe to show) and, when the caller needs them, the facts behind it.
+ * `ok: false` lets it sit in a discriminated result beside `{ ok: true, ... }`.
+ */
+export interface Refusal<C extends ErrorCode = ErrorCode> {
+  ok: false;
+  code: C;
+  message: string;
+  /** As GatewayError's: shown to the client beside the message. */
+  details?: Record<string, unknown>;
+  /** As GatewayError's: logged, never shown. */
+  cause?: unknown;
+}
+
+/** Builds a Refusal. */
+export function refusal<C extends ErrorCode>(
+  code: C,
+  message: string,
+  extra: Omit<Refusal<C>, "ok" | "code" | "message"> = {},
+): Refusal<C> {
+  return { ok: false, code, message, ...extra };
+}
+
+/** The error a refusal becomes when the caller cannot go on: to throw, for the HTTP layer to answer. */
+export function refusalError(refused: Refusal): GatewayError {
+  return new GatewayError(refused.code, refused.message, { details: refused.details, cause: refused.cause });
+}

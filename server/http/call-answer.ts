@@ -1,0 +1,44 @@
+import type { CallAnswer, CallAnswers, CallEnd, CallResult } from "../gateway/call-service";
+import type { RateDecision } from "../gateway/rate-limit";
+import { callMetadata, errorEnvelope, successEnvelope } from "./envelope";
+import { ERROR_STATUS } from "./errors";
+
+/**
+ * What a call's end becomes on the wire. The call service decides how a call ended (data, or a
+ * code and message, and the charge); here it becomes the status and body (rendered inside the
+ * charge's commit, since the body is stored for an idempotent replay) and the headers.
+ */
+export const callAnswers: CallAnswers = {
+  render(end: CallEnd): CallAnswer {
+    const metadata = { skillId: end.skillSlug, responseTimeMs: end.responseTimeMs, chargedMicros: end.chargedMicros };
+    if (end.result.ok) return { status: 200, body: JSON.stringify(successEnvelope(end.endpoint, end.result.data, metadata)) };
+    const { code, message } = end.result;
+    return {
+      status: ERROR_STATUS[code],
+      body: JSON.stringify(errorEnvelope(code, message, { metadata: callMetadata(end.endpoint, { ...metadata, chargedMicros: 0n }) })),
+    };
+  },
+};
+
+/** A call's whole response: status, headers and the serialized body (a replay is sent byte for byte). */
+export interface CallResponse extends CallAnswer {
+  headers: Record<string, string>;
+}
+
+/** The response to a call's result, its headers added: rate limit, Retry-After, the call id, or that it is a replay. */
+export function callResponse(result: CallResult): CallResponse {
+  if (result.kind === "replayed") return { status: result.status, body: result.body, headers: { "idempotent-replayed": "true" } };
+  const headers = rateHeaders(result.rate);
+  if (result.retryAfterMs !== undefined) headers["retry-after"] = String(Math.max(1, Math.ceil(result.retryAfterMs / 1000)));
+  headers["x-call-id"] = result.callId;
+  return { status: result.status, body: result.body, headers };
+}
+
+/** IETF RateLimit headers for the headline (per-key) limit. */
+function rateHeaders(d: RateDecision): Record<string, string> {
+  return {
+    "ratelimit-limit": String(d.rule.limit),
+    "ratelimit-remaining": String(d.remaining),
+    "ratelimit-reset": String(Math.max(0, Math.ceil(d.resetMs / 1000))),
+  };
+}

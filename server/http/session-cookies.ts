@@ -1,0 +1,86 @@
+import { timingSafeEqual } from "node:crypto";
+import type { NextFunction, Request, Response } from "express";
+import type { LiveSession, Session, Sessions } from "../identity/sessions";
+import { ApiError } from "./errors";
+
+/**
+ * The HTTP half of dashboard sessions (the store and its rules are server/identity/sessions.ts):
+ * a session is its token in an httpOnly, SameSite=Lax cookie, with a CSRF token beside it that
+ * state-changing requests must echo in the X-CSRF-Token header (double submit: a page of another
+ * site can make the browser send the cookie, but cannot read the CSRF cookie).
+ */
+export const SESSION_COOKIE = "sg_session";
+export const CSRF_COOKIE = "sg_csrf";
+export const CSRF_HEADER = "x-csrf-token";
+
+declare module "express-serve-static-core" {
+  interface Request {
+    session?: Session;
+  }
+}
+
+/** Opens a session for the account (after a sign-in) and sets its cookies on the response. */
+export async function openSession(sessions: Sessions, res: Response, accountId: string, secureCookies: boolean): Promise<Session> {
+  const { token, csrfToken, expiresAtMs } = await sessions.open(accountId);
+  const base = { sameSite: "lax" as const, secure: secureCookies, path: "/", expires: new Date(expiresAtMs) };
+  res.cookie(SESSION_COOKIE, token, { ...base, httpOnly: true });
+  res.cookie(CSRF_COOKIE, csrfToken, { ...base, httpOnly: false });
+  return { accountId, csrfToken, expiresAtMs };
+}
+
+/** The live session a request's cookie names, if any. */
+export function readSession(sessions: Sessions, req: Request): LiveSession | undefined {
+  const token = readCookie(req.headers.cookie, SESSION_COOKIE);
+  return token ? sessions.find(token) : undefined;
+}
+
+/** Ends the request's session and clears its cookies. */
+export function closeSession(sessions: Sessions, req: Request, res: Response): void {
+  const session = readSession(sessions, req);
+  if (session) sessions.revoke(session.tokenHash);
+  res.clearCookie(SESSION_COOKIE, { path: "/" });
+  res.clearCookie(CSRF_COOKIE, { path: "/" });
+}
+
+/** Whether the request echoes the session's CSRF token in X-CSRF-Token (compared in constant time). */
+export function csrfMatches(req: Request, session: Session): boolean {
+  const given = Buffer.from(String(req.headers[CSRF_HEADER] ?? ""));
+  const expected = Buffer.from(session.csrfToken);
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+/**
+ * Express middleware: a live session is required (401 otherwise), and a state-changing
+ * request must carry the session's CSRF token in X-CSRF-Token (403 otherwise).
+ */
+export function requireSession(sessions: Sessions) {
+  return (req: Request, _res: Response, next: NextFunction): void => {
+    const session = readSession(sessions, req);
+    if (!session) throw new ApiError("unauthorized", "Sign in first: this needs a dashboard session.");
+    if (!["GET", "HEAD", "OPTIONS"].includes(req.method) && !csrfMatches(req, session)) throw csrfFailed();
+    req.session = { accountId: session.accountId, csrfToken: session.csrfToken, expiresAtMs: session.expiresAtMs };
+    next();
+  };
+}
+
+/** The refusal of a state-changing request made with a session but without its CSRF token. */
+export function csrfFailed(): ApiError {
+  return new ApiError("csrf_failed", "Missing or wrong X-CSRF-Token header (copy it from the sg_csrf cookie).");
+}
+
+/** One cookie's value from a Cookie header (no dependency needed for reading). */
+export function readCookie(header: string | undefined, name: string): string | undefined {
+  if (!header) return undefined;
+  for (const part of header.split(";")) {
+    const eq = part.indexOf("=");
+    if (eq < 0) continue;
+    if (part.slice(0, eq).trim() === name) {
+      try {
+        return decodeURIComponent(part.slice(eq + 1).trim());
+      } catch {
+        return undefined;
+      }
+    }
+  }
+  return undefined;
+}
