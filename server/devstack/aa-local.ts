@@ -1,6 +1,11 @@
+/**
+ * The ERC-4337 stack of a local chain, for `npm start` and the tests that need embedded wallets: the contracts
+ * (./aa-deploy.ts) and the real Alto bundler (./bundler.ts), run by the node's development accounts.
+ */
 import type { LocalAccount } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { type AaDeployment, deployAccountAbstraction } from "../wallets/aa";
+import type { AaDeployment } from "../wallets/aa";
+import { deployAccountAbstraction } from "./aa-deploy";
 import { type Bundler, startBundler } from "./bundler";
 import type { Deployment } from "../chain/deployment";
 import { DEV_ACCOUNT_INDEX, type LocalNode, devAccount, devPrivateKey } from "./local-node";
@@ -13,10 +18,9 @@ export interface LocalAccountAbstraction {
 }
 
 /**
- * ERC-4337 on a local `hardhat node`: the deterministic deployer, EntryPoint v0.7 and the
- * SimpleAccount factory at their canonical addresses, the gateway paymaster for this
- * escrow, and the real Alto bundler, run by the node's development accounts. `npm start`
- * and the tests that need embedded wallets both start it this way.
+ * ERC-4337 on a local `hardhat node`: deployAccountAbstraction with the node's development deployer (and
+ * `hardhat_setCode` for the deterministic deployer), then the real Alto bundler, run by the node's development
+ * accounts. The paymaster's signing key is fresh for each local chain.
  */
 export async function startLocalAccountAbstraction(
   node: LocalNode,
