@@ -2,7 +2,7 @@
  * The ERC-4337 stack of a local chain, for `npm start` and the tests that need embedded wallets: the contracts
  * (./aa-deploy.ts) and the real Alto bundler (./bundler.ts), run by the node's development accounts.
  */
-import type { LocalAccount } from "viem";
+import type { Hex, LocalAccount } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import type { AaDeployment } from "../wallets/aa";
 import { deployAccountAbstraction } from "./aa-deploy";
@@ -15,6 +15,8 @@ export interface LocalAccountAbstraction {
   bundler: Bundler;
   /** The key the gateway paymaster trusts: fresh for each local chain. */
   paymasterSigner: LocalAccount;
+  /** That key, for a gateway started as a process of its own (PAYMASTER_SIGNER_PRIVATE_KEY). Local chain only. */
+  paymasterSignerPrivateKey: Hex;
 }
 
 /**
@@ -26,7 +28,8 @@ export async function startLocalAccountAbstraction(
   node: LocalNode,
   deployment: Pick<Deployment, "usdc" | "escrow">,
 ): Promise<LocalAccountAbstraction> {
-  const paymasterSigner = privateKeyToAccount(generatePrivateKey());
+  const paymasterSignerPrivateKey = generatePrivateKey();
+  const paymasterSigner = privateKeyToAccount(paymasterSignerPrivateKey);
   const aa = await deployAccountAbstraction({
     publicClient: node.publicClient,
     walletClient: node.walletFor(devAccount(DEV_ACCOUNT_INDEX.deployer)),
@@ -42,5 +45,5 @@ export async function startLocalAccountAbstraction(
     executorPrivateKeys: [devPrivateKey(DEV_ACCOUNT_INDEX.bundlerExecutor)],
     utilityPrivateKey: devPrivateKey(DEV_ACCOUNT_INDEX.bundlerUtility),
   });
-  return { aa, bundler, paymasterSigner };
+  return { aa, bundler, paymasterSigner, paymasterSignerPrivateKey };
 }
