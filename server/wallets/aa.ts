@@ -92,7 +92,14 @@ export async function verifyAccountAbstraction(
     ["verifyingSigner", aa.paymasterSigner],
   ] as const;
   for (const [functionName, want] of wiring) {
-    const got = getAddress(await read(functionName));
+    let answer: Address;
+    try {
+      answer = await read(functionName);
+    } catch (error) {
+      const message = ((error as { shortMessage?: string }).shortMessage ?? String(error)).split("\n")[0];
+      return { ok: false, reason: `the paymaster ${aa.paymaster} does not answer ${functionName}() as a GatewayPaymaster (${message})` };
+    }
+    const got = getAddress(answer);
     if (got !== getAddress(want)) return { ok: false, reason: `the paymaster ${aa.paymaster}'s ${functionName} is ${got}, not ${want}` };
   }
   return { ok: true };
@@ -108,16 +115,20 @@ export async function verifyBundler(
   timeoutMs = 10_000,
 ): Promise<VerifyAccountAbstractionReturnType> {
   const request = async (method: string): Promise<unknown> => {
-    const response = await fetch(bundlerUrl, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: [] }),
-      signal: AbortSignal.timeout(timeoutMs),
-    });
-    if (!response.ok) throw new Error(`HTTP ${response.status}`);
-    const body = (await response.json()) as { result?: unknown; error?: { message?: string } };
-    if (body.error) throw new Error(body.error.message ?? "JSON-RPC error");
-    return body.result;
+    try {
+      const response = await fetch(bundlerUrl, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: [] }),
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      const body = (await response.json()) as { result?: unknown; error?: { message?: string } };
+      if (body.error) throw new Error(body.error.message ?? "a JSON-RPC error");
+      return body.result;
+    } catch (error) {
+      throw new Error(`the bundler did not answer ${method} (${(error as Error).message})`);
+    }
   };
   let chainId: unknown;
   let entryPoints: unknown;
@@ -125,7 +136,7 @@ export async function verifyBundler(
     chainId = await request("eth_chainId");
     entryPoints = await request("eth_supportedEntryPoints");
   } catch (error) {
-    return { ok: false, reason: `the bundler does not answer (${(error as Error).message})` };
+    return { ok: false, reason: (error as Error).message };
   }
   if (typeof chainId !== "string" || Number(chainId) !== expected.chainId) {
     return { ok: false, reason: `the bundler serves chain ${String(chainId)}, not ${expected.chainId}` };
