@@ -18,9 +18,14 @@
  *   TREASURY_ADDRESS, ADMIN_ADDRESS   default: the deployer
  *   USDC_ADDRESS            existing 6-decimal token (e.g. USDC on a Base fork); no TestUSDC is deployed
  *   MINT_USDC               whole test USDC minted to each unlocked node account   default 10000 (0 = none)
+ *   PAYMASTER_SIGNER_ADDRESS  also deploy the ERC-4337 contracts embedded wallets need (EntryPoint v0.7 and
+ *                           the SimpleAccount factory where missing, a GatewayPaymaster trusting this address)
+ *                           and record them in the file's "accountAbstraction" section (npm run serve's BUNDLER_URL)
+ *   PAYMASTER_DEPOSIT_WEI   ETH the paymaster's EntryPoint deposit starts with   default 100000000000000000 (0.1)
  */
 import { createPublicClient, createWalletClient, defineChain, getAddress, http, isAddress, isHex, type Account, type Address } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
+import { deployAccountAbstraction } from "../server/devstack/aa-deploy";
 import { deployContracts, deploymentPath, writeDeployment } from "../server/devstack/deploy";
 
 type Options = {
@@ -34,6 +39,8 @@ type Options = {
   admin?: Address;
   usdc?: Address;
   mintUsdc: bigint;
+  paymasterSigner?: Address;
+  paymasterDepositWei: bigint;
 };
 
 /** Every setting the script takes, read from the environment in one place and validated. */
@@ -48,6 +55,8 @@ function readOptions(env: NodeJS.ProcessEnv): Options {
   if (key && !(isHex(key) && key.length === 66)) throw new Error("DEPLOYER_PRIVATE_KEY must be 32 bytes of 0x-hex");
   const mint = env.MINT_USDC ?? "10000";
   if (!/^\d+$/.test(mint)) throw new Error(`MINT_USDC must be a whole number of USDC, got "${mint}"`);
+  const depositWei = env.PAYMASTER_DEPOSIT_WEI || "100000000000000000";
+  if (!/^\d+$/.test(depositWei)) throw new Error(`PAYMASTER_DEPOSIT_WEI must be a whole number of wei, got "${depositWei}"`);
   return {
     rpcUrl: env.RPC_URL || "http://127.0.0.1:8545",
     network: env.NETWORK || "localhost",
@@ -59,6 +68,8 @@ function readOptions(env: NodeJS.ProcessEnv): Options {
     admin: address("ADMIN_ADDRESS"),
     usdc: address("USDC_ADDRESS"),
     mintUsdc: BigInt(mint),
+    paymasterSigner: address("PAYMASTER_SIGNER_ADDRESS"),
+    paymasterDepositWei: BigInt(depositWei),
   };
 }
 
@@ -100,8 +111,23 @@ async function main(): Promise<void> {
     usdc: options.usdc,
     mint,
   });
+  // Embedded wallets: on a chain without the deterministic deployer (a fresh `hardhat node`) it is put there
+  // with hardhat_setCode; a real chain has it, and refuses that call.
+  const accountAbstraction = options.paymasterSigner
+    ? await deployAccountAbstraction({
+        publicClient,
+        walletClient,
+        setCode: async (address, code) => {
+          await publicClient.request({ method: "hardhat_setCode" as never, params: [address, code] as never });
+        },
+        usdc: deployment.usdc,
+        escrow: deployment.escrow,
+        paymasterSigner: options.paymasterSigner,
+        paymasterDepositWei: options.paymasterDepositWei,
+      })
+    : undefined;
   const file = options.deploymentFile ?? deploymentPath(options.network);
-  writeDeployment(file, deployment);
+  writeDeployment(file, accountAbstraction ? { ...deployment, accountAbstraction } : deployment);
 
   console.log(`Deployed to ${options.rpcUrl} (chain ${deployment.chainId}), block ${deployment.deployBlock}:
   SkillEscrow     ${deployment.escrow}
@@ -109,7 +135,11 @@ async function main(): Promise<void> {
   admin           ${deployment.admin}
   treasury        ${deployment.treasury}
   settler         ${deployment.settler}
-  voucher signer  ${deployment.voucherSigner}${mint.length ? `\n  minted          ${options.mintUsdc} USDC to each of ${mint.length} node accounts` : ""}
+  voucher signer  ${deployment.voucherSigner}${
+    accountAbstraction
+      ? `\n  EntryPoint      ${accountAbstraction.entryPoint}\n  factory         ${accountAbstraction.accountFactory}\n  paymaster       ${accountAbstraction.paymaster} (signer ${accountAbstraction.paymasterSigner})`
+      : ""
+  }${mint.length ? `\n  minted          ${options.mintUsdc} USDC to each of ${mint.length} node accounts` : ""}
 Wrote ${file}`);
 }
 

@@ -111,6 +111,16 @@ export interface Config {
   oauthStatesMax: number;
   /** How often expired nonces, links, OAuth states and sessions are deleted. */
   pruneIntervalMs: number;
+
+  // The production entry's settings (`npm run serve`, server/main.ts); loadServeConfig says which it requires.
+  /** JSON-RPC of the ERC-4337 bundler embedded wallets' operations go to; empty: no embedded wallets under serve. */
+  bundlerUrl: string;
+  /** The key GatewayPaymaster trusts (its verifyingSigner): it approves each sponsored operation. Never logged. */
+  paymasterSignerPrivateKey: string;
+  /** The TestUSDC owner's key that funds sandbox card top-ups (test tokens only); empty: card top-ups off. Never logged. */
+  fundingPrivateKey: string;
+  /** How often embedded wallets are checked for USDC to sweep into the escrow. */
+  walletSweepIntervalMs: number;
 }
 
 export class ConfigError extends Error {
@@ -318,10 +328,51 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     emailLinksMax: int(env, "EMAIL_LINKS_MAX", 1_000, 1, 10_000_000),
     oauthStatesMax: int(env, "OAUTH_STATES_MAX", 10_000, 1, 10_000_000),
     pruneIntervalMs: int(env, "PRUNE_INTERVAL_SEC", 300, 1, 86_400) * 1_000,
+    // The production entry's settings (see loadServeConfig below).
+    bundlerUrl: env.BUNDLER_URL ? url(env, "BUNDLER_URL", "", ["https:", "http:"]) : "",
+    paymasterSignerPrivateKey: privateKey(env, "PAYMASTER_SIGNER_PRIVATE_KEY"),
+    fundingPrivateKey: privateKey(env, "FUNDING_PRIVATE_KEY"),
+    walletSweepIntervalMs: int(env, "WALLET_SWEEP_INTERVAL_MS", 10_000, 1_000, 3_600_000),
   };
   if (config.headersTimeoutMs > config.requestTimeoutMs) throw new ConfigError("HEADERS_TIMEOUT_MS must not be above REQUEST_TIMEOUT_MS");
   if (config.minSkillPriceMicros > config.maxSkillPriceMicros) {
     throw new ConfigError("MIN_SKILL_PRICE_USD must not be above MAX_SKILL_PRICE_USD");
   }
   return { ...config, ...overrides };
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The production entry (`npm run serve`, server/main.ts)
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * Builds the configuration of the production entry: loadConfig's, plus what a gateway that starts no chain
+ * of its own must be given. Throws ConfigError naming the first setting that is missing or malformed:
+ *
+ * - CHAIN_RPC_URL (an http(s) URL) and DEPLOYMENT_FILE (no default: the demo's file is not a production one);
+ * - SETTLER_PRIVATE_KEY and VOUCHER_SIGNER_PRIVATE_KEY: a gateway that bills calls must settle them, and pay
+ *   out withdrawals;
+ * - embedded wallets are all or nothing: BUNDLER_URL, PAYMASTER_SIGNER_PRIVATE_KEY and WALLET_ENCRYPTION_KEY
+ *   together (a random encryption key, as the demo uses, would lose every wallet at the next start).
+ *
+ * Whether the keys and the deployment match the chain is server/main.ts's check, once it can ask the chain.
+ */
+export function loadServeConfig(env: Env = process.env): Config {
+  const config = loadConfig(env);
+  const required = (name: string, value: string) => {
+    if (value === "") throw new ConfigError(`${name} is required by npm run serve`);
+  };
+  required("CHAIN_RPC_URL", env.CHAIN_RPC_URL ?? "");
+  const chainRpcUrl = url(env, "CHAIN_RPC_URL", "", ["https:", "http:"]);
+  required("DEPLOYMENT_FILE", env.DEPLOYMENT_FILE ?? "");
+  required("SETTLER_PRIVATE_KEY", config.settlerPrivateKey);
+  required("VOUCHER_SIGNER_PRIVATE_KEY", config.voucherSignerPrivateKey);
+  if (config.bundlerUrl !== "" || config.paymasterSignerPrivateKey !== "") {
+    required("BUNDLER_URL", config.bundlerUrl);
+    required("PAYMASTER_SIGNER_PRIVATE_KEY", config.paymasterSignerPrivateKey);
+    if (config.walletEncryptionKey === "") {
+      throw new ConfigError("WALLET_ENCRYPTION_KEY is required by npm run serve with embedded wallets (BUNDLER_URL)");
+    }
+  }
+  return { ...config, chainRpcUrl };
 }

@@ -56,6 +56,11 @@ const DEFAULTS: Config = {
   emailLinksMax: 1_000,
   oauthStatesMax: 10_000,
   pruneIntervalMs: 300_000,
+  // The production entry's settings.
+  bundlerUrl: "",
+  paymasterSignerPrivateKey: "",
+  fundingPrivateKey: "",
+  walletSweepIntervalMs: 10_000,
 };
 
 describe("loadConfig", () => {
@@ -129,6 +134,11 @@ describe("loadConfig", () => {
       EMAIL_LINKS_MAX: "40",
       OAUTH_STATES_MAX: "30",
       PRUNE_INTERVAL_SEC: "60",
+      // The production entry's settings.
+      BUNDLER_URL: "https://bundler.example/rpc",
+      PAYMASTER_SIGNER_PRIVATE_KEY: `0x${"44".repeat(32)}`,
+      FUNDING_PRIVATE_KEY: `0x${"55".repeat(32)}`,
+      WALLET_SWEEP_INTERVAL_MS: "30000",
     });
     expect(config).to.deep.equal({
       host: "0.0.0.0",
@@ -185,6 +195,11 @@ describe("loadConfig", () => {
       emailLinksMax: 40,
       oauthStatesMax: 30,
       pruneIntervalMs: 60_000,
+      // The production entry's settings.
+      bundlerUrl: "https://bundler.example/rpc",
+      paymasterSignerPrivateKey: `0x${"44".repeat(32)}`,
+      fundingPrivateKey: `0x${"55".repeat(32)}`,
+      walletSweepIntervalMs: 30_000,
     });
   });
 

@@ -8,6 +8,10 @@
  *     "usdc": "0x…", "usdcIsTestToken": true, "escrow": "0x…", "deployBlock": 3,
  *     "deployer": "0x…", "admin": "0x…", "treasury": "0x…", "settler": "0x…", "voucherSigner": "0x…"
  *   }
+ *
+ * A chain with embedded wallets (ERC-4337) adds where their contracts are:
+ *
+ *     "accountAbstraction": { "entryPoint": "0x…", "accountFactory": "0x…", "paymaster": "0x…", "paymasterSigner": "0x…" }
  */
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -40,6 +44,20 @@ export type Deployment = {
   settler: Address;
   /** Holder of VOUCHER_SIGNER_ROLE. */
   voucherSigner: Address;
+  /** The ERC-4337 contracts of embedded wallets, when this chain has them. */
+  accountAbstraction?: AccountAbstractionAddresses;
+};
+
+/** Where the ERC-4337 contracts of embedded wallets are (the shape of server/wallets/aa.ts's AaDeployment). */
+export type AccountAbstractionAddresses = {
+  /** EntryPoint v0.7. */
+  entryPoint: Address;
+  /** The SimpleAccount factory embedded wallets are created by. */
+  accountFactory: Address;
+  /** GatewayPaymaster, which sponsors the gateway's own flows. */
+  paymaster: Address;
+  /** The address of the key the paymaster trusts (the key itself stays with the gateway). */
+  paymasterSigner: Address;
 };
 
 // Internal error, plain on purpose: a start-up refusal for the operator, never a client's answer.
@@ -49,6 +67,7 @@ export class DeploymentFileError extends Error {
 }
 
 const ADDRESS_FIELDS = ["usdc", "escrow", "deployer", "admin", "treasury", "settler", "voucherSigner"] as const;
+const AA_ADDRESS_FIELDS = ["entryPoint", "accountFactory", "paymaster", "paymasterSigner"] as const;
 
 /** `dir/<network>.json`. The network name must be a plain identifier (no path tricks). */
 export function deploymentPath(network: string, dir: string = DEFAULT_DEPLOYMENTS_DIR): string {
@@ -63,8 +82,18 @@ export function serializeDeployment(deployment: Deployment): string {
   if (deployment.deployBlock > BigInt(Number.MAX_SAFE_INTEGER)) {
     throw new DeploymentFileError(`deployBlock ${deployment.deployBlock} does not fit a JSON number`);
   }
-  const { network, chainId, usdc, usdcIsTestToken, escrow, deployBlock, ...roles } = deployment;
-  const json = { network, chainId, usdc, usdcIsTestToken, escrow, deployBlock: Number(deployBlock), ...roles };
+  const { network, chainId, usdc, usdcIsTestToken, escrow, deployBlock, accountAbstraction, ...roles } = deployment;
+  // A file without embedded wallets keeps exactly the fields it always had.
+  const json = {
+    network,
+    chainId,
+    usdc,
+    usdcIsTestToken,
+    escrow,
+    deployBlock: Number(deployBlock),
+    ...roles,
+    ...(accountAbstraction ? { accountAbstraction } : {}),
+  };
   return `${JSON.stringify(json, null, 2)}\n`;
 }
 
@@ -93,13 +122,25 @@ export function parseDeployment(json: unknown, source = "deployment"): Deploymen
     }
     addresses[field] = getAddress(value as string);
   }
-  return {
+  const deployment: Deployment = {
     network: network as string,
     chainId: chainId as number,
     usdcIsTestToken: usdcIsTestToken as boolean,
     deployBlock: BigInt(deployBlock as number),
     ...addresses,
   };
+  const aa = record.accountAbstraction;
+  if (aa === undefined) return deployment;
+  if (typeof aa !== "object" || aa === null || Array.isArray(aa)) return fail(`"accountAbstraction" must be an object`);
+  const aaAddresses = {} as AccountAbstractionAddresses;
+  for (const field of AA_ADDRESS_FIELDS) {
+    const value = (aa as Record<string, unknown>)[field];
+    if (typeof value !== "string" || !isAddress(value, { strict: false })) {
+      fail(`"accountAbstraction.${field}" must be a 20-byte hex address, got ${JSON.stringify(value)}`);
+    }
+    aaAddresses[field] = getAddress(value as string);
+  }
+  return { ...deployment, accountAbstraction: aaAddresses };
 }
 
 /** Writes the file atomically (temp file + rename), creating its directory. */

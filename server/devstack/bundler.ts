@@ -14,7 +14,8 @@ import { freePort } from "./local-node";
 import path from "node:path";
 import { createPublicClient, http, type Address, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { DETERMINISTIC_DEPLOYER, ENTRY_POINT_V07 } from "../wallets/aa";
+import { ENTRY_POINT_V07 } from "../wallets/aa";
+import { DETERMINISTIC_DEPLOYER } from "./aa-deploy";
 
 // Internal error, plain on purpose: the local development stack's, never a client's answer.
 export class BundlerError extends Error {

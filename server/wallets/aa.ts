@@ -1,16 +1,11 @@
 /**
- * ERC-4337 (account abstraction, EntryPoint v0.7) for embedded wallets: putting the infrastructure on a local
- * chain, and the gateway's paymaster, which pays gas only for the gateway's own flows (an embedded wallet
- * moving its USDC into the escrow, or claiming the seller earnings the escrow holds for it) and only when the
- * gateway's signer approved the operation.
- *
- * The EntryPoint and SimpleAccountFactory come from `@account-abstraction/contracts@0.7.0`'s compiled
- * artifacts (not recompiled: their canonical addresses depend on the exact bytecode) and land at their
- * canonical addresses through the deterministic deployer, like on Base. GatewayPaymaster is this repo's
- * contract (contracts/GatewayPaymaster.sol, `npx hardhat compile`).
+ * ERC-4337 (account abstraction, EntryPoint v0.7) for embedded wallets, at run time: the gateway's paymaster,
+ * which pays gas only for the gateway's own flows (an embedded wallet moving its USDC into the escrow, or
+ * claiming the seller earnings the escrow holds for it) and only when the gateway's signer approved the
+ * operation, and the check that a configured chain has the contracts the gateway expects. Nothing here
+ * deploys: putting the stack on a local chain is server/devstack/aa-local.ts's job, and a real chain has
+ * EntryPoint v0.7 and the SimpleAccount factory at their canonical addresses already.
  */
-import { readFileSync } from "node:fs";
-import path from "node:path";
 import {
   concat,
   encodeAbiParameters,
@@ -18,15 +13,10 @@ import {
   keccak256,
   pad,
   toHex,
-  type Abi,
-  type Account,
   type Address,
-  type Chain,
   type Hex,
   type LocalAccount,
   type PublicClient,
-  type Transport,
-  type WalletClient,
 } from "viem";
 import {
   entryPoint07Address,
@@ -41,13 +31,6 @@ import { describeGatewayFlowViolation, gatewayFlowViolation, type GatewayFlowVio
 
 /** EntryPoint v0.7's canonical address. */
 export const ENTRY_POINT_V07: Address = entryPoint07Address;
-/** Arachnid's deterministic deployment proxy (CREATE2 factory), present on Base and most chains. */
-export const DETERMINISTIC_DEPLOYER: Address = "0x4e59b44847b379578588920cA78FbF26c0B4956C";
-/** Its runtime code, put on a local chain with `hardhat_setCode` (its deployment transaction is pre-EIP-155). */
-export const DETERMINISTIC_DEPLOYER_CODE: Hex =
-  "0x7fffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffe03601600081602082378035828234f58015156039578182fd5b8082525050506014600cf3";
-/** The salt the EntryPoint v0.7 was deployed with everywhere. */
-export const ENTRY_POINT_SALT: Hex = "0x90d8084deab30c2a37c45e8d47f49f2f7965183cb6990a98943ef94940681de3";
 /** SimpleAccountFactory v0.7 (salt 0, the EntryPoint as argument): the factory `toSimpleSmartAccount` uses by default. */
 export const SIMPLE_ACCOUNT_FACTORY_V07: Address = "0x91E60e0613810449d098b0b5Ec8b51A0FE8c8985";
 
@@ -69,119 +52,90 @@ export interface AaDeployment {
   paymasterSigner: Address;
 }
 
-type Artifact = { abi: Abi; bytecode: Hex };
-
-function readArtifact(file: string, what: string): Artifact {
-  let json: { abi?: unknown; bytecode?: unknown };
-  try {
-    json = JSON.parse(readFileSync(file, "utf8"));
-  } catch (error) {
-    throw new AccountAbstractionError(`cannot read the ${what} artifact at ${file}: ${(error as Error).message}`);
-  }
-  if (!Array.isArray(json.abi) || typeof json.bytecode !== "string" || !json.bytecode.startsWith("0x") || json.bytecode.length < 4) {
-    throw new AccountAbstractionError(`${file} is not a compiled contract artifact`);
-  }
-  return { abi: json.abi as Abi, bytecode: json.bytecode as Hex };
-}
-
-/** EntryPoint or SimpleAccountFactory, as shipped compiled in @account-abstraction/contracts@0.7.0. */
-export function loadAaArtifact(name: "EntryPoint" | "SimpleAccountFactory"): Artifact {
-  return readArtifact(require.resolve(`@account-abstraction/contracts/artifacts/${name}.json`), name);
-}
-
-/** GatewayPaymaster as compiled by `npx hardhat compile`. */
-export function loadPaymasterArtifact(artifactsDir = path.resolve(__dirname, "../../artifacts")): Artifact {
-  const file = path.join(artifactsDir, "contracts", "GatewayPaymaster.sol", "GatewayPaymaster.json");
-  return readArtifact(file, "GatewayPaymaster (run `npx hardhat compile`)");
-}
-
-export type DeployAccountAbstractionParameters = {
-  publicClient: Pick<PublicClient, "getCode" | "waitForTransactionReceipt" | "getChainId">;
-  /** Sends the deployments and funds the paymaster's EntryPoint deposit. */
-  walletClient: WalletClient<Transport, Chain | undefined, Account>;
-  /**
-   * Puts code at an address (Hardhat's `hardhat_setCode`): used only when the deterministic deployer is
-   * missing, as on a fresh local chain. Without it, a missing deployer is an error.
-   */
-  setCode?: (address: Address, code: Hex) => Promise<void>;
-  usdc: Address;
-  escrow: Address;
-  /** The gateway key's address that approves sponsored operations. */
-  paymasterSigner: Address;
-  /** ETH (wei) to put in the paymaster's EntryPoint deposit, which pays the sponsored gas. */
-  paymasterDepositWei?: bigint;
-  artifactsDir?: string;
-};
+export type VerifyAccountAbstractionReturnType = { ok: true } | { ok: false; reason: string };
 
 /**
- * Puts the deterministic deployer (if missing and `setCode` is given), EntryPoint v0.7 and SimpleAccountFactory
- * at their canonical addresses (skipping any already there), deploys a GatewayPaymaster for `usdc`/`escrow`
- * and funds its deposit. Throws AccountAbstractionError if a contract does not land where it must.
+ * Whether the chain behind `publicClient` has the account-abstraction contracts `aa` names, wired for this
+ * gateway: code at the EntryPoint, the account factory and the paymaster, and a paymaster that sponsors
+ * `usdc` into `escrow`, for wallets of that factory, on the word of `aa.paymasterSigner` (the address of
+ * the key the gateway will sign with). A production gateway checks this before it offers embedded wallets.
  */
-export async function deployAccountAbstraction(parameters: DeployAccountAbstractionParameters): Promise<AaDeployment> {
-  const { publicClient, walletClient } = parameters;
-  const hasCode = async (address: Address) => {
+export async function verifyAccountAbstraction(
+  publicClient: Pick<PublicClient, "getCode" | "readContract">,
+  aa: AaDeployment,
+  expected: { usdc: Address; escrow: Address },
+): Promise<VerifyAccountAbstractionReturnType> {
+  for (const [name, address] of [
+    ["EntryPoint", aa.entryPoint],
+    ["account factory", aa.accountFactory],
+    ["paymaster", aa.paymaster],
+  ] as const) {
     const code = await publicClient.getCode({ address });
-    return code !== undefined && code !== "0x";
-  };
-  const confirm = async (what: string, hash: Hex) => {
-    const receipt = await publicClient.waitForTransactionReceipt({ hash });
-    if (receipt.status !== "success") throw new AccountAbstractionError(`${what} failed (transaction ${hash})`);
-    return receipt;
-  };
-
-  if (!(await hasCode(DETERMINISTIC_DEPLOYER))) {
-    if (!parameters.setCode) throw new AccountAbstractionError(`no deterministic deployer at ${DETERMINISTIC_DEPLOYER} on this chain`);
-    await parameters.setCode(DETERMINISTIC_DEPLOYER, DETERMINISTIC_DEPLOYER_CODE);
+    if (!code || code === "0x") return { ok: false, reason: `no contract at the ${name} ${address}` };
   }
-  const create2 = async (what: string, target: Address, salt: Hex, initCode: Hex) => {
-    if (await hasCode(target)) return;
-    const hash = await walletClient.sendTransaction({
-      to: DETERMINISTIC_DEPLOYER,
-      data: concat([salt, initCode]),
-      account: walletClient.account,
-      chain: walletClient.chain,
-      gas: 8_000_000n,
-    });
-    await confirm(`deploying ${what}`, hash);
-    if (!(await hasCode(target))) throw new AccountAbstractionError(`${what} did not land at ${target}`);
-  };
-  await create2("EntryPoint v0.7", ENTRY_POINT_V07, ENTRY_POINT_SALT, loadAaArtifact("EntryPoint").bytecode);
-  const factoryInit = concat([
-    loadAaArtifact("SimpleAccountFactory").bytecode,
-    encodeAbiParameters([{ type: "address" }], [ENTRY_POINT_V07]),
-  ]);
-  await create2("SimpleAccountFactory", SIMPLE_ACCOUNT_FACTORY_V07, pad("0x00", { size: 32 }), factoryInit);
-
-  const artifact = loadPaymasterArtifact(parameters.artifactsDir);
-  const hash = await walletClient.deployContract({
-    abi: artifact.abi,
-    bytecode: artifact.bytecode,
-    args: [ENTRY_POINT_V07, parameters.usdc, parameters.escrow, SIMPLE_ACCOUNT_FACTORY_V07, parameters.paymasterSigner],
-    account: walletClient.account,
-    chain: walletClient.chain,
-  });
-  const receipt = await confirm("deploying GatewayPaymaster", hash);
-  if (!receipt.contractAddress) throw new AccountAbstractionError("deploying GatewayPaymaster created no contract");
-  const paymaster = getAddress(receipt.contractAddress);
-  const depositWei = parameters.paymasterDepositWei ?? 10n ** 18n;
-  if (depositWei > 0n) {
-    const funded = await walletClient.writeContract({
-      address: paymaster,
-      abi: gatewayPaymasterAbi,
-      functionName: "deposit",
-      value: depositWei,
-      account: walletClient.account,
-      chain: walletClient.chain,
-    });
-    await confirm("funding the paymaster's deposit", funded);
+  const read = (functionName: "token" | "escrow" | "accountFactory" | "verifyingSigner") =>
+    publicClient.readContract({ address: aa.paymaster, abi: gatewayPaymasterAbi, functionName });
+  const wiring = [
+    ["token", expected.usdc],
+    ["escrow", expected.escrow],
+    ["accountFactory", aa.accountFactory],
+    ["verifyingSigner", aa.paymasterSigner],
+  ] as const;
+  for (const [functionName, want] of wiring) {
+    let answer: Address;
+    try {
+      answer = await read(functionName);
+    } catch (error) {
+      const message = ((error as { shortMessage?: string }).shortMessage ?? String(error)).split("\n")[0];
+      return { ok: false, reason: `the paymaster ${aa.paymaster} does not answer ${functionName}() as a GatewayPaymaster (${message})` };
+    }
+    const got = getAddress(answer);
+    if (got !== getAddress(want)) return { ok: false, reason: `the paymaster ${aa.paymaster}'s ${functionName} is ${got}, not ${want}` };
   }
-  return {
-    entryPoint: ENTRY_POINT_V07,
-    accountFactory: SIMPLE_ACCOUNT_FACTORY_V07,
-    paymaster,
-    paymasterSigner: getAddress(parameters.paymasterSigner),
+  return { ok: true };
+}
+
+/**
+ * Whether the ERC-4337 bundler at `bundlerUrl` serves `chainId` and accepts operations for `entryPoint`
+ * (eth_chainId, eth_supportedEntryPoints). An unreachable bundler is a reason too.
+ */
+export async function verifyBundler(
+  bundlerUrl: string,
+  expected: { chainId: number; entryPoint: Address },
+  timeoutMs = 10_000,
+): Promise<VerifyAccountAbstractionReturnType> {
+  const request = async (method: string): Promise<unknown> => {
+    try {
+      const response = await fetch(bundlerUrl, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: [] }),
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      const body = (await response.json()) as { result?: unknown; error?: { message?: string } };
+      if (body.error) throw new Error(body.error.message ?? "a JSON-RPC error");
+      return body.result;
+    } catch (error) {
+      throw new Error(`the bundler did not answer ${method} (${(error as Error).message})`);
+    }
   };
+  let chainId: unknown;
+  let entryPoints: unknown;
+  try {
+    chainId = await request("eth_chainId");
+    entryPoints = await request("eth_supportedEntryPoints");
+  } catch (error) {
+    return { ok: false, reason: (error as Error).message };
+  }
+  if (typeof chainId !== "string" || Number(chainId) !== expected.chainId) {
+    return { ok: false, reason: `the bundler serves chain ${String(chainId)}, not ${expected.chainId}` };
+  }
+  const supported = Array.isArray(entryPoints) ? entryPoints.filter((e): e is string => typeof e === "string") : [];
+  if (!supported.some((e) => e.toLowerCase() === expected.entryPoint.toLowerCase())) {
+    return { ok: false, reason: `the bundler does not support the EntryPoint ${expected.entryPoint}` };
+  }
+  return { ok: true };
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -24,6 +24,8 @@ export interface AaStack {
   bundler: Bundler;
   /** The gateway key the paymaster trusts. */
   paymasterSigner: LocalAccount;
+  /** That key, for a gateway started as a process of its own. */
+  paymasterSignerPrivateKey: Hex;
   /** Mints test USDC (the deployer owns the TestUSDC). */
   mint(to: Hex, amountMicros: bigint): Promise<void>;
   stop(): Promise<void>;
@@ -43,7 +45,7 @@ export async function startAaStack(): Promise<AaStack> {
     });
     const local = await startLocalAccountAbstraction(node, deployment);
     bundler = local.bundler;
-    const { aa, paymasterSigner } = local;
+    const { aa, paymasterSigner, paymasterSignerPrivateKey } = local;
     const started = bundler;
     return {
       node,
@@ -51,6 +53,7 @@ export async function startAaStack(): Promise<AaStack> {
       aa,
       bundler,
       paymasterSigner,
+      paymasterSignerPrivateKey,
       async mint(to, amountMicros) {
         const hash = await deployer.writeContract({
           address: deployment.usdc,
