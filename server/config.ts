@@ -5,6 +5,7 @@
 
 import ipaddr from "ipaddr.js";
 import type { FeeMode } from "./ledger/fees";
+import { LOG_LEVELS, type LogLevel } from "./ops/log";
 import { usdToMicros } from "./ledger/money";
 
 export interface Config {
@@ -111,6 +112,10 @@ export interface Config {
   oauthStatesMax: number;
   /** How often expired nonces, links, OAuth states and sessions are deleted. */
   pruneIntervalMs: number;
+  /** The least severe log lines written (LOG_LEVEL): fatal, error, warn, info (the default), debug, trace or silent. */
+  logLevel: LogLevel;
+  /** The bearer token GET /metrics asks of a scraper (METRICS_TOKEN); empty: /metrics is not served. Never logged. */
+  metricsToken: string;
 }
 
 export class ConfigError extends Error {
@@ -254,6 +259,15 @@ function trustProxy(env: Env, name: string): false | number | string[] {
   return entries;
 }
 
+/** A bearer token for an operator's tool: 16 to 256 characters of the token68 alphabet, or empty. */
+function bearerSecret(env: Env, name: string): string {
+  const raw = (env[name] ?? "").trim();
+  if (raw !== "" && !/^[A-Za-z0-9._~+/-]{16,256}$/.test(raw)) {
+    throw new ConfigError(`${name} must be 16 to 256 characters of A-Z a-z 0-9 . _ ~ + / - (e.g. openssl rand -hex 32)`);
+  }
+  return raw;
+}
+
 /** Builds the configuration from an environment (process.env by default), throwing ConfigError on a bad value. */
 export function loadConfig(env: Env = process.env, overrides: Partial<Config> = {}): Config {
   const github = clientPair(env, "GITHUB_CLIENT_ID", "GITHUB_CLIENT_SECRET");
@@ -318,6 +332,8 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     emailLinksMax: int(env, "EMAIL_LINKS_MAX", 1_000, 1, 10_000_000),
     oauthStatesMax: int(env, "OAUTH_STATES_MAX", 10_000, 1, 10_000_000),
     pruneIntervalMs: int(env, "PRUNE_INTERVAL_SEC", 300, 1, 86_400) * 1_000,
+    logLevel: oneOf(env, "LOG_LEVEL", LOG_LEVELS, "info"),
+    metricsToken: bearerSecret(env, "METRICS_TOKEN"),
   };
   if (config.headersTimeoutMs > config.requestTimeoutMs) throw new ConfigError("HEADERS_TIMEOUT_MS must not be above REQUEST_TIMEOUT_MS");
   if (config.minSkillPriceMicros > config.maxSkillPriceMicros) {

@@ -56,6 +56,8 @@ const DEFAULTS: Config = {
   emailLinksMax: 1_000,
   oauthStatesMax: 10_000,
   pruneIntervalMs: 300_000,
+  logLevel: "info",
+  metricsToken: "",
 };
 
 describe("loadConfig", () => {
@@ -129,6 +131,8 @@ describe("loadConfig", () => {
       EMAIL_LINKS_MAX: "40",
       OAUTH_STATES_MAX: "30",
       PRUNE_INTERVAL_SEC: "60",
+      LOG_LEVEL: "warn",
+      METRICS_TOKEN: "scrape-0123456789abcdef",
     });
     expect(config).to.deep.equal({
       host: "0.0.0.0",
@@ -185,6 +189,8 @@ describe("loadConfig", () => {
       emailLinksMax: 40,
       oauthStatesMax: 30,
       pruneIntervalMs: 60_000,
+      logLevel: "warn",
+      metricsToken: "scrape-0123456789abcdef",
     });
   });
 
@@ -270,6 +276,13 @@ describe("loadConfig", () => {
       'MAX_SKILL_PRICE_USD must be a USD amount with at most 6 decimals, got "0.0000001"',
     ],
     ["a negative price", { MIN_SKILL_PRICE_USD: "-1" }, "MIN_SKILL_PRICE_USD must be a USD amount"],
+    [
+      "an unknown LOG_LEVEL",
+      { LOG_LEVEL: "verbose" },
+      'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "verbose"',
+    ],
+    ["a METRICS_TOKEN too short to resist guessing", { METRICS_TOKEN: "secret" }, "METRICS_TOKEN must be 16 to 256 characters"],
+    ["a METRICS_TOKEN with a space", { METRICS_TOKEN: "0123456789 abcdef" }, "METRICS_TOKEN must be 16 to 256 characters"],
     [
       "an allowlisted backend with a path",
       { SKILL_BACKEND_ALLOWLIST: "http://127.0.0.1:9100/skill" },

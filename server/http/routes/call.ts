@@ -9,6 +9,7 @@ import { authenticate } from "../auth";
 import { type Endpoint, errorEnvelope } from "../envelope";
 import { ApiError } from "../errors";
 import { MAX_JSON_DEPTH, nestsDeeperThan, tooDeep } from "../json-body";
+import { currentRequest } from "../../ops/request-context";
 
 const SKILL_CALL_PATH = /^\/v1\/skills\/([^/]+)\/call$/;
 
@@ -45,6 +46,9 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
       endpoint = "skill_call";
       pathSkill = match[1];
     }
+    // For the request's log line, whichever answers it: this fast path, or the app's 401.
+    const request = currentRequest();
+    if (request) request.route = endpoint === "call" ? "/v1/call" : "/v1/skills/:skillId/call";
     let apiKey: ApiKeyRecord;
     try {
       apiKey = authenticate(deps.keys, req.headers.authorization);
