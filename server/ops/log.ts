@@ -62,7 +62,10 @@ export function createLogger(parameters: CreateLoggerParameters): Logger {
   if (parameters.pretty) {
     return pino({
       ...options,
-      transport: { target: "pino-pretty", options: { colorize: true, translateTime: "SYS:HH:MM:ss.l", ignore: "pid,hostname" } },
+      transport: {
+        target: "pino-pretty",
+        options: { colorize: true, singleLine: true, translateTime: "SYS:HH:MM:ss.l", ignore: "pid,hostname" },
+      },
     });
   }
   // Asynchronous (sync: false): a log line on the call path is a buffer append, not a write(2) that waits.
