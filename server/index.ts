@@ -65,11 +65,10 @@ export interface RunningGateway extends Omit<Gateway, "close"> {
  * What the gateway does when its books and its disk may disagree (a ledger commit failed).
  * It stops: the process cannot tell which writes survived, while a restart can, and
  * startup recovery releases every hold the failure left open. Crash-only, like a database
- * after a failed fsync. The line is written synchronously, since the process exits next.
+ * after a failed fsync. pino writes out what it still buffers as the process exits.
  */
 const fatalFor = (logger: Logger) => (error: unknown) => {
   logger.fatal({ err: error }, "a ledger commit failed; stopping so the next start can recover");
-  logger.flush();
   process.exit(1);
 };
 
