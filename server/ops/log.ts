@@ -6,10 +6,13 @@ export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
 /**
- * Fields that are never written, wherever they appear in what is logged (top level or one
- * object down, and in headers): API keys, session cookies, CSRF and e-mail link tokens,
- * secrets, private keys. The gateway never logs a request's headers or body in the first place;
- * this is the second line, for an object that reaches a log call by mistake.
+ * Fields that are never written, where they appear in what is logged (top level, in `headers`
+ * or `req.headers`, in a `detail`): API keys, session cookies, CSRF and e-mail link tokens,
+ * secrets, private keys. The gateway never logs a request's headers or body in the first
+ * place; this is the second line, for an object that reaches a log call by mistake.
+ *
+ * Exact paths, no wildcards: pino compiles exact paths into plain property checks, while a
+ * wildcard path walks every key of every line, which measured about 100 µs per request line.
  */
 const SECRET_FIELDS = [
   "authorization",
@@ -27,13 +30,12 @@ const SECRET_FIELDS = [
   "csrfToken",
   "csrf_token",
 ];
+const HEADERS = ["authorization", "cookie", '["set-cookie"]', '["x-csrf-token"]'];
 export const REDACT_PATHS = [
   ...SECRET_FIELDS,
-  ...SECRET_FIELDS.map((field) => `*.${field}`),
-  "*.headers.authorization",
-  "*.headers.cookie",
-  '*.headers["set-cookie"]',
-  '*.headers["x-csrf-token"]',
+  ...SECRET_FIELDS.map((field) => `detail.${field}`),
+  ...HEADERS.map((header) => `headers${header.startsWith("[") ? "" : "."}${header}`),
+  ...HEADERS.map((header) => `req.headers${header.startsWith("[") ? "" : "."}${header}`),
 ];
 
 export interface CreateLoggerParameters {

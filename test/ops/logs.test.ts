@@ -124,11 +124,22 @@ describe("the gateway's log", () => {
   it("redacts secrets in an object that reaches a log call", () => {
     const captured = capturedLogger();
     captured.logger.info(
-      { token: "tok-1", nested: { authorization: "Bearer atom_abc", apiKey: "atom_def" }, req: { headers: { cookie: "sg_session=xyz" } } },
+      {
+        token: "tok-1",
+        apiKey: "atom_def",
+        detail: { authorization: "Bearer atom_abc" },
+        headers: { "x-csrf-token": "csrf-1" },
+        req: { headers: { cookie: "sg_session=xyz" } },
+      },
       "something",
     );
-    const [line] = captured.lines;
-    for (const secret of ["tok-1", "atom_abc", "atom_def", "xyz"]) expect(line).to.not.include(secret);
-    expect(JSON.parse(line)).to.deep.include({ token: "[redacted]", nested: { authorization: "[redacted]", apiKey: "[redacted]" } });
+    captured.logger.warn({ detail: { secret: "whsec_1" } }, "a detail");
+    const log = captured.lines.join("\n");
+    for (const secret of ["tok-1", "atom_abc", "atom_def", "csrf-1", "xyz", "whsec_1"]) expect(log).to.not.include(secret);
+    expect(JSON.parse(captured.lines[0])).to.deep.include({
+      token: "[redacted]",
+      apiKey: "[redacted]",
+      detail: { authorization: "[redacted]" },
+    });
   });
 });
