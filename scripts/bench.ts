@@ -5,6 +5,7 @@
  *   2. a bare Node HTTP proxy in front of it (the baseline),
  *   3. the gateway: auth, rate limit, hold, forward, capture, with every charge durable
  *      (SQLite synchronous=FULL) before its response is sent.
+ *      Each request's JSON log line is written (asynchronously) to a file beside the ledger, as in production.
  * It prints throughput, latency percentiles, the gateway's throughput as a ratio of the
  * bare proxy's, and the latency the gateway adds. Each server runs in its own process;
  * the load generator (undici, one request in flight per connection) runs in this one.
@@ -76,9 +77,13 @@ async function runProxy(backendUrl: string): Promise<void> {
 async function runGateway(backendUrl: string, dbPath: string): Promise<void> {
   const { loadConfig } = await import("../server/config");
   const { startGateway } = await import("../server/index");
+  const { createLogger } = await import("../server/ops/log");
+  const pino = (await import("pino")).default;
+  // Each request's log line is written as in production (JSON, asynchronously), to a file beside the ledger.
+  const logger = createLogger({ level: "info", destination: pino.destination({ dest: `${dbPath}.log`, sync: false }) });
   const gw = await startGateway(
     loadConfig({}, { port: 0, dbPath, rateLimitPerMin: 10_000_000, skillBackendAllowlist: [new URL(backendUrl).origin] }),
-    { log: () => {} },
+    { log: () => {}, logger },
   );
   gw.ledger.ensureAccount({ id: "bench-seller", kind: "seller", name: "bench seller" });
   gw.ledger.ensureAccount({ id: "bench-buyer", kind: "user", name: "bench buyer" });

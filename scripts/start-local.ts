@@ -28,6 +28,7 @@ import { startDemoBackend } from "../server/devstack/demo-backend";
 import { deployDemoChain } from "../server/devstack/chain-seed";
 import { DEMO_DEPOSIT_USD, seedDemo } from "../server/devstack/seed";
 import { startGateway } from "../server/index";
+import { createLogger } from "../server/ops/log";
 import { lockDatabase } from "../server/db/lock";
 import { microsToUsd, usdToMicros } from "../server/ledger/money";
 
@@ -102,6 +103,8 @@ async function serve(
   // origin, and only it, is added to the operator's SKILL_BACKEND_ALLOWLIST.
   config = { ...config, skillBackendAllowlist: [...config.skillBackendAllowlist, backend.url] };
   const gateway = await startGateway(config, {
+    // Readable lines in a terminal; JSON lines, as in production, when the output goes elsewhere.
+    logger: createLogger({ level: config.logLevel, pretty: process.stdout.isTTY === true }),
     // No mail server here: a sign-in link asked for on the dashboard is printed for you to open.
     outboxEcho: (mail) => console.log(`\n[mail] to ${mail.to}: ${mail.subject}\n${mail.text}\n`),
     wallets: aaStack && {
@@ -158,7 +161,7 @@ Skills:        ${gateway.skills
     .list()
     .map((s) => `${s.slug} (${microsToUsd(s.priceMicros)} USD)`)
     .join(", ")}
-${devIdentity ? `Sign-in:       ${signInLine(signInBase, devIdentity.settings)}\n` : ""}${gateway.recovered.holds > 0 ? `Recovered:     released ${gateway.recovered.holds} hold(s) left open by a previous crash\n` : ""}
+${config.metricsToken ? `Metrics:       curl -s ${gateway.url}/metrics -H "Authorization: Bearer $METRICS_TOKEN"\n` : ""}${devIdentity ? `Sign-in:       ${signInLine(signInBase, devIdentity.settings)}\n` : ""}${gateway.recovered.holds > 0 ? `Recovered:     released ${gateway.recovered.holds} hold(s) left open by a previous crash\n` : ""}
 API key: ${key}
 
 Try it:

@@ -5,6 +5,7 @@
 
 import ipaddr from "ipaddr.js";
 import type { FeeMode } from "./ledger/fees";
+import { LOG_LEVELS, type LogLevel } from "./ops/log";
 import { usdToMicros } from "./ledger/money";
 
 export interface Config {
@@ -121,6 +122,10 @@ export interface Config {
   fundingPrivateKey: string;
   /** How often embedded wallets are checked for USDC to sweep into the escrow. */
   walletSweepIntervalMs: number;
+  /** The least severe log lines written (LOG_LEVEL): fatal, error, warn, info (the default), debug, trace or silent. */
+  logLevel: LogLevel;
+  /** The bearer token GET /metrics asks of a scraper (METRICS_TOKEN); empty: /metrics is not served. Never logged. */
+  metricsToken: string;
 }
 
 export class ConfigError extends Error {
@@ -264,6 +269,15 @@ function trustProxy(env: Env, name: string): false | number | string[] {
   return entries;
 }
 
+/** A bearer token for an operator's tool: 16 to 256 characters of the token68 alphabet, or empty. */
+function bearerSecret(env: Env, name: string): string {
+  const raw = (env[name] ?? "").trim();
+  if (raw !== "" && !/^[A-Za-z0-9._~+/-]{16,256}$/.test(raw)) {
+    throw new ConfigError(`${name} must be 16 to 256 characters of A-Z a-z 0-9 . _ ~ + / - (e.g. openssl rand -hex 32)`);
+  }
+  return raw;
+}
+
 /** Builds the configuration from an environment (process.env by default), throwing ConfigError on a bad value. */
 export function loadConfig(env: Env = process.env, overrides: Partial<Config> = {}): Config {
   const github = clientPair(env, "GITHUB_CLIENT_ID", "GITHUB_CLIENT_SECRET");
@@ -333,6 +347,8 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     paymasterSignerPrivateKey: privateKey(env, "PAYMASTER_SIGNER_PRIVATE_KEY"),
     fundingPrivateKey: privateKey(env, "FUNDING_PRIVATE_KEY"),
     walletSweepIntervalMs: int(env, "WALLET_SWEEP_INTERVAL_MS", 10_000, 1_000, 3_600_000),
+    logLevel: oneOf(env, "LOG_LEVEL", LOG_LEVELS, "info"),
+    metricsToken: bearerSecret(env, "METRICS_TOKEN"),
   };
   if (config.headersTimeoutMs > config.requestTimeoutMs) throw new ConfigError("HEADERS_TIMEOUT_MS must not be above REQUEST_TIMEOUT_MS");
   if (config.minSkillPriceMicros > config.maxSkillPriceMicros) {

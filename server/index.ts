@@ -25,6 +25,10 @@ import { GroupCommit } from "./db/group-commit";
 import { assertBalanced } from "./ledger/invariants";
 import { lockDatabase } from "./db/lock";
 import { Ledger } from "./ledger/ledger";
+import type { Logger } from "pino";
+import { type LogFunction, createLogger, logFunction } from "./ops/log";
+import { GatewayMetrics } from "./ops/metrics";
+import { currentRequest } from "./ops/request-context";
 
 export interface Gateway {
   config: Config;
@@ -58,21 +62,25 @@ export interface RunningGateway extends Omit<Gateway, "close"> {
   close(drainMs?: number): Promise<void>;
 }
 
-const defaultLog = (message: string, error?: unknown) => console.error(`[gateway] ${message}`, error ?? "");
-
 /**
  * What the gateway does when its books and its disk may disagree (a ledger commit failed).
  * It stops: the process cannot tell which writes survived, while a restart can, and
  * startup recovery releases every hold the failure left open. Crash-only, like a database
- * after a failed fsync.
+ * after a failed fsync. pino writes out what it still buffers as the process exits.
  */
-const defaultFatal = (error: unknown) => {
-  console.error("[gateway] a ledger commit failed; stopping so the next start can recover", error);
+const fatalFor = (logger: Logger) => (error: unknown) => {
+  logger.fatal({ err: error }, "a ledger commit failed; stopping so the next start can recover");
   process.exit(1);
 };
 
 export interface GatewayOptions {
-  log?: typeof defaultLog;
+  /**
+   * The structured logger: each request's line, and every part's messages unless `log` is given.
+   * By default JSON lines on standard output at config.logLevel (server/ops/log.ts).
+   */
+  logger?: Logger;
+  /** Where the parts' messages go instead of `logger` (a test collects them). */
+  log?: LogFunction;
   /** Called when a ledger commit fails; by default the process exits. */
   onFatal?: (error: unknown) => void;
   /**
@@ -101,13 +109,14 @@ export interface GatewayOptions {
  * self-check) → services → HTTP app. The gateway refuses to start on broken books.
  */
 export function createGateway(config: Config, options: GatewayOptions = {}): Gateway {
-  const log = options.log ?? defaultLog;
+  const logger = options.logger ?? createLogger({ level: config.logLevel });
+  const log = options.log ?? logFunction(logger);
   const unlock = lockDatabase(config.dbPath);
   let db: Db | undefined;
   let commit: GroupCommit, ledger: Ledger, idempotency: IdempotencyStore, recovered: Gateway["recovered"];
   try {
     db = openDatabase(config.dbPath);
-    commit = new GroupCommit(db, config.groupCommitMaxOps, options.onFatal ?? defaultFatal);
+    commit = new GroupCommit(db, config.groupCommitMaxOps, options.onFatal ?? fatalFor(logger));
     ledger = new Ledger(db, commit);
     idempotency = new IdempotencyStore(db, config.idempotencyTtlMs);
     recovered = commit.run(() => ({ holds: ledger.recoverOpenHolds(), idempotencyKeys: idempotency.recoverInProgress() }));
@@ -118,6 +127,17 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
     unlock();
     throw error;
   }
+
+  // Process metrics (CPU, memory, event loop) each start a sampler: only when someone can scrape them.
+  const metrics = new GatewayMetrics(
+    {
+      openHolds: () => ledger.openHoldCount(),
+      indexer: options.chain ? () => moneyPath!.indexer.health : undefined,
+      settler: options.chain ? () => moneyPath?.settler?.health ?? { started: false, running: false, failures: 0 } : undefined,
+    },
+    { processMetrics: config.metricsToken !== "" },
+  );
+  commit.onCommit = (stats) => metrics.observeCommit(stats);
 
   const keys = new ApiKeys(db, config.keyCacheTtlMs);
   const egress = new EgressPolicy({ allowlist: config.skillBackendAllowlist, allowedPorts: config.skillBackendPorts }, options.resolveHost);
@@ -134,6 +154,16 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
     dailyCap: new DailyCap((accountId, sinceMs) => calls.countSince(accountId, sinceMs)),
     forwarder,
     answers: callAnswers,
+    onCall: (call) => {
+      metrics.observeCall(call);
+      // For the request's log line: which skill, how it ended, what it charged.
+      const request = currentRequest();
+      if (request) {
+        request.skill = call.skill;
+        request.outcome = call.outcome;
+        request.chargedMicros = call.chargedMicros;
+      }
+    },
   });
   const moneyPath = options.chain ? createMoneyPath(ledger, config, options.chain, log) : undefined;
   const sessions = new Sessions(db, ledger);
@@ -178,6 +208,8 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
     siweNonces,
     rateLimitStores,
     log,
+    logger,
+    metrics,
   });
 
   /**

@@ -61,6 +61,8 @@ const DEFAULTS: Config = {
   paymasterSignerPrivateKey: "",
   fundingPrivateKey: "",
   walletSweepIntervalMs: 10_000,
+  logLevel: "info",
+  metricsToken: "",
 };
 
 describe("loadConfig", () => {
@@ -139,6 +141,8 @@ describe("loadConfig", () => {
       PAYMASTER_SIGNER_PRIVATE_KEY: `0x${"44".repeat(32)}`,
       FUNDING_PRIVATE_KEY: `0x${"55".repeat(32)}`,
       WALLET_SWEEP_INTERVAL_MS: "30000",
+      LOG_LEVEL: "warn",
+      METRICS_TOKEN: "scrape-0123456789abcdef",
     });
     expect(config).to.deep.equal({
       host: "0.0.0.0",
@@ -200,6 +204,8 @@ describe("loadConfig", () => {
       paymasterSignerPrivateKey: `0x${"44".repeat(32)}`,
       fundingPrivateKey: `0x${"55".repeat(32)}`,
       walletSweepIntervalMs: 30_000,
+      logLevel: "warn",
+      metricsToken: "scrape-0123456789abcdef",
     });
   });
 
@@ -285,6 +291,13 @@ describe("loadConfig", () => {
       'MAX_SKILL_PRICE_USD must be a USD amount with at most 6 decimals, got "0.0000001"',
     ],
     ["a negative price", { MIN_SKILL_PRICE_USD: "-1" }, "MIN_SKILL_PRICE_USD must be a USD amount"],
+    [
+      "an unknown LOG_LEVEL",
+      { LOG_LEVEL: "verbose" },
+      'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "verbose"',
+    ],
+    ["a METRICS_TOKEN too short to resist guessing", { METRICS_TOKEN: "secret" }, "METRICS_TOKEN must be 16 to 256 characters"],
+    ["a METRICS_TOKEN with a space", { METRICS_TOKEN: "0123456789 abcdef" }, "METRICS_TOKEN must be 16 to 256 characters"],
     [
       "an allowlisted backend with a path",
       { SKILL_BACKEND_ALLOWLIST: "http://127.0.0.1:9100/skill" },

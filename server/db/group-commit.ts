@@ -1,3 +1,4 @@
+import { performance } from "node:perf_hooks";
 import type { Db } from "./db";
 
 interface Waiter {
@@ -32,6 +33,9 @@ export class GroupCommit {
   private depth = 0;
 
   private readonly savepoint;
+
+  /** Told about each successful commit: its operations, the responses it released, and how long COMMIT (its fsync) took. */
+  onCommit?: (commit: { operations: number; waiters: number; durationMs: number }) => void;
 
   constructor(
     private readonly db: Db,
@@ -134,6 +138,7 @@ export class GroupCommit {
       this.fail(error);
       return { error };
     }
+    const startedAt = performance.now();
     try {
       this.db.exec("COMMIT");
       this.batches++;
@@ -142,6 +147,7 @@ export class GroupCommit {
       this.fail(error);
       return { error };
     }
+    this.onCommit?.({ operations: this.opsInBatch, waiters: this.waiters.length, durationMs: performance.now() - startedAt });
     this.settleWaiters();
     return undefined;
   }

@@ -76,6 +76,8 @@ export interface CallServiceDeps {
   forwarder: Forwarder;
   /** The HTTP layer's rendering of answers. */
   answers: CallAnswers;
+  /** Told about every call as it is recorded in the calls log (for metrics and the request's log line). */
+  onCall?: (call: { skill: string; outcome: CallOutcome; chargedMicros: bigint; latencyMs: number }) => void;
 }
 
 const MINUTE_MS = 60_000;
@@ -317,6 +319,7 @@ export class CallService {
       latencyUs: elapsedMs(req) * 1000,
       createdAtMs: Date.now(),
     });
+    this.deps.onCall?.({ skill: skill.slug, outcome, chargedMicros, latencyMs: elapsedMs(req) });
   }
 }
 

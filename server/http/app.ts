@@ -42,6 +42,10 @@ import { historyRoutes } from "./routes/history";
 import { platformRoutes } from "./routes/platform";
 import { tryRoutes } from "./routes/try";
 import { mcpRoutes } from "./routes/mcp";
+import { metricsRoutes } from "./routes/metrics";
+import type { Logger } from "pino";
+import type { GatewayMetrics } from "../ops/metrics";
+import { observeRequests } from "./request-log";
 
 export interface AppDeps {
   config: Config;
@@ -67,6 +71,10 @@ export interface AppDeps {
   /** Where the per-address counters of the unauthenticated endpoints live (./rate-limits.ts). */
   rateLimitStores: Record<RateLimitName, Store>;
   log: (message: string, error?: unknown) => void;
+  /** Where each request's log line goes (./request-log.ts). */
+  logger: Logger;
+  /** The gateway's metrics, served at GET /metrics to a holder of config.metricsToken. */
+  metrics: GatewayMetrics;
 }
 
 /**
@@ -78,9 +86,9 @@ export interface AppDeps {
 export function createRequestListener(deps: AppDeps): http.RequestListener {
   const calls = callHandler({ keys: deps.keys, calls: deps.callService, maxRequestBytes: deps.config.maxRequestBytes, log: deps.log });
   const app = createApp(deps);
-  return (req, res) => {
+  return observeRequests(deps, (req, res) => {
     if (!calls(req, res)) app(req, res);
-  };
+  });
 }
 
 /** The Express application: the read endpoints, and the one place their errors become the spec's envelope. */
@@ -158,6 +166,8 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(tryRoutes({ sessions: deps.sessions, keys: deps.keys, calls: deps.callService, maxRequestBytes: deps.config.maxRequestBytes }));
   // The hosted MCP server: behind the public limit above, so that calls without a valid key count against their address.
   app.use(mcpRoutes({ config: deps.config, keys: deps.keys, skills: deps.skills, calls: deps.callService, log: deps.log }));
+
+  app.use(metricsRoutes({ metrics: deps.metrics, token: deps.config.metricsToken }));
 
   app.use(dashboardRoutes());
   app.use((req: Request, _res: Response, next: NextFunction) => {

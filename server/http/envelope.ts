@@ -1,5 +1,6 @@
 import { microsToUsd } from "../ledger/money";
 import type { Endpoint } from "../gateway/calls-log";
+import { currentRequest } from "../ops/request-context";
 import type { ErrorCode } from "./errors";
 
 /** Which of the spec's two call endpoints answered: their metadata differ in casing. */
@@ -24,8 +25,16 @@ export function successEnvelope(endpoint: Endpoint, data: unknown, meta: CallMet
   return { success: true as const, data, metadata: callMetadata(endpoint, meta) };
 }
 
+/**
+ * The spec's error envelope, `{success: false, error}`, with the code beside it and, inside a
+ * request, that request's id (`request_id`, also its X-Request-Id header and in its log lines):
+ * the one place every error body gets it, whichever route or the call path built the body.
+ */
 export function errorEnvelope(code: ErrorCode, message: string, extra: Record<string, unknown> = {}) {
-  return { success: false as const, error: message, code, ...extra };
+  const request = currentRequest();
+  return request
+    ? { success: false as const, error: message, code, request_id: request.id, ...extra }
+    : { success: false as const, error: message, code, ...extra };
 }
 
 /** The envelope of a read endpoint (skills, balance, usage). */

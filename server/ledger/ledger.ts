@@ -140,6 +140,7 @@ export class Ledger {
       ),
       closeHold: db.prepare("UPDATE holds SET status = ?, closed_at = ? WHERE id = ? AND status = 'open'"),
       openHoldIds: db.prepare("SELECT id FROM holds WHERE status = 'open'").pluck(),
+      openHoldCount: db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'open'").pluck(),
       exitShortfalls: db.prepare(
         `SELECT tx_hash, log_index, address, shortfall FROM chain_exits
          WHERE account_id = ? AND status = 'pending' AND shortfall > 0 ORDER BY block_number, log_index`,
@@ -403,6 +404,11 @@ export class Ledger {
       for (const id of ids) this.release(id);
       return ids.length;
     });
+  }
+
+  /** How many holds are open now: money reserved for calls in flight (a metric). */
+  openHoldCount(): number {
+    return Number(this.stmt.openHoldCount.get());
   }
 
   balance(accountId: string): Balance {

@@ -19,22 +19,25 @@ describe("one gateway per ledger file", () => {
   it("refuses a second gateway on a file another live process owns", () => {
     // A live process that is not this one: the test runner's parent shell stands in.
     fs.writeFileSync(`${dbPath}.lock`, String(process.ppid));
-    expect(() => createGateway(loadConfig({}, { dbPath }), { log: () => {} })).to.throw(DatabaseLockedError, `pid ${process.ppid}`);
+    expect(() => createGateway(loadConfig({}, { dbPath, logLevel: "silent" }), { log: () => {} })).to.throw(
+      DatabaseLockedError,
+      `pid ${process.ppid}`,
+    );
   });
 
   it("takes over a lock whose process is gone, as after a crash", async () => {
     const dead = spawnSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"]).stdout.toString();
     fs.writeFileSync(`${dbPath}.lock`, dead);
-    const gw = createGateway(loadConfig({}, { dbPath }), { log: () => {} });
+    const gw = createGateway(loadConfig({}, { dbPath, logLevel: "silent" }), { log: () => {} });
     expect(fs.readFileSync(`${dbPath}.lock`, "utf8")).to.equal(String(process.pid));
     await gw.close();
     expect(fs.existsSync(`${dbPath}.lock`)).to.equal(false);
   });
 
   it("frees the file when the gateway closes, so the next one can start", async () => {
-    const first = createGateway(loadConfig({}, { dbPath }), { log: () => {} });
+    const first = createGateway(loadConfig({}, { dbPath, logLevel: "silent" }), { log: () => {} });
     await first.close();
-    const second = createGateway(loadConfig({}, { dbPath }), { log: () => {} });
+    const second = createGateway(loadConfig({}, { dbPath, logLevel: "silent" }), { log: () => {} });
     await second.close();
   });
 

@@ -51,7 +51,7 @@ describe("a gateway process that dies mid-call", () => {
     expect(open).to.deep.equal([{ account_id: "buyer", amount: 250_000n }]);
     expect(held).to.equal(250_000n);
 
-    const gw = createGateway(loadConfig({}, { port: 0, dbPath }), { log: () => {} });
+    const gw = createGateway(loadConfig({}, { port: 0, dbPath, logLevel: "silent" }), { log: () => {} });
     try {
       expect(gw.recovered.holds).to.equal(1);
       expect(gw.ledger.balance("buyer")).to.deep.equal({ availableMicros: 1_000_000n, heldMicros: 0n });

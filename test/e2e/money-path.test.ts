@@ -184,7 +184,7 @@ describe("the money path across a gateway restart mid-stream (a killed one is te
     const buyer = chain.address("bob");
     const config = loadConfig(
       {},
-      { port: 0, dbPath: path.join(dir, "gateway.db"), rateLimitPerMin: 100_000, skillBackendAllowlist: [backend.url] },
+      { port: 0, dbPath: path.join(dir, "gateway.db"), rateLimitPerMin: 100_000, skillBackendAllowlist: [backend.url], logLevel: "silent" },
     );
     const connection = await gatewayChain(chain);
     const call = (url: string, key: string) =>

@@ -48,7 +48,8 @@ export function crashChildConfig(options: CrashChildOptions): Config {
   const configured = options.env.SKILL_BACKEND_ALLOWLIST ? [options.env.SKILL_BACKEND_ALLOWLIST] : [];
   return loadConfig(
     { ...options.env, SKILL_BACKEND_ALLOWLIST: [...configured, ...new Set(backends)].join(",") },
-    { port: 0, dbPath: options.dbPath },
+    // Standard output carries the ready line to the parent; the child's log is not wanted there.
+    { port: 0, dbPath: options.dbPath, logLevel: "silent" },
   );
 }
 

@@ -50,7 +50,13 @@ export async function startStack(
   const backend = await startTestBackend();
   const config = loadConfig(
     {},
-    { port: 0, dbPath, ...options.config, skillBackendAllowlist: [backend.url, ...(options.config?.skillBackendAllowlist ?? [])] },
+    {
+      port: 0,
+      dbPath,
+      logLevel: "silent",
+      ...options.config,
+      skillBackendAllowlist: [backend.url, ...(options.config?.skillBackendAllowlist ?? [])],
+    },
   );
   const gw = await startGateway(config, { log: () => {}, ...options.gateway });
   const sellerId = "seller-1";

@@ -218,6 +218,7 @@ describe("POST /v1/call", () => {
           success: false,
           error: "Internal server error: the call was not charged.",
           code: "internal_error",
+          request_id: res.headers.get("x-request-id"),
         });
       });
       expect(stack.backend.hits.get("/echo")).to.equal(1);

@@ -14,7 +14,12 @@ describe("OPTIONS", () => {
       const res = await fetch(stack.url + path, { method: "OPTIONS" });
       expect(res.status).to.equal(404);
       expect(res.headers.get("content-type")).to.match(/^application\/json/);
-      expect(await res.json()).to.deep.equal({ success: false, error: `No route for OPTIONS ${path}.`, code: "not_found" });
+      expect(await res.json()).to.deep.equal({
+        success: false,
+        error: `No route for OPTIONS ${path}.`,
+        code: "not_found",
+        request_id: res.headers.get("x-request-id"),
+      });
     });
   }
 });

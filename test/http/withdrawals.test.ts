@@ -33,7 +33,7 @@ describe("POST /v1/withdrawals", function () {
     snapshot = await chain.snapshot();
     dir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gw-withdraw-"));
     const signer = (await hre.viem.getWalletClients())[2];
-    gw = await startGateway(loadConfig({}, { port: 0, dbPath: path.join(dir, "gateway.db") }), {
+    gw = await startGateway(loadConfig({}, { port: 0, dbPath: path.join(dir, "gateway.db"), logLevel: "silent" }), {
       log: () => {},
       chain: {
         publicClient: chain.publicClient,
@@ -108,7 +108,7 @@ describe("POST /v1/withdrawals", function () {
 describe("POST /v1/withdrawals without a chain", () => {
   it("answers 503 in the envelope", async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gw-nochain-"));
-    const gw = await startGateway(loadConfig({}, { port: 0, dbPath: path.join(dir, "gateway.db") }), { log: () => {} });
+    const gw = await startGateway(loadConfig({}, { port: 0, dbPath: path.join(dir, "gateway.db"), logLevel: "silent" }), { log: () => {} });
     try {
       gw.ledger.ensureAccount({ id: "bob", kind: "user", name: "Bob" });
       const { key } = gw.keys.create("bob");

@@ -12,6 +12,7 @@ import { callResponse } from "../call-answer";
 import { type Endpoint, errorEnvelope } from "../envelope";
 import { ApiError, toApiError } from "../errors";
 import { MAX_JSON_DEPTH, nestsDeeperThan, tooDeep } from "../json-body";
+import { currentRequest } from "../../ops/request-context";
 
 const SKILL_CALL_PATH = /^\/v1\/skills\/([^/]+)\/call$/;
 
@@ -44,6 +45,9 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
       endpoint = "skill_call";
       pathSkill = match[1];
     }
+    // For the request's log line, whichever answers it: this fast path, or the app's 401.
+    const request = currentRequest();
+    if (request) request.route = endpoint === "call" ? "/v1/call" : "/v1/skills/:skillId/call";
     let apiKey: ApiKeyRecord;
     try {
       apiKey = authenticate(deps.keys, req.headers.authorization);

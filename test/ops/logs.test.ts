@@ -1,0 +1,145 @@
+import { Writable } from "node:stream";
+import { expect } from "chai";
+import { createLogger } from "../../server/ops/log";
+import { type TestStack, startStack } from "../helpers/gateway";
+import { sameOrigin, send, signedIn } from "../helpers/session";
+
+/** A logger writing JSON lines into memory, as the gateway writes them to standard output. */
+function capturedLogger() {
+  const lines: string[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      lines.push(...chunk.toString("utf8").split("\n").filter(Boolean));
+      done();
+    },
+  });
+  return { lines, logger: createLogger({ level: "info", destination: stream }) };
+}
+
+describe("the gateway's log", () => {
+  let stack: TestStack;
+  let lines: string[];
+  beforeEach(async () => {
+    const captured = capturedLogger();
+    lines = captured.lines;
+    // No `log` override: the parts' messages go through the same logger.
+    stack = await startStack({ gateway: { logger: captured.logger, log: undefined } });
+  });
+  afterEach(async () => {
+    await stack.close();
+  });
+
+  const entries = () => lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+  /** The request's line, written once its response is done (which may be just after the client has it). */
+  const requestLine = async (requestId: string | null) => {
+    for (let i = 0; i < 100; i++) {
+      const found = entries().find((entry) => entry.msg === "request" && entry.request_id === requestId);
+      if (found) return found;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    throw new Error(`no log line for request ${requestId}:\n${lines.join("\n")}`);
+  };
+
+  it("writes one JSON line per request: id, method, route, status, latency, and what a paid call charged", async () => {
+    const before = stack.available();
+    const res = await stack.post("/v1/skills/echo/call", { n: 1 });
+    expect(res.status).to.equal(200);
+    const line = await requestLine(res.headers.get("x-request-id"));
+    expect(line).to.include({
+      level: 30,
+      msg: "request",
+      method: "POST",
+      route: "/v1/skills/:skillId/call",
+      status: 200,
+      skill: "echo",
+      outcome: "success",
+      charged_micros: String(before - stack.available()),
+    });
+    expect(line.charged_micros).to.equal("1000");
+    expect(line.latency_ms).to.be.a("number").and.to.be.above(0);
+    expect(line.time).to.be.a("string");
+    expect(entries().filter((entry) => entry.request_id === line.request_id)).to.have.length(1);
+  });
+
+  it("names the route pattern, not the URL: no path parameter, no query", async () => {
+    const keys = await stack.get("/v1/skills/echo?secret=in-the-query");
+    const page = await fetch(`${stack.url}/auth/email/callback?token=in-the-query`);
+    const missing = await stack.get("/v1/no/such/route?x=in-the-query");
+    expect((await requestLine(keys.headers.get("x-request-id"))).route).to.equal("/v1/skills/:skillId");
+    expect((await requestLine(page.headers.get("x-request-id"))).route).to.equal("/auth/email/callback");
+    expect(await requestLine(missing.headers.get("x-request-id"))).to.include({ route: "(unmatched)", status: 404 });
+    expect(lines.join("\n")).to.not.include("in-the-query");
+  });
+
+  it("adds the request id to the parts' own messages about that request", async () => {
+    stack.gw.db.exec("CREATE TEMP TRIGGER injected_fault BEFORE INSERT ON calls BEGIN SELECT RAISE(ABORT, 'injected fault'); END");
+    const res = await stack.post("/v1/call", { skill_id: "echo", input: {} });
+    expect(res.status).to.equal(500);
+    await requestLine(res.headers.get("x-request-id"));
+    const fault = entries().find((entry) => entry.msg === "internal error on the call path");
+    expect(fault, lines.join("\n")).to.include({ level: 50, request_id: res.headers.get("x-request-id") });
+    expect((fault!.err as { message: string }).message).to.include("injected fault");
+  });
+
+  it("never writes a key, a session cookie, a CSRF token or an e-mail link token, though requests carried them all", async () => {
+    // An API key: a paid call, a call refused, and a bad key's 401.
+    const calls = [
+      await stack.post("/v1/call", { skill_id: "echo", input: {} }),
+      await stack.post("/v1/call", { skill_id: "nope", input: {} }),
+      await stack.post("/v1/call", { skill_id: "echo", input: {} }, { key: `${stack.key}x` }),
+      await stack.get("/v1/balance"),
+    ];
+    // A dashboard session: its cookie and its CSRF token, on a read and a write that creates a key.
+    const session = await signedIn(stack, "ada@example.com");
+    const me = await session.request("GET", "/v1/me");
+    const created = await session.request("POST", "/v1/keys", { name: "logged?" });
+    // An e-mail sign-in: the link's token in a URL's query, then in a body.
+    await send(`${stack.url}/auth/email/start`, "POST", sameOrigin(stack), { email: "bob@example.com" });
+    const mail = stack.gw.db.prepare("SELECT body FROM outbox WHERE to_address = ?").pluck().get("bob@example.com") as string;
+    const link = new URL(/(http:\/\/\S+)/.exec(mail)![1]);
+    const linkToken = link.searchParams.get("token")!;
+    const page = await fetch(`${stack.url}${link.pathname}${link.search}`);
+    const verified = await send(`${stack.url}/auth/email/verify`, "POST", sameOrigin(stack), { token: linkToken });
+    expect([me.status, created.status, page.status, verified.status]).to.deep.equal([200, 201, 200, 200]);
+    const newSession = verified.headers.getSetCookie().join("; ");
+    for (const res of [...calls, me, created, verified]) await requestLine(res.headers.get("x-request-id"));
+
+    const secrets = {
+      "the API key": stack.key,
+      "the API key's secret part": stack.key.slice("atom_".length),
+      "the key created in the dashboard": created.body.data.key as string,
+      "the session cookie's token": session.cookie.split("=")[1],
+      "the CSRF token": session.csrfToken,
+      "the e-mail link's token": linkToken,
+      "the new session's cookie": /=([^;]+)/.exec(newSession)![1],
+    };
+    const log = lines.join("\n");
+    expect(lines.length).to.be.at.least(9);
+    for (const [what, secret] of Object.entries(secrets)) {
+      expect(secret.length, what).to.be.at.least(16);
+      expect(log.includes(secret), `${what} is in the log`).to.equal(false);
+    }
+  });
+
+  it("redacts secrets in an object that reaches a log call", () => {
+    const captured = capturedLogger();
+    captured.logger.info(
+      {
+        token: "tok-1",
+        apiKey: "atom_def",
+        detail: { authorization: "Bearer atom_abc" },
+        headers: { "x-csrf-token": "csrf-1" },
+        req: { headers: { cookie: "sg_session=xyz" } },
+      },
+      "something",
+    );
+    captured.logger.warn({ detail: { secret: "whsec_1" } }, "a detail");
+    const log = captured.lines.join("\n");
+    for (const secret of ["tok-1", "atom_abc", "atom_def", "csrf-1", "xyz", "whsec_1"]) expect(log).to.not.include(secret);
+    expect(JSON.parse(captured.lines[0])).to.deep.include({
+      token: "[redacted]",
+      apiKey: "[redacted]",
+      detail: { authorization: "[redacted]" },
+    });
+  });
+});
