@@ -22,7 +22,6 @@ if (FORK_BLOCK !== undefined && !Number.isSafeInteger(FORK_BLOCK)) {
 // build shipped in the `solc` npm package (pinned to SOLC_VERSION in package.json).
 subtask(TASK_COMPILE_SOLIDITY_GET_SOLC_BUILD, async (args: { solcVersion: string }, _hre, runSuper) => {
   if (args.solcVersion !== SOLC_VERSION) return runSuper();
-  // eslint-disable-next-line @typescript-eslint/no-var-requires
   const solc = require("solc");
   return {
     compilerPath: require.resolve("solc/soljson.js"),

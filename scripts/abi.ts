@@ -51,7 +51,7 @@ function readAbi(file: string): unknown[] {
   return json.abi;
 }
 
-/** The text of server/chain/abi.ts for the artifacts in `artifactsDir`, formatted as Biome formats it. */
+/** The text of server/chain/abi.ts for the artifacts in `artifactsDir`, formatted as Prettier formats it. */
 export function renderAbiModule(artifactsDir: string = path.join(ROOT, "artifacts")): string {
   const parts = [
     "/**",
@@ -66,14 +66,14 @@ export function renderAbiModule(artifactsDir: string = path.join(ROOT, "artifact
       `export const ${source.name} = ${JSON.stringify(readAbi(source.artifact(artifactsDir)))} as const;`,
     );
   }
-  const biome = spawnSync(path.join(ROOT, "node_modules/.bin/biome"), ["format", `--stdin-file-path=${ABI_MODULE}`], {
+  const prettier = spawnSync(path.join(ROOT, "node_modules/.bin/prettier"), [`--stdin-filepath=${ABI_MODULE}`], {
     cwd: ROOT,
     input: `${parts.join("\n")}\n`,
     encoding: "utf8",
     maxBuffer: 64 * 1024 * 1024,
   });
-  if (biome.status !== 0 || !biome.stdout) throw new Error(`biome format failed: ${biome.error?.message ?? biome.stderr}`);
-  return biome.stdout;
+  if (prettier.status !== 0 || !prettier.stdout) throw new Error(`prettier failed: ${prettier.error?.message ?? prettier.stderr}`);
+  return prettier.stdout;
 }
 
 if (require.main === module) {

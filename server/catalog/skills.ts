@@ -285,8 +285,7 @@ export class SkillRegistry {
     this.check(input);
     const now = Date.now();
     const existing = this.db.prepare("SELECT id, signing_secret FROM skills WHERE slug = ?").get(input.slug) as
-      | { id: string; signing_secret: string }
-      | undefined;
+      { id: string; signing_secret: string } | undefined;
     const id = existing?.id ?? randomUUID();
     const secret = input.signingSecret ?? existing?.signing_secret ?? randomBytes(32).toString("hex");
     const schema = input.inputSchema ? JSON.stringify(input.inputSchema) : null;

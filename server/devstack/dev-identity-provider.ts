@@ -65,7 +65,6 @@ function createProvider(issuer: string, clients: LocalClient[]) {
   const { warn, info } = console;
   console.warn = console.info = () => {};
   try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { Provider } = require("oidc-provider") as typeof import("oidc-provider");
     const minutes = (n: number) => n * 60;
     const provider = new Provider(issuer, {

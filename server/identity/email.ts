@@ -91,8 +91,7 @@ export type SendLinkReturnType =
 export type ConsumeResult = { ok: true; email: string; linkTo: string | undefined } | { ok: false; reason: "invalid_or_used" };
 
 export type PeekResult =
-  | { ok: true; email: string; linkTo: string | undefined; expiresAtMs: number }
-  | { ok: false; reason: "invalid_or_used" };
+  { ok: true; email: string; linkTo: string | undefined; expiresAtMs: number } | { ok: false; reason: "invalid_or_used" };
 
 /** A token's shape before any lookup: what `send` mints is 43 base64url characters. */
 const plausibleToken = (token: unknown): token is string => typeof token === "string" && token.length > 0 && token.length <= 100;
@@ -188,8 +187,7 @@ export class MagicLinks {
     if (!plausibleToken(token)) return { ok: false, reason: "invalid_or_used" };
     const now = this.now();
     const row = this.commit.run(() => this.stmt.consume.get(now, hash(token), now)) as
-      | { email: string; link_to: string | null }
-      | undefined;
+      { email: string; link_to: string | null } | undefined;
     if (!row) return { ok: false, reason: "invalid_or_used" };
     return { ok: true, email: row.email, linkTo: row.link_to ?? undefined };
   }

@@ -143,8 +143,7 @@ export class OAuthSignIn {
     }
     const now = Date.now();
     const row = this.commit.run(() => this.stmt.consume.get(now, hash(state), provider, now)) as
-      | { code_verifier: string; nonce: string; link_to: string | null }
-      | undefined;
+      { code_verifier: string; nonce: string; link_to: string | null } | undefined;
     if (!row) return { ok: false, reason: "bad_state", detail: "The sign-in state was already used or has expired: start again." };
     const providerError = query.get("error");
     if (providerError) return { ok: false, reason: "refused", detail: `The provider answered ${providerError.slice(0, 100)}.` };

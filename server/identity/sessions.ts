@@ -111,8 +111,7 @@ export class Sessions {
   find(token: string): LiveSession | undefined {
     const tokenHash = hash(token);
     const row = this.stmt.get.get(tokenHash) as
-      | { account_id: string; csrf_token: string; expires_at: bigint; revoked_at: bigint | null }
-      | undefined;
+      { account_id: string; csrf_token: string; expires_at: bigint; revoked_at: bigint | null } | undefined;
     if (!row || row.revoked_at !== null || Number(row.expires_at) <= Date.now()) return undefined;
     return { accountId: row.account_id, csrfToken: row.csrf_token, expiresAtMs: Number(row.expires_at), tokenHash };
   }

@@ -469,13 +469,13 @@ export function createSandboxCardTopups(
   parameters: Omit<CardTopupsParameters, "provider" | "secret"> & { checkoutTtlMs?: number },
 ): CardTopups {
   const secret = randomBytes(32);
-  let topups: CardTopups | undefined;
-  const provider = new SandboxCardProvider({
+  const provider: SandboxCardProvider = new SandboxCardProvider({
     secret,
     checkoutTtlMs: parameters.checkoutTtlMs,
     now: parameters.now,
-    deliver: (body, signature) => topups!.receive(body, signature),
+    // Called only after `topups` below exists: the sandbox delivers notifications asynchronously.
+    deliver: (body, signature) => topups.receive(body, signature),
   });
-  topups = new CardTopups({ ...parameters, provider, secret });
+  const topups: CardTopups = new CardTopups({ ...parameters, provider, secret });
   return topups;
 }

@@ -51,8 +51,7 @@ export type ClaimOptions = {
  * the other path); claim_in_progress; nothing_to_claim; or the bundler's refusal.
  */
 export type ClaimRefusal =
-  | Refusal<"no_wallet" | "payout_address_not_wallet" | "wrong_claim_flow" | "claim_in_progress" | "nothing_to_claim">
-  | BundlerRefusal;
+  Refusal<"no_wallet" | "payout_address_not_wallet" | "wrong_claim_flow" | "claim_in_progress" | "nothing_to_claim"> | BundlerRefusal;
 
 export type ClaimResult = { ok: true; amountMicros: bigint; userOpHash: Hex; transactionHash: Hex; to: Address } | ClaimRefusal;
 

@@ -62,8 +62,7 @@ export interface PreparedSweep {
  * the wallet itself), amount_below_minimum (empty, or under the escrow's minimum deposit).
  */
 export type PrepareSweepResult =
-  | { ok: true; prepared: PreparedSweep }
-  | Refusal<"no_wallet" | "wallet_swept_automatically" | "amount_below_minimum">;
+  { ok: true; prepared: PreparedSweep } | Refusal<"no_wallet" | "wallet_swept_automatically" | "amount_below_minimum">;
 
 export type SubmitSweepResult =
   | { ok: true; amountMicros: bigint; userOpHash: Hex; transactionHash: Hex }

@@ -123,8 +123,7 @@ describe("npm run serve on the same ledger and chain, stopped and started again"
           const db = new Database(dbPath, { readonly: true });
           try {
             return db.prepare("SELECT body FROM outbox WHERE to_address = ? ORDER BY id DESC LIMIT 1").pluck().get(email) as
-              | string
-              | undefined;
+              string | undefined;
           } finally {
             db.close();
           }

@@ -33,7 +33,7 @@ export const ODD_STRINGS: readonly string[] = [
   "'; DROP TABLE calls; --",
   '" OR 1=1 --',
   "<script>alert(1)</script>",
-  // biome-ignore lint/suspicious/noTemplateCurlyInString: a template-injection probe, sent as literal text
+  // A template-injection probe, sent as literal text.
   "${7*7}{{7*7}}#{7*7}",
   "../../../../etc/passwd",
   "%00%2e%2e%2f",

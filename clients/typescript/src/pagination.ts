@@ -23,6 +23,7 @@ export class UsagePage implements AsyncIterable<UsageCall> {
   }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<UsageCall, void, undefined> {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the walk starts at this page and moves on
     let page: UsagePage | null = this;
     while (page) {
       yield* page.calls;

@@ -87,11 +87,9 @@ export const errorEnvelope = (codes: readonly ErrorCode[], fields: Record<string
     success: z.literal(false),
     error: z.string().meta({ description: "A message for a person, saying what went wrong and what to do." }),
     code: z.enum(codes as [ErrorCode, ...ErrorCode[]]),
-    request_id: z
-      .string()
-      .meta({
-        description: "The request's id, as in its X-Request-Id header and every log line about it (a replay carries the first request's).",
-      }),
+    request_id: z.string().meta({
+      description: "The request's id, as in its X-Request-Id header and every log line about it (a replay carries the first request's).",
+    }),
     ...Object.fromEntries(Object.entries(fields).map(([name, schema]) => [name, schema.optional()])),
   });
 
