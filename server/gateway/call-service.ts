@@ -7,9 +7,9 @@ import { type Endpoint, callMetadata, errorEnvelope, successEnvelope } from "../
 import { computeCharge } from "../ledger/fees";
 import type { Hold, Ledger } from "../ledger/ledger";
 import { microsToUsd } from "../ledger/money";
-import type { CallOutcome, CallsLog } from "./calls-log";
+import type { CallOutcome, CallsStore } from "./calls-store";
 import type { ForwardResult, Forwarder } from "./forward";
-import type { IdempotencyStore } from "./idempotency";
+import type { IdempotencyKeys } from "./idempotency";
 import type { DailyCap, RateDecision, RateLimiter, RateRule } from "./rate-limit";
 import type { Skill, SkillRegistry } from "../catalog/skills";
 
@@ -34,8 +34,8 @@ export interface CallServiceDeps {
   config: Config;
   ledger: Ledger;
   skills: SkillRegistry;
-  calls: CallsLog;
-  idempotency: IdempotencyStore;
+  calls: CallsStore;
+  idempotency: IdempotencyKeys;
   limiter: RateLimiter;
   dailyCap: DailyCap;
   forwarder: Forwarder;
