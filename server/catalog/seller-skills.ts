@@ -25,9 +25,7 @@ export interface SellerSkill extends SellerSkillFields {
 }
 
 export type SellerSkillRefusal =
-  | { ok: false; reason: "invalid"; message: string }
-  | { ok: false; reason: "slug_taken" }
-  | { ok: false; reason: "not_found" };
+  { ok: false; reason: "invalid"; message: string } | { ok: false; reason: "slug_taken" } | { ok: false; reason: "not_found" };
 
 /** Limits on what a seller may set, beyond the price bounds of the configuration. */
 export const SKILL_LIMITS = {

@@ -1,10 +1,7 @@
 import type { IdempotencyStore } from "./idempotency-store";
 
 export type IdempotencyBegin =
-  | { kind: "new" }
-  | { kind: "replay"; status: number; body: string }
-  | { kind: "in_progress" }
-  | { kind: "mismatch" };
+  { kind: "new" } | { kind: "replay"; status: number; body: string } | { kind: "in_progress" } | { kind: "mismatch" };
 
 /** Allowed Idempotency-Key values: 1 to 255 visible ASCII characters. */
 export const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;

@@ -16,8 +16,7 @@ export function readOwnerSignature(body: unknown): { hash: Hex; signature: Hex }
 }
 
 export type OwnerSubmitRefusal =
-  | { reason: "unknown" | "in_progress" | "bad_signature" }
-  | { reason: "rejected" | "bundler_unavailable"; message: string };
+  { reason: "unknown" | "in_progress" | "bad_signature" } | { reason: "rejected" | "bundler_unavailable"; message: string };
 
 /** Throws the answer to a refused submit of a prepared `what` ("sweep", "claim", "withdrawal"). */
 export function refuseOwnerSubmit(

@@ -89,8 +89,7 @@ export type SendLinkReturnType =
 export type ConsumeResult = { ok: true; email: string; linkTo: string | undefined } | { ok: false; reason: "invalid_or_used" };
 
 export type PeekResult =
-  | { ok: true; email: string; linkTo: string | undefined; expiresAtMs: number }
-  | { ok: false; reason: "invalid_or_used" };
+  { ok: true; email: string; linkTo: string | undefined; expiresAtMs: number } | { ok: false; reason: "invalid_or_used" };
 
 /** A token's shape before any lookup: what `send` mints is 43 base64url characters. */
 const plausibleToken = (token: unknown): token is string => typeof token === "string" && token.length > 0 && token.length <= 100;

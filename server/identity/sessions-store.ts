@@ -58,8 +58,7 @@ export class SqliteSessionsStore implements SessionsStore {
 
   sessionByTokenHash(tokenHash: string): SessionRecord | undefined {
     const row = this.stmt.get.get(tokenHash) as
-      | { account_id: string; csrf_token: string; expires_at: bigint; revoked_at: bigint | null }
-      | undefined;
+      { account_id: string; csrf_token: string; expires_at: bigint; revoked_at: bigint | null } | undefined;
     if (!row) return undefined;
     return {
       accountId: row.account_id,

@@ -160,8 +160,7 @@ export class SqliteOAuthStatesStore implements OAuthStatesStore {
 
   consume(stateHash: string, provider: string, nowMs: number): OAuthStateRecord | undefined {
     const row = this.stmt.consume.get(nowMs, stateHash, provider, nowMs) as
-      | { code_verifier: string; nonce: string; link_to: string | null }
-      | undefined;
+      { code_verifier: string; nonce: string; link_to: string | null } | undefined;
     return row && { codeVerifier: row.code_verifier, nonce: row.nonce, linkTo: row.link_to };
   }
 }

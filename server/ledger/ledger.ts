@@ -13,15 +13,7 @@ export type CreditKind = "dev_credit" | "deposit";
  * `exit_freeze`/`exit_return` freeze money for a unilateral exit and give (part of) a freeze back.
  */
 export type EntryKind =
-  | "dev_credit"
-  | "deposit"
-  | "hold"
-  | "capture"
-  | "release"
-  | "voucher_withdrawal"
-  | "voucher_return"
-  | "exit_freeze"
-  | "exit_return";
+  "dev_credit" | "deposit" | "hold" | "capture" | "release" | "voucher_withdrawal" | "voucher_return" | "exit_freeze" | "exit_return";
 /** The entry kinds that move money between an account and the escrow's side of the books (money out). */
 export const WITHDRAWAL_KINDS: readonly EntryKind[] = ["voucher_withdrawal", "voucher_return", "exit_freeze", "exit_return"];
 type Posting = [accountId: string, bucket: Bucket, amountMicros: bigint];
@@ -53,8 +45,7 @@ export interface Hold {
 }
 
 export type HoldResult =
-  | { ok: true; hold: Hold }
-  | { ok: false; reason: "insufficient_balance"; availableMicros: bigint; neededMicros: bigint };
+  { ok: true; hold: Hold } | { ok: false; reason: "insufficient_balance"; availableMicros: bigint; neededMicros: bigint };
 
 export type SettleResult = { ok: true; hold: Hold } | { ok: false; reason: "hold_not_open" };
 

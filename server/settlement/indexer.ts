@@ -239,7 +239,7 @@ export class DepositIndexer {
     let recorded = 0;
     let credited = 0;
     let exits = 0;
-    for (let start = fromBlock; start <= toBlock; ) {
+    for (let start = fromBlock; start <= toBlock;) {
       const end = start + this.batchBlocks - 1n < toBlock ? start + this.batchBlocks - 1n : toBlock;
       const chunk = await this.readChunk(start, end);
       const result = this.ledger.commit.run(() => this.applyChunk(start, end, chunk.endHash, chunk.items));
@@ -415,8 +415,7 @@ export class DepositIndexer {
 
   private readState(): IndexerState | undefined {
     const row = this.ledger.db.prepare("SELECT last_block, last_block_hash FROM indexer_state WHERE name = ?").get(this.name) as
-      | { last_block: bigint; last_block_hash: string }
-      | undefined;
+      { last_block: bigint; last_block_hash: string } | undefined;
     return row && { lastBlock: row.last_block, lastBlockHash: row.last_block_hash };
   }
 

@@ -388,8 +388,7 @@ function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockN
       .all(blockNumber) as { address: string; amount: bigint }[];
     for (const row of waiting) add(expectedBalance, getAddress(row.address), row.amount);
     const last = db.prepare("SELECT last_block FROM indexer_state WHERE name = ?").pluck().get(`deposits:${escrow.toLowerCase()}`) as
-      | bigint
-      | undefined;
+      bigint | undefined;
     if (last !== undefined) unindexedFrom = last + 1n;
   }
 

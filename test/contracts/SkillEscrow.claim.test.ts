@@ -11,7 +11,9 @@ async function settledFixture() {
   const fixture = await deployEscrowFixture();
   const { alice, sellerA, settler, escrowAs } = fixture;
   await (await escrowAs(alice)).write.deposit([50n * USDC]);
-  await (await escrowAs(settler)).write.settle([
+  await (
+    await escrowAs(settler)
+  ).write.settle([
     buildBatch({
       number: 1n,
       debits: [{ account: alice.account.address, amount: 10n * USDC }],

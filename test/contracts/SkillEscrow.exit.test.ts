@@ -166,7 +166,9 @@ describe("SkillEscrow timed exit", () => {
       const asBob = await escrowAs(bob);
       await asBob.write.deposit([37_123_457n]);
       // The gateway's last act: settle some spending.
-      await (await escrowAs(settler)).write.settle([
+      await (
+        await escrowAs(settler)
+      ).write.settle([
         buildBatch({
           number: 1n,
           debits: [

@@ -110,17 +110,9 @@ describe("TestUSDC", () => {
       const { usdc, alice, bob, relayer, chainId, as, authorization } = await loadFixture(tokenFixture);
       const auth = authorization();
       const { v, r, s } = splitSignature(await signAuthorization(alice, usdc.address, chainId, "TransferWithAuthorization", auth));
-      const hash = await (await as(relayer)).write.transferWithAuthorization([
-        auth.from,
-        auth.to,
-        auth.value,
-        auth.validAfter,
-        auth.validBefore,
-        auth.nonce,
-        v,
-        r,
-        s,
-      ]);
+      const hash = await (
+        await as(relayer)
+      ).write.transferWithAuthorization([auth.from, auth.to, auth.value, auth.validAfter, auth.validBefore, auth.nonce, v, r, s]);
       await expectEvents(hash, usdc, "AuthorizationUsed", [{ authorizer: alice.account.address, nonce: auth.nonce }]);
       expect(await tokenBalance(usdc, bob.account.address)).to.equal(10n * USDC);
       expect(await tokenBalance(usdc, alice.account.address)).to.equal(90n * USDC);

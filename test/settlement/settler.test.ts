@@ -16,8 +16,7 @@ const batchRow = (fx: SettlementFixture, number: number) =>
   fx.db
     .prepare("SELECT number, status, call_count, total_debits, platform_fee, tx_hash FROM settlement_batches WHERE number = ?")
     .get(number) as
-    | { number: bigint; status: string; call_count: bigint; total_debits: bigint; platform_fee: bigint; tx_hash: string | null }
-    | undefined;
+    { number: bigint; status: string; call_count: bigint; total_debits: bigint; platform_fee: bigint; tx_hash: string | null } | undefined;
 
 const unbatched = (fx: SettlementFixture) =>
   Number(fx.db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'captured' AND batch_number IS NULL").pluck().get() as bigint);
