@@ -4,6 +4,7 @@
  *   npm run create-key -- <account-id> [--name NAME] [--create user|seller] [--revoke KEY_ID]
  */
 import { ApiKeys } from "../server/identity/api-keys";
+import { SqliteApiKeysStore } from "../server/identity/api-keys-store";
 import { loadConfig } from "../server/config";
 import { openDatabase } from "../server/db/db";
 import { Ledger } from "../server/ledger/ledger";
@@ -16,7 +17,7 @@ function arg(name: string): string | undefined {
 function main(): void {
   const config = loadConfig();
   const db = openDatabase(config.dbPath);
-  const keys = new ApiKeys(db, 0);
+  const keys = new ApiKeys(new SqliteApiKeysStore(db), 0);
   const revoke = arg("revoke");
   if (revoke) {
     console.log(keys.revoke(revoke) ? `revoked ${revoke}` : `no live key ${revoke}`);

@@ -11,6 +11,7 @@ import fs from "node:fs";
 import { loadConfig } from "../server/config";
 import { EgressPolicy } from "../server/gateway/egress";
 import { SkillRegistry } from "../server/catalog/skills";
+import { SqliteSkillsStore } from "../server/catalog/skills-store";
 import { openDatabase } from "../server/db/db";
 import { Ledger } from "../server/ledger/ledger";
 import { usdToMicros } from "../server/ledger/money";
@@ -31,7 +32,7 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const db = openDatabase(config.dbPath);
-  const registry = new SkillRegistry(db);
+  const registry = new SkillRegistry(new SqliteSkillsStore(db));
   const schemaProblem = spec.input_schema ? await registry.schemaProblem(spec.input_schema) : undefined;
   if (schemaProblem) {
     console.error(`refused: invalid input schema: ${schemaProblem}`);

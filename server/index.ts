@@ -1,6 +1,9 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { ApiKeys } from "./identity/api-keys";
+import { SqliteApiKeysStore } from "./identity/api-keys-store";
+import { SqliteSessionsStore } from "./identity/sessions-store";
+import { SqliteEmailTokensStore, SqliteOAuthStatesStore, SqliteOutboxStore, SqliteSiweNoncesStore } from "./identity/sign-in-store";
 import { Sessions } from "./identity/sessions";
 import { WalletService, type WalletServiceParameters } from "./wallets/wallet-service";
 import { MagicLinks, type MailMessage, type Mailer, createMailer } from "./identity/email";
@@ -12,12 +15,14 @@ import { type ChainConnection, type MoneyPath, createMoneyPath } from "./settlem
 import type { Config } from "./config";
 import { CallService } from "./gateway/call-service";
 import { callAnswers } from "./http/call-answer";
-import { CallsLog } from "./gateway/calls-log";
+import { SqliteCallsStore, type CallsStore } from "./gateway/calls-store";
 import { EgressPolicy, type HostResolver } from "./gateway/egress";
 import { Forwarder } from "./gateway/forward";
-import { IdempotencyStore } from "./gateway/idempotency";
+import { IdempotencyKeys } from "./gateway/idempotency";
+import { SqliteIdempotencyStore } from "./gateway/idempotency-store";
 import { DailyCap, RateLimiter } from "./gateway/rate-limit";
 import { SkillRegistry } from "./catalog/skills";
+import { SqliteSkillsStore } from "./catalog/skills-store";
 import { createRequestListener } from "./http/app";
 import type { RateLimitName } from "./http/rate-limits";
 import { type Db, openDatabase } from "./db/db";
@@ -36,7 +41,7 @@ export interface Gateway {
   ledger: Ledger;
   keys: ApiKeys;
   skills: SkillRegistry;
-  calls: CallsLog;
+  calls: CallsStore;
   /** The HTTP request listener: the call endpoints, then the Express app for the rest. */
   handler: http.RequestListener;
   /** Dashboard sessions and the identities that open them. */
@@ -113,12 +118,12 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
   const log = options.log ?? logFunction(logger);
   const unlock = lockDatabase(config.dbPath);
   let db: Db | undefined;
-  let commit: GroupCommit, ledger: Ledger, idempotency: IdempotencyStore, recovered: Gateway["recovered"];
+  let commit: GroupCommit, ledger: Ledger, idempotency: IdempotencyKeys, recovered: Gateway["recovered"];
   try {
     db = openDatabase(config.dbPath);
     commit = new GroupCommit(db, config.groupCommitMaxOps, options.onFatal ?? fatalFor(logger));
     ledger = new Ledger(db, commit);
-    idempotency = new IdempotencyStore(db, config.idempotencyTtlMs);
+    idempotency = new IdempotencyKeys(new SqliteIdempotencyStore(db), config.idempotencyTtlMs);
     recovered = commit.run(() => ({ holds: ledger.recoverOpenHolds(), idempotencyKeys: idempotency.recoverInProgress() }));
     commit.flush();
     assertBalanced(db);
@@ -139,10 +144,10 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
   );
   commit.onCommit = (stats) => metrics.observeCommit(stats);
 
-  const keys = new ApiKeys(db, config.keyCacheTtlMs);
+  const keys = new ApiKeys(new SqliteApiKeysStore(db), config.keyCacheTtlMs);
   const egress = new EgressPolicy({ allowlist: config.skillBackendAllowlist, allowedPorts: config.skillBackendPorts }, options.resolveHost);
-  const skills = new SkillRegistry(db, (message) => log(message));
-  const calls = new CallsLog(db);
+  const skills = new SkillRegistry(new SqliteSkillsStore(db), (message) => log(message));
+  const calls = new SqliteCallsStore(db);
   const forwarder = new Forwarder({ maxResponseBytes: config.maxResponseBytes, egress });
   const callService = new CallService({
     config,
@@ -166,7 +171,7 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
     },
   });
   const moneyPath = options.chain ? createMoneyPath(ledger, config, options.chain, log) : undefined;
-  const sessions = new Sessions(db, ledger);
+  const sessions = new Sessions(new SqliteSessionsStore(db), ledger);
   const wallets = options.wallets
     ? new WalletService({ ...options.wallets, ledger, sessions, log, vouchers: moneyPath?.vouchers })
     : undefined;
@@ -179,12 +184,20 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
       }
     };
   }
-  const magicLinks = new MagicLinks(db, commit, options.mailer ?? createMailer(config, commit, db, options.outboxEcho), {
-    ttlMs: config.emailLinkTtlMs,
-    pendingMax: config.emailLinksMax,
+  const magicLinks = new MagicLinks(
+    new SqliteEmailTokensStore(db),
+    commit,
+    options.mailer ?? createMailer(config, commit, new SqliteOutboxStore(db), options.outboxEcho),
+    {
+      ttlMs: config.emailLinkTtlMs,
+      pendingMax: config.emailLinksMax,
+    },
+  );
+  const oauth = new OAuthSignIn(new SqliteOAuthStatesStore(db), commit, oauthSettings(config), config.oauthStatesMax);
+  const siweNonces = new SiweNonces(new SqliteSiweNoncesStore(db), commit, {
+    perClientMax: config.siweNoncesPerClientMax,
+    max: config.siweNoncesMax,
   });
-  const oauth = new OAuthSignIn(db, commit, oauthSettings(config), config.oauthStatesMax);
-  const siweNonces = new SiweNonces(db, commit, { perClientMax: config.siweNoncesPerClientMax, max: config.siweNoncesMax });
   const rateLimitStores: Record<RateLimitName, Store> = {
     sign_in: options.rateLimitStore?.("sign_in") ?? new MemoryStore(),
     public: options.rateLimitStore?.("public") ?? new MemoryStore(),

@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import type { Config } from "../config";
-import type { Db } from "../db/db";
 import { type SkillRegistry, SkillValidationError } from "./skills";
+import type { SkillListingRecord, SkillsStore } from "./skills-store";
 import { microsToUsd } from "../ledger/money";
 import { type Refusal, refusal } from "../errors";
 
@@ -37,35 +37,10 @@ export const SKILL_LIMITS = {
   rateLimitPerMinMax: 1_000_000,
 } as const;
 
-interface Row {
-  id: string;
-  slug: string;
-  name: string;
-  description: string;
-  price_micros: bigint;
-  backend_url: string;
-  timeout_ms: bigint;
-  rate_limit_per_min: bigint | null;
-  input_schema: string | null;
-  active: bigint;
-  created_at: bigint;
-  updated_at: bigint;
-}
-
-const toSellerSkill = (row: Row): SellerSkill => ({
-  id: row.id,
-  slug: row.slug,
-  name: row.name,
-  description: row.description,
-  priceMicros: row.price_micros,
-  backendUrl: row.backend_url,
-  timeoutMs: Number(row.timeout_ms),
-  rateLimitPerMin: row.rate_limit_per_min === null ? null : Number(row.rate_limit_per_min),
-  inputSchema: row.input_schema === null ? null : JSON.parse(row.input_schema),
-  listed: row.active === 1n,
-  createdAtMs: Number(row.created_at),
-  updatedAtMs: Number(row.updated_at),
-});
+const toSellerSkill = (record: SkillListingRecord): SellerSkill => {
+  const { inputSchemaJson, ...rest } = record;
+  return { ...rest, inputSchema: inputSchemaJson === null ? null : JSON.parse(inputSchemaJson) };
+};
 
 /**
  * Skills as their sellers manage them. Any account can sell: a skill names its seller's
@@ -76,46 +51,22 @@ const toSellerSkill = (row: Row): SellerSkill => ({
  * refresh the in-memory catalogue the call path reads.
  */
 export class SellerSkills {
-  private readonly stmt;
+  private readonly store: SkillsStore;
 
   constructor(
-    db: Db,
     private readonly registry: SkillRegistry,
     private readonly config: Pick<Config, "minSkillPriceMicros" | "maxSkillPriceMicros">,
   ) {
-    this.stmt = {
-      insert: db.prepare(
-        `INSERT INTO skills (id, slug, name, description, price_micros, seller_account_id, backend_url, timeout_ms,
-                             rate_limit_per_min, input_schema, signing_secret, active, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
-         ON CONFLICT (slug) DO NOTHING`,
-      ),
-      update: db.prepare(
-        `UPDATE skills SET name = ?, description = ?, price_micros = ?, backend_url = ?, timeout_ms = ?,
-           rate_limit_per_min = ?, input_schema = ?, active = ?, updated_at = ?
-         WHERE id = ? AND seller_account_id = ?`,
-      ),
-      // A seller may name its skill by UUID or by slug.
-      own: db.prepare(
-        `SELECT id, slug, name, description, price_micros, backend_url, timeout_ms, rate_limit_per_min, input_schema,
-                active, created_at, updated_at
-         FROM skills WHERE (id = ? OR slug = ?) AND seller_account_id = ?`,
-      ),
-      list: db.prepare(
-        `SELECT id, slug, name, description, price_micros, backend_url, timeout_ms, rate_limit_per_min, input_schema,
-                active, created_at, updated_at
-         FROM skills WHERE seller_account_id = ? ORDER BY created_at, slug`,
-      ),
-    };
+    this.store = registry.store;
   }
 
   list(sellerAccountId: string): SellerSkill[] {
-    return (this.stmt.list.all(sellerAccountId) as Row[]).map(toSellerSkill);
+    return this.store.listingsOf(sellerAccountId).map(toSellerSkill);
   }
 
   get(sellerAccountId: string, ref: string): SellerSkill | undefined {
-    const row = this.stmt.own.get(ref.toLowerCase(), ref, sellerAccountId) as Row | undefined;
-    return row && toSellerSkill(row);
+    const record = this.store.ownListing(sellerAccountId, ref);
+    return record && toSellerSkill(record);
   }
 
   /** Lists a new skill; its signing secret is returned here and never again. */
@@ -125,22 +76,23 @@ export class SellerSkills {
     const id = randomUUID();
     const signingSecret = randomBytes(32).toString("hex");
     const now = Date.now();
-    const inserted = this.stmt.insert.run(
-      id,
-      fields.slug,
-      fields.name,
-      fields.description,
-      fields.priceMicros,
-      sellerAccountId,
-      fields.backendUrl,
-      fields.timeoutMs,
-      fields.rateLimitPerMin,
-      fields.inputSchema ? JSON.stringify(fields.inputSchema) : null,
-      signingSecret,
-      now,
+    const inserted = this.store.insertIfSlugFree(
+      {
+        id,
+        slug: fields.slug,
+        name: fields.name,
+        description: fields.description,
+        priceMicros: fields.priceMicros,
+        sellerAccountId,
+        backendUrl: fields.backendUrl,
+        timeoutMs: fields.timeoutMs,
+        rateLimitPerMin: fields.rateLimitPerMin,
+        inputSchemaJson: fields.inputSchema ? JSON.stringify(fields.inputSchema) : null,
+        signingSecret,
+      },
       now,
     );
-    if (inserted.changes === 0) return refusal("slug_taken", "That slug is taken: choose another.");
+    if (!inserted) return refusal("slug_taken", "That slug is taken: choose another.");
     this.registry.refresh();
     return { ok: true, skill: this.get(sellerAccountId, id)!, signingSecret };
   }
@@ -156,18 +108,20 @@ export class SellerSkills {
     const next: SellerSkillFields = { ...current, ...definedOnly(patch) };
     const invalid = this.check(next);
     if (invalid) return invalid;
-    this.stmt.update.run(
-      next.name,
-      next.description,
-      next.priceMicros,
-      next.backendUrl,
-      next.timeoutMs,
-      next.rateLimitPerMin,
-      next.inputSchema ? JSON.stringify(next.inputSchema) : null,
-      (patch.listed ?? current.listed) ? 1 : 0,
-      Date.now(),
-      current.id,
+    this.store.updateOwn(
       sellerAccountId,
+      current.id,
+      {
+        name: next.name,
+        description: next.description,
+        priceMicros: next.priceMicros,
+        backendUrl: next.backendUrl,
+        timeoutMs: next.timeoutMs,
+        rateLimitPerMin: next.rateLimitPerMin,
+        inputSchemaJson: next.inputSchema ? JSON.stringify(next.inputSchema) : null,
+        listed: patch.listed ?? current.listed,
+      },
+      Date.now(),
     );
     this.registry.refresh();
     return { ok: true, skill: this.get(sellerAccountId, current.id)! };

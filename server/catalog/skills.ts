@@ -1,6 +1,5 @@
 import { createHash, randomBytes, randomUUID } from "node:crypto";
 import type { ValidateFunction } from "ajv";
-import type { Db } from "../db/db";
 import {
   type SchemaProfile,
   compileSchema,
@@ -11,6 +10,7 @@ import {
   schemaBoundsProblem,
   validateWith,
 } from "./schema-guard";
+import type { SkillRecord, SkillsStore } from "./skills-store";
 import { ValidationPool } from "./validation-pool";
 import { GatewayError } from "../errors";
 
@@ -69,34 +69,9 @@ export class SkillValidationError extends GatewayError {
 const SLUG = /^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-interface SkillRow {
-  id: string;
-  slug: string;
-  name: string;
-  description: string;
-  price_micros: bigint;
-  seller_account_id: string;
-  backend_url: string;
-  timeout_ms: bigint;
-  rate_limit_per_min: bigint | null;
-  input_schema: string | null;
-  signing_secret: string;
-}
-
-function toSkill(row: SkillRow): Skill {
-  return {
-    id: row.id,
-    slug: row.slug,
-    name: row.name,
-    description: row.description,
-    priceMicros: row.price_micros,
-    sellerAccountId: row.seller_account_id,
-    backendUrl: row.backend_url,
-    timeoutMs: Number(row.timeout_ms),
-    rateLimitPerMin: row.rate_limit_per_min === null ? null : Number(row.rate_limit_per_min),
-    inputSchema: row.input_schema === null ? null : JSON.parse(row.input_schema),
-    signingSecret: row.signing_secret,
-  };
+function toSkill(record: SkillRecord): Skill {
+  const { inputSchemaJson, ...rest } = record;
+  return { ...rest, inputSchema: inputSchemaJson === null ? null : JSON.parse(inputSchemaJson) };
 }
 
 /**
@@ -116,7 +91,8 @@ export class SkillRegistry {
   readonly validation: ValidationPool;
 
   constructor(
-    private readonly db: Db,
+    /** The catalogue's table; the registry's `store` is also what SellerSkills writes through. */
+    readonly store: SkillsStore,
     /** Told about a listed skill the catalogue cannot serve (a schema stored before today's rules). */
     private readonly warn: (message: string) => void = () => {},
     /** Where schemas too costly for the event loop run; by default one worker, 250 ms a validation. */
@@ -150,22 +126,22 @@ export class SkillRegistry {
   }
 
   private currentStamp(): string {
-    return String(this.db.prepare("SELECT COUNT(*) || ':' || COALESCE(MAX(updated_at), 0) FROM skills").pluck().get());
+    return this.store.changeStamp();
   }
 
   refresh(): void {
     this.stamp = this.currentStamp();
-    const rows = this.db.prepare("SELECT * FROM skills WHERE active = 1 ORDER BY slug").all() as SkillRow[];
+    const rows = this.store.listed();
     const bySlug = new Map<string, Skill>();
     const byId = new Map<string, Skill>();
     const schemas = new Map<string, SchemaEntry>();
     const compiled = new Map<string, ValidateFunction>();
     for (const row of rows) {
       const skill = toSkill(row);
-      if (row.input_schema !== null) {
+      if (row.inputSchemaJson !== null) {
         // A schema listed before the current rules may be refused by them now. That skill is
         // left out of the live catalogue, not the whole catalogue with it.
-        const entry = this.entryFor(row.input_schema, skill.inputSchema, compiled);
+        const entry = this.entryFor(row.inputSchemaJson, skill.inputSchema, compiled);
         if (typeof entry === "string") {
           this.warn(`skill "${skill.slug}" is not served: its input schema is refused (${entry}); its seller must edit it`);
           continue;
@@ -284,37 +260,24 @@ export class SkillRegistry {
   upsert(input: SkillInput): Skill {
     this.check(input);
     const now = Date.now();
-    const existing = this.db.prepare("SELECT id, signing_secret FROM skills WHERE slug = ?").get(input.slug) as
-      { id: string; signing_secret: string } | undefined;
+    const existing = this.store.idAndSecretOf(input.slug);
     const id = existing?.id ?? randomUUID();
-    const secret = input.signingSecret ?? existing?.signing_secret ?? randomBytes(32).toString("hex");
-    const schema = input.inputSchema ? JSON.stringify(input.inputSchema) : null;
-    this.db
-      .prepare(
-        `INSERT INTO skills (id, slug, name, description, price_micros, seller_account_id, backend_url, timeout_ms,
-                             rate_limit_per_min, input_schema, signing_secret, active, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
-         ON CONFLICT (slug) DO UPDATE SET name = excluded.name, description = excluded.description,
-           price_micros = excluded.price_micros, seller_account_id = excluded.seller_account_id,
-           backend_url = excluded.backend_url, timeout_ms = excluded.timeout_ms,
-           rate_limit_per_min = excluded.rate_limit_per_min, input_schema = excluded.input_schema,
-           signing_secret = excluded.signing_secret, active = 1, updated_at = excluded.updated_at`,
-      )
-      .run(
+    this.store.upsert(
+      {
         id,
-        input.slug,
-        input.name,
-        input.description ?? "",
-        input.priceMicros,
-        input.sellerAccountId,
-        input.backendUrl,
-        input.timeoutMs,
-        input.rateLimitPerMin ?? null,
-        schema,
-        secret,
-        now,
-        now,
-      );
+        slug: input.slug,
+        name: input.name,
+        description: input.description ?? "",
+        priceMicros: input.priceMicros,
+        sellerAccountId: input.sellerAccountId,
+        backendUrl: input.backendUrl,
+        timeoutMs: input.timeoutMs,
+        rateLimitPerMin: input.rateLimitPerMin ?? null,
+        inputSchemaJson: input.inputSchema ? JSON.stringify(input.inputSchema) : null,
+        signingSecret: input.signingSecret ?? existing?.signingSecret ?? randomBytes(32).toString("hex"),
+      },
+      now,
+    );
     this.refresh();
     return this.resolve(id)!;
   }
@@ -323,7 +286,7 @@ export class SkillRegistry {
   deactivate(ref: string): boolean {
     const skill = this.resolve(ref);
     if (!skill) return false;
-    this.db.prepare("UPDATE skills SET active = 0, updated_at = ? WHERE id = ?").run(Date.now(), skill.id);
+    this.store.unlist(skill.id, Date.now());
     this.refresh();
     return true;
   }

@@ -6,9 +6,9 @@ import { type ErrorCode, GatewayError } from "../errors";
 import { computeCharge } from "../ledger/fees";
 import type { Hold, Ledger } from "../ledger/ledger";
 import { microsToUsd } from "../ledger/money";
-import type { CallOutcome, CallsLog, Endpoint } from "./calls-log";
+import type { CallOutcome, CallsStore, Endpoint } from "./calls-store";
 import type { ForwardResult, Forwarder } from "./forward";
-import type { IdempotencyStore } from "./idempotency";
+import type { IdempotencyKeys } from "./idempotency";
 import type { DailyCap, RateDecision, RateLimiter, RateRule } from "./rate-limit";
 import type { Skill, SkillRegistry } from "../catalog/skills";
 
@@ -69,8 +69,8 @@ export interface CallServiceDeps {
   config: Config;
   ledger: Ledger;
   skills: SkillRegistry;
-  calls: CallsLog;
-  idempotency: IdempotencyStore;
+  calls: CallsStore;
+  idempotency: IdempotencyKeys;
   limiter: RateLimiter;
   dailyCap: DailyCap;
   forwarder: Forwarder;

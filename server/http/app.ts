@@ -5,7 +5,7 @@ import type { SiweNonces } from "../identity/siwe";
 import type { ApiKeys } from "../identity/api-keys";
 import type { Config } from "../config";
 import type { CallService } from "../gateway/call-service";
-import type { CallsLog } from "../gateway/calls-log";
+import type { CallsStore } from "../gateway/calls-store";
 import type { EgressPolicy } from "../gateway/egress";
 import type { SkillRegistry } from "../catalog/skills";
 import type { Ledger } from "../ledger/ledger";
@@ -52,7 +52,7 @@ export interface AppDeps {
   keys: ApiKeys;
   skills: SkillRegistry;
   ledger: Ledger;
-  calls: CallsLog;
+  calls: CallsStore;
   callService: CallService;
   /** Which skill backends may be listed and called (the listing checks it too, for a clear 400). */
   egress: EgressPolicy;

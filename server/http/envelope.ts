@@ -1,10 +1,10 @@
 import { microsToUsd } from "../ledger/money";
-import type { Endpoint } from "../gateway/calls-log";
+import type { Endpoint } from "../gateway/calls-store";
 import { currentRequest } from "../ops/request-context";
 import type { ErrorCode } from "./errors";
 
 /** Which of the spec's two call endpoints answered: their metadata differ in casing. */
-export type { Endpoint } from "../gateway/calls-log";
+export type { Endpoint } from "../gateway/calls-store";
 
 export interface CallMeta {
   skillId: string;

@@ -1,5 +1,5 @@
 import { createHash, randomBytes, randomUUID } from "node:crypto";
-import type { Db } from "../db/db";
+import type { ApiKeysStore, StoredApiKey } from "./api-keys-store";
 import { base58Encode, isBase58 } from "./base58";
 
 export const KEY_PREFIX = "atom_";
@@ -9,19 +9,8 @@ const VISIBLE_CHARS = 12;
 /** A key's last use is recorded to this resolution: at most one write per key per interval. */
 export const LAST_USED_RESOLUTION_MS = 60_000;
 
-export interface ApiKeyRecord {
-  id: string;
-  accountId: string;
-  name: string;
-  prefix: string;
-  rateLimitPerMin: number | null;
-  /** The owning account's own daily call cap, if it has one (cached with the key). */
-  accountDailyCallCap: number | null;
-  createdAtMs: number;
-  revokedAtMs: number | null;
-  /** When the key last authenticated a request, to LAST_USED_RESOLUTION_MS; null if never. */
-  lastUsedAtMs: number | null;
-}
+/** A key as the gateway knows it (never the key itself). */
+export type ApiKeyRecord = StoredApiKey;
 
 export interface CreatedApiKey {
   /** The whole key. It is returned here once and never stored; only its SHA-256 is. */
@@ -37,34 +26,6 @@ export function hashKey(key: string): string {
 export function looksLikeKey(key: string): boolean {
   const secret = key.slice(KEY_PREFIX.length);
   return key.startsWith(KEY_PREFIX) && secret.length >= 32 && secret.length <= 48 && isBase58(secret);
-}
-
-interface KeyRow {
-  id: string;
-  account_id: string;
-  name: string;
-  prefix: string;
-  rate_limit_per_min: bigint | null;
-  daily_call_cap: bigint | null;
-  created_at: bigint;
-  revoked_at: bigint | null;
-  last_used_at: bigint | null;
-}
-
-const SELECT_KEY = "SELECT k.*, a.daily_call_cap FROM api_keys k JOIN accounts a ON a.id = k.account_id";
-
-function toRecord(row: KeyRow): ApiKeyRecord {
-  return {
-    id: row.id,
-    accountId: row.account_id,
-    name: row.name,
-    prefix: row.prefix,
-    rateLimitPerMin: row.rate_limit_per_min === null ? null : Number(row.rate_limit_per_min),
-    accountDailyCallCap: row.daily_call_cap === null ? null : Number(row.daily_call_cap),
-    createdAtMs: Number(row.created_at),
-    revokedAtMs: row.revoked_at === null ? null : Number(row.revoked_at),
-    lastUsedAtMs: row.last_used_at === null ? null : Number(row.last_used_at),
-  };
 }
 
 /**
@@ -84,49 +45,33 @@ export class ApiKeys {
   private readonly lastUsedNoted = new Map<string, number>();
   /** Per key id: a last use not written yet. */
   private readonly lastUsedPending = new Map<string, number>();
-  private readonly stmt;
-
   constructor(
-    db: Db,
+    private readonly store: ApiKeysStore,
     private readonly cacheTtlMs = 5_000,
-  ) {
-    this.stmt = {
-      insert: db.prepare(
-        "INSERT INTO api_keys (id, account_id, name, prefix, hash, rate_limit_per_min, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-      ),
-      byHash: db.prepare(`${SELECT_KEY} WHERE k.hash = ?`),
-      byId: db.prepare(`${SELECT_KEY} WHERE k.id = ?`),
-      byAccount: db.prepare(`${SELECT_KEY} WHERE k.account_id = ? ORDER BY k.created_at`),
-      revoke: db.prepare("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL"),
-      // max(): a slower writer (another process) never moves the time back.
-      lastUsed: db.prepare("UPDATE api_keys SET last_used_at = max(COALESCE(last_used_at, 0), ?) WHERE id = ?"),
-    };
-  }
+  ) {}
 
   create(accountId: string, options: { name?: string; rateLimitPerMin?: number | null } = {}): CreatedApiKey {
     const key = KEY_PREFIX + base58Encode(randomBytes(SECRET_BYTES));
     const id = randomUUID();
-    this.stmt.insert.run(
+    this.store.insert({
       id,
       accountId,
-      options.name ?? "",
-      key.slice(0, VISIBLE_CHARS),
-      hashKey(key),
-      options.rateLimitPerMin ?? null,
-      Date.now(),
-    );
+      name: options.name ?? "",
+      prefix: key.slice(0, VISIBLE_CHARS),
+      hash: hashKey(key),
+      rateLimitPerMin: options.rateLimitPerMin ?? null,
+      createdAtMs: Date.now(),
+    });
     return { key, record: this.get(id)! };
   }
 
   get(id: string): ApiKeyRecord | undefined {
-    const row = this.stmt.byId.get(id) as KeyRow | undefined;
-    return row && toRecord(row);
+    return this.store.byId(id);
   }
 
   /** The account's keys, revoked ones included, with last uses not yet written already shown. */
   listForAccount(accountId: string): ApiKeyRecord[] {
-    return (this.stmt.byAccount.all(accountId) as KeyRow[]).map((row) => {
-      const record = toRecord(row);
+    return this.store.ofAccount(accountId).map((record) => {
       const pending = this.lastUsedPending.get(record.id);
       return pending === undefined ? record : { ...record, lastUsedAtMs: pending };
     });
@@ -136,7 +81,7 @@ export class ApiKeys {
   flushLastUsed(): number {
     const pending = [...this.lastUsedPending];
     this.lastUsedPending.clear();
-    for (const [id, atMs] of pending) this.stmt.lastUsed.run(atMs, id);
+    for (const [id, atMs] of pending) this.store.recordLastUse(id, atMs);
     return pending.length;
   }
 
@@ -156,12 +101,11 @@ export class ApiKeys {
       this.noteUse(cached.record, nowMs);
       return cached.record;
     }
-    const row = this.stmt.byHash.get(hash) as KeyRow | undefined;
-    if (!row || row.revoked_at !== null) {
+    const record = this.store.byHash(hash);
+    if (!record || record.revokedAtMs !== null) {
       this.cache.delete(hash);
       return undefined;
     }
-    const record = toRecord(row);
     if (this.cacheTtlMs > 0) this.cache.set(hash, { record, expiresAtMs: nowMs + this.cacheTtlMs });
     this.noteUse(record, nowMs);
     return record;
@@ -181,7 +125,7 @@ export class ApiKeys {
 
   /** Revokes a key; returns false if it was unknown or already revoked. */
   revoke(id: string): boolean {
-    const changed = this.stmt.revoke.run(Date.now(), id).changes === 1;
+    const changed = this.store.revoke(id, Date.now());
     for (const [hash, entry] of this.cache) if (entry.record.id === id) this.cache.delete(hash);
     this.lastUsedNoted.delete(id);
     return changed;

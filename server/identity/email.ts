@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import nodemailer from "nodemailer";
-import type { Db } from "../db/db";
 import type { GroupCommit } from "../db/group-commit";
+import type { EmailTokensStore, OutboxStore } from "./sign-in-store";
 
 /** One outgoing e-mail. Plain text: a sign-in link needs nothing more. */
 export interface MailMessage {
@@ -21,19 +21,17 @@ export interface Mailer {
  * leaves the machine. The rows hold live sign-in links, so it is for development only.
  */
 export class OutboxMailer implements Mailer {
-  private readonly insert;
-
   constructor(
     private readonly commit: GroupCommit,
-    db: Db,
+    private readonly store: OutboxStore,
     /** Also shows each message to the developer (npm start prints it), once it is in the table. */
     private readonly echo?: (message: MailMessage) => void,
-  ) {
-    this.insert = db.prepare("INSERT INTO outbox (to_address, subject, body, created_at) VALUES (?, ?, ?, ?)");
-  }
+  ) {}
 
   async send(message: MailMessage): Promise<void> {
-    await this.commit.runDurable(() => this.insert.run(message.to, message.subject, message.text, Date.now()));
+    await this.commit.runDurable(() =>
+      this.store.insert({ to: message.to, subject: message.subject, body: message.text, createdAtMs: Date.now() }),
+    );
     this.echo?.(message);
   }
 }
@@ -58,10 +56,10 @@ export class SmtpMailer implements Mailer {
 export function createMailer(
   settings: { smtpUrl: string; mailFrom: string },
   commit: GroupCommit,
-  db: Db,
+  outbox: OutboxStore,
   echo?: (message: MailMessage) => void,
 ): Mailer {
-  return settings.smtpUrl ? new SmtpMailer(settings.smtpUrl, settings.mailFrom) : new OutboxMailer(commit, db, echo);
+  return settings.smtpUrl ? new SmtpMailer(settings.smtpUrl, settings.mailFrom) : new OutboxMailer(commit, outbox, echo);
 }
 
 /**
@@ -110,28 +108,12 @@ const plausibleToken = (token: unknown): token is string => typeof token === "st
  * all (a limit on the whole gateway, so refusing beyond it tells nothing about any address).
  */
 export class MagicLinks {
-  private readonly stmt;
-
   constructor(
-    db: Db,
+    private readonly store: EmailTokensStore,
     private readonly commit: GroupCommit,
     private readonly mailer: Mailer,
     private readonly options: { ttlMs: number; pendingMax: number; now?: () => number },
-  ) {
-    this.stmt = {
-      insert: db.prepare("INSERT INTO email_sign_in_tokens (token_hash, email, link_to, created_at, expires_at) VALUES (?, ?, ?, ?, ?)"),
-      recent: db.prepare("SELECT COUNT(*) FROM email_sign_in_tokens WHERE email = ? AND created_at > ?").pluck(),
-      pending: db.prepare("SELECT COUNT(*) FROM email_sign_in_tokens WHERE used_at IS NULL AND expires_at > ?").pluck(),
-      firstExpiry: db.prepare("SELECT MIN(expires_at) FROM email_sign_in_tokens WHERE used_at IS NULL AND expires_at > ?").pluck(),
-      peek: db.prepare(
-        "SELECT email, link_to, expires_at FROM email_sign_in_tokens WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?",
-      ),
-      consume: db.prepare(
-        "UPDATE email_sign_in_tokens SET used_at = ? WHERE token_hash = ? AND used_at IS NULL AND expires_at > ? RETURNING email, link_to",
-      ),
-      purge: db.prepare("DELETE FROM email_sign_in_tokens WHERE expires_at <= ?"),
-    };
-  }
+  ) {}
 
   private now(): number {
     return this.options.now?.() ?? Date.now();
@@ -147,12 +129,12 @@ export class MagicLinks {
     const token = randomBytes(32).toString("base64url");
     const refusal = this.commit.run((): Exclude<SendLinkReturnType, { sent: true }> | undefined => {
       // First the whole gateway's limit, whoever the address: its answer must not depend on the address.
-      if ((this.stmt.pending.get(now) as number) >= this.options.pendingMax) {
-        return { sent: false, reason: "too_many_pending", retryAfterMs: Math.max(1, Number(this.stmt.firstExpiry.get(now)) - now) };
+      if (this.store.pendingCount(now) >= this.options.pendingMax) {
+        return { sent: false, reason: "too_many_pending", retryAfterMs: Math.max(1, this.store.firstExpiryMs(now) - now) };
       }
-      if ((this.stmt.recent.get(email, now - this.options.ttlMs) as number) >= MAX_LINKS_PER_ADDRESS)
+      if (this.store.countSentSince(email, now - this.options.ttlMs) >= MAX_LINKS_PER_ADDRESS)
         return { sent: false, reason: "address_limit" };
-      this.stmt.insert.run(hash(token), email, linkTo ?? null, now, now + this.options.ttlMs);
+      this.store.insert({ tokenHash: hash(token), email, linkTo: linkTo ?? null, createdAtMs: now, expiresAtMs: now + this.options.ttlMs });
       return undefined;
     });
     if (refusal) return refusal;
@@ -177,23 +159,22 @@ export class MagicLinks {
    */
   peek(token: string): PeekResult {
     if (!plausibleToken(token)) return { ok: false, reason: "invalid_or_used" };
-    const row = this.stmt.peek.get(hash(token), this.now()) as { email: string; link_to: string | null; expires_at: bigint } | undefined;
+    const row = this.store.peek(hash(token), this.now());
     if (!row) return { ok: false, reason: "invalid_or_used" };
-    return { ok: true, email: row.email, linkTo: row.link_to ?? undefined, expiresAtMs: Number(row.expires_at) };
+    return { ok: true, email: row.email, linkTo: row.linkTo ?? undefined, expiresAtMs: row.expiresAtMs };
   }
 
   /** Uses a link's token up: its address (and the account it should join), once, before expiry. */
   consume(token: string): ConsumeResult {
     if (!plausibleToken(token)) return { ok: false, reason: "invalid_or_used" };
     const now = this.now();
-    const row = this.commit.run(() => this.stmt.consume.get(now, hash(token), now)) as
-      { email: string; link_to: string | null } | undefined;
+    const row = this.commit.run(() => this.store.consume(hash(token), now));
     if (!row) return { ok: false, reason: "invalid_or_used" };
-    return { ok: true, email: row.email, linkTo: row.link_to ?? undefined };
+    return { ok: true, email: row.email, linkTo: row.linkTo ?? undefined };
   }
 
   /** Deletes tokens past their expiry (used or not): they can never sign anyone in. */
   purgeExpired(): number {
-    return this.commit.run(() => this.stmt.purge.run(this.now()).changes);
+    return this.commit.run(() => this.store.purgeExpired(this.now()));
   }
 }

@@ -2,8 +2,8 @@ import { createHash } from "node:crypto";
 import { createRemoteJWKSet, jwtVerify } from "jose";
 import * as client from "openid-client";
 import type { Config } from "../config";
-import type { Db } from "../db/db";
 import type { GroupCommit } from "../db/group-commit";
+import type { OAuthStatesStore } from "./sign-in-store";
 
 /*
  * Sign-in with GitHub (OAuth 2) and Google (OpenID Connect), through openid-client (the
@@ -62,28 +62,15 @@ const hash = (value: string) => createHash("sha256").update(value).digest("hex")
 const insecureOptions = (url: string) => (new URL(url).protocol === "http:" ? { execute: [client.allowInsecureRequests] } : undefined);
 
 export class OAuthSignIn {
-  private readonly stmt;
   private google?: Promise<{ config: client.Configuration; jwks: ReturnType<typeof createRemoteJWKSet> }>;
 
   constructor(
-    db: Db,
+    private readonly store: OAuthStatesStore,
     private readonly commit: GroupCommit,
     private readonly settings: OAuthSettings,
     /** Started sign-ins that may wait for their callback at once: anyone may start one, so a flood stores at most this many. */
     private readonly statesMax: number,
-  ) {
-    this.stmt = {
-      insert: db.prepare(
-        "INSERT INTO oauth_states (state_hash, provider, code_verifier, nonce, link_to, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-      ),
-      consume: db.prepare(
-        "UPDATE oauth_states SET used_at = ? WHERE state_hash = ? AND provider = ? AND used_at IS NULL AND expires_at > ? RETURNING code_verifier, nonce, link_to",
-      ),
-      purge: db.prepare("DELETE FROM oauth_states WHERE expires_at <= ?"),
-      pending: db.prepare("SELECT COUNT(*) FROM oauth_states WHERE used_at IS NULL AND expires_at > ?").pluck(),
-      firstExpiry: db.prepare("SELECT MIN(expires_at) FROM oauth_states WHERE used_at IS NULL AND expires_at > ?").pluck(),
-    };
-  }
+  ) {}
 
   configured(provider: OAuthProviderName): boolean {
     return this.settings[provider] !== undefined;
@@ -119,7 +106,16 @@ export class OAuthSignIn {
     const now = Date.now();
     const refused = await this.commit.runDurable(() => {
       const full = this.tooManyPending(now);
-      if (!full) this.stmt.insert.run(hash(state), provider, codeVerifier, nonce, linkTo ?? null, now, now + OAUTH_STATE_TTL_MS);
+      if (!full)
+        this.store.insert({
+          stateHash: hash(state),
+          provider,
+          codeVerifier,
+          nonce,
+          linkTo: linkTo ?? null,
+          createdAtMs: now,
+          expiresAtMs: now + OAUTH_STATE_TTL_MS,
+        });
       return full;
     });
     if (refused) return refused;
@@ -142,22 +138,21 @@ export class OAuthSignIn {
       return { ok: false, reason: "bad_state", detail: "The sign-in state is missing or belongs to another browser." };
     }
     const now = Date.now();
-    const row = this.commit.run(() => this.stmt.consume.get(now, hash(state), provider, now)) as
-      { code_verifier: string; nonce: string; link_to: string | null } | undefined;
+    const row = this.commit.run(() => this.store.consume(hash(state), provider, now));
     if (!row) return { ok: false, reason: "bad_state", detail: "The sign-in state was already used or has expired: start again." };
     const providerError = query.get("error");
     if (providerError) return { ok: false, reason: "refused", detail: `The provider answered ${providerError.slice(0, 100)}.` };
 
     const callbackUrl = new URL(redirectUri);
     callbackUrl.search = query.toString();
-    const linkTo = row.link_to ?? undefined;
+    const linkTo = row.linkTo ?? undefined;
     try {
       if (provider === "google") {
         const google = await this.googleClient();
         const tokens = await client.authorizationCodeGrant(
           google.config,
           callbackUrl,
-          { pkceCodeVerifier: row.code_verifier, expectedState: state, expectedNonce: row.nonce, idTokenExpected: true },
+          { pkceCodeVerifier: row.codeVerifier, expectedState: state, expectedNonce: row.nonce, idTokenExpected: true },
           { redirect_uri: redirectUri },
         );
         const settings = this.settings.google!;
@@ -173,7 +168,7 @@ export class OAuthSignIn {
       const tokens = await client.authorizationCodeGrant(
         this.githubClient(),
         callbackUrl,
-        { pkceCodeVerifier: row.code_verifier, expectedState: state },
+        { pkceCodeVerifier: row.codeVerifier, expectedState: state },
         { redirect_uri: redirectUri },
       );
       const user = await this.githubUser(tokens.access_token);
@@ -185,13 +180,13 @@ export class OAuthSignIn {
   }
 
   private tooManyPending(nowMs: number): Extract<OAuthBeginResult, { ok: false }> | undefined {
-    if ((this.stmt.pending.get(nowMs) as number) < this.statesMax) return undefined;
-    return { ok: false, reason: "too_many_pending", retryAfterMs: Math.max(1, Number(this.stmt.firstExpiry.get(nowMs)) - nowMs) };
+    if (this.store.pendingCount(nowMs) < this.statesMax) return undefined;
+    return { ok: false, reason: "too_many_pending", retryAfterMs: Math.max(1, this.store.firstExpiryMs(nowMs) - nowMs) };
   }
 
   /** Deletes states past their expiry: they can never finish a sign-in. */
   purgeExpired(): number {
-    return this.commit.run(() => this.stmt.purge.run(Date.now()).changes);
+    return this.commit.run(() => this.store.purgeExpired(Date.now()));
   }
 
   private githubClient(): client.Configuration {

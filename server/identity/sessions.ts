@@ -1,10 +1,8 @@
 import { createHash, randomBytes } from "node:crypto";
-import type { Db } from "../db/db";
 import type { Ledger } from "../ledger/ledger";
+import type { IdentityProvider, SessionsStore } from "./sessions-store";
 
 const SESSION_TTL_MS = 7 * 24 * 3_600_000;
-
-export type IdentityProvider = "siwe" | "email" | "github" | "google";
 
 export interface Session {
   accountId: string;
@@ -29,24 +27,11 @@ export type SignInResult =
  * server/http/session-cookies.ts.
  */
 export class Sessions {
-  private readonly stmt;
-
   constructor(
-    db: Db,
+    private readonly store: SessionsStore,
     private readonly ledger: Ledger,
     private readonly options: { ttlMs?: number } = {},
-  ) {
-    this.stmt = {
-      insert: db.prepare("INSERT INTO sessions (token_hash, account_id, csrf_token, created_at, expires_at) VALUES (?, ?, ?, ?, ?)"),
-      get: db.prepare("SELECT account_id, csrf_token, expires_at, revoked_at FROM sessions WHERE token_hash = ?"),
-      revoke: db.prepare("UPDATE sessions SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL"),
-      purgeExpired: db.prepare("DELETE FROM sessions WHERE expires_at <= ?"),
-      purgeRevoked: db.prepare("DELETE FROM sessions WHERE revoked_at IS NOT NULL"),
-      identity: db.prepare("SELECT account_id FROM identities WHERE provider = ? AND subject = ?").pluck(),
-      insertIdentity: db.prepare("INSERT INTO identities (provider, subject, account_id, created_at) VALUES (?, ?, ?, ?)"),
-      identitiesOf: db.prepare("SELECT provider, subject, created_at FROM identities WHERE account_id = ? ORDER BY created_at"),
-    };
-  }
+  ) {}
 
   /**
    * Signs a person in with a verified identity: the account it belongs to, or a new account
@@ -55,7 +40,7 @@ export class Sessions {
    */
   signIn(provider: IdentityProvider, subject: string, options: { name?: string; linkTo?: string } = {}): SignInResult {
     return this.ledger.commit.run(() => {
-      const owner = this.stmt.identity.get(provider, subject) as string | undefined;
+      const owner = this.store.identityOwner(provider, subject);
       if (owner !== undefined) {
         if (options.linkTo !== undefined && owner !== options.linkTo) return { ok: false as const, reason: "identity_taken" as const };
         return { ok: true as const, accountId: owner, created: false, linked: false };
@@ -66,22 +51,18 @@ export class Sessions {
         accountId = this.ledger.ensureAccount({ kind: "user", name: options.name ?? subject }).id;
         created = true;
       }
-      this.stmt.insertIdentity.run(provider, subject, accountId, Date.now());
+      this.store.insertIdentity(provider, subject, accountId, Date.now());
       return { ok: true as const, accountId, created, linked: !created };
     });
   }
 
   /** The account an identity signs in to, if it belongs to one. */
   ownerOf(provider: IdentityProvider, subject: string): string | undefined {
-    return this.stmt.identity.get(provider, subject) as string | undefined;
+    return this.store.identityOwner(provider, subject);
   }
 
   identitiesOf(accountId: string): { provider: IdentityProvider; subject: string; createdAtMs: number }[] {
-    return (this.stmt.identitiesOf.all(accountId) as { provider: IdentityProvider; subject: string; created_at: bigint }[]).map((r) => ({
-      provider: r.provider,
-      subject: r.subject,
-      createdAtMs: Number(r.created_at),
-    }));
+    return this.store.identitiesOf(accountId);
   }
 
   /** Creates a session for the account: its token (shown to the browser only, as a cookie) and CSRF token. */
@@ -90,7 +71,7 @@ export class Sessions {
     const csrfToken = randomBytes(24).toString("base64url");
     const now = Date.now();
     const expiresAtMs = now + (this.options.ttlMs ?? SESSION_TTL_MS);
-    this.ledger.commit.run(() => this.stmt.insert.run(hash(token), accountId, csrfToken, now, expiresAtMs));
+    this.ledger.commit.run(() => this.store.insertSession({ tokenHash: hash(token), accountId, csrfToken, createdAtMs: now, expiresAtMs }));
     await this.ledger.commit.durable();
     return { accountId, csrfToken, expiresAtMs, token };
   }
@@ -110,19 +91,18 @@ export class Sessions {
   /** The live session a token names, if any (not expired, not ended). */
   find(token: string): LiveSession | undefined {
     const tokenHash = hash(token);
-    const row = this.stmt.get.get(tokenHash) as
-      { account_id: string; csrf_token: string; expires_at: bigint; revoked_at: bigint | null } | undefined;
-    if (!row || row.revoked_at !== null || Number(row.expires_at) <= Date.now()) return undefined;
-    return { accountId: row.account_id, csrfToken: row.csrf_token, expiresAtMs: Number(row.expires_at), tokenHash };
+    const row = this.store.sessionByTokenHash(tokenHash);
+    if (!row || row.revokedAtMs !== null || row.expiresAtMs <= Date.now()) return undefined;
+    return { accountId: row.accountId, csrfToken: row.csrfToken, expiresAtMs: row.expiresAtMs, tokenHash };
   }
 
   /** Ends one session by its token's hash (a browser switching accounts leaves its old one behind). */
   revoke(tokenHash: string): void {
-    this.ledger.commit.run(() => this.stmt.revoke.run(Date.now(), tokenHash));
+    this.ledger.commit.run(() => this.store.revokeSession(tokenHash, Date.now()));
   }
 
   /** Deletes sessions that can no longer be used (expired, or ended): nothing reads them again. */
   purgeExpired(nowMs = Date.now()): number {
-    return this.ledger.commit.run(() => this.stmt.purgeExpired.run(nowMs).changes + this.stmt.purgeRevoked.run().changes);
+    return this.ledger.commit.run(() => this.store.purgeSessions(nowMs));
   }
 }

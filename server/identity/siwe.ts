@@ -7,10 +7,10 @@
 import { randomBytes } from "node:crypto";
 import { SiweMessage } from "siwe";
 import { type Address, type Hex, type PublicClient, getAddress, isHex, verifyMessage } from "viem";
-import type { Db } from "../db/db";
 import type { GroupCommit } from "../db/group-commit";
 import { base58Encode } from "./base58";
 import { GatewayError } from "../errors";
+import type { SiweNoncesStore } from "./sign-in-store";
 
 /** How long a nonce may wait for its signed message. */
 export const SIWE_NONCE_TTL_MS = 10 * 60_000;
@@ -47,28 +47,12 @@ export type IssueNonceReturnType =
  * one is refused until the oldest expires, rather than dropping other people's.
  */
 export class SiweNonces {
-  private readonly stmt;
-
   constructor(
-    db: Db,
+    private readonly store: SiweNoncesStore,
     private readonly commit: GroupCommit,
     private readonly limits: SiweNonceLimits,
     private readonly ttlMs = SIWE_NONCE_TTL_MS,
-  ) {
-    this.stmt = {
-      insert: db.prepare("INSERT INTO siwe_nonces (nonce, client, created_at, expires_at) VALUES (?, ?, ?, ?)"),
-      consume: db.prepare("UPDATE siwe_nonces SET used_at = ? WHERE nonce = ? AND used_at IS NULL AND expires_at > ?"),
-      purge: db.prepare("DELETE FROM siwe_nonces WHERE expires_at <= ?"),
-      // The client's unused nonces beyond the newest `?`, oldest first.
-      trimClient: db.prepare(
-        `DELETE FROM siwe_nonces WHERE nonce IN (
-           SELECT nonce FROM siwe_nonces WHERE client = ? AND used_at IS NULL AND expires_at > ?
-           ORDER BY created_at DESC, nonce LIMIT -1 OFFSET ?)`,
-      ),
-      pending: db.prepare("SELECT COUNT(*) FROM siwe_nonces WHERE used_at IS NULL AND expires_at > ?").pluck(),
-      firstExpiry: db.prepare("SELECT MIN(expires_at) FROM siwe_nonces WHERE used_at IS NULL AND expires_at > ?").pluck(),
-    };
-  }
+  ) {}
 
   /**
    * A fresh nonce for `client` (the asker's rate-limit key): 128 random bits in base58
@@ -78,10 +62,10 @@ export class SiweNonces {
     const nonce = base58Encode(randomBytes(16));
     const expiresAtMs = nowMs + this.ttlMs;
     const refusedFor = this.commit.run((): number | undefined => {
-      this.stmt.purge.run(nowMs);
-      this.stmt.trimClient.run(client, nowMs, this.limits.perClientMax - 1);
-      if ((this.stmt.pending.get(nowMs) as number) >= this.limits.max) return Number(this.stmt.firstExpiry.get(nowMs)) - nowMs;
-      this.stmt.insert.run(nonce, client, nowMs, expiresAtMs);
+      this.store.purgeExpired(nowMs);
+      this.store.trimClient(client, nowMs, this.limits.perClientMax - 1);
+      if (this.store.pendingCount(nowMs) >= this.limits.max) return this.store.firstExpiryMs(nowMs) - nowMs;
+      this.store.insert(nonce, client, nowMs, expiresAtMs);
       return undefined;
     });
     if (refusedFor !== undefined) return { ok: false, reason: "too_many_pending", retryAfterMs: Math.max(1, refusedFor) };
@@ -91,12 +75,12 @@ export class SiweNonces {
 
   /** Marks the nonce used; false if it was never issued, is used already, or has expired. */
   consume(nonce: string, nowMs = Date.now()): boolean {
-    return this.commit.run(() => this.stmt.consume.run(nowMs, nonce, nowMs).changes === 1);
+    return this.commit.run(() => this.store.consume(nonce, nowMs));
   }
 
   /** Deletes nonces past their expiry (used or not): they can never sign anyone in. */
   purgeExpired(nowMs = Date.now()): number {
-    return this.commit.run(() => this.stmt.purge.run(nowMs).changes);
+    return this.commit.run(() => this.store.purgeExpired(nowMs));
   }
 }
 

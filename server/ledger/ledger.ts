@@ -132,6 +132,7 @@ export class Ledger {
       closeHold: db.prepare("UPDATE holds SET status = ?, closed_at = ? WHERE id = ? AND status = 'open'"),
       openHoldIds: db.prepare("SELECT id FROM holds WHERE status = 'open'").pluck(),
       openHoldCount: db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'open'").pluck(),
+      assignToBatch: db.prepare("UPDATE holds SET batch_number = ? WHERE id = ? AND status = 'captured' AND batch_number IS NULL"),
       exitShortfalls: db.prepare(
         `SELECT tx_hash, log_index, address, shortfall FROM chain_exits
          WHERE account_id = ? AND status = 'pending' AND shortfall > 0 ORDER BY block_number, log_index`,
@@ -383,6 +384,15 @@ export class Ledger {
       this.topUpExitFreezes(hold.accountId);
       return { ok: true as const, hold };
     });
+  }
+
+  /**
+   * Puts a captured hold in settlement batch `batchNumber`: from then on its money is the batch's, and the
+   * hold cannot be batched again. Throws if the hold is not captured or is in a batch already (a bug: the
+   * batch builder reads only unbatched captured holds, in the same ledger operation).
+   */
+  assignHoldToBatch(holdId: string, batchNumber: number): void {
+    if (this.stmt.assignToBatch.run(batchNumber, holdId).changes !== 1) throw new Error(`hold ${holdId} was batched twice`);
   }
 
   /**

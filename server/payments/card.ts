@@ -24,9 +24,9 @@ import type { ChainConnection } from "../settlement/money-path";
 import type { Ledger } from "../ledger/ledger";
 import { microsToUsd } from "../ledger/money";
 import { type Refusal, refusal } from "../errors";
+import { type CheckoutRecord, type CheckoutStatus, type CheckoutsStore, SqliteCheckoutsStore } from "./checkouts-store";
 
 /** Where a checkout is: `created` until the provider reports; `paid` until the deposit is mined, then `funded`. */
-export type CheckoutStatus = "created" | "paid" | "declined" | "abandoned" | "funded";
 
 /** Why a card was declined, in the words card processors' test modes use. */
 export type DeclineCode = "card_declined" | "insufficient_funds";
@@ -175,22 +175,7 @@ export class SandboxCardProvider implements PaymentProvider {
 }
 
 /** A checkout as the gateway records it. */
-export interface CardCheckout {
-  id: string;
-  provider: string;
-  accountId: string;
-  /** The escrow balance the money goes to: the account's linked address. */
-  address: string;
-  amountMicros: bigint;
-  status: CheckoutStatus;
-  declineCode: string | null;
-  mintTx: string | null;
-  depositTx: string | null;
-  /** Whether the deposit indexer has credited the deposit to the ledger. */
-  credited: boolean;
-  createdAtMs: number;
-  expiresAtMs: number;
-}
+export type CardCheckout = CheckoutRecord;
 
 export type StartCheckoutReturnType =
   | { ok: true; checkout: CardCheckout; next: CheckoutNextStep }
@@ -208,21 +193,6 @@ export type ReceiveNotificationReturnType =
 
 type Wallet = WalletClient<Transport, Chain | undefined, Account>;
 
-type Row = {
-  id: string;
-  provider: string;
-  account_id: string;
-  address: string;
-  amount: bigint;
-  status: CheckoutStatus;
-  decline_code: string | null;
-  mint_tx: string | null;
-  deposit_tx: string | null;
-  created_at: bigint;
-  expires_at: bigint;
-  credited: bigint;
-};
-
 export type CardTopupsParameters = {
   ledger: Ledger;
   provider: PaymentProvider;
@@ -231,12 +201,15 @@ export type CardTopupsParameters = {
   chain?: ChainConnection;
   log: (message: string, error?: unknown) => void;
   now?: () => number;
+  /** Where checkouts are kept; by default the `card_checkouts` table of the ledger's database. */
+  store?: CheckoutsStore;
 };
 
 /** The gateway's side of card top-ups: opening checkouts, taking the provider's notifications, funding. */
 export class CardTopups {
   readonly provider: PaymentProvider;
   private readonly ledger: Ledger;
+  private readonly store: CheckoutsStore;
   private readonly secret: Buffer;
   private readonly chain: ChainConnection | undefined;
   private readonly log: CardTopupsParameters["log"];
@@ -253,6 +226,7 @@ export class CardTopups {
     this.chain = parameters.chain;
     this.log = parameters.log;
     this.now = parameters.now ?? Date.now;
+    this.store = parameters.store ?? new SqliteCheckoutsStore(parameters.ledger.db);
   }
 
   /**
@@ -274,12 +248,15 @@ export class CardTopups {
     const created = await this.provider.createCheckout({ amountMicros, accountId });
     const nowMs = this.now();
     this.ledger.commit.run(() =>
-      this.ledger.db
-        .prepare(
-          `INSERT INTO card_checkouts (id, provider, account_id, address, amount, status, created_at, expires_at, updated_at)
-           VALUES (?, ?, ?, ?, ?, 'created', ?, ?, ?)`,
-        )
-        .run(created.checkoutId, this.provider.name, accountId, address, amountMicros, nowMs, created.expiresAtMs, nowMs),
+      this.store.insertCreated({
+        id: created.checkoutId,
+        provider: this.provider.name,
+        accountId,
+        address,
+        amountMicros,
+        nowMs,
+        expiresAtMs: created.expiresAtMs,
+      }),
     );
     await this.ledger.commit.durable();
 
@@ -311,14 +288,9 @@ export class CardTopups {
       return refusal("invalid_request", "The amount does not match the checkout.");
     }
 
-    const status: CheckoutStatus =
+    const status: Exclude<CheckoutStatus, "created" | "funded"> =
       notification.outcome === "paid" ? "paid" : notification.outcome === "declined" ? "declined" : "abandoned";
-    const moved = this.ledger.commit.run(
-      () =>
-        this.ledger.db
-          .prepare("UPDATE card_checkouts SET status = ?, decline_code = ?, updated_at = ? WHERE id = ? AND status = 'created'")
-          .run(status, notification.declineCode ?? null, this.now(), row.id).changes === 1,
-    );
+    const moved = this.ledger.commit.run(() => this.store.settleCreated(row.id, status, notification.declineCode ?? null, this.now()));
     await this.ledger.commit.durable();
     if (!moved && row.status !== "paid") return { ok: true, checkout: this.read(row.id)!, duplicate: true };
     if (moved && status !== "paid") return { ok: true, checkout: this.read(row.id)!, duplicate: false };
@@ -338,11 +310,7 @@ export class CardTopups {
     const checkout = this.read(checkoutId);
     if (!checkout || checkout.accountId !== accountId) return undefined;
     if (checkout.status === "created" && this.now() >= checkout.expiresAtMs) {
-      this.ledger.commit.run(() =>
-        this.ledger.db
-          .prepare("UPDATE card_checkouts SET status = 'abandoned', updated_at = ? WHERE id = ? AND status = 'created'")
-          .run(this.now(), checkoutId),
-      );
+      this.ledger.commit.run(() => this.store.settleCreated(checkoutId, "abandoned", null, this.now()));
       return this.read(checkoutId);
     }
     return checkout;
@@ -404,43 +372,17 @@ export class CardTopups {
   }
 
   private async setTx(checkoutId: string, column: "mint_tx" | "deposit_tx", hash: string | null): Promise<void> {
-    this.ledger.commit.run(() =>
-      this.ledger.db.prepare(`UPDATE card_checkouts SET ${column} = ?, updated_at = ? WHERE id = ?`).run(hash, this.now(), checkoutId),
-    );
+    this.ledger.commit.run(() => this.store.setFundingTx(checkoutId, column === "mint_tx" ? "mint" : "deposit", hash, this.now()));
     await this.ledger.commit.durable();
   }
 
   private async markFunded(checkoutId: string): Promise<void> {
-    this.ledger.commit.run(() =>
-      this.ledger.db
-        .prepare("UPDATE card_checkouts SET status = 'funded', updated_at = ? WHERE id = ? AND status = 'paid'")
-        .run(this.now(), checkoutId),
-    );
+    this.ledger.commit.run(() => this.store.markFunded(checkoutId, this.now()));
     await this.ledger.commit.durable();
   }
 
   private read(checkoutId: string): CardCheckout | undefined {
-    const row = this.ledger.db
-      .prepare(
-        `SELECT c.*, (SELECT COUNT(*) FROM chain_deposits d WHERE d.tx_hash = lower(c.deposit_tx) AND d.entry_id IS NOT NULL) AS credited
-         FROM card_checkouts c WHERE c.id = ?`,
-      )
-      .get(checkoutId) as Row | undefined;
-    if (!row) return undefined;
-    return {
-      id: row.id,
-      provider: row.provider,
-      accountId: row.account_id,
-      address: row.address,
-      amountMicros: row.amount,
-      status: row.status,
-      declineCode: row.decline_code,
-      mintTx: row.mint_tx,
-      depositTx: row.deposit_tx,
-      credited: row.credited > 0n,
-      createdAtMs: Number(row.created_at),
-      expiresAtMs: Number(row.expires_at),
-    };
+    return this.store.get(checkoutId);
   }
 }
 

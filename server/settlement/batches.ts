@@ -9,9 +9,9 @@
  * the call path (no row in `calls`) is named by its hold id, also a UUIDv7.
  */
 import type { Address, Hash, Hex } from "viem";
-import type { Db } from "../db/db";
 import type { Ledger } from "../ledger/ledger";
 import { buildMerkleTree, receiptLeaf, type CallReceipt } from "../chain/receipts";
+import { type BatchRow, type BatchesStore, type HoldRow, SqliteBatchesStore } from "./batches-store";
 import { settlementAddress } from "./reconcile";
 import { SettlementHaltedError } from "./settlement-errors";
 
@@ -69,89 +69,23 @@ export type BuiltBatch = {
   totalDebits: bigint;
 };
 
-type HoldRow = {
-  id: string;
-  account_id: string;
-  seller_account_id: string;
-  amount: bigint;
-  seller_amount: bigint;
-  fee_amount: bigint;
-  closed_at: bigint;
-  call_id: string | null;
-};
-
-/** A row of `settlement_batches`. */
-export type BatchRow = {
-  number: bigint;
-  status: "pending" | "settled";
-  receipts_root: Hex;
-  call_count: bigint;
-  total_debits: bigint;
-  platform_fee: bigint;
-  recorded_at_block: bigint;
-  tx_hash: Hash | null;
-};
-
-const HOLD_COLUMNS = `h.id, h.account_id, h.seller_account_id, h.amount, h.seller_amount, h.fee_amount, h.closed_at,
-  (SELECT c.id FROM calls c WHERE c.hold_id = h.id LIMIT 1) AS call_id`;
-
 /** The ledger side of settlement: batch building, recording, rebuilding and receipts. */
 export class SettlementBatches {
   private readonly ledger: Ledger;
-  private readonly db: Db;
   private readonly maxCalls: number;
   private readonly log: (message: string) => void;
-  private readonly stmt;
+  private readonly store: BatchesStore;
   /** Paid calls that wait for a linked address, as counted by the last `recordNext`. */
   private waiting = 0;
   private lastUnaddressedReport = "";
   private lastShortReport = "";
   private readonly batchCache = new Map<number, BuiltBatch>();
 
-  constructor(parameters: { ledger: Ledger; maxCallsPerBatch: number; log: (message: string) => void }) {
+  constructor(parameters: { ledger: Ledger; maxCallsPerBatch: number; log: (message: string) => void; store?: BatchesStore }) {
     this.ledger = parameters.ledger;
-    this.db = parameters.ledger.db;
     this.maxCalls = parameters.maxCallsPerBatch;
     this.log = parameters.log;
-    const db = this.db;
-    this.stmt = {
-      pending: db.prepare(
-        `SELECT number, status, receipts_root, call_count, total_debits, platform_fee, recorded_at_block, tx_hash
-         FROM settlement_batches WHERE status = 'pending'`,
-      ),
-      batch: db.prepare(
-        `SELECT number, status, receipts_root, call_count, total_debits, platform_fee, recorded_at_block, tx_hash
-         FROM settlement_batches WHERE number = ?`,
-      ),
-      lastNumber: db.prepare("SELECT COALESCE(MAX(number), 0) FROM settlement_batches").pluck(),
-      unbatchedGroups: db.prepare(
-        `SELECT account_id, seller_account_id, COUNT(*) AS calls FROM holds
-         WHERE status = 'captured' AND batch_number IS NULL GROUP BY account_id, seller_account_id`,
-      ),
-      unbatchedPage: db.prepare(
-        `SELECT ${HOLD_COLUMNS} FROM holds h
-         WHERE h.status = 'captured' AND h.batch_number IS NULL AND (h.closed_at, h.id) > (?, ?)
-         ORDER BY h.closed_at, h.id LIMIT ?`,
-      ),
-      unbatchedCount: db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'captured' AND batch_number IS NULL").pluck(),
-      unbatchedDebits: db.prepare(
-        "SELECT account_id, SUM(amount) AS amount FROM holds WHERE status = 'captured' AND batch_number IS NULL GROUP BY account_id",
-      ),
-      holdsOfBatch: db.prepare(`SELECT ${HOLD_COLUMNS} FROM holds h WHERE h.batch_number = ? ORDER BY h.closed_at, h.id`),
-      insertBatch: db.prepare(
-        `INSERT INTO settlement_batches (number, status, receipts_root, call_count, total_debits, platform_fee, recorded_at_block, created_at)
-         VALUES (?, 'pending', ?, ?, ?, ?, ?, ?)`,
-      ),
-      assign: db.prepare("UPDATE holds SET batch_number = ? WHERE id = ? AND status = 'captured' AND batch_number IS NULL"),
-      setTxHash: db.prepare("UPDATE settlement_batches SET tx_hash = ? WHERE number = ? AND status = 'pending'"),
-      markSettled: db.prepare(
-        "UPDATE settlement_batches SET status = 'settled', tx_hash = COALESCE(?, tx_hash), settled_at = ? WHERE number = ? AND status = 'pending'",
-      ),
-      callById: db.prepare("SELECT hold_id FROM calls WHERE id = ?"),
-      holdById: db.prepare(
-        "SELECT id, status, batch_number, (SELECT COUNT(*) FROM calls c WHERE c.hold_id = holds.id) AS calls FROM holds WHERE id = ?",
-      ),
-    };
+    this.store = parameters.store ?? new SqliteBatchesStore(parameters.ledger.db);
   }
 
   /** Paid calls not settled because a payer or seller has no linked address, as of the last `recordNext`. */
@@ -161,41 +95,41 @@ export class SettlementBatches {
 
   /** The batch recorded but not yet marked settled, if any (there is at most one). */
   pending(): BatchRow | undefined {
-    return this.stmt.pending.get() as BatchRow | undefined;
+    return this.store.pending();
   }
 
   /** The number of the last batch recorded, pending or settled; 0 before the first. */
   lastRecorded(): number {
-    return Number(this.stmt.lastNumber.get() as bigint);
+    return this.store.lastNumber();
   }
 
   /** Captured calls not yet in a batch (including those waiting for a linked address). */
   unsettledCalls(): number {
-    return Number(this.stmt.unbatchedCount.get() as bigint);
+    return this.store.unbatchedCount();
   }
 
   /** Keeps the hash of the transaction sent for pending batch `number`; run it inside a ledger operation. */
   setTxHash(number: number, hash: Hash): void {
-    this.stmt.setTxHash.run(hash, number);
+    this.store.setTxHash(number, hash);
   }
 
   /** The call's batch, receipt and Merkle proof, for a receipt endpoint. Reads the ledger only. */
   receiptFor(callId: string): ReceiptForReturnType {
     let holdId: string;
-    const call = this.stmt.callById.get(callId) as { hold_id: string | null } | undefined;
+    const call = this.store.callHold(callId);
     if (call) {
       if (call.hold_id === null) return { status: "not_charged" };
       holdId = call.hold_id;
     } else {
       // A hold captured outside the call path is named by its own id (see the file comment).
-      const hold = this.stmt.holdById.get(callId) as { calls: bigint } | undefined;
+      const hold = this.store.hold(callId);
       if (!hold || hold.calls > 0n) return { status: "unknown_call" };
       holdId = callId;
     }
-    const hold = this.stmt.holdById.get(holdId) as { status: string; batch_number: bigint | null } | undefined;
+    const hold = this.store.hold(holdId);
     if (hold?.status !== "captured") return { status: "not_charged" };
     if (hold.batch_number === null) return { status: "unsettled" };
-    const row = this.stmt.batch.get(hold.batch_number) as BatchRow;
+    const row = this.store.batch(hold.batch_number)!;
     const built = this.load(row);
     const index = built.holdIds.indexOf(holdId);
     return {
@@ -214,8 +148,7 @@ export class SettlementBatches {
    */
   /** Accounts with captured calls not yet in a batch, and what those calls would debit them. */
   unbatchedDebits(): Map<string, bigint> {
-    const rows = this.stmt.unbatchedDebits.all() as { account_id: string; amount: bigint }[];
-    return new Map(rows.map((r) => [r.account_id, r.amount]));
+    return this.store.unbatchedDebits();
   }
 
   recordNext(number: number, head: bigint, coverage?: ReadonlyMap<string, bigint>): BuiltBatch | undefined {
@@ -224,7 +157,7 @@ export class SettlementBatches {
     const unaddressed = new Set<string>();
     const missing = new Map<string, number>();
     let waiting = 0;
-    for (const g of this.stmt.unbatchedGroups.all() as { account_id: string; seller_account_id: string; calls: bigint }[]) {
+    for (const g of this.store.unbatchedGroups()) {
       const lacking = [g.account_id, g.seller_account_id].filter((id) => addressOf(id) === undefined);
       if (lacking.length === 0) continue;
       unaddressed.add(`${g.account_id}\u0000${g.seller_account_id}`);
@@ -245,7 +178,7 @@ export class SettlementBatches {
     const rows: HoldRow[] = [];
     let after: [bigint, string] = [-1n, ""];
     while (rows.length < this.maxCalls) {
-      const page = this.stmt.unbatchedPage.all(after[0], after[1], this.maxCalls) as HoldRow[];
+      const page = this.store.unbatchedPage(after, this.maxCalls);
       if (page.length === 0) break;
       for (const row of page) {
         if (rows.length >= this.maxCalls || unaddressed.has(`${row.account_id}\u0000${row.seller_account_id}`)) continue;
@@ -274,22 +207,21 @@ export class SettlementBatches {
     if (rows.length === 0) return undefined;
 
     const built = buildBatch(number, rows, addressOf);
-    const pending = this.stmt.pending.get();
-    const recordedLast = Number(this.stmt.lastNumber.get() as bigint);
+    const pending = this.store.pending();
+    const recordedLast = this.store.lastNumber();
     if (pending || recordedLast !== number - 1)
       throw new Error(`batch ${number} cannot be recorded: the ledger's last batch is ${recordedLast}`);
-    this.stmt.insertBatch.run(
+    this.store.insertPending({
       number,
-      built.tree.root.toLowerCase(),
-      rows.length,
-      built.totalDebits,
-      built.batch.platformFee,
-      head,
-      Date.now(),
-    );
-    for (const id of built.holdIds) {
-      if (this.stmt.assign.run(number, id).changes !== 1) throw new Error(`hold ${id} was batched twice`);
-    }
+      receiptsRoot: built.tree.root.toLowerCase() as Hex,
+      callCount: rows.length,
+      totalDebitsMicros: built.totalDebits,
+      platformFeeMicros: built.batch.platformFee,
+      recordedAtBlock: head,
+      createdAtMs: Date.now(),
+    });
+    // The holds are the ledger's: it alone moves them into the batch, in this same ledger operation.
+    for (const id of built.holdIds) this.ledger.assignHoldToBatch(id, number);
     return built;
   }
 
@@ -298,7 +230,7 @@ export class SettlementBatches {
     const number = Number(row.number);
     const cached = this.batchCache.get(number);
     if (cached) return cached;
-    const rows = this.stmt.holdsOfBatch.all(number) as HoldRow[];
+    const rows = this.store.holdsOfBatch(number);
     const addressOf = this.addressResolver();
     for (const r of rows) {
       for (const id of [r.account_id, r.seller_account_id]) {
@@ -332,7 +264,7 @@ export class SettlementBatches {
   private addressResolver(): (accountId: string) => Address | undefined {
     const cache = new Map<string, Address | undefined>();
     return (accountId) => {
-      if (!cache.has(accountId)) cache.set(accountId, settlementAddress(this.db, accountId));
+      if (!cache.has(accountId)) cache.set(accountId, settlementAddress(this.ledger.db, accountId));
       return cache.get(accountId);
     };
   }
@@ -340,7 +272,7 @@ export class SettlementBatches {
   /** Marks pending batch `number` settled, durably. */
   async markSettled(number: number, txHash: Hash | undefined): Promise<void> {
     await this.ledger.commit.runDurable(() => {
-      if (this.stmt.markSettled.run(txHash ?? null, Date.now(), number).changes !== 1) {
+      if (!this.store.markSettled(number, txHash ?? null, Date.now())) {
         throw new Error(`batch ${number} was not pending when it was marked settled`);
       }
     });

@@ -15,7 +15,8 @@
 import { getAddress, type Account, type Address, type Chain, type Hash, type PublicClient, type Transport, type WalletClient } from "viem";
 import type { Db } from "../db/db";
 import type { Ledger } from "../ledger/ledger";
-import { SettlementBatches, type BatchRow, type BuiltBatch, type ReceiptForReturnType } from "./batches";
+import { SettlementBatches, type BuiltBatch, type ReceiptForReturnType } from "./batches";
+import type { BatchRow } from "./batches-store";
 import { skillEscrowAbi } from "../chain/abi";
 import { BATCH_SETTLED_EVENT, reconcile, settlementAddress, type ReconcileReturnType } from "./reconcile";
 import { type LoopHealth, RetryLoop } from "../chain/retry-loop";

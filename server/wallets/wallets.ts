@@ -19,8 +19,8 @@ import { createBundlerClient } from "viem/account-abstraction";
 import { generatePrivateKey, privateKeyToAccount, toAccount } from "viem/accounts";
 import { escrowDepositCalls, gatewayPaymaster, type AaDeployment } from "./aa";
 import { linkAddress, normalizeAddress, type LinkAddressReturnType } from "../settlement/addresses";
-import type { Db } from "../db/db";
 import type { Ledger } from "../ledger/ledger";
+import { SqliteWalletsStore, type WalletRecord } from "./wallets-store";
 
 /** Who owns an embedded wallet: a SIWE user's own address, or a key the server generates and keeps encrypted. */
 export type WalletOwner = { kind: "siwe"; address: string } | { kind: "server" };
@@ -122,34 +122,28 @@ export async function smartAccountFor(chain: WalletChain, owner: LocalAccount) {
   });
 }
 
-type WalletRow = {
-  account_id: string;
-  address: string;
-  owner_kind: "siwe" | "server";
-  owner_address: string;
-  encrypted_owner_key: Buffer | null;
-  created_at: bigint | number;
-};
-
-function toWallet(row: WalletRow): EmbeddedWallet {
+function toWallet(record: WalletRecord): EmbeddedWallet {
   return {
-    accountId: row.account_id,
-    address: getAddress(row.address),
-    ownerKind: row.owner_kind,
-    ownerAddress: getAddress(row.owner_address),
-    createdAt: Number(row.created_at),
+    accountId: record.accountId,
+    address: getAddress(record.address),
+    ownerKind: record.ownerKind,
+    ownerAddress: getAddress(record.ownerAddress),
+    createdAt: record.createdAtMs,
   };
 }
 
+/** The gateway's SQLite handle (`ledger.db`), which the wallet functions read the wallets' store through. */
+type Handle = Ledger["db"];
+
 /** The account's embedded wallet, if it has one. Never includes the owner key. */
-export function getEmbeddedWallet(db: Db, accountId: string): EmbeddedWallet | undefined {
-  const row = db.prepare("SELECT * FROM embedded_wallets WHERE account_id = ?").get(accountId) as WalletRow | undefined;
-  return row ? toWallet(row) : undefined;
+export function getEmbeddedWallet(db: Handle, accountId: string): EmbeddedWallet | undefined {
+  const record = new SqliteWalletsStore(db).get(accountId);
+  return record ? toWallet(record) : undefined;
 }
 
 /** Every embedded wallet, oldest first (what a sweeper polls). */
-export function listEmbeddedWallets(db: Db): EmbeddedWallet[] {
-  return (db.prepare("SELECT * FROM embedded_wallets ORDER BY created_at, account_id").all() as WalletRow[]).map(toWallet);
+export function listEmbeddedWallets(db: Handle): EmbeddedWallet[] {
+  return new SqliteWalletsStore(db).list().map(toWallet);
 }
 
 export type EnsureEmbeddedWalletOptions = {
@@ -200,12 +194,14 @@ export async function ensureEmbeddedWallet(
   const now = (options.now ?? Date.now)();
 
   ledger.commit.run(() => {
-    ledger.db
-      .prepare(
-        `INSERT INTO embedded_wallets (account_id, address, owner_kind, owner_address, encrypted_owner_key, created_at)
-         VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (account_id) DO NOTHING`,
-      )
-      .run(accountId, address, owner.kind, signer.address.toLowerCase(), encrypted, now);
+    new SqliteWalletsStore(ledger.db).insertIfAbsent({
+      accountId,
+      address,
+      ownerKind: owner.kind,
+      ownerAddress: signer.address.toLowerCase(),
+      encryptedOwnerKey: encrypted,
+      createdAtMs: now,
+    });
   });
   const stored = getEmbeddedWallet(ledger.db, accountId)!;
   const link = await linkAddress(ledger, { accountId, address: stored.address });
@@ -216,14 +212,14 @@ export async function ensureEmbeddedWallet(
  * The server-held owner of an account's wallet, decrypted, as a viem account. Throws WalletError for a SIWE
  * wallet (the gateway has no key) or when WALLET_ENCRYPTION_KEY is unset or wrong.
  */
-export function serverOwnerOf(db: Db, accountId: string, encryptionKey: string | undefined): LocalAccount {
-  const row = db.prepare("SELECT * FROM embedded_wallets WHERE account_id = ?").get(accountId) as WalletRow | undefined;
+export function serverOwnerOf(db: Handle, accountId: string, encryptionKey: string | undefined): LocalAccount {
+  const row = new SqliteWalletsStore(db).get(accountId);
   if (!row) throw new WalletError(`${accountId} has no embedded wallet`);
-  if (row.owner_kind !== "server" || !row.encrypted_owner_key) {
-    throw new WalletError(`${accountId}'s wallet is owned by ${getAddress(row.owner_address)}, whose signature the gateway does not hold`);
+  if (row.ownerKind !== "server" || !row.encryptedOwnerKey) {
+    throw new WalletError(`${accountId}'s wallet is owned by ${getAddress(row.ownerAddress)}, whose signature the gateway does not hold`);
   }
-  const owner = privateKeyToAccount(decryptOwnerKey(row.encrypted_owner_key, walletEncryptionKey(encryptionKey), accountId, row.address));
-  if (owner.address.toLowerCase() !== row.owner_address) throw new WalletError(`${accountId}'s owner key does not match its owner address`);
+  const owner = privateKeyToAccount(decryptOwnerKey(row.encryptedOwnerKey, walletEncryptionKey(encryptionKey), accountId, row.address));
+  if (owner.address.toLowerCase() !== row.ownerAddress) throw new WalletError(`${accountId}'s owner key does not match its owner address`);
   return owner;
 }
 

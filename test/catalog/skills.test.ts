@@ -3,6 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { expect } from "chai";
 import { SkillRegistry, SkillValidationError, type SkillInput } from "../../server/catalog/skills";
+import { SqliteSkillsStore } from "../../server/catalog/skills-store";
 import { openDatabase, type Db } from "../../server/db/db";
 import { SELLER_ID, buildSkill, ensureSeller } from "../helpers/skills";
 
@@ -25,7 +26,7 @@ describe("SkillRegistry", () => {
   beforeEach(async () => {
     db = openDatabase(":memory:");
     await ensureSeller(db);
-    registry = new SkillRegistry(db);
+    registry = new SkillRegistry(new SqliteSkillsStore(db));
   });
 
   afterEach(() => db.close());
@@ -91,7 +92,7 @@ describe("SkillRegistry", () => {
     it("stores the input schema, and a new registry on the same database loads it", async () => {
       const skill = registry.upsert(buildSkill({ slug: "summarize", inputSchema: SUMMARIZE_SCHEMA }));
       expect(skill.inputSchema).to.deep.equal(SUMMARIZE_SCHEMA);
-      const reloaded = new SkillRegistry(db);
+      const reloaded = new SkillRegistry(new SqliteSkillsStore(db));
       expect(reloaded.resolve("summarize")).to.deep.equal(skill);
       expect(await reloaded.validateInput(skill, {})).to.have.length(1);
     });
@@ -298,8 +299,10 @@ describe("SkillRegistry", () => {
     });
 
     it("picks up a skill registered by another connection", async () => {
-      const gateway = new SkillRegistry(fileDb);
-      const registered = new SkillRegistry(otherDb).upsert(buildSkill({ slug: "echo", inputSchema: SUMMARIZE_SCHEMA }));
+      const gateway = new SkillRegistry(new SqliteSkillsStore(fileDb));
+      const registered = new SkillRegistry(new SqliteSkillsStore(otherDb)).upsert(
+        buildSkill({ slug: "echo", inputSchema: SUMMARIZE_SCHEMA }),
+      );
       expect(gateway.resolve("echo")).to.equal(undefined);
       gateway.refresh();
       expect(gateway.resolve("echo")).to.deep.equal(registered);
@@ -308,10 +311,10 @@ describe("SkillRegistry", () => {
     });
 
     it("picks up a price change and a deactivation made by another connection", () => {
-      const gateway = new SkillRegistry(fileDb);
+      const gateway = new SkillRegistry(new SqliteSkillsStore(fileDb));
       gateway.upsert(buildSkill({ slug: "echo", priceMicros: 1_000n }));
       gateway.upsert(buildSkill({ slug: "other" }));
-      const script = new SkillRegistry(otherDb);
+      const script = new SkillRegistry(new SqliteSkillsStore(otherDb));
       script.upsert(buildSkill({ slug: "echo", priceMicros: 9_000n }));
       script.deactivate("other");
       gateway.refresh();

@@ -4,7 +4,7 @@ import { linkAddress } from "../../server/settlement/addresses";
 import { DepositIndexer } from "../../server/settlement/indexer";
 import { BATCH_SETTLED_EVENT } from "../../server/settlement/reconcile";
 import { Settler, type SettlerLog, type SettlerParameters, type SettlerWalletClient } from "../../server/settlement/settler";
-import { CallsLog } from "../../server/gateway/calls-log";
+import { type CallsStore, SqliteCallsStore } from "../../server/gateway/calls-store";
 import type { Db } from "../../server/db/db";
 import { computeCharge } from "../../server/ledger/fees";
 import { uuidv7 } from "../../server/db/ids";
@@ -84,7 +84,7 @@ export async function startSettlementChain(): Promise<SettlementChain> {
 export class SettlementFixture {
   readonly db: Db;
   readonly ledger: Ledger;
-  readonly calls: CallsLog;
+  readonly calls: CallsStore;
   readonly indexer: DepositIndexer;
   readonly logged: string[] = [];
   private readonly settlers: Settler[] = [];
@@ -94,7 +94,7 @@ export class SettlementFixture {
     file?: string,
   ) {
     ({ db: this.db, ledger: this.ledger } = makeLedger({ file }));
-    this.calls = new CallsLog(this.db);
+    this.calls = new SqliteCallsStore(this.db);
     this.indexer = new DepositIndexer({
       ledger: this.ledger,
       publicClient: chain.publicClient,

@@ -253,10 +253,11 @@ describe("POST /v1/call", () => {
   it("serves a skill registered by another process once the catalogue reloads", async () => {
     const Database = (await import("better-sqlite3")).default;
     const { SkillRegistry } = await import("../../server/catalog/skills");
+    const { SqliteSkillsStore } = await import("../../server/catalog/skills-store");
     const other = new Database(stack.dbPath);
     other.defaultSafeIntegers(true);
     try {
-      new SkillRegistry(other).upsert({
+      new SkillRegistry(new SqliteSkillsStore(other)).upsert({
         slug: "late",
         name: "late",
         priceMicros: 2_000n,

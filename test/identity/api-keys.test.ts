@@ -4,6 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { expect } from "chai";
+import { SqliteApiKeysStore } from "../../server/identity/api-keys-store";
 import { ApiKeys, KEY_PREFIX, LAST_USED_RESOLUTION_MS, hashKey, looksLikeKey } from "../../server/identity/api-keys";
 import { base58Encode } from "../../server/identity/base58";
 import { openDatabase, type Db } from "../../server/db/db";
@@ -34,7 +35,7 @@ describe("ApiKeys", () => {
     // The ledger's writes sit in an open batch until its commit; another connection could
     // not write (and this one could not be closed) before it ends.
     await ledger.commit.durable();
-    keys = new ApiKeys(db, CACHE_TTL_MS);
+    keys = new ApiKeys(new SqliteApiKeysStore(db), CACHE_TTL_MS);
   });
 
   afterEach(() => {
@@ -242,7 +243,7 @@ describe("ApiKeys", () => {
     });
 
     it("with a TTL of 0 reads the table on every call", () => {
-      const uncached = new ApiKeys(db, 0);
+      const uncached = new ApiKeys(new SqliteApiKeysStore(db), 0);
       const { key, record } = uncached.create(ALICE);
       expect(uncached.authenticate(key, T0_MS)).to.deep.equal(record);
       revokeElsewhere(record.id);
@@ -332,7 +333,7 @@ describe("ApiKeys", () => {
       const { key, record } = keys.create(ALICE);
       keys.authenticate(key, T0_MS + LAST_USED_RESOLUTION_MS * 5);
       keys.flushLastUsed();
-      const other = new ApiKeys(db, 0);
+      const other = new ApiKeys(new SqliteApiKeysStore(db), 0);
       other.authenticate(key, T0_MS);
       other.flushLastUsed();
       expect(lastUsedInDb(record.id)).to.equal(BigInt(T0_MS + LAST_USED_RESOLUTION_MS * 5));

@@ -4,6 +4,7 @@ import { SmtpMailer, createMailer, normalizeEmail } from "../../server/identity/
 import { CSRF_HEADER, SESSION_COOKIE } from "../../server/http/session-cookies";
 import { type TestStack, startStack } from "../helpers/gateway";
 import { sameOrigin } from "../helpers/session";
+import { SqliteOutboxStore } from "../../server/identity/sign-in-store";
 
 describe("e-mail magic links", () => {
   let stack: TestStack;
@@ -234,16 +235,18 @@ describe("e-mail magic links", () => {
     const mailer = createMailer(
       { smtpUrl: "smtp://user:pass@127.0.0.1:2525", mailFrom: "x <x@example.com>" },
       stack.gw.ledger.commit,
-      stack.gw.db,
+      new SqliteOutboxStore(stack.gw.db),
     );
     expect(mailer).to.be.instanceOf(SmtpMailer);
-    expect(createMailer({ smtpUrl: "", mailFrom: "" }, stack.gw.ledger.commit, stack.gw.db)).to.not.be.instanceOf(SmtpMailer);
+    expect(createMailer({ smtpUrl: "", mailFrom: "" }, stack.gw.ledger.commit, new SqliteOutboxStore(stack.gw.db))).to.not.be.instanceOf(
+      SmtpMailer,
+    );
   });
 
   it("hands each outbox message to the echo (npm start prints it) once it is in the table", async () => {
     const echoed: { to: string; inTable: number }[] = [];
     const count = () => Number(stack.gw.db.prepare("SELECT COUNT(*) FROM outbox").pluck().get());
-    const mailer = createMailer({ smtpUrl: "", mailFrom: "" }, stack.gw.ledger.commit, stack.gw.db, (m) =>
+    const mailer = createMailer({ smtpUrl: "", mailFrom: "" }, stack.gw.ledger.commit, new SqliteOutboxStore(stack.gw.db), (m) =>
       echoed.push({ to: m.to, inTable: count() }),
     );
     await mailer.send({ to: "ada@example.com", subject: "s", text: "t" });

@@ -78,6 +78,19 @@ describe("the import rules (.dependency-cruiser.cjs)", function () {
     expect(status, output).to.equal(0);
   });
 
+  it("refuse a service holding the database handle: only its module's store files do", () => {
+    const { status, output } = cruise({
+      "server/db/db.ts": "export type Db = { prepare(sql: string): unknown };\nexport const x = 1;\n",
+      "server/identity/probe.ts": 'import { x } from "../db/db";\nexport const y = x;\n',
+      "server/identity/probe-store.ts": 'import { x } from "../db/db";\nexport const z = x;\n',
+      "server/identity/store.ts": 'import { x } from "../db/db";\nexport const w = x;\n',
+    });
+    expect(status).to.not.equal(0);
+    expect(output).to.contain("only-stores-hold-the-database: server/identity/probe.ts → server/db/db.ts");
+    expect(output).to.not.contain("probe-store.ts →");
+    expect(output).to.not.contain("identity/store.ts →");
+  });
+
   it("accept an import that runs downward", () => {
     const { status, output } = cruise({
       "server/db/db.ts": "export const x = 1;\n",

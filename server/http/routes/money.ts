@@ -1,7 +1,7 @@
 import express, { type Router } from "express";
 import type { ApiKeys } from "../../identity/api-keys";
 import type { Earnings } from "../../settlement/earnings";
-import type { CallsLog } from "../../gateway/calls-log";
+import type { CallsStore } from "../../gateway/calls-store";
 import { callIdToBytes32 } from "../../settlement/settler";
 import type { ChainConnection, MoneyPath } from "../../settlement/money-path";
 import { microsToUsd } from "../../ledger/money";
@@ -18,7 +18,7 @@ import { ApiError } from "../errors";
 export function moneyRoutes(deps: {
   keys: ApiKeys;
   sessions: Sessions;
-  calls: CallsLog;
+  calls: CallsStore;
   /** The account's earnings (settlement/earnings.ts), read against the chain when there is one. */
   earningsOf: (accountId: string) => Promise<Earnings>;
   moneyPath?: MoneyPath;

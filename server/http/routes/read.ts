@@ -1,7 +1,7 @@
 import express, { type Router } from "express";
 import type { ApiKeys } from "../../identity/api-keys";
 import type { Config } from "../../config";
-import type { CallsLog } from "../../gateway/calls-log";
+import type { CallsStore } from "../../gateway/calls-store";
 import type { Skill, SkillRegistry } from "../../catalog/skills";
 import { computeCharge } from "../../ledger/fees";
 import type { Ledger } from "../../ledger/ledger";
@@ -24,7 +24,7 @@ export function readRoutes(deps: {
   sessions: Sessions;
   skills: SkillRegistry;
   ledger: Ledger;
-  calls: CallsLog;
+  calls: CallsStore;
 }): Router {
   const router = express.Router();
   const auth = requireAccount(deps.keys, deps.sessions);
@@ -90,7 +90,7 @@ export function readRoutes(deps: {
           settlement: r.chargedMicros === 0n ? "not_charged" : (r.batchStatus ?? "unsettled"),
         })),
         /** Pass as ?before= to read the next page. */
-        // A page may run past `limit` to finish its last millisecond (CallsLog.recent).
+        // A page may run past `limit` to finish its last millisecond (CallsStore.recent).
         next_before: rows.length >= limit ? rows[rows.length - 1].createdAtMs : null,
       }),
     );

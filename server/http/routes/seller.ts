@@ -79,7 +79,7 @@ export function sellerRoutes(deps: {
   const router = express.Router();
   const session = requireSession(deps.sessions);
   const json = jsonBody(65_536);
-  const sellerSkills = new SellerSkills(deps.ledger.db, deps.skills, deps.config);
+  const sellerSkills = new SellerSkills(deps.skills, deps.config);
 
   router.post("/v1/seller/skills", session, json, async (req, res) => {
     const body = parseRequest(createSellerSkillBody, req.body);

@@ -52,14 +52,32 @@ export interface DailySpend {
   calls: number;
 }
 
-/** The log of calls made by each account: what usage shows and what the daily cap counts. */
 const USAGE_SELECT = `SELECT c.id, c.skill_id, s.slug, s.name, c.endpoint, c.http_status, c.outcome, c.charged_micros, c.latency_us, c.created_at,
          h.batch_number, b.status AS batch_status, c.rowid AS row_id
   FROM calls c LEFT JOIN skills s ON s.id = c.skill_id
   LEFT JOIN holds h ON h.id = c.hold_id
   LEFT JOIN settlement_batches b ON b.number = h.batch_number`;
 
-export class CallsLog {
+/**
+ * The `calls` table: the log of calls made by each account, what usage shows and what the daily
+ * cap counts. A call is recorded inside the same ledger operation as the capture or release it
+ * reports. Usage reads join the skill's name and the charge's settlement batch.
+ */
+export interface CallsStore {
+  /** Writes a call; run it inside the same ledger operation as the capture or release it reports. */
+  record(c: CallRecord): void;
+  /** The account's calls, newest first, before `beforeMs`; a page never ends inside a millisecond. */
+  recent(accountId: string, limit: number, beforeMs?: number): UsageRow[];
+  /** The account's calls and spend per UTC day since `sinceMs`. */
+  daily(accountId: string, sinceMs: number): DailySpend[];
+  /** The account that made a call, if the call exists. */
+  ownerOf(callId: string): string | undefined;
+  /** Calls the account made since `sinceMs` that were admitted past the rate limits. */
+  countSince(accountId: string, sinceMs: number): number;
+}
+
+/** CallsStore on the gateway's SQLite database. */
+export class SqliteCallsStore implements CallsStore {
   private readonly stmt;
 
   constructor(db: Db) {
