@@ -39,7 +39,7 @@ describe("a unilateral exit racing with calls", function () {
   it("never spends the frozen amount, and the escrow pays exactly it", async () => {
     const exits = await exitActions(chain);
     const moneyPath = stack.gw.moneyPath!;
-    stack.addSkill("slowpay", "/slow", { priceMicros: 10_000n });
+    stack.addSkill("slowpay", "/gated", { priceMicros: 10_000n });
     await chain.deposit("carol", 2n * USDC);
     await moneyPath.indexer.poll();
     expect(stack.available()).to.equal(2n * USDC);
@@ -47,13 +47,15 @@ describe("a unilateral exit racing with calls", function () {
     // 40 paid calls, 30 of them still in flight (holding 0.30) when the exit request lands.
     for (let i = 0; i < 10; i++) expect((await stack.post("/v1/call", { skill_id: "echo", input: {} })).status).to.equal(200);
     const inFlight = Array.from({ length: 30 }, () => stack.post("/v1/call", { skill_id: "slowpay", input: {} }));
-    while ((stack.backend.hits.get("/slow") ?? 0) < 30) await new Promise((resolve) => setTimeout(resolve, 2));
+    // The backend holds them (/gated) until the exit is frozen, so all 30 are in flight however slow the machine.
+    while ((stack.backend.hits.get("/gated") ?? 0) < 30) await new Promise((resolve) => setTimeout(resolve, 2));
     expect(stack.gw.ledger.balance(stack.buyerId).heldMicros).to.equal(30n * 10_000n);
     await exits.request("carol", 2n * USDC);
     await moneyPath.indexer.poll();
 
     // Everything available is frozen at once; the calls in flight finish and are paid.
     expect(stack.available()).to.equal(0n);
+    stack.backend.openGate();
     const results = await Promise.all(inFlight);
     expect(results.filter((r) => r.status === 200).length).to.equal(30);
     const refused = await stack.post("/v1/call", { skill_id: "echo", input: {} });

@@ -13,6 +13,11 @@ export interface TestBackend {
   received: ReceivedRequest[];
   /** Resolves when the next request reaches `path`. */
   nextRequest(path: string): Promise<void>;
+  /**
+   * Answers every request held at `/gated` (echoing its body), and every later one at once. Until
+   * then `/gated` holds its requests: a test decides when calls in flight finish, whatever the load.
+   */
+  openGate(): void;
   close(): Promise<void>;
 }
 
@@ -46,6 +51,8 @@ export async function startTestBackend(): Promise<TestBackend> {
   const hits = new Map<string, number>();
   const received: ReceivedRequest[] = [];
   const waiters = new Map<string, Array<() => void>>();
+  let gateOpen = false;
+  const gated: Array<() => void> = [];
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
@@ -57,6 +64,10 @@ export async function startTestBackend(): Promise<TestBackend> {
       received.push({ path, callId: typeof callId === "string" ? callId : undefined, body });
       for (const w of waiters.get(path) ?? []) w();
       waiters.delete(path);
+      if (path === "/gated") {
+        const answer = () => json(res, 200, JSON.parse(body || "{}"));
+        return gateOpen ? answer() : void gated.push(answer);
+      }
       const route = ROUTES[path];
       if (!route) return json(res, 404, { error: "no route" });
       route(body, req, res);
@@ -68,6 +79,10 @@ export async function startTestBackend(): Promise<TestBackend> {
     url: `http://127.0.0.1:${port}`,
     hits,
     received,
+    openGate: () => {
+      gateOpen = true;
+      for (const answer of gated.splice(0)) answer();
+    },
     nextRequest: (path) => new Promise((resolve) => waiters.set(path, [...(waiters.get(path) ?? []), resolve])),
     close: () =>
       new Promise<void>((resolve) => {

@@ -212,6 +212,8 @@ describe("skill-gateway CLI against a real gateway", function () {
   });
 
   it("writes for a named agent where it reads skills, and --help works on every command", async function () {
+    // Nine CLI processes, each compiling its TypeScript as it starts: seconds apiece on a busy machine.
+    this.timeout(120_000);
     const add = await cli(stack, dir, ["add", "echo", "--agent", "claude"]);
     expect(add.code, add.stderr).to.equal(0);
     expect(fs.existsSync(path.join(dir, ".claude/skills/echo/SKILL.md"))).to.equal(true);
