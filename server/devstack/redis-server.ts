@@ -53,7 +53,7 @@ class PortTakenError extends Error {}
 
 async function startOn(binary: string, port: number, readyTimeoutMs: number): Promise<RedisServer> {
   const dir = mkdtempSync(path.join(os.tmpdir(), "skill-gateway-redis-"));
-  // biome-ignore format: one option and its value a line
+  // prettier-ignore
   const args = [
     "--port", String(port),
     "--bind", "127.0.0.1",
