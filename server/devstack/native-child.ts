@@ -1,5 +1,5 @@
 import type { ChildProcess, SpawnOptions } from "node:child_process";
-import { spawnSync } from "node:child_process";
+import { accessSync, constants, statSync } from "node:fs";
 import path from "node:path";
 import { spawnGuarded } from "./child-process";
 
@@ -17,9 +17,17 @@ export function spawnNativeGuarded(binary: string, args: readonly string[], opti
   return spawnGuarded(NATIVE_GUARD, [binary, ...args], options);
 }
 
-/** The absolute path of `name` on the PATH, or undefined when it is not installed. */
+/** The absolute path of the program `name` on the PATH, or undefined when it is not installed. */
 export function findBinary(name: string): string | undefined {
-  const found = spawnSync("sh", ["-c", 'command -v -- "$1"', "sh", name], { encoding: "utf8" });
-  const binary = found.status === 0 ? found.stdout.trim() : "";
-  return binary.startsWith("/") ? binary : undefined;
+  for (const dir of (process.env.PATH ?? "").split(path.delimiter)) {
+    if (!path.isAbsolute(dir)) continue;
+    const candidate = path.join(dir, name);
+    try {
+      accessSync(candidate, constants.X_OK);
+      if (statSync(candidate).isFile()) return candidate;
+    } catch {
+      // Not here: try the next directory.
+    }
+  }
+  return undefined;
 }
