@@ -82,6 +82,15 @@ module.exports = {
       },
       to: { path: ["^server/db/db\\.ts$", "^better-sqlite3$", "(^|/)node_modules/better-sqlite3/"] },
     },
+    {
+      name: "redis-opened-in-one-place",
+      comment:
+        "Redis connections (shared rate limits, daily caps, cache invalidation: issue 14) are opened by server/db/redis.ts, " +
+        "which sets how they reconnect and fail while Redis is down; other modules take the connection it opens.",
+      severity: "error",
+      from: { path: "^server/", pathNot: "^server/db/redis\\.ts$" },
+      to: { path: ["^ioredis$", "(^|/)node_modules/ioredis/"], dependencyTypesNot: ["type-only"] },
+    },
     onlyImports("db-stands-alone", "db", [], "db/ knows SQLite and nothing of the domain."),
     onlyImports("chain-stands-alone", "chain", [], "chain/ is the chain adapter: deployment, ABIs, receipts, retry loop."),
     onlyImports("ledger-sits-on-db", "ledger", ["db"], "The ledger is the books; it knows nothing of HTTP, the chain or accounts."),
