@@ -13,6 +13,7 @@ import { createPublicClient, http } from "viem";
 import { readDeployment, verifyDeployment } from "../server/chain/deployment";
 import { reconcile } from "../server/settlement/reconcile";
 import { loadConfig } from "../server/config";
+import { settlementStores } from "../server/settlement/store";
 
 const ROOT = path.resolve(__dirname, "..");
 
@@ -27,7 +28,12 @@ async function main(): Promise<number> {
   const db = new Database(config.dbPath, { readonly: true, fileMustExist: true });
   db.defaultSafeIntegers(true);
   try {
-    const result = await reconcile({ db, publicClient, escrowAddress: deployment.escrow, fromBlock: deployment.deployBlock });
+    const result = await reconcile({
+      stores: settlementStores(db),
+      publicClient,
+      escrowAddress: deployment.escrow,
+      fromBlock: deployment.deployBlock,
+    });
     const where = `escrow ${deployment.escrow} at block ${result.blockNumber} (last batch ${result.lastBatchNumber}), ledger ${config.dbPath}`;
     if (result.ok) {
       console.log(

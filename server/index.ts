@@ -12,6 +12,7 @@ import { SiweNonces } from "./identity/siwe";
 import { MemoryStore, type Store } from "express-rate-limit";
 import { type CardTopups, createSandboxCardTopups } from "./payments/card";
 import { type ChainConnection, type MoneyPath, createMoneyPath } from "./settlement/money-path";
+import { settlementStores } from "./settlement/store";
 import type { Config } from "./config";
 import { CallService } from "./gateway/call-service";
 import { callAnswers } from "./http/call-answer";
@@ -170,7 +171,8 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
       }
     },
   });
-  const moneyPath = options.chain ? createMoneyPath(ledger, config, options.chain, log) : undefined;
+  const settlement = settlementStores(db);
+  const moneyPath = options.chain ? createMoneyPath(ledger, settlement, config, options.chain, log) : undefined;
   const sessions = new Sessions(new SqliteSessionsStore(db), ledger);
   const wallets = options.wallets
     ? new WalletService({ ...options.wallets, ledger, sessions, log, vouchers: moneyPath?.vouchers })
@@ -208,6 +210,7 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
     keys,
     skills,
     ledger,
+    settlement,
     calls,
     callService,
     egress,

@@ -19,8 +19,8 @@ import { openApiRoutes } from "./routes/openapi";
 import { callHandler, unauthenticatedCallRoutes } from "./routes/call";
 import { readRoutes } from "./routes/read";
 import { withdrawalRoutes } from "./routes/withdrawals";
-import { VoucherStore } from "../settlement/vouchers-store";
 import { earningsOf } from "../settlement/earnings";
+import type { SettlementStores } from "../settlement/store";
 import type { ChainConnection, MoneyPath } from "../settlement/money-path";
 import { moneyRoutes } from "./routes/money";
 import { sessionRoutes } from "./routes/session";
@@ -52,6 +52,8 @@ export interface AppDeps {
   keys: ApiKeys;
   skills: SkillRegistry;
   ledger: Ledger;
+  /** Settlement's tables: linked addresses, vouchers, and the reads behind earnings. */
+  settlement: SettlementStores;
   calls: CallsStore;
   callService: CallService;
   /** Which skill backends may be listed and called (the listing checks it too, for a clear 400). */
@@ -122,12 +124,12 @@ export function createApp(deps: AppDeps): express.Express {
     healthRoutes({ ledger: deps.ledger, chain: deps.chain, moneyPath: deps.moneyPath, maxLagMs: deps.config.readyMaxLagMs, log: deps.log }),
   );
   app.use(openApiRoutes());
-  app.use(readRoutes(deps));
+  app.use(readRoutes({ ...deps, addresses: deps.settlement.addresses }));
   app.use(
     withdrawalRoutes({
       keys: deps.keys,
       sessions: deps.sessions,
-      voucherStore: new VoucherStore(deps.ledger.db),
+      voucherStore: deps.settlement.vouchers,
       vouchers: deps.moneyPath?.vouchers,
     }),
   );
@@ -136,12 +138,12 @@ export function createApp(deps: AppDeps): express.Express {
       keys: deps.keys,
       sessions: deps.sessions,
       calls: deps.calls,
-      earningsOf: (accountId) => earningsOf(deps.ledger.db, accountId, deps.chain?.publicClient, deps.chain?.escrowAddress),
+      earningsOf: (accountId) => earningsOf(deps.settlement, accountId, deps.chain?.publicClient, deps.chain?.escrowAddress),
       moneyPath: deps.moneyPath,
       chain: deps.chain,
     }),
   );
-  app.use(sessionRoutes({ sessions: deps.sessions, ledger: deps.ledger }));
+  app.use(sessionRoutes({ sessions: deps.sessions, ledger: deps.ledger, addresses: deps.settlement.addresses }));
   app.use(
     siweRoutes({
       sessions: deps.sessions,
@@ -154,7 +156,16 @@ export function createApp(deps: AppDeps): express.Express {
     }),
   );
   app.use(keyRoutes({ sessions: deps.sessions, keys: deps.keys, ledger: deps.ledger }));
-  app.use(sellerRoutes({ sessions: deps.sessions, ledger: deps.ledger, skills: deps.skills, config: deps.config, egress: deps.egress }));
+  app.use(
+    sellerRoutes({
+      sessions: deps.sessions,
+      ledger: deps.ledger,
+      settlement: deps.settlement,
+      skills: deps.skills,
+      config: deps.config,
+      egress: deps.egress,
+    }),
+  );
   app.use(emailAuthRoutes({ config: deps.config, sessions: deps.sessions, links: deps.magicLinks, limit: limits.signIn }));
   app.use(oauthRoutes({ config: deps.config, sessions: deps.sessions, oauth: deps.oauth, limit: limits.signIn, log: deps.log }));
   app.use(topupRoutes({ sessions: deps.sessions, cardTopups: deps.cardTopups }));

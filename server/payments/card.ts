@@ -19,7 +19,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { maxUint256, type Account, type Address, type Chain, type Hash, type Transport, type WalletClient } from "viem";
 import { skillEscrowAbi, testUsdcAbi } from "../chain/abi";
-import { addressesOf } from "../settlement/addresses";
+import { settlementStores } from "../settlement/store";
 import type { ChainConnection } from "../settlement/money-path";
 import type { Ledger } from "../ledger/ledger";
 import { microsToUsd } from "../ledger/money";
@@ -236,7 +236,7 @@ export class CardTopups {
   async start(accountId: string, amountMicros: bigint, cardNumber?: string): Promise<StartCheckoutReturnType> {
     const chain = this.chain;
     if (!chain?.fundingWallet) return refusal("chain_not_configured", "Card top-ups are not available: the gateway has no funding wallet.");
-    const address = addressesOf(this.ledger.db, accountId)[0];
+    const address = settlementStores(this.ledger.db).addresses.addressesOf(accountId)[0];
     if (!address) return refusal("no_deposit_address", "This account has no wallet address for the escrow to credit yet.");
     const minimumMicros = await chain.publicClient.readContract({
       address: chain.escrowAddress,

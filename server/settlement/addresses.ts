@@ -7,12 +7,13 @@
  * Addresses are stored lowercase (`normalizeAddress`): one spelling, so a lookup never misses because of a
  * checksum's letter case.
  */
-import { isAddress, type Address } from "viem";
-import type { Db } from "../db/db";
+import { getAddress, isAddress, type Address } from "viem";
 import type { Ledger } from "../ledger/ledger";
+import type { AddressesStore, ChainDeposit, StoredAddress } from "./addresses-store";
+import type { ExitsStore } from "./exits-store";
+import { settlementStores } from "./store";
 
-/** An address as the database stores it: `0x` and 40 lowercase hex digits. */
-export type StoredAddress = Lowercase<Address>;
+export type { ChainDeposit, StoredAddress } from "./addresses-store";
 
 /** Lowercases a 20-byte hex address (any letter case, checksum not enforced); undefined if it is not one. */
 export function normalizeAddress(address: string): StoredAddress | undefined {
@@ -23,19 +24,6 @@ export function normalizeAddress(address: string): StoredAddress | undefined {
 /** How a chain deposit is named in messages and in its entry's note: `<tx hash>:<log index>`. */
 export function depositMemo(txHash: string, logIndex: number): string {
   return `${txHash.toLowerCase()}:${logIndex}`;
-}
-
-/** A `Deposited` log as recorded in `chain_deposits`. */
-export interface ChainDeposit {
-  txHash: string;
-  logIndex: number;
-  blockNumber: bigint;
-  blockHash: string;
-  /** The escrow account credited on-chain (the event's `account`). */
-  address: StoredAddress;
-  /** Who paid (the event's `from`). */
-  sender: StoredAddress;
-  amountMicros: bigint;
 }
 
 /** Account kinds whose `available` bucket a deposit may land in. */
@@ -66,12 +54,19 @@ export type LinkAddressReturnType =
   | { ok: false; reason: "address_exited" }
   | { ok: false; reason: "address_taken"; accountId: string };
 
+/** The tables a link writes beside the ledger's credits: the address's owner, its waiting deposits, its exits. */
+export type LinkAddressStores = { addresses: AddressesStore; exits: ExitsStore };
+
 /**
  * Links `address` to `accountId` and, in the same ledger operation, credits every recorded deposit that was
  * waiting for it; resolves once that is durable. Expected refusals are results, not throws.
  */
-export async function linkAddress(ledger: Ledger, parameters: LinkAddressParameters): Promise<LinkAddressReturnType> {
-  const result = linkAddressSync(ledger, parameters);
+export async function linkAddress(
+  ledger: Ledger,
+  parameters: LinkAddressParameters,
+  stores: LinkAddressStores = settlementStores(ledger.db),
+): Promise<LinkAddressReturnType> {
+  const result = linkAddressSync(ledger, parameters, stores);
   await ledger.commit.durable();
   return result;
 }
@@ -80,7 +75,11 @@ export async function linkAddress(ledger: Ledger, parameters: LinkAddressParamet
  * `linkAddress` without waiting for the disk, for a caller composing it into a larger ledger operation.
  * Whoever reports the result must await `ledger.commit.durable()` first.
  */
-export function linkAddressSync(ledger: Ledger, parameters: LinkAddressParameters): LinkAddressReturnType {
+export function linkAddressSync(
+  ledger: Ledger,
+  parameters: LinkAddressParameters,
+  { addresses, exits }: LinkAddressStores = settlementStores(ledger.db),
+): LinkAddressReturnType {
   const address = normalizeAddress(parameters.address);
   if (!address) return { ok: false, reason: "invalid_address" };
   const { accountId } = parameters;
@@ -88,31 +87,20 @@ export function linkAddressSync(ledger: Ledger, parameters: LinkAddressParameter
     const account = ledger.getAccount(accountId);
     if (!account) return { ok: false as const, reason: "unknown_account" as const };
     if (!DEPOSITING_KINDS.has(account.kind)) return { ok: false as const, reason: "account_cannot_deposit" as const };
-    const owner = accountForAddress(ledger.db, address);
+    const owner = addresses.accountFor(address);
     if (owner !== undefined && owner !== accountId) {
       return { ok: false as const, reason: "address_taken" as const, accountId: owner };
     }
     if (owner === undefined) {
-      if (addressesOf(ledger.db, accountId).length > 0) return { ok: false as const, reason: "second_address" as const };
-      const exited = ledger.db
-        .prepare("SELECT COUNT(*) FROM chain_exits WHERE address = ? AND account_id IS NULL AND status = 'completed'")
-        .pluck()
-        .get(address) as bigint;
-      if (exited > 0n) return { ok: false as const, reason: "address_exited" as const };
-      ledger.db
-        .prepare("INSERT INTO account_addresses (address, account_id, created_at) VALUES (?, ?, ?)")
-        .run(address, accountId, Date.now());
+      if (addresses.addressesOf(accountId).length > 0) return { ok: false as const, reason: "second_address" as const };
+      if (exits.completedUnownedCount(address) > 0) return { ok: false as const, reason: "address_exited" as const };
+      addresses.link(address, accountId, Date.now());
     }
     // Exits the address requested before anyone owned it become the account's: a pending one
     // is frozen like any other (its whole amount is owed to the freeze, taken from the
     // deposits credited just below), so none of that money can be spent before it is paid.
-    const adopted = ledger.db
-      .prepare(
-        `UPDATE chain_exits SET account_id = ?, shortfall = CASE WHEN status = 'pending' THEN requested ELSE 0 END
-         WHERE address = ? AND account_id IS NULL`,
-      )
-      .run(accountId, address).changes;
-    const { count, totalMicros } = creditWaitingDeposits(ledger, address, accountId);
+    const adopted = exits.adoptUnowned(address, accountId);
+    const { count, totalMicros } = creditWaitingDeposits(ledger, addresses, address, accountId);
     if (adopted > 0) {
       ledger.noteExitShortfall();
       ledger.topUpExitFreezes(accountId);
@@ -121,19 +109,20 @@ export function linkAddressSync(ledger: Ledger, parameters: LinkAddressParameter
   });
 }
 
-/** The account an address is linked to, if any. */
-export function accountForAddress(db: Db, address: string): string | undefined {
+/** The account an address is linked to, if any (any letter case; undefined for a string that is not an address). */
+export function accountForAddress(addresses: AddressesStore, address: string): string | undefined {
   const normalized = normalizeAddress(address);
-  if (!normalized) return undefined;
-  return db.prepare("SELECT account_id FROM account_addresses WHERE address = ?").pluck().get(normalized) as string | undefined;
+  return normalized && addresses.accountFor(normalized);
 }
 
-/** Every address linked to an account, oldest link first. */
-export function addressesOf(db: Db, accountId: string): StoredAddress[] {
-  return db
-    .prepare("SELECT address FROM account_addresses WHERE account_id = ? ORDER BY created_at, address")
-    .pluck()
-    .all(accountId) as StoredAddress[];
+/**
+ * The escrow address a ledger account is settled at: its oldest linked address. Links are permanent and only
+ * ever added, so the answer never changes once an account has one; a batch rebuilt after a restart therefore
+ * names the same addresses it was recorded with.
+ */
+export function settlementAddress(addresses: AddressesStore, accountId: string): Address | undefined {
+  const [first] = addresses.addressesOf(accountId);
+  return first === undefined ? undefined : getAddress(first);
 }
 
 /**
@@ -151,26 +140,20 @@ export function creditChainDeposit(
 }
 
 /** Credits the recorded deposits to `address` that no account had taken yet. */
-function creditWaitingDeposits(ledger: Ledger, address: StoredAddress, accountId: string): { count: number; totalMicros: bigint } {
-  const waiting = ledger.db
-    .prepare(
-      `SELECT tx_hash, log_index, amount FROM chain_deposits
-       WHERE address = ? AND account_id IS NULL ORDER BY block_number, log_index`,
-    )
-    .all(address) as { tx_hash: string; log_index: bigint; amount: bigint }[];
-  const claim = ledger.db.prepare(
-    "UPDATE chain_deposits SET account_id = ?, entry_id = ? WHERE tx_hash = ? AND log_index = ? AND account_id IS NULL",
-  );
+function creditWaitingDeposits(
+  ledger: Ledger,
+  addresses: AddressesStore,
+  address: StoredAddress,
+  accountId: string,
+): { count: number; totalMicros: bigint } {
+  const waiting = addresses.waitingDeposits(address);
   let totalMicros = 0n;
-  for (const row of waiting) {
-    const entryId = creditChainDeposit(
-      ledger,
-      { txHash: row.tx_hash, logIndex: Number(row.log_index), amountMicros: row.amount },
-      accountId,
-    );
-    const { changes } = claim.run(accountId, entryId, row.tx_hash, row.log_index);
-    if (changes !== 1) throw new Error(`deposit ${depositMemo(row.tx_hash, Number(row.log_index))} was claimed twice`);
-    totalMicros += row.amount;
+  for (const deposit of waiting) {
+    const entryId = creditChainDeposit(ledger, deposit, accountId);
+    if (!addresses.claimDeposit(deposit.txHash, deposit.logIndex, accountId, entryId)) {
+      throw new Error(`deposit ${depositMemo(deposit.txHash, deposit.logIndex)} was claimed twice`);
+    }
+    totalMicros += deposit.amountMicros;
   }
   return { count: waiting.length, totalMicros };
 }

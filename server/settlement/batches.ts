@@ -11,8 +11,10 @@
 import type { Address, Hash, Hex } from "viem";
 import type { Ledger } from "../ledger/ledger";
 import { buildMerkleTree, receiptLeaf, type CallReceipt } from "../chain/receipts";
-import { type BatchRow, type BatchesStore, type HoldRow, SqliteBatchesStore } from "./batches-store";
-import { settlementAddress } from "./reconcile";
+import { settlementAddress } from "./addresses";
+import type { AddressesStore } from "./addresses-store";
+import type { BatchRow, BatchesStore, HoldRow } from "./batches-store";
+import { settlementStores } from "./store";
 import { SettlementHaltedError } from "./settlement-errors";
 
 /** A settled (or pending) call's proof of inclusion, checkable with SkillEscrow.verifyReceipt. */
@@ -75,17 +77,26 @@ export class SettlementBatches {
   private readonly maxCalls: number;
   private readonly log: (message: string) => void;
   private readonly store: BatchesStore;
+  private readonly addresses: AddressesStore;
   /** Paid calls that wait for a linked address, as counted by the last `recordNext`. */
   private waiting = 0;
   private lastUnaddressedReport = "";
   private lastShortReport = "";
   private readonly batchCache = new Map<number, BuiltBatch>();
 
-  constructor(parameters: { ledger: Ledger; maxCallsPerBatch: number; log: (message: string) => void; store?: BatchesStore }) {
+  constructor(parameters: {
+    ledger: Ledger;
+    maxCallsPerBatch: number;
+    log: (message: string) => void;
+    /** The batches' table and the linked addresses; by default settlement's stores on `ledger.db`. */
+    stores?: { batches: BatchesStore; addresses: AddressesStore };
+  }) {
     this.ledger = parameters.ledger;
     this.maxCalls = parameters.maxCallsPerBatch;
     this.log = parameters.log;
-    this.store = parameters.store ?? new SqliteBatchesStore(parameters.ledger.db);
+    const stores = parameters.stores ?? settlementStores(parameters.ledger.db);
+    this.store = stores.batches;
+    this.addresses = stores.addresses;
   }
 
   /** Paid calls not settled because a payer or seller has no linked address, as of the last `recordNext`. */
@@ -264,7 +275,7 @@ export class SettlementBatches {
   private addressResolver(): (accountId: string) => Address | undefined {
     const cache = new Map<string, Address | undefined>();
     return (accountId) => {
-      if (!cache.has(accountId)) cache.set(accountId, settlementAddress(this.ledger.db, accountId));
+      if (!cache.has(accountId)) cache.set(accountId, settlementAddress(this.addresses, accountId));
       return cache.get(accountId);
     };
   }

@@ -1,7 +1,8 @@
 import type { Address, PublicClient } from "viem";
 import { skillEscrowAbi } from "../chain/abi";
-import type { Db } from "../db/db";
-import { settlementAddress } from "./reconcile";
+import { settlementAddress } from "./addresses";
+import type { AddressesStore } from "./addresses-store";
+import type { ReconcileStore } from "./reconcile-store";
 
 export interface Earnings {
   /** Paid calls whose seller share is not yet on-chain (not batched, or in a batch not yet settled). */
@@ -22,21 +23,13 @@ export interface Earnings {
  * `earnings(address)`, so claimed = settled - claimable (batches are the only credits).
  */
 export async function earningsOf(
-  db: Db,
+  stores: { reconcile: ReconcileStore; addresses: AddressesStore },
   accountId: string,
   publicClient: Pick<PublicClient, "readContract"> | undefined,
   escrowAddress: Address | undefined,
 ): Promise<Earnings> {
-  const row = db
-    .prepare(
-      `SELECT
-         COALESCE(SUM(CASE WHEN b.status = 'settled' THEN h.seller_amount ELSE 0 END), 0) AS settled,
-         COALESCE(SUM(CASE WHEN b.status IS NULL OR b.status <> 'settled' THEN h.seller_amount ELSE 0 END), 0) AS pending
-       FROM holds h LEFT JOIN settlement_batches b ON b.number = h.batch_number
-       WHERE h.seller_account_id = ? AND h.status = 'captured'`,
-    )
-    .get(accountId) as { settled: bigint; pending: bigint };
-  const address = settlementAddress(db, accountId);
+  const row = stores.reconcile.sellerShares(accountId);
+  const address = settlementAddress(stores.addresses, accountId);
   let claimable: bigint | null = null;
   if (address && publicClient && escrowAddress) {
     claimable = (await publicClient.readContract({

@@ -27,7 +27,9 @@
 import { getAbiItem } from "viem";
 import { skillEscrowAbi } from "../chain/abi";
 import type { Ledger } from "../ledger/ledger";
-import { accountForAddress, type StoredAddress } from "./addresses";
+import type { AddressesStore, StoredAddress } from "./addresses-store";
+import type { ExitRow, ExitsStore } from "./exits-store";
+import { settlementStores } from "./store";
 
 /** SkillEscrow's exit events (contracts/SkillEscrow.sol). */
 export const EXIT_REQUESTED_EVENT = getAbiItem({ abi: skillEscrowAbi, name: "ExitRequested" });
@@ -60,16 +62,8 @@ export type ApplyExitEventReturnType =
   /** The log contradicts what was recorded: the chain is not the one read before. */
   | { outcome: "conflict"; detail: string };
 
-type ExitRow = {
-  tx_hash: string;
-  log_index: bigint;
-  address: string;
-  account_id: string | null;
-  requested: bigint;
-  ready_at: bigint;
-  frozen: bigint;
-  shortfall: bigint;
-};
+/** The tables applying an exit reads and writes beside the ledger's freezes: the exits, and who owns an address. */
+export type ExitStores = { addresses: AddressesStore; exits: ExitsStore };
 
 /** The memo of an exit's entries: the address, the request's log, and what the entry does. */
 export function exitMemo(address: string, key: { tx_hash: string; log_index: bigint | number }, what: string): string {
@@ -80,15 +74,22 @@ export function exitMemo(address: string, key: { tx_hash: string; log_index: big
  * Applies one exit log to the ledger. Runs inside the caller's ledger operation (the indexer's chunk), so
  * the row, its entries and the indexer's progress commit together. Expected disagreements are results.
  */
-export function applyExitEvent(ledger: Ledger, event: ChainExitEvent): ApplyExitEventReturnType {
-  return ledger.commit.run(() => (event.kind === "requested" ? applyRequested(ledger, event) : applyClosing(ledger, event)));
+export function applyExitEvent(
+  ledger: Ledger,
+  event: ChainExitEvent,
+  stores: ExitStores = settlementStores(ledger.db),
+): ApplyExitEventReturnType {
+  return ledger.commit.run(() =>
+    event.kind === "requested" ? applyRequested(ledger, stores, event) : applyClosing(ledger, stores.exits, event),
+  );
 }
 
-function applyRequested(ledger: Ledger, event: Extract<ChainExitEvent, { kind: "requested" }>): ApplyExitEventReturnType {
-  const db = ledger.db;
-  const seen = db
-    .prepare("SELECT address, requested, ready_at FROM chain_exits WHERE tx_hash = ? AND log_index = ?")
-    .get(event.txHash, event.logIndex) as { address: string; requested: bigint; ready_at: bigint } | undefined;
+function applyRequested(
+  ledger: Ledger,
+  { addresses, exits }: ExitStores,
+  event: Extract<ChainExitEvent, { kind: "requested" }>,
+): ApplyExitEventReturnType {
+  const seen = exits.byRequestLog(event.txHash, event.logIndex);
   if (seen) {
     if (seen.address !== event.address || seen.requested !== event.amountMicros || seen.ready_at !== event.readyAtSec) {
       return {
@@ -99,22 +100,12 @@ function applyRequested(ledger: Ledger, event: Extract<ChainExitEvent, { kind: "
     return { outcome: "duplicate" };
   }
   // The escrow keeps one request per address: a pending one is replaced, its freeze given back first.
-  const previous = pendingAt(ledger, event.address);
-  if (previous) close(ledger, previous, event, "replaced", null, "returned (replaced by a new request)");
+  const previous = exits.pendingAt(event.address);
+  if (previous) close(ledger, exits, previous, event, "replaced", null, "returned (replaced by a new request)");
 
-  const accountId = accountForAddress(db, event.address) ?? null;
-  db.prepare(
-    `INSERT INTO chain_exits (tx_hash, log_index, block_number, block_hash, address, account_id, requested, ready_at, status, frozen, shortfall, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?)`,
-  ).run(
-    event.txHash,
-    event.logIndex,
-    event.blockNumber,
-    event.blockHash,
-    event.address,
-    accountId,
-    event.amountMicros,
-    event.readyAtSec,
+  const accountId = addresses.accountFor(event.address) ?? null;
+  exits.insertPending(
+    { ...event, accountId, requestedMicros: event.amountMicros },
     accountId === null ? 0n : event.amountMicros,
     Date.now(),
   );
@@ -123,10 +114,7 @@ function applyRequested(ledger: Ledger, event: Extract<ChainExitEvent, { kind: "
     // The whole request starts as shortfall; the top-up freezes what the available balance covers now.
     ledger.noteExitShortfall();
     ledger.topUpExitFreezes(accountId);
-    frozenMicros = db
-      .prepare("SELECT frozen FROM chain_exits WHERE tx_hash = ? AND log_index = ?")
-      .pluck()
-      .get(event.txHash, event.logIndex) as bigint;
+    frozenMicros = exits.frozen(event.txHash, event.logIndex)!;
   }
   return {
     outcome: "applied",
@@ -138,11 +126,12 @@ function applyRequested(ledger: Ledger, event: Extract<ChainExitEvent, { kind: "
   };
 }
 
-function applyClosing(ledger: Ledger, event: Extract<ChainExitEvent, { kind: "cancelled" | "completed" }>): ApplyExitEventReturnType {
-  const db = ledger.db;
-  const closedBefore = db
-    .prepare("SELECT tx_hash, log_index, status FROM chain_exits WHERE closed_tx_hash = ? AND closed_log_index = ?")
-    .get(event.txHash, event.logIndex) as { tx_hash: string; log_index: bigint; status: string } | undefined;
+function applyClosing(
+  ledger: Ledger,
+  exits: ExitsStore,
+  event: Extract<ChainExitEvent, { kind: "cancelled" | "completed" }>,
+): ApplyExitEventReturnType {
+  const closedBefore = exits.byClosingLog(event.txHash, event.logIndex);
   if (closedBefore) {
     const expected = event.kind;
     return closedBefore.status === expected
@@ -152,7 +141,7 @@ function applyClosing(ledger: Ledger, event: Extract<ChainExitEvent, { kind: "ca
           detail: `log ${event.txHash}:${event.logIndex} closed exit ${closedBefore.tx_hash}:${closedBefore.log_index} as ${closedBefore.status}, the chain now says ${expected}`,
         };
   }
-  const pending = pendingAt(ledger, event.address);
+  const pending = exits.pendingAt(event.address);
   const requested = event.kind === "cancelled" ? event.amountMicros : event.requestedMicros;
   if (!pending || pending.requested !== requested) {
     return {
@@ -161,19 +150,19 @@ function applyClosing(ledger: Ledger, event: Extract<ChainExitEvent, { kind: "ca
     };
   }
   if (event.kind === "cancelled") {
-    close(ledger, pending, event, "cancelled", null, "returned (cancelled)");
+    close(ledger, exits, pending, event, "cancelled", null, "returned (cancelled)");
     return { outcome: "applied" };
   }
 
   const paid = event.paidMicros;
   if (paid <= pending.frozen) {
-    close(ledger, pending, event, "completed", paid, "returned (the escrow paid less than frozen)");
+    close(ledger, exits, pending, event, "completed", paid, "returned (the escrow paid less than frozen)");
     return { outcome: "applied" };
   }
   // Paid beyond the freeze: only possible while the exit was short, so the account's available balance is
   // zero and there is nothing to take. The escrow paid money the ledger still counts as held or as spent
   // and not yet settled; the row keeps the difference and the indexer says it out loud.
-  close(ledger, pending, event, "completed", paid, "");
+  close(ledger, exits, pending, event, "completed", paid, "");
   const uncovered = paid - pending.frozen;
   return {
     outcome: "applied",
@@ -189,6 +178,7 @@ function applyClosing(ledger: Ledger, event: Extract<ChainExitEvent, { kind: "ca
  */
 function close(
   ledger: Ledger,
+  exits: ExitsStore,
   pending: ExitRow,
   by: LogPosition,
   status: "replaced" | "cancelled" | "completed",
@@ -197,14 +187,8 @@ function close(
 ): void {
   const kept = paid === null ? 0n : paid < pending.frozen ? paid : pending.frozen;
   const uncovered = paid === null ? 0n : paid - kept;
-  const changed = ledger.db
-    .prepare(
-      `UPDATE chain_exits SET status = ?, frozen = ?, shortfall = 0, paid = ?, uncovered = ?,
-              closed_tx_hash = ?, closed_log_index = ?, closed_block_number = ?, closed_at = ?
-       WHERE tx_hash = ? AND log_index = ? AND status = 'pending'`,
-    )
-    .run(status, kept, paid, uncovered, by.txHash, by.logIndex, by.blockNumber, Date.now(), pending.tx_hash, pending.log_index).changes;
-  if (changed !== 1) throw new Error(`exit ${pending.tx_hash}:${pending.log_index} was not pending when it was ${status}`);
+  const changed = exits.close(pending, { status, keptMicros: kept, paidMicros: paid, uncoveredMicros: uncovered }, by, Date.now());
+  if (!changed) throw new Error(`exit ${pending.tx_hash}:${pending.log_index} was not pending when it was ${status}`);
   const giveBack = pending.frozen - kept;
   if (giveBack > 0n) {
     // The row is closed first, so the returned money cannot flow back into this same freeze; other short
@@ -216,31 +200,4 @@ function close(
       exitMemo(pending.address, pending, returnNote),
     );
   }
-}
-
-function pendingAt(ledger: Ledger, address: string): ExitRow | undefined {
-  return ledger.db
-    .prepare(
-      `SELECT tx_hash, log_index, address, account_id, requested, ready_at, frozen, shortfall
-       FROM chain_exits WHERE address = ? AND status = 'pending'`,
-    )
-    .get(address) as ExitRow | undefined;
-}
-
-/**
- * Pending exits whose accounts still have paid calls the settler has not batched, soonest `readyAt` first:
- * what the settler must post before the escrow pays the exit out (see the file comment).
- */
-export function exitsAwaitingSettlement(
-  ledger: Ledger,
-): { accountId: string; address: StoredAddress; readyAtSec: bigint; unsettledMicros: bigint }[] {
-  const rows = ledger.db
-    .prepare(
-      `SELECT x.account_id, x.address, x.ready_at, SUM(h.amount) AS unsettled
-       FROM chain_exits x JOIN holds h ON h.account_id = x.account_id AND h.status = 'captured' AND h.batch_number IS NULL
-       WHERE x.status = 'pending' AND x.account_id IS NOT NULL
-       GROUP BY x.tx_hash, x.log_index ORDER BY x.ready_at`,
-    )
-    .all() as { account_id: string; address: StoredAddress; ready_at: bigint; unsettled: bigint }[];
-  return rows.map((r) => ({ accountId: r.account_id, address: r.address, readyAtSec: r.ready_at, unsettledMicros: r.unsettled }));
 }

@@ -18,7 +18,11 @@
 import { getAbiItem, type Address, type GetLogsReturnType, type Hash } from "viem";
 import { skillEscrowAbi } from "../chain/abi";
 import type { Ledger } from "../ledger/ledger";
-import { accountForAddress, creditChainDeposit, depositMemo, normalizeAddress, type ChainDeposit } from "./addresses";
+import { creditChainDeposit, depositMemo, normalizeAddress, type ChainDeposit } from "./addresses";
+import type { AddressesStore } from "./addresses-store";
+import type { ExitsStore } from "./exits-store";
+import type { IndexerProgress, IndexerStore } from "./indexer-store";
+import { settlementStores } from "./store";
 import {
   applyExitEvent,
   EXIT_CANCELLED_EVENT,
@@ -55,6 +59,8 @@ export type DepositIndexerLog = (message: string, error?: unknown) => void;
 
 export type DepositIndexerParameters = {
   ledger: Ledger;
+  /** The tables the indexer records logs and progress in; by default settlement's stores on `ledger.db`. */
+  stores?: { addresses: AddressesStore; exits: ExitsStore; indexer: IndexerStore };
   publicClient: DepositIndexerClient;
   escrowAddress: Address;
   /** The block that created the escrow: where a fresh database starts reading. */
@@ -122,10 +128,7 @@ const defaultLog: DepositIndexerLog = (message, error) => console.error(`[indexe
 /** One log of a chunk, in chain order. */
 type ChunkItem = { kind: "deposit"; deposit: ChainDeposit } | { kind: "exit"; exit: ChainExitEvent };
 
-interface IndexerState {
-  lastBlock: bigint;
-  lastBlockHash: string;
-}
+type IndexerState = IndexerProgress;
 
 /**
  * Credits escrow deposits to the ledger. `poll()` does one step and may throw; `start()` runs it in a loop
@@ -135,6 +138,7 @@ interface IndexerState {
 export class DepositIndexer {
   readonly name: string;
   private readonly ledger: Ledger;
+  private readonly stores: { addresses: AddressesStore; exits: ExitsStore; indexer: IndexerStore };
   private readonly client: DepositIndexerClient;
   private readonly escrow: Address;
   private readonly deployBlock: bigint;
@@ -161,6 +165,7 @@ export class DepositIndexer {
     const escrow = normalizeAddress(parameters.escrowAddress);
     if (!escrow) throw new RangeError(`escrowAddress is not an address: ${parameters.escrowAddress}`);
     this.ledger = parameters.ledger;
+    this.stores = parameters.stores ?? settlementStores(parameters.ledger.db);
     this.client = parameters.publicClient;
     this.escrow = escrow;
     this.deployBlock = parameters.deployBlock;
@@ -340,18 +345,13 @@ export class DepositIndexer {
     toBlockHash: string,
     items: ChunkItem[],
   ): { recorded: number; credited: number; waiting: number; exits: number; warnings: string[]; requested: PendingExit[] } {
-    const db = this.ledger.db;
+    const { addresses } = this.stores;
     // Re-read inside the transaction: the chunk must start right after what the disk says is done.
     const state = this.readState();
     const expectedFrom = state ? state.lastBlock + 1n : this.deployBlock;
     if (fromBlock !== expectedFrom) {
       throw new DepositIndexerError(`indexer state moved underneath: chunk starts at ${fromBlock}, the disk says ${expectedFrom}`);
     }
-    const find = db.prepare("SELECT address, amount FROM chain_deposits WHERE tx_hash = ? AND log_index = ?");
-    const insert = db.prepare(
-      `INSERT INTO chain_deposits (tx_hash, log_index, block_number, block_hash, address, sender, amount, account_id, entry_id, created_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    );
     let recorded = 0;
     let credited = 0;
     let exits = 0;
@@ -359,7 +359,7 @@ export class DepositIndexer {
     const requested: PendingExit[] = [];
     for (const item of items) {
       if (item.kind === "exit") {
-        const result = applyExitEvent(this.ledger, item.exit);
+        const result = applyExitEvent(this.ledger, item.exit, this.stores);
         if (result.outcome === "conflict") throw new DepositIndexerError(result.detail);
         if (result.outcome === "applied") {
           exits++;
@@ -369,41 +369,26 @@ export class DepositIndexer {
         continue;
       }
       const { deposit } = item;
-      const seen = find.get(deposit.txHash, deposit.logIndex) as { address: string; amount: bigint } | undefined;
+      const seen = addresses.deposit(deposit.txHash, deposit.logIndex);
       if (seen) {
         // Already recorded (a chunk re-read after a crash between commit and state, or an RPC repeating a
         // log). The key says it is the same log; if its contents differ, the chain is not the one we read.
-        if (seen.address !== deposit.address || seen.amount !== deposit.amountMicros) {
+        if (seen.address !== deposit.address || seen.amountMicros !== deposit.amountMicros) {
           throw new DepositIndexerError(
-            `deposit ${depositMemo(deposit.txHash, deposit.logIndex)} was recorded as ${seen.amount} to ${seen.address}, the chain now says ${deposit.amountMicros} to ${deposit.address}`,
+            `deposit ${depositMemo(deposit.txHash, deposit.logIndex)} was recorded as ${seen.amountMicros} to ${seen.address}, the chain now says ${deposit.amountMicros} to ${deposit.address}`,
           );
         }
         continue;
       }
-      const accountId = accountForAddress(db, deposit.address);
+      const accountId = addresses.accountFor(deposit.address);
       const entryId = accountId === undefined ? null : creditChainDeposit(this.ledger, deposit, accountId);
       // A deposit to an account with a pending exit short of its freeze goes to the freeze first (./exits.ts).
       if (accountId !== undefined) this.ledger.topUpExitFreezes(accountId);
-      insert.run(
-        deposit.txHash,
-        deposit.logIndex,
-        deposit.blockNumber,
-        deposit.blockHash,
-        deposit.address,
-        deposit.sender,
-        deposit.amountMicros,
-        accountId ?? null,
-        entryId,
-        Date.now(),
-      );
+      addresses.recordDeposit(deposit, accountId ?? null, entryId, Date.now());
       recorded++;
       if (accountId !== undefined) credited++;
     }
-    db.prepare(
-      `INSERT INTO indexer_state (name, last_block, last_block_hash, updated_at) VALUES (?, ?, ?, ?)
-       ON CONFLICT (name) DO UPDATE SET last_block = excluded.last_block, last_block_hash = excluded.last_block_hash,
-                                        updated_at = excluded.updated_at`,
-    ).run(this.name, toBlock, toBlockHash, Date.now());
+    this.stores.indexer.saveProgress(this.name, { lastBlock: toBlock, lastBlockHash: toBlockHash }, Date.now());
     return { recorded, credited, waiting: recorded - credited, exits, warnings, requested };
   }
 
@@ -415,9 +400,7 @@ export class DepositIndexer {
   }
 
   private readState(): IndexerState | undefined {
-    const row = this.ledger.db.prepare("SELECT last_block, last_block_hash FROM indexer_state WHERE name = ?").get(this.name) as
-      { last_block: bigint; last_block_hash: string } | undefined;
-    return row && { lastBlock: row.last_block, lastBlockHash: row.last_block_hash };
+    return this.stores.indexer.progress(this.name);
   }
 
   private safeLog(message: string, error?: unknown): void {

@@ -3,6 +3,7 @@ import type { Config } from "../config";
 import type { Ledger } from "../ledger/ledger";
 import { DepositIndexer } from "./indexer";
 import { Settler } from "./settler";
+import type { SettlementStores } from "./store";
 import { VoucherIssuer } from "./vouchers";
 
 /** The chain the gateway's money lives on, and the keys it acts with there. */
@@ -40,6 +41,7 @@ export interface MoneyPath {
  */
 export function createMoneyPath(
   ledger: Ledger,
+  stores: SettlementStores,
   config: Config,
   chain: ChainConnection,
   log: (message: string, error?: unknown) => void,
@@ -47,6 +49,7 @@ export function createMoneyPath(
   const settler = chain.settlerWallet
     ? new Settler({
         ledger,
+        stores,
         publicClient: chain.publicClient,
         walletClient: chain.settlerWallet,
         escrowAddress: chain.escrowAddress,
@@ -58,6 +61,7 @@ export function createMoneyPath(
     : undefined;
   const indexer = new DepositIndexer({
     ledger,
+    stores,
     publicClient: chain.publicClient,
     escrowAddress: chain.escrowAddress,
     deployBlock: chain.deployBlock,
@@ -70,6 +74,7 @@ export function createMoneyPath(
   const vouchers = chain.voucherSigner
     ? new VoucherIssuer({
         ledger,
+        stores,
         signer: chain.voucherSigner,
         escrowAddress: chain.escrowAddress,
         chainId: chain.chainId,

@@ -11,8 +11,9 @@
  */
 import { getAbiItem, getAddress, type Address, type Hex, type PublicClient } from "viem";
 import { skillEscrowAbi } from "../chain/abi";
-import type { Db } from "../db/db";
-import { addressesOf } from "./addresses";
+import { settlementAddress } from "./addresses";
+import type { AddressesStore } from "./addresses-store";
+import type { ReconcileBatchRow, ReconcileStore } from "./reconcile-store";
 import { EXIT_COMPLETED_EVENT } from "./exits";
 import { DEPOSITED_EVENT } from "./indexer";
 
@@ -20,20 +21,11 @@ import { DEPOSITED_EVENT } from "./indexer";
 export const BATCH_SETTLED_EVENT = getAbiItem({ abi: skillEscrowAbi, name: "BatchSettled" });
 const CLAIMED_EVENT = getAbiItem({ abi: skillEscrowAbi, name: "Claimed" });
 
-/**
- * The escrow address a ledger account is settled at: its oldest linked address (server/settlement/addresses.ts).
- * Links are permanent and only ever added, so the answer never changes once an account has one; a batch
- * rebuilt after a restart therefore names the same addresses it was recorded with.
- */
-export function settlementAddress(db: Db, accountId: string): Address | undefined {
-  const [first] = addressesOf(db, accountId);
-  return first === undefined ? undefined : getAddress(first);
-}
-
 export type ReconcileClient = Pick<PublicClient, "getBlockNumber" | "getBlock" | "readContract" | "getLogs">;
 
 export type ReconcileParameters = {
-  db: Db;
+  /** The ledger's side: settlement's read-only view across the books, and who owns each address. */
+  stores: { reconcile: ReconcileStore; addresses: AddressesStore };
   publicClient: ReconcileClient;
   escrowAddress: Address;
   /** First block to read escrow events from: the deploy block. Default 0. */
@@ -88,15 +80,6 @@ export class ReconcileError extends Error {
 /** What `reconcile` throws: ReconcileError, or the RPC client's error when the chain cannot be read. */
 export type ReconcileErrorType = ReconcileError | Error;
 
-type BatchRow = {
-  number: bigint;
-  status: "pending" | "settled";
-  receipts_root: string;
-  call_count: bigint;
-  total_debits: bigint;
-  platform_fee: bigint;
-};
-
 const DEFAULT_LOG_CHUNK_BLOCKS = 10_000n;
 
 /**
@@ -119,14 +102,13 @@ const DEFAULT_LOG_CHUNK_BLOCKS = 10_000n;
  * nowhere; `ExitCompleted` logs above the indexer's progress are subtracted as read from the chain.
  */
 export async function reconcile(parameters: ReconcileParameters): Promise<ReconcileReturnType> {
-  const { db, publicClient } = parameters;
+  const { stores, publicClient } = parameters;
   const escrow = getAddress(parameters.escrowAddress);
   const fromBlock = parameters.fromBlock ?? 0n;
   const chunk = parameters.logChunkBlocks ?? DEFAULT_LOG_CHUNK_BLOCKS;
   if (chunk < 1n) throw new RangeError(`logChunkBlocks must be positive, got ${chunk}`);
   // openDatabase migrates every database it opens, so only a handle opened some other way can lack the schema.
-  const migrated = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'settlement_batches'").get() !== undefined;
-  if (!migrated) throw new ReconcileError("the ledger has no settlement_batches table (migrate it)");
+  if (!stores.reconcile.hasSettlementSchema()) throw new ReconcileError("the ledger has no settlement_batches table (migrate it)");
 
   const blockNumber = await publicClient.getBlockNumber({ cacheTime: 0 });
   const contract = { address: escrow, abi: skillEscrowAbi, blockNumber } as const;
@@ -134,7 +116,7 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
   const blockTimeSec = (await publicClient.getBlock({ blockNumber })).timestamp;
 
   // The ledger side, read in one synchronous pass so no write can land between two of its queries.
-  const ledgerSide = readLedgerSide(db, escrow, lastBatchNumber, blockNumber, blockTimeSec);
+  const ledgerSide = readLedgerSide(stores, escrow, lastBatchNumber, blockNumber, blockTimeSec);
   const differences: ReconcileDifference[] = [...ledgerSide.differences];
 
   // The chain's events: settled batches (their treasury and totals) and claims.
@@ -292,7 +274,13 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
 }
 
 /** The ledger's settled view, keyed by checksummed escrow address. */
-function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockNumber: bigint, blockTimeSec: bigint) {
+function readLedgerSide(
+  { reconcile: books, addresses }: ReconcileParameters["stores"],
+  escrow: Address,
+  lastBatchNumber: number,
+  blockNumber: bigint,
+  blockTimeSec: bigint,
+) {
   const differences: ReconcileDifference[] = [];
   const expectedBalance = new Map<Address, bigint>();
   const expectedEarnings = new Map<Address, bigint>();
@@ -300,25 +288,19 @@ function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockN
 
   const addressOf = new Map<string, Address | undefined>();
   const settlementAddressOf = (accountId: string) => {
-    if (!addressOf.has(accountId)) addressOf.set(accountId, settlementAddress(db, accountId));
+    if (!addressOf.has(accountId)) addressOf.set(accountId, settlementAddress(addresses, accountId));
     return addressOf.get(accountId);
   };
 
   // Batches: which the chain has applied, and whether the ledger agrees about each one's status.
-  const batches = db
-    .prepare("SELECT number, status, receipts_root, call_count, total_debits, platform_fee FROM settlement_batches ORDER BY number")
-    .all() as BatchRow[];
+  const batches: ReconcileBatchRow[] = books.batches();
   const recordedNumbers = new Set(batches.map((b) => Number(b.number)));
   const appliedBatches = batches.filter((b) => Number(b.number) <= lastBatchNumber);
   const settledAbove = batches.filter((b) => b.status === "settled" && Number(b.number) > lastBatchNumber).map((b) => Number(b.number));
 
   // Each applied batch's calls: the batch's recorded totals must be its calls' sums.
-  const callsOf = db.prepare(
-    `SELECT COUNT(*) AS calls, COALESCE(SUM(amount), 0) AS debits, COALESCE(SUM(fee_amount), 0) AS fees
-     FROM holds WHERE batch_number = ?`,
-  );
   for (const b of appliedBatches) {
-    const sums = callsOf.get(b.number) as { calls: bigint; debits: bigint; fees: bigint };
+    const sums = books.batchSums(b.number);
     if (sums.calls !== b.call_count || sums.debits !== b.total_debits || sums.fees !== b.platform_fee) {
       differences.push({
         code: "batch_mismatch",
@@ -331,14 +313,7 @@ function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockN
   }
 
   // Settled debits and seller credits, per account, attributed to its settlement address.
-  const perAccount = db
-    .prepare(
-      `SELECT h.account_id, h.seller_account_id, SUM(h.amount) AS debits, SUM(h.seller_amount) AS credits
-       FROM holds h JOIN settlement_batches b ON b.number = h.batch_number
-       WHERE b.number <= ?
-       GROUP BY h.account_id, h.seller_account_id`,
-    )
-    .all(lastBatchNumber) as { account_id: string; seller_account_id: string; debits: bigint; credits: bigint }[];
+  const perAccount = books.settledPerAccount(lastBatchNumber);
   for (const row of perAccount) {
     const payer = settlementAddressOf(row.account_id);
     const seller = settlementAddressOf(row.seller_account_id);
@@ -359,15 +334,7 @@ function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockN
   }
 
   // Deposits: chain deposits where the indexer saw them paid, other deposit entries at the settlement address.
-  const deposits = db
-    .prepare(
-      `SELECT p.account_id, cd.address, SUM(p.amount) AS amount
-       FROM entries e JOIN postings p ON p.entry_id = e.id AND p.bucket = 'available'
-       LEFT JOIN chain_deposits cd ON cd.entry_id = e.id
-       WHERE e.kind = 'deposit' AND (cd.block_number IS NULL OR cd.block_number <= ?)
-       GROUP BY p.account_id, cd.address`,
-    )
-    .all(blockNumber) as { account_id: string; address: string | null; amount: bigint }[];
+  const deposits = books.deposits(blockNumber);
   for (const row of deposits) {
     const address = row.address !== null ? getAddress(row.address) : settlementAddressOf(row.account_id);
     if (address === undefined) {
@@ -384,12 +351,9 @@ function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockN
   let unindexedFrom: bigint | undefined;
   {
     // Recorded deposits to addresses no account has linked: on-chain, not yet in any account.
-    const waiting = db
-      .prepare("SELECT address, SUM(amount) AS amount FROM chain_deposits WHERE account_id IS NULL AND block_number <= ? GROUP BY address")
-      .all(blockNumber) as { address: string; amount: bigint }[];
+    const waiting = books.waitingDeposits(blockNumber);
     for (const row of waiting) add(expectedBalance, getAddress(row.address), row.amount);
-    const last = db.prepare("SELECT last_block FROM indexer_state WHERE name = ?").pluck().get(`deposits:${escrow.toLowerCase()}`) as
-      bigint | undefined;
+    const last = books.indexedThrough(`deposits:${escrow.toLowerCase()}`);
     if (last !== undefined) unindexedFrom = last + 1n;
   }
 
@@ -398,18 +362,9 @@ function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockN
   // the pinned block. So is one the sweep has since marked redeemed, if it could still have been unused
   // then: its deadline had not passed at the pinned block (a voucher is redeemed before its deadline, so
   // one redeemed after the pinned block always has a deadline after it).
-  const outstandingVouchers = db
-    .prepare("SELECT address, nonce, amount FROM vouchers WHERE status = 'issued' OR (status = 'redeemed' AND deadline >= ?)")
-    .all(blockTimeSec) as { address: string; nonce: bigint; amount: bigint }[];
+  const outstandingVouchers = books.outstandingVouchers(blockTimeSec);
   // An exit's entries are counted at the exit's own address, below.
-  const withdrawals = db
-    .prepare(
-      `SELECT p.account_id, -SUM(p.amount) AS amount
-       FROM entries e JOIN postings p ON p.entry_id = e.id AND p.bucket = 'available'
-       WHERE e.kind IN ('voucher_withdrawal', 'voucher_return')
-       GROUP BY p.account_id`,
-    )
-    .all() as { account_id: string; amount: bigint }[];
+  const withdrawals = books.voucherWithdrawals();
   for (const row of withdrawals) {
     const address = settlementAddressOf(row.account_id);
     if (address) add(expectedBalance, address, -row.amount);
@@ -425,24 +380,14 @@ function readLedgerSide(db: Db, escrow: Address, lastBatchNumber: number, blockN
   // Exits completed at or before the pinned block: what the ledger took for each (its linked entries, net),
   // or what the escrow paid for an address with no account behind it (see the doc comment of reconcile).
   {
-    const completed = db
-      .prepare(
-        `SELECT x.address, x.account_id, x.paid,
-                COALESCE((SELECT -SUM(p.amount) FROM entries e JOIN postings p ON p.entry_id = e.id AND p.bucket = 'available'
-                          WHERE e.exit_tx_hash = x.tx_hash AND e.exit_log_index = x.log_index), 0) AS taken
-         FROM chain_exits x WHERE x.status = 'completed' AND x.closed_block_number <= ?`,
-      )
-      .all(blockNumber) as { address: string; account_id: string | null; paid: bigint; taken: bigint }[];
+    const completed = books.completedExits(blockNumber);
     for (const row of completed) add(expectedBalance, getAddress(row.address), -(row.account_id === null ? row.paid : row.taken));
   }
 
   // Every linked address is checked, even one the ledger expects nothing at.
   const linked = new Map<Address, string[]>();
   {
-    const rows = db.prepare("SELECT address, account_id FROM account_addresses ORDER BY address").all() as {
-      address: string;
-      account_id: string;
-    }[];
+    const rows = books.linkedAddresses();
     for (const row of rows) {
       const address = getAddress(row.address);
       linked.set(address, [...(linked.get(address) ?? []), row.account_id]);

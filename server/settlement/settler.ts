@@ -13,12 +13,13 @@
  * batches, receipts) is ./batches.ts; the errors are ./settlement-errors.ts; revert decoding is ./reverts.ts.
  */
 import { getAddress, type Account, type Address, type Chain, type Hash, type PublicClient, type Transport, type WalletClient } from "viem";
-import type { Db } from "../db/db";
 import type { Ledger } from "../ledger/ledger";
 import { SettlementBatches, type BuiltBatch, type ReceiptForReturnType } from "./batches";
 import type { BatchRow } from "./batches-store";
 import { skillEscrowAbi } from "../chain/abi";
-import { BATCH_SETTLED_EVENT, reconcile, settlementAddress, type ReconcileReturnType } from "./reconcile";
+import { settlementAddress } from "./addresses";
+import { BATCH_SETTLED_EVENT, reconcile, type ReconcileReturnType } from "./reconcile";
+import { type SettlementStores, settlementStores } from "./store";
 import { type LoopHealth, RetryLoop } from "../chain/retry-loop";
 import { classifySendFailure, SettlementHaltedError, SettlementSendError } from "./settlement-errors";
 
@@ -40,6 +41,8 @@ export type SettlerWalletClient = Pick<WalletClient<Transport, Chain | undefined
 
 export type SettlerParameters = {
   ledger: Ledger;
+  /** Settlement's tables; by default its stores on `ledger.db`. */
+  stores?: SettlementStores;
   publicClient: SettlerPublicClient;
   walletClient: SettlerWalletClient;
   escrowAddress: Address;
@@ -85,7 +88,7 @@ const defaultLog: SettlerLog = (message, error) => console.error(`[settler] ${me
  */
 export class Settler {
   private readonly ledger: Ledger;
-  private readonly db: Db;
+  private readonly stores: SettlementStores;
   private readonly client: SettlerPublicClient;
   private readonly wallet: SettlerWalletClient;
   private readonly escrow: Address;
@@ -120,7 +123,7 @@ export class Settler {
     if (!Number.isSafeInteger(triggerCalls) || triggerCalls < 1)
       throw new RangeError(`triggerCalls must be a positive integer, got ${triggerCalls}`);
     this.ledger = parameters.ledger;
-    this.db = parameters.ledger.db;
+    this.stores = parameters.stores ?? settlementStores(parameters.ledger.db);
     this.client = parameters.publicClient;
     this.wallet = parameters.walletClient;
     this.escrow = getAddress(parameters.escrowAddress);
@@ -133,7 +136,12 @@ export class Settler {
     this.maxBackoffMs = parameters.maxBackoffMs ?? DEFAULT_MAX_BACKOFF_MS;
     this.triggerCheckMs = parameters.triggerCheckMs ?? DEFAULT_TRIGGER_CHECK_MS;
     this.log = parameters.log ?? defaultLog;
-    this.batches = new SettlementBatches({ ledger: this.ledger, maxCallsPerBatch, log: (message) => this.safeLog(message) });
+    this.batches = new SettlementBatches({
+      ledger: this.ledger,
+      stores: this.stores,
+      maxCallsPerBatch,
+      log: (message) => this.safeLog(message),
+    });
     this.loop = new RetryLoop({
       step: () => this.runOnce(),
       isFatal: (error) => error instanceof SettlementHaltedError,
@@ -257,7 +265,7 @@ export class Settler {
   private async coverage(head: bigint): Promise<Map<string, bigint>> {
     const coverage = new Map<string, bigint>();
     for (const accountId of this.batches.unbatchedDebits().keys()) {
-      const address = settlementAddress(this.ledger.db, accountId);
+      const address = settlementAddress(this.stores.addresses, accountId);
       if (!address) continue;
       const balance = await this.client.readContract({
         address: this.escrow,
@@ -428,7 +436,12 @@ export class Settler {
 
   private async reconcileNow(): Promise<void> {
     this.reconcileDue = true;
-    const result = await reconcile({ db: this.db, publicClient: this.client, escrowAddress: this.escrow, fromBlock: this.deployBlock });
+    const result = await reconcile({
+      stores: this.stores,
+      publicClient: this.client,
+      escrowAddress: this.escrow,
+      fromBlock: this.deployBlock,
+    });
     if (!result.ok) {
       throw new SettlementHaltedError(
         "reconcile_failed",

@@ -32,11 +32,24 @@ const toRecord = (r: Row): VoucherRecord => ({
 });
 
 /**
- * The `vouchers` table (./vouchers.ts): every SQL statement on it lives here. The ledger entry a voucher's
- * amount left by is the ledger's (Ledger.withdrawByVoucher); this records the voucher beside it, in the same
- * ledger operation.
+ * The `vouchers` table (./vouchers.ts). The ledger entry a voucher's amount left by is the ledger's
+ * (Ledger.withdrawByVoucher); this records the voucher beside it, in the same ledger operation.
  */
-export class VoucherStore {
+export interface VoucherStore {
+  /** Records an issued voucher and the entry its amount left the ledger by. */
+  insertIssued(v: { address: string; nonce: bigint; accountId: string; amountMicros: bigint; deadlineSec: bigint; entryId: bigint }): void;
+  /** Keeps the signature given out for a voucher. */
+  setSignature(address: string, nonce: bigint, signature: string): void;
+  /** Moves an issued voucher to its end state; false if it was not issued any more (someone settled it first). */
+  settle(address: string, nonce: bigint, status: "redeemed" | "returned"): boolean;
+  /** Every voucher still issued, oldest first. */
+  issued(): VoucherRecord[];
+  /** An account's newest vouchers, newest first. */
+  ofAccount(accountId: string, limit: number): VoucherRecord[];
+}
+
+/** VoucherStore on the gateway's SQLite database: every SQL statement on `vouchers` lives here. */
+export class SqliteVoucherStore implements VoucherStore {
   private readonly stmt;
 
   constructor(db: Db) {

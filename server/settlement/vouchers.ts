@@ -2,9 +2,11 @@ import { randomBytes } from "node:crypto";
 import { getAddress } from "viem";
 import type { Account, Address, Chain, Hex, PublicClient, Transport, WalletClient } from "viem";
 import { skillEscrowAbi } from "../chain/abi";
-import { accountForAddress, addressesOf, normalizeAddress } from "./addresses";
+import { normalizeAddress } from "./addresses";
+import type { AddressesStore } from "./addresses-store";
 import type { Ledger } from "../ledger/ledger";
-import { VoucherStore } from "./vouchers-store";
+import { settlementStores } from "./store";
+import type { VoucherStore } from "./vouchers-store";
 import { microsToUsd } from "../ledger/money";
 import { type Refusal, refusal } from "../errors";
 
@@ -53,6 +55,8 @@ export type IssueVoucherResult =
 
 export interface VoucherIssuerParameters {
   ledger: Ledger;
+  /** The vouchers' table and the linked addresses; by default settlement's stores on `ledger.db`. */
+  stores?: { vouchers: VoucherStore; addresses: AddressesStore };
   /** Holds VOUCHER_SIGNER_ROLE on the escrow. */
   signer: WalletClient<Transport, Chain | undefined, Account>;
   escrowAddress: Address;
@@ -73,10 +77,13 @@ function randomNonce(): bigint {
 export class VoucherIssuer {
   private readonly ttlSec: number;
   private readonly store: VoucherStore;
+  private readonly addresses: AddressesStore;
 
   constructor(private readonly p: VoucherIssuerParameters) {
     this.ttlSec = p.ttlSec ?? 3_600;
-    this.store = new VoucherStore(p.ledger.db);
+    const stores = p.stores ?? settlementStores(p.ledger.db);
+    this.store = stores.vouchers;
+    this.addresses = stores.addresses;
   }
 
   /**
@@ -85,11 +92,12 @@ export class VoucherIssuer {
    */
   async issue(accountId: string, options: { amountMicros?: bigint; address?: string; nowSec?: number } = {}): Promise<IssueVoucherResult> {
     const { ledger } = this.p;
-    const addresses = addressesOf(ledger.db, accountId);
+    const addresses = this.addresses.addressesOf(accountId);
     let address: string | undefined;
     if (options.address !== undefined) {
-      address = normalizeAddress(options.address);
-      if (!address || accountForAddress(ledger.db, address) !== accountId) return { ok: false, reason: "address_not_yours" };
+      const normalized = normalizeAddress(options.address);
+      if (!normalized || this.addresses.accountFor(normalized) !== accountId) return { ok: false, reason: "address_not_yours" };
+      address = normalized;
     } else if (addresses.length === 0) {
       return { ok: false, reason: "no_address" };
     } else if (addresses.length > 1) {

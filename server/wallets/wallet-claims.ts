@@ -18,7 +18,8 @@ import type { UserOperationReceipt } from "viem/account-abstraction";
 import { readContract } from "viem/actions";
 import { skillEscrowAbi } from "../chain/abi";
 import { escrowClaimCall } from "./aa";
-import { settlementAddress } from "../settlement/reconcile";
+import { settlementAddress } from "../settlement/addresses";
+import { settlementStores } from "../settlement/store";
 import type { Ledger } from "../ledger/ledger";
 import { type Refusal, refusal } from "../errors";
 import {
@@ -78,7 +79,7 @@ export class WalletClaims {
   private claimingWallet(accountId: string): { ok: true; wallet: EmbeddedWallet } | ClaimRefusal {
     const wallet = getEmbeddedWallet(this.p.ledger.db, accountId);
     if (!wallet) return refusal("no_wallet", NO_WALLET);
-    const payoutAddress = settlementAddress(this.p.ledger.db, accountId);
+    const payoutAddress = settlementAddress(settlementStores(this.p.ledger.db).addresses, accountId);
     if (!payoutAddress || !isAddressEqual(payoutAddress, wallet.address)) {
       return refusal(
         "payout_address_not_wallet",

@@ -6,6 +6,7 @@ import { assertBalanced } from "../../server/ledger/invariants";
 import { type LocalChain, USDC, gatewayChain, startLocalChain } from "../helpers/chain";
 import { exitActions } from "../helpers/exits";
 import { type TestStack, startStack } from "../helpers/gateway";
+import { settlementStores } from "../../server/settlement/store";
 
 /**
  * The unilateral exit racing with calls, through the whole gateway: calls are in flight when
@@ -75,7 +76,7 @@ describe("a unilateral exit racing with calls", function () {
     expect(stack.gw.ledger.balance(stack.buyerId)).to.deep.equal({ availableMicros: 0n, heldMicros: 0n });
 
     const books = await reconcile({
-      db: stack.gw.db,
+      stores: settlementStores(stack.gw.db),
       publicClient: chain.publicClient,
       escrowAddress: chain.deployment.escrow,
       fromBlock: chain.deployment.deployBlock,

@@ -7,6 +7,7 @@ import { reconcile } from "../../server/settlement/reconcile";
 import { assertBalanced } from "../../server/ledger/invariants";
 import { type LocalChain, USDC, gatewayChain, startLocalChain } from "../helpers/chain";
 import { type TestStack, startStack } from "../helpers/gateway";
+import { settlementStores } from "../../server/settlement/store";
 
 const escrowAbi = loadArtifact("SkillEscrow").abi;
 const usdcAbi = loadArtifact("TestUSDC").abi;
@@ -154,7 +155,7 @@ describe("the money path, end to end", function () {
     expect(stack.gw.ledger.balance(stack.buyerId)).to.deep.equal({ availableMicros: 0n, heldMicros: 0n });
     await stack.gw.moneyPath!.vouchers!.sweep(chain.publicClient);
     const books = await reconcile({
-      db: stack.gw.db,
+      stores: settlementStores(stack.gw.db),
       publicClient: chain.publicClient,
       escrowAddress: chain.deployment.escrow,
       fromBlock: chain.deployment.deployBlock,
@@ -269,7 +270,7 @@ describe("the money path across a gateway restart mid-stream (a killed one is te
 
         expect(await chain.escrowBalance(buyer)).to.equal(second.ledger.balance("bob").availableMicros);
         const books = await reconcile({
-          db: second.db,
+          stores: settlementStores(second.db),
           publicClient: chain.publicClient,
           escrowAddress: chain.deployment.escrow,
           fromBlock: chain.deployment.deployBlock,

@@ -7,6 +7,7 @@ import { assertBalanced } from "../../server/ledger/invariants";
 import { Ledger } from "../../server/ledger/ledger";
 import { type LocalChain, USDC, startLocalChain } from "../helpers/chain";
 import { type ExitActions, exitActions } from "../helpers/exits";
+import { settlementStores } from "../../server/settlement/store";
 
 /** Linking an address to an account, when the chain already has history for it. */
 describe("linking an address to an account", function () {
@@ -42,7 +43,12 @@ describe("linking an address to an account", function () {
   });
 
   const books = () =>
-    reconcile({ db, publicClient: chain.publicClient, escrowAddress: chain.deployment.escrow, fromBlock: chain.deployment.deployBlock });
+    reconcile({
+      stores: settlementStores(db),
+      publicClient: chain.publicClient,
+      escrowAddress: chain.deployment.escrow,
+      fromBlock: chain.deployment.deployBlock,
+    });
 
   it("freezes an exit the address requested before anyone owned it, so its money cannot be spent", async () => {
     await chain.deposit("carol", 10n * USDC);

@@ -7,6 +7,7 @@ import { assertBalanced, findViolations } from "../../server/ledger/invariants";
 import { USDC } from "../helpers/chain";
 import { exitActions, type ExitActions } from "../helpers/exits";
 import { SettlementFixture, startSettlementChain, userId, type SettlementChain } from "../helpers/settlement";
+import { settlementStores } from "../../server/settlement/store";
 
 type ExitRow = { status: string; requested: bigint; frozen: bigint; shortfall: bigint; paid: bigint | null; uncovered: bigint };
 
@@ -27,7 +28,7 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
   const lastExit = () => exitRows().at(-1)!;
   const check = () =>
     reconcile({
-      db: fx.db,
+      stores: settlementStores(fx.db),
       publicClient: chain.publicClient,
       escrowAddress: chain.deployment.escrow,
       fromBlock: chain.deployment.deployBlock,

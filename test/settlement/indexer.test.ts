@@ -1,6 +1,7 @@
 import { expect } from "chai";
 import hre from "hardhat";
-import { addressesOf, linkAddress } from "../../server/settlement/addresses";
+import { linkAddress } from "../../server/settlement/addresses";
+import { settlementStores } from "../../server/settlement/store";
 import { DeepReorgError, DepositIndexer, type DepositIndexerParameters } from "../../server/settlement/indexer";
 import type { Db } from "../../server/db/db";
 import { assertBalanced, findViolations } from "../../server/ledger/invariants";
@@ -251,7 +252,7 @@ describe("server/settlement/indexer: DepositIndexer", function () {
       address: chain.address("carol").toUpperCase().replace("0X", "0x"),
     });
     expect(again).to.deep.include({ ok: true, created: false, creditedDeposits: 0 });
-    expect(addressesOf(db, accountOf("carol"))).to.deep.equal([chain.address("carol").toLowerCase()]);
+    expect(settlementStores(db).addresses.addressesOf(accountOf("carol"))).to.deep.equal([chain.address("carol").toLowerCase()]);
 
     await chain.deposit("carol", 1n * USDC);
     expect(await indexer.poll()).to.deep.include({ recorded: 1, credited: 1 });

@@ -9,6 +9,7 @@ import { VoucherIssuer } from "../../server/settlement/vouchers";
 import { openDatabase } from "../../server/db/db";
 import { Ledger } from "../../server/ledger/ledger";
 import { type LocalChain, USDC, startLocalChain } from "../helpers/chain";
+import { settlementStores } from "../../server/settlement/store";
 
 describe("reconcile and vouchers", function () {
   this.timeout(60_000);
@@ -61,14 +62,14 @@ describe("reconcile and vouchers", function () {
       get: (target, prop) => (prop === "getBlockNumber" ? async () => before : Reflect.get(target, prop)),
     }) as PublicClient;
     const early = await reconcile({
-      db,
+      stores: settlementStores(db),
       publicClient: pinnedBefore,
       escrowAddress: chain.deployment.escrow,
       fromBlock: chain.deployment.deployBlock,
     });
     expect(early.differences).to.deep.equal([]);
     const now = await reconcile({
-      db,
+      stores: settlementStores(db),
       publicClient: chain.publicClient,
       escrowAddress: chain.deployment.escrow,
       fromBlock: chain.deployment.deployBlock,

@@ -7,6 +7,7 @@ import { SettlementHaltedError, type Settler } from "../../server/settlement/set
 import { USDC } from "../helpers/chain";
 import { batchFromReceipts, buildReceipt } from "../contracts/helpers/batch";
 import { SettlementFixture, sellerId, startSettlementChain, userId, type SettlementChain } from "../helpers/settlement";
+import { settlementStores } from "../../server/settlement/store";
 
 describe("server/settlement/reconcile: reconcile", function () {
   let chain: SettlementChain;
@@ -16,7 +17,7 @@ describe("server/settlement/reconcile: reconcile", function () {
 
   const check = () =>
     reconcile({
-      db: fx.db,
+      stores: settlementStores(fx.db),
       publicClient: chain.publicClient,
       escrowAddress: chain.deployment.escrow,
       fromBlock: chain.deployment.deployBlock,

@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { openDatabase, type Db } from "../../server/db/db";
 import { Ledger } from "../../server/ledger/ledger";
-import { VoucherStore } from "../../server/settlement/vouchers-store";
+import { SqliteVoucherStore, type VoucherStore } from "../../server/settlement/vouchers-store";
 
 describe("VoucherStore: the vouchers table behind its interface", () => {
   let db: Db;
@@ -12,7 +12,7 @@ describe("VoucherStore: the vouchers table behind its interface", () => {
   beforeEach(() => {
     db = openDatabase(":memory:");
     ledger = new Ledger(db);
-    store = new VoucherStore(db);
+    store = new SqliteVoucherStore(db);
     ledger.ensureAccount({ id: "alice", kind: "user", name: "Alice" });
     ledger.credit("alice", 10n, "dev_credit");
   });

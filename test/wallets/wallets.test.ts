@@ -16,6 +16,7 @@ import {
   type WalletChain,
 } from "../../server/wallets/wallets";
 import { accountForAddress } from "../../server/settlement/addresses";
+import { settlementStores } from "../../server/settlement/store";
 import { DepositIndexer } from "../../server/settlement/indexer";
 import { startAaStack, type AaStack } from "../helpers/aa-stack";
 import { makeLedger, makeTempDir } from "../helpers/ledger";
@@ -61,7 +62,7 @@ describe("embedded wallets", function () {
       expect(wallet).to.include({ created: true, ownerKind: "siwe", ownerAddress: siweAddress });
       expect(wallet.link).to.include({ ok: true, created: true });
       expect(await stack.node.publicClient.getCode({ address: wallet.address }), "counterfactual: nothing deployed").to.equal(undefined);
-      expect(accountForAddress(db, wallet.address)).to.equal("user:ada");
+      expect(accountForAddress(settlementStores(db).addresses, wallet.address)).to.equal("user:ada");
       const row = db.prepare("SELECT * FROM embedded_wallets").get() as Record<string, unknown>;
       expect(row).to.include({
         account_id: "user:ada",

@@ -5,7 +5,7 @@ import type { CallsStore } from "../../gateway/calls-store";
 import type { Skill, SkillRegistry } from "../../catalog/skills";
 import { computeCharge } from "../../ledger/fees";
 import type { Ledger } from "../../ledger/ledger";
-import { addressesOf } from "../../settlement/addresses";
+import type { AddressesStore } from "../../settlement/addresses-store";
 import { microsToUsd } from "../../ledger/money";
 import { requireAccount } from "../auth";
 import type { Sessions } from "../../identity/sessions";
@@ -25,11 +25,12 @@ export function readRoutes(deps: {
   skills: SkillRegistry;
   ledger: Ledger;
   calls: CallsStore;
+  addresses: AddressesStore;
 }): Router {
   const router = express.Router();
   const auth = requireAccount(deps.keys, deps.sessions);
 
-  const sellers = sellerDirectory(deps.ledger);
+  const sellers = sellerDirectory(deps.ledger, deps.addresses);
   const describe = (skill: Skill) => ({
     id: skill.id,
     slug: skill.slug,
@@ -125,10 +126,10 @@ const DAY_MS = 86_400_000;
  * address (that is how e-mail sign-up names it), which is not for strangers to see: such a
  * seller is shown by its escrow address instead, which is public on-chain anyway.
  */
-function sellerDirectory(ledger: Ledger) {
+function sellerDirectory(ledger: Ledger, addresses: AddressesStore) {
   return (accountId: string): { name: string; address: string | null } => {
     const name = ledger.getAccount(accountId)?.name ?? "";
-    const addr = addressesOf(ledger.db, accountId)[0] ?? null;
+    const addr = addresses.addressesOf(accountId)[0] ?? null;
     const shortAddress = addr ? `${addr.slice(0, 6)}…${addr.slice(-4)}` : "an unnamed seller";
     return { name: name === "" || name.includes("@") ? shortAddress : name, address: addr };
   };

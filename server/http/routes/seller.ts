@@ -2,7 +2,7 @@ import express, { type Router } from "express";
 import { jsonBody } from "../json-body";
 import { type SellerSkill, type SellerSkillFields, SellerSkills } from "../../catalog/seller-skills";
 import type { Sessions } from "../../identity/sessions";
-import { addressesOf, linkAddressSync, normalizeAddress } from "../../settlement/addresses";
+import { type LinkAddressStores, linkAddressSync, normalizeAddress } from "../../settlement/addresses";
 import type { Config } from "../../config";
 import type { EgressPolicy } from "../../gateway/egress";
 import type { SkillRegistry } from "../../catalog/skills";
@@ -72,6 +72,8 @@ function sellerFields(body: UpdateSellerSkillBody): Partial<SellerSkillFields> &
 export function sellerRoutes(deps: {
   sessions: Sessions;
   ledger: Ledger;
+  /** Linked addresses and the exits a link adopts. */
+  settlement: LinkAddressStores;
   skills: SkillRegistry;
   config: Config;
   egress: EgressPolicy;
@@ -123,7 +125,7 @@ export function sellerRoutes(deps: {
   });
 
   router.get("/v1/seller/payout-address", session, (req, res) => {
-    res.json(dataEnvelope({ address: addressesOf(deps.ledger.db, req.session!.accountId)[0] ?? null }));
+    res.json(dataEnvelope({ address: deps.settlement.addresses.addressesOf(req.session!.accountId)[0] ?? null }));
   });
 
   router.put("/v1/seller/payout-address", session, json, async (req, res) => {
@@ -133,7 +135,7 @@ export function sellerRoutes(deps: {
     // Linking an address also credits the deposits waiting for it, so it must be shown to be
     // this account's: either it already is (its embedded wallet), or the account has signed in
     // with it (SIWE proves control of the key or smart account).
-    const linked = addressesOf(deps.ledger.db, accountId);
+    const linked = deps.settlement.addresses.addressesOf(accountId);
     const proved = deps.sessions.identitiesOf(accountId).some((i) => i.provider === "siwe" && i.subject.toLowerCase() === address);
     if (!linked.includes(address) && !proved) {
       throw new ApiError(
@@ -141,7 +143,7 @@ export function sellerRoutes(deps: {
         "Sign in with that wallet first (POST /auth/siwe/verify while signed in links it), then set it here.",
       );
     }
-    const result = linkAddressSync(deps.ledger, { accountId, address });
+    const result = linkAddressSync(deps.ledger, { accountId, address }, deps.settlement);
     if (!result.ok) {
       const message =
         result.reason === "second_address"

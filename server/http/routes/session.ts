@@ -1,7 +1,7 @@
 import express, { type Router } from "express";
 import type { Sessions } from "../../identity/sessions";
 import { getEmbeddedWallet } from "../../wallets/wallets";
-import { addressesOf } from "../../settlement/addresses";
+import type { AddressesStore } from "../../settlement/addresses-store";
 import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
@@ -13,7 +13,7 @@ import { requireSession, closeSession } from "../session-cookies";
  *   POST /auth/logout    ends the session
  * Sign-in routes (SIWE, e-mail, GitHub, Google) open sessions through openSession (../session-cookies.ts).
  */
-export function sessionRoutes(deps: { sessions: Sessions; ledger: Ledger }): Router {
+export function sessionRoutes(deps: { sessions: Sessions; ledger: Ledger; addresses: AddressesStore }): Router {
   const router = express.Router();
   const session = requireSession(deps.sessions);
 
@@ -28,7 +28,7 @@ export function sessionRoutes(deps: { sessions: Sessions; ledger: Ledger }): Rou
         identities: deps.sessions
           .identitiesOf(accountId)
           .map((i) => ({ provider: i.provider, subject: i.subject, linked_at: new Date(i.createdAtMs).toISOString() })),
-        addresses: addressesOf(deps.ledger.db, accountId),
+        addresses: deps.addresses.addressesOf(accountId),
         wallet: walletOf(deps.ledger, accountId),
         balance: { currency: "USDC", available: microsToUsd(availableMicros), held: microsToUsd(heldMicros) },
       }),
