@@ -26,6 +26,7 @@ import { SqliteSkillsStore } from "./catalog/skills-store";
 import { createRequestListener } from "./http/app";
 import type { RateLimitName } from "./http/rate-limits";
 import { type Db, openDatabase } from "./db/db";
+import { SCHEMA } from "./schema";
 import { GroupCommit } from "./db/group-commit";
 import { assertBalanced } from "./ledger/invariants";
 import { lockDatabase } from "./db/lock";
@@ -120,7 +121,7 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
   let db: Db | undefined;
   let commit: GroupCommit, ledger: Ledger, idempotency: IdempotencyKeys, recovered: Gateway["recovered"];
   try {
-    db = openDatabase(config.dbPath);
+    db = openDatabase(config.dbPath, SCHEMA);
     commit = new GroupCommit(db, config.groupCommitMaxOps, options.onFatal ?? fatalFor(logger));
     ledger = new Ledger(db, commit);
     idempotency = new IdempotencyKeys(new SqliteIdempotencyStore(db), config.idempotencyTtlMs);
