@@ -17,7 +17,7 @@ import { getAddress, isAddressEqual, parseEventLogs, type Address, type Hex } fr
 import type { UserOperationReceipt } from "viem/account-abstraction";
 import { readContract } from "viem/actions";
 import { skillEscrowAbi } from "../chain/abi";
-import { escrowClaimCall } from "./aa";
+import { escrowClaimCall } from "./aa-flows";
 import { settlementAddress } from "../settlement/reconcile";
 import type { Ledger } from "../ledger/ledger";
 import { type Refusal, refusal } from "../errors";

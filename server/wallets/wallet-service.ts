@@ -1,7 +1,8 @@
 import { erc20Abi, type Address, type Hex, type LocalAccount } from "viem";
 import type { UserOperation } from "viem/account-abstraction";
 import { readContract } from "viem/actions";
-import { type AaDeployment, escrowDepositCalls } from "./aa";
+import type { AaDeployment } from "./aa";
+import { escrowDepositCalls } from "./aa-flows";
 import type { Ledger } from "../ledger/ledger";
 import type { Sessions } from "../identity/sessions";
 import { type Refusal, refusal } from "../errors";

@@ -20,7 +20,7 @@
 import { getAddress, isAddressEqual, parseEventLogs, type Address, type Hex } from "viem";
 import type { UserOperationReceipt } from "viem/account-abstraction";
 import { skillEscrowAbi } from "../chain/abi";
-import { escrowWithdrawCalls } from "./aa";
+import { escrowWithdrawCalls } from "./aa-flows";
 import type { IssuedVoucher, VoucherIssuer } from "../settlement/vouchers";
 import type { Ledger } from "../ledger/ledger";
 import { microsToUsd } from "../ledger/money";
