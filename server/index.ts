@@ -10,7 +10,8 @@ import { MagicLinks, type MailMessage, type Mailer, createMailer } from "./ident
 import { OAuthSignIn, oauthSettings } from "./identity/oauth";
 import { SiweNonces } from "./identity/siwe";
 import { MemoryStore, type Store } from "express-rate-limit";
-import { type CardTopups, createSandboxCardTopups } from "./payments/card";
+import type { CardTopups } from "./payments/card-topups";
+import { createSandboxCardTopups } from "./payments/sandbox-card";
 import { type ChainConnection, type MoneyPath, createMoneyPath } from "./settlement/money-path";
 import type { Config } from "./config";
 import { CallService } from "./gateway/call-service";

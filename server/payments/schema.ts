@@ -10,7 +10,7 @@ export const PAYMENTS_SCHEMA: readonly SchemaStep[] = [
   {
     version: 11,
     sql: `
--- Card top-ups (server/payments/card.ts): one row per checkout at the payment provider, keyed by the provider's
+-- Card top-ups (server/payments/card-topups.ts): one row per checkout at the payment provider, keyed by the provider's
 -- checkout id, which is also what makes a repeated provider notification harmless: only the move out of
 -- 'created' acts. A paid checkout is funded on-chain (test USDC minted to the gateway's funding wallet, then
 -- depositFor the account's address); the ledger credit comes from the deposit indexer, never from here.
