@@ -11,7 +11,7 @@ export const WALLETS_SCHEMA: readonly SchemaStep[] = [
     version: 10,
     sql: `
 -- Each account's embedded wallet: an ERC-4337 SimpleAccount (EntryPoint v0.7) at a counterfactual address,
--- where the user sends USDC and the gateway moves it into the escrow (server/wallets/wallets.ts). The owner
+-- where the user sends USDC and the gateway moves it into the escrow (server/wallets/sweep.ts). The owner
 -- is the user's own wallet for SIWE accounts ('siwe': no key here) or a key the server generated ('server'),
 -- stored only encrypted: AES-256-GCM under WALLET_ENCRYPTION_KEY, bound to the account and the address.
 -- Addresses lowercase, like account_addresses.

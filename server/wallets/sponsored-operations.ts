@@ -10,7 +10,8 @@ import { getChainId } from "viem/actions";
 import { SPONSORSHIP_TTL_SECONDS, gatewayPaymaster, type AaDeployment } from "./aa";
 import type { Call } from "./aa-flows";
 import { type ErrorCode, type Refusal, refusal } from "../errors";
-import { type EmbeddedWallet, type WalletChain, WalletError, addressOnlyOwner, smartAccountFor } from "./wallets";
+import { WalletError } from "./wallet-error";
+import { type EmbeddedWallet, type WalletChain, addressOnlyOwner, smartAccountFor } from "./wallets";
 
 /** What building and paying for an embedded wallet's operation needs. */
 export interface SponsorParameters {

@@ -30,7 +30,8 @@ import {
   bundlerRefusal,
   sendAsServer,
 } from "./sponsored-operations";
-import { type EmbeddedWallet, WalletError, getEmbeddedWallet, serverOwnerOf, withWalletLock } from "./wallets";
+import { WalletError } from "./wallet-error";
+import { type EmbeddedWallet, getEmbeddedWallet, serverOwnerOf, withWalletLock } from "./wallets";
 
 export interface WalletClaimsParameters extends SponsorParameters {
   ledger: Ledger;

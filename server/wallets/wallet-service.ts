@@ -16,15 +16,9 @@ import {
 import type { VoucherIssuer } from "../settlement/vouchers";
 import { WalletClaims } from "./wallet-claims";
 import { WalletWithdrawals } from "./wallet-withdrawals";
-import {
-  type EmbeddedWallet,
-  type WalletChain,
-  ensureEmbeddedWallet,
-  getEmbeddedWallet,
-  listEmbeddedWallets,
-  sweepWalletToEscrow,
-  WalletError,
-} from "./wallets";
+import { type EmbeddedWallet, type WalletChain, ensureEmbeddedWallet, getEmbeddedWallet, listEmbeddedWallets } from "./wallets";
+import { sweepWalletToEscrow } from "./sweep";
+import { WalletError } from "./wallet-error";
 
 export interface WalletServiceParameters {
   ledger: Ledger;

@@ -34,7 +34,8 @@ import {
   gatewaySendFailure,
   sendAsServer,
 } from "./sponsored-operations";
-import { type EmbeddedWallet, WalletError, getEmbeddedWallet, serverOwnerOf, withWalletLock } from "./wallets";
+import { WalletError } from "./wallet-error";
+import { type EmbeddedWallet, getEmbeddedWallet, serverOwnerOf, withWalletLock } from "./wallets";
 
 export interface WalletWithdrawalsParameters extends SponsorParameters {
   ledger: Ledger;
