@@ -16,6 +16,11 @@
  * config.ts (the validated configuration) and errors.ts (the error codes and the base error every
  * layer throws) sit outside the layers: any part may import them, and they import nothing of server/.
  *
+ * Each module keeps its tables' migration steps beside it (server/<module>/schema.ts). server/schema.ts, beside the
+ * composition root, gathers them into the ordered list db/ applies (openDatabase takes the list): it is the one file
+ * besides the entries that imports every module, db/ stays free of the domain, and no module may import it (each
+ * module's rule below leaves it out), so the entries, scripts and tests hand it to openDatabase.
+ *
  * devstack/ (local chain, bundler, demo) is imported only by scripts and tests: a production
  * entry never starts a chain. ops/ reads health from every layer and is read by http/.
  */

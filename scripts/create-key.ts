@@ -7,6 +7,7 @@ import { ApiKeys } from "../server/identity/api-keys";
 import { SqliteApiKeysStore } from "../server/identity/api-keys-store";
 import { loadConfig } from "../server/config";
 import { openDatabase } from "../server/db/db";
+import { SCHEMA } from "../server/schema";
 import { Ledger } from "../server/ledger/ledger";
 
 function arg(name: string): string | undefined {
@@ -16,7 +17,7 @@ function arg(name: string): string | undefined {
 
 function main(): void {
   const config = loadConfig();
-  const db = openDatabase(config.dbPath);
+  const db = openDatabase(config.dbPath, SCHEMA);
   const keys = new ApiKeys(new SqliteApiKeysStore(db), 0);
   const revoke = arg("revoke");
   if (revoke) {

@@ -13,6 +13,7 @@ import { EgressPolicy } from "../server/gateway/egress";
 import { SkillRegistry } from "../server/catalog/skills";
 import { SqliteSkillsStore } from "../server/catalog/skills-store";
 import { openDatabase } from "../server/db/db";
+import { SCHEMA } from "../server/schema";
 import { Ledger } from "../server/ledger/ledger";
 import { usdToMicros } from "../server/ledger/money";
 
@@ -31,7 +32,7 @@ async function main(): Promise<void> {
     console.error(`refused: ${checked.message} (add its origin to SKILL_BACKEND_ALLOWLIST if it is yours)`);
     process.exit(2);
   }
-  const db = openDatabase(config.dbPath);
+  const db = openDatabase(config.dbPath, SCHEMA);
   const registry = new SkillRegistry(new SqliteSkillsStore(db));
   const schemaProblem = spec.input_schema ? await registry.schemaProblem(spec.input_schema) : undefined;
   if (schemaProblem) {

@@ -10,7 +10,8 @@ import { MagicLinks, type MailMessage, type Mailer, createMailer } from "./ident
 import { OAuthSignIn, oauthSettings } from "./identity/oauth";
 import { SiweNonces } from "./identity/siwe";
 import { MemoryStore, type Store } from "express-rate-limit";
-import { type CardTopups, createSandboxCardTopups } from "./payments/card";
+import type { CardTopups } from "./payments/card-topups";
+import { createSandboxCardTopups } from "./payments/sandbox-card";
 import { type ChainConnection, type MoneyPath, createMoneyPath } from "./settlement/money-path";
 import { settlementStores } from "./settlement/store";
 import type { Config } from "./config";
@@ -27,6 +28,7 @@ import { SqliteSkillsStore } from "./catalog/skills-store";
 import { createRequestListener } from "./http/app";
 import type { RateLimitName } from "./http/rate-limits";
 import { type Db, openDatabase } from "./db/db";
+import { SCHEMA } from "./schema";
 import { GroupCommit } from "./db/group-commit";
 import { assertBalanced } from "./ledger/invariants";
 import { lockDatabase } from "./db/lock";
@@ -121,7 +123,7 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
   let db: Db | undefined;
   let commit: GroupCommit, ledger: Ledger, idempotency: IdempotencyKeys, recovered: Gateway["recovered"];
   try {
-    db = openDatabase(config.dbPath);
+    db = openDatabase(config.dbPath, SCHEMA);
     commit = new GroupCommit(db, config.groupCommitMaxOps, options.onFatal ?? fatalFor(logger));
     ledger = new Ledger(db, commit);
     idempotency = new IdempotencyKeys(new SqliteIdempotencyStore(db), config.idempotencyTtlMs);

@@ -1,7 +1,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
-import { migrate } from "./migrations";
+import { type Migration, migrate } from "./migrations";
 
 export type Db = Database.Database;
 
@@ -10,9 +10,10 @@ export type Db = Database.Database;
  * readers never block the writer, synchronous=FULL so a committed charge survives a power
  * cut, foreign keys on, recursive triggers on (so a REPLACE cannot bypass the journal's
  * DELETE triggers), and every INTEGER read back as a bigint so no amount ever passes
- * through a float.
+ * through a float. Then applies whichever of `migrations` (the gateway's are server/schema.ts's SCHEMA) it has
+ * not applied yet.
  */
-export function openDatabase(file: string): Db {
+export function openDatabase(file: string, migrations: readonly Migration[]): Db {
   if (file !== ":memory:") fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
   const db = new Database(file);
   db.pragma("journal_mode = WAL");
@@ -27,6 +28,6 @@ export function openDatabase(file: string): Db {
   db.pragma("cache_size = -65536");
   db.pragma("temp_store = MEMORY");
   db.defaultSafeIntegers(true);
-  migrate(db);
+  migrate(db, migrations);
   return db;
 }

@@ -32,7 +32,7 @@ import type { MagicLinks } from "../identity/email";
 import type { OAuthSignIn } from "../identity/oauth";
 import { emailAuthRoutes } from "./routes/auth-email";
 import { oauthRoutes } from "./routes/auth-oauth";
-import type { CardTopups } from "../payments/card";
+import type { CardTopups } from "../payments/card-topups";
 import { topupRoutes } from "./routes/topups";
 import type { WalletService } from "../wallets/wallet-service";
 import { walletRoutes } from "./routes/wallet";

@@ -1,10 +1,7 @@
 import { microsToUsd } from "../ledger/money";
 import type { Endpoint } from "../gateway/calls-store";
 import { currentRequest } from "../ops/request-context";
-import type { ErrorCode } from "./errors";
-
-/** Which of the spec's two call endpoints answered: their metadata differ in casing. */
-export type { Endpoint } from "../gateway/calls-store";
+import type { ErrorCode } from "../errors";
 
 export interface CallMeta {
   skillId: string;

@@ -1,7 +1,5 @@
 import { type ErrorCode, GatewayError, type GatewayErrorOptions, type Refusal, refusalError } from "../errors";
 
-export type { ErrorCode } from "../errors";
-
 /**
  * The one table from error code (server/errors.ts names them) to HTTP status: the core decides
  * what went wrong, this layer decides what status it is. Every error body is the spec's

@@ -21,7 +21,7 @@ export interface CheckoutRecord {
 }
 
 /**
- * The `card_checkouts` table (./card.ts). A checkout moves created → paid | declined | abandoned,
+ * The `card_checkouts` table (./card-topups.ts). A checkout moves created → paid | declined | abandoned,
  * and paid → funded; each move is one conditional UPDATE, so of two notifications exactly one
  * moves it. Writes run inside the caller's ledger operation.
  */

@@ -19,7 +19,7 @@ export interface ChainConnection {
   settlerWallet?: WalletClient<Transport, Chain | undefined, Account>;
   voucherTtlSec?: number;
   /**
-   * Funds card top-ups (server/payments/card.ts): it mints test USDC to itself and deposits it for the
+   * Funds card top-ups (server/payments/card-topups.ts): it mints test USDC to itself and deposits it for the
    * account, so on the local chain it is the TestUSDC owner (the deployer). Without it card top-ups are off.
    */
   fundingWallet?: WalletClient<Transport, Chain | undefined, Account>;

@@ -23,11 +23,6 @@ import { type SettlementStores, settlementStores } from "./store";
 import { type LoopHealth, RetryLoop } from "../chain/retry-loop";
 import { classifySendFailure, SettlementHaltedError, SettlementSendError } from "./settlement-errors";
 
-// What callers imported from here before the split into ./batches.ts, ./settlement-errors.ts and ./reverts.ts.
-export { bytes32ToCallId, callIdToBytes32, type ReceiptForReturnType } from "./batches";
-export { decodeRevert, type DecodedRevert } from "./reverts";
-export { SettlementHaltedError, SettlementSendError, type SettlementHaltCode } from "./settlement-errors";
-
 export type SettlerLog = (message: string, error?: unknown) => void;
 
 /** The RPC reads the settler makes. */

@@ -139,10 +139,8 @@ export async function verifyBundler(
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// The gateway's flows (./aa-flows.ts) and their sponsorship
+// Sponsorship of the gateway's flows (./aa-flows.ts)
 // ---------------------------------------------------------------------------------------------------------
-
-export * from "./aa-flows";
 
 /** The operation fields the paymaster's signature covers. */
 export type SponsoredUserOperation = Pick<

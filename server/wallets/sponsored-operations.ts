@@ -7,9 +7,11 @@
 import { HttpRequestError, TimeoutError, getAddress, http, isHex, type Address, type Hex, type LocalAccount } from "viem";
 import { createBundlerClient, getUserOperationHash, type UserOperation, type UserOperationReceipt } from "viem/account-abstraction";
 import { getChainId } from "viem/actions";
-import { SPONSORSHIP_TTL_SECONDS, gatewayPaymaster, type AaDeployment, type Call } from "./aa";
+import { SPONSORSHIP_TTL_SECONDS, gatewayPaymaster, type AaDeployment } from "./aa";
+import type { Call } from "./aa-flows";
 import { type ErrorCode, type Refusal, refusal } from "../errors";
-import { type EmbeddedWallet, type WalletChain, WalletError, addressOnlyOwner, smartAccountFor } from "./wallets";
+import { WalletError } from "./wallet-error";
+import { type EmbeddedWallet, type WalletChain, addressOnlyOwner, smartAccountFor } from "./wallets";
 
 /** What building and paying for an embedded wallet's operation needs. */
 export interface SponsorParameters {

@@ -17,7 +17,7 @@ import { getAddress, isAddressEqual, parseEventLogs, type Address, type Hex } fr
 import type { UserOperationReceipt } from "viem/account-abstraction";
 import { readContract } from "viem/actions";
 import { skillEscrowAbi } from "../chain/abi";
-import { escrowClaimCall } from "./aa";
+import { escrowClaimCall } from "./aa-flows";
 import { settlementAddress } from "../settlement/addresses";
 import { settlementStores } from "../settlement/store";
 import type { Ledger } from "../ledger/ledger";
@@ -31,7 +31,8 @@ import {
   bundlerRefusal,
   sendAsServer,
 } from "./sponsored-operations";
-import { type EmbeddedWallet, WalletError, getEmbeddedWallet, serverOwnerOf, withWalletLock } from "./wallets";
+import { WalletError } from "./wallet-error";
+import { type EmbeddedWallet, getEmbeddedWallet, serverOwnerOf, withWalletLock } from "./wallets";
 
 export interface WalletClaimsParameters extends SponsorParameters {
   ledger: Ledger;

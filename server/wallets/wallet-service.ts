@@ -1,7 +1,8 @@
 import { erc20Abi, type Address, type Hex, type LocalAccount } from "viem";
 import type { UserOperation } from "viem/account-abstraction";
 import { readContract } from "viem/actions";
-import { type AaDeployment, escrowDepositCalls } from "./aa";
+import type { AaDeployment } from "./aa";
+import { escrowDepositCalls } from "./aa-flows";
 import type { Ledger } from "../ledger/ledger";
 import type { Sessions } from "../identity/sessions";
 import { type Refusal, refusal } from "../errors";
@@ -15,15 +16,9 @@ import {
 import type { VoucherIssuer } from "../settlement/vouchers";
 import { WalletClaims } from "./wallet-claims";
 import { WalletWithdrawals } from "./wallet-withdrawals";
-import {
-  type EmbeddedWallet,
-  type WalletChain,
-  ensureEmbeddedWallet,
-  getEmbeddedWallet,
-  listEmbeddedWallets,
-  sweepWalletToEscrow,
-  WalletError,
-} from "./wallets";
+import { type EmbeddedWallet, type WalletChain, ensureEmbeddedWallet, getEmbeddedWallet, listEmbeddedWallets } from "./wallets";
+import { sweepWalletToEscrow } from "./sweep";
+import { WalletError } from "./wallet-error";
 
 export interface WalletServiceParameters {
   ledger: Ledger;

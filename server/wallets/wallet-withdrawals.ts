@@ -20,7 +20,7 @@
 import { getAddress, isAddressEqual, parseEventLogs, type Address, type Hex } from "viem";
 import type { UserOperationReceipt } from "viem/account-abstraction";
 import { skillEscrowAbi } from "../chain/abi";
-import { escrowWithdrawCalls } from "./aa";
+import { escrowWithdrawCalls } from "./aa-flows";
 import type { IssuedVoucher, VoucherIssuer } from "../settlement/vouchers";
 import type { Ledger } from "../ledger/ledger";
 import { microsToUsd } from "../ledger/money";
@@ -34,7 +34,8 @@ import {
   gatewaySendFailure,
   sendAsServer,
 } from "./sponsored-operations";
-import { type EmbeddedWallet, WalletError, getEmbeddedWallet, serverOwnerOf, withWalletLock } from "./wallets";
+import { WalletError } from "./wallet-error";
+import { type EmbeddedWallet, getEmbeddedWallet, serverOwnerOf, withWalletLock } from "./wallets";
 
 export interface WalletWithdrawalsParameters extends SponsorParameters {
   ledger: Ledger;

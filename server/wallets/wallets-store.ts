@@ -1,6 +1,6 @@
 import type { Db } from "../db/db";
 
-/** An embedded wallet as stored: addresses lower-case, the server-held owner key encrypted (./wallets.ts). */
+/** An embedded wallet as stored: addresses lower-case, the server-held owner key encrypted (./wallet-keys.ts). */
 export interface WalletRecord {
   accountId: string;
   address: string;

@@ -1,6 +1,7 @@
 import { expect } from "chai";
 import { SqliteSkillsStore, type SkillWrite } from "../../server/catalog/skills-store";
 import { type Db, openDatabase } from "../../server/db/db";
+import { SCHEMA } from "../../server/schema";
 import { Ledger } from "../../server/ledger/ledger";
 
 const ID = "00000000-0000-4000-8000-0000000000aa";
@@ -24,7 +25,7 @@ describe("SkillsStore on a real SQLite database", () => {
   let store: SqliteSkillsStore;
 
   beforeEach(() => {
-    db = openDatabase(":memory:");
+    db = openDatabase(":memory:", SCHEMA);
     new Ledger(db).ensureAccount({ id: "ada", kind: "seller", name: "Ada" });
     store = new SqliteSkillsStore(db);
   });

@@ -5,6 +5,7 @@ import { expect } from "chai";
 import { SkillRegistry, SkillValidationError, type SkillInput } from "../../server/catalog/skills";
 import { SqliteSkillsStore } from "../../server/catalog/skills-store";
 import { openDatabase, type Db } from "../../server/db/db";
+import { SCHEMA } from "../../server/schema";
 import { SELLER_ID, buildSkill, ensureSeller } from "../helpers/skills";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -24,7 +25,7 @@ describe("SkillRegistry", () => {
   let registry: SkillRegistry;
 
   beforeEach(async () => {
-    db = openDatabase(":memory:");
+    db = openDatabase(":memory:", SCHEMA);
     await ensureSeller(db);
     registry = new SkillRegistry(new SqliteSkillsStore(db));
   });
@@ -287,9 +288,9 @@ describe("SkillRegistry", () => {
     beforeEach(async () => {
       dir = fs.mkdtempSync(path.join(os.tmpdir(), "skills-test-"));
       const file = path.join(dir, "gateway.db");
-      fileDb = openDatabase(file);
+      fileDb = openDatabase(file, SCHEMA);
       await ensureSeller(fileDb);
-      otherDb = openDatabase(file);
+      otherDb = openDatabase(file, SCHEMA);
     });
 
     afterEach(() => {

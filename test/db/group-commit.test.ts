@@ -1,6 +1,7 @@
 import { expect } from "chai";
 import Database from "better-sqlite3";
 import { openDatabase, type Db } from "../../server/db/db";
+import { SCHEMA } from "../../server/schema";
 import { GroupCommit } from "../../server/db/group-commit";
 import { makeTempDir } from "../helpers/ledger";
 
@@ -13,7 +14,7 @@ describe("GroupCommit", () => {
   // A file database, so that a second connection sees only what was committed.
   beforeEach(() => {
     tmp = makeTempDir();
-    db = openDatabase(tmp.file("group-commit.db"));
+    db = openDatabase(tmp.file("group-commit.db"), SCHEMA);
     db.exec(`
       CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL);
       CREATE TABLE parent (id INTEGER PRIMARY KEY);

@@ -2,6 +2,7 @@ import { expect } from "chai";
 import { SqliteCallsStore } from "../../server/gateway/calls-store";
 import { SqliteIdempotencyStore } from "../../server/gateway/idempotency-store";
 import { type Db, openDatabase } from "../../server/db/db";
+import { SCHEMA } from "../../server/schema";
 import { Ledger } from "../../server/ledger/ledger";
 import { SqliteSkillsStore } from "../../server/catalog/skills-store";
 
@@ -9,7 +10,7 @@ describe("gateway's stores on a real SQLite database", () => {
   let db: Db;
 
   beforeEach(() => {
-    db = openDatabase(":memory:");
+    db = openDatabase(":memory:", SCHEMA);
     new Ledger(db).ensureAccount({ id: "ada", kind: "user", name: "Ada" });
   });
   afterEach(() => db.close());

@@ -3,6 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import type { FeeMode } from "../../server/ledger/fees";
 import { openDatabase, type Db } from "../../server/db/db";
+import { SCHEMA } from "../../server/schema";
 import { computeCharge, type Charge } from "../../server/ledger/fees";
 import { GroupCommit } from "../../server/db/group-commit";
 import { Ledger, type Bucket } from "../../server/ledger/ledger";
@@ -17,7 +18,7 @@ export interface LedgerFixture {
  * commit's batch size, so a test can make batches end where it wants them to.
  */
 export function makeLedger(options: { file?: string; maxOps?: number } = {}): LedgerFixture {
-  const db = openDatabase(options.file ?? ":memory:");
+  const db = openDatabase(options.file ?? ":memory:", SCHEMA);
   const ledger = new Ledger(db, new GroupCommit(db, options.maxOps));
   return { db, ledger };
 }

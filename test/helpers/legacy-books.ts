@@ -1,5 +1,5 @@
 import Database from "better-sqlite3";
-import { MIGRATIONS } from "../../server/db/migrations";
+import { SCHEMA } from "../../server/schema";
 
 /*
  * Books as the gateway wrote them before the current schema, for migration tests. The rows are written with
@@ -23,7 +23,7 @@ export function databaseAtVersion(version: number, file = ":memory:"): Database.
   db.defaultSafeIntegers(true);
   db.pragma("foreign_keys = ON");
   db.exec("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)");
-  for (const m of MIGRATIONS.filter((m) => m.version <= version)) {
+  for (const m of SCHEMA.filter((m) => m.version <= version)) {
     db.transaction(() => {
       m.before?.(db);
       db.exec(m.sql);

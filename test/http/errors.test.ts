@@ -1,7 +1,8 @@
 import fs from "node:fs";
 import { expect } from "chai";
 import { ERROR_CODES, GatewayError, refusal, refusalError } from "../../server/errors";
-import { ApiError, ERROR_STATUS, type ErrorCode, toApiError } from "../../server/http/errors";
+import type { ErrorCode } from "../../server/errors";
+import { ApiError, ERROR_STATUS, toApiError } from "../../server/http/errors";
 import { README, readmeErrorTable, renderErrorTable } from "../../scripts/error-table";
 
 /**

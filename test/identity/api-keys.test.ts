@@ -8,6 +8,7 @@ import { SqliteApiKeysStore } from "../../server/identity/api-keys-store";
 import { ApiKeys, KEY_PREFIX, LAST_USED_RESOLUTION_MS, hashKey, looksLikeKey } from "../../server/identity/api-keys";
 import { base58Encode } from "../../server/identity/base58";
 import { openDatabase, type Db } from "../../server/db/db";
+import { SCHEMA } from "../../server/schema";
 import { Ledger } from "../../server/ledger/ledger";
 import { base58Decode } from "./base58-reference";
 
@@ -28,7 +29,7 @@ describe("ApiKeys", () => {
   beforeEach(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), "api-keys-test-"));
     file = path.join(dir, "gateway.db");
-    db = openDatabase(file);
+    db = openDatabase(file, SCHEMA);
     const ledger = new Ledger(db);
     ledger.ensureAccount({ id: ALICE, kind: "user", name: "Alice" });
     ledger.ensureAccount({ id: BOB, kind: "user", name: "Bob" });

@@ -1,5 +1,6 @@
 import { expect } from "chai";
 import { type Db, openDatabase } from "../../server/db/db";
+import { SCHEMA } from "../../server/schema";
 import { SqliteApiKeysStore } from "../../server/identity/api-keys-store";
 import { SqliteSessionsStore } from "../../server/identity/sessions-store";
 import {
@@ -14,7 +15,7 @@ describe("identity's stores on a real SQLite database", () => {
   let db: Db;
 
   beforeEach(() => {
-    db = openDatabase(":memory:");
+    db = openDatabase(":memory:", SCHEMA);
     new Ledger(db).ensureAccount({ id: "ada", kind: "user", name: "Ada" });
   });
   afterEach(() => db.close());

@@ -3,6 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import type Database from "better-sqlite3";
 import { openDatabase } from "../../server/db/db";
+import { SCHEMA } from "../../server/schema";
 import { expect } from "chai";
 import { migrate } from "../../server/db/migrations";
 import { assertBalanced, findViolations } from "../../server/ledger/invariants";
@@ -41,7 +42,7 @@ describe("migration 15: one entry kind per money movement, linked by columns", (
     const postings = db.prepare("SELECT * FROM postings ORDER BY id").all();
     const balances = allBalances(db);
 
-    expect(migrate(db)).to.equal(1);
+    expect(migrate(db, SCHEMA)).to.equal(1);
 
     const after = entriesOf(db);
     expect(after.map(({ id, hold_id, memo, created_at }) => ({ id, hold_id, memo, created_at }))).to.deep.equal(
@@ -79,7 +80,7 @@ describe("migration 15: one entry kind per money movement, linked by columns", (
   });
 
   it("leaves the schema whole: exit_entries gone, the journal still append-only, foreign keys on and intact", () => {
-    migrate(db);
+    migrate(db, SCHEMA);
     expect(db.prepare("SELECT name FROM sqlite_master WHERE name = 'exit_entries'").get()).to.equal(undefined);
     expect(
       db
@@ -101,7 +102,7 @@ describe("migration 15: one entry kind per money movement, linked by columns", (
   });
 
   it("lets the current ledger carry on with the migrated books", () => {
-    migrate(db);
+    migrate(db, SCHEMA);
     const ledger = new Ledger(db);
     ledger.commit.run(() => {
       const entryId = ledger.withdrawByVoucher(LEGACY.alice, 2n, { address: LEGACY.address, nonce: 9n });
@@ -117,7 +118,7 @@ describe("migration 15: one entry kind per money movement, linked by columns", (
   });
 
   it("makes the database refuse a second credit of one deposit log, and a voucher entry without its voucher", () => {
-    migrate(db);
+    migrate(db, SCHEMA);
     const ledger = new Ledger(db);
     expect(() => ledger.creditChainDeposit(LEGACY.alice, 5n, { txHash: LEGACY.depositTx, logIndex: 0 })).to.throw(/UNIQUE/);
     expect(() =>
@@ -132,14 +133,14 @@ describe("migration 15: one entry kind per money movement, linked by columns", (
   it("refuses, naming it and changing nothing, a withdrawal entry no voucher or exit accounts for", () => {
     db.prepare("INSERT INTO entries (kind, memo, created_at) VALUES ('withdrawal', 'made by hand', 0)").run();
     const journal = entriesOf(db);
-    expect(() => migrate(db)).to.throw(/migration 15: withdrawal entries .* #13 \("made by hand"\)/);
+    expect(() => migrate(db, SCHEMA)).to.throw(/migration 15: withdrawal entries .* #13 \("made by hand"\)/);
     expect(entriesOf(db)).to.deep.equal(journal);
     expect(db.prepare("SELECT MAX(version) FROM schema_migrations").pluck().get()).to.equal(14n);
     expect(db.pragma("foreign_keys", { simple: true })).to.equal(1n);
   });
 
   it("migrated books obey the invariants that read the links, and name a link that goes nowhere", () => {
-    migrate(db);
+    migrate(db, SCHEMA);
     expect(findViolations(db)).to.deep.equal([]);
     db.exec("DROP TRIGGER entries_no_update");
     db.prepare("UPDATE entries SET voucher_nonce = 99 WHERE kind = 'voucher_return'").run();
@@ -158,7 +159,7 @@ describe("migration 15: one entry kind per money movement, linked by columns", (
       const balances = allBalances(old);
       old.close();
 
-      const opened = openDatabase(file);
+      const opened = openDatabase(file, SCHEMA);
       expect(opened.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).to.deep.equal(
         Array.from({ length: 15 }, (_, i) => BigInt(i + 1)),
       );
@@ -166,8 +167,8 @@ describe("migration 15: one entry kind per money movement, linked by columns", (
       assertBalanced(opened);
       opened.close();
       // Opening again applies nothing.
-      const again = openDatabase(file);
-      expect(migrate(again)).to.equal(0);
+      const again = openDatabase(file, SCHEMA);
+      expect(migrate(again, SCHEMA)).to.equal(0);
       expect(allBalances(again)).to.deep.equal(balances);
       again.close();
     } finally {

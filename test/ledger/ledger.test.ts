@@ -1,6 +1,7 @@
 import { expect } from "chai";
 import Database from "better-sqlite3";
 import { openDatabase, type Db } from "../../server/db/db";
+import { SCHEMA } from "../../server/schema";
 import { assertBalanced, ENTRY_SUMS_TO_ZERO, LedgerInvariantError } from "../../server/ledger/invariants";
 import { DEV_CREDIT_SOURCE_ID, ESCROW_SOURCE_ID, Ledger, PLATFORM_ACCOUNT_ID } from "../../server/ledger/ledger";
 import { allBalances, buildCharge, countRows, holdOk, makeLedger, makeParties, makeTempDir } from "../helpers/ledger";
@@ -377,7 +378,7 @@ describe("Ledger after a crash", () => {
     // The process dies here: the two open holds are on disk, their calls' outcomes unknown.
     before.db.close();
 
-    const after = { db: openDatabase(file) };
+    const after = { db: openDatabase(file, SCHEMA) };
     open.push(after.db);
     const ledger = new Ledger(after.db);
     expect(ledger.balance(userId)).to.deep.equal({ availableMicros: 3_000_000n, heldMicros: 1_000_000n });
@@ -412,7 +413,7 @@ describe("Ledger after a crash", () => {
     // Closed with the batch still open: as if the process died before the next tick.
     before.db.close();
 
-    const after = openDatabase(file);
+    const after = openDatabase(file, SCHEMA);
     open.push(after);
     const ledger = new Ledger(after);
     expect(ledger.recoverOpenHolds()).to.equal(0);

@@ -1,7 +1,8 @@
 import { expect } from "chai";
 import hre from "hardhat";
 import type { Address } from "viem";
-import { CARD_SIGNATURE_HEADER, type SandboxCardProvider, signNotification } from "../../server/payments/card";
+import { CARD_SIGNATURE_HEADER, signNotification } from "../../server/payments/card-provider";
+import type { SandboxCardProvider } from "../../server/payments/sandbox-card";
 import { linkAddress } from "../../server/settlement/addresses";
 import { type LocalChain, USDC, gatewayChain, startLocalChain } from "../helpers/chain";
 import { type TestStack, startStack } from "../helpers/gateway";

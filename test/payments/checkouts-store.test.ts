@@ -1,5 +1,6 @@
 import { expect } from "chai";
 import { type Db, openDatabase } from "../../server/db/db";
+import { SCHEMA } from "../../server/schema";
 import { Ledger } from "../../server/ledger/ledger";
 import { SqliteCheckoutsStore } from "../../server/payments/checkouts-store";
 
@@ -7,7 +8,7 @@ describe("CheckoutsStore on a real SQLite database", () => {
   let db: Db;
 
   beforeEach(() => {
-    db = openDatabase(":memory:");
+    db = openDatabase(":memory:", SCHEMA);
     new Ledger(db).ensureAccount({ id: "ada", kind: "user", name: "Ada" });
   });
   afterEach(() => db.close());

@@ -3,6 +3,7 @@ import { linkAddress } from "../../server/settlement/addresses";
 import { DepositIndexer } from "../../server/settlement/indexer";
 import { reconcile } from "../../server/settlement/reconcile";
 import { type Db, openDatabase } from "../../server/db/db";
+import { SCHEMA } from "../../server/schema";
 import { assertBalanced } from "../../server/ledger/invariants";
 import { Ledger } from "../../server/ledger/ledger";
 import { type LocalChain, USDC, startLocalChain } from "../helpers/chain";
@@ -25,7 +26,7 @@ describe("linking an address to an account", function () {
   });
   beforeEach(async () => {
     snapshot = await chain.snapshot();
-    db = openDatabase(":memory:");
+    db = openDatabase(":memory:", SCHEMA);
     ledger = new Ledger(db);
     ledger.ensureAccount({ id: "carol", kind: "user", name: "Carol" });
     indexer = new DepositIndexer({

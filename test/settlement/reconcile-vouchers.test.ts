@@ -7,6 +7,7 @@ import { DepositIndexer } from "../../server/settlement/indexer";
 import { reconcile } from "../../server/settlement/reconcile";
 import { VoucherIssuer } from "../../server/settlement/vouchers";
 import { openDatabase } from "../../server/db/db";
+import { SCHEMA } from "../../server/schema";
 import { Ledger } from "../../server/ledger/ledger";
 import { type LocalChain, USDC, startLocalChain } from "../helpers/chain";
 import { settlementStores } from "../../server/settlement/store";
@@ -24,7 +25,7 @@ describe("reconcile and vouchers", function () {
   });
 
   it("counts a voucher redeemed after the block it checks as still in the escrow, so the sweep cannot raise a false alarm", async () => {
-    const db = openDatabase(":memory:");
+    const db = openDatabase(":memory:", SCHEMA);
     const ledger = new Ledger(db);
     ledger.ensureAccount({ id: "alice", kind: "user", name: "Alice" });
     await linkAddress(ledger, { accountId: "alice", address: chain.address("alice") });

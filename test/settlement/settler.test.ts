@@ -1,7 +1,8 @@
 import { expect } from "chai";
 import hre from "hardhat";
 import { parseAbi } from "viem";
-import { bytes32ToCallId, SettlementHaltedError, SettlementSendError } from "../../server/settlement/settler";
+import { bytes32ToCallId } from "../../server/settlement/batches";
+import { SettlementHaltedError, SettlementSendError } from "../../server/settlement/settlement-errors";
 import { assertBalanced } from "../../server/ledger/invariants";
 import { USDC, waitFor } from "../helpers/chain";
 import { makeTempDir } from "../helpers/ledger";

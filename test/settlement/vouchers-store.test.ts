@@ -1,5 +1,6 @@
 import { expect } from "chai";
 import { openDatabase, type Db } from "../../server/db/db";
+import { SCHEMA } from "../../server/schema";
 import { Ledger } from "../../server/ledger/ledger";
 import { SqliteVoucherStore, type VoucherStore } from "../../server/settlement/vouchers-store";
 
@@ -10,7 +11,7 @@ describe("VoucherStore: the vouchers table behind its interface", () => {
   const address = "0x00000000000000000000000000000000000a11ce";
 
   beforeEach(() => {
-    db = openDatabase(":memory:");
+    db = openDatabase(":memory:", SCHEMA);
     ledger = new Ledger(db);
     store = new SqliteVoucherStore(db);
     ledger.ensureAccount({ id: "alice", kind: "user", name: "Alice" });

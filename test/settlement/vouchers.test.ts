@@ -5,6 +5,7 @@ import { linkAddress } from "../../server/settlement/addresses";
 import { loadArtifact } from "../../server/devstack/deploy";
 import { type IssuedVoucher, VoucherIssuer } from "../../server/settlement/vouchers";
 import { type Db, openDatabase } from "../../server/db/db";
+import { SCHEMA } from "../../server/schema";
 import { assertBalanced } from "../../server/ledger/invariants";
 import { Ledger } from "../../server/ledger/ledger";
 import { type LocalChain, USDC, startLocalChain } from "../helpers/chain";
@@ -49,7 +50,7 @@ describe("withdrawal vouchers", function () {
   });
 
   beforeEach(async () => {
-    db = openDatabase(":memory:");
+    db = openDatabase(":memory:", SCHEMA);
     ledger = new Ledger(db);
     ledger.ensureAccount({ id: "alice", kind: "user", name: "Alice" });
     ledger.ensureAccount({ id: "seller", kind: "seller", name: "Seller" });

@@ -18,13 +18,10 @@ import {
   PAYMASTER_VERIFICATION_GAS,
   SIMPLE_ACCOUNT_FACTORY_V07,
   SponsorshipRefused,
-  escrowDepositCalls,
-  gatewayFlowViolation,
   gatewayPaymaster,
   paymasterHash,
-  type Call,
-  type GatewayFlowViolation,
 } from "../../server/wallets/aa";
+import { escrowDepositCalls, gatewayFlowViolation, type Call, type GatewayFlowViolation } from "../../server/wallets/aa-flows";
 import { gatewayPaymasterAbi } from "../../server/chain/abi";
 import { readFileSync } from "node:fs";
 import { EXECUTOR_INDEX, UTILITY_INDEX, devPrivateKey, startAaStack, type AaStack } from "../helpers/aa-stack";

@@ -1,5 +1,6 @@
 import { expect } from "chai";
 import { type Db, openDatabase } from "../../server/db/db";
+import { SCHEMA } from "../../server/schema";
 import { Ledger } from "../../server/ledger/ledger";
 import { SqliteWalletsStore } from "../../server/wallets/wallets-store";
 
@@ -7,7 +8,7 @@ describe("WalletsStore on a real SQLite database", () => {
   let db: Db;
 
   beforeEach(() => {
-    db = openDatabase(":memory:");
+    db = openDatabase(":memory:", SCHEMA);
     const ledger = new Ledger(db);
     ledger.ensureAccount({ id: "ada", kind: "user", name: "Ada" });
     ledger.ensureAccount({ id: "bob", kind: "user", name: "Bob" });

@@ -4,17 +4,10 @@ import path from "node:path";
 import { toSimpleSmartAccount } from "permissionless/accounts";
 import { parseAbi, type Hex } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import {
-  WalletError,
-  decryptOwnerKey,
-  encryptOwnerKey,
-  ensureEmbeddedWallet,
-  getEmbeddedWallet,
-  serverOwnerOf,
-  sweepWalletToEscrow,
-  walletEncryptionKey,
-  type WalletChain,
-} from "../../server/wallets/wallets";
+import { sweepWalletToEscrow } from "../../server/wallets/sweep";
+import { WalletError } from "../../server/wallets/wallet-error";
+import { decryptOwnerKey, encryptOwnerKey, walletEncryptionKey } from "../../server/wallets/wallet-keys";
+import { ensureEmbeddedWallet, getEmbeddedWallet, serverOwnerOf, type WalletChain } from "../../server/wallets/wallets";
 import { accountForAddress } from "../../server/settlement/addresses";
 import { settlementStores } from "../../server/settlement/store";
 import { DepositIndexer } from "../../server/settlement/indexer";

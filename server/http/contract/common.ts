@@ -2,7 +2,8 @@ import { isAddress, isHex, zeroAddress } from "viem";
 import { z } from "zod";
 import type { ZodOpenApiOverrideContext } from "zod-openapi";
 import { usdToMicros } from "../../ledger/money";
-import { ApiError, type ErrorCode } from "../errors";
+import type { ErrorCode } from "../../errors";
+import { ApiError } from "../errors";
 
 /**
  * What every route's declaration is made of: the request's parts (checked by `parseRequest`

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject, type ZodOpenApiResponsesObject } from "zod-openapi";
-import { ERROR_STATUS, type ErrorCode } from "../errors";
+import type { ErrorCode } from "../../errors";
+import { ERROR_STATUS } from "../errors";
 import { accountOperations } from "./account";
 import { authOperations } from "./auth";
 import { callOperations } from "./call";

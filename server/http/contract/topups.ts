@@ -22,7 +22,7 @@ export const cardTopupBody = z.object(
 );
 
 /**
- * The provider's notification, as payments/card.ts reads it once its signature (over the exact
+ * The provider's notification, as payments/card-topups.ts reads it once its signature (over the exact
  * bytes, so the route keeps the body as text) has verified: the provider's own format.
  */
 export const cardNotificationBody = z.object({

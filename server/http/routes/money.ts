@@ -2,7 +2,7 @@ import express, { type Router } from "express";
 import type { ApiKeys } from "../../identity/api-keys";
 import type { Earnings } from "../../settlement/earnings";
 import type { CallsStore } from "../../gateway/calls-store";
-import { callIdToBytes32 } from "../../settlement/settler";
+import { callIdToBytes32 } from "../../settlement/batches";
 import type { ChainConnection, MoneyPath } from "../../settlement/money-path";
 import { microsToUsd } from "../../ledger/money";
 import { requireAccount } from "../auth";

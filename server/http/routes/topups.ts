@@ -1,6 +1,7 @@
 import express, { type Router } from "express";
 import { jsonBody } from "../json-body";
-import { CARD_SIGNATURE_HEADER, type CardCheckout, type CardTopups } from "../../payments/card";
+import { CARD_SIGNATURE_HEADER } from "../../payments/card-provider";
+import type { CardCheckout, CardTopups } from "../../payments/card-topups";
 import type { Sessions } from "../../identity/sessions";
 import { microsToUsd, usdToMicros } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
@@ -26,7 +27,7 @@ const view = (checkout: CardCheckout) => ({
 });
 
 /**
- * Card top-ups (server/payments/card.ts):
+ * Card top-ups (server/payments/card-topups.ts):
  *   POST /v1/topups/card { amount: "10.00", card? }  (session + CSRF) → the checkout; with a card, paid at once
  *   GET  /v1/topups/card/:id                          (session)        → the checkout's status
  *   POST /v1/topups/card/notify                       (the provider's HMAC signature, no session)

@@ -1,6 +1,6 @@
 /**
- * Card top-ups: a payment-provider interface, the sandbox provider the gateway uses by default, and the
- * gateway's side of a checkout (`CardTopups`).
+ * Card top-ups: the gateway's side of a checkout (`CardTopups`). The provider it talks to is behind the
+ * interface of ./card-provider.ts (the sandbox provider of ./sandbox-card.ts by default).
  *
  * The path of one top-up: the gateway opens a checkout at the provider for an amount (refused below the
  * escrow's `minDeposit`), the card is charged, and the provider tells the gateway the outcome in a
@@ -16,7 +16,6 @@
  * it, so a repeated notification changes nothing. The funding transactions' hashes are recorded as soon as
  * they are sent, so a retry after a failure resumes instead of sending them again.
  */
-import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { maxUint256, type Account, type Address, type Chain, type Hash, type Transport, type WalletClient } from "viem";
 import { skillEscrowAbi, testUsdcAbi } from "../chain/abi";
 import { settlementStores } from "../settlement/store";
@@ -24,157 +23,10 @@ import type { ChainConnection } from "../settlement/money-path";
 import type { Ledger } from "../ledger/ledger";
 import { microsToUsd } from "../ledger/money";
 import { type Refusal, refusal } from "../errors";
+import { type CheckoutNextStep, type PaymentProvider, parseNotification, verifyNotification } from "./card-provider";
 import { type CheckoutRecord, type CheckoutStatus, type CheckoutsStore, SqliteCheckoutsStore } from "./checkouts-store";
 
-/** Where a checkout is: `created` until the provider reports; `paid` until the deposit is mined, then `funded`. */
-
-/** Why a card was declined, in the words card processors' test modes use. */
-export type DeclineCode = "card_declined" | "insufficient_funds";
-
-/** What the provider tells the gateway about a checkout, as the JSON body of a signed notification. */
-export interface CardNotification {
-  /** The provider's id of this event (a redelivery repeats it). */
-  eventId: string;
-  checkoutId: string;
-  /** `expired`: nobody paid before the checkout lapsed (abandoned). */
-  outcome: "paid" | "declined" | "expired";
-  /** What was charged, in base units, as a decimal string. */
-  amountMicros: string;
-  declineCode?: DeclineCode;
-  createdAtSec: number;
-}
-
-/** What the payer does next: enter a card on the gateway's form (the sandbox), or go to the provider's page. */
-export type CheckoutNextStep = { kind: "card_entry" } | { kind: "redirect"; url: string };
-
-export type CreateCheckoutParameters = { amountMicros: bigint; accountId: string };
-export type CreateCheckoutReturnType = { checkoutId: string; next: CheckoutNextStep; expiresAtMs: number };
-
-export type SubmitCardReturnType = { ok: true } | { ok: false; reason: "invalid_card_number" | "checkout_closed" | "unknown_checkout" };
-
-/**
- * A card processor as the gateway sees it. It opens checkouts and later reports each one's outcome by a
- * notification signed with `signNotification` under the secret the two share.
- */
-export interface PaymentProvider {
-  readonly name: string;
-  createCheckout(parameters: CreateCheckoutParameters): Promise<CreateCheckoutReturnType>;
-  /** Takes a card number for a checkout; only providers whose checkout form is the gateway's own (the sandbox). */
-  submitCard?(checkoutId: string, cardNumber: string): Promise<SubmitCardReturnType>;
-}
-
-/** The header a notification's signature travels in: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "t.body">`. */
-export const CARD_SIGNATURE_HEADER = "x-card-signature";
-/** How old a signed notification may be: a captured one cannot be replayed after this. */
-export const NOTIFICATION_TOLERANCE_SEC = 300;
-
-const mac = (secret: Buffer, timestampSec: number, body: string) =>
-  createHmac("sha256", secret).update(`${timestampSec}.${body}`).digest("hex");
-
-/** Signs a notification body the way the provider does (Stripe-style: the timestamp is signed too). */
-export function signNotification(secret: Buffer, body: string, timestampSec: number = Math.floor(Date.now() / 1000)): string {
-  return `t=${timestampSec},v1=${mac(secret, timestampSec, body)}`;
-}
-
-/** Whether `header` is a valid signature of `body` under `secret`, made within the tolerance of `nowSec`. */
-export function verifyNotification(
-  secret: Buffer,
-  body: string,
-  header: string | undefined,
-  nowSec: number = Math.floor(Date.now() / 1000),
-): boolean {
-  if (!header) return false;
-  const parts = new Map(header.split(",").map((part) => part.trim().split("=", 2) as [string, string]));
-  const t = parts.get("t");
-  const v1 = parts.get("v1");
-  if (!t || !/^\d{1,12}$/.test(t) || !v1 || !/^[0-9a-f]{64}$/.test(v1)) return false;
-  const timestampSec = Number(t);
-  if (Math.abs(nowSec - timestampSec) > NOTIFICATION_TOLERANCE_SEC) return false;
-  return timingSafeEqual(Buffer.from(v1, "hex"), Buffer.from(mac(secret, timestampSec, body), "hex"));
-}
-
-/** The sandbox's test cards, as card processors' test modes define them. Any other number is invalid. */
-export const SANDBOX_CARDS: Readonly<Record<string, { outcome: "paid" } | { outcome: "declined"; declineCode: DeclineCode }>> = {
-  "4242424242424242": { outcome: "paid" },
-  "4000000000000002": { outcome: "declined", declineCode: "card_declined" },
-  "4000000000009995": { outcome: "declined", declineCode: "insufficient_funds" },
-};
-
-/** How long a checkout stays open before it counts as abandoned. */
-export const DEFAULT_CHECKOUT_TTL_MS = 30 * 60_000;
-
-export type SandboxCardProviderParameters = {
-  secret: Buffer;
-  /** Sends a signed notification to the gateway (its notification endpoint, or the handler behind it). */
-  deliver: (body: string, signature: string) => Promise<unknown>;
-  checkoutTtlMs?: number;
-  now?: () => number;
-};
-
-/**
- * A payment provider in test mode: no money moves, the test card numbers decide the outcome, and the outcome
- * reaches the gateway as a signed notification, like a real provider's webhook. Each checkout completes
- * once; the notifications it sent are kept in `deliveries` (a test can replay one).
- */
-export class SandboxCardProvider implements PaymentProvider {
-  readonly name = "sandbox";
-  readonly deliveries: { body: string; signature: string }[] = [];
-  private readonly checkouts = new Map<string, { amountMicros: bigint; expiresAtMs: number; done: boolean }>();
-  private readonly ttlMs: number;
-  private readonly now: () => number;
-
-  constructor(private readonly parameters: SandboxCardProviderParameters) {
-    this.ttlMs = parameters.checkoutTtlMs ?? DEFAULT_CHECKOUT_TTL_MS;
-    this.now = parameters.now ?? Date.now;
-  }
-
-  async createCheckout({ amountMicros }: CreateCheckoutParameters): Promise<CreateCheckoutReturnType> {
-    const checkoutId = `cs_test_${randomBytes(18).toString("base64url")}`;
-    const expiresAtMs = this.now() + this.ttlMs;
-    this.checkouts.set(checkoutId, { amountMicros, expiresAtMs, done: false });
-    return { checkoutId, next: { kind: "card_entry" }, expiresAtMs };
-  }
-
-  async submitCard(checkoutId: string, cardNumber: string): Promise<SubmitCardReturnType> {
-    const checkout = this.checkouts.get(checkoutId);
-    if (!checkout) return { ok: false, reason: "unknown_checkout" };
-    if (checkout.done) return { ok: false, reason: "checkout_closed" };
-    if (this.now() >= checkout.expiresAtMs) {
-      checkout.done = true;
-      await this.notify({ checkoutId, outcome: "expired", amountMicros: checkout.amountMicros });
-      return { ok: false, reason: "checkout_closed" };
-    }
-    // A number that is not a test card is refused at entry, as a processor refuses a mistyped one: the
-    // checkout stays open for another try.
-    const card = SANDBOX_CARDS[cardNumber.replace(/[\s-]/g, "")];
-    if (!card) return { ok: false, reason: "invalid_card_number" };
-    checkout.done = true;
-    await this.notify({ checkoutId, amountMicros: checkout.amountMicros, ...card });
-    return { ok: true };
-  }
-
-  private async notify(event: {
-    checkoutId: string;
-    outcome: CardNotification["outcome"];
-    amountMicros: bigint;
-    declineCode?: DeclineCode;
-  }) {
-    const notification: CardNotification = {
-      eventId: `evt_test_${randomBytes(12).toString("base64url")}`,
-      checkoutId: event.checkoutId,
-      outcome: event.outcome,
-      amountMicros: event.amountMicros.toString(),
-      ...(event.declineCode ? { declineCode: event.declineCode } : {}),
-      createdAtSec: Math.floor(this.now() / 1000),
-    };
-    const body = JSON.stringify(notification);
-    const signature = signNotification(this.parameters.secret, body, Math.floor(this.now() / 1000));
-    this.deliveries.push({ body, signature });
-    await this.parameters.deliver(body, signature);
-  }
-}
-
-/** A checkout as the gateway records it. */
+/** A checkout as the gateway records it: `created` until the provider reports; `paid` until the deposit is mined, then `funded`. */
 export type CardCheckout = CheckoutRecord;
 
 export type StartCheckoutReturnType =
@@ -384,40 +236,4 @@ export class CardTopups {
   private read(checkoutId: string): CardCheckout | undefined {
     return this.store.get(checkoutId);
   }
-}
-
-/** A notification body, checked field by field; undefined if it is not one. */
-function parseNotification(body: string): CardNotification | undefined {
-  let value: unknown;
-  try {
-    value = JSON.parse(body);
-  } catch {
-    return undefined;
-  }
-  const n = value as Partial<CardNotification> | null;
-  if (!n || typeof n !== "object") return undefined;
-  if (typeof n.checkoutId !== "string" || typeof n.eventId !== "string") return undefined;
-  if (n.outcome !== "paid" && n.outcome !== "declined" && n.outcome !== "expired") return undefined;
-  if (typeof n.amountMicros !== "string" || !/^[1-9]\d{0,17}$/.test(n.amountMicros)) return undefined;
-  if (n.declineCode !== undefined && n.declineCode !== "card_declined" && n.declineCode !== "insufficient_funds") return undefined;
-  return n as CardNotification;
-}
-
-/**
- * The default wiring: a sandbox provider whose notifications go straight to the gateway's notification
- * handler (the same verification the HTTP endpoint runs), under a secret made for this process.
- */
-export function createSandboxCardTopups(
-  parameters: Omit<CardTopupsParameters, "provider" | "secret"> & { checkoutTtlMs?: number },
-): CardTopups {
-  const secret = randomBytes(32);
-  const provider: SandboxCardProvider = new SandboxCardProvider({
-    secret,
-    checkoutTtlMs: parameters.checkoutTtlMs,
-    now: parameters.now,
-    // Called only after `topups` below exists: the sandbox delivers notifications asynchronously.
-    deliver: (body, signature) => topups.receive(body, signature),
-  });
-  const topups: CardTopups = new CardTopups({ ...parameters, provider, secret });
-  return topups;
 }

@@ -1,0 +1,31 @@
+import type { SchemaStep } from "../db/migrations";
+
+/**
+ * The catalog's table: skills.
+ *
+ * Each step belongs to one global schema version (server/schema.ts names the versions and applies them in order):
+ * a step is never edited once it has shipped; a change is a step of a new version. Money columns are INTEGER base units.
+ */
+export const CATALOG_SCHEMA: readonly SchemaStep[] = [
+  {
+    version: 1,
+    sql: `
+CREATE TABLE skills (
+  id                 TEXT PRIMARY KEY,
+  slug               TEXT NOT NULL UNIQUE,
+  name               TEXT NOT NULL,
+  description        TEXT NOT NULL DEFAULT '',
+  price_micros       INTEGER NOT NULL CHECK (price_micros >= 0),
+  seller_account_id  TEXT NOT NULL REFERENCES accounts(id),
+  backend_url        TEXT NOT NULL,
+  timeout_ms         INTEGER NOT NULL CHECK (timeout_ms > 0),
+  rate_limit_per_min INTEGER CHECK (rate_limit_per_min IS NULL OR rate_limit_per_min > 0),
+  input_schema       TEXT,
+  signing_secret     TEXT NOT NULL,
+  active             INTEGER NOT NULL DEFAULT 1,
+  created_at         INTEGER NOT NULL,
+  updated_at         INTEGER NOT NULL
+);
+`,
+  },
+];

@@ -1,0 +1,48 @@
+import type { SchemaStep } from "../db/migrations";
+
+/**
+ * The call path's tables: calls and idempotency keys.
+ *
+ * Each step belongs to one global schema version (server/schema.ts names the versions and applies them in order):
+ * a step is never edited once it has shipped; a change is a step of a new version. Money columns are INTEGER base units.
+ */
+export const GATEWAY_SCHEMA: readonly SchemaStep[] = [
+  {
+    version: 1,
+    sql: `
+CREATE TABLE calls (
+  id              TEXT PRIMARY KEY,
+  account_id      TEXT NOT NULL REFERENCES accounts(id),
+  api_key_id      TEXT NOT NULL,
+  skill_id        TEXT NOT NULL,
+  endpoint        TEXT NOT NULL CHECK (endpoint IN ('call', 'skill_call')),
+  http_status     INTEGER NOT NULL,
+  outcome         TEXT NOT NULL,
+  charged_micros  INTEGER NOT NULL DEFAULT 0 CHECK (charged_micros >= 0),
+  hold_id         TEXT,
+  latency_us      INTEGER NOT NULL,
+  created_at      INTEGER NOT NULL
+);
+CREATE INDEX calls_by_account ON calls(account_id, created_at);
+
+CREATE TABLE idempotency_keys (
+  account_id    TEXT NOT NULL,
+  key           TEXT NOT NULL,
+  request_hash  TEXT NOT NULL,
+  state         TEXT NOT NULL CHECK (state IN ('in_progress', 'completed')),
+  status_code   INTEGER,
+  response_body TEXT,
+  created_at    INTEGER NOT NULL,
+  PRIMARY KEY (account_id, key)
+) WITHOUT ROWID;
+CREATE INDEX idempotency_by_age ON idempotency_keys(created_at);
+`,
+  },
+  {
+    version: 4,
+    sql: `
+-- A receipt names its call by the call's id; the settler finds it from the hold.
+CREATE INDEX calls_by_hold ON calls(hold_id) WHERE hold_id IS NOT NULL;
+`,
+  },
+];

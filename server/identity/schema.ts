@@ -1,0 +1,128 @@
+import type { SchemaStep } from "../db/migrations";
+
+/**
+ * Identity's tables: API keys, identities, sessions, SIWE nonces, e-mail sign-in links, the outbox, OAuth states.
+ *
+ * Each step belongs to one global schema version (server/schema.ts names the versions and applies them in order):
+ * a step is never edited once it has shipped; a change is a step of a new version. Money columns are INTEGER base units.
+ */
+export const IDENTITY_SCHEMA: readonly SchemaStep[] = [
+  {
+    version: 1,
+    sql: `
+CREATE TABLE api_keys (
+  id          TEXT PRIMARY KEY,
+  account_id  TEXT NOT NULL REFERENCES accounts(id),
+  name        TEXT NOT NULL DEFAULT '',
+  prefix      TEXT NOT NULL,
+  hash        TEXT NOT NULL UNIQUE,
+  rate_limit_per_min INTEGER CHECK (rate_limit_per_min IS NULL OR rate_limit_per_min > 0),
+  created_at  INTEGER NOT NULL,
+  revoked_at  INTEGER
+);
+CREATE INDEX api_keys_by_account ON api_keys(account_id);
+`,
+  },
+  {
+    version: 7,
+    sql: `
+-- Who a person is to the outside world: a wallet (SIWE), an e-mail address, a GitHub or a
+-- Google account. One account may have several; an identity belongs to one account.
+CREATE TABLE identities (
+  provider    TEXT NOT NULL CHECK (provider IN ('siwe', 'email', 'github', 'google')),
+  subject     TEXT NOT NULL,
+  account_id  TEXT NOT NULL REFERENCES accounts(id),
+  created_at  INTEGER NOT NULL,
+  PRIMARY KEY (provider, subject)
+) WITHOUT ROWID;
+CREATE INDEX identities_by_account ON identities(account_id);
+
+-- Dashboard sessions. Only the SHA-256 of the session token is stored, like API keys.
+CREATE TABLE sessions (
+  token_hash  TEXT PRIMARY KEY,
+  account_id  TEXT NOT NULL REFERENCES accounts(id),
+  csrf_token  TEXT NOT NULL,
+  created_at  INTEGER NOT NULL,
+  expires_at  INTEGER NOT NULL,
+  revoked_at  INTEGER
+) WITHOUT ROWID;
+CREATE INDEX sessions_by_account ON sessions(account_id);
+`,
+  },
+  {
+    version: 8,
+    sql: `
+-- Nonces the gateway issued for Sign-In With Ethereum (server/identity/siwe.ts). A nonce is
+-- good once, until expires_at: verification sets used_at in the same statement that checks
+-- it is unset and unexpired, so two requests cannot both use one.
+CREATE TABLE siwe_nonces (
+  nonce       TEXT PRIMARY KEY,
+  created_at  INTEGER NOT NULL,
+  expires_at  INTEGER NOT NULL,
+  used_at     INTEGER
+) WITHOUT ROWID;
+CREATE INDEX siwe_nonces_by_expiry ON siwe_nonces(expires_at);
+
+-- When a key last authenticated a request, to the minute (ApiKeys writes it at most once a
+-- minute per key, in the background, never on the call path).
+ALTER TABLE api_keys ADD COLUMN last_used_at INTEGER;
+`,
+  },
+  {
+    version: 9,
+    sql: `
+-- E-mail magic links (server/identity/email.ts). Only the SHA-256 of a link's token is
+-- kept. Consuming sets used_at in the same statement that checks it is unset and
+-- unexpired, so a link signs in once. link_to: the signed-in account that asked for it.
+CREATE TABLE email_sign_in_tokens (
+  token_hash  TEXT PRIMARY KEY,
+  email       TEXT NOT NULL,
+  link_to     TEXT REFERENCES accounts(id),
+  created_at  INTEGER NOT NULL,
+  expires_at  INTEGER NOT NULL,
+  used_at     INTEGER
+) WITHOUT ROWID;
+CREATE INDEX email_sign_in_tokens_by_email ON email_sign_in_tokens(email, created_at);
+
+-- The default mailer's outbox: every message the gateway would have sent, for a developer
+-- to read when no SMTP server is configured.
+CREATE TABLE outbox (
+  id          INTEGER PRIMARY KEY,
+  to_address  TEXT NOT NULL,
+  subject     TEXT NOT NULL,
+  body        TEXT NOT NULL,
+  created_at  INTEGER NOT NULL
+);
+
+-- Started GitHub/Google sign-ins (server/identity/oauth.ts): the state's SHA-256, the PKCE
+-- verifier and OIDC nonce that go with it, good once until expires_at.
+CREATE TABLE oauth_states (
+  state_hash     TEXT PRIMARY KEY,
+  provider       TEXT NOT NULL CHECK (provider IN ('github', 'google')),
+  code_verifier  TEXT NOT NULL,
+  nonce          TEXT NOT NULL,
+  link_to        TEXT REFERENCES accounts(id),
+  created_at     INTEGER NOT NULL,
+  expires_at     INTEGER NOT NULL,
+  used_at        INTEGER
+) WITHOUT ROWID;
+`,
+  },
+  {
+    version: 14,
+    sql: `
+-- Anyone may ask for a SIWE nonce, so what one client address holds is bounded
+-- (server/identity/siwe.ts): each nonce keeps the rate-limit key of the address that asked
+-- (an IPv4 address, or an IPv6 /64), for the 10 minutes it lives. NULL for older rows.
+ALTER TABLE siwe_nonces ADD COLUMN client TEXT;
+CREATE INDEX siwe_nonces_by_client ON siwe_nonces(client, created_at);
+
+-- The periodic prune (server/index.ts) deletes by expiry; these make it, and the counts of
+-- what is outstanding, range scans rather than table scans.
+CREATE INDEX email_sign_in_tokens_by_expiry ON email_sign_in_tokens(expires_at);
+CREATE INDEX oauth_states_by_expiry ON oauth_states(expires_at);
+CREATE INDEX sessions_by_expiry ON sessions(expires_at);
+CREATE INDEX sessions_revoked ON sessions(revoked_at) WHERE revoked_at IS NOT NULL;
+`,
+  },
+];
