@@ -20,7 +20,8 @@ import { advisoryLockKey } from "./postgres/advisory";
  *   coming back (server gone, network cut, process paused) stops counting itself leader on its own, before
  *   anyone else can be elected. A failed check, a lapsed lease or the connection's error ends the leadership
  *   at once: onLost is called, the connection closed (which frees the lock if the server still had it), and
- *   the replica goes back to contending.
+ *   the replica goes back to contending, after a pause of `leaseMs`: a healthy replica (which tries every
+ *   `pollMs`) takes over rather than the one that just failed.
  *
  * Takeover bound, once the leader's session has ended (the process died, its backend was terminated): at most
  * `pollMs` for a contender's next try, plus `leaseMs` of waiting, plus a round trip. A leader cut off by the
@@ -80,6 +81,8 @@ export class Leadership {
   private lapseTimer: NodeJS.Timeout | undefined;
   /** The tick running now, so stop() can wait for it. */
   private running: Promise<void> | undefined;
+  /** Monotonic ms before which a replica that lost leadership does not contend again. */
+  private contendAfterMs = 0;
   /** Bumped on every connection change, so a late answer from an old connection is ignored. */
   private generation = 0;
 
@@ -160,6 +163,7 @@ export class Leadership {
       await this.lose(new Error(`leadership lease lapsed: no check of the lock passed in ${this.leaseMs} ms`));
       return;
     }
+    if (this.state === "contending" && performance.now() < this.contendAfterMs) return;
     try {
       if (this.state === "contending") await this.tryAcquire();
       else await this.check();
@@ -248,6 +252,7 @@ export class Leadership {
     if (this.state !== "leading") return;
     this.state = "contending";
     this.leaseUntilMs = 0;
+    this.contendAfterMs = performance.now() + this.leaseMs;
     clearTimeout(this.lapseTimer);
     await this.closeClient();
     this.options.onLost?.(reason);

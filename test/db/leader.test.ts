@@ -16,7 +16,7 @@ import { type PostgresServer, startPostgresOrSkip } from "../helpers/postgres";
 const POLL_MS = 100;
 const LEASE_MS = 300;
 const BOUND_MS = POLL_MS + LEASE_MS;
-const SLACK_MS = 700;
+const SLACK_MS = 1000;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
