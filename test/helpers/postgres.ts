@@ -192,10 +192,15 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
       root,
       stopTimeoutMs,
     );
-    const initTimer = setTimeout(() => initdb.child.kill("SIGTERM"), startTimeoutMs);
+    let initTimedOut = false;
+    const initTimer = setTimeout(() => {
+      initTimedOut = true;
+      initdb.child.kill("SIGTERM");
+    }, startTimeoutMs);
     const init = await initdb.exited;
     clearTimeout(initTimer);
     fs.rmSync(pwfile, { force: true });
+    if (initTimedOut) throw new Error(`initdb did not finish within ${startTimeoutMs} ms:\n${initdb.output()}`);
     if (init.code !== 0) throw new Error(`initdb failed (code ${init.code}, signal ${init.signal}):\n${initdb.output()}`);
 
     let port = 0;
