@@ -11,7 +11,8 @@
  *     │      │
  *   ledger  chain         the books; the chain adapter (deployment, receipts, retry loop)
  *     │
- *   db                    SQLite handle, migrations, group commit, ids
+ *   db                    SQLite handle, migrations, group commit, ids; PostgreSQL pool, migrations (db/postgres/),
+ *                         the leader lease (db/leader.ts). db/ imports nothing of ours.
  *
  * config.ts (the validated configuration) and errors.ts (the error codes and the base error every
  * layer throws) sit outside the layers: any part may import them, and they import nothing of server/.
@@ -89,7 +90,19 @@ module.exports = {
       from: { path: "^server/", pathNot: "^server/db/redis\\.ts$" },
       to: { path: ["^ioredis$", "(^|/)node_modules/ioredis/"], dependencyTypesNot: ["type-only"] },
     },
-    onlyImports("db-stands-alone", "db", [], "db/ knows SQLite and nothing of the domain."),
+    {
+      name: "only-stores-speak-postgres",
+      comment:
+        "The PostgreSQL driver and pool (issue 14) stay where the SQLite handle stays: in db/, the ledger, the store files " +
+        "and the composition root. A service reaches PostgreSQL through its module's store, never by its own SQL.",
+      severity: "error",
+      from: {
+        path: "^server/",
+        pathNot: ["(/|-)store\\.ts$", "^server/db/", "^server/ledger/", "^server/(index|main)\\.ts$", "^server/devstack/"],
+      },
+      to: { path: ["^pg$", "(^|/)node_modules/pg/", "^server/db/postgres/"] },
+    },
+    onlyImports("db-stands-alone", "db", [], "db/ knows SQLite, PostgreSQL and Redis, and nothing of the domain."),
     onlyImports("chain-stands-alone", "chain", [], "chain/ is the chain adapter: deployment, ABIs, receipts, retry loop."),
     onlyImports("ledger-sits-on-db", "ledger", ["db"], "The ledger is the books; it knows nothing of HTTP, the chain or accounts."),
     onlyImports("identity-sits-on-ledger", "identity", ["db", "ledger"], "Accounts, keys, sessions and sign-in."),

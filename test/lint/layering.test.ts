@@ -91,6 +91,30 @@ describe("the import rules (.dependency-cruiser.cjs)", function () {
     expect(output).to.not.contain("identity/store.ts →");
   });
 
+  it("refuse a service speaking to PostgreSQL itself: only db/, the ledger and store files do", () => {
+    const { status, output } = cruise({
+      "server/db/postgres/pool.ts": "export const x = 1;\n",
+      "server/db/leader.ts": 'import { x } from "./postgres/pool";\nexport const l = x;\n',
+      "server/settlement/probe.ts": 'import { x } from "../db/postgres/pool";\nexport const y = x;\n',
+      "server/gateway/probe.ts": 'import pg from "pg";\nexport const v = pg;\n',
+      "server/gateway/probe-store.ts": 'import { x } from "../db/postgres/pool";\nexport const z = x;\n',
+    });
+    expect(status).to.not.equal(0);
+    expect(output).to.contain("only-stores-speak-postgres: server/settlement/probe.ts → server/db/postgres/pool.ts");
+    expect(output).to.match(/only-stores-speak-postgres: server\/gateway\/probe\.ts → pg\b/);
+    expect(output).to.not.contain("probe-store.ts →");
+    expect(output).to.not.contain("leader.ts →");
+  });
+
+  it("refuse db/ importing anything of the domain, PostgreSQL files included", () => {
+    const { status, output } = cruise({
+      "server/ledger/ledger.ts": "export const x = 1;\n",
+      "server/db/postgres/probe.ts": 'import { x } from "../../ledger/ledger";\nexport const y = x;\n',
+    });
+    expect(status).to.not.equal(0);
+    expect(output).to.contain("db-stands-alone: server/db/postgres/probe.ts → server/ledger/ledger.ts");
+  });
+
   it("accept an import that runs downward", () => {
     const { status, output } = cruise({
       "server/db/db.ts": "export const x = 1;\n",
