@@ -1,5 +1,23 @@
 import { CSRF_HEADER, SESSION_COOKIE } from "../../server/http/session-cookies";
+import fs from "node:fs";
+import path from "node:path";
 import type { TestStack } from "./gateway";
+import { ContractChecker } from "./openapi";
+
+let contract: ContractChecker | undefined;
+/**
+ * Every answer a session gets on a path the API document declares is checked against it
+ * (docs/openapi.json): the chain-backed routes' real successes (claims, withdrawals, sweeps, card
+ * top-ups, receipts) are exercised by the tests that start a chain, and they check here that the
+ * document declares what those routes answer. A path the document does not declare is not checked.
+ */
+function assertDeclared(method: string, url: string, reply: Reply): void {
+  contract ??= new ContractChecker(JSON.parse(fs.readFileSync(path.join(__dirname, "../../docs/openapi.json"), "utf8")));
+  const problems = contract
+    .problems(method, url, { status: reply.status, contentType: reply.headers.get("content-type"), body: reply.body })
+    .filter((problem) => !problem.endsWith("no path of the document matches"));
+  if (problems.length > 0) throw new Error(`the answer is not what docs/openapi.json declares: ${problems.join("; ")}`);
+}
 
 export interface Reply {
   status: number;
@@ -40,8 +58,11 @@ export function sessionFor(stack: TestStack, accountId: string, token: string, c
     accountId,
     cookie,
     csrfToken,
-    request: (method, path, body, options = {}) =>
-      send(stack.url + path, method, { cookie, ...(options.csrf === false ? {} : { [CSRF_HEADER]: csrfToken }) }, body),
+    request: async (method, path, body, options = {}) => {
+      const reply = await send(stack.url + path, method, { cookie, ...(options.csrf === false ? {} : { [CSRF_HEADER]: csrfToken }) }, body);
+      assertDeclared(method, stack.url + path, reply);
+      return reply;
+    },
   };
 }
 
