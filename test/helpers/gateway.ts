@@ -7,7 +7,7 @@ import { type GatewayOptions, type RunningGateway, startGateway } from "../../se
 import { type AccountKind, PLATFORM_ACCOUNT_ID } from "../../server/ledger/ledger";
 import { usdToMicros } from "../../server/ledger/money";
 import { type TestBackend, startTestBackend } from "./backend";
-import { send } from "./session";
+import { assertDeclared, send } from "./session";
 
 export interface TestStack {
   gw: RunningGateway;
@@ -84,7 +84,7 @@ export async function startStack(
   };
   const buyer = addBuyer(options.buyerUsd ?? "10");
 
-  const request = (
+  const request = async (
     method: string,
     pathname: string,
     body: unknown,
@@ -92,7 +92,9 @@ export async function startStack(
     headers: Record<string, string> = {},
   ) => {
     const k = key === undefined ? buyer.key : key;
-    return send(gw.url + pathname, method, k === null ? headers : { authorization: `Bearer ${k}`, ...headers }, body);
+    const reply = await send(gw.url + pathname, method, k === null ? headers : { authorization: `Bearer ${k}`, ...headers }, body);
+    assertDeclared(method, gw.url + pathname, reply);
+    return reply;
   };
 
   return {

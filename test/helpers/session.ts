@@ -11,7 +11,7 @@ let contract: ContractChecker | undefined;
  * top-ups, receipts) are exercised by the tests that start a chain, and they check here that the
  * document declares what those routes answer. A path the document does not declare is not checked.
  */
-function assertDeclared(method: string, url: string, reply: Reply): void {
+export function assertDeclared(method: string, url: string, reply: Reply): void {
   contract ??= new ContractChecker(JSON.parse(fs.readFileSync(path.join(__dirname, "../../docs/openapi.json"), "utf8")));
   const problems = contract
     .problems(method, url, { status: reply.status, contentType: reply.headers.get("content-type"), body: reply.body })

@@ -41,6 +41,6 @@ export const catalogOperations = [
     auth: "none",
     params: skillParams,
     responses: [{ status: 200, description: "The skill.", schema: dataEnvelope(skillView) }],
-    errors: ["skill_not_found"],
+    errors: ["skill_not_found", "invalid_request"],
   }),
 ];
