@@ -3,6 +3,9 @@ import type { Db } from "../db/db";
 import type { Charge } from "./fees";
 import { GroupCommit } from "../db/group-commit";
 import { ENTRY_SUMS_TO_ZERO, LedgerInvariantError } from "./invariants";
+import { ExitFreezes, type ExitKey } from "./exit-freezes";
+
+export type { ExitKey } from "./exit-freezes";
 
 export type AccountKind = "user" | "seller" | "platform" | "system";
 export type Bucket = "available" | "held" | "earned" | "fees" | "source";
@@ -49,12 +52,6 @@ export type HoldResult =
 
 export type SettleResult = { ok: true; hold: Hold } | { ok: false; reason: "hold_not_open" };
 
-/** Names an exit request by its ExitRequested log (server/settlement/exits.ts). */
-export interface ExitKey {
-  txHash: string;
-  logIndex: number;
-}
-
 /** Names a chain log (a Deposited log: server/settlement/indexer.ts) by its position. */
 export interface LogKey {
   txHash: string;
@@ -94,12 +91,8 @@ export interface Balance {
 export class Ledger {
   readonly commit: GroupCommit;
   private readonly stmt;
-  /**
-   * False while no exit can be short of its freeze, so the call path pays nothing for exits until one
-   * exists. Set when the exits module opens a shortfall (noteExitShortfall) and never cleared within a
-   * process: a stale `true` costs one indexed query, a wrong `false` would let frozen money be spent.
-   */
-  private exitShortfallPossible: boolean;
+  /** The unilateral exits' freezes and their shortfalls (./exit-freezes.ts), written through this Ledger's entries. */
+  private readonly freezes: ExitFreezes;
 
   constructor(
     readonly db: Db,
@@ -133,25 +126,32 @@ export class Ledger {
       openHoldIds: db.prepare("SELECT id FROM holds WHERE status = 'open'").pluck(),
       openHoldCount: db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'open'").pluck(),
       assignToBatch: db.prepare("UPDATE holds SET batch_number = ? WHERE id = ? AND status = 'captured' AND batch_number IS NULL"),
-      exitShortfalls: db.prepare(
-        `SELECT tx_hash, log_index, address, shortfall FROM chain_exits
-         WHERE account_id = ? AND status = 'pending' AND shortfall > 0 ORDER BY block_number, log_index`,
-      ),
-      accountsShortOfExits: db.prepare("SELECT DISTINCT account_id FROM chain_exits WHERE status = 'pending' AND shortfall > 0").pluck(),
-      topUpExit: db.prepare(
-        `UPDATE chain_exits SET frozen = frozen + ?, shortfall = shortfall - ?
-         WHERE tx_hash = ? AND log_index = ? AND status = 'pending' AND shortfall >= ?`,
-      ),
     };
-    const short = this.stmt.accountsShortOfExits.all() as string[];
-    this.exitShortfallPossible = short.length > 0;
+    this.freezes = new ExitFreezes(db, {
+      run: (fn) => this.commit.run(fn),
+      availableOf: (accountId) => this.balanceOf(accountId, "available"),
+      freeze: (accountId, amountMicros, exit, memo) => {
+        const entryId = this.entry("exit_freeze", { exit }, memo);
+        this.post(entryId, [
+          [accountId, "available", -amountMicros],
+          [ESCROW_SOURCE_ID, "source", amountMicros],
+        ]);
+        return entryId;
+      },
+      unfreeze: (accountId, amountMicros, exit, memo) => {
+        const entryId = this.entry("exit_return", { exit }, memo);
+        this.post(entryId, [
+          [ESCROW_SOURCE_ID, "source", -amountMicros],
+          [accountId, "available", amountMicros],
+        ]);
+        return entryId;
+      },
+    });
     this.commit.run(() => {
       this.ensureAccount({ id: PLATFORM_ACCOUNT_ID, kind: "platform", name: "Platform" });
       this.ensureAccount({ id: DEV_CREDIT_SOURCE_ID, kind: "system", name: "Development credits (not deposits)" });
       this.ensureAccount({ id: ESCROW_SOURCE_ID, kind: "system", name: "On-chain escrow deposits" });
-      // Money that reached a short account by a path that does not top up (a deposit credited when its
-      // address was linked, see credit()) is frozen before anything else runs.
-      for (const accountId of short) this.topUpExitFreezes(accountId);
+      this.freezes.topUpAtOpen();
     });
   }
 
@@ -209,7 +209,7 @@ export class Ledger {
       ]);
       // A chain deposit is topped up by its caller (server/settlement/indexer.ts), right after the caller has
       // identified its entry as the newest one (creditChainDeposit); here it would come first.
-      if (kind !== "deposit") this.topUpExitFreezes(accountId);
+      if (kind !== "deposit") this.freezes.topUp(accountId);
       return entryId;
     });
   }
@@ -223,7 +223,7 @@ export class Ledger {
     if (amountMicros <= 0n) throw new RangeError(`withdrawal must be positive, got ${amountMicros}`);
     return this.commit.run(() => {
       // A pending exit's freeze comes before any other withdrawal of the same money.
-      this.topUpExitFreezes(accountId);
+      this.freezes.topUp(accountId);
       const available = this.balanceOf(accountId, "available");
       if (available < amountMicros) throw new RangeError(`withdrawal of ${amountMicros} exceeds available ${available}`);
       const entryId = this.entry("voucher_withdrawal", { voucher }, memo);
@@ -244,31 +244,24 @@ export class Ledger {
         [ESCROW_SOURCE_ID, "source", -amountMicros],
         [accountId, "available", amountMicros],
       ]);
-      this.topUpExitFreezes(accountId);
+      this.freezes.topUp(accountId);
       return entryId;
     });
   }
 
   /*
-   * Unilateral exits (server/settlement/exits.ts). When the escrow reports an ExitRequested for an account's
-   * address, the ledger must make sure no call can spend the requested amount, since the escrow will pay it
-   * out after the delay whatever the ledger did meanwhile. The rule: an exit's freeze is an 'exit_freeze'
-   * entry (available -> escrow source) of min(requested, available); what the available balance could not
-   * cover (money held by calls in flight, or spent and not yet settled) is the exit's shortfall. While an
-   * account has a shortfall, every unit that reaches its available balance (a released hold, a deposit, a
-   * returned voucher or freeze) goes to the freeze first. So a short account's available balance stays at
-   * zero and hold() refuses every call; a captured hold's money never comes back, which is right: it is
-   * spent, the settler debits it on-chain, and the escrow then pays that much less.
+   * Unilateral exits (server/settlement/exits.ts): the rule and its bookkeeping are in ./exit-freezes.ts;
+   * these are its operations as the Ledger's API.
    */
 
   /** Whether a pending exit of the account is still short of its freeze (so its money is frozen). */
   hasExitShortfall(accountId: string): boolean {
-    return this.exitShortfallPossible && this.stmt.exitShortfalls.all(accountId).length > 0;
+    return this.freezes.hasShortfall(accountId);
   }
 
   /** Says an exit with a shortfall may now exist: from here on, money reaching an account checks for it. */
   noteExitShortfall(): void {
-    this.exitShortfallPossible = true;
+    this.freezes.noteShortfall();
   }
 
   /**
@@ -276,30 +269,7 @@ export class Ledger {
    * oldest request first, each move an 'exit_freeze' entry linked to its exit; returns the total moved.
    */
   topUpExitFreezes(accountId: string): bigint {
-    if (!this.exitShortfallPossible) return 0n;
-    return this.commit.run(() => {
-      const short = this.stmt.exitShortfalls.all(accountId) as { tx_hash: string; log_index: bigint; address: string; shortfall: bigint }[];
-      let moved = 0n;
-      for (const exit of short) {
-        const available = this.balanceOf(accountId, "available");
-        if (available <= 0n) break;
-        const amount = available < exit.shortfall ? available : exit.shortfall;
-        const entryId = this.entry(
-          "exit_freeze",
-          { exit: { txHash: exit.tx_hash, logIndex: Number(exit.log_index) } },
-          `exit ${exit.address} ${exit.tx_hash}:${exit.log_index}: frozen`,
-        );
-        this.post(entryId, [
-          [accountId, "available", -amount],
-          [ESCROW_SOURCE_ID, "source", amount],
-        ]);
-        if (this.stmt.topUpExit.run(amount, amount, exit.tx_hash, exit.log_index, amount).changes !== 1) {
-          throw new Error(`exit ${exit.tx_hash}:${exit.log_index} changed while its freeze was topped up`);
-        }
-        moved += amount;
-      }
-      return moved;
-    });
+    return this.freezes.topUp(accountId);
   }
 
   /**
@@ -307,16 +277,7 @@ export class Ledger {
    * less than frozen), as a linked 'exit_return' entry; other short exits of the account are topped up from it.
    */
   returnExitFreeze(exit: ExitKey, accountId: string, amountMicros: bigint, memo: string): bigint {
-    if (amountMicros <= 0n) throw new RangeError(`returned exit freeze must be positive, got ${amountMicros}`);
-    return this.commit.run(() => {
-      const entryId = this.entry("exit_return", { exit }, memo);
-      this.post(entryId, [
-        [ESCROW_SOURCE_ID, "source", -amountMicros],
-        [accountId, "available", amountMicros],
-      ]);
-      this.topUpExitFreezes(accountId);
-      return entryId;
-    });
+    return this.freezes.giveBack(exit, accountId, amountMicros, memo);
   }
 
   /** Reserves a call's charge from the caller's available balance, or says why it cannot. */
@@ -326,7 +287,7 @@ export class Ledger {
     return this.commit.run(() => {
       // Normally a no-op (a short account's available balance is already zero); it closes the one gap,
       // a deposit credited by linking an address (see credit()), before money could be spent.
-      this.topUpExitFreezes(input.accountId);
+      this.freezes.topUp(input.accountId);
       const available = this.balanceOf(input.accountId, "available");
       if (available < chargedMicros) {
         return { ok: false as const, reason: "insufficient_balance" as const, availableMicros: available, neededMicros: chargedMicros };
@@ -381,7 +342,7 @@ export class Ledger {
         [hold.accountId, "available", hold.amountMicros],
       ]);
       // A call in flight when its account asked to exit gives its money to the exit's freeze.
-      this.topUpExitFreezes(hold.accountId);
+      this.freezes.topUp(hold.accountId);
       return { ok: true as const, hold };
     });
   }
