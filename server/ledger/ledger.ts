@@ -5,7 +5,6 @@ import { GroupCommit } from "../db/group-commit";
 import { ENTRY_SUMS_TO_ZERO, LedgerInvariantError } from "./invariants";
 import { ExitFreezes, type ExitKey } from "./exit-freezes";
 
-
 export type AccountKind = "user" | "seller" | "platform" | "system";
 export type Bucket = "available" | "held" | "earned" | "fees" | "source";
 export type CreditKind = "dev_credit" | "deposit";

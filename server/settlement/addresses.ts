@@ -13,8 +13,6 @@ import type { AddressesStore, ChainDeposit, StoredAddress } from "./addresses-st
 import type { ExitsStore } from "./exits-store";
 import { settlementStores } from "./store";
 
-export type { ChainDeposit, StoredAddress } from "./addresses-store";
-
 /** Lowercases a 20-byte hex address (any letter case, checksum not enforced); undefined if it is not one. */
 export function normalizeAddress(address: string): StoredAddress | undefined {
   if (!isAddress(address, { strict: false })) return undefined;

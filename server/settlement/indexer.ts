@@ -18,7 +18,8 @@
 import { getAbiItem, type Address, type GetLogsReturnType, type Hash } from "viem";
 import { skillEscrowAbi } from "../chain/abi";
 import type { Ledger } from "../ledger/ledger";
-import { creditChainDeposit, depositMemo, normalizeAddress, type ChainDeposit } from "./addresses";
+import { creditChainDeposit, depositMemo, normalizeAddress } from "./addresses";
+import type { ChainDeposit } from "./addresses-store";
 import type { AddressesStore } from "./addresses-store";
 import type { ExitsStore } from "./exits-store";
 import type { IndexerProgress, IndexerStore } from "./indexer-store";

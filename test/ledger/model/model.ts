@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import type { Command } from "fast-check";
-import type { StoredAddress } from "../../../server/settlement/addresses";
+import type { StoredAddress } from "../../../server/settlement/addresses-store";
 import type { ChainExitEvent } from "../../../server/settlement/exits";
 import type { Db } from "../../../server/db/db";
 import { assertBalanced } from "../../../server/ledger/invariants";

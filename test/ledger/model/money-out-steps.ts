@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import type { StoredAddress } from "../../../server/settlement/addresses";
+import type { StoredAddress } from "../../../server/settlement/addresses-store";
 import { type ApplyExitEventReturnType, type ChainExitEvent, applyExitEvent } from "../../../server/settlement/exits";
 import {
   ADDRESSES,
