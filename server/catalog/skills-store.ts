@@ -10,8 +10,10 @@ export interface SkillRecord {
   sellerAccountId: string;
   backendUrl: string;
   timeoutMs: number;
+  /** Calls per minute one caller account may make to this skill; null for no per-skill limit. */
   rateLimitPerMin: number | null;
   inputSchemaJson: string | null;
+  /** Shared with the skill's backend, to sign each forwarded call (HMAC-SHA256). Never returned by the API. */
   signingSecret: string;
 }
 

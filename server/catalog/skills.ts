@@ -29,20 +29,9 @@ interface SchemaEntry {
 
 const schemaKey = (json: string) => createHash("sha256").update(json).digest("hex");
 
-export interface Skill {
-  id: string;
-  slug: string;
-  name: string;
-  description: string;
-  priceMicros: bigint;
-  sellerAccountId: string;
-  backendUrl: string;
-  timeoutMs: number;
-  /** Calls per minute one caller account may make to this skill; null for no per-skill limit. */
-  rateLimitPerMin: number | null;
+/** A skill as the call path uses it: the stored record with its input schema parsed. */
+export interface Skill extends Omit<SkillRecord, "inputSchemaJson"> {
   inputSchema: object | null;
-  /** Shared with the skill's backend, to sign each forwarded call (HMAC-SHA256). Never returned by the API. */
-  signingSecret: string;
 }
 
 export interface SkillInput {
