@@ -77,7 +77,8 @@ return headline
  * ARGV[1] is the time, ARGV[2] the cap, ARGV[3] how a counter absent for today starts: "zero",
  * "ask" (reply so that the caller counts the day's calls in the calls log and asks again) or a
  * count, which applies when ARGV[4] is still today. A refused call is not counted. The counter
- * expires at the end of its day.
+ * expires a minute after the end of its day: its \`day\` field, not its expiry, decides which day it
+ * counts, so a counter never vanishes between two calls made in the day's last milliseconds.
  * Replies {allowed, retryAfterMs as an exact string, day, needs a starting count}.
  */
 const DAILY_LUA = `${LUA_NOW}
@@ -92,7 +93,7 @@ elseif ARGV[3] == "zero" then
 elseif ARGV[3] ~= "ask" and tonumber(ARGV[4]) == day then
   count = tonumber(ARGV[3])
   redis.call("HSET", KEYS[1], "day", day, "count", count)
-  redis.call("PEXPIRE", KEYS[1], math.ceil(day_end - now))
+  redis.call("PEXPIRE", KEYS[1], math.ceil(day_end - now) + 60000)
 else
   return {0, "0", day, 1}
 end
@@ -100,7 +101,7 @@ if count >= cap then
   return {0, exact(day_end - now), day, 0}
 end
 redis.call("HSET", KEYS[1], "day", day, "count", count + 1)
-redis.call("PEXPIRE", KEYS[1], math.ceil(day_end - now))
+redis.call("PEXPIRE", KEYS[1], math.ceil(day_end - now) + 60000)
 return {1, "0", day, 0}
 `;
 
