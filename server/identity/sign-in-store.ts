@@ -63,24 +63,37 @@ export interface OutboxStore {
   insert(m: { to: string; subject: string; body: string; createdAtMs: number }): void;
 }
 
-const pendingCounts = (db: Db, table: string) => {
-  const pending = db.prepare(`SELECT COUNT(*) FROM ${table} WHERE used_at IS NULL AND expires_at > ?`).pluck();
-  const firstExpiry = db.prepare(`SELECT MIN(expires_at) FROM ${table} WHERE used_at IS NULL AND expires_at > ?`).pluck();
-  const purge = db.prepare(`DELETE FROM ${table} WHERE expires_at <= ?`);
-  return {
-    pendingCount: (nowMs: number) => Number(pending.get(nowMs) as bigint),
-    firstExpiryMs: (nowMs: number) => Number(firstExpiry.get(nowMs) as bigint | null),
-    purgeExpired: (nowMs: number) => purge.run(nowMs).changes,
-  };
-};
+/** The questions every sign-in secret's table answers the same way: how many wait, when the first expires, purge. */
+abstract class SqlitePendingRows implements PendingCounts {
+  private readonly pending;
+  private readonly firstExpiry;
+  private readonly purge;
+
+  constructor(db: Db, table: "siwe_nonces" | "oauth_states" | "email_sign_in_tokens") {
+    this.pending = db.prepare(`SELECT COUNT(*) FROM ${table} WHERE used_at IS NULL AND expires_at > ?`).pluck();
+    this.firstExpiry = db.prepare(`SELECT MIN(expires_at) FROM ${table} WHERE used_at IS NULL AND expires_at > ?`).pluck();
+    this.purge = db.prepare(`DELETE FROM ${table} WHERE expires_at <= ?`);
+  }
+
+  pendingCount(nowMs: number): number {
+    return Number(this.pending.get(nowMs) as bigint);
+  }
+
+  firstExpiryMs(nowMs: number): number {
+    return Number(this.firstExpiry.get(nowMs) as bigint | null);
+  }
+
+  purgeExpired(nowMs: number): number {
+    return this.purge.run(nowMs).changes;
+  }
+}
 
 /** SiweNoncesStore on the gateway's SQLite database (`siwe_nonces`). */
-export class SqliteSiweNoncesStore implements SiweNoncesStore {
+export class SqliteSiweNoncesStore extends SqlitePendingRows implements SiweNoncesStore {
   private readonly stmt;
-  private readonly counts;
 
   constructor(db: Db) {
-    this.counts = pendingCounts(db, "siwe_nonces");
+    super(db, "siwe_nonces");
     this.stmt = {
       insert: db.prepare("INSERT INTO siwe_nonces (nonce, client, created_at, expires_at) VALUES (?, ?, ?, ?)"),
       consume: db.prepare("UPDATE siwe_nonces SET used_at = ? WHERE nonce = ? AND used_at IS NULL AND expires_at > ?"),
@@ -90,18 +103,6 @@ export class SqliteSiweNoncesStore implements SiweNoncesStore {
            ORDER BY created_at DESC, nonce LIMIT -1 OFFSET ?)`,
       ),
     };
-  }
-
-  pendingCount(nowMs: number): number {
-    return this.counts.pendingCount(nowMs);
-  }
-
-  firstExpiryMs(nowMs: number): number {
-    return this.counts.firstExpiryMs(nowMs);
-  }
-
-  purgeExpired(nowMs: number): number {
-    return this.counts.purgeExpired(nowMs);
   }
 
   insert(nonce: string, client: string, createdAtMs: number, expiresAtMs: number): void {
@@ -118,12 +119,11 @@ export class SqliteSiweNoncesStore implements SiweNoncesStore {
 }
 
 /** OAuthStatesStore on the gateway's SQLite database (`oauth_states`). */
-export class SqliteOAuthStatesStore implements OAuthStatesStore {
+export class SqliteOAuthStatesStore extends SqlitePendingRows implements OAuthStatesStore {
   private readonly stmt;
-  private readonly counts;
 
   constructor(db: Db) {
-    this.counts = pendingCounts(db, "oauth_states");
+    super(db, "oauth_states");
     this.stmt = {
       insert: db.prepare(
         "INSERT INTO oauth_states (state_hash, provider, code_verifier, nonce, link_to, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -132,18 +132,6 @@ export class SqliteOAuthStatesStore implements OAuthStatesStore {
         "UPDATE oauth_states SET used_at = ? WHERE state_hash = ? AND provider = ? AND used_at IS NULL AND expires_at > ? RETURNING code_verifier, nonce, link_to",
       ),
     };
-  }
-
-  pendingCount(nowMs: number): number {
-    return this.counts.pendingCount(nowMs);
-  }
-
-  firstExpiryMs(nowMs: number): number {
-    return this.counts.firstExpiryMs(nowMs);
-  }
-
-  purgeExpired(nowMs: number): number {
-    return this.counts.purgeExpired(nowMs);
   }
 
   insert(s: {
@@ -166,12 +154,11 @@ export class SqliteOAuthStatesStore implements OAuthStatesStore {
 }
 
 /** EmailTokensStore on the gateway's SQLite database (`email_sign_in_tokens`). */
-export class SqliteEmailTokensStore implements EmailTokensStore {
+export class SqliteEmailTokensStore extends SqlitePendingRows implements EmailTokensStore {
   private readonly stmt;
-  private readonly counts;
 
   constructor(db: Db) {
-    this.counts = pendingCounts(db, "email_sign_in_tokens");
+    super(db, "email_sign_in_tokens");
     this.stmt = {
       insert: db.prepare("INSERT INTO email_sign_in_tokens (token_hash, email, link_to, created_at, expires_at) VALUES (?, ?, ?, ?, ?)"),
       recent: db.prepare("SELECT COUNT(*) FROM email_sign_in_tokens WHERE email = ? AND created_at > ?").pluck(),
@@ -182,18 +169,6 @@ export class SqliteEmailTokensStore implements EmailTokensStore {
         "UPDATE email_sign_in_tokens SET used_at = ? WHERE token_hash = ? AND used_at IS NULL AND expires_at > ? RETURNING email, link_to",
       ),
     };
-  }
-
-  pendingCount(nowMs: number): number {
-    return this.counts.pendingCount(nowMs);
-  }
-
-  firstExpiryMs(nowMs: number): number {
-    return this.counts.firstExpiryMs(nowMs);
-  }
-
-  purgeExpired(nowMs: number): number {
-    return this.counts.purgeExpired(nowMs);
   }
 
   insert(t: { tokenHash: string; email: string; linkTo: string | null; createdAtMs: number; expiresAtMs: number }): void {
