@@ -9,10 +9,13 @@ interface Waiter {
 /**
  * Group commit: many operations share one SQLite transaction, and so one fsync.
  *
- * `run(fn)` executes `fn` at once, atomically, inside the open batch transaction (as a
- * savepoint, so a throwing operation undoes only itself) and returns its result.
- * `durable()` resolves when everything run so far is on disk. A response that reports a
- * charge awaits it, so no client is ever told about money the disk does not have.
+ * `run(fn)` runs `fn` atomically inside the open batch transaction (as a savepoint, so a throwing
+ * operation undoes only itself) and resolves with its result. Operations take turns: SQLite has one
+ * writer, and an operation awaiting its own statements must not find another's half-done work in its
+ * savepoint, so each waits for the one before to finish (`fn` awaits only its own statements, which
+ * better-sqlite3 runs synchronously: a turn lasts microseconds). `durable()` resolves when everything
+ * run so far is on disk. A response that reports a charge awaits it, so no client is ever told about
+ * money the disk does not have.
  *
  * When the batch commits: on the next turn of the event loop after someone awaits
  * durability, at `maxOps` operations, or `maxDelayMs` after the batch began, whichever
@@ -20,9 +23,9 @@ interface Waiter {
  * call's log line) ride along with the next durable commit instead of paying an fsync of
  * their own: losing one in a crash is harmless, since an unwritten hold is a released one.
  *
- * Because the process is single-threaded and each operation runs to completion inside
- * the transaction, later operations see earlier ones' writes: a hold taken in this batch
- * is already subtracted when the next call checks the balance.
+ * Because operations run one after the other inside the transaction, later operations see
+ * earlier ones' writes: a hold taken in this batch is already subtracted when the next call
+ * checks the balance.
  */
 export class GroupCommit {
   private waiters: Waiter[] = [];
@@ -30,7 +33,11 @@ export class GroupCommit {
   private flushScheduled = false;
   private timer: NodeJS.Timeout | undefined;
   private batches = 0;
-  private depth = 0;
+  /** An operation holds the writer's turn; the others queue in `turns`. */
+  private busy = false;
+  private readonly turns: (() => void)[] = [];
+  /** A flush was asked for while an operation held the turn: it happens as the turn ends. */
+  private flushWhenIdle = false;
 
   private readonly savepoint;
 
@@ -53,51 +60,57 @@ export class GroupCommit {
     };
   }
 
-  run<T>(fn: () => T): T {
+  /** Runs `fn` as one operation of the batch, when its turn comes; resolves with its result. */
+  async run<T>(fn: () => Promise<T> | T): Promise<T> {
+    if (this.busy) await new Promise<void>((resolve) => this.turns.push(resolve));
+    else this.busy = true;
+    try {
+      return await this.runNow(fn);
+    } finally {
+      this.endTurn();
+    }
+  }
+
+  /** Hands the writer's turn on, committing first when a flush was asked for meanwhile. */
+  private endTurn(): void {
+    if (this.flushWhenIdle) {
+      this.flushWhenIdle = false;
+      this.commitBatch();
+    }
+    const next = this.turns.shift();
+    if (next) next();
+    else this.busy = false;
+  }
+
+  private async runNow<T>(fn: () => Promise<T> | T): Promise<T> {
     if (!this.db.inTransaction) {
       this.db.exec("BEGIN IMMEDIATE");
       this.opsInBatch = 0;
       this.timer ??= setTimeout(() => this.flush(), this.maxDelayMs);
     }
-    // Each operation is a savepoint, so a throwing one undoes only itself. Operations may
-    // nest (a capture inside a call's completion); only the outermost one may end the
-    // batch, never a savepoint half-way through an enclosing operation.
-    this.depth++;
+    this.savepoint.begin.run();
     let result: T;
     try {
-      result = this.inSavepoint(fn);
+      result = await fn();
     } catch (error) {
-      // Some failures (a full disk, an I/O error) make SQLite roll back the whole
-      // transaction, not only this operation's savepoint: the batch's earlier operations
-      // are gone, so whoever awaits their durability must hear it.
-      if (this.depth === 1 && !this.db.inTransaction) this.fail(error);
+      if (this.db.inTransaction) {
+        this.savepoint.rollback.run();
+        this.savepoint.release.run();
+      } else {
+        // Some failures (a full disk, an I/O error) make SQLite roll back the whole
+        // transaction, not only this operation's savepoint: the batch's earlier operations
+        // are gone, so whoever awaits their durability must hear it.
+        this.fail(error);
+      }
       throw error;
-    } finally {
-      this.depth--;
     }
-    if (this.depth === 0 && ++this.opsInBatch >= this.maxOps) {
+    this.savepoint.release.run();
+    if (++this.opsInBatch >= this.maxOps) {
       // This operation's caller cannot have called durable() yet, so if the commit fails
       // the failure must reach it here, or it would report a write the disk does not have.
       const failure = this.commitBatch();
       if (failure) throw failure.error;
     }
-    return result;
-  }
-
-  private inSavepoint<T>(fn: () => T): T {
-    this.savepoint.begin.run();
-    let result: T;
-    try {
-      result = fn();
-    } catch (error) {
-      // After an error that ended the whole transaction there is no savepoint to undo.
-      if (this.db.inTransaction) {
-        this.savepoint.rollback.run();
-        this.savepoint.release.run();
-      }
-      throw error;
-    }
-    this.savepoint.release.run();
     return result;
   }
 
@@ -112,16 +125,16 @@ export class GroupCommit {
   }
 
   /** Runs `fn` and resolves with its result once it is durable. */
-  async runDurable<T>(fn: () => T): Promise<T> {
-    const result = this.run(fn);
+  async runDurable<T>(fn: () => Promise<T> | T): Promise<T> {
+    const result = await this.run(fn);
     await this.durable();
     return result;
   }
 
-  /** Commits the open batch now. */
+  /** Commits the open batch now, or as the running operation ends if one holds the turn. */
   flush(): void {
-    if (this.depth > 0) throw new Error("GroupCommit.flush called inside an operation");
-    this.commitBatch();
+    if (this.busy) this.flushWhenIdle = true;
+    else this.commitBatch();
   }
 
   /** Commits the open batch; on failure rolls it back, rejects its waiters and returns the error. */

@@ -1,4 +1,4 @@
-import type { Db } from "../db/db";
+import type { Sql } from "../db/sql";
 
 /** Names an exit request by its ExitRequested log (server/settlement/exits.ts). */
 export interface ExitKey {
@@ -7,19 +7,17 @@ export interface ExitKey {
 }
 
 /**
- * What the freezes need of the Ledger (server/ledger/ledger.ts), and nothing more: its operation boundary, an
- * account's available balance, and the two entries that move money into and out of a freeze. The Ledger
- * writes the entries and their postings; this file decides when and how much.
+ * What the freezes need of the Ledger (server/ledger/ledger.ts), and nothing more: an account's available
+ * balance, and the two entries that move money into and out of a freeze. The Ledger writes the entries and
+ * their postings; this file decides when and how much. Every operation runs in its caller's transaction.
  */
 export interface FreezeBooks {
-  /** Runs `fn` as one ledger operation (a GroupCommit savepoint, nested in the caller's if there is one). */
-  run<T>(fn: () => T): T;
   /** The account's available balance. */
-  availableOf(accountId: string): bigint;
+  availableOf(tx: Sql, accountId: string): Promise<bigint>;
   /** Writes an 'exit_freeze' entry linked to the exit: `amountMicros` from available to the escrow's side. */
-  freeze(accountId: string, amountMicros: bigint, exit: ExitKey, memo: string): bigint;
+  freeze(tx: Sql, accountId: string, amountMicros: bigint, exit: ExitKey, memo: string): Promise<bigint>;
   /** Writes an 'exit_return' entry linked to the exit: `amountMicros` from the escrow's side back to available. */
-  unfreeze(accountId: string, amountMicros: bigint, exit: ExitKey, memo: string): bigint;
+  unfreeze(tx: Sql, accountId: string, amountMicros: bigint, exit: ExitKey, memo: string): Promise<bigint>;
 }
 
 /*
@@ -40,47 +38,34 @@ export interface FreezeBooks {
  * Ledger.returnExitFreeze, ...) and runs topUp wherever money reaches an available balance.
  */
 export class ExitFreezes {
-  private readonly stmt;
-  /** The accounts short of an exit's freeze when the Ledger was opened (topped up by topUpAtOpen). */
-  private readonly shortAtOpen: string[];
   /**
    * False while no exit can be short of its freeze, so the call path pays nothing for exits until one
-   * exists. Set when the exits module opens a shortfall (noteShortfall) and never cleared within a
-   * process: a stale `true` costs one indexed query, a wrong `false` would let frozen money be spent.
+   * exists. Set when the exits module opens a shortfall (noteShortfall), or when one is found at open, and
+   * never cleared within a process: a stale `true` costs one indexed query, a wrong `false` would let
+   * frozen money be spent. Several replicas share the books: the one whose indexer records an exit notes
+   * it; the others learn of it at their next open, or through the exits module's own note (it runs on
+   * every replica that reads exits).
    */
-  private exitShortfallPossible: boolean;
+  private exitShortfallPossible = false;
 
-  constructor(
-    db: Db,
-    private readonly books: FreezeBooks,
-  ) {
-    this.stmt = {
-      exitShortfalls: db.prepare(
-        `SELECT tx_hash, log_index, address, shortfall FROM chain_exits
-         WHERE account_id = ? AND status = 'pending' AND shortfall > 0 ORDER BY block_number, log_index`,
-      ),
-      accountsShortOfExits: db.prepare("SELECT DISTINCT account_id FROM chain_exits WHERE status = 'pending' AND shortfall > 0").pluck(),
-      topUpExit: db.prepare(
-        `UPDATE chain_exits SET frozen = frozen + ?, shortfall = shortfall - ?
-         WHERE tx_hash = ? AND log_index = ? AND status = 'pending' AND shortfall >= ?`,
-      ),
-    };
-    this.shortAtOpen = this.stmt.accountsShortOfExits.all() as string[];
-    this.exitShortfallPossible = this.shortAtOpen.length > 0;
-  }
+  constructor(private readonly books: FreezeBooks) {}
 
   /**
    * Freezes money that reached a short account by a path that does not top up (a deposit credited when its
    * address was linked, see Ledger.credit()) before anything else runs. The Ledger calls it once, in its
-   * opening operation.
+   * opening transaction.
    */
-  topUpAtOpen(): void {
-    for (const accountId of this.shortAtOpen) this.topUp(accountId);
+  async open(tx: Sql): Promise<void> {
+    const short = await tx.all<{ account_id: string }>(
+      "SELECT DISTINCT account_id FROM chain_exits WHERE status = 'pending' AND shortfall > 0 ORDER BY account_id",
+    );
+    if (short.length > 0) this.exitShortfallPossible = true;
+    for (const { account_id } of short) await this.topUp(tx, account_id);
   }
 
   /** Whether a pending exit of the account is still short of its freeze (so its money is frozen). */
-  hasShortfall(accountId: string): boolean {
-    return this.exitShortfallPossible && this.stmt.exitShortfalls.all(accountId).length > 0;
+  async hasShortfall(sql: Sql, accountId: string): Promise<boolean> {
+    return this.exitShortfallPossible && (await this.shortExits(sql, accountId)).length > 0;
   }
 
   /** Says an exit with a shortfall may now exist: from here on, money reaching an account checks for it. */
@@ -88,44 +73,51 @@ export class ExitFreezes {
     this.exitShortfallPossible = true;
   }
 
+  private shortExits(sql: Sql, accountId: string) {
+    return sql.all<{ tx_hash: string; log_index: bigint; address: string; shortfall: bigint }>(
+      `SELECT tx_hash, log_index, address, shortfall FROM chain_exits
+       WHERE account_id = ? AND status = 'pending' AND shortfall > 0 ORDER BY block_number, log_index`,
+      [accountId],
+    );
+  }
+
   /**
    * Moves the account's available balance into the freezes of its pending exits that are still short,
    * oldest request first, each move an 'exit_freeze' entry linked to its exit; returns the total moved.
    */
-  topUp(accountId: string): bigint {
+  async topUp(tx: Sql, accountId: string): Promise<bigint> {
     if (!this.exitShortfallPossible) return 0n;
-    return this.books.run(() => {
-      const short = this.stmt.exitShortfalls.all(accountId) as { tx_hash: string; log_index: bigint; address: string; shortfall: bigint }[];
-      let moved = 0n;
-      for (const exit of short) {
-        const available = this.books.availableOf(accountId);
-        if (available <= 0n) break;
-        const amount = available < exit.shortfall ? available : exit.shortfall;
-        this.books.freeze(
-          accountId,
-          amount,
-          { txHash: exit.tx_hash, logIndex: Number(exit.log_index) },
-          `exit ${exit.address} ${exit.tx_hash}:${exit.log_index}: frozen`,
-        );
-        if (this.stmt.topUpExit.run(amount, amount, exit.tx_hash, exit.log_index, amount).changes !== 1) {
-          throw new Error(`exit ${exit.tx_hash}:${exit.log_index} changed while its freeze was topped up`);
-        }
-        moved += amount;
-      }
-      return moved;
-    });
+    let moved = 0n;
+    for (const exit of await this.shortExits(tx, accountId)) {
+      const available = await this.books.availableOf(tx, accountId);
+      if (available <= 0n) break;
+      const amount = available < exit.shortfall ? available : exit.shortfall;
+      await this.books.freeze(
+        tx,
+        accountId,
+        amount,
+        { txHash: exit.tx_hash, logIndex: Number(exit.log_index) },
+        `exit ${exit.address} ${exit.tx_hash}:${exit.log_index}: frozen`,
+      );
+      const changed = await tx.run(
+        `UPDATE chain_exits SET frozen = frozen + ?, shortfall = shortfall - ?
+         WHERE tx_hash = ? AND log_index = ? AND status = 'pending' AND shortfall >= ?`,
+        [amount, amount, exit.tx_hash, exit.log_index, amount],
+      );
+      if (changed !== 1) throw new Error(`exit ${exit.tx_hash}:${exit.log_index} changed while its freeze was topped up`);
+      moved += amount;
+    }
+    return moved;
   }
 
   /**
    * Gives back `amountMicros` of an exit's freeze (a cancelled or replaced request, or one the escrow paid
    * less than frozen), as a linked 'exit_return' entry; other short exits of the account are topped up from it.
    */
-  giveBack(exit: ExitKey, accountId: string, amountMicros: bigint, memo: string): bigint {
+  async giveBack(tx: Sql, exit: ExitKey, accountId: string, amountMicros: bigint, memo: string): Promise<bigint> {
     if (amountMicros <= 0n) throw new RangeError(`returned exit freeze must be positive, got ${amountMicros}`);
-    return this.books.run(() => {
-      const entryId = this.books.unfreeze(accountId, amountMicros, exit, memo);
-      this.topUp(accountId);
-      return entryId;
-    });
+    const entryId = await this.books.unfreeze(tx, accountId, amountMicros, exit, memo);
+    await this.topUp(tx, accountId);
+    return entryId;
   }
 }

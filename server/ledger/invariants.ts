@@ -1,4 +1,4 @@
-import type { Db } from "../db/db";
+import type { Sql } from "../db/sql";
 
 /** The rule every single entry obeys; the ledger also asserts it before it writes one (Ledger.post). */
 export const ENTRY_SUMS_TO_ZERO = "every entry's postings sum to zero";
@@ -12,11 +12,11 @@ export const ENTRY_SUMS_TO_ZERO = "every entry's postings sum to zero";
 const CHECKS: readonly { rule: string; sql: string }[] = [
   {
     rule: "all postings sum to zero",
-    sql: "SELECT COALESCE(SUM(amount), 0) AS total FROM postings HAVING total <> 0",
+    sql: "SELECT COALESCE(SUM(amount), 0) AS total FROM postings HAVING COALESCE(SUM(amount), 0) <> 0",
   },
   {
     rule: ENTRY_SUMS_TO_ZERO,
-    sql: "SELECT entry_id, SUM(amount) AS total FROM postings GROUP BY entry_id HAVING total <> 0",
+    sql: "SELECT entry_id, SUM(amount) AS total FROM postings GROUP BY entry_id HAVING SUM(amount) <> 0",
   },
   {
     rule: "every materialized balance equals the sum of its postings",
@@ -51,17 +51,21 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
           JOIN entries e ON e.id = p.entry_id
           WHERE a.kind IN ('user', 'seller')
           GROUP BY a.id
-          HAVING on_hand + spent <> deposited - withdrawn`,
+          HAVING SUM(CASE WHEN p.bucket IN ('available', 'held') THEN p.amount ELSE 0 END)
+               + SUM(CASE WHEN e.kind = 'capture' AND p.bucket = 'held' THEN -p.amount ELSE 0 END)
+              <> SUM(CASE WHEN e.kind IN ('dev_credit', 'deposit') AND p.bucket = 'available' THEN p.amount ELSE 0 END)
+               - SUM(CASE WHEN e.kind IN ('voucher_withdrawal', 'voucher_return', 'exit_freeze', 'exit_return')
+                           AND p.bucket = 'available' THEN -p.amount ELSE 0 END)`,
   },
   {
     rule: "a hold is captured or released exactly once, matching its status",
-    sql: `SELECT h.id, h.status, COUNT(e.id) AS settlements, GROUP_CONCAT(e.kind) AS kinds
+    sql: `SELECT h.id, h.status, COUNT(e.id) AS settlements, MIN(e.kind) AS kinds
           FROM holds h
           LEFT JOIN entries e ON e.hold_id = h.id AND e.kind IN ('capture', 'release')
-          GROUP BY h.id
-          HAVING NOT ((h.status = 'open' AND settlements = 0)
-                   OR (h.status = 'captured' AND settlements = 1 AND kinds = 'capture')
-                   OR (h.status = 'released' AND settlements = 1 AND kinds = 'release'))`,
+          GROUP BY h.id, h.status
+          HAVING NOT ((h.status = 'open' AND COUNT(e.id) = 0)
+                   OR (h.status = 'captured' AND COUNT(e.id) = 1 AND MIN(e.kind) = 'capture')
+                   OR (h.status = 'released' AND COUNT(e.id) = 1 AND MIN(e.kind) = 'release'))`,
   },
   {
     rule: "a capture pays exactly the hold's seller share and fee",
@@ -79,9 +83,9 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
     sql: `SELECT e.id, e.kind, SUM(CASE WHEN p.bucket = 'available' THEN p.amount ELSE 0 END) AS available
           FROM entries e JOIN postings p ON p.entry_id = e.id
           WHERE e.kind IN ('voucher_withdrawal', 'voucher_return', 'exit_freeze', 'exit_return')
-          GROUP BY e.id
-          HAVING NOT ((e.kind IN ('voucher_withdrawal', 'exit_freeze') AND available < 0)
-                   OR (e.kind IN ('voucher_return', 'exit_return') AND available > 0))`,
+          GROUP BY e.id, e.kind
+          HAVING NOT ((e.kind IN ('voucher_withdrawal', 'exit_freeze') AND SUM(CASE WHEN p.bucket = 'available' THEN p.amount ELSE 0 END) < 0)
+                   OR (e.kind IN ('voucher_return', 'exit_return') AND SUM(CASE WHEN p.bucket = 'available' THEN p.amount ELSE 0 END) > 0))`,
   },
   // On-chain deposits (server/settlement/indexer.ts): a Deposited log is credited once, to the account its
   // address belongs to, for exactly its amount; a second entry for the same log is a double credit.
@@ -93,15 +97,15 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
           LEFT JOIN entries e ON e.id = cd.entry_id
           LEFT JOIN postings p ON p.entry_id = cd.entry_id AND p.bucket = 'available'
           WHERE cd.entry_id IS NOT NULL
-            AND (e.id IS NULL OR e.kind <> 'deposit' OR e.deposit_tx_hash IS NOT cd.tx_hash OR e.deposit_log_index IS NOT cd.log_index
-                 OR p.account_id IS NOT cd.account_id OR p.amount IS NOT cd.amount)`,
+            AND (e.id IS NULL OR e.kind <> 'deposit' OR e.deposit_tx_hash IS DISTINCT FROM cd.tx_hash OR e.deposit_log_index IS DISTINCT FROM cd.log_index
+                 OR p.account_id IS DISTINCT FROM cd.account_id OR p.amount IS DISTINCT FROM cd.amount)`,
   },
   {
     rule: "a chain deposit is credited to its address's account, and waits only while the address is unlinked",
     sql: `SELECT cd.tx_hash, cd.log_index, cd.address, cd.account_id, aa.account_id AS linked_to
           FROM chain_deposits cd
           LEFT JOIN account_addresses aa ON aa.address = cd.address
-          WHERE cd.account_id IS NOT aa.account_id`,
+          WHERE cd.account_id IS DISTINCT FROM aa.account_id`,
   },
   {
     rule: "every deposit entry for a chain log is the one its chain deposit records",
@@ -117,14 +121,14 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
           LEFT JOIN entries e ON e.id = v.entry_id
           LEFT JOIN postings p ON p.entry_id = v.entry_id AND p.account_id = v.account_id AND p.bucket = 'available'
           LEFT JOIN (SELECT e2.voucher_address, e2.voucher_nonce, COUNT(DISTINCT e2.id) AS returns, SUM(p2.amount) AS given,
-                            SUM(p2.account_id IS NOT v2.account_id) AS foreign_postings
+                            SUM(CASE WHEN p2.account_id IS DISTINCT FROM v2.account_id THEN 1 ELSE 0 END) AS foreign_postings
                      FROM entries e2
                      JOIN vouchers v2 ON v2.address = e2.voucher_address AND v2.nonce = e2.voucher_nonce
                      JOIN postings p2 ON p2.entry_id = e2.id AND p2.bucket = 'available'
                      WHERE e2.kind = 'voucher_return'
                      GROUP BY e2.voucher_address, e2.voucher_nonce) r
             ON r.voucher_address = v.address AND r.voucher_nonce = v.nonce
-          WHERE e.kind IS NOT 'voucher_withdrawal' OR e.voucher_address IS NOT v.address OR e.voucher_nonce IS NOT v.nonce
+          WHERE e.kind IS DISTINCT FROM 'voucher_withdrawal' OR e.voucher_address IS DISTINCT FROM v.address OR e.voucher_nonce IS DISTINCT FROM v.nonce
              OR COALESCE(p.amount, 0) <> -v.amount
              OR COALESCE(r.returns, 0) <> (CASE WHEN v.status = 'returned' THEN 1 ELSE 0 END)
              OR COALESCE(r.given, v.amount) <> v.amount OR COALESCE(r.foreign_postings, 0) <> 0`,
@@ -135,7 +139,7 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
           FROM entries e
           LEFT JOIN vouchers v ON v.address = e.voucher_address AND v.nonce = e.voucher_nonce
           WHERE e.voucher_address IS NOT NULL
-            AND (v.address IS NULL OR (e.kind = 'voucher_withdrawal' AND v.entry_id IS NOT e.id))`,
+            AND (v.address IS NULL OR (e.kind = 'voucher_withdrawal' AND v.entry_id IS DISTINCT FROM e.id))`,
   }, // Unilateral exits (server/settlement/exits.ts): an exit's freeze is exactly what its linked entries took out of
   // its account's available balance; nothing else moves money for an exit; and an account whose pending exit is
   // still short of its freeze has nothing available, so no call can spend what the escrow is about to pay out.
@@ -145,7 +149,7 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
           FROM chain_exits x
           LEFT JOIN (SELECT e.exit_tx_hash, e.exit_log_index,
                             -SUM(CASE WHEN p.bucket = 'available' THEN p.amount ELSE 0 END) AS taken,
-                            SUM(CASE WHEN p.bucket = 'available' AND p.account_id IS NOT x2.account_id THEN 1 ELSE 0 END) AS foreign_postings
+                            SUM(CASE WHEN p.bucket = 'available' AND p.account_id IS DISTINCT FROM x2.account_id THEN 1 ELSE 0 END) AS foreign_postings
                      FROM entries e
                      JOIN chain_exits x2 ON x2.tx_hash = e.exit_tx_hash AND x2.log_index = e.exit_log_index
                      JOIN postings p ON p.entry_id = e.id
@@ -172,7 +176,7 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
     sql: `SELECT x.tx_hash, x.log_index, x.address, x.account_id, aa.account_id AS linked_to
           FROM chain_exits x
           LEFT JOIN account_addresses aa ON aa.address = x.address
-          WHERE x.account_id IS NOT aa.account_id`,
+          WHERE x.account_id IS DISTINCT FROM aa.account_id`,
   },
 ];
 
@@ -197,17 +201,17 @@ export class LedgerInvariantError extends Error {
 }
 
 /** Runs every invariant query and returns the rules that are broken, with the offending rows. */
-export function findViolations(db: Db): Violation[] {
+export async function findViolations(sql: Sql): Promise<Violation[]> {
   const violations: Violation[] = [];
   for (const check of CHECKS) {
-    const rows = db.prepare(check.sql).all();
+    const rows = await sql.all(check.sql);
     if (rows.length > 0) violations.push({ rule: check.rule, rows });
   }
   return violations;
 }
 
 /** Throws LedgerInvariantError unless every invariant holds. */
-export function assertBalanced(db: Db): void {
-  const violations = findViolations(db);
+export async function assertBalanced(sql: Sql): Promise<void> {
+  const violations = await findViolations(sql);
   if (violations.length > 0) throw new LedgerInvariantError(violations);
 }

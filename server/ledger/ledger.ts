@@ -1,7 +1,6 @@
 import { uuidv7 } from "../db/ids";
-import type { Db } from "../db/db";
+import { type Database, type Sql, within } from "../db/sql";
 import type { Charge } from "./fees";
-import { GroupCommit } from "../db/group-commit";
 import { ENTRY_SUMS_TO_ZERO, LedgerInvariantError } from "./invariants";
 import { ExitFreezes, type ExitKey } from "./exit-freezes";
 
@@ -78,97 +77,77 @@ export interface Balance {
 /**
  * The double-entry ledger. Every movement is an entry whose postings sum to zero; each
  * posting also moves the materialized balance of its (account, bucket) in the same
- * savepoint. A user's money is in `available` or `held`; a call reserves its price by
+ * statement (a trigger). A user's money is in `available` or `held`; a call reserves its price by
  * moving it to `held` (hold), then either pays it out to the seller's `earned` and the
  * platform's `fees` (capture) or gives it back (release). The invariants that must hold
  * after every commit are in ./invariants.ts.
  *
- * All writes go through the GroupCommit, so they share durable commits; a caller that
- * reports a result to a client awaits `commit.durable()` first.
+ * The books live on either engine (server/db/sql.ts). Each operation is atomic: given a caller's
+ * transaction (`tx`) it joins it, otherwise it runs in one of its own. On SQLite the operations share
+ * durable commits (group commit); a caller that reports a result to a client asks for a durable
+ * transaction or awaits `db.durable()` first. On PostgreSQL several gateway replicas share the books: a
+ * hold locks the balance it reads until its commit, so no two replicas can spend the same money.
  */
 export class Ledger {
-  readonly commit: GroupCommit;
-  private readonly stmt;
   /** The unilateral exits' freezes and their shortfalls (./exit-freezes.ts), written through this Ledger's entries. */
   private readonly freezes: ExitFreezes;
 
-  constructor(
-    readonly db: Db,
-    commit?: GroupCommit,
-  ) {
-    this.commit = commit ?? new GroupCommit(db);
-    this.stmt = {
-      insertAccount: db.prepare("INSERT INTO accounts (id, kind, name, daily_call_cap, created_at) VALUES (?, ?, ?, ?, ?)"),
-      getAccount: db.prepare("SELECT id, kind, name, daily_call_cap FROM accounts WHERE id = ?"),
-      insertBucket: db.prepare("INSERT INTO ledger_accounts (account_id, bucket, balance) VALUES (?, ?, 0) ON CONFLICT DO NOTHING"),
-      insertEntry: db.prepare(
-        `INSERT INTO entries (kind, hold_id, voucher_address, voucher_nonce, deposit_tx_hash, deposit_log_index,
-                              exit_tx_hash, exit_log_index, memo, created_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      ),
-      // One statement per entry for its two or three postings; the postings_move_balance
-      // trigger moves the balances.
-      insertPostings: [1, 2, 3].map((n) =>
-        db.prepare(`INSERT INTO postings (entry_id, account_id, bucket, amount) VALUES ${Array(n).fill("(?, ?, ?, ?)").join(", ")}`),
-      ),
-      getBalance: db.prepare("SELECT balance FROM ledger_accounts WHERE account_id = ? AND bucket = ?").pluck(),
-      insertHold: db.prepare(
-        `INSERT INTO holds (id, account_id, seller_account_id, skill_id, amount, seller_amount, fee_amount, status, created_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?)`,
-      ),
-      getOpenHold: db.prepare(
-        `SELECT id, account_id, seller_account_id, skill_id, amount, seller_amount, fee_amount
-         FROM holds WHERE id = ? AND status = 'open'`,
-      ),
-      closeHold: db.prepare("UPDATE holds SET status = ?, closed_at = ? WHERE id = ? AND status = 'open'"),
-      openHoldIds: db.prepare("SELECT id FROM holds WHERE status = 'open'").pluck(),
-      openHoldCount: db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'open'").pluck(),
-      assignToBatch: db.prepare("UPDATE holds SET batch_number = ? WHERE id = ? AND status = 'captured' AND batch_number IS NULL"),
-    };
-    this.freezes = new ExitFreezes(db, {
-      run: (fn) => this.commit.run(fn),
-      availableOf: (accountId) => this.balanceOf(accountId, "available"),
-      freeze: (accountId, amountMicros, exit, memo) => {
-        const entryId = this.entry("exit_freeze", { exit }, memo);
-        this.post(entryId, [
+  private constructor(readonly db: Database) {
+    this.freezes = new ExitFreezes({
+      availableOf: (tx, accountId) => this.balanceOf(accountId, "available", tx),
+      freeze: async (tx, accountId, amountMicros, exit, memo) => {
+        const entryId = await this.entry(tx, "exit_freeze", { exit }, memo);
+        await this.post(tx, entryId, [
           [accountId, "available", -amountMicros],
           [ESCROW_SOURCE_ID, "source", amountMicros],
         ]);
         return entryId;
       },
-      unfreeze: (accountId, amountMicros, exit, memo) => {
-        const entryId = this.entry("exit_return", { exit }, memo);
-        this.post(entryId, [
+      unfreeze: async (tx, accountId, amountMicros, exit, memo) => {
+        const entryId = await this.entry(tx, "exit_return", { exit }, memo);
+        await this.post(tx, entryId, [
           [ESCROW_SOURCE_ID, "source", -amountMicros],
           [accountId, "available", amountMicros],
         ]);
         return entryId;
       },
     });
-    this.commit.run(() => {
-      this.ensureAccount({ id: PLATFORM_ACCOUNT_ID, kind: "platform", name: "Platform" });
-      this.ensureAccount({ id: DEV_CREDIT_SOURCE_ID, kind: "system", name: "Development credits (not deposits)" });
-      this.ensureAccount({ id: ESCROW_SOURCE_ID, kind: "system", name: "On-chain escrow deposits" });
-      this.freezes.topUpAtOpen();
+  }
+
+  /** The ledger of `db`: its platform and system accounts made if missing, and exits' freezes topped up. */
+  static async open(db: Database): Promise<Ledger> {
+    const ledger = new Ledger(db);
+    await db.transaction(async (tx) => {
+      await ledger.ensureAccount({ id: PLATFORM_ACCOUNT_ID, kind: "platform", name: "Platform" }, tx);
+      await ledger.ensureAccount({ id: DEV_CREDIT_SOURCE_ID, kind: "system", name: "Development credits (not deposits)" }, tx);
+      await ledger.ensureAccount({ id: ESCROW_SOURCE_ID, kind: "system", name: "On-chain escrow deposits" }, tx);
+      await ledger.freezes.open(tx);
     });
+    return ledger;
   }
 
   /** Creates an account (and its buckets) unless one with this id exists; returns it. */
-  ensureAccount(input: { id?: string; kind: AccountKind; name: string; dailyCallCap?: number | null }): Account {
-    return this.commit.run(() => {
+  ensureAccount(input: { id?: string; kind: AccountKind; name: string; dailyCallCap?: number | null }, tx?: Sql): Promise<Account> {
+    return within(this.db, tx, async (tx) => {
       const id = input.id ?? uuidv7();
-      const existing = this.getAccount(id);
-      if (existing) return existing;
-      this.stmt.insertAccount.run(id, input.kind, input.name, input.dailyCallCap ?? null, Date.now());
-      const buckets: Bucket[] =
-        input.kind === "system" ? ["source"] : input.kind === "platform" ? ["fees"] : ["available", "held", "earned"];
-      for (const bucket of buckets) this.stmt.insertBucket.run(id, bucket);
-      return this.getAccount(id)!;
+      const inserted = await tx.run(
+        "INSERT INTO accounts (id, kind, name, daily_call_cap, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+        [id, input.kind, input.name, input.dailyCallCap ?? null, Date.now()],
+      );
+      if (inserted === 1) {
+        const buckets: Bucket[] =
+          input.kind === "system" ? ["source"] : input.kind === "platform" ? ["fees"] : ["available", "held", "earned"];
+        for (const bucket of buckets) await tx.run("INSERT INTO ledger_accounts (account_id, bucket, balance) VALUES (?, ?, 0)", [id, bucket]);
+      }
+      return (await this.getAccount(id, tx))!;
     });
   }
 
-  getAccount(id: string): Account | undefined {
-    const row = this.stmt.getAccount.get(id) as { id: string; kind: AccountKind; name: string; daily_call_cap: bigint | null } | undefined;
+  async getAccount(id: string, sql: Sql = this.db): Promise<Account | undefined> {
+    const row = await sql.one<{ id: string; kind: AccountKind; name: string; daily_call_cap: bigint | null }>(
+      "SELECT id, kind, name, daily_call_cap FROM accounts WHERE id = ?",
+      [id],
+    );
     if (!row) return undefined;
     return {
       id: row.id,
@@ -184,8 +163,8 @@ export class Ledger {
    * (creditChainDeposit links the entry to its log; a deposit entry without one is money the
    * chain does not record, which the reconciliation reports).
    */
-  credit(accountId: string, amountMicros: bigint, kind: CreditKind, memo = ""): void {
-    this.creditEntry(accountId, amountMicros, kind, {}, memo);
+  async credit(accountId: string, amountMicros: bigint, kind: CreditKind, memo = "", tx?: Sql): Promise<void> {
+    await this.creditEntry(accountId, amountMicros, kind, {}, memo, tx);
   }
 
   /**
@@ -193,21 +172,21 @@ export class Ledger {
    * entry's id. The database refuses a second entry for the same log. Like credit(kind "deposit"), it leaves
    * the exit top-up to its caller (server/settlement/indexer.ts), which records the deposit first.
    */
-  creditChainDeposit(accountId: string, amountMicros: bigint, log: LogKey, memo = ""): bigint {
-    return this.creditEntry(accountId, amountMicros, "deposit", { deposit: log }, memo);
+  creditChainDeposit(accountId: string, amountMicros: bigint, log: LogKey, memo = "", tx?: Sql): Promise<bigint> {
+    return this.creditEntry(accountId, amountMicros, "deposit", { deposit: log }, memo, tx);
   }
 
-  private creditEntry(accountId: string, amountMicros: bigint, kind: CreditKind, link: EntryLink, memo: string): bigint {
+  private creditEntry(accountId: string, amountMicros: bigint, kind: CreditKind, link: EntryLink, memo: string, tx?: Sql): Promise<bigint> {
     if (amountMicros <= 0n) throw new RangeError(`credit must be positive, got ${amountMicros}`);
-    return this.commit.run(() => {
-      const entryId = this.entry(kind, link, memo);
-      this.post(entryId, [
+    return within(this.db, tx, async (tx) => {
+      const entryId = await this.entry(tx, kind, link, memo);
+      await this.post(tx, entryId, [
         [SOURCE_FOR[kind], "source", -amountMicros],
         [accountId, "available", amountMicros],
       ]);
       // A chain deposit is topped up by its caller (server/settlement/indexer.ts), right after the caller has
       // identified its entry as the newest one (creditChainDeposit); here it would come first.
-      if (kind !== "deposit") this.freezes.topUp(accountId);
+      if (kind !== "deposit") await this.freezes.topUp(tx, accountId);
       return entryId;
     });
   }
@@ -217,15 +196,15 @@ export class Ledger {
    * the account's available balance for the escrow's side of the books. Throws if the available
    * balance does not cover it; callers check first. Returns the entry id.
    */
-  withdrawByVoucher(accountId: string, amountMicros: bigint, voucher: VoucherKey, memo = ""): bigint {
+  withdrawByVoucher(accountId: string, amountMicros: bigint, voucher: VoucherKey, memo = "", tx?: Sql): Promise<bigint> {
     if (amountMicros <= 0n) throw new RangeError(`withdrawal must be positive, got ${amountMicros}`);
-    return this.commit.run(() => {
+    return within(this.db, tx, async (tx) => {
       // A pending exit's freeze comes before any other withdrawal of the same money.
-      this.freezes.topUp(accountId);
-      const available = this.balanceOf(accountId, "available");
+      await this.freezes.topUp(tx, accountId);
+      const available = await this.lockedBalance(tx, accountId, "available");
       if (available < amountMicros) throw new RangeError(`withdrawal of ${amountMicros} exceeds available ${available}`);
-      const entryId = this.entry("voucher_withdrawal", { voucher }, memo);
-      this.post(entryId, [
+      const entryId = await this.entry(tx, "voucher_withdrawal", { voucher }, memo);
+      await this.post(tx, entryId, [
         [accountId, "available", -amountMicros],
         [ESCROW_SOURCE_ID, "source", amountMicros],
       ]);
@@ -234,15 +213,15 @@ export class Ledger {
   }
 
   /** Gives back a voucher's amount that never left the escrow (it expired unredeemed): a linked `voucher_return`. */
-  returnVoucher(accountId: string, amountMicros: bigint, voucher: VoucherKey, memo = ""): bigint {
+  returnVoucher(accountId: string, amountMicros: bigint, voucher: VoucherKey, memo = "", tx?: Sql): Promise<bigint> {
     if (amountMicros <= 0n) throw new RangeError(`returned withdrawal must be positive, got ${amountMicros}`);
-    return this.commit.run(() => {
-      const entryId = this.entry("voucher_return", { voucher }, memo);
-      this.post(entryId, [
+    return within(this.db, tx, async (tx) => {
+      const entryId = await this.entry(tx, "voucher_return", { voucher }, memo);
+      await this.post(tx, entryId, [
         [ESCROW_SOURCE_ID, "source", -amountMicros],
         [accountId, "available", amountMicros],
       ]);
-      this.freezes.topUp(accountId);
+      await this.freezes.topUp(tx, accountId);
       return entryId;
     });
   }
@@ -253,8 +232,8 @@ export class Ledger {
    */
 
   /** Whether a pending exit of the account is still short of its freeze (so its money is frozen). */
-  hasExitShortfall(accountId: string): boolean {
-    return this.freezes.hasShortfall(accountId);
+  hasExitShortfall(accountId: string, sql: Sql = this.db): Promise<boolean> {
+    return this.freezes.hasShortfall(sql, accountId);
   }
 
   /** Says an exit with a shortfall may now exist: from here on, money reaching an account checks for it. */
@@ -266,27 +245,31 @@ export class Ledger {
    * Moves the account's available balance into the freezes of its pending exits that are still short,
    * oldest request first, each move an 'exit_freeze' entry linked to its exit; returns the total moved.
    */
-  topUpExitFreezes(accountId: string): bigint {
-    return this.freezes.topUp(accountId);
+  topUpExitFreezes(accountId: string, tx?: Sql): Promise<bigint> {
+    return within(this.db, tx, (tx) => this.freezes.topUp(tx, accountId));
   }
 
   /**
    * Gives back `amountMicros` of an exit's freeze (a cancelled or replaced request, or one the escrow paid
    * less than frozen), as a linked 'exit_return' entry; other short exits of the account are topped up from it.
    */
-  returnExitFreeze(exit: ExitKey, accountId: string, amountMicros: bigint, memo: string): bigint {
-    return this.freezes.giveBack(exit, accountId, amountMicros, memo);
+  returnExitFreeze(exit: ExitKey, accountId: string, amountMicros: bigint, memo: string, tx?: Sql): Promise<bigint> {
+    return within(this.db, tx, (tx) => this.freezes.giveBack(tx, exit, accountId, amountMicros, memo));
   }
 
-  /** Reserves a call's charge from the caller's available balance, or says why it cannot. */
-  hold(input: { accountId: string; sellerAccountId: string; skillId: string; charge: Charge }): HoldResult {
+  /**
+   * Reserves a call's charge from the caller's available balance, or says why it cannot. The balance is
+   * read under a row lock (PostgreSQL) or inside the single writer's turn (SQLite), so two calls, on one
+   * replica or several, never both spend the same money; the balance's CHECK (>= 0) is the backstop.
+   */
+  hold(input: { accountId: string; sellerAccountId: string; skillId: string; charge: Charge }, tx?: Sql): Promise<HoldResult> {
     const { chargedMicros, sellerMicros, feeMicros } = input.charge;
     if (chargedMicros <= 0n) throw new RangeError(`hold must be positive, got ${chargedMicros}`);
-    return this.commit.run(() => {
+    return within(this.db, tx, async (tx) => {
       // Normally a no-op (a short account's available balance is already zero); it closes the one gap,
       // a deposit credited by linking an address (see credit()), before money could be spent.
-      this.freezes.topUp(input.accountId);
-      const available = this.balanceOf(input.accountId, "available");
+      await this.freezes.topUp(tx, input.accountId);
+      const available = await this.lockedBalance(tx, input.accountId, "available");
       if (available < chargedMicros) {
         return { ok: false as const, reason: "insufficient_balance" as const, availableMicros: available, neededMicros: chargedMicros };
       }
@@ -299,17 +282,12 @@ export class Ledger {
         sellerMicros,
         feeMicros,
       };
-      this.stmt.insertHold.run(
-        hold.id,
-        hold.accountId,
-        hold.sellerAccountId,
-        hold.skillId,
-        chargedMicros,
-        sellerMicros,
-        feeMicros,
-        Date.now(),
+      await tx.run(
+        `INSERT INTO holds (id, account_id, seller_account_id, skill_id, amount, seller_amount, fee_amount, status, created_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?)`,
+        [hold.id, hold.accountId, hold.sellerAccountId, hold.skillId, chargedMicros, sellerMicros, feeMicros, Date.now()],
       );
-      this.post(this.entry("hold", { holdId: hold.id }, ""), [
+      await this.post(tx, await this.entry(tx, "hold", { holdId: hold.id }, ""), [
         [hold.accountId, "available", -chargedMicros],
         [hold.accountId, "held", chargedMicros],
       ]);
@@ -318,29 +296,29 @@ export class Ledger {
   }
 
   /** Pays a held charge out: the seller's share to the seller, the fee to the platform. */
-  capture(holdId: string): SettleResult {
-    return this.commit.run(() => {
-      const hold = this.takeOpenHold(holdId, "captured");
+  capture(holdId: string, tx?: Sql): Promise<SettleResult> {
+    return within(this.db, tx, async (tx) => {
+      const hold = await this.takeOpenHold(tx, holdId, "captured");
       if (!hold) return { ok: false as const, reason: "hold_not_open" as const };
       const postings: Posting[] = [[hold.accountId, "held", -hold.amountMicros]];
       if (hold.sellerMicros > 0n) postings.push([hold.sellerAccountId, "earned", hold.sellerMicros]);
       if (hold.feeMicros > 0n) postings.push([PLATFORM_ACCOUNT_ID, "fees", hold.feeMicros]);
-      this.post(this.entry("capture", { holdId: hold.id }, ""), postings);
+      await this.post(tx, await this.entry(tx, "capture", { holdId: hold.id }, ""), postings);
       return { ok: true as const, hold };
     });
   }
 
   /** Gives a held charge back to the caller's available balance. */
-  release(holdId: string): SettleResult {
-    return this.commit.run(() => {
-      const hold = this.takeOpenHold(holdId, "released");
+  release(holdId: string, tx?: Sql): Promise<SettleResult> {
+    return within(this.db, tx, async (tx) => {
+      const hold = await this.takeOpenHold(tx, holdId, "released");
       if (!hold) return { ok: false as const, reason: "hold_not_open" as const };
-      this.post(this.entry("release", { holdId: hold.id }, ""), [
+      await this.post(tx, await this.entry(tx, "release", { holdId: hold.id }, ""), [
         [hold.accountId, "held", -hold.amountMicros],
         [hold.accountId, "available", hold.amountMicros],
       ]);
       // A call in flight when its account asked to exit gives its money to the exit's freeze.
-      this.freezes.topUp(hold.accountId);
+      await this.freezes.topUp(tx, hold.accountId);
       return { ok: true as const, hold };
     });
   }
@@ -350,50 +328,67 @@ export class Ledger {
    * hold cannot be batched again. Throws if the hold is not captured or is in a batch already (a bug: the
    * batch builder reads only unbatched captured holds, in the same ledger operation).
    */
-  assignHoldToBatch(holdId: string, batchNumber: number): void {
-    if (this.stmt.assignToBatch.run(batchNumber, holdId).changes !== 1) throw new Error(`hold ${holdId} was batched twice`);
+  async assignHoldToBatch(holdId: string, batchNumber: number, tx: Sql): Promise<void> {
+    const changed = await tx.run("UPDATE holds SET batch_number = ? WHERE id = ? AND status = 'captured' AND batch_number IS NULL", [
+      batchNumber,
+      holdId,
+    ]);
+    if (changed !== 1) throw new Error(`hold ${holdId} was batched twice`);
   }
 
   /**
-   * Releases every hold still open. Run at startup: a hold open then belongs to a call whose
-   * process died, so its outcome is unknown and the caller is not charged for it.
+   * Releases the open holds taken before `before` (ms since the epoch; every open hold when omitted).
+   * At startup of a single gateway, every open hold belongs to a call whose process died, so its outcome is
+   * unknown and the caller is not charged for it. Returns how many were released.
    */
-  recoverOpenHolds(): number {
-    return this.commit.run(() => {
-      const ids = this.stmt.openHoldIds.all() as string[];
-      for (const id of ids) this.release(id);
-      return ids.length;
+  async recoverOpenHolds(options: { before?: number } = {}, tx?: Sql): Promise<number> {
+    return within(this.db, tx, async (tx) => {
+      const ids = await tx.all<{ id: string }>("SELECT id FROM holds WHERE status = 'open' AND created_at < ? ORDER BY id", [
+        options.before ?? Number.MAX_SAFE_INTEGER,
+      ]);
+      let released = 0;
+      for (const { id } of ids) if ((await this.release(id, tx)).ok) released++;
+      return released;
     });
   }
 
   /** How many holds are open now: money reserved for calls in flight (a metric). */
-  openHoldCount(): number {
-    return Number(this.stmt.openHoldCount.get());
+  async openHoldCount(): Promise<number> {
+    return Number(await this.db.value<bigint>("SELECT COUNT(*) FROM holds WHERE status = 'open'"));
   }
 
-  balance(accountId: string): Balance {
-    return { availableMicros: this.balanceOf(accountId, "available"), heldMicros: this.balanceOf(accountId, "held") };
+  async balance(accountId: string, sql: Sql = this.db): Promise<Balance> {
+    return { availableMicros: await this.balanceOf(accountId, "available", sql), heldMicros: await this.balanceOf(accountId, "held", sql) };
   }
 
-  balanceOf(accountId: string, bucket: Bucket): bigint {
-    const value = this.stmt.getBalance.get(accountId, bucket) as bigint | undefined;
-    return value ?? 0n;
+  async balanceOf(accountId: string, bucket: Bucket, sql: Sql = this.db): Promise<bigint> {
+    return (await sql.value<bigint>("SELECT balance FROM ledger_accounts WHERE account_id = ? AND bucket = ?", [accountId, bucket])) ?? 0n;
   }
 
-  private takeOpenHold(holdId: string, status: "captured" | "released"): Hold | undefined {
-    const row = this.stmt.getOpenHold.get(holdId) as
-      | {
-          id: string;
-          account_id: string;
-          seller_account_id: string;
-          skill_id: string;
-          amount: bigint;
-          seller_amount: bigint;
-          fee_amount: bigint;
-        }
-      | undefined;
+  /** A balance read under the row's lock until the transaction ends (./sql.ts Dialect.forUpdate). */
+  private async lockedBalance(tx: Sql, accountId: string, bucket: Bucket): Promise<bigint> {
+    const sql = `SELECT balance FROM ledger_accounts WHERE account_id = ? AND bucket = ?${tx.dialect.forUpdate}`;
+    return (await tx.value<bigint>(sql, [accountId, bucket])) ?? 0n;
+  }
+
+  /** Closes an open hold as `status` and returns it; undefined when it is not open (closed already, by anyone). */
+  private async takeOpenHold(tx: Sql, holdId: string, status: "captured" | "released"): Promise<Hold | undefined> {
+    // One conditional UPDATE: of two transactions closing the same hold (two replicas, or a recovery and
+    // the call itself), the second waits for the first's row lock, then finds it closed and changes nothing.
+    const row = await tx.one<{
+      id: string;
+      account_id: string;
+      seller_account_id: string;
+      skill_id: string;
+      amount: bigint;
+      seller_amount: bigint;
+      fee_amount: bigint;
+    }>(
+      `UPDATE holds SET status = ?, closed_at = ? WHERE id = ? AND status = 'open'
+       RETURNING id, account_id, seller_account_id, skill_id, amount, seller_amount, fee_amount`,
+      [status, Date.now(), holdId],
+    );
     if (!row) return undefined;
-    this.stmt.closeHold.run(status, Date.now(), holdId);
     return {
       id: row.id,
       accountId: row.account_id,
@@ -406,19 +401,25 @@ export class Ledger {
   }
 
   /** Writes an entry row: its kind, the record it belongs to (link columns), and a note for people (nothing reads it). */
-  private entry(kind: EntryKind, link: EntryLink, memo: string): bigint {
-    return this.stmt.insertEntry.run(
-      kind,
-      link.holdId ?? null,
-      link.voucher?.address ?? null,
-      link.voucher?.nonce ?? null,
-      link.deposit?.txHash ?? null,
-      link.deposit?.logIndex ?? null,
-      link.exit?.txHash ?? null,
-      link.exit?.logIndex ?? null,
-      memo,
-      Date.now(),
-    ).lastInsertRowid as bigint;
+  private async entry(tx: Sql, kind: EntryKind, link: EntryLink, memo: string): Promise<bigint> {
+    const id = await tx.value<bigint>(
+      `INSERT INTO entries (kind, hold_id, voucher_address, voucher_nonce, deposit_tx_hash, deposit_log_index,
+                            exit_tx_hash, exit_log_index, memo, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+      [
+        kind,
+        link.holdId ?? null,
+        link.voucher?.address ?? null,
+        link.voucher?.nonce ?? null,
+        link.deposit?.txHash ?? null,
+        link.deposit?.logIndex ?? null,
+        link.exit?.txHash ?? null,
+        link.exit?.logIndex ?? null,
+        memo,
+        Date.now(),
+      ],
+    );
+    return id!;
   }
 
   /**
@@ -427,11 +428,14 @@ export class Ledger {
    * The entry must balance, and that is checked here, before anything is written, rather than only by
    * assertBalanced at startup: an unbalanced entry can only come from a bug (a caller's arithmetic, or a hold
    * row whose split no longer adds up), and money created or destroyed must never reach the disk. The throw
-   * undoes the caller's whole operation (its GroupCommit savepoint, entry row included).
+   * undoes the caller's whole transaction, entry row included.
+   *
+   * On PostgreSQL the balance rows are locked first, in one order (account, then bucket), so that two
+   * transactions moving the same balances (a hold and a release of one account) queue instead of deadlocking.
    */
-  private post(entryId: bigint, postings: Posting[]): void {
+  private async post(tx: Sql, entryId: bigint, postings: Posting[]): Promise<void> {
     let totalMicros = 0n;
-    const params: unknown[] = [];
+    const params: (string | bigint)[] = [];
     for (const [accountId, bucket, amountMicros] of postings) {
       totalMicros += amountMicros;
       params.push(entryId, accountId, bucket, amountMicros);
@@ -440,6 +444,14 @@ export class Ledger {
       const rows = [{ entry_id: entryId, total: totalMicros, postings: postings.map(([a, b, m]) => `${a}/${b} ${m}`) }];
       throw new LedgerInvariantError([{ rule: ENTRY_SUMS_TO_ZERO, rows }]);
     }
-    this.stmt.insertPostings[postings.length - 1].run(...params);
+    if (tx.dialect.forUpdate !== "") {
+      const keys = postings.flatMap(([accountId, bucket]) => [accountId, bucket]);
+      await tx.run(
+        `SELECT 1 FROM ledger_accounts WHERE (account_id, bucket) IN (${postings.map(() => "(?, ?)").join(", ")})
+         ORDER BY account_id, bucket${tx.dialect.forUpdate}`,
+        keys,
+      );
+    }
+    await tx.run(`INSERT INTO postings (entry_id, account_id, bucket, amount) VALUES ${postings.map(() => "(?, ?, ?, ?)").join(", ")}`, params);
   }
 }

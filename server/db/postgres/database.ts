@@ -1,0 +1,107 @@
+import crypto from "node:crypto";
+import type pg from "pg";
+import { DIALECTS, type Database, type Sql, type SqlParam, type TransactionOptions, numberPlaceholders } from "../sql";
+import type { PostgresPool } from "./pool";
+
+/** SQLSTATEs after which a transaction is retried from its start: a serialization failure, a deadlock. */
+const RETRYABLE = new Set(["40001", "40P01"]);
+const ATTEMPTS = 5;
+
+interface Prepared {
+  name: string;
+  text: string;
+}
+
+/** What a statement's text becomes on PostgreSQL: numbered placeholders, and a name so each connection parses it once. */
+const prepared = new Map<string, Prepared>();
+function prepare(sql: string): Prepared {
+  let p = prepared.get(sql);
+  if (!p) {
+    const text = numberPlaceholders(sql);
+    p = { name: `sg_${crypto.createHash("sha1").update(text).digest("hex").slice(0, 20)}`, text };
+    prepared.set(sql, p);
+  }
+  return p;
+}
+
+function bind(params: readonly SqlParam[]): unknown[] {
+  return params.map((p) => (p instanceof Uint8Array && !Buffer.isBuffer(p) ? Buffer.from(p) : p));
+}
+
+/** Runs statements on a pool (each on whichever connection is free) or on one checked-out connection. */
+class PostgresSql implements Sql {
+  readonly engine = "postgres" as const;
+  readonly dialect = DIALECTS.postgres;
+
+  constructor(protected readonly client: pg.Pool | pg.PoolClient) {}
+
+  private query(sql: string, params: readonly SqlParam[]): Promise<pg.QueryResult> {
+    const { name, text } = prepare(sql);
+    return this.client.query({ name, text, values: bind(params) });
+  }
+
+  async one<T>(sql: string, params: readonly SqlParam[] = []): Promise<T | undefined> {
+    return (await this.query(sql, params)).rows[0] as T | undefined;
+  }
+
+  async all<T>(sql: string, params: readonly SqlParam[] = []): Promise<T[]> {
+    return (await this.query(sql, params)).rows as T[];
+  }
+
+  async value<T>(sql: string, params: readonly SqlParam[] = []): Promise<T | undefined> {
+    const { name, text } = prepare(sql);
+    const result = await this.client.query({ name, text, values: bind(params), rowMode: "array" });
+    return (result.rows[0] as unknown[] | undefined)?.[0] as T | undefined;
+  }
+
+  async run(sql: string, params: readonly SqlParam[] = []): Promise<number> {
+    return (await this.query(sql, params)).rowCount ?? 0;
+  }
+}
+
+/**
+ * The gateway's tables on PostgreSQL (DATABASE_URL): the `Database` of server/db/sql.ts over a pg pool.
+ *
+ * Each transaction checks a connection out, runs READ COMMITTED, and commits when its function resolves.
+ * A durable one commits with synchronous_commit on (the server's default: the commit is flushed to the WAL,
+ * and to a synchronous standby if one is configured, before COMMIT returns); the others commit without
+ * waiting for the flush, PostgreSQL's own "group commit" of writes nobody waits for. A transaction that
+ * loses a deadlock or a serialization check is run again from the start.
+ */
+export class PostgresDatabase extends PostgresSql implements Database {
+  constructor(readonly pool: PostgresPool) {
+    super(pool);
+  }
+
+  async transaction<T>(fn: (tx: Sql) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const client = await this.pool.connect();
+      let broken: Error | undefined;
+      try {
+        await client.query(options.durable ? "BEGIN" : "BEGIN; SET LOCAL synchronous_commit = off");
+        const result = await fn(new PostgresSql(client));
+        await client.query("COMMIT");
+        return result;
+      } catch (error) {
+        try {
+          await client.query("ROLLBACK");
+        } catch (rollbackError) {
+          // The connection itself failed: it is not given back to the pool.
+          broken = rollbackError as Error;
+        }
+        const code = (error as { code?: string }).code;
+        if (attempt < ATTEMPTS && code !== undefined && RETRYABLE.has(code)) continue;
+        throw error;
+      } finally {
+        client.release(broken);
+      }
+    }
+  }
+
+  /** Every transaction is committed by the time it resolves, and a durable one is flushed: nothing to wait for. */
+  async durable(): Promise<void> {}
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}

@@ -1,0 +1,116 @@
+import pg from "pg";
+import { GroupCommit } from "../../server/db/group-commit";
+import { openDatabase } from "../../server/db/db";
+import type { Database } from "../../server/db/sql";
+import { SqliteDatabase } from "../../server/db/sqlite-database";
+import { PostgresDatabase } from "../../server/db/postgres/database";
+import { migratePostgres } from "../../server/db/postgres/migrate";
+import { createPostgresPool } from "../../server/db/postgres/pool";
+import { SCHEMA } from "../../server/schema";
+import { type PostgresServer, postgresUnavailableReason, startPostgres } from "./postgres";
+
+/**
+ * The two engines the gateway's tables live on (server/db/sql.ts), for suites that must hold on both:
+ * `describeEachEngine("X", (engine) => { ... engine.open() ... })` declares the suite twice, "X (sqlite)" and
+ * "X (postgres)". Each `open()` is a fresh, migrated, empty database: SQLite in memory (or in `file`), or a
+ * new database on one real PostgreSQL 15 server this test process starts on first use (./postgres.ts),
+ * copied from a template migrated once. Without the PostgreSQL binaries the postgres half is skipped with
+ * the reason printed, except under CI (CI=true), where it fails: .ci/run installs them.
+ */
+
+export type EngineName = "sqlite" | "postgres";
+export const ENGINE_NAMES: readonly EngineName[] = ["sqlite", "postgres"];
+
+export interface OpenOptions {
+  /** SQLite only: a file instead of memory (for a second connection, or a restart). */
+  file?: string;
+  /** SQLite only: the group commit's batch size. */
+  maxOps?: number;
+}
+
+export interface Engine {
+  name: EngineName;
+  /** A fresh database; closed after the test by the suite (or by the caller, earlier). */
+  open(options?: OpenOptions): Promise<Database>;
+  /** PostgreSQL only: the URL of the database `open()` made last (for a second pool, or a gateway replica). */
+  lastUrl(): string;
+}
+
+let shared: { server: PostgresServer; template: string } | undefined;
+let starting: Promise<{ server: PostgresServer; template: string }> | undefined;
+let counter = 0;
+
+/** The process's PostgreSQL server and its migrated template database, started on first use. */
+export function sharedPostgres(): Promise<{ server: PostgresServer; template: string }> {
+  if (shared) return Promise.resolve(shared);
+  starting ??= (async () => {
+    const server = await startPostgres({ database: "sg_template" });
+    const pool = createPostgresPool({ url: server.url, max: 1 });
+    try {
+      await migratePostgres(pool);
+    } finally {
+      await pool.end();
+    }
+    shared = { server, template: "sg_template" };
+    return shared;
+  })();
+  return starting;
+}
+
+/** A new database on the shared server, copied from the migrated template; returns its URL. */
+export async function freshPostgresDatabase(): Promise<string> {
+  const { server, template } = await sharedPostgres();
+  const name = `sg_${process.pid}_${++counter}`;
+  const admin = new pg.Client({ connectionString: server.urlFor("postgres") });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name} TEMPLATE ${template}`);
+  } finally {
+    await admin.end();
+  }
+  return server.urlFor(name);
+}
+
+function skipWithoutPostgres(ctx: Mocha.Context): void {
+  const reason = postgresUnavailableReason();
+  if (reason === null) return;
+  if (process.env.CI === "true") throw new Error(reason);
+  console.warn(`      skipped: ${reason}`);
+  ctx.skip();
+}
+
+/** Declares `body` once per engine. */
+export function describeEachEngine(title: string, body: (engine: Engine) => void): void {
+  for (const name of ENGINE_NAMES) {
+    describe(`${title} (${name})`, function () {
+      const opened: Database[] = [];
+      let url = "";
+      if (name === "postgres") {
+        this.timeout(Math.max(this.timeout(), 60_000));
+        before(async function () {
+          skipWithoutPostgres(this);
+          await sharedPostgres();
+        });
+      }
+      afterEach(async () => {
+        for (const db of opened.splice(0)) await db.close().catch(() => {});
+      });
+      body({
+        name,
+        lastUrl: () => url,
+        async open(options = {}) {
+          let db: Database;
+          if (name === "sqlite") {
+            const sqlite = openDatabase(options.file ?? ":memory:", SCHEMA);
+            db = new SqliteDatabase(sqlite, new GroupCommit(sqlite, options.maxOps));
+          } else {
+            url = await freshPostgresDatabase();
+            db = new PostgresDatabase(createPostgresPool({ url, max: 20 }));
+          }
+          opened.push(db);
+          return db;
+        },
+      });
+    });
+  }
+}
