@@ -3,6 +3,7 @@
  * defaults that make `npm start` work on a fresh machine. Nothing else reads process.env.
  */
 
+import os from "node:os";
 import ipaddr from "ipaddr.js";
 import type { FeeMode } from "./ledger/fees";
 import { LOG_LEVELS, type LogLevel } from "./ops/log";
@@ -12,6 +13,20 @@ export interface Config {
   host: string;
   port: number;
   dbPath: string;
+  /**
+   * DATABASE_URL: postgres://... puts every table on PostgreSQL (several replicas may share it); empty keeps
+   * the SQLite file at dbPath (one process). The URL may hold a password: it is never logged.
+   */
+  databaseUrl: string;
+  /**
+   * REDIS_URL: redis://... puts the per-key, per-skill and daily limits and cache invalidation on Redis, so
+   * they hold across replicas; empty keeps them in this process's memory.
+   */
+  redisUrl: string;
+  /** REPLICA_ID: this replica's name in logs, metrics, pg_stat_activity and its holds' ownership. */
+  replicaId: string;
+  /** With DATABASE_URL: how long the settlement leader's lease lasts without renewal before another replica may take over. */
+  leaderLeaseMs: number;
   /** `included` (spec variant B): caller pays the listed price. `on_top` (variant A): price + fee. */
   feeMode: FeeMode;
   feeBps: bigint;
@@ -176,6 +191,24 @@ function url(env: Env, name: string, fallback: string, protocols: readonly strin
   return raw.replace(/\/+$/, "");
 }
 
+/**
+ * A URL that may carry a password (DATABASE_URL, REDIS_URL), or empty when unset. Its errors never repeat
+ * the value: a configuration error is printed, and the password with it would be.
+ */
+function secretUrl(env: Env, name: string, protocols: readonly string[]): string {
+  const raw = (env[name] ?? "").trim();
+  if (raw === "") return "";
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} is not a URL`);
+  }
+  if (!protocols.includes(parsed.protocol)) throw new ConfigError(`${name} must start with ${protocols.map((p) => `${p}//`).join(" or ")}`);
+  if (parsed.hostname === "") throw new ConfigError(`${name} names no host`);
+  return raw;
+}
+
 /** A comma-separated list of http(s) origins (scheme://host[:port], nothing after), each written as URL.origin does. */
 function origins(env: Env, name: string): string[] {
   const raw = (env[name] ?? "").trim();
@@ -278,6 +311,14 @@ function bearerSecret(env: Env, name: string): string {
   return raw;
 }
 
+/** REPLICA_ID, or host name and process id: letters, digits and . _ - only (it appears in logs and lock names). */
+function replicaId(env: Env): string {
+  const raw = (env.REPLICA_ID ?? "").trim();
+  if (raw === "") return `${os.hostname().replace(/[^A-Za-z0-9._-]/g, "-").slice(0, 40)}-${process.pid}`;
+  if (!/^[A-Za-z0-9._-]{1,64}$/.test(raw)) throw new ConfigError("REPLICA_ID must be 1 to 64 characters of A-Z a-z 0-9 . _ -");
+  return raw;
+}
+
 /** Builds the configuration from an environment (process.env by default), throwing ConfigError on a bad value. */
 export function loadConfig(env: Env = process.env, overrides: Partial<Config> = {}): Config {
   const github = clientPair(env, "GITHUB_CLIENT_ID", "GITHUB_CLIENT_SECRET");
@@ -286,6 +327,10 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     host: env.HOST || "127.0.0.1",
     port: int(env, "PORT", 8787, 0, 65535),
     dbPath: env.DB_PATH || "data/gateway.db",
+    databaseUrl: secretUrl(env, "DATABASE_URL", ["postgres:", "postgresql:"]),
+    redisUrl: secretUrl(env, "REDIS_URL", ["redis:", "rediss:"]),
+    replicaId: replicaId(env),
+    leaderLeaseMs: int(env, "LEADER_LEASE_MS", 5_000, 200, 600_000),
     feeMode: oneOf(env, "FEE_MODE", ["included", "on_top"] as const, "included"),
     feeBps: BigInt(int(env, "FEE_BPS", 1000, 0, 10_000)),
     rateLimitPerMin: int(env, "RATE_LIMIT_PER_MIN", 100, 1, 10_000_000),

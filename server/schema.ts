@@ -32,6 +32,7 @@ const VERSIONS: readonly { version: number; name: string }[] = [
   { version: 13, name: "entries and postings are append-only" },
   { version: 14, name: "sign-in state bounded per client and pruned by expiry" },
   { version: 15, name: "one entry kind per money movement, linked by columns" },
+  { version: 16, name: "each hold names the replica that took it" },
 ];
 
 /**

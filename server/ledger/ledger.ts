@@ -92,7 +92,11 @@ export class Ledger {
   /** The unilateral exits' freezes and their shortfalls (./exit-freezes.ts), written through this Ledger's entries. */
   private readonly freezes: ExitFreezes;
 
-  private constructor(readonly db: Database) {
+  private constructor(
+    readonly db: Database,
+    /** The replica whose calls this Ledger's holds belong to (holds.replica_id); null for a single gateway. */
+    private readonly replicaId: string | null,
+  ) {
     this.freezes = new ExitFreezes({
       availableOf: (tx, accountId) => this.balanceOf(accountId, "available", tx),
       freeze: async (tx, accountId, amountMicros, exit, memo) => {
@@ -114,9 +118,12 @@ export class Ledger {
     });
   }
 
-  /** The ledger of `db`: its platform and system accounts made if missing, and exits' freezes topped up. */
-  static async open(db: Database): Promise<Ledger> {
-    const ledger = new Ledger(db);
+  /**
+   * The ledger of `db`: its platform and system accounts made if missing, and exits' freezes topped up.
+   * `replicaId` names this gateway replica in the holds it takes, when several share the database.
+   */
+  static async open(db: Database, options: { replicaId?: string } = {}): Promise<Ledger> {
+    const ledger = new Ledger(db, options.replicaId ?? null);
     await db.transaction(async (tx) => {
       await ledger.ensureAccount({ id: PLATFORM_ACCOUNT_ID, kind: "platform", name: "Platform" }, tx);
       await ledger.ensureAccount({ id: DEV_CREDIT_SOURCE_ID, kind: "system", name: "Development credits (not deposits)" }, tx);
@@ -283,9 +290,9 @@ export class Ledger {
         feeMicros,
       };
       await tx.run(
-        `INSERT INTO holds (id, account_id, seller_account_id, skill_id, amount, seller_amount, fee_amount, status, created_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?)`,
-        [hold.id, hold.accountId, hold.sellerAccountId, hold.skillId, chargedMicros, sellerMicros, feeMicros, Date.now()],
+        `INSERT INTO holds (id, account_id, seller_account_id, skill_id, amount, seller_amount, fee_amount, status, created_at, replica_id)
+         VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?, ?)`,
+        [hold.id, hold.accountId, hold.sellerAccountId, hold.skillId, chargedMicros, sellerMicros, feeMicros, Date.now(), this.replicaId],
       );
       await this.post(tx, await this.entry(tx, "hold", { holdId: hold.id }, ""), [
         [hold.accountId, "available", -chargedMicros],
@@ -337,15 +344,22 @@ export class Ledger {
   }
 
   /**
-   * Releases the open holds taken before `before` (ms since the epoch; every open hold when omitted).
-   * At startup of a single gateway, every open hold belongs to a call whose process died, so its outcome is
-   * unknown and the caller is not charged for it. Returns how many were released.
+   * Releases open holds whose call can no longer end: at startup of a single gateway, every open hold (its
+   * process died, so the call's outcome is unknown and the caller is not charged for it); on a shared
+   * database, those of the replicas named in `ofReplicas` (dead ones: server/db/postgres/replicas.ts), and
+   * holds naming no replica. Returns how many were released.
    */
-  async recoverOpenHolds(options: { before?: number } = {}, tx?: Sql): Promise<number> {
+  async recoverOpenHolds(options: { ofReplicas?: readonly string[] } = {}, tx?: Sql): Promise<number> {
     return within(this.db, tx, async (tx) => {
-      const ids = await tx.all<{ id: string }>("SELECT id FROM holds WHERE status = 'open' AND created_at < ? ORDER BY id", [
-        options.before ?? Number.MAX_SAFE_INTEGER,
-      ]);
+      const replicas = options.ofReplicas;
+      const ids =
+        replicas === undefined
+          ? await tx.all<{ id: string }>("SELECT id FROM holds WHERE status = 'open' ORDER BY id")
+          : await tx.all<{ id: string }>(
+              `SELECT id FROM holds WHERE status = 'open'
+               AND (replica_id IS NULL${replicas.length > 0 ? ` OR replica_id IN (${replicas.map(() => "?").join(", ")})` : ""}) ORDER BY id`,
+              replicas,
+            );
       let released = 0;
       for (const { id } of ids) if ((await this.release(id, tx)).ok) released++;
       return released;

@@ -211,6 +211,16 @@ BEGIN
 END;
 `,
   },
+  {
+    version: 16,
+    sql: `
+-- Several gateway replicas may share one PostgreSQL database (issue 14). A hold names the replica whose call
+-- took it, so a hold left open by a replica that died is released by the settlement leader, and never one
+-- whose replica still lives (its call may yet capture it). A single SQLite gateway leaves it NULL: at start it
+-- releases every open hold, all of them its own from before a crash.
+ALTER TABLE holds ADD COLUMN replica_id TEXT;
+`,
+  },
 ];
 
 /**

@@ -18,8 +18,12 @@ const PG_ONLY_COLUMNS = ["calls.rowid"];
 const PG_ONLY_UNIQUES = ["calls(rowid)"];
 /** TRUNCATE fires no row trigger in PostgreSQL; these refuse it for the append-only journal (SQLite has no TRUNCATE). */
 const PG_ONLY_TRIGGERS = ["entries_no_truncate", "postings_no_truncate"];
+/** Tables only PostgreSQL has: the replicas sharing the database (a SQLite file has one process). */
+const PG_ONLY_TABLES = ["gateway_replicas"];
 /** Bookkeeping of each engine's own migration runner, not part of the schema. */
 const BOOKKEEPING = "schema_migrations";
+/** The PostgreSQL tables the comparison leaves out, as an SQL list. */
+const NOT_COMPARED = [BOOKKEEPING, ...PG_ONLY_TABLES].map((t) => `'${t}'`).join(", ");
 
 interface ColumnShape {
   type: string;
@@ -93,7 +97,7 @@ async function postgresShape(pool: PostgresPool): Promise<SchemaShape> {
   const q = async <T extends pg.QueryResultRow>(sql: string) => (await pool.query<T>(sql)).rows;
   const tables = (
     await q<{ table_name: string }>(
-      `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE' AND table_name <> '${BOOKKEEPING}'`,
+      `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE' AND table_name NOT IN (${NOT_COMPARED})`,
     )
   )
     .map((t) => t.table_name)
@@ -109,7 +113,7 @@ async function postgresShape(pool: PostgresPool): Promise<SchemaShape> {
     checksPerTable: new Map(tables.map((t) => [t, 0])),
   };
   for (const c of await q<{ table_name: string; column_name: string; data_type: string; is_nullable: string }>(
-    `SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns WHERE table_schema = 'public' AND table_name <> '${BOOKKEEPING}'`,
+    `SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns WHERE table_schema = 'public' AND table_name NOT IN (${NOT_COMPARED})`,
   )) {
     shape.columns.set(`${c.table_name}.${c.column_name}`, { type: c.data_type, notNull: c.is_nullable === "NO" });
   }
@@ -120,7 +124,7 @@ async function postgresShape(pool: PostgresPool): Promise<SchemaShape> {
             c.confrelid::regclass::text AS reftbl,
             ARRAY(SELECT a.attname::text FROM unnest(c.confkey) WITH ORDINALITY k(n, i) JOIN pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.n ORDER BY k.i) AS refcols
      FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace
-     WHERE n.nspname = 'public' AND c.conrelid::regclass::text <> '${BOOKKEEPING}'`,
+     WHERE n.nspname = 'public' AND c.conrelid::regclass::text NOT IN (${NOT_COMPARED})`,
   );
   for (const c of constraints) {
     if (c.contype === "p") shape.primaryKeys.push(`${c.tbl}(${c.cols.join(",")})`);
