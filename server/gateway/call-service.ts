@@ -9,7 +9,8 @@ import { microsToUsd } from "../ledger/money";
 import type { CallOutcome, CallsStore, Endpoint } from "./calls-store";
 import type { ForwardResult, Forwarder } from "./forward";
 import type { IdempotencyKeys } from "./idempotency";
-import type { DailyCap, RateDecision, RateLimiter, RateRule } from "./rate-limit";
+import type { Sql } from "../db/sql";
+import type { CallDailyCap, CallLimiter, RateDecision, RateRule } from "./rate-limit";
 import type { Skill, SkillRegistry } from "../catalog/skills";
 
 export interface CallRequest {
@@ -43,8 +44,8 @@ export interface CallAnswer {
 
 /**
  * The HTTP layer's rendering of a call's end (server/http/call-answer.ts). The call service
- * renders inside the commit of the charge, because the final body is stored for an
- * idempotent replay and its status is counted in the calls log; what the body says is HTTP's.
+ * renders before the commit of the charge, because the final body is stored for an idempotent
+ * replay and its status is counted in the calls log, in that commit; what the body says is HTTP's.
  */
 export interface CallAnswers {
   /** The answer; undefined when the backend's data cannot be serialized again (JSON nested too deep). */
@@ -67,16 +68,19 @@ export type CallResult =
 
 export interface CallServiceDeps {
   config: Config;
+  /** The books; its database (`ledger.db`) holds the calls log and the idempotency keys too, written in the charge's transactions. */
   ledger: Ledger;
   skills: SkillRegistry;
   calls: CallsStore;
   idempotency: IdempotencyKeys;
-  limiter: RateLimiter;
-  dailyCap: DailyCap;
+  /** The per-minute limits: this process's (RateLimiter) or every replica's (RedisRateLimiter). */
+  limiter: CallLimiter;
+  /** The per-account daily cap: this process's (DailyCap) or every replica's (RedisDailyCap). */
+  dailyCap: CallDailyCap;
   forwarder: Forwarder;
   /** The HTTP layer's rendering of answers. */
   answers: CallAnswers;
-  /** Told about every call as it is recorded in the calls log (for metrics and the request's log line). */
+  /** Told about every call once it is committed to the calls log (for metrics and the request's log line). */
   onCall?: (call: { skill: string; outcome: CallOutcome; chargedMicros: bigint; latencyMs: number }) => void;
 }
 
@@ -91,6 +95,15 @@ const FAILURE_CODE: Record<Extract<ForwardResult, { kind: "failed" }>["reason"],
   forbidden: "skill_backend_forbidden",
 };
 
+/** One call on its way through the checks: the request, its skill, its id, and how to say its idempotency key is settled. */
+interface Call {
+  req: CallRequest;
+  skill: Skill;
+  callId: string;
+  /** The key's fate (completed, or given up) is committed: the backstop in execute() must not give it up again. */
+  keySettled: () => void;
+}
+
 /**
  * The paid call path. Checks run in this documented order, and the first that fails
  * decides the answer (test/gateway/call-order.test.ts pins it):
@@ -104,6 +117,12 @@ const FAILURE_CODE: Record<Extract<ForwardResult, { kind: "failed" }>["reason"],
  * also turns the result into status, headers and body: the service names codes, not statuses.)
  * Money moves only in steps 6 and 8. Every path after a hold ends in exactly one capture
  * or release, and a charge is durable before its response is returned.
+ *
+ * Transactions: the hold is one of its own, not durable (a hold lost in a crash is a hold
+ * released). The capture, the calls log's line and the idempotent response commit in one
+ * durable transaction; a release, its line and the key's fate in one that is not; a refusal's
+ * line and the key given up in one that is not. Nothing but their own statements is awaited
+ * inside them: the backend is called between the hold and the capture, outside any.
  */
 export class CallService {
   constructor(private readonly deps: CallServiceDeps) {}
@@ -116,11 +135,11 @@ export class CallService {
     const accountId = req.apiKey.accountId;
     const idem = req.idempotency;
     if (idem) {
-      const begun = this.deps.ledger.commit.run(() => idempotency.begin(accountId, idem.key, idem.requestHash));
+      const begun = await idempotency.begin(accountId, idem.key, idem.requestHash);
       if (begun.kind === "replay") {
         // The stored response may belong to a charge still in the open batch: replay it only
         // once that charge is on disk, as the first answer was.
-        await this.deps.ledger.commit.durable();
+        await this.deps.ledger.db.durable();
         return { kind: "replayed", status: begun.status, body: begun.body };
       }
       if (begun.kind === "mismatch")
@@ -129,18 +148,19 @@ export class CallService {
         throw new GatewayError("idempotency_key_in_use", "A request with this Idempotency-Key is still in progress; retry later.");
     }
 
-    let stored = false;
+    let keySettled = false;
     try {
-      const response = await this.run(req, skill, () => (stored = true));
+      const response = await this.run({ req, skill, callId: uuidv7(), keySettled: () => (keySettled = true) });
       return response;
     } finally {
-      if (idem && !stored) this.deps.ledger.commit.run(() => idempotency.abandon(accountId, idem.key));
+      // The backstop: a call that ended in a fault gives its key up, so a retry runs again.
+      if (idem && !keySettled) await idempotency.abandon(accountId, idem.key);
     }
   }
 
-  private async run(req: CallRequest, skill: Skill, markStored: () => void): Promise<CallResult> {
+  private async run(call: Call): Promise<CallResult> {
     const { config, ledger, limiter, dailyCap, forwarder } = this.deps;
-    const callId = uuidv7();
+    const { req, skill } = call;
     const accountId = req.apiKey.accountId;
 
     const rules: RateRule[] = [
@@ -149,13 +169,11 @@ export class CallService {
     if (skill.rateLimitPerMin !== null) {
       rules.push({ key: `skill:${skill.id}:${accountId}`, limit: skill.rateLimitPerMin, windowMs: MINUTE_MS });
     }
-    const decision = limiter.admit(rules);
+    const decision = await limiter.admit(rules);
     if (!decision.allowed) {
       const which = decision.rule === rules[0] ? "API key" : `skill "${skill.slug}"`;
       return this.fail(
-        req,
-        skill,
-        callId,
+        call,
         decision,
         "rate_limited",
         `Rate limit exceeded: ${decision.rule.limit} calls per minute for this ${which}.`,
@@ -165,12 +183,10 @@ export class CallService {
 
     const cap = req.apiKey.accountDailyCallCap ?? config.dailyCallCap;
     if (cap > 0) {
-      const daily = dailyCap.admit(accountId, cap);
+      const daily = await dailyCap.admit(accountId, cap);
       if (!daily.allowed) {
         return this.fail(
-          req,
-          skill,
-          callId,
+          call,
           decision,
           "daily_limit_reached",
           `Daily call limit of ${cap} reached; it resets at 00:00 UTC.`,
@@ -181,18 +197,18 @@ export class CallService {
 
     const problems = await this.deps.skills.validateInput(skill, req.input);
     if (problems.length > 0) {
-      return this.fail(req, skill, callId, decision, "invalid_input", `Input does not match the skill's schema: ${problems.join("; ")}`);
+      return this.fail(call, decision, "invalid_input", `Input does not match the skill's schema: ${problems.join("; ")}`);
     }
 
     const charge = computeCharge(skill.priceMicros, config.feeMode, config.feeBps);
     let hold: Hold | null = null;
     if (charge.chargedMicros > 0n) {
-      const held = ledger.hold({ accountId, sellerAccountId: skill.sellerAccountId, skillId: skill.id, charge });
+      const held = await ledger.hold({ accountId, sellerAccountId: skill.sellerAccountId, skillId: skill.id, charge });
       if (!held.ok) {
-        const message = ledger.hasExitShortfall(accountId)
+        const message = (await ledger.hasExitShortfall(accountId))
           ? "Insufficient balance: an exit from the escrow is pending for this account, and its money is frozen until the exit completes or is cancelled."
           : `Insufficient balance: this call costs ${microsToUsd(held.neededMicros)} USD and ${microsToUsd(held.availableMicros)} USD is available. Add funds.`;
-        return this.fail(req, skill, callId, decision, "insufficient_balance", message);
+        return this.fail(call, decision, "insufficient_balance", message);
       }
       hold = held.hold;
     }
@@ -202,7 +218,7 @@ export class CallService {
     // a capture that did not become durable). The finally block is the backstop.
     let settled = false;
     try {
-      const forwarded = await forwarder.forward(skill, callId, req.input);
+      const forwarded = await forwarder.forward(skill, call.callId, req.input);
       const chargedMicros = hold?.amountMicros ?? 0n;
       // An answer that parsed but cannot be serialized again is the backend's failure, as an
       // answer that does not parse is: 502, not the gateway's 500.
@@ -223,17 +239,21 @@ export class CallService {
         const { status, body } = result.answer;
         // Capture, the calls log and the idempotent response commit together, and the
         // response waits until they are on disk.
-        await ledger.commit.runDurable(() => {
-          if (hold) {
-            const captured = ledger.capture(hold.id);
-            if (!captured.ok) throw new Error(`hold ${hold.id} was not open at capture`);
-          }
-          this.record(req, skill, callId, status, "success", chargedMicros, hold);
-          if (req.idempotency) this.deps.idempotency.complete(req.apiKey.accountId, req.idempotency.key, status, body);
-        });
+        await ledger.db.transaction(
+          async (tx) => {
+            if (hold) {
+              const captured = await ledger.capture(hold.id, tx);
+              if (!captured.ok) throw new Error(`hold ${hold.id} was not open at capture`);
+            }
+            await this.record(tx, call, status, "success", chargedMicros, hold);
+            if (req.idempotency) await this.deps.idempotency.complete(accountId, req.idempotency.key, status, body, tx);
+          },
+          { durable: true },
+        );
         settled = true;
-        markStored();
-        return { kind: "answered", callId, rate: decision, status, body };
+        call.keySettled();
+        this.told(call, "success", chargedMicros);
+        return { kind: "answered", callId: call.callId, rate: decision, status, body };
       }
 
       const code: ErrorCode = result.kind === "rejected" ? "skill_rejected_input" : FAILURE_CODE[result.reason];
@@ -246,17 +266,18 @@ export class CallService {
       );
       // A backend's refusal of the input is deterministic, so a retry gets the same answer;
       // a backend failure is not, so its key is given up and a retry runs again.
-      const keep = result.kind === "rejected" ? req.idempotency : undefined;
-      ledger.commit.run(() => {
-        if (hold) ledger.release(hold.id);
-        this.record(req, skill, callId, status, outcome, 0n, hold);
-        if (keep) this.deps.idempotency.complete(req.apiKey.accountId, keep.key, status, body);
+      const keep = result.kind === "rejected";
+      await ledger.db.transaction(async (tx) => {
+        if (hold) await ledger.release(hold.id, tx);
+        await this.record(tx, call, status, outcome, 0n, hold);
+        await this.settleKey(tx, req, keep ? { status, body } : undefined);
       });
       settled = true;
-      if (keep) markStored();
-      return { kind: "answered", callId, code, rate: decision, status, body };
+      call.keySettled();
+      this.told(call, outcome, 0n);
+      return { kind: "answered", callId: call.callId, code, rate: decision, status, body };
     } finally {
-      if (hold && !settled) ledger.release(hold.id);
+      if (hold && !settled) await ledger.release(hold.id);
     }
   }
 
@@ -282,44 +303,63 @@ export class CallService {
     return answer;
   }
 
-  /** Ends a call refused before forwarding: nothing was held, nothing is charged. */
-  private fail(
-    req: CallRequest,
-    skill: Skill,
-    callId: string,
+  /** Ends a call refused before forwarding: nothing was held, nothing is charged, and its key is given up. */
+  private async fail(
+    call: Call,
     rate: RateDecision,
     code: ErrorCode & CallOutcome,
     message: string,
     retryAfterMs?: number,
-  ): CallResult {
-    const { status, body } = this.refusal(req, skill, code, message);
-    this.deps.ledger.commit.run(() => this.record(req, skill, callId, status, code, 0n, null));
-    return { kind: "answered", callId, code, rate, retryAfterMs, status, body };
+  ): Promise<CallResult> {
+    const { status, body } = this.refusal(call.req, call.skill, code, message);
+    await this.deps.ledger.db.transaction(async (tx) => {
+      await this.record(tx, call, status, code, 0n, null);
+      await this.settleKey(tx, call.req, undefined);
+    });
+    call.keySettled();
+    this.told(call, code, 0n);
+    return { kind: "answered", callId: call.callId, code, rate, retryAfterMs, status, body };
   }
 
-  private record(
-    req: CallRequest,
-    skill: Skill,
-    callId: string,
+  /** Stores the answer under the call's idempotency key, or gives the key up when `kept` is undefined. */
+  private async settleKey(tx: Sql, req: CallRequest, kept: CallAnswer | undefined): Promise<void> {
+    const idem = req.idempotency;
+    if (!idem) return;
+    if (kept) await this.deps.idempotency.complete(req.apiKey.accountId, idem.key, kept.status, kept.body, tx);
+    else await this.deps.idempotency.abandon(req.apiKey.accountId, idem.key, tx);
+  }
+
+  /** Writes the call's line in the calls log, in `tx`, the transaction of the capture or release it reports. */
+  private async record(
+    tx: Sql,
+    call: Call,
     httpStatus: number,
     outcome: CallOutcome,
     chargedMicros: bigint,
     hold: Hold | null,
-  ): void {
-    this.deps.calls.record({
-      id: callId,
-      accountId: req.apiKey.accountId,
-      apiKeyId: req.apiKey.id,
-      skillId: skill.id,
-      endpoint: req.endpoint,
-      httpStatus,
-      outcome,
-      chargedMicros,
-      holdId: hold?.id ?? null,
-      latencyUs: elapsedMs(req) * 1000,
-      createdAtMs: Date.now(),
-    });
-    this.deps.onCall?.({ skill: skill.slug, outcome, chargedMicros, latencyMs: elapsedMs(req) });
+  ): Promise<void> {
+    const { req, skill } = call;
+    await this.deps.calls.record(
+      {
+        id: call.callId,
+        accountId: req.apiKey.accountId,
+        apiKeyId: req.apiKey.id,
+        skillId: skill.id,
+        endpoint: req.endpoint,
+        httpStatus,
+        outcome,
+        chargedMicros,
+        holdId: hold?.id ?? null,
+        latencyUs: elapsedMs(req) * 1000,
+        createdAtMs: Date.now(),
+      },
+      tx,
+    );
+  }
+
+  /** Tells onCall about a call whose line is committed (after the transaction: a rolled back or retried one is not told twice). */
+  private told(call: Call, outcome: CallOutcome, chargedMicros: bigint): void {
+    this.deps.onCall?.({ skill: call.skill.slug, outcome, chargedMicros, latencyMs: elapsedMs(call.req) });
   }
 }
 

@@ -1,4 +1,4 @@
-import type { Db } from "../db/db";
+import { type Database, type Sql, within } from "../db/sql";
 
 /** Which of the spec's two call endpoints was called: `call` (POST /v1/call) or `skill_call` (POST /v1/skills/:skillId/call). */
 export type Endpoint = "call" | "skill_call";
@@ -60,66 +60,32 @@ const USAGE_SELECT = `SELECT c.id, c.skill_id, s.slug, s.name, c.endpoint, c.htt
 
 /**
  * The `calls` table: the log of calls made by each account, what usage shows and what the daily
- * cap counts. A call is recorded inside the same ledger operation as the capture or release it
+ * cap counts. A call is recorded inside the same transaction as the capture or release it
  * reports. Usage reads join the skill's name and the charge's settlement batch.
  */
-export interface CallsStore {
-  /** Writes a call; run it inside the same ledger operation as the capture or release it reports. */
-  record(c: CallRecord): void;
-  /** The account's calls, newest first, before `beforeMs`; a page never ends inside a millisecond. */
-  recent(accountId: string, limit: number, beforeMs?: number): UsageRow[];
-  /** The account's calls and spend per UTC day since `sinceMs`. */
-  daily(accountId: string, sinceMs: number): DailySpend[];
-  /** The account that made a call, if the call exists. */
-  ownerOf(callId: string): string | undefined;
-  /** Calls the account made since `sinceMs` that were admitted past the rate limits. */
-  countSince(accountId: string, sinceMs: number): number;
-}
+export class CallsStore {
+  constructor(private readonly db: Database) {}
 
-/** CallsStore on the gateway's SQLite database. */
-export class SqliteCallsStore implements CallsStore {
-  private readonly stmt;
-
-  constructor(db: Db) {
-    this.stmt = {
-      insert: db.prepare(
+  /** Writes a call; pass the transaction of the capture or release it reports (without one, it runs in its own). */
+  async record(c: CallRecord, tx?: Sql): Promise<void> {
+    await within(this.db, tx, (tx) =>
+      tx.run(
         `INSERT INTO calls (id, account_id, api_key_id, skill_id, endpoint, http_status, outcome, charged_micros, hold_id, latency_us, created_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        [
+          c.id,
+          c.accountId,
+          c.apiKeyId,
+          c.skillId,
+          c.endpoint,
+          c.httpStatus,
+          c.outcome,
+          c.chargedMicros,
+          c.holdId,
+          Math.round(c.latencyUs),
+          c.createdAtMs,
+        ],
       ),
-      recent: db.prepare(`${USAGE_SELECT} WHERE c.account_id = ? AND c.created_at < ? ORDER BY c.created_at DESC, c.rowid DESC LIMIT ?`),
-      // The rest of a page's last millisecond (see recent()).
-      restOfMs: db.prepare(`${USAGE_SELECT} WHERE c.account_id = ? AND c.created_at = ? AND c.rowid < ? ORDER BY c.rowid DESC`),
-      // Calls per UTC day (ms / 86,400,000, integer division), charged or not; the 429s never
-      // reached a skill, so they are not counted as calls.
-      daily: db.prepare(
-        `SELECT created_at / 86400000 AS day, SUM(charged_micros) AS spend, COUNT(*) AS calls
-         FROM calls WHERE account_id = ? AND created_at >= ? AND outcome NOT IN ('rate_limited', 'daily_limit_reached')
-         GROUP BY day ORDER BY day`,
-      ),
-      ownerOf: db.prepare("SELECT account_id FROM calls WHERE id = ?").pluck(),
-      countSince: db
-        .prepare(
-          `SELECT COUNT(*) FROM calls WHERE account_id = ? AND created_at >= ?
-           AND outcome NOT IN ('rate_limited', 'daily_limit_reached')`,
-        )
-        .pluck(),
-    };
-  }
-
-  /** Writes a call; run it inside the same ledger operation as the capture or release it reports. */
-  record(c: CallRecord): void {
-    this.stmt.insert.run(
-      c.id,
-      c.accountId,
-      c.apiKeyId,
-      c.skillId,
-      c.endpoint,
-      c.httpStatus,
-      c.outcome,
-      c.chargedMicros,
-      c.holdId,
-      Math.round(c.latencyUs),
-      c.createdAtMs,
     );
   }
 
@@ -129,7 +95,7 @@ export class SqliteCallsStore implements CallsStore {
    * the `limit`th row shares its millisecond with older calls, those come on this page too
    * (it is longer than `limit`), instead of being skipped by the next.
    */
-  recent(accountId: string, limit: number, beforeMs = Number.MAX_SAFE_INTEGER): UsageRow[] {
+  async recent(accountId: string, limit: number, beforeMs = Number.MAX_SAFE_INTEGER): Promise<UsageRow[]> {
     type Row = {
       id: string;
       skill_id: string;
@@ -145,9 +111,21 @@ export class SqliteCallsStore implements CallsStore {
       batch_status: "pending" | "settled" | null;
       row_id: bigint;
     };
-    const rows = this.stmt.recent.all(accountId, beforeMs, limit) as Row[];
+    const rows = await this.db.all<Row>(
+      `${USAGE_SELECT} WHERE c.account_id = ? AND c.created_at < ? ORDER BY c.created_at DESC, c.rowid DESC LIMIT ?`,
+      [accountId, beforeMs, limit],
+    );
     const last = rows.at(-1);
-    if (last && rows.length === limit) rows.push(...(this.stmt.restOfMs.all(accountId, last.created_at, last.row_id) as Row[]));
+    if (last && rows.length === limit) {
+      // The rest of the page's last millisecond.
+      rows.push(
+        ...(await this.db.all<Row>(`${USAGE_SELECT} WHERE c.account_id = ? AND c.created_at = ? AND c.rowid < ? ORDER BY c.rowid DESC`, [
+          accountId,
+          last.created_at,
+          last.row_id,
+        ])),
+      );
+    }
     return rows.map((r) => ({
       id: r.id,
       skillId: r.skill_id,
@@ -164,22 +142,33 @@ export class SqliteCallsStore implements CallsStore {
     }));
   }
 
-  /** The account's calls and spend per UTC day since `sinceMs`; days without calls are absent. */
-  daily(accountId: string, sinceMs: number): DailySpend[] {
-    return (this.stmt.daily.all(accountId, sinceMs) as Array<{ day: bigint; spend: bigint; calls: bigint }>).map((r) => ({
-      day: Number(r.day),
-      spendMicros: r.spend,
-      calls: Number(r.calls),
-    }));
+  /**
+   * The account's calls and spend per UTC day since `sinceMs`; days without calls are absent.
+   * A day is ms / 86,400,000 in integer division, and counts calls charged or not; the 429s never
+   * reached a skill, so they are not counted as calls.
+   */
+  async daily(accountId: string, sinceMs: number): Promise<DailySpend[]> {
+    const rows = await this.db.all<{ day: bigint; spend: bigint; calls: bigint }>(
+      `SELECT created_at / 86400000 AS day, SUM(charged_micros) AS spend, COUNT(*) AS calls
+       FROM calls WHERE account_id = ? AND created_at >= ? AND outcome NOT IN ('rate_limited', 'daily_limit_reached')
+       GROUP BY created_at / 86400000 ORDER BY day`,
+      [accountId, sinceMs],
+    );
+    return rows.map((r) => ({ day: Number(r.day), spendMicros: r.spend, calls: Number(r.calls) }));
   }
 
   /** The account that made a call, if the call exists. */
-  ownerOf(callId: string): string | undefined {
-    return this.stmt.ownerOf.get(callId) as string | undefined;
+  ownerOf(callId: string): Promise<string | undefined> {
+    return this.db.value<string>("SELECT account_id FROM calls WHERE id = ?", [callId]);
   }
 
   /** Calls the account made since `sinceMs` that were admitted past the rate limits. */
-  countSince(accountId: string, sinceMs: number): number {
-    return Number(this.stmt.countSince.get(accountId, sinceMs) as bigint);
+  async countSince(accountId: string, sinceMs: number): Promise<number> {
+    const count = await this.db.value<bigint>(
+      `SELECT COUNT(*) FROM calls WHERE account_id = ? AND created_at >= ?
+       AND outcome NOT IN ('rate_limited', 'daily_limit_reached')`,
+      [accountId, sinceMs],
+    );
+    return Number(count);
   }
 }

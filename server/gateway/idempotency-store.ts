@@ -1,4 +1,4 @@
-import type { Db } from "../db/db";
+import { type Database, type Sql, type SqlParam, within } from "../db/sql";
 
 /** A stored idempotency key: the request it was first used for, and the response once there is one. */
 export interface IdempotencyRecord {
@@ -9,24 +9,8 @@ export interface IdempotencyRecord {
   createdAtMs: number;
 }
 
-/**
- * The `idempotency_keys` table (./idempotency.ts), one row per (account, key). Every write runs
- * inside the caller's ledger operation: a key is completed in the same transaction as the charge
- * its response reports.
- */
-export interface IdempotencyStore {
-  get(accountId: string, key: string): IdempotencyRecord | undefined;
-  /** Reserves the key for a request (replacing an expired row): state in_progress, no response. */
-  reserve(accountId: string, key: string, requestHash: string, nowMs: number): void;
-  /** Stores the response of a key in progress. */
-  complete(accountId: string, key: string, statusCode: number, responseBody: string): void;
-  /** Frees a key still in progress. */
-  abandon(accountId: string, key: string): void;
-  /** Deletes keys created before `beforeMs`; returns how many. */
-  purgeCreatedBefore(beforeMs: number): number;
-  /** Deletes every key in progress; returns how many. */
-  dropInProgress(): number;
-}
+/** What claiming a key came to: this request holds it now, or a live row of an earlier request does. */
+export type IdempotencyClaim = { kind: "claimed" } | { kind: "held"; record: IdempotencyRecord };
 
 interface Row {
   request_hash: string;
@@ -36,31 +20,20 @@ interface Row {
   created_at: bigint;
 }
 
-/** IdempotencyStore on the gateway's SQLite database. */
-export class SqliteIdempotencyStore implements IdempotencyStore {
-  private readonly stmt;
+/**
+ * The `idempotency_keys` table (./idempotency.ts), one row per (account, key). The primary key
+ * makes a claim exclusive: of two requests racing with one key, on one replica or on several
+ * sharing a PostgreSQL, exactly one inserts the row and the other reads it. A key is completed
+ * in the same transaction as the charge its response reports.
+ */
+export class IdempotencyStore {
+  constructor(private readonly db: Database) {}
 
-  constructor(db: Db) {
-    this.stmt = {
-      get: db.prepare(
-        "SELECT request_hash, state, status_code, response_body, created_at FROM idempotency_keys WHERE account_id = ? AND key = ?",
-      ),
-      reserve: db.prepare(
-        `INSERT INTO idempotency_keys (account_id, key, request_hash, state, created_at) VALUES (?, ?, ?, 'in_progress', ?)
-         ON CONFLICT (account_id, key) DO UPDATE SET request_hash = excluded.request_hash, state = 'in_progress',
-           status_code = NULL, response_body = NULL, created_at = excluded.created_at`,
-      ),
-      complete: db.prepare(
-        "UPDATE idempotency_keys SET state = 'completed', status_code = ?, response_body = ? WHERE account_id = ? AND key = ? AND state = 'in_progress'",
-      ),
-      abandon: db.prepare("DELETE FROM idempotency_keys WHERE account_id = ? AND key = ? AND state = 'in_progress'"),
-      purge: db.prepare("DELETE FROM idempotency_keys WHERE created_at < ?"),
-      dropInProgress: db.prepare("DELETE FROM idempotency_keys WHERE state = 'in_progress'"),
-    };
-  }
-
-  get(accountId: string, key: string): IdempotencyRecord | undefined {
-    const row = this.stmt.get.get(accountId, key) as Row | undefined;
+  async get(accountId: string, key: string, sql: Sql = this.db): Promise<IdempotencyRecord | undefined> {
+    const row = await sql.one<Row>(
+      "SELECT request_hash, state, status_code, response_body, created_at FROM idempotency_keys WHERE account_id = ? AND key = ?",
+      [accountId, key],
+    );
     return (
       row && {
         requestHash: row.request_hash,
@@ -72,23 +45,62 @@ export class SqliteIdempotencyStore implements IdempotencyStore {
     );
   }
 
-  reserve(accountId: string, key: string, requestHash: string, nowMs: number): void {
-    this.stmt.reserve.run(accountId, key, requestHash, nowMs);
+  /**
+   * Claims the key for a request (state in_progress, no response), or says which live row holds it:
+   * one atomic step. The row is inserted when the key is free, or replaces a row created before
+   * `staleBeforeMs` (an expired key); any other row is left as it is and returned. The INSERT is what
+   * makes the claim exclusive: a concurrent claim of the same key waits for this one's commit
+   * (PostgreSQL) or its turn (SQLite), then finds the row and does not replace it.
+   */
+  claim(accountId: string, key: string, requestHash: string, nowMs: number, staleBeforeMs: number, tx?: Sql): Promise<IdempotencyClaim> {
+    return within(this.db, tx, async (tx) => {
+      // PostgreSQL locks the conflicting row even when the WHERE leaves it unchanged, so it cannot
+      // vanish before it is read back below; a second attempt is only a guard.
+      for (let attempt = 1; attempt <= 3; attempt++) {
+        const claimed = await tx.run(
+          `INSERT INTO idempotency_keys (account_id, key, request_hash, state, created_at) VALUES (?, ?, ?, 'in_progress', ?)
+           ON CONFLICT (account_id, key) DO UPDATE SET request_hash = excluded.request_hash, state = 'in_progress',
+             status_code = NULL, response_body = NULL, created_at = excluded.created_at
+           WHERE idempotency_keys.created_at < ?`,
+          [accountId, key, requestHash, nowMs, staleBeforeMs],
+        );
+        if (claimed === 1) return { kind: "claimed" as const };
+        const record = await this.get(accountId, key, tx);
+        if (record) return { kind: "held" as const, record };
+      }
+      throw new Error(`idempotency key ${key} could neither be claimed nor read`);
+    });
   }
 
-  complete(accountId: string, key: string, statusCode: number, responseBody: string): void {
-    this.stmt.complete.run(statusCode, responseBody, accountId, key);
+  /** Stores the response of a key in progress; pass the transaction of the charge it reports. */
+  async complete(accountId: string, key: string, statusCode: number, responseBody: string, tx?: Sql): Promise<void> {
+    await this.write(
+      tx,
+      "UPDATE idempotency_keys SET state = 'completed', status_code = ?, response_body = ? WHERE account_id = ? AND key = ? AND state = 'in_progress'",
+      [statusCode, responseBody, accountId, key],
+    );
   }
 
-  abandon(accountId: string, key: string): void {
-    this.stmt.abandon.run(accountId, key);
+  /** Frees a key still in progress. */
+  async abandon(accountId: string, key: string, tx?: Sql): Promise<void> {
+    await this.write(tx, "DELETE FROM idempotency_keys WHERE account_id = ? AND key = ? AND state = 'in_progress'", [accountId, key]);
   }
 
-  purgeCreatedBefore(beforeMs: number): number {
-    return this.stmt.purge.run(beforeMs).changes;
+  /** Deletes keys created before `beforeMs`; returns how many. */
+  purgeCreatedBefore(beforeMs: number, tx?: Sql): Promise<number> {
+    return this.write(tx, "DELETE FROM idempotency_keys WHERE created_at < ?", [beforeMs]);
   }
 
-  dropInProgress(): number {
-    return this.stmt.dropInProgress.run().changes;
+  /** Deletes the keys in progress created before `beforeMs` (every one when omitted); returns how many. */
+  dropInProgress(beforeMs = Number.MAX_SAFE_INTEGER, tx?: Sql): Promise<number> {
+    return this.write(tx, "DELETE FROM idempotency_keys WHERE state = 'in_progress' AND created_at < ?", [beforeMs]);
+  }
+
+  /**
+   * One statement that writes, in the caller's transaction or in one of its own: on SQLite a write
+   * outside any transaction would land in whichever operation of the group commit holds the turn.
+   */
+  private write(tx: Sql | undefined, sql: string, params: SqlParam[]): Promise<number> {
+    return within(this.db, tx, (tx) => tx.run(sql, params));
   }
 }

@@ -1,3 +1,4 @@
+import type { Sql } from "../db/sql";
 import type { IdempotencyStore } from "./idempotency-store";
 
 export type IdempotencyBegin =
@@ -13,6 +14,10 @@ export const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
  * response without its charge. A retry with the same key and body gets the stored
  * response; another body under the same key is refused. Outcomes that charge nothing and
  * are worth retrying (5xx, 402, 429) give the key up, so the retry runs afresh.
+ *
+ * The reservation is one INSERT that the table's primary key makes exclusive, so two requests
+ * with the same key, on one gateway or on replicas sharing a PostgreSQL, never both run: one
+ * reserves the key, the other is told it is in progress (or gets the stored response).
  */
 export class IdempotencyKeys {
   constructor(
@@ -20,35 +25,39 @@ export class IdempotencyKeys {
     private readonly ttlMs: number,
   ) {}
 
-  /** Looks the key up and, if it is free (or expired), reserves it for this request. */
-  begin(accountId: string, key: string, requestHash: string, nowMs = Date.now()): IdempotencyBegin {
-    const row = this.store.get(accountId, key);
-    if (row && row.createdAtMs >= nowMs - this.ttlMs) {
-      if (row.requestHash !== requestHash) return { kind: "mismatch" };
-      if (row.state === "in_progress") return { kind: "in_progress" };
-      return { kind: "replay", status: Number(row.statusCode), body: row.responseBody ?? "" };
-    }
-    this.store.reserve(accountId, key, requestHash, nowMs);
-    return { kind: "new" };
+  /** Reserves the key for this request if it is free (or expired); otherwise says what holds it. */
+  async begin(accountId: string, key: string, requestHash: string, nowMs = Date.now()): Promise<IdempotencyBegin> {
+    const claim = await this.store.claim(accountId, key, requestHash, nowMs, nowMs - this.ttlMs);
+    if (claim.kind === "claimed") return { kind: "new" };
+    const row = claim.record;
+    if (row.requestHash !== requestHash) return { kind: "mismatch" };
+    if (row.state === "in_progress") return { kind: "in_progress" };
+    return { kind: "replay", status: Number(row.statusCode), body: row.responseBody ?? "" };
   }
 
-  /** Stores the response; call it inside the transaction that captures the charge. */
-  complete(accountId: string, key: string, status: number, body: string): void {
-    this.store.complete(accountId, key, status, body);
+  /** Stores the response; pass the transaction that captures the charge. */
+  complete(accountId: string, key: string, status: number, body: string, tx?: Sql): Promise<void> {
+    return this.store.complete(accountId, key, status, body, tx);
   }
 
   /** Frees a reserved key whose outcome is not kept, so a retry runs again. */
-  abandon(accountId: string, key: string): void {
-    this.store.abandon(accountId, key);
+  abandon(accountId: string, key: string, tx?: Sql): Promise<void> {
+    return this.store.abandon(accountId, key, tx);
   }
 
   /** Deletes keys older than the TTL. */
-  purgeExpired(nowMs = Date.now()): number {
+  purgeExpired(nowMs = Date.now()): Promise<number> {
     return this.store.purgeCreatedBefore(nowMs - this.ttlMs);
   }
 
-  /** At startup: a key still in progress belongs to a call whose hold is being released, so it is freed too. */
-  recoverInProgress(): number {
-    return this.store.dropInProgress();
+  /**
+   * At startup: a key still in progress belongs to a call whose hold is being released
+   * (Ledger.recoverOpenHolds), so it is freed too. `before` (ms since the epoch) frees only the keys
+   * reserved before it, as recoverOpenHolds releases only the holds taken before it: with several
+   * replicas, the keys of calls still running on the others are left alone. Every key in progress
+   * when omitted (a single gateway).
+   */
+  recoverInProgress(options: { before?: number } = {}, tx?: Sql): Promise<number> {
+    return this.store.dropInProgress(options.before, tx);
   }
 }

@@ -23,16 +23,39 @@ export interface RateDecision {
   retryAfterMs: number;
 }
 
-export class RateLimiter {
+/** What a daily cap decides: the call counts, or the ms until the next UTC day, when it may. */
+export type DailyCapDecision = { allowed: true } | { allowed: false; retryAfterMs: number };
+
+/**
+ * The per-minute limits as the call service uses them: RateLimiter (this process's memory) or
+ * RedisRateLimiter (./redis-rate-limit.ts, shared by every replica), which decide alike.
+ */
+export interface CallLimiter {
+  /** Admits a call only if every rule allows it, and then counts it against all of them. */
+  admit(rules: readonly RateRule[], nowMs?: number): Promise<RateDecision>;
+}
+
+/** The per-account cap on calls per UTC day as the call service uses it: DailyCap or RedisDailyCap. */
+export interface CallDailyCap {
+  /** Counts a call if the account is under `cap` today. */
+  admit(accountId: string, cap: number, nowMs?: number): Promise<DailyCapDecision>;
+}
+
+/** How many calls an account made since a time, from the calls log (CallsStore.countSince). */
+export type CountSince = (accountId: string, sinceMs: number) => number | Promise<number>;
+
+/** The limits in this process's memory: right for one gateway, or for limits each replica keeps alone. */
+export class RateLimiter implements CallLimiter {
   private readonly tatMs = new Map<string, number>();
   private writesSincePrune = 0;
 
   /**
    * Admits a call only if every rule allows it, and then counts it against all of them.
    * A call rejected by one rule consumes none, so a per-skill rejection does not eat into
-   * the caller's per-key allowance.
+   * the caller's per-key allowance. The decision is made before the promise is returned, with
+   * nothing awaited in between: concurrent calls are decided one after another.
    */
-  admit(rules: readonly RateRule[], nowMs = Date.now()): RateDecision {
+  async admit(rules: readonly RateRule[], nowMs = Date.now()): Promise<RateDecision> {
     if (rules.length === 0) throw new Error("admit needs at least one rule");
     const next: number[] = [];
     let headline: RateDecision | undefined;
@@ -74,18 +97,24 @@ export class RateLimiter {
  * A per-account cap on calls per UTC day. The count of the day so far is loaded once from
  * the calls log (so a restart does not reset it) and then kept in memory.
  */
-export class DailyCap {
+export class DailyCap implements CallDailyCap {
   private readonly counts = new Map<string, { day: number; count: number }>();
 
-  constructor(private readonly countSince: (accountId: string, sinceMs: number) => number) {}
+  constructor(private readonly countSince: CountSince) {}
 
   /** Counts a call if the account is under its cap; returns the ms until the next UTC day otherwise. */
-  admit(accountId: string, cap: number, nowMs = Date.now()): { allowed: true } | { allowed: false; retryAfterMs: number } {
+  async admit(accountId: string, cap: number, nowMs = Date.now()): Promise<DailyCapDecision> {
     const day = Math.floor(nowMs / 86_400_000);
     let state = this.counts.get(accountId);
     if (!state || state.day !== day) {
-      state = { day, count: this.countSince(accountId, day * 86_400_000) };
-      this.counts.set(accountId, state);
+      const count = await this.countSince(accountId, day * 86_400_000);
+      // Another call of the account may have loaded the day while this one waited for the log: the
+      // first load stands, with the calls it has counted since.
+      state = this.counts.get(accountId);
+      if (!state || state.day !== day) {
+        state = { day, count };
+        this.counts.set(accountId, state);
+      }
     }
     if (state.count >= cap) return { allowed: false, retryAfterMs: (day + 1) * 86_400_000 - nowMs };
     state.count++;

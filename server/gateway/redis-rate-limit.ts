@@ -1,5 +1,5 @@
 import type { Redis } from "../db/redis";
-import type { RateDecision, RateRule } from "./rate-limit";
+import type { CallDailyCap, CallLimiter, CountSince, DailyCapDecision, RateDecision, RateRule } from "./rate-limit";
 
 /**
  * The rate limits and daily caps of ./rate-limit.ts, kept in Redis so that every replica
@@ -134,7 +134,7 @@ export interface RedisLimitsOptions {
 }
 
 /** The GCRA rate limiter of ./rate-limit.ts (RateLimiter), shared by every replica through Redis. */
-export class RedisRateLimiter {
+export class RedisRateLimiter implements CallLimiter {
   private readonly redis: Scripted;
   private readonly prefix: string;
 
@@ -169,13 +169,13 @@ export class RedisRateLimiter {
  * starts from the day's calls in the calls log when `countSince` is given, as DailyCap's does,
  * and from zero otherwise.
  */
-export class RedisDailyCap {
+export class RedisDailyCap implements CallDailyCap {
   private readonly redis: Scripted;
   private readonly prefix: string;
 
   constructor(
     redis: Redis,
-    private readonly countSince?: (accountId: string, sinceMs: number) => number | Promise<number>,
+    private readonly countSince?: CountSince,
     options: RedisLimitsOptions = {},
   ) {
     this.redis = scripted(redis);
@@ -183,7 +183,7 @@ export class RedisDailyCap {
   }
 
   /** Counts a call if the account is under its cap; returns the ms until the next UTC day otherwise. */
-  async admit(accountId: string, cap: number, nowMs?: number): Promise<{ allowed: true } | { allowed: false; retryAfterMs: number }> {
+  async admit(accountId: string, cap: number, nowMs?: number): Promise<DailyCapDecision> {
     if (!Number.isSafeInteger(cap) || cap < 0) throw new Error("cap must be a non-negative integer");
     const key = this.prefix + accountId;
     const now = timeArgument(nowMs);

@@ -13,10 +13,10 @@ describe("the order of the call path's checks", () => {
   let limitedKey: string;
   before(async () => {
     stack = await startStack({ config: { rateLimitPerMin: 1 } });
-    stack.addSkill("typed-fail", "/fail", { inputSchema: { type: "object", required: ["n"] } });
-    poorKey = stack.addBuyer("0").key;
-    poorKey2 = stack.addBuyer("0").key;
-    limitedKey = stack.addBuyer("0").key;
+    await stack.addSkill("typed-fail", "/fail", { inputSchema: { type: "object", required: ["n"] } });
+    poorKey = (await stack.addBuyer("0")).key;
+    poorKey2 = (await stack.addBuyer("0")).key;
+    limitedKey = (await stack.addBuyer("0")).key;
     // Spend the limited key's one call per minute (it is refused for balance, but counted).
     await stack.post("/v1/call", { skill_id: "echo", input: {} }, { key: limitedKey });
   });

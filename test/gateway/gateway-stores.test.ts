@@ -1,85 +1,185 @@
 import { expect } from "chai";
-import { SqliteCallsStore } from "../../server/gateway/calls-store";
-import { SqliteIdempotencyStore } from "../../server/gateway/idempotency-store";
-import { type Db, openDatabase } from "../../server/db/db";
-import { SCHEMA } from "../../server/schema";
+import { CallsStore } from "../../server/gateway/calls-store";
+import { IdempotencyStore } from "../../server/gateway/idempotency-store";
+import { type IdempotencyBegin, IdempotencyKeys } from "../../server/gateway/idempotency";
+import type { Database } from "../../server/db/sql";
+import { PostgresDatabase } from "../../server/db/postgres/database";
+import { createPostgresPool } from "../../server/db/postgres/pool";
 import { Ledger } from "../../server/ledger/ledger";
-import { SqliteSkillsStore } from "../../server/catalog/skills-store";
+import { describeEachEngine } from "../helpers/engines";
 
-describe("gateway's stores on a real SQLite database", () => {
-  let db: Db;
+const TTL_MS = 1_000;
 
-  beforeEach(() => {
-    db = openDatabase(":memory:", SCHEMA);
-    new Ledger(db).ensureAccount({ id: "ada", kind: "user", name: "Ada" });
+describeEachEngine("gateway's stores", (engine) => {
+  let db: Database;
+
+  beforeEach(async () => {
+    db = await engine.open();
+    await (await Ledger.open(db)).ensureAccount({ id: "ada", kind: "user", name: "Ada" });
   });
-  afterEach(() => db.close());
 
-  it("IdempotencyStore reserves, completes only what is in progress, and purges by age", () => {
-    const store = new SqliteIdempotencyStore(db);
-    store.reserve("ada", "k", "hash1", 10);
-    expect(store.get("ada", "k")).to.deep.equal({
+  it("IdempotencyStore claims a free or expired key, completes only what is in progress, and purges by age", async () => {
+    const store = new IdempotencyStore(db);
+    expect(await store.claim("ada", "k", "hash1", 10, 0)).to.deep.equal({ kind: "claimed" });
+    expect(await store.get("ada", "k")).to.deep.equal({
       requestHash: "hash1",
       state: "in_progress",
       statusCode: null,
       responseBody: null,
       createdAtMs: 10,
     });
-    store.complete("ada", "k", 200, "{}");
-    store.complete("ada", "k", 500, "later");
-    expect(store.get("ada", "k")).to.include({ state: "completed", statusCode: 200, responseBody: "{}" });
-    store.abandon("ada", "k");
-    expect(store.get("ada", "k")).to.not.equal(undefined);
-    store.reserve("ada", "k", "hash2", 20);
-    expect(store.get("ada", "k")).to.include({ requestHash: "hash2", state: "in_progress", statusCode: null });
-    expect(store.dropInProgress()).to.equal(1);
-    store.reserve("ada", "old", "h", 1);
-    store.reserve("ada", "new", "h", 30);
-    expect(store.purgeCreatedBefore(5)).to.equal(1);
-    expect(store.get("ada", "new")).to.not.equal(undefined);
+    // A live row is not replaced: the claim returns it instead.
+    const held = await store.claim("ada", "k", "hash2", 11, 10);
+    expect(held.kind).to.equal("held");
+    expect(held.kind === "held" && held.record).to.include({ requestHash: "hash1", state: "in_progress", createdAtMs: 10 });
+    await store.complete("ada", "k", 200, "{}");
+    await store.complete("ada", "k", 500, "later");
+    expect(await store.get("ada", "k")).to.include({ state: "completed", statusCode: 200, responseBody: "{}" });
+    await store.abandon("ada", "k");
+    expect(await store.get("ada", "k")).to.not.equal(undefined);
+    // Created at 10, before the cut-off of 15: expired, so the claim replaces it.
+    expect(await store.claim("ada", "k", "hash2", 20, 15)).to.deep.equal({ kind: "claimed" });
+    expect(await store.get("ada", "k")).to.include({ requestHash: "hash2", state: "in_progress", statusCode: null, createdAtMs: 20 });
+    expect(await store.dropInProgress()).to.equal(1);
+    await store.claim("ada", "old", "h", 1, 0);
+    await store.claim("ada", "new", "h", 30, 0);
+    expect(await store.purgeCreatedBefore(5)).to.equal(1);
+    expect(await store.get("ada", "new")).to.not.equal(undefined);
+    // Only the keys in progress reserved before the cut-off are dropped.
+    await store.claim("ada", "later", "h", 50, 0);
+    expect(await store.dropInProgress(40)).to.equal(1);
+    expect(await store.get("ada", "new")).to.equal(undefined);
+    expect(await store.get("ada", "later")).to.not.equal(undefined);
   });
 
-  it("CallsStore records calls, pages usage newest first, counts per day and names a call's owner", () => {
-    new SqliteSkillsStore(db).upsert(
-      {
-        id: "00000000-0000-4000-8000-000000000001",
-        slug: "echo",
-        name: "Echo",
-        description: "",
-        priceMicros: 5n,
-        sellerAccountId: "ada",
-        backendUrl: "http://127.0.0.1:1/",
-        timeoutMs: 1000,
-        rateLimitPerMin: null,
-        inputSchemaJson: null,
-        signingSecret: "s",
-      },
-      1,
+  it("IdempotencyKeys: a key is new once, in progress until completed, then replayed; another body is refused", async () => {
+    const keys = new IdempotencyKeys(new IdempotencyStore(db), TTL_MS);
+    expect(await keys.begin("ada", "k", "h", 100)).to.deep.equal({ kind: "new" });
+    expect(await keys.begin("ada", "k", "h", 101)).to.deep.equal({ kind: "in_progress" });
+    expect(await keys.begin("ada", "k", "other", 101)).to.deep.equal({ kind: "mismatch" });
+    await db.transaction((tx) => keys.complete("ada", "k", 200, '{"ok":1}', tx));
+    expect(await keys.begin("ada", "k", "h", 102)).to.deep.equal({ kind: "replay", status: 200, body: '{"ok":1}' });
+    // The same key of another account is another key.
+    expect(await keys.begin("bob", "k", "h", 102)).to.deep.equal({ kind: "new" });
+    // Past the TTL the key is free again, for any body.
+    expect(await keys.begin("ada", "k", "other", 100 + TTL_MS + 1)).to.deep.equal({ kind: "new" });
+    await keys.abandon("ada", "k");
+    expect(await keys.begin("ada", "k", "h", 100 + TTL_MS + 2)).to.deep.equal({ kind: "new" });
+    expect(await keys.purgeExpired(100 + 2 * TTL_MS + 3)).to.equal(2);
+  });
+
+  it("IdempotencyKeys.recoverInProgress frees the keys in progress, or only those reserved before `before`", async () => {
+    const keys = new IdempotencyKeys(new IdempotencyStore(db), TTL_MS);
+    await keys.begin("ada", "early", "h", 100);
+    await keys.begin("ada", "late", "h", 200);
+    await keys.begin("ada", "done", "h", 50);
+    await keys.complete("ada", "done", 200, "{}");
+    expect(await keys.recoverInProgress({ before: 150 })).to.equal(1);
+    expect(await keys.begin("ada", "early", "h", 300)).to.deep.equal({ kind: "new" });
+    expect(await keys.begin("ada", "late", "h", 300)).to.deep.equal({ kind: "in_progress" });
+    expect(await keys.recoverInProgress()).to.equal(2);
+    expect(await keys.begin("ada", "done", "h", 300)).to.deep.include({ kind: "replay" });
+  });
+
+  it("lets exactly one of many concurrent begins of one key through", async () => {
+    const keys = new IdempotencyKeys(new IdempotencyStore(db), TTL_MS);
+    const outcomes = await Promise.all(Array.from({ length: 20 }, () => keys.begin("ada", "k", "h", 100)));
+    expect(outcomes.filter((o) => o.kind === "new")).to.have.length(1);
+    expect(outcomes.filter((o) => o.kind === "in_progress")).to.have.length(19);
+  });
+
+  if (engine.name === "postgres") {
+    describe("two replicas on one PostgreSQL", () => {
+      let other: Database;
+      beforeEach(() => {
+        other = new PostgresDatabase(createPostgresPool({ url: engine.lastUrl() }));
+      });
+      afterEach(() => other.close());
+
+      /** Each key begun at once on both replicas (several at a time on each): the kinds each pair came to. */
+      async function race(keyCount: number, nowMs: number, before?: (key: string) => Promise<void>): Promise<IdempotencyBegin["kind"][][]> {
+        const replicas = [db, other].map((handle) => new IdempotencyKeys(new IdempotencyStore(handle), TTL_MS));
+        return Promise.all(
+          Array.from({ length: keyCount }, async (_, i) => {
+            const key = `k${i}`;
+            await before?.(key);
+            const begun = await Promise.all(
+              replicas.flatMap((keys) => [keys.begin("ada", key, "h", nowMs), keys.begin("ada", key, "h", nowMs)]),
+            );
+            return begun.map((b) => b.kind).sort();
+          }),
+        );
+      }
+
+      it("lets exactly one replica run a key both begin at once; the others see it in progress", async () => {
+        const pairs = await race(25, 1_000);
+        for (const kinds of pairs) expect(kinds).to.deep.equal(["in_progress", "in_progress", "in_progress", "new"]);
+        expect(await db.value("SELECT COUNT(*) FROM idempotency_keys WHERE state = 'in_progress'")).to.equal(25n);
+      });
+
+      it("lets exactly one replica take over an expired key both begin at once", async () => {
+        const store = new IdempotencyStore(db);
+        const pairs = await race(25, 10_000, async (key) => {
+          await store.claim("ada", key, "old", 1, 0);
+          await store.complete("ada", key, 200, "old answer");
+        });
+        for (const kinds of pairs) expect(kinds).to.deep.equal(["in_progress", "in_progress", "in_progress", "new"]);
+        expect(await db.value("SELECT COUNT(*) FROM idempotency_keys WHERE state = 'in_progress' AND request_hash = 'h'")).to.equal(25n);
+      });
+
+      it("replays a key one replica completed to a retry on the other", async () => {
+        const [a, b] = [db, other].map((handle) => new IdempotencyKeys(new IdempotencyStore(handle), TTL_MS));
+        expect(await a.begin("ada", "k", "h", 100)).to.deep.equal({ kind: "new" });
+        await db.transaction((tx) => a.complete("ada", "k", 201, "stored", tx), { durable: true });
+        expect(await b.begin("ada", "k", "h", 101)).to.deep.equal({ kind: "replay", status: 201, body: "stored" });
+      });
+    });
+  }
+
+  it("CallsStore records calls, pages usage newest first, counts per day and names a call's owner", async () => {
+    const skillId = "00000000-0000-4000-8000-000000000001";
+    await db.run(
+      `INSERT INTO skills (id, slug, name, description, price_micros, seller_account_id, backend_url, timeout_ms, rate_limit_per_min,
+         input_schema, signing_secret, active, created_at, updated_at)
+       VALUES (?, 'echo', 'Echo', '', 5, 'ada', 'http://127.0.0.1:1/', 1000, NULL, NULL, 's', 1, 1, 1)`,
+      [skillId],
     );
-    const store = new SqliteCallsStore(db);
-    const base = {
-      accountId: "ada",
-      apiKeyId: "k",
-      skillId: "00000000-0000-4000-8000-000000000001",
-      endpoint: "call" as const,
-      holdId: null,
-      latencyUs: 3,
-    };
-    store.record({ ...base, id: "c1", httpStatus: 200, outcome: "success", chargedMicros: 0n, createdAtMs: 86_400_000 });
-    store.record({ ...base, id: "c2", httpStatus: 429, outcome: "rate_limited", chargedMicros: 0n, createdAtMs: 86_400_001 });
-    store.record({ ...base, id: "c3", httpStatus: 200, outcome: "success", chargedMicros: 0n, createdAtMs: 2 * 86_400_000 });
-    expect(store.recent("ada", 10).map((r) => [r.id, r.skillSlug])).to.deep.equal([
+    const store = new CallsStore(db);
+    const base = { accountId: "ada", apiKeyId: "k", skillId, endpoint: "call" as const, holdId: null, latencyUs: 3 };
+    await store.record({ ...base, id: "c1", httpStatus: 200, outcome: "success", chargedMicros: 0n, createdAtMs: 86_400_000 });
+    await store.record({ ...base, id: "c2", httpStatus: 429, outcome: "rate_limited", chargedMicros: 0n, createdAtMs: 86_400_001 });
+    await db.transaction((tx) =>
+      store.record({ ...base, id: "c3", httpStatus: 200, outcome: "success", chargedMicros: 7n, createdAtMs: 2 * 86_400_000 }, tx),
+    );
+    expect((await store.recent("ada", 10)).map((r) => [r.id, r.skillSlug])).to.deep.equal([
       ["c3", "echo"],
       ["c2", "echo"],
       ["c1", "echo"],
     ]);
-    expect(store.recent("ada", 1, 2 * 86_400_000).map((r) => r.id)).to.deep.equal(["c2"]);
-    expect(store.daily("ada", 0)).to.deep.equal([
+    expect((await store.recent("ada", 1, 2 * 86_400_000)).map((r) => r.id)).to.deep.equal(["c2"]);
+    expect(await store.daily("ada", 0)).to.deep.equal([
       { day: 1, spendMicros: 0n, calls: 1 },
-      { day: 2, spendMicros: 0n, calls: 1 },
+      { day: 2, spendMicros: 7n, calls: 1 },
     ]);
-    expect(store.countSince("ada", 0)).to.equal(2);
-    expect(store.ownerOf("c1")).to.equal("ada");
-    expect(store.ownerOf("nope")).to.equal(undefined);
+    expect(await store.countSince("ada", 0)).to.equal(2);
+    expect(await store.ownerOf("c1")).to.equal("ada");
+    expect(await store.ownerOf("nope")).to.equal(undefined);
+  });
+
+  it("CallsStore finishes a page's last millisecond, so the next page skips none of it", async () => {
+    await db.run(
+      `INSERT INTO skills (id, slug, name, description, price_micros, seller_account_id, backend_url, timeout_ms, rate_limit_per_min,
+         input_schema, signing_secret, active, created_at, updated_at)
+       VALUES ('s', 'echo', 'Echo', '', 5, 'ada', 'http://127.0.0.1:1/', 1000, NULL, NULL, 's', 1, 1, 1)`,
+    );
+    const store = new CallsStore(db);
+    const base = { accountId: "ada", apiKeyId: "k", skillId: "s", endpoint: "call" as const, holdId: null, latencyUs: 3 };
+    const at = [5, 7, 7, 7, 9];
+    for (const [i, createdAtMs] of at.entries()) {
+      await store.record({ ...base, id: `c${i}`, httpStatus: 200, outcome: "success", chargedMicros: 0n, createdAtMs });
+    }
+    const first = await store.recent("ada", 2);
+    expect(first.map((r) => r.id)).to.deep.equal(["c4", "c3", "c2", "c1"]);
+    expect((await store.recent("ada", 2, first.at(-1)!.createdAtMs)).map((r) => r.id)).to.deep.equal(["c0"]);
   });
 });

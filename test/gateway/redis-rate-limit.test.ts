@@ -93,7 +93,7 @@ describe("RedisRateLimiter and RedisDailyCap: the limits shared through a real R
               const rules: RateRule[] = [{ key: `key:k${call.key}`, ...keyShapes[call.key] }];
               const skill = call.skill === null ? null : skillShapes[call.skill];
               if (skill) rules.push({ key: `skill:s${call.skill}:acct${call.key % 2}`, ...skill });
-              const expected = memory.admit(rules, nowMs);
+              const expected = await memory.admit(rules, nowMs);
               const actual = await shared.admit(rules, nowMs);
               const [got, want] = [actual, expected].map((d) => ({ ...d, rule: rules.indexOf(d.rule) }));
               expect(got, `call ${i} at +${nowMs - T0_MS} ms: ${JSON.stringify(got)} vs ${JSON.stringify(want)}`).to.deep.equal(want);
@@ -135,7 +135,7 @@ describe("RedisRateLimiter and RedisDailyCap: the limits shared through a real R
               // A cap changed between calls applies at once (the account's own, or the configuration's).
               if (call.cap !== null) capOf[call.account] = call.cap;
               const accountId = `acct:${"a".repeat(call.account + 1)}`;
-              const expected = memory.admit(accountId, capOf[call.account], nowMs);
+              const expected = await memory.admit(accountId, capOf[call.account], nowMs);
               const actual = await shared.admit(accountId, capOf[call.account], nowMs);
               const at = `call ${i} at ${new Date(nowMs).toISOString()}`;
               expect(actual, `${at}: ${JSON.stringify(actual)} vs ${JSON.stringify(expected)}`).to.deep.equal(expected);

@@ -27,13 +27,14 @@ const SKILL_CALL_PATH = /^\/v1\/skills\/([^/]+)\/call$/;
  * more than everything else the gateway does per call. The order is: authenticate (401),
  * read the body (413), parse it (400), check its shape (400); the call service does the rest.
  *
- * Returns a listener that answers the request and returns true, or returns false when the
- * request is not for a call endpoint or does not authenticate. A call without a valid key is
- * left to the Express app, whose per-address limit counts it before its 401 (see
+ * Returns a listener that returns false when the request is not for a call endpoint, and true
+ * when it is: then it answers the request, or calls `declined` when the key does not
+ * authenticate (which may take a lookup, so it is known only later). A call without a valid key
+ * is left to the Express app, whose per-address limit counts it before its 401 (see
  * `unauthenticatedCallRoutes`): a flood of bad keys costs the flooder its budget.
  */
 export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxRequestBytes: number; log: (m: string, e?: unknown) => void }) {
-  return (req: IncomingMessage, res: ServerResponse): boolean => {
+  return (req: IncomingMessage, res: ServerResponse, declined: () => void): boolean => {
     if (req.method !== "POST") return false;
     const path = requestPath(req.url ?? "");
     let endpoint: Endpoint;
@@ -49,13 +50,7 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
     // For the request's log line, whichever answers it: this fast path, or the app's 401.
     const request = currentRequest();
     if (request) request.route = endpoint === "call" ? "/v1/call" : "/v1/skills/:skillId/call";
-    let apiKey: ApiKeyRecord;
-    try {
-      apiKey = authenticate(deps.keys, req.headers.authorization);
-    } catch {
-      return false;
-    }
-    handle(req, res, endpoint, pathSkill, apiKey).catch((error) => {
+    answer(req, res, endpoint, pathSkill, declined).catch((error) => {
       // A client that hangs up before its body is in is an ordinary event, not a fault of ours:
       // one line, and nothing to answer (nobody is listening).
       if (error instanceof ClientAborted) {
@@ -69,13 +64,20 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
     return true;
   };
 
-  async function handle(
+  async function answer(
     req: IncomingMessage,
     res: ServerResponse,
     endpoint: Endpoint,
     pathSkill: string | undefined,
-    apiKey: ApiKeyRecord,
+    declined: () => void,
   ): Promise<void> {
+    let apiKey: ApiKeyRecord;
+    try {
+      apiKey = await authenticate(deps.keys, req.headers.authorization);
+    } catch {
+      declined();
+      return;
+    }
     const startedAt = performance.now();
     const raw = await readBody(req, deps.maxRequestBytes);
     let body: unknown;
@@ -209,9 +211,9 @@ export function unauthenticatedCallRoutes(keys: ApiKeys): Router {
   const router = express.Router();
   // Matched on the raw path, as the fast path does: a route parameter would be percent-decoded
   // first, and a malformed escape would answer 400 before authentication's 401.
-  router.use((req, _res, next) => {
+  router.use(async (req, _res, next) => {
     if (req.method !== "POST" || (req.path !== "/v1/call" && !SKILL_CALL_PATH.test(req.path))) return next();
-    authenticate(keys, req.headers.authorization);
+    await authenticate(keys, req.headers.authorization);
     // The fast path declined this request because its key did not authenticate; were it valid
     // now (revoked and restored between the two checks), it is refused all the same.
     throw new ApiError("unauthorized", "Invalid API key: check the Authorization header (Bearer atom_...).");

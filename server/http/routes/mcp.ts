@@ -50,8 +50,8 @@ export function mcpRoutes(deps: McpRoutesParameters): Router {
   const router = express.Router();
   const json = jsonBody(deps.config.maxRequestBytes);
 
-  const authenticated = (req: Request, _res: Response, next: NextFunction) => {
-    req.apiKey = authenticate(deps.keys, req.headers.authorization);
+  const authenticated = async (req: Request, _res: Response, next: NextFunction) => {
+    req.apiKey = await authenticate(deps.keys, req.headers.authorization);
     req.accountId = req.apiKey.accountId;
     next();
   };

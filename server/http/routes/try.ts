@@ -29,7 +29,7 @@ export function tryRoutes(deps: { sessions: Sessions; keys: ApiKeys; calls: Call
     const startedAt = performance.now();
     const body = parseRequest(tryRequestBody, req.body);
     const input = body.input ?? {};
-    const apiKey = deps.keys.useOwn(body.key_id, req.session!.accountId);
+    const apiKey = await deps.keys.useOwn(body.key_id, req.session!.accountId);
     if (!apiKey) throw new ApiError("not_found", "No such key on this account: it may have been revoked. Pick another or create one.");
     const result = await deps.calls.execute({ endpoint: "skill_call", apiKey, skillRef: String(req.params.skillId), input, startedAt });
     const response = callResponse(result);
