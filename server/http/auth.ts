@@ -35,18 +35,18 @@ export function bearerToken(header: string): string | undefined {
  * keys get the same answer, so a response never tells an attacker whether a key exists.
  * Both call endpoints (./routes/call.ts) and the Express routes come through here.
  */
-export function authenticate(keys: ApiKeys, header: string | undefined): ApiKeyRecord {
+export async function authenticate(keys: ApiKeys, header: string | undefined): Promise<ApiKeyRecord> {
   if (!header) throw new ApiError("unauthorized", "Missing API key: send the header Authorization: Bearer <API_KEY>.");
   const token = bearerToken(header);
-  const record = token === undefined ? undefined : keys.authenticate(token);
+  const record = token === undefined ? undefined : await keys.authenticate(token);
   if (!record) throw new ApiError("unauthorized", "Invalid API key: check the Authorization header (Bearer atom_...).");
   return record;
 }
 
 /** Express middleware form of `authenticate`, for the read endpoints. */
 export function requireApiKey(keys: ApiKeys) {
-  return (req: Request, _res: Response, next: NextFunction): void => {
-    req.apiKey = authenticate(keys, req.headers.authorization);
+  return async (req: Request, _res: Response, next: NextFunction): Promise<void> => {
+    req.apiKey = await authenticate(keys, req.headers.authorization);
     req.accountId = req.apiKey.accountId;
     next();
   };
@@ -61,12 +61,12 @@ export function requireApiKey(keys: ApiKeys) {
 export function requireAccount(keys: ApiKeys, sessions: Sessions) {
   const key = requireApiKey(keys);
   const session = requireSession(sessions);
-  return (req: Request, res: Response, next: NextFunction): void => {
-    if (req.headers.authorization !== undefined || !readSession(sessions, req)) {
-      key(req, res, next);
+  return async (req: Request, res: Response, next: NextFunction): Promise<void> => {
+    if (req.headers.authorization !== undefined || !(await readSession(sessions, req))) {
+      await key(req, res, next);
       return;
     }
-    session(req, res, () => {
+    await session(req, res, () => {
       req.accountId = req.session!.accountId;
       next();
     });

@@ -29,15 +29,15 @@ export async function openSession(sessions: Sessions, res: Response, accountId: 
 }
 
 /** The live session a request's cookie names, if any. */
-export function readSession(sessions: Sessions, req: Request): LiveSession | undefined {
+export async function readSession(sessions: Sessions, req: Request): Promise<LiveSession | undefined> {
   const token = readCookie(req.headers.cookie, SESSION_COOKIE);
   return token ? sessions.find(token) : undefined;
 }
 
 /** Ends the request's session and clears its cookies. */
-export function closeSession(sessions: Sessions, req: Request, res: Response): void {
-  const session = readSession(sessions, req);
-  if (session) sessions.revoke(session.tokenHash);
+export async function closeSession(sessions: Sessions, req: Request, res: Response): Promise<void> {
+  const session = await readSession(sessions, req);
+  if (session) await sessions.revoke(session.tokenHash);
   res.clearCookie(SESSION_COOKIE, { path: "/" });
   res.clearCookie(CSRF_COOKIE, { path: "/" });
 }
@@ -54,8 +54,8 @@ export function csrfMatches(req: Request, session: Session): boolean {
  * request must carry the session's CSRF token in X-CSRF-Token (403 otherwise).
  */
 export function requireSession(sessions: Sessions) {
-  return (req: Request, _res: Response, next: NextFunction): void => {
-    const session = readSession(sessions, req);
+  return async (req: Request, _res: Response, next: NextFunction): Promise<void> => {
+    const session = await readSession(sessions, req);
     if (!session) throw new ApiError("unauthorized", "Sign in first: this needs a dashboard session.");
     if (!["GET", "HEAD", "OPTIONS"].includes(req.method) && !csrfMatches(req, session)) throw csrfFailed();
     req.session = { accountId: session.accountId, csrfToken: session.csrfToken, expiresAtMs: session.expiresAtMs };

@@ -66,8 +66,8 @@ export function ownNavigation(req: Request): boolean {
  * The browser's live session, if any. A sign-in POST made in a session must carry that
  * session's CSRF token (403 otherwise), as every state-changing request of a session does.
  */
-export function browserSession(sessions: Sessions, req: Request): LiveSession | undefined {
-  const session = readSession(sessions, req);
+export async function browserSession(sessions: Sessions, req: Request): Promise<LiveSession | undefined> {
+  const session = await readSession(sessions, req);
   if (session && !csrfMatches(req, session)) throw csrfFailed();
   return session;
 }
@@ -87,7 +87,7 @@ export async function finishSignIn(
 ): Promise<{ session: Session; switched: boolean }> {
   if (current?.accountId === accountId) return { session: current, switched: false };
   const session = await openSession(sessions, res, accountId, secureCookies);
-  if (current) sessions.revoke(current.tokenHash);
+  if (current) await sessions.revoke(current.tokenHash);
   return { session, switched: current !== undefined };
 }
 

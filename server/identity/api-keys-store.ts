@@ -1,4 +1,4 @@
-import type { Db } from "../db/db";
+import { type Database, type Sql, within } from "../db/sql";
 
 /** An API key's stored record: its SHA-256 stays in the table. */
 export interface StoredApiKey {
@@ -15,30 +15,6 @@ export interface StoredApiKey {
   lastUsedAtMs: number | null;
 }
 
-/**
- * The `api_keys` table (./api-keys.ts), read with its account's daily call cap. Only a key's
- * SHA-256 and visible prefix are stored; writes run inside the caller's ledger operation.
- */
-export interface ApiKeysStore {
-  insert(k: {
-    id: string;
-    accountId: string;
-    name: string;
-    prefix: string;
-    hash: string;
-    rateLimitPerMin: number | null;
-    createdAtMs: number;
-  }): void;
-  byId(id: string): StoredApiKey | undefined;
-  byHash(hash: string): StoredApiKey | undefined;
-  /** The account's keys, revoked ones included, oldest first. */
-  ofAccount(accountId: string): StoredApiKey[];
-  /** Marks a live key revoked; false if it was unknown or revoked already. */
-  revoke(id: string, atMs: number): boolean;
-  /** Records a use; a time earlier than the stored one (a slower writer) never moves it back. */
-  recordLastUse(id: string, atMs: number): void;
-}
-
 interface KeyRow {
   id: string;
   account_id: string;
@@ -51,7 +27,9 @@ interface KeyRow {
   last_used_at: bigint | null;
 }
 
-const SELECT_KEY = "SELECT k.*, a.daily_call_cap FROM api_keys k JOIN accounts a ON a.id = k.account_id";
+const SELECT_KEY =
+  "SELECT k.id, k.account_id, k.name, k.prefix, k.rate_limit_per_min, a.daily_call_cap, k.created_at, k.revoked_at, k.last_used_at" +
+  " FROM api_keys k JOIN accounts a ON a.id = k.account_id";
 
 function toRecord(row: KeyRow): StoredApiKey {
   return {
@@ -67,54 +45,57 @@ function toRecord(row: KeyRow): StoredApiKey {
   };
 }
 
-/** ApiKeysStore on the gateway's SQLite database. */
-export class SqliteApiKeysStore implements ApiKeysStore {
-  private readonly stmt;
+/**
+ * The `api_keys` table (./api-keys.ts), read with its account's daily call cap. Only a key's
+ * SHA-256 and visible prefix are stored. Each write is one statement: given a `tx` it joins the
+ * caller's transaction, without one it commits on its own.
+ */
+export class ApiKeysStore {
+  constructor(private readonly db: Database) {}
 
-  constructor(db: Db) {
-    this.stmt = {
-      insert: db.prepare(
+  insert(
+    k: { id: string; accountId: string; name: string; prefix: string; hash: string; rateLimitPerMin: number | null; createdAtMs: number },
+    tx?: Sql,
+  ): Promise<void> {
+    return within(this.db, tx, async (tx) => {
+      await tx.run(
         "INSERT INTO api_keys (id, account_id, name, prefix, hash, rate_limit_per_min, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-      ),
-      byHash: db.prepare(`${SELECT_KEY} WHERE k.hash = ?`),
-      byId: db.prepare(`${SELECT_KEY} WHERE k.id = ?`),
-      byAccount: db.prepare(`${SELECT_KEY} WHERE k.account_id = ? ORDER BY k.created_at`),
-      revoke: db.prepare("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL"),
-      lastUsed: db.prepare("UPDATE api_keys SET last_used_at = max(COALESCE(last_used_at, 0), ?) WHERE id = ?"),
-    };
+        [k.id, k.accountId, k.name, k.prefix, k.hash, k.rateLimitPerMin, k.createdAtMs],
+      );
+    });
   }
 
-  insert(k: {
-    id: string;
-    accountId: string;
-    name: string;
-    prefix: string;
-    hash: string;
-    rateLimitPerMin: number | null;
-    createdAtMs: number;
-  }): void {
-    this.stmt.insert.run(k.id, k.accountId, k.name, k.prefix, k.hash, k.rateLimitPerMin, k.createdAtMs);
-  }
-
-  byId(id: string): StoredApiKey | undefined {
-    const row = this.stmt.byId.get(id) as KeyRow | undefined;
+  async byId(id: string, sql: Sql = this.db): Promise<StoredApiKey | undefined> {
+    const row = await sql.one<KeyRow>(`${SELECT_KEY} WHERE k.id = ?`, [id]);
     return row && toRecord(row);
   }
 
-  byHash(hash: string): StoredApiKey | undefined {
-    const row = this.stmt.byHash.get(hash) as KeyRow | undefined;
+  async byHash(hash: string, sql: Sql = this.db): Promise<StoredApiKey | undefined> {
+    const row = await sql.one<KeyRow>(`${SELECT_KEY} WHERE k.hash = ?`, [hash]);
     return row && toRecord(row);
   }
 
-  ofAccount(accountId: string): StoredApiKey[] {
-    return (this.stmt.byAccount.all(accountId) as KeyRow[]).map(toRecord);
+  /** The account's keys, revoked ones included, oldest first. */
+  async ofAccount(accountId: string, sql: Sql = this.db): Promise<StoredApiKey[]> {
+    return (await sql.all<KeyRow>(`${SELECT_KEY} WHERE k.account_id = ? ORDER BY k.created_at, k.id`, [accountId])).map(toRecord);
   }
 
-  revoke(id: string, atMs: number): boolean {
-    return this.stmt.revoke.run(atMs, id).changes === 1;
+  /** Marks a live key revoked; false if it was unknown or revoked already. One conditional UPDATE: of two revocations, one says true. */
+  revoke(id: string, atMs: number, tx?: Sql): Promise<boolean> {
+    return within(
+      this.db,
+      tx,
+      async (tx) => (await tx.run("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", [atMs, id])) === 1,
+    );
   }
 
-  recordLastUse(id: string, atMs: number): void {
-    this.stmt.lastUsed.run(atMs, id);
+  /** Records a use; a time earlier than the stored one (a slower writer, another replica) never moves it back. */
+  recordLastUse(id: string, atMs: number, tx?: Sql): Promise<void> {
+    return within(this.db, tx, async (tx) => {
+      await tx.run(
+        "UPDATE api_keys SET last_used_at = CASE WHEN last_used_at IS NULL OR last_used_at < ? THEN ? ELSE last_used_at END WHERE id = ?",
+        [atMs, atMs, id],
+      );
+    });
   }
 }

@@ -1,5 +1,6 @@
 import { createHash, randomBytes, randomUUID } from "node:crypto";
-import type { ApiKeysStore, StoredApiKey } from "./api-keys-store";
+import { type Database, type Sql, within } from "../db/sql";
+import { ApiKeysStore, type StoredApiKey } from "./api-keys-store";
 import { base58Encode, isBase58 } from "./base58";
 
 export const KEY_PREFIX = "atom_";
@@ -32,56 +33,83 @@ export function looksLikeKey(key: string): boolean {
  * API keys: `atom_` + base58 of 32 random bytes. Only the SHA-256 of the key and a short
  * visible prefix are stored. Authentication hashes the presented key and looks the hash
  * up; the positive answers are cached for `cacheTtlMs` so the call path does not touch
- * SQLite per request. A revocation made in this process takes effect at once; one made
- * by another process (a script) within the cache TTL.
+ * the database per request. A revocation made through this instance takes effect at once;
+ * one made elsewhere (another replica, a script) within the cache TTL, or at once when
+ * whoever hears of it calls `forget(keyId)` (or `forgetAll()`) here.
  *
  * Each key's last use is noted in memory (a map lookup per request) at most once a minute,
- * and written by `flushLastUsed()`, which the gateway runs from a timer inside its group
- * commit: the call path never waits on that write.
+ * and written by `flushLastUsed()`, which the gateway runs from a timer: the call path never
+ * waits on that write.
  */
 export class ApiKeys {
+  private readonly store: ApiKeysStore;
   private readonly cache = new Map<string, { record: ApiKeyRecord; expiresAtMs: number }>();
+  /**
+   * Counts the forgets (`forget`, `forgetAll`, `revoke`). A lookup that began before one may
+   * have read the key before its revocation: what it read is then used once but not cached.
+   */
+  private forgets = 0;
   /** Per key id: the last use noted (written or waiting to be). */
   private readonly lastUsedNoted = new Map<string, number>();
   /** Per key id: a last use not written yet. */
   private readonly lastUsedPending = new Map<string, number>();
-  constructor(
-    private readonly store: ApiKeysStore,
-    private readonly cacheTtlMs = 5_000,
-  ) {}
 
-  create(accountId: string, options: { name?: string; rateLimitPerMin?: number | null } = {}): CreatedApiKey {
-    const key = KEY_PREFIX + base58Encode(randomBytes(SECRET_BYTES));
-    const id = randomUUID();
-    this.store.insert({
-      id,
-      accountId,
-      name: options.name ?? "",
-      prefix: key.slice(0, VISIBLE_CHARS),
-      hash: hashKey(key),
-      rateLimitPerMin: options.rateLimitPerMin ?? null,
-      createdAtMs: Date.now(),
-    });
-    return { key, record: this.get(id)! };
+  constructor(
+    private readonly db: Database,
+    private readonly cacheTtlMs = 5_000,
+  ) {
+    this.store = new ApiKeysStore(db);
   }
 
-  get(id: string): ApiKeyRecord | undefined {
+  /**
+   * Issues a key to the account. Without `tx` it is durable before this resolves (the key is
+   * shown once and must then work); with one, it is part of the caller's transaction.
+   */
+  create(accountId: string, options: { name?: string; rateLimitPerMin?: number | null } = {}, tx?: Sql): Promise<CreatedApiKey> {
+    const key = KEY_PREFIX + base58Encode(randomBytes(SECRET_BYTES));
+    const id = randomUUID();
+    return within(
+      this.db,
+      tx,
+      async (tx) => {
+        await this.store.insert(
+          {
+            id,
+            accountId,
+            name: options.name ?? "",
+            prefix: key.slice(0, VISIBLE_CHARS),
+            hash: hashKey(key),
+            rateLimitPerMin: options.rateLimitPerMin ?? null,
+            createdAtMs: Date.now(),
+          },
+          tx,
+        );
+        return { key, record: (await this.store.byId(id, tx))! };
+      },
+      { durable: true },
+    );
+  }
+
+  get(id: string): Promise<ApiKeyRecord | undefined> {
     return this.store.byId(id);
   }
 
   /** The account's keys, revoked ones included, with last uses not yet written already shown. */
-  listForAccount(accountId: string): ApiKeyRecord[] {
-    return this.store.ofAccount(accountId).map((record) => {
+  async listForAccount(accountId: string): Promise<ApiKeyRecord[]> {
+    return (await this.store.ofAccount(accountId)).map((record) => {
       const pending = this.lastUsedPending.get(record.id);
       return pending === undefined ? record : { ...record, lastUsedAtMs: pending };
     });
   }
 
-  /** Writes the last uses noted since the previous flush; run it inside a ledger commit. Returns how many. */
-  flushLastUsed(): number {
+  /** Writes the last uses noted since the previous flush, in one transaction (or the caller's `tx`). Returns how many. */
+  async flushLastUsed(tx?: Sql): Promise<number> {
     const pending = [...this.lastUsedPending];
     this.lastUsedPending.clear();
-    for (const [id, atMs] of pending) this.store.recordLastUse(id, atMs);
+    if (pending.length === 0) return 0;
+    await within(this.db, tx, async (tx) => {
+      for (const [id, atMs] of pending) await this.store.recordLastUse(id, atMs, tx);
+    });
     return pending.length;
   }
 
@@ -93,7 +121,7 @@ export class ApiKeys {
   }
 
   /** Returns the live key record for a presented key, or undefined if it is malformed, unknown or revoked. */
-  authenticate(presented: string, nowMs = Date.now()): ApiKeyRecord | undefined {
+  async authenticate(presented: string, nowMs = Date.now()): Promise<ApiKeyRecord | undefined> {
     if (!looksLikeKey(presented)) return undefined;
     const hash = hashKey(presented);
     const cached = this.cache.get(hash);
@@ -101,12 +129,15 @@ export class ApiKeys {
       this.noteUse(cached.record, nowMs);
       return cached.record;
     }
-    const record = this.store.byHash(hash);
+    const forgetsBefore = this.forgets;
+    const record = await this.store.byHash(hash);
     if (!record || record.revokedAtMs !== null) {
       this.cache.delete(hash);
       return undefined;
     }
-    if (this.cacheTtlMs > 0) this.cache.set(hash, { record, expiresAtMs: nowMs + this.cacheTtlMs });
+    // A forget while the row was being read may be this key's revocation: no caching what may predate it.
+    if (this.cacheTtlMs > 0 && this.forgets === forgetsBefore) this.cache.set(hash, { record, expiresAtMs: nowMs + this.cacheTtlMs });
+    else this.cache.delete(hash);
     this.noteUse(record, nowMs);
     return record;
   }
@@ -116,18 +147,38 @@ export class ApiKeys {
    * with it (the "try it" form): counted as a use of the key like any call. Undefined for an
    * unknown, revoked or another account's key.
    */
-  useOwn(id: string, accountId: string, nowMs = Date.now()): ApiKeyRecord | undefined {
-    const record = this.get(id);
+  async useOwn(id: string, accountId: string, nowMs = Date.now()): Promise<ApiKeyRecord | undefined> {
+    const record = await this.get(id);
     if (!record || record.accountId !== accountId || record.revokedAtMs !== null) return undefined;
     this.noteUse(record, nowMs);
     return record;
   }
 
-  /** Revokes a key; returns false if it was unknown or already revoked. */
-  revoke(id: string): boolean {
-    const changed = this.store.revoke(id, Date.now());
-    for (const [hash, entry] of this.cache) if (entry.record.id === id) this.cache.delete(hash);
-    this.lastUsedNoted.delete(id);
+  /**
+   * Revokes a key, durably, and forgets it here; returns false if it was unknown or already
+   * revoked. Other gateway replicas still answer from their caches until their TTL ends,
+   * unless told to `forget(id)` it.
+   */
+  async revoke(id: string): Promise<boolean> {
+    const changed = await this.db.transaction((tx) => this.store.revoke(id, Date.now(), tx), { durable: true });
+    this.forget(id);
     return changed;
+  }
+
+  /**
+   * Drops the key `keyId` from the authentication cache, so its next use reads the table: for a
+   * revocation made elsewhere (another replica's `key_revoked` message). Cheap and harmless for a
+   * key that is not cached.
+   */
+  forget(keyId: string): void {
+    this.forgets++;
+    for (const [hash, entry] of this.cache) if (entry.record.id === keyId) this.cache.delete(hash);
+    this.lastUsedNoted.delete(keyId);
+  }
+
+  /** Drops every cached key (when revocations may have been missed, e.g. after a lost connection to the others). */
+  forgetAll(): void {
+    this.forgets++;
+    this.cache.clear();
   }
 }

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import nodemailer from "nodemailer";
-import type { GroupCommit } from "../db/group-commit";
-import type { EmailTokensStore, OutboxStore } from "./sign-in-store";
+import type { Database } from "../db/sql";
+import { EmailTokensStore, OutboxStore } from "./sign-in-store";
 
 /** One outgoing e-mail. Plain text: a sign-in link needs nothing more. */
 export interface MailMessage {
@@ -21,16 +21,20 @@ export interface Mailer {
  * leaves the machine. The rows hold live sign-in links, so it is for development only.
  */
 export class OutboxMailer implements Mailer {
+  private readonly store: OutboxStore;
+
   constructor(
-    private readonly commit: GroupCommit,
-    private readonly store: OutboxStore,
+    private readonly db: Database,
     /** Also shows each message to the developer (npm start prints it), once it is in the table. */
     private readonly echo?: (message: MailMessage) => void,
-  ) {}
+  ) {
+    this.store = new OutboxStore(db);
+  }
 
   async send(message: MailMessage): Promise<void> {
-    await this.commit.runDurable(() =>
-      this.store.insert({ to: message.to, subject: message.subject, body: message.text, createdAtMs: Date.now() }),
+    await this.db.transaction(
+      (tx) => this.store.insert({ to: message.to, subject: message.subject, body: message.text, createdAtMs: Date.now() }, tx),
+      { durable: true },
     );
     this.echo?.(message);
   }
@@ -53,13 +57,8 @@ export class SmtpMailer implements Mailer {
 }
 
 /** The mailer the configuration asks for: SMTP when SMTP_URL is set, the outbox otherwise. */
-export function createMailer(
-  settings: { smtpUrl: string; mailFrom: string },
-  commit: GroupCommit,
-  outbox: OutboxStore,
-  echo?: (message: MailMessage) => void,
-): Mailer {
-  return settings.smtpUrl ? new SmtpMailer(settings.smtpUrl, settings.mailFrom) : new OutboxMailer(commit, outbox, echo);
+export function createMailer(settings: { smtpUrl: string; mailFrom: string }, db: Database, echo?: (message: MailMessage) => void): Mailer {
+  return settings.smtpUrl ? new SmtpMailer(settings.smtpUrl, settings.mailFrom) : new OutboxMailer(db, echo);
 }
 
 /**
@@ -98,7 +97,8 @@ const plausibleToken = (token: unknown): token is string => typeof token === "st
  * E-mail magic links. A link carries a random 256-bit token; only its SHA-256 is stored,
  * with the address, an expiry and, when a signed-in person asked for it, the account the
  * address should join. A token is good once: consuming it sets used_at in the same
- * statement that checks it is unset and unexpired.
+ * statement that checks it is unset and unexpired, so of two uses (on one gateway or on two
+ * replicas sharing a PostgreSQL database) exactly one gets the address.
  *
  * Every address gets the same treatment, known or not (a first sign-in creates the
  * account), so nothing about the answer or its timing tells whether an account exists.
@@ -106,14 +106,20 @@ const plausibleToken = (token: unknown): token is string => typeof token === "st
  * Anyone may ask for a link, so what a flood can store and send is bounded: an address gets
  * at most MAX_LINKS_PER_ADDRESS links per TTL, and at most `pendingMax` links wait unused in
  * all (a limit on the whole gateway, so refusing beyond it tells nothing about any address).
+ * (Requests counted at the same instant on two replicas do not see each other's uncommitted
+ * links, so either bound may be passed by as many links as are asked for at once: they bound a
+ * flood, they are not exact quotas.)
  */
 export class MagicLinks {
+  private readonly store: EmailTokensStore;
+
   constructor(
-    private readonly store: EmailTokensStore,
-    private readonly commit: GroupCommit,
+    private readonly db: Database,
     private readonly mailer: Mailer,
     private readonly options: { ttlMs: number; pendingMax: number; now?: () => number },
-  ) {}
+  ) {
+    this.store = new EmailTokensStore(db);
+  }
 
   private now(): number {
     return this.options.now?.() ?? Date.now();
@@ -127,19 +133,24 @@ export class MagicLinks {
   async send(email: string, linkUrl: (token: string) => string, linkTo?: string): Promise<SendLinkReturnType> {
     const now = this.now();
     const token = randomBytes(32).toString("base64url");
-    const refusal = this.commit.run((): Exclude<SendLinkReturnType, { sent: true }> | undefined => {
-      // First the whole gateway's limit, whoever the address: its answer must not depend on the address.
-      if (this.store.pendingCount(now) >= this.options.pendingMax) {
-        return { sent: false, reason: "too_many_pending", retryAfterMs: Math.max(1, this.store.firstExpiryMs(now) - now) };
-      }
-      if (this.store.countSentSince(email, now - this.options.ttlMs) >= MAX_LINKS_PER_ADDRESS)
-        return { sent: false, reason: "address_limit" };
-      this.store.insert({ tokenHash: hash(token), email, linkTo: linkTo ?? null, createdAtMs: now, expiresAtMs: now + this.options.ttlMs });
-      return undefined;
-    });
+    // The token is on disk before the link leaves (a durable transaction), so a link that arrives always works.
+    const refusal = await this.db.transaction(
+      async (tx): Promise<Exclude<SendLinkReturnType, { sent: true }> | undefined> => {
+        // First the whole gateway's limit, whoever the address: its answer must not depend on the address.
+        if ((await this.store.pendingCount(now, tx)) >= this.options.pendingMax) {
+          return { sent: false, reason: "too_many_pending", retryAfterMs: await this.store.retryAfterMs(now, tx) };
+        }
+        if ((await this.store.countSentSince(email, now - this.options.ttlMs, tx)) >= MAX_LINKS_PER_ADDRESS)
+          return { sent: false, reason: "address_limit" };
+        await this.store.insert(
+          { tokenHash: hash(token), email, linkTo: linkTo ?? null, createdAtMs: now, expiresAtMs: now + this.options.ttlMs },
+          tx,
+        );
+        return undefined;
+      },
+      { durable: true },
+    );
     if (refusal) return refusal;
-    // The token is on disk before the link leaves, so a link that arrives always works.
-    await this.commit.durable();
     const minutes = Math.round(this.options.ttlMs / 60_000);
     await this.mailer.send({
       to: email,
@@ -157,24 +168,23 @@ export class MagicLinks {
    * this, and only a POST from that page consumes the token (a mail scanner that fetches the
    * link, even running its script, does not press the button).
    */
-  peek(token: string): PeekResult {
+  async peek(token: string): Promise<PeekResult> {
     if (!plausibleToken(token)) return { ok: false, reason: "invalid_or_used" };
-    const row = this.store.peek(hash(token), this.now());
+    const row = await this.store.peek(hash(token), this.now());
     if (!row) return { ok: false, reason: "invalid_or_used" };
     return { ok: true, email: row.email, linkTo: row.linkTo ?? undefined, expiresAtMs: row.expiresAtMs };
   }
 
   /** Uses a link's token up: its address (and the account it should join), once, before expiry. */
-  consume(token: string): ConsumeResult {
+  async consume(token: string): Promise<ConsumeResult> {
     if (!plausibleToken(token)) return { ok: false, reason: "invalid_or_used" };
-    const now = this.now();
-    const row = this.commit.run(() => this.store.consume(hash(token), now));
+    const row = await this.store.consume(hash(token), this.now());
     if (!row) return { ok: false, reason: "invalid_or_used" };
     return { ok: true, email: row.email, linkTo: row.linkTo ?? undefined };
   }
 
   /** Deletes tokens past their expiry (used or not): they can never sign anyone in. */
-  purgeExpired(): number {
-    return this.commit.run(() => this.store.purgeExpired(this.now()));
+  purgeExpired(): Promise<number> {
+    return this.store.purgeExpired(this.now());
   }
 }

@@ -2,8 +2,8 @@ import { createHash } from "node:crypto";
 import { createRemoteJWKSet, jwtVerify } from "jose";
 import * as client from "openid-client";
 import type { Config } from "../config";
-import type { GroupCommit } from "../db/group-commit";
-import type { OAuthStatesStore } from "./sign-in-store";
+import type { Database, Sql } from "../db/sql";
+import { OAuthStatesStore } from "./sign-in-store";
 
 /*
  * Sign-in with GitHub (OAuth 2) and Google (OpenID Connect), through openid-client (the
@@ -63,14 +63,19 @@ const insecureOptions = (url: string) => (new URL(url).protocol === "http:" ? { 
 
 export class OAuthSignIn {
   private google?: Promise<{ config: client.Configuration; jwks: ReturnType<typeof createRemoteJWKSet> }>;
+  private readonly store: OAuthStatesStore;
 
   constructor(
-    private readonly store: OAuthStatesStore,
-    private readonly commit: GroupCommit,
+    private readonly db: Database,
     private readonly settings: OAuthSettings,
-    /** Started sign-ins that may wait for their callback at once: anyone may start one, so a flood stores at most this many. */
+    /**
+     * Started sign-ins that may wait for their callback at once: anyone may start one, so a flood
+     * stores at most this many (give or take the starts that replicas count at the same instant).
+     */
     private readonly statesMax: number,
-  ) {}
+  ) {
+    this.store = new OAuthStatesStore(db);
+  }
 
   configured(provider: OAuthProviderName): boolean {
     return this.settings[provider] !== undefined;
@@ -84,7 +89,7 @@ export class OAuthSignIn {
   async begin(provider: OAuthProviderName, redirectUri: string, linkTo?: string): Promise<OAuthBeginResult> {
     // Checked before anything is fetched from the provider, so a refused start costs nothing,
     // and again when the state is stored, which is what bounds the table.
-    const early = this.tooManyPending(Date.now());
+    const early = await this.tooManyPending(Date.now());
     if (early) return early;
     const state = client.randomState();
     const codeVerifier = client.randomPKCECodeVerifier();
@@ -104,20 +109,26 @@ export class OAuthSignIn {
       parameters.scope = this.settings.github!.scope;
     }
     const now = Date.now();
-    const refused = await this.commit.runDurable(() => {
-      const full = this.tooManyPending(now);
-      if (!full)
-        this.store.insert({
-          stateHash: hash(state),
-          provider,
-          codeVerifier,
-          nonce,
-          linkTo: linkTo ?? null,
-          createdAtMs: now,
-          expiresAtMs: now + OAUTH_STATE_TTL_MS,
-        });
-      return full;
-    });
+    const refused = await this.db.transaction(
+      async (tx) => {
+        const full = await this.tooManyPending(now, tx);
+        if (!full)
+          await this.store.insert(
+            {
+              stateHash: hash(state),
+              provider,
+              codeVerifier,
+              nonce,
+              linkTo: linkTo ?? null,
+              createdAtMs: now,
+              expiresAtMs: now + OAUTH_STATE_TTL_MS,
+            },
+            tx,
+          );
+        return full;
+      },
+      { durable: true },
+    );
     if (refused) return refused;
     return { ok: true, authorizationUrl: client.buildAuthorizationUrl(config, parameters).href, state };
   }
@@ -138,7 +149,8 @@ export class OAuthSignIn {
       return { ok: false, reason: "bad_state", detail: "The sign-in state is missing or belongs to another browser." };
     }
     const now = Date.now();
-    const row = this.commit.run(() => this.store.consume(hash(state), provider, now));
+    // One conditional UPDATE: of two callbacks with this state, on any replica, one gets the row.
+    const row = await this.store.consume(hash(state), provider, now);
     if (!row) return { ok: false, reason: "bad_state", detail: "The sign-in state was already used or has expired: start again." };
     const providerError = query.get("error");
     if (providerError) return { ok: false, reason: "refused", detail: `The provider answered ${providerError.slice(0, 100)}.` };
@@ -179,14 +191,14 @@ export class OAuthSignIn {
     }
   }
 
-  private tooManyPending(nowMs: number): Extract<OAuthBeginResult, { ok: false }> | undefined {
-    if (this.store.pendingCount(nowMs) < this.statesMax) return undefined;
-    return { ok: false, reason: "too_many_pending", retryAfterMs: Math.max(1, this.store.firstExpiryMs(nowMs) - nowMs) };
+  private async tooManyPending(nowMs: number, sql: Sql = this.db): Promise<Extract<OAuthBeginResult, { ok: false }> | undefined> {
+    if ((await this.store.pendingCount(nowMs, sql)) < this.statesMax) return undefined;
+    return { ok: false, reason: "too_many_pending", retryAfterMs: await this.store.retryAfterMs(nowMs, sql) };
   }
 
   /** Deletes states past their expiry: they can never finish a sign-in. */
-  purgeExpired(): number {
-    return this.commit.run(() => this.store.purgeExpired(Date.now()));
+  purgeExpired(): Promise<number> {
+    return this.store.purgeExpired(Date.now());
   }
 
   private githubClient(): client.Configuration {

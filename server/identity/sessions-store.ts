@@ -1,4 +1,4 @@
-import type { Db } from "../db/db";
+import { type Database, type Sql, within } from "../db/sql";
 
 /** How a person proves who they are: each identity is one (provider, subject) pair. */
 export type IdentityProvider = "siwe" | "email" | "github" | "google";
@@ -19,46 +19,33 @@ export interface IdentityRecord {
 }
 
 /**
- * The `sessions` and `identities` tables (./sessions.ts). Writes are plain statements: the
- * caller runs them inside its ledger operation (`commit.run`), so a sign-in's new account and
- * its identity land in one transaction.
+ * The `sessions` and `identities` tables (./sessions.ts). Each write is one statement: given a
+ * `tx` it joins the caller's transaction (a sign-in's new account and its identity land in one),
+ * without one it commits on its own.
  */
-export interface SessionsStore {
-  insertSession(s: { tokenHash: string; accountId: string; csrfToken: string; createdAtMs: number; expiresAtMs: number }): void;
-  sessionByTokenHash(tokenHash: string): SessionRecord | undefined;
-  /** Marks a live session revoked; false if it was unknown or revoked already. */
-  revokeSession(tokenHash: string, atMs: number): boolean;
-  /** Deletes expired and revoked sessions; returns how many. */
-  purgeSessions(nowMs: number): number;
-  identityOwner(provider: IdentityProvider, subject: string): string | undefined;
-  insertIdentity(provider: IdentityProvider, subject: string, accountId: string, createdAtMs: number): void;
-  identitiesOf(accountId: string): IdentityRecord[];
-}
+export class SessionsStore {
+  constructor(private readonly db: Database) {}
 
-/** SessionsStore on the gateway's SQLite database. */
-export class SqliteSessionsStore implements SessionsStore {
-  private readonly stmt;
-
-  constructor(db: Db) {
-    this.stmt = {
-      insert: db.prepare("INSERT INTO sessions (token_hash, account_id, csrf_token, created_at, expires_at) VALUES (?, ?, ?, ?, ?)"),
-      get: db.prepare("SELECT account_id, csrf_token, expires_at, revoked_at FROM sessions WHERE token_hash = ?"),
-      revoke: db.prepare("UPDATE sessions SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL"),
-      purgeExpired: db.prepare("DELETE FROM sessions WHERE expires_at <= ?"),
-      purgeRevoked: db.prepare("DELETE FROM sessions WHERE revoked_at IS NOT NULL"),
-      identity: db.prepare("SELECT account_id FROM identities WHERE provider = ? AND subject = ?").pluck(),
-      insertIdentity: db.prepare("INSERT INTO identities (provider, subject, account_id, created_at) VALUES (?, ?, ?, ?)"),
-      identitiesOf: db.prepare("SELECT provider, subject, created_at FROM identities WHERE account_id = ? ORDER BY created_at"),
-    };
+  insertSession(
+    s: { tokenHash: string; accountId: string; csrfToken: string; createdAtMs: number; expiresAtMs: number },
+    tx?: Sql,
+  ): Promise<void> {
+    return within(this.db, tx, async (tx) => {
+      await tx.run("INSERT INTO sessions (token_hash, account_id, csrf_token, created_at, expires_at) VALUES (?, ?, ?, ?, ?)", [
+        s.tokenHash,
+        s.accountId,
+        s.csrfToken,
+        s.createdAtMs,
+        s.expiresAtMs,
+      ]);
+    });
   }
 
-  insertSession(s: { tokenHash: string; accountId: string; csrfToken: string; createdAtMs: number; expiresAtMs: number }): void {
-    this.stmt.insert.run(s.tokenHash, s.accountId, s.csrfToken, s.createdAtMs, s.expiresAtMs);
-  }
-
-  sessionByTokenHash(tokenHash: string): SessionRecord | undefined {
-    const row = this.stmt.get.get(tokenHash) as
-      { account_id: string; csrf_token: string; expires_at: bigint; revoked_at: bigint | null } | undefined;
+  async sessionByTokenHash(tokenHash: string, sql: Sql = this.db): Promise<SessionRecord | undefined> {
+    const row = await sql.one<{ account_id: string; csrf_token: string; expires_at: bigint; revoked_at: bigint | null }>(
+      "SELECT account_id, csrf_token, expires_at, revoked_at FROM sessions WHERE token_hash = ?",
+      [tokenHash],
+    );
     if (!row) return undefined;
     return {
       accountId: row.account_id,
@@ -68,27 +55,45 @@ export class SqliteSessionsStore implements SessionsStore {
     };
   }
 
-  revokeSession(tokenHash: string, atMs: number): boolean {
-    return this.stmt.revoke.run(atMs, tokenHash).changes === 1;
+  /** Marks a live session revoked; false if it was unknown or revoked already. */
+  revokeSession(tokenHash: string, atMs: number, tx?: Sql): Promise<boolean> {
+    return within(
+      this.db,
+      tx,
+      async (tx) =>
+        (await tx.run("UPDATE sessions SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL", [atMs, tokenHash])) === 1,
+    );
   }
 
-  purgeSessions(nowMs: number): number {
-    return this.stmt.purgeExpired.run(nowMs).changes + this.stmt.purgeRevoked.run().changes;
+  /** Deletes expired and revoked sessions; returns how many. */
+  purgeSessions(nowMs: number, tx?: Sql): Promise<number> {
+    return within(this.db, tx, async (tx) => {
+      const expired = await tx.run("DELETE FROM sessions WHERE expires_at <= ?", [nowMs]);
+      return expired + (await tx.run("DELETE FROM sessions WHERE revoked_at IS NOT NULL"));
+    });
   }
 
-  identityOwner(provider: IdentityProvider, subject: string): string | undefined {
-    return this.stmt.identity.get(provider, subject) as string | undefined;
+  identityOwner(provider: IdentityProvider, subject: string, sql: Sql = this.db): Promise<string | undefined> {
+    return sql.value<string>("SELECT account_id FROM identities WHERE provider = ? AND subject = ?", [provider, subject]);
   }
 
-  insertIdentity(provider: IdentityProvider, subject: string, accountId: string, createdAtMs: number): void {
-    this.stmt.insertIdentity.run(provider, subject, accountId, createdAtMs);
+  /** Adds an identity; throws a unique violation (isUniqueViolation) if it belongs to an account already. */
+  insertIdentity(provider: IdentityProvider, subject: string, accountId: string, createdAtMs: number, tx?: Sql): Promise<void> {
+    return within(this.db, tx, async (tx) => {
+      await tx.run("INSERT INTO identities (provider, subject, account_id, created_at) VALUES (?, ?, ?, ?)", [
+        provider,
+        subject,
+        accountId,
+        createdAtMs,
+      ]);
+    });
   }
 
-  identitiesOf(accountId: string): IdentityRecord[] {
-    return (this.stmt.identitiesOf.all(accountId) as { provider: IdentityProvider; subject: string; created_at: bigint }[]).map((r) => ({
-      provider: r.provider,
-      subject: r.subject,
-      createdAtMs: Number(r.created_at),
-    }));
+  async identitiesOf(accountId: string, sql: Sql = this.db): Promise<IdentityRecord[]> {
+    const rows = await sql.all<{ provider: IdentityProvider; subject: string; created_at: bigint }>(
+      "SELECT provider, subject, created_at FROM identities WHERE account_id = ? ORDER BY created_at, provider, subject",
+      [accountId],
+    );
+    return rows.map((r) => ({ provider: r.provider, subject: r.subject, createdAtMs: Number(r.created_at) }));
   }
 }

@@ -7,10 +7,10 @@
 import { randomBytes } from "node:crypto";
 import { SiweMessage } from "siwe";
 import { type Address, type Hex, type PublicClient, getAddress, isHex, verifyMessage } from "viem";
-import type { GroupCommit } from "../db/group-commit";
+import type { Database } from "../db/sql";
 import { base58Encode } from "./base58";
 import { GatewayError } from "../errors";
-import type { SiweNoncesStore } from "./sign-in-store";
+import { SiweNoncesStore } from "./sign-in-store";
 
 /** How long a nonce may wait for its signed message. */
 export const SIWE_NONCE_TTL_MS = 10 * 60_000;
@@ -37,50 +37,59 @@ export type IssueNonceReturnType =
 
 /**
  * Server-issued SIWE nonces, one row each in `siwe_nonces`. A nonce is good once and until it
- * expires; `consume` checks both and marks it used in one UPDATE, so of two requests carrying
- * the same message exactly one gets through.
+ * expires; `consume` checks both and marks it used in one conditional UPDATE, so of two requests
+ * carrying the same message exactly one gets through, on one gateway or across replicas.
  *
  * Anyone may ask for a nonce, so the table must not grow with the asking: expired nonces go
  * as new ones are issued (and on the gateway's periodic prune); one client address holds at
  * most `perClientMax` unused ones (asking for another drops its oldest, so a person who
  * clicks "Connect wallet" again is never stuck); and beyond `max` unused ones in all, a new
- * one is refused until the oldest expires, rather than dropping other people's.
+ * one is refused until the oldest expires, rather than dropping other people's. (Replicas
+ * issuing at the same instant on PostgreSQL each count without the others' uncommitted
+ * nonces, so the bounds may be passed by as many nonces as issue at once: they bound a flood,
+ * they are not exact quotas.)
  */
 export class SiweNonces {
+  private readonly store: SiweNoncesStore;
+
   constructor(
-    private readonly store: SiweNoncesStore,
-    private readonly commit: GroupCommit,
+    private readonly db: Database,
     private readonly limits: SiweNonceLimits,
     private readonly ttlMs = SIWE_NONCE_TTL_MS,
-  ) {}
+  ) {
+    this.store = new SiweNoncesStore(db);
+  }
 
   /**
    * A fresh nonce for `client` (the asker's rate-limit key): 128 random bits in base58
    * (EIP-4361 wants at least 8 alphanumerics), or a refusal when too many wait unused.
+   * Durable before it resolves.
    */
   async issue(client: string, nowMs = Date.now()): Promise<IssueNonceReturnType> {
     const nonce = base58Encode(randomBytes(16));
     const expiresAtMs = nowMs + this.ttlMs;
-    const refusedFor = this.commit.run((): number | undefined => {
-      this.store.purgeExpired(nowMs);
-      this.store.trimClient(client, nowMs, this.limits.perClientMax - 1);
-      if (this.store.pendingCount(nowMs) >= this.limits.max) return this.store.firstExpiryMs(nowMs) - nowMs;
-      this.store.insert(nonce, client, nowMs, expiresAtMs);
-      return undefined;
-    });
-    if (refusedFor !== undefined) return { ok: false, reason: "too_many_pending", retryAfterMs: Math.max(1, refusedFor) };
-    await this.commit.durable();
+    const refusedFor = await this.db.transaction(
+      async (tx): Promise<number | undefined> => {
+        await this.store.purgeExpired(nowMs, tx);
+        await this.store.trimClient(client, nowMs, this.limits.perClientMax - 1, tx);
+        if ((await this.store.pendingCount(nowMs, tx)) >= this.limits.max) return this.store.retryAfterMs(nowMs, tx);
+        await this.store.insert(nonce, client, nowMs, expiresAtMs, tx);
+        return undefined;
+      },
+      { durable: true },
+    );
+    if (refusedFor !== undefined) return { ok: false, reason: "too_many_pending", retryAfterMs: refusedFor };
     return { ok: true, nonce, expiresAtMs };
   }
 
   /** Marks the nonce used; false if it was never issued, is used already, or has expired. */
-  consume(nonce: string, nowMs = Date.now()): boolean {
-    return this.commit.run(() => this.store.consume(nonce, nowMs));
+  consume(nonce: string, nowMs = Date.now()): Promise<boolean> {
+    return this.store.consume(nonce, nowMs);
   }
 
   /** Deletes nonces past their expiry (used or not): they can never sign anyone in. */
-  purgeExpired(nowMs = Date.now()): number {
-    return this.commit.run(() => this.store.purgeExpired(nowMs));
+  purgeExpired(nowMs = Date.now()): Promise<number> {
+    return this.store.purgeExpired(nowMs);
   }
 }
 
@@ -187,7 +196,7 @@ export async function verifySiwe(parameters: VerifySiweParameters): Promise<Veri
   }
 
   // From here on the nonce is spent whatever follows: one signed message, one attempt.
-  if (!parameters.nonces.consume(parsed.nonce, nowMs)) {
+  if (!(await parameters.nonces.consume(parsed.nonce, nowMs))) {
     return fail("bad_nonce", "Unknown, used or expired nonce: get a new one from GET /auth/siwe/nonce.");
   }
 

@@ -92,7 +92,7 @@ describe("GitHub and Google sign-in", () => {
     // the real callback, from another browser, is refused too.
     const elsewhere = await envelope(await new Browser().request(callback.href));
     expect(elsewhere.status).to.equal(401);
-    expect(Number(stack.gw.db.prepare("SELECT COUNT(*) FROM identities").pluck().get())).to.equal(0);
+    expect(Number(await stack.gw.ledger.db.value("SELECT COUNT(*) FROM identities"))).to.equal(0);
   });
 
   it("refuses a replayed callback and a replayed code (401), signing in only once", async () => {
@@ -141,7 +141,7 @@ describe("GitHub and Google sign-in", () => {
 
   /** What a browser navigating (not a script) asks for. */
   const NAVIGATION = { accept: "text/html,application/xhtml+xml,*/*;q=0.8" };
-  const states = () => Number(stack.gw.db.prepare("SELECT COUNT(*) FROM oauth_states").pluck().get());
+  const states = async () => Number(await stack.gw.ledger.db.value("SELECT COUNT(*) FROM oauth_states"));
 
   describe("a start the person did not make here", () => {
     for (const site of ["cross-site", "same-site"]) {
@@ -151,7 +151,7 @@ describe("GitHub and Google sign-in", () => {
         expect(res.status).to.equal(403);
         expect(res.body).to.include({ success: false, code: "origin_refused" });
         expect(browser.cookies(stack.url).has(OAUTH_STATE_COOKIE)).to.equal(false);
-        expect(states()).to.equal(0);
+        expect(await states()).to.equal(0);
       });
     }
 
@@ -161,7 +161,7 @@ describe("GitHub and Google sign-in", () => {
       });
       expect(res.status).to.equal(303);
       expect(res.headers.get("location")).to.equal(`${OAUTH_RESULT_PATH}?provider=google&outcome=origin_refused`);
-      expect(states()).to.equal(0);
+      expect(await states()).to.equal(0);
     });
 
     for (const site of ["same-origin", "none"]) {
@@ -188,7 +188,7 @@ describe("GitHub and Google sign-in", () => {
       expect(res.status).to.equal(409);
       expect(res.body).to.include({ success: false, code: "session_exists" });
       expect((await me(browser)).body.data.account_id).to.equal(victim.accountId);
-      expect(stack.gw.sessions.ownerOf("github", String(Number.parseInt("grace", 36)))).to.equal(undefined);
+      expect(await stack.gw.sessions.ownerOf("github", String(Number.parseInt("grace", 36)))).to.equal(undefined);
     });
 
     it("sends such a browser to the page that explains, still signed in to its own account", async () => {

@@ -50,9 +50,9 @@ function cookiesOf(reply: Reply): Record<string, string> {
 }
 
 /** Rows of the tables a sign-in may write; a refused one writes nothing but its nonce's use. */
-function footprint(stack: TestStack) {
-  const count = (table: string) => stack.gw.db.prepare(`SELECT COUNT(*) FROM ${table}`).pluck().get();
-  return { accounts: count("accounts"), identities: count("identities"), sessions: count("sessions") };
+async function footprint(stack: TestStack) {
+  const count = (table: string) => stack.gw.ledger.db.value(`SELECT COUNT(*) FROM ${table}`);
+  return { accounts: await count("accounts"), identities: await count("identities"), sessions: await count("sessions") };
 }
 
 function expectRefused(reply: Reply, mentioning: RegExp) {
@@ -122,12 +122,12 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
     });
 
     describe("refuses, with 401, writing nothing but the nonce's use", () => {
-      let before: ReturnType<typeof footprint>;
-      beforeEach(() => {
-        before = footprint(stack);
+      let before: Awaited<ReturnType<typeof footprint>>;
+      beforeEach(async () => {
+        before = await footprint(stack);
       });
-      afterEach(() => {
-        expect(footprint(stack)).to.deep.equal(before);
+      afterEach(async () => {
+        expect(await footprint(stack)).to.deep.equal(before);
       });
 
       it("a message for another domain", async () => {
@@ -150,13 +150,15 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
         const message = siweMessage(stack, ALICE.address, await nonceOf(stack));
         const signature = await ALICE.signMessage({ message });
         expect((await verify(stack, message, signature)).status).to.equal(200);
-        before = footprint(stack);
+        before = await footprint(stack);
         expectRefused(await verify(stack, message, signature), /used or expired nonce/);
       });
 
       it("an expired nonce", async () => {
         const nonce = await nonceOf(stack);
-        stack.gw.db.prepare("UPDATE siwe_nonces SET expires_at = ? WHERE nonce = ?").run(Date.now() - 1, nonce);
+        await stack.gw.ledger.db.transaction((tx) =>
+          tx.run("UPDATE siwe_nonces SET expires_at = ? WHERE nonce = ?", [Date.now() - 1, nonce]),
+        );
         const message = siweMessage(stack, ALICE.address, nonce);
         expectRefused(await verify(stack, message, await ALICE.signMessage({ message })), /used or expired nonce/);
       });
@@ -224,7 +226,7 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
       const signature = await ALICE.signMessage({ message });
       const replies = await Promise.all([verify(stack, message, signature), verify(stack, message, signature)]);
       expect(replies.map((r) => r.status).sort()).to.deep.equal([200, 401]);
-      expect(stack.gw.db.prepare("SELECT COUNT(*) FROM identities WHERE provider = 'siwe'").pluck().get()).to.equal(1n);
+      expect(await stack.gw.ledger.db.value("SELECT COUNT(*) FROM identities WHERE provider = 'siwe'")).to.equal(1n);
     });
 
     it("never takes its origin from the request's Host header", async () => {
@@ -252,7 +254,7 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
         expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
         expect(reply.body.data).to.include({ account_id: ada.accountId, created: false, linked: true });
         expect(reply.headers.getSetCookie()).to.deep.equal([]);
-        expect(stack.gw.sessions.identitiesOf(ada.accountId).map((i) => i.provider)).to.deep.equal(["email", "siwe"]);
+        expect((await stack.gw.sessions.identitiesOf(ada.accountId)).map((i) => i.provider)).to.deep.equal(["email", "siwe"]);
       });
 
       it("needs the session's CSRF token to link, so another site cannot link its wallet", async () => {
@@ -260,7 +262,7 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
         const reply = await signInAs(stack, MALLORY, {}, { cookie: ada.cookie });
         expect(reply.status).to.equal(403);
         expect(reply.body.code).to.equal("csrf_failed");
-        expect(stack.gw.sessions.identitiesOf(ada.accountId).map((i) => i.provider)).to.deep.equal(["email"]);
+        expect((await stack.gw.sessions.identitiesOf(ada.accountId)).map((i) => i.provider)).to.deep.equal(["email"]);
       });
 
       it("refuses to link a wallet that signs in to another account", async () => {

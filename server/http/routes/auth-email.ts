@@ -49,7 +49,7 @@ export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; link
     const sent = await deps.links.send(
       email,
       (token) => `${base}${EMAIL_LINK_PATH}?token=${encodeURIComponent(token)}`,
-      linkingAccount(deps.sessions, req),
+      await linkingAccount(deps.sessions, req),
     );
     // The gateway's own limit, the same for every address; an address's own limit answers as if sent.
     if (!sent.sent && sent.reason === "too_many_pending")
@@ -58,19 +58,21 @@ export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; link
   });
 
   /**
-   * The link's address and what using it would do for this browser. Synchronous from the
-   * look-up to the answer, so a caller that goes on to consume the token sees the same.
+   * The link's address and what using it would do for this browser. A token's address and
+   * account to join never change, so consuming it afterwards yields the same ones; what may
+   * change meanwhile (another request signing the address in first) Sessions.signIn checks
+   * again in its own transaction.
    */
-  const examine = (token: unknown, current: LiveSession | undefined, switchAccount: boolean) => {
-    const link = deps.links.peek(typeof token === "string" ? token : "");
+  const examine = async (token: unknown, current: LiveSession | undefined, switchAccount: boolean) => {
+    const link = await deps.links.peek(typeof token === "string" ? token : "");
     if (!link.ok) throw new ApiError("sign_in_failed", LINK_UNUSABLE);
-    const owner = deps.sessions.ownerOf("email", link.email);
+    const owner = await deps.sessions.ownerOf("email", link.email);
     return { link, owner, plan: planSignIn({ current: current?.accountId, owner, linkTo: link.linkTo, switchAccount }) };
   };
 
-  router.post("/auth/email/preview", deps.limit, guard, json, (req, res) => {
-    const current = readSession(deps.sessions, req);
-    const { link, owner, plan } = examine(parseRequest(emailPreviewBody, req.body ?? {}).token, current, false);
+  router.post("/auth/email/preview", deps.limit, guard, json, async (req, res) => {
+    const current = await readSession(deps.sessions, req);
+    const { link, owner, plan } = await examine(parseRequest(emailPreviewBody, req.body ?? {}).token, current, false);
     const joins = owner === undefined ? "sign_up" : "sign_in";
     res.set("cache-control", "no-store");
     res.json(
@@ -88,10 +90,10 @@ export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; link
   });
 
   router.post("/auth/email/verify", deps.limit, guard, json, async (req, res) => {
-    const current = browserSession(deps.sessions, req);
+    const current = await browserSession(deps.sessions, req);
     const body = parseRequest(emailVerifyBody, req.body ?? {});
     const switchAccount = body.switch_account ?? false;
-    const { link, plan } = examine(body.token, current, switchAccount);
+    const { link, plan } = await examine(body.token, current, switchAccount);
     if (!plan.ok) {
       if (plan.reason === "identity_taken") throw new ApiError("identity_taken", `${link.email} already signs in to another account.`);
       throw new ApiError(
@@ -99,10 +101,11 @@ export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; link
         `This browser is signed in to another account. This link signs in as ${link.email}: send switch_account: true to switch accounts, or sign out first.`,
       );
     }
-    // Nothing was awaited since examine(): the token is still unused, the plan still holds.
-    const consumed = deps.links.consume(String(body.token));
+    // Used up only now that the plan allows it: a refused one can be retried with switch_account.
+    // Of two requests that got this far with the same token, one consumes it; the other is a 401.
+    const consumed = await deps.links.consume(String(body.token));
     if (!consumed.ok) throw new ApiError("sign_in_failed", LINK_UNUSABLE);
-    const result = deps.sessions.signIn("email", consumed.email, { name: consumed.email, linkTo: plan.linkTo });
+    const result = await deps.sessions.signIn("email", consumed.email, { name: consumed.email, linkTo: plan.linkTo });
     if (!result.ok) throw new ApiError("identity_taken", `${consumed.email} already signs in to another account.`);
     const { switched } = await finishSignIn(deps.sessions, res, current, result.accountId, deps.config.secureCookies);
     res.json(dataEnvelope({ account_id: result.accountId, created: result.created, linked: result.linked, switched }));
@@ -112,7 +115,7 @@ export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; link
 }
 
 /** The signed-in account asking for a link to join it: only with the session's CSRF token. */
-function linkingAccount(sessions: Sessions, req: Request): string | undefined {
-  const session = readSession(sessions, req);
+async function linkingAccount(sessions: Sessions, req: Request): Promise<string | undefined> {
+  const session = await readSession(sessions, req);
   return session && csrfMatches(req, session) ? session.accountId : undefined;
 }

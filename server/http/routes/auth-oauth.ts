@@ -72,7 +72,7 @@ export function oauthRoutes(deps: {
       }
       let begun;
       try {
-        begun = await deps.oauth.begin(provider, redirectUri(req), readSession(deps.sessions, req)?.accountId);
+        begun = await deps.oauth.begin(provider, redirectUri(req), (await readSession(deps.sessions, req))?.accountId);
       } catch (error) {
         deps.log(`${provider} sign-in could not start`, error);
         return refuse(
@@ -97,10 +97,10 @@ export function oauthRoutes(deps: {
         return refuse(req, res, new ApiError("sign_in_failed", `${LABEL[provider]} sign-in failed: ${result.detail}`));
       }
       // Read after the provider round trip: what counts is the session the browser has now.
-      const current = readSession(deps.sessions, req);
+      const current = await readSession(deps.sessions, req);
       const plan = planSignIn({
         current: current?.accountId,
-        owner: deps.sessions.ownerOf(provider, result.subject),
+        owner: await deps.sessions.ownerOf(provider, result.subject),
         linkTo: result.linkTo,
         switchAccount: false,
       });
@@ -116,7 +116,7 @@ export function oauthRoutes(deps: {
           ),
         );
       }
-      const signedIn = deps.sessions.signIn(provider, result.subject, { name: result.name, linkTo: plan.linkTo });
+      const signedIn = await deps.sessions.signIn(provider, result.subject, { name: result.name, linkTo: plan.linkTo });
       if (!signedIn.ok)
         return refuse(req, res, new ApiError("identity_taken", `This ${LABEL[provider]} account already signs in to another account.`));
       await finishSignIn(deps.sessions, res, current, signedIn.accountId, deps.config.secureCookies);

@@ -5,7 +5,6 @@ import { createSiweMessage } from "viem/siwe";
 import type { Sessions } from "../../identity/sessions";
 import { SiweChainError, type SiweNonces, verifySiwe } from "../../identity/siwe";
 import type { Config } from "../../config";
-import type { Ledger } from "../../ledger/ledger";
 import { planSignIn } from "../../identity/sign-in-plan";
 import { dataEnvelope } from "../envelope";
 import { publicBase } from "../public-url";
@@ -31,7 +30,6 @@ import { browserSession, finishSignIn, signInPost } from "../sign-in";
  */
 export function siweRoutes(deps: {
   sessions: Sessions;
-  ledger: Ledger;
   config: Config;
   /** The gateway's chain, for smart-account signatures; without it only EOAs can sign in. */
   publicClient?: Pick<PublicClient, "verifyMessage">;
@@ -90,7 +88,7 @@ export function siweRoutes(deps: {
   router.post("/auth/siwe/verify", deps.limit, guard, json, async (req, res) => {
     // Linking a wallet to the open session changes that account, so it needs the session's
     // CSRF token: otherwise another site could link its own wallet to a visitor's account.
-    const current = browserSession(deps.sessions, req);
+    const current = await browserSession(deps.sessions, req);
     const body = parseRequest(siweVerifyBody, req.body ?? {}, { message: "unauthorized", signature: "unauthorized" });
     const switchAccount = body.switch_account ?? false;
     let result;
@@ -112,7 +110,7 @@ export function siweRoutes(deps: {
     // Signed in already, a wallet is added to that account: the session itself is the link's origin.
     const plan = planSignIn({
       current: current?.accountId,
-      owner: deps.sessions.ownerOf("siwe", result.address),
+      owner: await deps.sessions.ownerOf("siwe", result.address),
       linkTo: current?.accountId,
       switchAccount,
     });
@@ -123,9 +121,9 @@ export function siweRoutes(deps: {
         `${result.address} already signs in to another account: sign again with switch_account: true to switch to it.`,
       );
     }
-    const signedIn = deps.sessions.signIn("siwe", result.address, { linkTo: plan.linkTo });
+    // Durable before it resolves: the account and identity it reports are on disk.
+    const signedIn = await deps.sessions.signIn("siwe", result.address, { linkTo: plan.linkTo });
     if (!signedIn.ok) throw new ApiError("identity_taken", `${result.address} already signs in to another account.`);
-    await deps.ledger.commit.durable();
     const { session, switched } = await finishSignIn(deps.sessions, res, current, signedIn.accountId, deps.config.secureCookies);
     res.json(
       dataEnvelope({

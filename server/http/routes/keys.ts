@@ -2,7 +2,6 @@ import express, { type Router } from "express";
 import { jsonBody } from "../json-body";
 import type { ApiKeyRecord, ApiKeys } from "../../identity/api-keys";
 import type { Sessions } from "../../identity/sessions";
-import type { Ledger } from "../../ledger/ledger";
 import { dataEnvelope } from "../envelope";
 import { parseRequest } from "../contract/common";
 import { createKeyBody } from "../contract/keys";
@@ -29,7 +28,7 @@ const view = (record: ApiKeyRecord) => ({
  *   DELETE /v1/keys/:id       → revoked at once (the next call with it gets 401)
  * Another account's key id is answered as an unknown one: 404.
  */
-export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; ledger: Ledger }): Router {
+export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys }): Router {
   const router = express.Router();
   const session = requireSession(deps.sessions);
   const json = jsonBody(4_096);
@@ -37,26 +36,26 @@ export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; ledger: Led
   router.post("/v1/keys", session, json, async (req, res) => {
     const accountId = req.session!.accountId;
     const { name = "" } = parseRequest(createKeyBody, req.body ?? {});
-    const live = deps.keys.listForAccount(accountId).filter((k) => k.revokedAtMs === null).length;
+    const live = (await deps.keys.listForAccount(accountId)).filter((k) => k.revokedAtMs === null).length;
     if (live >= MAX_LIVE_KEYS) throw new ApiError("invalid_request", `An account may hold ${MAX_LIVE_KEYS} live keys: revoke one first.`);
-    const created = deps.ledger.commit.run(() => deps.keys.create(accountId, { name: name.trim() }));
-    await deps.ledger.commit.durable();
+    // Durable before it resolves: the key is shown this once, and must work from then on.
+    const created = await deps.keys.create(accountId, { name: name.trim() });
     res.status(201).json(dataEnvelope({ ...view(created.record), key: created.key }));
   });
 
-  router.get("/v1/keys", session, (req, res) => {
-    const live = deps.keys.listForAccount(req.session!.accountId).filter((k) => k.revokedAtMs === null);
+  router.get("/v1/keys", session, async (req, res) => {
+    const live = (await deps.keys.listForAccount(req.session!.accountId)).filter((k) => k.revokedAtMs === null);
     res.set("cache-control", "no-store");
     res.json(dataEnvelope(live.map(view)));
   });
 
   router.delete("/v1/keys/:id", session, async (req, res) => {
-    const record = deps.keys.get(String(req.params.id));
+    const record = await deps.keys.get(String(req.params.id));
     if (!record || record.accountId !== req.session!.accountId || record.revokedAtMs !== null) {
       throw new ApiError("not_found", "No such key on this account.");
     }
-    deps.ledger.commit.run(() => deps.keys.revoke(record.id));
-    await deps.ledger.commit.durable();
+    // Durable before it resolves, and forgotten by this gateway's cache at once.
+    await deps.keys.revoke(record.id);
     res.json(dataEnvelope({ id: record.id, revoked: true }));
   });
 

@@ -17,26 +17,25 @@ export function sessionRoutes(deps: { sessions: Sessions; ledger: Ledger; addres
   const router = express.Router();
   const session = requireSession(deps.sessions);
 
-  router.get("/v1/me", session, (req, res) => {
+  router.get("/v1/me", session, async (req, res) => {
     const accountId = req.session!.accountId;
-    const account = deps.ledger.getAccount(accountId)!;
-    const { availableMicros, heldMicros } = deps.ledger.balance(accountId);
+    const account = (await deps.ledger.getAccount(accountId))!;
+    const { availableMicros, heldMicros } = await deps.ledger.balance(accountId);
+    const identities = await deps.sessions.identitiesOf(accountId);
     res.json(
       dataEnvelope({
         account_id: account.id,
         name: account.name,
-        identities: deps.sessions
-          .identitiesOf(accountId)
-          .map((i) => ({ provider: i.provider, subject: i.subject, linked_at: new Date(i.createdAtMs).toISOString() })),
-        addresses: deps.addresses.addressesOf(accountId),
-        wallet: walletOf(deps.ledger, accountId),
+        identities: identities.map((i) => ({ provider: i.provider, subject: i.subject, linked_at: new Date(i.createdAtMs).toISOString() })),
+        addresses: await deps.addresses.addressesOf(accountId),
+        wallet: await walletOf(deps.ledger, accountId),
         balance: { currency: "USDC", available: microsToUsd(availableMicros), held: microsToUsd(heldMicros) },
       }),
     );
   });
 
-  router.post("/auth/logout", session, (req, res) => {
-    closeSession(deps.sessions, req, res);
+  router.post("/auth/logout", session, async (req, res) => {
+    await closeSession(deps.sessions, req, res);
     res.json(dataEnvelope({ signed_out: true }));
   });
 
@@ -44,7 +43,7 @@ export function sessionRoutes(deps: { sessions: Sessions; ledger: Ledger; addres
 }
 
 /** The account's embedded wallet: where it sends USDC to top up. */
-function walletOf(ledger: Ledger, accountId: string) {
-  const wallet = getEmbeddedWallet(ledger.db, accountId);
+async function walletOf(ledger: Ledger, accountId: string) {
+  const wallet = await getEmbeddedWallet(ledger.db, accountId);
   return wallet ? { address: wallet.address, owner: wallet.ownerKind, owner_address: wallet.ownerAddress } : null;
 }
