@@ -47,8 +47,9 @@ const toSellerSkill = (record: SkillListingRecord): SellerSkill => {
  * account, whose `earned` bucket receives the seller share of each paid call (accounts of
  * kind 'user' have that bucket as well as 'seller' ones), and settlement credits it on-chain
  * to the account's linked address. A seller sees and changes only its own skills; another's
- * skill is answered as an unknown one. Writes go straight to the catalogue's table and then
- * refresh the in-memory catalogue the call path reads.
+ * skill is answered as an unknown one. Writes go straight to the catalogue's table, durably
+ * (a new skill's signing secret is shown once, so it must not be lost), and then refresh the
+ * in-memory catalogue the call path reads before they resolve.
  */
 export class SellerSkills {
   private readonly store: SkillsStore;
@@ -60,75 +61,97 @@ export class SellerSkills {
     this.store = registry.store;
   }
 
-  list(sellerAccountId: string): SellerSkill[] {
-    return this.store.listingsOf(sellerAccountId).map(toSellerSkill);
+  async list(sellerAccountId: string): Promise<SellerSkill[]> {
+    return (await this.store.listingsOf(sellerAccountId)).map(toSellerSkill);
   }
 
-  get(sellerAccountId: string, ref: string): SellerSkill | undefined {
-    const record = this.store.ownListing(sellerAccountId, ref);
+  async get(sellerAccountId: string, ref: string): Promise<SellerSkill | undefined> {
+    const record = await this.store.ownListing(sellerAccountId, ref);
     return record && toSellerSkill(record);
   }
 
   /** Lists a new skill; its signing secret is returned here and never again. */
-  create(sellerAccountId: string, fields: SellerSkillFields): { ok: true; skill: SellerSkill; signingSecret: string } | SellerSkillRefusal {
+  async create(
+    sellerAccountId: string,
+    fields: SellerSkillFields,
+  ): Promise<{ ok: true; skill: SellerSkill; signingSecret: string } | SellerSkillRefusal> {
     const invalid = this.check(fields);
     if (invalid) return invalid;
     const id = randomUUID();
     const signingSecret = randomBytes(32).toString("hex");
     const now = Date.now();
-    const inserted = this.store.insertIfSlugFree(
-      {
-        id,
-        slug: fields.slug,
-        name: fields.name,
-        description: fields.description,
-        priceMicros: fields.priceMicros,
-        sellerAccountId,
-        backendUrl: fields.backendUrl,
-        timeoutMs: fields.timeoutMs,
-        rateLimitPerMin: fields.rateLimitPerMin,
-        inputSchemaJson: fields.inputSchema ? JSON.stringify(fields.inputSchema) : null,
-        signingSecret,
-      },
-      now,
+    const inserted = await this.store.db.transaction(
+      (tx) =>
+        this.store.insertIfSlugFree(
+          {
+            id,
+            slug: fields.slug,
+            name: fields.name,
+            description: fields.description,
+            priceMicros: fields.priceMicros,
+            sellerAccountId,
+            backendUrl: fields.backendUrl,
+            timeoutMs: fields.timeoutMs,
+            rateLimitPerMin: fields.rateLimitPerMin,
+            inputSchemaJson: fields.inputSchema ? JSON.stringify(fields.inputSchema) : null,
+            signingSecret,
+          },
+          now,
+          tx,
+        ),
+      { durable: true },
     );
     if (!inserted) return refusal("slug_taken", "That slug is taken: choose another.");
-    this.registry.refresh();
-    return { ok: true, skill: this.get(sellerAccountId, id)!, signingSecret };
+    await this.registry.refresh();
+    return { ok: true, skill: (await this.get(sellerAccountId, id))!, signingSecret };
   }
 
-  /** Edits the seller's own skill; `listed: true` lists an unlisted one again. The slug never changes. */
-  update(
+  /**
+   * Edits the seller's own skill; `listed: true` lists an unlisted one again. The slug never changes.
+   * The skill is read and written in one transaction, its row locked, so two edits at once (two
+   * replicas) apply one after the other, each to what the other left.
+   */
+  async update(
     sellerAccountId: string,
     ref: string,
     patch: Partial<Omit<SellerSkillFields, "slug">> & { listed?: boolean },
-  ): { ok: true; skill: SellerSkill } | SellerSkillRefusal {
-    const current = this.get(sellerAccountId, ref);
-    if (!current) return refusal("not_found", "No such skill among yours.");
-    const next: SellerSkillFields = { ...current, ...definedOnly(patch) };
-    const invalid = this.check(next);
-    if (invalid) return invalid;
-    this.store.updateOwn(
-      sellerAccountId,
-      current.id,
-      {
-        name: next.name,
-        description: next.description,
-        priceMicros: next.priceMicros,
-        backendUrl: next.backendUrl,
-        timeoutMs: next.timeoutMs,
-        rateLimitPerMin: next.rateLimitPerMin,
-        inputSchemaJson: next.inputSchema ? JSON.stringify(next.inputSchema) : null,
-        listed: patch.listed ?? current.listed,
+  ): Promise<{ ok: true; skill: SellerSkill } | SellerSkillRefusal> {
+    const outcome = await this.store.db.transaction(
+      async (tx): Promise<{ ok: true; id: string } | SellerSkillRefusal> => {
+        const record = await this.store.ownListing(sellerAccountId, ref, tx);
+        if (!record) return refusal("not_found", "No such skill among yours.");
+        const current = toSellerSkill(record);
+        const next: SellerSkillFields = { ...current, ...definedOnly(patch) };
+        // CPU only (bounds, and compiling a small schema): the route checked the costly ones first.
+        const invalid = this.check(next);
+        if (invalid) return invalid;
+        await this.store.updateOwn(
+          sellerAccountId,
+          current.id,
+          {
+            name: next.name,
+            description: next.description,
+            priceMicros: next.priceMicros,
+            backendUrl: next.backendUrl,
+            timeoutMs: next.timeoutMs,
+            rateLimitPerMin: next.rateLimitPerMin,
+            inputSchemaJson: next.inputSchema ? JSON.stringify(next.inputSchema) : null,
+            listed: patch.listed ?? current.listed,
+          },
+          Date.now(),
+          tx,
+        );
+        return { ok: true, id: current.id };
       },
-      Date.now(),
+      { durable: true },
     );
-    this.registry.refresh();
-    return { ok: true, skill: this.get(sellerAccountId, current.id)! };
+    if (!outcome.ok) return outcome;
+    await this.registry.refresh();
+    return { ok: true, skill: (await this.get(sellerAccountId, outcome.id))! };
   }
 
   /** Takes the seller's skill off the marketplace: calls to it get 404; its history stays. */
-  unlist(sellerAccountId: string, ref: string): { ok: true; skill: SellerSkill } | SellerSkillRefusal {
+  unlist(sellerAccountId: string, ref: string): Promise<{ ok: true; skill: SellerSkill } | SellerSkillRefusal> {
     return this.update(sellerAccountId, ref, { listed: false });
   }
 

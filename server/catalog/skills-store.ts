@@ -1,4 +1,4 @@
-import type { Db } from "../db/db";
+import type { Database, Sql, SqlParam } from "../db/sql";
 
 /** A skill as stored; its input schema is kept as the JSON text it was listed with. */
 export interface SkillRecord {
@@ -27,35 +27,8 @@ export interface SkillListingRecord extends Omit<SkillRecord, "sellerAccountId" 
 /** What a write stores (a new skill, or every editable field of one). */
 export type SkillWrite = Omit<SkillRecord, "id"> & { id: string };
 
-/**
- * The `skills` table (./skills.ts, ./seller-skills.ts). The catalogue is held in memory and
- * reloaded when `changeStamp()` moves; a seller names its skills by UUID or slug.
- */
-export interface SkillsStore {
-  /** A value that changes whenever a skill is added or updated (another process may write). */
-  changeStamp(): string;
-  /** The listed skills, by slug. */
-  listed(): SkillRecord[];
-  /** The id and secret of the skill with this slug, listed or not. */
-  idAndSecretOf(slug: string): { id: string; signingSecret: string } | undefined;
-  /** Inserts the skill, or updates every field of the one with its slug (keeping its id) and lists it again. */
-  upsert(skill: SkillWrite, nowMs: number): void;
-  /** Inserts a new listed skill; false if its slug is taken. */
-  insertIfSlugFree(skill: SkillWrite, nowMs: number): boolean;
-  /** Updates a seller's own skill's editable fields and listing. */
-  updateOwn(
-    sellerAccountId: string,
-    id: string,
-    fields: Omit<SkillRecord, "id" | "slug" | "sellerAccountId" | "signingSecret"> & { listed: boolean },
-    nowMs: number,
-  ): void;
-  /** Takes a skill off the marketplace. */
-  unlist(id: string, nowMs: number): void;
-  /** The seller's skill named by UUID (any case) or slug. */
-  ownListing(sellerAccountId: string, ref: string): SkillListingRecord | undefined;
-  /** The seller's skills, oldest first. */
-  listingsOf(sellerAccountId: string): SkillListingRecord[];
-}
+/** The fields a seller edits on its own skill, and whether it is listed. */
+export type SkillEdit = Omit<SkillRecord, "id" | "slug" | "sellerAccountId" | "signingSecret"> & { listed: boolean };
 
 interface SkillRow {
   id: string;
@@ -109,105 +82,123 @@ const INSERT = `INSERT INTO skills (id, slug, name, description, price_micros, s
 const LISTING_COLUMNS = `id, slug, name, description, price_micros, backend_url, timeout_ms, rate_limit_per_min, input_schema,
                 active, created_at, updated_at`;
 
-/** SkillsStore on the gateway's SQLite database. */
-export class SqliteSkillsStore implements SkillsStore {
-  private readonly stmt;
+function values(s: SkillWrite, nowMs: number): SqlParam[] {
+  return [
+    s.id,
+    s.slug,
+    s.name,
+    s.description,
+    s.priceMicros,
+    s.sellerAccountId,
+    s.backendUrl,
+    s.timeoutMs,
+    s.rateLimitPerMin,
+    s.inputSchemaJson,
+    s.signingSecret,
+    nowMs,
+    nowMs,
+  ];
+}
 
-  constructor(db: Db) {
-    this.stmt = {
-      stamp: db.prepare("SELECT COUNT(*) || ':' || COALESCE(MAX(updated_at), 0) FROM skills").pluck(),
-      listed: db.prepare("SELECT * FROM skills WHERE active = 1 ORDER BY slug"),
-      idAndSecret: db.prepare("SELECT id, signing_secret FROM skills WHERE slug = ?"),
-      upsert: db.prepare(
-        `${INSERT}
-         ON CONFLICT (slug) DO UPDATE SET name = excluded.name, description = excluded.description,
-           price_micros = excluded.price_micros, seller_account_id = excluded.seller_account_id,
-           backend_url = excluded.backend_url, timeout_ms = excluded.timeout_ms,
-           rate_limit_per_min = excluded.rate_limit_per_min, input_schema = excluded.input_schema,
-           signing_secret = excluded.signing_secret, active = 1, updated_at = excluded.updated_at`,
-      ),
-      insertIfFree: db.prepare(`${INSERT} ON CONFLICT (slug) DO NOTHING`),
-      updateOwn: db.prepare(
-        `UPDATE skills SET name = ?, description = ?, price_micros = ?, backend_url = ?, timeout_ms = ?,
-           rate_limit_per_min = ?, input_schema = ?, active = ?, updated_at = ?
-         WHERE id = ? AND seller_account_id = ?`,
-      ),
-      unlist: db.prepare("UPDATE skills SET active = 0, updated_at = ? WHERE id = ?"),
-      own: db.prepare(`SELECT ${LISTING_COLUMNS} FROM skills WHERE (id = ? OR slug = ?) AND seller_account_id = ?`),
-      listingsOf: db.prepare(`SELECT ${LISTING_COLUMNS} FROM skills WHERE seller_account_id = ? ORDER BY created_at, slug`),
-    };
+/**
+ * The `skills` table (./skills.ts, ./seller-skills.ts), on either engine. The catalogue is held in memory
+ * and reloaded when `changeStamp()` moves; a seller names its skills by UUID or slug. A write takes the
+ * caller's transaction when given one, and otherwise runs as a statement of its own.
+ */
+export class SkillsStore {
+  constructor(
+    /** The database the table is in; SellerSkills opens its transactions on it. */
+    readonly db: Database,
+  ) {}
+
+  /**
+   * A value that changes whenever a skill is added or updated (another process or replica may write).
+   * The sum of the update times moves with any write, even one stamped earlier than the latest by a
+   * replica whose clock is behind; a rewrite with the very same time is the one change it can miss.
+   */
+  async changeStamp(): Promise<string> {
+    const row = await this.db.one<{ n: bigint; total: bigint | string | null }>(
+      "SELECT COUNT(*) AS n, SUM(updated_at) AS total FROM skills",
+    );
+    return `${String(row?.n ?? 0)}:${String(row?.total ?? 0)}`;
   }
 
-  changeStamp(): string {
-    return String(this.stmt.stamp.get());
+  /** The listed skills, by slug. */
+  async listed(): Promise<SkillRecord[]> {
+    return (await this.db.all<SkillRow>("SELECT * FROM skills WHERE active = 1 ORDER BY slug")).map(toRecord);
   }
 
-  listed(): SkillRecord[] {
-    return (this.stmt.listed.all() as SkillRow[]).map(toRecord);
+  /**
+   * Inserts the skill, or updates every field of the one with its slug (keeping its id) and lists it again.
+   * The stored signing secret is kept unless `replaceSecret`: the skill's is then only a new one's. Returns
+   * the id the slug has now: the stored one when the slug was taken, whoever took it first.
+   */
+  async upsert(skill: SkillWrite, nowMs: number, replaceSecret: boolean, tx?: Sql): Promise<string> {
+    const id = await (tx ?? this.db).value<string>(
+      `${INSERT}
+       ON CONFLICT (slug) DO UPDATE SET name = excluded.name, description = excluded.description,
+         price_micros = excluded.price_micros, seller_account_id = excluded.seller_account_id,
+         backend_url = excluded.backend_url, timeout_ms = excluded.timeout_ms,
+         rate_limit_per_min = excluded.rate_limit_per_min, input_schema = excluded.input_schema,
+         signing_secret = CASE WHEN ? = 1 THEN excluded.signing_secret ELSE skills.signing_secret END,
+         active = 1, updated_at = excluded.updated_at
+       RETURNING id`,
+      [...values(skill, nowMs), replaceSecret ? 1 : 0],
+    );
+    return id!;
   }
 
-  idAndSecretOf(slug: string): { id: string; signingSecret: string } | undefined {
-    const row = this.stmt.idAndSecret.get(slug) as { id: string; signing_secret: string } | undefined;
-    return row && { id: row.id, signingSecret: row.signing_secret };
+  /** Inserts a new listed skill; false if its slug is taken. */
+  async insertIfSlugFree(skill: SkillWrite, nowMs: number, tx?: Sql): Promise<boolean> {
+    return (await (tx ?? this.db).run(`${INSERT} ON CONFLICT (slug) DO NOTHING`, values(skill, nowMs))) === 1;
   }
 
-  private values(s: SkillWrite, nowMs: number) {
-    return [
-      s.id,
-      s.slug,
-      s.name,
-      s.description,
-      s.priceMicros,
-      s.sellerAccountId,
-      s.backendUrl,
-      s.timeoutMs,
-      s.rateLimitPerMin,
-      s.inputSchemaJson,
-      s.signingSecret,
-      nowMs,
-      nowMs,
-    ];
-  }
-
-  upsert(skill: SkillWrite, nowMs: number): void {
-    this.stmt.upsert.run(...this.values(skill, nowMs));
-  }
-
-  insertIfSlugFree(skill: SkillWrite, nowMs: number): boolean {
-    return this.stmt.insertIfFree.run(...this.values(skill, nowMs)).changes === 1;
-  }
-
-  updateOwn(
-    sellerAccountId: string,
-    id: string,
-    f: Omit<SkillRecord, "id" | "slug" | "sellerAccountId" | "signingSecret"> & { listed: boolean },
-    nowMs: number,
-  ): void {
-    this.stmt.updateOwn.run(
-      f.name,
-      f.description,
-      f.priceMicros,
-      f.backendUrl,
-      f.timeoutMs,
-      f.rateLimitPerMin,
-      f.inputSchemaJson,
-      f.listed ? 1 : 0,
-      nowMs,
-      id,
-      sellerAccountId,
+  /** Updates a seller's own skill's editable fields and listing. */
+  async updateOwn(sellerAccountId: string, id: string, f: SkillEdit, nowMs: number, tx?: Sql): Promise<void> {
+    await (tx ?? this.db).run(
+      `UPDATE skills SET name = ?, description = ?, price_micros = ?, backend_url = ?, timeout_ms = ?,
+         rate_limit_per_min = ?, input_schema = ?, active = ?, updated_at = ?
+       WHERE id = ? AND seller_account_id = ?`,
+      [
+        f.name,
+        f.description,
+        f.priceMicros,
+        f.backendUrl,
+        f.timeoutMs,
+        f.rateLimitPerMin,
+        f.inputSchemaJson,
+        f.listed ? 1 : 0,
+        nowMs,
+        id,
+        sellerAccountId,
+      ],
     );
   }
 
-  unlist(id: string, nowMs: number): void {
-    this.stmt.unlist.run(nowMs, id);
+  /** Takes a skill off the marketplace. */
+  async unlist(id: string, nowMs: number, tx?: Sql): Promise<void> {
+    await (tx ?? this.db).run("UPDATE skills SET active = 0, updated_at = ? WHERE id = ?", [nowMs, id]);
   }
 
-  ownListing(sellerAccountId: string, ref: string): SkillListingRecord | undefined {
-    const row = this.stmt.own.get(ref.toLowerCase(), ref, sellerAccountId) as ListingRow | undefined;
+  /**
+   * The seller's skill named by UUID (any case) or slug. Inside a transaction (`tx`) the row is locked until
+   * it ends, for an edit made on the strength of what was read.
+   */
+  async ownListing(sellerAccountId: string, ref: string, tx?: Sql): Promise<SkillListingRecord | undefined> {
+    const sql = tx ?? this.db;
+    const row = await sql.one<ListingRow>(
+      `SELECT ${LISTING_COLUMNS} FROM skills WHERE (id = ? OR slug = ?) AND seller_account_id = ?${tx ? tx.dialect.forUpdate : ""}`,
+      [ref.toLowerCase(), ref, sellerAccountId],
+    );
     return row && toListing(row);
   }
 
-  listingsOf(sellerAccountId: string): SkillListingRecord[] {
-    return (this.stmt.listingsOf.all(sellerAccountId) as ListingRow[]).map(toListing);
+  /** The seller's skills, oldest first. */
+  async listingsOf(sellerAccountId: string): Promise<SkillListingRecord[]> {
+    return (
+      await this.db.all<ListingRow>(`SELECT ${LISTING_COLUMNS} FROM skills WHERE seller_account_id = ? ORDER BY created_at, slug`, [
+        sellerAccountId,
+      ])
+    ).map(toListing);
   }
 }

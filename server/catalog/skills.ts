@@ -63,11 +63,33 @@ function toSkill(record: SkillRecord): Skill {
   return { ...rest, inputSchema: inputSchemaJson === null ? null : JSON.parse(inputSchemaJson) };
 }
 
+/** How the catalogue keeps up with writes made elsewhere (another replica, the register script). */
+export interface SkillRegistryOptions {
+  /** Told about a listed skill the catalogue cannot serve (a schema stored before today's rules), and about failed reloads. */
+  warn?: (message: string) => void;
+  /** Where schemas too costly for the event loop run; by default one worker, 250 ms a validation. */
+  validation?: ValidationPool;
+  /**
+   * How often the registry asks the table whether it changed (`refreshIfChanged`), on a timer of its own
+   * that close() stops; 0 for no timer (a script, a test). Default 2 s: a change made by another replica
+   * reaches this one within that long even when no message announces it.
+   */
+  pollMs?: number;
+  /**
+   * A check reloads the whole catalogue when its last load is older than this, whatever the change stamp
+   * says: the backstop for the one change the stamp cannot see (./skills-store.ts). Default 60 s.
+   */
+  maxAgeMs?: number;
+  now?: () => number;
+}
+
 /**
  * The skill catalogue. Skills are read far more often than written, so the active ones are
- * held in memory, indexed by slug and by UUID, with their input schemas compiled once;
- * every write here refreshes the cache. `refresh()` picks up changes made by another
- * process (the register script).
+ * held in memory, indexed by slug and by UUID, with their input schemas compiled once; the
+ * call path's `resolve` reads only memory. Every write here reloads the cache before it
+ * resolves. Writes made elsewhere (another replica, the register script) arrive three ways:
+ * `invalidate()` when a message announces one, the registry's own poll of the table's change
+ * stamp every `pollMs`, and a full reload once the cache is older than `maxAgeMs`.
  */
 export class SkillRegistry {
   private bySlug = new Map<string, Skill>();
@@ -78,53 +100,114 @@ export class SkillRegistry {
   /** Sellers' schemas run on RE2 and within bounds (./schema-guard.ts). */
   private readonly ajv = createSchemaCompiler();
   readonly validation: ValidationPool;
+  private readonly warn: (message: string) => void;
+  private readonly maxAgeMs: number;
+  private readonly now: () => number;
+  private timer: NodeJS.Timeout | undefined;
+  private polling: Promise<unknown> | undefined;
+  /** The change stamp and the time of the last load. */
+  private stamp = "";
+  private loadedAtMs = 0;
+  /** The load running now, and the one queued behind it (see refresh()). */
+  private loading: Promise<void> | undefined;
+  private queued: Promise<void> | undefined;
+  /** The refused schemas already told to `warn` (skill id and schema text), so a reload does not repeat them. */
+  private refused = new Set<string>();
 
-  constructor(
+  private constructor(
     /** The catalogue's table; the registry's `store` is also what SellerSkills writes through. */
     readonly store: SkillsStore,
-    /** Told about a listed skill the catalogue cannot serve (a schema stored before today's rules). */
-    private readonly warn: (message: string) => void = () => {},
-    /** Where schemas too costly for the event loop run; by default one worker, 250 ms a validation. */
-    validation?: ValidationPool,
+    options: SkillRegistryOptions,
   ) {
+    const warn = options.warn ?? (() => {});
+    this.warn = warn;
+    this.maxAgeMs = options.maxAgeMs ?? 60_000;
+    this.now = options.now ?? Date.now;
     this.validation =
-      validation ??
+      options.validation ??
       new ValidationPool({
         validateTimeoutMs: 250,
         compileTimeoutMs: 2_000,
         log: (message, error) => warn(`${message}${error ? `: ${String(error)}` : ""}`),
       });
-    this.refresh();
   }
 
-  /** Stops the validation workers. */
-  close(): Promise<void> {
-    return this.validation.close();
+  /** The catalogue, loaded; polling the table every `pollMs` (default 2 s) until close(). */
+  static async open(store: SkillsStore, options: SkillRegistryOptions = {}): Promise<SkillRegistry> {
+    const registry = new SkillRegistry(store, options);
+    await registry.refresh();
+    const pollMs = options.pollMs ?? 2_000;
+    if (pollMs > 0) {
+      registry.timer = setInterval(() => {
+        if (registry.polling) return;
+        registry.polling = registry
+          .refreshIfChanged()
+          .catch((error) => registry.warn(`reloading the skill catalogue failed; will retry: ${String(error)}`))
+          .finally(() => (registry.polling = undefined));
+      }, pollMs);
+      registry.timer.unref();
+    }
+    return registry;
   }
 
-  private stamp = "";
+  /** Stops the poll and the validation workers. */
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.polling;
+    await this.validation.close();
+  }
 
   /**
-   * Reloads the catalogue if the skills table changed since the last load, e.g. written by
-   * the register script in another process. Cheap enough to poll every few seconds.
+   * Reloads the catalogue if the skills table changed since the last load (e.g. written by another
+   * replica or the register script), or if the last load is older than `maxAgeMs`. Cheap enough to
+   * poll every few seconds: one aggregate query when nothing changed.
    */
-  refreshIfChanged(): boolean {
-    if (this.currentStamp() === this.stamp) return false;
-    this.refresh();
+  async refreshIfChanged(): Promise<boolean> {
+    if (this.now() - this.loadedAtMs < this.maxAgeMs && (await this.store.changeStamp()) === this.stamp) return false;
+    await this.refresh();
     return true;
   }
 
-  private currentStamp(): string {
-    return this.store.changeStamp();
+  /**
+   * Marks the catalogue stale, for when another replica announces a change: reloads it in the
+   * background (a failure is told to `warn`; the poll tries again).
+   */
+  invalidate(): void {
+    this.refresh().catch((error) => this.warn(`reloading the skill catalogue failed; will retry: ${String(error)}`));
   }
 
-  refresh(): void {
-    this.stamp = this.currentStamp();
-    const rows = this.store.listed();
+  /**
+   * Reloads the catalogue; resolves once a load that began after this call has finished, so a
+   * caller that just wrote sees its write. One load runs at a time; calls made meanwhile share
+   * the one load queued behind it.
+   */
+  refresh(): Promise<void> {
+    if (!this.loading) {
+      this.loading = this.load().finally(() => (this.loading = undefined));
+      return this.loading;
+    }
+    // The running load may have read the table before the caller's write: one more after it.
+    this.queued ??= this.loading
+      .catch(() => undefined)
+      .then(() => {
+        this.queued = undefined;
+        return this.refresh();
+      });
+    return this.queued;
+  }
+
+  private async load(): Promise<void> {
+    // The stamp is read first: a write landing between the two reads moves the stamp again, so the
+    // next check reloads rather than keeping a catalogue that misses it.
+    const stamp = await this.store.changeStamp();
+    const loadedAtMs = this.now();
+    const rows = await this.store.listed();
     const bySlug = new Map<string, Skill>();
     const byId = new Map<string, Skill>();
     const schemas = new Map<string, SchemaEntry>();
     const compiled = new Map<string, ValidateFunction>();
+    const refused = new Set<string>();
     for (const row of rows) {
       const skill = toSkill(row);
       if (row.inputSchemaJson !== null) {
@@ -132,7 +215,10 @@ export class SkillRegistry {
         // left out of the live catalogue, not the whole catalogue with it.
         const entry = this.entryFor(row.inputSchemaJson, skill.inputSchema, compiled);
         if (typeof entry === "string") {
-          this.warn(`skill "${skill.slug}" is not served: its input schema is refused (${entry}); its seller must edit it`);
+          const key = `${skill.id}\n${row.inputSchemaJson}`;
+          refused.add(key);
+          if (!this.refused.has(key))
+            this.warn(`skill "${skill.slug}" is not served: its input schema is refused (${entry}); its seller must edit it`);
           continue;
         }
         schemas.set(skill.id, entry);
@@ -146,6 +232,9 @@ export class SkillRegistry {
     this.bySlug = bySlug;
     this.byId = byId;
     this.schemas = schemas;
+    this.refused = refused;
+    this.stamp = stamp;
+    this.loadedAtMs = loadedAtMs;
   }
 
   /**
@@ -245,38 +334,45 @@ export class SkillRegistry {
     }
   }
 
-  /** Registers a skill, or updates the one with the same slug (keeping its UUID and secret unless given). */
-  upsert(input: SkillInput): Skill {
+  /**
+   * Registers a skill, or updates the one with the same slug (keeping its UUID, and its secret unless
+   * one is given), durably; resolves with the skill as the reloaded catalogue holds it.
+   */
+  async upsert(input: SkillInput): Promise<Skill> {
     this.check(input);
-    const now = Date.now();
-    const existing = this.store.idAndSecretOf(input.slug);
-    const id = existing?.id ?? randomUUID();
-    this.store.upsert(
-      {
-        id,
-        slug: input.slug,
-        name: input.name,
-        description: input.description ?? "",
-        priceMicros: input.priceMicros,
-        sellerAccountId: input.sellerAccountId,
-        backendUrl: input.backendUrl,
-        timeoutMs: input.timeoutMs,
-        rateLimitPerMin: input.rateLimitPerMin ?? null,
-        inputSchemaJson: input.inputSchema ? JSON.stringify(input.inputSchema) : null,
-        signingSecret: input.signingSecret ?? existing?.signingSecret ?? randomBytes(32).toString("hex"),
-      },
-      now,
+    const db = this.store.db;
+    const id = await db.transaction(
+      (tx) =>
+        this.store.upsert(
+          {
+            id: randomUUID(),
+            slug: input.slug,
+            name: input.name,
+            description: input.description ?? "",
+            priceMicros: input.priceMicros,
+            sellerAccountId: input.sellerAccountId,
+            backendUrl: input.backendUrl,
+            timeoutMs: input.timeoutMs,
+            rateLimitPerMin: input.rateLimitPerMin ?? null,
+            inputSchemaJson: input.inputSchema ? JSON.stringify(input.inputSchema) : null,
+            signingSecret: input.signingSecret ?? randomBytes(32).toString("hex"),
+          },
+          this.now(),
+          input.signingSecret !== undefined,
+          tx,
+        ),
+      { durable: true },
     );
-    this.refresh();
+    await this.refresh();
     return this.resolve(id)!;
   }
 
   /** Takes a skill off the marketplace; its calls history stays. */
-  deactivate(ref: string): boolean {
+  async deactivate(ref: string): Promise<boolean> {
     const skill = this.resolve(ref);
     if (!skill) return false;
-    this.store.unlist(skill.id, Date.now());
-    this.refresh();
+    await this.store.db.transaction((tx) => this.store.unlist(skill.id, this.now(), tx), { durable: true });
+    await this.refresh();
     return true;
   }
 }

@@ -12,9 +12,13 @@
  * moving USDC out of the account's wallet needs the embedded-wallet UserOperation path; the money lands in
  * the same escrow balance either way.
  *
- * Exactly once: a checkout moves out of `created` once (a conditional UPDATE), and only that move funds
- * it, so a repeated notification changes nothing. The funding transactions' hashes are recorded as soon as
- * they are sent, so a retry after a failure resumes instead of sending them again.
+ * Exactly once, across replicas: a checkout moves out of `created` once (a conditional UPDATE), so of two
+ * deliveries of one notification (to one replica or two) exactly one moves it. Funding a paid checkout is
+ * held under a lease kept in the checkout's row (CheckoutsStore.holdFunding): the replica that moved it holds
+ * it, renews it before each transaction it sends, and another replica (a redelivery, a retry) takes it over
+ * only once it has gone quiet for `fundingLeaseMs`. The funding transactions' hashes are recorded as soon as
+ * they are sent, so a retry after a failure resumes instead of sending them again. No chain call is ever made
+ * inside a database transaction: each step's write is a transaction of its own.
  */
 import { maxUint256, type Account, type Address, type Chain, type Hash, type Transport, type WalletClient } from "viem";
 import { skillEscrowAbi, testUsdcAbi } from "../chain/abi";
@@ -24,7 +28,7 @@ import type { Ledger } from "../ledger/ledger";
 import { microsToUsd } from "../ledger/money";
 import { type Refusal, refusal } from "../errors";
 import { type CheckoutNextStep, type PaymentProvider, parseNotification, verifyNotification } from "./card-provider";
-import { type CheckoutRecord, type CheckoutStatus, type CheckoutsStore, SqliteCheckoutsStore } from "./checkouts-store";
+import { type CheckoutRecord, type CheckoutStatus, CheckoutsStore } from "./checkouts-store";
 
 /** A checkout as the gateway records it: `created` until the provider reports; `paid` until the deposit is mined, then `funded`. */
 export type CardCheckout = CheckoutRecord;
@@ -55,7 +59,15 @@ export type CardTopupsParameters = {
   now?: () => number;
   /** Where checkouts are kept; by default the `card_checkouts` table of the ledger's database. */
   store?: CheckoutsStore;
+  /**
+   * How long a funder may go without a word (a write to the checkout) before another replica may take over
+   * funding it. Longer than any one wait for a receipt (viem's default: 3 minutes). Default 5 minutes.
+   */
+  fundingLeaseMs?: number;
 };
+
+/** The default of CardTopupsParameters.fundingLeaseMs. */
+export const FUNDING_LEASE_MS = 5 * 60_000;
 
 /** The gateway's side of card top-ups: opening checkouts, taking the provider's notifications, funding. */
 export class CardTopups {
@@ -69,6 +81,9 @@ export class CardTopups {
   /** Funding runs one checkout at a time: the funding wallet's transactions must not race for nonces. */
   private fundingQueue: Promise<unknown> = Promise.resolve();
   private readonly funding = new Map<string, Promise<void>>();
+  /** The funding leases this process holds or held last: the checkout's `updated_at` as it last wrote it. */
+  private readonly leases = new Map<string, number>();
+  private readonly fundingLeaseMs: number;
   private usdc: Address | undefined;
 
   constructor(parameters: CardTopupsParameters) {
@@ -78,7 +93,8 @@ export class CardTopups {
     this.chain = parameters.chain;
     this.log = parameters.log;
     this.now = parameters.now ?? Date.now;
-    this.store = parameters.store ?? new SqliteCheckoutsStore(parameters.ledger.db);
+    this.store = parameters.store ?? new CheckoutsStore(parameters.ledger.db);
+    this.fundingLeaseMs = parameters.fundingLeaseMs ?? FUNDING_LEASE_MS;
   }
 
   /**
@@ -88,7 +104,7 @@ export class CardTopups {
   async start(accountId: string, amountMicros: bigint, cardNumber?: string): Promise<StartCheckoutReturnType> {
     const chain = this.chain;
     if (!chain?.fundingWallet) return refusal("chain_not_configured", "Card top-ups are not available: the gateway has no funding wallet.");
-    const address = settlementStores(this.ledger.db).addresses.addressesOf(accountId)[0];
+    const address = (await settlementStores(this.ledger.db).addresses.addressesOf(accountId))[0];
     if (!address) return refusal("no_deposit_address", "This account has no wallet address for the escrow to credit yet.");
     const minimumMicros = await chain.publicClient.readContract({
       address: chain.escrowAddress,
@@ -99,18 +115,22 @@ export class CardTopups {
 
     const created = await this.provider.createCheckout({ amountMicros, accountId });
     const nowMs = this.now();
-    this.ledger.commit.run(() =>
-      this.store.insertCreated({
-        id: created.checkoutId,
-        provider: this.provider.name,
-        accountId,
-        address,
-        amountMicros,
-        nowMs,
-        expiresAtMs: created.expiresAtMs,
-      }),
+    await this.ledger.db.transaction(
+      (tx) =>
+        this.store.insertCreated(
+          {
+            id: created.checkoutId,
+            provider: this.provider.name,
+            accountId,
+            address,
+            amountMicros,
+            nowMs,
+            expiresAtMs: created.expiresAtMs,
+          },
+          tx,
+        ),
+      { durable: true },
     );
-    await this.ledger.commit.durable();
 
     if (cardNumber !== undefined && this.provider.submitCard) {
       const submitted = await this.provider.submitCard(created.checkoutId, cardNumber);
@@ -118,20 +138,20 @@ export class CardTopups {
         return refusal("invalid_request", "That card number is not valid (the sandbox takes its test cards only).");
       }
     }
-    return { ok: true, checkout: this.get(accountId, created.checkoutId)!, next: created.next };
+    return { ok: true, checkout: (await this.get(accountId, created.checkoutId))!, next: created.next };
   }
 
   /**
    * Takes one provider notification (the raw body and its signature header). A verified first report moves
    * the checkout out of `created`; a `paid` one is then funded before this resolves. A repeated report
-   * changes nothing (it only resumes funding that failed earlier).
+   * changes nothing (it only resumes funding that failed earlier, once no other replica is funding it).
    */
   async receive(body: string, signature: string | undefined): Promise<ReceiveNotificationReturnType> {
     if (!verifyNotification(this.secret, body, signature, Math.floor(this.now() / 1000)))
       return refusal("invalid_signature", "The notification's signature does not verify.");
     const notification = parseNotification(body);
     if (!notification) return refusal("invalid_request", "Malformed notification.");
-    const row = this.read(notification.checkoutId);
+    const row = await this.read(notification.checkoutId);
     if (!row) return refusal("not_found", "No such checkout.");
     if (BigInt(notification.amountMicros) !== row.amountMicros) {
       this.log(
@@ -142,33 +162,43 @@ export class CardTopups {
 
     const status: Exclude<CheckoutStatus, "created" | "funded"> =
       notification.outcome === "paid" ? "paid" : notification.outcome === "declined" ? "declined" : "abandoned";
-    const moved = this.ledger.commit.run(() => this.store.settleCreated(row.id, status, notification.declineCode ?? null, this.now()));
-    await this.ledger.commit.durable();
-    if (!moved && row.status !== "paid") return { ok: true, checkout: this.read(row.id)!, duplicate: true };
-    if (moved && status !== "paid") return { ok: true, checkout: this.read(row.id)!, duplicate: false };
+    const stamp = await this.ledger.db.transaction(
+      (tx) => this.store.settleCreated(row.id, status, notification.declineCode ?? null, this.now(), tx),
+      { durable: true },
+    );
+    const moved = stamp !== undefined;
+    // The move to `paid` is this process's funding lease, from the moment it was written.
+    if (moved && status === "paid") this.leases.set(row.id, stamp);
+    const current = (await this.read(row.id))!;
+    if (current.status !== "paid") return { ok: true, checkout: current, duplicate: !moved };
 
-    // Paid (now, or earlier with funding still to finish): fund it. A failure leaves it `paid` for the next
-    // notification or a retry to resume; the provider's notification was still taken.
+    // Paid (now, or earlier with funding still to finish): fund it, unless another replica is. A failure
+    // leaves it `paid` for the next notification or a retry to resume; the provider's notification was
+    // still taken.
     try {
       await this.fund(row.id);
     } catch (error) {
       this.log(`card checkout ${row.id}: funding failed, it stays paid and will be retried`, error);
     }
-    return { ok: true, checkout: this.read(row.id)!, duplicate: !moved };
+    return { ok: true, checkout: (await this.read(row.id))!, duplicate: !moved };
   }
 
   /** The account's checkout, `abandoned` once it lapsed unpaid; undefined if it is another account's. */
-  get(accountId: string, checkoutId: string): CardCheckout | undefined {
-    const checkout = this.read(checkoutId);
+  async get(accountId: string, checkoutId: string): Promise<CardCheckout | undefined> {
+    const checkout = await this.read(checkoutId);
     if (!checkout || checkout.accountId !== accountId) return undefined;
     if (checkout.status === "created" && this.now() >= checkout.expiresAtMs) {
-      this.ledger.commit.run(() => this.store.settleCreated(checkoutId, "abandoned", null, this.now()));
+      // A notification landing meanwhile wins or loses the same conditional move: whichever comes first.
+      await this.ledger.db.transaction((tx) => this.store.settleCreated(checkoutId, "abandoned", null, this.now(), tx));
       return this.read(checkoutId);
     }
     return checkout;
   }
 
-  /** Funds a paid checkout once; concurrent calls for one checkout share the same run. */
+  /**
+   * Funds a paid checkout once; concurrent calls for one checkout share the same run. Does nothing when the
+   * checkout is not paid, or while another replica holds its funding lease.
+   */
   fund(checkoutId: string): Promise<void> {
     const running = this.funding.get(checkoutId);
     if (running) return running;
@@ -182,8 +212,8 @@ export class CardTopups {
     const chain = this.chain;
     const wallet = chain?.fundingWallet;
     if (!chain || !wallet) throw new Error("no funding wallet");
-    let checkout = this.read(checkoutId);
-    if (checkout?.status !== "paid") return;
+    if (!(await this.holdLease(checkoutId))) return;
+    let checkout = (await this.read(checkoutId))!;
     const client = chain.publicClient;
     const amount = checkout.amountMicros;
     const confirm = async (what: string, hash: Hash) => {
@@ -197,7 +227,7 @@ export class CardTopups {
       if (receipt?.status === "success") return this.markFunded(checkoutId);
       if (!receipt) throw new Error(`deposit ${checkout.depositTx} is not mined yet`);
       await this.setTx(checkoutId, "deposit_tx", null);
-      checkout = this.read(checkoutId)!;
+      checkout = (await this.read(checkoutId))!;
     }
     this.usdc ??= await client.readContract({ address: chain.escrowAddress, abi: skillEscrowAbi, functionName: "usdc" });
     const usdc = this.usdc;
@@ -205,6 +235,7 @@ export class CardTopups {
       (wallet as Wallet).writeContract({ address, abi, functionName, args, account: wallet.account, chain: wallet.chain } as never);
 
     if (!checkout.mintTx) {
+      if (!(await this.holdLease(checkoutId))) return;
       const hash = await send(usdc, testUsdcAbi, "mint", [wallet.account.address, amount]);
       await this.setTx(checkoutId, "mint_tx", hash);
       await confirm("minting test USDC", hash);
@@ -215,25 +246,50 @@ export class CardTopups {
       functionName: "allowance",
       args: [wallet.account.address, chain.escrowAddress],
     });
-    if (allowance < amount)
+    if (allowance < amount) {
+      if (!(await this.holdLease(checkoutId))) return;
       await confirm("approving the escrow", await send(usdc, testUsdcAbi, "approve", [chain.escrowAddress, maxUint256]));
+    }
+    if (!(await this.holdLease(checkoutId))) return;
     const hash = await send(chain.escrowAddress, skillEscrowAbi, "depositFor", [checkout.address as Address, amount]);
     await this.setTx(checkoutId, "deposit_tx", hash);
     await confirm("depositFor", hash);
     await this.markFunded(checkoutId);
   }
 
+  /**
+   * Takes or renews this process's lease on funding the checkout (CheckoutsStore.holdFunding), before each
+   * transaction sent: false when the checkout is not paid any more, or another replica holds the lease (it
+   * took over after this process went quiet too long): the funding is that replica's then.
+   */
+  private async holdLease(checkoutId: string): Promise<boolean> {
+    const now = this.now();
+    const held = this.leases.get(checkoutId);
+    const stamp = await this.ledger.db.transaction((tx) => this.store.holdFunding(checkoutId, held, now - this.fundingLeaseMs, now, tx));
+    if (stamp === undefined) {
+      this.leases.delete(checkoutId);
+      if (held !== undefined) this.log(`card checkout ${checkoutId}: another replica is funding it (or it is no longer paid); leaving it`);
+      return false;
+    }
+    this.leases.set(checkoutId, stamp);
+    return true;
+  }
+
+  /** Records a funding transaction as soon as it is sent, durably: a retry must find it rather than send another. */
   private async setTx(checkoutId: string, column: "mint_tx" | "deposit_tx", hash: string | null): Promise<void> {
-    this.ledger.commit.run(() => this.store.setFundingTx(checkoutId, column === "mint_tx" ? "mint" : "deposit", hash, this.now()));
-    await this.ledger.commit.durable();
+    const stamp = await this.ledger.db.transaction(
+      (tx) => this.store.setFundingTx(checkoutId, column === "mint_tx" ? "mint" : "deposit", hash, this.now(), tx),
+      { durable: true },
+    );
+    if (stamp !== undefined) this.leases.set(checkoutId, stamp);
   }
 
   private async markFunded(checkoutId: string): Promise<void> {
-    this.ledger.commit.run(() => this.store.markFunded(checkoutId, this.now()));
-    await this.ledger.commit.durable();
+    await this.ledger.db.transaction((tx) => this.store.markFunded(checkoutId, this.now(), tx), { durable: true });
+    this.leases.delete(checkoutId);
   }
 
-  private read(checkoutId: string): CardCheckout | undefined {
+  private read(checkoutId: string): Promise<CardCheckout | undefined> {
     return this.store.get(checkoutId);
   }
 }

@@ -42,11 +42,11 @@ export type SweepWalletReturnType =
  */
 export async function sweepWalletToEscrow(parameters: SweepWalletParameters): Promise<SweepWalletReturnType> {
   const { ledger, accountId, chain, aa, usdc, escrow } = parameters;
-  const wallet = getEmbeddedWallet(ledger.db, accountId);
+  const wallet = await getEmbeddedWallet(ledger.db, accountId);
   if (!wallet) throw new WalletError(`${accountId} has no embedded wallet`);
   const locked = await withWalletLock(wallet.address, async (): Promise<SweepWalletReturnType> => {
     let owner: LocalAccount;
-    if (wallet.ownerKind === "server") owner = serverOwnerOf(ledger.db, accountId, parameters.encryptionKey);
+    if (wallet.ownerKind === "server") owner = await serverOwnerOf(ledger.db, accountId, parameters.encryptionKey);
     else {
       if (!parameters.ownerSigner) throw new WalletError(`${accountId}'s wallet is owned by ${wallet.ownerAddress}: pass its signer`);
       if (getAddress(parameters.ownerSigner.address) !== wallet.ownerAddress) {

@@ -77,10 +77,10 @@ export class WalletClaims {
   ) {}
 
   /** The account's wallet, if it is where the escrow credits the account's earnings; else the refusal. */
-  private claimingWallet(accountId: string): { ok: true; wallet: EmbeddedWallet } | ClaimRefusal {
-    const wallet = getEmbeddedWallet(this.p.ledger.db, accountId);
+  private async claimingWallet(accountId: string): Promise<{ ok: true; wallet: EmbeddedWallet } | ClaimRefusal> {
+    const wallet = await getEmbeddedWallet(this.p.ledger.db, accountId);
     if (!wallet) return refusal("no_wallet", NO_WALLET);
-    const payoutAddress = settlementAddress(settlementStores(this.p.ledger.db).addresses, accountId);
+    const payoutAddress = await settlementAddress(settlementStores(this.p.ledger.db).addresses, accountId);
     if (!payoutAddress || !isAddressEqual(payoutAddress, wallet.address)) {
       return refusal(
         "payout_address_not_wallet",
@@ -119,7 +119,7 @@ export class WalletClaims {
    * (`claim()`, or `claimTo(to)`), mined before this returns. The amount is the escrow's Claimed event's.
    */
   async claimForServerWallet(accountId: string, options: ClaimOptions = {}): Promise<ClaimResult> {
-    const found = this.claimingWallet(accountId);
+    const found = await this.claimingWallet(accountId);
     if (!found.ok) return found;
     const { wallet } = found;
     if (wallet.ownerKind !== "server")
@@ -130,7 +130,7 @@ export class WalletClaims {
     const to = options.to ? getAddress(options.to) : wallet.address;
     const locked = await withWalletLock(wallet.address, async (): Promise<ClaimResult> => {
       if ((await this.claimable(wallet.address)) === 0n) return refusal("nothing_to_claim", NOTHING_TO_CLAIM);
-      const owner = serverOwnerOf(this.p.ledger.db, accountId, this.p.encryptionKey);
+      const owner = await serverOwnerOf(this.p.ledger.db, accountId, this.p.encryptionKey);
       const sent = await sendAsServer(this.p, wallet, owner, [escrowClaimCall({ escrow: this.p.escrow, to: options.to })], {
         ...options,
         what: "claim",
@@ -153,7 +153,7 @@ export class WalletClaims {
    * replaces the account's older claims.
    */
   async prepareOwnerClaim(accountId: string, options: Pick<ClaimOptions, "to"> = {}): Promise<PrepareClaimResult> {
-    const found = this.claimingWallet(accountId);
+    const found = await this.claimingWallet(accountId);
     if (!found.ok) return found;
     const { wallet } = found;
     if (wallet.ownerKind !== "siwe")

@@ -106,7 +106,7 @@ export class WalletService {
    * userOpHash, which SimpleAccount v0.7 checks). A newer preparation replaces the account's older ones.
    */
   async prepareOwnerSweep(accountId: string): Promise<PrepareSweepResult> {
-    const wallet = getEmbeddedWallet(this.p.ledger.db, accountId);
+    const wallet = await getEmbeddedWallet(this.p.ledger.db, accountId);
     if (!wallet) return refusal("no_wallet", "This account has no embedded wallet yet.");
     if (wallet.ownerKind !== "siwe") {
       return refusal(
@@ -178,9 +178,9 @@ export class WalletService {
 
   /** The account's embedded wallet, created on first sign-in. */
   async ensureFor(accountId: string): Promise<EmbeddedWallet> {
-    const existing = getEmbeddedWallet(this.p.ledger.db, accountId);
+    const existing = await getEmbeddedWallet(this.p.ledger.db, accountId);
     if (existing) return existing;
-    const siwe = this.p.sessions.identitiesOf(accountId).find((i) => i.provider === "siwe");
+    const siwe = (await this.p.sessions.identitiesOf(accountId)).find((i) => i.provider === "siwe");
     const owner = siwe ? { kind: "siwe" as const, address: siwe.subject } : { kind: "server" as const };
     const created = await ensureEmbeddedWallet(this.p.ledger, accountId, owner, {
       chain: this.p.chain,
@@ -193,7 +193,7 @@ export class WalletService {
   /** Moves the USDC in every server-owned wallet (at least the minimum) into the escrow; returns how many moved. */
   async sweepAll(): Promise<number> {
     let swept = 0;
-    for (const wallet of listEmbeddedWallets(this.p.ledger.db)) {
+    for (const wallet of await listEmbeddedWallets(this.p.ledger.db)) {
       if (wallet.ownerKind !== "server") continue;
       const balance = await readContract(this.p.chain.client, {
         address: this.p.usdc,

@@ -125,7 +125,7 @@ export class WalletWithdrawals {
    * Checks the mined operation redeemed exactly this voucher (its VoucherRedeemed event) and notes it redeemed.
    * A reverted operation paid nothing: the voucher is unused and stays issued.
    */
-  private redeemed(receipt: UserOperationReceipt, voucher: IssuedVoucher): { ok: true } | { ok: false; message: string } {
+  private async redeemed(receipt: UserOperationReceipt, voucher: IssuedVoucher): Promise<{ ok: true } | { ok: false; message: string }> {
     if (!receipt.success) return { ok: false, message: `the withdrawal reverted on chain: ${receipt.reason ?? "no reason"}` };
     const events = parseEventLogs({ abi: skillEscrowAbi, eventName: "VoucherRedeemed", logs: receipt.logs, strict: true }).filter(
       (log) =>
@@ -138,7 +138,7 @@ export class WalletWithdrawals {
         `UserOperation ${receipt.userOpHash} succeeded without redeeming voucher ${voucher.voucher.nonce} of ${voucher.voucher.account}`,
       );
     }
-    this.p.vouchers.markRedeemed(voucher.voucher.account, voucher.voucher.nonce);
+    await this.p.vouchers.markRedeemed(voucher.voucher.account, voucher.voucher.nonce);
     return { ok: true };
   }
 
@@ -162,7 +162,7 @@ export class WalletWithdrawals {
    * embedded wallet: issues the voucher, sends the sponsored operation and waits for it to be mined.
    */
   async withdrawTo(accountId: string, parameters: WithdrawToParameters): Promise<WithdrawResult> {
-    const wallet = getEmbeddedWallet(this.p.ledger.db, accountId);
+    const wallet = await getEmbeddedWallet(this.p.ledger.db, accountId);
     if (!wallet) return refusal("no_wallet", "This account has no embedded wallet yet.");
     if (wallet.ownerKind !== "server") {
       return refusal(
@@ -174,7 +174,7 @@ export class WalletWithdrawals {
     const refused = this.refuseRecipient(wallet, to);
     if (refused) return refused;
     const locked = await withWalletLock(wallet.address, async (): Promise<WithdrawResult> => {
-      const owner = serverOwnerOf(this.p.ledger.db, accountId, this.p.encryptionKey);
+      const owner = await serverOwnerOf(this.p.ledger.db, accountId, this.p.encryptionKey);
       const issued = await this.issue(accountId, wallet, parameters.amountMicros);
       if (!issued.ok) return issued;
       const { voucher } = issued;
@@ -189,7 +189,7 @@ export class WalletWithdrawals {
         });
         const sent = await sendAsServer(this.p, wallet, owner, calls, { ...parameters, what: "withdrawal" });
         if (!sent.ok) return this.sendFailure(sent, voucher);
-        const checked = this.redeemed(sent.receipt, voucher);
+        const checked = await this.redeemed(sent.receipt, voucher);
         if (!checked.ok) return this.sendFailure(gatewaySendFailure("withdrawal", checked.message), voucher, sent.userOpHash);
         return {
           ok: true,
@@ -217,7 +217,7 @@ export class WalletWithdrawals {
    * likewise stay valid until their deadlines).
    */
   async prepareOwnerWithdrawal(accountId: string, parameters: Omit<WithdrawToParameters, "timeoutMs">): Promise<PrepareWithdrawalResult> {
-    const wallet = getEmbeddedWallet(this.p.ledger.db, accountId);
+    const wallet = await getEmbeddedWallet(this.p.ledger.db, accountId);
     if (!wallet) return refusal("no_wallet", "This account has no embedded wallet yet.");
     if (wallet.ownerKind !== "siwe") {
       return refusal(
@@ -257,7 +257,7 @@ export class WalletWithdrawals {
     signature: Hex,
     options: { timeoutMs?: number } = {},
   ): Promise<SubmitWithdrawalResult> {
-    const wallet = getEmbeddedWallet(this.p.ledger.db, accountId);
+    const wallet = await getEmbeddedWallet(this.p.ledger.db, accountId);
     if (!wallet) return refusal("not_found", "No prepared withdrawal with this hash on this account (it may have expired): prepare again.");
     const locked = await withWalletLock(wallet.address, async (): Promise<SubmitWithdrawalResult> => {
       const pending = this.ownerSigned.find<PreparedWithdrawal>(accountId, "withdrawal", userOpHash);
@@ -276,7 +276,7 @@ export class WalletWithdrawals {
       // Refused before the bundler took it: the preparation stays usable until it expires, so it may be signed again.
       if (!result.ok) return result;
       const { voucher, to } = result.prepared.details;
-      const checked = this.redeemed(result.receipt, voucher);
+      const checked = await this.redeemed(result.receipt, voucher);
       if (!checked.ok) {
         // The owner signed what reverted: told as a refusal of their operation, as the bundler's would be.
         const reverted = refusal("user_operation_rejected", `The operation was mined but ${checked.message}.`);

@@ -1,4 +1,4 @@
-import type { Db } from "../db/db";
+import type { Database, Sql } from "../db/sql";
 
 /** An embedded wallet as stored: addresses lower-case, the server-held owner key encrypted (./wallet-keys.ts). */
 export interface WalletRecord {
@@ -9,15 +9,6 @@ export interface WalletRecord {
   /** AES-256-GCM of the owner key, for a server-owned wallet; null for a SIWE one. */
   encryptedOwnerKey: Buffer | null;
   createdAtMs: number;
-}
-
-/** The `embedded_wallets` table: one wallet per account, never replaced once stored. */
-export interface WalletsStore {
-  get(accountId: string): WalletRecord | undefined;
-  /** Every wallet, oldest first. */
-  list(): WalletRecord[];
-  /** Stores the account's wallet unless it has one already (then the stored one stays). */
-  insertIfAbsent(wallet: WalletRecord): void;
 }
 
 type Row = {
@@ -38,25 +29,26 @@ const toRecord = (row: Row): WalletRecord => ({
   createdAtMs: Number(row.created_at),
 });
 
-/** WalletsStore on the gateway's SQLite database. Statements are prepared on use: a store is built per operation. */
-export class SqliteWalletsStore implements WalletsStore {
-  constructor(private readonly db: Db) {}
+/** The `embedded_wallets` table, on either engine: one wallet per account, never replaced once stored. */
+export class WalletsStore {
+  constructor(private readonly db: Database) {}
 
-  get(accountId: string): WalletRecord | undefined {
-    const row = this.db.prepare("SELECT * FROM embedded_wallets WHERE account_id = ?").get(accountId) as Row | undefined;
+  async get(accountId: string, sql: Sql = this.db): Promise<WalletRecord | undefined> {
+    const row = await sql.one<Row>("SELECT * FROM embedded_wallets WHERE account_id = ?", [accountId]);
     return row && toRecord(row);
   }
 
-  list(): WalletRecord[] {
-    return (this.db.prepare("SELECT * FROM embedded_wallets ORDER BY created_at, account_id").all() as Row[]).map(toRecord);
+  /** Every wallet, oldest first. */
+  async list(): Promise<WalletRecord[]> {
+    return (await this.db.all<Row>("SELECT * FROM embedded_wallets ORDER BY created_at, account_id")).map(toRecord);
   }
 
-  insertIfAbsent(w: WalletRecord): void {
-    this.db
-      .prepare(
-        `INSERT INTO embedded_wallets (account_id, address, owner_kind, owner_address, encrypted_owner_key, created_at)
-         VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (account_id) DO NOTHING`,
-      )
-      .run(w.accountId, w.address, w.ownerKind, w.ownerAddress, w.encryptedOwnerKey, w.createdAtMs);
+  /** Stores the account's wallet unless it has one already (then the stored one stays). */
+  async insertIfAbsent(w: WalletRecord, tx?: Sql): Promise<void> {
+    await (tx ?? this.db).run(
+      `INSERT INTO embedded_wallets (account_id, address, owner_kind, owner_address, encrypted_owner_key, created_at)
+       VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (account_id) DO NOTHING`,
+      [w.accountId, w.address, w.ownerKind, w.ownerAddress, w.encryptedOwnerKey, w.createdAtMs],
+    );
   }
 }

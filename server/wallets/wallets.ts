@@ -16,7 +16,7 @@ import { generatePrivateKey, privateKeyToAccount, toAccount } from "viem/account
 import type { AaDeployment } from "./aa";
 import { linkAddress, normalizeAddress, type LinkAddressReturnType } from "../settlement/addresses";
 import type { Ledger } from "../ledger/ledger";
-import { SqliteWalletsStore, type WalletRecord } from "./wallets-store";
+import { type WalletRecord, WalletsStore } from "./wallets-store";
 
 /** Who owns an embedded wallet: a SIWE user's own address, or a key the server generates and keeps encrypted. */
 export type WalletOwner = { kind: "siwe"; address: string } | { kind: "server" };
@@ -72,18 +72,18 @@ function toWallet(record: WalletRecord): EmbeddedWallet {
   };
 }
 
-/** The gateway's SQLite handle (`ledger.db`), which the wallet functions read the wallets' store through. */
+/** The gateway's database (`ledger.db`), which the wallet functions read the wallets' store through. */
 type Handle = Ledger["db"];
 
 /** The account's embedded wallet, if it has one. Never includes the owner key. */
-export function getEmbeddedWallet(db: Handle, accountId: string): EmbeddedWallet | undefined {
-  const record = new SqliteWalletsStore(db).get(accountId);
+export async function getEmbeddedWallet(db: Handle, accountId: string): Promise<EmbeddedWallet | undefined> {
+  const record = await new WalletsStore(db).get(accountId);
   return record ? toWallet(record) : undefined;
 }
 
 /** Every embedded wallet, oldest first (what a sweeper polls). */
-export function listEmbeddedWallets(db: Handle): EmbeddedWallet[] {
-  return new SqliteWalletsStore(db).list().map(toWallet);
+export async function listEmbeddedWallets(db: Handle): Promise<EmbeddedWallet[]> {
+  return (await new WalletsStore(db).list()).map(toWallet);
 }
 
 export type EnsureEmbeddedWalletOptions = {
@@ -104,7 +104,9 @@ export type EnsureEmbeddedWalletReturnType = EmbeddedWallet & {
  * The account's embedded wallet, created on first use: computes the counterfactual SimpleAccount of `owner`
  * (for a server owner, of a fresh key, stored encrypted), stores it, and links its address to the account so
  * deposits to it are credited. Idempotent: a second call returns the stored wallet, whatever `owner` says.
- * A link refused (say the account already has another address) is reported in `link`, not thrown.
+ * A link refused (say the account already has another address) is reported in `link`, not thrown. Two
+ * calls at once (two replicas signing the account in) both compute a wallet; the first stored is the one
+ * both return, and only it is linked.
  */
 export async function ensureEmbeddedWallet(
   ledger: Ledger,
@@ -112,9 +114,9 @@ export async function ensureEmbeddedWallet(
   owner: WalletOwner,
   options: EnsureEmbeddedWalletOptions,
 ): Promise<EnsureEmbeddedWalletReturnType> {
-  const existing = getEmbeddedWallet(ledger.db, accountId);
+  const existing = await getEmbeddedWallet(ledger.db, accountId);
   if (existing) return { ...existing, created: false, link: await linkAddress(ledger, { accountId, address: existing.address }) };
-  if (!ledger.getAccount(accountId)) throw new WalletError(`no account ${accountId}`);
+  if (!(await ledger.getAccount(accountId))) throw new WalletError(`no account ${accountId}`);
 
   let signer: LocalAccount;
   let privateKey: Hex | undefined;
@@ -133,17 +135,25 @@ export async function ensureEmbeddedWallet(
   const encrypted = privateKey && key ? encryptOwnerKey(privateKey, key, accountId, address) : null;
   const now = (options.now ?? Date.now)();
 
-  ledger.commit.run(() => {
-    new SqliteWalletsStore(ledger.db).insertIfAbsent({
-      accountId,
-      address,
-      ownerKind: owner.kind,
-      ownerAddress: signer.address.toLowerCase(),
-      encryptedOwnerKey: encrypted,
-      createdAtMs: now,
-    });
-  });
-  const stored = getEmbeddedWallet(ledger.db, accountId)!;
+  // Durable before it is linked and reported: the encrypted key is the only copy of the owner key.
+  const store = new WalletsStore(ledger.db);
+  const stored = await ledger.db.transaction(
+    async (tx) => {
+      await store.insertIfAbsent(
+        {
+          accountId,
+          address,
+          ownerKind: owner.kind,
+          ownerAddress: signer.address.toLowerCase(),
+          encryptedOwnerKey: encrypted,
+          createdAtMs: now,
+        },
+        tx,
+      );
+      return toWallet((await store.get(accountId, tx))!);
+    },
+    { durable: true },
+  );
   const link = await linkAddress(ledger, { accountId, address: stored.address });
   return { ...stored, created: stored.address.toLowerCase() === address, link };
 }
@@ -152,8 +162,8 @@ export async function ensureEmbeddedWallet(
  * The server-held owner of an account's wallet, decrypted, as a viem account. Throws WalletError for a SIWE
  * wallet (the gateway has no key) or when WALLET_ENCRYPTION_KEY is unset or wrong.
  */
-export function serverOwnerOf(db: Handle, accountId: string, encryptionKey: string | undefined): LocalAccount {
-  const row = new SqliteWalletsStore(db).get(accountId);
+export async function serverOwnerOf(db: Handle, accountId: string, encryptionKey: string | undefined): Promise<LocalAccount> {
+  const row = await new WalletsStore(db).get(accountId);
   if (!row) throw new WalletError(`${accountId} has no embedded wallet`);
   if (row.ownerKind !== "server" || !row.encryptedOwnerKey) {
     throw new WalletError(`${accountId}'s wallet is owned by ${getAddress(row.ownerAddress)}, whose signature the gateway does not hold`);

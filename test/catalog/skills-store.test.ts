@@ -1,8 +1,8 @@
 import { expect } from "chai";
-import { SqliteSkillsStore, type SkillWrite } from "../../server/catalog/skills-store";
-import { type Db, openDatabase } from "../../server/db/db";
-import { SCHEMA } from "../../server/schema";
+import type { Database } from "../../server/db/sql";
+import { SkillsStore, type SkillWrite } from "../../server/catalog/skills-store";
 import { Ledger } from "../../server/ledger/ledger";
+import { describeEachEngine } from "../helpers/engines";
 
 const ID = "00000000-0000-4000-8000-0000000000aa";
 const skill = (overrides: Partial<SkillWrite> = {}): SkillWrite => ({
@@ -20,41 +20,66 @@ const skill = (overrides: Partial<SkillWrite> = {}): SkillWrite => ({
   ...overrides,
 });
 
-describe("SkillsStore on a real SQLite database", () => {
-  let db: Db;
-  let store: SqliteSkillsStore;
+describeEachEngine("SkillsStore", (engine) => {
+  let db: Database;
+  let store: SkillsStore;
 
-  beforeEach(() => {
-    db = openDatabase(":memory:", SCHEMA);
-    new Ledger(db).ensureAccount({ id: "ada", kind: "seller", name: "Ada" });
-    store = new SqliteSkillsStore(db);
+  beforeEach(async () => {
+    db = await engine.open();
+    await (await Ledger.open(db)).ensureAccount({ id: "ada", kind: "seller", name: "Ada" });
+    store = new SkillsStore(db);
   });
-  afterEach(() => db.close());
 
-  it("upserts by slug keeping the id, and the change stamp moves with each write", () => {
-    const before = store.changeStamp();
-    store.upsert(skill(), 1);
-    const afterInsert = store.changeStamp();
+  it("upserts by slug keeping the id (and the secret unless told to replace it), and the change stamp moves with each write", async () => {
+    const before = await store.changeStamp();
+    expect(await store.upsert(skill(), 1, true)).to.equal(ID);
+    const afterInsert = await store.changeStamp();
     expect(afterInsert).to.not.equal(before);
-    store.upsert(skill({ id: "00000000-0000-4000-8000-0000000000bb", priceMicros: 7n }), 2);
-    expect(store.listed()).to.have.length(1);
-    expect(store.listed()[0]).to.include({ id: ID, priceMicros: 7n, inputSchemaJson: '{"type":"object"}' });
-    expect(store.idAndSecretOf("echo")).to.deep.equal({ id: ID, signingSecret: "secret" });
-    expect(store.changeStamp()).to.not.equal(afterInsert);
+    const other = "00000000-0000-4000-8000-0000000000bb";
+    expect(await store.upsert(skill({ id: other, priceMicros: 7n, signingSecret: "new" }), 2, false)).to.equal(ID);
+    expect(await store.listed()).to.have.length(1);
+    expect((await store.listed())[0]).to.include({
+      id: ID,
+      priceMicros: 7n,
+      inputSchemaJson: '{"type":"object"}',
+      signingSecret: "secret",
+    });
+    expect(await store.changeStamp()).to.not.equal(afterInsert);
+    await store.upsert(skill({ id: other, signingSecret: "rotated" }), 3, true);
+    expect((await store.listed())[0]).to.include({ id: ID, signingSecret: "rotated" });
   });
 
-  it("inserts a seller's skill only under a free slug, finds it by UUID or slug, updates and unlists it", () => {
-    expect(store.insertIfSlugFree(skill(), 1)).to.equal(true);
-    expect(store.insertIfSlugFree(skill({ id: "00000000-0000-4000-8000-0000000000cc" }), 1)).to.equal(false);
-    expect(store.ownListing("ada", ID.toUpperCase())?.slug).to.equal("echo");
-    expect(store.ownListing("ada", "echo")?.listed).to.equal(true);
-    expect(store.ownListing("bob", "echo")).to.equal(undefined);
+  it("moves the change stamp for a write stamped earlier than the latest (a replica whose clock is behind)", async () => {
+    await store.upsert(skill(), 100, true);
+    await store.upsert(skill({ id: "00000000-0000-4000-8000-0000000000bb", slug: "other" }), 200, true);
+    const before = await store.changeStamp();
+    await store.unlist(ID, 150);
+    expect(await store.changeStamp()).to.not.equal(before);
+  });
+
+  it("inserts a seller's skill only under a free slug, finds it by UUID or slug, updates and unlists it", async () => {
+    expect(await store.insertIfSlugFree(skill(), 1)).to.equal(true);
+    expect(await store.insertIfSlugFree(skill({ id: "00000000-0000-4000-8000-0000000000cc" }), 1)).to.equal(false);
+    expect((await store.ownListing("ada", ID.toUpperCase()))?.slug).to.equal("echo");
+    expect((await store.ownListing("ada", "echo"))?.listed).to.equal(true);
+    expect(await store.ownListing("bob", "echo")).to.equal(undefined);
     const { id, slug, sellerAccountId, signingSecret, ...fields } = skill({ name: "Echo 2" });
-    store.updateOwn("ada", ID, { ...fields, listed: false }, 3);
-    expect(store.ownListing("ada", "echo")).to.include({ name: "Echo 2", listed: false, updatedAtMs: 3 });
-    expect(store.listed()).to.deep.equal([]);
-    store.updateOwn("ada", ID, { ...fields, listed: true }, 4);
-    store.unlist(ID, 5);
-    expect(store.listingsOf("ada").map((s) => [s.slug, s.listed])).to.deep.equal([["echo", false]]);
+    await store.updateOwn("ada", ID, { ...fields, listed: false }, 3);
+    expect(await store.ownListing("ada", "echo")).to.include({ name: "Echo 2", listed: false, updatedAtMs: 3 });
+    expect(await store.listed()).to.deep.equal([]);
+    await store.updateOwn("ada", ID, { ...fields, listed: true }, 4);
+    await store.unlist(ID, 5);
+    expect((await store.listingsOf("ada")).map((s) => [s.slug, s.listed])).to.deep.equal([["echo", false]]);
+  });
+
+  it("reads a listing inside a transaction, locking it for the edit that follows", async () => {
+    await store.insertIfSlugFree(skill(), 1);
+    const name = await db.transaction(async (tx) => {
+      const listing = await store.ownListing("ada", "echo", tx);
+      const { id, slug, sellerAccountId, signingSecret, ...fields } = skill({ name: `${listing!.name} 2` });
+      await store.updateOwn("ada", ID, { ...fields, listed: true }, 2, tx);
+      return (await store.ownListing("ada", "echo", tx))!.name;
+    });
+    expect(name).to.equal("Echo 2");
   });
 });

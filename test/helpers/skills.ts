@@ -1,5 +1,5 @@
 import type { Skill, SkillInput } from "../../server/catalog/skills";
-import type { Db } from "../../server/db/db";
+import type { Database } from "../../server/db/sql";
 import { Ledger } from "../../server/ledger/ledger";
 
 /** The seller every built skill belongs to unless overridden. */
@@ -48,11 +48,11 @@ export function buildSkillRecord(overrides: Partial<Skill> = {}): Skill {
 
 /**
  * Creates the seller account that skills refer to (a foreign key), and waits until it is
- * committed: the ledger writes in batches, and the batch must end before another
+ * durable: on SQLite the ledger writes in batches, and the batch must end before another
  * connection writes or this one is closed.
  */
-export async function ensureSeller(db: Db, id = SELLER_ID): Promise<void> {
-  const ledger = new Ledger(db);
-  ledger.ensureAccount({ id, kind: "seller", name: `Seller ${id}` });
-  await ledger.commit.durable();
+export async function ensureSeller(db: Database, id = SELLER_ID): Promise<void> {
+  const ledger = await Ledger.open(db);
+  await ledger.ensureAccount({ id, kind: "seller", name: `Seller ${id}` });
+  await db.durable();
 }

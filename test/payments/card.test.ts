@@ -26,13 +26,11 @@ describe("card top-ups (/v1/topups/card, sandbox provider)", function () {
   const notify = (body: string, signature?: string) =>
     send(`${stack.url}/v1/topups/card/notify`, "POST", signature === undefined ? {} : { [CARD_SIGNATURE_HEADER]: signature }, body);
   const deposits = (accountId: string) =>
-    stack.gw.ledger.db
-      .prepare(
-        "SELECT COUNT(*) FROM entries e JOIN postings p ON p.entry_id = e.id WHERE e.kind = 'deposit' AND p.bucket = 'available' AND p.account_id = ?",
-      )
-      .pluck()
-      .get(accountId) as bigint;
-  const checkouts = () => stack.gw.ledger.db.prepare("SELECT COUNT(*) FROM card_checkouts").pluck().get() as bigint;
+    stack.gw.ledger.db.value<bigint>(
+      "SELECT COUNT(*) FROM entries e JOIN postings p ON p.entry_id = e.id WHERE e.kind = 'deposit' AND p.bucket = 'available' AND p.account_id = ?",
+      [accountId],
+    );
+  const checkouts = () => stack.gw.ledger.db.value<bigint>("SELECT COUNT(*) FROM card_checkouts");
 
   before(async () => {
     chain = await startLocalChain();
@@ -68,10 +66,10 @@ describe("card top-ups (/v1/topups/card, sandbox provider)", function () {
     expect(await chain.escrowBalance(address)).to.equal(10n * USDC);
 
     // The credit is the indexer's, from the Deposited event: the card flow itself wrote none.
-    expect(stack.available(ada.accountId)).to.equal(0n);
+    expect(await stack.available(ada.accountId)).to.equal(0n);
     await stack.gw.moneyPath!.indexer.poll();
-    expect(stack.available(ada.accountId)).to.equal(10n * USDC);
-    expect(deposits(ada.accountId)).to.equal(1n);
+    expect(await stack.available(ada.accountId)).to.equal(10n * USDC);
+    expect(await deposits(ada.accountId)).to.equal(1n);
 
     const read = await ada.request("GET", `/v1/topups/card/${paid.body.data.id}`);
     expect(read.status).to.equal(200);
@@ -88,7 +86,7 @@ describe("card top-ups (/v1/topups/card, sandbox provider)", function () {
       expect(declined.body.data).to.include({ status: "declined", decline_code: declineCode, mint_tx: null, deposit_tx: null });
       await stack.gw.moneyPath!.indexer.poll();
       expect(await chain.escrowBalance(address)).to.equal(0n);
-      expect(stack.available(ada.accountId)).to.equal(0n);
+      expect(await stack.available(ada.accountId)).to.equal(0n);
     });
   }
 
@@ -97,7 +95,7 @@ describe("card top-ups (/v1/topups/card, sandbox provider)", function () {
     expect(below.status).to.equal(400);
     expect(below.body).to.include({ success: false, code: "amount_below_minimum" });
     expect(below.body.error).to.include("1 USD");
-    expect(checkouts()).to.equal(0n);
+    expect(await checkouts()).to.equal(0n);
     expect(provider().deliveries).to.have.length(0);
     expect(await chain.escrowBalance(address)).to.equal(0n);
   });
@@ -114,8 +112,8 @@ describe("card top-ups (/v1/topups/card, sandbox provider)", function () {
     }
     await stack.gw.moneyPath!.indexer.poll();
     expect(await chain.escrowBalance(address)).to.equal(5n * USDC);
-    expect(stack.available(ada.accountId)).to.equal(5n * USDC);
-    expect(deposits(ada.accountId)).to.equal(1n);
+    expect(await stack.available(ada.accountId)).to.equal(5n * USDC);
+    expect(await deposits(ada.accountId)).to.equal(1n);
   });
 
   it("answers 401 to a notification with a bad or missing signature, and changes nothing", async () => {
@@ -143,12 +141,12 @@ describe("card top-ups (/v1/topups/card, sandbox provider)", function () {
     expect((await ada.request("GET", `/v1/topups/card/${open.body.data.id}`)).body.data.status).to.equal("created");
     await stack.gw.moneyPath!.indexer.poll();
     expect(await chain.escrowBalance(address)).to.equal(0n);
-    expect(stack.available(ada.accountId)).to.equal(0n);
+    expect(await stack.available(ada.accountId)).to.equal(0n);
   });
 
   it("counts an unpaid checkout as abandoned once it lapses, and funds nothing for it", async () => {
     const open = await ada.request("POST", "/v1/topups/card", { amount: "10.00" });
-    stack.gw.ledger.db.prepare("UPDATE card_checkouts SET expires_at = ? WHERE id = ?").run(Date.now() - 1, open.body.data.id);
+    await stack.gw.ledger.db.run("UPDATE card_checkouts SET expires_at = ? WHERE id = ?", [Date.now() - 1, open.body.data.id]);
     const read = await ada.request("GET", `/v1/topups/card/${open.body.data.id}`);
     expect(read.body.data.status).to.equal("abandoned");
     // The card arrives too late: the checkout is no longer 'created', so nothing moves.

@@ -12,7 +12,11 @@ import { accountForAddress } from "../../server/settlement/addresses";
 import { settlementStores } from "../../server/settlement/store";
 import { DepositIndexer } from "../../server/settlement/indexer";
 import { startAaStack, type AaStack } from "../helpers/aa-stack";
-import { makeLedger, makeTempDir } from "../helpers/ledger";
+import { makeTempDir } from "../helpers/ledger";
+import { openDatabase } from "../../server/db/db";
+import { SqliteDatabase } from "../../server/db/sqlite-database";
+import { Ledger } from "../../server/ledger/ledger";
+import { SCHEMA } from "../../server/schema";
 
 const USDC = 1_000_000n;
 const KEY = "5a".repeat(32);
@@ -33,16 +37,19 @@ describe("embedded wallets", function () {
     for (const dir of dirs) dir.remove();
   });
 
-  const freshLedger = (file?: string) => {
-    const fixture = makeLedger(file ? { file } : {});
-    fixture.ledger.ensureAccount({ id: "user:ada", kind: "user", name: "Ada" });
-    return fixture;
+  /** A ledger with Ada's account on a fresh SQLite database (in memory unless `file`); `sqlite` is its raw connection. */
+  const freshLedger = async (file?: string) => {
+    const sqlite = openDatabase(file ?? ":memory:", SCHEMA);
+    const db = new SqliteDatabase(sqlite);
+    const ledger = await Ledger.open(db);
+    await ledger.ensureAccount({ id: "user:ada", kind: "user", name: "Ada" });
+    return { db, sqlite, ledger };
   };
 
   describe("the counterfactual address", () => {
     it("of a SIWE account is the SimpleAccount its own address owns: deterministic, stored and linked for deposits", async () => {
       const siweAddress = privateKeyToAccount(generatePrivateKey()).address;
-      const { db, ledger } = freshLedger();
+      const { db, ledger } = await freshLedger();
       const wallet = await ensureEmbeddedWallet(ledger, "user:ada", { kind: "siwe", address: siweAddress.toLowerCase() }, { chain });
 
       const onChain = await stack.node.publicClient.readContract({
@@ -55,8 +62,8 @@ describe("embedded wallets", function () {
       expect(wallet).to.include({ created: true, ownerKind: "siwe", ownerAddress: siweAddress });
       expect(wallet.link).to.include({ ok: true, created: true });
       expect(await stack.node.publicClient.getCode({ address: wallet.address }), "counterfactual: nothing deployed").to.equal(undefined);
-      expect(accountForAddress(settlementStores(db).addresses, wallet.address)).to.equal("user:ada");
-      const row = db.prepare("SELECT * FROM embedded_wallets").get() as Record<string, unknown>;
+      expect(await accountForAddress(settlementStores(db).addresses, wallet.address)).to.equal("user:ada");
+      const row = (await db.one("SELECT * FROM embedded_wallets"))!;
       expect(row).to.include({
         account_id: "user:ada",
         address: onChain.toLowerCase(),
@@ -68,14 +75,14 @@ describe("embedded wallets", function () {
       // Asking again changes nothing; another database computes the same address for the same owner.
       const again = await ensureEmbeddedWallet(ledger, "user:ada", { kind: "server" }, { chain });
       expect(again).to.include({ created: false, address: wallet.address, ownerKind: "siwe" });
-      expect(db.prepare("SELECT COUNT(*) FROM embedded_wallets").pluck().get()).to.equal(1n);
-      const other = freshLedger();
+      expect(await db.value("SELECT COUNT(*) FROM embedded_wallets")).to.equal(1n);
+      const other = await freshLedger();
       const elsewhere = await ensureEmbeddedWallet(other.ledger, "user:ada", { kind: "siwe", address: siweAddress }, { chain });
       expect(elsewhere.address).to.equal(wallet.address);
     });
 
     it("refuses an unknown account or a malformed owner address", async () => {
-      const { ledger } = freshLedger();
+      const { ledger } = await freshLedger();
       await expectRejection(
         ensureEmbeddedWallet(
           ledger,
@@ -94,11 +101,11 @@ describe("embedded wallets", function () {
       const dir = makeTempDir();
       dirs.push(dir);
       const file = dir.file("wallets.db");
-      const { db, ledger } = freshLedger(file);
+      const { db, sqlite, ledger } = await freshLedger(file);
       const wallet = await ensureEmbeddedWallet(ledger, "user:ada", { kind: "server" }, { chain, encryptionKey: KEY });
       expect(wallet).to.include({ created: true, ownerKind: "server" });
 
-      const owner = serverOwnerOf(db, "user:ada", KEY);
+      const owner = await serverOwnerOf(db, "user:ada", KEY);
       expect(owner.address).to.equal(wallet.ownerAddress);
       const account = await toSimpleSmartAccount({
         client: stack.node.publicClient,
@@ -107,10 +114,11 @@ describe("embedded wallets", function () {
       });
       expect(account.address).to.equal(wallet.address);
 
-      const blob = db.prepare("SELECT encrypted_owner_key FROM embedded_wallets").pluck().get() as Buffer;
+      const blob = (await db.value<Buffer>("SELECT encrypted_owner_key FROM embedded_wallets"))!;
       const rawKey = decryptOwnerKey(blob, walletEncryptionKey(KEY), "user:ada", wallet.address);
       expect(privateKeyToAccount(rawKey).address).to.equal(wallet.ownerAddress);
-      db.pragma("wal_checkpoint(TRUNCATE)");
+      await db.durable();
+      sqlite.pragma("wal_checkpoint(TRUNCATE)");
       const files = readdirSync(path.dirname(file)).map((name) => readFileSync(path.join(path.dirname(file), name)));
       const raw = Buffer.from(rawKey.slice(2), "hex");
       for (const bytes of files) {
@@ -118,7 +126,7 @@ describe("embedded wallets", function () {
         expect(bytes.toString("latin1").toLowerCase().includes(rawKey.slice(2)), "raw key hex").to.equal(false);
       }
       // Never part of what the wallet API returns.
-      expect(JSON.stringify(getEmbeddedWallet(db, "user:ada"))).to.not.contain(rawKey.slice(2));
+      expect(JSON.stringify(await getEmbeddedWallet(db, "user:ada"))).to.not.contain(rawKey.slice(2));
       expect(JSON.stringify(wallet, (_k, v) => (typeof v === "bigint" ? v.toString() : v))).to.not.contain(rawKey.slice(2));
     });
 
@@ -146,18 +154,18 @@ describe("embedded wallets", function () {
     });
 
     it("cannot be created or used without WALLET_ENCRYPTION_KEY: a clear error, and nothing stored", async () => {
-      const { db, ledger } = freshLedger();
+      const { db, ledger } = await freshLedger();
       await expectRejection(ensureEmbeddedWallet(ledger, "user:ada", { kind: "server" }, { chain }), "WALLET_ENCRYPTION_KEY is not set");
-      expect(db.prepare("SELECT COUNT(*) FROM embedded_wallets").pluck().get()).to.equal(0n);
+      expect(await db.value("SELECT COUNT(*) FROM embedded_wallets")).to.equal(0n);
       await ensureEmbeddedWallet(ledger, "user:ada", { kind: "server" }, { chain, encryptionKey: KEY });
-      expect(() => serverOwnerOf(db, "user:ada", "")).to.throw(WalletError, "WALLET_ENCRYPTION_KEY is not set");
-      expect(() => serverOwnerOf(db, "user:ada", "77".repeat(32))).to.throw(WalletError, "does not decrypt");
+      await expectRejection(serverOwnerOf(db, "user:ada", ""), "WALLET_ENCRYPTION_KEY is not set", WalletError);
+      await expectRejection(serverOwnerOf(db, "user:ada", "77".repeat(32)), "does not decrypt", WalletError);
     });
   });
 
   describe("crypto top-up", () => {
     it("USDC sent to a wallet reaches the escrow by one sponsored UserOperation and the ledger once, through the deposit indexer", async () => {
-      const { db, ledger } = freshLedger();
+      const { db, ledger } = await freshLedger();
       const wallet = await ensureEmbeddedWallet(ledger, "user:ada", { kind: "server" }, { chain, encryptionKey: KEY });
       const indexer = new DepositIndexer({
         ledger,
@@ -191,12 +199,10 @@ describe("embedded wallets", function () {
 
       await indexer.poll();
       await indexer.poll();
-      expect(ledger.balance("user:ada").availableMicros).to.equal(7n * USDC + USDC / 2n);
-      const deposits = db.prepare("SELECT tx_hash, account_id, amount FROM chain_deposits").all() as {
-        tx_hash: string;
-        account_id: string;
-        amount: bigint;
-      }[];
+      expect((await ledger.balance("user:ada")).availableMicros).to.equal(7n * USDC + USDC / 2n);
+      const deposits = await db.all<{ tx_hash: string; account_id: string; amount: bigint }>(
+        "SELECT tx_hash, account_id, amount FROM chain_deposits",
+      );
       expect(deposits).to.deep.equal([
         {
           tx_hash: (result as { transactionHash: Hex }).transactionHash.toLowerCase(),
@@ -204,17 +210,17 @@ describe("embedded wallets", function () {
           amount: 7n * USDC + USDC / 2n,
         },
       ]);
-      expect(db.prepare("SELECT COUNT(*) FROM entries WHERE kind = 'deposit'").pluck().get()).to.equal(1n);
+      expect(await db.value("SELECT COUNT(*) FROM entries WHERE kind = 'deposit'")).to.equal(1n);
 
       // Nothing left to move: a second sweep does nothing and the ledger stays put.
       expect(await sweep()).to.deep.equal({ swept: false, reason: "empty", balanceMicros: 0n });
       await indexer.poll();
-      expect(ledger.balance("user:ada").availableMicros).to.equal(7n * USDC + USDC / 2n);
+      expect((await ledger.balance("user:ada")).availableMicros).to.equal(7n * USDC + USDC / 2n);
     });
 
     it("a SIWE wallet is swept only with its owner's signature", async () => {
       const owner = privateKeyToAccount(generatePrivateKey());
-      const { ledger } = freshLedger();
+      const { ledger } = await freshLedger();
       const wallet = await ensureEmbeddedWallet(ledger, "user:ada", { kind: "siwe", address: owner.address }, { chain });
       await stack.mint(wallet.address, 2n * USDC);
       const sweep = (ownerSigner?: typeof owner) =>
@@ -235,13 +241,13 @@ describe("embedded wallets", function () {
   });
 });
 
-async function expectRejection(promise: Promise<unknown>, message: string): Promise<void> {
+async function expectRejection(promise: Promise<unknown>, message: string, type: new (...args: never[]) => Error = Error): Promise<void> {
   let error: unknown;
   try {
     await promise;
   } catch (caught) {
     error = caught;
   }
-  expect(error, `expected a rejection with "${message}"`).to.be.instanceOf(Error);
+  expect(error, `expected a rejection with "${message}"`).to.be.instanceOf(type);
   expect((error as Error).message).to.contain(message);
 }

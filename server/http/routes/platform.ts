@@ -66,7 +66,7 @@ export function platformRoutes(deps: {
   });
 
   router.get("/v1/wallet/qr.svg", session, async (req, res) => {
-    const wallet = getEmbeddedWallet(deps.ledger.db, req.session!.accountId);
+    const wallet = await getEmbeddedWallet(deps.ledger.db, req.session!.accountId);
     if (!wallet) throw new ApiError("not_found", "This account has no embedded wallet yet.");
     if (!deps.chain) throw new ApiError("chain_not_configured", "The gateway has no chain: there is nowhere to send USDC.");
     let token: Address;

@@ -2,7 +2,7 @@ import express, { type Router } from "express";
 import { jsonBody } from "../json-body";
 import { type SellerSkill, type SellerSkillFields, SellerSkills } from "../../catalog/seller-skills";
 import type { Sessions } from "../../identity/sessions";
-import { type LinkAddressStores, linkAddressSync, normalizeAddress } from "../../settlement/addresses";
+import { type LinkAddressStores, linkAddress, normalizeAddress } from "../../settlement/addresses";
 import type { Config } from "../../config";
 import type { EgressPolicy } from "../../gateway/egress";
 import type { SkillRegistry } from "../../catalog/skills";
@@ -97,35 +97,32 @@ export function sellerRoutes(deps: {
     };
     await checkBackend(deps.egress, fields.backendUrl);
     if (fields.inputSchema) await checkSchema(deps.skills, fields.inputSchema);
-    const result = deps.ledger.commit.run(() => sellerSkills.create(req.session!.accountId, fields));
+    const result = await sellerSkills.create(req.session!.accountId, fields);
     if (!result.ok) refuse(result);
-    await deps.ledger.commit.durable();
     res.status(201).json(dataEnvelope({ ...view(result.skill), signing_secret: result.signingSecret }));
   });
 
-  router.get("/v1/seller/skills", session, (req, res) => {
-    res.json(dataEnvelope(sellerSkills.list(req.session!.accountId).map(view)));
+  router.get("/v1/seller/skills", session, async (req, res) => {
+    res.json(dataEnvelope((await sellerSkills.list(req.session!.accountId)).map(view)));
   });
 
   router.patch("/v1/seller/skills/:id", session, json, async (req, res) => {
     const patch = sellerFields(parseRequest(updateSellerSkillBody, req.body));
     if (patch.backendUrl !== undefined) await checkBackend(deps.egress, patch.backendUrl);
     if (patch.inputSchema) await checkSchema(deps.skills, patch.inputSchema);
-    const result = deps.ledger.commit.run(() => sellerSkills.update(req.session!.accountId, String(req.params.id), patch));
+    const result = await sellerSkills.update(req.session!.accountId, String(req.params.id), patch);
     if (!result.ok) refuse(result);
-    await deps.ledger.commit.durable();
     res.json(dataEnvelope(view(result.skill)));
   });
 
   router.delete("/v1/seller/skills/:id", session, async (req, res) => {
-    const result = deps.ledger.commit.run(() => sellerSkills.unlist(req.session!.accountId, String(req.params.id)));
+    const result = await sellerSkills.unlist(req.session!.accountId, String(req.params.id));
     if (!result.ok) refuse(result);
-    await deps.ledger.commit.durable();
     res.json(dataEnvelope(view(result.skill)));
   });
 
-  router.get("/v1/seller/payout-address", session, (req, res) => {
-    res.json(dataEnvelope({ address: deps.settlement.addresses.addressesOf(req.session!.accountId)[0] ?? null }));
+  router.get("/v1/seller/payout-address", session, async (req, res) => {
+    res.json(dataEnvelope({ address: (await deps.settlement.addresses.addressesOf(req.session!.accountId))[0] ?? null }));
   });
 
   router.put("/v1/seller/payout-address", session, json, async (req, res) => {
@@ -135,15 +132,16 @@ export function sellerRoutes(deps: {
     // Linking an address also credits the deposits waiting for it, so it must be shown to be
     // this account's: either it already is (its embedded wallet), or the account has signed in
     // with it (SIWE proves control of the key or smart account).
-    const linked = deps.settlement.addresses.addressesOf(accountId);
-    const proved = deps.sessions.identitiesOf(accountId).some((i) => i.provider === "siwe" && i.subject.toLowerCase() === address);
+    const linked = await deps.settlement.addresses.addressesOf(accountId);
+    const proved = (await deps.sessions.identitiesOf(accountId)).some((i) => i.provider === "siwe" && i.subject.toLowerCase() === address);
     if (!linked.includes(address) && !proved) {
       throw new ApiError(
         "payout_address_refused",
         "Sign in with that wallet first (POST /auth/siwe/verify while signed in links it), then set it here.",
       );
     }
-    const result = linkAddressSync(deps.ledger, { accountId, address }, deps.settlement);
+    // Resolves once the link (and the deposits it credits) is durable.
+    const result = await linkAddress(deps.ledger, { accountId, address }, deps.settlement);
     if (!result.ok) {
       const message =
         result.reason === "second_address"
@@ -153,7 +151,6 @@ export function sellerRoutes(deps: {
             : "That address cannot be linked to this account; ask an operator.";
       throw new ApiError("payout_address_refused", message);
     }
-    await deps.ledger.commit.durable();
     res.json(dataEnvelope({ address: result.address, created: result.created }));
   });
 

@@ -59,8 +59,8 @@ export function topupRoutes(deps: { sessions: Sessions; cardTopups: CardTopups }
     res.status(201).json(dataEnvelope({ ...view(result.checkout), next: result.next }));
   });
 
-  router.get("/v1/topups/card/:id", session, (req, res) => {
-    const checkout = deps.cardTopups.get(req.session!.accountId, String(req.params.id));
+  router.get("/v1/topups/card/:id", session, async (req, res) => {
+    const checkout = await deps.cardTopups.get(req.session!.accountId, String(req.params.id));
     if (!checkout) throw new ApiError("not_found", "No such checkout on this account.");
     res.set("cache-control", "no-store");
     res.json(dataEnvelope(view(checkout)));
