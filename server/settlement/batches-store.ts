@@ -1,5 +1,5 @@
 import type { Hash, Hex } from "viem";
-import type { Db } from "../db/db";
+import { type Database, type Sql, within } from "../db/sql";
 
 /** A captured hold as a batch reads it (the `holds` table is the ledger's; batches only read it). */
 export type HoldRow = {
@@ -25,157 +25,126 @@ export type BatchRow = {
   tx_hash: Hash | null;
 };
 
-/**
- * The `settlement_batches` table (./batches.ts), and the reads a batch needs of the ledger's captured holds
- * and the calls log. Moving a hold into a batch is the ledger's write (Ledger.assignHoldToBatch). Writes run
- * inside the caller's ledger operation.
- */
-export interface BatchesStore {
-  /** The batch recorded but not yet settled, if any. */
-  pending(): BatchRow | undefined;
-  batch(number: bigint | number): BatchRow | undefined;
-  /** The last batch number recorded; 0 before the first. */
-  lastNumber(): number;
-  insertPending(b: {
-    number: number;
-    receiptsRoot: Hex;
-    callCount: number;
-    totalDebitsMicros: bigint;
-    platformFeeMicros: bigint;
-    recordedAtBlock: bigint;
-    createdAtMs: number;
-  }): void;
-  /** Keeps the transaction sent for a pending batch. */
-  setTxHash(number: number, hash: Hash): void;
-  /** Marks a pending batch settled; false if it was not pending. */
-  markSettled(number: number, txHash: Hash | null, atMs: number): boolean;
-  /** Captured holds not in a batch, per (payer, seller). */
-  unbatchedGroups(): { account_id: string; seller_account_id: string; calls: bigint }[];
-  /** Captured unbatched holds after (closed_at, id), oldest first. */
-  unbatchedPage(after: [bigint, string], limit: number): HoldRow[];
-  unbatchedCount(): number;
-  /** Per payer, what its captured unbatched holds would debit. */
-  unbatchedDebits(): Map<string, bigint>;
-  holdsOfBatch(number: number): HoldRow[];
-  /** The hold a call charged (null for a call not charged); undefined for an unknown call. */
-  callHold(callId: string): { hold_id: string | null } | undefined;
-  /** A hold's status, batch and how many calls name it. */
-  hold(holdId: string): { status: string; batch_number: bigint | null; calls: bigint } | undefined;
-}
+/** What a pending batch is recorded with. */
+export type PendingBatch = {
+  number: number;
+  receiptsRoot: Hex;
+  callCount: number;
+  totalDebitsMicros: bigint;
+  platformFeeMicros: bigint;
+  recordedAtBlock: bigint;
+  createdAtMs: number;
+};
+
+const BATCH_COLUMNS = "number, status, receipts_root, call_count, total_debits, platform_fee, recorded_at_block, tx_hash";
 
 const HOLD_COLUMNS = `h.id, h.account_id, h.seller_account_id, h.amount, h.seller_amount, h.fee_amount, h.closed_at,
   (SELECT c.id FROM calls c WHERE c.hold_id = h.id LIMIT 1) AS call_id`;
 
-/** BatchesStore on the gateway's SQLite database. */
-export class SqliteBatchesStore implements BatchesStore {
-  private readonly stmt;
+/**
+ * The `settlement_batches` table (./batches.ts), and the reads a batch needs of the ledger's captured holds
+ * and the calls log. Moving a hold into a batch is the ledger's write (Ledger.assignHoldToBatch).
+ *
+ * Reads take an optional `sql` (a transaction to read in, the database by default); a write given a `tx`
+ * joins the caller's transaction (the settler records a batch and assigns its holds in one), and otherwise
+ * runs in one of its own. At most one batch is pending (a unique partial index on both engines): of two
+ * settlers recording at once, the second's insert fails with a uniqueness violation.
+ */
+export class BatchesStore {
+  constructor(private readonly db: Database) {}
 
-  constructor(db: Db) {
-    this.stmt = {
-      pending: db.prepare(
-        `SELECT number, status, receipts_root, call_count, total_debits, platform_fee, recorded_at_block, tx_hash
-         FROM settlement_batches WHERE status = 'pending'`,
-      ),
-      batch: db.prepare(
-        `SELECT number, status, receipts_root, call_count, total_debits, platform_fee, recorded_at_block, tx_hash
-         FROM settlement_batches WHERE number = ?`,
-      ),
-      lastNumber: db.prepare("SELECT COALESCE(MAX(number), 0) FROM settlement_batches").pluck(),
-      unbatchedGroups: db.prepare(
-        `SELECT account_id, seller_account_id, COUNT(*) AS calls FROM holds
-         WHERE status = 'captured' AND batch_number IS NULL GROUP BY account_id, seller_account_id`,
-      ),
-      unbatchedPage: db.prepare(
-        `SELECT ${HOLD_COLUMNS} FROM holds h
-         WHERE h.status = 'captured' AND h.batch_number IS NULL AND (h.closed_at, h.id) > (?, ?)
-         ORDER BY h.closed_at, h.id LIMIT ?`,
-      ),
-      unbatchedCount: db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'captured' AND batch_number IS NULL").pluck(),
-      unbatchedDebits: db.prepare(
-        "SELECT account_id, SUM(amount) AS amount FROM holds WHERE status = 'captured' AND batch_number IS NULL GROUP BY account_id",
-      ),
-      holdsOfBatch: db.prepare(`SELECT ${HOLD_COLUMNS} FROM holds h WHERE h.batch_number = ? ORDER BY h.closed_at, h.id`),
-      insertBatch: db.prepare(
+  /** The batch recorded but not yet settled, if any. */
+  pending(sql: Sql = this.db): Promise<BatchRow | undefined> {
+    return sql.one<BatchRow>(`SELECT ${BATCH_COLUMNS} FROM settlement_batches WHERE status = 'pending'`);
+  }
+
+  batch(number: bigint | number, sql: Sql = this.db): Promise<BatchRow | undefined> {
+    return sql.one<BatchRow>(`SELECT ${BATCH_COLUMNS} FROM settlement_batches WHERE number = ?`, [number]);
+  }
+
+  /** The last batch number recorded; 0 before the first. */
+  async lastNumber(sql: Sql = this.db): Promise<number> {
+    return Number(await sql.value<bigint>("SELECT COALESCE(MAX(number), 0) FROM settlement_batches"));
+  }
+
+  /** Records batch `b.number` as pending; throws a uniqueness violation if that number, or any pending batch, exists. */
+  insertPending(b: PendingBatch, tx?: Sql): Promise<void> {
+    return within(this.db, tx, async (tx) => {
+      await tx.run(
         `INSERT INTO settlement_batches (number, status, receipts_root, call_count, total_debits, platform_fee, recorded_at_block, created_at)
          VALUES (?, 'pending', ?, ?, ?, ?, ?, ?)`,
-      ),
-      setTxHash: db.prepare("UPDATE settlement_batches SET tx_hash = ? WHERE number = ? AND status = 'pending'"),
-      markSettled: db.prepare(
-        "UPDATE settlement_batches SET status = 'settled', tx_hash = COALESCE(?, tx_hash), settled_at = ? WHERE number = ? AND status = 'pending'",
-      ),
-      callById: db.prepare("SELECT hold_id FROM calls WHERE id = ?"),
-      holdById: db.prepare(
-        "SELECT id, status, batch_number, (SELECT COUNT(*) FROM calls c WHERE c.hold_id = holds.id) AS calls FROM holds WHERE id = ?",
-      ),
-    };
+        [b.number, b.receiptsRoot, b.callCount, b.totalDebitsMicros, b.platformFeeMicros, b.recordedAtBlock, b.createdAtMs],
+      );
+    });
   }
 
-  pending(): BatchRow | undefined {
-    return this.stmt.pending.get() as BatchRow | undefined;
+  /** Keeps the transaction sent for a pending batch. */
+  setTxHash(number: number, hash: Hash, tx?: Sql): Promise<void> {
+    return within(this.db, tx, async (tx) => {
+      await tx.run("UPDATE settlement_batches SET tx_hash = ? WHERE number = ? AND status = 'pending'", [hash, number]);
+    });
   }
 
-  batch(number: bigint | number): BatchRow | undefined {
-    return this.stmt.batch.get(number) as BatchRow | undefined;
+  /** Marks a pending batch settled; false if it was not pending (settled already, by this settler or another). */
+  markSettled(number: number, txHash: Hash | null, atMs: number, tx?: Sql): Promise<boolean> {
+    return within(this.db, tx, async (tx) => {
+      const changed = await tx.run(
+        `UPDATE settlement_batches SET status = 'settled', tx_hash = COALESCE(CAST(? AS TEXT), tx_hash), settled_at = ?
+         WHERE number = ? AND status = 'pending'`,
+        [txHash, atMs, number],
+      );
+      return changed === 1;
+    });
   }
 
-  lastNumber(): number {
-    return Number(this.stmt.lastNumber.get() as bigint);
-  }
-
-  insertPending(b: {
-    number: number;
-    receiptsRoot: Hex;
-    callCount: number;
-    totalDebitsMicros: bigint;
-    platformFeeMicros: bigint;
-    recordedAtBlock: bigint;
-    createdAtMs: number;
-  }): void {
-    this.stmt.insertBatch.run(
-      b.number,
-      b.receiptsRoot,
-      b.callCount,
-      b.totalDebitsMicros,
-      b.platformFeeMicros,
-      b.recordedAtBlock,
-      b.createdAtMs,
+  /** Captured holds not in a batch, per (payer, seller). */
+  unbatchedGroups(sql: Sql = this.db): Promise<{ account_id: string; seller_account_id: string; calls: bigint }[]> {
+    return sql.all(
+      `SELECT account_id, seller_account_id, COUNT(*) AS calls FROM holds
+       WHERE status = 'captured' AND batch_number IS NULL GROUP BY account_id, seller_account_id`,
     );
   }
 
-  setTxHash(number: number, hash: Hash): void {
-    this.stmt.setTxHash.run(hash, number);
+  /** Captured unbatched holds after (closed_at, id), oldest first. */
+  unbatchedPage(after: [bigint, string], limit: number, sql: Sql = this.db): Promise<HoldRow[]> {
+    return sql.all<HoldRow>(
+      `SELECT ${HOLD_COLUMNS} FROM holds h
+       WHERE h.status = 'captured' AND h.batch_number IS NULL AND (h.closed_at, h.id) > (?, ?)
+       ORDER BY h.closed_at, h.id LIMIT ?`,
+      [after[0], after[1], limit],
+    );
   }
 
-  markSettled(number: number, txHash: Hash | null, atMs: number): boolean {
-    return this.stmt.markSettled.run(txHash, atMs, number).changes === 1;
+  async unbatchedCount(sql: Sql = this.db): Promise<number> {
+    return Number(await sql.value<bigint>("SELECT COUNT(*) FROM holds WHERE status = 'captured' AND batch_number IS NULL"));
   }
 
-  unbatchedGroups(): { account_id: string; seller_account_id: string; calls: bigint }[] {
-    return this.stmt.unbatchedGroups.all() as { account_id: string; seller_account_id: string; calls: bigint }[];
-  }
-
-  unbatchedPage(after: [bigint, string], limit: number): HoldRow[] {
-    return this.stmt.unbatchedPage.all(after[0], after[1], limit) as HoldRow[];
-  }
-
-  unbatchedCount(): number {
-    return Number(this.stmt.unbatchedCount.get() as bigint);
-  }
-
-  unbatchedDebits(): Map<string, bigint> {
-    const rows = this.stmt.unbatchedDebits.all() as { account_id: string; amount: bigint }[];
+  /** Per payer, what its captured unbatched holds would debit. */
+  async unbatchedDebits(sql: Sql = this.db): Promise<Map<string, bigint>> {
+    const rows = await sql.all<{ account_id: string; amount: bigint }>(
+      `SELECT account_id, CAST(SUM(amount) AS BIGINT) AS amount FROM holds
+       WHERE status = 'captured' AND batch_number IS NULL GROUP BY account_id`,
+    );
     return new Map(rows.map((r) => [r.account_id, r.amount]));
   }
 
-  holdsOfBatch(number: number): HoldRow[] {
-    return this.stmt.holdsOfBatch.all(number) as HoldRow[];
+  holdsOfBatch(number: number, sql: Sql = this.db): Promise<HoldRow[]> {
+    return sql.all<HoldRow>(`SELECT ${HOLD_COLUMNS} FROM holds h WHERE h.batch_number = ? ORDER BY h.closed_at, h.id`, [number]);
   }
 
-  callHold(callId: string): { hold_id: string | null } | undefined {
-    return this.stmt.callById.get(callId) as { hold_id: string | null } | undefined;
+  /** The hold a call charged (null for a call not charged); undefined for an unknown call. */
+  callHold(callId: string, sql: Sql = this.db): Promise<{ hold_id: string | null } | undefined> {
+    return sql.one("SELECT hold_id FROM calls WHERE id = ?", [callId]);
   }
 
-  hold(holdId: string): { status: string; batch_number: bigint | null; calls: bigint } | undefined {
-    return this.stmt.holdById.get(holdId) as { status: string; batch_number: bigint | null; calls: bigint } | undefined;
+  /** A hold's status, batch and how many calls name it. */
+  hold(
+    holdId: string,
+    sql: Sql = this.db,
+  ): Promise<{ id: string; status: string; batch_number: bigint | null; calls: bigint } | undefined> {
+    return sql.one(
+      "SELECT id, status, batch_number, (SELECT COUNT(*) FROM calls c WHERE c.hold_id = holds.id) AS calls FROM holds WHERE id = ?",
+      [holdId],
+    );
   }
 }

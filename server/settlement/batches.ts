@@ -9,6 +9,7 @@
  * the call path (no row in `calls`) is named by its hold id, also a UUIDv7.
  */
 import type { Address, Hash, Hex } from "viem";
+import { isUniqueViolation, type Sql } from "../db/sql";
 import type { Ledger } from "../ledger/ledger";
 import { buildMerkleTree, receiptLeaf, type CallReceipt } from "../chain/receipts";
 import { settlementAddress } from "./addresses";
@@ -71,7 +72,18 @@ export type BuiltBatch = {
   totalDebits: bigint;
 };
 
-/** The ledger side of settlement: batch building, recording, rebuilding and receipts. */
+/** Resolves an account's settlement address, once per account: batch building asks it for every call. */
+type AddressResolver = (accountId: string) => Promise<Address | undefined>;
+
+/**
+ * The ledger side of settlement: batch building, recording, rebuilding and receipts.
+ *
+ * Recording a batch is one transaction: it reads the unbatched captured holds, records the batch as pending
+ * and has the ledger move its holds into it, so a batch exists with all its calls or not at all. Two
+ * settlers on one database (two gateway replicas, by mistake) cannot both record one: at most one batch is
+ * pending (a unique partial index) and its number is the table's key, so the second's insert fails and its
+ * whole transaction with it; and a hold moves into a batch only while it is in none (Ledger.assignHoldToBatch).
+ */
 export class SettlementBatches {
   private readonly ledger: Ledger;
   private readonly maxCalls: number;
@@ -105,43 +117,43 @@ export class SettlementBatches {
   }
 
   /** The batch recorded but not yet marked settled, if any (there is at most one). */
-  pending(): BatchRow | undefined {
+  pending(): Promise<BatchRow | undefined> {
     return this.store.pending();
   }
 
   /** The number of the last batch recorded, pending or settled; 0 before the first. */
-  lastRecorded(): number {
+  lastRecorded(): Promise<number> {
     return this.store.lastNumber();
   }
 
   /** Captured calls not yet in a batch (including those waiting for a linked address). */
-  unsettledCalls(): number {
+  unsettledCalls(): Promise<number> {
     return this.store.unbatchedCount();
   }
 
-  /** Keeps the hash of the transaction sent for pending batch `number`; run it inside a ledger operation. */
-  setTxHash(number: number, hash: Hash): void {
-    this.store.setTxHash(number, hash);
+  /** Keeps the hash of the transaction sent for pending batch `number` (not durably: a restart finds the batch's event). */
+  setTxHash(number: number, hash: Hash): Promise<void> {
+    return this.store.setTxHash(number, hash);
   }
 
   /** The call's batch, receipt and Merkle proof, for a receipt endpoint. Reads the ledger only. */
-  receiptFor(callId: string): ReceiptForReturnType {
+  async receiptFor(callId: string): Promise<ReceiptForReturnType> {
     let holdId: string;
-    const call = this.store.callHold(callId);
+    const call = await this.store.callHold(callId);
     if (call) {
       if (call.hold_id === null) return { status: "not_charged" };
       holdId = call.hold_id;
     } else {
       // A hold captured outside the call path is named by its own id (see the file comment).
-      const hold = this.store.hold(callId);
+      const hold = await this.store.hold(callId);
       if (!hold || hold.calls > 0n) return { status: "unknown_call" };
       holdId = callId;
     }
-    const hold = this.store.hold(holdId);
+    const hold = await this.store.hold(holdId);
     if (hold?.status !== "captured") return { status: "not_charged" };
     if (hold.batch_number === null) return { status: "unsettled" };
-    const row = this.store.batch(hold.batch_number)!;
-    const built = this.load(row);
+    const row = (await this.store.batch(hold.batch_number))!;
+    const built = await this.load(row);
     const index = built.holdIds.indexOf(holdId);
     return {
       status: row.status,
@@ -153,25 +165,38 @@ export class SettlementBatches {
     };
   }
 
-  /**
-   * Inside one ledger operation: takes the oldest unbatched captured calls whose payer and seller both have
-   * a linked address (at most maxCallsPerBatch), builds batch `number` from them, records it and assigns them.
-   */
   /** Accounts with captured calls not yet in a batch, and what those calls would debit them. */
-  unbatchedDebits(): Map<string, bigint> {
+  unbatchedDebits(): Promise<Map<string, bigint>> {
     return this.store.unbatchedDebits();
   }
 
-  recordNext(number: number, head: bigint, coverage?: ReadonlyMap<string, bigint>): BuiltBatch | undefined {
-    const addressOf = this.addressResolver();
+  /**
+   * In one durable transaction: takes the oldest unbatched captured calls whose payer and seller both have
+   * a linked address (at most maxCallsPerBatch), builds batch `number` from them, records it as pending and
+   * has the ledger assign them to it. Undefined when no call can be batched. Throws (the transaction undone)
+   * when the ledger is not at batch `number - 1` or another settler recorded a batch meanwhile.
+   */
+  async recordNext(number: number, head: bigint, coverage?: ReadonlyMap<string, bigint>): Promise<BuiltBatch | undefined> {
+    try {
+      return await this.ledger.db.transaction((tx) => this.record(tx, number, head, coverage), { durable: true });
+    } catch (error) {
+      if (!isUniqueViolation(error)) throw error;
+      throw new Error(
+        `batch ${number} was not recorded: another settler recorded a batch on this database at the same time (run one settler per database)`,
+        { cause: error },
+      );
+    }
+  }
+
+  private async record(tx: Sql, number: number, head: bigint, coverage?: ReadonlyMap<string, bigint>): Promise<BuiltBatch | undefined> {
+    const addressOf = this.addressResolver(tx);
     // Calls whose payer or seller has no address cannot be settled; they wait, and the log says so.
-    const unaddressed = new Set<string>();
     const missing = new Map<string, number>();
     let waiting = 0;
-    for (const g of this.store.unbatchedGroups()) {
-      const lacking = [g.account_id, g.seller_account_id].filter((id) => addressOf(id) === undefined);
+    for (const g of await this.store.unbatchedGroups(tx)) {
+      const lacking: string[] = [];
+      for (const id of [g.account_id, g.seller_account_id]) if ((await addressOf(id)) === undefined) lacking.push(id);
       if (lacking.length === 0) continue;
-      unaddressed.add(`${g.account_id}\u0000${g.seller_account_id}`);
       waiting += Number(g.calls);
       for (const id of lacking) missing.set(id, (missing.get(id) ?? 0) + Number(g.calls));
     }
@@ -189,10 +214,13 @@ export class SettlementBatches {
     const rows: HoldRow[] = [];
     let after: [bigint, string] = [-1n, ""];
     while (rows.length < this.maxCalls) {
-      const page = this.store.unbatchedPage(after, this.maxCalls);
+      const page = await this.store.unbatchedPage(after, this.maxCalls, tx);
       if (page.length === 0) break;
       for (const row of page) {
-        if (rows.length >= this.maxCalls || unaddressed.has(`${row.account_id}\u0000${row.seller_account_id}`)) continue;
+        if (rows.length >= this.maxCalls) continue;
+        // Asked per call, not of the groups above: on PostgreSQL each statement sees the latest commits, so
+        // a page may hold a call captured since the groups were counted.
+        if ((await addressOf(row.account_id)) === undefined || (await addressOf(row.seller_account_id)) === undefined) continue;
         if (coverage) {
           const total = (debited.get(row.account_id) ?? 0n) + row.amount;
           if (total > (coverage.get(row.account_id) ?? 0n)) {
@@ -217,42 +245,45 @@ export class SettlementBatches {
     }
     if (rows.length === 0) return undefined;
 
-    const built = buildBatch(number, rows, addressOf);
-    const pending = this.store.pending();
-    const recordedLast = this.store.lastNumber();
+    const built = buildBatch(number, rows, await resolveAll(addressOf, rows));
+    const pending = await this.store.pending(tx);
+    const recordedLast = await this.store.lastNumber(tx);
     if (pending || recordedLast !== number - 1)
       throw new Error(`batch ${number} cannot be recorded: the ledger's last batch is ${recordedLast}`);
-    this.store.insertPending({
-      number,
-      receiptsRoot: built.tree.root.toLowerCase() as Hex,
-      callCount: rows.length,
-      totalDebitsMicros: built.totalDebits,
-      platformFeeMicros: built.batch.platformFee,
-      recordedAtBlock: head,
-      createdAtMs: Date.now(),
-    });
-    // The holds are the ledger's: it alone moves them into the batch, in this same ledger operation.
-    for (const id of built.holdIds) this.ledger.assignHoldToBatch(id, number);
+    await this.store.insertPending(
+      {
+        number,
+        receiptsRoot: built.tree.root.toLowerCase() as Hex,
+        callCount: rows.length,
+        totalDebitsMicros: built.totalDebits,
+        platformFeeMicros: built.batch.platformFee,
+        recordedAtBlock: head,
+        createdAtMs: Date.now(),
+      },
+      tx,
+    );
+    // The holds are the ledger's: it alone moves them into the batch, in this same transaction.
+    for (const id of built.holdIds) await this.ledger.assignHoldToBatch(id, number, tx);
     return built;
   }
 
   /** Rebuilds a recorded batch from its calls, and refuses one that is not what was recorded. */
-  load(row: BatchRow): BuiltBatch {
+  async load(row: BatchRow): Promise<BuiltBatch> {
     const number = Number(row.number);
     const cached = this.batchCache.get(number);
     if (cached) return cached;
-    const rows = this.store.holdsOfBatch(number);
+    const rows = await this.store.holdsOfBatch(number);
     const addressOf = this.addressResolver();
     for (const r of rows) {
       for (const id of [r.account_id, r.seller_account_id]) {
-        if (!addressOf(id)) {
+        if (!(await addressOf(id))) {
           throw new SettlementHaltedError("batch_mismatch", `batch ${number}: account ${id} has no linked address any more`, {
             batchNumber: number,
           });
         }
       }
     }
-    const built = rows.length > 0 ? buildBatch(number, rows, addressOf) : undefined;
+    const built = rows.length > 0 ? buildBatch(number, rows, await resolveAll(addressOf, rows)) : undefined;
     if (
       !built ||
       built.tree.root.toLowerCase() !== row.receipts_root ||
@@ -272,22 +303,39 @@ export class SettlementBatches {
     return built;
   }
 
-  private addressResolver(): (accountId: string) => Address | undefined {
-    const cache = new Map<string, Address | undefined>();
+  /** Settlement addresses read in `sql` (the database by default), each account's once. */
+  private addressResolver(sql?: Sql): AddressResolver {
+    const cache = new Map<string, Promise<Address | undefined>>();
     return (accountId) => {
-      if (!cache.has(accountId)) cache.set(accountId, settlementAddress(this.addresses, accountId));
-      return cache.get(accountId);
+      let address = cache.get(accountId);
+      if (!address) {
+        address = settlementAddress(this.addresses, accountId, sql);
+        cache.set(accountId, address);
+      }
+      return address;
     };
   }
 
-  /** Marks pending batch `number` settled, durably. */
+  /** Marks pending batch `number` settled, durably; throws if it was not pending (another settler marked it). */
   async markSettled(number: number, txHash: Hash | undefined): Promise<void> {
-    await this.ledger.commit.runDurable(() => {
-      if (!this.store.markSettled(number, txHash ?? null, Date.now())) {
-        throw new Error(`batch ${number} was not pending when it was marked settled`);
-      }
-    });
+    await this.ledger.db.transaction(
+      async (tx) => {
+        if (!(await this.store.markSettled(number, txHash ?? null, Date.now(), tx))) {
+          throw new Error(`batch ${number} was not pending when it was marked settled`);
+        }
+      },
+      { durable: true },
+    );
   }
+}
+
+/** The settlement address of every payer and seller of `rows`; each must have one (the caller checked). */
+async function resolveAll(addressOf: AddressResolver, rows: readonly HoldRow[]): Promise<ReadonlyMap<string, Address | undefined>> {
+  const addresses = new Map<string, Address | undefined>();
+  for (const row of rows) {
+    for (const id of [row.account_id, row.seller_account_id]) if (!addresses.has(id)) addresses.set(id, await addressOf(id));
+  }
+  return addresses;
 }
 
 /**
@@ -296,15 +344,15 @@ export class SettlementBatches {
  * root of the receipts in the given order. Entries keep first-seen order, so the same calls in the same order
  * always give the same batch.
  */
-function buildBatch(number: number, rows: readonly HoldRow[], addressOf: (accountId: string) => Address | undefined): BuiltBatch {
+function buildBatch(number: number, rows: readonly HoldRow[], addresses: ReadonlyMap<string, Address | undefined>): BuiltBatch {
   const receipts: CallReceipt[] = [];
   const debits = new Map<Address, bigint>();
   const credits = new Map<Address, bigint>();
   let platformFee = 0n;
   let totalDebits = 0n;
   for (const row of rows) {
-    const account = addressOf(row.account_id)!;
-    const seller = addressOf(row.seller_account_id)!;
+    const account = addresses.get(row.account_id)!;
+    const seller = addresses.get(row.seller_account_id)!;
     receipts.push({ callId: callIdToBytes32(row.call_id ?? row.id), account, seller, amount: row.amount, platformFee: row.fee_amount });
     debits.set(account, (debits.get(account) ?? 0n) + row.amount);
     credits.set(seller, (credits.get(seller) ?? 0n) + row.seller_amount);

@@ -28,8 +28,8 @@ export async function earningsOf(
   publicClient: Pick<PublicClient, "readContract"> | undefined,
   escrowAddress: Address | undefined,
 ): Promise<Earnings> {
-  const row = stores.reconcile.sellerShares(accountId);
-  const address = settlementAddress(stores.addresses, accountId);
+  const row = await stores.reconcile.sellerShares(accountId);
+  const address = await settlementAddress(stores.addresses, accountId);
   let claimable: bigint | null = null;
   if (address && publicClient && escrowAddress) {
     claimable = (await publicClient.readContract({

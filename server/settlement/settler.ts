@@ -3,8 +3,9 @@
  *
  * One step (`runOnce`) follows docs/design.md §8: build a batch → record it → send → wait for the receipt →
  * mark it. Exactly-once across crashes rests on two facts. The batch is recorded as 'pending', with its calls
- * assigned to it, in one durable ledger operation before anything is sent, so a batch exists on the chain
- * only if the ledger has it. And the escrow accepts batch numbers strictly in order, each once, so a batch
+ * assigned to it, in one durable transaction before anything is sent (the sending happens outside any
+ * transaction, and marking it settled is a transaction of its own), so a batch exists on the chain only if
+ * the ledger has it. And the escrow accepts batch numbers strictly in order, each once, so a batch
  * sent twice is applied once. A restart therefore reads `lastBatchNumber()`: if the chain has the pending
  * batch, it is marked settled; if not, exactly that batch is rebuilt from its calls (and checked against its
  * recorded root and totals) and sent again.
@@ -108,6 +109,13 @@ export class Settler {
   private lastReconcile: ReconcileReturnType | undefined;
   /** The last transaction sent for a batch, so a stuck one is replaced (same nonce) rather than queued behind. */
   private inFlight: { number: number; hash: Hash } | undefined;
+  /**
+   * Calls ready to settle (unbatched, not waiting for an address) at the loop's last count, the count under
+   * way, and how many steps have started (a count begun before a step is stale once the step has run).
+   */
+  private readyCalls = 0;
+  private counting: Promise<void> | undefined;
+  private stepsStarted = 0;
 
   constructor(parameters: SettlerParameters) {
     const { maxCallsPerBatch } = parameters;
@@ -146,10 +154,7 @@ export class Settler {
         this.safeLog(`settlement step failed (${failures} in a row), retrying in ${delayMs} ms: ${(error as Error).message}`, error),
       // A full batch means more may be waiting: go again at once.
       runAgainAtOnce: (result) => result.calls >= this.maxCalls,
-      wakeWhen: {
-        check: () => this.unsettledCalls() - this.batches.waitingWithoutAddress >= this.triggerCalls,
-        everyMs: this.triggerCheckMs,
-      },
+      wakeWhen: { check: () => this.triggerReached(), everyMs: this.triggerCheckMs },
     });
   }
 
@@ -161,8 +166,27 @@ export class Settler {
   }
 
   /** Captured calls not yet in a batch (including those waiting for a linked address). */
-  unsettledCalls(): number {
+  unsettledCalls(): Promise<number> {
     return this.batches.unsettledCalls();
+  }
+
+  /**
+   * Whether `triggerCalls` calls wait, as of the last count; starts the next count. The loop asks this
+   * synchronously every `triggerCheckMs`, so the answer it gets is one check old.
+   */
+  private triggerReached(): boolean {
+    const steps = this.stepsStarted;
+    this.counting ??= this.unsettledCalls()
+      .then((calls) => {
+        if (steps === this.stepsStarted) this.readyCalls = calls - this.batches.waitingWithoutAddress;
+      })
+      .catch(() => {
+        // The next step meets (and reports) whatever broke the count.
+      })
+      .finally(() => {
+        this.counting = undefined;
+      });
+    return this.readyCalls >= this.triggerCalls;
   }
 
   /** The last reconciliation that passed, if any. */
@@ -171,7 +195,7 @@ export class Settler {
   }
 
   /** The call's batch, receipt and Merkle proof, for a receipt endpoint. Reads the ledger only. */
-  receiptFor(callId: string): ReceiptForReturnType {
+  receiptFor(callId: string): Promise<ReceiptForReturnType> {
     return this.batches.receiptFor(callId);
   }
 
@@ -226,12 +250,15 @@ export class Settler {
   }
 
   private async stepUnguarded(): Promise<RunOnceReturnType> {
+    // A count taken before this step may include calls it settles: the loop must not wake on it afterwards.
+    this.stepsStarted++;
+    this.readyCalls = 0;
     if (this.reconcileDue) await this.reconcileNow();
     const chainLast = await this.chainLastBatch();
-    const pending = this.batches.pending();
+    const pending = await this.batches.pending();
     if (pending) return this.finishPending(pending, chainLast);
 
-    const recordedLast = this.batches.lastRecorded();
+    const recordedLast = await this.batches.lastRecorded();
     this.assertChainAt(chainLast, recordedLast);
     if (this.platform) {
       const treasury = getAddress(await this.client.readContract({ address: this.escrow, abi: skillEscrowAbi, functionName: "treasury" }));
@@ -244,10 +271,10 @@ export class Settler {
     }
     const head = await this.client.getBlockNumber({ cacheTime: 0 });
     const coverage = await this.coverage(head);
-    // Build, record and assign in one ledger operation: a batch either exists with all its calls or not at all.
-    const built = this.ledger.commit.run(() => this.batches.recordNext(chainLast + 1, head, coverage));
+    // Build, record and assign in one durable transaction: a batch either exists with all its calls or not at
+    // all, and it is on disk before it is sent.
+    const built = await this.batches.recordNext(chainLast + 1, head, coverage);
     if (!built) return { calls: 0, callsWithoutAddress: this.batches.waitingWithoutAddress };
-    await this.ledger.commit.durable();
     return this.sendAndMark(built);
   }
 
@@ -259,8 +286,8 @@ export class Settler {
    */
   private async coverage(head: bigint): Promise<Map<string, bigint>> {
     const coverage = new Map<string, bigint>();
-    for (const accountId of this.batches.unbatchedDebits().keys()) {
-      const address = settlementAddress(this.stores.addresses, accountId);
+    for (const accountId of (await this.batches.unbatchedDebits()).keys()) {
+      const address = await settlementAddress(this.stores.addresses, accountId);
       if (!address) continue;
       const balance = await this.client.readContract({
         address: this.escrow,
@@ -310,14 +337,14 @@ export class Settler {
         batchNumber: number,
       });
     }
-    return this.sendAndMark(this.batches.load(pending));
+    return this.sendAndMark(await this.batches.load(pending));
   }
 
   private async sendAndMark(built: BuiltBatch): Promise<RunOnceReturnType> {
     const { number } = built;
     const hash = await this.send(built);
     // Kept for the record; a crash that loses it loses nothing, since a restart finds the batch's event.
-    this.ledger.commit.run(() => this.batches.setTxHash(number, hash));
+    await this.batches.setTxHash(number, hash);
     let receipt: { status: "success" | "reverted"; transactionHash: Hash };
     try {
       receipt = await this.client.waitForTransactionReceipt({ hash, timeout: this.receiptTimeoutMs });

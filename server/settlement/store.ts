@@ -1,10 +1,10 @@
 import type { Db } from "../db/db";
 import { type AddressesStore, SqliteAddressesStore } from "./addresses-store";
-import { type BatchesStore, SqliteBatchesStore } from "./batches-store";
+import { BatchesStore } from "./batches-store";
 import { type ExitsStore, SqliteExitsStore } from "./exits-store";
 import { type IndexerStore, SqliteIndexerStore } from "./indexer-store";
 import { type ReconcileStore, SqliteReconcileStore } from "./reconcile-store";
-import { SqliteVoucherStore, type VoucherStore } from "./vouchers-store";
+import { VoucherStore } from "./vouchers-store";
 
 /** Every table settlement owns, each behind its store, plus its read-only view across the books. */
 export interface SettlementStores {
@@ -30,8 +30,8 @@ export function settlementStores(db: Db): SettlementStores {
       addresses: new SqliteAddressesStore(db),
       exits: new SqliteExitsStore(db),
       indexer: new SqliteIndexerStore(db),
-      batches: new SqliteBatchesStore(db),
-      vouchers: new SqliteVoucherStore(db),
+      batches: new BatchesStore(db),
+      vouchers: new VoucherStore(db),
       reconcile: new SqliteReconcileStore(db),
     };
     built.set(db, stores);

@@ -1,4 +1,4 @@
-import type { Db } from "../db/db";
+import { type Database, type Sql, within } from "../db/sql";
 
 /** A voucher row as settlement reads it back. */
 export interface VoucherRecord {
@@ -32,66 +32,65 @@ const toRecord = (r: Row): VoucherRecord => ({
 });
 
 /**
- * The `vouchers` table (./vouchers.ts). The ledger entry a voucher's amount left by is the ledger's
- * (Ledger.withdrawByVoucher); this records the voucher beside it, in the same ledger operation.
+ * The `vouchers` table (./vouchers.ts): every SQL statement on it lives here. The ledger entry a voucher's
+ * amount left by is the ledger's (Ledger.withdrawByVoucher); this records the voucher beside it, in the same
+ * transaction. A write given a `tx` joins the caller's transaction, and otherwise runs in one of its own.
  */
-export interface VoucherStore {
+export class VoucherStore {
+  constructor(private readonly db: Database) {}
+
   /** Records an issued voucher and the entry its amount left the ledger by. */
-  insertIssued(v: { address: string; nonce: bigint; accountId: string; amountMicros: bigint; deadlineSec: bigint; entryId: bigint }): void;
-  /** Keeps the signature given out for a voucher. */
-  setSignature(address: string, nonce: bigint, signature: string): void;
-  /** Moves an issued voucher to its end state; false if it was not issued any more (someone settled it first). */
-  settle(address: string, nonce: bigint, status: "redeemed" | "returned"): boolean;
-  /** Every voucher still issued, oldest first. */
-  issued(): VoucherRecord[];
-  /** An account's newest vouchers, newest first. */
-  ofAccount(accountId: string, limit: number): VoucherRecord[];
-}
-
-/** VoucherStore on the gateway's SQLite database: every SQL statement on `vouchers` lives here. */
-export class SqliteVoucherStore implements VoucherStore {
-  private readonly stmt;
-
-  constructor(db: Db) {
-    this.stmt = {
-      insert: db.prepare(
+  insertIssued(
+    v: { address: string; nonce: bigint; accountId: string; amountMicros: bigint; deadlineSec: bigint; entryId: bigint },
+    tx?: Sql,
+  ): Promise<void> {
+    return within(this.db, tx, async (tx) => {
+      await tx.run(
         `INSERT INTO vouchers (address, nonce, account_id, amount, deadline, status, entry_id, created_at)
          VALUES (?, ?, ?, ?, ?, 'issued', ?, ?)`,
-      ),
-      sign: db.prepare("UPDATE vouchers SET signature = ? WHERE address = ? AND nonce = ?"),
-      settle: db.prepare("UPDATE vouchers SET status = ? WHERE address = ? AND nonce = ? AND status = 'issued'"),
-      issued: db.prepare(
-        "SELECT address, nonce, account_id, amount, deadline, status, created_at FROM vouchers WHERE status = 'issued' ORDER BY created_at",
-      ),
-      ofAccount: db.prepare(
-        `SELECT address, nonce, account_id, amount, deadline, status, created_at FROM vouchers
-         WHERE account_id = ? ORDER BY created_at DESC LIMIT ?`,
-      ),
-    };
-  }
-
-  /** Records an issued voucher and the entry its amount left the ledger by. */
-  insertIssued(v: { address: string; nonce: bigint; accountId: string; amountMicros: bigint; deadlineSec: bigint; entryId: bigint }): void {
-    this.stmt.insert.run(v.address, v.nonce, v.accountId, v.amountMicros, v.deadlineSec, v.entryId, Date.now());
+        [v.address, v.nonce, v.accountId, v.amountMicros, v.deadlineSec, v.entryId, Date.now()],
+      );
+    });
   }
 
   /** Keeps the signature given out for a voucher. */
-  setSignature(address: string, nonce: bigint, signature: string): void {
-    this.stmt.sign.run(signature, address, nonce);
+  setSignature(address: string, nonce: bigint, signature: string, tx?: Sql): Promise<void> {
+    return within(this.db, tx, async (tx) => {
+      await tx.run("UPDATE vouchers SET signature = ? WHERE address = ? AND nonce = ?", [signature, address, nonce]);
+    });
   }
 
-  /** Moves an issued voucher to its end state; false if it was not issued any more (someone settled it first). */
-  settle(address: string, nonce: bigint, status: "redeemed" | "returned"): boolean {
-    return this.stmt.settle.run(status, address, nonce).changes === 1;
+  /**
+   * Moves an issued voucher to its end state; false if it was not issued any more (someone settled it
+   * first). One conditional UPDATE: of two replicas settling the same voucher, the second waits for the
+   * first's row lock, then finds it settled and changes nothing.
+   */
+  settle(address: string, nonce: bigint, status: "redeemed" | "returned", tx?: Sql): Promise<boolean> {
+    return within(this.db, tx, async (tx) => {
+      const changed = await tx.run("UPDATE vouchers SET status = ? WHERE address = ? AND nonce = ? AND status = 'issued'", [
+        status,
+        address,
+        nonce,
+      ]);
+      return changed === 1;
+    });
   }
 
   /** Every voucher still issued, oldest first. */
-  issued(): VoucherRecord[] {
-    return (this.stmt.issued.all() as Row[]).map(toRecord);
+  async issued(sql: Sql = this.db): Promise<VoucherRecord[]> {
+    const rows = await sql.all<Row>(
+      "SELECT address, nonce, account_id, amount, deadline, status, created_at FROM vouchers WHERE status = 'issued' ORDER BY created_at",
+    );
+    return rows.map(toRecord);
   }
 
   /** An account's newest vouchers, newest first. */
-  ofAccount(accountId: string, limit: number): VoucherRecord[] {
-    return (this.stmt.ofAccount.all(accountId, limit) as Row[]).map(toRecord);
+  async ofAccount(accountId: string, limit: number, sql: Sql = this.db): Promise<VoucherRecord[]> {
+    const rows = await sql.all<Row>(
+      `SELECT address, nonce, account_id, amount, deadline, status, created_at FROM vouchers
+       WHERE account_id = ? ORDER BY created_at DESC LIMIT ?`,
+      [accountId, limit],
+    );
+    return rows.map(toRecord);
   }
 }

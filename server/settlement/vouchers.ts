@@ -14,11 +14,13 @@ import { type Refusal, refusal } from "../errors";
  * Cooperative instant withdrawals: the gateway signs an EIP-712 voucher that lets a user
  * take unspent money out of the escrow at once (SkillEscrow.withdrawWithVoucher).
  *
- * The ledger debits the voucher's amount when it is issued, durably, before the signature
- * leaves: from then on no call can spend it, so a settlement batch can never find the money
- * gone. Only available money can be withdrawn: held (in-flight calls) and spent money stay.
- * A voucher nobody redeems before its deadline is given back to the ledger once the chain's
- * time has passed the deadline and the nonce is still unused on-chain (`sweep`).
+ * The ledger debits the voucher's amount when it is issued, in the same durable transaction as
+ * the voucher's row, before the signature leaves: from then on no call can spend it, so a
+ * settlement batch can never find the money gone. Only available money can be withdrawn: held
+ * (in-flight calls) and spent money stay. A voucher nobody redeems before its deadline is given
+ * back to the ledger once the chain's time has passed the deadline and the nonce is still unused
+ * on-chain (`sweep`); the voucher's move from issued to returned is one conditional UPDATE in the
+ * transaction that gives the money back, so of two sweeps (two replicas) only one returns it.
  */
 
 /** The EIP-712 type the escrow verifies (SkillEscrow.VOUCHER_TYPEHASH). */
@@ -92,11 +94,11 @@ export class VoucherIssuer {
    */
   async issue(accountId: string, options: { amountMicros?: bigint; address?: string; nowSec?: number } = {}): Promise<IssueVoucherResult> {
     const { ledger } = this.p;
-    const addresses = this.addresses.addressesOf(accountId);
+    const addresses = await this.addresses.addressesOf(accountId);
     let address: string | undefined;
     if (options.address !== undefined) {
       const normalized = normalizeAddress(options.address);
-      if (!normalized || this.addresses.accountFor(normalized) !== accountId) return { ok: false, reason: "address_not_yours" };
+      if (!normalized || (await this.addresses.accountFor(normalized)) !== accountId) return { ok: false, reason: "address_not_yours" };
       address = normalized;
     } else if (addresses.length === 0) {
       return { ok: false, reason: "no_address" };
@@ -107,21 +109,34 @@ export class VoucherIssuer {
     }
     const deadline = BigInt((options.nowSec ?? Math.floor(Date.now() / 1000)) + this.ttlSec);
 
-    const taken = ledger.commit.run(() => {
-      // A pending exit's freeze comes first: what it is owed is not available to withdraw.
-      ledger.topUpExitFreezes(accountId);
-      const available = ledger.balanceOf(accountId, "available");
-      const amount = options.amountMicros ?? available;
-      if (amount <= 0n) return { ok: false as const, reason: "nothing_to_withdraw" as const, availableMicros: available };
-      if (amount > available) return { ok: false as const, reason: "insufficient_balance" as const, availableMicros: available };
-      const nonce = randomNonce();
-      const entryId = ledger.withdrawByVoucher(accountId, amount, { address: address!, nonce }, `voucher ${address}:${nonce}`);
-      this.store.insertIssued({ address: address!, nonce, accountId, amountMicros: amount, deadlineSec: deadline, entryId });
-      return { ok: true as const, voucher: { account: getAddress(address!), amount, nonce, deadline } };
-    });
+    // The debit and the voucher's row in one transaction, on disk before any signature exists.
+    const taken = await ledger.db.transaction(
+      async (tx) => {
+        // A pending exit's freeze comes first: what it is owed is not available to withdraw.
+        await ledger.topUpExitFreezes(accountId, tx);
+        for (let attempt = 1; ; attempt++) {
+          const available = await ledger.balanceOf(accountId, "available", tx);
+          const amount = options.amountMicros ?? available;
+          if (amount <= 0n) return { ok: false as const, reason: "nothing_to_withdraw" as const, availableMicros: available };
+          if (amount > available) return { ok: false as const, reason: "insufficient_balance" as const, availableMicros: available };
+          const nonce = randomNonce();
+          let entryId: bigint;
+          try {
+            entryId = await ledger.withdrawByVoucher(accountId, amount, { address: address!, nonce }, `voucher ${address}:${nonce}`, tx);
+          } catch (error) {
+            // The balance read above is not locked: another replica may have spent it since. The ledger
+            // checked again under the balance's lock and refused; that lock is this transaction's now, so
+            // reading again gives the balance no one else can change before the commit.
+            if (error instanceof RangeError && attempt === 1) continue;
+            throw error;
+          }
+          await this.store.insertIssued({ address: address!, nonce, accountId, amountMicros: amount, deadlineSec: deadline, entryId }, tx);
+          return { ok: true as const, voucher: { account: getAddress(address!), amount, nonce, deadline } };
+        }
+      },
+      { durable: true },
+    );
     if (!taken.ok) return taken;
-    // The debit is on disk before any signature exists.
-    await ledger.commit.durable();
 
     const signature = await this.p.signer.signTypedData({
       account: this.p.signer.account,
@@ -130,7 +145,7 @@ export class VoucherIssuer {
       primaryType: "Voucher",
       message: taken.voucher,
     });
-    ledger.commit.run(() => this.store.setSignature(address!, taken.voucher.nonce, signature));
+    await this.store.setSignature(address!, taken.voucher.nonce, signature);
     return { ok: true, issued: { voucher: taken.voucher, signature, escrow: this.p.escrowAddress, chainId: this.p.chainId } };
   }
 
@@ -138,10 +153,10 @@ export class VoucherIssuer {
    * Notes a voucher redeemed once the caller has seen its VoucherRedeemed event in a mined receipt (the gateway
    * sent the redemption itself); `sweep` would find the same from the chain later.
    */
-  markRedeemed(account: Address, nonce: bigint): void {
+  async markRedeemed(account: Address, nonce: bigint): Promise<void> {
     const address = normalizeAddress(account);
     if (!address) return;
-    this.p.ledger.commit.run(() => this.store.settle(address, nonce, "redeemed"));
+    await this.store.settle(address, nonce, "redeemed");
   }
 
   /**
@@ -151,7 +166,7 @@ export class VoucherIssuer {
    */
   async sweep(publicClient: Pick<PublicClient, "readContract" | "getBlock">): Promise<{ redeemed: number; returned: number }> {
     const { ledger } = this.p;
-    const open = this.store.issued();
+    const open = await this.store.issued();
     if (open.length === 0) return { redeemed: 0, returned: 0 };
     const chainTimeSec = (await publicClient.getBlock({ blockTag: "latest" })).timestamp;
     let redeemed = 0;
@@ -164,22 +179,24 @@ export class VoucherIssuer {
         args: [v.address as Address, v.nonce],
       });
       if (used) {
-        ledger.commit.run(() => this.store.settle(v.address, v.nonce, "redeemed"));
-        redeemed++;
+        if (await this.store.settle(v.address, v.nonce, "redeemed")) redeemed++;
       } else if (chainTimeSec > v.deadlineSec) {
-        ledger.commit.run(() => {
-          if (!this.store.settle(v.address, v.nonce, "returned")) return;
-          ledger.returnVoucher(
+        const gaveBack = await ledger.db.transaction(async (tx) => {
+          // Only the sweep that moves the voucher out of 'issued' gives its amount back.
+          if (!(await this.store.settle(v.address, v.nonce, "returned", tx))) return false;
+          await ledger.returnVoucher(
             v.accountId,
             v.amountMicros,
             { address: v.address, nonce: v.nonce },
             `voucher ${v.address}:${v.nonce} expired unredeemed: returned`,
+            tx,
           );
+          return true;
         });
-        returned++;
+        if (gaveBack) returned++;
       }
     }
-    await ledger.commit.durable();
+    await ledger.db.durable();
     return { redeemed, returned };
   }
 }

@@ -4,13 +4,15 @@ import { linkAddress } from "../../server/settlement/addresses";
 import { DepositIndexer } from "../../server/settlement/indexer";
 import { BATCH_SETTLED_EVENT } from "../../server/settlement/reconcile";
 import { Settler, type SettlerLog, type SettlerParameters, type SettlerWalletClient } from "../../server/settlement/settler";
-import { type CallsStore, SqliteCallsStore } from "../../server/gateway/calls-store";
-import type { Db } from "../../server/db/db";
+import { CallsStore } from "../../server/gateway/calls-store";
+import { openDatabase } from "../../server/db/db";
+import type { Sql } from "../../server/db/sql";
+import { SqliteDatabase } from "../../server/db/sqlite-database";
+import { SCHEMA } from "../../server/schema";
 import { computeCharge } from "../../server/ledger/fees";
 import { uuidv7 } from "../../server/db/ids";
-import type { Ledger } from "../../server/ledger/ledger";
+import { Ledger } from "../../server/ledger/ledger";
 import { startLocalChain, type LocalChain, type UserName } from "./chain";
-import { makeLedger } from "./ledger";
 
 type HardhatWallet = Awaited<ReturnType<typeof hre.viem.getWalletClients>>[number];
 
@@ -76,25 +78,35 @@ export async function startSettlementChain(): Promise<SettlementChain> {
   });
 }
 
+/** Polls `condition` every 5 ms until it holds; throws after `timeoutMs`. */
+export async function waitUntil(condition: () => Promise<boolean>, timeoutMs = 5_000, what = "the condition"): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
 /**
  * A settlement ledger beside the chain: accounts linked to their chain addresses, real deposits (made on-chain
  * and credited by the deposit indexer), paid calls written as the call path writes them (hold, capture and
- * call row in one ledger operation), and settlers over it.
+ * call row in one transaction), and settlers over it. On SQLite, in memory or in `file` (a crash test
+ * reopens the file).
  */
 export class SettlementFixture {
-  readonly db: Db;
-  readonly ledger: Ledger;
   readonly calls: CallsStore;
   readonly indexer: DepositIndexer;
   readonly logged: string[] = [];
   private readonly settlers: Settler[] = [];
 
-  constructor(
+  private constructor(
     readonly chain: SettlementChain,
-    file?: string,
+    readonly db: SqliteDatabase,
+    readonly ledger: Ledger,
+    /** The database file (":memory:" when none was given). */
+    readonly file: string,
   ) {
-    ({ db: this.db, ledger: this.ledger } = makeLedger({ file }));
-    this.calls = new SqliteCallsStore(this.db);
+    this.calls = new CallsStore(this.db);
     this.indexer = new DepositIndexer({
       ledger: this.ledger,
       publicClient: chain.publicClient,
@@ -105,9 +117,14 @@ export class SettlementFixture {
     });
   }
 
+  static async open(chain: SettlementChain, file = ":memory:"): Promise<SettlementFixture> {
+    const db = new SqliteDatabase(openDatabase(file, SCHEMA));
+    return new SettlementFixture(chain, db, await Ledger.open(db), file);
+  }
+
   /** Creates the user's account and links its wallet address; deposits `depositMicros` on-chain and credits it. */
   async addUser(user: UserName, depositMicros = 0n): Promise<void> {
-    this.ledger.ensureAccount({ id: userId(user), kind: "user", name: user });
+    await this.ledger.ensureAccount({ id: userId(user), kind: "user", name: user });
     await this.link(userId(user), this.chain.address(user));
     if (depositMicros > 0n) await this.deposit(user, depositMicros);
   }
@@ -122,7 +139,7 @@ export class SettlementFixture {
   }
 
   async addSeller(seller: SellerName, linked = true): Promise<void> {
-    this.ledger.ensureAccount({ id: sellerId(seller), kind: "seller", name: seller });
+    await this.ledger.ensureAccount({ id: sellerId(seller), kind: "seller", name: seller });
     if (linked) await this.link(sellerId(seller), this.chain.sellerAddress(seller));
   }
 
@@ -132,26 +149,29 @@ export class SettlementFixture {
   }
 
   /** A successful paid call of `priceMicros` (10% fee included); returns the call id. */
-  pay(user: UserName, seller: SellerName, priceMicros: bigint): string {
+  async pay(user: UserName, seller: SellerName, priceMicros: bigint): Promise<string> {
     const callId = uuidv7();
-    this.ledger.commit.run(() => {
-      const held = this.ledger.hold({
-        accountId: userId(user),
-        sellerAccountId: sellerId(seller),
-        skillId: `skill:${seller}`,
-        charge: computeCharge(priceMicros, "included", 1000n),
-      });
+    await this.db.transaction(async (tx) => {
+      const held = await this.ledger.hold(
+        {
+          accountId: userId(user),
+          sellerAccountId: sellerId(seller),
+          skillId: `skill:${seller}`,
+          charge: computeCharge(priceMicros, "included", 1000n),
+        },
+        tx,
+      );
       if (!held.ok) throw new Error(`${user} cannot pay ${priceMicros}: ${held.reason}`);
-      if (!this.ledger.capture(held.hold.id).ok) throw new Error("capture failed");
-      this.record(callId, user, seller, 200, priceMicros, held.hold.id);
+      if (!(await this.ledger.capture(held.hold.id, tx)).ok) throw new Error("capture failed");
+      await this.record(tx, callId, user, seller, 200, priceMicros, held.hold.id);
     });
     return callId;
   }
 
   /** A call whose backend failed: its hold was released, nothing charged. Returns the call id. */
-  failedCall(user: UserName, seller: SellerName): string {
+  async failedCall(user: UserName, seller: SellerName): Promise<string> {
     const callId = uuidv7();
-    this.ledger.commit.run(() => this.record(callId, user, seller, 502, 0n, null));
+    await this.db.transaction((tx) => this.record(tx, callId, user, seller, 502, 0n, null));
     return callId;
   }
 
@@ -177,40 +197,41 @@ export class SettlementFixture {
   async close(): Promise<void> {
     for (const settler of this.settlers) await settler.stop();
     await this.indexer.stop();
-    if (this.db.open) {
-      this.ledger.commit.flush();
-      this.db.close();
-    }
+    await this.db.close();
   }
 
   /** A process crash: the database closes with whatever is not committed lost, and no settler runs on. */
   async crash(): Promise<void> {
     for (const settler of this.settlers) await settler.stop();
     await this.indexer.stop();
-    this.db.close();
+    this.db.db.close();
   }
 
   private record(
+    tx: Sql,
     callId: string,
     user: UserName,
     seller: SellerName,
     httpStatus: number,
     chargedMicros: bigint,
     holdId: string | null,
-  ): void {
-    this.calls.record({
-      id: callId,
-      accountId: userId(user),
-      apiKeyId: "key:test",
-      skillId: `skill:${seller}`,
-      endpoint: "call",
-      httpStatus,
-      outcome: httpStatus === 200 ? "success" : "skill_error",
-      chargedMicros,
-      holdId,
-      latencyUs: 1_000,
-      createdAtMs: Date.now(),
-    });
+  ): Promise<void> {
+    return this.calls.record(
+      {
+        id: callId,
+        accountId: userId(user),
+        apiKeyId: "key:test",
+        skillId: `skill:${seller}`,
+        endpoint: "call",
+        httpStatus,
+        outcome: httpStatus === 200 ? "success" : "skill_error",
+        chargedMicros,
+        holdId,
+        latencyUs: 1_000,
+        createdAtMs: Date.now(),
+      },
+      tx,
+    );
   }
 }
 

@@ -1,48 +1,104 @@
 import { expect } from "chai";
-import { SqliteBatchesStore } from "../../server/settlement/batches-store";
-import { buildCharge, holdOk, makeLedger, makeParties } from "../helpers/ledger";
+import { type Database, isUniqueViolation } from "../../server/db/sql";
+import { Ledger } from "../../server/ledger/ledger";
+import { computeCharge } from "../../server/ledger/fees";
+import { BatchesStore } from "../../server/settlement/batches-store";
+import { describeEachEngine } from "../helpers/engines";
 
-describe("BatchesStore and Ledger.assignHoldToBatch on a real SQLite database", () => {
-  it("records a pending batch, lists unbatched captured holds, and the ledger alone moves a hold into a batch, once", () => {
-    const { db, ledger } = makeLedger();
-    try {
-      const store = new SqliteBatchesStore(db);
-      const { userId, sellerId } = makeParties(ledger);
-      const first = holdOk(ledger, userId, sellerId, buildCharge({ priceMicros: 1_000_000n }));
-      const second = holdOk(ledger, userId, sellerId, buildCharge({ priceMicros: 2_000_000n }));
-      ledger.capture(first);
-      ledger.capture(second);
-      expect(store.lastNumber()).to.equal(0);
-      expect(store.unbatchedCount()).to.equal(2);
-      expect(store.unbatchedDebits()).to.deep.equal(new Map([[userId, 3_000_000n]]));
-      expect(store.unbatchedPage([-1n, ""], 10).map((h) => h.id)).to.have.members([first, second]);
+/** A user credited with 10 USDC of development credit, and a seller. */
+async function parties(ledger: Ledger): Promise<{ userId: string; sellerId: string }> {
+  const userId = (await ledger.ensureAccount({ id: "user:alice", kind: "user", name: "Alice" })).id;
+  const sellerId = (await ledger.ensureAccount({ id: "seller:acme", kind: "seller", name: "Acme skills" })).id;
+  await ledger.credit(userId, 10_000_000n, "dev_credit");
+  return { userId, sellerId };
+}
 
-      ledger.commit.run(() => {
-        store.insertPending({
-          number: 1,
-          receiptsRoot: `0x${"ab".repeat(32)}`,
-          callCount: 1,
-          totalDebitsMicros: 1_000_000n,
-          platformFeeMicros: 100_000n,
-          recordedAtBlock: 7n,
-          createdAtMs: 1,
-        });
-        ledger.assignHoldToBatch(first, 1);
-      });
-      expect(() => ledger.commit.run(() => ledger.assignHoldToBatch(first, 1))).to.throw(/batched twice/);
-      expect(store.pending()).to.include({ number: 1n, status: "pending", total_debits: 1_000_000n, recorded_at_block: 7n });
-      expect(store.holdsOfBatch(1).map((h) => h.id)).to.deep.equal([first]);
-      expect(store.unbatchedCount()).to.equal(1);
-      expect(store.hold(first)).to.deep.equal({ id: first, status: "captured", batch_number: 1n, calls: 0n });
+/** A captured hold of `priceMicros` (10% fee included); returns its id. */
+async function captured(ledger: Ledger, userId: string, sellerId: string, priceMicros: bigint): Promise<string> {
+  const held = await ledger.hold({
+    accountId: userId,
+    sellerAccountId: sellerId,
+    skillId: "skill:echo",
+    charge: computeCharge(priceMicros, "included", 1000n),
+  });
+  if (!held.ok) throw new Error(`expected the hold to succeed, got ${held.reason}`);
+  if (!(await ledger.capture(held.hold.id)).ok) throw new Error("expected the capture to succeed");
+  return held.hold.id;
+}
 
-      store.setTxHash(1, `0x${"01".repeat(32)}`);
-      expect(store.markSettled(1, null, 5)).to.equal(true);
-      expect(store.markSettled(1, null, 6)).to.equal(false);
-      expect(store.batch(1)).to.include({ status: "settled", tx_hash: `0x${"01".repeat(32)}` });
-      expect(store.pending()).to.equal(undefined);
-      expect(store.lastNumber()).to.equal(1);
-    } finally {
-      db.close();
+describeEachEngine("BatchesStore and Ledger.assignHoldToBatch", (engine) => {
+  let db: Database;
+  let ledger: Ledger;
+  let store: BatchesStore;
+
+  beforeEach(async () => {
+    db = await engine.open();
+    ledger = await Ledger.open(db);
+    store = new BatchesStore(db);
+  });
+
+  const pendingBatch = (number: number) => ({
+    number,
+    receiptsRoot: `0x${"ab".repeat(32)}` as const,
+    callCount: 1,
+    totalDebitsMicros: 1_000_000n,
+    platformFeeMicros: 100_000n,
+    recordedAtBlock: 7n,
+    createdAtMs: 1,
+  });
+
+  it("records a pending batch, lists unbatched captured holds, and the ledger alone moves a hold into a batch, once", async () => {
+    const { userId, sellerId } = await parties(ledger);
+    const first = await captured(ledger, userId, sellerId, 1_000_000n);
+    const second = await captured(ledger, userId, sellerId, 2_000_000n);
+    expect(await store.lastNumber()).to.equal(0);
+    expect(await store.unbatchedCount()).to.equal(2);
+    expect(await store.unbatchedDebits()).to.deep.equal(new Map([[userId, 3_000_000n]]));
+    expect((await store.unbatchedPage([-1n, ""], 10)).map((h) => h.id)).to.have.members([first, second]);
+    expect(await store.unbatchedGroups()).to.deep.equal([{ account_id: userId, seller_account_id: sellerId, calls: 2n }]);
+
+    await db.transaction(async (tx) => {
+      await store.insertPending(pendingBatch(1), tx);
+      await ledger.assignHoldToBatch(first, 1, tx);
+    });
+    const twice = await db.transaction((tx) => ledger.assignHoldToBatch(first, 1, tx)).catch((e: unknown) => e);
+    expect(twice)
+      .to.be.instanceOf(Error)
+      .with.property("message")
+      .that.matches(/batched twice/);
+    expect(await store.pending()).to.include({ number: 1n, status: "pending", total_debits: 1_000_000n, recorded_at_block: 7n });
+    expect((await store.holdsOfBatch(1)).map((h) => h.id)).to.deep.equal([first]);
+    expect(await store.unbatchedCount()).to.equal(1);
+    expect(await store.hold(first)).to.deep.equal({ id: first, status: "captured", batch_number: 1n, calls: 0n });
+
+    await store.setTxHash(1, `0x${"01".repeat(32)}`);
+    expect(await store.markSettled(1, null, 5)).to.equal(true);
+    expect(await store.markSettled(1, null, 6)).to.equal(false);
+    expect(await store.batch(1)).to.include({ status: "settled", tx_hash: `0x${"01".repeat(32)}` });
+    expect(await store.pending()).to.equal(undefined);
+    expect(await store.lastNumber()).to.equal(1);
+  });
+
+  it("pages unbatched holds by (closed_at, id), strictly after the cursor", async () => {
+    const { userId, sellerId } = await parties(ledger);
+    const ids: string[] = [];
+    for (const price of [1_000n, 2_000n, 3_000n]) ids.push(await captured(ledger, userId, sellerId, price));
+    const all = await store.unbatchedPage([-1n, ""], 10);
+    expect(all.map((h) => h.id)).to.have.members(ids);
+    for (let i = 1; i < all.length; i++) {
+      const [a, b] = [all[i - 1], all[i]];
+      expect(a.closed_at < b.closed_at || (a.closed_at === b.closed_at && a.id < b.id), `row ${i} follows row ${i - 1}`).to.equal(true);
     }
+    const rest = await store.unbatchedPage([all[0].closed_at, all[0].id], 10);
+    expect(rest.map((h) => h.id)).to.deep.equal(all.slice(1).map((h) => h.id));
+    expect((await store.unbatchedPage([-1n, ""], 2)).map((h) => h.id)).to.deep.equal(all.slice(0, 2).map((h) => h.id));
+  });
+
+  it("keeps at most one batch pending: a second pending batch is refused as a uniqueness violation", async () => {
+    await store.insertPending(pendingBatch(1));
+    const error = await store.insertPending(pendingBatch(2)).catch((e: unknown) => e);
+    expect(error).to.be.instanceOf(Error);
+    expect(isUniqueViolation(error), String(error)).to.equal(true);
+    expect(await store.lastNumber()).to.equal(1);
   });
 });

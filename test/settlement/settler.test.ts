@@ -4,9 +4,17 @@ import { parseAbi } from "viem";
 import { bytes32ToCallId } from "../../server/settlement/batches";
 import { SettlementHaltedError, SettlementSendError } from "../../server/settlement/settlement-errors";
 import { assertBalanced } from "../../server/ledger/invariants";
-import { USDC, waitFor } from "../helpers/chain";
+import { USDC } from "../helpers/chain";
 import { makeTempDir } from "../helpers/ledger";
-import { faultyWallet, SettlementFixture, sellerId, startSettlementChain, userId, type SettlementChain } from "../helpers/settlement";
+import {
+  faultyWallet,
+  SettlementFixture,
+  sellerId,
+  startSettlementChain,
+  userId,
+  waitUntil,
+  type SettlementChain,
+} from "../helpers/settlement";
 
 const VERIFY_ABI = parseAbi([
   "function verifyReceipt(uint256 batch, bytes32 callId, address account, address seller, uint256 amount, uint256 fee, bytes32[] proof) view returns (bool)",
@@ -14,13 +22,13 @@ const VERIFY_ABI = parseAbi([
 ]);
 
 const batchRow = (fx: SettlementFixture, number: number) =>
-  fx.db
-    .prepare("SELECT number, status, call_count, total_debits, platform_fee, tx_hash FROM settlement_batches WHERE number = ?")
-    .get(number) as
-    { number: bigint; status: string; call_count: bigint; total_debits: bigint; platform_fee: bigint; tx_hash: string | null } | undefined;
+  fx.db.one<{ number: bigint; status: string; call_count: bigint; total_debits: bigint; platform_fee: bigint; tx_hash: string | null }>(
+    "SELECT number, status, call_count, total_debits, platform_fee, tx_hash FROM settlement_batches WHERE number = ?",
+    [number],
+  );
 
-const unbatched = (fx: SettlementFixture) =>
-  Number(fx.db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'captured' AND batch_number IS NULL").pluck().get() as bigint);
+const unbatched = async (fx: SettlementFixture) =>
+  Number(await fx.db.value<bigint>("SELECT COUNT(*) FROM holds WHERE status = 'captured' AND batch_number IS NULL"));
 
 describe("server/settlement/settler: Settler", function () {
   let chain: SettlementChain;
@@ -43,7 +51,7 @@ describe("server/settlement/settler: Settler", function () {
 
   beforeEach(async () => {
     dir = makeTempDir();
-    fx = new SettlementFixture(chain, dir.file("ledger.db"));
+    fx = await SettlementFixture.open(chain, dir.file("ledger.db"));
   });
 
   afterEach(async () => {
@@ -58,7 +66,8 @@ describe("server/settlement/settler: Settler", function () {
     await fx.addUser("alice", 10n * USDC);
     await fx.addSeller("acme");
     const prices = [1_000_000n, 333_333n, 7n, 1n, 250_001n];
-    const callIds = prices.map((price) => fx.pay("alice", "acme", price));
+    const callIds: string[] = [];
+    for (const price of prices) callIds.push(await fx.pay("alice", "acme", price));
     const spent = prices.reduce((a, b) => a + b, 0n);
     const fees = prices.reduce((a, p) => a + (p * 1000n) / 10_000n, 0n);
 
@@ -66,15 +75,15 @@ describe("server/settlement/settler: Settler", function () {
 
     expect(result).to.deep.equal({ batch: 1, calls: callIds.length, callsWithoutAddress: 0 });
     expect(await chain.escrowBalance(chain.address("alice"))).to.equal(10n * USDC - spent);
-    expect(fx.ledger.balance(userId("alice")).availableMicros).to.equal(10n * USDC - spent);
-    expect(await chain.earnings(chain.sellerAddress("acme"))).to.equal(fx.ledger.balanceOf(sellerId("acme"), "earned"));
+    expect((await fx.ledger.balance(userId("alice"))).availableMicros).to.equal(10n * USDC - spent);
+    expect(await chain.earnings(chain.sellerAddress("acme"))).to.equal(await fx.ledger.balanceOf(sellerId("acme"), "earned"));
     expect(await chain.earnings(chain.treasuryWallet.account.address)).to.equal(fees);
-    expect(fx.ledger.balanceOf("platform", "fees")).to.equal(fees);
-    const row = batchRow(fx, 1)!;
+    expect(await fx.ledger.balanceOf("platform", "fees")).to.equal(fees);
+    const row = (await batchRow(fx, 1))!;
     expect(row).to.deep.include({ status: "settled", call_count: 5n, total_debits: spent, platform_fee: fees });
     expect(row.tx_hash).to.equal((await chain.settledBatches())[0].transactionHash);
-    expect(unbatched(fx)).to.equal(0);
-    assertBalanced(fx.db);
+    expect(await unbatched(fx)).to.equal(0);
+    await assertBalanced(fx.db);
   });
 
   it("splits 90/10 across several users and sellers, oldest calls first, in batches of maxCallsPerBatch", async () => {
@@ -91,7 +100,7 @@ describe("server/settlement/settler: Settler", function () {
     const paid: { user: (typeof users)[number]; seller: (typeof sellers)[number]; price: bigint }[] = [];
     for (let i = 0; i < 40; i++) {
       const call = { user: users[next() % 3], seller: sellers[next() % 2], price: BigInt(1 + (next() % 500_000)) };
-      fx.pay(call.user, call.seller, call.price);
+      await fx.pay(call.user, call.seller, call.price);
       paid.push(call);
     }
     const settler = fx.settler({ maxCallsPerBatch: 15 });
@@ -104,7 +113,9 @@ describe("server/settlement/settler: Settler", function () {
       [3, 10],
       [undefined, 0],
     ]);
-    const batchOf = fx.db.prepare("SELECT batch_number FROM holds ORDER BY closed_at, id").pluck().all() as bigint[];
+    const batchOf = (await fx.db.all<{ batch_number: bigint }>("SELECT batch_number FROM holds ORDER BY closed_at, id")).map(
+      (h) => h.batch_number,
+    );
     expect(batchOf).to.deep.equal([...Array(15).fill(1n), ...Array(15).fill(2n), ...Array(10).fill(3n)]);
     for (const user of users) {
       const spent = paid.filter((c) => c.user === user).reduce((a, c) => a + c.price, 0n);
@@ -114,7 +125,7 @@ describe("server/settlement/settler: Settler", function () {
     for (const seller of sellers) {
       const share = paid.filter((c) => c.seller === seller).reduce((a, c) => a + c.price - (c.price * 1000n) / 10_000n, 0n);
       expect(await chain.earnings(chain.sellerAddress(seller)), seller).to.equal(share);
-      expect(fx.ledger.balanceOf(sellerId(seller), "earned")).to.equal(share);
+      expect(await fx.ledger.balanceOf(sellerId(seller), "earned")).to.equal(share);
     }
     for (const c of paid) fees += (c.price * 1000n) / 10_000n;
     expect(await chain.earnings(chain.treasuryWallet.account.address)).to.equal(fees);
@@ -127,20 +138,24 @@ describe("server/settlement/settler: Settler", function () {
     await fx.addSeller("acme");
     await fx.addSeller("globex");
     const settler = fx.settler();
-    const callIds = [fx.pay("alice", "acme", 100_000n), fx.pay("bob", "globex", 42n), fx.pay("alice", "globex", 999_999n)];
-    const failed = fx.failedCall("bob", "acme");
+    const callIds = [
+      await fx.pay("alice", "acme", 100_000n),
+      await fx.pay("bob", "globex", 42n),
+      await fx.pay("alice", "globex", 999_999n),
+    ];
+    const failed = await fx.failedCall("bob", "acme");
     // A hold captured through the Ledger API alone (no call row) is named by its hold id.
     const charge = { chargedMicros: 30n, sellerMicros: 27n, feeMicros: 3n };
-    const held = fx.ledger.hold({ accountId: userId("bob"), sellerAccountId: sellerId("acme"), skillId: "skill:acme", charge });
+    const held = await fx.ledger.hold({ accountId: userId("bob"), sellerAccountId: sellerId("acme"), skillId: "skill:acme", charge });
     if (!held.ok) throw new Error(held.reason);
-    fx.ledger.capture(held.hold.id);
+    await fx.ledger.capture(held.hold.id);
     callIds.push(held.hold.id);
-    expect(settler.receiptFor(callIds[0])).to.deep.equal({ status: "unsettled" });
+    expect(await settler.receiptFor(callIds[0])).to.deep.equal({ status: "unsettled" });
     await settler.runOnce();
-    const late = fx.pay("bob", "acme", 5n);
+    const late = await fx.pay("bob", "acme", 5n);
 
     for (const callId of callIds) {
-      const found = settler.receiptFor(callId);
+      const found = await settler.receiptFor(callId);
       if (found.status !== "settled") throw new Error(`expected a settled receipt, got ${found.status}`);
       expect(bytes32ToCallId(found.receipt.callId)).to.equal(callId);
       const { callId: id, account, seller, amount, platformFee } = found.receipt;
@@ -159,26 +174,26 @@ describe("server/settlement/settler: Settler", function () {
       });
       expect(forged, `${callId} with a changed amount`).to.equal(false);
     }
-    expect(settler.receiptFor(failed)).to.deep.equal({ status: "not_charged" });
-    expect(settler.receiptFor(late)).to.deep.equal({ status: "unsettled" });
-    expect(settler.receiptFor("0190a5a0-0000-7000-8000-000000000000")).to.deep.equal({ status: "unknown_call" });
-    const heldByCall = fx.db.prepare("SELECT hold_id FROM calls WHERE id = ?").pluck().get(callIds[0]) as string;
-    expect(settler.receiptFor(heldByCall), "a hold id where a call id is due").to.deep.equal({ status: "unknown_call" });
+    expect(await settler.receiptFor(failed)).to.deep.equal({ status: "not_charged" });
+    expect(await settler.receiptFor(late)).to.deep.equal({ status: "unsettled" });
+    expect(await settler.receiptFor("0190a5a0-0000-7000-8000-000000000000")).to.deep.equal({ status: "unknown_call" });
+    const heldByCall = (await fx.db.value<string>("SELECT hold_id FROM calls WHERE id = ?", [callIds[0]]))!;
+    expect(await settler.receiptFor(heldByCall), "a hold id where a call id is due").to.deep.equal({ status: "unknown_call" });
   });
 
   it("leaves the calls of an account without a linked address unbatched, says so, and settles them once it is linked", async () => {
     await fx.addUser("alice", 5n * USDC);
     await fx.addSeller("acme");
     await fx.addSeller("globex", false);
-    fx.pay("alice", "acme", 1_000n);
-    fx.pay("alice", "globex", 2_000n);
-    fx.pay("alice", "globex", 3_000n);
+    await fx.pay("alice", "acme", 1_000n);
+    await fx.pay("alice", "globex", 2_000n);
+    await fx.pay("alice", "globex", 3_000n);
     const settler = fx.settler();
 
     expect(await settler.runOnce()).to.deep.equal({ batch: 1, calls: 1, callsWithoutAddress: 2 });
     expect(fx.logged.join("\n")).to.include("2 paid call(s) wait for a linked address and are not settled: seller:globex (2 call(s))");
     expect(await settler.runOnce()).to.deep.equal({ calls: 0, callsWithoutAddress: 2 });
-    expect(unbatched(fx)).to.equal(2);
+    expect(await unbatched(fx)).to.equal(2);
 
     await fx.link(sellerId("globex"), chain.sellerAddress("globex"));
     expect(await settler.runOnce()).to.deep.equal({ batch: 2, calls: 2, callsWithoutAddress: 0 });
@@ -189,8 +204,8 @@ describe("server/settlement/settler: Settler", function () {
     it("sends a batch recorded before a crash, once, after the restart, and nothing paid later in it", async () => {
       await fx.addUser("alice", 5n * USDC);
       await fx.addSeller("acme");
-      fx.pay("alice", "acme", 10_000n);
-      fx.pay("alice", "acme", 20_000n);
+      await fx.pay("alice", "acme", 10_000n);
+      await fx.pay("alice", "acme", 20_000n);
       const dying = faultyWallet(chain.settlerWallet, ["fail_before_send"]);
 
       const failure = await fx
@@ -198,15 +213,15 @@ describe("server/settlement/settler: Settler", function () {
         .runOnce()
         .catch((e: unknown) => e);
       expect(failure).to.be.instanceOf(SettlementSendError);
-      expect(batchRow(fx, 1)).to.deep.include({ status: "pending", call_count: 2n });
+      expect(await batchRow(fx, 1)).to.deep.include({ status: "pending", call_count: 2n });
       expect(dying.sent).to.have.length(0);
-      fx.pay("alice", "acme", 40_000n);
-      await fx.ledger.commit.durable();
+      await fx.pay("alice", "acme", 40_000n);
+      await fx.db.durable();
 
       // The process dies; a new one opens the same ledger file.
-      const file = fx.db.name;
+      const file = fx.file;
       await fx.crash();
-      fx = new SettlementFixture(chain, file);
+      fx = await SettlementFixture.open(chain, file);
       const wallet = faultyWallet(chain.settlerWallet, []);
       const settler = fx.settler({ walletClient: wallet });
 
@@ -223,7 +238,7 @@ describe("server/settlement/settler: Settler", function () {
     it("marks a batch the chain already has after a crash between sending and marking, and does not send it again", async () => {
       await fx.addUser("alice", 5n * USDC);
       await fx.addSeller("acme");
-      fx.pay("alice", "acme", 10_000n);
+      await fx.pay("alice", "acme", 10_000n);
       const dying = faultyWallet(chain.settlerWallet, ["lose_answer"]);
 
       const failure = await fx
@@ -232,16 +247,16 @@ describe("server/settlement/settler: Settler", function () {
         .catch((e: unknown) => e);
       expect(failure).to.be.instanceOf(SettlementSendError);
       expect(dying.sent).to.have.length(1);
-      expect(batchRow(fx, 1)).to.deep.include({ status: "pending", tx_hash: null });
+      expect(await batchRow(fx, 1)).to.deep.include({ status: "pending", tx_hash: null });
 
-      const file = fx.db.name;
+      const file = fx.file;
       await fx.crash();
-      fx = new SettlementFixture(chain, file);
+      fx = await SettlementFixture.open(chain, file);
       const wallet = faultyWallet(chain.settlerWallet, []);
 
       expect(await fx.settler({ walletClient: wallet }).runOnce()).to.deep.equal({ batch: 1, calls: 1, callsWithoutAddress: 0 });
       expect(wallet.sent).to.have.length(0);
-      expect(batchRow(fx, 1)).to.deep.include({ status: "settled", tx_hash: dying.sent[0] });
+      expect(await batchRow(fx, 1)).to.deep.include({ status: "settled", tx_hash: dying.sent[0] });
       expect(await chain.settledBatches()).to.deep.equal([{ batchNumber: 1n, transactionHash: dying.sent[0] }]);
       expect(await chain.escrowBalance(chain.address("alice"))).to.equal(5n * USDC - 10_000n);
       expect(fx.logged.join("\n")).to.include(`batch 1 was already on-chain (${dying.sent[0]}); marked settled`);
@@ -250,7 +265,7 @@ describe("server/settlement/settler: Settler", function () {
     it("replaces a stuck settlement transaction (same nonce, higher fee) instead of queueing a second one", async () => {
       await fx.addUser("alice", 5n * USDC);
       await fx.addSeller("acme");
-      fx.pay("alice", "acme", 10_000n);
+      await fx.pay("alice", "acme", 10_000n);
       const wallet = faultyWallet(chain.settlerWallet, []);
       const settler = fx.settler({ walletClient: wallet, receiptTimeoutMs: 200 });
       await chain.setAutomine(false);
@@ -269,7 +284,7 @@ describe("server/settlement/settler: Settler", function () {
 
       expect(await settler.runOnce()).to.deep.include({ batch: 1, calls: 1 });
       expect(await chain.settledBatches()).to.deep.equal([{ batchNumber: 1n, transactionHash: wallet.sent[1] }]);
-      expect(batchRow(fx, 1)).to.deep.include({ status: "settled", tx_hash: wallet.sent[1] });
+      expect(await batchRow(fx, 1)).to.deep.include({ status: "settled", tx_hash: wallet.sent[1] });
     });
   });
 
@@ -277,13 +292,13 @@ describe("server/settlement/settler: Settler", function () {
     it("retries with backoff while the RPC is unreachable, and settles the batch once", async () => {
       await fx.addUser("alice", 5n * USDC);
       await fx.addSeller("acme");
-      fx.pay("alice", "acme", 10_000n);
+      await fx.pay("alice", "acme", 10_000n);
       const wallet = faultyWallet(chain.settlerWallet, ["fail_before_send", "fail_before_send"]);
       const settler = fx.settler({ walletClient: wallet });
       chain.failNextRequests(3);
 
       settler.start(60_000);
-      await waitFor(() => batchRow(fx, 1)?.status === "settled", 5_000, "batch 1 to settle");
+      await waitUntil(async () => (await batchRow(fx, 1))?.status === "settled", 5_000, "batch 1 to settle");
       await settler.stop();
 
       const failures = fx.logged.filter((m) => m.startsWith("settlement step failed"));
@@ -304,15 +319,15 @@ describe("server/settlement/settler: Settler", function () {
       await fx.addSeller("acme");
       // Development credit is not money in the escrow: spending it makes a debit the chain would refuse,
       // and one such debit used to make the escrow refuse the whole batch.
-      fx.ledger.credit(userId("alice"), 5n * USDC, "dev_credit");
-      fx.pay("alice", "acme", 3n * USDC);
-      fx.pay("bob", "acme", 2n * USDC);
+      await fx.ledger.credit(userId("alice"), 5n * USDC, "dev_credit");
+      await fx.pay("alice", "acme", 3n * USDC);
+      await fx.pay("bob", "acme", 2n * USDC);
       const settler = fx.settler();
 
       expect(await settler.runOnce()).to.deep.include({ batch: 1, calls: 1 });
       expect(fx.logged.join("\n")).to.include(`ESCROW SHORT: paid calls of ${userId("alice")}`);
-      expect(batchRow(fx, 1)).to.deep.include({ status: "settled", call_count: 1n, total_debits: 2n * USDC });
-      expect(unbatched(fx)).to.equal(1);
+      expect(await batchRow(fx, 1)).to.deep.include({ status: "settled", call_count: 1n, total_debits: 2n * USDC });
+      expect(await unbatched(fx)).to.equal(1);
       expect(settler.fatalError).to.equal(undefined);
       expect(await settler.runOnce()).to.deep.include({ calls: 0 });
       expect(
@@ -323,7 +338,7 @@ describe("server/settlement/settler: Settler", function () {
     it("halts on a key without SETTLER_ROLE, and a settler with the right key sends the same batch", async () => {
       await fx.addUser("alice", 5n * USDC);
       await fx.addSeller("acme");
-      fx.pay("alice", "acme", 10_000n);
+      await fx.pay("alice", "acme", 10_000n);
       const error = await fx
         .settler({ walletClient: chain.treasuryWallet })
         .runOnce()
@@ -340,16 +355,16 @@ describe("server/settlement/settler: Settler", function () {
     await fx.addSeller("acme");
     const settler = fx.settler({ triggerCalls: 3, triggerCheckMs: 5 });
     settler.start(60_000);
-    await waitFor(() => settler.lastReconciliation !== undefined, 5_000, "the first step");
+    await waitUntil(async () => settler.lastReconciliation !== undefined, 5_000, "the first step");
     // The first step reconciles before it looks for calls: let it finish, or it could take
     // the calls paid below into its own batch.
     await new Promise((resolve) => setTimeout(resolve, 250));
-    fx.pay("alice", "acme", 1_000n);
-    fx.pay("alice", "acme", 1_000n);
+    await fx.pay("alice", "acme", 1_000n);
+    await fx.pay("alice", "acme", 1_000n);
     await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(batchRow(fx, 1)).to.equal(undefined);
-    fx.pay("alice", "acme", 1_000n);
-    await waitFor(() => batchRow(fx, 1)?.status === "settled", 10_000, "the triggered batch");
-    expect(batchRow(fx, 1)?.call_count).to.equal(3n);
+    expect(await batchRow(fx, 1)).to.equal(undefined);
+    await fx.pay("alice", "acme", 1_000n);
+    await waitUntil(async () => (await batchRow(fx, 1))?.status === "settled", 10_000, "the triggered batch");
+    expect((await batchRow(fx, 1))?.call_count).to.equal(3n);
   });
 });

@@ -1,55 +1,73 @@
 import { expect } from "chai";
-import { openDatabase, type Db } from "../../server/db/db";
-import { SCHEMA } from "../../server/schema";
+import type { Database } from "../../server/db/sql";
 import { Ledger } from "../../server/ledger/ledger";
-import { SqliteVoucherStore, type VoucherStore } from "../../server/settlement/vouchers-store";
+import { VoucherStore } from "../../server/settlement/vouchers-store";
+import { describeEachEngine } from "../helpers/engines";
 
-describe("VoucherStore: the vouchers table behind its interface", () => {
-  let db: Db;
+describeEachEngine("VoucherStore: the vouchers table", (engine) => {
+  let db: Database;
   let ledger: Ledger;
   let store: VoucherStore;
   const address = "0x00000000000000000000000000000000000a11ce";
 
-  beforeEach(() => {
-    db = openDatabase(":memory:", SCHEMA);
-    ledger = new Ledger(db);
-    store = new SqliteVoucherStore(db);
-    ledger.ensureAccount({ id: "alice", kind: "user", name: "Alice" });
-    ledger.credit("alice", 10n, "dev_credit");
+  beforeEach(async () => {
+    db = await engine.open();
+    ledger = await Ledger.open(db);
+    store = new VoucherStore(db);
+    await ledger.ensureAccount({ id: "alice", kind: "user", name: "Alice" });
+    await ledger.credit("alice", 10n, "dev_credit");
   });
-  afterEach(() => db.close());
 
-  /** Issues a voucher as VoucherIssuer does: the ledger entry and the row in one operation. */
-  function issue(nonce: bigint, amountMicros: bigint): void {
-    ledger.commit.run(() => {
-      const entryId = ledger.withdrawByVoucher("alice", amountMicros, { address, nonce });
-      store.insertIssued({ address, nonce, accountId: "alice", amountMicros, deadlineSec: 100n, entryId });
+  /** Issues a voucher as VoucherIssuer does: the ledger entry and the row in one transaction. */
+  function issue(nonce: bigint, amountMicros: bigint): Promise<void> {
+    return db.transaction(async (tx) => {
+      const entryId = await ledger.withdrawByVoucher("alice", amountMicros, { address, nonce }, "", tx);
+      await store.insertIssued({ address, nonce, accountId: "alice", amountMicros, deadlineSec: 100n, entryId }, tx);
     });
   }
 
-  it("records issued vouchers and lists an account's newest first, up to the limit", () => {
-    issue(1n, 2n);
-    issue(2n, 3n);
-    expect(store.ofAccount("alice", 10).map((v) => [v.nonce, v.amountMicros, v.status])).to.have.deep.members([
+  it("records issued vouchers and lists an account's newest first, up to the limit", async () => {
+    await issue(1n, 2n);
+    await issue(2n, 3n);
+    expect((await store.ofAccount("alice", 10)).map((v) => [v.nonce, v.amountMicros, v.status])).to.have.deep.members([
       [1n, 2n, "issued"],
       [2n, 3n, "issued"],
     ]);
-    expect(store.ofAccount("alice", 1)).to.have.length(1);
-    expect(store.ofAccount("bob", 10)).to.deep.equal([]);
-    expect(store.issued().map((v) => v.nonce)).to.have.members([1n, 2n]);
+    expect(await store.ofAccount("alice", 1)).to.have.length(1);
+    expect(await store.ofAccount("bob", 10)).to.deep.equal([]);
+    expect((await store.issued()).map((v) => v.nonce)).to.have.members([1n, 2n]);
   });
 
-  it("settles an issued voucher once: a second settle (redeemed after returned) changes nothing", () => {
-    issue(1n, 2n);
-    expect(store.settle(address, 1n, "returned")).to.equal(true);
-    expect(store.settle(address, 1n, "redeemed")).to.equal(false);
-    expect(store.ofAccount("alice", 10)[0].status).to.equal("returned");
-    expect(store.issued()).to.deep.equal([]);
+  it("settles an issued voucher once: a second settle (redeemed after returned) changes nothing", async () => {
+    await issue(1n, 2n);
+    expect(await store.settle(address, 1n, "returned")).to.equal(true);
+    expect(await store.settle(address, 1n, "redeemed")).to.equal(false);
+    expect((await store.ofAccount("alice", 10))[0].status).to.equal("returned");
+    expect(await store.issued()).to.deep.equal([]);
   });
 
-  it("keeps the signature given out", () => {
-    issue(1n, 2n);
-    store.setSignature(address, 1n, "0xsig");
-    expect(db.prepare("SELECT signature FROM vouchers").pluck().get()).to.equal("0xsig");
+  it("settles a voucher once when two settle it at the same time", async () => {
+    await issue(1n, 2n);
+    const settled = await Promise.all([store.settle(address, 1n, "returned"), store.settle(address, 1n, "redeemed")]);
+    expect(settled.filter(Boolean)).to.have.length(1);
+  });
+
+  it("undoes the voucher's row with the transaction that took its amount out", async () => {
+    const error = await db
+      .transaction(async (tx) => {
+        const entryId = await ledger.withdrawByVoucher("alice", 4n, { address, nonce: 1n }, "", tx);
+        await store.insertIssued({ address, nonce: 1n, accountId: "alice", amountMicros: 4n, deadlineSec: 100n, entryId }, tx);
+        throw new Error("the signer is gone");
+      })
+      .catch((e: unknown) => e);
+    expect((error as Error).message).to.equal("the signer is gone");
+    expect(await store.issued()).to.deep.equal([]);
+    expect(await ledger.balanceOf("alice", "available")).to.equal(10n);
+  });
+
+  it("keeps the signature given out", async () => {
+    await issue(1n, 2n);
+    await store.setSignature(address, 1n, "0xsig");
+    expect(await db.value("SELECT signature FROM vouchers")).to.equal("0xsig");
   });
 });

@@ -4,7 +4,8 @@ import { type Address, getAddress } from "viem";
 import { linkAddress } from "../../server/settlement/addresses";
 import { loadArtifact } from "../../server/devstack/deploy";
 import { type IssuedVoucher, VoucherIssuer } from "../../server/settlement/vouchers";
-import { type Db, openDatabase } from "../../server/db/db";
+import { openDatabase } from "../../server/db/db";
+import { SqliteDatabase } from "../../server/db/sqlite-database";
 import { SCHEMA } from "../../server/schema";
 import { assertBalanced } from "../../server/ledger/invariants";
 import { Ledger } from "../../server/ledger/ledger";
@@ -13,7 +14,7 @@ import { type LocalChain, USDC, startLocalChain } from "../helpers/chain";
 describe("withdrawal vouchers", function () {
   this.timeout(60_000);
   let chain: LocalChain;
-  let db: Db;
+  let db: SqliteDatabase;
   let ledger: Ledger;
   let issuer: VoucherIssuer;
   let snapshot: string;
@@ -50,20 +51,20 @@ describe("withdrawal vouchers", function () {
   });
 
   beforeEach(async () => {
-    db = openDatabase(":memory:", SCHEMA);
-    ledger = new Ledger(db);
-    ledger.ensureAccount({ id: "alice", kind: "user", name: "Alice" });
-    ledger.ensureAccount({ id: "seller", kind: "seller", name: "Seller" });
+    db = new SqliteDatabase(openDatabase(":memory:", SCHEMA));
+    ledger = await Ledger.open(db);
+    await ledger.ensureAccount({ id: "alice", kind: "user", name: "Alice" });
+    await ledger.ensureAccount({ id: "seller", kind: "seller", name: "Seller" });
     const linked = await linkAddress(ledger, { accountId: "alice", address: chain.address("alice") });
     expect(linked.ok).to.equal(true);
     await chain.deposit("alice", 10n * USDC);
-    ledger.credit("alice", 10n * USDC, "deposit", "test deposit");
+    await ledger.credit("alice", 10n * USDC, "deposit", "test deposit");
     const signer = (await hre.viem.getWalletClients())[2];
     issuer = new VoucherIssuer({ ledger, signer, escrowAddress: chain.deployment.escrow, chainId: 8453, ttlSec: 600 });
   });
-  afterEach(() => {
-    assertBalanced(db);
-    db.close();
+  afterEach(async () => {
+    await assertBalanced(db);
+    await db.close();
   });
 
   it("debits the ledger at issue, and the escrow pays the voucher to the account's own wallet", async () => {
@@ -71,18 +72,18 @@ describe("withdrawal vouchers", function () {
     const escrowBefore = await chain.escrowBalance(chain.address("alice"));
     const result = await issuer.issue("alice", { amountMicros: 4n * USDC, nowSec: await chainTimeSec() });
     if (!result.ok) throw new Error(result.reason);
-    expect(ledger.balance("alice").availableMicros).to.equal(6n * USDC);
+    expect((await ledger.balance("alice")).availableMicros).to.equal(6n * USDC);
     expect(result.issued.voucher).to.include({ amount: 4n * USDC, account: getAddress(chain.address("alice")) });
 
     await chain.receipt(await redeem(result.issued));
     expect(await walletUsdc(chain.address("alice"))).to.equal(before + 4n * USDC);
     expect(await chain.escrowBalance(chain.address("alice"))).to.equal(escrowBefore - 4n * USDC);
     expect(await issuer.sweep(chain.publicClient)).to.deep.equal({ redeemed: 1, returned: 0 });
-    expect(ledger.balance("alice").availableMicros).to.equal(6n * USDC);
+    expect((await ledger.balance("alice")).availableMicros).to.equal(6n * USDC);
   });
 
   it("withdraws all the available balance by default, never what calls hold", async () => {
-    const held = ledger.hold({
+    const held = await ledger.hold({
       accountId: "alice",
       sellerAccountId: "seller",
       skillId: "x",
@@ -92,7 +93,7 @@ describe("withdrawal vouchers", function () {
     const result = await issuer.issue("alice", { nowSec: await chainTimeSec() });
     if (!result.ok) throw new Error(result.reason);
     expect(result.issued.voucher.amount).to.equal(9n * USDC);
-    expect(ledger.balance("alice")).to.deep.equal({ availableMicros: 0n, heldMicros: USDC });
+    expect(await ledger.balance("alice")).to.deep.equal({ availableMicros: 0n, heldMicros: USDC });
   });
 
   it("refuses more than the available balance, and nothing at all, writing nothing", async () => {
@@ -100,7 +101,7 @@ describe("withdrawal vouchers", function () {
     expect(tooMuch).to.deep.equal({ ok: false, reason: "insufficient_balance", availableMicros: 10n * USDC });
     await issuer.issue("alice", { nowSec: await chainTimeSec() });
     expect(await issuer.issue("alice")).to.deep.include({ ok: false, reason: "nothing_to_withdraw" });
-    expect(db.prepare("SELECT COUNT(*) FROM vouchers").pluck().get()).to.equal(1n);
+    expect(await db.value("SELECT COUNT(*) FROM vouchers")).to.equal(1n);
   });
 
   it("gives every voucher a fresh random nonce, so none collides with one the escrow has seen", async () => {
@@ -122,16 +123,31 @@ describe("withdrawal vouchers", function () {
     await hre.network.provider.request({ method: "evm_increaseTime", params: [601] });
     await chain.mine();
     expect(await issuer.sweep(chain.publicClient)).to.deep.equal({ redeemed: 0, returned: 1 });
-    expect(ledger.balance("alice").availableMicros).to.equal(10n * USDC);
+    expect((await ledger.balance("alice")).availableMicros).to.equal(10n * USDC);
     let reverted = false;
     await redeem(result.issued).catch(() => (reverted = true));
     expect(reverted, "an expired voucher was paid").to.equal(true);
     expect(await issuer.sweep(chain.publicClient)).to.deep.equal({ redeemed: 0, returned: 0 });
   });
 
+  it("gives an expired voucher back once when two sweeps run at the same time", async () => {
+    const result = await issuer.issue("alice", { amountMicros: 3n * USDC, nowSec: await chainTimeSec() });
+    if (!result.ok) throw new Error(result.reason);
+    expect((await ledger.balance("alice")).availableMicros).to.equal(7n * USDC);
+    await hre.network.provider.request({ method: "evm_increaseTime", params: [601] });
+    await chain.mine();
+    const signer = (await hre.viem.getWalletClients())[2];
+    const other = new VoucherIssuer({ ledger, signer, escrowAddress: chain.deployment.escrow, chainId: 8453, ttlSec: 600 });
+
+    const sweeps = await Promise.all([issuer.sweep(chain.publicClient), other.sweep(chain.publicClient)]);
+
+    expect(sweeps.map((s) => s.returned).sort()).to.deep.equal([0, 1]);
+    expect((await ledger.balance("alice")).availableMicros).to.equal(10n * USDC);
+  });
+
   it("refuses an account without an escrow address, and an address that is not the account's", async () => {
-    ledger.ensureAccount({ id: "bob", kind: "user", name: "Bob" });
-    ledger.credit("bob", USDC, "deposit");
+    await ledger.ensureAccount({ id: "bob", kind: "user", name: "Bob" });
+    await ledger.credit("bob", USDC, "deposit");
     expect(await issuer.issue("bob")).to.deep.equal({ ok: false, reason: "no_address" });
     expect(await issuer.issue("alice", { address: chain.address("bob") })).to.deep.equal({ ok: false, reason: "address_not_yours" });
   });

@@ -43,14 +43,14 @@ export function moneyRoutes(deps: {
     );
   });
 
-  router.get("/v1/calls/:callId/receipt", auth, (req, res) => {
+  router.get("/v1/calls/:callId/receipt", auth, async (req, res) => {
     const settler = deps.moneyPath?.settler;
     if (!settler) throw new ApiError("chain_not_configured", "Receipts need the gateway to settle on its escrow chain.");
     const callId = String(req.params.callId);
     // Only the caller's own calls: another account's call is as unknown as a made-up id.
-    const owner = deps.calls.ownerOf(callId);
+    const owner = await deps.calls.ownerOf(callId);
     if (owner !== req.accountId!) throw new ApiError("not_found", `No call ${callId} for this key's account.`);
-    const r = settler.receiptFor(callId);
+    const r = await settler.receiptFor(callId);
     if (r.status === "unknown_call") throw new ApiError("not_found", `No call ${callId} for this key's account.`);
     if (r.status === "not_charged" || r.status === "unsettled") {
       res.json(dataEnvelope({ call_id: callId, status: r.status }));

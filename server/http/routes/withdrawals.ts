@@ -51,8 +51,8 @@ export function withdrawalRoutes(deps: {
     );
   });
 
-  router.get("/v1/withdrawals", auth, (req, res) => {
-    const vouchers = deps.voucherStore.ofAccount(req.accountId!, 100);
+  router.get("/v1/withdrawals", auth, async (req, res) => {
+    const vouchers = await deps.voucherStore.ofAccount(req.accountId!, 100);
     res.json(
       dataEnvelope(
         vouchers.map((v) => ({
