@@ -1,15 +1,13 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import { MemoryStore, type Store } from "express-rate-limit";
+import type { Logger } from "pino";
 import { ApiKeys } from "./identity/api-keys";
-import { SqliteApiKeysStore } from "./identity/api-keys-store";
-import { SqliteSessionsStore } from "./identity/sessions-store";
-import { SqliteEmailTokensStore, SqliteOAuthStatesStore, SqliteOutboxStore, SqliteSiweNoncesStore } from "./identity/sign-in-store";
 import { Sessions } from "./identity/sessions";
 import { WalletService, type WalletServiceParameters } from "./wallets/wallet-service";
 import { MagicLinks, type MailMessage, type Mailer, createMailer } from "./identity/email";
 import { OAuthSignIn, oauthSettings } from "./identity/oauth";
 import { SiweNonces } from "./identity/siwe";
-import { MemoryStore, type Store } from "express-rate-limit";
 import type { CardTopups } from "./payments/card-topups";
 import { createSandboxCardTopups } from "./payments/sandbox-card";
 import { type ChainConnection, type MoneyPath, createMoneyPath } from "./settlement/money-path";
@@ -17,30 +15,30 @@ import { settlementStores } from "./settlement/store";
 import type { Config } from "./config";
 import { CallService } from "./gateway/call-service";
 import { callAnswers } from "./http/call-answer";
-import { SqliteCallsStore, type CallsStore } from "./gateway/calls-store";
+import { CallsStore } from "./gateway/calls-store";
 import { EgressPolicy, type HostResolver } from "./gateway/egress";
 import { Forwarder } from "./gateway/forward";
 import { IdempotencyKeys } from "./gateway/idempotency";
-import { SqliteIdempotencyStore } from "./gateway/idempotency-store";
-import { DailyCap, RateLimiter } from "./gateway/rate-limit";
+import { IdempotencyStore } from "./gateway/idempotency-store";
+import { type CallDailyCap, type CallLimiter, DailyCap, RateLimiter } from "./gateway/rate-limit";
 import { SkillRegistry } from "./catalog/skills";
-import { SqliteSkillsStore } from "./catalog/skills-store";
+import { SkillsStore } from "./catalog/skills-store";
 import { createRequestListener } from "./http/app";
 import type { RateLimitName } from "./http/rate-limits";
-import { type Db, openDatabase } from "./db/db";
-import { SCHEMA } from "./schema";
-import { GroupCommit } from "./db/group-commit";
+import type { Database } from "./db/sql";
+import { openGatewayDatabase } from "./database";
 import { assertBalanced } from "./ledger/invariants";
 import { lockDatabase } from "./db/lock";
 import { Ledger } from "./ledger/ledger";
-import type { Logger } from "pino";
 import { type LogFunction, createLogger, logFunction } from "./ops/log";
 import { GatewayMetrics } from "./ops/metrics";
 import { currentRequest } from "./ops/request-context";
+import { ReplicaMembership, SettlementLeadership, type SharedState, openSharedState } from "./replication";
 
 export interface Gateway {
   config: Config;
-  db: Db;
+  /** The gateway's tables: SQLite (the embedded default) or PostgreSQL (DATABASE_URL). */
+  db: Database;
   ledger: Ledger;
   keys: ApiKeys;
   skills: SkillRegistry;
@@ -55,12 +53,24 @@ export interface Gateway {
   magicLinks: MagicLinks;
   /** Card top-ups: the sandbox provider, funded by the chain connection's funding wallet. */
   cardTopups: CardTopups;
-  /** Deposits, settlement and withdrawals, when the gateway has a chain (start() runs their loops). */
+  /** Deposits, settlement and withdrawals, when the gateway has a chain (startBackground() runs their loops). */
   moneyPath?: MoneyPath;
-  /** What the startup recovery found: holds and idempotency keys left open by a crash. */
+  /**
+   * What the startup recovery found: holds and idempotency keys left open by a crash. A single gateway
+   * (SQLite) releases them at start; replicas sharing PostgreSQL leave it to the settlement leader, which
+   * releases only those of replicas that stopped (their count is not reported here).
+   */
   recovered: { holds: number; idempotencyKeys: number };
+  /**
+   * Starts what runs in the background: the money path's loops (deposit indexer, settler, voucher expiry) and
+   * the wallet sweeper. A single gateway runs them at once; a replica on PostgreSQL contends for the settlement
+   * lease and runs them only while it leads, with the release of stopped replicas' holds.
+   */
+  startBackground(options?: { walletSweepIntervalMs?: number }): void;
+  /** Whether this gateway runs the background loops now (always true on SQLite once started). */
+  isLeader(): boolean;
   /** Deletes expired sign-in state and sessions now (a timer does it every PRUNE_INTERVAL_SEC); returns how many of each. */
-  pruneExpired(): { siweNonces: number; emailLinks: number; oauthStates: number; sessions: number };
+  pruneExpired(): Promise<{ siweNonces: number; emailLinks: number; oauthStates: number; sessions: number }>;
   close(): Promise<void>;
 }
 
@@ -71,13 +81,13 @@ export interface RunningGateway extends Omit<Gateway, "close"> {
 }
 
 /**
- * What the gateway does when its books and its disk may disagree (a ledger commit failed).
- * It stops: the process cannot tell which writes survived, while a restart can, and
- * startup recovery releases every hold the failure left open. Crash-only, like a database
+ * What the gateway does when its books and its disk may disagree (a ledger commit failed), or when the
+ * other replicas took it for dead. It stops: the process cannot tell which writes survived, while a
+ * restart can, and recovery releases every hold the failure left open. Crash-only, like a database
  * after a failed fsync. pino writes out what it still buffers as the process exits.
  */
 const fatalFor = (logger: Logger) => (error: unknown) => {
-  logger.fatal({ err: error }, "a ledger commit failed; stopping so the next start can recover");
+  logger.fatal({ err: error }, "the gateway cannot trust its books any more; stopping so that recovery can run");
   process.exit(1);
 };
 
@@ -89,7 +99,7 @@ export interface GatewayOptions {
   logger?: Logger;
   /** Where the parts' messages go instead of `logger` (a test collects them). */
   log?: LogFunction;
-  /** Called when a ledger commit fails; by default the process exits. */
+  /** Called when a ledger commit fails (or this replica was evicted as dead); by default the process exits. */
   onFatal?: (error: unknown) => void;
   /**
    * The escrow chain. Without it the gateway bills calls against its ledger only: no
@@ -107,34 +117,82 @@ export interface GatewayOptions {
   /**
    * Where each per-address limit of the unauthenticated endpoints keeps its counters (one
    * store per limit): express-rate-limit's MemoryStore by default, which holds for this
-   * process only; a shared store (Redis) makes the limits hold across instances.
+   * process only; Redis (REDIS_URL) when the gateway shares its limits with other replicas.
    */
   rateLimitStore?: (limit: RateLimitName) => Store;
 }
 
+/** The database, its lock (SQLite) or registry membership (PostgreSQL), and the shared state (Redis). */
+interface Foundations {
+  db: Database;
+  unlock: () => void;
+  membership?: ReplicaMembership;
+  shared?: SharedState;
+}
+
+/** Closes whatever of the foundations was opened, in reverse order; never throws. */
+async function closeFoundations(f: Partial<Foundations>): Promise<void> {
+  await f.membership?.leave();
+  await f.shared?.close().catch(() => {});
+  await f.db?.close().catch(() => {});
+  f.unlock?.();
+}
+
 /**
- * The composition root: config → database → ledger (with crash recovery and the startup
- * self-check) → services → HTTP app. The gateway refuses to start on broken books.
+ * The composition root: config → database (SQLite or PostgreSQL) → shared state (Redis) → ledger (with crash
+ * recovery and the startup self-check) → services → HTTP app. The gateway refuses to start on broken books,
+ * and, sharing PostgreSQL, next to another replica when either has no Redis.
  */
-export function createGateway(config: Config, options: GatewayOptions = {}): Gateway {
+export async function createGateway(config: Config, options: GatewayOptions = {}): Promise<Gateway> {
   const logger = options.logger ?? createLogger({ level: config.logLevel });
   const log = options.log ?? logFunction(logger);
-  const unlock = lockDatabase(config.dbPath);
-  let db: Db | undefined;
-  let commit: GroupCommit, ledger: Ledger, idempotency: IdempotencyKeys, recovered: Gateway["recovered"];
+  const onFatal = options.onFatal ?? fatalFor(logger);
+  const onPostgres = config.databaseUrl !== "";
+  const f: Partial<Foundations> = {};
+  let ledger: Ledger, idempotency: IdempotencyKeys, recovered: Gateway["recovered"];
   try {
-    db = openDatabase(config.dbPath, SCHEMA);
-    commit = new GroupCommit(db, config.groupCommitMaxOps, options.onFatal ?? fatalFor(logger));
-    ledger = new Ledger(db, commit);
-    idempotency = new IdempotencyKeys(new SqliteIdempotencyStore(db), config.idempotencyTtlMs);
-    recovered = commit.run(() => ({ holds: ledger.recoverOpenHolds(), idempotencyKeys: idempotency.recoverInProgress() }));
-    commit.flush();
-    assertBalanced(db);
+    // One process owns a SQLite file: the lock refuses a second. PostgreSQL is shared by design.
+    f.unlock = onPostgres ? () => {} : lockDatabase(config.dbPath);
+    f.db = await openGatewayDatabase({
+      databaseUrl: config.databaseUrl,
+      sqlitePath: config.dbPath,
+      groupCommitMaxOps: config.groupCommitMaxOps,
+      onCommitError: onFatal,
+      applicationName: `skill-gateway:${config.replicaId}`,
+      onIdleError: (error) => log("a PostgreSQL connection closed while idle; the pool opens another", error),
+    });
+    if (onPostgres) f.membership = await ReplicaMembership.join(f.db, config, onFatal, log);
+    ledger = await Ledger.open(f.db, { replicaId: onPostgres ? config.replicaId : undefined });
+    idempotency = new IdempotencyKeys(new IdempotencyStore(f.db), config.idempotencyTtlMs);
+    recovered = onPostgres
+      ? { holds: 0, idempotencyKeys: 0 }
+      : await f.db.transaction(
+          async (tx) => ({
+            holds: await ledger.recoverOpenHolds({}, tx),
+            idempotencyKeys: await idempotency.recoverInProgress({}, tx),
+          }),
+          { durable: true },
+        );
+    await assertBalanced(f.db);
   } catch (error) {
-    db?.close();
-    unlock();
+    await closeFoundations(f);
     throw error;
   }
+  const db = f.db;
+  const calls = new CallsStore(db);
+  let limiter: CallLimiter = new RateLimiter();
+  let dailyCap: CallDailyCap = new DailyCap((accountId, sinceMs) => calls.countSince(accountId, sinceMs));
+  if (config.redisUrl) {
+    try {
+      f.shared = await openSharedState(config, (accountId, sinceMs) => calls.countSince(accountId, sinceMs), log);
+    } catch (error) {
+      await closeFoundations(f);
+      throw error;
+    }
+    limiter = f.shared.limiter;
+    dailyCap = f.shared.dailyCap;
+  }
+  const shared = f.shared;
 
   // Process metrics (CPU, memory, event loop) each start a sampler: only when someone can scrape them.
   const metrics = new GatewayMetrics(
@@ -145,12 +203,24 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
     },
     { processMetrics: config.metricsToken !== "" },
   );
-  commit.onCommit = (stats) => metrics.observeCommit(stats);
+  if (db instanceof Object && "commit" in db) (db as { commit: { onCommit?: typeof metrics.observeCommit } }).commit.onCommit = (stats) => metrics.observeCommit(stats);
 
-  const keys = new ApiKeys(new SqliteApiKeysStore(db), config.keyCacheTtlMs);
+  const keys = new ApiKeys(db, config.keyCacheTtlMs);
   const egress = new EgressPolicy({ allowlist: config.skillBackendAllowlist, allowedPorts: config.skillBackendPorts }, options.resolveHost);
-  const skills = new SkillRegistry(new SqliteSkillsStore(db), (message) => log(message));
-  const calls = new SqliteCallsStore(db);
+  const skills = await SkillRegistry.open(new SkillsStore(db), { warn: (message) => log(message) });
+  if (shared) {
+    // A key revoked or a skill changed here reaches the other replicas' caches within the message's flight;
+    // their caches' time-to-live is the backstop when Redis is down.
+    const announce = (message: Parameters<typeof shared.bus.publish>[0]) =>
+      shared.bus.publish(message).catch((error) => log(`announcing ${message.kind} to the other replicas failed`, error));
+    keys.onRevoked = (keyId) => void announce({ kind: "key_revoked", keyId });
+    skills.onChanged = (skillId) => void announce({ kind: "skill_changed", skillId });
+    shared.bus.onMessage((message) => (message.kind === "key_revoked" ? keys.forget(message.keyId) : skills.invalidate()));
+    shared.bus.onMissed(() => {
+      keys.forgetAll();
+      skills.invalidate();
+    });
+  }
   const forwarder = new Forwarder({ maxResponseBytes: config.maxResponseBytes, egress });
   const callService = new CallService({
     config,
@@ -158,8 +228,8 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
     skills,
     calls,
     idempotency,
-    limiter: new RateLimiter(),
-    dailyCap: new DailyCap((accountId, sinceMs) => calls.countSince(accountId, sinceMs)),
+    limiter,
+    dailyCap,
     forwarder,
     answers: callAnswers,
     onCall: (call) => {
@@ -175,7 +245,7 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
   });
   const settlement = settlementStores(db);
   const moneyPath = options.chain ? createMoneyPath(ledger, settlement, config, options.chain, log) : undefined;
-  const sessions = new Sessions(new SqliteSessionsStore(db), ledger);
+  const sessions = new Sessions(ledger);
   const wallets = options.wallets
     ? new WalletService({ ...options.wallets, ledger, sessions, log, vouchers: moneyPath?.vouchers })
     : undefined;
@@ -188,24 +258,17 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
       }
     };
   }
-  const magicLinks = new MagicLinks(
-    new SqliteEmailTokensStore(db),
-    commit,
-    options.mailer ?? createMailer(config, commit, new SqliteOutboxStore(db), options.outboxEcho),
-    {
-      ttlMs: config.emailLinkTtlMs,
-      pendingMax: config.emailLinksMax,
-    },
-  );
-  const oauth = new OAuthSignIn(new SqliteOAuthStatesStore(db), commit, oauthSettings(config), config.oauthStatesMax);
-  const siweNonces = new SiweNonces(new SqliteSiweNoncesStore(db), commit, {
+  const magicLinks = new MagicLinks(db, options.mailer ?? createMailer(config, db, options.outboxEcho), {
+    ttlMs: config.emailLinkTtlMs,
+    pendingMax: config.emailLinksMax,
+  });
+  const oauth = new OAuthSignIn(db, oauthSettings(config), config.oauthStatesMax);
+  const siweNonces = new SiweNonces(db, {
     perClientMax: config.siweNoncesPerClientMax,
     max: config.siweNoncesMax,
   });
-  const rateLimitStores: Record<RateLimitName, Store> = {
-    sign_in: options.rateLimitStore?.("sign_in") ?? new MemoryStore(),
-    public: options.rateLimitStore?.("public") ?? new MemoryStore(),
-  };
+  const storeFor = (limit: RateLimitName) => options.rateLimitStore?.(limit) ?? shared?.rateLimitStore(limit) ?? new MemoryStore();
+  const rateLimitStores: Record<RateLimitName, Store> = { sign_in: storeFor("sign_in"), public: storeFor("public") };
   const cardTopups = createSandboxCardTopups({ ledger, chain: options.chain, log: (message, error) => log(`[card] ${message}`, error) });
   const handler = createRequestListener({
     config,
@@ -225,6 +288,7 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
     wallets,
     siweNonces,
     rateLimitStores,
+    redis: shared?.redis,
     log,
     logger,
     metrics,
@@ -235,34 +299,38 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
    * and OAuth states, and expired or ended sessions. Anyone can make the gateway store the
    * first three, so they must not accumulate between sign-ins.
    */
-  const pruneExpired = () => ({
-    siweNonces: siweNonces.purgeExpired(),
-    emailLinks: magicLinks.purgeExpired(),
-    oauthStates: oauth.purgeExpired(),
-    sessions: sessions.purgeExpired(),
+  const pruneExpired = async () => ({
+    siweNonces: await siweNonces.purgeExpired(),
+    emailLinks: await magicLinks.purgeExpired(),
+    oauthStates: await oauth.purgeExpired(),
+    sessions: await sessions.purgeExpired(),
   });
 
   // Housekeeping never throws out of a timer: a failure is logged and tried again next time.
-  const every = (ms: number, what: string, fn: () => void) => {
+  const every = (ms: number, what: string, fn: () => Promise<unknown>) => {
     const timer = setInterval(() => {
-      try {
-        fn();
-      } catch (error) {
-        log(`${what} failed`, error);
-      }
+      fn().catch((error) => log(`${what} failed`, error));
     }, ms);
     timer.unref();
     return timer;
   };
   const timers = [
-    every(3_600_000, "purging expired idempotency keys", () => commit.run(() => idempotency.purgeExpired())),
-    every(2_000, "reloading the skill catalogue", () => skills.refreshIfChanged()),
-    // API keys' last use, noted in memory by the call path, written here in the group commit.
-    every(10_000, "recording API keys' last use", () => commit.run(() => keys.flushLastUsed())),
-    every(config.pruneIntervalMs, "pruning expired sign-in state and sessions", () => {
-      pruneExpired();
-    }),
+    every(3_600_000, "purging expired idempotency keys", () => idempotency.purgeExpired()),
+    // API keys' last use, noted in memory by the call path, written here in one transaction.
+    every(10_000, "recording API keys' last use", () => keys.flushLastUsed()),
+    every(config.pruneIntervalMs, "pruning expired sign-in state and sessions", pruneExpired),
   ];
+
+  let backgroundStarted = false;
+  const startLoops = (walletSweepIntervalMs: number) => {
+    moneyPath?.start();
+    wallets?.start(walletSweepIntervalMs);
+  };
+  const stopLoops = async () => {
+    await wallets?.stop();
+    await moneyPath?.stop();
+  };
+  let leadership: SettlementLeadership | undefined;
 
   return {
     config,
@@ -279,17 +347,35 @@ export function createGateway(config: Config, options: GatewayOptions = {}): Gat
     cardTopups,
     recovered,
     pruneExpired,
+    startBackground({ walletSweepIntervalMs = config.walletSweepIntervalMs } = {}) {
+      if (backgroundStarted) return;
+      backgroundStarted = true;
+      if (!f.membership) {
+        startLoops(walletSweepIntervalMs);
+        return;
+      }
+      leadership = new SettlementLeadership({
+        config,
+        db,
+        ledger,
+        idempotency,
+        membership: f.membership,
+        start: () => startLoops(walletSweepIntervalMs),
+        stop: stopLoops,
+        log,
+      });
+      leadership.start();
+    },
+    isLeader: () => (leadership ? leadership.isLeader : backgroundStarted),
     async close() {
       for (const timer of timers) clearInterval(timer);
       for (const store of Object.values(rateLimitStores)) await store.shutdown?.();
-      await wallets?.stop();
-      await moneyPath?.stop();
+      if (leadership) await leadership.stop();
+      else await stopLoops();
       await forwarder.close();
       await skills.close();
-      commit.run(() => keys.flushLastUsed());
-      commit.flush();
-      db.close();
-      unlock();
+      await keys.flushLastUsed().catch((error) => log("recording API keys' last use at close failed", error));
+      await closeFoundations(f);
     },
   };
 }

@@ -102,7 +102,7 @@ export class SellerSkills {
       { durable: true },
     );
     if (!inserted) return refusal("slug_taken", "That slug is taken: choose another.");
-    await this.registry.refresh();
+    await this.registry.changed(id);
     return { ok: true, skill: (await this.get(sellerAccountId, id))!, signingSecret };
   }
 
@@ -146,7 +146,7 @@ export class SellerSkills {
       { durable: true },
     );
     if (!outcome.ok) return outcome;
-    await this.registry.refresh();
+    await this.registry.changed(outcome.id);
     return { ok: true, skill: (await this.get(sellerAccountId, outcome.id))! };
   }
 

@@ -170,6 +170,18 @@ export class SkillRegistry {
   }
 
   /**
+   * Told about each skill this replica wrote (its id), once this replica's catalogue has it: the composition
+   * root announces it to the other replicas (a `skill_changed` message on Redis), which `invalidate()`.
+   */
+  onChanged?: (skillId: string) => void;
+
+  /** After a write of skill `skillId` here: reloads this replica's catalogue, then tells `onChanged`. */
+  async changed(skillId: string): Promise<void> {
+    await this.refresh();
+    this.onChanged?.(skillId);
+  }
+
+  /**
    * Marks the catalogue stale, for when another replica announces a change: reloads it in the
    * background (a failure is told to `warn`; the poll tries again).
    */
@@ -363,7 +375,7 @@ export class SkillRegistry {
         ),
       { durable: true },
     );
-    await this.refresh();
+    await this.changed(id);
     return this.resolve(id)!;
   }
 
@@ -372,7 +384,7 @@ export class SkillRegistry {
     const skill = this.resolve(ref);
     if (!skill) return false;
     await this.store.db.transaction((tx) => this.store.unlist(skill.id, this.now(), tx), { durable: true });
-    await this.refresh();
+    await this.changed(skill.id);
     return true;
   }
 }

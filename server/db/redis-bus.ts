@@ -4,7 +4,7 @@ import { type Redis, openRedis } from "./redis";
  * What one replica tells the others so they drop what they cached: an API key revoked (by the
  * SHA-256 of the key, the key cache's index) or a skill created, changed or delisted (by id).
  */
-export type Invalidation = { kind: "key_revoked"; keyHash: string } | { kind: "skill_changed"; skillId: string };
+export type Invalidation = { kind: "key_revoked"; keyId: string } | { kind: "skill_changed"; skillId: string };
 
 export interface InvalidationBusParameters {
   url: string;
@@ -14,13 +14,13 @@ export interface InvalidationBusParameters {
   onError?: (error: Error) => void;
 }
 
-/** An id as the bus carries it: what key hashes (hex), UUIDs and slugs are made of, and bounded. */
+/** An id as the bus carries it: what key ids, UUIDs and slugs are made of, and bounded. */
 const ID = /^[A-Za-z0-9_.:-]{1,200}$/;
 const WIRE_KIND = { key_revoked: "key_revoked", skill_changed: "skill_changed" } as const;
 
 /** The message as published: `key_revoked <hash>` or `skill_changed <id>`. */
 export function encodeInvalidation(message: Invalidation): string {
-  const id = message.kind === "key_revoked" ? message.keyHash : message.skillId;
+  const id = message.kind === "key_revoked" ? message.keyId : message.skillId;
   if (!ID.test(id)) throw new Error(`not an id the invalidation bus carries: ${JSON.stringify(id.slice(0, 40))}`);
   return `${WIRE_KIND[message.kind]} ${id}`;
 }
@@ -31,7 +31,7 @@ export function decodeInvalidation(text: string): Invalidation | undefined {
   const kind = text.slice(0, space);
   const id = text.slice(space + 1);
   if (space < 0 || !ID.test(id)) return undefined;
-  if (kind === WIRE_KIND.key_revoked) return { kind: "key_revoked", keyHash: id };
+  if (kind === WIRE_KIND.key_revoked) return { kind: "key_revoked", keyId: id };
   if (kind === WIRE_KIND.skill_changed) return { kind: "skill_changed", skillId: id };
   return undefined;
 }

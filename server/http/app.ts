@@ -72,6 +72,8 @@ export interface AppDeps {
   siweNonces: SiweNonces;
   /** Where the per-address counters of the unauthenticated endpoints live (./rate-limits.ts). */
   rateLimitStores: Record<RateLimitName, Store>;
+  /** With REDIS_URL: the shared limits' connection, checked by GET /readyz. */
+  redis?: { ping(): Promise<unknown> };
   log: (message: string, error?: unknown) => void;
   /** Where each request's log line goes (./request-log.ts). */
   logger: Logger;
@@ -89,7 +91,7 @@ export function createRequestListener(deps: AppDeps): http.RequestListener {
   const calls = callHandler({ keys: deps.keys, calls: deps.callService, maxRequestBytes: deps.config.maxRequestBytes, log: deps.log });
   const app = createApp(deps);
   return observeRequests(deps, (req, res) => {
-    if (!calls(req, res)) app(req, res);
+    if (!calls(req, res, () => app(req, res))) app(req, res);
   });
 }
 
@@ -121,7 +123,14 @@ export function createApp(deps: AppDeps): express.Express {
   });
 
   app.use(
-    healthRoutes({ ledger: deps.ledger, chain: deps.chain, moneyPath: deps.moneyPath, maxLagMs: deps.config.readyMaxLagMs, log: deps.log }),
+    healthRoutes({
+      ledger: deps.ledger,
+      chain: deps.chain,
+      moneyPath: deps.moneyPath,
+      redis: deps.redis,
+      maxLagMs: deps.config.readyMaxLagMs,
+      log: deps.log,
+    }),
   );
   app.use(openApiRoutes());
   app.use(readRoutes({ ...deps, addresses: deps.settlement.addresses }));
@@ -147,7 +156,6 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(
     siweRoutes({
       sessions: deps.sessions,
-      ledger: deps.ledger,
       config: deps.config,
       publicClient: deps.chain?.publicClient,
       log: deps.log,
@@ -155,7 +163,7 @@ export function createApp(deps: AppDeps): express.Express {
       limit: limits.signIn,
     }),
   );
-  app.use(keyRoutes({ sessions: deps.sessions, keys: deps.keys, ledger: deps.ledger }));
+  app.use(keyRoutes({ sessions: deps.sessions, keys: deps.keys }));
   app.use(
     sellerRoutes({
       sessions: deps.sessions,

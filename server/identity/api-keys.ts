@@ -157,13 +157,20 @@ export class ApiKeys {
   /**
    * Revokes a key, durably, and forgets it here; returns false if it was unknown or already
    * revoked. Other gateway replicas still answer from their caches until their TTL ends,
-   * unless told to `forget(id)` it.
+   * unless told to `forget(id)` it (`onRevoked`).
    */
   async revoke(id: string): Promise<boolean> {
     const changed = await this.db.transaction((tx) => this.store.revoke(id, Date.now(), tx), { durable: true });
     this.forget(id);
+    if (changed) this.onRevoked?.(id);
     return changed;
   }
+
+  /**
+   * Told about each key this replica revoked, once the revocation is durable: the composition root
+   * announces it to the other replicas (a `key_revoked` message on Redis), which `forget(id)` it.
+   */
+  onRevoked?: (keyId: string) => void;
 
   /**
    * Drops the key `keyId` from the authentication cache, so its next use reads the table: for a

@@ -1,4 +1,4 @@
-import type { Db } from "../db/db";
+import type { Sql } from "../db/sql";
 
 /** One movement of an account's money, as the dashboard's Wallet page lists it. */
 export interface HistoryItem {
@@ -25,17 +25,17 @@ export interface HistoryParameters {
  * Items with the same millisecond may straddle a page boundary; the page size is a display
  * choice, and no amount depends on it.
  */
-export function accountHistory(db: Db, accountId: string, p: HistoryParameters): HistoryItem[] {
+export async function accountHistory(db: Sql, accountId: string, p: HistoryParameters): Promise<HistoryItem[]> {
   const before = p.beforeMs ?? Number.MAX_SAFE_INTEGER;
   const items: HistoryItem[] = [];
 
-  const deposits = db
-    .prepare(
-      `SELECT d.tx_hash, d.sender, d.amount, d.created_at,
-              EXISTS (SELECT 1 FROM card_checkouts c WHERE c.account_id = d.account_id AND c.deposit_tx = d.tx_hash) AS by_card
+  const deposits = await db.all<{ tx_hash: string; sender: string; amount: bigint; created_at: bigint; by_card: bigint }>(
+    `SELECT d.tx_hash, d.sender, d.amount, d.created_at,
+              CASE WHEN EXISTS (SELECT 1 FROM card_checkouts c WHERE c.account_id = d.account_id AND c.deposit_tx = d.tx_hash)
+                   THEN 1 ELSE 0 END AS by_card
        FROM chain_deposits d WHERE d.account_id = ? AND d.created_at < ? ORDER BY d.created_at DESC, d.block_number DESC, d.log_index DESC LIMIT ?`,
-    )
-    .all(accountId, before, p.limit) as Array<{ tx_hash: string; sender: string; amount: bigint; created_at: bigint; by_card: bigint }>;
+    [accountId, before, p.limit],
+  );
   for (const d of deposits) {
     const byCard = d.by_card === 1n;
     items.push({
@@ -48,17 +48,7 @@ export function accountHistory(db: Db, accountId: string, p: HistoryParameters):
     });
   }
 
-  const charges = db
-    .prepare(
-      `SELECT c.charged_micros, c.created_at, s.name, s.slug, b.status AS batch_status, b.number AS batch_number, b.tx_hash
-       FROM calls c
-       LEFT JOIN skills s ON s.id = c.skill_id
-       LEFT JOIN holds h ON h.id = c.hold_id
-       LEFT JOIN settlement_batches b ON b.number = h.batch_number
-       WHERE c.account_id = ? AND c.created_at < ? AND c.charged_micros > 0
-       ORDER BY c.created_at DESC LIMIT ?`,
-    )
-    .all(accountId, before, p.limit) as Array<{
+  const charges = await db.all<{
     charged_micros: bigint;
     created_at: bigint;
     name: string | null;
@@ -66,7 +56,16 @@ export function accountHistory(db: Db, accountId: string, p: HistoryParameters):
     batch_status: string | null;
     batch_number: bigint | null;
     tx_hash: string | null;
-  }>;
+  }>(
+    `SELECT c.charged_micros, c.created_at, s.name, s.slug, b.status AS batch_status, b.number AS batch_number, b.tx_hash
+       FROM calls c
+       LEFT JOIN skills s ON s.id = c.skill_id
+       LEFT JOIN holds h ON h.id = c.hold_id
+       LEFT JOIN settlement_batches b ON b.number = h.batch_number
+       WHERE c.account_id = ? AND c.created_at < ? AND c.charged_micros > 0
+       ORDER BY c.created_at DESC LIMIT ?`,
+    [accountId, before, p.limit],
+  );
   for (const c of charges) {
     items.push({
       type: "charge",
@@ -81,11 +80,10 @@ export function accountHistory(db: Db, accountId: string, p: HistoryParameters):
     });
   }
 
-  const vouchers = db
-    .prepare(
-      "SELECT address, nonce, amount, status, created_at FROM vouchers WHERE account_id = ? AND created_at < ? ORDER BY created_at DESC LIMIT ?",
-    )
-    .all(accountId, before, p.limit) as Array<{ address: string; nonce: bigint; amount: bigint; status: string; created_at: bigint }>;
+  const vouchers = await db.all<{ address: string; nonce: bigint; amount: bigint; status: string; created_at: bigint }>(
+    "SELECT address, nonce, amount, status, created_at FROM vouchers WHERE account_id = ? AND created_at < ? ORDER BY created_at DESC LIMIT ?",
+    [accountId, before, p.limit],
+  );
   for (const v of vouchers) {
     items.push({
       type: "withdrawal",
@@ -98,17 +96,16 @@ export function accountHistory(db: Db, accountId: string, p: HistoryParameters):
     });
   }
 
-  const exits = db
-    .prepare(
-      "SELECT tx_hash, requested, paid, status, created_at FROM chain_exits WHERE account_id = ? AND created_at < ? ORDER BY created_at DESC LIMIT ?",
-    )
-    .all(accountId, before, p.limit) as Array<{
+  const exits = await db.all<{
     tx_hash: string;
     requested: bigint;
     paid: bigint | null;
     status: string;
     created_at: bigint;
-  }>;
+  }>(
+    "SELECT tx_hash, requested, paid, status, created_at FROM chain_exits WHERE account_id = ? AND created_at < ? ORDER BY created_at DESC LIMIT ?",
+    [accountId, before, p.limit],
+  );
   for (const e of exits) {
     items.push({
       type: "exit",

@@ -1,12 +1,13 @@
 import type { PublicClient } from "viem";
 import type { LoopHealth } from "../chain/retry-loop";
-import type { GroupCommit } from "../db/group-commit";
+import type { Database } from "../db/sql";
 
 /**
  * Readiness (GET /readyz): whether this gateway should be sent traffic and trusted with money
  * now. /healthz only says the process answers; this says the parts behind it work:
  *
- *   ledger    a real (empty) write commits durably through the group commit
+ *   ledger    a real (empty) transaction commits durably (SQLite's group commit, or PostgreSQL)
+ *   redis     with REDIS_URL: Redis answers PING within chainTimeoutMs (the shared limits live there)
  *   chain     the chain's JSON-RPC answers eth_blockNumber within chainTimeoutMs
  *   indexer   the deposit indexer has not halted, and its last successful poll is recent
  *   settler   the settler has not halted, and its last successful step is recent
@@ -29,7 +30,9 @@ export interface Readiness {
 }
 
 export interface ReadinessDeps {
-  commit: GroupCommit;
+  database: Database;
+  /** With REDIS_URL: the connection of the shared limits. */
+  redis?: { ping(): Promise<unknown> };
   publicClient?: PublicClient;
   indexer?: { health: LoopHealth };
   settler?: { health: LoopHealth };
@@ -43,25 +46,47 @@ export interface ReadinessDeps {
 export async function checkReadiness(deps: ReadinessDeps): Promise<Readiness> {
   const now = deps.now?.() ?? Date.now();
   const log = deps.log ?? (() => {});
-  const [ledger, chain] = await Promise.all([
-    checkLedger(deps.commit, log),
-    checkChain(deps.publicClient, deps.chainTimeoutMs ?? 3_000, log),
+  const timeoutMs = deps.chainTimeoutMs ?? 3_000;
+  const [ledger, chain, redis] = await Promise.all([
+    checkLedger(deps.database, log),
+    checkChain(deps.publicClient, timeoutMs, log),
+    deps.redis ? checkRedis(deps.redis, timeoutMs, log) : undefined,
   ]);
   const checks: Record<string, ReadinessCheck> = { ledger };
+  if (redis) checks.redis = redis;
   if (chain) checks.chain = chain;
   if (deps.indexer) checks.indexer = checkLoop("deposit indexer", deps.indexer.health, deps.maxLagMs, now, log);
   if (deps.settler) checks.settler = checkLoop("settler", deps.settler.health, deps.maxLagMs, now, log);
   return { ready: Object.values(checks).every((check) => check.ok), checks };
 }
 
-async function checkLedger(commit: GroupCommit, log: NonNullable<ReadinessDeps["log"]>): Promise<ReadinessCheck> {
+async function checkLedger(database: Database, log: NonNullable<ReadinessDeps["log"]>): Promise<ReadinessCheck> {
   try {
-    commit.run(() => undefined);
-    await commit.durable();
+    await database.transaction(async () => undefined, { durable: true });
     return { ok: true, detail: "commits" };
   } catch (error) {
     log("readiness: the ledger cannot commit", error);
     return { ok: false, detail: "cannot commit" };
+  }
+}
+
+async function checkRedis(
+  redis: NonNullable<ReadinessDeps["redis"]>,
+  timeoutMs: number,
+  log: NonNullable<ReadinessDeps["log"]>,
+): Promise<ReadinessCheck> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+  });
+  try {
+    await Promise.race([redis.ping(), timeout]);
+    return { ok: true, detail: "answers" };
+  } catch (error) {
+    log("readiness: Redis does not answer", error);
+    return { ok: false, detail: "unreachable" };
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -41,8 +41,8 @@ describe("InvalidationBus: cache invalidation across replicas over Redis pub/sub
     const [a, b] = [await open("t1"), await open("t1")];
     const heard = nextMessage(b, 1_000);
     const startedMs = performance.now();
-    await a.publish({ kind: "key_revoked", keyHash: KEY_HASH });
-    expect(await heard).to.deep.equal({ kind: "key_revoked", keyHash: KEY_HASH });
+    await a.publish({ kind: "key_revoked", keyId: KEY_HASH });
+    expect(await heard).to.deep.equal({ kind: "key_revoked", keyId: KEY_HASH });
     expect(performance.now() - startedMs).to.be.below(1_000);
   });
 
@@ -90,11 +90,11 @@ describe("InvalidationBus: cache invalidation across replicas over Redis pub/sub
 
   it("refuses to publish an id it would not carry", async () => {
     const bus = await open("t5");
-    expect((await rejection(bus.publish({ kind: "key_revoked", keyHash: "a b" }))).message).to.contain("not an id");
+    expect((await rejection(bus.publish({ kind: "key_revoked", keyId: "a b" }))).message).to.contain("not an id");
     expect(() => encodeInvalidation({ kind: "skill_changed", skillId: "" })).to.throw("not an id");
-    expect(decodeInvalidation(encodeInvalidation({ kind: "key_revoked", keyHash: KEY_HASH }))).to.deep.equal({
+    expect(decodeInvalidation(encodeInvalidation({ kind: "key_revoked", keyId: KEY_HASH }))).to.deep.equal({
       kind: "key_revoked",
-      keyHash: KEY_HASH,
+      keyId: KEY_HASH,
     });
   });
 
@@ -140,7 +140,7 @@ describe("InvalidationBus: cache invalidation across replicas over Redis pub/sub
 
       await server.stop();
       // Published while Redis is down: refused at once (the change is stored; the caches' TTL covers it).
-      const refused = await rejection(a.publish({ kind: "key_revoked", keyHash: KEY_HASH }));
+      const refused = await rejection(a.publish({ kind: "key_revoked", keyId: KEY_HASH }));
       expect(refused.message).to.match(/writeable|closed|connect/i);
       expect(missed).to.deep.equal([0, 0]);
 

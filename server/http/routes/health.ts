@@ -7,7 +7,7 @@ import { dataEnvelope, errorEnvelope } from "../envelope";
 
 /**
  *   GET /healthz   liveness: the process answers (always 200 while it does)
- *   GET /readyz    readiness: 200 when the ledger commits, the chain answers and the money
+ *   GET /readyz    readiness: 200 when the ledger commits, Redis (if used) and the chain answer, and the money
  *                  path's loops are neither halted nor lagging; 503 not_ready naming what is
  *                  wrong otherwise (server/ops/readiness.ts). Both answer in the spec's envelope.
  */
@@ -15,6 +15,8 @@ export function healthRoutes(deps: {
   ledger: Ledger;
   chain?: ChainConnection;
   moneyPath?: MoneyPath;
+  /** With REDIS_URL: the shared limits' connection, checked by /readyz. */
+  redis?: { ping(): Promise<unknown> };
   maxLagMs: number;
   log: (message: string, error?: unknown) => void;
 }): Router {
@@ -27,7 +29,8 @@ export function healthRoutes(deps: {
       cached = {
         atMs: now,
         result: checkReadiness({
-          commit: deps.ledger.commit,
+          database: deps.ledger.db,
+          redis: deps.redis,
           publicClient: deps.chain?.publicClient,
           indexer: deps.moneyPath?.indexer,
           settler: deps.moneyPath?.settler,

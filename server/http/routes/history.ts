@@ -18,9 +18,9 @@ export function historyRoutes(deps: { keys: ApiKeys; sessions: Sessions; ledger:
   const router = express.Router();
   const auth = requireAccount(deps.keys, deps.sessions);
 
-  router.get("/v1/history", auth, (req, res) => {
+  router.get("/v1/history", auth, async (req, res) => {
     const { limit, before } = parseRequest(historyQuery, req.query);
-    const items = accountHistory(deps.ledger.db, req.accountId!, { limit, beforeMs: before });
+    const items = await accountHistory(deps.ledger.db, req.accountId!, { limit, beforeMs: before });
     res.set("cache-control", "no-store");
     res.json(
       dataEnvelope({

@@ -31,7 +31,7 @@ export function readRoutes(deps: {
   const auth = requireAccount(deps.keys, deps.sessions);
 
   const sellers = sellerDirectory(deps.ledger, deps.addresses);
-  const describe = (skill: Skill) => ({
+  const describe = async (skill: Skill) => ({
     id: skill.id,
     slug: skill.slug,
     name: skill.name,
@@ -43,21 +43,21 @@ export function readRoutes(deps: {
     currency: "USDC",
     rate_limit_per_min: skill.rateLimitPerMin,
     input_schema: skill.inputSchema,
-    seller: sellers(skill.sellerAccountId),
+    seller: await sellers(skill.sellerAccountId),
   });
 
-  router.get("/v1/skills", (_req, res) => {
-    res.json(dataEnvelope(deps.skills.list().map(describe)));
+  router.get("/v1/skills", async (_req, res) => {
+    res.json(dataEnvelope(await Promise.all(deps.skills.list().map(describe))));
   });
 
-  router.get("/v1/skills/:skillId", (req, res) => {
+  router.get("/v1/skills/:skillId", async (req, res) => {
     const skill = deps.skills.resolve(req.params.skillId);
     if (!skill) throw new ApiError("skill_not_found", `Skill not found: "${req.params.skillId}".`);
-    res.json(dataEnvelope(describe(skill)));
+    res.json(dataEnvelope(await describe(skill)));
   });
 
-  router.get("/v1/balance", auth, (req, res) => {
-    const { availableMicros, heldMicros } = deps.ledger.balance(req.accountId!);
+  router.get("/v1/balance", auth, async (req, res) => {
+    const { availableMicros, heldMicros } = await deps.ledger.balance(req.accountId!);
     res.json(
       dataEnvelope({
         currency: "USDC",
@@ -69,9 +69,9 @@ export function readRoutes(deps: {
     );
   });
 
-  router.get("/v1/usage", auth, (req, res) => {
+  router.get("/v1/usage", auth, async (req, res) => {
     const { limit, before } = parseRequest(usageQuery, req.query);
-    const rows = deps.calls.recent(req.accountId!, limit, before);
+    const rows = await deps.calls.recent(req.accountId!, limit, before);
     res.json(
       dataEnvelope({
         calls: rows.map((r) => ({
@@ -97,11 +97,11 @@ export function readRoutes(deps: {
     );
   });
 
-  router.get("/v1/usage/daily", auth, (req, res) => {
+  router.get("/v1/usage/daily", auth, async (req, res) => {
     const { days } = parseRequest(dailyQuery, req.query);
     const todayDay = Math.floor(Date.now() / DAY_MS);
     const firstDay = todayDay - days + 1;
-    const byDay = new Map(deps.calls.daily(req.accountId!, firstDay * DAY_MS).map((d) => [d.day, d]));
+    const byDay = new Map((await deps.calls.daily(req.accountId!, firstDay * DAY_MS)).map((d) => [d.day, d]));
     const out = [];
     for (let day = firstDay; day <= todayDay; day++) {
       const d = byDay.get(day);
@@ -127,9 +127,9 @@ const DAY_MS = 86_400_000;
  * seller is shown by its escrow address instead, which is public on-chain anyway.
  */
 function sellerDirectory(ledger: Ledger, addresses: AddressesStore) {
-  return (accountId: string): { name: string; address: string | null } => {
-    const name = ledger.getAccount(accountId)?.name ?? "";
-    const addr = addresses.addressesOf(accountId)[0] ?? null;
+  return async (accountId: string): Promise<{ name: string; address: string | null }> => {
+    const name = (await ledger.getAccount(accountId))?.name ?? "";
+    const addr = (await addresses.addressesOf(accountId))[0] ?? null;
     const shortAddress = addr ? `${addr.slice(0, 6)}…${addr.slice(-4)}` : "an unnamed seller";
     return { name: name === "" || name.includes("@") ? shortAddress : name, address: addr };
   };

@@ -1,0 +1,225 @@
+import { RedisStore } from "rate-limit-redis";
+import type { Store } from "express-rate-limit";
+import type { Config } from "./config";
+import { Leadership } from "./db/leader";
+import type { Database } from "./db/sql";
+import { Replicas } from "./db/postgres/replicas";
+import { type Redis, openRedis } from "./db/redis";
+import { InvalidationBus } from "./db/redis-bus";
+import { RedisDailyCap, RedisRateLimiter } from "./gateway/redis-rate-limit";
+import type { CountSince } from "./gateway/rate-limit";
+import type { Ledger } from "./ledger/ledger";
+import type { IdempotencyKeys } from "./gateway/idempotency";
+import type { RateLimitName } from "./http/rate-limits";
+
+/**
+ * What a gateway shares with other replicas, and what only one of them runs (docs/design.md §14, README
+ * "Scaling out"). On the embedded default (SQLite, no REDIS_URL) none of this exists: one process owns
+ * everything. With DATABASE_URL the replica registers in the database (refused if another replica runs
+ * and either lacks Redis), renews its heartbeat, and contends for the settlement lease; with REDIS_URL its
+ * limits live in Redis and its caches listen for invalidations.
+ */
+
+/** Shared limits and invalidation, when REDIS_URL is set. */
+export interface SharedState {
+  /** The limits' connection (commands fail fast while Redis is down). */
+  redis: Redis;
+  limiter: RedisRateLimiter;
+  dailyCap: RedisDailyCap;
+  bus: InvalidationBus;
+  /** A store of express-rate-limit (per-address limits of the unauthenticated endpoints) in Redis. */
+  rateLimitStore(limit: RateLimitName): Store;
+  close(): Promise<void>;
+}
+
+export async function openSharedState(
+  config: Config,
+  countSince: CountSince,
+  log: (message: string, error?: unknown) => void,
+): Promise<SharedState> {
+  const redis = await openRedis({
+    url: config.redisUrl,
+    name: `skill-gateway:${config.replicaId}:limits`,
+    // The call path never waits for a Redis that is down: the call is refused (503) instead.
+    failFast: true,
+    commandTimeoutMs: 1_000,
+    onError: (error) => log("redis (limits)", error),
+  });
+  let bus: InvalidationBus;
+  try {
+    bus = await InvalidationBus.open({ url: config.redisUrl, onError: (error) => log("redis (invalidation bus)", error) });
+  } catch (error) {
+    redis.disconnect();
+    throw error;
+  }
+  return {
+    redis,
+    limiter: new RedisRateLimiter(redis),
+    dailyCap: new RedisDailyCap(redis, countSince),
+    bus,
+    rateLimitStore: (limit) =>
+      new RedisStore({
+        prefix: `sg:ip:${limit}:`,
+        sendCommand: (command: string, ...args: string[]) => redis.call(command, ...args) as Promise<number>,
+      }),
+    async close() {
+      await bus.close();
+      await redis.quit().catch(() => redis.disconnect());
+    },
+  };
+}
+
+/** How long after its last heartbeat a replica counts as dead: its holds may then be released. */
+export function replicaDeadAfterMs(config: Config): number {
+  return 3 * config.leaderLeaseMs;
+}
+
+/** This replica in the database's registry: joined at start, alive while it beats, gone at close. */
+export class ReplicaMembership {
+  private timer: NodeJS.Timeout | undefined;
+  readonly registry: Replicas;
+
+  private constructor(
+    private readonly db: Database,
+    private readonly config: Config,
+    private readonly onEvicted: (error: Error) => void,
+    private readonly log: (message: string, error?: unknown) => void,
+  ) {
+    this.registry = new Replicas(db, replicaDeadAfterMs(config));
+  }
+
+  /** Joins (or is refused: ReplicaRefusedError) and starts beating every leaderLeaseMs / 2. */
+  static async join(
+    db: Database,
+    config: Config,
+    onEvicted: (error: Error) => void,
+    log: (message: string, error?: unknown) => void,
+  ): Promise<ReplicaMembership> {
+    const membership = new ReplicaMembership(db, config, onEvicted, log);
+    await membership.registry.join(config.replicaId, { redis: config.redisUrl !== "" });
+    membership.timer = setInterval(() => void membership.beat(), Math.max(100, Math.floor(config.leaderLeaseMs / 2)));
+    membership.timer.unref();
+    return membership;
+  }
+
+  private async beat(): Promise<void> {
+    try {
+      if (!(await this.registry.heartbeat(this.config.replicaId))) {
+        // Another replica found this one dead (a pause longer than the dead-after time) and may have released
+        // its open holds: its calls in flight can no longer be captured. It stops rather than carry on.
+        clearInterval(this.timer);
+        this.onEvicted(new Error(`replica ${this.config.replicaId} was removed from the registry as dead`));
+      }
+    } catch (error) {
+      this.log("the replica heartbeat failed; retrying", error);
+    }
+  }
+
+  async leave(): Promise<void> {
+    clearInterval(this.timer);
+    await this.registry.leave(this.config.replicaId).catch((error) => this.log("leaving the replica registry failed", error));
+  }
+}
+
+/**
+ * What runs on exactly one replica: the deposit indexer, the settler, voucher expiry and the wallet sweeper
+ * (`start`/`stop` of the money path and wallets), plus the release of holds and idempotency keys left open by
+ * dead replicas. A PostgreSQL advisory-lock lease (./db/leader.ts) elects the replica; when the leader dies its
+ * lock goes with its connection, and another replica takes over after the lease.
+ */
+export class SettlementLeadership {
+  private readonly leadership: Leadership;
+  private sweeper: NodeJS.Timeout | undefined;
+  private leading = false;
+
+  constructor(
+    private readonly p: {
+      config: Config;
+      db: Database;
+      ledger: Ledger;
+      idempotency: IdempotencyKeys;
+      membership: ReplicaMembership;
+      /** Starts and stops the leader's loops (money path, wallet sweeper). */
+      start(): void;
+      stop(): Promise<void>;
+      log: (message: string, error?: unknown) => void;
+    },
+  ) {
+    const leaseMs = p.config.leaderLeaseMs;
+    this.leadership = new Leadership({
+      url: p.config.databaseUrl,
+      key: "settlement",
+      pollMs: Math.max(50, Math.floor(leaseMs / 3)),
+      leaseMs,
+      // server/devstack/cluster.ts finds the leader by this name.
+      applicationName: `skill-gateway:${p.config.replicaId}:leader`,
+      onElected: () => this.elected(),
+      onLost: (reason) => {
+        p.log("lost the settlement lease; stopping the leader's loops", reason);
+        void this.demote();
+      },
+      onError: (error) => p.log("contending for the settlement lease", error),
+    });
+  }
+
+  /** Whether this replica leads now. */
+  get isLeader(): boolean {
+    return this.leading;
+  }
+
+  start(): void {
+    this.leadership.start();
+  }
+
+  async stop(): Promise<void> {
+    await this.leadership.stop();
+    await this.demote();
+  }
+
+  private elected(): void {
+    this.leading = true;
+    this.p.log(`replica ${this.p.config.replicaId} leads settlement`);
+    this.p.start();
+    void this.releaseDeadReplicas();
+    this.sweeper = setInterval(() => void this.releaseDeadReplicas(), this.p.config.leaderLeaseMs);
+    this.sweeper.unref();
+  }
+
+  private async demote(): Promise<void> {
+    if (!this.leading) return;
+    this.leading = false;
+    clearInterval(this.sweeper);
+    await this.p.stop();
+  }
+
+  /**
+   * Releases the open holds of replicas that stopped beating (and of holds naming no registered replica), and
+   * removes those replicas, in one transaction; gives up the idempotency keys left in progress longer than
+   * any call can take.
+   */
+  async releaseDeadReplicas(): Promise<{ replicas: string[]; holds: number; idempotencyKeys: number }> {
+    try {
+      const { replicas, holds } = await this.p.db.transaction(
+        async (tx) => {
+          const dead = await this.p.membership.registry.removeDead(tx);
+          const orphaned = await this.p.membership.registry.orphanedHolders(tx);
+          const replicas = [...new Set([...dead, ...orphaned])];
+          const holds = replicas.length > 0 ? await this.p.ledger.recoverOpenHolds({ ofReplicas: replicas }, tx) : 0;
+          return { replicas, holds };
+        },
+        { durable: true },
+      );
+      // A call lasts at most its skill's timeout (<= 300 s) plus the request's own: a key in progress longer is orphaned.
+      const idempotencyKeys = await this.p.idempotency.recoverInProgress({ before: Date.now() - 15 * 60_000 });
+      if (holds > 0 || idempotencyKeys > 0 || replicas.length > 0) {
+        this.p.log(
+          `released ${holds} hold(s) and ${idempotencyKeys} idempotency key(s) of stopped replicas (${replicas.join(", ") || "none"})`,
+        );
+      }
+      return { replicas, holds, idempotencyKeys };
+    } catch (error) {
+      this.p.log("releasing the holds of stopped replicas failed; retrying", error);
+      return { replicas: [], holds: 0, idempotencyKeys: 0 };
+    }
+  }
+}
