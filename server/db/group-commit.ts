@@ -19,9 +19,11 @@ interface Waiter {
  *
  * When the batch commits: on the next turn of the event loop after someone awaits
  * durability, at `maxOps` operations, or `maxDelayMs` after the batch began, whichever
- * comes first. Writes nobody waits for (a hold before its call is forwarded, a failed
- * call's log line) ride along with the next durable commit instead of paying an fsync of
- * their own: losing one in a crash is harmless, since an unwritten hold is a released one.
+ * comes first; never in the middle of an operation (a flush that comes due while one holds
+ * the turn happens as its turn ends, before the next operation's begins). Writes nobody
+ * waits for (a hold before its call is forwarded, a failed call's log line) ride along with
+ * the next durable commit instead of paying an fsync of their own: losing one in a crash is
+ * harmless, since an unwritten hold is a released one.
  *
  * Because operations run one after the other inside the transaction, later operations see
  * earlier ones' writes: a hold taken in this batch is already subtracted when the next call
@@ -62,24 +64,46 @@ export class GroupCommit {
 
   /** Runs `fn` as one operation of the batch, when its turn comes; resolves with its result. */
   async run<T>(fn: () => Promise<T> | T): Promise<T> {
-    if (this.busy) await new Promise<void>((resolve) => this.turns.push(resolve));
-    else this.busy = true;
+    await this.takeTurn();
+    let result: T;
     try {
-      return await this.runNow(fn);
-    } finally {
+      result = await this.runNow(fn);
+    } catch (error) {
       this.endTurn();
+      throw error;
     }
+    // A flush asked for during the turn commits as it ends, before this operation's caller can have called
+    // durable(): if that commit fails, the failure must reach the caller here (as at maxOps), or durable()
+    // would find no batch open and report a write the disk does not have.
+    const failure = this.endTurn();
+    if (failure) throw failure.error;
+    return result;
   }
 
-  /** Hands the writer's turn on, committing first when a flush was asked for meanwhile. */
-  private endTurn(): void {
+  /** Waits for the operations queued so far to end, then commits the batch (before closing the connection). */
+  async drain(): Promise<void> {
+    await this.takeTurn();
+    this.flushWhenIdle = true;
+    const failure = this.endTurn();
+    if (failure) throw failure.error;
+  }
+
+  private async takeTurn(): Promise<void> {
+    if (this.busy) await new Promise<void>((resolve) => this.turns.push(resolve));
+    else this.busy = true;
+  }
+
+  /** Hands the writer's turn on, committing first when a flush was asked for meanwhile; returns that commit's failure. */
+  private endTurn(): { error: unknown } | undefined {
+    let failure: { error: unknown } | undefined;
     if (this.flushWhenIdle) {
       this.flushWhenIdle = false;
-      this.commitBatch();
+      failure = this.commitBatch();
     }
     const next = this.turns.shift();
     if (next) next();
     else this.busy = false;
+    return failure;
   }
 
   private async runNow<T>(fn: () => Promise<T> | T): Promise<T> {

@@ -1,33 +1,19 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import type Sqlite from "better-sqlite3";
 import type { Db } from "./db";
 import { DIALECTS, type Database, type Sql, type SqlParam, type TransactionOptions } from "./sql";
 import { GroupCommit } from "./group-commit";
 
-/**
- * The gateway's tables in one SQLite file (the embedded default): the `Database` of server/db/sql.ts over
- * better-sqlite3. Statements are prepared once per text and kept. Transactions are operations of the
- * group commit (./group-commit.ts): they take turns on the one connection and share fsyncs.
- *
- * better-sqlite3 runs each statement synchronously, so a transaction's statements resolve at once and a
- * turn lasts microseconds. A transaction is bound to the same connection as the database itself: SQLite
- * has one, and a read outside any transaction sees the open batch's writes, as the next operation will.
- */
-export class SqliteDatabase implements Database {
+/** Runs statements on the connection at once, each prepared once per text and kept. */
+class SqliteStatements implements Sql {
   readonly engine = "sqlite" as const;
   readonly dialect = DIALECTS.sqlite;
-  readonly commit: GroupCommit;
   private readonly rows = new Map<string, Sqlite.Statement>();
   private readonly values = new Map<string, Sqlite.Statement>();
 
-  constructor(
-    /** The connection (server/db/db.ts openDatabase): migrations, the startup checks and tests read it directly. */
-    readonly db: Db,
-    commit?: GroupCommit,
-  ) {
-    this.commit = commit ?? new GroupCommit(db);
-  }
+  constructor(private readonly db: Db) {}
 
-  private statement(sql: string): Sqlite.Statement {
+  statement(sql: string): Sqlite.Statement {
     let stmt = this.rows.get(sql);
     if (!stmt) {
       stmt = this.db.prepare(sql);
@@ -56,20 +42,96 @@ export class SqliteDatabase implements Database {
   async run(sql: string, params: readonly SqlParam[] = []): Promise<number> {
     return this.statement(sql).run(...params).changes;
   }
+}
+
+/**
+ * The gateway's tables in one SQLite file (the embedded default): the `Database` of server/db/sql.ts over
+ * better-sqlite3. Transactions are operations of the group commit (./group-commit.ts): they take turns on the
+ * one connection and share fsyncs.
+ *
+ * better-sqlite3 runs each statement synchronously, so a transaction's statements resolve at once and a
+ * turn lasts microseconds. Yet a transaction's function still yields between its awaits, and other code
+ * runs meanwhile on the same connection: so a statement that writes, run on the database rather than on a
+ * transaction's `tx`, is an operation of its own and waits for the writer's turn (run at once, it would land
+ * inside whichever operation's savepoint is open, and be undone with that operation if it failed). A read
+ * runs at once: it sees what the open batch has written so far, as the next operation will.
+ *
+ * A statement or a transaction asked of the database from inside one of its transactions would wait for
+ * that transaction's own turn for ever: it is refused with an error instead (pass the transaction's `tx`).
+ */
+export class SqliteDatabase implements Database {
+  readonly engine = "sqlite" as const;
+  readonly dialect = DIALECTS.sqlite;
+  readonly commit: GroupCommit;
+  /** What a transaction's function is given: statements run at once, inside its turn. */
+  private readonly statements: SqliteStatements;
+  /** Marks the async context of the transaction holding the turn (to refuse what would deadlock). */
+  private readonly context = new AsyncLocalStorage<object>();
+  private current: object | undefined;
+
+  constructor(
+    /** The connection (server/db/db.ts openDatabase): migrations, the startup checks and tests read it directly. */
+    readonly db: Db,
+    commit?: GroupCommit,
+  ) {
+    this.commit = commit ?? new GroupCommit(db);
+    this.statements = new SqliteStatements(db);
+  }
+
+  one<T>(sql: string, params?: readonly SqlParam[]): Promise<T | undefined> {
+    return this.outside(sql, () => this.statements.one<T>(sql, params));
+  }
+
+  all<T>(sql: string, params?: readonly SqlParam[]): Promise<T[]> {
+    return this.outside(sql, () => this.statements.all<T>(sql, params));
+  }
+
+  value<T>(sql: string, params?: readonly SqlParam[]): Promise<T | undefined> {
+    return this.outside(sql, () => this.statements.value<T>(sql, params));
+  }
+
+  run(sql: string, params?: readonly SqlParam[]): Promise<number> {
+    return this.outside(sql, () => this.statements.run(sql, params));
+  }
+
+  /** A statement outside any transaction: a read at once, a write as an operation of its own. */
+  private async outside<T>(sql: string, exec: () => Promise<T>): Promise<T> {
+    if (this.statements.statement(sql).readonly) return exec();
+    this.refuseInsideTransaction("a statement that writes");
+    return this.commit.run(exec);
+  }
 
   async transaction<T>(fn: (tx: Sql) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
-    const result = await this.commit.run(() => fn(this));
+    this.refuseInsideTransaction("a transaction");
+    const result = await this.commit.run(async () => {
+      const token = {};
+      this.current = token;
+      try {
+        return await this.context.run(token, () => fn(this.statements));
+      } finally {
+        this.current = undefined;
+      }
+    });
     if (options.durable) await this.commit.durable();
     return result;
+  }
+
+  private refuseInsideTransaction(what: string): void {
+    if (this.current !== undefined && this.context.getStore() === this.current) {
+      throw new Error(`${what} on the database from inside one of its transactions would wait for that transaction for ever: use its tx`);
+    }
   }
 
   durable(): Promise<void> {
     return this.commit.durable();
   }
 
+  /** Lets the operations already queued finish, commits, and closes the connection. */
   async close(): Promise<void> {
-    if (this.db.open) {
-      this.commit.flush();
+    if (!this.db.open) return;
+    try {
+      await this.commit.drain();
+    } finally {
       this.db.close();
     }
   }

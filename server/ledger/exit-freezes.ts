@@ -12,7 +12,7 @@ export interface ExitKey {
  * their postings; this file decides when and how much. Every operation runs in its caller's transaction.
  */
 export interface FreezeBooks {
-  /** The account's available balance. */
+  /** The account's available balance, read under the row's lock until the transaction ends (PostgreSQL). */
   availableOf(tx: Sql, accountId: string): Promise<bigint>;
   /** Writes an 'exit_freeze' entry linked to the exit: `amountMicros` from available to the escrow's side. */
   freeze(tx: Sql, accountId: string, amountMicros: bigint, exit: ExitKey, memo: string): Promise<bigint>;
@@ -73,10 +73,11 @@ export class ExitFreezes {
     this.exitShortfallPossible = true;
   }
 
-  private shortExits(sql: Sql, accountId: string) {
+  /** The account's pending exits still short of their freeze, oldest request first; `lock`ed for a top-up. */
+  private shortExits(sql: Sql, accountId: string, lock = false) {
     return sql.all<{ tx_hash: string; log_index: bigint; address: string; shortfall: bigint }>(
       `SELECT tx_hash, log_index, address, shortfall FROM chain_exits
-       WHERE account_id = ? AND status = 'pending' AND shortfall > 0 ORDER BY block_number, log_index`,
+       WHERE account_id = ? AND status = 'pending' AND shortfall > 0 ORDER BY block_number, log_index${lock ? sql.dialect.forUpdate : ""}`,
       [accountId],
     );
   }
@@ -87,9 +88,14 @@ export class ExitFreezes {
    */
   async topUp(tx: Sql, accountId: string): Promise<bigint> {
     if (!this.exitShortfallPossible) return 0n;
+    // The available balance, then the exits' rows, are read under their locks (PostgreSQL), so that two
+    // replicas topping up one account's freezes at once queue and the second sees what the first froze (read
+    // unlocked, both would freeze the same money, and the second would fail on the balance's CHECK). The
+    // balance comes first, as in every other ledger operation that reaches here (a hold, a release, a credit).
+    let available = await this.books.availableOf(tx, accountId);
+    if (available <= 0n) return 0n;
     let moved = 0n;
-    for (const exit of await this.shortExits(tx, accountId)) {
-      const available = await this.books.availableOf(tx, accountId);
+    for (const exit of await this.shortExits(tx, accountId, true)) {
       if (available <= 0n) break;
       const amount = available < exit.shortfall ? available : exit.shortfall;
       await this.books.freeze(
@@ -105,6 +111,7 @@ export class ExitFreezes {
         [amount, amount, exit.tx_hash, exit.log_index, amount],
       );
       if (changed !== 1) throw new Error(`exit ${exit.tx_hash}:${exit.log_index} changed while its freeze was topped up`);
+      available -= amount;
       moved += amount;
     }
     return moved;

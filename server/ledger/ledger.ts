@@ -98,7 +98,7 @@ export class Ledger {
     private readonly replicaId: string | null,
   ) {
     this.freezes = new ExitFreezes({
-      availableOf: (tx, accountId) => this.balanceOf(accountId, "available", tx),
+      availableOf: (tx, accountId) => this.lockedBalance(tx, accountId, "available"),
       freeze: async (tx, accountId, amountMicros, exit, memo) => {
         const entryId = await this.entry(tx, "exit_freeze", { exit }, memo);
         await this.post(tx, entryId, [
@@ -144,7 +144,8 @@ export class Ledger {
       if (inserted === 1) {
         const buckets: Bucket[] =
           input.kind === "system" ? ["source"] : input.kind === "platform" ? ["fees"] : ["available", "held", "earned"];
-        for (const bucket of buckets) await tx.run("INSERT INTO ledger_accounts (account_id, bucket, balance) VALUES (?, ?, 0)", [id, bucket]);
+        for (const bucket of buckets)
+          await tx.run("INSERT INTO ledger_accounts (account_id, bucket, balance) VALUES (?, ?, 0)", [id, bucket]);
       }
       return (await this.getAccount(id, tx))!;
     });
@@ -179,11 +180,18 @@ export class Ledger {
    * entry's id. The database refuses a second entry for the same log. Like credit(kind "deposit"), it leaves
    * the exit top-up to its caller (server/settlement/indexer.ts), which records the deposit first.
    */
-  creditChainDeposit(accountId: string, amountMicros: bigint, log: LogKey, memo = "", tx?: Sql): Promise<bigint> {
+  async creditChainDeposit(accountId: string, amountMicros: bigint, log: LogKey, memo = "", tx?: Sql): Promise<bigint> {
     return this.creditEntry(accountId, amountMicros, "deposit", { deposit: log }, memo, tx);
   }
 
-  private creditEntry(accountId: string, amountMicros: bigint, kind: CreditKind, link: EntryLink, memo: string, tx?: Sql): Promise<bigint> {
+  private async creditEntry(
+    accountId: string,
+    amountMicros: bigint,
+    kind: CreditKind,
+    link: EntryLink,
+    memo: string,
+    tx?: Sql,
+  ): Promise<bigint> {
     if (amountMicros <= 0n) throw new RangeError(`credit must be positive, got ${amountMicros}`);
     return within(this.db, tx, async (tx) => {
       const entryId = await this.entry(tx, kind, link, memo);
@@ -203,7 +211,7 @@ export class Ledger {
    * the account's available balance for the escrow's side of the books. Throws if the available
    * balance does not cover it; callers check first. Returns the entry id.
    */
-  withdrawByVoucher(accountId: string, amountMicros: bigint, voucher: VoucherKey, memo = "", tx?: Sql): Promise<bigint> {
+  async withdrawByVoucher(accountId: string, amountMicros: bigint, voucher: VoucherKey, memo = "", tx?: Sql): Promise<bigint> {
     if (amountMicros <= 0n) throw new RangeError(`withdrawal must be positive, got ${amountMicros}`);
     return within(this.db, tx, async (tx) => {
       // A pending exit's freeze comes before any other withdrawal of the same money.
@@ -220,7 +228,7 @@ export class Ledger {
   }
 
   /** Gives back a voucher's amount that never left the escrow (it expired unredeemed): a linked `voucher_return`. */
-  returnVoucher(accountId: string, amountMicros: bigint, voucher: VoucherKey, memo = "", tx?: Sql): Promise<bigint> {
+  async returnVoucher(accountId: string, amountMicros: bigint, voucher: VoucherKey, memo = "", tx?: Sql): Promise<bigint> {
     if (amountMicros <= 0n) throw new RangeError(`returned withdrawal must be positive, got ${amountMicros}`);
     return within(this.db, tx, async (tx) => {
       const entryId = await this.entry(tx, "voucher_return", { voucher }, memo);
@@ -269,7 +277,7 @@ export class Ledger {
    * read under a row lock (PostgreSQL) or inside the single writer's turn (SQLite), so two calls, on one
    * replica or several, never both spend the same money; the balance's CHECK (>= 0) is the backstop.
    */
-  hold(input: { accountId: string; sellerAccountId: string; skillId: string; charge: Charge }, tx?: Sql): Promise<HoldResult> {
+  async hold(input: { accountId: string; sellerAccountId: string; skillId: string; charge: Charge }, tx?: Sql): Promise<HoldResult> {
     const { chargedMicros, sellerMicros, feeMicros } = input.charge;
     if (chargedMicros <= 0n) throw new RangeError(`hold must be positive, got ${chargedMicros}`);
     return within(this.db, tx, async (tx) => {
@@ -466,6 +474,9 @@ export class Ledger {
         keys,
       );
     }
-    await tx.run(`INSERT INTO postings (entry_id, account_id, bucket, amount) VALUES ${postings.map(() => "(?, ?, ?, ?)").join(", ")}`, params);
+    await tx.run(
+      `INSERT INTO postings (entry_id, account_id, bucket, amount) VALUES ${postings.map(() => "(?, ?, ?, ?)").join(", ")}`,
+      params,
+    );
   }
 }

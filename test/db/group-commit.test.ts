@@ -3,7 +3,10 @@ import Database from "better-sqlite3";
 import { openDatabase, type Db } from "../../server/db/db";
 import { SCHEMA } from "../../server/schema";
 import { GroupCommit } from "../../server/db/group-commit";
-import { makeTempDir } from "../helpers/ledger";
+import { makeTempDir, rejectionOf } from "../helpers/ledger";
+
+/** Lets the event loop turn once: timers and setImmediate callbacks (a durable() flush) may run meanwhile. */
+const nextTick = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 describe("GroupCommit", () => {
   let tmp: ReturnType<typeof makeTempDir>;
@@ -38,32 +41,32 @@ describe("GroupCommit", () => {
 
   it("commits many operations run before the next tick as one batch", async () => {
     const commit = makeCommit();
-    for (let i = 0; i < 50; i++) commit.run(() => addNote(`note ${i}`));
+    await Promise.all(Array.from({ length: 50 }, (_, i) => commit.run(() => addNote(`note ${i}`))));
     expect(committedNotes()).to.deep.equal([]);
     await commit.durable();
     expect(commit.committedBatches).to.equal(1);
     expect(committedNotes()).to.have.length(50);
   });
 
-  it("returns each operation's result at once, before anything is committed", () => {
+  it("resolves each operation with its result before anything is committed", async () => {
     const commit = makeCommit();
-    const first = commit.run(() => addNote("a").lastInsertRowid);
-    const second = commit.run(() => addNote("b").lastInsertRowid);
+    const first = await commit.run(() => addNote("a").lastInsertRowid);
+    const second = await commit.run(async () => addNote("b").lastInsertRowid);
     expect([first, second]).to.deep.equal([1n, 2n]);
     expect(commit.committedBatches).to.equal(0);
   });
 
-  it("lets an operation see the writes of earlier operations in the same batch", () => {
+  it("lets an operation see the writes of earlier operations in the same batch", async () => {
     const commit = makeCommit();
-    commit.run(() => addNote("first"));
-    const seen = commit.run(() => db.prepare("SELECT COUNT(*) FROM notes").pluck().get());
+    await commit.run(() => addNote("first"));
+    const seen = await commit.run(() => db.prepare("SELECT COUNT(*) FROM notes").pluck().get());
     expect(seen).to.equal(1n);
     expect(committedNotes()).to.deep.equal([]);
   });
 
   it("resolves durable() only once the batch is committed and visible to another connection", async () => {
     const commit = makeCommit();
-    commit.run(() => addNote("charged"));
+    await commit.run(() => addNote("charged"));
     let seenAtResolve: string[] | undefined;
     const durable = commit.durable().then(() => {
       seenAtResolve = committedNotes();
@@ -73,6 +76,24 @@ describe("GroupCommit", () => {
     expect(committedNotes()).to.deep.equal([]);
     await durable;
     expect(seenAtResolve).to.deep.equal(["charged"]);
+  });
+
+  it("resolves every durable() waiter only after the commit that holds its write", async () => {
+    const commit = makeCommit();
+    const unseen: string[] = [];
+    await Promise.all(
+      ["a", "b", "c", "d"].map(async (body) => {
+        await commit.run(async () => {
+          addNote(body);
+          // Yields, so that an earlier operation's durable() flush comes due while this one holds the turn.
+          await nextTick();
+        });
+        await commit.durable();
+        if (!committedNotes().includes(body)) unseen.push(body);
+      }),
+    );
+    expect(unseen, "writes reported durable before another connection could read them").to.deep.equal([]);
+    expect(committedNotes()).to.deep.equal(["a", "b", "c", "d"]);
   });
 
   it("resolves durable() at once when no batch is open", async () => {
@@ -89,9 +110,9 @@ describe("GroupCommit", () => {
     expect(committedNotes()).to.deep.equal(["durable"]);
   });
 
-  it("commits at once when asked to flush", () => {
+  it("commits at once when asked to flush", async () => {
     const commit = makeCommit();
-    commit.run(() => addNote("now"));
+    await commit.run(() => addNote("now"));
     commit.flush();
     expect(commit.committedBatches).to.equal(1);
     expect(db.inTransaction).to.equal(false);
@@ -100,83 +121,54 @@ describe("GroupCommit", () => {
 
   it("rolls back only the operation that throws, keeping the rest of its batch", async () => {
     const commit = makeCommit();
-    commit.run(() => addNote("before"));
+    await commit.run(() => addNote("before"));
     const boom = new Error("skill backend exploded");
-    expect(() =>
-      commit.run(() => {
-        addNote("half-done");
-        throw boom;
-      }),
-    ).to.throw(boom);
-    commit.run(() => addNote("after"));
+    expect(
+      await rejectionOf(
+        commit.run(() => {
+          addNote("half-done");
+          throw boom;
+        }),
+      ),
+    ).to.equal(boom);
+    await commit.run(() => addNote("after"));
     await commit.durable();
     expect(committedNotes()).to.deep.equal(["before", "after"]);
     expect(commitErrors).to.deep.equal([]);
   });
 
-  it("commits the batch as soon as it holds maxOps operations", () => {
+  it("commits the batch as soon as it holds maxOps operations", async () => {
     const commit = makeCommit(3);
-    commit.run(() => addNote("1"));
-    commit.run(() => addNote("2"));
+    await commit.run(() => addNote("1"));
+    await commit.run(() => addNote("2"));
     expect(commit.committedBatches).to.equal(0);
     expect(committedNotes()).to.deep.equal([]);
-    commit.run(() => addNote("3"));
+    await commit.run(() => addNote("3"));
     expect(commit.committedBatches).to.equal(1);
     expect(committedNotes()).to.deep.equal(["1", "2", "3"]);
-    commit.run(() => addNote("4"));
+    await commit.run(() => addNote("4"));
     expect(db.inTransaction, "the fourth operation opens a new batch").to.equal(true);
     expect(committedNotes()).to.have.length(3);
   });
 
-  it("does not count a failed operation towards maxOps", () => {
+  it("does not count a failed operation towards maxOps", async () => {
     const commit = makeCommit(2);
-    commit.run(() => addNote("1"));
-    expect(() =>
+    await commit.run(() => addNote("1"));
+    const error = await rejectionOf(
       commit.run(() => {
         throw new Error("refused");
       }),
-    ).to.throw("refused");
+    );
+    expect(error.message).to.equal("refused");
     expect(commit.committedBatches).to.equal(0);
-    commit.run(() => addNote("2"));
+    await commit.run(() => addNote("2"));
     expect(commit.committedBatches).to.equal(1);
-  });
-
-  it("does not flush in the middle of an operation that nests others", () => {
-    const commit = makeCommit(1);
-    commit.run(() => {
-      commit.run(() => addNote("inner 1"));
-      commit.run(() => addNote("inner 2"));
-      expect(commit.committedBatches).to.equal(0);
-      expect(db.inTransaction).to.equal(true);
-      expect(committedNotes()).to.deep.equal([]);
-      addNote("outer");
-    });
-    expect(commit.committedBatches).to.equal(1);
-    expect(committedNotes()).to.deep.equal(["inner 1", "inner 2", "outer"]);
-  });
-
-  it("rolls back a nested operation that throws while the enclosing one carries on", async () => {
-    const commit = makeCommit();
-    commit.run(() => {
-      addNote("outer");
-      try {
-        commit.run(() => {
-          addNote("inner, undone");
-          throw new Error("inner failed");
-        });
-      } catch {
-        // The enclosing operation decides what an inner failure means; here it goes on.
-      }
-      addNote("outer, continued");
-    });
-    await commit.durable();
-    expect(committedNotes()).to.deep.equal(["outer", "outer, continued"]);
   });
 
   it("does not commit a write nobody waits for on the next tick, but within maxDelayMs", async () => {
     const commit = new GroupCommit(db, 512, (error) => commitErrors.push(error), 30);
-    commit.run(() => addNote("hold"));
-    await new Promise((resolve) => setImmediate(resolve));
+    await commit.run(() => addNote("hold"));
+    await nextTick();
     expect(committedNotes(), "committed before anyone waited").to.deep.equal([]);
     await new Promise((resolve) => setTimeout(resolve, 60));
     expect(committedNotes()).to.deep.equal(["hold"]);
@@ -185,7 +177,7 @@ describe("GroupCommit", () => {
 
   it("commits a waited-for write together with the unwaited writes before it", async () => {
     const commit = makeCommit();
-    commit.run(() => addNote("hold"));
+    await commit.run(() => addNote("hold"));
     await commit.runDurable(() => addNote("capture"));
     expect(committedNotes()).to.deep.equal(["hold", "capture"]);
     expect(commit.committedBatches).to.equal(1);
@@ -193,28 +185,142 @@ describe("GroupCommit", () => {
 
   it("rejects the waiters of a batch that SQLite rolled back on its own, instead of calling it durable", async () => {
     const commit = makeCommit();
-    commit.run(() => addNote("capture"));
+    await commit.run(() => addNote("capture"));
     const durable = commit.durable();
     db.exec("ROLLBACK"); // what SQLite does by itself on some I/O and disk-full errors
-    let error: unknown;
-    await durable.catch((e) => (error = e));
+    const error = await rejectionOf(durable);
     expect(String(error)).to.contain("rolled back");
     expect(commitErrors).to.have.length(1);
     expect(committedNotes()).to.deep.equal([]);
   });
 
-  it("refuses flush() from inside an operation", () => {
-    const commit = makeCommit();
-    expect(() => commit.run(() => commit.flush())).to.throw("GroupCommit.flush called inside an operation");
-    expect(commit.committedBatches).to.equal(0);
+  describe("when operations run concurrently", () => {
+    // An operation's function may yield (it awaits its statements); the next operation waits for its turn,
+    // so it never writes inside another's savepoint, and a failure undoes only the operation that failed.
+
+    it("never interleaves two operations inside one savepoint", async () => {
+      const commit = makeCommit();
+      const events: string[] = [];
+      const failing = commit.run(async () => {
+        events.push("A begins");
+        addNote("A 1");
+        await nextTick();
+        addNote("A 2");
+        events.push("A fails");
+        throw new Error("A failed after yielding");
+      });
+      const passing = commit.run(async () => {
+        events.push("B begins");
+        addNote("B");
+        await nextTick();
+        events.push("B ends");
+      });
+      expect((await rejectionOf(failing)).message).to.equal("A failed after yielding");
+      await passing;
+      expect(events).to.deep.equal(["A begins", "A fails", "B begins", "B ends"]);
+      await commit.durable();
+      expect(committedNotes()).to.deep.equal(["B"]);
+    });
+
+    it("undoes only the failing one of many operations started at once", async () => {
+      const commit = makeCommit();
+      const outcomes = await Promise.allSettled(
+        Array.from({ length: 9 }, (_, i) =>
+          commit.run(async () => {
+            addNote(`op ${i}`);
+            await nextTick();
+            if (i % 3 === 1) throw new Error(`op ${i} failed`);
+            return i;
+          }),
+        ),
+      );
+      expect(outcomes.map((o) => o.status)).to.deep.equal(Array.from({ length: 9 }, (_, i) => (i % 3 === 1 ? "rejected" : "fulfilled")));
+      await commit.durable();
+      expect(committedNotes()).to.deep.equal(["op 0", "op 2", "op 3", "op 5", "op 6", "op 8"]);
+      expect(commitErrors).to.deep.equal([]);
+    });
+
+    it("commits a flush asked for while an operation holds the turn as that turn ends, before the next begins", async () => {
+      const commit = makeCommit();
+      let resume!: () => void;
+      const resumed = new Promise<void>((resolve) => (resume = resolve));
+      const first = commit.run(async () => {
+        addNote("first");
+        await resumed;
+      });
+      const second = commit.run(() => {
+        expect(committedNotes(), "the first operation's batch is committed before the second runs").to.deep.equal(["first"]);
+        addNote("second");
+      });
+      await nextTick();
+      commit.flush();
+      expect(commit.committedBatches, "no commit in the middle of an operation").to.equal(0);
+      expect(db.inTransaction).to.equal(true);
+      expect(committedNotes()).to.deep.equal([]);
+      resume();
+      await first;
+      expect(commit.committedBatches).to.equal(1);
+      await second;
+      expect(db.inTransaction, "the second operation opens a new batch").to.equal(true);
+      await commit.durable();
+      expect(committedNotes()).to.deep.equal(["first", "second"]);
+    });
+
+    it("resolves the durable() waiters of a turn-end commit only once it is on disk", async () => {
+      const commit = makeCommit();
+      await commit.run(() => addNote("waited for"));
+      let resume!: () => void;
+      const resumed = new Promise<void>((resolve) => (resume = resolve));
+      const holding = commit.run(async () => {
+        addNote("holds the turn");
+        await resumed;
+      });
+      let durableAt: string[] | undefined;
+      const durable = commit.durable().then(() => (durableAt = committedNotes()));
+      await nextTick(); // durable()'s flush comes due, finds the turn held, and waits for its end
+      expect(durableAt).to.equal(undefined);
+      resume();
+      await Promise.all([holding, durable]);
+      expect(durableAt).to.deep.equal(["waited for", "holds the turn"]);
+    });
+
+    it("throws from the operation whose turn ended in a failed commit, whose caller cannot be waiting yet", async () => {
+      const commit = makeCommit();
+      const error = await rejectionOf(
+        commit.run(async () => {
+          addOrphan();
+          await nextTick();
+          commit.flush(); // as a timer or a durable() waiter would, while the operation holds the turn
+        }),
+      );
+      expect(error).to.have.property("code", "SQLITE_CONSTRAINT_FOREIGNKEY");
+      expect(commitErrors).to.deep.equal([error]);
+      expect(db.inTransaction).to.equal(false);
+      expect(committedNotes()).to.deep.equal([]);
+    });
+
+    it("drains: waits for the operations already queued, then commits", async () => {
+      const commit = makeCommit();
+      const queued = [
+        commit.run(async () => {
+          addNote("1");
+          await nextTick();
+        }),
+        commit.run(() => addNote("2")),
+      ];
+      await commit.drain();
+      expect(committedNotes()).to.deep.equal(["1", "2"]);
+      expect(db.inTransaction).to.equal(false);
+      await Promise.all(queued);
+    });
   });
 
   describe("when a commit fails", () => {
     it("rejects the waiters, rolls the whole batch back and reports the error", async () => {
       const commit = makeCommit();
-      commit.run(() => addNote("in the doomed batch"));
+      await commit.run(() => addNote("in the doomed batch"));
       const first = commit.durable();
-      commit.run(() => addOrphan());
+      await commit.run(() => addOrphan());
       const second = commit.durable();
       const outcomes = await Promise.allSettled([first, second]);
       for (const outcome of outcomes) {
@@ -231,7 +337,7 @@ describe("GroupCommit", () => {
 
     it("starts a fresh batch afterwards", async () => {
       const commit = makeCommit();
-      commit.run(() => addOrphan());
+      await commit.run(() => addOrphan());
       await commit.durable().catch(() => undefined);
       await commit.runDurable(() => addNote("next batch"));
       expect(committedNotes()).to.deep.equal(["next batch"]);
@@ -240,9 +346,10 @@ describe("GroupCommit", () => {
 
     it("throws from the operation that filled the batch, whose caller cannot be waiting yet", async () => {
       const commit = makeCommit(2);
-      commit.run(() => addNote("first"));
+      await commit.run(() => addNote("first"));
       const first = commit.durable();
-      expect(() => commit.run(() => addOrphan())).to.throw("FOREIGN KEY constraint failed");
+      const error = await rejectionOf(commit.run(() => addOrphan()));
+      expect(error.message).to.contain("FOREIGN KEY constraint failed");
       const [outcome] = await Promise.allSettled([first]);
       expect(outcome.status).to.equal("rejected");
       expect(committedNotes()).to.deep.equal([]);
@@ -261,9 +368,9 @@ describe("GroupCommit", () => {
 
     it("rejects the waiters of the batch's earlier operations, which are lost", async () => {
       const commit = makeCommit();
-      commit.run(() => addNote("earlier"));
+      await commit.run(() => addNote("earlier"));
       const earlier = commit.durable();
-      expect(() => commit.run(() => addNote("disk full"))).to.throw("simulated disk full");
+      expect((await rejectionOf(commit.run(() => addNote("disk full")))).message).to.equal("simulated disk full");
       const [outcome] = await Promise.allSettled([earlier]);
       expect(outcome.status).to.equal("rejected");
       expect((outcome as PromiseRejectedResult).reason).to.have.property("message", "simulated disk full");
@@ -273,8 +380,8 @@ describe("GroupCommit", () => {
 
     it("starts a fresh batch for the next operation", async () => {
       const commit = makeCommit();
-      commit.run(() => addNote("earlier"));
-      expect(() => commit.run(() => addNote("disk full"))).to.throw("simulated disk full");
+      await commit.run(() => addNote("earlier"));
+      expect((await rejectionOf(commit.run(() => addNote("disk full")))).message).to.equal("simulated disk full");
       await commit.runDurable(() => addNote("later"));
       expect(committedNotes()).to.deep.equal(["later"]);
     });

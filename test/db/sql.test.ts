@@ -1,5 +1,11 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { expect } from "chai";
-import { type Database, isUniqueViolation, numberPlaceholders } from "../../server/db/sql";
+import { openDatabase } from "../../server/db/db";
+import { type Database, isUniqueViolation, numberPlaceholders, type Sql } from "../../server/db/sql";
+import { SqliteDatabase } from "../../server/db/sqlite-database";
+import { SCHEMA } from "../../server/schema";
 import { Ledger } from "../../server/ledger/ledger";
 import { assertBalanced } from "../../server/ledger/invariants";
 import { computeCharge } from "../../server/ledger/fees";
@@ -19,7 +25,10 @@ describeEachEngine("Database", (engine) => {
 
   it("reads integers back as bigints, and binds bigints, strings and nulls", async () => {
     await db.run("INSERT INTO accounts (id, kind, name, daily_call_cap, created_at) VALUES (?, ?, ?, ?, ?)", ["a", "user", "A", null, 5n]);
-    const row = await db.one<{ created_at: bigint; daily_call_cap: bigint | null }>("SELECT created_at, daily_call_cap FROM accounts WHERE id = ?", ["a"]);
+    const row = await db.one<{ created_at: bigint; daily_call_cap: bigint | null }>(
+      "SELECT created_at, daily_call_cap FROM accounts WHERE id = ?",
+      ["a"],
+    );
     expect(row).to.deep.equal({ created_at: 5n, daily_call_cap: null });
     expect(await db.value("SELECT COUNT(*) FROM accounts WHERE id = ?", ["a"])).to.equal(1n);
     expect(await db.value("SELECT id FROM accounts WHERE id = ?", ["missing"])).to.equal(undefined);
@@ -62,5 +71,82 @@ describeEachEngine("Database", (engine) => {
     expect(await ledger.balance(user.id)).to.deep.equal({ availableMicros: 5_000n, heldMicros: 0n });
     expect(await ledger.balanceOf(seller.id, "earned")).to.equal(4_500n);
     await assertBalanced(db);
+  });
+});
+
+describe("SqliteDatabase", () => {
+  let db: SqliteDatabase;
+  beforeEach(() => {
+    db = new SqliteDatabase(openDatabase(":memory:", SCHEMA));
+  });
+  afterEach(() => db.close());
+
+  const nextTick = () => new Promise<void>((resolve) => setImmediate(resolve));
+  const insertAccount = (sql: Sql, id: string) =>
+    sql.run("INSERT INTO accounts (id, kind, name, created_at) VALUES (?, 'user', ?, 1)", [id, id]);
+  const accountIds = async () => (await db.all<{ id: string }>("SELECT id FROM accounts ORDER BY id")).map((r) => r.id);
+
+  it("runs a write outside any transaction in a turn of its own, never inside another transaction's", async () => {
+    let begun!: () => void;
+    const inside = new Promise<void>((resolve) => (begun = resolve));
+    const failing = db.transaction(async (tx) => {
+      await insertAccount(tx, "in the failing transaction");
+      begun();
+      await nextTick();
+      throw new Error("the transaction failed after yielding");
+    });
+    await inside;
+    // Asked for while the transaction holds the turn: run at once, it would land in its savepoint and be undone with it.
+    const outside = insertAccount(db, "outside");
+    expect((await failing.catch((e: Error) => e)).message).to.equal("the transaction failed after yielding");
+    expect(await outside).to.equal(1);
+    expect(await accountIds()).to.deep.equal(["outside"]);
+  });
+
+  it("runs a read at once, seeing what the open batch has written", async () => {
+    await db.transaction((tx) => insertAccount(tx, "written"));
+    expect(db.db.inTransaction, "the batch is still open").to.equal(true);
+    expect(await accountIds()).to.deep.equal(["written"]);
+  });
+
+  it("refuses a write or a transaction on the database from inside one of its transactions, rather than wait for ever", async () => {
+    const error = await db
+      .transaction(async (tx) => {
+        await insertAccount(tx, "kept?");
+        const write = await insertAccount(db, "nested write").catch((e: Error) => e);
+        const nested = await db.transaction((inner) => insertAccount(inner, "nested transaction")).catch((e: Error) => e);
+        expect(await db.value("SELECT COUNT(*) FROM accounts"), "a read on the database is allowed").to.equal(1n);
+        return [write, nested] as Error[];
+      })
+      .then((errors) => errors.map((e) => e.message));
+    expect(error).to.deep.equal([
+      "a statement that writes on the database from inside one of its transactions would wait for that transaction for ever: use its tx",
+      "a transaction on the database from inside one of its transactions would wait for that transaction for ever: use its tx",
+    ]);
+    expect(await accountIds()).to.deep.equal(["kept?"]);
+  });
+
+  it("lets the transactions already queued finish and commits them when it closes", async () => {
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "sqlite-database-")), "books.db");
+    const onFile = new SqliteDatabase(openDatabase(file, SCHEMA));
+    const queued = [
+      onFile.transaction(async (tx) => {
+        await insertAccount(tx, "first");
+        await nextTick();
+      }),
+      onFile.transaction((tx) => insertAccount(tx, "second")),
+    ];
+    await onFile.close();
+    await Promise.all(queued);
+    const reopened = new SqliteDatabase(openDatabase(file, SCHEMA));
+    try {
+      expect((await reopened.all<{ id: string }>("SELECT id FROM accounts ORDER BY id")).map((r) => r.id)).to.deep.equal([
+        "first",
+        "second",
+      ]);
+    } finally {
+      await reopened.close();
+      fs.rmSync(path.dirname(file), { recursive: true, force: true });
+    }
   });
 });

@@ -262,7 +262,7 @@ async function endChecks(fuzz: FuzzStack, report: FuzzReport): Promise<void> {
       failures.push(`${payer.accountId} lost ${payer.startMicros - now} base units but its paid calls cost ${spent}`);
   }
   try {
-    assertBalanced(db);
+    await assertBalanced(stack.gw.ledger.db);
   } catch (error) {
     failures.push(`the ledger does not balance: ${(error as Error).message}`);
   }

@@ -8,7 +8,8 @@ import { expect } from "chai";
 import { migrate } from "../../server/db/migrations";
 import { assertBalanced, findViolations } from "../../server/ledger/invariants";
 import { Ledger } from "../../server/ledger/ledger";
-import { APPEND_ONLY_TRIGGERS, allBalances } from "../helpers/ledger";
+import { SqliteDatabase } from "../../server/db/sqlite-database";
+import { APPEND_ONLY_TRIGGERS, allBalances, rejectionOf } from "../helpers/ledger";
 import { databaseAtVersion, LEGACY, writeLegacyBooks } from "../helpers/legacy-books";
 
 type EntryRow = {
@@ -29,7 +30,12 @@ function entriesOf(db: Database.Database): EntryRow[] {
   return db.prepare("SELECT * FROM entries ORDER BY id").all() as EntryRow[];
 }
 
-describe("migration 15: one entry kind per money movement, linked by columns", () => {
+/** The books on a raw connection, as the ledger and its invariants read them (the one SQL interface). */
+function booksOn(db: Database.Database): SqliteDatabase {
+  return new SqliteDatabase(db);
+}
+
+describe("migration 15 (SQLite): one entry kind per money movement, linked by columns", () => {
   let db: Database.Database;
   beforeEach(() => {
     db = databaseAtVersion(14);
@@ -37,10 +43,10 @@ describe("migration 15: one entry kind per money movement, linked by columns", (
   });
   afterEach(() => db.close());
 
-  it("gives each of the four movements once called 'withdrawal' its own kind and link, keeping ids, times, memos and postings", () => {
+  it("gives each of the four movements once called 'withdrawal' its own kind and link, keeping ids, times, memos and postings", async () => {
     const before = db.prepare("SELECT id, kind, hold_id, memo, created_at FROM entries ORDER BY id").all() as EntryRow[];
     const postings = db.prepare("SELECT * FROM postings ORDER BY id").all();
-    const balances = allBalances(db);
+    const balances = await allBalances(booksOn(db));
 
     expect(migrate(db, SCHEMA)).to.equal(1);
 
@@ -49,7 +55,7 @@ describe("migration 15: one entry kind per money movement, linked by columns", (
       before.map(({ id, hold_id, memo, created_at }) => ({ id, hold_id, memo, created_at })),
     );
     expect(db.prepare("SELECT * FROM postings ORDER BY id").all()).to.deep.equal(postings);
-    expect(allBalances(db)).to.deep.equal(balances);
+    expect(await allBalances(booksOn(db))).to.deep.equal(balances);
 
     const { address } = LEGACY;
     const link = (e: EntryRow) => ({
@@ -76,7 +82,7 @@ describe("migration 15: one entry kind per money movement, linked by columns", (
     expect(
       db.prepare("SELECT balance FROM ledger_accounts WHERE account_id = ? AND bucket = 'available'").pluck().get(LEGACY.alice),
     ).to.equal(9n);
-    assertBalanced(db);
+    await assertBalanced(booksOn(db));
   });
 
   it("leaves the schema whole: exit_entries gone, the journal still append-only, foreign keys on and intact", () => {
@@ -101,33 +107,39 @@ describe("migration 15: one entry kind per money movement, linked by columns", (
     ).to.throw(/FOREIGN KEY/);
   });
 
-  it("lets the current ledger carry on with the migrated books", () => {
+  it("lets the current ledger carry on with the migrated books", async () => {
     migrate(db, SCHEMA);
-    const ledger = new Ledger(db);
-    ledger.commit.run(() => {
-      const entryId = ledger.withdrawByVoucher(LEGACY.alice, 2n, { address: LEGACY.address, nonce: 9n });
-      db.prepare(
+    const books = booksOn(db);
+    const ledger = await Ledger.open(books);
+    await books.transaction(async (tx) => {
+      const entryId = await ledger.withdrawByVoucher(LEGACY.alice, 2n, { address: LEGACY.address, nonce: 9n }, "", tx);
+      await tx.run(
         `INSERT INTO vouchers (address, nonce, account_id, amount, deadline, status, entry_id, created_at)
          VALUES (?, 9, ?, 2, 0, 'issued', ?, 0)`,
-      ).run(LEGACY.address, LEGACY.alice, entryId);
+        [LEGACY.address, LEGACY.alice, entryId],
+      );
     });
-    ledger.credit(LEGACY.alice, 1n, "dev_credit");
-    ledger.commit.flush();
-    expect(ledger.balance(LEGACY.alice)).to.deep.equal({ availableMicros: 8n, heldMicros: 0n });
-    assertBalanced(db);
+    await ledger.credit(LEGACY.alice, 1n, "dev_credit");
+    books.commit.flush();
+    expect(await ledger.balance(LEGACY.alice)).to.deep.equal({ availableMicros: 8n, heldMicros: 0n });
+    await assertBalanced(books);
   });
 
-  it("makes the database refuse a second credit of one deposit log, and a voucher entry without its voucher", () => {
+  it("makes the database refuse a second credit of one deposit log, and a voucher entry without its voucher", async () => {
     migrate(db, SCHEMA);
-    const ledger = new Ledger(db);
-    expect(() => ledger.creditChainDeposit(LEGACY.alice, 5n, { txHash: LEGACY.depositTx, logIndex: 0 })).to.throw(/UNIQUE/);
+    const books = booksOn(db);
+    const ledger = await Ledger.open(books);
+    expect((await rejectionOf(ledger.creditChainDeposit(LEGACY.alice, 5n, { txHash: LEGACY.depositTx, logIndex: 0 }))).message).to.match(
+      /UNIQUE/,
+    );
     expect(() =>
       db.prepare("INSERT INTO entries (kind, memo, created_at) VALUES ('voucher_withdrawal', 'no voucher named', 0)").run(),
     ).to.throw(/CHECK/);
     expect(() => db.prepare("INSERT INTO entries (kind, memo, created_at) VALUES ('withdrawal', 'the old kind', 0)").run()).to.throw(
       /CHECK/,
     );
-    assertBalanced(db);
+    books.commit.flush();
+    await assertBalanced(books);
   });
 
   it("refuses, naming it and changing nothing, a withdrawal entry no voucher or exit accounts for", () => {
@@ -139,37 +151,37 @@ describe("migration 15: one entry kind per money movement, linked by columns", (
     expect(db.pragma("foreign_keys", { simple: true })).to.equal(1n);
   });
 
-  it("migrated books obey the invariants that read the links, and name a link that goes nowhere", () => {
+  it("migrated books obey the invariants that read the links, and name a link that goes nowhere", async () => {
     migrate(db, SCHEMA);
-    expect(findViolations(db)).to.deep.equal([]);
+    expect(await findViolations(booksOn(db))).to.deep.equal([]);
     db.exec("DROP TRIGGER entries_no_update");
     db.prepare("UPDATE entries SET voucher_nonce = 99 WHERE kind = 'voucher_return'").run();
-    expect(findViolations(db).map((v) => v.rule)).to.deep.equal([
+    expect((await findViolations(booksOn(db))).map((v) => v.rule)).to.deep.equal([
       "a voucher's withdrawal takes exactly its amount from its account, and a returned one gives it back once",
       "every voucher entry is the one its voucher records",
     ]);
   });
 
-  it("brings a database file written at version 14 up to date when the gateway opens it, once", () => {
+  it("brings a database file written at version 14 up to date when the gateway opens it, once", async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "entry-kinds-"));
     const file = path.join(dir, "ledger.db");
     try {
       const old = databaseAtVersion(14, file);
       writeLegacyBooks(old);
-      const balances = allBalances(old);
+      const balances = await allBalances(booksOn(old));
       old.close();
 
       const opened = openDatabase(file, SCHEMA);
       expect(opened.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).to.deep.equal(
         Array.from({ length: 15 }, (_, i) => BigInt(i + 1)),
       );
-      expect(allBalances(opened)).to.deep.equal(balances);
-      assertBalanced(opened);
+      expect(await allBalances(booksOn(opened))).to.deep.equal(balances);
+      await assertBalanced(booksOn(opened));
       opened.close();
       // Opening again applies nothing.
       const again = openDatabase(file, SCHEMA);
       expect(migrate(again, SCHEMA)).to.equal(0);
-      expect(allBalances(again)).to.deep.equal(balances);
+      expect(await allBalances(booksOn(again))).to.deep.equal(balances);
       again.close();
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });

@@ -1,10 +1,17 @@
+import { expect } from "chai";
 import fc from "fast-check";
-import { linkAddressSync } from "../../server/settlement/addresses";
+import { linkAddress } from "../../server/settlement/addresses";
+import { GroupCommit } from "../../server/db/group-commit";
+import type { Database } from "../../server/db/sql";
+import { SqliteDatabase } from "../../server/db/sqlite-database";
+import { PostgresDatabase } from "../../server/db/postgres/database";
+import { createPostgresPool } from "../../server/db/postgres/pool";
 import type { FeeMode } from "../../server/ledger/fees";
 import type { CreditKind } from "../../server/ledger/ledger";
-import { makeLedger } from "../helpers/ledger";
+import { describeEachEngine, type Engine } from "../helpers/engines";
+import { makeLedger, sqliteOf } from "../helpers/ledger";
 import { Credit, Flush, Hold, HoldForUnknownSeller, Recover, Restart, Settle } from "./model/call-steps";
-import { ADDRESSES, SELLERS, USERS, initialModel } from "./model/model";
+import { ADDRESSES, type Real, SELLERS, USERS, initialModel } from "./model/model";
 import { CloseExit, ReplayExitLog, RequestExit, SettleVoucher, Withdraw } from "./model/money-out-steps";
 
 /*
@@ -16,14 +23,17 @@ import { CloseExit, ReplayExitLog, RequestExit, SettleVoucher, Withdraw } from "
  * and assertBalanced must pass. The walk covers the call path (credit, hold, capture, release, recovery),
  * the money going out (withdrawals by voucher, vouchers redeemed or returned) and unilateral exits
  * (requested, replaced, cancelled, completed for less, as much or more than was frozen, logs read twice),
- * with restarts of the ledger in between. Batches end at random points (maxOps 1..8, explicit flushes),
- * so operations are checked both inside an open batch and across commits.
+ * with restarts of the ledger in between. It runs on both engines, the same sequences on each (same seed).
+ * On SQLite, batches end at random points (maxOps 1..8, explicit flushes), so operations are checked both
+ * inside an open batch and across commits; on PostgreSQL every transaction commits, and a restart is a new
+ * pool on the same database.
  *
  * The seed is random unless LEDGER_SEED is set, and is printed in the test's title and in
  * any failure. A run is deterministic given its seed, so to replay a failure, shrinking
- * included, run (the failure prints this line with its seed):
- *   LEDGER_SEED=<seed> npx mocha --no-config -r ts-node/register/transpile-only --extension ts --exit test/ledger/ledger.property.test.ts
- * LEDGER_RUNS sets how many sequences to try (100 by default; with it set, no mocha timeout).
+ * included, run (the failure prints this line with its seed and engine):
+ *   LEDGER_SEED=<seed> npx mocha --no-config -r ts-node/register/transpile-only --extension ts --exit --grep "(sqlite)" test/ledger/ledger.property.test.ts
+ * LEDGER_RUNS sets how many sequences to try on each engine (100 on SQLite and 30 on PostgreSQL, whose every
+ * sequence needs a database of its own, by default; with it set, no mocha timeout).
  */
 
 const user = fc.constantFrom(...USERS);
@@ -94,38 +104,76 @@ function envInteger(name: string): number | undefined {
 
 const seed = envInteger("LEDGER_SEED") ?? (Date.now() ^ Math.floor(Math.random() * 0x7fffffff)) | 0;
 const requestedRuns = envInteger("LEDGER_RUNS");
-const numRuns = requestedRuns ?? 100;
+const DEFAULT_RUNS = { sqlite: 100, postgres: 30 } as const;
 // The project's .mocharc adds its whole spec to any file named on the command line, so a replay names none.
 const MOCHA_ONE_FILE = "npx mocha --no-config -r ts-node/register/transpile-only --extension ts --exit";
 
-describe("Ledger, against a model", () => {
-  it(`keeps every balance equal to the model's and the books balanced after each step (seed ${seed})`, function () {
+/**
+ * The real side of one sequence: a fresh ledger on `engine`, the model's accounts and addresses, and what a
+ * flush and a restart mean on that engine. The caller closes `handles` when the sequence ends.
+ */
+async function openReal(engine: Engine, maxOps: number): Promise<{ real: Real; handles: Database[] }> {
+  const { db, ledger } = await makeLedger(engine, { maxOps });
+  const handles: Database[] = [db];
+  for (const id of USERS) await ledger.ensureAccount({ id, kind: "user", name: id });
+  for (const id of SELLERS) await ledger.ensureAccount({ id, kind: "seller", name: id });
+  for (const { address, accountId } of ADDRESSES) {
+    if (accountId === null) continue;
+    // linkAddress allows one address per account; Ann's second is written directly (see ADDRESSES).
+    const linked = await linkAddress(ledger, { accountId, address });
+    if (!linked.ok) await db.run("INSERT INTO account_addresses (address, account_id, created_at) VALUES (?, ?, 0)", [address, accountId]);
+  }
+  const url = engine.name === "postgres" ? engine.lastUrl() : "";
+  const real: Real = {
+    db,
+    ledger,
+    holdIds: [],
+    flush:
+      engine.name === "sqlite"
+        ? async () => {
+            const sqlite = sqliteOf(real.db);
+            sqlite.commit.flush();
+            expect(sqlite.db.inTransaction, "a batch left open after a flush").to.equal(false);
+          }
+        : () => real.db.durable(),
+    reopen: async () => {
+      let next: Database;
+      if (engine.name === "sqlite") {
+        // A new group commit on the same connection: a restarted process on the same file.
+        const connection = sqliteOf(real.db).db;
+        next = new SqliteDatabase(connection, new GroupCommit(connection, maxOps));
+      } else {
+        next = new PostgresDatabase(createPostgresPool({ url, max: 4 }));
+      }
+      handles.push(next);
+      return next;
+    },
+  };
+  return { real, handles };
+}
+
+describeEachEngine("Ledger, against a model", (engine) => {
+  const numRuns = requestedRuns ?? DEFAULT_RUNS[engine.name];
+
+  it(`keeps every balance equal to the model's and the books balanced after each step (seed ${seed})`, async function () {
     // A long run asked for by LEDGER_RUNS takes as long as it takes.
-    if (requestedRuns !== undefined) this.timeout(0);
-    const property = fc.property(
+    this.timeout(requestedRuns !== undefined ? 0 : 600_000);
+    const property = fc.asyncProperty(
       fc.oneof(fc.integer({ min: 1, max: 8 }), fc.constant(512)),
       fc.commands(steps, { maxCommands: 100, size: "max" }),
-      (maxOps, commands) => {
-        const { db, ledger } = makeLedger({ maxOps });
+      async (maxOps, commands) => {
+        const { real, handles } = await openReal(engine, maxOps);
         try {
-          for (const id of USERS) ledger.ensureAccount({ id, kind: "user", name: id });
-          for (const id of SELLERS) ledger.ensureAccount({ id, kind: "seller", name: id });
-          for (const { address, accountId } of ADDRESSES) {
-            if (accountId === null) continue;
-            // linkAddress allows one address per account; Ann's second is written directly (see ADDRESSES).
-            const linked = linkAddressSync(ledger, { accountId, address });
-            if (!linked.ok)
-              db.prepare("INSERT INTO account_addresses (address, account_id, created_at) VALUES (?, ?, 0)").run(address, accountId);
-          }
-          fc.modelRun(() => ({ model: initialModel(), real: { db, ledger, maxOps, holdIds: [] } }), commands);
+          await fc.asyncModelRun(() => ({ model: initialModel(), real }), commands);
         } finally {
-          db.close();
+          // SQLite's handles share one connection: closing the first closes it.
+          for (const handle of handles.reverse()) await handle.close().catch(() => {});
         }
       },
     );
-    const details = fc.check(property, { seed, numRuns });
+    const details = await fc.check(property, { seed, numRuns });
     if (details.failed) {
-      const replay = `LEDGER_SEED=${details.seed} ${MOCHA_ONE_FILE} test/ledger/ledger.property.test.ts`;
+      const replay = `LEDGER_SEED=${details.seed} ${MOCHA_ONE_FILE} --grep "(${engine.name})" test/ledger/ledger.property.test.ts`;
       const cause = details.errorInstance instanceof Error ? details.errorInstance.message : String(details.errorInstance);
       throw new Error(`Replay with: ${replay}\n${fc.defaultReportMessage(details)}\nFailure: ${cause}`);
     }

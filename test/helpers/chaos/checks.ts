@@ -1,6 +1,7 @@
 import Database from "better-sqlite3";
 import { expect } from "chai";
 import type { Db } from "../../../server/db/db";
+import { SqliteDatabase } from "../../../server/db/sqlite-database";
 import { assertBalanced } from "../../../server/ledger/invariants";
 import { PLATFORM_ACCOUNT_ID } from "../../../server/ledger/ledger";
 import type { ReceivedRequest } from "../backend";
@@ -11,12 +12,12 @@ import type { SentCall } from "./traffic";
  * (a read-only connection beside the gateway that owns it: WAL lets it read what is committed).
  */
 
-/** Opens the ledger file read-only, with bigints, for `fn`. */
-export function readBooks<T>(dbPath: string, fn: (db: Db) => T): T {
+/** Opens the ledger file read-only, with bigints, for `fn` (closed once what it returns has resolved). */
+export async function readBooks<T>(dbPath: string, fn: (db: Db) => T | Promise<T>): Promise<T> {
   const db = new Database(dbPath, { readonly: true, fileMustExist: true });
   db.defaultSafeIntegers(true);
   try {
-    return fn(db);
+    return await fn(db);
   } finally {
     db.close();
   }
@@ -76,8 +77,14 @@ function heardCallIds(calls: readonly SentCall[]): Set<string> {
  * - every capture no client heard of was forwarded for a call that was in flight at a kill (so there are at
  *   most as many as there were calls in flight), and no call was captured twice.
  */
-export function checkBooks(db: Db, parties: ChaosParties, calls: readonly SentCall[], nonces: Map<string, string>): BooksFigures {
-  assertBalanced(db);
+export async function checkBooks(
+  db: Db,
+  parties: ChaosParties,
+  calls: readonly SentCall[],
+  nonces: Map<string, string>,
+): Promise<BooksFigures> {
+  // The invariants read through the one SQL interface; on this read-only connection they only read.
+  await assertBalanced(new SqliteDatabase(db));
   expect(openHolds(db), "holds left open after the restart").to.equal(0);
 
   const captured = db

@@ -1,8 +1,8 @@
 import { expect } from "chai";
 import type { FeeMode } from "../../../server/ledger/fees";
 import { computeCharge } from "../../../server/ledger/fees";
-import { GroupCommit } from "../../../server/db/group-commit";
 import { DEV_CREDIT_SOURCE_ID, ESCROW_SOURCE_ID, Ledger, PLATFORM_ACCOUNT_ID, type CreditKind } from "../../../server/ledger/ledger";
+import { constraintOf, rejectionOf } from "../../helpers/ledger";
 import { type Model, type Real, Step, balanceOf, credit, move, releaseHold, topUpFreezes } from "./model";
 
 /*
@@ -24,14 +24,14 @@ export class Credit extends Step {
   ) {
     super();
   }
-  protected apply(model: Model, real: Real): void {
+  protected async apply(model: Model, real: Real): Promise<void> {
     if (this.kind === "deposit") {
-      real.ledger.commit.run(() => {
-        real.ledger.credit(this.userId, this.amountMicros, "deposit");
-        real.ledger.topUpExitFreezes(this.userId);
+      await real.db.transaction(async (tx) => {
+        await real.ledger.credit(this.userId, this.amountMicros, "deposit", "", tx);
+        await real.ledger.topUpExitFreezes(this.userId, tx);
       });
     } else {
-      real.ledger.credit(this.userId, this.amountMicros, this.kind);
+      await real.ledger.credit(this.userId, this.amountMicros, this.kind);
     }
     credit(model, this.userId, this.amountMicros, SOURCE_OF[this.kind]);
   }
@@ -50,7 +50,7 @@ export class Hold extends Step {
   ) {
     super();
   }
-  protected apply(model: Model, real: Real): void {
+  protected async apply(model: Model, real: Real): Promise<void> {
     // The model's own fee formula, not computeCharge's.
     const feeMicros = (this.priceMicros * this.feeBps) / 10_000n;
     const chargedMicros = this.feeMode === "included" ? this.priceMicros : this.priceMicros + feeMicros;
@@ -62,13 +62,15 @@ export class Hold extends Step {
       charge: computeCharge(this.priceMicros, this.feeMode, this.feeBps),
     };
     if (chargedMicros === 0n) {
-      expect(() => real.ledger.hold(input)).to.throw(RangeError, "hold must be positive");
+      const error = await rejectionOf(real.ledger.hold(input));
+      expect(error).to.be.instanceOf(RangeError);
+      expect(error.message).to.contain("hold must be positive");
       return;
     }
     // A hold first gives a short exit what it can (normally nothing: a short account has nothing available).
     topUpFreezes(model, this.userId);
     const availableMicros = balanceOf(model, `${this.userId}/available`);
-    const result = real.ledger.hold(input);
+    const result = await real.ledger.hold(input);
     if (availableMicros < chargedMicros) {
       expect(result).to.deep.equal({ ok: false, reason: "insufficient_balance", availableMicros, neededMicros: chargedMicros });
       return;
@@ -99,7 +101,7 @@ export class HoldForUnknownSeller extends Step {
   ) {
     super();
   }
-  protected apply(model: Model, real: Real): void {
+  protected async apply(model: Model, real: Real): Promise<void> {
     const input = {
       accountId: this.userId,
       sellerAccountId: "seller:ghost",
@@ -108,9 +110,10 @@ export class HoldForUnknownSeller extends Step {
     };
     const availableMicros = balanceOf(model, `${this.userId}/available`);
     if (availableMicros < this.priceMicros) {
-      expect(real.ledger.hold(input)).to.deep.include({ ok: false, availableMicros, neededMicros: this.priceMicros });
+      expect(await real.ledger.hold(input)).to.deep.include({ ok: false, availableMicros, neededMicros: this.priceMicros });
     } else {
-      expect(() => real.ledger.hold(input)).to.throw("FOREIGN KEY constraint failed");
+      const error = await rejectionOf(real.ledger.hold(input));
+      expect(constraintOf(error), error.message).to.equal("foreign_key");
     }
   }
   toString(): string {
@@ -126,14 +129,14 @@ export class Settle extends Step {
   ) {
     super();
   }
-  protected apply(model: Model, real: Real): void {
+  protected async apply(model: Model, real: Real): Promise<void> {
     if (model.holds.length === 0) {
-      expect(real.ledger[this.action]("hold:none")).to.deep.equal({ ok: false, reason: "hold_not_open" });
+      expect(await real.ledger[this.action]("hold:none")).to.deep.equal({ ok: false, reason: "hold_not_open" });
       return;
     }
     const index = model.holds.length - 1 - (this.fromNewest % model.holds.length);
     const hold = model.holds[index];
-    const result = real.ledger[this.action](real.holdIds[index]);
+    const result = await real.ledger[this.action](real.holdIds[index]);
     if (hold.status !== "open") {
       expect(result).to.deep.equal({ ok: false, reason: "hold_not_open" });
       return;
@@ -155,9 +158,8 @@ export class Settle extends Step {
 }
 
 export class Flush extends Step {
-  protected apply(_model: Model, real: Real): void {
-    real.ledger.commit.flush();
-    expect(real.db.inTransaction).to.equal(false);
+  protected async apply(_model: Model, real: Real): Promise<void> {
+    await real.flush();
   }
   toString(): string {
     return "flush()";
@@ -166,9 +168,9 @@ export class Flush extends Step {
 
 /** What startup does after a crash: every open hold is released (and feeds its account's short freezes). */
 export class Recover extends Step {
-  protected apply(model: Model, real: Real): void {
+  protected async apply(model: Model, real: Real): Promise<void> {
     const open = model.holds.filter((h) => h.status === "open");
-    expect(real.ledger.recoverOpenHolds()).to.equal(open.length);
+    expect(await real.ledger.recoverOpenHolds()).to.equal(open.length);
     for (const hold of open) releaseHold(model, hold);
   }
   toString(): string {
@@ -177,17 +179,18 @@ export class Recover extends Step {
 }
 
 /**
- * A restart: the batch is committed, a new Ledger (and group commit) opens the same database and startup
- * recovery runs. The new ledger knows whether an exit can be short only from the database (its
- * exitShortfallPossible starts from the chain_exits rows), so a release after a restart must still feed a
- * freeze opened before it.
+ * A restart: what is open is committed, a new process opens the same tables (a new group commit on SQLite, a
+ * new pool on PostgreSQL) with a new Ledger, and startup recovery runs. The new ledger knows whether an exit
+ * can be short only from the database (its exitShortfallPossible starts from the chain_exits rows), so a
+ * release after a restart must still feed a freeze opened before it.
  */
 export class Restart extends Step {
-  protected apply(model: Model, real: Real): void {
-    real.ledger.commit.flush();
-    real.ledger = new Ledger(real.db, new GroupCommit(real.db, real.maxOps));
+  protected async apply(model: Model, real: Real): Promise<void> {
+    await real.flush();
+    real.db = await real.reopen();
+    real.ledger = await Ledger.open(real.db);
     const open = model.holds.filter((h) => h.status === "open");
-    expect(real.ledger.recoverOpenHolds()).to.equal(open.length);
+    expect(await real.ledger.recoverOpenHolds()).to.equal(open.length);
     for (const id of new Set(model.exits.filter((x) => x.status === "pending" && x.shortfallMicros > 0n).map((x) => x.accountId!))) {
       topUpFreezes(model, id);
     }

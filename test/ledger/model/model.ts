@@ -1,8 +1,8 @@
 import { expect } from "chai";
-import type { Command } from "fast-check";
+import type { AsyncCommand } from "fast-check";
 import type { StoredAddress } from "../../../server/settlement/addresses-store";
 import type { ChainExitEvent } from "../../../server/settlement/exits";
-import type { Db } from "../../../server/db/db";
+import type { Database } from "../../../server/db/sql";
 import { assertBalanced } from "../../../server/ledger/invariants";
 import { DEV_CREDIT_SOURCE_ID, ESCROW_SOURCE_ID, PLATFORM_ACCOUNT_ID, type Ledger } from "../../../server/ledger/ledger";
 import { allBalances } from "../../helpers/ledger";
@@ -81,12 +81,16 @@ export interface Model {
 }
 
 export interface Real {
-  db: Db;
-  /** Replaced by a fresh one on the same database when a step restarts the ledger. */
+  /** The database the ledger is on; replaced by a new handle on the same tables when a step restarts the process. */
+  db: Database;
+  /** Replaced by a fresh one on the new handle when a step restarts the ledger. */
   ledger: Ledger;
-  maxOps: number;
   /** The ledger's id for each of the model's holds, in the same order. */
   holdIds: string[];
+  /** Commits what the database has not committed yet, and checks it did (SQLite's open batch; PostgreSQL commits each transaction). */
+  flush(): Promise<void>;
+  /** What a restarted process opens: a new handle on the same tables (the old one is done with). */
+  reopen(): Promise<Database>;
 }
 
 export function initialModel(): Model {
@@ -163,8 +167,8 @@ export function restore(model: Model, saved: Model): void {
 }
 
 /** The check run after every step: balances, holds, vouchers, exits, then every invariant. */
-export function expectLedgerMatches(model: Model, real: Real): void {
-  const actual = allBalances(real.db);
+export async function expectLedgerMatches(model: Model, real: Real): Promise<void> {
+  const actual = await allBalances(real.db);
   const keys = [...new Set([...actual.keys(), ...model.balances.keys()])].sort();
   const mismatches = keys
     .filter((key) => actual.get(key) !== model.balances.get(key))
@@ -172,22 +176,20 @@ export function expectLedgerMatches(model: Model, real: Real): void {
   expect(mismatches, "balances that differ from the model").to.deep.equal([]);
 
   const statuses = new Map(
-    (real.db.prepare("SELECT id, status FROM holds").all() as { id: string; status: string }[]).map((r) => [r.id, r.status]),
+    (await real.db.all<{ id: string; status: string }>("SELECT id, status FROM holds")).map((r) => [r.id, r.status]),
   );
   expect(statuses.size).to.equal(model.holds.length);
   model.holds.forEach((hold, i) => expect(statuses.get(real.holdIds[i]), `hold #${i}`).to.equal(hold.status));
 
-  const vouchers = real.db.prepare("SELECT account_id, address, nonce, amount, status FROM vouchers ORDER BY nonce").all();
+  const vouchers = await real.db.all("SELECT account_id, address, nonce, amount, status FROM vouchers ORDER BY nonce");
   expect(vouchers, "vouchers").to.deep.equal(
     model.vouchers.map((v) => ({ account_id: v.accountId, address: v.address, nonce: v.nonce, amount: v.amountMicros, status: v.status })),
   );
 
-  const exits = real.db
-    .prepare(
-      `SELECT tx_hash, log_index, address, account_id, requested, status, frozen, shortfall, paid, uncovered
-       FROM chain_exits ORDER BY block_number, log_index`,
-    )
-    .all();
+  const exits = await real.db.all(
+    `SELECT tx_hash, log_index, address, account_id, requested, status, frozen, shortfall, paid, uncovered
+     FROM chain_exits ORDER BY block_number, log_index`,
+  );
   expect(exits, "chain_exits").to.deep.equal(
     model.exits.map((x) => ({
       tx_hash: x.txHash,
@@ -202,18 +204,18 @@ export function expectLedgerMatches(model: Model, real: Real): void {
       uncovered: x.uncoveredMicros,
     })),
   );
-  assertBalanced(real.db);
+  await assertBalanced(real.db);
 }
 
 /** One operation of the random walk: applied to the ledger and the model, then checked. */
-export abstract class Step implements Command<Model, Real> {
+export abstract class Step implements AsyncCommand<Model, Real> {
   check(): boolean {
     return true;
   }
-  run(model: Model, real: Real): void {
-    this.apply(model, real);
-    expectLedgerMatches(model, real);
+  async run(model: Model, real: Real): Promise<void> {
+    await this.apply(model, real);
+    await expectLedgerMatches(model, real);
   }
-  protected abstract apply(model: Model, real: Real): void;
+  protected abstract apply(model: Model, real: Real): Promise<void>;
   abstract toString(): string;
 }

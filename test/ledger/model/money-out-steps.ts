@@ -1,6 +1,7 @@
 import { expect } from "chai";
 import type { StoredAddress } from "../../../server/settlement/addresses-store";
 import { type ApplyExitEventReturnType, type ChainExitEvent, applyExitEvent } from "../../../server/settlement/exits";
+import { rejectionOf } from "../../helpers/ledger";
 import {
   ADDRESSES,
   type Model,
@@ -40,7 +41,7 @@ export class Withdraw extends Step {
   ) {
     super();
   }
-  protected apply(model: Model, real: Real): void {
+  protected async apply(model: Model, real: Real): Promise<void> {
     const saved = snapshot(model);
     topUpFreezes(model, this.userId);
     const availableMicros = balanceOf(model, `${this.userId}/available`);
@@ -48,26 +49,28 @@ export class Withdraw extends Step {
     const address = addressOf(this.userId);
     const nonce = model.nextVoucherNonce;
     const issue = () =>
-      real.ledger.commit.run(() => {
-        const entryId = real.ledger.withdrawByVoucher(this.userId, amountMicros, { address, nonce });
-        real.db
-          .prepare(
-            `INSERT INTO vouchers (address, nonce, account_id, amount, deadline, status, entry_id, created_at)
-             VALUES (?, ?, ?, ?, 0, 'issued', ?, 0)`,
-          )
-          .run(address, nonce, this.userId, amountMicros, entryId);
+      real.db.transaction(async (tx) => {
+        const entryId = await real.ledger.withdrawByVoucher(this.userId, amountMicros, { address, nonce }, "", tx);
+        await tx.run(
+          `INSERT INTO vouchers (address, nonce, account_id, amount, deadline, status, entry_id, created_at)
+           VALUES (?, ?, ?, ?, 0, 'issued', ?, 0)`,
+          [address, nonce, this.userId, amountMicros, entryId],
+        );
       });
-    if (amountMicros <= 0n) {
+    const refusal =
+      amountMicros <= 0n
+        ? "withdrawal must be positive"
+        : availableMicros < amountMicros
+          ? `withdrawal of ${amountMicros} exceeds available ${availableMicros}`
+          : undefined;
+    if (refusal !== undefined) {
       restore(model, saved);
-      expect(issue).to.throw(RangeError, "withdrawal must be positive");
+      const error = await rejectionOf(issue);
+      expect(error).to.be.instanceOf(RangeError);
+      expect(error.message).to.contain(refusal);
       return;
     }
-    if (availableMicros < amountMicros) {
-      restore(model, saved);
-      expect(issue).to.throw(RangeError, `withdrawal of ${amountMicros} exceeds available ${availableMicros}`);
-      return;
-    }
-    issue();
+    await issue();
     takeOut(model, this.userId, amountMicros);
     model.vouchers.push({ accountId: this.userId, address, nonce, amountMicros, status: "issued" });
     model.nextVoucherNonce++;
@@ -89,15 +92,18 @@ export class SettleVoucher extends Step {
   ) {
     super();
   }
-  protected apply(model: Model, real: Real): void {
+  protected async apply(model: Model, real: Real): Promise<void> {
     if (model.vouchers.length === 0) return;
     const voucher = model.vouchers[model.vouchers.length - 1 - (this.fromNewest % model.vouchers.length)];
-    real.ledger.commit.run(() => {
-      const changed = real.db
-        .prepare("UPDATE vouchers SET status = ? WHERE address = ? AND nonce = ? AND status = 'issued'")
-        .run(this.fate, voucher.address, voucher.nonce).changes;
+    await real.db.transaction(async (tx) => {
+      const changed = await tx.run("UPDATE vouchers SET status = ? WHERE address = ? AND nonce = ? AND status = 'issued'", [
+        this.fate,
+        voucher.address,
+        voucher.nonce,
+      ]);
       if (changed === 1 && this.fate === "returned") {
-        real.ledger.returnVoucher(voucher.accountId, voucher.amountMicros, { address: voucher.address, nonce: voucher.nonce });
+        const key = { address: voucher.address, nonce: voucher.nonce };
+        await real.ledger.returnVoucher(voucher.accountId, voucher.amountMicros, key, "", tx);
       }
     });
     if (voucher.status !== "issued") return;
@@ -165,14 +171,14 @@ export class RequestExit extends Step {
   ) {
     super();
   }
-  protected apply(model: Model, real: Real): void {
+  protected async apply(model: Model, real: Real): Promise<void> {
     const { address, accountId } = ADDRESSES[this.addressIndex];
     const onHandMicros = accountId === null ? 0n : balanceOf(model, `${accountId}/available`) + balanceOf(model, `${accountId}/held`);
     const wanted = this.amount === "on_hand" ? onHandMicros : this.amount === "beyond" ? onHandMicros + 1_000_000n : this.amount;
     // The escrow refuses an exit of nothing.
     const amountMicros = wanted > 0n ? wanted : 1n;
     const event: ChainExitEvent = { kind: "requested", ...nextPosition(model, this.logIndex), address, amountMicros, readyAtSec: 1_000n };
-    const result = applyExitEvent(real.ledger, event);
+    const result = await applyExitEvent(real.ledger, event);
     expectOutcome(result, "applied");
     model.appliedLogs.push(event);
 
@@ -218,7 +224,7 @@ export class CloseExit extends Step {
   ) {
     super();
   }
-  protected apply(model: Model, real: Real): void {
+  protected async apply(model: Model, real: Real): Promise<void> {
     const { address } = ADDRESSES[this.addressIndex];
     const pending = pendingAt(model, address);
     const requestedMicros = (pending?.requestedMicros ?? 1n) + (this.wrongAmount ? 1n : 0n);
@@ -233,7 +239,7 @@ export class CloseExit extends Step {
       this.kind === "cancelled"
         ? { kind: "cancelled", ...position, address, amountMicros: requestedMicros }
         : { kind: "completed", ...position, address, requestedMicros, paidMicros };
-    const result = applyExitEvent(real.ledger, event);
+    const result = await applyExitEvent(real.ledger, event);
     if (!pending || this.wrongAmount) {
       expectOutcome(result, "conflict");
       return;
@@ -257,10 +263,10 @@ export class ReplayExitLog extends Step {
   constructor(readonly fromNewest: number) {
     super();
   }
-  protected apply(model: Model, real: Real): void {
+  protected async apply(model: Model, real: Real): Promise<void> {
     if (model.appliedLogs.length === 0) return;
     const event = model.appliedLogs[model.appliedLogs.length - 1 - (this.fromNewest % model.appliedLogs.length)];
-    expectOutcome(applyExitEvent(real.ledger, event), "duplicate");
+    expectOutcome(await applyExitEvent(real.ledger, event), "duplicate");
   }
   toString(): string {
     return `replayExitLog(newest - ${this.fromNewest})`;
