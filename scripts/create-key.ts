@@ -4,10 +4,8 @@
  *   npm run create-key -- <account-id> [--name NAME] [--create user|seller] [--revoke KEY_ID]
  */
 import { ApiKeys } from "../server/identity/api-keys";
-import { SqliteApiKeysStore } from "../server/identity/api-keys-store";
 import { loadConfig } from "../server/config";
-import { openDatabase } from "../server/db/db";
-import { SCHEMA } from "../server/schema";
+import { openGatewayDatabase } from "../server/database";
 import { Ledger } from "../server/ledger/ledger";
 
 function arg(name: string): string | undefined {
@@ -15,14 +13,17 @@ function arg(name: string): string | undefined {
   return i >= 0 ? process.argv[i + 1] : undefined;
 }
 
-function main(): void {
+async function main(): Promise<void> {
   const config = loadConfig();
-  const db = openDatabase(config.dbPath, SCHEMA);
-  const keys = new ApiKeys(new SqliteApiKeysStore(db), 0);
+  // The gateway's database, whichever engine it is on (DATABASE_URL, else the SQLite file at DB_PATH).
+  const db = await openGatewayDatabase({ databaseUrl: config.databaseUrl, sqlitePath: config.dbPath });
+  const keys = new ApiKeys(db, 0);
   const revoke = arg("revoke");
   if (revoke) {
-    console.log(keys.revoke(revoke) ? `revoked ${revoke}` : `no live key ${revoke}`);
-    db.close();
+    // Replicas sharing the database keep a revoked key in their caches until KEY_CACHE_TTL_MS ends: a key
+    // revoked here does not announce itself on Redis (the dashboard's and the API's revocations do).
+    console.log((await keys.revoke(revoke)) ? `revoked ${revoke}` : `no live key ${revoke}`);
+    await db.close();
     return;
   }
   const accountId = process.argv[2];
@@ -30,17 +31,20 @@ function main(): void {
     console.error("usage: npm run create-key -- <account-id> [--name NAME] [--create user|seller] | --revoke KEY_ID");
     process.exit(2);
   }
-  const ledger = new Ledger(db);
+  const ledger = await Ledger.open(db);
   const kind = arg("create");
-  if (kind === "user" || kind === "seller") ledger.ensureAccount({ id: accountId, kind, name: accountId });
-  if (!ledger.getAccount(accountId)) {
+  if (kind === "user" || kind === "seller") await ledger.ensureAccount({ id: accountId, kind, name: accountId });
+  if (!(await ledger.getAccount(accountId))) {
     console.error(`no account "${accountId}" (pass --create user to make one)`);
+    await db.close();
     process.exit(1);
   }
-  ledger.commit.flush();
-  const { key, record } = keys.create(accountId, { name: arg("name") ?? "" });
+  const { key, record } = await keys.create(accountId, { name: arg("name") ?? "" });
   console.log(`key id:  ${record.id}\nAPI key: ${key}\n(shown once: only its SHA-256 is stored)`);
-  db.close();
+  await db.close();
 }
 
-main();
+main().catch((error) => {
+  console.error(error instanceof Error ? error.message : error);
+  process.exit(1);
+});

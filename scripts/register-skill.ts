@@ -11,9 +11,8 @@ import fs from "node:fs";
 import { loadConfig } from "../server/config";
 import { EgressPolicy } from "../server/gateway/egress";
 import { SkillRegistry } from "../server/catalog/skills";
-import { SqliteSkillsStore } from "../server/catalog/skills-store";
-import { openDatabase } from "../server/db/db";
-import { SCHEMA } from "../server/schema";
+import { SkillsStore } from "../server/catalog/skills-store";
+import { openGatewayDatabase } from "../server/database";
 import { Ledger } from "../server/ledger/ledger";
 import { usdToMicros } from "../server/ledger/money";
 
@@ -32,17 +31,17 @@ async function main(): Promise<void> {
     console.error(`refused: ${checked.message} (add its origin to SKILL_BACKEND_ALLOWLIST if it is yours)`);
     process.exit(2);
   }
-  const db = openDatabase(config.dbPath, SCHEMA);
-  const registry = new SkillRegistry(new SqliteSkillsStore(db));
+  // The gateway's database, whichever engine it is on (DATABASE_URL, else the SQLite file at DB_PATH).
+  const db = await openGatewayDatabase({ databaseUrl: config.databaseUrl, sqlitePath: config.dbPath });
+  const registry = await SkillRegistry.open(new SkillsStore(db), { pollMs: 0 });
   const schemaProblem = spec.input_schema ? await registry.schemaProblem(spec.input_schema) : undefined;
   if (schemaProblem) {
     console.error(`refused: invalid input schema: ${schemaProblem}`);
     process.exit(2);
   }
-  const ledger = new Ledger(db);
-  ledger.ensureAccount({ id: spec.seller, kind: "seller", name: spec.seller });
-  ledger.commit.flush();
-  const skill = registry.upsert({
+  const ledger = await Ledger.open(db);
+  await ledger.ensureAccount({ id: spec.seller, kind: "seller", name: spec.seller });
+  const skill = await registry.upsert({
     slug: spec.slug,
     name: spec.name,
     description: spec.description ?? "",
@@ -55,7 +54,7 @@ async function main(): Promise<void> {
   });
   console.log(`skill:          ${skill.slug} (${skill.id})\nsigning secret: ${skill.signingSecret}`);
   await registry.close();
-  db.close();
+  await db.close();
 }
 
 main().catch((error) => {

@@ -27,6 +27,7 @@ import { createRequestListener } from "./http/app";
 import type { RateLimitName } from "./http/rate-limits";
 import type { Database } from "./db/sql";
 import { openGatewayDatabase } from "./database";
+import { SqliteDatabase } from "./db/sqlite-database";
 import { assertBalanced } from "./ledger/invariants";
 import { lockDatabase } from "./db/lock";
 import { Ledger } from "./ledger/ledger";
@@ -203,7 +204,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     },
     { processMetrics: config.metricsToken !== "" },
   );
-  if (db instanceof Object && "commit" in db) (db as { commit: { onCommit?: typeof metrics.observeCommit } }).commit.onCommit = (stats) => metrics.observeCommit(stats);
+  if (db instanceof SqliteDatabase) db.commit.onCommit = (stats) => metrics.observeCommit(stats);
 
   const keys = new ApiKeys(db, config.keyCacheTtlMs);
   const egress = new EgressPolicy({ allowlist: config.skillBackendAllowlist, allowedPorts: config.skillBackendPorts }, options.resolveHost);
@@ -382,7 +383,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
 
 /** Creates the gateway and listens on config.host:config.port (0 for any free port). */
 export async function startGateway(config: Config, options: GatewayOptions = {}): Promise<RunningGateway> {
-  const gateway = createGateway(config, options);
+  const gateway = await createGateway(config, options);
   // Requests being answered, so a shutdown can let them finish: a call in flight has
   // probably been charged by the time it ends, and its caller should hear so.
   let active = 0;

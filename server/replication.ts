@@ -80,7 +80,7 @@ export class ReplicaMembership {
   readonly registry: Replicas;
 
   private constructor(
-    private readonly db: Database,
+    db: Database,
     private readonly config: Config,
     private readonly onEvicted: (error: Error) => void,
     private readonly log: (message: string, error?: unknown) => void,

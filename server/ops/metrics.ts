@@ -20,7 +20,7 @@ export interface CommitObservation {
 
 export interface MetricsSources {
   /** Holds open in the ledger now (money reserved for calls in flight). */
-  openHolds: () => number;
+  openHolds: () => number | Promise<number>;
   /** The money path's loops, when the gateway has a chain. */
   indexer?: () => LoopHealth;
   settler?: () => LoopHealth;
@@ -97,10 +97,10 @@ export class GatewayMetrics {
     });
     new Gauge({
       name: "gateway_holds_open",
-      help: "Holds open in the ledger: money reserved for calls in flight.",
+      help: "Holds open in the ledger (of every replica sharing it): money reserved for calls in flight.",
       registers,
-      collect() {
-        this.set(sources.openHolds());
+      async collect() {
+        this.set(await sources.openHolds());
       },
     });
     const lag = (name: string, loop: string, health: () => LoopHealth) =>
