@@ -1,10 +1,10 @@
 import type { Database } from "../db/sql";
 import { AddressesStore } from "./addresses-store";
-import { type BatchesStore, SqliteBatchesStore } from "./batches-store";
+import { BatchesStore } from "./batches-store";
 import { ExitsStore } from "./exits-store";
 import { IndexerStore } from "./indexer-store";
 import { ReconcileStore } from "./reconcile-store";
-import { SqliteVoucherStore, type VoucherStore } from "./vouchers-store";
+import { VoucherStore } from "./vouchers-store";
 
 /** Every table settlement owns, each behind its store, plus its read-only view across the books. */
 export interface SettlementStores {
@@ -30,8 +30,8 @@ export function settlementStores(db: Database): SettlementStores {
       addresses: new AddressesStore(db),
       exits: new ExitsStore(db),
       indexer: new IndexerStore(db),
-      batches: new SqliteBatchesStore(db),
-      vouchers: new SqliteVoucherStore(db),
+      batches: new BatchesStore(db),
+      vouchers: new VoucherStore(db),
       reconcile: new ReconcileStore(db),
     };
     built.set(db, stores);
