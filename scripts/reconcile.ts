@@ -3,16 +3,22 @@
  * prints every difference. Exit code 0 when the books agree, 1 when they differ, 2 when the check could not
  * run (no database, no chain, a deployment file from another chain).
  *
- * Reads the database path (DB_PATH), the chain (CHAIN_RPC_URL, or the embedded local chain on CHAIN_PORT) and
- * the deployment file (DEPLOYMENT_FILE) from server/config.ts. The database is opened read-only, so it can run
- * beside a serving gateway.
+ * Reads the books (the PostgreSQL database of DATABASE_URL when set, otherwise the SQLite file at DB_PATH), the
+ * chain (CHAIN_RPC_URL, or the embedded local chain on CHAIN_PORT) and the deployment file (DEPLOYMENT_FILE)
+ * from server/config.ts. It only reads, in one snapshot (ReconcileStore.snapshot): a read-only SQLite
+ * connection, or a read-only PostgreSQL transaction, so it can run beside serving gateways. It never
+ * migrates: books whose schema predates settlement are reported as such.
  */
 import path from "node:path";
-import Database from "better-sqlite3";
+import BetterSqlite3 from "better-sqlite3";
 import { createPublicClient, http } from "viem";
 import { readDeployment, verifyDeployment } from "../server/chain/deployment";
 import { reconcile } from "../server/settlement/reconcile";
-import { loadConfig } from "../server/config";
+import { type Config, loadConfig } from "../server/config";
+import type { Database, Sql } from "../server/db/sql";
+import { SqliteDatabase } from "../server/db/sqlite-database";
+import { PostgresDatabase } from "../server/db/postgres/database";
+import { createPostgresPool } from "../server/db/postgres/pool";
 import { settlementStores } from "../server/settlement/store";
 
 const ROOT = path.resolve(__dirname, "..");
@@ -25,8 +31,7 @@ async function main(): Promise<number> {
   const verified = await verifyDeployment(publicClient, deployment);
   if (!verified.ok) throw new Error(`${config.deploymentFile} does not match the chain at ${rpcUrl}: ${verified.reason}`);
 
-  const db = new Database(config.dbPath, { readonly: true, fileMustExist: true });
-  db.defaultSafeIntegers(true);
+  const { db, where: books } = openBooks(config);
   try {
     const result = await reconcile({
       stores: settlementStores(db),
@@ -34,7 +39,7 @@ async function main(): Promise<number> {
       escrowAddress: deployment.escrow,
       fromBlock: deployment.deployBlock,
     });
-    const where = `escrow ${deployment.escrow} at block ${result.blockNumber} (last batch ${result.lastBatchNumber}), ledger ${config.dbPath}`;
+    const where = `escrow ${deployment.escrow} at block ${result.blockNumber} (last batch ${result.lastBatchNumber}), ledger ${books}`;
     if (result.ok) {
       console.log(
         `Reconciled: ${result.addressesChecked} address(es) and ${result.batchesChecked} batch(es) agree to the base unit; ${where}.`,
@@ -45,8 +50,38 @@ async function main(): Promise<number> {
     for (const d of result.differences) console.error(`  ${d.code}: ${d.detail}`);
     return 1;
   } finally {
-    db.close();
+    await db.close();
   }
+}
+
+/**
+ * A read-only SQLite connection: its snapshot is a plain read transaction. (The gateway's own SqliteDatabase
+ * runs transactions through its group commit, which begins with a write lock a read-only connection cannot take.)
+ */
+class ReadOnlySqliteDatabase extends SqliteDatabase {
+  override async transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T> {
+    this.db.exec("BEGIN");
+    try {
+      return await fn(this);
+    } finally {
+      this.db.exec("COMMIT");
+    }
+  }
+}
+
+/** The books to compare, opened for reading only, and how to name them in the report. */
+function openBooks(config: Config): { db: Database; where: string } {
+  // DATABASE_URL, as the configuration names it (server/config.ts).
+  const { databaseUrl } = config as Config & { databaseUrl?: string };
+  if (databaseUrl) {
+    const db = new PostgresDatabase(createPostgresPool({ url: databaseUrl, applicationName: "skill-gateway-reconcile", max: 2 }));
+    const url = new URL(databaseUrl);
+    // Named without its password.
+    return { db, where: `postgres://${url.host}${url.pathname}` };
+  }
+  const raw = new BetterSqlite3(config.dbPath, { readonly: true, fileMustExist: true });
+  raw.defaultSafeIntegers(true);
+  return { db: new ReadOnlySqliteDatabase(raw), where: config.dbPath };
 }
 
 main().then(

@@ -4,7 +4,7 @@
  * (contracts/SkillEscrow.sol). The settler can still debit the account during the delay, so what the user
  * spent before asking is still collected; what the ledger must prevent is spending the requested amount
  * after asking. The indexer (./indexer.ts) reads the exit logs in block and log order with the deposits,
- * exactly once, and applies each here, inside the indexer's chunk operation:
+ * exactly once, and applies each here, inside the indexer's chunk transaction:
  *
  * - ExitRequested: a `chain_exits` row, pending, whose freeze is taken at once from the account's
  *   available balance, up to the requested amount (Ledger.topUpExitFreezes). What available could not
@@ -26,6 +26,7 @@
  */
 import { getAbiItem } from "viem";
 import { skillEscrowAbi } from "../chain/abi";
+import { type Sql, within } from "../db/sql";
 import type { Ledger } from "../ledger/ledger";
 import type { AddressesStore, StoredAddress } from "./addresses-store";
 import type { ExitRow, ExitsStore } from "./exits-store";
@@ -71,25 +72,28 @@ export function exitMemo(address: string, key: { tx_hash: string; log_index: big
 }
 
 /**
- * Applies one exit log to the ledger. Runs inside the caller's ledger operation (the indexer's chunk), so
- * the row, its entries and the indexer's progress commit together. Expected disagreements are results.
+ * Applies one exit log to the ledger. Given `tx`, it joins the caller's transaction (the indexer's chunk), so
+ * the row, its entries and the indexer's progress commit together; without, it runs in one of its own.
+ * Expected disagreements are results.
  */
 export function applyExitEvent(
   ledger: Ledger,
   event: ChainExitEvent,
   stores: ExitStores = settlementStores(ledger.db),
-): ApplyExitEventReturnType {
-  return ledger.commit.run(() =>
-    event.kind === "requested" ? applyRequested(ledger, stores, event) : applyClosing(ledger, stores.exits, event),
+  tx?: Sql,
+): Promise<ApplyExitEventReturnType> {
+  return within(ledger.db, tx, (tx) =>
+    event.kind === "requested" ? applyRequested(ledger, stores, event, tx) : applyClosing(ledger, stores.exits, event, tx),
   );
 }
 
-function applyRequested(
+async function applyRequested(
   ledger: Ledger,
   { addresses, exits }: ExitStores,
   event: Extract<ChainExitEvent, { kind: "requested" }>,
-): ApplyExitEventReturnType {
-  const seen = exits.byRequestLog(event.txHash, event.logIndex);
+  tx: Sql,
+): Promise<ApplyExitEventReturnType> {
+  const seen = await exits.byRequestLog(event.txHash, event.logIndex, tx);
   if (seen) {
     if (seen.address !== event.address || seen.requested !== event.amountMicros || seen.ready_at !== event.readyAtSec) {
       return {
@@ -100,21 +104,22 @@ function applyRequested(
     return { outcome: "duplicate" };
   }
   // The escrow keeps one request per address: a pending one is replaced, its freeze given back first.
-  const previous = exits.pendingAt(event.address);
-  if (previous) close(ledger, exits, previous, event, "replaced", null, "returned (replaced by a new request)");
+  const previous = await exits.pendingAt(event.address, tx);
+  if (previous) await close(ledger, exits, previous, event, "replaced", null, "returned (replaced by a new request)", tx);
 
-  const accountId = addresses.accountFor(event.address) ?? null;
-  exits.insertPending(
+  const accountId = (await addresses.accountFor(event.address, tx)) ?? null;
+  await exits.insertPending(
     { ...event, accountId, requestedMicros: event.amountMicros },
     accountId === null ? 0n : event.amountMicros,
     Date.now(),
+    tx,
   );
   let frozenMicros = 0n;
   if (accountId !== null) {
     // The whole request starts as shortfall; the top-up freezes what the available balance covers now.
     ledger.noteExitShortfall();
-    ledger.topUpExitFreezes(accountId);
-    frozenMicros = exits.frozen(event.txHash, event.logIndex)!;
+    await ledger.topUpExitFreezes(accountId, tx);
+    frozenMicros = (await exits.frozen(event.txHash, event.logIndex, tx))!;
   }
   return {
     outcome: "applied",
@@ -126,12 +131,13 @@ function applyRequested(
   };
 }
 
-function applyClosing(
+async function applyClosing(
   ledger: Ledger,
   exits: ExitsStore,
   event: Extract<ChainExitEvent, { kind: "cancelled" | "completed" }>,
-): ApplyExitEventReturnType {
-  const closedBefore = exits.byClosingLog(event.txHash, event.logIndex);
+  tx: Sql,
+): Promise<ApplyExitEventReturnType> {
+  const closedBefore = await exits.byClosingLog(event.txHash, event.logIndex, tx);
   if (closedBefore) {
     const expected = event.kind;
     return closedBefore.status === expected
@@ -141,7 +147,8 @@ function applyClosing(
           detail: `log ${event.txHash}:${event.logIndex} closed exit ${closedBefore.tx_hash}:${closedBefore.log_index} as ${closedBefore.status}, the chain now says ${expected}`,
         };
   }
-  const pending = exits.pendingAt(event.address);
+  // Locked as read (PostgreSQL): what it has frozen cannot move until the close below commits.
+  const pending = await exits.pendingAt(event.address, tx);
   const requested = event.kind === "cancelled" ? event.amountMicros : event.requestedMicros;
   if (!pending || pending.requested !== requested) {
     return {
@@ -150,19 +157,19 @@ function applyClosing(
     };
   }
   if (event.kind === "cancelled") {
-    close(ledger, exits, pending, event, "cancelled", null, "returned (cancelled)");
+    await close(ledger, exits, pending, event, "cancelled", null, "returned (cancelled)", tx);
     return { outcome: "applied" };
   }
 
   const paid = event.paidMicros;
   if (paid <= pending.frozen) {
-    close(ledger, exits, pending, event, "completed", paid, "returned (the escrow paid less than frozen)");
+    await close(ledger, exits, pending, event, "completed", paid, "returned (the escrow paid less than frozen)", tx);
     return { outcome: "applied" };
   }
   // Paid beyond the freeze: only possible while the exit was short, so the account's available balance is
   // zero and there is nothing to take. The escrow paid money the ledger still counts as held or as spent
   // and not yet settled; the row keeps the difference and the indexer says it out loud.
-  close(ledger, exits, pending, event, "completed", paid, "");
+  await close(ledger, exits, pending, event, "completed", paid, "", tx);
   const uncovered = paid - pending.frozen;
   return {
     outcome: "applied",
@@ -176,7 +183,7 @@ function applyClosing(
  * Ends a pending request: cancelled and replaced ones give their whole freeze back; a completed one keeps
  * min(paid, frozen) and gives back the rest, recording what was paid beyond it as `uncovered`.
  */
-function close(
+async function close(
   ledger: Ledger,
   exits: ExitsStore,
   pending: ExitRow,
@@ -184,20 +191,28 @@ function close(
   status: "replaced" | "cancelled" | "completed",
   paid: bigint | null,
   returnNote: string,
-): void {
+  tx: Sql,
+): Promise<void> {
   const kept = paid === null ? 0n : paid < pending.frozen ? paid : pending.frozen;
   const uncovered = paid === null ? 0n : paid - kept;
-  const changed = exits.close(pending, { status, keptMicros: kept, paidMicros: paid, uncoveredMicros: uncovered }, by, Date.now());
+  const changed = await exits.close(
+    pending,
+    { status, keptMicros: kept, paidMicros: paid, uncoveredMicros: uncovered },
+    by,
+    Date.now(),
+    tx,
+  );
   if (!changed) throw new Error(`exit ${pending.tx_hash}:${pending.log_index} was not pending when it was ${status}`);
   const giveBack = pending.frozen - kept;
   if (giveBack > 0n) {
     // The row is closed first, so the returned money cannot flow back into this same freeze; other short
     // exits of the account take it first (Ledger.returnExitFreeze tops them up).
-    ledger.returnExitFreeze(
+    await ledger.returnExitFreeze(
       { txHash: pending.tx_hash, logIndex: Number(pending.log_index) },
       pending.account_id!,
       giveBack,
       exitMemo(pending.address, pending, returnNote),
+      tx,
     );
   }
 }

@@ -8,15 +8,25 @@
  * would have skipped their exit logs (no such ledger exists outside development).
  *
  * Safety comes from three choices. It never reads above `head - confirmations`, so a reorg of at most
- * `confirmations` blocks cannot touch anything it has read. Each chunk of blocks is one ledger operation:
- * the logs' rows in `chain_deposits` (keyed by tx hash and log index), their credits and the new
- * `indexer_state` commit together or not at all, so a crash or a repeated read cannot credit twice and a
- * restart resumes where the disk says. And it remembers the hash of the last block it finished: if the chain
- * later has another block at that height, a reorg deeper than the depth has replaced money it already
- * credited, and it stops with DeepReorgError instead of guessing.
+ * `confirmations` blocks cannot touch anything it has read. Each chunk of blocks is one transaction: the
+ * logs' rows in `chain_deposits` (keyed by tx hash and log index), their credits and the new `indexer_state`
+ * commit together or not at all, so a crash or a repeated read cannot credit twice and a restart resumes
+ * where the disk says. And it remembers the hash of the last block it finished: if the chain later has
+ * another block at that height, a reorg deeper than the depth has replaced money it already credited, and
+ * it stops with DeepReorgError instead of guessing.
+ *
+ * The chain is read outside any transaction (a transaction awaits only its own statements); the chunk's
+ * transaction then checks that the progress on disk is still the one the chunk starts from. Two indexers on
+ * one database (two replicas whose leaderships overlap, or a second process) are therefore harmless: the
+ * chunk's transaction locks the progress row first (PostgreSQL), so the second waits for the first, then
+ * finds the progress moved and gives its chunk up; the next poll carries on from the disk's progress. Before
+ * the first chunk there is no row to lock: the second's writes then meet the first's keys (the deposit's
+ * log, its credit, the progress row) and its transaction fails and is given up the same way. A log seen
+ * twice never credits twice.
  */
 import { getAbiItem, type Address, type GetLogsReturnType, type Hash } from "viem";
 import { skillEscrowAbi } from "../chain/abi";
+import type { Sql } from "../db/sql";
 import type { Ledger } from "../ledger/ledger";
 import { creditChainDeposit, depositMemo, normalizeAddress } from "./addresses";
 import type { ChainDeposit } from "./addresses-store";
@@ -68,7 +78,7 @@ export type DepositIndexerParameters = {
   deployBlock: bigint;
   /** Blocks that must be mined on top of a deposit's block before it is credited (0: credit at the head). */
   confirmations: number;
-  /** Most blocks per `eth_getLogs` request (and per ledger operation). Default 2,000. */
+  /** Most blocks per `eth_getLogs` request (and per transaction). Default 2,000. */
   batchBlocks?: number;
   /** Longest wait between retries after failed polls. Default 30 s. */
   maxBackoffMs?: number;
@@ -130,6 +140,14 @@ const defaultLog: DepositIndexerLog = (message, error) => console.error(`[indexe
 type ChunkItem = { kind: "deposit"; deposit: ChainDeposit } | { kind: "exit"; exit: ChainExitEvent };
 
 type IndexerState = IndexerProgress;
+
+/** What a chunk's transaction did. */
+type ChunkResult = { recorded: number; credited: number; waiting: number; exits: number; warnings: string[]; requested: PendingExit[] };
+
+/** Thrown inside a chunk's transaction to undo it: another indexer recorded the chunk first. */
+class ChunkTakenError extends Error {
+  override name = "ChunkTakenError";
+}
 
 /**
  * Credits escrow deposits to the ledger. `poll()` does one step and may throw; `start()` runs it in a loop
@@ -197,8 +215,8 @@ export class DepositIndexer {
   }
 
   /** The last block fully indexed and its hash, or undefined before the first chunk. */
-  lastIndexed(): { block: bigint; hash: string } | undefined {
-    const state = this.readState();
+  async lastIndexed(): Promise<{ block: bigint; hash: string } | undefined> {
+    const state = await this.readState();
     return state && { block: state.lastBlock, hash: state.lastBlockHash };
   }
 
@@ -239,7 +257,7 @@ export class DepositIndexer {
 
   private async pollOnce(): Promise<PollReturnType> {
     const head = await this.client.getBlockNumber({ cacheTime: 0 });
-    const state = this.readState();
+    let state = await this.readState();
     if (state) await this.assertChainHas(state, head);
     const fromBlock = state ? state.lastBlock + 1n : this.deployBlock;
     const toBlock = head - this.confirmations;
@@ -249,8 +267,12 @@ export class DepositIndexer {
     for (let start = fromBlock; start <= toBlock;) {
       const end = start + this.batchBlocks - 1n < toBlock ? start + this.batchBlocks - 1n : toBlock;
       const chunk = await this.readChunk(start, end);
-      const result = this.ledger.commit.run(() => this.applyChunk(start, end, chunk.endHash, chunk.items));
-      await this.ledger.commit.durable();
+      const result = await this.recordChunk(state, end, chunk.endHash, chunk.items);
+      if (result === "taken") {
+        this.safeLog(`blocks ${start}..${end} were recorded by another indexer first; the next poll carries on from its progress`);
+        break;
+      }
+      state = { lastBlock: end, lastBlockHash: chunk.endHash };
       recorded += result.recorded;
       credited += result.credited;
       exits += result.exits;
@@ -339,20 +361,42 @@ export class DepositIndexer {
     return { endHash, items };
   }
 
-  /** Inside one ledger operation: records and credits a chunk's new deposits and advances the state. */
-  private applyChunk(
-    fromBlock: bigint,
+  /**
+   * Records and credits the chunk that ends at `toBlock` in one durable transaction. It starts right after
+   * progress `from` (what the poll read); says "taken", the transaction undone, when another indexer
+   * recorded it first (see the file comment).
+   */
+  private async recordChunk(
+    from: IndexerState | undefined,
     toBlock: bigint,
     toBlockHash: string,
     items: ChunkItem[],
-  ): { recorded: number; credited: number; waiting: number; exits: number; warnings: string[]; requested: PendingExit[] } {
-    const { addresses } = this.stores;
-    // Re-read inside the transaction: the chunk must start right after what the disk says is done.
-    const state = this.readState();
-    const expectedFrom = state ? state.lastBlock + 1n : this.deployBlock;
-    if (fromBlock !== expectedFrom) {
-      throw new DepositIndexerError(`indexer state moved underneath: chunk starts at ${fromBlock}, the disk says ${expectedFrom}`);
+  ): Promise<ChunkResult | "taken"> {
+    try {
+      return await this.ledger.db.transaction((tx) => this.applyChunk(tx, from, toBlock, toBlockHash, items), { durable: true });
+    } catch (error) {
+      if (error instanceof ChunkTakenError) return "taken";
+      // Before the first chunk there is no progress row to wait on, so a second indexer's chunk fails on what
+      // the first one wrote meanwhile (a log's key, an exit it closed). If the progress has moved, that is
+      // what happened: the chunk is done, by the other one.
+      const disk = await this.readState().catch(() => from);
+      if (!sameProgress(disk, from)) return "taken";
+      throw error;
     }
+  }
+
+  /** Inside the chunk's transaction: records and credits a chunk's new logs and advances the progress. */
+  private async applyChunk(
+    tx: Sql,
+    from: IndexerState | undefined,
+    toBlock: bigint,
+    toBlockHash: string,
+    items: ChunkItem[],
+  ): Promise<ChunkResult> {
+    const { addresses, indexer } = this.stores;
+    // Read again, locked, inside the transaction: the chunk must start right after what the disk says is done.
+    const disk = await indexer.lockProgress(this.name, tx);
+    if (!sameProgress(disk, from)) throw new ChunkTakenError("another indexer moved the progress first");
     let recorded = 0;
     let credited = 0;
     let exits = 0;
@@ -360,7 +404,7 @@ export class DepositIndexer {
     const requested: PendingExit[] = [];
     for (const item of items) {
       if (item.kind === "exit") {
-        const result = applyExitEvent(this.ledger, item.exit, this.stores);
+        const result = await applyExitEvent(this.ledger, item.exit, this.stores, tx);
         if (result.outcome === "conflict") throw new DepositIndexerError(result.detail);
         if (result.outcome === "applied") {
           exits++;
@@ -370,10 +414,10 @@ export class DepositIndexer {
         continue;
       }
       const { deposit } = item;
-      const seen = addresses.deposit(deposit.txHash, deposit.logIndex);
+      const seen = await addresses.deposit(deposit.txHash, deposit.logIndex, tx);
       if (seen) {
-        // Already recorded (a chunk re-read after a crash between commit and state, or an RPC repeating a
-        // log). The key says it is the same log; if its contents differ, the chain is not the one we read.
+        // Already recorded (the progress row lost, or an RPC repeating a log). The key says it is the same
+        // log; if its contents differ, the chain is not the one we read.
         if (seen.address !== deposit.address || seen.amountMicros !== deposit.amountMicros) {
           throw new DepositIndexerError(
             `deposit ${depositMemo(deposit.txHash, deposit.logIndex)} was recorded as ${seen.amountMicros} to ${seen.address}, the chain now says ${deposit.amountMicros} to ${deposit.address}`,
@@ -381,15 +425,17 @@ export class DepositIndexer {
         }
         continue;
       }
-      const accountId = addresses.accountFor(deposit.address);
-      const entryId = accountId === undefined ? null : creditChainDeposit(this.ledger, deposit, accountId);
+      const accountId = await addresses.accountFor(deposit.address, tx);
+      const entryId = accountId === undefined ? null : await creditChainDeposit(this.ledger, deposit, accountId, tx);
       // A deposit to an account with a pending exit short of its freeze goes to the freeze first (./exits.ts).
-      if (accountId !== undefined) this.ledger.topUpExitFreezes(accountId);
-      addresses.recordDeposit(deposit, accountId ?? null, entryId, Date.now());
+      if (accountId !== undefined) await this.ledger.topUpExitFreezes(accountId, tx);
+      await addresses.recordDeposit(deposit, accountId ?? null, entryId, Date.now(), tx);
       recorded++;
       if (accountId !== undefined) credited++;
     }
-    this.stores.indexer.saveProgress(this.name, { lastBlock: toBlock, lastBlockHash: toBlockHash }, Date.now());
+    if (!(await indexer.advance(this.name, disk, { lastBlock: toBlock, lastBlockHash: toBlockHash }, Date.now(), tx))) {
+      throw new ChunkTakenError("another indexer moved the progress first");
+    }
     return { recorded, credited, waiting: recorded - credited, exits, warnings, requested };
   }
 
@@ -400,7 +446,7 @@ export class DepositIndexer {
     return hash.toLowerCase();
   }
 
-  private readState(): IndexerState | undefined {
+  private readState(): Promise<IndexerState | undefined> {
     return this.stores.indexer.progress(this.name);
   }
 
@@ -411,4 +457,8 @@ export class DepositIndexer {
       // A broken logger must not stop the money from being indexed.
     }
   }
+}
+
+function sameProgress(a: IndexerState | undefined, b: IndexerState | undefined): boolean {
+  return a === undefined || b === undefined ? a === b : a.lastBlock === b.lastBlock && a.lastBlockHash === b.lastBlockHash;
 }

@@ -11,6 +11,7 @@
  */
 import { getAbiItem, getAddress, type Address, type Hex, type PublicClient } from "viem";
 import { skillEscrowAbi } from "../chain/abi";
+import type { Sql } from "../db/sql";
 import { settlementAddress } from "./addresses";
 import type { AddressesStore } from "./addresses-store";
 import type { ReconcileBatchRow, ReconcileStore } from "./reconcile-store";
@@ -108,15 +109,17 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
   const chunk = parameters.logChunkBlocks ?? DEFAULT_LOG_CHUNK_BLOCKS;
   if (chunk < 1n) throw new RangeError(`logChunkBlocks must be positive, got ${chunk}`);
   // openDatabase migrates every database it opens, so only a handle opened some other way can lack the schema.
-  if (!stores.reconcile.hasSettlementSchema()) throw new ReconcileError("the ledger has no settlement_batches table (migrate it)");
+  if (!(await stores.reconcile.hasSettlementSchema())) throw new ReconcileError("the ledger has no settlement_batches table (migrate it)");
 
   const blockNumber = await publicClient.getBlockNumber({ cacheTime: 0 });
   const contract = { address: escrow, abi: skillEscrowAbi, blockNumber } as const;
   const lastBatchNumber = Number(await publicClient.readContract({ ...contract, functionName: "lastBatchNumber" }));
   const blockTimeSec = (await publicClient.getBlock({ blockNumber })).timestamp;
 
-  // The ledger side, read in one synchronous pass so no write can land between two of its queries.
-  const ledgerSide = readLedgerSide(stores, escrow, lastBatchNumber, blockNumber, blockTimeSec);
+  // The ledger side, read in one snapshot so no write can land between two of its queries.
+  const ledgerSide = await stores.reconcile.snapshot((sql) =>
+    readLedgerSide(stores, sql, escrow, lastBatchNumber, blockNumber, blockTimeSec),
+  );
   const differences: ReconcileDifference[] = [...ledgerSide.differences];
 
   // The chain's events: settled batches (their treasury and totals) and claims.
@@ -273,9 +276,10 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
   };
 }
 
-/** The ledger's settled view, keyed by checksummed escrow address. */
-function readLedgerSide(
+/** The ledger's settled view, keyed by checksummed escrow address, read on `sql` (one snapshot). */
+async function readLedgerSide(
   { reconcile: books, addresses }: ReconcileParameters["stores"],
+  sql: Sql,
   escrow: Address,
   lastBatchNumber: number,
   blockNumber: bigint,
@@ -287,20 +291,20 @@ function readLedgerSide(
   const add = (map: Map<Address, bigint>, address: Address, amount: bigint) => map.set(address, (map.get(address) ?? 0n) + amount);
 
   const addressOf = new Map<string, Address | undefined>();
-  const settlementAddressOf = (accountId: string) => {
-    if (!addressOf.has(accountId)) addressOf.set(accountId, settlementAddress(addresses, accountId));
+  const settlementAddressOf = async (accountId: string) => {
+    if (!addressOf.has(accountId)) addressOf.set(accountId, await settlementAddress(addresses, accountId, sql));
     return addressOf.get(accountId);
   };
 
   // Batches: which the chain has applied, and whether the ledger agrees about each one's status.
-  const batches: ReconcileBatchRow[] = books.batches();
+  const batches: ReconcileBatchRow[] = await books.batches(sql);
   const recordedNumbers = new Set(batches.map((b) => Number(b.number)));
   const appliedBatches = batches.filter((b) => Number(b.number) <= lastBatchNumber);
   const settledAbove = batches.filter((b) => b.status === "settled" && Number(b.number) > lastBatchNumber).map((b) => Number(b.number));
 
   // Each applied batch's calls: the batch's recorded totals must be its calls' sums.
   for (const b of appliedBatches) {
-    const sums = books.batchSums(b.number);
+    const sums = await books.batchSums(b.number, sql);
     if (sums.calls !== b.call_count || sums.debits !== b.total_debits || sums.fees !== b.platform_fee) {
       differences.push({
         code: "batch_mismatch",
@@ -313,10 +317,10 @@ function readLedgerSide(
   }
 
   // Settled debits and seller credits, per account, attributed to its settlement address.
-  const perAccount = books.settledPerAccount(lastBatchNumber);
+  const perAccount = await books.settledPerAccount(lastBatchNumber, sql);
   for (const row of perAccount) {
-    const payer = settlementAddressOf(row.account_id);
-    const seller = settlementAddressOf(row.seller_account_id);
+    const payer = await settlementAddressOf(row.account_id);
+    const seller = await settlementAddressOf(row.seller_account_id);
     for (const [accountId, address] of [
       [row.account_id, payer],
       [row.seller_account_id, seller],
@@ -334,9 +338,9 @@ function readLedgerSide(
   }
 
   // Deposits: chain deposits where the indexer saw them paid, other deposit entries at the settlement address.
-  const deposits = books.deposits(blockNumber);
+  const deposits = await books.deposits(blockNumber, sql);
   for (const row of deposits) {
-    const address = row.address !== null ? getAddress(row.address) : settlementAddressOf(row.account_id);
+    const address = row.address !== null ? getAddress(row.address) : await settlementAddressOf(row.account_id);
     if (address === undefined) {
       differences.push({
         code: "escrow_balance_mismatch",
@@ -351,9 +355,9 @@ function readLedgerSide(
   let unindexedFrom: bigint | undefined;
   {
     // Recorded deposits to addresses no account has linked: on-chain, not yet in any account.
-    const waiting = books.waitingDeposits(blockNumber);
+    const waiting = await books.waitingDeposits(blockNumber, sql);
     for (const row of waiting) add(expectedBalance, getAddress(row.address), row.amount);
-    const last = books.indexedThrough(`deposits:${escrow.toLowerCase()}`);
+    const last = await books.indexedThrough(`deposits:${escrow.toLowerCase()}`, sql);
     if (last !== undefined) unindexedFrom = last + 1n;
   }
 
@@ -362,11 +366,11 @@ function readLedgerSide(
   // the pinned block. So is one the sweep has since marked redeemed, if it could still have been unused
   // then: its deadline had not passed at the pinned block (a voucher is redeemed before its deadline, so
   // one redeemed after the pinned block always has a deadline after it).
-  const outstandingVouchers = books.outstandingVouchers(blockTimeSec);
+  const outstandingVouchers = await books.outstandingVouchers(blockTimeSec, sql);
   // An exit's entries are counted at the exit's own address, below.
-  const withdrawals = books.voucherWithdrawals();
+  const withdrawals = await books.voucherWithdrawals(sql);
   for (const row of withdrawals) {
-    const address = settlementAddressOf(row.account_id);
+    const address = await settlementAddressOf(row.account_id);
     if (address) add(expectedBalance, address, -row.amount);
     else {
       differences.push({
@@ -380,14 +384,14 @@ function readLedgerSide(
   // Exits completed at or before the pinned block: what the ledger took for each (its linked entries, net),
   // or what the escrow paid for an address with no account behind it (see the doc comment of reconcile).
   {
-    const completed = books.completedExits(blockNumber);
+    const completed = await books.completedExits(blockNumber, sql);
     for (const row of completed) add(expectedBalance, getAddress(row.address), -(row.account_id === null ? row.paid : row.taken));
   }
 
   // Every linked address is checked, even one the ledger expects nothing at.
   const linked = new Map<Address, string[]>();
   {
-    const rows = books.linkedAddresses();
+    const rows = await books.linkedAddresses(sql);
     for (const row of rows) {
       const address = getAddress(row.address);
       linked.set(address, [...(linked.get(address) ?? []), row.account_id]);

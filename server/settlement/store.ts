@@ -1,9 +1,9 @@
-import type { Db } from "../db/db";
-import { type AddressesStore, SqliteAddressesStore } from "./addresses-store";
+import type { Database } from "../db/sql";
+import { AddressesStore } from "./addresses-store";
 import { BatchesStore } from "./batches-store";
-import { type ExitsStore, SqliteExitsStore } from "./exits-store";
-import { type IndexerStore, SqliteIndexerStore } from "./indexer-store";
-import { type ReconcileStore, SqliteReconcileStore } from "./reconcile-store";
+import { ExitsStore } from "./exits-store";
+import { IndexerStore } from "./indexer-store";
+import { ReconcileStore } from "./reconcile-store";
 import { VoucherStore } from "./vouchers-store";
 
 /** Every table settlement owns, each behind its store, plus its read-only view across the books. */
@@ -16,23 +16,23 @@ export interface SettlementStores {
   reconcile: ReconcileStore;
 }
 
-const built = new WeakMap<Db, SettlementStores>();
+const built = new WeakMap<Database, SettlementStores>();
 
 /**
- * Settlement's stores on one database, built once per handle (their statements are prepared once): the
- * composition root builds them and hands them on, and a caller that only has the ledger (a test, the demo
- * seed) reaches the same ones through `ledger.db`.
+ * Settlement's stores on one database, built once per database: the composition root builds them and hands
+ * them on, and a caller that only has the ledger (a test, the demo seed) reaches the same ones through
+ * `ledger.db`.
  */
-export function settlementStores(db: Db): SettlementStores {
+export function settlementStores(db: Database): SettlementStores {
   let stores = built.get(db);
   if (!stores) {
     stores = {
-      addresses: new SqliteAddressesStore(db),
-      exits: new SqliteExitsStore(db),
-      indexer: new SqliteIndexerStore(db),
+      addresses: new AddressesStore(db),
+      exits: new ExitsStore(db),
+      indexer: new IndexerStore(db),
       batches: new BatchesStore(db),
       vouchers: new VoucherStore(db),
-      reconcile: new SqliteReconcileStore(db),
+      reconcile: new ReconcileStore(db),
     };
     built.set(db, stores);
   }

@@ -22,10 +22,8 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
   const available = () => fx.ledger.balanceOf(alice, "available");
   const held = () => fx.ledger.balanceOf(alice, "held");
   const exitRows = () =>
-    fx.db
-      .prepare("SELECT status, requested, frozen, shortfall, paid, uncovered FROM chain_exits ORDER BY block_number, log_index")
-      .all() as ExitRow[];
-  const lastExit = () => exitRows().at(-1)!;
+    fx.db.all<ExitRow>("SELECT status, requested, frozen, shortfall, paid, uncovered FROM chain_exits ORDER BY block_number, log_index");
+  const lastExit = async () => (await exitRows()).at(-1)!;
   const check = () =>
     reconcile({
       stores: settlementStores(fx.db),
@@ -35,7 +33,7 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
     });
   /** The books balance and the escrow agrees with the ledger's settled view. */
   async function expectConsistent(): Promise<void> {
-    assertBalanced(fx.db);
+    await assertBalanced(fx.db);
     expect((await check()).differences).to.deep.equal([]);
   }
   /** A call in flight: Alice's hold of `priceMicros` for Acme, still open. */
@@ -46,28 +44,31 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
       skillId: "skill:acme",
       charge: computeCharge(priceMicros, "included", 1000n),
     });
-  const openHold = (priceMicros: bigint) => {
-    const result = holdFor(priceMicros);
+  const openHold = async (priceMicros: bigint) => {
+    const result = await holdFor(priceMicros);
     if (!result.ok) throw new Error(`hold of ${priceMicros} refused`);
     return result.hold.id;
   };
-  /** Captures a hold as the call path does: capture and its call row in one operation (so it settles). */
+  /** Captures a hold as the call path does: capture and its call row in one transaction (so it settles). */
   const capture = (holdId: string) =>
-    fx.ledger.commit.run(() => {
-      expect(fx.ledger.capture(holdId).ok).to.equal(true);
-      fx.calls.record({
-        id: holdId,
-        accountId: alice,
-        apiKeyId: "key:test",
-        skillId: "skill:acme",
-        endpoint: "call",
-        httpStatus: 200,
-        outcome: "success",
-        chargedMicros: 0n,
-        holdId,
-        latencyUs: 1,
-        createdAtMs: Date.now(),
-      });
+    fx.db.transaction(async (tx) => {
+      expect((await fx.ledger.capture(holdId, tx)).ok).to.equal(true);
+      await fx.calls.record(
+        {
+          id: holdId,
+          accountId: alice,
+          apiKeyId: "key:test",
+          skillId: "skill:acme",
+          endpoint: "call",
+          httpStatus: 200,
+          outcome: "success",
+          chargedMicros: 0n,
+          holdId,
+          latencyUs: 1,
+          createdAtMs: Date.now(),
+        },
+        tx,
+      );
     });
 
   before(async function () {
@@ -84,7 +85,7 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
   });
 
   beforeEach(async () => {
-    fx = new SettlementFixture(chain);
+    fx = await SettlementFixture.open(chain);
     await fx.addUser("alice", 10n * USDC);
     await fx.addSeller("acme");
   });
@@ -96,63 +97,67 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
   });
 
   it("freezes the whole request at once when the available balance covers it", async () => {
-    fx.pay("alice", "acme", 1n * USDC);
-    openHold(2n * USDC);
+    await fx.pay("alice", "acme", 1n * USDC);
+    await openHold(2n * USDC);
     await exits.request("alice", 5n * USDC);
 
     expect((await fx.indexer.poll()).exits).to.equal(1);
 
-    expect(lastExit()).to.deep.include({ status: "pending", requested: 5n * USDC, frozen: 5n * USDC, shortfall: 0n });
-    expect(available()).to.equal(2n * USDC);
-    expect(held()).to.equal(2n * USDC);
+    expect(await lastExit()).to.deep.include({ status: "pending", requested: 5n * USDC, frozen: 5n * USDC, shortfall: 0n });
+    expect(await available()).to.equal(2n * USDC);
+    expect(await held()).to.equal(2n * USDC);
     await expectConsistent();
   });
 
   it("freezes min(requested, available) and refuses every call while the rest is short", async () => {
-    const inFlight = openHold(2n * USDC);
+    const inFlight = await openHold(2n * USDC);
     await exits.request("alice", 9n * USDC);
     await fx.indexer.poll();
 
-    expect(lastExit()).to.deep.include({ frozen: 8n * USDC, shortfall: 1n * USDC });
-    expect(available()).to.equal(0n);
-    expect(holdFor(1n)).to.deep.include({ ok: false, reason: "insufficient_balance", availableMicros: 0n });
-    expect(() => fx.ledger.withdrawByVoucher(alice, 1n, { address: "0x0000000000000000000000000000000000000001", nonce: 1n })).to.throw(
-      RangeError,
-    );
-    expect(held()).to.equal(2n * USDC);
-    expect(fx.ledger.release(inFlight).ok).to.equal(true);
+    expect(await lastExit()).to.deep.include({ frozen: 8n * USDC, shortfall: 1n * USDC });
+    expect(await available()).to.equal(0n);
+    expect(await holdFor(1n)).to.deep.include({ ok: false, reason: "insufficient_balance", availableMicros: 0n });
+    const withdrawal = await fx.ledger
+      .withdrawByVoucher(alice, 1n, { address: "0x0000000000000000000000000000000000000001", nonce: 1n })
+      .then(
+        () => expect.fail("a withdrawal of frozen money was accepted"),
+        (error: unknown) => error,
+      );
+    expect(withdrawal).to.be.instanceOf(RangeError);
+    expect(await held()).to.equal(2n * USDC);
+    expect((await fx.ledger.release(inFlight)).ok).to.equal(true);
     // The released call gave the freeze its missing unit first; the rest is spendable again.
-    expect(lastExit()).to.deep.include({ frozen: 9n * USDC, shortfall: 0n });
-    expect(available()).to.equal(1n * USDC);
-    expect(holdFor(1n * USDC).ok).to.equal(true);
-    expect(holdFor(1n).ok).to.equal(false);
+    expect(await lastExit()).to.deep.include({ frozen: 9n * USDC, shortfall: 0n });
+    expect(await available()).to.equal(1n * USDC);
+    expect((await holdFor(1n * USDC)).ok).to.equal(true);
+    expect((await holdFor(1n)).ok).to.equal(false);
     await expectConsistent();
   });
 
   it("gives a deposit made while the exit is short to the freeze first", async () => {
-    openHold(4n * USDC);
+    await openHold(4n * USDC);
     await exits.request("alice", 10n * USDC);
     await fx.indexer.poll();
-    expect(lastExit()).to.deep.include({ frozen: 6n * USDC, shortfall: 4n * USDC });
+    expect(await lastExit()).to.deep.include({ frozen: 6n * USDC, shortfall: 4n * USDC });
 
     await fx.deposit("alice", 3n * USDC);
 
-    expect(lastExit()).to.deep.include({ frozen: 9n * USDC, shortfall: 1n * USDC });
-    expect(available()).to.equal(0n);
+    expect(await lastExit()).to.deep.include({ frozen: 9n * USDC, shortfall: 1n * USDC });
+    expect(await available()).to.equal(0n);
     await expectConsistent();
   });
 
   it("racing calls: released holds top the freeze up, captured ones are settled and the escrow pays exactly the freeze", async () => {
-    const [a, b, c] = [openHold(2n * USDC), openHold(2n * USDC), openHold(2n * USDC)];
+    const [a, b, c] = [await openHold(2n * USDC), await openHold(2n * USDC), await openHold(2n * USDC)];
     await exits.request("alice", 10n * USDC);
     await fx.indexer.poll();
-    expect(lastExit()).to.deep.include({ frozen: 4n * USDC, shortfall: 6n * USDC });
+    expect(await lastExit()).to.deep.include({ frozen: 4n * USDC, shortfall: 6n * USDC });
 
-    fx.ledger.release(a);
-    capture(b);
-    fx.ledger.release(c);
-    expect(lastExit()).to.deep.include({ frozen: 8n * USDC, shortfall: 2n * USDC });
-    expect([available(), held()]).to.deep.equal([0n, 0n]);
+    await fx.ledger.release(a);
+    await capture(b);
+    await fx.ledger.release(c);
+    expect(await lastExit()).to.deep.include({ frozen: 8n * USDC, shortfall: 2n * USDC });
+    expect([await available(), await held()]).to.deep.equal([0n, 0n]);
     await expectConsistent();
 
     // The settler posts the captured call during the delay; the escrow then holds what the ledger froze.
@@ -167,8 +172,8 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
     await expectConsistent(); // the completion is not indexed yet: reconcile reads it from the chain
 
     await fx.indexer.poll();
-    expect(lastExit()).to.deep.include({ status: "completed", paid: 8n * USDC, frozen: 8n * USDC, shortfall: 0n, uncovered: 0n });
-    expect([available(), held()]).to.deep.equal([0n, 0n]);
+    expect(await lastExit()).to.deep.include({ status: "completed", paid: 8n * USDC, frozen: 8n * USDC, shortfall: 0n, uncovered: 0n });
+    expect([await available(), await held()]).to.deep.equal([0n, 0n]);
     expect(await chain.escrowBalance(chain.address("alice"))).to.equal(0n);
     await expectConsistent();
   });
@@ -188,35 +193,35 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
     it(`racing calls, seed ${seed}: the frozen amount is never spent and the escrow pays exactly the freeze`, async () => {
       const next = random(seed);
       const open: string[] = [];
-      const step = (i: number) => {
+      const step = async (i: number) => {
         const what = next(3);
         if (what === 0 || open.length === 0) {
-          const result = holdFor(BigInt(1 + next(1_500_000)));
+          const result = await holdFor(BigInt(1 + next(1_500_000)));
           if (result.ok) open.push(result.hold.id);
         } else {
           const [id] = open.splice(next(open.length), 1);
-          if (what === 1) capture(id);
-          else fx.ledger.release(id);
+          if (what === 1) await capture(id);
+          else await fx.ledger.release(id);
         }
         try {
-          assertBalanced(fx.db);
+          await assertBalanced(fx.db);
         } catch (error) {
           throw new Error(`seed ${seed}, step ${i}: ${(error as Error).message}`);
         }
       };
-      for (let i = 0; i < 15; i++) step(i);
+      for (let i = 0; i < 15; i++) await step(i);
       const requested = BigInt(1 + next(10_000_000));
       await exits.request("alice", requested);
       await fx.indexer.poll();
-      const frozenAtRequest = lastExit().frozen;
-      for (let i = 15; i < 60; i++) step(i);
+      const frozenAtRequest = (await lastExit()).frozen;
+      for (let i = 15; i < 60; i++) await step(i);
       while (open.length > 0) {
         const id = open.pop()!;
-        if (next(2) === 0) capture(id);
-        else fx.ledger.release(id);
+        if (next(2) === 0) await capture(id);
+        else await fx.ledger.release(id);
       }
-      assertBalanced(fx.db);
-      const exit = lastExit();
+      await assertBalanced(fx.db);
+      const exit = await lastExit();
       // Only money that came back (released holds) could join the freeze; nothing was taken from it.
       expect(exit.frozen >= frozenAtRequest, `seed ${seed}`).to.equal(true);
       expect(exit.frozen + exit.shortfall).to.equal(requested);
@@ -226,8 +231,8 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
       await exits.complete("alice");
       await fx.indexer.poll();
 
-      expect(lastExit(), `seed ${seed}`).to.deep.include({ status: "completed", paid: exit.frozen, uncovered: 0n });
-      expect(await chain.escrowBalance(chain.address("alice")), `seed ${seed}`).to.equal(available());
+      expect(await lastExit(), `seed ${seed}`).to.deep.include({ status: "completed", paid: exit.frozen, uncovered: 0n });
+      expect(await chain.escrowBalance(chain.address("alice")), `seed ${seed}`).to.equal(await available());
       await expectConsistent();
     });
   }
@@ -235,13 +240,13 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
   it("returns the frozen amount when the exit is cancelled", async () => {
     await exits.request("alice", 4n * USDC);
     await fx.indexer.poll();
-    expect(available()).to.equal(6n * USDC);
+    expect(await available()).to.equal(6n * USDC);
 
     await exits.cancel("alice");
     await fx.indexer.poll();
 
-    expect(lastExit()).to.deep.include({ status: "cancelled", frozen: 0n, shortfall: 0n });
-    expect(available()).to.equal(10n * USDC);
+    expect(await lastExit()).to.deep.include({ status: "cancelled", frozen: 0n, shortfall: 0n });
+    expect(await available()).to.equal(10n * USDC);
     await expectConsistent();
   });
 
@@ -254,10 +259,10 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
     await fx.indexer.poll();
 
     expect((await exits.walletUsdc("alice")) - before).to.equal(4n * USDC);
-    expect(lastExit()).to.deep.include({ status: "completed", paid: 4n * USDC, frozen: 4n * USDC });
-    expect(available()).to.equal(6n * USDC);
+    expect(await lastExit()).to.deep.include({ status: "completed", paid: 4n * USDC, frozen: 4n * USDC });
+    expect(await available()).to.equal(6n * USDC);
     expect(await chain.escrowBalance(chain.address("alice"))).to.equal(6n * USDC);
-    fx.pay("alice", "acme", 6n * USDC);
+    await fx.pay("alice", "acme", 6n * USDC);
     await fx.settler().runOnce();
     expect(await chain.escrowBalance(chain.address("alice"))).to.equal(0n);
     await expectConsistent();
@@ -267,42 +272,42 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
     await exits.request("alice", 3n * USDC);
     await exits.request("alice", 8n * USDC);
     await fx.indexer.poll();
-    expect(exitRows().map((r) => [r.status, r.frozen])).to.deep.equal([
+    expect((await exitRows()).map((r) => [r.status, r.frozen])).to.deep.equal([
       ["replaced", 0n],
       ["pending", 8n * USDC],
     ]);
-    expect(available()).to.equal(2n * USDC);
+    expect(await available()).to.equal(2n * USDC);
 
     await exits.request("alice", 1n * USDC);
     await fx.indexer.poll();
-    expect(exitRows().map((r) => [r.status, r.frozen])).to.deep.equal([
+    expect((await exitRows()).map((r) => [r.status, r.frozen])).to.deep.equal([
       ["replaced", 0n],
       ["replaced", 0n],
       ["pending", 1n * USDC],
     ]);
-    expect(available()).to.equal(9n * USDC);
+    expect(await available()).to.equal(9n * USDC);
     await expectConsistent();
 
     await exits.passExitDelay();
     await exits.complete("alice");
     await fx.indexer.poll();
-    expect(lastExit()).to.deep.include({ status: "completed", paid: 1n * USDC });
+    expect(await lastExit()).to.deep.include({ status: "completed", paid: 1n * USDC });
     expect(await chain.escrowBalance(chain.address("alice"))).to.equal(9n * USDC);
     await expectConsistent();
   });
 
   it("applies each exit log once, however often the same blocks are read", async () => {
-    openHold(3n * USDC);
+    await openHold(3n * USDC);
     await exits.request("alice", 9n * USDC);
     await exits.cancel("alice");
     await exits.request("alice", 5n * USDC);
     await fx.indexer.poll();
-    const snapshot = () => ({
-      rows: exitRows(),
-      entries: fx.db.prepare("SELECT COUNT(*) FROM entries").pluck().get(),
-      available: available(),
+    const snapshot = async () => ({
+      rows: await exitRows(),
+      entries: await fx.db.value("SELECT COUNT(*) FROM entries"),
+      available: await available(),
     });
-    const first = snapshot();
+    const first = await snapshot();
 
     // A second reader over the same ledger starts at the deploy block and reads every log again.
     const rereader = new DepositIndexer({
@@ -316,28 +321,28 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
     });
     expect(await rereader.poll()).to.deep.include({ recorded: 0, exits: 0 });
     // And the same reader after losing its progress.
-    fx.db.prepare("DELETE FROM indexer_state").run();
+    await fx.db.run("DELETE FROM indexer_state");
     expect(await fx.indexer.poll()).to.deep.include({ recorded: 0, exits: 0 });
 
-    expect(snapshot()).to.deep.equal(first);
+    expect(await snapshot()).to.deep.equal(first);
     expect(first.rows.map((r) => r.status)).to.deep.equal(["cancelled", "pending"]);
     await expectConsistent();
   });
 
   it("records loudly an exit paid beyond its freeze (calls spent and not settled before readyAt)", async () => {
-    fx.pay("alice", "acme", 3n * USDC);
+    await fx.pay("alice", "acme", 3n * USDC);
     await exits.request("alice", 10n * USDC);
     await fx.indexer.poll();
-    expect(lastExit()).to.deep.include({ frozen: 7n * USDC, shortfall: 3n * USDC });
+    expect(await lastExit()).to.deep.include({ frozen: 7n * USDC, shortfall: 3n * USDC });
 
     // No settlement during the delay: the escrow still has the spent 3 USDC and pays them out.
     await exits.passExitDelay();
     await exits.complete("alice");
     await fx.indexer.poll();
 
-    expect(lastExit()).to.deep.include({ status: "completed", paid: 10n * USDC, frozen: 7n * USDC, uncovered: 3n * USDC });
+    expect(await lastExit()).to.deep.include({ status: "completed", paid: 10n * USDC, frozen: 7n * USDC, uncovered: 3n * USDC });
     expect(fx.logged.some((m) => m.startsWith("EXIT PAID BEYOND ITS FREEZE"))).to.equal(true);
-    assertBalanced(fx.db);
+    await assertBalanced(fx.db);
     const { differences } = await check();
     expect(differences.map((d) => [d.code, d.ledgerMicros, d.chainMicros])).to.deep.equal([["escrow_balance_mismatch", 3n * USDC, 0n]]);
   });
@@ -349,9 +354,9 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
     await exits.complete("bob");
     await fx.indexer.poll();
 
-    const bob = fx.db
-      .prepare("SELECT account_id, status, paid, frozen FROM chain_exits WHERE address = ?")
-      .get(chain.address("bob").toLowerCase());
+    const bob = await fx.db.one("SELECT account_id, status, paid, frozen FROM chain_exits WHERE address = ?", [
+      chain.address("bob").toLowerCase(),
+    ]);
     expect(bob).to.deep.equal({ account_id: null, status: "completed", paid: 3n * USDC, frozen: 0n });
     expect(fx.logged.some((m) => m.includes("which no account has linked"))).to.equal(true);
     await expectConsistent();
@@ -360,11 +365,11 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
   it("names the broken rule when an exit's freeze and its entries disagree, or a short account has money available", async () => {
     await exits.request("alice", 4n * USDC);
     await fx.indexer.poll();
-    assertBalanced(fx.db);
+    await assertBalanced(fx.db);
 
-    fx.db.prepare("UPDATE chain_exits SET frozen = frozen - 1, shortfall = shortfall + 1").run();
+    await fx.db.run("UPDATE chain_exits SET frozen = frozen - 1, shortfall = shortfall + 1");
 
-    expect(findViolations(fx.db).map((v) => v.rule)).to.deep.equal([
+    expect((await findViolations(fx.db)).map((v) => v.rule)).to.deep.equal([
       "an exit's frozen amount is what its linked freeze and return entries took from its account",
       "an account with a pending exit short of its freeze has nothing available",
     ]);

@@ -1,11 +1,12 @@
 import { expect } from "chai";
-import { SqliteAddressesStore, type StoredAddress } from "../../server/settlement/addresses-store";
-import { SqliteBatchesStore } from "../../server/settlement/batches-store";
-import { SqliteExitsStore } from "../../server/settlement/exits-store";
-import { SqliteIndexerStore } from "../../server/settlement/indexer-store";
-import { SqliteReconcileStore } from "../../server/settlement/reconcile-store";
-import { SqliteVoucherStore } from "../../server/settlement/vouchers-store";
-import { buildCharge, holdOk, makeLedger } from "../helpers/ledger";
+import type { Database, Sql } from "../../server/db/sql";
+import { computeCharge } from "../../server/ledger/fees";
+import { Ledger } from "../../server/ledger/ledger";
+import { AddressesStore, type StoredAddress } from "../../server/settlement/addresses-store";
+import { ExitsStore } from "../../server/settlement/exits-store";
+import { IndexerStore } from "../../server/settlement/indexer-store";
+import { ReconcileStore } from "../../server/settlement/reconcile-store";
+import { describeEachEngine } from "../helpers/engines";
 
 const USDC = 1_000_000n;
 const BUYER = `0x${"b1".repeat(20)}` as StoredAddress;
@@ -15,110 +16,144 @@ const NOBODY = `0x${"00".repeat(19)}01` as StoredAddress;
 const tx = (n: number) => `0x${n.toString(16).padStart(64, "0")}`;
 const log = (n: number, blockNumber: bigint) => ({ txHash: tx(n), logIndex: n, blockNumber, blockHash: `0x${"cc".repeat(32)}` });
 
-describe("ReconcileStore: the ledger's settled view, read across the books on a real SQLite database", () => {
-  it("reads batches, settled debits and credits, deposits, vouchers, exits and links as the books hold them", () => {
-    const { db, ledger } = makeLedger();
-    try {
-      const store = new SqliteReconcileStore(db);
-      const addresses = new SqliteAddressesStore(db);
-      const batches = new SqliteBatchesStore(db);
-      const exits = new SqliteExitsStore(db);
-      const vouchers = new SqliteVoucherStore(db);
-      expect(store.hasSettlementSchema()).to.equal(true);
+type HoldAmounts = { amount: bigint; fee_amount: bigint; seller_amount: bigint };
 
-      const buyer = ledger.ensureAccount({ id: "user:buyer", kind: "user", name: "Buyer" }).id;
-      const seller = ledger.ensureAccount({ id: "seller:acme", kind: "seller", name: "Acme" }).id;
-      addresses.link(BUYER, buyer, 1);
-      addresses.link(SELLER, seller, 2);
-      // 10 USDC deposited at block 11 to the buyer; 2 USDC waiting at block 12 for an address nobody linked.
-      const deposit = { ...log(1, 11n), address: BUYER, sender: BUYER, amountMicros: 10n * USDC };
-      ledger.commit.run(() => addresses.recordDeposit(deposit, buyer, ledger.creditChainDeposit(buyer, 10n * USDC, deposit), 3));
-      addresses.recordDeposit({ ...log(2, 12n), address: NOBODY, sender: NOBODY, amountMicros: 2n * USDC }, null, null, 4);
-      new SqliteIndexerStore(db).saveProgress(`deposits:${"ee".repeat(20)}`, { lastBlock: 12n, lastBlockHash: "0x12" }, 5);
+describeEachEngine("ReconcileStore: the ledger's settled view, read across the books", (engine) => {
+  let db: Database;
+  beforeEach(async () => {
+    db = await engine.open();
+  });
 
-      // Two paid calls: one in settled batch 1, one not batched yet.
-      const settled = holdOk(ledger, buyer, seller, buildCharge({ priceMicros: USDC }));
-      const unsettled = holdOk(ledger, buyer, seller, buildCharge({ priceMicros: 2n * USDC }));
-      ledger.capture(settled);
-      ledger.capture(unsettled);
-      const [settledHold] = batches.unbatchedPage([-1n, ""], 10).filter((h) => h.id === settled);
-      ledger.commit.run(() => {
-        batches.insertPending({
-          number: 1,
-          receiptsRoot: `0x${"ab".repeat(32)}`,
-          callCount: 1,
-          totalDebitsMicros: settledHold.amount,
-          platformFeeMicros: settledHold.fee_amount,
-          recordedAtBlock: 13n,
-          createdAtMs: 6,
-        });
-        ledger.assignHoldToBatch(settled, 1);
-      });
-      batches.markSettled(1, null, 7);
+  it("reads batches, settled debits and credits, deposits, vouchers, exits and links as the books hold them", async () => {
+    const ledger = await Ledger.open(db);
+    const store = new ReconcileStore(db);
+    const addresses = new AddressesStore(db);
+    const exits = new ExitsStore(db);
+    expect(await store.hasSettlementSchema()).to.equal(true);
 
-      // A voucher of 1 USDC, issued with a deadline at 1,000 s.
-      ledger.commit.run(() => {
-        const entryId = ledger.withdrawByVoucher(buyer, USDC, { address: BUYER, nonce: 9n });
-        vouchers.insertIssued({ address: BUYER, nonce: 9n, accountId: buyer, amountMicros: USDC, deadlineSec: 1_000n, entryId });
-      });
+    const buyer = (await ledger.ensureAccount({ id: "user:buyer", kind: "user", name: "Buyer" })).id;
+    const seller = (await ledger.ensureAccount({ id: "seller:acme", kind: "seller", name: "Acme" })).id;
+    await addresses.link(BUYER, buyer, 1);
+    await addresses.link(SELLER, seller, 2);
+    // 10 USDC deposited at block 11 to the buyer; 2 USDC waiting at block 12 for an address nobody linked.
+    const deposit = { ...log(1, 11n), address: BUYER, sender: BUYER, amountMicros: 10n * USDC };
+    await db.transaction(async (tx) =>
+      addresses.recordDeposit(deposit, buyer, await ledger.creditChainDeposit(buyer, 10n * USDC, deposit, "", tx), 3, tx),
+    );
+    await addresses.recordDeposit({ ...log(2, 12n), address: NOBODY, sender: NOBODY, amountMicros: 2n * USDC }, null, null, 4);
+    await new IndexerStore(db).saveProgress(`deposits:${"ee".repeat(20)}`, { lastBlock: 12n, lastBlockHash: "0x12" }, 5);
 
-      // An exit of 3 USDC, frozen in full, completed at block 30 and paid in full.
-      const request = log(3, 20n);
-      ledger.commit.run(() => {
-        exits.insertPending({ ...request, address: BUYER, accountId: buyer, requestedMicros: 3n * USDC, readyAtSec: 50n }, 3n * USDC, 8);
-        ledger.noteExitShortfall();
-        ledger.topUpExitFreezes(buyer);
-      });
-      expect(exits.frozen(request.txHash, request.logIndex)).to.equal(3n * USDC);
-      exits.close(
-        exits.pendingAt(BUYER)!,
-        { status: "completed", keptMicros: 3n * USDC, paidMicros: 3n * USDC, uncoveredMicros: 0n },
-        log(4, 30n),
-        9,
+    // Two paid calls: one in settled batch 1, one not batched yet.
+    const pay = async (priceMicros: bigint, tx?: Sql) => {
+      const charge = computeCharge(priceMicros, "included", 1000n);
+      const held = await ledger.hold({ accountId: buyer, sellerAccountId: seller, skillId: "skill:echo", charge }, tx);
+      if (!held.ok) throw new Error(`the hold was refused: ${held.reason}`);
+      expect((await ledger.capture(held.hold.id, tx)).ok).to.equal(true);
+      return (await (tx ?? db).one<HoldAmounts>("SELECT amount, fee_amount, seller_amount FROM holds WHERE id = ?", [held.hold.id]))!;
+    };
+    const settledHold = await db.transaction(async (tx) => {
+      const hold = await pay(USDC, tx);
+      // Written as the settler writes a batch (server/settlement/batches.ts), in the SQL its store runs.
+      await tx.run(
+        `INSERT INTO settlement_batches (number, status, receipts_root, call_count, total_debits, platform_fee, recorded_at_block, created_at)
+         VALUES (1, 'pending', ?, 1, ?, ?, 13, 6)`,
+        [`0x${"ab".repeat(32)}`, hold.amount, hold.fee_amount],
       );
+      const id = await tx.value<string>("SELECT id FROM holds WHERE status = 'captured' AND batch_number IS NULL");
+      await ledger.assignHoldToBatch(id!, 1, tx);
+      return hold;
+    });
+    await db.run("UPDATE settlement_batches SET status = 'settled', settled_at = 7 WHERE number = 1 AND status = 'pending'");
+    const unsettledHold = await pay(2n * USDC);
 
-      expect(store.batches()).to.deep.equal([
-        {
-          number: 1n,
-          status: "settled",
-          receipts_root: `0x${"ab".repeat(32)}`,
-          call_count: 1n,
-          total_debits: settledHold.amount,
-          platform_fee: settledHold.fee_amount,
-        },
-      ]);
-      expect(store.batchSums(1n)).to.deep.equal({ calls: 1n, debits: settledHold.amount, fees: settledHold.fee_amount });
-      expect(store.batchSums(2n)).to.deep.equal({ calls: 0n, debits: 0n, fees: 0n });
-      expect(store.settledPerAccount(1)).to.deep.equal([
-        { account_id: buyer, seller_account_id: seller, debits: settledHold.amount, credits: settledHold.seller_amount },
-      ]);
-      expect(store.settledPerAccount(0)).to.deep.equal([]);
-      expect(store.deposits(11n)).to.deep.equal([{ account_id: buyer, address: BUYER, amount: 10n * USDC }]);
-      expect(store.deposits(10n)).to.deep.equal([]);
-      expect(store.waitingDeposits(12n)).to.deep.equal([{ address: NOBODY, amount: 2n * USDC }]);
-      expect(store.waitingDeposits(11n)).to.deep.equal([]);
-      expect(store.indexedThrough(`deposits:${"ee".repeat(20)}`)).to.equal(12n);
-      expect(store.indexedThrough("deposits:0xother")).to.equal(undefined);
-      expect(store.outstandingVouchers(500n)).to.deep.equal([{ address: BUYER, nonce: 9n, amount: USDC }]);
-      expect(store.voucherWithdrawals()).to.deep.equal([{ account_id: buyer, amount: USDC }]);
-      expect(store.completedExits(30n)).to.deep.equal([{ address: BUYER, account_id: buyer, paid: 3n * USDC, taken: 3n * USDC }]);
-      expect(store.completedExits(29n)).to.deep.equal([]);
-      expect(store.linkedAddresses()).to.deep.equal([
-        // By address: 0x5e… before 0xb1….
-        { address: SELLER, account_id: seller },
-        { address: BUYER, account_id: buyer },
-      ]);
+    // A voucher of 1 USDC, issued with a deadline at 1,000 s (as server/settlement/vouchers.ts records one).
+    await db.transaction(async (tx) => {
+      const entryId = await ledger.withdrawByVoucher(buyer, USDC, { address: BUYER, nonce: 9n }, "", tx);
+      await tx.run(
+        `INSERT INTO vouchers (address, nonce, account_id, amount, deadline, status, entry_id, created_at)
+         VALUES (?, 9, ?, ?, 1000, 'issued', ?, 0)`,
+        [BUYER, buyer, USDC, entryId],
+      );
+    });
 
-      const unsettledHold = batches.unbatchedPage([-1n, ""], 10).find((h) => h.id === unsettled)!;
-      expect(store.sellerShares(seller)).to.deep.equal({ settled: settledHold.seller_amount, pending: unsettledHold.seller_amount });
-      expect(store.sellerShares(buyer)).to.deep.equal({ settled: 0n, pending: 0n });
+    // An exit of 3 USDC, frozen in full, completed at block 30 and paid in full.
+    const request = log(3, 20n);
+    await db.transaction(async (tx) => {
+      await exits.insertPending(
+        { ...request, address: BUYER, accountId: buyer, requestedMicros: 3n * USDC, readyAtSec: 50n },
+        3n * USDC,
+        8,
+        tx,
+      );
+      ledger.noteExitShortfall();
+      await ledger.topUpExitFreezes(buyer, tx);
+    });
+    expect(await exits.frozen(request.txHash, request.logIndex)).to.equal(3n * USDC);
+    await exits.close(
+      (await exits.pendingAt(BUYER))!,
+      { status: "completed", keptMicros: 3n * USDC, paidMicros: 3n * USDC, uncoveredMicros: 0n },
+      log(4, 30n),
+      9,
+    );
 
-      // Redeemed before its deadline: still owed by the escrow at a block before that deadline, not after.
-      vouchers.settle(BUYER, 9n, "redeemed");
-      expect(store.outstandingVouchers(1_000n)).to.have.length(1);
-      expect(store.outstandingVouchers(1_001n)).to.deep.equal([]);
-    } finally {
-      db.close();
-    }
+    expect(await store.batches()).to.deep.equal([
+      {
+        number: 1n,
+        status: "settled",
+        receipts_root: `0x${"ab".repeat(32)}`,
+        call_count: 1n,
+        total_debits: settledHold.amount,
+        platform_fee: settledHold.fee_amount,
+      },
+    ]);
+    expect(await store.batchSums(1n)).to.deep.equal({ calls: 1n, debits: settledHold.amount, fees: settledHold.fee_amount });
+    expect(await store.batchSums(2n)).to.deep.equal({ calls: 0n, debits: 0n, fees: 0n });
+    expect(await store.settledPerAccount(1)).to.deep.equal([
+      { account_id: buyer, seller_account_id: seller, debits: settledHold.amount, credits: settledHold.seller_amount },
+    ]);
+    expect(await store.settledPerAccount(0)).to.deep.equal([]);
+    expect(await store.deposits(11n)).to.deep.equal([{ account_id: buyer, address: BUYER, amount: 10n * USDC }]);
+    expect(await store.deposits(10n)).to.deep.equal([]);
+    expect(await store.waitingDeposits(12n)).to.deep.equal([{ address: NOBODY, amount: 2n * USDC }]);
+    expect(await store.waitingDeposits(11n)).to.deep.equal([]);
+    expect(await store.indexedThrough(`deposits:${"ee".repeat(20)}`)).to.equal(12n);
+    expect(await store.indexedThrough("deposits:0xother")).to.equal(undefined);
+    expect(await store.outstandingVouchers(500n)).to.deep.equal([{ address: BUYER, nonce: 9n, amount: USDC }]);
+    expect(await store.voucherWithdrawals()).to.deep.equal([{ account_id: buyer, amount: USDC }]);
+    expect(await store.completedExits(30n)).to.deep.equal([{ address: BUYER, account_id: buyer, paid: 3n * USDC, taken: 3n * USDC }]);
+    expect(await store.completedExits(29n)).to.deep.equal([]);
+    expect(await store.linkedAddresses()).to.deep.equal([
+      // By address: 0x5e… before 0xb1….
+      { address: SELLER, account_id: seller },
+      { address: BUYER, account_id: buyer },
+    ]);
+
+    expect(await store.sellerShares(seller)).to.deep.equal({ settled: settledHold.seller_amount, pending: unsettledHold.seller_amount });
+    expect(await store.sellerShares(buyer)).to.deep.equal({ settled: 0n, pending: 0n });
+
+    // Redeemed before its deadline: still owed by the escrow at a block before that deadline, not after.
+    await db.run("UPDATE vouchers SET status = 'redeemed' WHERE address = ? AND nonce = 9 AND status = 'issued'", [BUYER]);
+    expect(await store.outstandingVouchers(1_000n)).to.have.length(1);
+    expect(await store.outstandingVouchers(1_001n)).to.deep.equal([]);
+  });
+
+  it("reads in one snapshot: a write committed between two of its reads is not seen", async () => {
+    const ledger = await Ledger.open(db);
+    const store = new ReconcileStore(db);
+    const addresses = new AddressesStore(db);
+    const buyer = (await ledger.ensureAccount({ id: "user:buyer", kind: "user", name: "Buyer" })).id;
+    const seller = (await ledger.ensureAccount({ id: "seller:acme", kind: "seller", name: "Acme" })).id;
+    await addresses.link(BUYER, buyer, 1);
+    const seen = await store.snapshot(async (sql) => {
+      const before = await store.linkedAddresses(sql);
+      // Another writer (on SQLite it waits for the snapshot's turn; on PostgreSQL it commits at once).
+      const write = addresses.link(SELLER, seller, 2);
+      if (engine.name === "postgres") await write;
+      const after = await store.linkedAddresses(sql);
+      return { before, after, write };
+    });
+    await seen.write;
+    expect(seen.after).to.deep.equal(seen.before);
+    expect(await store.linkedAddresses()).to.have.length(2);
   });
 });

@@ -6,17 +6,16 @@ import { loadArtifact } from "../../server/devstack/deploy";
 import { DepositIndexer } from "../../server/settlement/indexer";
 import { reconcile } from "../../server/settlement/reconcile";
 import { VoucherIssuer } from "../../server/settlement/vouchers";
-import { openDatabase } from "../../server/db/db";
-import { SCHEMA } from "../../server/schema";
 import { Ledger } from "../../server/ledger/ledger";
 import { type LocalChain, USDC, startLocalChain } from "../helpers/chain";
+import { describeEachEngine } from "../helpers/engines";
 import { settlementStores } from "../../server/settlement/store";
 
-describe("reconcile and vouchers", function () {
-  this.timeout(60_000);
+describeEachEngine("reconcile and vouchers", (engine) => {
   let chain: LocalChain;
   let snapshot: string;
-  before(async () => {
+  before(async function () {
+    this.timeout(60_000);
     chain = await startLocalChain();
     snapshot = await chain.snapshot();
   });
@@ -25,9 +24,9 @@ describe("reconcile and vouchers", function () {
   });
 
   it("counts a voucher redeemed after the block it checks as still in the escrow, so the sweep cannot raise a false alarm", async () => {
-    const db = openDatabase(":memory:", SCHEMA);
-    const ledger = new Ledger(db);
-    ledger.ensureAccount({ id: "alice", kind: "user", name: "Alice" });
+    const db = await engine.open();
+    const ledger = await Ledger.open(db);
+    await ledger.ensureAccount({ id: "alice", kind: "user", name: "Alice" });
     await linkAddress(ledger, { accountId: "alice", address: chain.address("alice") });
     await chain.deposit("alice", 10n * USDC);
     const indexer = new DepositIndexer({
@@ -76,6 +75,5 @@ describe("reconcile and vouchers", function () {
       fromBlock: chain.deployment.deployBlock,
     });
     expect(now.differences).to.deep.equal([]);
-    db.close();
   });
 });

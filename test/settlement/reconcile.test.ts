@@ -33,9 +33,9 @@ describe("server/settlement/reconcile: reconcile", function () {
     await fx.addUser("bob", 3n * USDC);
     await fx.addSeller("acme");
     await fx.addSeller("globex");
-    fx.pay("alice", "acme", 1_234_567n);
-    fx.pay("bob", "acme", 10n);
-    fx.pay("bob", "globex", 500_000n);
+    await fx.pay("alice", "acme", 1_234_567n);
+    await fx.pay("bob", "acme", 10n);
+    await fx.pay("bob", "globex", 500_000n);
     const settler = fx.settler();
     expect(await settler.runOnce()).to.deep.include({ batch: 1, calls: 3 });
     return settler;
@@ -53,8 +53,8 @@ describe("server/settlement/reconcile: reconcile", function () {
     await hre.network.provider.request({ method: "evm_revert", params: [untouched] });
   });
 
-  beforeEach(() => {
-    fx = new SettlementFixture(chain);
+  beforeEach(async () => {
+    fx = await SettlementFixture.open(chain);
   });
 
   afterEach(async () => {
@@ -79,7 +79,7 @@ describe("server/settlement/reconcile: reconcile", function () {
 
   it("compares against settled batches only: paid calls not yet settled are no difference", async () => {
     await settledWorld();
-    fx.pay("alice", "globex", 700_000n);
+    await fx.pay("alice", "globex", 700_000n);
     expect((await check()).differences).to.deep.equal([]);
   });
 
@@ -89,7 +89,7 @@ describe("server/settlement/reconcile: reconcile", function () {
     expect((await check()).differences).to.deep.equal([]);
 
     // Without an indexer progress row nothing says the deposit is merely not indexed yet: the ledger lacks it.
-    fx.db.prepare("DELETE FROM indexer_state").run();
+    await fx.db.run("DELETE FROM indexer_state");
     const result = await check();
     expect(codes(result)).to.deep.equal(["escrow_balance_mismatch"]);
     expect(result.differences[0]).to.deep.include({
@@ -109,31 +109,30 @@ describe("server/settlement/reconcile: reconcile", function () {
         },
         {
           name: "a settled call's fee moved to its seller",
-          tamper: (fx) => {
-            fx.db
-              .prepare("UPDATE holds SET seller_amount = seller_amount + 1, fee_amount = fee_amount - 1 WHERE account_id = ?")
-              .run(userId("alice"));
+          tamper: async (fx) => {
+            await fx.db.run("UPDATE holds SET seller_amount = seller_amount + 1, fee_amount = fee_amount - 1 WHERE account_id = ?", [
+              userId("alice"),
+            ]);
           },
           expected: ["batch_mismatch", "earnings_mismatch"],
         },
         {
           name: "a settled call's price raised",
-          tamper: (fx) => {
-            fx.db
-              .prepare("UPDATE holds SET amount = amount + 10, seller_amount = seller_amount + 10 WHERE account_id = ?")
-              .run(userId("alice"));
+          tamper: async (fx) => {
+            await fx.db.run("UPDATE holds SET amount = amount + 10, seller_amount = seller_amount + 10 WHERE account_id = ?", [
+              userId("alice"),
+            ]);
           },
           expected: ["batch_mismatch", "earnings_mismatch", "escrow_balance_mismatch"],
         },
         {
           name: "a batch marked settled that the chain never received",
-          tamper: (fx) => {
-            fx.db
-              .prepare(
-                `INSERT INTO settlement_batches (number, status, receipts_root, call_count, total_debits, platform_fee, recorded_at_block, created_at, settled_at)
+          tamper: async (fx) => {
+            await fx.db.run(
+              `INSERT INTO settlement_batches (number, status, receipts_root, call_count, total_debits, platform_fee, recorded_at_block, created_at, settled_at)
                VALUES (2, 'settled', ?, 1, 1, 0, 0, 0, 0)`,
-              )
-              .run(`0x${"ab".repeat(32)}`);
+              [`0x${"ab".repeat(32)}`],
+            );
           },
           expected: ["batch_not_on_chain"],
         },
@@ -166,7 +165,7 @@ describe("server/settlement/reconcile: reconcile", function () {
 
     it("with the amounts and accounts a person needs to act", async () => {
       await settledWorld();
-      fx.ledger.credit(userId("alice"), 1n, "deposit", "made up");
+      await fx.ledger.credit(userId("alice"), 1n, "deposit", "made up");
       const [difference] = (await check()).differences;
       expect(difference).to.deep.include({
         code: "escrow_balance_mismatch",
@@ -183,19 +182,24 @@ describe("server/settlement/reconcile: reconcile", function () {
 
   it("refuses, in the schema, to move a settled call to another batch or to change a recorded batch", async () => {
     await settledWorld();
-    expect(() => fx.db.prepare("UPDATE holds SET batch_number = NULL").run()).to.throw("a hold already belongs to a settlement batch");
-    expect(() => fx.db.prepare("UPDATE settlement_batches SET total_debits = total_debits + 1").run()).to.throw(
+    const refusal = (sql: string) =>
+      fx.db.run(sql).then(
+        () => expect.fail(`${sql} was accepted`),
+        (error: Error) => error.message,
+      );
+    expect(await refusal("UPDATE holds SET batch_number = NULL")).to.include("a hold already belongs to a settlement batch");
+    expect(await refusal("UPDATE settlement_batches SET total_debits = total_debits + 1")).to.include(
       "a recorded settlement batch cannot change",
     );
-    expect(() => fx.db.prepare("UPDATE settlement_batches SET status = 'pending', settled_at = NULL").run()).to.throw(
+    expect(await refusal("UPDATE settlement_batches SET status = 'pending', settled_at = NULL")).to.include(
       "a settled batch cannot become pending again",
     );
   });
 
   it("halts the settler after a batch that leaves the books apart, and a restarted settler sends nothing", async () => {
     const settler = await settledWorld();
-    fx.ledger.credit(userId("bob"), 7n, "deposit", "made up");
-    fx.pay("bob", "globex", 1_000n);
+    await fx.ledger.credit(userId("bob"), 7n, "deposit", "made up");
+    await fx.pay("bob", "globex", 1_000n);
 
     const error = await settler.runOnce().catch((e: unknown) => e);
 
@@ -204,17 +208,17 @@ describe("server/settlement/reconcile: reconcile", function () {
     expect((error as SettlementHaltedError).details.differences?.map((d) => [d.code, d.accountIds])).to.deep.equal([
       ["escrow_balance_mismatch", [userId("bob")]],
     ]);
-    expect(fx.db.prepare("SELECT status FROM settlement_batches WHERE number = 2").pluck().get()).to.equal("settled");
+    expect(await fx.db.value("SELECT status FROM settlement_batches WHERE number = 2")).to.equal("settled");
     expect(await settler.runOnce().catch((e: unknown) => e)).to.equal(error);
 
-    fx.pay("bob", "globex", 2_000n);
+    await fx.pay("bob", "globex", 2_000n);
     const restarted = await fx
       .settler()
       .runOnce()
       .catch((e: unknown) => e);
     expect((restarted as SettlementHaltedError).code).to.equal("reconcile_failed");
-    expect(fx.db.prepare("SELECT MAX(number) FROM settlement_batches").pluck().get()).to.equal(2n);
+    expect(await fx.db.value("SELECT MAX(number) FROM settlement_batches")).to.equal(2n);
     expect(await chain.settledBatches()).to.have.length(2);
-    expect(fx.ledger.balanceOf(sellerId("globex"), "earned")).to.equal(450_000n + 900n + 1_800n);
+    expect(await fx.ledger.balanceOf(sellerId("globex"), "earned")).to.equal(450_000n + 900n + 1_800n);
   });
 });
