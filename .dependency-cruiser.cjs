@@ -77,7 +77,13 @@ module.exports = {
       severity: "error",
       from: {
         path: "^server/",
-        pathNot: ["(/|-)store\\.ts$", "^server/db/", "^server/ledger/", "^server/(index|main|database)\\.ts$", "^server/devstack/"],
+        pathNot: [
+          "(/|-)store\\.ts$",
+          "^server/db/",
+          "^server/ledger/",
+          "^server/(index|main|database|replication)\\.ts$",
+          "^server/devstack/",
+        ],
       },
       to: { path: ["^server/db/db\\.ts$", "^better-sqlite3$", "(^|/)node_modules/better-sqlite3/"] },
     },
@@ -98,7 +104,13 @@ module.exports = {
       severity: "error",
       from: {
         path: "^server/",
-        pathNot: ["(/|-)store\\.ts$", "^server/db/", "^server/ledger/", "^server/(index|main|database)\\.ts$", "^server/devstack/"],
+        pathNot: [
+          "(/|-)store\\.ts$",
+          "^server/db/",
+          "^server/ledger/",
+          "^server/(index|main|database|replication)\\.ts$",
+          "^server/devstack/",
+        ],
       },
       to: { path: ["^pg$", "(^|/)node_modules/pg/", "^server/db/postgres/"] },
     },

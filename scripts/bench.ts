@@ -12,6 +12,7 @@
  *
  *   BENCH_SECONDS (default 8)  BENCH_CONNECTIONS (default 50)  BENCH_PROFILE (a folder)
  */
+import type { SqliteDatabase } from "../server/db/sqlite-database";
 import { type ChildProcess, fork } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
@@ -85,10 +86,10 @@ async function runGateway(backendUrl: string, dbPath: string): Promise<void> {
     loadConfig({}, { port: 0, dbPath, rateLimitPerMin: 10_000_000, skillBackendAllowlist: [new URL(backendUrl).origin] }),
     { log: () => {}, logger },
   );
-  gw.ledger.ensureAccount({ id: "bench-seller", kind: "seller", name: "bench seller" });
-  gw.ledger.ensureAccount({ id: "bench-buyer", kind: "user", name: "bench buyer" });
-  gw.ledger.credit("bench-buyer", 1_000_000_000_000n, "dev_credit", "benchmark balance");
-  gw.skills.upsert({
+  await gw.ledger.ensureAccount({ id: "bench-seller", kind: "seller", name: "bench seller" });
+  await gw.ledger.ensureAccount({ id: "bench-buyer", kind: "user", name: "bench buyer" });
+  await gw.ledger.credit("bench-buyer", 1_000_000_000_000n, "dev_credit", "benchmark balance");
+  await gw.skills.upsert({
     slug: "echo",
     name: "echo",
     priceMicros: 1_000n,
@@ -96,13 +97,13 @@ async function runGateway(backendUrl: string, dbPath: string): Promise<void> {
     backendUrl: `${backendUrl}/echo`,
     timeoutMs: 10_000,
   });
-  gw.ledger.commit.flush();
-  const { key } = gw.keys.create("bench-buyer");
-  const sync = gw.db.pragma("synchronous", { simple: true });
-  process.on("message", (msg) => {
+  const { key } = await gw.keys.create("bench-buyer");
+  const sqlite = gw.db as SqliteDatabase;
+  const sync = sqlite.db.pragma("synchronous", { simple: true });
+  process.on("message", async (msg) => {
     if (msg === "exit") process.exit(0);
-    const captured = gw.db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'captured'").pluck().get();
-    process.send!({ captured: Number(captured), batches: gw.ledger.commit.committedBatches, synchronous: Number(sync) });
+    const captured = await gw.db.value<bigint>("SELECT COUNT(*) FROM holds WHERE status = 'captured'");
+    process.send!({ captured: Number(captured), batches: sqlite.commit.committedBatches, synchronous: Number(sync) });
   });
   process.send!({ url: gw.url, key });
 }

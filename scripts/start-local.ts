@@ -131,19 +131,19 @@ async function serve(
   // The gateway's redirect URIs are built on PUBLIC_URL, else its loopback address (server/http/public-url.ts).
   const signInBase = config.publicUrl.replace(/\/+$/, "") || gateway.url.replace(/\/\/(0\.0\.0\.0|\[::\]):/, "//127.0.0.1:");
   devIdentity?.serve([signInBase]);
-  const { buyerId } = seedDemo(gateway, backend, {
+  const { buyerId } = await seedDemo(gateway, backend, {
     buyer: devAccount(DEV_ACCOUNT_INDEX.demoBuyer).address,
     seller: devAccount(DEV_ACCOUNT_INDEX.demoSeller).address,
   });
   const moneyPath = gateway.moneyPath!;
   // Index what is already on-chain (the demo deposit) before printing the balance.
   await moneyPath.indexer.poll();
-  moneyPath.start();
-  // USDC sent to an embedded wallet is moved into the escrow (a sponsored UserOperation).
-  gateway.wallets?.start(3_000);
+  // The deposit indexer, the settler, voucher expiry, and the wallet sweeper: USDC sent to an embedded
+  // wallet is moved into the escrow (a sponsored UserOperation).
+  gateway.startBackground({ walletSweepIntervalMs: 3_000 });
 
-  const { key } = gateway.keys.create(buyerId, { name: "npm start" });
-  const balance = gateway.ledger.balance(buyerId);
+  const { key } = await gateway.keys.create(buyerId, { name: "npm start" });
+  const balance = await gateway.ledger.balance(buyerId);
   const body = JSON.stringify({ skill_id: "echo", input: { hello: "world" } });
   console.log(`
 Skill Gateway is running.

@@ -314,7 +314,11 @@ function bearerSecret(env: Env, name: string): string {
 /** REPLICA_ID, or host name and process id: letters, digits and . _ - only (it appears in logs and lock names). */
 function replicaId(env: Env): string {
   const raw = (env.REPLICA_ID ?? "").trim();
-  if (raw === "") return `${os.hostname().replace(/[^A-Za-z0-9._-]/g, "-").slice(0, 40)}-${process.pid}`;
+  if (raw === "")
+    return `${os
+      .hostname()
+      .replace(/[^A-Za-z0-9._-]/g, "-")
+      .slice(0, 40)}-${process.pid}`;
   if (!/^[A-Za-z0-9._-]{1,64}$/.test(raw)) throw new ConfigError("REPLICA_ID must be 1 to 64 characters of A-Z a-z 0-9 . _ -");
   return raw;
 }

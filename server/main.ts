@@ -33,6 +33,7 @@ import { type Deployment, DeploymentFileError, readDeployment, verifyDeployment 
 import { type Config, ConfigError, loadServeConfig } from "./config";
 import { type GatewayOptions, type RunningGateway, startGateway } from "./index";
 import { DatabaseLockedError } from "./db/lock";
+import { ReplicaRefusedError } from "./db/postgres/replicas";
 import { type AaDeployment, verifyAccountAbstraction, verifyBundler } from "./wallets/aa";
 
 /** The exit code of a refusal: sysexits' EX_CONFIG, so a supervisor can tell it from a crash and not loop. */
@@ -194,8 +195,9 @@ async function main(): Promise<void> {
   const config = loadServeConfig();
   const checked = await check(config);
   const gateway: RunningGateway = await startGateway(config, checked.options);
-  gateway.moneyPath?.start();
-  gateway.wallets?.start(config.walletSweepIntervalMs);
+  // On SQLite: the indexer, settler, voucher expiry and wallet sweeper start now. Sharing PostgreSQL: this
+  // replica contends for the settlement lease and runs them while it holds it.
+  gateway.startBackground({ walletSweepIntervalMs: config.walletSweepIntervalMs });
 
   const recovered =
     gateway.recovered.holds > 0 ? [`Recovered:        released ${gateway.recovered.holds} hold(s) left open by the last run`] : [];
@@ -204,7 +206,8 @@ async function main(): Promise<void> {
       "Skill Gateway is serving.",
       "",
       `Gateway:          ${gateway.url}`,
-      `Database:         ${config.dbPath} (fee mode ${config.feeMode}, ${Number(config.feeBps) / 100}% platform fee)`,
+      `Database:         ${config.databaseUrl ? `PostgreSQL (DATABASE_URL), replica ${config.replicaId}` : config.dbPath} (fee mode ${config.feeMode}, ${Number(config.feeBps) / 100}% platform fee)`,
+      `Shared limits:    ${config.redisUrl ? "Redis (REDIS_URL)" : "in this process (no REDIS_URL)"}`,
       ...checked.summary,
       `E-mail:           ${config.smtpUrl ? "SMTP" : "the outbox table (no SMTP_URL)"}`,
       `Skills:           ${gateway.skills.list().length} listed`,
@@ -230,8 +233,14 @@ async function main(): Promise<void> {
 }
 
 main().catch((error) => {
-  // A second gateway on the same ledger is refused too (its message names DB_PATH).
-  if (error instanceof ConfigError || error instanceof StartRefused || error instanceof DatabaseLockedError) {
+  // A second gateway on the same SQLite ledger is refused too (its message names DB_PATH), and a second replica
+  // on PostgreSQL when either has no REDIS_URL (its message says so).
+  if (
+    error instanceof ConfigError ||
+    error instanceof StartRefused ||
+    error instanceof DatabaseLockedError ||
+    error instanceof ReplicaRefusedError
+  ) {
     console.error(`npm run serve refused to start: ${firstLine(error)}`);
     process.exit(EXIT_REFUSED);
   }

@@ -164,11 +164,11 @@ export class SettlementLeadership {
 
   /** Whether this replica leads now. */
   get isLeader(): boolean {
-    return this.leading;
+    return this.leading && this.leadership.isLeader;
   }
 
   start(): void {
-    this.leadership.start();
+    this.leadership.start().catch((error) => this.p.log("contending for the settlement lease", error));
   }
 
   async stop(): Promise<void> {

@@ -1,5 +1,5 @@
 import type { Address } from "viem";
-import { linkAddressSync } from "../settlement/addresses";
+import { linkAddress } from "../settlement/addresses";
 import type { Gateway } from "../index";
 import { usdToMicros } from "../ledger/money";
 import type { DemoBackend } from "./demo-backend";
@@ -47,20 +47,24 @@ const DEMO_SKILLS = [
  * not seeded: it is the buyer's own deposit into the escrow, which the deposit indexer
  * credits once it reads the event (a deposit already on-chain is credited on linking).
  */
-export function seedDemo(gateway: Gateway, backend: DemoBackend, addresses: { buyer: Address; seller: Address }): { buyerId: string } {
+export async function seedDemo(
+  gateway: Gateway,
+  backend: DemoBackend,
+  addresses: { buyer: Address; seller: Address },
+): Promise<{ buyerId: string }> {
   const { ledger, skills } = gateway;
-  ledger.ensureAccount({ id: DEMO_SELLER_ID, kind: "seller", name: "Demo Seller" });
-  ledger.ensureAccount({ id: DEMO_BUYER_ID, kind: "user", name: "Demo Buyer" });
+  await ledger.ensureAccount({ id: DEMO_SELLER_ID, kind: "seller", name: "Demo Seller" });
+  await ledger.ensureAccount({ id: DEMO_BUYER_ID, kind: "user", name: "Demo Buyer" });
   for (const [accountId, address] of [
     [DEMO_BUYER_ID, addresses.buyer],
     [DEMO_SELLER_ID, addresses.seller],
   ] as const) {
-    const linked = linkAddressSync(ledger, { accountId, address });
+    const linked = await linkAddress(ledger, { accountId, address });
     if (!linked.ok) throw new Error(`could not link ${address} to ${accountId}: ${linked.reason}`);
   }
 
   for (const s of DEMO_SKILLS) {
-    const skill = skills.upsert({
+    const skill = await skills.upsert({
       slug: s.slug,
       name: s.name,
       description: s.description,
@@ -72,6 +76,5 @@ export function seedDemo(gateway: Gateway, backend: DemoBackend, addresses: { bu
     });
     backend.setSecret(s.path, skill.signingSecret);
   }
-  ledger.commit.flush();
   return { buyerId: DEMO_BUYER_ID };
 }

@@ -40,13 +40,13 @@ export function clientKey(req: Request): string {
 }
 
 /** Whether a request carries credentials that authenticate: a valid API key, or a live session. */
-export function authenticated(keys: ApiKeys, sessions: Sessions, req: Request): boolean {
+export async function authenticated(keys: ApiKeys, sessions: Sessions, req: Request): Promise<boolean> {
   const header = req.headers.authorization;
   if (header !== undefined) {
     const token = bearerToken(header);
-    return token !== undefined && keys.authenticate(token) !== undefined;
+    return token !== undefined && (await keys.authenticate(token)) !== undefined;
   }
-  return readSession(sessions, req) !== undefined;
+  return (await readSession(sessions, req)) !== undefined;
 }
 
 export interface RateLimitsParameters {
@@ -67,7 +67,7 @@ export interface RateLimits {
 /** The two limiters, over the stores given (which the caller shuts down). */
 export function createRateLimits(parameters: RateLimitsParameters): RateLimits {
   const { config, keys, sessions, stores, log } = parameters;
-  const limiter = (limit: number, store: Store, what: string, skip?: (req: Request) => boolean) =>
+  const limiter = (limit: number, store: Store, what: string, skip?: (req: Request) => Promise<boolean>) =>
     rateLimit({
       windowMs: WINDOW_MS,
       limit,

@@ -186,4 +186,3 @@ describe("the schema after the move", () => {
     }
   });
 });
-
