@@ -8,6 +8,7 @@ import { type AccountKind, PLATFORM_ACCOUNT_ID } from "../../server/ledger/ledge
 import { usdToMicros } from "../../server/ledger/money";
 import { type TestBackend, startTestBackend } from "./backend";
 import { assertDeclared, send } from "./session";
+import { type EngineName, freshPostgresDatabase } from "./engines";
 
 export interface TestStack {
   gw: RunningGateway;
@@ -18,10 +19,14 @@ export interface TestStack {
   buyerId: string;
   sellerId: string;
   dbPath: string;
+  /** The engine the stack's tables are on. */
+  engine: EngineName;
+  /** With the postgres engine: the database's URL (for a second replica, or a direct look). */
+  databaseUrl: string;
   /** Registers a skill sold by the test seller, backed by a route of the test backend. */
-  addSkill(slug: string, route: string, overrides?: Partial<Parameters<RunningGateway["skills"]["upsert"]>[0]>): Skill;
+  addSkill(slug: string, route: string, overrides?: Partial<Parameters<RunningGateway["skills"]["upsert"]>[0]>): Promise<Skill>;
   /** Creates an account with a dev_credit balance and an API key. */
-  addBuyer(usd: string, kind?: AccountKind): { accountId: string; key: string };
+  addBuyer(usd: string, kind?: AccountKind): Promise<{ accountId: string; key: string }>;
   /** POSTs JSON (a string is sent as is) with the buyer's key unless `key` is given (null: no header). */
   post(
     pathname: string,
@@ -30,22 +35,25 @@ export interface TestStack {
   ): Promise<{ status: number; headers: Headers; body: any }>;
   get(pathname: string, key?: string | null): Promise<{ status: number; headers: Headers; body: any }>;
   /** Balances in base units. */
-  available(accountId?: string): bigint;
-  earned(accountId?: string): bigint;
-  fees(): bigint;
+  available(accountId?: string): Promise<bigint>;
+  earned(accountId?: string): Promise<bigint>;
+  fees(): Promise<bigint>;
   close(): Promise<void>;
 }
 
 /**
- * Starts the real gateway on port 0 with a fresh SQLite file, a real test backend, a seller
- * with the skills `echo` (0.001), `fail`, `reject`, `hang`, `notjson`, `big`, and a buyer
- * with `buyerUsd` of dev credit and an API key.
+ * Starts the real gateway on port 0 with a fresh database (a SQLite file, or with `engine: "postgres"` a fresh
+ * database on the test process's PostgreSQL server: ./engines.ts), a real test backend, a seller with the
+ * skills `echo` (0.001), `fail`, `reject`, `hang`, `notjson`, `big`, and a buyer with `buyerUsd` of dev
+ * credit and an API key.
  */
 export async function startStack(
-  options: { config?: Partial<Config>; buyerUsd?: string; dbPath?: string; gateway?: GatewayOptions } = {},
+  options: { config?: Partial<Config>; buyerUsd?: string; dbPath?: string; gateway?: GatewayOptions; engine?: EngineName } = {},
 ): Promise<TestStack> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gw-"));
   const dbPath = options.dbPath ?? path.join(dir, "gateway.db");
+  const engine = options.engine ?? "sqlite";
+  const databaseUrl = engine === "postgres" ? await freshPostgresDatabase() : "";
   // The test backend is on loopback: allowlisted, as npm start does for its demo backend.
   const backend = await startTestBackend();
   const config = loadConfig(
@@ -53,6 +61,7 @@ export async function startStack(
     {
       port: 0,
       dbPath,
+      databaseUrl,
       logLevel: "silent",
       ...options.config,
       skillBackendAllowlist: [backend.url, ...(options.config?.skillBackendAllowlist ?? [])],
@@ -60,7 +69,7 @@ export async function startStack(
   );
   const gw = await startGateway(config, { log: () => {}, ...options.gateway });
   const sellerId = "seller-1";
-  gw.ledger.ensureAccount({ id: sellerId, kind: "seller", name: "Seller One" });
+  await gw.ledger.ensureAccount({ id: sellerId, kind: "seller", name: "Seller One" });
 
   const addSkill: TestStack["addSkill"] = (slug, route, overrides = {}) =>
     gw.skills.upsert({
@@ -72,17 +81,17 @@ export async function startStack(
       timeoutMs: 2_000,
       ...overrides,
     });
-  for (const route of ["echo", "fail", "reject", "hang", "notjson", "big", "unavailable"]) addSkill(route, `/${route}`);
+  for (const route of ["echo", "fail", "reject", "hang", "notjson", "big", "unavailable"]) await addSkill(route, `/${route}`);
 
   let buyers = 0;
-  const addBuyer: TestStack["addBuyer"] = (usd, kind = "user") => {
+  const addBuyer: TestStack["addBuyer"] = async (usd, kind = "user") => {
     const accountId = `buyer-${++buyers}`;
-    gw.ledger.ensureAccount({ id: accountId, kind, name: accountId });
-    if (usdToMicros(usd) > 0n) gw.ledger.credit(accountId, usdToMicros(usd), "dev_credit", "test");
-    gw.ledger.commit.flush();
-    return { accountId, key: gw.keys.create(accountId).key };
+    await gw.ledger.ensureAccount({ id: accountId, kind, name: accountId });
+    if (usdToMicros(usd) > 0n) await gw.ledger.credit(accountId, usdToMicros(usd), "dev_credit", "test");
+    await gw.db.durable();
+    return { accountId, key: (await gw.keys.create(accountId)).key };
   };
-  const buyer = addBuyer(options.buyerUsd ?? "10");
+  const buyer = await addBuyer(options.buyerUsd ?? "10");
 
   const request = async (
     method: string,
@@ -105,6 +114,8 @@ export async function startStack(
     buyerId: buyer.accountId,
     sellerId,
     dbPath,
+    engine,
+    databaseUrl,
     addSkill,
     addBuyer,
     post: (p, body, o = {}) => request("POST", p, body, o.key, o.headers),

@@ -77,7 +77,7 @@ export function sameOrigin(stack: Pick<TestStack, "url">): Record<string, string
 
 /** Signs a person in by e-mail (the identity is taken as verified) and opens a session for them. */
 export async function signedIn(stack: TestStack, email: string): Promise<TestSession> {
-  const result = stack.gw.sessions.signIn("email", email);
+  const result = await stack.gw.sessions.signIn("email", email);
   if (!result.ok) throw new Error(`could not sign ${email} in: ${result.reason}`);
   const session = await stack.gw.sessions.issue(result.accountId);
   return sessionFor(stack, result.accountId, session.token, session.csrfToken);
