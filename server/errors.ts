@@ -47,6 +47,7 @@ export const ERROR_CODES = {
   chain_unavailable: "the chain or the bundler did not answer, or did not take the operation: try again",
   chain_not_configured: "this gateway runs without what the request needs (escrow chain, ERC-4337 stack, funding wallet)",
   not_ready: "the gateway is not ready (readiness probe)",
+  limits_unavailable: "the shared rate limits (Redis) did not answer: the call did not run and nothing was charged; try again",
   sign_in_unavailable: "the sign-in provider could not be reached",
   skill_error: "the backend answered 5xx or a redirect (never followed)",
   skill_timeout: "the backend did not answer within the skill's timeout",

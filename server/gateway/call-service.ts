@@ -169,7 +169,7 @@ export class CallService {
     if (skill.rateLimitPerMin !== null) {
       rules.push({ key: `skill:${skill.id}:${accountId}`, limit: skill.rateLimitPerMin, windowMs: MINUTE_MS });
     }
-    const decision = await limiter.admit(rules);
+    const decision = await limitsAnswer(limiter.admit(rules));
     if (!decision.allowed) {
       const which = decision.rule === rules[0] ? "API key" : `skill "${skill.slug}"`;
       return this.fail(
@@ -183,7 +183,7 @@ export class CallService {
 
     const cap = req.apiKey.accountDailyCallCap ?? config.dailyCallCap;
     if (cap > 0) {
-      const daily = await dailyCap.admit(accountId, cap);
+      const daily = await limitsAnswer(dailyCap.admit(accountId, cap));
       if (!daily.allowed) {
         return this.fail(
           call,
@@ -365,4 +365,19 @@ export class CallService {
 
 function elapsedMs(req: CallRequest): number {
   return performance.now() - req.startedAt;
+}
+
+/**
+ * The limits' decision; a limiter that cannot decide (REDIS_URL's Redis down or too slow: the shared limits
+ * fail fast) refuses the call with 503 limits_unavailable before anything is held. Failing open would let a
+ * key past its limits on every replica for as long as Redis is down.
+ */
+async function limitsAnswer<T>(decision: Promise<T>): Promise<T> {
+  try {
+    return await decision;
+  } catch (error) {
+    throw new GatewayError("limits_unavailable", "The gateway's rate limits could not be checked; the call did not run. Try again shortly.", {
+      cause: error,
+    });
+  }
 }

@@ -20,6 +20,7 @@ const CALL_ERRORS = [
   "skill_unreachable",
   "skill_invalid_response",
   "skill_backend_forbidden",
+  "limits_unavailable",
 ] as const;
 
 const skillData = z.unknown().meta({ description: "What the skill answered: its own JSON." });
