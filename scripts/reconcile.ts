@@ -72,7 +72,7 @@ class ReadOnlySqliteDatabase extends SqliteDatabase {
 /** The books to compare, opened for reading only, and how to name them in the report. */
 function openBooks(config: Config): { db: Database; where: string } {
   // DATABASE_URL, as the configuration names it (server/config.ts).
-  const { databaseUrl } = config as Config & { databaseUrl?: string };
+  const { databaseUrl } = config;
   if (databaseUrl) {
     const db = new PostgresDatabase(createPostgresPool({ url: databaseUrl, applicationName: "skill-gateway-reconcile", max: 2 }));
     const url = new URL(databaseUrl);

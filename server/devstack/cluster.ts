@@ -78,10 +78,11 @@ export async function startCluster(options: StartClusterOptions): Promise<Cluste
       DEPLOYMENT_FILE: deploymentFile,
       SETTLER_PRIVATE_KEY: devPrivateKey(DEV_ACCOUNT_INDEX.settler),
       VOUCHER_SIGNER_PRIVATE_KEY: devPrivateKey(DEV_ACCOUNT_INDEX.voucherSigner),
-      SKILL_BACKEND_ALLOWLIST: backend.url,
       DEPOSIT_CONFIRMATIONS: "0",
       LOG_LEVEL: "warn",
       ...options.settings,
+      // The demo backend is on loopback: allowed, with whatever else the caller allows.
+      SKILL_BACKEND_ALLOWLIST: [backend.url, options.settings?.SKILL_BACKEND_ALLOWLIST].filter(Boolean).join(","),
     };
 
     // The demo's accounts, skills and key, written once into the shared database by a short-lived gateway.
