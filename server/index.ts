@@ -162,7 +162,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
       applicationName: `skill-gateway:${config.replicaId}`,
       onIdleError: (error) => log("a PostgreSQL connection closed while idle; the pool opens another", error),
     });
-    if (onPostgres) f.membership = await ReplicaMembership.join(f.db, config, onFatal, log);
+    if (onPostgres) f.membership = await ReplicaMembership.join(config, onFatal, log);
     ledger = await Ledger.open(f.db, { replicaId: onPostgres ? config.replicaId : undefined });
     idempotency = new IdempotencyKeys(new IdempotencyStore(f.db), config.idempotencyTtlMs);
     recovered = onPostgres

@@ -4,6 +4,8 @@ import type { Config } from "./config";
 import { Leadership } from "./db/leader";
 import type { Database } from "./db/sql";
 import { Replicas } from "./db/postgres/replicas";
+import { PostgresDatabase } from "./db/postgres/database";
+import { createPostgresPool } from "./db/postgres/pool";
 import { type Redis, openRedis } from "./db/redis";
 import { InvalidationBus } from "./db/redis-bus";
 import { RedisDailyCap, RedisRateLimiter } from "./gateway/redis-rate-limit";
@@ -69,34 +71,50 @@ export async function openSharedState(
   };
 }
 
-/** How long after its last heartbeat a replica counts as dead: its holds may then be released. */
+/**
+ * How long after its last heartbeat a replica counts as dead: its holds may then be released, and a replica
+ * that finds itself declared dead stops. Generous (5 leases, at least 10 s): a live replica taken for dead
+ * costs its calls in flight, while a dead one's holds waiting a few seconds more costs nothing but their
+ * reservation.
+ */
 export function replicaDeadAfterMs(config: Config): number {
-  return 3 * config.leaderLeaseMs;
+  return Math.max(5 * config.leaderLeaseMs, 10_000);
 }
 
-/** This replica in the database's registry: joined at start, alive while it beats, gone at close. */
+/**
+ * This replica in the database's registry: joined at start, alive while it beats, gone at close. The
+ * heartbeat has a connection of its own, so a replica whose pool is saturated by calls still says it lives.
+ */
 export class ReplicaMembership {
   private timer: NodeJS.Timeout | undefined;
   readonly registry: Replicas;
 
   private constructor(
-    db: Database,
+    private readonly connection: PostgresDatabase,
     private readonly config: Config,
     private readonly onEvicted: (error: Error) => void,
     private readonly log: (message: string, error?: unknown) => void,
   ) {
-    this.registry = new Replicas(db, replicaDeadAfterMs(config));
+    this.registry = new Replicas(connection, replicaDeadAfterMs(config));
   }
 
   /** Joins (or is refused: ReplicaRefusedError) and starts beating every leaderLeaseMs / 2. */
-  static async join(
-    db: Database,
-    config: Config,
-    onEvicted: (error: Error) => void,
-    log: (message: string, error?: unknown) => void,
-  ): Promise<ReplicaMembership> {
-    const membership = new ReplicaMembership(db, config, onEvicted, log);
-    await membership.registry.join(config.replicaId, { redis: config.redisUrl !== "" });
+  static async join(config: Config, onEvicted: (error: Error) => void, log: (message: string, error?: unknown) => void): Promise<ReplicaMembership> {
+    const connection = new PostgresDatabase(
+      createPostgresPool({
+        url: config.databaseUrl,
+        applicationName: `skill-gateway:${config.replicaId}:registry`,
+        max: 1,
+        onIdleError: (error) => log("the replica registry's connection closed while idle", error),
+      }),
+    );
+    const membership = new ReplicaMembership(connection, config, onEvicted, log);
+    try {
+      await membership.registry.join(config.replicaId, { redis: config.redisUrl !== "" });
+    } catch (error) {
+      await connection.close();
+      throw error;
+    }
     membership.timer = setInterval(() => void membership.beat(), Math.max(100, Math.floor(config.leaderLeaseMs / 2)));
     membership.timer.unref();
     return membership;
@@ -118,6 +136,7 @@ export class ReplicaMembership {
   async leave(): Promise<void> {
     clearInterval(this.timer);
     await this.registry.leave(this.config.replicaId).catch((error) => this.log("leaving the replica registry failed", error));
+    await this.connection.close();
   }
 }
 
