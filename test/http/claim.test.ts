@@ -35,7 +35,7 @@ describe("POST /v1/seller/claim", function () {
 
   /** A session of an account with its embedded wallet (server-owned for e-mail, owner-signed for SIWE). */
   async function seller(provider: "email" | "siwe", subject: string, beforeWallet?: (accountId: string) => Promise<void>) {
-    const signIn = stack.gw.sessions.signIn(provider, subject);
+    const signIn = await stack.gw.sessions.signIn(provider, subject);
     if (!signIn.ok) throw new Error(signIn.reason);
     await beforeWallet?.(signIn.accountId);
     const wallet = await stack.gw.wallets!.ensureFor(signIn.accountId);
@@ -72,8 +72,8 @@ describe("POST /v1/seller/claim", function () {
     await aa.mint(wallet.address, 20_000_000n);
     expect(await stack.gw.wallets!.sweepAll()).to.equal(1);
     await pollIndexer();
-    expect(stack.available(buyer.accountId)).to.equal(20_000_000n);
-    buyerKey = stack.gw.keys.create(buyer.accountId).key;
+    expect(await stack.available(buyer.accountId)).to.equal(20_000_000n);
+    buyerKey = (await stack.gw.keys.create(buyer.accountId)).key;
   });
   after(async () => {
     await stack?.close();
@@ -108,7 +108,7 @@ describe("POST /v1/seller/claim", function () {
       // The wallet sweep turns the claimed USDC into the seller's spendable balance (at least the minimum deposit).
       expect(await stack.gw.wallets!.sweepAll()).to.equal(1);
       await pollIndexer();
-      expect(stack.available(session.accountId)).to.equal(1_800_000n);
+      expect(await stack.available(session.accountId)).to.equal(1_800_000n);
       expect(await usdcOf(wallet.address)).to.equal(0n);
     });
 

@@ -20,8 +20,8 @@ describe("dashboard API", () => {
     beforeEach(async () => {
       stack = await startStack();
       ada = await signedIn(stack, "ada@example.com");
-      stack.gw.ledger.credit(ada.accountId, 1_000_000n, "dev_credit", "test");
-      await stack.gw.ledger.commit.durable();
+      await stack.gw.ledger.credit(ada.accountId, 1_000_000n, "dev_credit", "test");
+      await stack.gw.db.durable();
       const created = await ada.request("POST", "/v1/keys", { name: "laptop" });
       adaKey = { id: created.body.data.id, key: created.body.data.key };
     });
@@ -48,7 +48,7 @@ describe("dashboard API", () => {
         const forged = await ada.request("POST", "/v1/withdrawals", { amount: "0.5" }, { csrf: false });
         expect(forged.status).to.equal(403);
         expect(forged.body.code).to.equal("csrf_failed");
-        expect(stack.available(ada.accountId)).to.equal(1_000_000n);
+        expect(await stack.available(ada.accountId)).to.equal(1_000_000n);
       });
     });
 
@@ -105,7 +105,7 @@ describe("dashboard API", () => {
         expect(tried.body.success).to.equal(true);
         expect(tried.body.data).to.deep.include({ hello: "try" });
         expect(tried.body.metadata).to.include({ skillId: "echo", cost: 0.001 });
-        expect(stack.available(ada.accountId)).to.equal(999_000n);
+        expect(await stack.available(ada.accountId)).to.equal(999_000n);
         const usage = (await ada.request("GET", "/v1/usage")).body.data.calls;
         expect(usage).to.have.length(1);
         expect(usage[0]).to.include({ skill_id: "echo", endpoint: "/v1/skills/:skillId/call" });
@@ -116,7 +116,7 @@ describe("dashboard API", () => {
         expect(tried.status).to.equal(502);
         expect(tried.body).to.include({ success: false });
         expect(tried.body.error).to.be.a("string");
-        expect(stack.available(ada.accountId)).to.equal(1_000_000n);
+        expect(await stack.available(ada.accountId)).to.equal(1_000_000n);
       });
 
       it("refuses a revoked key, another account's key, no CSRF token and no session, calling nothing", async () => {
@@ -130,7 +130,7 @@ describe("dashboard API", () => {
         expect((await ada.request("POST", "/v1/skills/echo/try", { key_id: bobKey, input: {} })).status).to.equal(404);
         expect((await bob.request("POST", "/v1/skills/echo/try", { key_id: bobKey, input: {} }, { csrf: false })).status).to.equal(403);
         expect((await send(`${stack.url}/v1/skills/echo/try`, "POST", {}, { key_id: bobKey, input: {} })).status).to.equal(401);
-        expect(stack.gw.db.prepare("SELECT COUNT(*) FROM calls").pluck().get()).to.equal(0n);
+        expect(await stack.gw.db.value("SELECT COUNT(*) FROM calls")).to.equal(0n);
       });
 
       it("refuses a missing key_id and an input that is not an object", async () => {
@@ -154,10 +154,10 @@ describe("dashboard API", () => {
       });
 
       it("refuses a malformed address without spending a nonce", async () => {
-        const before = stack.gw.db.prepare("SELECT COUNT(*) FROM siwe_nonces").pluck().get();
+        const before = await stack.gw.db.value("SELECT COUNT(*) FROM siwe_nonces");
         const bad = await send(`${stack.url}/auth/siwe/nonce?address=0x1234`, "GET", {});
         expect(bad.status).to.equal(400);
-        expect(stack.gw.db.prepare("SELECT COUNT(*) FROM siwe_nonces").pluck().get()).to.equal(before);
+        expect(await stack.gw.db.value("SELECT COUNT(*) FROM siwe_nonces")).to.equal(before);
       });
     });
 
@@ -223,7 +223,7 @@ describe("dashboard API", () => {
       const empty = await ada.request("POST", "/v1/withdrawals", { amount: "" });
       expect(empty.status).to.equal(400);
       expect(empty.body.error).to.match(/amount must be a USD amount/);
-      expect(stack.gw.db.prepare("SELECT COUNT(*) FROM vouchers").pluck().get()).to.equal(0n);
+      expect(await stack.gw.db.value("SELECT COUNT(*) FROM vouchers")).to.equal(0n);
     });
 
     it("GET /v1/history lists card top-ups, transfers, charges and withdrawals, newest first, signed", async () => {
@@ -236,7 +236,7 @@ describe("dashboard API", () => {
       expect(await stack.gw.wallets!.sweepAll()).to.equal(1);
       await stack.gw.moneyPath!.indexer.poll();
       await stack.gw.moneyPath!.indexer.poll();
-      expect(stack.available(ada.accountId)).to.equal(7_000_000n);
+      expect(await stack.available(ada.accountId)).to.equal(7_000_000n);
 
       const key = (await ada.request("POST", "/v1/keys", { name: "k" })).body.data.id;
       expect((await ada.request("POST", "/v1/skills/echo/try", { key_id: key, input: {} })).status).to.equal(200);
@@ -260,7 +260,7 @@ describe("dashboard API", () => {
 
       // Signed amounts add up to the balance the ledger holds.
       const sum = items.reduce((s, i) => s + BigInt(i.amount_base_units as string), 0n);
-      expect(sum).to.equal(stack.available(ada.accountId));
+      expect(sum).to.equal(await stack.available(ada.accountId));
       expect((await ada.request("GET", "/v1/history?limit=2")).body.data.items).to.have.length(2);
       expect((await send(`${stack.url}/v1/history`, "GET", {})).status).to.equal(401);
     });

@@ -1,6 +1,7 @@
 import fs from "node:fs";
 import { expect } from "chai";
 import { type TestStack, startStack } from "../helpers/gateway";
+import { sqliteOf } from "../helpers/ledger";
 import { type TestSession, send, signedIn } from "../helpers/session";
 
 describe("API keys from a session (/v1/keys)", () => {
@@ -21,8 +22,8 @@ describe("API keys from a session (/v1/keys)", () => {
       gateway: { log: (message, error) => void logged.push(`${message} ${error === undefined ? "" : String(error)}`) },
     });
     ada = await signedIn(stack, "ada@example.com");
-    stack.gw.ledger.credit(ada.accountId, 1_000_000n, "dev_credit", "test");
-    await stack.gw.ledger.commit.durable();
+    await stack.gw.ledger.credit(ada.accountId, 1_000_000n, "dev_credit", "test");
+    await stack.gw.db.durable();
   });
   afterEach(async () => {
     await stack.close();
@@ -40,7 +41,7 @@ describe("API keys from a session (/v1/keys)", () => {
     const forged = await ada.request("POST", "/v1/keys", { name: "x" }, { csrf: false });
     expect(forged.status).to.equal(403);
     expect(forged.body.code).to.equal("csrf_failed");
-    expect(stack.gw.keys.listForAccount(ada.accountId)).to.deep.equal([]);
+    expect(await stack.gw.keys.listForAccount(ada.accountId)).to.deep.equal([]);
   });
 
   it("creates a key, shows it whole once, and lists it by prefix, name, creation and last use", async () => {
@@ -63,10 +64,10 @@ describe("API keys from a session (/v1/keys)", () => {
 
   it("keys belong to the account: a call with one is billed to it", async () => {
     const { key } = (await ada.request("POST", "/v1/keys", { name: "ci" })).body.data;
-    const before = stack.available(ada.accountId);
+    const before = await stack.available(ada.accountId);
     const reply = await call(key);
     expect(reply.status).to.equal(200);
-    expect(stack.available(ada.accountId)).to.equal(before - 1_000n);
+    expect(await stack.available(ada.accountId)).to.equal(before - 1_000n);
   });
 
   it("revokes a key at once: the next call with it gets 401, and it leaves the list", async () => {
@@ -89,7 +90,7 @@ describe("API keys from a session (/v1/keys)", () => {
     expect(reply.status).to.equal(404);
     expect(reply.body).to.include({ success: false, code: "not_found" });
     expect((await bob.request("GET", "/v1/keys")).body.data).to.deep.equal([]);
-    expect(stack.gw.keys.get(id)!.revokedAtMs).to.equal(null);
+    expect((await stack.gw.keys.get(id))!.revokedAtMs).to.equal(null);
     expect((await ada.request("DELETE", "/v1/keys/not-a-key")).status).to.equal(404);
   });
 
@@ -105,9 +106,9 @@ describe("API keys from a session (/v1/keys)", () => {
     const { key } = (await ada.request("POST", "/v1/keys", { name: "secret" })).body.data;
     await call(key);
     await call(`${key}x`); // a wrong key: logged paths must not echo it either
-    stack.gw.ledger.commit.run(() => stack.gw.keys.flushLastUsed());
-    await stack.gw.ledger.commit.durable();
-    stack.gw.db.pragma("wal_checkpoint(TRUNCATE)");
+    await stack.gw.db.transaction((tx) => stack.gw.keys.flushLastUsed(tx));
+    await stack.gw.db.durable();
+    sqliteOf(stack.gw.db).db.pragma("wal_checkpoint(TRUNCATE)");
     for (const file of [stack.dbPath, `${stack.dbPath}-wal`]) {
       if (!fs.existsSync(file)) continue;
       const bytes = fs.readFileSync(file);

@@ -20,11 +20,11 @@ describe("magic links and mail scanners", () => {
   /** Asks for a link to `email` and returns its path on the gateway. */
   const mailLink = async (email: string): Promise<string> => {
     await send(`${stack.url}/auth/email/start`, "POST", sameOrigin(stack), { email });
-    const body = stack.gw.db.prepare("SELECT body FROM outbox WHERE to_address = ? ORDER BY id DESC LIMIT 1").pluck().get(email) as string;
+    const body = (await stack.gw.db.value<string>("SELECT body FROM outbox WHERE to_address = ? ORDER BY id DESC LIMIT 1", [email]))!;
     const url = new URL(/(http:\/\/\S+)/.exec(body)![1]);
     return url.pathname + url.search;
   };
-  const sessions = () => Number(stack.gw.db.prepare("SELECT COUNT(*) FROM sessions").pluck().get());
+  const sessions = async () => Number(await stack.gw.db.value("SELECT COUNT(*) FROM sessions"));
 
   /** What scanners send: each a method, the headers it comes with, and whether a signed-in browser's cookie goes too. */
   const SCANNERS: Array<[string, string, Record<string, string>, boolean]> = [
@@ -44,7 +44,7 @@ describe("magic links and mail scanners", () => {
     it(`refuses to sign in on ${what}: it answers the page and uses nothing up`, async () => {
       const link = await mailLink("ada@example.com");
       const extra: Record<string, string> = withSession ? { cookie: (await signedIn(stack, "someone@example.com")).cookie } : {};
-      const before = sessions();
+      const before = await sessions();
       for (let i = 0; i < 3; i++) {
         const res = await fetch(stack.url + link, { method, headers: { ...headers, ...extra }, redirect: "manual" });
         expect(res.status).to.equal(200);
@@ -52,8 +52,8 @@ describe("magic links and mail scanners", () => {
         expect(res.headers.get("content-security-policy")).to.equal(DASHBOARD_CSP);
         expect(res.headers.getSetCookie()).to.deep.equal([]);
       }
-      expect(sessions()).to.equal(before);
-      expect(stack.gw.sessions.ownerOf("email", "ada@example.com")).to.equal(undefined);
+      expect(await sessions()).to.equal(before);
+      expect(await stack.gw.sessions.ownerOf("email", "ada@example.com")).to.equal(undefined);
       // The person's own click, afterwards, still works.
       const token = new URLSearchParams(link.split("?")[1]).get("token");
       const verified = await send(`${stack.url}/auth/email/verify`, "POST", sameOrigin(stack), { token });
@@ -65,12 +65,12 @@ describe("magic links and mail scanners", () => {
     const link = await mailLink("ada@example.com");
     const res = await send(stack.url + link, "POST", sameOrigin(stack), {});
     expect(res.status).to.equal(404);
-    expect(stack.gw.sessions.ownerOf("email", "ada@example.com")).to.equal(undefined);
+    expect(await stack.gw.sessions.ownerOf("email", "ada@example.com")).to.equal(undefined);
   });
 
   it("mails a link to the page, saying to confirm there", async () => {
     await mailLink("ada@example.com");
-    const body = stack.gw.db.prepare("SELECT body FROM outbox ORDER BY id DESC LIMIT 1").pluck().get() as string;
+    const body = (await stack.gw.db.value<string>("SELECT body FROM outbox ORDER BY id DESC LIMIT 1"))!;
     expect(body).to.match(/\/auth\/email\/callback\?token=[\w-]{43}\n/);
     expect(body).to.include("confirm on the page it opens");
   });

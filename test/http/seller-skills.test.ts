@@ -87,14 +87,14 @@ describe("seller skills (/v1/seller/skills)", () => {
     expect(skill.signing_secret).to.match(/^[0-9a-f]{64}$/);
     backend.state.secret = skill.signing_secret;
 
-    const buyerBefore = stack.available();
+    const buyerBefore = await stack.available();
     const reply = await callShout();
     expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
     expect(reply.body.data).to.deep.equal({ upper: "HI" });
     expect(reply.body.metadata).to.include({ skill_id: "shout", price_paid: 0.01 });
     expect(backend.state.verified).to.deep.equal([true]);
-    expect(stack.available()).to.equal(buyerBefore - 10_000n);
-    expect(stack.earned(seller.accountId)).to.equal(9_000n); // 90% of the price, the fee included in it
+    expect(await stack.available()).to.equal(buyerBefore - 10_000n);
+    expect(await stack.earned(seller.accountId)).to.equal(9_000n); // 90% of the price, the fee included in it
 
     // The input schema the seller gave is enforced before the backend is called.
     expect((await callShout({ text: 5 })).status).to.equal(400);
@@ -250,7 +250,7 @@ describe("seller skills (/v1/seller/skills)", () => {
       expect(unproved.status).to.equal(409);
       expect(unproved.body.code).to.equal("payout_address_refused");
 
-      stack.gw.sessions.signIn("siwe", WALLET, { linkTo: seller.accountId });
+      await stack.gw.sessions.signIn("siwe", WALLET, { linkTo: seller.accountId });
       const set = await seller.request("PUT", "/v1/seller/payout-address", { address: WALLET });
       expect(set.status, JSON.stringify(set.body)).to.equal(200);
       expect(set.body.data).to.deep.equal({ address: WALLET, created: true });
@@ -263,8 +263,8 @@ describe("seller skills (/v1/seller/skills)", () => {
     });
 
     it("does not change once set: settlement pays one address per account", async () => {
-      stack.gw.sessions.signIn("siwe", WALLET, { linkTo: seller.accountId });
-      stack.gw.sessions.signIn("siwe", OTHER, { linkTo: seller.accountId });
+      await stack.gw.sessions.signIn("siwe", WALLET, { linkTo: seller.accountId });
+      await stack.gw.sessions.signIn("siwe", OTHER, { linkTo: seller.accountId });
       expect((await seller.request("PUT", "/v1/seller/payout-address", { address: WALLET })).status).to.equal(200);
       const reply = await seller.request("PUT", "/v1/seller/payout-address", { address: OTHER });
       expect(reply.status).to.equal(409);

@@ -21,7 +21,7 @@ async function rawPost(stack: TestStack, path: string, headers: Record<string, s
 /** A sign-in link's token freshly mailed to `email`. */
 async function mailedToken(stack: TestStack, email: string): Promise<string> {
   await send(`${stack.url}/auth/email/start`, "POST", sameOrigin(stack), { email });
-  const body = stack.gw.db.prepare("SELECT body FROM outbox WHERE to_address = ? ORDER BY id DESC LIMIT 1").pluck().get(email) as string;
+  const body = (await stack.gw.db.value<string>("SELECT body FROM outbox WHERE to_address = ? ORDER BY id DESC LIMIT 1", [email]))!;
   return decodeURIComponent(/token=([^\s]+)/.exec(body)![1]);
 }
 
@@ -33,14 +33,14 @@ async function signedMessage(stack: TestStack): Promise<{ message: string; signa
 }
 
 /** What a sign-in may write; a refused one writes none of it. */
-function footprint(stack: TestStack) {
-  const count = (sql: string) => Number(stack.gw.db.prepare(sql).pluck().get());
+async function footprint(stack: TestStack) {
+  const count = async (sql: string) => Number(await stack.gw.db.value(sql));
   return {
-    sessions: count("SELECT COUNT(*) FROM sessions"),
-    identities: count("SELECT COUNT(*) FROM identities"),
-    mails: count("SELECT COUNT(*) FROM outbox"),
-    usedLinks: count("SELECT COUNT(*) FROM email_sign_in_tokens WHERE used_at IS NOT NULL"),
-    usedNonces: count("SELECT COUNT(*) FROM siwe_nonces WHERE used_at IS NOT NULL"),
+    sessions: await count("SELECT COUNT(*) FROM sessions"),
+    identities: await count("SELECT COUNT(*) FROM identities"),
+    mails: await count("SELECT COUNT(*) FROM outbox"),
+    usedLinks: await count("SELECT COUNT(*) FROM email_sign_in_tokens WHERE used_at IS NOT NULL"),
+    usedNonces: await count("SELECT COUNT(*) FROM siwe_nonces WHERE used_at IS NOT NULL"),
   };
 }
 
@@ -118,12 +118,12 @@ describe("sign-in POSTs and login CSRF", () => {
       for (const [why, headersFor, status, code] of FOREIGN) {
         it(`refuses a sign-in POST ${why} (${path}), writing nothing`, async () => {
           const body = await bodyFor(stack);
-          const before = footprint(stack);
+          const before = await footprint(stack);
           const reply = await rawPost(stack, path, headersFor(new URL(stack.url).origin), body);
           expect(reply.status, JSON.stringify(reply.body)).to.equal(status);
           expect(reply.body).to.include({ success: false, code });
           expect(reply.headers.getSetCookie()).to.deep.equal([]);
-          expect(footprint(stack)).to.deep.equal(before);
+          expect(await footprint(stack)).to.deep.equal(before);
         });
       }
       for (const [how, headersFor] of OWN) {
@@ -192,7 +192,7 @@ describe("sign-in POSTs and login CSRF", () => {
         "an e-mail link of an existing account",
         "/auth/email/verify",
         async (s) => {
-          s.gw.sessions.signIn("email", "mallory@example.com");
+          await s.gw.sessions.signIn("email", "mallory@example.com");
           return { token: await mailedToken(s, "mallory@example.com") };
         },
         "session_exists",
@@ -207,7 +207,7 @@ describe("sign-in POSTs and login CSRF", () => {
         "a wallet of an existing account",
         "/auth/siwe/verify",
         async (s) => {
-          s.gw.sessions.signIn("siwe", WALLET.address);
+          await s.gw.sessions.signIn("siwe", WALLET.address);
           return signedMessage(s);
         },
         "identity_taken",
@@ -217,13 +217,13 @@ describe("sign-in POSTs and login CSRF", () => {
     for (const [what, path, attack, code] of ATTACKS) {
       it(`refuses to replace the session with ${what} (${path}: 409 ${code}), keeping the victim signed in`, async () => {
         const body = await attack(stack);
-        const before = footprint(stack);
+        const before = await footprint(stack);
         const reply = await rawPost(stack, path, asVictim(), body);
         expect(reply.status, JSON.stringify(reply.body)).to.equal(409);
         expect(reply.body).to.include({ success: false, code });
         expect(reply.headers.getSetCookie()).to.deep.equal([]);
         expect((await meWith(victim.cookie)).body.data.account_id).to.equal(victim.accountId);
-        if (path === "/auth/email/verify") expect(footprint(stack)).to.deep.equal(before);
+        if (path === "/auth/email/verify") expect(await footprint(stack)).to.deep.equal(before);
       });
 
       it(`switches to ${what} only when the POST asks (switch_account: true), ending the old session`, async () => {
@@ -269,7 +269,7 @@ describe("sign-in POSTs and login CSRF", () => {
       const reply = await rawPost(stack, "/auth/email/verify", asVictim(), { token });
       expect(reply.body.code).to.equal("session_exists");
       expect((await meWith(victim.cookie)).body.data.account_id).to.equal(victim.accountId);
-      expect(stack.gw.sessions.ownerOf("email", "mallory@example.com")).to.equal(undefined);
+      expect(await stack.gw.sessions.ownerOf("email", "mallory@example.com")).to.equal(undefined);
     });
 
     it("tells the page of a link what it would do in a signed-in browser", async () => {

@@ -10,9 +10,14 @@ import { type Reply, sameOrigin, send, signedIn } from "../helpers/session";
 const WALLET = privateKeyToAccount(`0x${"44".repeat(32)}`);
 
 /** What a flood leaves behind in each table anyone can make the gateway write to. */
-function stored(stack: TestStack) {
-  const count = (table: string) => Number(stack.gw.db.prepare(`SELECT COUNT(*) FROM ${table}`).pluck().get());
-  return { mails: count("outbox"), links: count("email_sign_in_tokens"), nonces: count("siwe_nonces"), states: count("oauth_states") };
+async function stored(stack: TestStack) {
+  const count = async (table: string) => Number(await stack.gw.db.value(`SELECT COUNT(*) FROM ${table}`));
+  return {
+    mails: await count("outbox"),
+    links: await count("email_sign_in_tokens"),
+    nonces: await count("siwe_nonces"),
+    states: await count("oauth_states"),
+  };
 }
 
 function expectRateLimited(reply: Reply) {
@@ -53,9 +58,9 @@ describe("floods of unauthenticated requests", () => {
       it(`refuses the 4th sign-in request in a minute from one address (${endpoint}) with 429 and Retry-After, storing nothing`, async () => {
         await start({ signInRateLimitPerMin: 3 });
         for (let i = 0; i < 3; i++) expect((await request()).status, endpoint).to.not.equal(429);
-        const before = stored(stack);
+        const before = await stored(stack);
         expectRateLimited(await request());
-        expect(stored(stack)).to.deep.equal(before);
+        expect(await stored(stack)).to.deep.equal(before);
       });
     }
 
@@ -72,14 +77,14 @@ describe("floods of unauthenticated requests", () => {
       );
       expect(replies.filter((r) => r.status === 200)).to.have.length(20);
       for (const reply of replies.filter((r) => r.status !== 200)) expectRateLimited(reply);
-      expect(stored(stack).mails).to.equal(20);
+      expect((await stored(stack)).mails).to.equal(20);
     });
 
     it("refuses the review's flood: 500 GET /auth/siwe/nonce store 5 nonces, not 500", async () => {
       await start();
       const replies = await Promise.all(Array.from({ length: 500 }, () => get("/auth/siwe/nonce")));
       expect(replies.filter((r) => r.status === 200)).to.have.length(20);
-      expect(stored(stack).nonces).to.equal(5);
+      expect((await stored(stack)).nonces).to.equal(5);
     });
   });
 
@@ -88,7 +93,7 @@ describe("floods of unauthenticated requests", () => {
       await start({ signInRateLimitPerMin: 1_000, siweNoncesPerClientMax: 3 });
       const nonces: string[] = [];
       for (let i = 0; i < 5; i++) nonces.push((await get(`/auth/siwe/nonce?address=${WALLET.address}`)).body.data.message);
-      expect(stored(stack).nonces).to.equal(3);
+      expect((await stored(stack)).nonces).to.equal(3);
       const verify = async (message: string) =>
         (await post("/auth/siwe/verify", { message, signature: await WALLET.signMessage({ message }) })).status;
       // The oldest two were dropped; the newest still signs in.
@@ -104,14 +109,14 @@ describe("floods of unauthenticated requests", () => {
       const refused = await get("/auth/siwe/nonce", { "x-forwarded-for": "198.51.100.4" });
       expectRateLimited(refused);
       expect(Number(refused.headers.get("retry-after"))).to.be.within(590, 600);
-      expect(stored(stack).nonces).to.equal(3);
-      stack.gw.db.prepare("UPDATE siwe_nonces SET expires_at = ? WHERE client = '198.51.100.1'").run(Date.now() - 1);
+      expect((await stored(stack)).nonces).to.equal(3);
+      await stack.gw.db.run("UPDATE siwe_nonces SET expires_at = ? WHERE client = '198.51.100.1'", [Date.now() - 1]);
       expect((await get("/auth/siwe/nonce", { "x-forwarded-for": "198.51.100.4" })).status).to.equal(200);
     });
 
     it("refuses an e-mail link beyond EMAIL_LINKS_MAX waiting in all with 429, whoever the address", async () => {
       await start({ emailLinksMax: 3 });
-      stack.gw.sessions.signIn("email", "known@example.com");
+      await stack.gw.sessions.signIn("email", "known@example.com");
       for (let i = 0; i < 3; i++) expect((await post("/auth/email/start", { email: `p${i}@example.com` })).status).to.equal(200);
       const known = await post("/auth/email/start", { email: "known@example.com" });
       const unknown = await post("/auth/email/start", { email: "unknown@example.com" });
@@ -119,9 +124,9 @@ describe("floods of unauthenticated requests", () => {
       // The same answer, but for each request's own id.
       const answer = (res: typeof known) => ({ status: res.status, body: { ...res.body, request_id: undefined } });
       expect(answer(unknown)).to.deep.equal(answer(known));
-      expect(stored(stack).mails).to.equal(3);
+      expect((await stored(stack)).mails).to.equal(3);
       // A used link no longer waits: room for one more.
-      const body = stack.gw.db.prepare("SELECT body FROM outbox ORDER BY id LIMIT 1").pluck().get() as string;
+      const body = (await stack.gw.db.value<string>("SELECT body FROM outbox ORDER BY id LIMIT 1"))!;
       expect((await post("/auth/email/verify", { token: decodeURIComponent(/token=(\S+)/.exec(body)![1]) })).status).to.equal(200);
       expect((await post("/auth/email/start", { email: "unknown@example.com" })).status).to.equal(200);
     });
@@ -134,7 +139,7 @@ describe("floods of unauthenticated requests", () => {
       expect((await begin()).status).to.equal(302);
       const refused = await begin();
       expectRateLimited({ status: refused.status, headers: refused.headers, body: await refused.json() });
-      expect(stored(stack).states).to.equal(2);
+      expect((await stored(stack)).states).to.equal(2);
     });
   });
 
@@ -167,9 +172,9 @@ describe("floods of unauthenticated requests", () => {
       expect((await call()).status).to.equal(401);
       expect((await send(`${stack.url}/v1/skills/echo/call`, "POST", { authorization: "Bearer\u00a0x" }, {})).status).to.equal(401);
       expectRateLimited(await call("Bearer atom_not-a-key"));
-      const before = stack.available();
+      const before = await stack.available();
       for (let i = 0; i < 5; i++) expect((await stack.post("/v1/call", { skill_id: "echo", input: {} })).status).to.equal(200);
-      expect(stack.available()).to.equal(before - 5n * 1_000n);
+      expect(await stack.available()).to.equal(before - 5n * 1_000n);
     });
 
     it("counts each address apart, and an IPv6 /64 as one address, behind a trusted proxy (TRUST_PROXY)", async () => {
@@ -249,36 +254,38 @@ describe("pruning expired sign-in state", () => {
       ["old", past],
       ["new", future],
     ] as const) {
-      db.prepare("INSERT INTO siwe_nonces (nonce, client, created_at, expires_at) VALUES (?, '127.0.0.1', ?, ?)").run(
+      await db.run("INSERT INTO siwe_nonces (nonce, client, created_at, expires_at) VALUES (?, '127.0.0.1', ?, ?)", [
         `nonce-${name}`,
         past,
         expiresAt,
-      );
-      db.prepare("INSERT INTO email_sign_in_tokens (token_hash, email, created_at, expires_at) VALUES (?, 'a@example.com', ?, ?)").run(
+      ]);
+      await db.run("INSERT INTO email_sign_in_tokens (token_hash, email, created_at, expires_at) VALUES (?, 'a@example.com', ?, ?)", [
         `link-${name}`,
         past,
         expiresAt,
-      );
-      db.prepare(
+      ]);
+      await db.run(
         "INSERT INTO oauth_states (state_hash, provider, code_verifier, nonce, created_at, expires_at) VALUES (?, 'github', 'v', 'n', ?, ?)",
-      ).run(`state-${name}`, past, expiresAt);
-      db.prepare("INSERT INTO sessions (token_hash, account_id, csrf_token, created_at, expires_at) VALUES (?, ?, 'c', ?, ?)").run(
+        [`state-${name}`, past, expiresAt],
+      );
+      await db.run("INSERT INTO sessions (token_hash, account_id, csrf_token, created_at, expires_at) VALUES (?, ?, 'c', ?, ?)", [
         `session-${name}`,
         account,
         past,
         expiresAt,
-      );
+      ]);
     }
-    db.prepare(
+    await db.run(
       "INSERT INTO sessions (token_hash, account_id, csrf_token, created_at, expires_at, revoked_at) VALUES ('session-ended', ?, 'c', ?, ?, ?)",
-    ).run(account, past, future, past);
+      [account, past, future, past],
+    );
 
-    expect(stack.gw.pruneExpired()).to.deep.equal({ siweNonces: 1, emailLinks: 1, oauthStates: 1, sessions: 2 });
-    const keys = (sql: string) => db.prepare(sql).pluck().all();
-    expect(keys("SELECT nonce FROM siwe_nonces")).to.deep.equal(["nonce-new"]);
-    expect(keys("SELECT token_hash FROM email_sign_in_tokens")).to.deep.equal(["link-new"]);
-    expect(keys("SELECT state_hash FROM oauth_states")).to.deep.equal(["state-new"]);
-    expect(keys("SELECT token_hash FROM sessions")).to.deep.equal(["session-new"]);
-    expect(stack.gw.pruneExpired()).to.deep.equal({ siweNonces: 0, emailLinks: 0, oauthStates: 0, sessions: 0 });
+    expect(await stack.gw.pruneExpired()).to.deep.equal({ siweNonces: 1, emailLinks: 1, oauthStates: 1, sessions: 2 });
+    const keys = async (sql: string) => (await db.all<{ k: string }>(sql)).map((row) => row.k);
+    expect(await keys("SELECT nonce AS k FROM siwe_nonces")).to.deep.equal(["nonce-new"]);
+    expect(await keys("SELECT token_hash AS k FROM email_sign_in_tokens")).to.deep.equal(["link-new"]);
+    expect(await keys("SELECT state_hash AS k FROM oauth_states")).to.deep.equal(["state-new"]);
+    expect(await keys("SELECT token_hash AS k FROM sessions")).to.deep.equal(["session-new"]);
+    expect(await stack.gw.pruneExpired()).to.deep.equal({ siweNonces: 0, emailLinks: 0, oauthStates: 0, sessions: 0 });
   });
 });

@@ -37,18 +37,14 @@ describe("POST /v1/wallet/withdraw", function () {
     });
   const paymasterDeposit = () =>
     aa.node.publicClient.readContract({ address: aa.aa.paymaster, abi: gatewayPaymasterAbi, functionName: "getDeposit" });
-  const voucherStatus = (nonce: string) =>
-    (stack.gw.ledger.db.prepare("SELECT status FROM vouchers WHERE nonce = ?").get(BigInt(nonce)) as { status: string } | undefined)
-      ?.status;
-  const voucherCount = (accountId: string) =>
-    Number(
-      (stack.gw.ledger.db.prepare("SELECT COUNT(*) AS n FROM vouchers WHERE account_id = ?").get(accountId) as { n: bigint | number }).n,
-    );
+  const voucherStatus = (nonce: string) => stack.gw.ledger.db.value<string>("SELECT status FROM vouchers WHERE nonce = ?", [BigInt(nonce)]);
+  const voucherCount = async (accountId: string) =>
+    Number(await stack.gw.ledger.db.value("SELECT COUNT(*) FROM vouchers WHERE account_id = ?", [accountId]));
   const outsider = () => privateKeyToAccount(generatePrivateKey()).address;
 
   /** A session of a new account with its embedded wallet, topped up with `micros` by a USDC transfer to the wallet. */
   async function account(provider: "email" | "siwe", subject: string, micros: bigint) {
-    const signIn = stack.gw.sessions.signIn(provider, subject);
+    const signIn = await stack.gw.sessions.signIn(provider, subject);
     if (!signIn.ok) throw new Error(signIn.reason);
     const wallet = await stack.gw.wallets!.ensureFor(signIn.accountId);
     const { token, csrfToken } = await stack.gw.sessions.issue(signIn.accountId);
@@ -72,7 +68,7 @@ describe("POST /v1/wallet/withdraw", function () {
       }
       await stack.gw.moneyPath!.indexer.poll();
       await stack.gw.moneyPath!.indexer.poll();
-      expect(stack.available(signIn.accountId)).to.equal(micros);
+      expect(await stack.available(signIn.accountId)).to.equal(micros);
     }
     return { session, wallet };
   }
@@ -106,16 +102,16 @@ describe("POST /v1/wallet/withdraw", function () {
       expect(await usdcOf(to)).to.equal(1_500_000n);
       expect(await usdcOf(wallet.address), "nothing rests in the wallet").to.equal(0n);
       expect(await escrowBalanceOf(wallet.address)).to.equal(3_500_000n);
-      expect(stack.available(session.accountId)).to.equal(3_500_000n);
+      expect(await stack.available(session.accountId)).to.equal(3_500_000n);
       expect(await nonceUsed(wallet.address, BigInt(reply.body.data.nonce))).to.equal(true);
-      expect(voucherStatus(reply.body.data.nonce)).to.equal("redeemed");
+      expect(await voucherStatus(reply.body.data.nonce)).to.equal("redeemed");
 
       // The sweep finds nothing; the indexer and the voucher sweeper see the redemption and debit nothing more.
       expect(await stack.gw.wallets!.sweepAll()).to.equal(0);
       await stack.gw.moneyPath!.indexer.poll();
       await stack.gw.moneyPath!.vouchers!.sweep(aa.node.publicClient);
-      expect(stack.available(session.accountId)).to.equal(3_500_000n);
-      expect(voucherStatus(reply.body.data.nonce)).to.equal("redeemed");
+      expect(await stack.available(session.accountId)).to.equal(3_500_000n);
+      expect(await voucherStatus(reply.body.data.nonce)).to.equal("redeemed");
       const history = await session.request("GET", "/v1/withdrawals");
       expect(history.body.data).to.have.length(1);
       expect(history.body.data[0]).to.include({ amount: 1.5, status: "redeemed" });
@@ -127,7 +123,7 @@ describe("POST /v1/wallet/withdraw", function () {
       expect(await usdcOf(to)).to.equal(5_000_000n);
       expect(await escrowBalanceOf(wallet.address)).to.equal(0n);
       expect(await usdcOf(wallet.address)).to.equal(0n);
-      expect(stack.available(session.accountId)).to.equal(0n);
+      expect(await stack.available(session.accountId)).to.equal(0n);
 
       // Now the balance is zero: nothing to withdraw, nothing issued, no gas spent.
       const depositBefore = await paymasterDeposit();
@@ -136,7 +132,7 @@ describe("POST /v1/wallet/withdraw", function () {
       expect(empty.body).to.deep.include({ success: false, code: "invalid_request" });
       expect(empty.body.error).to.match(/nothing to withdraw/i);
       expect(await paymasterDeposit()).to.equal(depositBefore);
-      expect(voucherCount(session.accountId)).to.equal(2);
+      expect(await voucherCount(session.accountId)).to.equal(2);
     });
 
     it("refuses without CSRF, a bad `to`, more than available (402, no debit), and the owner-signed path, before anything is debited or sent", async () => {
@@ -176,8 +172,8 @@ describe("POST /v1/wallet/withdraw", function () {
       expect(prepare.status).to.equal(409);
       expect(prepare.body.code).to.equal("wrong_withdrawal_flow");
 
-      expect(stack.available(session.accountId)).to.equal(2_000_000n);
-      expect(voucherCount(session.accountId)).to.equal(0);
+      expect(await stack.available(session.accountId)).to.equal(2_000_000n);
+      expect(await voucherCount(session.accountId)).to.equal(0);
       expect(await paymasterDeposit()).to.equal(depositBefore);
       expect(await escrowBalanceOf(wallet.address)).to.equal(2_000_000n);
     });
@@ -199,8 +195,8 @@ describe("POST /v1/wallet/withdraw", function () {
       expect(reply.body.error).to.match(/voucher was issued and stays valid/);
       expect(reply.body.voucher).to.include({ account: wallet.address, amount: "400000", escrow: aa.deployment.escrow });
       expect(reply.body.voucher.signature).to.match(/^0x[0-9a-f]{130}$/);
-      expect(stack.available(session.accountId)).to.equal(600_000n);
-      expect(voucherStatus(reply.body.voucher.nonce)).to.equal("issued");
+      expect(await stack.available(session.accountId)).to.equal(600_000n);
+      expect(await voucherStatus(reply.body.voucher.nonce)).to.equal("issued");
       expect(await usdcOf(to)).to.equal(0n);
       expect(await escrowBalanceOf(wallet.address)).to.equal(1_000_000n);
     });
@@ -229,7 +225,7 @@ describe("POST /v1/wallet/withdraw", function () {
       });
       const hash = prepared.body.data.user_op_hash as Hex;
       // The voucher is issued at preparation: the amount has left the balance.
-      expect(stack.available(session.accountId)).to.equal(1_750_000n);
+      expect(await stack.available(session.accountId)).to.equal(1_750_000n);
 
       const intruder = privateKeyToAccount(generatePrivateKey());
       const wrong = await session.request("POST", "/v1/wallet/withdraw/submit", {
@@ -251,8 +247,8 @@ describe("POST /v1/wallet/withdraw", function () {
       expect(await usdcOf(to)).to.equal(1_250_000n);
       expect(await usdcOf(wallet.address)).to.equal(0n);
       expect(await escrowBalanceOf(wallet.address)).to.equal(1_750_000n);
-      expect(stack.available(session.accountId)).to.equal(1_750_000n);
-      expect(voucherStatus(prepared.body.data.nonce)).to.equal("redeemed");
+      expect(await stack.available(session.accountId)).to.equal(1_750_000n);
+      expect(await voucherStatus(prepared.body.data.nonce)).to.equal("redeemed");
 
       const replay = await session.request("POST", "/v1/wallet/withdraw/submit", { user_op_hash: hash, signature });
       expect(replay.status).to.equal(404);

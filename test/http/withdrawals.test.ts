@@ -43,11 +43,11 @@ describe("POST /v1/withdrawals", function () {
         chainId: 8453,
       },
     });
-    gw.ledger.ensureAccount({ id: "alice", kind: "user", name: "Alice" });
+    await gw.ledger.ensureAccount({ id: "alice", kind: "user", name: "Alice" });
     expect((await linkAddress(gw.ledger, { accountId: "alice", address: chain.address("alice") })).ok).to.equal(true);
     await chain.deposit("alice", 5n * USDC);
-    gw.ledger.credit("alice", 5n * USDC, "deposit", "test deposit");
-    key = gw.keys.create("alice").key;
+    await gw.ledger.credit("alice", 5n * USDC, "deposit", "test deposit");
+    key = (await gw.keys.create("alice")).key;
   });
   after(async () => {
     await gw.close();
@@ -81,7 +81,7 @@ describe("POST /v1/withdrawals", function () {
     });
     expect((await chain.receipt(tx)).status).to.equal("success");
     expect(await chain.escrowBalance(chain.address("alice"))).to.equal(2_500_000n);
-    assertBalanced(gw.db);
+    await assertBalanced(gw.db);
   });
 
   it("refuses more than is available with 402, and a malformed amount with 400, charging nothing", async () => {
@@ -90,7 +90,7 @@ describe("POST /v1/withdrawals", function () {
     expect(tooMuch.body).to.include({ success: false, code: "insufficient_balance" });
     const malformed = await post({ amount: "1.0000001" });
     expect(malformed.status).to.equal(400);
-    expect(gw.ledger.balance("alice").availableMicros).to.equal(2_500_000n);
+    expect((await gw.ledger.balance("alice")).availableMicros).to.equal(2_500_000n);
   });
 
   it("needs an API key", async () => {
@@ -110,8 +110,8 @@ describe("POST /v1/withdrawals without a chain", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gw-nochain-"));
     const gw = await startGateway(loadConfig({}, { port: 0, dbPath: path.join(dir, "gateway.db"), logLevel: "silent" }), { log: () => {} });
     try {
-      gw.ledger.ensureAccount({ id: "bob", kind: "user", name: "Bob" });
-      const { key } = gw.keys.create("bob");
+      await gw.ledger.ensureAccount({ id: "bob", kind: "user", name: "Bob" });
+      const { key } = await gw.keys.create("bob");
       const res = await fetch(`${gw.url}/v1/withdrawals`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: "{}" });
       expect(res.status).to.equal(503);
       expect(await res.json()).to.include({ success: false, code: "chain_not_configured" });
