@@ -1,24 +1,46 @@
 import { expect } from "chai";
 import { assertBalanced } from "../../server/ledger/invariants";
+import { describeEachEngine } from "../helpers/engines";
 import { type TestStack, startStack } from "../helpers/gateway";
 
-describe("concurrent calls against a balance that runs out", () => {
+describeEachEngine("concurrent calls against a balance that runs out", (engine) => {
   let stack: TestStack;
   afterEach(async () => {
-    await stack.close();
+    await stack?.close();
   });
 
+  /**
+   * The buyer's available and held balances read in one statement, so both come from the same moment (two
+   * reads could straddle a hold and see its amount twice).
+   */
+  const buyerBalances = async () => {
+    const rows = await stack.gw.db.all<{ bucket: string; balance: bigint }>(
+      "SELECT bucket, balance FROM ledger_accounts WHERE account_id = ? AND bucket IN ('available', 'held')",
+      [stack.buyerId],
+    );
+    const of = (bucket: string) => rows.find((r) => r.bucket === bucket)?.balance ?? 0n;
+    return { availableMicros: of("available"), heldMicros: of("held") };
+  };
+
   it("lets exactly as many calls through as the balance covers, and never goes below zero", async () => {
-    stack = await startStack({ buyerUsd: "0.05", config: { rateLimitPerMin: 10_000 } });
-    const startMicros = stack.available();
+    stack = await startStack({ engine: engine.name, buyerUsd: "0.05", config: { rateLimitPerMin: 10_000 } });
+    const startMicros = await stack.available();
     const negatives: bigint[] = [];
-    const watcher = setInterval(() => {
-      const { availableMicros, heldMicros } = stack.gw.ledger.balance(stack.buyerId);
-      if (availableMicros < 0n || heldMicros < 0n || availableMicros + heldMicros > startMicros) negatives.push(availableMicros);
-    }, 1);
+    let watching = true;
+    const watcher = (async () => {
+      let reads = 0;
+      while (watching) {
+        const { availableMicros, heldMicros } = await buyerBalances();
+        reads++;
+        if (availableMicros < 0n || heldMicros < 0n || availableMicros + heldMicros > startMicros) negatives.push(availableMicros);
+        await new Promise((resolve) => setTimeout(resolve, 1));
+      }
+      return reads;
+    })();
 
     const results = await Promise.all(Array.from({ length: 200 }, (_, i) => stack.post("/v1/call", { skill_id: "echo", input: { i } })));
-    clearInterval(watcher);
+    watching = false;
+    expect(await watcher).to.be.greaterThan(0);
 
     const ok = results.filter((r) => r.status === 200);
     const refused = results.filter((r) => r.status === 402);
@@ -26,17 +48,17 @@ describe("concurrent calls against a balance that runs out", () => {
     expect(refused).to.have.length(150);
     for (const r of refused) expect(r.body.code).to.equal("insufficient_balance");
     expect(negatives).to.deep.equal([]);
-    expect(stack.gw.ledger.balance(stack.buyerId)).to.deep.equal({ availableMicros: 0n, heldMicros: 0n });
-    expect(stack.earned()).to.equal(45_000n);
-    expect(stack.fees()).to.equal(5_000n);
+    expect(await stack.gw.ledger.balance(stack.buyerId)).to.deep.equal({ availableMicros: 0n, heldMicros: 0n });
+    expect(await stack.earned()).to.equal(45_000n);
+    expect(await stack.fees()).to.equal(5_000n);
     expect(stack.backend.hits.get("/echo")).to.equal(50);
-    assertBalanced(stack.gw.db);
+    await assertBalanced(stack.gw.db);
   });
 
   it("keeps the books exact over many calls at mixed prices, some failing", async () => {
-    stack = await startStack({ buyerUsd: "100", config: { rateLimitPerMin: 10_000 } });
+    stack = await startStack({ engine: engine.name, buyerUsd: "100", config: { rateLimitPerMin: 10_000 } });
     const prices = { a: 1n, b: 7n, c: 12_345n, d: 499_999n };
-    for (const [slug, price] of Object.entries(prices)) stack.addSkill(slug, "/echo", { priceMicros: price });
+    for (const [slug, price] of Object.entries(prices)) await stack.addSkill(slug, "/echo", { priceMicros: price });
     const plan = Array.from({ length: 400 }, (_, i) => ["a", "b", "c", "d", "fail"][(i * 7) % 5]);
     const results = await Promise.all(plan.map((slug) => stack.post("/v1/call", { skill_id: slug, input: {} })));
 
@@ -49,19 +71,19 @@ describe("concurrent calls against a balance that runs out", () => {
       charged += price;
       fees += price / 10n;
     });
-    expect(stack.available()).to.equal(100_000_000n - charged);
-    expect(stack.fees()).to.equal(fees);
-    expect(stack.earned()).to.equal(charged - fees);
-    assertBalanced(stack.gw.db);
+    expect(await stack.available()).to.equal(100_000_000n - charged);
+    expect(await stack.fees()).to.equal(fees);
+    expect(await stack.earned()).to.equal(charged - fees);
+    await assertBalanced(stack.gw.db);
   });
 
   it("charges the fee on top in on_top mode: the seller gets the price, the caller pays 110%", async () => {
-    stack = await startStack({ config: { feeMode: "on_top", rateLimitPerMin: 10_000 } });
+    stack = await startStack({ engine: engine.name, config: { feeMode: "on_top", rateLimitPerMin: 10_000 } });
     const results = await Promise.all(Array.from({ length: 30 }, () => stack.post("/v1/call", { skill_id: "echo", input: {} })));
     for (const r of results) expect(r.body.metadata.price_paid).to.equal(0.0011);
-    expect(stack.available()).to.equal(10_000_000n - 30n * 1_100n);
-    expect(stack.earned()).to.equal(30n * 1_000n);
-    expect(stack.fees()).to.equal(30n * 100n);
-    assertBalanced(stack.gw.db);
+    expect(await stack.available()).to.equal(10_000_000n - 30n * 1_100n);
+    expect(await stack.earned()).to.equal(30n * 1_000n);
+    expect(await stack.fees()).to.equal(30n * 100n);
+    await assertBalanced(stack.gw.db);
   });
 });

@@ -51,12 +51,12 @@ describe("a gateway process that dies mid-call", () => {
     expect(open).to.deep.equal([{ account_id: "buyer", amount: 250_000n }]);
     expect(held).to.equal(250_000n);
 
-    const gw = createGateway(loadConfig({}, { port: 0, dbPath, logLevel: "silent" }), { log: () => {} });
+    const gw = await createGateway(loadConfig({}, { port: 0, dbPath, logLevel: "silent" }), { log: () => {} });
     try {
       expect(gw.recovered.holds).to.equal(1);
-      expect(gw.ledger.balance("buyer")).to.deep.equal({ availableMicros: 1_000_000n, heldMicros: 0n });
-      expect(gw.ledger.balanceOf("seller", "earned")).to.equal(0n);
-      assertBalanced(gw.db);
+      expect(await gw.ledger.balance("buyer")).to.deep.equal({ availableMicros: 1_000_000n, heldMicros: 0n });
+      expect(await gw.ledger.balanceOf("seller", "earned")).to.equal(0n);
+      await assertBalanced(gw.db);
     } finally {
       await gw.close();
     }

@@ -40,29 +40,29 @@ describe("a unilateral exit racing with calls", function () {
   it("never spends the frozen amount, and the escrow pays exactly it", async () => {
     const exits = await exitActions(chain);
     const moneyPath = stack.gw.moneyPath!;
-    stack.addSkill("slowpay", "/gated", { priceMicros: 10_000n });
+    await stack.addSkill("slowpay", "/gated", { priceMicros: 10_000n });
     await chain.deposit("carol", 2n * USDC);
     await moneyPath.indexer.poll();
-    expect(stack.available()).to.equal(2n * USDC);
+    expect(await stack.available()).to.equal(2n * USDC);
 
     // 40 paid calls, 30 of them still in flight (holding 0.30) when the exit request lands.
     for (let i = 0; i < 10; i++) expect((await stack.post("/v1/call", { skill_id: "echo", input: {} })).status).to.equal(200);
     const inFlight = Array.from({ length: 30 }, () => stack.post("/v1/call", { skill_id: "slowpay", input: {} }));
     // The backend holds them (/gated) until the exit is frozen, so all 30 are in flight however slow the machine.
     while ((stack.backend.hits.get("/gated") ?? 0) < 30) await new Promise((resolve) => setTimeout(resolve, 2));
-    expect(stack.gw.ledger.balance(stack.buyerId).heldMicros).to.equal(30n * 10_000n);
+    expect((await stack.gw.ledger.balance(stack.buyerId)).heldMicros).to.equal(30n * 10_000n);
     await exits.request("carol", 2n * USDC);
     await moneyPath.indexer.poll();
 
     // Everything available is frozen at once; the calls in flight finish and are paid.
-    expect(stack.available()).to.equal(0n);
+    expect(await stack.available()).to.equal(0n);
     stack.backend.openGate();
     const results = await Promise.all(inFlight);
     expect(results.filter((r) => r.status === 200).length).to.equal(30);
     const refused = await stack.post("/v1/call", { skill_id: "echo", input: {} });
     expect(refused.status).to.equal(402);
     expect(refused.body.error).to.contain("exit from the escrow is pending");
-    expect(stack.available()).to.equal(0n);
+    expect(await stack.available()).to.equal(0n);
 
     // The paid calls settle during the delay; then the exit pays what was frozen.
     const spent = 10n * 1_000n + 30n * 10_000n;
@@ -73,7 +73,7 @@ describe("a unilateral exit racing with calls", function () {
     await moneyPath.indexer.poll();
     expect((await exits.walletUsdc("carol")) - walletBefore).to.equal(2n * USDC - spent);
     expect(await chain.escrowBalance(chain.address("carol"))).to.equal(0n);
-    expect(stack.gw.ledger.balance(stack.buyerId)).to.deep.equal({ availableMicros: 0n, heldMicros: 0n });
+    expect(await stack.gw.ledger.balance(stack.buyerId)).to.deep.equal({ availableMicros: 0n, heldMicros: 0n });
 
     const books = await reconcile({
       stores: settlementStores(stack.gw.db),
@@ -82,6 +82,6 @@ describe("a unilateral exit racing with calls", function () {
       fromBlock: chain.deployment.deployBlock,
     });
     expect(books.differences).to.deep.equal([]);
-    assertBalanced(stack.gw.db);
+    await assertBalanced(stack.gw.db);
   });
 });

@@ -6,6 +6,7 @@ import { loadArtifact } from "../../server/devstack/deploy";
 import { reconcile } from "../../server/settlement/reconcile";
 import { assertBalanced } from "../../server/ledger/invariants";
 import { type LocalChain, USDC, gatewayChain, startLocalChain } from "../helpers/chain";
+import { describeEachEngine, freshPostgresDatabase } from "../helpers/engines";
 import { type TestStack, startStack } from "../helpers/gateway";
 import { settlementStores } from "../../server/settlement/store";
 
@@ -17,8 +18,7 @@ const usdcAbi = loadArtifact("TestUSDC").abi;
  * on-chain, 1,000 paid calls at mixed prices (some failing), settlement, the seller's and
  * the platform's claims, and the buyer's voucher for the rest, every balance exact.
  */
-describe("the money path, end to end", function () {
-  this.timeout(120_000);
+describeEachEngine("the money path, end to end", (engine) => {
   let chain: LocalChain;
   let snapshot: string;
   let stack: TestStack;
@@ -49,7 +49,8 @@ describe("the money path, end to end", function () {
     return hash;
   };
 
-  before(async () => {
+  before(async function () {
+    this.timeout(120_000);
     chain = await startLocalChain();
     snapshot = await chain.snapshot();
     const all = await wallets();
@@ -57,6 +58,7 @@ describe("the money path, end to end", function () {
     seller = all[6].account.address;
     buyer = chain.address("alice");
     stack = await startStack({
+      engine: engine.name,
       buyerUsd: "0",
       config: { rateLimitPerMin: 100_000, settleMaxCalls: 1_000 },
       gateway: { chain: await gatewayChain(chain) },
@@ -65,25 +67,26 @@ describe("the money path, end to end", function () {
     expect((await linkAddress(stack.gw.ledger, { accountId: stack.sellerId, address: seller })).ok).to.equal(true);
   });
   after(async () => {
-    await stack.close();
-    await chain.revert(snapshot);
+    await stack?.close();
+    if (snapshot) await chain.revert(snapshot);
   });
 
-  it("deposits, bills 1,000 calls, settles, pays the seller 90% and the platform 10%, and returns the rest by voucher", async () => {
+  it("deposits, bills 1,000 calls, settles, pays the seller 90% and the platform 10%, and returns the rest by voucher", async function () {
+    this.timeout(120_000);
     const moneyPath = stack.gw.moneyPath!;
     const buyerWalletBefore = await usdcOf(buyer);
 
     // 1. The buyer deposits 10 USDC on-chain; the indexer credits it.
     await chain.deposit("alice", 10n * USDC);
     await moneyPath.indexer.poll();
-    expect(stack.available()).to.equal(10n * USDC);
+    expect(await stack.available()).to.equal(10n * USDC);
 
     // 2. 1,000 calls at mixed prices, a tenth of them to a failing backend.
     const prices = { cheap: 1_000n, odd: 3_700n, dear: 10_000n, flaky: 5_000n };
-    stack.addSkill("cheap", "/echo", { priceMicros: prices.cheap });
-    stack.addSkill("odd", "/echo", { priceMicros: prices.odd });
-    stack.addSkill("dear", "/echo", { priceMicros: prices.dear });
-    stack.addSkill("flaky", "/fail", { priceMicros: prices.flaky });
+    await stack.addSkill("cheap", "/echo", { priceMicros: prices.cheap });
+    await stack.addSkill("odd", "/echo", { priceMicros: prices.odd });
+    await stack.addSkill("dear", "/echo", { priceMicros: prices.dear });
+    await stack.addSkill("flaky", "/fail", { priceMicros: prices.flaky });
     const plan = Array.from(
       { length: 1_000 },
       (_, i) => (["cheap", "cheap", "cheap", "cheap", "odd", "odd", "odd", "dear", "dear", "flaky"] as const)[(i * 7) % 10],
@@ -100,7 +103,7 @@ describe("the money path, end to end", function () {
         fees += prices[slug] / 10n;
       });
     }
-    expect(stack.available()).to.equal(10n * USDC - spent);
+    expect(await stack.available()).to.equal(10n * USDC - spent);
 
     // 3. Settlement: one batch of the 900 paid calls.
     const run = await moneyPath.settler!.runOnce();
@@ -124,7 +127,7 @@ describe("the money path, end to end", function () {
     expect(verified).to.equal(true);
 
     // 4. The seller sees its earnings settled, then claims exactly 90% on-chain; the platform 10%.
-    const sellerKey = stack.gw.keys.create(stack.sellerId).key;
+    const sellerKey = (await stack.gw.keys.create(stack.sellerId)).key;
     const before = await stack.get("/v1/earnings", sellerKey);
     expect(before.body.data).to.include({ pending: 0, claimed: 0 });
     expect(before.body.data.settled).to.equal(Number(spent - fees) / 1e6);
@@ -152,7 +155,7 @@ describe("the money path, end to end", function () {
     // escrow holds nothing, and the books agree with the chain.
     expect(buyerWalletBefore - (await usdcOf(buyer))).to.equal(spent);
     expect(await usdcOf(chain.deployment.escrow)).to.equal(0n);
-    expect(stack.gw.ledger.balance(stack.buyerId)).to.deep.equal({ availableMicros: 0n, heldMicros: 0n });
+    expect(await stack.gw.ledger.balance(stack.buyerId)).to.deep.equal({ availableMicros: 0n, heldMicros: 0n });
     await stack.gw.moneyPath!.vouchers!.sweep(chain.publicClient);
     const books = await reconcile({
       stores: settlementStores(stack.gw.db),
@@ -162,14 +165,13 @@ describe("the money path, end to end", function () {
     });
     expect(books.differences).to.deep.equal([]);
     expect(books.ok).to.equal(true);
-    assertBalanced(stack.gw.db);
+    await assertBalanced(stack.gw.db);
   });
 });
 
-describe("the money path across a gateway restart mid-stream (a killed one is test/e2e/crash.test.ts)", function () {
-  this.timeout(120_000);
-
-  it("answers the calls in flight, credits nothing twice, settles the rest once, and the books agree", async () => {
+describeEachEngine("the money path across a gateway restart mid-stream (a killed one is test/e2e/crash.test.ts)", (engine) => {
+  it("answers the calls in flight, credits nothing twice, settles the rest once, and the books agree", async function () {
+    this.timeout(120_000);
     const fs = await import("node:fs");
     const os = await import("node:os");
     const path = await import("node:path");
@@ -185,7 +187,14 @@ describe("the money path across a gateway restart mid-stream (a killed one is te
     const buyer = chain.address("bob");
     const config = loadConfig(
       {},
-      { port: 0, dbPath: path.join(dir, "gateway.db"), rateLimitPerMin: 100_000, skillBackendAllowlist: [backend.url], logLevel: "silent" },
+      {
+        port: 0,
+        dbPath: path.join(dir, "gateway.db"),
+        databaseUrl: engine.name === "postgres" ? await freshPostgresDatabase() : "",
+        rateLimitPerMin: 100_000,
+        skillBackendAllowlist: [backend.url],
+        logLevel: "silent",
+      },
     );
     const connection = await gatewayChain(chain);
     const call = (url: string, key: string) =>
@@ -199,11 +208,11 @@ describe("the money path across a gateway restart mid-stream (a killed one is te
 
     try {
       const first = await startGateway(config, { log: () => {}, chain: connection });
-      first.ledger.ensureAccount({ id: "seller", kind: "seller", name: "Seller" });
-      first.ledger.ensureAccount({ id: "bob", kind: "user", name: "Bob" });
+      await first.ledger.ensureAccount({ id: "seller", kind: "seller", name: "Seller" });
+      await first.ledger.ensureAccount({ id: "bob", kind: "user", name: "Bob" });
       await linkAddress(first.ledger, { accountId: "bob", address: buyer });
       await linkAddress(first.ledger, { accountId: "seller", address: all[6].account.address });
-      first.skills.upsert({
+      await first.skills.upsert({
         slug: "echo",
         name: "echo",
         priceMicros: 7_000n,
@@ -211,7 +220,7 @@ describe("the money path across a gateway restart mid-stream (a killed one is te
         backendUrl: `${backend.url}/echo`,
         timeoutMs: 2_000,
       });
-      const { key } = first.keys.create("bob");
+      const { key } = await first.keys.create("bob");
       await chain.deposit("bob", 5n * USDC);
       await first.moneyPath!.indexer.poll();
 
@@ -220,7 +229,7 @@ describe("the money path across a gateway restart mid-stream (a killed one is te
       expect(await first.moneyPath!.settler!.runOnce()).to.include({ batch: 1, calls: 100 });
 
       // A stream of calls to a slower backend, and the gateway goes away while they are in flight.
-      first.skills.upsert({
+      await first.skills.upsert({
         slug: "echo",
         name: "echo",
         priceMicros: 7_000n,
@@ -241,20 +250,17 @@ describe("the money path across a gateway restart mid-stream (a killed one is te
         // The deposit is not credited again, and whatever was in flight is either a
         // capture the first gateway made durable or a hold the restart released.
         expect((await second.moneyPath!.indexer.poll()).credited).to.equal(0);
-        const holds = second.db.prepare("SELECT status, COUNT(*) AS n FROM holds GROUP BY status").all() as Array<{
-          status: string;
-          n: bigint;
-        }>;
+        const holds = await second.db.all<{ status: string; n: bigint }>("SELECT status, COUNT(*) AS n FROM holds GROUP BY status");
         expect(
           holds.find((h) => h.status === "open"),
           "an open hold survived the restart",
         ).to.equal(undefined);
-        const captured = Number(second.db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'captured'").pluck().get());
+        const captured = Number(await second.db.value<bigint>("SELECT COUNT(*) FROM holds WHERE status = 'captured'"));
         expect(captured).to.be.at.least(100 + answered);
-        expect(second.ledger.balance("bob").heldMicros).to.equal(0n);
-        expect(second.ledger.balance("bob").availableMicros).to.equal(5n * USDC - BigInt(captured) * 7_000n);
+        expect((await second.ledger.balance("bob")).heldMicros).to.equal(0n);
+        expect((await second.ledger.balance("bob")).availableMicros).to.equal(5n * USDC - BigInt(captured) * 7_000n);
 
-        second.skills.upsert({
+        await second.skills.upsert({
           slug: "echo",
           name: "echo",
           priceMicros: 7_000n,
@@ -262,13 +268,13 @@ describe("the money path across a gateway restart mid-stream (a killed one is te
           backendUrl: `${backend.url}/echo`,
           timeoutMs: 2_000,
         });
-        const more = await Promise.all(Array.from({ length: 20 }, () => call(second.url, second.keys.create("bob").key)));
+        const more = await Promise.all(Array.from({ length: 20 }, async () => call(second.url, (await second.keys.create("bob")).key)));
         expect(more.every((s) => s === 200)).to.equal(true);
         const run = await second.moneyPath!.settler!.runOnce();
         expect(run).to.include({ batch: 2, calls: captured - 100 + 20 });
         expect(await second.moneyPath!.settler!.runOnce()).to.include({ calls: 0 });
 
-        expect(await chain.escrowBalance(buyer)).to.equal(second.ledger.balance("bob").availableMicros);
+        expect(await chain.escrowBalance(buyer)).to.equal((await second.ledger.balance("bob")).availableMicros);
         const books = await reconcile({
           stores: settlementStores(second.db),
           publicClient: chain.publicClient,
@@ -276,7 +282,7 @@ describe("the money path across a gateway restart mid-stream (a killed one is te
           fromBlock: chain.deployment.deployBlock,
         });
         expect(books.differences).to.deep.equal([]);
-        assertBalanced(second.db);
+        await assertBalanced(second.db);
       } finally {
         await second.close();
       }

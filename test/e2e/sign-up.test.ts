@@ -30,7 +30,7 @@ describe("signing up and paying from an embedded wallet", function () {
     // Sign-in POSTs come from the dashboard's own page: its Origin goes with them.
     const origin = new URL(stack.url).origin;
     await stack.post("/auth/email/start", { email: "new@example.com" }, { key: null, headers: { origin } });
-    const body = stack.gw.db.prepare("SELECT body FROM outbox ORDER BY id DESC LIMIT 1").pluck().get() as string;
+    const body = (await stack.gw.db.value<string>("SELECT body FROM outbox ORDER BY id DESC LIMIT 1"))!;
     const token = /token=([A-Za-z0-9_-]+)/.exec(body)![1];
     const verified = await fetch(`${stack.url}/auth/email/verify`, {
       method: "POST",

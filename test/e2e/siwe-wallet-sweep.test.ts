@@ -28,7 +28,7 @@ describe("a SIWE wallet's sweep: prepare, sign, submit", function () {
 
   /** An account signed in with `provider`, its wallet, and a session's cookie and CSRF token. */
   async function signedIn(provider: "siwe" | "email", subject: string) {
-    const signIn = stack.gw.sessions.signIn(provider, subject);
+    const signIn = await stack.gw.sessions.signIn(provider, subject);
     if (!signIn.ok) throw new Error(signIn.reason);
     const wallet = await stack.gw.wallets!.ensureFor(signIn.accountId);
     const { token, csrfToken } = await stack.gw.sessions.issue(signIn.accountId);

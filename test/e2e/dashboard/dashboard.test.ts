@@ -36,7 +36,7 @@ describe("the dashboard, in a real browser", function () {
 
   before(async () => {
     dashboard = await startDashboardStack();
-    dashboard.stack.addSkill(weather.slug, "/echo", {
+    await dashboard.stack.addSkill(weather.slug, "/echo", {
       name: weather.name,
       description: "Current weather for a city, echoed back by the test backend.",
       priceMicros: weather.priceMicros,
@@ -207,16 +207,15 @@ describe("the dashboard, in a real browser", function () {
     await keysTab.getByTestId("confirm-ok").click();
     await until(
       "the key to be revoked",
-      () =>
-        dashboard.stack.gw.db.prepare("SELECT COUNT(*) FROM api_keys WHERE name = 'old laptop' AND revoked_at IS NOT NULL").pluck().get(),
+      () => dashboard.stack.gw.db.value("SELECT COUNT(*) FROM api_keys WHERE name = 'old laptop' AND revoked_at IS NOT NULL"),
       (n) => Number(n) === 1,
     );
     await keysTab.close();
 
-    const before = dashboard.stack.available(buyerId);
+    const before = await dashboard.stack.available(buyerId);
     expect(await tryIt(page, "old laptop", { city: "Porto" })).to.equal("404");
     expect(await textOf(page.getByTestId("try-result"))).to.match(/revoked/);
-    expect(dashboard.stack.available(buyerId)).to.equal(before);
+    expect(await dashboard.stack.available(buyerId)).to.equal(before);
   });
 
   it("lets a seller, signed in by e-mail in a browser of their own, list a skill whose backend is the test backend", async () => {

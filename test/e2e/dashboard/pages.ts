@@ -82,7 +82,7 @@ export async function signInByEmail(page: Page, dashboard: Pick<DashboardStack, 
   await page.getByTestId("email-input").fill(email);
   await page.getByTestId("email-submit").click();
   await textOf(page.getByTestId("email-sent"));
-  await page.goto(dashboard.signInLink(email));
+  await page.goto(await dashboard.signInLink(email));
   await expectHeading(page, "E-mail sign-in");
   await page.getByTestId("email-link-confirm").click();
   await expectHeading(page, "Wallet");

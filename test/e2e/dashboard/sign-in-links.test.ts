@@ -82,7 +82,7 @@ describe("the dashboard's sign-in pages, in a real browser", function () {
   });
 
   it("answers a used link with a page that asks for a new one, not with JSON", async () => {
-    await page.goto(mailedSignInLink(stack.gw.db, "ada@example.com"));
+    await page.goto(await mailedSignInLink(stack.gw.db, "ada@example.com"));
     await expectHeading(page, "E-mail sign-in");
     await page.getByTestId("email-link-unusable").waitFor();
     await screenshotPage(page, "email-link-used");
@@ -118,7 +118,7 @@ describe("the dashboard's sign-in pages, in a real browser", function () {
 
   it("offers to switch to a wallet's own account, with a second signature, instead of switching silently", async () => {
     // The wallet signs in to an account of its own already.
-    stack.gw.sessions.signIn("siwe", wallet.address, { name: "wallet owner" });
+    await stack.gw.sessions.signIn("siwe", wallet.address, { name: "wallet owner" });
     await page.goto(`${origin()}/signin`);
     await expectHeading(page, "Sign in");
     await page.getByTestId("siwe-button").click();
@@ -143,8 +143,8 @@ describe("the dashboard's sign-in pages, in a real browser", function () {
   it("adds an address to the signed-in account from a link asked for in that session, all pages within their CSP", async () => {
     await signInByEmail(page, dashboard(), "carol@example.com");
     expect(await whoAmI()).to.equal("wallet owner");
-    const owner = stack.gw.sessions.ownerOf("siwe", wallet.address)!;
-    expect(stack.gw.sessions.ownerOf("email", "carol@example.com")).to.equal(owner);
+    const owner = (await stack.gw.sessions.ownerOf("siwe", wallet.address))!;
+    expect(await stack.gw.sessions.ownerOf("email", "carol@example.com")).to.equal(owner);
     expect(person.pageErrors).to.deep.equal([]);
     expect(person.blocked).to.deep.equal([]);
   });

@@ -2,7 +2,7 @@ import type { RunOnceReturnType } from "../../../server/settlement/settler";
 import { DEV_ACCOUNT_INDEX, devAccount } from "../../../server/devstack/local-node";
 import { type AaStack, gatewayOptionsFor, startAaStack } from "../../helpers/aa-stack";
 import { type TestStack, startStack } from "../../helpers/gateway";
-import type { Db } from "../../../server/db/db";
+import type { Sql } from "../../../server/db/sql";
 
 /**
  * Everything the dashboard talks to, real: a `hardhat node` with the escrow, the ERC-4337
@@ -16,7 +16,7 @@ export interface DashboardStack {
   /** The gateway's origin, http://127.0.0.1:<port>: the one origin the browser may reach. */
   origin: string;
   /** The sign-in link last mailed to `email`, read from the dev mailer's outbox table. */
-  signInLink(email: string): string;
+  signInLink(email: string): Promise<string>;
   /** Runs one settlement step, as the settler's loop would: posts a batch of the paid calls. */
   settle(): Promise<RunOnceReturnType>;
   close(): Promise<void>;
@@ -67,8 +67,8 @@ export async function startDashboardStack(): Promise<DashboardStack> {
 }
 
 /** The sign-in link last mailed to `email`, read from the dev mailer's outbox table. */
-export function mailedSignInLink(db: Db, email: string): string {
-  const body = db.prepare("SELECT body FROM outbox WHERE to_address = ? ORDER BY id DESC LIMIT 1").pluck().get(email) as string | undefined;
+export async function mailedSignInLink(db: Sql, email: string): Promise<string> {
+  const body = await db.value<string>("SELECT body FROM outbox WHERE to_address = ? ORDER BY id DESC LIMIT 1", [email]);
   const link = body && /https?:\/\/\S+\/auth\/email\/callback\?token=[A-Za-z0-9_%-]+/.exec(body)?.[0];
   if (!link) throw new Error(`no sign-in link was mailed to ${email}`);
   return link;
