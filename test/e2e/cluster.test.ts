@@ -268,7 +268,7 @@ describe("three gateway replicas on one PostgreSQL and Redis (server/devstack/cl
       );
       return waiting === 0n;
     });
-    expect(await db.value<bigint>("SELECT COUNT(*) FROM settlement_batches WHERE status = 'settled'")).to.be.greaterThan(0n);
+    expect(Number(await db.value<bigint>("SELECT COUNT(*) FROM settlement_batches WHERE status = 'settled'"))).to.be.greaterThan(0);
 
     const logs = await cluster.node.publicClient.getContractEvents({
       address: cluster.deployment.escrow,

@@ -51,7 +51,7 @@ describe("skill-gateway CLI against a real gateway", function () {
 
   before(async function () {
     stack = await startStack();
-    stack.addSkill("uppercase", "/echo", {
+    await stack.addSkill("uppercase", "/echo", {
       description: "Echoes text: a stand-in for an upper-casing skill.",
       priceMicros: 2_000n,
       inputSchema: UPPERCASE_SCHEMA,
@@ -93,18 +93,18 @@ describe("skill-gateway CLI against a real gateway", function () {
       expect(tools[1].inputSchema).to.deep.equal(UPPERCASE_SCHEMA);
       expect(tools[1].description).to.include("$0.002 USD per successful call");
 
-      const before = stack.available();
+      const before = await stack.available();
       const paid = await client.callTool({ name: "uppercase", arguments: { text: "hi" } });
       expect(paid.isError ?? false).to.equal(false);
       expect(paid.structuredContent).to.deep.equal({ text: "hi" });
       expect(text(paid)).to.include('{"text":"hi"}').and.include("Cost: $0.002 USD");
-      expect(before - stack.available()).to.equal(2_000n);
+      expect(before - await stack.available()).to.equal(2_000n);
 
-      const afterPaid = stack.available();
+      const afterPaid = await stack.available();
       const failed = await client.callTool({ name: "fail", arguments: {} });
       expect(failed.isError, "fail is not in the manifest").to.equal(true);
       expect(text(failed)).to.include('No tool "fail"');
-      expect(stack.available()).to.equal(afterPaid);
+      expect(await stack.available()).to.equal(afterPaid);
     } finally {
       await client.close();
     }
@@ -123,7 +123,7 @@ describe("skill-gateway CLI against a real gateway", function () {
 
   it("answers a failing skill and a zero balance over MCP with isError, charging nothing", async function () {
     expect((await cli(stack, dir, ["add", "fail", "echo"])).code).to.equal(0);
-    const poor = stack.addBuyer("0");
+    const poor = await stack.addBuyer("0");
     for (const [key, name, expected] of [
       [stack.key, "fail", "skill_error"],
       [poor.key, "echo", "Insufficient balance: this call costs 0.001 USD and 0 USD is available"],
@@ -131,11 +131,11 @@ describe("skill-gateway CLI against a real gateway", function () {
       const { client, transport } = mcpClient(stack, dir, key);
       await client.connect(transport);
       try {
-        const before = [stack.available(), stack.available(poor.accountId)];
+        const before = [await stack.available(), await stack.available(poor.accountId)];
         const result = await client.callTool({ name, arguments: {} });
         expect(result.isError, name).to.equal(true);
         expect(text(result)).to.include(expected);
-        expect([stack.available(), stack.available(poor.accountId)]).to.deep.equal(before);
+        expect([await stack.available(), await stack.available(poor.accountId)]).to.deep.equal(before);
       } finally {
         await client.close();
       }
@@ -156,7 +156,7 @@ describe("skill-gateway CLI against a real gateway", function () {
     it("shows the balance and the usage", async function () {
       const balance = await cli(stack, dir, ["--json", "balance"]);
       expect(balance.code).to.equal(0);
-      expect(JSON.parse(balance.stdout).available_base_units).to.equal(String(stack.available()));
+      expect(JSON.parse(balance.stdout).available_base_units).to.equal(String(await stack.available()));
       await cli(stack, dir, ["call", "echo"]);
       const usage = await cli(stack, dir, ["--json", "usage", "--limit", "1"]);
       expect(JSON.parse(usage.stdout).calls.map((c: { skill_id: string }) => c.skill_id)).to.deep.equal(["echo"]);
@@ -199,7 +199,7 @@ describe("skill-gateway CLI against a real gateway", function () {
     }
 
     it("exits 5 when the balance is too low, naming the shortfall", async function () {
-      const poor = stack.addBuyer("0");
+      const poor = await stack.addBuyer("0");
       const result = await cli(stack, dir, ["call", "echo"], { key: poor.key });
       expect(result.code).to.equal(EXIT.insufficientBalance);
       expect(result.stderr).to.equal("skill-gateway: Insufficient balance: this call costs 0.001 USD and 0 USD is available. Add funds.\n");

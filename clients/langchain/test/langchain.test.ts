@@ -18,12 +18,12 @@ describe("@skill-gateway/langchain against a real gateway", function () {
 
   before(async function () {
     stack = await startStack();
-    stack.addSkill("uppercase", "/echo", {
+    await stack.addSkill("uppercase", "/echo", {
       description: "Echoes text: a stand-in for an upper-casing skill.",
       priceMicros: 2_000n,
       inputSchema: UPPERCASE_SCHEMA,
     });
-    stack.addSkill("limited", "/echo", { priceMicros: 1_000n, rateLimitPerMin: 1 });
+    await stack.addSkill("limited", "/echo", { priceMicros: 1_000n, rateLimitPerMin: 1 });
     // No retries: a 502 or a 429 reaches the tool at once.
     client = new SkillGateway({ apiKey: stack.key, baseUrl: stack.url, maxRetries: 0 });
   });
@@ -48,16 +48,16 @@ describe("@skill-gateway/langchain against a real gateway", function () {
 
   it("tool.invoke(args) returns the skill's data as JSON and charges exactly the price", async function () {
     const echo = await skillTool(client, "echo");
-    const before = stack.available();
+    const before = await stack.available();
     const out = await echo.invoke({ text: "hi", n: 2 });
     expect(typeof out).to.equal("string");
     expect(JSON.parse(out as string)).to.deep.include({ text: "hi", n: 2 });
-    expect(before - stack.available()).to.equal(1_000n);
+    expect(before - await stack.available()).to.equal(1_000n);
   });
 
   it("a ToolCall produces a ToolMessage with the call id, the data as content and the cost in the artifact", async function () {
     const uppercase = await skillTool(client, "uppercase");
-    const before = stack.available();
+    const before = await stack.available();
     const message = await uppercase.invoke({ id: "call_1", name: "uppercase", args: { text: "hello" }, type: "tool_call" });
     expect(message).to.be.instanceOf(ToolMessage);
     const tm = message as ToolMessage;
@@ -68,12 +68,12 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     const artifact = tm.artifact as SkillToolArtifact;
     expect(artifact.ok).to.equal(true);
     if (artifact.ok) expect(artifact.metadata.cost).to.equal(0.002);
-    expect(before - stack.available()).to.equal(2_000n);
+    expect(before - await stack.available()).to.equal(2_000n);
   });
 
   it("arguments that break the skill's schema are refused by LangChain before any call", async function () {
     const uppercase = await skillTool(client, "uppercase");
-    const before = stack.available();
+    const before = await stack.available();
     let thrown: unknown;
     try {
       await uppercase.invoke({ wrong: 1 } as Record<string, unknown>);
@@ -82,11 +82,11 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     }
     expect(thrown).to.be.instanceOf(ToolInputParsingException);
     expect((thrown as Error).message).to.include("did not match expected schema");
-    expect(stack.available()).to.equal(before);
+    expect(await stack.available()).to.equal(before);
   });
 
   it("a zero balance reaches the model as a clear insufficient-balance message; nothing is charged", async function () {
-    const broke = stack.addBuyer("0");
+    const broke = await stack.addBuyer("0");
     const poor = new SkillGateway({ apiKey: broke.key, baseUrl: stack.url, maxRetries: 0 });
     const echo = await skillTool(poor, "echo");
     const out = await echo.invoke({ text: "hi" });
@@ -102,12 +102,12 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     expect(message.status).to.equal("error");
     expect(message.content).to.match(/^Insufficient balance: /);
     expect((message.artifact as SkillToolArtifact).ok).to.equal(false);
-    expect(stack.available(broke.accountId)).to.equal(0n);
+    expect(await stack.available(broke.accountId)).to.equal(0n);
   });
 
   it("a failing skill (502) reaches the model as a clear message; nothing is charged", async function () {
     const fail = await skillTool(client, "fail");
-    const before = stack.available();
+    const before = await stack.available();
     const out = await fail.invoke({});
     expect(out as string).to.match(/^The skill fail failed: .* Nothing was charged\. You may retry, or do without it\.$/);
     const message = (await fail.invoke({ id: "call_3", name: "fail", args: {}, type: "tool_call" })) as ToolMessage;
@@ -115,24 +115,24 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     expect(message.tool_call_id).to.equal("call_3");
     const artifact = message.artifact as SkillToolArtifact;
     expect(artifact.ok ? null : artifact.error.status).to.equal(502);
-    expect(stack.available()).to.equal(before);
+    expect(await stack.available()).to.equal(before);
   });
 
   it("input the skill's backend refuses (400) reaches the model as a clear message; nothing is charged", async function () {
     const reject = await skillTool(client, "reject");
-    const before = stack.available();
+    const before = await stack.available();
     const out = await reject.invoke({});
     expect(out as string).to.match(/^Invalid input for reject: .* Nothing was charged\. Fix the arguments and call again\.$/);
-    expect(stack.available()).to.equal(before);
+    expect(await stack.available()).to.equal(before);
   });
 
   it("a rate limit reaches the model as a clear message", async function () {
     const limited = await skillTool(client, "limited");
     await limited.invoke({ n: 1 });
-    const before = stack.available();
+    const before = await stack.available();
     const out = await limited.invoke({ n: 2 });
     expect(out as string).to.match(/^Rate limited: .* Nothing was charged\. Retry (after \d+ s|later)\.$/);
-    expect(stack.available()).to.equal(before);
+    expect(await stack.available()).to.equal(before);
   });
 
   it("errors the model cannot fix throw: an unknown skill, a bad key", async function () {
@@ -168,11 +168,11 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     expect(tools[0].schema).to.deep.equal(UPPERCASE_SCHEMA);
     expect(tools[0].description).to.include("Price: $0.002 USD per successful call");
     expect(tools[1].schema).to.deep.equal(OPEN_SCHEMA);
-    const before = stack.available();
+    const before = await stack.available();
     const message = (await tools[0].invoke({ id: "call_4", name: "uppercase", args: { text: "x" }, type: "tool_call" })) as ToolMessage;
     expect(message.tool_call_id).to.equal("call_4");
     expect(JSON.parse(message.content as string)).to.deep.include({ text: "x" });
-    expect(before - stack.available()).to.equal(2_000n);
+    expect(before - await stack.available()).to.equal(2_000n);
   });
 
   it("a toolkit's default manifest is ./skill-gateway.json; a missing one is a clear error", async function () {

@@ -55,7 +55,7 @@ describe("SkillGateway against the real gateway", function () {
   it("calls POST /v1/call and charges exactly the skill's price per call", async () => {
     const client = clientOf();
     const echo = await client.skills.get("echo");
-    const before = stack.available();
+    const before = await stack.available();
     const { data, metadata } = await client.call<{ hello: string }>("echo", { hello: "world" });
     expect(data).to.deep.equal({ hello: "world" });
     expect([metadata.skillId, metadata.cost, metadata.replayed]).to.deep.equal(["echo", echo.price_per_call, false]);
@@ -63,34 +63,34 @@ describe("SkillGateway against the real gateway", function () {
     expect(metadata.responseTimeMs).to.be.a("number");
     expect(metadata.callId).to.be.a("string");
     expect(metadata.rateLimit?.limit).to.equal(100);
-    expect(before - stack.available()).to.equal(1_000n);
+    expect(before - await stack.available()).to.equal(1_000n);
   });
 
   it("calls POST /v1/skills/:skillId/call with the flat body, by slug and by UUID", async () => {
     const client = clientOf();
     const echo = await client.skills.get("echo");
-    const before = stack.available();
+    const before = await stack.available();
     const bySlug = await client.skill("echo").call<{ n: number }>({ n: 1 });
     const byId = await client.skill(echo.id).call<{ n: number }>({ n: 2 });
     expect([bySlug.data.n, byId.data.n]).to.deep.equal([1, 2]);
     expect([bySlug.metadata.skillId, bySlug.metadata.cost]).to.deep.equal(["echo", 0.001]);
-    expect(before - stack.available()).to.equal(2_000n);
+    expect(before - await stack.available()).to.equal(2_000n);
   });
 
   it("throws InsufficientBalanceError on 402, after one attempt, charging nothing", async () => {
-    const broke = stack.addBuyer("0");
+    const broke = await stack.addBuyer("0");
     const client = clientOf({ apiKey: broke.key });
     const error = (await rejectionOf(client.call("echo", { x: 1 }))) as InsufficientBalanceError;
     expect(error).to.be.instanceOf(InsufficientBalanceError);
     expect([error.status, error.code]).to.deep.equal([402, "insufficient_balance"]);
     expect(error.message).to.contain("Insufficient balance");
     expect(client.counter.attempts).to.equal(1);
-    expect(stack.available(broke.accountId)).to.equal(0n);
+    expect(await stack.available(broke.accountId)).to.equal(0n);
   });
 
   it("retries a failing skill's 502 and throws SkillError, never charging", async () => {
     const client = clientOf();
-    const before = stack.available();
+    const before = await stack.available();
     const hitsBefore = stack.backend.hits.get("/fail") ?? 0;
     const error = (await rejectionOf(client.call("fail", {}))) as SkillError;
     expect(error).to.be.instanceOf(SkillError);
@@ -98,7 +98,7 @@ describe("SkillGateway against the real gateway", function () {
     expect(error.callId).to.be.a("string");
     expect(client.counter.attempts).to.equal(3);
     expect((stack.backend.hits.get("/fail") ?? 0) - hitsBefore).to.equal(3);
-    expect(stack.available()).to.equal(before);
+    expect(await stack.available()).to.equal(before);
   });
 
   it("does not retry the other refusals: a skill's 400, an unknown skill's 404, a bad key's 401", async () => {
@@ -130,23 +130,23 @@ describe("SkillGateway against the real gateway", function () {
         throw new TypeError("fetch failed", { cause: new Error("socket hang up") });
       },
     });
-    const before = stack.available();
+    const before = await stack.available();
     const { data, metadata } = await client.call("echo", { lost: true });
     expect(data).to.deep.equal({ lost: true });
     expect(metadata.replayed).to.equal(true);
     expect(metadata.cost).to.equal(0.001);
     expect(client.counter.attempts).to.equal(2);
-    expect(before - stack.available()).to.equal(1_000n);
+    expect(before - await stack.available()).to.equal(1_000n);
   });
 
   it("charges once for two calls with the same idempotencyKey", async () => {
     const client = clientOf();
-    const before = stack.available();
+    const before = await stack.available();
     const one = await client.call("echo", { same: 1 }, { idempotencyKey: "sdk-test-same-key" });
     const two = await client.call("echo", { same: 1 }, { idempotencyKey: "sdk-test-same-key" });
     expect([one.metadata.replayed, two.metadata.replayed]).to.deep.equal([false, true]);
     expect(two.data).to.deep.equal(one.data);
-    expect(before - stack.available()).to.equal(1_000n);
+    expect(before - await stack.available()).to.equal(1_000n);
   });
 
   it("lists the skills and reads one by slug", async () => {
@@ -160,7 +160,7 @@ describe("SkillGateway against the real gateway", function () {
   });
 
   it("reads the balance in USD and in base units, and pages through all the usage with the iterator", async () => {
-    const buyer = stack.addBuyer("1");
+    const buyer = await stack.addBuyer("1");
     const client = clientOf({ apiKey: buyer.key });
     const callIds: string[] = [];
     for (let i = 0; i < 5; i++) {
