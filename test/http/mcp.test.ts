@@ -3,6 +3,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { assertBalanced } from "../../server/ledger/invariants";
+import { describeEachEngine } from "../helpers/engines";
 import { type TestStack, startStack } from "../helpers/gateway";
 
 /** The official SDK's client, connected to the gateway's hosted MCP server with `key`. */
@@ -37,11 +38,11 @@ async function expectNoCharge(stack: TestStack, action: () => Promise<unknown>, 
   await assertBalanced(stack.gw.db);
 }
 
-describe("POST /mcp (hosted MCP server)", () => {
+describeEachEngine("POST /mcp (hosted MCP server)", (engine) => {
   let stack: TestStack;
   let client: Client | undefined;
   beforeEach(async () => {
-    stack = await startStack();
+    stack = await startStack({ engine: engine.name });
   });
   afterEach(async () => {
     await client?.close();
@@ -185,7 +186,7 @@ describe("POST /mcp (hosted MCP server)", () => {
 
     it("counts requests without a valid key against the address's public limit", async () => {
       await stack.close();
-      stack = await startStack({ config: { publicRateLimitPerMin: 2 } });
+      stack = await startStack({ engine: engine.name, config: { publicRateLimitPerMin: 2 } });
       const statuses: number[] = [];
       for (let i = 0; i < 3; i++) statuses.push((await stack.post("/mcp", initialize, { key: "atom_wrong", headers: mcpHeaders })).status);
       expect(statuses).to.deep.equal([401, 401, 429]);

@@ -1,10 +1,11 @@
 import { expect } from "chai";
+import { describeEachEngine } from "../helpers/engines";
 import { type TestStack, startStack } from "../helpers/gateway";
 
-describe("read endpoints", () => {
+describeEachEngine("read endpoints", (engine) => {
   let stack: TestStack;
   beforeEach(async () => {
-    stack = await startStack();
+    stack = await startStack({ engine: engine.name });
   });
   afterEach(async () => {
     await stack.close();
@@ -24,7 +25,7 @@ describe("read endpoints", () => {
 
     it("shows what a caller pays when the fee is on top", async () => {
       await stack.close();
-      stack = await startStack({ config: { feeMode: "on_top" } });
+      stack = await startStack({ engine: engine.name, config: { feeMode: "on_top" } });
       const res = await stack.get("/v1/skills/echo", null);
       expect(res.body.data).to.include({ price: 0.001, price_per_call: 0.0011 });
     });
