@@ -1,21 +1,63 @@
 import { expect } from "chai";
+import { SkillRegistry } from "../../server/catalog/skills";
+import { SkillsStore } from "../../server/catalog/skills-store";
+import { openDatabase } from "../../server/db/db";
+import { PostgresDatabase } from "../../server/db/postgres/database";
+import { createPostgresPool } from "../../server/db/postgres/pool";
+import type { Database } from "../../server/db/sql";
+import { SqliteDatabase } from "../../server/db/sqlite-database";
 import { assertBalanced } from "../../server/ledger/invariants";
+import { SCHEMA } from "../../server/schema";
+import { describeEachEngine } from "../helpers/engines";
 import { type TestStack, startStack } from "../helpers/gateway";
+import { sqliteOf } from "../helpers/ledger";
+
+/** The buyer's, the seller's and the platform's balances. */
+const balances = async (stack: TestStack) => [await stack.available(), await stack.earned(), await stack.fees()];
 
 /** Checks that nothing moved: the buyer, the seller and the platform hold what they held. */
 async function expectNoCharge(stack: TestStack, action: () => Promise<unknown>): Promise<void> {
-  const before = [stack.available(), stack.earned(), stack.fees()];
+  const before = await balances(stack);
   await action();
-  await stack.gw.ledger.commit.durable();
-  expect([stack.available(), stack.earned(), stack.fees()]).to.deep.equal(before);
-  expect(stack.gw.ledger.balance(stack.buyerId).heldMicros).to.equal(0n);
-  assertBalanced(stack.gw.db);
+  await stack.gw.db.durable();
+  expect(await balances(stack)).to.deep.equal(before);
+  expect((await stack.gw.ledger.balance(stack.buyerId)).heldMicros).to.equal(0n);
+  await assertBalanced(stack.gw.db);
 }
 
-describe("POST /v1/call", () => {
+/** Makes every insert into `calls` fail, as a fault of the gateway's own database would. */
+async function injectCallsFault(stack: TestStack): Promise<void> {
+  if (stack.engine === "sqlite") {
+    sqliteOf(stack.gw.db).db.exec(
+      "CREATE TEMP TRIGGER injected_fault BEFORE INSERT ON calls BEGIN SELECT RAISE(ABORT, 'injected fault'); END",
+    );
+  } else {
+    await stack.gw.db.run(
+      "CREATE FUNCTION injected_fault() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected fault'; END $$",
+    );
+    await stack.gw.db.run("CREATE TRIGGER injected_fault BEFORE INSERT ON calls FOR EACH ROW EXECUTE FUNCTION injected_fault()");
+  }
+}
+
+async function removeCallsFault(stack: TestStack): Promise<void> {
+  if (stack.engine === "sqlite") {
+    sqliteOf(stack.gw.db).db.exec("DROP TRIGGER injected_fault");
+  } else {
+    await stack.gw.db.run("DROP TRIGGER injected_fault ON calls");
+    await stack.gw.db.run("DROP FUNCTION injected_fault()");
+  }
+}
+
+/** A second connection to the stack's tables, as another process (a replica, the register script) has. */
+function otherConnection(stack: TestStack): Database {
+  if (stack.engine === "sqlite") return new SqliteDatabase(openDatabase(stack.dbPath, SCHEMA));
+  return new PostgresDatabase(createPostgresPool({ url: stack.databaseUrl, max: 2 }));
+}
+
+describeEachEngine("POST /v1/call", (engine) => {
   let stack: TestStack;
   beforeEach(async () => {
-    stack = await startStack();
+    stack = await startStack({ engine: engine.name });
   });
   afterEach(async () => {
     await stack.close();
@@ -35,9 +77,9 @@ describe("POST /v1/call", () => {
 
   it("takes exactly the price from the balance and splits it 90/10", async () => {
     await stack.post("/v1/call", { skill_id: "echo", input: {} });
-    expect(stack.available()).to.equal(10_000_000n - 1_000n);
-    expect(stack.earned()).to.equal(900n);
-    expect(stack.fees()).to.equal(100n);
+    expect(await stack.available()).to.equal(10_000_000n - 1_000n);
+    expect(await stack.earned()).to.equal(900n);
+    expect(await stack.fees()).to.equal(100n);
   });
 
   it("resolves a skill by its UUID as well as its slug", async () => {
@@ -143,9 +185,9 @@ describe("POST /v1/call", () => {
     }
 
     it("answers 401 to a revoked key", async () => {
-      const { key, record } = stack.gw.keys.create(stack.buyerId);
+      const { key, record } = await stack.gw.keys.create(stack.buyerId);
       expect((await stack.post("/v1/call", { skill_id: "echo", input: {} }, { key })).status).to.equal(200);
-      stack.gw.keys.revoke(record.id);
+      await stack.gw.keys.revoke(record.id);
       await expectNoCharge(stack, async () => {
         const res = await stack.post("/v1/call", { skill_id: "echo", input: {} }, { key });
         expect(res.status).to.equal(401);
@@ -153,19 +195,19 @@ describe("POST /v1/call", () => {
     });
 
     it("answers 402 when the balance is below the price, and says how much is missing", async () => {
-      const poor = stack.addBuyer("0.0005");
-      const before = stack.available(poor.accountId);
+      const poor = await stack.addBuyer("0.0005");
+      const before = await stack.available(poor.accountId);
       const res = await stack.post("/v1/call", { skill_id: "echo", input: {} }, { key: poor.key });
       expect(res.status).to.equal(402);
       expect(res.body).to.include({ success: false, code: "insufficient_balance" });
       expect(res.body.error).to.contain("0.001").and.contain("0.0005");
       expect(res.body.metadata.price_paid).to.equal(0);
-      expect(stack.available(poor.accountId)).to.equal(before);
+      expect(await stack.available(poor.accountId)).to.equal(before);
       expect(stack.backend.hits.get("/echo") ?? 0).to.equal(0);
     });
 
     it("answers 400 with the schema's complaint when the input does not fit", async () => {
-      stack.addSkill("typed", "/echo", {
+      await stack.addSkill("typed", "/echo", {
         inputSchema: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] },
       });
       await expectNoCharge(stack, async () => {
@@ -178,7 +220,7 @@ describe("POST /v1/call", () => {
     });
 
     it("answers 502 with price_paid 0 when the backend times out", async () => {
-      stack.addSkill("hang", "/hang", { timeoutMs: 200 });
+      await stack.addSkill("hang", "/hang", { timeoutMs: 200 });
       await expectNoCharge(stack, async () => {
         const res = await stack.post("/v1/call", { skill_id: "hang", input: {} });
         expect(res.status).to.equal(502);
@@ -190,8 +232,8 @@ describe("POST /v1/call", () => {
     it("answers 502 when the backend refuses the connection", async () => {
       await stack.close();
       // Allowlisted, so that the connection is attempted (and refused by the closed port).
-      stack = await startStack({ config: { skillBackendAllowlist: ["http://127.0.0.1:1"] } });
-      stack.addSkill("gone", "/echo", { backendUrl: "http://127.0.0.1:1/echo" });
+      stack = await startStack({ engine: engine.name, config: { skillBackendAllowlist: ["http://127.0.0.1:1"] } });
+      await stack.addSkill("gone", "/echo", { backendUrl: "http://127.0.0.1:1/echo" });
       await expectNoCharge(stack, async () => {
         const res = await stack.post("/v1/call", { skill_id: "gone", input: {} });
         expect(res.status).to.equal(502);
@@ -201,7 +243,7 @@ describe("POST /v1/call", () => {
 
     it("answers 502 when the backend's answer is over the size cap", async () => {
       await stack.close();
-      stack = await startStack({ config: { maxResponseBytes: 16 * 1024 } });
+      stack = await startStack({ engine: engine.name, config: { maxResponseBytes: 16 * 1024 } });
       await expectNoCharge(stack, async () => {
         const res = await stack.post("/v1/call", { skill_id: "big", input: {} });
         expect(res.status).to.equal(502);
@@ -210,7 +252,7 @@ describe("POST /v1/call", () => {
     });
 
     it("answers 500 and releases the hold when the gateway itself fails after the backend answered", async () => {
-      stack.gw.db.exec("CREATE TEMP TRIGGER injected_fault BEFORE INSERT ON calls BEGIN SELECT RAISE(ABORT, 'injected fault'); END");
+      await injectCallsFault(stack);
       await expectNoCharge(stack, async () => {
         const res = await stack.post("/v1/call", { skill_id: "echo", input: {} });
         expect(res.status).to.equal(500);
@@ -222,13 +264,13 @@ describe("POST /v1/call", () => {
         });
       });
       expect(stack.backend.hits.get("/echo")).to.equal(1);
-      stack.gw.db.exec("DROP TRIGGER injected_fault");
+      await removeCallsFault(stack);
       expect((await stack.post("/v1/call", { skill_id: "echo", input: {} })).status).to.equal(200);
     });
   });
 
   it("releases the hold and answers 502 when a backend's answer is too deeply nested to be sent on", async () => {
-    stack.addSkill("deep", "/deep");
+    await stack.addSkill("deep", "/deep");
     await expectNoCharge(stack, async () => {
       const res = await stack.post("/v1/call", { skill_id: "deep", input: {} });
       expect(res.status).to.equal(502);
@@ -236,7 +278,7 @@ describe("POST /v1/call", () => {
       expect(res.body.error).to.include("nested too deeply");
       expect(res.body.metadata).to.include({ skill_id: "deep", price_paid: 0 });
     });
-    expect(stack.gw.db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'open'").pluck().get()).to.equal(0n);
+    expect(await stack.gw.db.value("SELECT COUNT(*) FROM holds WHERE status = 'open'")).to.equal(0n);
   });
 
   it("answers 400 to a malformed percent-escape in the path, and keeps serving", async () => {
@@ -251,25 +293,27 @@ describe("POST /v1/call", () => {
   });
 
   it("serves a skill registered by another process once the catalogue reloads", async () => {
-    const Database = (await import("better-sqlite3")).default;
-    const { SkillRegistry } = await import("../../server/catalog/skills");
-    const { SqliteSkillsStore } = await import("../../server/catalog/skills-store");
-    const other = new Database(stack.dbPath);
-    other.defaultSafeIntegers(true);
+    const other = otherConnection(stack);
     try {
-      new SkillRegistry(new SqliteSkillsStore(other)).upsert({
-        slug: "late",
-        name: "late",
-        priceMicros: 2_000n,
-        sellerAccountId: stack.sellerId,
-        backendUrl: `${stack.backend.url}/echo`,
-        timeoutMs: 1_000,
-      });
+      const registry = await SkillRegistry.open(new SkillsStore(other), { pollMs: 0 });
+      try {
+        await registry.upsert({
+          slug: "late",
+          name: "late",
+          priceMicros: 2_000n,
+          sellerAccountId: stack.sellerId,
+          backendUrl: `${stack.backend.url}/echo`,
+          timeoutMs: 1_000,
+        });
+      } finally {
+        await registry.close();
+      }
+      await other.durable();
     } finally {
-      other.close();
+      await other.close();
     }
-    expect(stack.gw.skills.refreshIfChanged()).to.equal(true);
-    expect(stack.gw.skills.refreshIfChanged()).to.equal(false);
+    expect(await stack.gw.skills.refreshIfChanged()).to.equal(true);
+    expect(await stack.gw.skills.refreshIfChanged()).to.equal(false);
     const res = await stack.post("/v1/call", { skill_id: "late", input: {} });
     expect(res.status).to.equal(200);
     expect(res.body.metadata.price_paid).to.equal(0.002);
@@ -287,10 +331,10 @@ describe("POST /v1/call", () => {
   });
 });
 
-describe("POST /v1/skills/:skillId/call", () => {
+describeEachEngine("POST /v1/skills/:skillId/call", (engine) => {
   let stack: TestStack;
   beforeEach(async () => {
-    stack = await startStack();
+    stack = await startStack({ engine: engine.name });
   });
   afterEach(async () => {
     await stack.close();
@@ -302,7 +346,7 @@ describe("POST /v1/skills/:skillId/call", () => {
     expect(res.body.data).to.deep.equal({ text: "hi" });
     expect(res.body.metadata).to.have.all.keys("skillId", "cost", "responseTime");
     expect(res.body.metadata).to.include({ skillId: "echo", cost: 0.001 });
-    expect(stack.available()).to.equal(10_000_000n - 1_000n);
+    expect(await stack.available()).to.equal(10_000_000n - 1_000n);
   });
 
   it("accepts the skill's UUID in the path", async () => {
@@ -320,7 +364,7 @@ describe("POST /v1/skills/:skillId/call", () => {
     const res = await stack.post("/v1/skills/fail/call", {});
     expect(res.status).to.equal(502);
     expect(res.body.metadata).to.deep.include({ skillId: "fail", cost: 0 });
-    expect(stack.available()).to.equal(10_000_000n);
+    expect(await stack.available()).to.equal(10_000_000n);
   });
 
   it("answers 404 for an unknown skill and 400 for a body that is not an object", async () => {

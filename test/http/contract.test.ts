@@ -108,7 +108,7 @@ describe("the API's contract: GET /openapi.json", function () {
 
     it("POST /v1/skills/{skillId}/try", async () => {
       const buyer = await signedIn(stack, "buyer@example.com");
-      stack.gw.ledger.credit(buyer.accountId, 1_000_000n, "dev_credit", "test");
+      await stack.gw.ledger.credit(buyer.accountId, 1_000_000n, "dev_credit", "test");
       const created = await call("POST", "/v1/keys", { session: buyer, body: { name: "try" } });
       expect(
         (await call("POST", "/v1/skills/echo/try", { session: buyer, body: { key_id: created.body.data.id, input: {} } })).status,
@@ -180,7 +180,7 @@ describe("the API's contract: GET /openapi.json", function () {
       const wallet = privateKeyToAccount(`0x${"11".repeat(32)}`);
       expect((await call("PUT", "/v1/seller/payout-address", { session: seller, body: { address: wallet.address } })).status).to.equal(409);
       expect((await call("PUT", "/v1/seller/payout-address", { session: seller, body: { address: "0x12" } })).status).to.equal(400);
-      stack.gw.sessions.signIn("siwe", wallet.address.toLowerCase(), { linkTo: seller.accountId });
+      await stack.gw.sessions.signIn("siwe", wallet.address.toLowerCase(), { linkTo: seller.accountId });
       expect((await call("PUT", "/v1/seller/payout-address", { session: seller, body: { address: wallet.address } })).status).to.equal(200);
     });
 
@@ -234,7 +234,7 @@ describe("the API's contract: GET /openapi.json", function () {
         "invalid_input",
       );
       expect((await call("POST", "/auth/email/start", { key: null, body: { email: "new@example.com" } })).status).to.equal(403);
-      const mail = stack.gw.db.prepare("SELECT body FROM outbox ORDER BY id DESC LIMIT 1").pluck().get() as string;
+      const mail = (await stack.gw.db.value<string>("SELECT body FROM outbox ORDER BY id DESC LIMIT 1"))!;
       const token = decodeURIComponent(/token=([\w%-]+)/.exec(mail)![1]);
       expect((await call("POST", "/auth/email/preview", { key: null, headers: origin, body: { token } })).body.data.action).to.equal(
         "sign_up",

@@ -63,15 +63,15 @@ describe("egress policy through the gateway (server-side request forgery)", () =
 
   /** Expects the call to be a 502 skill_backend_forbidden that charged nothing and reached nobody. */
   async function expectForbiddenCall(slug: string): Promise<void> {
-    const before = stack.available();
+    const before = await stack.available();
     const res = await stack.post("/v1/call", { skill_id: slug, input: { method: "eth_accounts" } });
     expect(res.status).to.equal(502);
     expect(res.body).to.include({ success: false, code: "skill_backend_forbidden" });
     expect(res.body.metadata).to.include({ price_paid: 0 });
-    await stack.gw.ledger.commit.durable();
-    expect(stack.available()).to.equal(before);
-    expect(stack.gw.ledger.balance(stack.buyerId).heldMicros).to.equal(0n);
-    assertBalanced(stack.gw.db);
+    await stack.gw.db.durable();
+    expect(await stack.available()).to.equal(before);
+    expect((await stack.gw.ledger.balance(stack.buyerId)).heldMicros).to.equal(0n);
+    await assertBalanced(stack.gw.db);
     expect(canary.state.requests).to.equal(0);
   }
 
@@ -117,7 +117,7 @@ describe("egress policy through the gateway (server-side request forgery)", () =
 
   describe("refuses at call time, uncharged, with 502 skill_backend_forbidden", () => {
     it("refuses a stored skill whose backend is the chain node (listed before the policy existed)", async () => {
-      stack.gw.skills.upsert({
+      await stack.gw.skills.upsert({
         slug: "legacy",
         name: "legacy",
         priceMicros: 1_000n,
@@ -130,7 +130,7 @@ describe("egress policy through the gateway (server-side request forgery)", () =
 
     it("refuses every numeric spelling of loopback", async () => {
       for (const [i, host] of ["2130706433", "0x7f000001", "0177.0.0.1", "127.1", "[::ffff:7f00:1]"].entries()) {
-        stack.gw.skills.upsert({
+        await stack.gw.skills.upsert({
           slug: `spelling-${i}`,
           name: host,
           priceMicros: 1_000n,
@@ -153,12 +153,12 @@ describe("egress policy through the gateway (server-side request forgery)", () =
       try {
         await stack.close();
         stack = await startStack({ config: { skillBackendAllowlist: [redirector.url] } });
-        stack.addSkill("redirect", "/", { backendUrl: `${redirector.url}/` });
-        const before = stack.available();
+        await stack.addSkill("redirect", "/", { backendUrl: `${redirector.url}/` });
+        const before = await stack.available();
         const res = await stack.post("/v1/call", { skill_id: "redirect", input: {} });
         expect(res.status).to.equal(502);
         expect(res.body.code).to.equal("skill_error");
-        expect(stack.available()).to.equal(before);
+        expect(await stack.available()).to.equal(before);
         expect(canary.state.requests).to.equal(0);
       } finally {
         await redirector.close();

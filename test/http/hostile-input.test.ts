@@ -43,19 +43,19 @@ describe("hostile schemas and inputs", () => {
       expect((await list("evil-regex", { type: "object", properties: { text: { type: "string", pattern: "^(a+)+$" } } })).status).to.equal(
         201,
       );
-      const before = stack.available();
+      const before = await stack.available();
       const res = await stack.post("/v1/call", { skill_id: "evil-regex", input: { text: EVIL } });
       expect(res.status).to.equal(400);
       expect(res.body).to.include({ code: "invalid_input" });
       expect(res.body.error).to.include("must match pattern");
-      expect(stack.available()).to.equal(before);
+      expect(await stack.available()).to.equal(before);
       // The same pattern still accepts what it should.
       expect((await stack.post("/v1/call", { skill_id: "evil-regex", input: { text: "aaaa" } })).status).to.equal(200);
     });
 
     it("is refused with 400 for a key with no balance too, without freezing the gateway", async () => {
       await list("evil-regex", { type: "object", patternProperties: { "^(a|aa)+$": { type: "string" } }, additionalProperties: false });
-      const broke = stack.addBuyer("0");
+      const broke = await stack.addBuyer("0");
       const res = await stack.post("/v1/call", { skill_id: "evil-regex", input: { [EVIL]: 1 } }, { key: broke.key });
       expect(res.status).to.equal(400);
       expect((await stack.get("/healthz", null)).status).to.equal(200);
@@ -75,7 +75,7 @@ describe("hostile schemas and inputs", () => {
 
     it("is validated off the event loop: the gateway answers others meanwhile, and the call is refused with 400, uncharged", async () => {
       expect((await list("exponential", exponential)).status).to.equal(201);
-      const broke = stack.addBuyer("0");
+      const broke = await stack.addBuyer("0");
       const order: string[] = [];
       const hostile = stack.post("/v1/call", { skill_id: "exponential", input: nestedA(60) }, { key: broke.key }).then((res) => {
         order.push("hostile");
@@ -94,7 +94,7 @@ describe("hostile schemas and inputs", () => {
       const shallow = await stack.post("/v1/call", { skill_id: "exponential", input: nestedA(3) }, { key: broke.key });
       expect(shallow.status).to.equal(400);
       expect(shallow.body.error).to.include("must have required property 'a'");
-      expect(stack.available(broke.accountId)).to.equal(0n);
+      expect(await stack.available(broke.accountId)).to.equal(0n);
     });
   });
 
@@ -162,14 +162,14 @@ describe("hostile schemas and inputs", () => {
     ];
     for (const [what, path, body] of deepBodies) {
       it(`refuses ${what} with 400 invalid_json before anything runs, uncharged`, async () => {
-        const before = stack.available();
+        const before = await stack.available();
         const res = await stack.post(path, body, { headers: { "content-type": "application/json" } });
         expect(res.status).to.equal(400);
         expect(res.body).to.include({ success: false, code: "invalid_json" });
         expect(res.body.error).to.include("64 levels");
-        await stack.gw.ledger.commit.durable();
-        expect(stack.available()).to.equal(before);
-        assertBalanced(stack.gw.db);
+        await stack.gw.db.durable();
+        expect(await stack.available()).to.equal(before);
+        await assertBalanced(stack.gw.db);
       });
     }
 
@@ -214,10 +214,10 @@ describe("hostile schemas and inputs", () => {
   });
 
   it("leaves a stored skill whose schema today's rules refuse out of the catalogue, and keeps serving the others", async () => {
-    stack.gw.db
-      .prepare("UPDATE skills SET input_schema = ?, updated_at = updated_at + 1 WHERE slug = 'fail'")
-      .run(JSON.stringify({ type: "string", pattern: "(a)\\1" }));
-    stack.gw.skills.refresh();
+    await stack.gw.db.run("UPDATE skills SET input_schema = ?, updated_at = updated_at + 1 WHERE slug = 'fail'", [
+      JSON.stringify({ type: "string", pattern: "(a)\\1" }),
+    ]);
+    await stack.gw.skills.refresh();
     expect((await stack.post("/v1/call", { skill_id: "fail", input: {} })).status).to.equal(404);
     expect((await stack.post("/v1/call", { skill_id: "echo", input: {} })).status).to.equal(200);
   });

@@ -1,10 +1,11 @@
 import { expect } from "chai";
+import { describeEachEngine } from "../helpers/engines";
 import { type TestStack, startStack } from "../helpers/gateway";
 
-describe("Idempotency-Key on the call endpoints", () => {
+describeEachEngine("Idempotency-Key on the call endpoints", (engine) => {
   let stack: TestStack;
   beforeEach(async () => {
-    stack = await startStack();
+    stack = await startStack({ engine: engine.name });
   });
   afterEach(async () => {
     await stack.close();
@@ -20,7 +21,7 @@ describe("Idempotency-Key on the call endpoints", () => {
     expect(second.status).to.equal(200);
     expect(second.body).to.deep.equal(first.body);
     expect(second.headers.get("idempotent-replayed")).to.equal("true");
-    expect(stack.available()).to.equal(10_000_000n - 1_000n);
+    expect(await stack.available()).to.equal(10_000_000n - 1_000n);
     expect(stack.backend.hits.get("/echo")).to.equal(1);
   });
 
@@ -29,7 +30,7 @@ describe("Idempotency-Key on the call endpoints", () => {
     const second = await call("retry-2", { n: 2 }, "/v1/skills/echo/call");
     expect(second.body).to.deep.equal(first.body);
     expect(first.body.metadata.cost).to.equal(0.001);
-    expect(stack.available()).to.equal(10_000_000n - 1_000n);
+    expect(await stack.available()).to.equal(10_000_000n - 1_000n);
   });
 
   it("refuses the same key with another body (422) and charges nothing", async () => {
@@ -37,7 +38,7 @@ describe("Idempotency-Key on the call endpoints", () => {
     const res = await call("retry-3", { n: 2 });
     expect(res.status).to.equal(422);
     expect(res.body).to.include({ success: false, code: "idempotency_key_reused" });
-    expect(stack.available()).to.equal(10_000_000n - 1_000n);
+    expect(await stack.available()).to.equal(10_000_000n - 1_000n);
   });
 
   it("refuses the same key on the other endpoint, since that is another request", async () => {
@@ -47,7 +48,7 @@ describe("Idempotency-Key on the call endpoints", () => {
   });
 
   it("answers 409 to a retry while the first attempt is still running", async () => {
-    stack.addSkill("hang", "/hang", { timeoutMs: 500 });
+    await stack.addSkill("hang", "/hang", { timeoutMs: 500 });
     const reached = stack.backend.nextRequest("/hang");
     const first = stack.post("/v1/call", { skill_id: "hang", input: {} }, { headers: { "idempotency-key": "slow-1" } });
     await reached;
@@ -63,21 +64,21 @@ describe("Idempotency-Key on the call endpoints", () => {
     expect([first.status, second.status]).to.deep.equal([502, 502]);
     expect(second.headers.get("idempotent-replayed")).to.equal(null);
     expect(stack.backend.hits.get("/fail")).to.equal(2);
-    expect(stack.available()).to.equal(10_000_000n);
+    expect(await stack.available()).to.equal(10_000_000n);
   });
 
   it("lets a retry run again after a 402, once the balance is topped up", async () => {
-    const poor = stack.addBuyer("0");
+    const poor = await stack.addBuyer("0");
     const send = () => stack.post("/v1/call", { skill_id: "echo", input: {} }, { key: poor.key, headers: { "idempotency-key": "topup" } });
     expect((await send()).status).to.equal(402);
-    stack.gw.ledger.credit(poor.accountId, 5_000n, "dev_credit");
+    await stack.gw.ledger.credit(poor.accountId, 5_000n, "dev_credit");
     expect((await send()).status).to.equal(200);
     expect((await send()).headers.get("idempotent-replayed")).to.equal("true");
-    expect(stack.available(poor.accountId)).to.equal(4_000n);
+    expect(await stack.available(poor.accountId)).to.equal(4_000n);
   });
 
   it("keeps keys apart per account", async () => {
-    const other = stack.addBuyer("1");
+    const other = await stack.addBuyer("1");
     await call("shared-key");
     const res = await stack.post(
       "/v1/call",
@@ -86,20 +87,20 @@ describe("Idempotency-Key on the call endpoints", () => {
     );
     expect(res.status).to.equal(200);
     expect(res.headers.get("idempotent-replayed")).to.equal(null);
-    expect(stack.available(other.accountId)).to.equal(1_000_000n - 1_000n);
+    expect(await stack.available(other.accountId)).to.equal(1_000_000n - 1_000n);
   });
 
   it("forgets a key after its 24 h", async () => {
     await call("old-key");
-    stack.gw.db.prepare("UPDATE idempotency_keys SET created_at = created_at - ?").run(24 * 3_600_000 + 1);
+    await stack.gw.db.run("UPDATE idempotency_keys SET created_at = created_at - ?", [24 * 3_600_000 + 1]);
     const res = await call("old-key", { n: 99 });
     expect(res.status).to.equal(200);
-    expect(stack.available()).to.equal(10_000_000n - 2_000n);
+    expect(await stack.available()).to.equal(10_000_000n - 2_000n);
   });
 
   it("rejects a malformed Idempotency-Key", async () => {
     const res = await stack.post("/v1/call", { skill_id: "echo", input: {} }, { headers: { "idempotency-key": "x".repeat(300) } });
     expect(res.status).to.equal(400);
-    expect(stack.available()).to.equal(10_000_000n);
+    expect(await stack.available()).to.equal(10_000_000n);
   });
 });

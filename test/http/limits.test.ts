@@ -23,12 +23,12 @@ describe("rate limits on the call endpoints", () => {
       expect(Number(r.headers.get("retry-after"))).to.be.within(1, 60);
       expect(r.headers.get("ratelimit-remaining")).to.equal("0");
     }
-    expect(stack.available()).to.equal(10_000_000n - BigInt(ok) * 1_000n);
+    expect(await stack.available()).to.equal(10_000_000n - BigInt(ok) * 1_000n);
   });
 
   it("counts each key apart", async () => {
     stack = await startStack({ config: { rateLimitPerMin: 2 } });
-    const second = stack.gw.keys.create(stack.buyerId).key;
+    const second = (await stack.gw.keys.create(stack.buyerId)).key;
     const send = (key?: string) => stack.post("/v1/call", { skill_id: "echo", input: {} }, { key });
     expect([(await send()).status, (await send()).status, (await send()).status]).to.deep.equal([200, 200, 429]);
     expect((await send(second)).status).to.equal(200);
@@ -36,7 +36,7 @@ describe("rate limits on the call endpoints", () => {
 
   it("honours a skill's own limit per caller without eating into the key's allowance", async () => {
     stack = await startStack();
-    stack.addSkill("scarce", "/echo", { rateLimitPerMin: 2 });
+    await stack.addSkill("scarce", "/echo", { rateLimitPerMin: 2 });
     const send = (skill: string) => stack.post("/v1/call", { skill_id: skill, input: {} });
     expect((await send("scarce")).status).to.equal(200);
     expect((await send("scarce")).status).to.equal(200);
@@ -46,7 +46,7 @@ describe("rate limits on the call endpoints", () => {
     const echo = await send("echo");
     expect(echo.status).to.equal(200);
     expect(echo.headers.get("ratelimit-remaining")).to.equal("97");
-    expect(stack.available()).to.equal(10_000_000n - 3_000n);
+    expect(await stack.available()).to.equal(10_000_000n - 3_000n);
   });
 
   it("caps an account's calls per UTC day when a daily cap is set", async () => {
@@ -57,7 +57,7 @@ describe("rate limits on the call endpoints", () => {
     const res = await stack.post("/v1/call", { skill_id: "echo", input: {} });
     expect(res.body.code).to.equal("daily_limit_reached");
     expect(Number(res.headers.get("retry-after"))).to.be.within(1, 86_400);
-    expect(stack.available()).to.equal(10_000_000n - 3_000n);
+    expect(await stack.available()).to.equal(10_000_000n - 3_000n);
   });
 
   it("keeps the day's count across a restart", async () => {

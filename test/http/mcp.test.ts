@@ -3,6 +3,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { assertBalanced } from "../../server/ledger/invariants";
+import { describeEachEngine } from "../helpers/engines";
 import { type TestStack, startStack } from "../helpers/gateway";
 
 /** The official SDK's client, connected to the gateway's hosted MCP server with `key`. */
@@ -28,19 +29,20 @@ function texts(result: CallToolResult): string {
 
 /** Checks that nothing moved for `accountId`, and that no hold is left open. */
 async function expectNoCharge(stack: TestStack, action: () => Promise<unknown>, accountId = stack.buyerId): Promise<void> {
-  const before = [stack.available(accountId), stack.earned(), stack.fees()];
+  const balances = async () => [await stack.available(accountId), await stack.earned(), await stack.fees()];
+  const before = await balances();
   await action();
-  await stack.gw.ledger.commit.durable();
-  expect([stack.available(accountId), stack.earned(), stack.fees()]).to.deep.equal(before);
-  expect(stack.gw.ledger.balance(accountId).heldMicros).to.equal(0n);
-  assertBalanced(stack.gw.db);
+  await stack.gw.db.durable();
+  expect(await balances()).to.deep.equal(before);
+  expect((await stack.gw.ledger.balance(accountId)).heldMicros).to.equal(0n);
+  await assertBalanced(stack.gw.db);
 }
 
-describe("POST /mcp (hosted MCP server)", () => {
+describeEachEngine("POST /mcp (hosted MCP server)", (engine) => {
   let stack: TestStack;
   let client: Client | undefined;
   beforeEach(async () => {
-    stack = await startStack();
+    stack = await startStack({ engine: engine.name });
   });
   afterEach(async () => {
     await client?.close();
@@ -60,7 +62,7 @@ describe("POST /mcp (hosted MCP server)", () => {
 
     it("passes a skill's input schema on as the tool's inputSchema", async () => {
       const schema = { type: "object", properties: { text: { type: "string" } }, required: ["text"] };
-      stack.addSkill("typed", "/echo", { inputSchema: schema, description: "Echoes text." });
+      await stack.addSkill("typed", "/echo", { inputSchema: schema, description: "Echoes text." });
       client = await connect(stack);
       const typed = (await client.listTools()).tools.find((t) => t.name === "typed")!;
       expect(typed.inputSchema).to.deep.equal(schema);
@@ -88,10 +90,10 @@ describe("POST /mcp (hosted MCP server)", () => {
   describe("calls, billed as POST /v1/call", () => {
     it("charges exactly the price of a successful call and reports it in the result", async () => {
       client = await connect(stack);
-      const before = stack.available();
+      const before = await stack.available();
       const result = await call(client, "echo", { hello: "world" });
-      await stack.gw.ledger.commit.durable();
-      expect(stack.available()).to.equal(before - 1_000n);
+      await stack.gw.db.durable();
+      expect(await stack.available()).to.equal(before - 1_000n);
       expect(result.isError).to.not.equal(true);
       expect(JSON.parse((result.content[0] as { text: string }).text)).to.deep.equal({ hello: "world" });
       expect(texts(result)).to.contain("Charged $0.001 for echo");
@@ -99,7 +101,7 @@ describe("POST /mcp (hosted MCP server)", () => {
       expect(structured.data).to.deep.equal({ hello: "world" });
       expect(structured.metadata).to.include({ skill_id: "echo", price_paid: 0.001 });
       expect(structured.metadata.call_id).to.be.a("string");
-      assertBalanced(stack.gw.db);
+      await assertBalanced(stack.gw.db);
     });
 
     it("does not charge when the skill fails: isError with the gateway's message", async () => {
@@ -113,7 +115,7 @@ describe("POST /mcp (hosted MCP server)", () => {
     });
 
     it("does not charge a caller with a zero balance: isError naming the shortfall", async () => {
-      const broke = stack.addBuyer("0");
+      const broke = await stack.addBuyer("0");
       client = await connect(stack, broke.key);
       await expectNoCharge(
         stack,
@@ -128,7 +130,9 @@ describe("POST /mcp (hosted MCP server)", () => {
     });
 
     it("does not charge an input the skill's schema refuses", async () => {
-      stack.addSkill("typed", "/echo", { inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] } });
+      await stack.addSkill("typed", "/echo", {
+        inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+      });
       client = await connect(stack);
       await expectNoCharge(stack, async () => {
         const result = await call(client!, "typed", { text: 42 });
@@ -139,11 +143,11 @@ describe("POST /mcp (hosted MCP server)", () => {
 
     it("charges once for two calls under one _meta idempotency_key, and replays the first answer", async () => {
       client = await connect(stack);
-      const before = stack.available();
+      const before = await stack.available();
       const first = await call(client, "echo", { n: 1 }, { idempotency_key: "mcp-retry-1" });
       const second = await call(client, "echo", { n: 1 }, { idempotency_key: "mcp-retry-1" });
-      await stack.gw.ledger.commit.durable();
-      expect(stack.available()).to.equal(before - 1_000n);
+      await stack.gw.db.durable();
+      expect(await stack.available()).to.equal(before - 1_000n);
       expect((second.structuredContent as { data: unknown }).data).to.deep.equal((first.structuredContent as { data: unknown }).data);
       expect((second.structuredContent as { metadata: Record<string, unknown> }).metadata.replayed).to.equal(true);
       const reused = await call(client, "echo", { n: 2 }, { idempotency_key: "mcp-retry-1" });
@@ -182,7 +186,7 @@ describe("POST /mcp (hosted MCP server)", () => {
 
     it("counts requests without a valid key against the address's public limit", async () => {
       await stack.close();
-      stack = await startStack({ config: { publicRateLimitPerMin: 2 } });
+      stack = await startStack({ engine: engine.name, config: { publicRateLimitPerMin: 2 } });
       const statuses: number[] = [];
       for (let i = 0; i < 3; i++) statuses.push((await stack.post("/mcp", initialize, { key: "atom_wrong", headers: mcpHeaders })).status);
       expect(statuses).to.deep.equal([401, 401, 429]);

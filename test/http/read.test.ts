@@ -1,10 +1,11 @@
 import { expect } from "chai";
+import { describeEachEngine } from "../helpers/engines";
 import { type TestStack, startStack } from "../helpers/gateway";
 
-describe("read endpoints", () => {
+describeEachEngine("read endpoints", (engine) => {
   let stack: TestStack;
   beforeEach(async () => {
-    stack = await startStack();
+    stack = await startStack({ engine: engine.name });
   });
   afterEach(async () => {
     await stack.close();
@@ -24,7 +25,7 @@ describe("read endpoints", () => {
 
     it("shows what a caller pays when the fee is on top", async () => {
       await stack.close();
-      stack = await startStack({ config: { feeMode: "on_top" } });
+      stack = await startStack({ engine: engine.name, config: { feeMode: "on_top" } });
       const res = await stack.get("/v1/skills/echo", null);
       expect(res.body.data).to.include({ price: 0.001, price_per_call: 0.0011 });
     });
@@ -50,7 +51,7 @@ describe("read endpoints", () => {
     });
 
     it("shows available and held USD, and held while a call is in flight", async () => {
-      stack.addSkill("hang", "/hang", { timeoutMs: 400, priceMicros: 250_000n });
+      await stack.addSkill("hang", "/hang", { timeoutMs: 400, priceMicros: 250_000n });
       const reached = stack.backend.nextRequest("/hang");
       const pending = stack.post("/v1/call", { skill_id: "hang", input: {} });
       await reached;
@@ -87,7 +88,7 @@ describe("read endpoints", () => {
     });
 
     it("shows only the caller's own calls", async () => {
-      const other = stack.addBuyer("1");
+      const other = await stack.addBuyer("1");
       await stack.post("/v1/call", { skill_id: "echo", input: {} }, { key: other.key });
       const res = await stack.get("/v1/usage");
       expect(res.body.data.calls).to.deep.equal([]);
@@ -110,31 +111,29 @@ describe("read endpoints", () => {
     it("never skips calls that share a millisecond with a page's last one: that page runs to the end of it", async () => {
       // 7 calls in one millisecond and 2 in the one before, read 3 at a time: with a page
       // cut inside a millisecond, `before=<ms>` would skip the rest of it.
-      const apiKeyId = stack.gw.keys.authenticate(stack.key)!.id;
+      const apiKeyId = (await stack.gw.keys.authenticate(stack.key))!.id;
       const record = (id: string, createdAtMs: number) =>
-        stack.gw.ledger.commit.run(() =>
-          stack.gw.calls.record({
-            id,
-            accountId: stack.buyerId,
-            apiKeyId,
-            skillId: stack.gw.skills.resolve("echo")!.id,
-            endpoint: "call",
-            httpStatus: 502,
-            outcome: "skill_error",
-            chargedMicros: 0n,
-            holdId: null,
-            latencyUs: 1_000,
-            createdAtMs,
-          }),
-        );
+        stack.gw.calls.record({
+          id,
+          accountId: stack.buyerId,
+          apiKeyId,
+          skillId: stack.gw.skills.resolve("echo")!.id,
+          endpoint: "call",
+          httpStatus: 502,
+          outcome: "skill_error",
+          chargedMicros: 0n,
+          holdId: null,
+          latencyUs: 1_000,
+          createdAtMs,
+        });
       const ids: string[] = [];
       for (let i = 0; i < 2; i++) {
         ids.push(`older-${i}`);
-        record(`older-${i}`, 1_700_000_000_000);
+        await record(`older-${i}`, 1_700_000_000_000);
       }
       for (let i = 0; i < 7; i++) {
         ids.push(`burst-${i}`);
-        record(`burst-${i}`, 1_700_000_000_001);
+        await record(`burst-${i}`, 1_700_000_000_001);
       }
       const seen: string[] = [];
       let before = "";

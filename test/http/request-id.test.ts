@@ -47,7 +47,7 @@ describe("request ids", () => {
 
   it("carries the id in the error body of every path that answers errors, matching the header", async () => {
     const seller = await signedIn(stack, "seller@example.com");
-    const poor = stack.addBuyer("0");
+    const poor = await stack.addBuyer("0");
     const errors = [
       // The call fast path: its own parsing, then the call service's bodies (thrown, and built with metadata).
       await stack.post("/v1/call", "{not json"),

@@ -42,14 +42,14 @@ describe("the gateway's HTTP transport", () => {
 
   it("refuses a client that never finishes its body (408, connection closed), uncharged", async function () {
     this.timeout(20_000);
-    const before = stack.available();
+    const before = await stack.available();
     const reply = await slowClient(
       stack,
       `POST /v1/call HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${stack.key}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"skill_id":`,
     );
     expect(reply.closedByServer, "the server kept the slow client").to.equal(true);
     expect(reply.text).to.match(/^HTTP\/1\.1 408/);
-    expect(stack.available()).to.equal(before);
+    expect(await stack.available()).to.equal(before);
   });
 
   it("logs a client that hangs up mid-body as one line, not as an internal error with a stack", async () => {
