@@ -99,7 +99,11 @@ export class ReplicaMembership {
   }
 
   /** Joins (or is refused: ReplicaRefusedError) and starts beating every leaderLeaseMs / 2. */
-  static async join(config: Config, onEvicted: (error: Error) => void, log: (message: string, error?: unknown) => void): Promise<ReplicaMembership> {
+  static async join(
+    config: Config,
+    onEvicted: (error: Error) => void,
+    log: (message: string, error?: unknown) => void,
+  ): Promise<ReplicaMembership> {
     const connection = new PostgresDatabase(
       createPostgresPool({
         url: config.databaseUrl,

@@ -255,6 +255,7 @@ describe("three gateway replicas on one PostgreSQL and Redis (server/devstack/cl
       return id !== undefined && id !== leaderId ? id : undefined;
     });
     const takeoverMs = Date.now() - killedAt;
+    console.log(`      the settlement lease moved from ${leaderId} to ${next} in ${takeoverMs} ms (bound ${TAKEOVER_BOUND_MS} ms)`);
     expect(next).to.not.equal(leaderId);
     expect(takeoverMs, `took over in ${takeoverMs} ms`).to.be.below(TAKEOVER_BOUND_MS);
 
@@ -278,7 +279,9 @@ describe("three gateway replicas on one PostgreSQL and Redis (server/devstack/cl
     });
     const onChain = logs.map((l) => Number(l.args.batchNumber));
     expect(new Set(onChain).size, "a batch number posted twice").to.equal(onChain.length);
-    const recorded = (await db.all<{ number: bigint }>("SELECT number FROM settlement_batches ORDER BY number")).map((b) => Number(b.number));
+    const recorded = (await db.all<{ number: bigint }>("SELECT number FROM settlement_batches ORDER BY number")).map((b) =>
+      Number(b.number),
+    );
     expect(onChain.sort((a, b) => a - b)).to.deep.equal(recorded);
 
     const env = { ...process.env, ...cluster.settings, LOG_LEVEL: "silent" };

@@ -395,15 +395,25 @@ describeEachEngine("Ledger", (engine) => {
       expect(await allBalances(db)).to.deep.equal(balances);
     });
 
-    it("releases only the holds taken before the time it is given", async () => {
+    it("releases only the holds of the replicas it names, and holds naming no replica", async () => {
       const { userId, sellerId } = await makeParties(ledger);
-      const old = await holdOk(ledger, userId, sellerId);
-      await db.run("UPDATE holds SET created_at = 1000 WHERE id = ?", [old]);
-      const recent = await holdOk(ledger, userId, sellerId);
-      expect(await ledger.recoverOpenHolds({ before: 2000 })).to.equal(1);
-      expect(await holdStatus(db, old)).to.equal("released");
-      expect(await holdStatus(db, recent)).to.equal("open");
+      const dead = await holdOk(ledger, userId, sellerId);
+      const live = await holdOk(ledger, userId, sellerId);
+      const unnamed = await holdOk(ledger, userId, sellerId);
+      await db.run("UPDATE holds SET replica_id = 'replica-dead' WHERE id = ?", [dead]);
+      await db.run("UPDATE holds SET replica_id = 'replica-live' WHERE id = ?", [live]);
+      expect(await ledger.recoverOpenHolds({ ofReplicas: ["replica-dead"] })).to.equal(2);
+      expect(await holdStatus(db, dead)).to.equal("released");
+      expect(await holdStatus(db, unnamed)).to.equal("released");
+      expect(await holdStatus(db, live)).to.equal("open");
       expect(await ledger.balance(userId)).to.deep.equal({ availableMicros: 9_000_000n, heldMicros: 1_000_000n });
+    });
+
+    it("names its replica in every hold it takes", async () => {
+      const named = await Ledger.open(db, { replicaId: "replica-7" });
+      const { userId, sellerId } = await makeParties(named);
+      const id = await holdOk(named, userId, sellerId);
+      expect(await db.value("SELECT replica_id FROM holds WHERE id = ?", [id])).to.equal("replica-7");
     });
   });
 });
