@@ -6,13 +6,22 @@
  *   3. the gateway: auth, rate limit, hold, forward, capture, with every charge durable
  *      (SQLite synchronous=FULL) before its response is sent.
  *      Each request's JSON log line is written (asynchronously) to a file beside the ledger, as in production.
+ *   4. the gateway on PostgreSQL (DATABASE_URL) with its limits in Redis (REDIS_URL): one replica,
+ *   5. then two replicas sharing the load (the connections split between them), on one database and one Redis,
+ *      every charge durable (synchronous_commit on) before its 200; a throwaway PostgreSQL 15 and Redis
+ *      (Debian's binaries, as the tests use them) are started for the run, and these rows are skipped, saying
+ *      so, when the binaries are absent.
  * It prints throughput, latency percentiles, the gateway's throughput as a ratio of the
- * bare proxy's, and the latency the gateway adds. Each server runs in its own process;
- * the load generator (undici, one request in flight per connection) runs in this one.
+ * bare proxy's, the latency the gateway adds, and on PostgreSQL the database round trips and
+ * transactions per call. Each server runs in its own process; the load generator (undici, one
+ * request in flight per connection) runs in this one.
  *
- *   BENCH_SECONDS (default 8)  BENCH_CONNECTIONS (default 50)  BENCH_PROFILE (a folder)
+ *   BENCH_SECONDS (default 8)  BENCH_CONNECTIONS (default 50)  BENCH_PROFILE (a folder)  BENCH_POSTGRES=0 (skip 4, 5)
  */
-import type { SqliteDatabase } from "../server/db/sqlite-database";
+import { SqliteDatabase } from "../server/db/sqlite-database";
+import { postgresTraffic } from "../server/db/postgres/database";
+import { postgresUnavailableReason, startPostgres } from "../server/devstack/postgres-server";
+import { redisServerBinary, startRedisServer } from "../server/devstack/redis-server";
 import { type ChildProcess, fork } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
@@ -74,8 +83,19 @@ async function runProxy(backendUrl: string): Promise<void> {
   process.send!({ url: await listen(server) });
 }
 
-/** The real gateway, on a real SQLite file with synchronous=FULL. */
-async function runGateway(backendUrl: string, dbPath: string): Promise<void> {
+/**
+ * The real gateway, on a real SQLite file with synchronous=FULL, or (given a database URL) on PostgreSQL with
+ * its limits in Redis, as replica `replicaId`. The first replica of a database seeds it; the others are given
+ * the seeded key.
+ */
+async function runGateway(
+  backendUrl: string,
+  dbPath: string,
+  databaseUrl = "",
+  redisUrl = "",
+  replicaId = "",
+  seededKey = "",
+): Promise<void> {
   const { loadConfig } = await import("../server/config");
   const { startGateway } = await import("../server/index");
   const { createLogger } = await import("../server/ops/log");
@@ -83,9 +103,28 @@ async function runGateway(backendUrl: string, dbPath: string): Promise<void> {
   // Each request's log line is written as in production (JSON, asynchronously), to a file beside the ledger.
   const logger = createLogger({ level: "info", destination: pino.destination({ dest: `${dbPath}.log`, sync: false }) });
   const gw = await startGateway(
-    loadConfig({}, { port: 0, dbPath, rateLimitPerMin: 10_000_000, skillBackendAllowlist: [new URL(backendUrl).origin] }),
+    loadConfig(
+      {},
+      {
+        port: 0,
+        dbPath,
+        databaseUrl,
+        redisUrl,
+        replicaId: replicaId || "bench",
+        rateLimitPerMin: 10_000_000,
+        skillBackendAllowlist: [new URL(backendUrl).origin],
+      },
+    ),
     { log: () => {}, logger },
   );
+  if (seededKey) {
+    process.on("message", (msg) => {
+      if (msg === "exit") process.exit(0);
+      process.send!({ ...postgresTraffic });
+    });
+    process.send!({ url: gw.url, key: seededKey });
+    return;
+  }
   await gw.ledger.ensureAccount({ id: "bench-seller", kind: "seller", name: "bench seller" });
   await gw.ledger.ensureAccount({ id: "bench-buyer", kind: "user", name: "bench buyer" });
   await gw.ledger.credit("bench-buyer", 1_000_000_000_000n, "dev_credit", "benchmark balance");
@@ -98,12 +137,21 @@ async function runGateway(backendUrl: string, dbPath: string): Promise<void> {
     timeoutMs: 10_000,
   });
   const { key } = await gw.keys.create("bench-buyer");
-  const sqlite = gw.db as SqliteDatabase;
-  const sync = sqlite.db.pragma("synchronous", { simple: true });
+  const sqlite = gw.db instanceof SqliteDatabase ? gw.db : undefined;
+  const sync = sqlite
+    ? sqlite.db.pragma("synchronous", { simple: true })
+    : (await gw.db.value<string>("SHOW synchronous_commit")) === "on"
+      ? 2
+      : 0;
   process.on("message", async (msg) => {
     if (msg === "exit") process.exit(0);
     const captured = await gw.db.value<bigint>("SELECT COUNT(*) FROM holds WHERE status = 'captured'");
-    process.send!({ captured: Number(captured), batches: sqlite.commit.committedBatches, synchronous: Number(sync) });
+    process.send!({
+      captured: Number(captured),
+      batches: sqlite?.commit.committedBatches ?? 0,
+      synchronous: Number(sync),
+      ...postgresTraffic,
+    });
   });
   process.send!({ url: gw.url, key });
 }
@@ -137,16 +185,91 @@ function percentile(sorted: Float64Array, p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
-async function load(name: string, url: string, body: string, headers: Record<string, string>): Promise<Run> {
-  const target = new URL(url);
-  const pool = new Pool(target.origin, { connections: CONNECTIONS, pipelining: 1 });
+/** What the PostgreSQL scenarios measured, and what they say about it. */
+interface PostgresRuns {
+  rows: Run[];
+  notes: string[];
+}
+
+/**
+ * The gateway on PostgreSQL with its limits in Redis: one replica, then two sharing the load, each on a fresh
+ * database of one throwaway server. Skipped (with a note) without the binaries or with BENCH_POSTGRES=0.
+ */
+async function postgresRuns(backendUrl: string, input: string, dir: string, children: ChildProcess[]): Promise<PostgresRuns> {
+  const missing =
+    process.env.BENCH_POSTGRES === "0"
+      ? "BENCH_POSTGRES=0"
+      : (postgresUnavailableReason() ?? (redisServerBinary() ? null : "redis-server is not installed"));
+  if (missing) return { rows: [], notes: [`PostgreSQL scenarios skipped: ${missing}`] };
+  const server = await startPostgres({ database: "bench_one" });
+  const redis = await startRedisServer();
+  const body = JSON.stringify({ skill_id: "echo", input: JSON.parse(input) });
+  const fmt = (n: number, d = 2) => n.toFixed(d);
+  try {
+    const rows: Run[] = [];
+    const notes: string[] = [];
+    for (const replicas of [1, 2]) {
+      const database = `bench_${replicas}`;
+      await server.createDatabase(database);
+      const url = server.urlFor(database);
+      const started: { child: ChildProcess; msg: any }[] = [];
+      const first = await start("gateway", backendUrl, path.join(dir, `unused-${replicas}.db`), url, redis.url, "bench-1");
+      started.push(first);
+      for (let i = 2; i <= replicas; i++)
+        started.push(await start("gateway", backendUrl, path.join(dir, "unused.db"), url, redis.url, `bench-${i}`, first.msg.key));
+      for (const s of started) children.push(s.child);
+      let before: { statements: number; transactions: number }[] = [];
+      const run = await load(
+        `gateway on PostgreSQL + Redis, ${replicas} replica${replicas === 1 ? "" : "s"} (durable charges)`,
+        started.map((s) => `${s.msg.url}/v1/call`),
+        body,
+        { authorization: `Bearer ${first.msg.key}` },
+        async () => (before = await Promise.all(started.map((s) => traffic(s.child)))),
+      );
+      const after = await Promise.all(started.map((s) => traffic(s.child)));
+      rows.push(run);
+      const calls = run.ok + run.failed;
+      const statements = after.reduce((n, t, i) => n + t.statements - before[i].statements, 0);
+      const transactions = after.reduce((n, t, i) => n + t.transactions - before[i].transactions, 0);
+      notes.push(
+        `PostgreSQL, ${replicas} replica(s): ${fmt(statements / calls, 1)} statements and ${fmt(transactions / calls, 1)} transactions per call ` +
+          `(${fmt((statements + 2 * transactions) / calls, 1)} round trips with BEGIN/COMMIT), ${fmt(transactions / SECONDS, 0)} transactions/s; ` +
+          `synchronous_commit=on for every charge`,
+      );
+      for (const s of started) s.child.send("exit");
+    }
+    return { rows, notes };
+  } finally {
+    await redis.stop();
+    await server.stop();
+  }
+}
+
+/** A gateway child's PostgreSQL traffic so far. */
+function traffic(child: ChildProcess): Promise<{ statements: number; transactions: number }> {
+  child.send("stats");
+  return new Promise((resolve) => child.once("message", resolve as (msg: unknown) => void));
+}
+
+/** Runs the load against `url` (or, given several, splits the connections between them). */
+async function load(
+  name: string,
+  url: string | string[],
+  body: string,
+  headers: Record<string, string>,
+  /** Called between the warm-up and the measured run (to read counters at its start). */
+  beforeMeasure?: () => Promise<unknown>,
+): Promise<Run> {
+  const targets = (Array.isArray(url) ? url : [url]).map((u) => new URL(u));
+  const pools = targets.map((t) => new Pool(t.origin, { connections: Math.ceil(CONNECTIONS / targets.length), pipelining: 1 }));
   const latencies: number[] = [];
   let ok = 0;
   let failed = 0;
-  const once = async (record: boolean) => {
+  const once = async (record: boolean, connection: number) => {
     const t0 = performance.now();
+    const target = targets[connection % targets.length];
     try {
-      const res = await pool.request({
+      const res = await pools[connection % pools.length].request({
         path: target.pathname,
         method: "POST",
         headers: { "content-type": "application/json", ...headers },
@@ -161,16 +284,17 @@ async function load(name: string, url: string, body: string, headers: Record<str
       if (record) failed++;
     }
   };
-  const loop = async (untilMs: number, record: boolean) => {
-    while (performance.now() < untilMs) await once(record);
+  const loop = async (untilMs: number, record: boolean, connection: number) => {
+    while (performance.now() < untilMs) await once(record, connection);
   };
   const warmEnd = performance.now() + WARMUP_MS;
-  await Promise.all(Array.from({ length: CONNECTIONS }, () => loop(warmEnd, false)));
+  await Promise.all(Array.from({ length: CONNECTIONS }, (_, i) => loop(warmEnd, false, i)));
+  await beforeMeasure?.();
   const t0 = performance.now();
   const end = t0 + SECONDS * 1000;
-  await Promise.all(Array.from({ length: CONNECTIONS }, () => loop(end, true)));
+  await Promise.all(Array.from({ length: CONNECTIONS }, (_, i) => loop(end, true, i)));
   const elapsedSec = (performance.now() - t0) / 1000;
-  await pool.close();
+  await Promise.all(pools.map((p) => p.close()));
   const sorted = Float64Array.from(latencies).sort();
   return {
     name,
@@ -213,13 +337,19 @@ async function main(): Promise<void> {
     const stats: { captured: number; batches: number; synchronous: number } = await new Promise((resolve) =>
       gateway.child.once("message", resolve),
     );
+    // The SQLite gateway's CPU is given back before the PostgreSQL runs.
+    gateway.child.send("exit");
 
-    const rows = [direct, bare, gw];
+    const postgres = await postgresRuns(backend.msg.url, input, dir, children);
+
+    const rows = [direct, bare, gw, ...postgres.rows];
     const fmt = (n: number, d = 2) => n.toFixed(d);
-    console.log("| scenario | req/s | p50 ms | p90 ms | p99 ms | non-200 |");
-    console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
+    console.log("| scenario | req/s | ratio to bare proxy | p50 ms | p90 ms | p99 ms | non-200 |");
+    console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (const r of rows)
-      console.log(`| ${r.name} | ${fmt(r.requestsPerSec, 0)} | ${fmt(r.p50Ms)} | ${fmt(r.p90Ms)} | ${fmt(r.p99Ms)} | ${r.failed} |`);
+      console.log(
+        `| ${r.name} | ${fmt(r.requestsPerSec, 0)} | ${fmt(r.requestsPerSec / bare.requestsPerSec)} | ${fmt(r.p50Ms)} | ${fmt(r.p90Ms)} | ${fmt(r.p99Ms)} | ${r.failed} |`,
+      );
     console.log("");
     const ratio = gw.requestsPerSec / bare.requestsPerSec;
     console.log(`gateway throughput / bare proxy throughput: ${fmt(ratio)} (target >= 0.70)`);
@@ -233,6 +363,7 @@ async function main(): Promise<void> {
       `durability: synchronous=${stats.synchronous === 2 ? "FULL" : stats.synchronous}, ${stats.captured} charges captured in ${stats.batches} commits ` +
         `(${fmt(stats.captured / Math.max(1, stats.batches), 1)} per commit), every one on disk before its 200 was sent`,
     );
+    for (const line of postgres.notes) console.log(line);
   } finally {
     for (const c of children) {
       if (c.connected) c.send("exit");
@@ -246,7 +377,7 @@ const [role, ...args] = process.argv.slice(2);
 const roles: Record<string, () => Promise<void>> = {
   backend: runBackend,
   proxy: () => runProxy(args[0]),
-  gateway: () => runGateway(args[0], args[1]),
+  gateway: () => runGateway(args[0], args[1], args[2], args[3], args[4], args[5]),
 };
 (roles[role] ?? main)().catch((error) => {
   console.error(error);

@@ -28,6 +28,9 @@ function bind(params: readonly SqlParam[]): unknown[] {
   return params.map((p) => (p instanceof Uint8Array && !Buffer.isBuffer(p) ? Buffer.from(p) : p));
 }
 
+/** Statements sent and transactions begun by this process (for the benchmark's round trips per call). */
+export const postgresTraffic = { statements: 0, transactions: 0 };
+
 /** Runs statements on a pool (each on whichever connection is free) or on one checked-out connection. */
 class PostgresSql implements Sql {
   readonly engine = "postgres" as const;
@@ -36,6 +39,7 @@ class PostgresSql implements Sql {
   constructor(protected readonly client: pg.Pool | pg.PoolClient) {}
 
   private query(sql: string, params: readonly SqlParam[]): Promise<pg.QueryResult> {
+    postgresTraffic.statements++;
     const { name, text } = prepare(sql);
     return this.client.query({ name, text, values: bind(params) });
   }
@@ -49,6 +53,7 @@ class PostgresSql implements Sql {
   }
 
   async value<T>(sql: string, params: readonly SqlParam[] = []): Promise<T | undefined> {
+    postgresTraffic.statements++;
     const { name, text } = prepare(sql);
     const result = await this.client.query({ name, text, values: bind(params), rowMode: "array" });
     return (result.rows[0] as unknown[] | undefined)?.[0] as T | undefined;
@@ -76,6 +81,7 @@ export class PostgresDatabase extends PostgresSql implements Database {
   async transaction<T>(fn: (tx: Sql) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       const client = await this.pool.connect();
+      postgresTraffic.transactions++;
       let broken: Error | undefined;
       try {
         await client.query(options.durable ? "BEGIN" : "BEGIN; SET LOCAL synchronous_commit = off");
