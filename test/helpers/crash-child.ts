@@ -56,16 +56,16 @@ export function crashChildConfig(options: CrashChildOptions): Config {
 async function main(): Promise<void> {
   const options = JSON.parse(process.argv[2]) as CrashChildOptions;
   const gw = await startGateway(crashChildConfig(options), { log: () => {} });
-  gw.ledger.commit.run(() => {
+  await gw.db.transaction(async (tx) => {
     // Once per file: a restart must not credit the buyer again.
-    if (!gw.ledger.getAccount(options.buyer.id)) {
-      gw.ledger.ensureAccount({ id: options.buyer.id, kind: "user", name: options.buyer.id });
-      gw.ledger.credit(options.buyer.id, BigInt(options.buyer.creditMicros), "dev_credit", "crash test");
+    if (!(await gw.ledger.getAccount(options.buyer.id, tx))) {
+      await gw.ledger.ensureAccount({ id: options.buyer.id, kind: "user", name: options.buyer.id }, tx);
+      await gw.ledger.credit(options.buyer.id, BigInt(options.buyer.creditMicros), "dev_credit", "crash test", tx);
     }
-    gw.ledger.ensureAccount({ id: options.sellerId, kind: "seller", name: options.sellerId });
+    await gw.ledger.ensureAccount({ id: options.sellerId, kind: "seller", name: options.sellerId }, tx);
   });
   for (const skill of options.skills) {
-    gw.skills.upsert({
+    await gw.skills.upsert({
       slug: skill.slug,
       name: skill.slug,
       priceMicros: BigInt(skill.priceMicros),
@@ -74,8 +74,8 @@ async function main(): Promise<void> {
       timeoutMs: skill.timeoutMs,
     });
   }
-  gw.ledger.commit.flush();
-  const { key } = gw.keys.create(options.buyer.id);
+  await gw.db.durable();
+  const { key } = await gw.keys.create(options.buyer.id);
   process.once("SIGTERM", () => {
     gw.close(1_000).then(
       () => process.exit(0),
