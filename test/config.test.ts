@@ -1,10 +1,21 @@
+import os from "node:os";
 import { expect } from "chai";
 import { ConfigError, loadConfig, type Config } from "../server/config";
+
+/** Without REPLICA_ID a replica is named after its host (what REPLICA_ID allows of it, 40 characters at most) and process id. */
+const DEFAULT_REPLICA_ID = `${os
+  .hostname()
+  .replace(/[^A-Za-z0-9._-]/g, "-")
+  .slice(0, 40)}-${process.pid}`;
 
 const DEFAULTS: Config = {
   host: "127.0.0.1",
   port: 8787,
   dbPath: "data/gateway.db",
+  databaseUrl: "",
+  redisUrl: "",
+  replicaId: DEFAULT_REPLICA_ID,
+  leaderLeaseMs: 5_000,
   feeMode: "included",
   feeBps: 1000n,
   rateLimitPerMin: 100,
@@ -78,6 +89,7 @@ describe("loadConfig", () => {
 
   it("treats empty values as unset", () => {
     expect(loadConfig({ PORT: "", FEE_MODE: "", HOST: "", DB_PATH: "" })).to.deep.equal(DEFAULTS);
+    expect(loadConfig({ DATABASE_URL: "", REDIS_URL: " ", REPLICA_ID: "", LEADER_LEASE_MS: "" })).to.deep.equal(DEFAULTS);
   });
 
   it("reads every setting from the environment it is given", () => {
@@ -85,6 +97,10 @@ describe("loadConfig", () => {
       HOST: "0.0.0.0",
       PORT: "9000",
       DB_PATH: "/var/lib/gateway.db",
+      DATABASE_URL: "postgres://gateway:pg-secret@db.internal:5432/gateway",
+      REDIS_URL: "rediss://:redis-secret@cache.internal:6380/2",
+      REPLICA_ID: "gw-eu.1_a",
+      LEADER_LEASE_MS: "8000",
       FEE_MODE: "on_top",
       FEE_BPS: "250",
       RATE_LIMIT_PER_MIN: "600",
@@ -148,6 +164,10 @@ describe("loadConfig", () => {
       host: "0.0.0.0",
       port: 9000,
       dbPath: "/var/lib/gateway.db",
+      databaseUrl: "postgres://gateway:pg-secret@db.internal:5432/gateway",
+      redisUrl: "rediss://:redis-secret@cache.internal:6380/2",
+      replicaId: "gw-eu.1_a",
+      leaderLeaseMs: 8000,
       feeMode: "on_top",
       feeBps: 250n,
       rateLimitPerMin: 600,
@@ -339,6 +359,22 @@ describe("loadConfig", () => {
     ["no e-mail link at all", { EMAIL_LINKS_MAX: "0" }, "EMAIL_LINKS_MAX must be between 1 and"],
     ["no OAuth state at all", { OAUTH_STATES_MAX: "0" }, "OAUTH_STATES_MAX must be between 1 and"],
     ["a prune interval of 0", { PRUNE_INTERVAL_SEC: "0" }, "PRUNE_INTERVAL_SEC must be between 1 and"],
+    [
+      "a DATABASE_URL for another database",
+      { DATABASE_URL: "mysql://db.internal/gateway" },
+      "DATABASE_URL must start with postgres:// or postgresql://",
+    ],
+    ["a DATABASE_URL that is a file path", { DATABASE_URL: "/var/lib/gateway.db" }, "DATABASE_URL is not a URL"],
+    ["a DATABASE_URL without a host", { DATABASE_URL: "postgres:///gateway" }, "DATABASE_URL names no host"],
+    ["a REDIS_URL over http", { REDIS_URL: "http://cache.internal:6379" }, "REDIS_URL must start with redis:// or rediss://"],
+    ["a REDIS_URL that is a bare host", { REDIS_URL: "cache.internal:6379" }, "REDIS_URL must start with redis:// or rediss://"],
+    ["a REPLICA_ID with a space", { REPLICA_ID: "replica 1" }, "REPLICA_ID must be 1 to 64 characters of A-Z a-z 0-9 . _ -"],
+    ["a REPLICA_ID with a slash", { REPLICA_ID: "eu/1" }, "REPLICA_ID must be 1 to 64 characters"],
+    ["a REPLICA_ID with a quote", { REPLICA_ID: "r1'; DROP TABLE holds; --" }, "REPLICA_ID must be 1 to 64 characters"],
+    ["a REPLICA_ID with a non-ASCII letter", { REPLICA_ID: "réplica" }, "REPLICA_ID must be 1 to 64 characters"],
+    ["a REPLICA_ID of 65 characters", { REPLICA_ID: "r".repeat(65) }, "REPLICA_ID must be 1 to 64 characters"],
+    ["a leader lease under 200 ms", { LEADER_LEASE_MS: "199" }, "LEADER_LEASE_MS must be between 200 and 600000"],
+    ["a leader lease over 10 minutes", { LEADER_LEASE_MS: "600001" }, "LEADER_LEASE_MS must be between 200 and 600000"],
   ];
   for (const [what, env, message] of bad) {
     it(`throws a ConfigError naming the setting for ${what}`, () => {
@@ -348,6 +384,67 @@ describe("loadConfig", () => {
         .that.includes(message);
     });
   }
+
+  it("accepts either PostgreSQL scheme and either Redis scheme, and keeps the URL as given", () => {
+    for (const url of ["postgres://db.internal/gateway", "postgresql://gw:pw@10.0.0.5:6432/gateway?sslmode=require"]) {
+      expect(loadConfig({ DATABASE_URL: url }).databaseUrl).to.equal(url);
+    }
+    for (const url of ["redis://127.0.0.1:6379", "rediss://default:pw@cache.example:6380/1"]) {
+      expect(loadConfig({ REDIS_URL: url }).redisUrl).to.equal(url);
+    }
+    expect(loadConfig({ DATABASE_URL: " postgres://db.internal/gateway " }).databaseUrl).to.equal("postgres://db.internal/gateway");
+  });
+
+  /** Refused database and Redis URLs that carry a password, which no part of the error may repeat. */
+  const SECRET = "s3cr3t-Pa55";
+  const refusedWithPassword: [string, Record<string, string>, string][] = [
+    [
+      "a DATABASE_URL with another scheme",
+      { DATABASE_URL: `mysql://gateway:${SECRET}@db.internal/gateway` },
+      "DATABASE_URL must start with",
+    ],
+    ["a DATABASE_URL without its scheme", { DATABASE_URL: `gateway:${SECRET}@db.internal/gateway` }, "DATABASE_URL must start with"],
+    ["a DATABASE_URL that does not parse", { DATABASE_URL: `postgres://gateway:${SECRET}@` }, "DATABASE_URL is not a URL"],
+    ["a DATABASE_URL without a host", { DATABASE_URL: `postgres://gateway:${SECRET}@/gateway` }, "DATABASE_URL"],
+    ["a REDIS_URL with another scheme", { REDIS_URL: `https://:${SECRET}@cache.internal` }, "REDIS_URL must start with"],
+    ["a REDIS_URL that does not parse", { REDIS_URL: `redis://:${SECRET}@` }, "REDIS_URL is not a URL"],
+  ];
+  for (const [what, env, message] of refusedWithPassword) {
+    it(`refuses ${what} without repeating its password`, () => {
+      let caught: unknown;
+      try {
+        loadConfig(env);
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught).to.be.instanceOf(ConfigError);
+      const error = caught as ConfigError;
+      expect(error.message).to.include(message);
+      expect(error.message).not.to.include(SECRET);
+      expect(String(error)).not.to.include(SECRET);
+      expect(error.stack ?? "").not.to.include(SECRET);
+      expect(JSON.stringify(error, Object.getOwnPropertyNames(error))).not.to.include(SECRET);
+    });
+  }
+
+  it("takes a REPLICA_ID of letters, digits, dots, underscores and dashes, up to 64 characters", () => {
+    for (const id of ["a", "gw-1", "eu.west_2-replica", "R".repeat(64), "0"]) {
+      expect(loadConfig({ REPLICA_ID: id }).replicaId).to.equal(id);
+    }
+    expect(loadConfig({ REPLICA_ID: "  gw-2  " }).replicaId).to.equal("gw-2");
+  });
+
+  it("names a replica after its host and process when REPLICA_ID is unset, in REPLICA_ID's own alphabet", () => {
+    const id = loadConfig({}).replicaId;
+    expect(id).to.equal(DEFAULT_REPLICA_ID);
+    expect(id).to.match(/^[A-Za-z0-9._-]{1,64}$/);
+    expect(id.endsWith(`-${process.pid}`)).to.equal(true);
+  });
+
+  it("accepts the ends of LEADER_LEASE_MS's range", () => {
+    expect(loadConfig({ LEADER_LEASE_MS: "200" }).leaderLeaseMs).to.equal(200);
+    expect(loadConfig({ LEADER_LEASE_MS: "600000" }).leaderLeaseMs).to.equal(600_000);
+  });
 
   it("names its errors ConfigError", () => {
     try {

@@ -83,11 +83,25 @@ export function createRateLimits(parameters: RateLimitsParameters): RateLimits {
         error: (error, message) => log(`rate limit: ${message ?? "error"}`, error),
       },
     });
+  const publicLimit = limiter(config.publicRateLimitPerMin, stores.public, "requests", (req) => authenticated(keys, sessions, req));
   return {
     signIn: limiter(config.signInRateLimitPerMin, stores.sign_in, "sign-in requests"),
-    public: limiter(config.publicRateLimitPerMin, stores.public, "requests", (req) => authenticated(keys, sessions, req)),
+    // A store that fails (Redis down) refuses the request (500), except a probe's: /healthz answers while the
+    // process does, and /readyz must be able to say what is down. A probe over its limit is still refused.
+    public: (req, res, next) =>
+      publicLimit(req, res, (error?: unknown) => {
+        if (error !== undefined && !(error instanceof ApiError) && PROBE_PATHS.has(req.path)) {
+          log(`rate limit: not counted, the store failed (${req.path} let through)`, error);
+          next();
+          return;
+        }
+        next(error);
+      }),
   };
 }
+
+/** The orchestrator's probes (server/http/routes/health.ts). */
+const PROBE_PATHS: ReadonlySet<string> = new Set(["/healthz", "/readyz"]);
 
 /** 429 with Retry-After: the seconds until this client's window resets (at least 1). */
 function rateLimited(req: Request, what: string): ApiError {

@@ -376,6 +376,9 @@ describeEachEngine("SkillRegistry", (engine) => {
       const { id: _id, inputSchema: _schema, ...fields } = echo;
       const old = JSON.stringify({ type: "object", properties: { a: { $ref: "https://elsewhere.example/a" } } });
       await script.store.upsert({ ...fields, id: randomUUID(), slug: "old", inputSchemaJson: old }, Date.now(), false);
+      // Committed, as another process's write is before anyone else reads it (SQLite's group commit holds a
+      // write nobody awaits for up to a batch's delay).
+      await otherDb.durable();
       await gateway.refresh();
       await gateway.refresh();
       expect(gateway.list().map((skill) => skill.slug)).to.deep.equal(["echo"]);
@@ -402,6 +405,7 @@ describeEachEngine("SkillRegistry", (engine) => {
       // A change that leaves the update time as it was (a rewrite within the same millisecond) leaves the
       // stamp (count, sum of update times) as it was too.
       await otherDb.run("UPDATE skills SET price_micros = 2000 WHERE slug = 'echo'");
+      await otherDb.durable();
       expect(await gateway.refreshIfChanged()).to.equal(false);
       expect(gateway.resolve("echo")?.priceMicros).to.equal(1_000n);
       nowMs += 60_000;

@@ -237,27 +237,29 @@ async function endChecks(fuzz: FuzzStack, report: FuzzReport): Promise<void> {
     );
   else account(report, goodAnswer);
 
-  await stack.gw.ledger.commit.durable();
+  await stack.gw.db.durable();
   const db = stack.gw.db;
-  const paid = db.prepare("SELECT COUNT(*) AS n, COALESCE(SUM(charged_micros), 0) AS micros FROM calls WHERE http_status = 200").get() as {
-    n: bigint | number;
-    micros: bigint | number;
-  };
+  const paid = (await db.one<{ n: bigint | number; micros: bigint | number }>(
+    "SELECT COUNT(*) AS n, COALESCE(SUM(charged_micros), 0) AS micros FROM calls WHERE http_status = 200",
+  ))!;
   if (BigInt(paid.n) !== BigInt(report.charges.count) || BigInt(paid.micros) !== report.charges.micros) {
     failures.push(
       `the calls table holds ${paid.n} paid calls for ${paid.micros} base units; the clients saw ${report.charges.count} charged 200s for ${report.charges.micros}`,
     );
   }
-  const chargedFailures = db.prepare("SELECT COUNT(*) FROM calls WHERE http_status <> 200 AND charged_micros <> 0").pluck().get();
+  const chargedFailures = await db.value("SELECT COUNT(*) FROM calls WHERE http_status <> 200 AND charged_micros <> 0");
   if (Number(chargedFailures) !== 0) failures.push(`${chargedFailures} calls were charged without a 200`);
-  const captures = Number(db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'captured'").pluck().get());
+  const captures = Number(await db.value("SELECT COUNT(*) FROM holds WHERE status = 'captured'"));
   if (captures !== report.charges.count) failures.push(`${captures} holds were captured for ${report.charges.count} charged 200s`);
-  const open = Number(db.prepare("SELECT COUNT(*) FROM holds WHERE status = 'open'").pluck().get());
+  const open = Number(await db.value("SELECT COUNT(*) FROM holds WHERE status = 'open'"));
   if (open !== 0) failures.push(`${open} holds are still open after the run`);
-  const spentBy = db.prepare("SELECT COALESCE(SUM(charged_micros), 0) FROM calls WHERE account_id = ? AND http_status = 200").pluck();
   for (const payer of fuzz.payers) {
-    const spent = BigInt(spentBy.get(payer.accountId) as bigint | number);
-    const now = stack.available(payer.accountId);
+    const spent = BigInt(
+      (await db.value<bigint | number>("SELECT COALESCE(SUM(charged_micros), 0) FROM calls WHERE account_id = ? AND http_status = 200", [
+        payer.accountId,
+      ])) ?? 0,
+    );
+    const now = await stack.available(payer.accountId);
     if (payer.startMicros - now !== spent)
       failures.push(`${payer.accountId} lost ${payer.startMicros - now} base units but its paid calls cost ${spent}`);
   }

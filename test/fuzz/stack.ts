@@ -66,10 +66,10 @@ export async function startFuzzStack(): Promise<FuzzStack> {
   });
 
   for (const route of BACKEND_ROUTES) {
-    stack.addSkill(slugOf(route), route, { backendUrl: backend.url + route, timeoutMs: SLOW_ROUTES.has(route) ? 300 : 2_000 });
+    await stack.addSkill(slugOf(route), route, { backendUrl: backend.url + route, timeoutMs: SLOW_ROUTES.has(route) ? 300 : 2_000 });
   }
   for (const [slug, schema] of Object.entries(SCHEMAS))
-    stack.addSkill(slug, "/echo", { backendUrl: `${backend.url}/echo`, inputSchema: schema });
+    await stack.addSkill(slug, "/echo", { backendUrl: `${backend.url}/echo`, inputSchema: schema });
 
   // Written straight into the catalogue, as a skill listed before any egress check would be,
   // or one whose host name resolves to an internal address: only the call path can refuse them.
@@ -84,18 +84,19 @@ export async function startFuzzStack(): Promise<FuzzStack> {
     "http://169.254.169.254/latest/meta-data/",
     "http://10.0.0.1/",
   ];
-  const hostileSkills = internal.map((url, i) => insertUnchecked(stack, `fz-internal-${i}`, url));
-  stack.gw.skills.refresh();
+  const hostileSkills: string[] = [];
+  for (const [i, url] of internal.entries()) hostileSkills.push(await insertUnchecked(stack, `fz-internal-${i}`, url));
+  await stack.gw.skills.refresh();
 
-  const poor = stack.addBuyer("0");
-  const limited = stack.gw.keys.create(stack.buyerId, { name: "limited", rateLimitPerMin: 3 }).key;
-  const revoked = stack.gw.keys.create(stack.buyerId, { name: "revoked" });
-  stack.gw.keys.revoke(revoked.record.id);
+  const poor = await stack.addBuyer("0");
+  const limited = (await stack.gw.keys.create(stack.buyerId, { name: "limited", rateLimitPerMin: 3 })).key;
+  const revoked = await stack.gw.keys.create(stack.buyerId, { name: "revoked" });
+  await stack.gw.keys.revoke(revoked.record.id);
 
   const seller = await signedIn(stack, "fuzz-seller@example.com");
-  stack.gw.ledger.credit(seller.accountId, usdToMicros("100"), "dev_credit", "fuzz");
-  const sellerKey = stack.gw.keys.create(seller.accountId, { name: "try" });
-  stack.gw.ledger.commit.flush();
+  await stack.gw.ledger.credit(seller.accountId, usdToMicros("100"), "dev_credit", "fuzz");
+  const sellerKey = await stack.gw.keys.create(seller.accountId, { name: "try" });
+  await stack.gw.db.durable();
 
   const standard = ["fail", "reject", "notjson", "big", "unavailable"];
   const slugs = [...BACKEND_ROUTES.map(slugOf), ...Object.keys(SCHEMAS), ...standard];
@@ -111,10 +112,10 @@ export async function startFuzzStack(): Promise<FuzzStack> {
     origin: new URL(stack.url).origin,
     backendUrl: backend.url,
   };
-  const payers = [stack.buyerId, poor.accountId, seller.accountId].map((accountId) => ({
-    accountId,
-    startMicros: stack.available(accountId),
-  }));
+  const payers: FuzzStack["payers"] = [];
+  for (const accountId of [stack.buyerId, poor.accountId, seller.accountId]) {
+    payers.push({ accountId, startMicros: await stack.available(accountId) });
+  }
 
   return {
     stack,
@@ -132,14 +133,13 @@ export async function startFuzzStack(): Promise<FuzzStack> {
 }
 
 /** Inserts a skill without the registry's checks (the egress policy among them). */
-function insertUnchecked(stack: TestStack, slug: string, backendUrl: string): string {
+async function insertUnchecked(stack: TestStack, slug: string, backendUrl: string): Promise<string> {
   const now = Date.now();
-  stack.gw.db
-    .prepare(
-      `INSERT INTO skills (id, slug, name, description, price_micros, seller_account_id, backend_url, timeout_ms,
-                           rate_limit_per_min, input_schema, signing_secret, active, created_at, updated_at)
-       VALUES (?, ?, ?, '', 1000, ?, ?, 300, NULL, NULL, ?, 1, ?, ?)`,
-    )
-    .run(randomUUID(), slug, slug, stack.sellerId, backendUrl, randomBytes(32).toString("hex"), now, now);
+  await stack.gw.db.run(
+    `INSERT INTO skills (id, slug, name, description, price_micros, seller_account_id, backend_url, timeout_ms,
+                         rate_limit_per_min, input_schema, signing_secret, active, created_at, updated_at)
+     VALUES (?, ?, ?, '', 1000, ?, ?, 300, NULL, NULL, ?, 1, ?, ?)`,
+    [randomUUID(), slug, slug, stack.sellerId, backendUrl, randomBytes(32).toString("hex"), now, now],
+  );
   return slug;
 }

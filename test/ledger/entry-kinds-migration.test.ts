@@ -26,6 +26,9 @@ type EntryRow = {
   created_at: bigint;
 };
 
+/** The migrations up to 15, the one this file is about. */
+const UP_TO_15 = SCHEMA.filter((m) => m.version <= 15);
+
 function entriesOf(db: Database.Database): EntryRow[] {
   return db.prepare("SELECT * FROM entries ORDER BY id").all() as EntryRow[];
 }
@@ -48,7 +51,8 @@ describe("migration 15 (SQLite): one entry kind per money movement, linked by co
     const postings = db.prepare("SELECT * FROM postings ORDER BY id").all();
     const balances = await allBalances(booksOn(db));
 
-    expect(migrate(db, SCHEMA)).to.equal(1);
+    // Migration 15 alone (those after it change nothing here).
+    expect(migrate(db, UP_TO_15)).to.equal(1);
 
     const after = entriesOf(db);
     expect(after.map(({ id, hold_id, memo, created_at }) => ({ id, hold_id, memo, created_at }))).to.deep.equal(
@@ -173,7 +177,7 @@ describe("migration 15 (SQLite): one entry kind per money movement, linked by co
 
       const opened = openDatabase(file, SCHEMA);
       expect(opened.prepare("SELECT version FROM schema_migrations ORDER BY version").pluck().all()).to.deep.equal(
-        Array.from({ length: 15 }, (_, i) => BigInt(i + 1)),
+        SCHEMA.map((m) => BigInt(m.version)),
       );
       expect(await allBalances(booksOn(opened))).to.deep.equal(balances);
       await assertBalanced(booksOn(opened));

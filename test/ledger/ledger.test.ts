@@ -395,25 +395,31 @@ describeEachEngine("Ledger", (engine) => {
       expect(await allBalances(db)).to.deep.equal(balances);
     });
 
-    it("releases only the holds of the replicas it names, and holds naming no replica", async () => {
+    it("releases only the holds of the replicas it is given, and those naming no replica", async () => {
       const { userId, sellerId } = await makeParties(ledger);
-      const dead = await holdOk(ledger, userId, sellerId);
-      const live = await holdOk(ledger, userId, sellerId);
-      const unnamed = await holdOk(ledger, userId, sellerId);
-      await db.run("UPDATE holds SET replica_id = 'replica-dead' WHERE id = ?", [dead]);
-      await db.run("UPDATE holds SET replica_id = 'replica-live' WHERE id = ?", [live]);
-      expect(await ledger.recoverOpenHolds({ ofReplicas: ["replica-dead"] })).to.equal(2);
-      expect(await holdStatus(db, dead)).to.equal("released");
-      expect(await holdStatus(db, unnamed)).to.equal("released");
-      expect(await holdStatus(db, live)).to.equal("open");
+      const replicaA = await Ledger.open(db, { replicaId: "replica-a" });
+      const replicaB = await Ledger.open(db, { replicaId: "replica-b" });
+      const ofA = await holdOk(replicaA, userId, sellerId);
+      const ofB = await holdOk(replicaB, userId, sellerId);
+      const ofNone = await holdOk(ledger, userId, sellerId);
+      expect(await db.value("SELECT replica_id FROM holds WHERE id = ?", [ofA])).to.equal("replica-a");
+      expect(await db.value("SELECT replica_id FROM holds WHERE id = ?", [ofNone])).to.equal(null);
+      expect(await ledger.recoverOpenHolds({ ofReplicas: ["replica-a"] })).to.equal(2);
+      expect(await holdStatus(db, ofA)).to.equal("released");
+      expect(await holdStatus(db, ofNone)).to.equal("released");
+      expect(await holdStatus(db, ofB)).to.equal("open");
       expect(await ledger.balance(userId)).to.deep.equal({ availableMicros: 9_000_000n, heldMicros: 1_000_000n });
     });
 
-    it("names its replica in every hold it takes", async () => {
-      const named = await Ledger.open(db, { replicaId: "replica-7" });
-      const { userId, sellerId } = await makeParties(named);
-      const id = await holdOk(named, userId, sellerId);
-      expect(await db.value("SELECT replica_id FROM holds WHERE id = ?", [id])).to.equal("replica-7");
+    it("given no replica, releases only the holds naming none", async () => {
+      const { userId, sellerId } = await makeParties(ledger);
+      const replicaA = await Ledger.open(db, { replicaId: "replica-a" });
+      const ofA = await holdOk(replicaA, userId, sellerId);
+      const ofNone = await holdOk(ledger, userId, sellerId);
+      expect(await ledger.recoverOpenHolds({ ofReplicas: [] })).to.equal(1);
+      expect(await holdStatus(db, ofNone)).to.equal("released");
+      expect(await holdStatus(db, ofA)).to.equal("open");
+      expect(await ledger.balance(userId)).to.deep.equal({ availableMicros: 9_000_000n, heldMicros: 1_000_000n });
     });
   });
 });

@@ -12,11 +12,14 @@ const SERVER = path.resolve(__dirname, "../../server");
 const MAY_RUN_SQL = /^(db|ledger)\/|(^|\/|-)store\.ts$/;
 
 /**
- * A statement run through a database handle: `db.prepare(`, `ledger.db.prepare(`, `this.db.exec(`, also split
- * over lines. The dependency-cruiser rule `only-stores-hold-the-database` catches a file importing the handle's
- * type; this catches one reaching it through `ledger.db` without importing anything.
+ * A statement run through a database handle: the async interface's `db.one(`, `tx.all<Row>(`, `sql.value(`,
+ * `ledger.db.run(` (server/db/sql.ts), and better-sqlite3's own `db.prepare(`, `this.db.exec(`, `db.pragma(`,
+ * also split over lines. `db.transaction(` is not one: it opens a transaction whose `tx` the stores' methods
+ * run their statements on, so a statement inside it still shows as `tx.run(`. The dependency-cruiser rule
+ * `only-stores-hold-the-database` catches a file importing the SQLite handle; this catches one running SQL
+ * through `ledger.db` or a transaction without importing anything.
  */
-const RUNS_SQL = /\bdb\s*\.\s*(prepare|exec|pragma|transaction|function|aggregate)\s*\(/g;
+const RUNS_SQL = /\b(?:db|tx|sql|database)\s*\.\s*(?:one|all|value|run|prepare|exec|pragma|function|aggregate)\s*(?:<[^()]*>)?\s*\(/g;
 
 function sourceFiles(dir: string): string[] {
   return fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -49,6 +52,21 @@ describe("SQL runs only in stores, db/ and ledger/", () => {
     expect(sqlRunsIn("x.ts", 'db.exec("DELETE FROM holds")')).to.have.length(1);
     // Not SQL: another object's method that happens to be called prepare.
     expect(sqlRunsIn("x.ts", "await this.ownerSigned.prepare(wallet)")).to.deep.equal([]);
+  });
+
+  it("would catch SQL run through the async interface, on a database, a transaction or ledger.db", () => {
+    expect(sqlRunsIn("x.ts", 'await this.ledger.db.value("SELECT 1")')).to.have.length(1);
+    expect(sqlRunsIn("x.ts", 'const row = await db.one<{ n: bigint }>("SELECT 1 AS n")')).to.have.length(1);
+    expect(sqlRunsIn("x.ts", 'await tx.run("DELETE FROM holds WHERE id = ?", [id])')).to.have.length(1);
+    expect(sqlRunsIn("x.ts", "const rows = await this.db\n  .all<Record<string, bigint>>(`SELECT 1`);")).to.deep.equal([
+      "x.ts:1: db\n  .all<Record<string, bigint>>(",
+    ]);
+    expect(sqlRunsIn("x.ts", 'await sql.all("SELECT 1"); await database.run("DELETE FROM calls")')).to.have.length(2);
+    // Not SQL of its own: a transaction's boundary (its statements run in stores, on `tx`), and other objects' run().
+    expect(sqlRunsIn("x.ts", "await this.db.transaction(async (tx) => this.store.revoke(id, now, tx), { durable: true })")).to.deep.equal(
+      [],
+    );
+    expect(sqlRunsIn("x.ts", "await this.loop.run(); await job.value(); await worker.all()")).to.deep.equal([]);
   });
 
   it("lets stores, db/ and ledger/ run SQL, and nothing else", () => {

@@ -2,6 +2,7 @@ import { Writable } from "node:stream";
 import { expect } from "chai";
 import { createLogger } from "../../server/ops/log";
 import { type TestStack, startStack } from "../helpers/gateway";
+import { sqliteOf } from "../helpers/ledger";
 import { sameOrigin, send, signedIn } from "../helpers/session";
 
 /** A logger writing JSON lines into memory, as the gateway writes them to standard output. */
@@ -41,7 +42,7 @@ describe("the gateway's log", () => {
   };
 
   it("writes one JSON line per request: id, method, route, status, latency, and what a paid call charged", async () => {
-    const before = stack.available();
+    const before = await stack.available();
     const res = await stack.post("/v1/skills/echo/call", { n: 1 });
     expect(res.status).to.equal(200);
     const line = await requestLine(res.headers.get("x-request-id"));
@@ -53,7 +54,7 @@ describe("the gateway's log", () => {
       status: 200,
       skill: "echo",
       outcome: "success",
-      charged_micros: String(before - stack.available()),
+      charged_micros: String(before - (await stack.available())),
     });
     expect(line.charged_micros).to.equal("1000");
     expect(line.latency_ms).to.be.a("number").and.to.be.above(0);
@@ -72,7 +73,10 @@ describe("the gateway's log", () => {
   });
 
   it("adds the request id to the parts' own messages about that request", async () => {
-    stack.gw.db.exec("CREATE TEMP TRIGGER injected_fault BEFORE INSERT ON calls BEGIN SELECT RAISE(ABORT, 'injected fault'); END");
+    // A fault on the call path's own connection (a TEMP trigger lives in the SQLite connection that made it).
+    sqliteOf(stack.gw.db).db.exec(
+      "CREATE TEMP TRIGGER injected_fault BEFORE INSERT ON calls BEGIN SELECT RAISE(ABORT, 'injected fault'); END",
+    );
     const res = await stack.post("/v1/call", { skill_id: "echo", input: {} });
     expect(res.status).to.equal(500);
     await requestLine(res.headers.get("x-request-id"));
@@ -95,7 +99,7 @@ describe("the gateway's log", () => {
     const created = await session.request("POST", "/v1/keys", { name: "logged?" });
     // An e-mail sign-in: the link's token in a URL's query, then in a body.
     await send(`${stack.url}/auth/email/start`, "POST", sameOrigin(stack), { email: "bob@example.com" });
-    const mail = stack.gw.db.prepare("SELECT body FROM outbox WHERE to_address = ?").pluck().get("bob@example.com") as string;
+    const mail = (await stack.gw.db.value<string>("SELECT body FROM outbox WHERE to_address = ?", ["bob@example.com"]))!;
     const link = new URL(/(http:\/\/\S+)/.exec(mail)![1]);
     const linkToken = link.searchParams.get("token")!;
     const page = await fetch(`${stack.url}${link.pathname}${link.search}`);

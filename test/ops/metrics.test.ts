@@ -28,11 +28,11 @@ describe("GET /metrics", () => {
 
   it("moves by exactly one call and its charge after a paid call", async () => {
     const before = await scrape();
-    const available = stack.available();
+    const available = await stack.available();
     const res = await stack.post("/v1/call", { skill_id: "echo", input: {} });
     expect(res.status).to.equal(200);
     const after = await scrape();
-    const charged = available - stack.available();
+    const charged = available - (await stack.available());
     expect(charged).to.equal(1_000n);
 
     const moved = (name: string, labels = "") => sample(after, name, labels) - sample(before, name, labels);

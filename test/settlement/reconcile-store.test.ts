@@ -144,15 +144,27 @@ describeEachEngine("ReconcileStore: the ledger's settled view, read across the b
     const buyer = (await ledger.ensureAccount({ id: "user:buyer", kind: "user", name: "Buyer" })).id;
     const seller = (await ledger.ensureAccount({ id: "seller:acme", kind: "seller", name: "Acme" })).id;
     await addresses.link(BUYER, buyer, 1);
-    const seen = await store.snapshot(async (sql) => {
+    // The snapshot reads once, waits while another writer writes, and reads again.
+    let entered!: () => void;
+    const inSnapshot = new Promise<void>((resolve) => (entered = resolve));
+    let release!: () => void;
+    const written = new Promise<void>((resolve) => (release = resolve));
+    const snapshot = store.snapshot(async (sql) => {
       const before = await store.linkedAddresses(sql);
-      // Another writer (on SQLite it waits for the snapshot's turn; on PostgreSQL it commits at once).
-      const write = addresses.link(SELLER, seller, 2);
-      if (engine.name === "postgres") await write;
+      entered();
+      await written;
       const after = await store.linkedAddresses(sql);
-      return { before, after, write };
+      return { before, after };
     });
-    await seen.write;
+    await inSnapshot;
+    // Another writer, outside the snapshot (one asked from inside it would be refused on SQLite, where it would
+    // wait for the snapshot for ever): on SQLite it waits for the snapshot's turn; on PostgreSQL it commits at once.
+    const write = addresses.link(SELLER, seller, 2);
+    if (engine.name === "postgres") await write;
+    release();
+    const seen = await snapshot;
+    await write;
+    expect(seen.before).to.have.length(1);
     expect(seen.after).to.deep.equal(seen.before);
     expect(await store.linkedAddresses()).to.have.length(2);
   });

@@ -179,22 +179,22 @@ async function chaosRun(run: number, runSeed: number, backend: TestBackend, maxK
       checkAnswers(traffic.calls);
 
       // Restart on the same file: its recovery releases exactly the holds the kill left open.
-      const openAtKill = readBooks(dbPath, openHolds);
+      const openAtKill = await readBooks(dbPath, openHolds);
       gateway = await startCrashChild(childOptions);
       expect(gateway.recovered.holds, "holds the restart released").to.equal(openAtKill);
       totals.holdsReleasedAtRestart += openAtKill;
-      readBooks(dbPath, (db) => checkBooks(db, PARTIES, calls, noncesByCallId(backend.received)));
+      await readBooks(dbPath, (db) => checkBooks(db, PARTIES, calls, noncesByCallId(backend.received)));
 
       await retryIdempotentCalls(gateway, dbPath, backend, traffic.calls, calls, totals);
     }
-    const books = readBooks(dbPath, (db) => checkBooks(db, PARTIES, calls, noncesByCallId(backend.received)));
+    const books = await readBooks(dbPath, (db) => checkBooks(db, PARTIES, calls, noncesByCallId(backend.received)));
     totals.captures += books.captures;
     totals.unheardCaptures += books.unheardCaptures;
   } finally {
     await gateway.stop();
   }
   // Closed cleanly at last: the file still passes every check.
-  readBooks(dbPath, (db) => checkBooks(db, PARTIES, calls, noncesByCallId(backend.received)));
+  await readBooks(dbPath, (db) => checkBooks(db, PARTIES, calls, noncesByCallId(backend.received)));
   fs.rmSync(dir, { recursive: true, force: true });
 }
 
@@ -212,7 +212,7 @@ async function retryIdempotentCalls(
   totals: ChaosFigures,
 ): Promise<void> {
   const idempotent = cycleCalls.filter((c) => c.idempotencyKey !== undefined);
-  const { captured, availableBefore } = readBooks(dbPath, (db) => ({
+  const { captured, availableBefore } = await readBooks(dbPath, (db) => ({
     captured: capturedNonces(db, noncesByCallId(backend.received)),
     availableBefore: availableOf(db, PARTIES.buyerId),
   }));
@@ -234,9 +234,9 @@ async function retryIdempotentCalls(
   }
   // A failed call is answered before its release is on disk (a release rides along with the next commit:
   // losing it in a crash is harmless), so the books settle a moment after the last answer: wait for them.
-  while (readBooks(dbPath, openHolds) > 0) await sleep(5);
-  const availableAfter = readBooks(dbPath, (db) => {
-    checkBooks(db, PARTIES, calls, noncesByCallId(backend.received));
+  while ((await readBooks(dbPath, openHolds)) > 0) await sleep(5);
+  const availableAfter = await readBooks(dbPath, async (db) => {
+    await checkBooks(db, PARTIES, calls, noncesByCallId(backend.received));
     return availableOf(db, PARTIES.buyerId);
   });
   expect(availableBefore - availableAfter, "what the retries charged: the price of those that ran, nothing for a replay").to.equal(
