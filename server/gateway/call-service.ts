@@ -376,8 +376,12 @@ async function limitsAnswer<T>(decision: Promise<T>): Promise<T> {
   try {
     return await decision;
   } catch (error) {
-    throw new GatewayError("limits_unavailable", "The gateway's rate limits could not be checked; the call did not run. Try again shortly.", {
-      cause: error,
-    });
+    throw new GatewayError(
+      "limits_unavailable",
+      "The gateway's rate limits could not be checked; the call did not run. Try again shortly.",
+      {
+        cause: error,
+      },
+    );
   }
 }

@@ -51,11 +51,11 @@ export class IdempotencyKeys {
   }
 
   /**
-   * At startup: a key still in progress belongs to a call whose hold is being released
-   * (Ledger.recoverOpenHolds), so it is freed too. `before` (ms since the epoch) frees only the keys
-   * reserved before it, as recoverOpenHolds releases only the holds taken before it: with several
-   * replicas, the keys of calls still running on the others are left alone. Every key in progress
-   * when omitted (a single gateway).
+   * At startup of a single gateway: a key still in progress belongs to a call whose hold is being released
+   * (Ledger.recoverOpenHolds), so it is freed too (every key in progress, `before` omitted). With several
+   * replicas the settlement leader frees only the keys reserved before `before` (ms since the epoch), set
+   * longer ago than any call can last (server/replication.ts), so the keys of calls still running on a
+   * live replica are left alone.
    */
   recoverInProgress(options: { before?: number } = {}, tx?: Sql): Promise<number> {
     return this.store.dropInProgress(options.before, tx);

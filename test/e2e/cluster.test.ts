@@ -214,13 +214,15 @@ describe("three gateway replicas on one PostgreSQL and Redis (server/devstack/cl
       body: JSON.stringify({ slug: "cluster-hang", name: "Hangs", price: "0.005", backend_url: `${backend.url}/hang`, timeout_ms: 30_000 }),
     });
     expect(listed.status).to.equal(201);
-    await until("the victim to know the hanging skill", 2_000, async () => (await call(victim, key, "cluster-hang", {}).catch(() => undefined)) === undefined || undefined).catch(() => {});
+    await until(
+      "the victim to know the hanging skill",
+      2_000,
+      async () => (await call(victim, key, "cluster-hang", {}).catch(() => undefined)) === undefined || undefined,
+    ).catch(() => {});
     const workers = cluster.replicas.flatMap((r) => [load(r), load(r), load(r)]);
     const hanging = Array.from({ length: 3 }, () => call(victim, key, "cluster-hang", {}).catch(() => undefined));
     await sleep(1_500);
-    const openOnVictim = Number(
-      await db.value<bigint>("SELECT COUNT(*) FROM holds WHERE replica_id = ? AND status = 'open'", [victim.id]),
-    );
+    const openOnVictim = Number(await db.value<bigint>("SELECT COUNT(*) FROM holds WHERE replica_id = ? AND status = 'open'", [victim.id]));
     expect(openOnVictim, "holds open on the victim when it is killed").to.be.at.least(3);
     killed.add(victim.id);
     victim.child.kill("SIGKILL");

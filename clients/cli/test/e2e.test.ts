@@ -98,7 +98,7 @@ describe("skill-gateway CLI against a real gateway", function () {
       expect(paid.isError ?? false).to.equal(false);
       expect(paid.structuredContent).to.deep.equal({ text: "hi" });
       expect(text(paid)).to.include('{"text":"hi"}').and.include("Cost: $0.002 USD");
-      expect(before - await stack.available()).to.equal(2_000n);
+      expect(before - (await stack.available())).to.equal(2_000n);
 
       const afterPaid = await stack.available();
       const failed = await client.callTool({ name: "fail", arguments: {} });

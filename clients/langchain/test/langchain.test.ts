@@ -52,7 +52,7 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     const out = await echo.invoke({ text: "hi", n: 2 });
     expect(typeof out).to.equal("string");
     expect(JSON.parse(out as string)).to.deep.include({ text: "hi", n: 2 });
-    expect(before - await stack.available()).to.equal(1_000n);
+    expect(before - (await stack.available())).to.equal(1_000n);
   });
 
   it("a ToolCall produces a ToolMessage with the call id, the data as content and the cost in the artifact", async function () {
@@ -68,7 +68,7 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     const artifact = tm.artifact as SkillToolArtifact;
     expect(artifact.ok).to.equal(true);
     if (artifact.ok) expect(artifact.metadata.cost).to.equal(0.002);
-    expect(before - await stack.available()).to.equal(2_000n);
+    expect(before - (await stack.available())).to.equal(2_000n);
   });
 
   it("arguments that break the skill's schema are refused by LangChain before any call", async function () {
@@ -172,7 +172,7 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     const message = (await tools[0].invoke({ id: "call_4", name: "uppercase", args: { text: "x" }, type: "tool_call" })) as ToolMessage;
     expect(message.tool_call_id).to.equal("call_4");
     expect(JSON.parse(message.content as string)).to.deep.include({ text: "x" });
-    expect(before - await stack.available()).to.equal(2_000n);
+    expect(before - (await stack.available())).to.equal(2_000n);
   });
 
   it("a toolkit's default manifest is ./skill-gateway.json; a missing one is a clear error", async function () {

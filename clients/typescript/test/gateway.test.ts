@@ -63,7 +63,7 @@ describe("SkillGateway against the real gateway", function () {
     expect(metadata.responseTimeMs).to.be.a("number");
     expect(metadata.callId).to.be.a("string");
     expect(metadata.rateLimit?.limit).to.equal(100);
-    expect(before - await stack.available()).to.equal(1_000n);
+    expect(before - (await stack.available())).to.equal(1_000n);
   });
 
   it("calls POST /v1/skills/:skillId/call with the flat body, by slug and by UUID", async () => {
@@ -74,7 +74,7 @@ describe("SkillGateway against the real gateway", function () {
     const byId = await client.skill(echo.id).call<{ n: number }>({ n: 2 });
     expect([bySlug.data.n, byId.data.n]).to.deep.equal([1, 2]);
     expect([bySlug.metadata.skillId, bySlug.metadata.cost]).to.deep.equal(["echo", 0.001]);
-    expect(before - await stack.available()).to.equal(2_000n);
+    expect(before - (await stack.available())).to.equal(2_000n);
   });
 
   it("throws InsufficientBalanceError on 402, after one attempt, charging nothing", async () => {
@@ -136,7 +136,7 @@ describe("SkillGateway against the real gateway", function () {
     expect(metadata.replayed).to.equal(true);
     expect(metadata.cost).to.equal(0.001);
     expect(client.counter.attempts).to.equal(2);
-    expect(before - await stack.available()).to.equal(1_000n);
+    expect(before - (await stack.available())).to.equal(1_000n);
   });
 
   it("charges once for two calls with the same idempotencyKey", async () => {
@@ -146,7 +146,7 @@ describe("SkillGateway against the real gateway", function () {
     const two = await client.call("echo", { same: 1 }, { idempotencyKey: "sdk-test-same-key" });
     expect([one.metadata.replayed, two.metadata.replayed]).to.deep.equal([false, true]);
     expect(two.data).to.deep.equal(one.data);
-    expect(before - await stack.available()).to.equal(1_000n);
+    expect(before - (await stack.available())).to.equal(1_000n);
   });
 
   it("lists the skills and reads one by slug", async () => {
