@@ -15,7 +15,7 @@ import type { IdempotencyKeys } from "./gateway/idempotency";
 import type { RateLimitName } from "./http/rate-limits";
 
 /**
- * What a gateway shares with other replicas, and what only one of them runs (docs/design.md §14, README
+ * What a gateway shares with other replicas, and what only one of them runs (docs/design.md §11, README
  * "Scaling out"). On the embedded default (SQLite, no REDIS_URL) none of this exists: one process owns
  * everything. With DATABASE_URL the replica registers in the database (refused if another replica runs
  * and either lacks Redis), renews its heartbeat, and contends for the settlement lease; with REDIS_URL its
