@@ -112,8 +112,9 @@ describeEachEngine("the money path, end to end", (engine) => {
     expect(await chain.escrowBalance(buyer)).to.equal(10n * USDC - spent);
 
     // A paid call's receipt proves it is in the batch, checked by the escrow itself.
-    const usage = await stack.get("/v1/usage?limit=1");
-    const callId = usage.body.data.calls[0].id;
+    // The newest paid call (the newest call of all may be a failed one: 50 run at once, in any order).
+    const usage = await stack.get("/v1/usage?limit=50");
+    const callId = usage.body.data.calls.find((c: { status: string }) => c.status === "success").id;
     const receipt = await stack.get(`/v1/calls/${callId}/receipt`);
     expect(receipt.status).to.equal(200);
     expect(receipt.body.data).to.include({ status: "settled", batch_number: 1 });
