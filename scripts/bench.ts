@@ -29,6 +29,7 @@ import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
+import pg from "pg";
 import { Pool } from "undici";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
@@ -219,21 +220,27 @@ async function postgresRuns(backendUrl: string, input: string, dir: string, chil
         started.push(await start("gateway", backendUrl, path.join(dir, "unused.db"), url, redis.url, `bench-${i}`, first.msg.key));
       for (const s of started) children.push(s.child);
       let before: { statements: number; transactions: number }[] = [];
+      let walBefore = 0n;
       const run = await load(
         `gateway on PostgreSQL + Redis, ${replicas} replica${replicas === 1 ? "" : "s"} (durable charges)`,
         started.map((s) => `${s.msg.url}/v1/call`),
         body,
         { authorization: `Bearer ${first.msg.key}` },
-        async () => (before = await Promise.all(started.map((s) => traffic(s.child)))),
+        async () => {
+          before = await Promise.all(started.map((s) => traffic(s.child)));
+          walBefore = await walSyncs(url);
+        },
       );
       const after = await Promise.all(started.map((s) => traffic(s.child)));
+      const walFlushes = Number((await walSyncs(url)) - walBefore);
       rows.push(run);
       const calls = run.ok + run.failed;
       const statements = after.reduce((n, t, i) => n + t.statements - before[i].statements, 0);
       const transactions = after.reduce((n, t, i) => n + t.transactions - before[i].transactions, 0);
       notes.push(
         `PostgreSQL, ${replicas} replica(s): ${fmt(statements / calls, 1)} statements and ${fmt(transactions / calls, 1)} transactions per call ` +
-          `(${fmt((statements + 2 * transactions) / calls, 1)} round trips with BEGIN/COMMIT), ${fmt(transactions / SECONDS, 0)} transactions/s; ` +
+          `(${fmt((statements + 2 * transactions) / calls, 1)} round trips with BEGIN/COMMIT), ${fmt(transactions / SECONDS, 0)} transactions/s, ` +
+          `${walFlushes} WAL flushes (${fmt(run.ok / Math.max(1, walFlushes), 1)} durable charges per flush: PostgreSQL's own group commit); ` +
           `synchronous_commit=on for every charge`,
       );
       for (const s of started) s.child.send("exit");
@@ -242,6 +249,17 @@ async function postgresRuns(backendUrl: string, input: string, dir: string, chil
   } finally {
     await redis.stop();
     await server.stop();
+  }
+}
+
+/** How many times the server has flushed its WAL to disk (pg_stat_wal.wal_sync), on a connection of its own. */
+async function walSyncs(url: string): Promise<bigint> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return BigInt((await client.query<{ n: string }>("SELECT wal_sync::text AS n FROM pg_stat_wal")).rows[0].n);
+  } finally {
+    await client.end();
   }
 }
 
