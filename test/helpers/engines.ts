@@ -44,7 +44,14 @@ let counter = 0;
 export function sharedPostgres(): Promise<{ server: PostgresServer; template: string }> {
   if (shared) return Promise.resolve(shared);
   starting ??= (async () => {
-    const server = await startPostgres({ database: "sg_template" });
+    // This server runs the suites' logic on PostgreSQL, hundreds of throwaway databases a run: it skips the
+    // disk flushes (fsync off), which durability is not what these suites test and which made every later
+    // test of the run (SQLite's fsyncs included) wait behind gigabytes of WAL. The servers of the tests about
+    // durability and crashes (the pool's, the cluster's: server/devstack/cluster.ts) keep the safe defaults.
+    const server = await startPostgres({
+      database: "sg_template",
+      settings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off" },
+    });
     const pool = createPostgresPool({ url: server.url, max: 1 });
     try {
       await migratePostgres(pool);
@@ -64,7 +71,8 @@ export async function freshPostgresDatabase(): Promise<string> {
   const admin = new pg.Client({ connectionString: server.urlFor("postgres") });
   await admin.connect();
   try {
-    await admin.query(`CREATE DATABASE ${name} TEMPLATE ${template}`);
+    // FILE_COPY copies the template's files instead of writing all of them to the WAL (PostgreSQL 15's default).
+    await admin.query(`CREATE DATABASE ${name} TEMPLATE ${template} STRATEGY = FILE_COPY`);
   } finally {
     await admin.end();
   }

@@ -32,7 +32,7 @@ import { CloseExit, ReplayExitLog, RequestExit, SettleVoucher, Withdraw } from "
  * any failure. A run is deterministic given its seed, so to replay a failure, shrinking
  * included, run (the failure prints this line with its seed and engine):
  *   LEDGER_SEED=<seed> npx mocha --no-config -r ts-node/register/transpile-only --extension ts --exit --grep "(sqlite)" test/ledger/ledger.property.test.ts
- * LEDGER_RUNS sets how many sequences to try on each engine (100 on SQLite and 30 on PostgreSQL, whose every
+ * LEDGER_RUNS sets how many sequences to try on each engine (50 on SQLite and 15 on PostgreSQL, whose every
  * sequence needs a database of its own, by default; with it set, no mocha timeout).
  */
 
@@ -104,7 +104,7 @@ function envInteger(name: string): number | undefined {
 
 const seed = envInteger("LEDGER_SEED") ?? (Date.now() ^ Math.floor(Math.random() * 0x7fffffff)) | 0;
 const requestedRuns = envInteger("LEDGER_RUNS");
-const DEFAULT_RUNS = { sqlite: 100, postgres: 30 } as const;
+const DEFAULT_RUNS = { sqlite: 50, postgres: 15 } as const;
 // The project's .mocharc adds its whole spec to any file named on the command line, so a replay names none.
 const MOCHA_ONE_FILE = "npx mocha --no-config -r ts-node/register/transpile-only --extension ts --exit";
 
