@@ -166,7 +166,9 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     ledger = await Ledger.open(f.db, { replicaId: onPostgres ? config.replicaId : undefined });
     idempotency = new IdempotencyKeys(new IdempotencyStore(f.db), config.idempotencyTtlMs);
     recovered = onPostgres
-      ? { holds: 0, idempotencyKeys: 0 }
+      ? // A replica joining has no call in flight: holds under its name are a previous life's (the same
+        // REPLICA_ID restarted once its old heartbeat went stale), and no other replica may take them.
+        { holds: await ledger.recoverOpenHolds({ ofReplicas: [config.replicaId] }), idempotencyKeys: 0 }
       : await f.db.transaction(
           async (tx) => ({
             holds: await ledger.recoverOpenHolds({}, tx),

@@ -71,6 +71,9 @@ export async function openSharedState(
   };
 }
 
+/** Longer than any call can last (a skill's timeout is at most 300 s): a hold or key in progress longer is orphaned. */
+const ORPHANED_AFTER_MS = 15 * 60_000;
+
 /**
  * How long after its last heartbeat a replica counts as dead: its holds may then be released, and a replica
  * that finds itself declared dead stops. Generous (5 leases, at least 10 s): a live replica taken for dead
@@ -202,17 +205,25 @@ export class SettlementLeadership {
   private elected(): void {
     this.leading = true;
     this.p.log(`replica ${this.p.config.replicaId} leads settlement`);
-    this.p.start();
-    void this.releaseDeadReplicas();
-    this.sweeper = setInterval(() => void this.releaseDeadReplicas(), this.p.config.leaderLeaseMs);
-    this.sweeper.unref();
+    // Re-elected before the loops of its last term stopped: they start again once that stop is done.
+    void this.stopping.then(() => {
+      if (!this.leading) return;
+      this.p.start();
+      void this.releaseDeadReplicas();
+      this.sweeper = setInterval(() => void this.releaseDeadReplicas(), this.p.config.leaderLeaseMs);
+      this.sweeper.unref();
+    });
   }
 
-  private async demote(): Promise<void> {
-    if (!this.leading) return;
+  /** The stop of the last term's loops, which a new term waits for. */
+  private stopping: Promise<void> = Promise.resolve();
+
+  private demote(): Promise<void> {
+    if (!this.leading) return this.stopping;
     this.leading = false;
     clearInterval(this.sweeper);
-    await this.p.stop();
+    this.stopping = this.stopping.then(() => this.p.stop()).catch((error) => this.p.log("stopping the leader's loops failed", error));
+    return this.stopping;
   }
 
   /**
@@ -227,13 +238,15 @@ export class SettlementLeadership {
           const dead = await this.p.membership.registry.removeDead(tx);
           const orphaned = await this.p.membership.registry.orphanedHolders(tx);
           const replicas = [...new Set([...dead, ...orphaned])];
-          const holds = replicas.length > 0 ? await this.p.ledger.recoverOpenHolds({ ofReplicas: replicas }, tx) : 0;
-          return { replicas, holds };
+          const ofDead = replicas.length > 0 ? await this.p.ledger.recoverOpenHolds({ ofReplicas: replicas }, tx) : 0;
+          // A call lasts at most its skill's timeout (<= 300 s) plus the request's own: a hold open longer, even on a
+          // live replica, is one whose release failed with its call (the database unreachable at that moment).
+          const stale = await this.p.ledger.recoverOpenHolds({ takenBefore: Date.now() - ORPHANED_AFTER_MS }, tx);
+          return { replicas, holds: ofDead + stale };
         },
         { durable: true },
       );
-      // A call lasts at most its skill's timeout (<= 300 s) plus the request's own: a key in progress longer is orphaned.
-      const idempotencyKeys = await this.p.idempotency.recoverInProgress({ before: Date.now() - 15 * 60_000 });
+      const idempotencyKeys = await this.p.idempotency.recoverInProgress({ before: Date.now() - ORPHANED_AFTER_MS });
       if (holds > 0 || idempotencyKeys > 0 || replicas.length > 0) {
         this.p.log(
           `released ${holds} hold(s) and ${idempotencyKeys} idempotency key(s) of stopped replicas (${replicas.join(", ") || "none"})`,

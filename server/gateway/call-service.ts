@@ -246,7 +246,9 @@ export class CallService {
               if (!captured.ok) throw new Error(`hold ${hold.id} was not open at capture`);
             }
             await this.record(tx, call, status, "success", chargedMicros, hold);
-            if (req.idempotency) await this.deps.idempotency.complete(accountId, req.idempotency.key, status, body, tx);
+            if (req.idempotency) {
+              await this.deps.idempotency.complete(accountId, req.idempotency.key, status, body, tx, { required: true });
+            }
           },
           { durable: true },
         );

@@ -72,9 +72,9 @@ export class IdempotencyStore {
     });
   }
 
-  /** Stores the response of a key in progress; pass the transaction of the charge it reports. */
-  async complete(accountId: string, key: string, statusCode: number, responseBody: string, tx?: Sql): Promise<void> {
-    await this.write(
+  /** Stores the response of a key in progress; pass the transaction of the charge it reports. Returns how many rows it changed. */
+  complete(accountId: string, key: string, statusCode: number, responseBody: string, tx?: Sql): Promise<number> {
+    return this.write(
       tx,
       "UPDATE idempotency_keys SET state = 'completed', status_code = ?, response_body = ? WHERE account_id = ? AND key = ? AND state = 'in_progress'",
       [statusCode, responseBody, accountId, key],

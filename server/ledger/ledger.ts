@@ -124,6 +124,9 @@ export class Ledger {
    */
   static async open(db: Database, options: { replicaId?: string } = {}): Promise<Ledger> {
     const ledger = new Ledger(db, options.replicaId ?? null);
+    // Replicas share the books: an exit recorded by another replica's indexer (the leader's) leaves no trace in
+    // this process, so every movement checks for a short exit (one indexed query) from the start.
+    if (options.replicaId !== undefined) ledger.noteExitShortfall();
     await db.transaction(async (tx) => {
       await ledger.ensureAccount({ id: PLATFORM_ACCOUNT_ID, kind: "platform", name: "Platform" }, tx);
       await ledger.ensureAccount({ id: DEV_CREDIT_SOURCE_ID, kind: "system", name: "Development credits (not deposits)" }, tx);
@@ -355,19 +358,22 @@ export class Ledger {
    * Releases open holds whose call can no longer end: at startup of a single gateway, every open hold (its
    * process died, so the call's outcome is unknown and the caller is not charged for it); on a shared
    * database, those of the replicas named in `ofReplicas` (dead ones: server/db/postgres/replicas.ts), and
-   * holds naming no replica. Returns how many were released.
+   * holds naming no replica; or, with `takenBefore` (ms since the epoch), the holds taken before it, older than
+   * any call can last (a release that failed with its call). Returns how many were released.
    */
-  async recoverOpenHolds(options: { ofReplicas?: readonly string[] } = {}, tx?: Sql): Promise<number> {
+  async recoverOpenHolds(options: { ofReplicas?: readonly string[]; takenBefore?: number } = {}, tx?: Sql): Promise<number> {
     return within(this.db, tx, async (tx) => {
       const replicas = options.ofReplicas;
       const ids =
-        replicas === undefined
-          ? await tx.all<{ id: string }>("SELECT id FROM holds WHERE status = 'open' ORDER BY id")
-          : await tx.all<{ id: string }>(
-              `SELECT id FROM holds WHERE status = 'open'
+        options.takenBefore !== undefined
+          ? await tx.all<{ id: string }>("SELECT id FROM holds WHERE status = 'open' AND created_at < ? ORDER BY id", [options.takenBefore])
+          : replicas === undefined
+            ? await tx.all<{ id: string }>("SELECT id FROM holds WHERE status = 'open' ORDER BY id")
+            : await tx.all<{ id: string }>(
+                `SELECT id FROM holds WHERE status = 'open'
                AND (replica_id IS NULL${replicas.length > 0 ? ` OR replica_id IN (${replicas.map(() => "?").join(", ")})` : ""}) ORDER BY id`,
-              replicas,
-            );
+                replicas,
+              );
       let released = 0;
       for (const { id } of ids) if ((await this.release(id, tx)).ok) released++;
       return released;

@@ -68,6 +68,19 @@ describeEachEngine("gateway's stores", (engine) => {
     expect(await keys.purgeExpired(100 + 2 * TTL_MS + 3)).to.equal(2);
   });
 
+  it("IdempotencyKeys.complete refuses, when told the answer reports a charge, a key that is no longer in progress", async () => {
+    const keys = new IdempotencyKeys(new IdempotencyStore(db), TTL_MS);
+    expect((await keys.begin("acct", "lost", "h")).kind).to.equal("new");
+    await keys.abandon("acct", "lost");
+    // The charge's transaction fails (and takes the charge with it) rather than commit without a stored answer.
+    const error = await keys.complete("acct", "lost", 200, "{}", undefined, { required: true }).catch((e: Error) => e);
+    expect(error).to.be.instanceOf(Error);
+    expect((error as Error).message).to.contain("was not in progress");
+    // An uncharged answer whose key is gone is simply not kept.
+    await keys.complete("acct", "lost", 400, "{}");
+    expect((await keys.begin("acct", "lost", "h")).kind).to.equal("new");
+  });
+
   it("IdempotencyKeys.recoverInProgress frees the keys in progress, or only those reserved before `before`", async () => {
     const keys = new IdempotencyKeys(new IdempotencyStore(db), TTL_MS);
     await keys.begin("ada", "early", "h", 100);

@@ -103,8 +103,23 @@ describeEachEngine("Ledger shared by several replicas", (engine) => {
     await assertBalanced(db);
   });
 
+  it("freezes money released on a replica whose process never heard of the exit (only the leader's indexer records it)", async () => {
+    // Ledgers opened as the gateway opens them on PostgreSQL: named for their replica, and never told of an exit.
+    const named = [await Ledger.open(db, { replicaId: "replica-a" })];
+    for (const handle of extraHandles) named.push(await Ledger.open(handle, { replicaId: `replica-${named.length}` }));
+    const { userId, sellerId } = await makeParties(named[0], 10_000n);
+    const holdIds = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => holdOk(named[i % named.length], userId, sellerId, buildCharge({ priceMicros: 1_000n }))),
+    );
+    await requestExitWithNothingFrozen(userId, 25_000n, { tell: false });
+    await Promise.all(holdIds.map((id, i) => named[(i + 1) % named.length].release(id)));
+    expect(await db.one("SELECT frozen, shortfall FROM chain_exits")).to.deep.equal({ frozen: 10_000n, shortfall: 15_000n });
+    expect(await named[2].balance(userId)).to.deep.equal({ availableMicros: 0n, heldMicros: 0n });
+    await assertBalanced(db);
+  });
+
   /** Records a pending exit of `requestedMicros` by the user, nothing of it frozen yet, as every replica's indexer would learn of it. */
-  async function requestExitWithNothingFrozen(userId: string, requestedMicros: bigint): Promise<void> {
+  async function requestExitWithNothingFrozen(userId: string, requestedMicros: bigint, options: { tell?: boolean } = {}): Promise<void> {
     const address = `0x${"ab".repeat(20)}`;
     await db.run("INSERT INTO account_addresses (address, account_id, created_at) VALUES (?, ?, 0)", [address, userId]);
     await db.run(
@@ -113,7 +128,7 @@ describeEachEngine("Ledger shared by several replicas", (engine) => {
        VALUES (?, 0, 1, ?, ?, ?, ?, 0, 'pending', 0, ?, 0)`,
       [`0x${"e".repeat(64)}`, `0x${"b".repeat(64)}`, address, userId, requestedMicros, requestedMicros],
     );
-    for (const ledger of replicas) ledger.noteExitShortfall();
+    if (options.tell !== false) for (const ledger of replicas) ledger.noteExitShortfall();
   }
 
   it("freezes released money for a short exit exactly once when replicas release at the same time", async () => {

@@ -68,8 +68,8 @@ class PostgresSql implements Sql {
  * The gateway's tables on PostgreSQL (DATABASE_URL): the `Database` of server/db/sql.ts over a pg pool.
  *
  * Each transaction checks a connection out, runs READ COMMITTED, and commits when its function resolves.
- * A durable one commits with synchronous_commit on (the server's default: the commit is flushed to the WAL,
- * and to a synchronous standby if one is configured, before COMMIT returns); the others commit without
+ * A durable one commits with synchronous_commit on, set for the transaction whatever the server's default (the
+ * commit is flushed to the WAL, and to a synchronous standby if one is configured, before COMMIT returns); the others commit without
  * waiting for the flush, PostgreSQL's own "group commit" of writes nobody waits for. A transaction that
  * loses a deadlock or a serialization check is run again from the start.
  */
@@ -84,7 +84,8 @@ export class PostgresDatabase extends PostgresSql implements Database {
       postgresTraffic.transactions++;
       let broken: Error | undefined;
       try {
-        await client.query(options.durable ? "BEGIN" : "BEGIN; SET LOCAL synchronous_commit = off");
+        // Durable means flushed before COMMIT returns, whatever the server's or the role's default says.
+        await client.query(options.durable ? "BEGIN; SET LOCAL synchronous_commit = on" : "BEGIN; SET LOCAL synchronous_commit = off");
         const result = await fn(new PostgresSql(client));
         await client.query("COMMIT");
         return result;
