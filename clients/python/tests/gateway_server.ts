@@ -17,10 +17,10 @@ const UPPERCASE_SCHEMA = {
 async function main(): Promise<void> {
   // A generous per-key limit: the concurrency test fires many calls at once.
   const stack = await startStack({ buyerUsd: "10" });
-  stack.addSkill("uppercase", "/echo", { description: "Echoes text: a stand-in for an upper-casing skill.", priceMicros: 2_000n, inputSchema: UPPERCASE_SCHEMA });
-  stack.addSkill("broken", "/fail");
-  const empty = stack.addBuyer("0");
-  const concurrent = stack.addBuyer("1");
+  await stack.addSkill("uppercase", "/echo", { description: "Echoes text: a stand-in for an upper-casing skill.", priceMicros: 2_000n, inputSchema: UPPERCASE_SCHEMA });
+  await stack.addSkill("broken", "/fail");
+  const empty = await stack.addBuyer("0");
+  const concurrent = await stack.addBuyer("1");
   process.stdout.write(
     JSON.stringify({ url: stack.url, key: stack.key, empty_key: empty.key, concurrent_key: concurrent.key }) + "\n",
   );
