@@ -64,6 +64,14 @@ export interface TransactionOptions {
    * released, a refused call's log line is only a log line).
    */
   durable?: boolean;
+  /**
+   * With `durable`: the transaction may share its commit, and its flush, with other grouped transactions of
+   * this process (group commit). SQLite's transactions always do (./group-commit.ts); PostgreSQL runs the
+   * waiting ones as savepoints of one transaction (./postgres/database.ts). Only for a short transaction that
+   * touches rows many others touch too (a charge: the seller's and the platform's balances), and safe to run
+   * again from its start.
+   */
+  group?: boolean;
 }
 
 /** The gateway's database: its tables on one engine. */

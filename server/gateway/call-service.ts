@@ -250,7 +250,9 @@ export class CallService {
               await this.deps.idempotency.complete(accountId, req.idempotency.key, status, body, tx, { required: true });
             }
           },
-          { durable: true },
+          // Charges share commits (and flushes) with the others of this replica: they all post to the platform's
+          // balance row, whose lock each would otherwise hold through a flush of its own.
+          { durable: true, group: true },
         );
         settled = true;
         call.keySettled();

@@ -9,6 +9,7 @@ import { SCHEMA } from "../../server/schema";
 import { Ledger } from "../../server/ledger/ledger";
 import { assertBalanced } from "../../server/ledger/invariants";
 import { computeCharge } from "../../server/ledger/fees";
+import { postgresTraffic } from "../../server/db/postgres/database";
 import { describeEachEngine } from "../helpers/engines";
 
 describe("numberPlaceholders", () => {
@@ -71,6 +72,32 @@ describeEachEngine("Database", (engine) => {
     expect(await ledger.balance(user.id)).to.deep.equal({ availableMicros: 5_000n, heldMicros: 0n });
     expect(await ledger.balanceOf(seller.id, "earned")).to.equal(4_500n);
     await assertBalanced(db);
+  });
+});
+
+describeEachEngine("grouped durable transactions", (engine) => {
+  it("share commits, each undoing only itself when it throws, and all answered once committed", async () => {
+    const db = await engine.open();
+    const before = postgresTraffic.transactions;
+    const results = await Promise.allSettled(
+      Array.from({ length: 40 }, (_, i) =>
+        db.transaction(
+          async (tx) => {
+            await tx.run("INSERT INTO accounts (id, kind, name, created_at) VALUES (?, 'user', ?, 1)", [`g${i}`, `g${i}`]);
+            if (i % 10 === 3) throw new Error(`member ${i} fails`);
+            return i;
+          },
+          { durable: true, group: true },
+        ),
+      ),
+    );
+    expect(results.filter((r) => r.status === "fulfilled").map((r) => (r as PromiseFulfilledResult<number>).value)).to.have.length(36);
+    expect(results.filter((r) => r.status === "rejected")).to.have.length(4);
+    const ids = (await db.all<{ id: string }>("SELECT id FROM accounts WHERE id LIKE 'g%' ORDER BY id")).map((r) => r.id);
+    expect(ids).to.have.length(36);
+    expect(ids).to.not.include("g3");
+    // On PostgreSQL the 40 shared a few transactions (the first alone, the rest waiting for it together).
+    if (engine.name === "postgres") expect(postgresTraffic.transactions - before).to.be.at.most(5);
   });
 });
 
