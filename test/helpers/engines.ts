@@ -45,12 +45,12 @@ export function sharedPostgres(): Promise<{ server: PostgresServer; template: st
   if (shared) return Promise.resolve(shared);
   starting ??= (async () => {
     // This server runs the suites' logic on PostgreSQL, hundreds of throwaway databases a run: it skips the
-    // disk flushes (fsync off), which durability is not what these suites test and which made every later
-    // test of the run (SQLite's fsyncs included) wait behind gigabytes of WAL. The servers of the tests about
+    // disk flushes (fsync off), which durability is not what these suites test, and autovacuum, which would
+    // keep visiting every database the run made. The servers of the tests about
     // durability and crashes (the pool's, the cluster's: server/devstack/cluster.ts) keep the safe defaults.
     const server = await startPostgres({
       database: "sg_template",
-      settings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off" },
+      settings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off", autovacuum: "off" },
     });
     const pool = createPostgresPool({ url: server.url, max: 1 });
     try {
@@ -64,13 +64,20 @@ export function sharedPostgres(): Promise<{ server: PostgresServer; template: st
   return starting;
 }
 
-/** A new database on the shared server, copied from the migrated template; returns its URL. */
+/** The databases of finished per-test suites (describeEachEngine), dropped before the next one is made. */
+const finished: string[] = [];
+
+/**
+ * A new database on the shared server, copied from the migrated template; returns its URL. First drops the
+ * databases of tests that have finished (`finished`), so the server does not carry hundreds of them.
+ */
 export async function freshPostgresDatabase(): Promise<string> {
   const { server, template } = await sharedPostgres();
   const name = `sg_${process.pid}_${++counter}`;
   const admin = new pg.Client({ connectionString: server.urlFor("postgres") });
   await admin.connect();
   try {
+    for (const old of finished.splice(0)) await admin.query(`DROP DATABASE IF EXISTS ${old} WITH (FORCE)`);
     // FILE_COPY copies the template's files instead of writing all of them to the WAL (PostgreSQL 15's default).
     await admin.query(`CREATE DATABASE ${name} TEMPLATE ${template} STRATEGY = FILE_COPY`);
   } finally {
@@ -100,8 +107,11 @@ export function describeEachEngine(title: string, body: (engine: Engine) => void
           await sharedPostgres();
         });
       }
+      const made: string[] = [];
       afterEach(async () => {
         for (const db of opened.splice(0)) await db.close().catch(() => {});
+        // Dropped when the next database is made: a test's own extra handles on it close after this hook.
+        finished.push(...made.splice(0));
       });
       body({
         name,
@@ -113,6 +123,7 @@ export function describeEachEngine(title: string, body: (engine: Engine) => void
             db = new SqliteDatabase(sqlite, new GroupCommit(sqlite, options.maxOps));
           } else {
             url = await freshPostgresDatabase();
+            made.push(new URL(url).pathname.slice(1));
             db = new PostgresDatabase(createPostgresPool({ url, max: 20 }));
           }
           opened.push(db);
