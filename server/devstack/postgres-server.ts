@@ -1,10 +1,10 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import pg from "pg";
+import { freePort } from "./local-node";
 
 /**
  * A real, throwaway PostgreSQL 15 server (for the tests, and for `npm run start:cluster`): its own data directory under os.tmpdir(), its
@@ -110,17 +110,6 @@ function startGuarded(command: string, args: string[], user: RunAs | undefined, 
     child.once("exit", (code, signal) => resolve({ code, signal })),
   );
   return { child, output: () => tail, exited };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 function quoteIdent(name: string): string {
