@@ -10,16 +10,22 @@ import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {MerkleProof} from "@openzeppelin/contracts/utils/cryptography/MerkleProof.sol";
 import {Pausable} from "@openzeppelin/contracts/utils/Pausable.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
+import {IERC3009Bytes} from "./IERC3009Bytes.sol";
 
 /// @title SkillEscrow
 /// @notice Holds the USDC that accounts prepay for skill calls. The gateway bills calls off-chain and moves money
 ///         here only by posting settlement batches: each batch debits accounts, credits sellers and the platform
-///         treasury, and records the Merkle root of the call receipts it settles. Sellers and the treasury claim
-///         what they earned. An account gets its unspent funds back either at once with a voucher signed by the
-///         gateway, or without the gateway at all through a timed exit.
+///         treasury, and records the Merkle root of the call receipts it settles. Calls paid with x402 (an
+///         EIP-3009 authorization, no account) are settled one by one: the payer's USDC comes straight into the
+///         escrow and is credited to the seller and the treasury in the same transaction. Sellers and the treasury
+///         claim what they earned, from both kinds of call alike. An account gets its unspent funds back either at
+///         once with a voucher signed by the gateway, or without the gateway at all through a timed exit.
 /// @dev Invariant (checked by the property tests after every step): the escrow's USDC balance equals the sum of
 ///      all `balances` plus the sum of all `earnings`. Pending exits are not a separate pot: the requested amount
 ///      stays in the account's balance until `completeExit`, so a batch posted during the delay can still debit it.
+///      Tokens that reach the escrow outside its functions (a plain transfer, or an x402 authorization submitted
+///      to the token by someone else, see {settleX402}) are owed to no one and can only make the balance exceed
+///      that sum; no function can take them out.
 contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP712 {
     using SafeERC20 for IERC20;
 
@@ -70,6 +76,31 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
         uint256 deadline;
     }
 
+    /// @notice One x402 payment: the payer's EIP-3009 authorization (the `exact` scheme's payload, whose `to` is
+    ///         this escrow) and how the gateway splits it.
+    /// @dev `from`, `value`, `validAfter`, `validBefore` and `nonce` are the authorization's fields, passed to the
+    ///      token unchanged with `to = address(this)`; the token checks the signature over them, so a payment whose
+    ///      fields differ from what the payer signed fails there. `seller`, `platformFee` and `callId` are the
+    ///      gateway's and are not signed by the payer.
+    /// @param from The payer, signer of the authorization.
+    /// @param value The price in base units; the authorization's value.
+    /// @param validAfter The authorization is valid strictly after this time (x402 clients sign 0).
+    /// @param validBefore The authorization is valid strictly before this time.
+    /// @param nonce The authorization's EIP-3009 nonce (random, single use per payer, enforced by the token).
+    /// @param seller Credited `value - platformFee`.
+    /// @param platformFee Credited to the treasury; at most `value`.
+    /// @param callId The gateway's call id, emitted in {X402Settled} to tie the payment to its call.
+    struct X402Payment {
+        address from;
+        uint256 value;
+        uint256 validAfter;
+        uint256 validBefore;
+        bytes32 nonce;
+        address seller;
+        uint256 platformFee;
+        bytes32 callId;
+    }
+
     /// @notice The state every batch reads and writes, packed into one storage slot: a settle pays for one
     ///         storage read and one write here instead of two of each.
     struct Settlement {
@@ -87,7 +118,7 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
     // Constants and state
     // ---------------------------------------------------------------------------------------------------------
 
-    /// @notice Role allowed to post settlement batches.
+    /// @notice Role allowed to post settlement batches and settle x402 payments.
     bytes32 public constant SETTLER_ROLE = keccak256("SETTLER_ROLE");
     /// @notice Role whose EIP-712 signatures make vouchers valid.
     bytes32 public constant VOUCHER_SIGNER_ROLE = keccak256("VOUCHER_SIGNER_ROLE");
@@ -149,6 +180,16 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
         uint256 platformFee,
         address treasury
     );
+    /// @notice x402 call `callId`: `payer` paid `amount` into the escrow; `seller` was credited `amount - platformFee`
+    ///         and `treasury` `platformFee`.
+    event X402Settled(
+        bytes32 indexed callId,
+        address indexed payer,
+        address indexed seller,
+        uint256 amount,
+        uint256 platformFee,
+        address treasury
+    );
     /// @notice `seller` withdrew `amount` of earnings to `recipient`.
     event Claimed(address indexed seller, address indexed recipient, uint256 amount);
     /// @notice `account` withdrew `amount` with voucher `nonce`, leaving `balance`.
@@ -204,6 +245,11 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
     error EscrowExitNotReady(address account, uint256 readyAt, uint256 timestamp);
     /// @notice `delay` is outside [`minimum`, `maximum`].
     error EscrowExitDelayOutOfBounds(uint256 delay, uint256 minimum, uint256 maximum);
+    /// @notice A platform fee of `platformFee` was asked on a payment of only `amount`.
+    error EscrowFeeExceedsAmount(uint256 platformFee, uint256 amount);
+    /// @notice The token call should have raised the escrow's balance by `expected` but raised it by `received`
+    ///         (zero if it did not rise at all).
+    error EscrowTransferShortfall(uint256 expected, uint256 received);
 
     // ---------------------------------------------------------------------------------------------------------
     // Construction
@@ -334,6 +380,63 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
         address feeReceiver = settlement.treasury;
         if (platformFee != 0) earnings[feeReceiver] += platformFee;
         emit BatchSettled(batchNumber, batch.receiptsRoot, batch.callCount, totalDebits, platformFee, feeReceiver);
+    }
+
+    /// @notice Settles one x402 `exact` payment in one transaction: pulls `payment.value` of the payer's USDC into
+    ///         the escrow with the payer's EIP-3009 authorization, then credits the seller `value - platformFee`
+    ///         and the treasury `platformFee` as earnings, claimable through {claim} like batch revenue. Only
+    ///         SETTLER_ROLE. Not stopped by {pauseDeposits}: this is revenue for calls already served, like {settle}.
+    /// @dev x402 clients sign `TransferWithAuthorization` with `to` = the payment's `payTo` (this escrow), not
+    ///      `ReceiveWithAuthorization`, so the escrow cannot use `receiveWithAuthorization` with their signature;
+    ///      it calls the token's `transferWithAuthorization` (the `bytes` overload, for EOA and ERC-1271
+    ///      signatures) with `to = address(this)`. Because the signed `to` is the escrow, anyone who submits the
+    ///      authorization to the token directly can only move the money into the escrow, never elsewhere; but it
+    ///      then lands uncredited (owed to no one, with no function to take it out) and this call reverts on the
+    ///      token's used nonce, crediting nothing.
+    ///      Checks, in order: EscrowZeroAmount for a zero value; EscrowInvalidAccount for a seller at the zero
+    ///      address or the escrow's own; EscrowFeeExceedsAmount; then the token's own checks (signature of `from`
+    ///      over exactly these fields, validity window, unused nonce, funds), whose reverts bubble up unchanged;
+    ///      finally EscrowTransferShortfall unless the escrow's balance rose by exactly `value`, so a fee-on-transfer
+    ///      or otherwise unusual token can never create earnings the escrow does not hold. The token call comes
+    ///      before the credits because the credits depend on what arrived; the reentrancy guard keeps every other
+    ///      state-changing function out while the token runs.
+    /// @param payment The authorization's fields and the gateway's split, see {X402Payment}.
+    /// @param signature The payer's signature of the authorization: 65 bytes from an EOA, or what the payer's
+    ///        contract wallet accepts through ERC-1271.
+    function settleX402(
+        X402Payment calldata payment,
+        bytes calldata signature
+    ) external nonReentrant onlyRole(SETTLER_ROLE) {
+        uint256 value = payment.value;
+        if (value == 0) revert EscrowZeroAmount();
+        address seller = payment.seller;
+        // Earnings credited to the escrow itself could never be claimed.
+        if (seller == address(0) || seller == address(this)) revert EscrowInvalidAccount(seller);
+        uint256 platformFee = payment.platformFee;
+        if (platformFee > value) revert EscrowFeeExceedsAmount(platformFee, value);
+
+        uint256 balanceBefore = usdc.balanceOf(address(this));
+        IERC3009Bytes(address(usdc)).transferWithAuthorization(
+            payment.from,
+            address(this),
+            value,
+            payment.validAfter,
+            payment.validBefore,
+            payment.nonce,
+            signature
+        );
+        uint256 balanceAfter = usdc.balanceOf(address(this));
+        uint256 received = balanceAfter > balanceBefore ? balanceAfter - balanceBefore : 0;
+        if (received != value) revert EscrowTransferShortfall(value, received);
+
+        uint256 sellerShare;
+        unchecked {
+            sellerShare = value - platformFee; // platformFee <= value, checked above
+        }
+        if (sellerShare != 0) earnings[seller] += sellerShare;
+        address feeReceiver = _settlement.treasury;
+        if (platformFee != 0) earnings[feeReceiver] += platformFee;
+        emit X402Settled(payment.callId, payment.from, seller, value, platformFee, feeReceiver);
     }
 
     // ---------------------------------------------------------------------------------------------------------
@@ -475,7 +578,8 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
         emit TreasuryChanged(previous, newTreasury);
     }
 
-    /// @notice Stops new deposits. Settlement, claims, vouchers and exits keep working. Only the admin.
+    /// @notice Stops new deposits. Settlement (batches and x402 payments), claims, vouchers and exits keep working.
+    ///         Only the admin.
     /// @dev Emits Paused; reverts with EnforcedPause when already paused.
     function pauseDeposits() external onlyRole(DEFAULT_ADMIN_ROLE) {
         _pause();

@@ -43,6 +43,20 @@ contract ReentrantToken is ERC20 {
         return returned;
     }
 
+    /// @notice EIP-3009's `bytes` overload with none of its checks (an attacker's token): moves `value` from `from`
+    ///         to `to`, so the escrow's settleX402 runs the hook from inside its pull.
+    function transferWithAuthorization(
+        address from,
+        address to,
+        uint256 value,
+        uint256,
+        uint256,
+        bytes32,
+        bytes calldata
+    ) external {
+        _transfer(from, to, value);
+    }
+
     /// @notice Disarms the hook.
     function disarm() external {
         target = address(0);

@@ -71,6 +71,14 @@ export const skillEscrowAbi = [
   },
   {
     inputs: [
+      { internalType: "uint256", name: "platformFee", type: "uint256" },
+      { internalType: "uint256", name: "amount", type: "uint256" },
+    ],
+    name: "EscrowFeeExceedsAmount",
+    type: "error",
+  },
+  {
+    inputs: [
       { internalType: "address", name: "account", type: "address" },
       { internalType: "uint256", name: "balance", type: "uint256" },
       { internalType: "uint256", name: "needed", type: "uint256" },
@@ -89,6 +97,14 @@ export const skillEscrowAbi = [
       { internalType: "uint256", name: "amount", type: "uint256" },
     ],
     name: "EscrowPermitFailed",
+    type: "error",
+  },
+  {
+    inputs: [
+      { internalType: "uint256", name: "expected", type: "uint256" },
+      { internalType: "uint256", name: "received", type: "uint256" },
+    ],
+    name: "EscrowTransferShortfall",
     type: "error",
   },
   {
@@ -275,6 +291,19 @@ export const skillEscrowAbi = [
       { indexed: false, internalType: "uint256", name: "balance", type: "uint256" },
     ],
     name: "VoucherRedeemed",
+    type: "event",
+  },
+  {
+    anonymous: false,
+    inputs: [
+      { indexed: true, internalType: "bytes32", name: "callId", type: "bytes32" },
+      { indexed: true, internalType: "address", name: "payer", type: "address" },
+      { indexed: true, internalType: "address", name: "seller", type: "address" },
+      { indexed: false, internalType: "uint256", name: "amount", type: "uint256" },
+      { indexed: false, internalType: "uint256", name: "platformFee", type: "uint256" },
+      { indexed: false, internalType: "address", name: "treasury", type: "address" },
+    ],
+    name: "X402Settled",
     type: "event",
   },
   {
@@ -595,6 +624,30 @@ export const skillEscrowAbi = [
       },
     ],
     name: "settle",
+    outputs: [],
+    stateMutability: "nonpayable",
+    type: "function",
+  },
+  {
+    inputs: [
+      {
+        components: [
+          { internalType: "address", name: "from", type: "address" },
+          { internalType: "uint256", name: "value", type: "uint256" },
+          { internalType: "uint256", name: "validAfter", type: "uint256" },
+          { internalType: "uint256", name: "validBefore", type: "uint256" },
+          { internalType: "bytes32", name: "nonce", type: "bytes32" },
+          { internalType: "address", name: "seller", type: "address" },
+          { internalType: "uint256", name: "platformFee", type: "uint256" },
+          { internalType: "bytes32", name: "callId", type: "bytes32" },
+        ],
+        internalType: "struct SkillEscrow.X402Payment",
+        name: "payment",
+        type: "tuple",
+      },
+      { internalType: "bytes", name: "signature", type: "bytes" },
+    ],
+    name: "settleX402",
     outputs: [],
     stateMutability: "nonpayable",
     type: "function",

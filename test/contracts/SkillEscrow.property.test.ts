@@ -6,7 +6,8 @@ import { commandArbitraries, outcomeCounts } from "./helpers/commands";
 import { checkInvariants, setUp } from "./helpers/model";
 
 /**
- * Seeded property test: random sequences of deposits, settlements (some overdrawing, some replayed), claims,
+ * Seeded property test: random sequences of deposits, settlements (some overdrawing, some replayed), x402
+ * payments settled from the payers' wallets (some replayed, expired or with a fee above the value), claims,
  * vouchers (some expired, forged, reused or too large), exit requests, completions, cancellations and clock
  * jumps. After every step the contract must match the model exactly, hold exactly the sum of balances plus
  * unclaimed earnings, and no user may have taken out more than deposited minus spent.
@@ -29,6 +30,10 @@ const REQUIRED_OUTCOMES = [
   "settle:ok",
   "settle:EscrowInsufficientBalance",
   "settle:EscrowBatchOutOfOrder",
+  "x402:ok",
+  "x402:ERC3009UsedAuthorization",
+  "x402:ERC3009InvalidAuthorizationTime",
+  "x402:EscrowFeeExceedsAmount",
   "claim:ok",
   "claim:EscrowNothingToClaim",
   "voucher:ok",

@@ -5,6 +5,7 @@ import { decodeFunctionResult, encodeFunctionData, type Abi, type Hex } from "vi
 import { buildBatch } from "./helpers/batch";
 import { expectRevert } from "./helpers/errors";
 import { DAY_SEC, SETTLER_ROLE, USDC, earningsOf, escrowBalance, pendingExit } from "./helpers/fixtures";
+import { buildX402Payment } from "./helpers/x402";
 
 /**
  * An escrow over ReentrantToken, an attacker token that calls back into the escrow from inside its own
@@ -43,7 +44,7 @@ async function attackFixture() {
     debits: [{ account: alice.account.address, amount: 90n * USDC }],
     credits: [{ seller: token.address, amount: 90n * USDC }],
   });
-  return { token, escrow, escrowCall, nextBatch, alice };
+  return { token, escrow, escrowCall, nextBatch, alice, asSettler };
 }
 
 describe("SkillEscrow reentrancy", () => {
@@ -96,6 +97,22 @@ describe("SkillEscrow reentrancy", () => {
         [escrow.abi],
       );
     }
+  });
+
+  it("stops settleX402's token pull re-entering claim, settle and settleX402 with ReentrancyGuardReentrantCall", async () => {
+    const { token, escrow, escrowCall, nextBatch, alice, asSettler } = await loadFixture(attackFixture);
+    const payment = buildX402Payment({ from: alice.account.address, seller: token.address, value: USDC });
+    const signature = "0x"; // the attacker token checks no signature
+    const nested = buildX402Payment({ from: alice.account.address, seller: token.address, value: USDC }, "nested");
+    for (const reentry of [escrowCall("claim"), escrowCall("settle", [nextBatch]), escrowCall("settleX402", [nested, signature])]) {
+      await token.write.arm([escrow.address, reentry]);
+      await expectRevert(asSettler.write.settleX402([payment, signature]), "ReentrancyGuardReentrantCall", [], [escrow.abi]);
+    }
+    expect(await earningsOf(escrow, token.address)).to.equal(10n * USDC);
+    // Disarmed, the same payment settles: the guard, not the payment, stopped it.
+    await token.write.disarm();
+    await asSettler.write.settleX402([payment, signature]);
+    expect(await earningsOf(escrow, token.address)).to.equal(10n * USDC + 900_000n);
   });
 
   it("stops a deposit's token pull re-entering requestExit and cancelExit with ReentrancyGuardReentrantCall", async () => {

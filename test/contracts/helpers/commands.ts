@@ -1,11 +1,12 @@
 import { time } from "@nomicfoundation/hardhat-network-helpers";
 import fc from "fast-check";
-import type { Hash } from "viem";
-import { batchFromReceipts, buildReceipt } from "./batch";
+import { keccak256, toHex, type Hash } from "viem";
+import { batchFromReceipts, buildReceipt, feeOf } from "./batch";
 import { expectRevert } from "./errors";
 import { DAY_SEC, USDC } from "./fixtures";
 import { checkInvariants, type EscrowModel, type Real } from "./model";
 import { signVoucher } from "./signatures";
+import { signX402Payment, type X402Payment } from "./x402";
 
 /**
  * The commands of the seeded property test: each predicts, from the model, either the exact new state or the
@@ -109,6 +110,65 @@ class SettleCommand implements fc.AsyncCommand<EscrowModel, Real> {
     model.add(model.earnings, real.earners[real.earners.length - 1], batch.platformFee);
   }
   toString = () => `settle(${this.replay ? "replay, " : ""}${this.calls.map((c) => `${c.user}->${c.seller}:${c.priceMicros}`).join(" ")})`;
+}
+
+/**
+ * One x402 payment settled by the settler: the payer's wallet, not its escrowed balance, pays the seller and the
+ * treasury through the escrow. Flaws: a replay of an authorization already settled (`pick` chooses which), an
+ * expired authorization, a fee above the value.
+ */
+class X402Command implements fc.AsyncCommand<EscrowModel, Real> {
+  payment?: X402Payment;
+  constructor(
+    readonly user: number,
+    readonly seller: number,
+    readonly value: bigint,
+    readonly flaw: "none" | "replay" | "expired" | "feeTooHigh",
+    readonly pick: number,
+  ) {}
+  check = () => true;
+  async run(model: EscrowModel, real: Real) {
+    const payer = real.fx.users[this.user];
+    const from = payer.account.address;
+    const txTimeSec = model.nowSec + 1n;
+    const settled = model.x402Authorizations.filter((authorization) => authorization.from === from);
+    const replayed = this.flaw === "replay" && settled.length > 0 ? settled[this.pick % settled.length].nonce : undefined;
+    const nonce = replayed ?? keccak256(toHex(`x402 authorization ${model.callCounter++}`));
+    const payment: X402Payment = {
+      from,
+      value: this.value,
+      validAfter: 0n,
+      // validBefore is exclusive: an authorization valid before the transaction's own block time has expired.
+      validBefore: this.flaw === "expired" ? txTimeSec : txTimeSec + DAY_SEC,
+      nonce,
+      seller: real.earners[this.seller],
+      platformFee: this.flaw === "feeTooHigh" ? this.value + 1n : feeOf(this.value),
+      callId: keccak256(toHex(`x402 call ${model.callCounter++}`)),
+    };
+    this.payment = payment;
+    const signature = await signX402Payment(payer, real.fx.usdc.address, real.fx.chainId, real.fx.escrow.address, payment);
+    const wallet = model.wallets.get(from)!;
+    // The escrow's own checks come first, then the token's in its order: window, nonce, funds.
+    const expected: Expected =
+      payment.platformFee > payment.value
+        ? { ok: false, errorName: "EscrowFeeExceedsAmount", args: [payment.platformFee, payment.value] }
+        : this.flaw === "expired"
+          ? { ok: false, errorName: "ERC3009InvalidAuthorizationTime", args: [payment.validAfter, payment.validBefore] }
+          : replayed
+            ? { ok: false, errorName: "ERC3009UsedAuthorization", args: [from, nonce] }
+            : payment.value > wallet
+              ? { ok: false, errorName: "ERC20InsufficientBalance", args: [from, wallet, payment.value] }
+              : { ok: true };
+    const settler = real.escrowAs.get(real.fx.settler.account.address)!;
+    await send("x402", model, real, () => settler.write.settleX402([payment, signature]), expected);
+    if (!expected.ok) return;
+    model.x402Authorizations.push({ from, nonce });
+    model.add(model.wallets, from, -payment.value);
+    model.add(model.earnings, payment.seller, payment.value - payment.platformFee);
+    model.add(model.earnings, real.earners[real.earners.length - 1], payment.platformFee);
+  }
+  toString = () =>
+    `x402(user ${this.user} -> seller ${this.seller}: ${this.value}, ${this.flaw}${this.flaw === "replay" ? ` pick ${this.pick}` : ""})`;
 }
 
 class ClaimCommand implements fc.AsyncCommand<EscrowModel, Real> {
@@ -294,15 +354,27 @@ export function commandArbitraries(userCount: number, sellerCount: number): fc.A
   const advance = fc
     .oneof(fc.bigInt({ min: 0n, max: 2n * 3600n }), fc.bigInt({ min: DAY_SEC - 3600n, max: DAY_SEC + 6n * 3600n }))
     .map((s) => new AdvanceTimeCommand(s));
-  const call = fc.record({
-    user,
-    seller: fc.nat({ max: sellerCount - 1 }),
-    // Mostly the spec's 0.001 to 0.50 USD per call, sometimes a large one that may overdraw.
-    priceMicros: fc.oneof(
-      { weight: 9, arbitrary: fc.bigInt({ min: 1_000n, max: 500_000n }) },
-      { weight: 1, arbitrary: fc.bigInt({ min: 1n, max: 60n * USDC }) },
-    ),
-  });
+  const seller = fc.nat({ max: sellerCount - 1 });
+  // Mostly the spec's 0.001 to 0.50 USD per call, sometimes a large one that may overdraw.
+  const priceMicros = fc.oneof(
+    { weight: 9, arbitrary: fc.bigInt({ min: 1_000n, max: 500_000n }) },
+    { weight: 1, arbitrary: fc.bigInt({ min: 1n, max: 60n * USDC }) },
+  );
+  const call = fc.record({ user, seller, priceMicros });
+  const x402 = fc
+    .tuple(
+      user,
+      seller,
+      priceMicros,
+      fc.oneof(
+        { weight: 7, arbitrary: fc.constant("none" as const) },
+        { weight: 1, arbitrary: fc.constant("replay" as const) },
+        { weight: 1, arbitrary: fc.constant("expired" as const) },
+        { weight: 1, arbitrary: fc.constant("feeTooHigh" as const) },
+      ),
+      fc.nat({ max: 7 }),
+    )
+    .map(([u, s, value, flaw, pick]) => new X402Command(u, s, value, flaw, pick));
   const deposit = fc
     .tuple(
       user,
@@ -330,6 +402,7 @@ export function commandArbitraries(userCount: number, sellerCount: number): fc.A
     deposit,
     settle,
     settle,
+    x402,
     fc.tuple(fc.nat({ max: sellerCount }), fc.boolean()).map(([e, cold]) => new ClaimCommand(e, cold)),
     fc.tuple(user, share, fc.bigInt({ min: 0n, max: 4n }), flaw).map(([u, s, n, f]) => new VoucherCommand(u, s, n, f)),
     fc.tuple(user, share).map(([u, s]) => new RequestExitCommand(u, s)),

@@ -1,6 +1,6 @@
 import { time } from "@nomicfoundation/hardhat-network-helpers";
 import { expect } from "chai";
-import type { Address } from "viem";
+import type { Address, Hex } from "viem";
 import type { Contract, EscrowFixture } from "./fixtures";
 
 /**
@@ -17,6 +17,8 @@ export class EscrowModel {
   readonly exits = new Map<Address, { amount: bigint; readyAtSec: bigint }>();
   readonly wallets = new Map<Address, bigint>();
   readonly usedNonces = new Set<string>();
+  /** The EIP-3009 authorizations settled through settleX402, so replays can be generated and predicted. */
+  readonly x402Authorizations: { from: Address; nonce: Hex }[] = [];
   /** Per user: what went in, what was spent on calls, what came back out. */
   readonly deposited = new Map<Address, bigint>();
   readonly spent = new Map<Address, bigint>();
