@@ -1,6 +1,8 @@
 /**
  * Gas benchmark of batched settlement against paying every call on-chain the way x402's `exact` scheme does
- * (one EIP-3009 transferWithAuthorization per call, submitted by a facilitator).
+ * (one EIP-3009 transferWithAuthorization per call, submitted by a facilitator), and of the gateway's own x402
+ * settlement (SkillEscrow.settleX402: the same authorization, paid into the escrow and credited to the seller
+ * and the treasury in one transaction).
  *
  *   npx hardhat run scripts/bench-gas.ts        (or: npm run bench:gas)
  *
@@ -13,6 +15,8 @@
  *    credited (their earnings slots go from zero to non-zero, the most expensive case), the batch records a
  *    new receipts root;
  *  - every transferWithAuthorization pays a seller that already holds USDC (the cheapest case for x402);
+ *  - every settleX402 in the mean credits a seller and a treasury that already hold earnings (the same
+ *    cheapest case, on the escrow's side); the first credit of a seller is printed apart;
  *  - TestUSDC is a plain OpenZeppelin token; Circle's USDC adds a proxy and blacklist checks, so real x402
  *    payments cost more than measured here.
  */
@@ -23,6 +27,7 @@ import { deployContracts } from "../server/devstack/deploy";
 import { batchFromReceipts, buildReceipt } from "../test/contracts/helpers/batch";
 import type { CallReceipt } from "../server/chain/receipts";
 import { signAuthorization, splitSignature, signVoucher } from "../test/contracts/helpers/signatures";
+import { buildX402Payment, signX402Payment } from "../test/contracts/helpers/x402";
 
 const USDC = 1_000_000n;
 const SEED = 20_250_101;
@@ -167,6 +172,30 @@ async function main(): Promise<void> {
   const x402BytesGas = mean(x402.bytes);
   const x402CalldataBytes = Math.round(x402.calldataBytes.reduce((a, b) => a + b, 0) / x402.calldataBytes.length);
 
+  // x402 through the escrow: the same kind of authorization, signed for payTo = the escrow, settled by the settler.
+  // One warm-up payment per seller first (the first credit of a seller, zero to non-zero earnings; the very first
+  // one also credits the treasury for the first time, so it is left out of that mean), then the sample.
+  const settleX402Once = async (index: number, seller: Address, value: bigint) => {
+    const payer = x402Payers[index % x402Payers.length];
+    const payment = buildX402Payment({ from: payer.account.address, seller, value, validBefore }, `bench x402 ${index}`);
+    const signature = await signX402Payment(payer, usdc.address, chainId, escrow.address, payment);
+    return gasOf(await asSettler.write.settleX402([payment, signature]));
+  };
+  const escrowX402 = { first: [] as bigint[], steady: [] as bigint[], calldataBytes: [] as number[] };
+  for (const [i, seller] of payees.entries()) {
+    const { gasUsed } = await settleX402Once(i, seller, 250_000n);
+    if (i > 0) escrowX402.first.push(gasUsed);
+  }
+  for (let i = 0; i < X402_SAMPLE_CALLS; i++) {
+    const seller = payees[Math.floor(random() * payees.length)];
+    const { gasUsed, calldataBytes } = await settleX402Once(payees.length + i, seller, 1_000n + BigInt(Math.floor(random() * 499_001)));
+    escrowX402.steady.push(gasUsed);
+    escrowX402.calldataBytes.push(calldataBytes);
+  }
+  const settleX402Gas = mean(escrowX402.steady);
+  const settleX402FirstGas = mean(escrowX402.first);
+  const settleX402CalldataBytes = Math.round(escrowX402.calldataBytes.reduce((a, b) => a + b, 0) / escrowX402.calldataBytes.length);
+
   // Single operations, for reference (from the funded snapshot; sellers earn in batch 1 first).
   await funded.restore();
   await settleOnce(headline, 1n);
@@ -205,6 +234,8 @@ async function main(): Promise<void> {
   lines.push(
     "",
     `x402 gas per call: mean of ${x402.vrs.length} transferWithAuthorization(v, r, s) calls to sellers already holding USDC: ${fmt(x402GasPerCall)} gas; the bytes-signature overload: ${fmt(x402BytesGas)} gas; ${fmt(x402CalldataBytes)} calldata bytes per call.`,
+    "",
+    `x402 through the escrow (settleX402, bytes signature, seller and treasury credited in the same transaction): mean of ${escrowX402.steady.length} settlements to sellers already holding earnings: ${fmt(settleX402Gas)} gas (${fmt(settleX402Gas - x402BytesGas)} more than the bare bytes-signature transfer); a seller's first credit: ${fmt(settleX402FirstGas)} gas (mean of ${escrowX402.first.length}); ${fmt(settleX402CalldataBytes)} calldata bytes per call.`,
     "",
     "| single operation | gas |",
     "|---|---:|",
