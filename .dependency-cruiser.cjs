@@ -3,7 +3,9 @@
  *
  *   http ─────────────┐   the only layer that knows HTTP: statuses, headers, bodies, cookies
  *     │               │
- *   gateway  payments │   the call path; card top-ups (and later x402)
+ *   x402              │   pay per call with x402 (verify, forward, settle on-chain)
+ *     │   \           │
+ *   gateway  payments │   the call path; card top-ups
  *     │   \  /   │    │
  *   catalog wallets   │   skills and their schemas; embedded wallets and 4337 flows
  *     │      │        │
@@ -25,7 +27,7 @@
  * devstack/ (local chain, bundler, demo) is imported only by scripts and tests: a production
  * entry never starts a chain. ops/ reads health from every layer and is read by http/.
  */
-const CORE = "^server/(gateway|catalog|identity|payments|wallets|settlement|ledger|chain|db|ops)/";
+const CORE = "^server/(x402|gateway|catalog|identity|payments|wallets|settlement|ledger|chain|db|ops)/";
 
 /** A rule saying `from` may import nothing under server/ outside `allowed`. */
 function onlyImports(name, from, allowed, comment) {
@@ -128,6 +130,12 @@ module.exports = {
     ),
     onlyImports("payments-sit-on-wallets", "payments", ["db", "ledger", "chain", "settlement", "wallets", "identity"], "Card top-ups."),
     onlyImports("gateway-sits-on-catalog", "gateway", ["db", "ledger", "catalog", "identity"], "The call path."),
+    onlyImports(
+      "x402-sits-on-gateway-and-settlement",
+      "x402",
+      ["db", "ledger", "chain", "catalog", "gateway", "settlement"],
+      "Pay per call with x402: the call path's forwarding, settled on-chain through the escrow.",
+    ),
     {
       name: "no-circular",
       severity: "error",

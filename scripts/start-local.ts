@@ -124,6 +124,8 @@ async function serve(
       deployBlock: deployment.deployBlock,
       voucherSigner: walletOf(config.voucherSignerPrivateKey, DEV_ACCOUNT_INDEX.voucherSigner),
       settlerWallet: walletOf(config.settlerPrivateKey, DEV_ACCOUNT_INDEX.settler),
+      // x402 payments are settled with a key of their own (SETTLER_ROLE too), so they never race the batches' nonces.
+      x402Wallet: walletOf(config.x402SettlerPrivateKey, DEV_ACCOUNT_INDEX.x402Settler),
       // Card top-ups (sandbox) are funded with test USDC the deployer mints: local chain only.
       fundingWallet: node?.walletFor(devAccount(DEV_ACCOUNT_INDEX.deployer)),
     },
@@ -167,7 +169,15 @@ API key: ${key}
 Try it:
 curl -s ${gateway.url}/v1/call -H "Authorization: Bearer ${key}" -H "Content-Type: application/json" -d '${body}'
 
-Or give an agent its skills with the command-line client (clients/cli), in the agent's project:
+${
+  gateway.x402
+    ? `Or pay per call with x402, no account (any x402 v2 client, e.g. @x402/fetch; see the README):
+curl -si ${gateway.url}/x402/skills/echo/call -H "Content-Type: application/json" -d '{"text":"hi"}'   (402 + PAYMENT-REQUIRED)
+Payable skills: ${gateway.url}/x402/discovery/resources
+
+`
+    : ""
+}Or give an agent its skills with the command-line client (clients/cli), in the agent's project:
 export SKILL_GATEWAY_URL=${gateway.url} SKILL_GATEWAY_API_KEY=${key}
 node ${path.join(ROOT, "clients/cli/bin/skill-gateway.cjs")} add echo   (then: call echo --input '{"hi":1}', list, remove echo, mcp)
 

@@ -74,6 +74,11 @@ export interface Config {
   /** With CHAIN_RPC_URL: the key holding VOUCHER_SIGNER_ROLE; empty issues no vouchers. Never logged. */
   voucherSignerPrivateKey: string;
   /**
+   * With CHAIN_RPC_URL: a key holding SETTLER_ROLE that settles this replica's x402 payments (one per replica, not the
+   * batch settler's); empty turns the x402 endpoint off. Never logged.
+   */
+  x402SettlerPrivateKey: string;
+  /**
    * AES-256-GCM key (32 bytes: 64 hex digits, or base64) that encrypts the owner keys of embedded wallets the
    * server holds (e-mail and OAuth accounts). Empty: such wallets cannot be created or used. Never logged.
    */
@@ -361,6 +366,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     settleTriggerCalls: int(env, "SETTLE_TRIGGER_CALLS", 1_000, 1, 100_000),
     settlerPrivateKey: privateKey(env, "SETTLER_PRIVATE_KEY"),
     voucherSignerPrivateKey: privateKey(env, "VOUCHER_SIGNER_PRIVATE_KEY"),
+    x402SettlerPrivateKey: privateKey(env, "X402_SETTLER_PRIVATE_KEY"),
     walletEncryptionKey: aesKey(env, "WALLET_ENCRYPTION_KEY"),
     publicUrl: env.PUBLIC_URL || "",
     secureCookies: oneOf(env, "COOKIE_SECURE", ["true", "false"] as const, "false") === "true",

@@ -33,6 +33,11 @@ export const ERROR_CODES = {
   withdrawal_in_progress: "another operation of this wallet is being sent",
   wrong_withdrawal_flow: "the other withdrawal flow is the one for this wallet (server-held key or owner-signed)",
   insufficient_balance: "the balance is below the call's price or the amount asked",
+  payment_required: "an x402 call without a `PAYMENT-SIGNATURE`: its `PAYMENT-REQUIRED` header says what to pay",
+  payment_invalid:
+    "an x402 payment that does not verify: its scheme, network, asset, recipient, amount, validity window, signature, funds or nonce",
+  payment_reused: "an x402 payment authorization already presented for another call",
+  payment_settlement_failed: "the skill answered but the x402 payment could not be settled on-chain: nothing was paid, no data is sent",
   skill_not_found: "no skill with that slug or UUID",
   not_found: "no such route, or no such thing on this account",
   no_wallet: "the account has no embedded wallet yet",

@@ -34,6 +34,8 @@ import { Ledger } from "./ledger/ledger";
 import { type LogFunction, createLogger, logFunction } from "./ops/log";
 import { GatewayMetrics } from "./ops/metrics";
 import { currentRequest } from "./ops/request-context";
+import { createX402, type X402Service } from "./x402";
+import { settlementAddress } from "./settlement/addresses";
 import { ReplicaMembership, SettlementLeadership, type SharedState, openSharedState } from "./replication";
 
 export interface Gateway {
@@ -56,6 +58,8 @@ export interface Gateway {
   cardTopups: CardTopups;
   /** Deposits, settlement and withdrawals, when the gateway has a chain (startBackground() runs their loops). */
   moneyPath?: MoneyPath;
+  /** Pay-per-call with x402, when the chain connection has an x402 key (POST /x402/skills/:skillId/call). */
+  x402?: X402Service;
   /**
    * What the startup recovery found: holds and idempotency keys left open by a crash. A single gateway
    * (SQLite) releases them at start; replicas sharing PostgreSQL leave it to the settlement leader, which
@@ -248,6 +252,33 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
   });
   const settlement = settlementStores(db);
   const moneyPath = options.chain ? createMoneyPath(ledger, settlement, config, options.chain, log) : undefined;
+  const x402 = options.chain
+    ? await createX402(options.chain, {
+        config,
+        ledger,
+        skills,
+        calls,
+        forwarder,
+        answers: callAnswers,
+        limiter,
+        sellerAddress: (accountId) => settlementAddress(settlement.addresses, accountId),
+        replicaId: config.replicaId,
+        onCall: (call) => {
+          metrics.observeCall(call);
+          const request = currentRequest();
+          if (request) {
+            request.skill = call.skill;
+            request.outcome = call.outcome;
+            request.chargedMicros = call.chargedMicros;
+          }
+        },
+      })
+    : undefined;
+  // x402 payments a crash left open: a single gateway resolves its own at once (none can be in flight yet).
+  if (x402 && !onPostgres) {
+    const found = await x402.recover(Date.now());
+    if (found.settled + found.closed + found.waiting > 0) log(`x402 payments left open: ${JSON.stringify(found)}`);
+  }
   const sessions = new Sessions(ledger);
   const wallets = options.wallets
     ? new WalletService({ ...options.wallets, ledger, sessions, log, vouchers: moneyPath?.vouchers })
@@ -284,6 +315,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     egress,
     moneyPath,
     chain: options.chain,
+    x402: x402?.service,
     sessions,
     magicLinks,
     oauth,
@@ -325,11 +357,16 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
   ];
 
   let backgroundStarted = false;
+  // An x402 payment open longer than any call can last was orphaned (its replica stopped, or its node went quiet):
+  // the leader settles it from the chain's record or closes it.
+  let x402Recovery: NodeJS.Timeout | undefined;
   const startLoops = (walletSweepIntervalMs: number) => {
+    if (x402) x402Recovery = every(60_000, "resolving orphaned x402 payments", () => x402.recover(Date.now() - 15 * 60_000));
     moneyPath?.start();
     wallets?.start(walletSweepIntervalMs);
   };
   const stopLoops = async () => {
+    clearInterval(x402Recovery);
     await wallets?.stop();
     await moneyPath?.stop();
   };
@@ -344,6 +381,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     calls,
     handler,
     moneyPath,
+    x402: x402?.service,
     sessions,
     wallets,
     magicLinks,

@@ -106,12 +106,36 @@ async function check(config: Config): Promise<Checked> {
     createWalletClient({ account, chain, transport: http(config.chainRpcUrl) });
   const settler = roleKey("SETTLER_PRIVATE_KEY", config.settlerPrivateKey, "settler", deployment.settler);
   const voucherSigner = roleKey("VOUCHER_SIGNER_PRIVATE_KEY", config.voucherSignerPrivateKey, "voucherSigner", deployment.voucherSigner);
+  let x402Settler: PrivateKeyAccount | undefined;
+  if (config.x402SettlerPrivateKey) {
+    x402Settler = privateKeyToAccount(config.x402SettlerPrivateKey as Hex);
+    if (x402Settler.address === settler.address) {
+      throw new StartRefused("X402_SETTLER_PRIVATE_KEY must not be SETTLER_PRIVATE_KEY: the two would race for the same nonces");
+    }
+    let holds: boolean;
+    try {
+      const role = await probe.readContract({ address: deployment.escrow, abi: skillEscrowAbi, functionName: "SETTLER_ROLE" });
+      holds = await probe.readContract({
+        address: deployment.escrow,
+        abi: skillEscrowAbi,
+        functionName: "hasRole",
+        args: [role, x402Settler.address],
+      });
+    } catch (error) {
+      throw new StartRefused(`CHAIN_RPC_URL: ${config.chainRpcUrl} did not answer the x402 key's check (${firstLine(error)})`);
+    }
+    if (!holds)
+      throw new StartRefused(
+        `X402_SETTLER_PRIVATE_KEY is the key of ${x402Settler.address}, which does not hold the escrow's SETTLER_ROLE`,
+      );
+  }
   const summary = [
     `Chain RPC:        ${config.chainRpcUrl} (chain id ${deployment.chainId})`,
     `Escrow:           ${deployment.escrow}`,
     `USDC:             ${deployment.usdc}${deployment.usdcIsTestToken ? " (test token)" : ""}`,
     `Settler:          ${settler.address}`,
     `Voucher signer:   ${voucherSigner.address}`,
+    x402Settler ? `x402 payments:    on (settled by ${x402Settler.address})` : "x402 payments:    off (no X402_SETTLER_PRIVATE_KEY)",
   ];
 
   // Card top-ups mint test USDC to the funding wallet: only a test token's owner can fund them.
@@ -184,6 +208,7 @@ async function check(config: Config): Promise<Checked> {
         deployBlock: deployment.deployBlock,
         settlerWallet: walletFor(settler),
         voucherSigner: walletFor(voucherSigner),
+        x402Wallet: x402Settler && walletFor(x402Settler),
         fundingWallet,
       },
       wallets,

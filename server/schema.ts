@@ -6,6 +6,7 @@ import { LEDGER_SCHEMA } from "./ledger/schema";
 import { PAYMENTS_SCHEMA } from "./payments/schema";
 import { SETTLEMENT_SCHEMA } from "./settlement/schema";
 import { WALLETS_SCHEMA } from "./wallets/schema";
+import { X402_SCHEMA } from "./x402/schema";
 
 /**
  * The gateway's schema: each module's steps (server/<module>/schema.ts), gathered into the ordered list of
@@ -33,6 +34,7 @@ const VERSIONS: readonly { version: number; name: string }[] = [
   { version: 14, name: "sign-in state bounded per client and pruned by expiry" },
   { version: 15, name: "one entry kind per money movement, linked by columns" },
   { version: 16, name: "each hold names the replica that took it" },
+  { version: 17, name: "x402 payments, their ledger entries and calls" },
 ];
 
 /**
@@ -47,6 +49,7 @@ const MODULES: readonly (readonly SchemaStep[])[] = [
   WALLETS_SCHEMA,
   PAYMENTS_SCHEMA,
   GATEWAY_SCHEMA,
+  X402_SCHEMA,
 ];
 
 /**

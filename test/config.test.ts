@@ -41,6 +41,7 @@ const DEFAULTS: Config = {
   settleTriggerCalls: 1_000,
   settlerPrivateKey: "",
   voucherSignerPrivateKey: "",
+  x402SettlerPrivateKey: "",
   walletEncryptionKey: "",
   publicUrl: "",
   secureCookies: false,

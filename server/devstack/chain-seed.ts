@@ -2,7 +2,7 @@ import type { Address, Hash } from "viem";
 import { skillEscrowAbi, testUsdcAbi } from "../chain/abi";
 import { deployContracts } from "./deploy";
 import type { Deployment } from "../chain/deployment";
-import { DEV_ACCOUNT_INDEX, type LocalNode, devAccount } from "./local-node";
+import { DEV_ACCOUNT_INDEX, type LocalNode, X402_SETTLER_KEYS, devAccount } from "./local-node";
 
 export interface DemoChain {
   deployment: Deployment;
@@ -27,6 +27,7 @@ export async function deployDemoChain(node: LocalNode, depositMicros: bigint): P
     walletClient: node.walletFor(deployer),
     settler: devAccount(DEV_ACCOUNT_INDEX.settler).address,
     voucherSigner: devAccount(DEV_ACCOUNT_INDEX.voucherSigner).address,
+    x402Settlers: Array.from({ length: X402_SETTLER_KEYS }, (_, i) => devAccount(DEV_ACCOUNT_INDEX.x402Settler + i).address),
     mint: [{ to: buyer.address, amountMicros: depositMicros }],
   });
 

@@ -9,7 +9,7 @@ import { createGateway } from "../index";
 import { usdToMicros } from "../ledger/money";
 import { deployDemoChain } from "./chain-seed";
 import { type DemoBackend, startDemoBackend } from "./demo-backend";
-import { DEV_ACCOUNT_INDEX, type LocalNode, devAccount, devPrivateKey, startLocalNode } from "./local-node";
+import { DEV_ACCOUNT_INDEX, type LocalNode, X402_SETTLER_KEYS, devAccount, devPrivateKey, startLocalNode } from "./local-node";
 import { type PostgresServer, startPostgres } from "./postgres-server";
 import { type RedisServer, startRedisServer } from "./redis-server";
 import { DEMO_DEPOSIT_USD, seedDemo } from "./seed";
@@ -101,7 +101,11 @@ export async function startCluster(options: StartClusterOptions): Promise<Cluste
 
     const replicas: ClusterReplica[] = [];
     const addReplica = async (id: string, extra: Record<string, string> = {}) => {
-      const replica: ClusterReplica = { id, ...(await startServe({ ...settings, ...extra, PORT: "0", REPLICA_ID: id })) };
+      // Each replica settles its x402 payments with a key of its own (their nonces must not race), while there are keys.
+      const n = replicas.length;
+      const x402: Record<string, string> =
+        n < X402_SETTLER_KEYS ? { X402_SETTLER_PRIVATE_KEY: devPrivateKey(DEV_ACCOUNT_INDEX.x402Settler + n) } : {};
+      const replica: ClusterReplica = { id, ...(await startServe({ ...settings, ...x402, ...extra, PORT: "0", REPLICA_ID: id })) };
       replicas.push(replica);
       stops.push(() => replica.stop("SIGTERM"));
       return replica;

@@ -81,6 +81,8 @@ export type DeployContractsParameters = {
   settler: Address;
   /** Receives VOUCHER_SIGNER_ROLE: the gateway's voucher-signing key. */
   voucherSigner: Address;
+  /** Receive SETTLER_ROLE too: the keys that settle x402 payments (settleX402), one per gateway replica. */
+  x402Settlers?: readonly Address[];
   /** Receiver of platform fees; the deployer by default. */
   treasury?: Address;
   /** Final holder of DEFAULT_ADMIN_ROLE; the deployer by default. If another address, the deployer renounces. */
@@ -158,6 +160,9 @@ export async function deployContracts(parameters: DeployContractsParameters): Pr
   const abi = escrowArtifact.abi;
   await write("granting SETTLER_ROLE", escrow.address, abi, "grantRole", [SETTLER_ROLE, settler]);
   await write("granting VOUCHER_SIGNER_ROLE", escrow.address, abi, "grantRole", [VOUCHER_SIGNER_ROLE, voucherSigner]);
+  for (const x402Settler of parameters.x402Settlers ?? []) {
+    await write("granting SETTLER_ROLE to an x402 settlement key", escrow.address, abi, "grantRole", [SETTLER_ROLE, x402Settler]);
+  }
   if (admin !== deployer) {
     await write("granting DEFAULT_ADMIN_ROLE", escrow.address, abi, "grantRole", [DEFAULT_ADMIN_ROLE, admin]);
     await write("renouncing the deployer's admin role", escrow.address, abi, "renounceRole", [DEFAULT_ADMIN_ROLE, deployer]);

@@ -30,7 +30,12 @@ export const DEV_ACCOUNT_INDEX = {
   demoSeller: 4,
   bundlerExecutor: 10,
   bundlerUtility: 11,
+  /** Settles x402 payments (SETTLER_ROLE); a cluster's replica n uses x402Settler + n - 1 (X402_SETTLER_KEYS of them). */
+  x402Settler: 12,
 } as const;
+
+/** How many development accounts from DEV_ACCOUNT_INDEX.x402Settler on the demo chain gives SETTLER_ROLE for x402. */
+export const X402_SETTLER_KEYS = 4;
 
 export function devAccount(index: number): Account {
   return mnemonicToAccount(HARDHAT_MNEMONIC, { addressIndex: index });

@@ -1,7 +1,10 @@
 import { type Database, type Sql, within } from "../db/sql";
 
-/** Which of the spec's two call endpoints was called: `call` (POST /v1/call) or `skill_call` (POST /v1/skills/:skillId/call). */
-export type Endpoint = "call" | "skill_call";
+/**
+ * Which call endpoint was called: the spec's `call` (POST /v1/call) or `skill_call` (POST /v1/skills/:skillId/call),
+ * or `x402` (POST /x402/skills/:skillId/call, paid per call with an x402 authorization: server/x402/).
+ */
+export type Endpoint = "call" | "skill_call" | "x402";
 
 /** Why a call ended the way it did; stored with each call and shown in usage. */
 export type CallOutcome =
@@ -12,6 +15,7 @@ export type CallOutcome =
   | "invalid_input"
   | "rate_limited"
   | "daily_limit_reached"
+  | "payment_settlement_failed"
   | "internal_error";
 
 export interface CallRecord {

@@ -46,6 +46,8 @@ import { metricsRoutes } from "./routes/metrics";
 import type { Logger } from "pino";
 import type { GatewayMetrics } from "../ops/metrics";
 import { observeRequests } from "./request-log";
+import { x402Routes } from "./routes/x402";
+import type { X402Service } from "../x402";
 
 export interface AppDeps {
   config: Config;
@@ -60,6 +62,8 @@ export interface AppDeps {
   egress: EgressPolicy;
   moneyPath?: MoneyPath;
   chain?: ChainConnection;
+  /** Pay-per-call with x402, when the chain connection has an x402 key. */
+  x402?: X402Service;
   sessions: Sessions;
   /** E-mail magic links, and GitHub/Google sign-in. */
   magicLinks: MagicLinks;
@@ -182,6 +186,8 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(walletWithdrawRoutes({ sessions: deps.sessions, wallets: deps.wallets, log: deps.log }));
   app.use(historyRoutes({ keys: deps.keys, sessions: deps.sessions, ledger: deps.ledger }));
   app.use(platformRoutes({ config: deps.config, ledger: deps.ledger, sessions: deps.sessions, oauth: deps.oauth, chain: deps.chain }));
+  // x402: no account or key, so behind the public per-address limit like every unauthenticated route.
+  app.use(x402Routes({ config: deps.config, x402: deps.x402 }));
   app.use(tryRoutes({ sessions: deps.sessions, keys: deps.keys, calls: deps.callService, maxRequestBytes: deps.config.maxRequestBytes }));
   // The hosted MCP server: behind the public limit above, so that calls without a valid key count against their address.
   app.use(mcpRoutes({ config: deps.config, keys: deps.keys, skills: deps.skills, calls: deps.callService, log: deps.log }));

@@ -178,6 +178,28 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
           LEFT JOIN account_addresses aa ON aa.address = x.address
           WHERE x.account_id IS DISTINCT FROM aa.account_id`,
   },
+  // x402 payments (server/x402/): a settled payment is recorded by exactly one x402_payment entry, and nothing else is.
+  {
+    rule: "a settled x402 payment is one x402_payment entry paying its seller share and fee from the x402 source",
+    sql: `SELECT x.call_id, x.status, x.entry_id, e.kind, p.seller, p.fee, p.source, p.foreign_postings
+          FROM x402_payments x
+          LEFT JOIN entries e ON e.id = x.entry_id
+          LEFT JOIN (SELECT entry_id,
+                            SUM(CASE WHEN bucket = 'earned' THEN amount ELSE 0 END) AS seller,
+                            SUM(CASE WHEN bucket = 'fees' THEN amount ELSE 0 END) AS fee,
+                            SUM(CASE WHEN bucket = 'source' THEN amount ELSE 0 END) AS source,
+                            SUM(CASE WHEN bucket NOT IN ('earned', 'fees', 'source') THEN 1 ELSE 0 END) AS foreign_postings
+                     FROM postings GROUP BY entry_id) p ON p.entry_id = x.entry_id
+          WHERE x.status = 'settled'
+            AND (e.kind IS DISTINCT FROM 'x402_payment' OR COALESCE(p.seller, 0) <> x.seller_amount
+                 OR COALESCE(p.fee, 0) <> x.fee_amount OR COALESCE(p.source, 0) <> -x.amount OR COALESCE(p.foreign_postings, 0) <> 0)`,
+  },
+  {
+    rule: "every x402_payment entry is the one a settled x402 payment names",
+    sql: `SELECT e.id FROM entries e
+          WHERE e.kind = 'x402_payment'
+            AND NOT EXISTS (SELECT 1 FROM x402_payments x WHERE x.entry_id = e.id AND x.status = 'settled')`,
+  },
 ];
 
 export interface Violation {

@@ -13,7 +13,16 @@ export type CreditKind = "dev_credit" | "deposit";
  * `exit_freeze`/`exit_return` freeze money for a unilateral exit and give (part of) a freeze back.
  */
 export type EntryKind =
-  "dev_credit" | "deposit" | "hold" | "capture" | "release" | "voucher_withdrawal" | "voucher_return" | "exit_freeze" | "exit_return";
+  | "dev_credit"
+  | "deposit"
+  | "hold"
+  | "capture"
+  | "release"
+  | "voucher_withdrawal"
+  | "voucher_return"
+  | "exit_freeze"
+  | "exit_return"
+  | "x402_payment";
 /** The entry kinds that move money between an account and the escrow's side of the books (money out). */
 export const WITHDRAWAL_KINDS: readonly EntryKind[] = ["voucher_withdrawal", "voucher_return", "exit_freeze", "exit_return"];
 type Posting = [accountId: string, bucket: Bucket, amountMicros: bigint];
@@ -24,6 +33,11 @@ export const PLATFORM_ACCOUNT_ID = "platform";
 export const DEV_CREDIT_SOURCE_ID = "system:dev_credit";
 /** Where on-chain escrow deposits come from (used once the chain is joined to the ledger). */
 export const ESCROW_SOURCE_ID = "system:escrow";
+/**
+ * Where calls paid per call with x402 authorizations come from: payers with no account here, whose USDC the escrow's
+ * settleX402 pulls in and credits to the seller and the treasury in one transaction. Their calls are logged under it.
+ */
+export const X402_SOURCE_ID = "system:x402";
 
 const SOURCE_FOR: Record<CreditKind, string> = { dev_credit: DEV_CREDIT_SOURCE_ID, deposit: ESCROW_SOURCE_ID };
 
@@ -131,6 +145,7 @@ export class Ledger {
       await ledger.ensureAccount({ id: PLATFORM_ACCOUNT_ID, kind: "platform", name: "Platform" }, tx);
       await ledger.ensureAccount({ id: DEV_CREDIT_SOURCE_ID, kind: "system", name: "Development credits (not deposits)" }, tx);
       await ledger.ensureAccount({ id: ESCROW_SOURCE_ID, kind: "system", name: "On-chain escrow deposits" }, tx);
+      await ledger.ensureAccount({ id: X402_SOURCE_ID, kind: "system", name: "x402 payers (paid per call on-chain)" }, tx);
       await ledger.freezes.open(tx);
     });
     return ledger;
@@ -426,6 +441,27 @@ export class Ledger {
       sellerMicros: row.seller_amount,
       feeMicros: row.fee_amount,
     };
+  }
+
+  /**
+   * Records a call paid with an x402 authorization, settled on-chain (the escrow's settleX402 credited the seller's
+   * share and the fee in the transaction `txHash`): one entry paying the seller's `earned` and the platform's `fees`
+   * from the x402 payers' source. Joins the caller's transaction, which marks the payment settled with the entry's id.
+   */
+  async recordX402Payment(
+    payment: { callId: string; sellerAccountId: string; sellerMicros: bigint; feeMicros: bigint; txHash: string },
+    tx: Sql,
+  ): Promise<bigint> {
+    const { sellerMicros, feeMicros } = payment;
+    if (sellerMicros < 0n || feeMicros < 0n || sellerMicros + feeMicros <= 0n) {
+      throw new Error(`an x402 payment moves a positive amount (seller ${sellerMicros}, fee ${feeMicros})`);
+    }
+    const postings: Posting[] = [[X402_SOURCE_ID, "source", -(sellerMicros + feeMicros)]];
+    if (sellerMicros > 0n) postings.push([payment.sellerAccountId, "earned", sellerMicros]);
+    if (feeMicros > 0n) postings.push([PLATFORM_ACCOUNT_ID, "fees", feeMicros]);
+    const entryId = await this.entry(tx, "x402_payment", {}, `x402 call ${payment.callId}, settled in ${payment.txHash}`);
+    await this.post(tx, entryId, postings);
+    return entryId;
   }
 
   /** Writes an entry row: its kind, the record it belongs to (link columns), and a note for people (nothing reads it). */

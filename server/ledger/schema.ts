@@ -221,6 +221,58 @@ END;
 ALTER TABLE holds ADD COLUMN replica_id TEXT;
 `,
   },
+  {
+    version: 17,
+    rebuildsTables: true,
+    sql: `
+-- x402 (issue 15): a call paid by an EIP-3009 authorization instead of a prepaid balance is settled on-chain by
+-- the escrow's settleX402, which credits the seller and the treasury at once; the books record it as one entry of
+-- a new kind, 'x402_payment', paying the seller's 'earned' and the platform's 'fees' from the x402 payers' source
+-- account (its x402_payments row names the entry). A CHECK cannot be changed in place, so the table is rebuilt
+-- with its ids, indexes and append-only triggers, as version 15 did.
+CREATE TABLE entries_v17 (
+  id                 INTEGER PRIMARY KEY,
+  kind               TEXT NOT NULL CHECK (kind IN ('dev_credit', 'deposit', 'hold', 'capture', 'release',
+                                                   'voucher_withdrawal', 'voucher_return', 'exit_freeze', 'exit_return',
+                                                   'x402_payment')),
+  hold_id            TEXT,
+  voucher_address    TEXT,
+  voucher_nonce      INTEGER,
+  deposit_tx_hash    TEXT,
+  deposit_log_index  INTEGER,
+  exit_tx_hash       TEXT,
+  exit_log_index     INTEGER,
+  memo               TEXT,
+  created_at         INTEGER NOT NULL,
+  CHECK ((kind IN ('voucher_withdrawal', 'voucher_return')) = (voucher_address IS NOT NULL AND voucher_nonce IS NOT NULL)),
+  CHECK ((voucher_address IS NULL) = (voucher_nonce IS NULL)),
+  CHECK ((kind IN ('exit_freeze', 'exit_return')) = (exit_tx_hash IS NOT NULL AND exit_log_index IS NOT NULL)),
+  CHECK ((exit_tx_hash IS NULL) = (exit_log_index IS NULL)),
+  CHECK (deposit_tx_hash IS NULL OR kind = 'deposit'),
+  CHECK ((deposit_tx_hash IS NULL) = (deposit_log_index IS NULL))
+);
+INSERT INTO entries_v17 (id, kind, hold_id, voucher_address, voucher_nonce, deposit_tx_hash, deposit_log_index,
+                         exit_tx_hash, exit_log_index, memo, created_at)
+SELECT id, kind, hold_id, voucher_address, voucher_nonce, deposit_tx_hash, deposit_log_index,
+       exit_tx_hash, exit_log_index, memo, created_at
+FROM entries;
+DROP TABLE entries;
+ALTER TABLE entries_v17 RENAME TO entries;
+
+CREATE UNIQUE INDEX entries_one_settlement_per_hold ON entries(hold_id) WHERE kind IN ('capture', 'release');
+CREATE UNIQUE INDEX entries_one_credit_per_deposit ON entries(deposit_tx_hash, deposit_log_index) WHERE deposit_tx_hash IS NOT NULL;
+CREATE UNIQUE INDEX entries_once_per_voucher ON entries(voucher_address, voucher_nonce, kind) WHERE voucher_address IS NOT NULL;
+CREATE INDEX entries_by_exit ON entries(exit_tx_hash, exit_log_index) WHERE exit_tx_hash IS NOT NULL;
+CREATE TRIGGER entries_no_update BEFORE UPDATE ON entries
+BEGIN
+  SELECT RAISE(ABORT, 'entries are append-only: an entry cannot be changed, post a reversing entry instead');
+END;
+CREATE TRIGGER entries_no_delete BEFORE DELETE ON entries
+BEGIN
+  SELECT RAISE(ABORT, 'entries are append-only: an entry cannot be deleted, post a reversing entry instead');
+END;
+`,
+  },
 ];
 
 /**

@@ -7,7 +7,7 @@ import type { ReconcileStore } from "./reconcile-store";
 export interface Earnings {
   /** Paid calls whose seller share is not yet on-chain (not batched, or in a batch not yet settled). */
   pendingMicros: bigint;
-  /** Seller shares in settled batches: credited to the seller's earnings on-chain. */
+  /** Seller shares in settled batches and settled x402 payments: credited to the seller's earnings on-chain. */
   settledMicros: bigint;
   /** Of the settled, what is still in the escrow for the seller to claim (read from the chain). */
   claimableMicros: bigint | null;
@@ -20,7 +20,7 @@ export interface Earnings {
 /**
  * A seller's earnings across their journey: pending in the ledger, settled on-chain, and
  * claimed. Pending and settled come from the ledger's batches; claimable is the escrow's
- * `earnings(address)`, so claimed = settled - claimable (batches are the only credits).
+ * `earnings(address)`, so claimed = settled - claimable (batches and x402 settlements are the only credits).
  */
 export async function earningsOf(
   stores: { reconcile: ReconcileStore; addresses: AddressesStore },

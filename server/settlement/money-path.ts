@@ -17,6 +17,12 @@ export interface ChainConnection {
   voucherSigner?: WalletClient<Transport, Chain | undefined, Account>;
   /** Holds SETTLER_ROLE; without it the gateway posts no batches. */
   settlerWallet?: WalletClient<Transport, Chain | undefined, Account>;
+  /**
+   * Holds SETTLER_ROLE too, and settles this replica's x402 payments (the escrow's settleX402), one transaction per
+   * paid call; without it the x402 endpoint is off. A key of its own, one per replica, so that its nonces never
+   * race the batch settler's or another replica's.
+   */
+  x402Wallet?: WalletClient<Transport, Chain | undefined, Account>;
   voucherTtlSec?: number;
   /**
    * Funds card top-ups (server/payments/card-topups.ts): it mints test USDC to itself and deposits it for the

@@ -142,7 +142,7 @@ export class ReconcileStore {
     return sql.all("SELECT address, account_id FROM account_addresses ORDER BY address");
   }
 
-  /** A seller's captured shares: in settled batches, and not (yet) in one. */
+  /** A seller's shares: of captured calls in settled batches and not (yet) in one, plus its settled x402 payments. */
   async sellerShares(accountId: string, sql: Sql = this.db): Promise<{ settled: bigint; pending: bigint }> {
     const row = await sql.one<{ settled: bigint; pending: bigint }>(
       `SELECT
@@ -152,6 +152,24 @@ export class ReconcileStore {
        WHERE h.seller_account_id = ? AND h.status = 'captured'`,
       [accountId],
     );
-    return row!;
+    // Calls paid with x402 are settled on-chain as they are paid (server/x402/): never pending.
+    const x402 = await sql.value<bigint>(
+      "SELECT COALESCE(SUM(seller_amount), 0) FROM x402_payments WHERE seller_account_id = ? AND status = 'settled'",
+      [accountId],
+    );
+    return { settled: BigInt(row!.settled) + BigInt(x402 ?? 0n), pending: BigInt(row!.pending) };
+  }
+
+  /**
+   * x402 payments (server/x402/) the chain may have settled: settled ones, and those still settling or reserved
+   * (a settlement mined but not yet recorded). Each names its call (the escrow's callId) and its split.
+   */
+  async x402Payments(
+    sql: Sql = this.db,
+  ): Promise<{ call_id: string; seller_account_id: string; status: string; amount: bigint; seller_amount: bigint; fee_amount: bigint }[]> {
+    return sql.all(
+      `SELECT call_id, seller_account_id, status, amount, seller_amount, fee_amount
+       FROM x402_payments WHERE status IN ('settled', 'settling', 'reserved') ORDER BY call_id`,
+    );
   }
 }

@@ -21,6 +21,7 @@ import { DEPOSITED_EVENT } from "./indexer";
 /** SkillEscrow's event emitted once per applied batch; says which treasury received its fee. */
 export const BATCH_SETTLED_EVENT = getAbiItem({ abi: skillEscrowAbi, name: "BatchSettled" });
 const CLAIMED_EVENT = getAbiItem({ abi: skillEscrowAbi, name: "Claimed" });
+const X402_SETTLED_EVENT = getAbiItem({ abi: skillEscrowAbi, name: "X402Settled" });
 
 export type ReconcileClient = Pick<PublicClient, "getBlockNumber" | "getBlock" | "readContract" | "getLogs">;
 
@@ -46,7 +47,13 @@ export type ReconcileDifferenceCode =
   /** The ledger marked a batch settled that the chain does not have. */
   | "batch_not_on_chain"
   /** The chain has a batch the ledger never recorded. */
-  | "batch_not_in_ledger";
+  | "batch_not_in_ledger"
+  /** An x402 payment's X402Settled event says another amount, fee or seller than the ledger recorded. */
+  | "x402_mismatch"
+  /** The ledger recorded an x402 payment settled that has no X402Settled event on-chain. */
+  | "x402_not_on_chain"
+  /** The chain settled an x402 payment (X402Settled) the ledger has no record of. */
+  | "x402_not_in_ledger";
 
 export type ReconcileDifference = {
   code: ReconcileDifferenceCode;
@@ -82,6 +89,11 @@ export class ReconcileError extends Error {
 export type ReconcileErrorType = ReconcileError | Error;
 
 const DEFAULT_LOG_CHUNK_BLOCKS = 10_000n;
+
+/** A call id (UUID) as the escrow's bytes32 callId, lower-case (as server/x402 sends it). */
+function x402CallId(callId: string): string {
+  return `0x${callId.replace(/-/g, "").toLowerCase().padEnd(64, "0")}`;
+}
 
 /**
  * Compares the escrow's state at the current block with the ledger's settled view and returns every
@@ -121,6 +133,7 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
     readLedgerSide(stores, sql, escrow, lastBatchNumber, blockNumber, blockTimeSec),
   );
   const differences: ReconcileDifference[] = [...ledgerSide.differences];
+  const missingX402: string[] = [];
 
   // The chain's events: settled batches (their treasury and totals) and claims.
   const settledEvents = new Map<
@@ -128,11 +141,12 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
     { receiptsRoot: Hex; callCount: bigint; totalDebits: bigint; platformFee: bigint; treasury: Address }
   >();
   const claimed = new Map<Address, bigint>();
+  const x402Events = new Map<string, { payer: Address; seller: Address; amount: bigint; platformFee: bigint; treasury: Address }>();
   for (let start = fromBlock; start <= blockNumber; start += chunk) {
     const end = start + chunk - 1n < blockNumber ? start + chunk - 1n : blockNumber;
     const logs = await publicClient.getLogs({
       address: escrow,
-      events: [BATCH_SETTLED_EVENT, CLAIMED_EVENT],
+      events: [BATCH_SETTLED_EVENT, CLAIMED_EVENT, X402_SETTLED_EVENT],
       fromBlock: start,
       toBlock: end,
       strict: true,
@@ -141,6 +155,15 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
       if (log.removed) continue;
       if (log.eventName === "BatchSettled") {
         settledEvents.set(Number(log.args.batchNumber), { ...log.args, treasury: getAddress(log.args.treasury) });
+      } else if (log.eventName === "X402Settled") {
+        const { callId, payer, seller, amount, platformFee, treasury } = log.args;
+        x402Events.set(callId.toLowerCase(), {
+          payer: getAddress(payer),
+          seller: getAddress(seller),
+          amount,
+          platformFee,
+          treasury: getAddress(treasury),
+        });
       } else {
         const seller = getAddress(log.args.seller);
         claimed.set(seller, (claimed.get(seller) ?? 0n) + log.args.amount);
@@ -222,6 +245,61 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
         code: "batch_not_in_ledger",
         batchNumber: number,
         detail: `the chain settled batch ${number}, which the ledger never recorded`,
+      });
+    }
+  }
+
+  // x402 payments: each X402Settled event credited its seller and its treasury; the ledger must know its call, with
+  // the same split, and every payment the ledger recorded settled must have its event. A payment still settling
+  // (mined, not yet recorded) counts as the chain says.
+  const x402Known = new Set<string>();
+  for (const payment of ledgerSide.x402) {
+    const key = x402CallId(payment.call_id);
+    x402Known.add(key);
+    const event = x402Events.get(key);
+    if (!event) {
+      if (payment.status === "settled") missingX402.push(payment.call_id);
+      continue;
+    }
+    const sellerAddress = ledgerSide.x402Sellers.get(payment.seller_account_id);
+    const mismatches = [
+      event.amount !== payment.amount ? `amount ${event.amount} vs recorded ${payment.amount}` : "",
+      event.platformFee !== payment.fee_amount ? `fee ${event.platformFee} vs recorded ${payment.fee_amount}` : "",
+      sellerAddress !== event.seller ? `seller ${event.seller} vs the account's address ${sellerAddress ?? "(none)"}` : "",
+    ].filter(Boolean);
+    if (mismatches.length > 0) {
+      differences.push({
+        code: "x402_mismatch",
+        accountIds: [payment.seller_account_id],
+        detail: `x402 call ${payment.call_id}: ${mismatches.join("; ")}`,
+      });
+    }
+    expectedEarnings.set(event.seller, (expectedEarnings.get(event.seller) ?? 0n) + (event.amount - event.platformFee));
+    if (event.platformFee > 0n) expectedEarnings.set(event.treasury, (expectedEarnings.get(event.treasury) ?? 0n) + event.platformFee);
+  }
+  for (const [callId, event] of x402Events) {
+    if (x402Known.has(callId)) continue;
+    differences.push({
+      code: "x402_not_in_ledger",
+      address: event.seller,
+      chainMicros: event.amount,
+      detail: `the chain settled x402 call ${callId} (${event.amount} from ${event.payer}), which the ledger never recorded`,
+    });
+  }
+  // Recorded settled after the pinned block was read: look again at the latest block before calling it missing.
+  if (missingX402.length > 0) {
+    const later = await publicClient.getLogs({
+      address: escrow,
+      event: X402_SETTLED_EVENT,
+      fromBlock: blockNumber + 1n,
+      toBlock: "latest",
+      strict: true,
+    });
+    const seen = new Set(later.map((log) => log.args.callId.toLowerCase()));
+    for (const callId of missingX402.filter((id) => !seen.has(x402CallId(id)))) {
+      differences.push({
+        code: "x402_not_on_chain",
+        detail: `the ledger recorded x402 call ${callId} settled, the chain has no X402Settled for it`,
       });
     }
   }
@@ -398,8 +476,18 @@ async function readLedgerSide(
     }
   }
 
+  // x402 payments, and the address each one's seller is settled at.
+  const x402 = await books.x402Payments(sql);
+  const x402Sellers = new Map<string, Address | undefined>();
+  for (const payment of x402) {
+    if (!x402Sellers.has(payment.seller_account_id))
+      x402Sellers.set(payment.seller_account_id, await settlementAddressOf(payment.seller_account_id));
+  }
+
   return {
     differences,
+    x402,
+    x402Sellers,
     expectedBalance,
     expectedEarnings,
     appliedBatches,

@@ -98,7 +98,7 @@ describe("SkillEscrow settleX402(payment, signature)", () => {
     });
     const requirements = {
       scheme: "exact",
-      network: `eip155:${chainId}`,
+      network: `eip155:${chainId}` as const,
       asset: usdc.address,
       amount: "123456",
       payTo: escrow.address,

@@ -252,7 +252,7 @@ describe("copySqliteToPostgres", function () {
     expect(position("entries")).to.be.below(position("postings"));
     expect(position("settlement_batches")).to.be.below(position("holds"));
     const rows = Object.fromEntries(report.tables.map((t) => [t.table, t.rows]));
-    expect(rows).to.include({ accounts: 6, holds: 5, skills: 1, api_keys: 1, calls: 2, embedded_wallets: 1, outbox: 1 });
+    expect(rows).to.include({ accounts: 7, holds: 5, skills: 1, api_keys: 1, calls: 2, embedded_wallets: 1, outbox: 1 });
     expect(rows.postings, "postings, in more than one INSERT").to.be.above(500);
     expect(rows).not.to.have.property("gateway_replicas");
     expect(rows).not.to.have.property("schema_migrations");

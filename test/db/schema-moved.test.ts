@@ -174,12 +174,70 @@ describe("the schema after the move", () => {
     const old = oldDatabase(tmp.file("v15.db"), OLD_MIGRATIONS.length);
     const before = masterOf(old).filter((r) => r.name !== "holds");
     old.close();
-    const opened = openDatabase(tmp.file("v15.db"), CURRENT_SCHEMA);
+    const opened = openDatabase(
+      tmp.file("v15.db"),
+      CURRENT_SCHEMA.filter((m) => m.version <= 16),
+    );
     try {
       expect(versionsOf(opened).map((v) => v.version)).to.include(16n);
       const columns = (opened.pragma("table_info(holds)") as { name: string }[]).map((c) => c.name);
       expect(columns).to.include("replica_id");
       expect(masterOf(opened).filter((r) => r.name !== "holds")).to.deep.equal(before);
+    } finally {
+      opened.close();
+      tmp.remove();
+    }
+  });
+});
+
+describe("version 17 (x402)", () => {
+  it("rebuilds entries and calls with every row, id and rowid kept, their indexes and append-only triggers back", () => {
+    const tmp = makeTempDir();
+    // Books written at version 14 (every kind of movement), then brought to 16 by the current migrations.
+    const old = oldDatabase(tmp.file("v15.db"), 14);
+    writeLegacyBooks(old);
+    old.close();
+    const at16 = openDatabase(
+      tmp.file("v15.db"),
+      CURRENT_SCHEMA.filter((m) => m.version <= 16),
+    );
+    const account = at16.prepare("SELECT id FROM accounts WHERE kind = 'user' LIMIT 1").pluck().get();
+    for (const [rowid, id] of [
+      [7, "call-a"],
+      [9, "call-b"],
+    ] as const) {
+      at16
+        .prepare(
+          `INSERT INTO calls (rowid, id, account_id, api_key_id, skill_id, endpoint, http_status, outcome, charged_micros, latency_us, created_at)
+           VALUES (?, ?, ?, 'key', 'skill', 'call', 200, 'success', 1000, 5, 1)`,
+        )
+        .run(rowid, id, account);
+    }
+    const rows = (db: Database.Database) => ({
+      entries: db.prepare("SELECT * FROM entries ORDER BY id").all(),
+      calls: db.prepare("SELECT rowid AS row_id, * FROM calls ORDER BY rowid").all(),
+    });
+    const before = rows(at16);
+    const indexes = (db: Database.Database) =>
+      db
+        .prepare(
+          "SELECT name, sql FROM sqlite_master WHERE tbl_name IN ('entries', 'calls') AND type IN ('index', 'trigger') ORDER BY name",
+        )
+        .all();
+    const indexesBefore = indexes(at16);
+    at16.close();
+    const opened = openDatabase(tmp.file("v15.db"), CURRENT_SCHEMA);
+    try {
+      expect(before.entries.length).to.be.greaterThan(0);
+      expect(before.calls).to.have.length(2);
+      expect(rows(opened)).to.deep.equal(before);
+      expect(indexes(opened).map((r) => (r as { name: string }).name)).to.deep.equal(
+        indexesBefore.map((r) => (r as { name: string }).name),
+      );
+      expect(() => opened.prepare("DELETE FROM entries").run()).to.throw(/append-only/);
+      expect(opened.pragma("foreign_key_check")).to.deep.equal([]);
+      const kinds = opened.prepare("SELECT sql FROM sqlite_master WHERE name = 'entries'").pluck().get() as string;
+      expect(kinds).to.include("'x402_payment'");
     } finally {
       opened.close();
       tmp.remove();

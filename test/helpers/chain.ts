@@ -26,6 +26,8 @@ type HardhatWallet = Awaited<ReturnType<typeof hre.viem.getWalletClients>>[numbe
 
 /** The names of the funded test users; each has 1,000 test USDC and an unlimited allowance for the escrow. */
 export const USERS = ["alice", "bob", "carol"] as const;
+/** The development account that settles x402 payments (SETTLER_ROLE): one no test uses for anything else. */
+export const X402_SETTLER_INDEX = 19;
 export type UserName = (typeof USERS)[number];
 
 /**
@@ -67,6 +69,7 @@ export async function startLocalChain(): Promise<LocalChain> {
     walletClient: deployer,
     settler: settler.account.address,
     voucherSigner: voucherSigner.account.address,
+    x402Settlers: [(await hre.viem.getWalletClients())[X402_SETTLER_INDEX].account.address],
     mint: USERS.map((name) => ({ to: wallets[name].account.address, amountMicros: 1_000n * USDC })),
   });
 
@@ -153,7 +156,8 @@ export async function waitFor(condition: () => boolean, timeoutMs = 5_000, what 
  * development accounts that deployContracts gave the settler and voucher-signer roles.
  */
 export async function gatewayChain(chain: LocalChain): Promise<ChainConnection> {
-  const [, settler, voucherSigner] = await hre.viem.getWalletClients();
+  const wallets = await hre.viem.getWalletClients();
+  const [, settler, voucherSigner] = wallets;
   return {
     publicClient: chain.publicClient,
     escrowAddress: chain.deployment.escrow,
@@ -161,5 +165,6 @@ export async function gatewayChain(chain: LocalChain): Promise<ChainConnection> 
     deployBlock: chain.deployment.deployBlock,
     settlerWallet: settler,
     voucherSigner,
+    x402Wallet: wallets[X402_SETTLER_INDEX],
   };
 }

@@ -11,6 +11,10 @@ import { README, readmeErrorTable, renderErrorTable } from "../../scripts/error-
  * derived from ERROR_STATUS, so a changed status fails this table.
  */
 const EXPECTED: Record<ErrorCode, number> = {
+  payment_required: 402,
+  payment_invalid: 402,
+  payment_reused: 402,
+  payment_settlement_failed: 402,
   invalid_json: 400,
   invalid_request: 400,
   invalid_input: 400,

@@ -4,7 +4,7 @@ import type { StoredAddress } from "../../../server/settlement/addresses-store";
 import type { ChainExitEvent } from "../../../server/settlement/exits";
 import type { Database } from "../../../server/db/sql";
 import { assertBalanced } from "../../../server/ledger/invariants";
-import { DEV_CREDIT_SOURCE_ID, ESCROW_SOURCE_ID, PLATFORM_ACCOUNT_ID, type Ledger } from "../../../server/ledger/ledger";
+import { DEV_CREDIT_SOURCE_ID, ESCROW_SOURCE_ID, PLATFORM_ACCOUNT_ID, X402_SOURCE_ID, type Ledger } from "../../../server/ledger/ledger";
 import { allBalances } from "../../helpers/ledger";
 
 /*
@@ -99,6 +99,7 @@ export function initialModel(): Model {
   balances.set(`${PLATFORM_ACCOUNT_ID}/fees`, 0n);
   balances.set(`${DEV_CREDIT_SOURCE_ID}/source`, 0n);
   balances.set(`${ESCROW_SOURCE_ID}/source`, 0n);
+  balances.set(`${X402_SOURCE_ID}/source`, 0n);
   return { balances, holds: [], vouchers: [], exits: [], appliedLogs: [], nextBlock: 1n, nextVoucherNonce: 1n };
 }
 

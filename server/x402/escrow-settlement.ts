@@ -1,0 +1,108 @@
+import type { Account, Address, Chain, Hex, PublicClient, Transport, WalletClient } from "viem";
+import { BaseError, ContractFunctionRevertedError, ExecutionRevertedError, parseEventLogs } from "viem";
+import { skillEscrowAbi } from "../chain/abi";
+import { decodeRevert } from "../settlement/reverts";
+
+/** An x402 `exact` EIP-3009 authorization, as the payer signed it (TransferWithAuthorization, `to` = the escrow). */
+export interface Eip3009Authorization {
+  from: Address;
+  to: Address;
+  value: bigint;
+  validAfter: bigint;
+  validBefore: bigint;
+  nonce: Hex;
+  signature: Hex;
+}
+
+/** What settling one payment came to. */
+export type EscrowSettlement =
+  /** Mined: the escrow pulled the payment in and credited the seller and the treasury. */
+  | { kind: "settled"; txHash: Hex; gasUsed: bigint }
+  /** Refused before or by the chain (a revert: the authorization used or cancelled, funds gone): nothing moved. */
+  | { kind: "refused"; reason: string; txHash?: Hex }
+  /** Sent, but whether it was mined is not known (the node stopped answering): recovery decides later. */
+  | { kind: "unknown"; txHash?: Hex; error: unknown };
+
+export interface EscrowX402SettlerParameters {
+  publicClient: Pick<PublicClient, "waitForTransactionReceipt">;
+  /** Holds SETTLER_ROLE; used by this replica for x402 settlements only, so its nonces are this process's alone. */
+  walletClient: WalletClient<Transport, Chain | undefined, Account>;
+  escrowAddress: Address;
+  /** How long to wait for a settlement's receipt before calling its fate unknown. */
+  receiptTimeoutMs?: number;
+}
+
+/**
+ * Sends the escrow's settleX402 for one paid call: in one transaction the escrow uses the payer's authorization
+ * (the token's transferWithAuthorization, to itself) and credits the seller `value - fee` and the treasury `fee`.
+ *
+ * Transactions are sent one at a time (each takes the key's next nonce; a second process must use another key),
+ * and their receipts are awaited side by side. A revert at gas estimation sends nothing and is a refusal.
+ */
+export class EscrowX402Settler {
+  private sending: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly params: EscrowX402SettlerParameters) {}
+
+  get address(): Address {
+    return this.params.walletClient.account.address;
+  }
+
+  async settle(authorization: Eip3009Authorization, seller: Address, feeMicros: bigint, callId: Hex): Promise<EscrowSettlement> {
+    const { walletClient, escrowAddress, publicClient } = this.params;
+    const payment = {
+      from: authorization.from,
+      value: authorization.value,
+      validAfter: authorization.validAfter,
+      validBefore: authorization.validBefore,
+      nonce: authorization.nonce,
+      seller,
+      platformFee: feeMicros,
+      callId,
+    };
+    const send = this.sending.then(() =>
+      walletClient.writeContract({
+        address: escrowAddress,
+        abi: skillEscrowAbi,
+        functionName: "settleX402",
+        args: [payment, authorization.signature],
+        account: walletClient.account,
+        chain: walletClient.chain,
+      }),
+    );
+    this.sending = send.catch(() => undefined);
+    let txHash: Hex;
+    try {
+      txHash = await send;
+    } catch (error) {
+      // A revert at estimation sent nothing. Any other failure (the node unreachable mid-send) may have sent it.
+      const revert = decodeRevert(error);
+      if (revert) return { kind: "refused", reason: revert.errorName };
+      if (isRevert(error)) return { kind: "refused", reason: shortMessage(error) };
+      return { kind: "unknown", error };
+    }
+    try {
+      const receipt = await publicClient.waitForTransactionReceipt({ hash: txHash, timeout: this.params.receiptTimeoutMs ?? 60_000 });
+      if (receipt.status !== "success") return { kind: "refused", reason: "the settlement transaction reverted", txHash };
+      const settled = parseEventLogs({ abi: skillEscrowAbi, eventName: "X402Settled", logs: receipt.logs }).find(
+        (log) => log.address.toLowerCase() === escrowAddress.toLowerCase() && log.args.callId === callId,
+      );
+      if (!settled) return { kind: "refused", reason: "the settlement transaction emitted no X402Settled", txHash };
+      return { kind: "settled", txHash, gasUsed: receipt.gasUsed };
+    } catch (error) {
+      return { kind: "unknown", txHash, error };
+    }
+  }
+}
+
+function isRevert(error: unknown): boolean {
+  if (error instanceof BaseError) {
+    return error.walk((cause) => cause instanceof ExecutionRevertedError || cause instanceof ContractFunctionRevertedError) !== null;
+  }
+  return /revert/i.test(String((error as Error)?.message ?? ""));
+}
+
+function shortMessage(error: unknown): string {
+  const message = (error as { shortMessage?: unknown }).shortMessage ?? (error as Error)?.message ?? String(error);
+  return String(message).split("\n")[0].slice(0, 200);
+}

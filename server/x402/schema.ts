@@ -1,0 +1,45 @@
+import type { SchemaStep } from "../db/migrations";
+
+/**
+ * The x402 payments' table (issue 15): one row per call paid with an x402 `exact` authorization. Each step belongs
+ * to one global schema version (server/schema.ts names the versions); a shipped step is never edited. Money columns
+ * are INTEGER base units.
+ */
+export const X402_SCHEMA: readonly SchemaStep[] = [
+  {
+    version: 17,
+    sql: `
+-- One paid call's payment. The row is written before the call is forwarded (status 'reserved'): the authorization's
+-- (payer, nonce) is unique here, so the same payment can never pay for two calls, even while the chain has not yet
+-- seen it. 'settling' once the escrow's settleX402 is about to be sent; 'settled' with its transaction and the
+-- ledger entry that records it; 'released' when the call failed or was refused (nothing was sent, the payer keeps
+-- the money); 'failed' when the settlement itself was refused on-chain (the authorization could not be used).
+CREATE TABLE x402_payments (
+  call_id            TEXT PRIMARY KEY,
+  skill_id           TEXT NOT NULL,
+  seller_account_id  TEXT NOT NULL REFERENCES accounts(id),
+  -- The authorization: its signer (lower-case 0x address), nonce (lower-case 0x + 64 hex), validity window (unix s).
+  payer              TEXT NOT NULL,
+  nonce              TEXT NOT NULL,
+  valid_after        INTEGER NOT NULL,
+  valid_before       INTEGER NOT NULL,
+  amount             INTEGER NOT NULL CHECK (amount > 0),
+  seller_amount      INTEGER NOT NULL CHECK (seller_amount >= 0),
+  fee_amount         INTEGER NOT NULL CHECK (fee_amount >= 0),
+  status             TEXT NOT NULL CHECK (status IN ('reserved', 'settling', 'settled', 'released', 'failed')),
+  tx_hash            TEXT,
+  entry_id           INTEGER REFERENCES entries(id),
+  replica_id         TEXT,
+  created_at         INTEGER NOT NULL,
+  closed_at          INTEGER,
+  CHECK (seller_amount + fee_amount = amount),
+  CHECK ((status = 'settled') = (entry_id IS NOT NULL)),
+  CHECK (status <> 'settled' OR tx_hash IS NOT NULL),
+  UNIQUE (payer, nonce)
+);
+CREATE UNIQUE INDEX x402_payments_one_entry ON x402_payments(entry_id) WHERE entry_id IS NOT NULL;
+CREATE INDEX x402_payments_open ON x402_payments(created_at) WHERE status IN ('reserved', 'settling');
+CREATE INDEX x402_payments_by_seller ON x402_payments(seller_account_id, status);
+`,
+  },
+];

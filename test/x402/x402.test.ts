@@ -1,0 +1,258 @@
+import { expect } from "chai";
+import hre from "hardhat";
+import { decodePaymentRequiredHeader, decodePaymentResponseHeader, encodePaymentSignatureHeader } from "@x402/core/http";
+import type { PaymentPayload, PaymentRequired } from "@x402/core/types";
+import { ExactEvmScheme } from "@x402/evm/exact/client";
+import { wrapFetchWithPaymentFromConfig } from "@x402/fetch";
+import type { Address, Hex } from "viem";
+import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from "viem/accounts";
+import { linkAddress } from "../../server/settlement/addresses";
+import { loadArtifact } from "../../server/devstack/deploy";
+import { reconcile } from "../../server/settlement/reconcile";
+import { assertBalanced } from "../../server/ledger/invariants";
+import { settlementStores } from "../../server/settlement/store";
+import { earningsOf } from "../../server/settlement/earnings";
+import { X402_SOURCE_ID } from "../../server/ledger/ledger";
+import { type LocalChain, gatewayChain, startLocalChain } from "../helpers/chain";
+import { describeEachEngine } from "../helpers/engines";
+import { type TestStack, startStack } from "../helpers/gateway";
+
+const escrowAbi = loadArtifact("SkillEscrow").abi;
+const usdcAbi = loadArtifact("TestUSDC").abi;
+
+/**
+ * Pay-per-call with x402 against the real protocol packages: the payer is a viem account holding test USDC on the
+ * local chain, paying through @x402/fetch with the `exact` EVM scheme of @x402/evm, exactly as any x402 client would.
+ * Every assertion is on money: the payer's USDC, the seller's and the treasury's claimable earnings in the escrow,
+ * and the ledger's books.
+ */
+describeEachEngine("x402: pay per call without an account", (engine) => {
+  let chain: LocalChain;
+  let snapshot: string;
+  let stack: TestStack;
+  let seller: Address;
+  let treasury: Address;
+  let payer: PrivateKeyAccount;
+  let paidFetch: typeof fetch;
+
+  const usdcOf = (address: Address) =>
+    chain.publicClient.readContract({
+      address: chain.deployment.usdc,
+      abi: usdcAbi,
+      functionName: "balanceOf",
+      args: [address],
+    }) as Promise<bigint>;
+  const escrowEarnings = (address: Address) =>
+    chain.publicClient.readContract({
+      address: chain.deployment.escrow,
+      abi: escrowAbi,
+      functionName: "earnings",
+      args: [address],
+    }) as Promise<bigint>;
+  const url = (slug: string) => `${stack.url}/x402/skills/${slug}/call`;
+  const post = (target: string, body: unknown, headers: Record<string, string> = {}) =>
+    fetch(target, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+
+  before(async function () {
+    this.timeout(120_000);
+    chain = await startLocalChain();
+    snapshot = await chain.snapshot();
+    const wallets = await hre.viem.getWalletClients();
+    treasury = wallets[0].account.address;
+    seller = wallets[7].account.address;
+    stack = await startStack({ engine: engine.name, gateway: { chain: await gatewayChain(chain) } });
+    expect((await linkAddress(stack.gw.ledger, { accountId: stack.sellerId, address: seller })).ok).to.equal(true);
+    await stack.addSkill("paid", "/echo", { priceMicros: 2_000n });
+    await stack.addSkill("paid-broken", "/fail", { priceMicros: 2_000n });
+
+    payer = privateKeyToAccount(generatePrivateKey());
+    const deployer = wallets[0];
+    await chain.receipt(
+      await deployer.writeContract({
+        address: chain.deployment.usdc,
+        abi: usdcAbi,
+        functionName: "mint",
+        args: [payer.address, 1_000_000n],
+        account: deployer.account,
+        chain: deployer.chain,
+      } as never),
+    );
+    // The client pays only assets it knows (Base's USDC) unless told otherwise: the local chain's test USDC is opted
+    // into, with a cap per payment, as a client of a gateway on a test chain would.
+    paidFetch = wrapFetchWithPaymentFromConfig(fetch, {
+      schemes: [{ network: "eip155:*", client: new ExactEvmScheme(payer) }],
+      spendControls: { allowedAssets: [{ network: "eip155:8453", asset: chain.deployment.usdc, maxAmountPerPayment: "10000" }] },
+    });
+  });
+  after(async () => {
+    await stack?.close();
+    if (snapshot) await chain.revert(snapshot);
+  });
+
+  it("answers 402 in the spec's envelope with a PAYMENT-REQUIRED header describing the exact scheme on this chain", async () => {
+    const res = await post(url("paid"), { text: "hi" });
+    expect(res.status).to.equal(402);
+    const body = (await res.json()) as any;
+    expect(body).to.include({ success: false, code: "payment_required" });
+    expect(body.error).to.match(/\$0\.002/);
+    const required: PaymentRequired = decodePaymentRequiredHeader(res.headers.get("payment-required")!);
+    expect(required.x402Version).to.equal(2);
+    expect(required.resource.url).to.equal(url("paid"));
+    expect(required.accepts).to.have.length(1);
+    expect(required.accepts[0]).to.deep.include({
+      scheme: "exact",
+      network: "eip155:8453",
+      asset: chain.deployment.usdc,
+      amount: "2000",
+      payTo: chain.deployment.escrow,
+      extra: { name: "USD Coin", version: "2" },
+    });
+  });
+
+  it("a paid call returns the data and a PAYMENT-RESPONSE naming the transaction; payer −price, seller +90%, treasury +10%", async () => {
+    const [payerBefore, sellerBefore, treasuryBefore] = [
+      await usdcOf(payer.address),
+      await escrowEarnings(seller),
+      await escrowEarnings(treasury),
+    ];
+    const res = await paidFetch(url("paid"), {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ text: "hi" }),
+    });
+    expect(res.status).to.equal(200);
+    const body = (await res.json()) as any;
+    expect(body).to.deep.include({ success: true, data: { text: "hi" } });
+    expect(body.metadata).to.include({ skillId: "paid", cost: 0.002 });
+    const settled = decodePaymentResponseHeader(res.headers.get("payment-response")!);
+    expect(settled).to.include({ success: true, network: "eip155:8453", payer: payer.address });
+    const receipt = await chain.publicClient.getTransactionReceipt({ hash: settled.transaction as Hex });
+    expect(receipt.status).to.equal("success");
+
+    expect(await usdcOf(payer.address)).to.equal(payerBefore - 2_000n);
+    expect(await escrowEarnings(seller)).to.equal(sellerBefore + 1_800n);
+    expect(await escrowEarnings(treasury)).to.equal(treasuryBefore + 200n);
+
+    // The books: the seller's earned and the platform's fees, from the x402 source; the call in the calls log.
+    const callId = res.headers.get("x-call-id")!;
+    const call = await stack.gw.db.one<{ account_id: string; endpoint: string; outcome: string; charged_micros: bigint }>(
+      "SELECT account_id, endpoint, outcome, charged_micros FROM calls WHERE id = ?",
+      [callId],
+    );
+    expect(call).to.deep.equal({ account_id: X402_SOURCE_ID, endpoint: "x402", outcome: "success", charged_micros: 2_000n });
+    expect(await stack.earned()).to.equal(1_800n);
+    await assertBalanced(stack.gw.db);
+  });
+
+  it("the broken skill settles nothing: the payer keeps the money", async () => {
+    const [payerBefore, sellerBefore] = [await usdcOf(payer.address), await escrowEarnings(seller)];
+    const res = await paidFetch(url("paid-broken"), { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    expect(res.status).to.equal(502);
+    expect((await res.json()) as any).to.include({ success: false, code: "skill_error" });
+    expect(res.headers.get("payment-response")).to.equal(null);
+    expect(await usdcOf(payer.address)).to.equal(payerBefore);
+    expect(await escrowEarnings(seller)).to.equal(sellerBefore);
+  });
+
+  /** A payment signed by the real client for `slug`'s requirements (optionally changed before signing). */
+  async function signedPayment(slug: string, change: (r: PaymentRequired["accepts"][0]) => void = () => {}): Promise<string> {
+    const required = decodePaymentRequiredHeader((await post(url(slug), {})).headers.get("payment-required")!);
+    const requirements = { ...required.accepts[0] };
+    change(requirements);
+    const created = await new ExactEvmScheme(payer).createPaymentPayload(2, requirements);
+    const payload: PaymentPayload = { ...created, accepted: requirements, resource: required.resource } as PaymentPayload;
+    return encodePaymentSignatureHeader(payload);
+  }
+
+  it("refuses a replayed payment: the same authorization pays for one call only", async () => {
+    const header = await signedPayment("paid");
+    const first = await post(url("paid"), { text: "once" }, { "payment-signature": header });
+    expect(first.status).to.equal(200);
+    const payerAfterFirst = await usdcOf(payer.address);
+    const again = await post(url("paid"), { text: "twice" }, { "payment-signature": header });
+    expect(again.status).to.equal(402);
+    // Refused by the reservation (payment_reused), or by the token's simulation once the nonce is used on-chain.
+    expect(["payment_reused", "payment_invalid"]).to.include(((await again.json()) as any).code);
+    expect(await usdcOf(payer.address)).to.equal(payerAfterFirst);
+  });
+
+  it("refuses concurrent replays of one authorization: exactly one call runs and pays", async () => {
+    const header = await signedPayment("paid");
+    const before = await usdcOf(payer.address);
+    const results = await Promise.all(
+      Array.from({ length: 5 }, () => post(url("paid"), { text: "race" }, { "payment-signature": header })),
+    );
+    const statuses = results.map((r) => r.status).sort();
+    expect(statuses).to.deep.equal([200, 402, 402, 402, 402]);
+    expect(await usdcOf(payer.address)).to.equal(before - 2_000n);
+  });
+
+  it("refuses an underpaying payment before the skill runs", async () => {
+    const before = await usdcOf(payer.address);
+    const header = await signedPayment("paid", (r) => (r.amount = "1999"));
+    const res = await post(url("paid"), { text: "cheap" }, { "payment-signature": header });
+    expect(res.status).to.equal(402);
+    const body = (await res.json()) as any;
+    expect(body).to.include({ code: "payment_invalid" });
+    expect(body.error).to.match(/amount 1999 is not the price 2000/);
+    expect(decodePaymentRequiredHeader(res.headers.get("payment-required")!).error).to.equal("invalid_payment_requirements");
+    expect(await usdcOf(payer.address)).to.equal(before);
+  });
+
+  it("refuses a payment to another address, and a malformed header", async () => {
+    const header = await signedPayment("paid", (r) => (r.payTo = seller));
+    const wrong = await post(url("paid"), {}, { "payment-signature": header });
+    expect(wrong.status).to.equal(402);
+    expect(((await wrong.json()) as any).error).to.match(/payTo/);
+    const junk = await post(url("paid"), {}, { "payment-signature": "not-base64-json" });
+    expect(junk.status).to.equal(402);
+    expect((await junk.json()) as any).to.include({ code: "payment_invalid" });
+  });
+
+  it("refuses a payer without the funds, saying so", async () => {
+    const poor = privateKeyToAccount(generatePrivateKey());
+    const required = decodePaymentRequiredHeader((await post(url("paid"), {})).headers.get("payment-required")!);
+    const created = await new ExactEvmScheme(poor).createPaymentPayload(2, required.accepts[0]);
+    const header = encodePaymentSignatureHeader({
+      ...created,
+      accepted: required.accepts[0],
+      resource: required.resource,
+    } as PaymentPayload);
+    const res = await post(url("paid"), {}, { "payment-signature": header });
+    expect(res.status).to.equal(402);
+    expect(((await res.json()) as any).error).to.match(/balance is below the price/);
+  });
+
+  it("lists the payable skills in the protocol's discovery format", async () => {
+    const res = await fetch(`${stack.url}/x402/discovery/resources?limit=100`);
+    expect(res.status).to.equal(200);
+    const list = (await res.json()) as any;
+    expect(list.x402Version).to.equal(2);
+    const paid = list.items.find((i: { resource: string }) => i.resource === url("paid"));
+    expect(paid).to.deep.include({ type: "http", x402Version: 2 });
+    expect(paid.accepts[0]).to.include({ scheme: "exact", amount: "2000", payTo: chain.deployment.escrow });
+    expect(list.pagination).to.include({ limit: 100, offset: 0 });
+    expect(list.pagination.total).to.equal(list.items.length);
+  });
+
+  it("the seller's earnings and the reconciliation count x402 revenue", async () => {
+    const res = await paidFetch(url("paid"), { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    expect(res.status).to.equal(200);
+    const report = await reconcile({
+      stores: settlementStores(stack.gw.db),
+      publicClient: chain.publicClient,
+      escrowAddress: chain.deployment.escrow,
+      fromBlock: chain.deployment.deployBlock,
+    });
+    expect(report.differences).to.deep.equal([]);
+    expect(report.ok).to.equal(true);
+    const x402Payments = await stack.gw.db.value<bigint>("SELECT COUNT(*) FROM x402_payments WHERE status = 'settled'");
+    expect(Number(x402Payments)).to.be.greaterThan(0);
+    // The seller's earnings (what the dashboard shows): every settled x402 share, all of it claimable on-chain.
+    const earnings = await earningsOf(settlementStores(stack.gw.db), stack.sellerId, chain.publicClient, chain.deployment.escrow);
+    expect(earnings.settledMicros).to.equal(BigInt(x402Payments!) * 1_800n);
+    expect(earnings.claimableMicros).to.equal(earnings.settledMicros);
+    expect(earnings.pendingMicros).to.equal(0n);
+    await assertBalanced(stack.gw.db);
+  });
+});
