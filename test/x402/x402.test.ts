@@ -1,3 +1,6 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { expect } from "chai";
 import hre from "hardhat";
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader, encodePaymentSignatureHeader } from "@x402/core/http";
@@ -12,6 +15,9 @@ import { reconcile } from "../../server/settlement/reconcile";
 import { assertBalanced } from "../../server/ledger/invariants";
 import { settlementStores } from "../../server/settlement/store";
 import { earningsOf } from "../../server/settlement/earnings";
+import { X402PaymentsStore } from "../../server/x402/payments-store";
+import { EscrowX402Settler } from "../../server/x402/escrow-settlement";
+import { callIdBytes } from "../../server/x402/x402-service";
 import { X402_SOURCE_ID } from "../../server/ledger/ledger";
 import { type LocalChain, gatewayChain, startLocalChain } from "../helpers/chain";
 import { describeEachEngine } from "../helpers/engines";
@@ -254,5 +260,135 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
     expect(earnings.claimableMicros).to.equal(earnings.settledMicros);
     expect(earnings.pendingMicros).to.equal(0n);
     await assertBalanced(stack.gw.db);
+  });
+});
+
+/**
+ * A crash between the chain and the books: payments a gateway left open are resolved when it starts again, from
+ * what the chain says. One was reserved and never sent (closed, nothing paid); one was settled on-chain but never
+ * recorded (recorded now, once, with its ledger entry); one is still in flight and valid (left waiting).
+ */
+describe("x402: payments left open by a crash are resolved at the next start", () => {
+  let chain: LocalChain;
+  let snapshot: string;
+
+  before(async function () {
+    this.timeout(120_000);
+    chain = await startLocalChain();
+    snapshot = await chain.snapshot();
+  });
+  after(async () => {
+    if (snapshot) await chain.revert(snapshot);
+  });
+
+  it("records the settled one from its X402Settled event, closes the unsent one, leaves the valid in-flight one", async function () {
+    this.timeout(120_000);
+    const wallets = await hre.viem.getWalletClients();
+    const seller = wallets[8].account.address;
+    const gatewayChainConnection = await gatewayChain(chain);
+    // The database outlives the first gateway (a stack removes only its own temporary folder).
+    const folder = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gw-x402-"));
+    const dbPath = path.join(folder, "gateway.db");
+    const first = await startStack({ dbPath, gateway: { chain: gatewayChainConnection } });
+    expect((await linkAddress(first.gw.ledger, { accountId: first.sellerId, address: seller })).ok).to.equal(true);
+    const skill = await first.addSkill("paid", "/echo", { priceMicros: 2_000n });
+
+    const payer = privateKeyToAccount(generatePrivateKey());
+    await chain.receipt(
+      await wallets[0].writeContract({
+        address: chain.deployment.usdc,
+        abi: usdcAbi,
+        functionName: "mint",
+        args: [payer.address, 1_000_000n],
+        account: wallets[0].account,
+        chain: wallets[0].chain,
+      } as never),
+    );
+    const nowS = BigInt(Math.floor(Date.now() / 1000));
+    const authorize = async () => {
+      const nonce = `0x${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex")}` as Hex;
+      const message = {
+        from: payer.address,
+        to: chain.deployment.escrow,
+        value: 2_000n,
+        validAfter: 0n,
+        validBefore: nowS + 3_600n,
+        nonce,
+      };
+      const signature = await payer.signTypedData({
+        domain: { name: "USD Coin", version: "2", chainId: 8453, verifyingContract: chain.deployment.usdc },
+        types: {
+          TransferWithAuthorization: [
+            { name: "from", type: "address" },
+            { name: "to", type: "address" },
+            { name: "value", type: "uint256" },
+            { name: "validAfter", type: "uint256" },
+            { name: "validBefore", type: "uint256" },
+            { name: "nonce", type: "bytes32" },
+          ],
+        },
+        primaryType: "TransferWithAuthorization",
+        message,
+      });
+      return { ...message, signature };
+    };
+    const payments = new X402PaymentsStore(first.gw.db);
+    const reserve = async (callId: string, auth: Awaited<ReturnType<typeof authorize>>) =>
+      expect(
+        await payments.reserve(
+          {
+            callId,
+            skillId: skill.id,
+            sellerAccountId: first.sellerId,
+            payer: auth.from.toLowerCase(),
+            nonce: auth.nonce,
+            validAfter: 0n,
+            validBefore: auth.validBefore,
+            amountMicros: 2_000n,
+            sellerMicros: 1_800n,
+            feeMicros: 200n,
+          },
+          null,
+          Date.now(),
+        ),
+      ).to.equal(true);
+
+    // Settled on-chain, then the "crash": never recorded.
+    const minedAuth = await authorize();
+    await reserve("0195f0a0-0000-7000-8000-000000000001", minedAuth);
+    expect(await payments.markSettling("0195f0a0-0000-7000-8000-000000000001")).to.equal(true);
+    const settler = new EscrowX402Settler({
+      publicClient: chain.publicClient,
+      walletClient: gatewayChainConnection.x402Wallet!,
+      escrowAddress: chain.deployment.escrow,
+    });
+    const mined = await settler.settle(minedAuth, seller, 200n, callIdBytes("0195f0a0-0000-7000-8000-000000000001"));
+    expect(mined.kind).to.equal("settled");
+    // Reserved, never sent.
+    await reserve("0195f0a0-0000-7000-8000-000000000002", await authorize());
+    // Sending when the crash came, not on-chain, still valid: its fate is not known yet.
+    await reserve("0195f0a0-0000-7000-8000-000000000003", await authorize());
+    expect(await payments.markSettling("0195f0a0-0000-7000-8000-000000000003")).to.equal(true);
+    await first.close();
+
+    const second = await startStack({ dbPath, gateway: { chain: gatewayChainConnection } });
+    try {
+      const status = async (callId: string) => (await new X402PaymentsStore(second.gw.db).get(callId))?.status;
+      expect(await status("0195f0a0-0000-7000-8000-000000000001")).to.equal("settled");
+      expect(await status("0195f0a0-0000-7000-8000-000000000002")).to.equal("released");
+      expect(await status("0195f0a0-0000-7000-8000-000000000003")).to.equal("settling");
+      expect(await second.earned()).to.equal(1_800n);
+      await assertBalanced(second.gw.db);
+      const report = await reconcile({
+        stores: settlementStores(second.gw.db),
+        publicClient: chain.publicClient,
+        escrowAddress: chain.deployment.escrow,
+        fromBlock: chain.deployment.deployBlock,
+      });
+      expect(report.differences).to.deep.equal([]);
+    } finally {
+      await second.close();
+      fs.rmSync(folder, { recursive: true, force: true });
+    }
   });
 });

@@ -45,7 +45,7 @@ export const skillParametersBody = jsonObject("Request body must be a JSON objec
   description: "The skill's own parameters, as a flat JSON object (no wrapper).",
 });
 
-const skillIdParams = z.object({ skillId: z.string().meta({ description: "The skill's slug or UUID." }) });
+export const skillIdParams = z.object({ skillId: z.string().meta({ description: "The skill's slug or UUID." }) });
 
 /** SPEC 2.2: snake_case metadata on POST /v1/call. */
 export const callMetadata = z
@@ -66,7 +66,7 @@ export const skillCallMetadata = z
   .meta({ id: "SkillCallMetadata" });
 
 const callSuccess = z.strictObject({ success: z.literal(true), data: skillData, metadata: callMetadata }).meta({ id: "CallSuccess" });
-const skillCallSuccess = z
+export const skillCallSuccess = z
   .strictObject({ success: z.literal(true), data: skillData, metadata: skillCallMetadata })
   .meta({ id: "SkillCallSuccess" });
 

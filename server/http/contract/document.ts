@@ -15,6 +15,7 @@ import { sellerOperations } from "./seller";
 import { topupOperations } from "./topups";
 import { walletOperations } from "./wallet";
 import { withdrawalOperations } from "./withdrawals";
+import { x402Operations } from "./x402";
 
 /**
  * The API's OpenAPI 3.1 document, made from the same zod declarations the routes validate
@@ -36,6 +37,7 @@ export const OPERATIONS: readonly Operation[] = [
   ...authOperations,
   ...platformOperations,
   ...mcpOperations,
+  ...x402Operations,
 ];
 
 /** The error codes an operation can answer: its own and its kind's, each once. */

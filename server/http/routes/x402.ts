@@ -8,18 +8,12 @@ import { parseRequest } from "../contract/common";
 import { ApiError } from "../errors";
 import { jsonBody } from "../json-body";
 import { publicBase } from "../public-url";
-import { z } from "zod";
+import { x402DiscoveryQuery } from "../contract/x402";
 
 /** The headers of x402 v2 over HTTP (x402-foundation/x402, specs/transports-v2/http.md). */
 const PAYMENT_SIGNATURE = "payment-signature";
 const PAYMENT_REQUIRED = "PAYMENT-REQUIRED";
 const PAYMENT_RESPONSE = "PAYMENT-RESPONSE";
-
-const discoveryQuery = z.object({
-  type: z.string().max(32).optional(),
-  limit: z.coerce.number().int().min(1).max(100).default(100),
-  offset: z.coerce.number().int().min(0).max(1_000_000).default(0),
-});
 
 /**
  * Pay-per-call with x402, beside the spec's key-authenticated call endpoints (which stay as they are):
@@ -68,7 +62,7 @@ export function x402Routes(deps: { config: Config; x402?: X402Service }): Router
 
   router.get("/x402/discovery/resources", (req: Request, res: Response) => {
     const x402 = service();
-    const query = parseRequest(discoveryQuery, req.query);
+    const query = parseRequest(x402DiscoveryQuery, req.query);
     const base = publicBase(deps.config, req);
     const all = query.type === undefined || query.type === "http" ? x402.payable() : [];
     const page = all.slice(query.offset, query.offset + query.limit);
