@@ -13,6 +13,7 @@ import { makeLedger, sqliteOf } from "../helpers/ledger";
 import { Credit, Flush, Hold, HoldForUnknownSeller, Recover, Restart, Settle } from "./model/call-steps";
 import { ADDRESSES, type Real, SELLERS, USERS, initialModel } from "./model/model";
 import { CloseExit, ReplayExitLog, RequestExit, SettleVoucher, Withdraw } from "./model/money-out-steps";
+import { X402Payment } from "./model/x402-steps";
 
 /*
  * A seeded random walk through the ledger, checked against a model after every step.
@@ -63,6 +64,9 @@ const steps = [
   fc.tuple(user, fc.bigInt({ min: 1n, max: 3_000_000n })).map(([u, p]) => new HoldForUnknownSeller(u, p)),
   ...Array.from({ length: 2 }, () => fc.nat({ max: 3 }).map((n) => new Settle("capture", n))),
   ...Array.from({ length: 2 }, () => fc.nat({ max: 3 }).map((n) => new Settle("release", n))),
+  fc
+    .tuple(fc.constantFrom(...SELLERS), fc.bigInt({ min: 1n, max: 3_000_000n }), fc.constantFrom(0n, 1000n, 10_000n), fc.boolean())
+    .map(([seller, p, bps, reuse]) => new X402Payment(seller, p, bps, reuse)),
   fc.constant(new Flush()),
   fc.constant(new Recover()),
   fc.constant(new Restart()),

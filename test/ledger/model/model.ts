@@ -78,6 +78,8 @@ export interface Model {
   /** The next block an exit log is put in; each log gets a block of its own. */
   nextBlock: bigint;
   nextVoucherNonce: bigint;
+  /** The x402 authorization nonces reserved so far (server/x402/): each pays for one call. */
+  x402Nonces: Set<string>;
 }
 
 export interface Real {
@@ -100,7 +102,7 @@ export function initialModel(): Model {
   balances.set(`${DEV_CREDIT_SOURCE_ID}/source`, 0n);
   balances.set(`${ESCROW_SOURCE_ID}/source`, 0n);
   balances.set(`${X402_SOURCE_ID}/source`, 0n);
-  return { balances, holds: [], vouchers: [], exits: [], appliedLogs: [], nextBlock: 1n, nextVoucherNonce: 1n };
+  return { balances, holds: [], vouchers: [], exits: [], appliedLogs: [], nextBlock: 1n, nextVoucherNonce: 1n, x402Nonces: new Set() };
 }
 
 export function balanceOf(model: Model, key: string): bigint {
