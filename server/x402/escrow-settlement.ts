@@ -1,5 +1,13 @@
 import type { Account, Address, Chain, Hex, PublicClient, Transport, WalletClient } from "viem";
-import { BaseError, ContractFunctionRevertedError, ExecutionRevertedError, parseEventLogs } from "viem";
+import {
+  BaseError,
+  ContractFunctionRevertedError,
+  EstimateGasExecutionError,
+  ExecutionRevertedError,
+  isErc6492Signature,
+  parseErc6492Signature,
+  parseEventLogs,
+} from "viem";
 import { skillEscrowAbi } from "../chain/abi";
 import { decodeRevert } from "../settlement/reverts";
 
@@ -24,7 +32,7 @@ export type EscrowSettlement =
   | { kind: "unknown"; txHash?: Hex; error: unknown };
 
 export interface EscrowX402SettlerParameters {
-  publicClient: Pick<PublicClient, "waitForTransactionReceipt">;
+  publicClient: Pick<PublicClient, "waitForTransactionReceipt" | "simulateContract">;
   /** Holds SETTLER_ROLE; used by this replica for x402 settlements only, so its nonces are this process's alone. */
   walletClient: WalletClient<Transport, Chain | undefined, Account>;
   escrowAddress: Address;
@@ -60,16 +68,24 @@ export class EscrowX402Settler {
       platformFee: feeMicros,
       callId,
     };
-    const send = this.sending.then(() =>
-      walletClient.writeContract({
-        address: escrowAddress,
-        abi: skillEscrowAbi,
-        functionName: "settleX402",
-        args: [payment, authorization.signature],
-        account: walletClient.account,
-        chain: walletClient.chain,
-      }),
-    );
+    const request = {
+      address: escrowAddress,
+      abi: skillEscrowAbi,
+      functionName: "settleX402",
+      args: [payment, tokenSignature(authorization.signature)],
+      account: walletClient.account,
+      chain: walletClient.chain,
+    } as const;
+    // Simulated first: a settlement the escrow or the token would refuse (funds spent, nonce used or cancelled) is
+    // refused here, whatever error class the node reports a revert with; so is one the node could not simulate at
+    // all. Either way nothing was sent, so nothing can land later.
+    try {
+      await publicClient.simulateContract(request);
+    } catch (error) {
+      const revert = decodeRevert(error);
+      return { kind: "refused", reason: revert ? revert.errorName : shortMessage(error) };
+    }
+    const send = this.sending.then(() => walletClient.writeContract(request));
     this.sending = send.catch(() => undefined);
     let txHash: Hex;
     try {
@@ -95,9 +111,25 @@ export class EscrowX402Settler {
   }
 }
 
+/**
+ * The signature the token checks. An ERC-6492 wrapper (a smart wallet's signature with its deployment data) is
+ * verified by the protocol's verifier on its inner signature, which is what a deployed wallet's ERC-1271 check
+ * takes; the wrapper itself would fail there. (A wallet not yet deployed is refused at verification.)
+ */
+function tokenSignature(signature: Hex): Hex {
+  return isErc6492Signature(signature) ? parseErc6492Signature(signature).signature : signature;
+}
+
 function isRevert(error: unknown): boolean {
   if (error instanceof BaseError) {
-    return error.walk((cause) => cause instanceof ExecutionRevertedError || cause instanceof ContractFunctionRevertedError) !== null;
+    return (
+      error.walk(
+        (cause) =>
+          cause instanceof ExecutionRevertedError ||
+          cause instanceof ContractFunctionRevertedError ||
+          cause instanceof EstimateGasExecutionError,
+      ) !== null
+    );
   }
   return /revert/i.test(String((error as Error)?.message ?? ""));
 }

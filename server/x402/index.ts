@@ -10,6 +10,9 @@ import { X402Service, type X402ServiceDeps } from "./x402-service";
 
 export { X402Service } from "./x402-service";
 
+/** Most blocks per eth_getLogs request, as the reconciliation asks. */
+const LOG_CHUNK_BLOCKS = 10_000n;
+
 const X402_SETTLED = parseAbiItem(
   "event X402Settled(bytes32 indexed callId, address indexed payer, address indexed seller, uint256 amount, uint256 platformFee, address treasury)",
 );
@@ -43,7 +46,7 @@ async function tokenDomain(chain: ChainConnection, usdc: Address): Promise<{ nam
  */
 export async function createX402(
   chain: ChainConnection,
-  deps: Omit<X402ServiceDeps, "payments" | "verifier" | "settler" | "asset">,
+  deps: Omit<X402ServiceDeps, "payments" | "verifier" | "settler" | "asset" | "chainHead">,
 ): Promise<{ service: X402Service; recover(beforeMs: number): Promise<{ settled: number; closed: number; waiting: number }> } | undefined> {
   const wallet = chain.x402Wallet;
   if (!wallet) return undefined;
@@ -67,28 +70,42 @@ export async function createX402(
     verifier: new ExactPaymentVerifier(chain.publicClient, usdc, wallet.account.address),
     settler,
     asset,
+    chainHead: () => chain.publicClient.getBlockNumber({ cacheTime: 0 }),
   });
   return {
     service,
     recover: (beforeMs) =>
       service.recover(
-        async (callId) => {
-          const logs = await chain.publicClient.getLogs({
-            address: chain.escrowAddress,
-            event: X402_SETTLED,
-            args: { callId },
-            fromBlock: chain.deployBlock,
-            toBlock: "latest",
-          });
-          return logs[0]?.transactionHash ? { txHash: logs[0].transactionHash } : undefined;
+        {
+          // From the block the settlement was sent at, in pieces an RPC provider accepts.
+          async find(callId: Hex, fromBlock: bigint) {
+            const head = await chain.publicClient.getBlockNumber({ cacheTime: 0 });
+            for (let start = fromBlock; start <= head; start += LOG_CHUNK_BLOCKS) {
+              const end = start + LOG_CHUNK_BLOCKS - 1n < head ? start + LOG_CHUNK_BLOCKS - 1n : head;
+              const logs = await chain.publicClient.getLogs({
+                address: chain.escrowAddress,
+                event: X402_SETTLED,
+                args: { callId },
+                fromBlock: start,
+                toBlock: end,
+              });
+              const log = logs.find((l) => !l.removed && l.transactionHash);
+              if (log) return { txHash: log.transactionHash! };
+            }
+            return undefined;
+          },
+          async authorizationUsed(payer: Address, nonce: Hex) {
+            return (await chain.publicClient.readContract({
+              address: usdc,
+              abi: testUsdcAbi,
+              functionName: "authorizationState",
+              args: [payer, nonce],
+            })) as boolean;
+          },
+          async timeS() {
+            return (await chain.publicClient.getBlock({ blockTag: "latest" })).timestamp;
+          },
         },
-        async (payer, nonce) =>
-          (await chain.publicClient.readContract({
-            address: usdc,
-            abi: testUsdcAbi,
-            functionName: "authorizationState",
-            args: [payer, nonce],
-          })) as boolean,
         beforeMs,
       ),
   };

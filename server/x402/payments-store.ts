@@ -22,6 +22,8 @@ export interface X402Payment {
 export interface X402PaymentRow extends X402Payment {
   status: X402PaymentStatus;
   txHash: string | null;
+  /** The chain's head just before the settlement was sent (settling and later); null while reserved. */
+  settleBlock: bigint | null;
   replicaId: string | null;
   createdAtMs: number;
 }
@@ -39,12 +41,13 @@ interface Row {
   fee_amount: bigint;
   status: X402PaymentStatus;
   tx_hash: string | null;
+  settle_block: bigint | null;
   replica_id: string | null;
   created_at: bigint;
 }
 
 const COLUMNS = `call_id, skill_id, seller_account_id, payer, nonce, valid_after, valid_before, amount, seller_amount,
-                 fee_amount, status, tx_hash, replica_id, created_at`;
+                 fee_amount, status, tx_hash, settle_block, replica_id, created_at`;
 
 /**
  * The x402 payments' table. A payment is reserved before its call is forwarded, and the (payer, nonce) pair is
@@ -83,11 +86,19 @@ export class X402PaymentsStore {
     }
   }
 
-  /** reserved → settling, just before the settlement is sent; false if it was no longer reserved. */
-  async markSettling(callId: string, tx?: Sql): Promise<boolean> {
-    const moved = await (tx ?? this.db).value<string>(
-      "UPDATE x402_payments SET status = 'settling' WHERE call_id = ? AND status = 'reserved' RETURNING call_id",
-      [callId],
+  /**
+   * reserved → settling, just before the settlement is sent, with the chain's head then (where recovery looks for
+   * its event); false if it was no longer reserved. Durable before it answers: a settlement must never be on the
+   * chain while the row that lets recovery find it is not on disk.
+   */
+  async markSettling(callId: string, settleBlock: bigint): Promise<boolean> {
+    const moved = await this.db.transaction(
+      (tx) =>
+        tx.value<string>(
+          "UPDATE x402_payments SET status = 'settling', settle_block = ? WHERE call_id = ? AND status = 'reserved' RETURNING call_id",
+          [settleBlock, callId],
+        ),
+      { durable: true },
     );
     return moved !== undefined;
   }
@@ -104,13 +115,22 @@ export class X402PaymentsStore {
 
   /**
    * Closes an unsettled payment: `released` (nothing was sent: the call failed or was refused) or `failed` (the
-   * escrow refused the settlement). False if it was already closed.
+   * settlement was refused: nothing moved). `from` is the state it must be in: a payment whose settlement may have
+   * been sent ('settling') is closed only by what decided it was not mined (a refusal, or recovery). False if it
+   * was not in that state.
    */
-  async close(callId: string, status: "released" | "failed", nowMs: number, txHash: string | null = null, tx?: Sql): Promise<boolean> {
+  async close(
+    callId: string,
+    from: "reserved" | "settling",
+    status: "released" | "failed",
+    nowMs: number,
+    txHash: string | null = null,
+    tx?: Sql,
+  ): Promise<boolean> {
     const moved = await (tx ?? this.db).value<string>(
       `UPDATE x402_payments SET status = ?, tx_hash = COALESCE(CAST(? AS TEXT), tx_hash), closed_at = ?
-       WHERE call_id = ? AND status IN ('reserved', 'settling') RETURNING call_id`,
-      [status, txHash, nowMs, callId],
+       WHERE call_id = ? AND status = ? RETURNING call_id`,
+      [status, txHash, nowMs, callId, from],
     );
     return moved !== undefined;
   }
@@ -120,12 +140,17 @@ export class X402PaymentsStore {
     return row && toPayment(row);
   }
 
-  /** Payments still open (reserved or settling) that were taken before `beforeMs`, oldest first. */
-  async open(beforeMs: number, limit = 100): Promise<X402PaymentRow[]> {
+  /**
+   * Payments still open (reserved or settling) that were taken before `beforeMs`, in (created_at, call_id) order,
+   * a page at a time: `after` is the last row of the previous page.
+   */
+  async open(beforeMs: number, after?: { createdAtMs: number; callId: string }, limit = 100): Promise<X402PaymentRow[]> {
     const rows = await this.db.all<Row>(
-      `SELECT ${COLUMNS} FROM x402_payments WHERE status IN ('reserved', 'settling') AND created_at < ?
-       ORDER BY created_at LIMIT ?`,
-      [beforeMs, limit],
+      `SELECT ${COLUMNS} FROM x402_payments
+       WHERE status IN ('reserved', 'settling') AND created_at < ?
+         AND (created_at > ? OR (created_at = ? AND call_id > ?))
+       ORDER BY created_at, call_id LIMIT ?`,
+      [beforeMs, after?.createdAtMs ?? -1, after?.createdAtMs ?? -1, after?.callId ?? "", limit],
     );
     return rows.map(toPayment);
   }
@@ -160,6 +185,7 @@ function toPayment(row: Row): X402PaymentRow {
     feeMicros: BigInt(row.fee_amount),
     status: row.status,
     txHash: row.tx_hash,
+    settleBlock: row.settle_block === null ? null : BigInt(row.settle_block),
     replicaId: row.replica_id,
     createdAtMs: Number(row.created_at),
   };

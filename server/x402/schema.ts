@@ -28,6 +28,8 @@ CREATE TABLE x402_payments (
   fee_amount         INTEGER NOT NULL CHECK (fee_amount >= 0),
   status             TEXT NOT NULL CHECK (status IN ('reserved', 'settling', 'settled', 'released', 'failed')),
   tx_hash            TEXT,
+  -- The chain's head just before the settlement was sent: where recovery looks for its X402Settled event.
+  settle_block       INTEGER,
   entry_id           INTEGER REFERENCES entries(id),
   replica_id         TEXT,
   created_at         INTEGER NOT NULL,

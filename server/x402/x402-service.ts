@@ -12,7 +12,7 @@ import type { CallOutcome, CallsStore } from "../gateway/calls-store";
 import type { ForwardResult, Forwarder } from "../gateway/forward";
 import type { CallLimiter } from "../gateway/rate-limit";
 import type { EscrowX402Settler } from "./escrow-settlement";
-import type { X402PaymentsStore } from "./payments-store";
+import type { X402PaymentRow, X402PaymentsStore } from "./payments-store";
 import {
   acceptedMatches,
   MalformedPayment,
@@ -62,6 +62,8 @@ export interface X402ServiceDeps {
   asset: X402Asset;
   /** The escrow address a seller account is credited at (its settlement address); undefined if it has none. */
   sellerAddress(accountId: string): Promise<Address | undefined>;
+  /** The chain's head block number (recorded as a payment's settlement is sent: where recovery looks for it). */
+  chainHead(): Promise<bigint>;
   /** This replica's name in the payments it reserves (several replicas may share the database). */
   replicaId?: string;
   onCall?: (call: { skill: string; outcome: CallOutcome; chargedMicros: bigint; latencyMs: number }) => void;
@@ -110,9 +112,13 @@ export class X402Service {
     return { charge, requirements: requirementsFor(asset, charge.chargedMicros, timeoutS) };
   }
 
-  /** The skills payable over x402 (every listed one with a price), for discovery. */
-  payable(): Skill[] {
-    return this.deps.skills.list().filter((skill) => skill.priceMicros > 0n);
+  /** The skills payable over x402, for discovery: every listed one with a price whose seller the escrow can credit. */
+  async payable(): Promise<Skill[]> {
+    const priced = this.deps.skills.list().filter((skill) => skill.priceMicros > 0n);
+    const sellers = new Map<string, boolean>();
+    for (const id of new Set(priced.map((skill) => skill.sellerAccountId)))
+      sellers.set(id, (await this.deps.sellerAddress(id)) !== undefined);
+    return priced.filter((skill) => sellers.get(skill.sellerAccountId));
   }
 
   get network(): string {
@@ -166,6 +172,26 @@ export class X402Service {
     const auth = payment.authorization;
     const nowS = BigInt(Math.floor(this.now() / 1000));
     const lastsUntil = nowS + BigInt(Math.ceil(skill.timeoutMs / 1000)) + SETTLEMENT_MARGIN_S;
+    // Not valid for longer than asked (plus a minute of clock skew): a payment whose fate is unknown must expire
+    // soon, so that recovery can close it (and a value past the database's integers is refused here, not there).
+    const latest = nowS + BigInt(requirements.maxTimeoutSeconds) + 60n;
+    if (auth.validBefore > latest) {
+      return {
+        ...this.refused(
+          req,
+          skill.slug,
+          "payment_invalid",
+          `Payment refused: the authorization is valid until ${auth.validBefore}, longer than the ${requirements.maxTimeoutSeconds} s asked (at most ${latest}).`,
+        ),
+        paymentRequired: required("invalid_exact_evm_payload_authorization_valid_before"),
+      };
+    }
+    if (auth.validAfter > nowS) {
+      return {
+        ...this.refused(req, skill.slug, "payment_invalid", "Payment refused: the authorization is not valid yet."),
+        paymentRequired: required("invalid_exact_evm_payload_authorization_valid_after"),
+      };
+    }
     if (auth.validBefore < lastsUntil) {
       return {
         ...this.refused(
@@ -237,6 +263,8 @@ export class X402Service {
       };
     }
 
+    // Until the settlement may have been sent, a fault gives the reservation back; after, only recovery decides.
+    let sent = false;
     let closed = false;
     try {
       const forwarded = await this.deps.forwarder.forward(skill, callId, req.input);
@@ -244,34 +272,48 @@ export class X402Service {
         const code: ErrorCode = forwarded.kind === "rejected" ? "skill_rejected_input" : FAILURE_CODE[forwarded.reason];
         const outcome: CallOutcome = forwarded.kind === "rejected" ? "skill_rejected_input" : "skill_error";
         const message = forwarded.kind === "rejected" ? forwarded.message : `Skill error: ${forwarded.message}. Your payment was not used.`;
-        await this.closeUnpaid(req, skill, callId, "released", outcome, code);
+        const answer = this.answer(this.end(req, skill, 0n, { ok: false, code, message }));
+        await this.closeUnpaid(req, skill, callId, "reserved", "released", outcome, answer.status);
         closed = true;
-        return { callId, ...this.answer(this.end(req, skill, 0n, { ok: false, code, message })) };
+        return { callId, ...answer };
       }
 
       // Rendered before any money moves: data that cannot be serialized again is the backend's failure, paid by nobody.
       const success = this.render(this.end(req, skill, charge.chargedMicros, { ok: true, data: forwarded.data }));
       if (!success) {
         const message = "Skill error: skill backend answered JSON nested too deeply to pass on. Your payment was not used.";
-        await this.closeUnpaid(req, skill, callId, "released", "skill_error", "skill_invalid_response");
+        const answer = this.answer(this.end(req, skill, 0n, { ok: false, code: "skill_invalid_response", message }));
+        await this.closeUnpaid(req, skill, callId, "reserved", "released", "skill_error", answer.status);
         closed = true;
-        return { callId, ...this.answer(this.end(req, skill, 0n, { ok: false, code: "skill_invalid_response", message })) };
+        return { callId, ...answer };
       }
-      if (!(await this.deps.payments.markSettling(callId))) throw new Error(`x402 payment ${callId} was no longer reserved`);
+      const settleBlock = await this.deps.chainHead();
+      if (!(await this.deps.payments.markSettling(callId, settleBlock))) throw new Error(`x402 payment ${callId} was no longer reserved`);
+      sent = true;
       const settlement = await this.deps.settler.settle(auth, seller, charge.feeMicros, callIdBytes(callId));
+      const response = (success: boolean, errorReason?: string, transaction?: string): SettleResponse => ({
+        success,
+        ...(errorReason ? { errorReason } : {}),
+        transaction: transaction ?? "",
+        network: networkOf(this.deps.asset),
+        payer: auth.from,
+        ...(success ? { amount: charge.chargedMicros.toString() } : {}),
+      });
       if (settlement.kind === "refused") {
-        await this.closeUnpaid(req, skill, callId, "failed", "payment_settlement_failed", "payment_settlement_failed", settlement.txHash);
+        const answer = this.answer(
+          this.end(req, skill, 0n, {
+            ok: false,
+            code: "payment_settlement_failed",
+            message: `Payment could not be settled (${settlement.reason}): nothing was paid, and the skill's answer is not sent.`,
+          }),
+        );
+        await this.closeUnpaid(req, skill, callId, "settling", "failed", "payment_settlement_failed", answer.status, settlement.txHash);
         closed = true;
         return {
           callId,
-          ...this.answer(
-            this.end(req, skill, 0n, {
-              ok: false,
-              code: "payment_settlement_failed",
-              message: `Payment could not be settled (${settlement.reason}): nothing was paid, and the skill's answer is not sent.`,
-            }),
-          ),
+          ...answer,
           paymentRequired: required("settlement_failed"),
+          settlement: response(false, "settlement_failed", settlement.txHash),
         };
       }
       if (settlement.kind === "unknown") {
@@ -284,88 +326,125 @@ export class X402Service {
               ok: false,
               code: "chain_unavailable",
               message:
-                "The chain did not confirm this payment's settlement in time. If it lands, it is recorded; the skill's answer is not sent.",
+                "The chain did not confirm this payment's settlement in time. If it lands, it is recorded (the PAYMENT-RESPONSE header names the transaction, when it was sent); the skill's answer is not sent.",
             }),
           ),
+          settlement: response(false, "settlement_unconfirmed", settlement.txHash),
         };
       }
 
-      await this.record(skill, callId, settlement.txHash, forwarded.status, elapsedUs(req));
+      await this.record(skill, callId, settlement.txHash, success.status, elapsedUs(req));
       closed = true;
       this.deps.onCall?.({ skill: skill.slug, outcome: "success", chargedMicros: charge.chargedMicros, latencyMs: elapsedUs(req) / 1000 });
       return {
         callId,
         ...success,
-        settlement: {
-          success: true,
-          transaction: settlement.txHash,
-          network: networkOf(this.deps.asset),
-          payer: auth.from,
-          amount: charge.chargedMicros.toString(),
-        },
+        settlement: response(true, undefined, settlement.txHash),
       };
     } finally {
-      // A fault between the reservation and an outcome: nothing was sent to the chain unless the payment is
-      // 'settling', which recovery resolves; a reserved one is given back.
-      if (!closed) await this.deps.payments.close(callId, "released", this.now()).catch(() => undefined);
+      // A fault between the reservation and an outcome. Before the settlement could have been sent, the reservation
+      // is given back; after, the payment stays 'settling' (the chain may have it) for recovery to settle or close.
+      if (!closed && !sent) await this.deps.payments.close(callId, "reserved", "released", this.now()).catch(() => undefined);
     }
   }
 
   /**
    * Resolves payments left open (reserved or settling) before `beforeMs`: by a crash, or a node that stopped
-   * answering. A payment whose X402Settled event is on-chain is recorded as settled; one whose authorization can no
-   * longer be used (expired, and its nonce unused) is closed with nothing paid; any other waits for a later pass.
+   * answering. Every open payment is looked at, a page at a time:
+   * - reserved: its settlement was never sent (a payment is marked settling, durably, first): closed, nothing paid;
+   * - settling, with its X402Settled event on-chain (searched from the block it was sent at): recorded as settled;
+   * - settling, no event, and expired by the chain's clock: it can never settle now. Closed `released` when its
+   *   nonce is unused, `failed` when the nonce was used otherwise (cancelled, or the authorization submitted to
+   *   the token directly), after one more look for the event;
+   * - settling, no event, not expired: waits for a later pass (an authorization lasts minutes: see call()).
    */
   async recover(
-    find: (callId: Hex) => Promise<{ txHash: Hex } | undefined>,
-    authorizationUsed: (payer: Address, nonce: Hex) => Promise<boolean>,
+    chain: {
+      find(callId: Hex, fromBlock: bigint): Promise<{ txHash: Hex } | undefined>;
+      authorizationUsed(payer: Address, nonce: Hex): Promise<boolean>;
+      /** The latest block's timestamp, in seconds: the clock the token checks validBefore against. */
+      timeS(): Promise<bigint>;
+    },
     beforeMs: number,
   ): Promise<{ settled: number; closed: number; waiting: number }> {
     const counts = { settled: 0, closed: 0, waiting: 0 };
-    for (const payment of await this.deps.payments.open(beforeMs)) {
-      const found = await find(callIdBytes(payment.callId));
-      if (found) {
-        const skill = this.deps.skills.resolve(payment.skillId);
-        await this.record(
-          { id: payment.skillId, slug: skill?.slug ?? payment.skillId, sellerAccountId: payment.sellerAccountId },
-          payment.callId,
-          found.txHash,
-          200,
-          0,
-          payment,
-        );
-        counts.settled++;
-        continue;
-      }
-      const expired = BigInt(Math.floor(this.now() / 1000)) > payment.validBefore;
-      if (payment.status === "reserved" || (expired && !(await authorizationUsed(payment.payer as Address, payment.nonce as Hex)))) {
-        // Reserved: never sent. Settling and expired with the nonce unused: can never be sent now.
-        await this.deps.ledger.db.transaction(async (tx) => {
-          if (await this.deps.payments.close(payment.callId, "released", this.now(), null, tx)) {
-            await this.deps.calls.record(
-              {
-                id: payment.callId,
-                accountId: X402_SOURCE_ID,
-                apiKeyId: "x402",
-                skillId: payment.skillId,
-                endpoint: "x402",
-                httpStatus: 500,
-                outcome: "internal_error",
-                chargedMicros: 0n,
-                holdId: null,
-                latencyUs: 0,
-                createdAtMs: payment.createdAtMs,
-              },
-              tx,
-            );
+    const chainTimeS = await chain.timeS();
+    let after: { createdAtMs: number; callId: string } | undefined;
+    for (;;) {
+      const page = await this.deps.payments.open(beforeMs, after);
+      if (page.length === 0) break;
+      after = { createdAtMs: page[page.length - 1].createdAtMs, callId: page[page.length - 1].callId };
+      for (const payment of page) {
+        const id = callIdBytes(payment.callId);
+        if (payment.status === "settling") {
+          const from = payment.settleBlock ?? 0n;
+          const found = await chain.find(id, from);
+          if (found) {
+            await this.recordRecovered(payment, found.txHash);
+            counts.settled++;
+            continue;
           }
-        });
+          if (chainTimeS <= payment.validBefore) {
+            counts.waiting++;
+            continue;
+          }
+          if (await chain.authorizationUsed(payment.payer as Address, payment.nonce as Hex)) {
+            // Used, but not by our settlement as far as the last look went: look once more, now that it can no longer land.
+            const late = await chain.find(id, from);
+            if (late) {
+              await this.recordRecovered(payment, late.txHash);
+              counts.settled++;
+            } else {
+              await this.closeRecovered(payment, "settling", "failed");
+              counts.closed++;
+            }
+            continue;
+          }
+          await this.closeRecovered(payment, "settling", "released");
+          counts.closed++;
+          continue;
+        }
+        await this.closeRecovered(payment, "reserved", "released");
         counts.closed++;
-      } else {
-        counts.waiting++;
       }
     }
     return counts;
+  }
+
+  /** A payment recovery found settled on-chain: recorded as any settled one (the client was told 503, or nothing). */
+  private async recordRecovered(payment: X402PaymentRow, txHash: Hex): Promise<void> {
+    const skill = this.deps.skills.resolve(payment.skillId);
+    await this.record(
+      { id: payment.skillId, slug: skill?.slug ?? payment.skillId, sellerAccountId: payment.sellerAccountId },
+      payment.callId,
+      txHash,
+      503,
+      0,
+      payment,
+    );
+  }
+
+  /** A payment recovery found never settled: closed, and its call logged as the gateway's failure, charged nothing. */
+  private async closeRecovered(payment: X402PaymentRow, from: "reserved" | "settling", status: "released" | "failed"): Promise<void> {
+    await this.deps.ledger.db.transaction(async (tx) => {
+      if (!(await this.deps.payments.close(payment.callId, from, status, this.now(), null, tx))) return;
+      await this.deps.calls.record(
+        {
+          id: payment.callId,
+          accountId: X402_SOURCE_ID,
+          apiKeyId: "x402",
+          skillId: payment.skillId,
+          endpoint: "x402",
+          httpStatus: 500,
+          outcome: "internal_error",
+          chargedMicros: 0n,
+          holdId: null,
+          latencyUs: 0,
+          createdAtMs: payment.createdAtMs,
+        },
+        tx,
+      );
+    });
   }
 
   /** The settled payment's books: its entry, the payment marked settled, the calls log's line; durable before the answer. */
@@ -415,15 +494,17 @@ export class X402Service {
     req: X402CallRequest,
     skill: Skill,
     callId: string,
+    from: "reserved" | "settling",
     status: "released" | "failed",
     outcome: CallOutcome,
-    code: ErrorCode,
+    httpStatus: number,
     txHash?: string,
   ): Promise<void> {
     const { ledger, payments, calls } = this.deps;
-    const httpStatus = code === "payment_settlement_failed" ? 402 : 502;
     await ledger.db.transaction(async (tx) => {
-      await payments.close(callId, status, this.now(), txHash ?? null, tx);
+      if (!(await payments.close(callId, from, status, this.now(), txHash ?? null, tx))) {
+        throw new Error(`x402 payment ${callId} was not ${from} when it was closed ${status}`);
+      }
       await calls.record(
         {
           id: callId,

@@ -7,7 +7,7 @@ import { decodePaymentRequiredHeader, decodePaymentResponseHeader, encodePayment
 import type { PaymentPayload, PaymentRequired } from "@x402/core/types";
 import { ExactEvmScheme } from "@x402/evm/exact/client";
 import { wrapFetchWithPaymentFromConfig } from "@x402/fetch";
-import type { Address, Hex } from "viem";
+import { type Address, type Hex, createWalletClient, custom } from "viem";
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from "viem/accounts";
 import { linkAddress } from "../../server/settlement/addresses";
 import { loadArtifact } from "../../server/devstack/deploy";
@@ -229,6 +229,68 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
     expect(((await res.json()) as any).error).to.match(/balance is below the price/);
   });
 
+  it("refuses an authorization valid for longer than asked, and one not valid yet", async () => {
+    const far = await signedPayment("paid", (r) => (r.maxTimeoutSeconds = 100_000));
+    const res = await post(url("paid"), {}, { "payment-signature": far });
+    expect(res.status).to.equal(402);
+    expect(((await res.json()) as any).error).to.match(/longer than the \d+ s asked/);
+  });
+
+  it("a payer who spends the money while the skill runs: the settlement is refused, nothing moves, no data", async function () {
+    this.timeout(60_000);
+    // A payer that can send transactions (it needs ETH to move its USDC away).
+    const spender = privateKeyToAccount(generatePrivateKey());
+    const wallets = await hre.viem.getWalletClients();
+    await chain.receipt(
+      await wallets[0].sendTransaction({ to: spender.address, value: 10n ** 18n, account: wallets[0].account, chain: wallets[0].chain }),
+    );
+    await chain.receipt(
+      await wallets[0].writeContract({
+        address: chain.deployment.usdc,
+        abi: usdcAbi,
+        functionName: "mint",
+        args: [spender.address, 5_000n],
+        account: wallets[0].account,
+        chain: wallets[0].chain,
+      } as never),
+    );
+    await stack.addSkill("paid-gated", "/gated", { priceMicros: 2_000n });
+    const required = decodePaymentRequiredHeader((await post(url("paid-gated"), {})).headers.get("payment-required")!);
+    const created = await new ExactEvmScheme(spender).createPaymentPayload(2, required.accepts[0]);
+    const header = encodePaymentSignatureHeader({
+      ...created,
+      accepted: required.accepts[0],
+      resource: required.resource,
+    } as PaymentPayload);
+    const sellerBefore = await escrowEarnings(seller);
+
+    const answer = post(url("paid-gated"), { text: "slow" }, { "payment-signature": header });
+    await stack.backend.nextRequest("/gated");
+    // Verified and forwarded: now the payer moves its USDC away before the settlement.
+    const spenderWallet = createWalletClient({ account: spender, transport: custom(hre.network.provider) });
+    await chain.receipt(
+      await spenderWallet.writeContract({
+        address: chain.deployment.usdc,
+        abi: usdcAbi,
+        functionName: "transfer",
+        args: [wallets[0].account.address, 5_000n],
+        chain: null,
+      } as never),
+    );
+    stack.backend.openGate();
+    const res = await answer;
+    expect(res.status).to.equal(402);
+    const body = (await res.json()) as any;
+    expect(body).to.include({ success: false, code: "payment_settlement_failed" });
+    expect(body).to.not.have.property("data");
+    const settled = decodePaymentResponseHeader(res.headers.get("payment-response")!);
+    expect(settled).to.include({ success: false, errorReason: "settlement_failed", payer: spender.address });
+    expect(await escrowEarnings(seller)).to.equal(sellerBefore);
+    const row = await new X402PaymentsStore(stack.gw.db).get(res.headers.get("x-call-id")!);
+    expect(row?.status).to.equal("failed");
+    await assertBalanced(stack.gw.db);
+  });
+
   it("lists the payable skills in the protocol's discovery format", async () => {
     const res = await fetch(`${stack.url}/x402/discovery/resources?limit=100`);
     expect(res.status).to.equal(200);
@@ -271,14 +333,89 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
 describe("x402: payments left open by a crash are resolved at the next start", () => {
   let chain: LocalChain;
   let snapshot: string;
+  const usdcBalance = (address: Address) =>
+    chain.publicClient.readContract({
+      address: chain.deployment.usdc,
+      abi: usdcAbi,
+      functionName: "balanceOf",
+      args: [address],
+    }) as Promise<bigint>;
 
   before(async function () {
     this.timeout(120_000);
     chain = await startLocalChain();
     snapshot = await chain.snapshot();
   });
+  // Each test's books start empty: so does its chain (an escrow whose events no test's ledger has would not reconcile).
+  afterEach(async () => {
+    await chain.revert(snapshot);
+    snapshot = await chain.snapshot();
+  });
   after(async () => {
     if (snapshot) await chain.revert(snapshot);
+  });
+
+  it("a settlement mined but not recorded (the books' commit failed): the payment stays open, and the next start records it", async function () {
+    this.timeout(120_000);
+    const wallets = await hre.viem.getWalletClients();
+    const seller = wallets[9].account.address;
+    const connection = await gatewayChain(chain);
+    const folder = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gw-x402-"));
+    const dbPath = path.join(folder, "gateway.db");
+    const first = await startStack({ dbPath, gateway: { chain: connection } });
+    expect((await linkAddress(first.gw.ledger, { accountId: first.sellerId, address: seller })).ok).to.equal(true);
+    await first.addSkill("paid", "/echo", { priceMicros: 2_000n });
+    const payer = privateKeyToAccount(generatePrivateKey());
+    await chain.receipt(
+      await wallets[0].writeContract({
+        address: chain.deployment.usdc,
+        abi: usdcAbi,
+        functionName: "mint",
+        args: [payer.address, 10_000n],
+        account: wallets[0].account,
+        chain: wallets[0].chain,
+      } as never),
+    );
+    const paidFetch = wrapFetchWithPaymentFromConfig(fetch, {
+      schemes: [{ network: "eip155:*", client: new ExactEvmScheme(payer) }],
+      spendControls: { allowedAssets: [{ network: "eip155:8453", asset: chain.deployment.usdc, maxAmountPerPayment: "10000" }] },
+    });
+    // The books' transaction fails once, after the chain has the settlement.
+    const ledger = first.gw.ledger;
+    const original = ledger.recordX402Payment.bind(ledger);
+    ledger.recordX402Payment = async () => {
+      ledger.recordX402Payment = original;
+      throw new Error("disk full");
+    };
+    const res = await paidFetch(`${first.url}/x402/skills/paid/call`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{}",
+    });
+    expect(res.status).to.equal(500);
+    const callId = res.headers.get("x-call-id");
+    const open = await first.gw.db.one<{ call_id: string; status: string }>("SELECT call_id, status FROM x402_payments");
+    expect(open?.status).to.equal("settling");
+    if (callId) expect(open?.call_id).to.equal(callId);
+    expect(await usdcBalance(payer.address)).to.equal(8_000n);
+    await first.close();
+
+    const second = await startStack({ dbPath, gateway: { chain: connection } });
+    try {
+      expect((await new X402PaymentsStore(second.gw.db).get(open!.call_id))?.status).to.equal("settled");
+      expect(await second.earned()).to.equal(1_800n);
+      await assertBalanced(second.gw.db);
+      const report = await reconcile({
+        stores: settlementStores(second.gw.db),
+        publicClient: chain.publicClient,
+        escrowAddress: chain.deployment.escrow,
+        fromBlock: chain.deployment.deployBlock,
+      });
+      expect(report.differences).to.deep.equal([]);
+    } finally {
+      await second.close();
+      fs.rmSync(folder, { recursive: true, force: true });
+    }
   });
 
   it("records the settled one from its X402Settled event, closes the unsent one, leaves the valid in-flight one", async function () {
@@ -356,7 +493,7 @@ describe("x402: payments left open by a crash are resolved at the next start", (
     // Settled on-chain, then the "crash": never recorded.
     const minedAuth = await authorize();
     await reserve("0195f0a0-0000-7000-8000-000000000001", minedAuth);
-    expect(await payments.markSettling("0195f0a0-0000-7000-8000-000000000001")).to.equal(true);
+    expect(await payments.markSettling("0195f0a0-0000-7000-8000-000000000001", await chain.publicClient.getBlockNumber())).to.equal(true);
     const settler = new EscrowX402Settler({
       publicClient: chain.publicClient,
       walletClient: gatewayChainConnection.x402Wallet!,
@@ -368,7 +505,7 @@ describe("x402: payments left open by a crash are resolved at the next start", (
     await reserve("0195f0a0-0000-7000-8000-000000000002", await authorize());
     // Sending when the crash came, not on-chain, still valid: its fate is not known yet.
     await reserve("0195f0a0-0000-7000-8000-000000000003", await authorize());
-    expect(await payments.markSettling("0195f0a0-0000-7000-8000-000000000003")).to.equal(true);
+    expect(await payments.markSettling("0195f0a0-0000-7000-8000-000000000003", await chain.publicClient.getBlockNumber())).to.equal(true);
     await first.close();
 
     const second = await startStack({ dbPath, gateway: { chain: gatewayChainConnection } });

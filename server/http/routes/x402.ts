@@ -60,11 +60,11 @@ export function x402Routes(deps: { config: Config; x402?: X402Service }): Router
     res.status(answer.status).type("application/json").send(answer.body);
   });
 
-  router.get("/x402/discovery/resources", (req: Request, res: Response) => {
+  router.get("/x402/discovery/resources", async (req: Request, res: Response) => {
     const x402 = service();
     const query = parseRequest(x402DiscoveryQuery, req.query);
     const base = publicBase(deps.config, req);
-    const all = query.type === undefined || query.type === "http" ? x402.payable() : [];
+    const all = query.type === undefined || query.type === "http" ? await x402.payable() : [];
     const page = all.slice(query.offset, query.offset + query.limit);
     res.json({
       x402Version: 2,

@@ -50,7 +50,7 @@ export class X402Payment extends Step {
     expect(reserved, `reservation of nonce ${nonce}`).to.equal(!taken);
     if (!reserved) return;
     model.x402Nonces.add(nonce);
-    expect(await store.markSettling(callId)).to.equal(true);
+    expect(await store.markSettling(callId, 1n)).to.equal(true);
     // Not waited on for durability here: after a restart this test's SQLite handles share one connection between
     // two group commits, which production never does; the Flush and Restart steps commit what is open.
     await real.db.transaction(async (tx) => {

@@ -23,6 +23,8 @@ CREATE TABLE x402_payments (
   fee_amount         BIGINT NOT NULL CHECK (fee_amount >= 0),
   status             TEXT COLLATE "C" NOT NULL CHECK (status IN ('reserved', 'settling', 'settled', 'released', 'failed')),
   tx_hash            TEXT COLLATE "C",
+  -- The chain's head just before the settlement was sent: where recovery looks for its X402Settled event.
+  settle_block       BIGINT,
   entry_id           BIGINT REFERENCES entries(id),
   replica_id         TEXT COLLATE "C",
   created_at         BIGINT NOT NULL,
