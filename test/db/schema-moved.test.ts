@@ -174,12 +174,37 @@ describe("the schema after the move", () => {
     const old = oldDatabase(tmp.file("v15.db"), OLD_MIGRATIONS.length);
     const before = masterOf(old).filter((r) => r.name !== "holds");
     old.close();
-    const opened = openDatabase(tmp.file("v15.db"), CURRENT_SCHEMA);
+    const opened = openDatabase(
+      tmp.file("v15.db"),
+      CURRENT_SCHEMA.filter((m) => m.version <= 16),
+    );
     try {
       expect(versionsOf(opened).map((v) => v.version)).to.include(16n);
       const columns = (opened.pragma("table_info(holds)") as { name: string }[]).map((c) => c.name);
       expect(columns).to.include("replica_id");
       expect(masterOf(opened).filter((r) => r.name !== "holds")).to.deep.equal(before);
+    } finally {
+      opened.close();
+      tmp.remove();
+    }
+  });
+
+  it("adds keys' spending limits and each hold's key period (version 17) to a version 16 database, and nothing else", () => {
+    const tmp = makeTempDir();
+    const v16 = openDatabase(
+      tmp.file("v16.db"),
+      CURRENT_SCHEMA.filter((m) => m.version <= 16),
+    );
+    const before = masterOf(v16).filter((r) => r.name !== "holds");
+    v16.close();
+    const opened = openDatabase(tmp.file("v16.db"), CURRENT_SCHEMA);
+    try {
+      expect(versionsOf(opened).map((v) => v.version)).to.include(17n);
+      const columns = (opened.pragma("table_info(holds)") as { name: string }[]).map((c) => c.name);
+      expect(columns.slice(-2)).to.deep.equal(["spend_key_id", "spend_period_seq"]);
+      const added = masterOf(opened).filter((r) => r.name !== "holds" && !before.some((b) => b.name === r.name));
+      expect(added.map((r) => `${r.type} ${r.name}`)).to.deep.equal(["table key_spend_limits", "index holds_by_spend_period"]);
+      expect(masterOf(opened).filter((r) => before.some((b) => b.name === r.name))).to.deep.equal(before);
     } finally {
       opened.close();
       tmp.remove();
