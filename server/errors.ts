@@ -33,6 +33,8 @@ export const ERROR_CODES = {
   withdrawal_in_progress: "another operation of this wallet is being sent",
   wrong_withdrawal_flow: "the other withdrawal flow is the one for this wallet (server-held key or owner-signed)",
   insufficient_balance: "the balance is below the call's price or the amount asked",
+  key_spend_limit_reached:
+    "the API key's spending limit for its period (a UTC day, a UTC month, or in total) would be passed: nothing ran or was charged; the message says when it resets",
   skill_not_found: "no skill with that slug or UUID",
   not_found: "no such route, or no such thing on this account",
   no_wallet: "the account has no embedded wallet yet",
