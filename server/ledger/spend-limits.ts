@@ -43,7 +43,8 @@ export interface SpendLimitStatus extends SpendLimit {
 export type SpendTakeResult =
   | {
       ok: true;
-      /** The key's period the amount was counted in; null when the key has no limit (nothing counted). */ periodSeq: bigint | null;
+      /** The key's period the amount was counted in; null when the key has no limit (nothing counted). */
+      periodSeq: bigint | null;
     }
   | ({ ok: false } & SpendLimitStatus);
 
