@@ -197,7 +197,10 @@ describe("the schema after the move", () => {
     );
     const before = masterOf(v16).filter((r) => r.name !== "holds");
     v16.close();
-    const opened = openDatabase(tmp.file("v16.db"), CURRENT_SCHEMA);
+    const opened = openDatabase(
+      tmp.file("v16.db"),
+      CURRENT_SCHEMA.filter((m) => m.version <= 17),
+    );
     try {
       expect(versionsOf(opened).map((v) => v.version)).to.include(17n);
       const columns = (opened.pragma("table_info(holds)") as { name: string }[]).map((c) => c.name);
