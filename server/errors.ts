@@ -33,6 +33,8 @@ export const ERROR_CODES = {
   withdrawal_in_progress: "another operation of this wallet is being sent",
   wrong_withdrawal_flow: "the other withdrawal flow is the one for this wallet (server-held key or owner-signed)",
   insufficient_balance: "the balance is below the call's price or the amount asked",
+  key_spend_limit_reached:
+    "the API key's spending limit for its period (a UTC day, a UTC month, or in total) would be passed: nothing ran or was charged; the message says when it resets",
   payment_required: "an x402 call without a `PAYMENT-SIGNATURE`: its `PAYMENT-REQUIRED` header says what to pay",
   payment_invalid:
     "an x402 payment that does not verify: its scheme, network, asset, recipient, amount, validity window, signature, funds or nonce",

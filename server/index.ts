@@ -125,6 +125,11 @@ export interface GatewayOptions {
    * process only; Redis (REDIS_URL) when the gateway shares its limits with other replicas.
    */
   rateLimitStore?: (limit: RateLimitName) => Store;
+  /**
+   * The clock API keys' spending periods are read by (ms since the epoch): which UTC day or month a call's
+   * hold counts in, and what GET /v1/keys shows as spent and when it resets. Date.now by default; a test moves it.
+   */
+  now?: () => number;
 }
 
 /** The database, its lock (SQLite) or registry membership (PostgreSQL), and the shared state (Redis). */
@@ -239,6 +244,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     dailyCap,
     forwarder,
     answers: callAnswers,
+    now: options.now,
     onCall: (call) => {
       metrics.observeCall(call);
       // For the request's log line: which skill, how it ended, what it charged.
@@ -327,6 +333,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     log,
     logger,
     metrics,
+    now: options.now,
   });
 
   /**

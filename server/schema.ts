@@ -34,7 +34,8 @@ const VERSIONS: readonly { version: number; name: string }[] = [
   { version: 14, name: "sign-in state bounded per client and pruned by expiry" },
   { version: 15, name: "one entry kind per money movement, linked by columns" },
   { version: 16, name: "each hold names the replica that took it" },
-  { version: 17, name: "x402 payments, their ledger entries and calls" },
+  { version: 17, name: "spending limits of API keys, and the key period each hold counted in" },
+  { version: 18, name: "x402 payments, their ledger entries and calls" },
 ];
 
 /**

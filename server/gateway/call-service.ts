@@ -4,8 +4,8 @@ import type { ApiKeyRecord } from "../identity/api-keys";
 import type { Config } from "../config";
 import { type ErrorCode, GatewayError } from "../errors";
 import { computeCharge } from "../ledger/fees";
-import type { Hold, Ledger } from "../ledger/ledger";
-import { microsToUsd } from "../ledger/money";
+import type { Hold, HoldResult, Ledger } from "../ledger/ledger";
+import { microsToUsd, usdText } from "../ledger/money";
 import type { CallOutcome, CallsStore, Endpoint } from "./calls-store";
 import type { ForwardResult, Forwarder } from "./forward";
 import type { IdempotencyKeys } from "./idempotency";
@@ -82,6 +82,8 @@ export interface CallServiceDeps {
   answers: CallAnswers;
   /** Told about every call once it is committed to the calls log (for metrics and the request's log line). */
   onCall?: (call: { skill: string; outcome: CallOutcome; chargedMicros: bigint; latencyMs: number }) => void;
+  /** The clock keys' spending periods are read by (ms since the epoch); Date.now by default. A test moves it. */
+  now?: () => number;
 }
 
 const MINUTE_MS = 60_000;
@@ -108,10 +110,11 @@ interface Call {
  * The paid call path. Checks run in this documented order, and the first that fails
  * decides the answer (test/gateway/call-order.test.ts pins it):
  *
- *   1. skill exists (404)            5. input fits the skill's schema (400)
- *   2. idempotency key (replay/409/422)  6. balance covers the price: hold (402)
- *   3. rate limits: key, skill (429)     7. forward to the backend (400 / 502)
- *   4. daily cap of the account (429)    8. capture (200) or release
+ *   1. skill exists (404)                5. input fits the skill's schema (400)
+ *   2. idempotency key (replay/409/422)  6. hold: the balance covers the price (402 insufficient_balance),
+ *   3. rate limits: key, skill (429)        then the key's spending limit allows it (402 key_spend_limit_reached)
+ *   4. daily cap of the account (429)    7. forward to the backend (400 / 502)
+ *                                        8. capture (200) or release
  *
  * (Authentication, 401, and body parsing, 400/413, happen before, in the HTTP layer, which
  * also turns the result into status, headers and body: the service names codes, not statuses.)
@@ -203,7 +206,17 @@ export class CallService {
     const charge = computeCharge(skill.priceMicros, config.feeMode, config.feeBps);
     let hold: Hold | null = null;
     if (charge.chargedMicros > 0n) {
-      const held = await ledger.hold({ accountId, sellerAccountId: skill.sellerAccountId, skillId: skill.id, charge });
+      const held = await ledger.hold({
+        accountId,
+        sellerAccountId: skill.sellerAccountId,
+        skillId: skill.id,
+        charge,
+        apiKeyId: req.apiKey.id,
+        nowMs: this.deps.now?.() ?? Date.now(),
+      });
+      if (!held.ok && held.reason === "key_spend_limit_reached") {
+        return this.fail(call, decision, "key_spend_limit_reached", spendLimitMessage(held));
+      }
       if (!held.ok) {
         const message = (await ledger.hasExitShortfall(accountId))
           ? "Insufficient balance: an exit from the escrow is pending for this account, and its money is frozen until the exit completes or is cancelled."
@@ -365,6 +378,21 @@ export class CallService {
   private told(call: Call, outcome: CallOutcome, chargedMicros: bigint): void {
     this.deps.onCall?.({ skill: call.skill.slug, outcome, chargedMicros, latencyMs: elapsedMs(call.req) });
   }
+}
+
+const PER_PERIOD = { day: "per day", month: "per month", total: "in total" } as const;
+
+/**
+ * The refusal of a call its key's spending limit does not allow: the limit, its period, what is spent, and when it
+ * resets (a UTC boundary, to the second) or that it never does.
+ */
+export function spendLimitMessage(refused: Extract<HoldResult, { reason: "key_spend_limit_reached" }>): string {
+  const spent = `$${usdText(refused.spentMicros)} spent, this call costs $${usdText(refused.neededMicros)}`;
+  const resets =
+    refused.resetsAtMs === null
+      ? "it does not reset: raise or remove the limit to go on"
+      : `it resets at ${new Date(refused.resetsAtMs).toISOString().replace(/\.\d{3}Z$/, "Z")}`;
+  return `This key's spending limit of $${usdText(refused.limitMicros)} ${PER_PERIOD[refused.period]} is reached (${spent}); ${resets}.`;
 }
 
 function elapsedMs(req: CallRequest): number {

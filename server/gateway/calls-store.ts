@@ -12,6 +12,7 @@ export type CallOutcome =
   | "skill_rejected_input"
   | "skill_error"
   | "insufficient_balance"
+  | "key_spend_limit_reached"
   | "invalid_input"
   | "rate_limited"
   | "daily_limit_reached"

@@ -46,13 +46,13 @@ CREATE INDEX calls_by_hold ON calls(hold_id) WHERE hold_id IS NOT NULL;
 `,
   },
   {
-    version: 17,
+    version: 18,
     sql: `
 -- x402 (issue 15): a call paid per call with an EIP-3009 authorization, with no account or key, is logged here too,
 -- under the x402 payers' system account and endpoint 'x402' (its payer and payment are in x402_payments, by call
 -- id). The endpoint's CHECK cannot be changed in place, so the table is rebuilt with its rowids (the usage pages
--- order by them) and its indexes. Version 17 rebuilds tables (server/ledger/schema.ts says so for the version).
-CREATE TABLE calls_v17 (
+-- order by them) and its indexes. Version 18 rebuilds tables (server/ledger/schema.ts says so for the version).
+CREATE TABLE calls_v18 (
   id              TEXT PRIMARY KEY,
   account_id      TEXT NOT NULL REFERENCES accounts(id),
   api_key_id      TEXT NOT NULL,
@@ -65,13 +65,13 @@ CREATE TABLE calls_v17 (
   latency_us      INTEGER NOT NULL,
   created_at      INTEGER NOT NULL
 );
-INSERT INTO calls_v17 (rowid, id, account_id, api_key_id, skill_id, endpoint, http_status, outcome, charged_micros,
+INSERT INTO calls_v18 (rowid, id, account_id, api_key_id, skill_id, endpoint, http_status, outcome, charged_micros,
                        hold_id, latency_us, created_at)
 SELECT rowid, id, account_id, api_key_id, skill_id, endpoint, http_status, outcome, charged_micros,
        hold_id, latency_us, created_at
 FROM calls;
 DROP TABLE calls;
-ALTER TABLE calls_v17 RENAME TO calls;
+ALTER TABLE calls_v18 RENAME TO calls;
 CREATE INDEX calls_by_account ON calls(account_id, created_at);
 CREATE INDEX calls_by_hold ON calls(hold_id) WHERE hold_id IS NOT NULL;
 `,

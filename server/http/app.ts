@@ -83,6 +83,8 @@ export interface AppDeps {
   logger: Logger;
   /** The gateway's metrics, served at GET /metrics to a holder of config.metricsToken. */
   metrics: GatewayMetrics;
+  /** The clock API keys' spending periods are read by (GET /v1/keys's spent and resets_at); Date.now by default. */
+  now?: () => number;
 }
 
 /**
@@ -167,7 +169,7 @@ export function createApp(deps: AppDeps): express.Express {
       limit: limits.signIn,
     }),
   );
-  app.use(keyRoutes({ sessions: deps.sessions, keys: deps.keys }));
+  app.use(keyRoutes({ sessions: deps.sessions, keys: deps.keys, now: deps.now }));
   app.use(
     sellerRoutes({
       sessions: deps.sessions,

@@ -31,6 +31,7 @@ export const ERROR_STATUS = {
   withdrawal_in_progress: 409,
   wrong_withdrawal_flow: 409,
   insufficient_balance: 402,
+  key_spend_limit_reached: 402,
   payment_required: 402,
   payment_invalid: 402,
   payment_reused: 402,

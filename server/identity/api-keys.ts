@@ -1,5 +1,6 @@
 import { createHash, randomBytes, randomUUID } from "node:crypto";
 import { type Database, type Sql, within } from "../db/sql";
+import { type SpendLimit, SpendLimits, type SpendLimitStatus } from "../ledger/spend-limits";
 import { ApiKeysStore, type StoredApiKey } from "./api-keys-store";
 import { base58Encode, isBase58 } from "./base58";
 
@@ -40,9 +41,15 @@ export function looksLikeKey(key: string): boolean {
  * Each key's last use is noted in memory (a map lookup per request) at most once a minute,
  * and written by `flushLastUsed()`, which the gateway runs from a timer: the call path never
  * waits on that write.
+ *
+ * A key may carry a spending limit (per UTC day, per UTC month, or in total). The ledger keeps
+ * and enforces it, in the same transaction as each call's hold (ledger/spend-limits.ts); here it
+ * is set with the key, changed, removed and read. It is never cached: a changed limit applies to
+ * the next hold on every replica.
  */
 export class ApiKeys {
   private readonly store: ApiKeysStore;
+  private readonly limits: SpendLimits;
   private readonly cache = new Map<string, { record: ApiKeyRecord; expiresAtMs: number }>();
   /**
    * Counts the forgets (`forget`, `forgetAll`, `revoke`). A lookup that began before one may
@@ -59,13 +66,19 @@ export class ApiKeys {
     private readonly cacheTtlMs = 5_000,
   ) {
     this.store = new ApiKeysStore(db);
+    this.limits = new SpendLimits(db);
   }
 
   /**
-   * Issues a key to the account. Without `tx` it is durable before this resolves (the key is
-   * shown once and must then work); with one, it is part of the caller's transaction.
+   * Issues a key to the account, with its spending limit if one is given (counted from `nowMs`).
+   * Without `tx` it is durable before this resolves (the key is shown once and must then work);
+   * with one, it is part of the caller's transaction.
    */
-  create(accountId: string, options: { name?: string; rateLimitPerMin?: number | null } = {}, tx?: Sql): Promise<CreatedApiKey> {
+  create(
+    accountId: string,
+    options: { name?: string; rateLimitPerMin?: number | null; spendLimit?: SpendLimit | null; nowMs?: number } = {},
+    tx?: Sql,
+  ): Promise<CreatedApiKey> {
     const key = KEY_PREFIX + base58Encode(randomBytes(SECRET_BYTES));
     const id = randomUUID();
     return within(
@@ -84,6 +97,7 @@ export class ApiKeys {
           },
           tx,
         );
+        if (options.spendLimit) await this.limits.set(id, options.spendLimit, options.nowMs ?? Date.now(), tx);
         return { key, record: (await this.store.byId(id, tx))! };
       },
       { durable: true },
@@ -100,6 +114,27 @@ export class ApiKeys {
       const pending = this.lastUsedPending.get(record.id);
       return pending === undefined ? record : { ...record, lastUsedAtMs: pending };
     });
+  }
+
+  /**
+   * Sets, changes or (with null) removes the spending limit of a live key of `accountId`, durably; false for an
+   * unknown, revoked or another account's key. What the next hold of the key is allowed follows at once.
+   */
+  setSpendLimit(id: string, accountId: string, limit: SpendLimit | null, nowMs = Date.now()): Promise<boolean> {
+    return this.db.transaction(
+      async (tx) => {
+        const record = await this.store.byId(id, tx);
+        if (!record || record.accountId !== accountId || record.revokedAtMs !== null) return false;
+        await this.limits.set(id, limit, nowMs, tx);
+        return true;
+      },
+      { durable: true },
+    );
+  }
+
+  /** The spending limits of those of `keyIds` that have one, with what each spent in its period running at `nowMs`. */
+  spendLimits(keyIds: readonly string[], nowMs = Date.now()): Promise<Map<string, SpendLimitStatus>> {
+    return this.limits.statuses(keyIds, nowMs);
   }
 
   /** Writes the last uses noted since the previous flush, in one transaction (or the caller's `tx`). Returns how many. */

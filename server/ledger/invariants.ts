@@ -171,6 +171,26 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
           JOIN ledger_accounts la ON la.account_id = x.account_id AND la.bucket = 'available'
           WHERE x.status = 'pending' AND x.shortfall > 0 AND la.balance > 0`,
   },
+  // API keys' spending limits (./spend-limits.ts): a key's count of its current period is exactly what its holds
+  // counted in that period and not released took (a capture keeps its count, a release gives it back), and no hold
+  // names a period of its key that has not begun.
+  {
+    rule: "a key's spending count is the sum of the holds counted in its period and not released",
+    sql: `SELECT l.key_id, l.period_seq, l.spent_micros, COALESCE(h.total, 0) AS counted
+          FROM key_spend_limits l
+          LEFT JOIN (SELECT spend_key_id, spend_period_seq, SUM(amount) AS total FROM holds
+                     WHERE spend_key_id IS NOT NULL AND status <> 'released'
+                     GROUP BY spend_key_id, spend_period_seq) h
+            ON h.spend_key_id = l.key_id AND h.spend_period_seq = l.period_seq
+          WHERE l.spent_micros <> COALESCE(h.total, 0)`,
+  },
+  {
+    rule: "a hold counted against a key's limit names a period of that key that has begun",
+    sql: `SELECT h.id, h.spend_key_id, h.spend_period_seq, l.period_seq AS current_seq
+          FROM holds h
+          LEFT JOIN key_spend_limits l ON l.key_id = h.spend_key_id
+          WHERE h.spend_key_id IS NOT NULL AND (l.key_id IS NULL OR h.spend_period_seq IS NULL OR h.spend_period_seq > l.period_seq)`,
+  },
   {
     rule: "an exit is recorded against the account its address is linked to",
     sql: `SELECT x.tx_hash, x.log_index, x.address, x.account_id, aa.account_id AS linked_to

@@ -3,6 +3,7 @@ import { type Database, type Sql, within } from "../db/sql";
 import type { Charge } from "./fees";
 import { ENTRY_SUMS_TO_ZERO, LedgerInvariantError } from "./invariants";
 import { ExitFreezes, type ExitKey } from "./exit-freezes";
+import { SpendLimits, type SpendLimitStatus } from "./spend-limits";
 
 export type AccountKind = "user" | "seller" | "platform" | "system";
 export type Bucket = "available" | "held" | "earned" | "fees" | "source";
@@ -58,8 +59,22 @@ export interface Hold {
   feeMicros: bigint;
 }
 
+/** What a call's hold asks for: its charge, and the API key whose spending limit (if it has one) the charge counts against. */
+export interface HoldInput {
+  accountId: string;
+  sellerAccountId: string;
+  skillId: string;
+  charge: Charge;
+  /** The key the call was made with: its spending limit is checked and counted in the hold's transaction. Absent: none. */
+  apiKeyId?: string;
+  /** The time the key's spending period is read at (ms since the epoch); Date.now() when absent. */
+  nowMs?: number;
+}
+
 export type HoldResult =
-  { ok: true; hold: Hold } | { ok: false; reason: "insufficient_balance"; availableMicros: bigint; neededMicros: bigint };
+  | { ok: true; hold: Hold }
+  | { ok: false; reason: "insufficient_balance"; availableMicros: bigint; neededMicros: bigint }
+  | ({ ok: false; reason: "key_spend_limit_reached"; neededMicros: bigint } & SpendLimitStatus);
 
 export type SettleResult = { ok: true; hold: Hold } | { ok: false; reason: "hold_not_open" };
 
@@ -105,12 +120,15 @@ export interface Balance {
 export class Ledger {
   /** The unilateral exits' freezes and their shortfalls (./exit-freezes.ts), written through this Ledger's entries. */
   private readonly freezes: ExitFreezes;
+  /** API keys' spending limits (./spend-limits.ts), counted by hold and given back by release. */
+  private readonly limits: SpendLimits;
 
   private constructor(
     readonly db: Database,
     /** The replica whose calls this Ledger's holds belong to (holds.replica_id); null for a single gateway. */
     private readonly replicaId: string | null,
   ) {
+    this.limits = new SpendLimits(db);
     this.freezes = new ExitFreezes({
       availableOf: (tx, accountId) => this.lockedBalance(tx, accountId, "available"),
       freeze: async (tx, accountId, amountMicros, exit, memo) => {
@@ -294,8 +312,14 @@ export class Ledger {
    * Reserves a call's charge from the caller's available balance, or says why it cannot. The balance is
    * read under a row lock (PostgreSQL) or inside the single writer's turn (SQLite), so two calls, on one
    * replica or several, never both spend the same money; the balance's CHECK (>= 0) is the backstop.
+   *
+   * With `apiKeyId`, the charge also counts against that key's spending limit (./spend-limits.ts), in this same
+   * transaction: refused when the key's period has too little left, counted in it otherwise. The balance comes
+   * first (a poor account is told so, whatever its key's limit), and its lock is taken before the key's row: every
+   * transaction that takes both (a hold, a release) takes the account's available balance first, so they queue
+   * on it and never deadlock over the two.
    */
-  async hold(input: { accountId: string; sellerAccountId: string; skillId: string; charge: Charge }, tx?: Sql): Promise<HoldResult> {
+  async hold(input: HoldInput, tx?: Sql): Promise<HoldResult> {
     const { chargedMicros, sellerMicros, feeMicros } = input.charge;
     if (chargedMicros <= 0n) throw new RangeError(`hold must be positive, got ${chargedMicros}`);
     return within(this.db, tx, async (tx) => {
@@ -305,6 +329,15 @@ export class Ledger {
       const available = await this.lockedBalance(tx, input.accountId, "available");
       if (available < chargedMicros) {
         return { ok: false as const, reason: "insufficient_balance" as const, availableMicros: available, neededMicros: chargedMicros };
+      }
+      let spendPeriodSeq: bigint | null = null;
+      if (input.apiKeyId !== undefined) {
+        const taken = await this.limits.take(tx, input.apiKeyId, chargedMicros, input.nowMs ?? Date.now());
+        if (!taken.ok) {
+          const { ok: _ok, ...status } = taken;
+          return { ok: false as const, reason: "key_spend_limit_reached" as const, neededMicros: chargedMicros, ...status };
+        }
+        spendPeriodSeq = taken.periodSeq;
       }
       const hold: Hold = {
         id: uuidv7(),
@@ -316,9 +349,22 @@ export class Ledger {
         feeMicros,
       };
       await tx.run(
-        `INSERT INTO holds (id, account_id, seller_account_id, skill_id, amount, seller_amount, fee_amount, status, created_at, replica_id)
-         VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?, ?)`,
-        [hold.id, hold.accountId, hold.sellerAccountId, hold.skillId, chargedMicros, sellerMicros, feeMicros, Date.now(), this.replicaId],
+        `INSERT INTO holds (id, account_id, seller_account_id, skill_id, amount, seller_amount, fee_amount, status, created_at, replica_id,
+                            spend_key_id, spend_period_seq)
+         VALUES (?, ?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?)`,
+        [
+          hold.id,
+          hold.accountId,
+          hold.sellerAccountId,
+          hold.skillId,
+          chargedMicros,
+          sellerMicros,
+          feeMicros,
+          Date.now(),
+          this.replicaId,
+          spendPeriodSeq === null ? null : input.apiKeyId!,
+          spendPeriodSeq,
+        ],
       );
       await this.post(tx, await this.entry(tx, "hold", { holdId: hold.id }, ""), [
         [hold.accountId, "available", -chargedMicros],
@@ -328,11 +374,12 @@ export class Ledger {
     });
   }
 
-  /** Pays a held charge out: the seller's share to the seller, the fee to the platform. */
+  /** Pays a held charge out: the seller's share to the seller, the fee to the platform. What a key's limit counted stays counted. */
   capture(holdId: string, tx?: Sql): Promise<SettleResult> {
     return within(this.db, tx, async (tx) => {
-      const hold = await this.takeOpenHold(tx, holdId, "captured");
-      if (!hold) return { ok: false as const, reason: "hold_not_open" as const };
+      const taken = await this.takeOpenHold(tx, holdId, "captured");
+      if (!taken) return { ok: false as const, reason: "hold_not_open" as const };
+      const { hold } = taken;
       const postings: Posting[] = [[hold.accountId, "held", -hold.amountMicros]];
       if (hold.sellerMicros > 0n) postings.push([hold.sellerAccountId, "earned", hold.sellerMicros]);
       if (hold.feeMicros > 0n) postings.push([PLATFORM_ACCOUNT_ID, "fees", hold.feeMicros]);
@@ -341,15 +388,20 @@ export class Ledger {
     });
   }
 
-  /** Gives a held charge back to the caller's available balance. */
+  /**
+   * Gives a held charge back to the caller's available balance, and what it counted against its key's spending
+   * limit back to the period it was counted in (after the balances: the lock order hold() describes).
+   */
   release(holdId: string, tx?: Sql): Promise<SettleResult> {
     return within(this.db, tx, async (tx) => {
-      const hold = await this.takeOpenHold(tx, holdId, "released");
-      if (!hold) return { ok: false as const, reason: "hold_not_open" as const };
+      const taken = await this.takeOpenHold(tx, holdId, "released");
+      if (!taken) return { ok: false as const, reason: "hold_not_open" as const };
+      const { hold, spend } = taken;
       await this.post(tx, await this.entry(tx, "release", { holdId: hold.id }, ""), [
         [hold.accountId, "held", -hold.amountMicros],
         [hold.accountId, "available", hold.amountMicros],
       ]);
+      if (spend) await this.limits.giveBack(tx, spend.keyId, spend.periodSeq, hold.amountMicros);
       // A call in flight when its account asked to exit gives its money to the exit's freeze.
       await this.freezes.topUp(tx, hold.accountId);
       return { ok: true as const, hold };
@@ -414,8 +466,15 @@ export class Ledger {
     return (await tx.value<bigint>(sql, [accountId, bucket])) ?? 0n;
   }
 
-  /** Closes an open hold as `status` and returns it; undefined when it is not open (closed already, by anyone). */
-  private async takeOpenHold(tx: Sql, holdId: string, status: "captured" | "released"): Promise<Hold | undefined> {
+  /**
+   * Closes an open hold as `status` and returns it, with the key period it counted in (if any); undefined when it
+   * is not open (closed already, by anyone).
+   */
+  private async takeOpenHold(
+    tx: Sql,
+    holdId: string,
+    status: "captured" | "released",
+  ): Promise<{ hold: Hold; spend: { keyId: string; periodSeq: bigint } | null } | undefined> {
     // One conditional UPDATE: of two transactions closing the same hold (two replicas, or a recovery and
     // the call itself), the second waits for the first's row lock, then finds it closed and changes nothing.
     const row = await tx.one<{
@@ -426,13 +485,15 @@ export class Ledger {
       amount: bigint;
       seller_amount: bigint;
       fee_amount: bigint;
+      spend_key_id: string | null;
+      spend_period_seq: bigint | null;
     }>(
       `UPDATE holds SET status = ?, closed_at = ? WHERE id = ? AND status = 'open'
-       RETURNING id, account_id, seller_account_id, skill_id, amount, seller_amount, fee_amount`,
+       RETURNING id, account_id, seller_account_id, skill_id, amount, seller_amount, fee_amount, spend_key_id, spend_period_seq`,
       [status, Date.now(), holdId],
     );
     if (!row) return undefined;
-    return {
+    const hold: Hold = {
       id: row.id,
       accountId: row.account_id,
       sellerAccountId: row.seller_account_id,
@@ -441,6 +502,9 @@ export class Ledger {
       sellerMicros: row.seller_amount,
       feeMicros: row.fee_amount,
     };
+    const spend =
+      row.spend_key_id !== null && row.spend_period_seq !== null ? { keyId: row.spend_key_id, periodSeq: row.spend_period_seq } : null;
+    return { hold, spend };
   }
 
   /**

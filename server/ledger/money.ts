@@ -15,6 +15,15 @@ export function microsToUsd(micros: bigint): number {
   return Number(`${sign}${whole}.${frac}`);
 }
 
+/** A USD amount for a sentence: at least 2 decimals, more when it has them ("5.00", "0.001", "1.234567"). */
+export function usdText(micros: bigint): string {
+  const sign = micros < 0n ? "-" : "";
+  const abs = micros < 0n ? -micros : micros;
+  let frac = (abs % UNIT).toString().padStart(USDC_DECIMALS, "0");
+  while (frac.length > 2 && frac.endsWith("0")) frac = frac.slice(0, -1);
+  return `${sign}${abs / UNIT}.${frac}`;
+}
+
 /** Parses a decimal USD string ("0.001", "10") into base units; rejects more than 6 decimals. */
 export function usdToMicros(usd: string): bigint {
   const match = /^(\d+)(?:\.(\d{1,6}))?$/.exec(usd.trim());

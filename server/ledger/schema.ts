@@ -223,6 +223,31 @@ ALTER TABLE holds ADD COLUMN replica_id TEXT;
   },
   {
     version: 17,
+    sql: `
+-- Spending limits of API keys (issue 15; ./spend-limits.ts). A hold checks its key's limit in its own transaction,
+-- so the ledger keeps them: one row per key that has had a limit. limit_micros is NULL once the limit is removed;
+-- period_start and period_seq name the period now counted (period_seq grows by one at every rollover and every
+-- change of period), spent_micros what the key's holds not released took in it. A lowered limit may sit below
+-- what was spent, so no CHECK ties the two. key_id is identity's api_keys.id, without a foreign key: the ledger
+-- knows no keys.
+CREATE TABLE key_spend_limits (
+  key_id        TEXT PRIMARY KEY,
+  limit_micros  INTEGER CHECK (limit_micros IS NULL OR limit_micros > 0),
+  period        TEXT NOT NULL CHECK (period IN ('day', 'month', 'total')),
+  period_start  INTEGER NOT NULL,
+  period_seq    INTEGER NOT NULL DEFAULT 0,
+  spent_micros  INTEGER NOT NULL DEFAULT 0 CHECK (spent_micros >= 0)
+) WITHOUT ROWID;
+
+-- The key and the period a hold was counted in (NULL for a hold no limit counted): its release gives the amount
+-- back to that period only. The index serves the invariant that sums each key's counted holds.
+ALTER TABLE holds ADD COLUMN spend_key_id TEXT;
+ALTER TABLE holds ADD COLUMN spend_period_seq INTEGER;
+CREATE INDEX holds_by_spend_period ON holds(spend_key_id, spend_period_seq) WHERE spend_key_id IS NOT NULL;
+`,
+  },
+  {
+    version: 18,
     rebuildsTables: true,
     sql: `
 -- x402 (issue 15): a call paid by an EIP-3009 authorization instead of a prepaid balance is settled on-chain by
@@ -230,7 +255,7 @@ ALTER TABLE holds ADD COLUMN replica_id TEXT;
 -- a new kind, 'x402_payment', paying the seller's 'earned' and the platform's 'fees' from the x402 payers' source
 -- account (its x402_payments row names the entry). A CHECK cannot be changed in place, so the table is rebuilt
 -- with its ids, indexes and append-only triggers, as version 15 did.
-CREATE TABLE entries_v17 (
+CREATE TABLE entries_v18 (
   id                 INTEGER PRIMARY KEY,
   kind               TEXT NOT NULL CHECK (kind IN ('dev_credit', 'deposit', 'hold', 'capture', 'release',
                                                    'voucher_withdrawal', 'voucher_return', 'exit_freeze', 'exit_return',
@@ -251,13 +276,13 @@ CREATE TABLE entries_v17 (
   CHECK (deposit_tx_hash IS NULL OR kind = 'deposit'),
   CHECK ((deposit_tx_hash IS NULL) = (deposit_log_index IS NULL))
 );
-INSERT INTO entries_v17 (id, kind, hold_id, voucher_address, voucher_nonce, deposit_tx_hash, deposit_log_index,
+INSERT INTO entries_v18 (id, kind, hold_id, voucher_address, voucher_nonce, deposit_tx_hash, deposit_log_index,
                          exit_tx_hash, exit_log_index, memo, created_at)
 SELECT id, kind, hold_id, voucher_address, voucher_nonce, deposit_tx_hash, deposit_log_index,
        exit_tx_hash, exit_log_index, memo, created_at
 FROM entries;
 DROP TABLE entries;
-ALTER TABLE entries_v17 RENAME TO entries;
+ALTER TABLE entries_v18 RENAME TO entries;
 
 CREATE UNIQUE INDEX entries_one_settlement_per_hold ON entries(hold_id) WHERE kind IN ('capture', 'release');
 CREATE UNIQUE INDEX entries_one_credit_per_deposit ON entries(deposit_tx_hash, deposit_log_index) WHERE deposit_tx_hash IS NOT NULL;

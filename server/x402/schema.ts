@@ -7,7 +7,7 @@ import type { SchemaStep } from "../db/migrations";
  */
 export const X402_SCHEMA: readonly SchemaStep[] = [
   {
-    version: 17,
+    version: 18,
     sql: `
 -- One paid call's payment. The row is written before the call is forwarded (status 'reserved'): the authorization's
 -- (payer, nonce) is unique here, so the same payment can never pay for two calls, even while the chain has not yet

@@ -188,25 +188,50 @@ describe("the schema after the move", () => {
       tmp.remove();
     }
   });
+
+  it("adds keys' spending limits and each hold's key period (version 17) to a version 16 database, and nothing else", () => {
+    const tmp = makeTempDir();
+    const v16 = openDatabase(
+      tmp.file("v16.db"),
+      CURRENT_SCHEMA.filter((m) => m.version <= 16),
+    );
+    const before = masterOf(v16).filter((r) => r.name !== "holds");
+    v16.close();
+    const opened = openDatabase(
+      tmp.file("v16.db"),
+      CURRENT_SCHEMA.filter((m) => m.version <= 17),
+    );
+    try {
+      expect(versionsOf(opened).map((v) => v.version)).to.include(17n);
+      const columns = (opened.pragma("table_info(holds)") as { name: string }[]).map((c) => c.name);
+      expect(columns.slice(-2)).to.deep.equal(["spend_key_id", "spend_period_seq"]);
+      const added = masterOf(opened).filter((r) => r.name !== "holds" && !before.some((b) => b.name === r.name));
+      expect(added.map((r) => `${r.type} ${r.name}`)).to.deep.equal(["table key_spend_limits", "index holds_by_spend_period"]);
+      expect(masterOf(opened).filter((r) => before.some((b) => b.name === r.name))).to.deep.equal(before);
+    } finally {
+      opened.close();
+      tmp.remove();
+    }
+  });
 });
 
-describe("version 17 (x402)", () => {
+describe("version 18 (x402)", () => {
   it("rebuilds entries and calls with every row, id and rowid kept, their indexes and append-only triggers back", () => {
     const tmp = makeTempDir();
-    // Books written at version 14 (every kind of movement), then brought to 16 by the current migrations.
+    // Books written at version 14 (every kind of movement), then brought to 17 by the current migrations.
     const old = oldDatabase(tmp.file("v15.db"), 14);
     writeLegacyBooks(old);
     old.close();
-    const at16 = openDatabase(
+    const at17 = openDatabase(
       tmp.file("v15.db"),
-      CURRENT_SCHEMA.filter((m) => m.version <= 16),
+      CURRENT_SCHEMA.filter((m) => m.version <= 17),
     );
-    const account = at16.prepare("SELECT id FROM accounts WHERE kind = 'user' LIMIT 1").pluck().get();
+    const account = at17.prepare("SELECT id FROM accounts WHERE kind = 'user' LIMIT 1").pluck().get();
     for (const [rowid, id] of [
       [7, "call-a"],
       [9, "call-b"],
     ] as const) {
-      at16
+      at17
         .prepare(
           `INSERT INTO calls (rowid, id, account_id, api_key_id, skill_id, endpoint, http_status, outcome, charged_micros, latency_us, created_at)
            VALUES (?, ?, ?, 'key', 'skill', 'call', 200, 'success', 1000, 5, 1)`,
@@ -217,15 +242,15 @@ describe("version 17 (x402)", () => {
       entries: db.prepare("SELECT * FROM entries ORDER BY id").all(),
       calls: db.prepare("SELECT rowid AS row_id, * FROM calls ORDER BY rowid").all(),
     });
-    const before = rows(at16);
+    const before = rows(at17);
     const indexes = (db: Database.Database) =>
       db
         .prepare(
           "SELECT name, sql FROM sqlite_master WHERE tbl_name IN ('entries', 'calls') AND type IN ('index', 'trigger') ORDER BY name",
         )
         .all();
-    const indexesBefore = indexes(at16);
-    at16.close();
+    const indexesBefore = indexes(at17);
+    at17.close();
     const opened = openDatabase(tmp.file("v15.db"), CURRENT_SCHEMA);
     try {
       expect(before.entries.length).to.be.greaterThan(0);

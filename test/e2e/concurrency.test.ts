@@ -55,6 +55,35 @@ describeEachEngine("concurrent calls against a balance that runs out", (engine) 
     await assertBalanced(stack.gw.db);
   });
 
+  it("lets exactly as many calls through as the key's spending limit covers, the balance untouched beyond them", async () => {
+    // The spending period's clock stands still, so the run cannot straddle a midnight.
+    const nowMs = Date.parse("2026-11-22T12:00:00Z");
+    stack = await startStack({ engine: engine.name, buyerUsd: "10", config: { rateLimitPerMin: 10_000 }, gateway: { now: () => nowMs } });
+    // 0.05 USD a day: fifty calls of echo at 0.001.
+    const limited = await stack.gw.keys.create(stack.buyerId, { spendLimit: { limitMicros: 50_000n, period: "day" }, nowMs });
+    const results = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => stack.post("/v1/call", { skill_id: "echo", input: { i } }, { key: limited.key })),
+    );
+    const ok = results.filter((r) => r.status === 200);
+    const refused = results.filter((r) => r.status === 402);
+    expect(ok).to.have.length(50);
+    expect(refused).to.have.length(150);
+    for (const r of refused) {
+      expect(r.body.code).to.equal("key_spend_limit_reached");
+      expect(r.body.error).to.match(
+        /^This key's spending limit of \$0\.05 per day is reached \(\$0\.05 spent, this call costs \$0\.001\); it resets at 2026-11-23T00:00:00Z\.$/,
+      );
+    }
+    expect(stack.backend.hits.get("/echo")).to.equal(50);
+    expect(await stack.gw.ledger.balance(stack.buyerId)).to.deep.equal({ availableMicros: 10_000_000n - 50_000n, heldMicros: 0n });
+    expect(await stack.earned()).to.equal(45_000n);
+    expect(await stack.fees()).to.equal(5_000n);
+    expect((await stack.gw.keys.spendLimits([limited.record.id], nowMs)).get(limited.record.id)?.spentMicros).to.equal(50_000n);
+    // The account's other key is not held back by this one's limit.
+    expect((await stack.post("/v1/call", { skill_id: "echo", input: {} })).status).to.equal(200);
+    await assertBalanced(stack.gw.db);
+  });
+
   it("keeps the books exact over many calls at mixed prices, some failing", async () => {
     stack = await startStack({ engine: engine.name, buyerUsd: "100", config: { rateLimitPerMin: 10_000 } });
     const prices = { a: 1n, b: 7n, c: 12_345n, d: 499_999n };

@@ -11,11 +11,17 @@ describe("the order of the call path's checks", () => {
   let poorKey: string;
   let poorKey2: string;
   let limitedKey: string;
+  let spentKey: string;
   before(async () => {
     stack = await startStack({ config: { rateLimitPerMin: 1 } });
     await stack.addSkill("typed-fail", "/fail", { inputSchema: { type: "object", required: ["n"] } });
     poorKey = (await stack.addBuyer("0")).key;
-    poorKey2 = (await stack.addBuyer("0")).key;
+    // A poor account whose key's spending limit is too small for the call as well: the balance is told first.
+    const poor2 = await stack.addBuyer("0");
+    poorKey2 = (await stack.gw.keys.create(poor2.accountId, { spendLimit: { limitMicros: 1n, period: "day" } })).key;
+    // A funded account whose key's spending limit is too small for the call.
+    const funded = await stack.addBuyer("1");
+    spentKey = (await stack.gw.keys.create(funded.accountId, { spendLimit: { limitMicros: 1n, period: "total" } })).key;
     limitedKey = (await stack.addBuyer("0")).key;
     // Spend the limited key's one call per minute (it is refused for balance, but counted).
     await stack.post("/v1/call", { skill_id: "echo", input: {} }, { key: limitedKey });
@@ -38,7 +44,14 @@ describe("the order of the call path's checks", () => {
       key: () => poorKey2,
       body: { skill_id: "typed-fail", input: { n: 1 } },
     },
-    { check: "8. the backend", status: 502, code: "skill_error", key: () => stack.key, body: { skill_id: "typed-fail", input: { n: 1 } } },
+    {
+      check: "8. the key's spending limit",
+      status: 402,
+      code: "key_spend_limit_reached",
+      key: () => spentKey,
+      body: { skill_id: "typed-fail", input: { n: 1 } },
+    },
+    { check: "9. the backend", status: 502, code: "skill_error", key: () => stack.key, body: { skill_id: "typed-fail", input: { n: 1 } } },
   ];
 
   for (const row of rows) {

@@ -144,12 +144,17 @@ describe("the API's contract: GET /openapi.json", function () {
       expect((await call("GET", "/v1/me")).status).to.equal(401);
     });
 
-    it("POST, GET and DELETE /v1/keys", async () => {
+    it("POST, GET, PATCH and DELETE /v1/keys", async () => {
       const created = await call("POST", "/v1/keys", { session: seller, body: { name: "ci" } });
       expect(created.status).to.equal(201);
       expect((await call("POST", "/v1/keys", { session: seller, body: { name: 7 } })).body.error).to.match(/^name/);
       expect((await call("POST", "/v1/keys", { session: seller, body: {}, headers: { "x-csrf-token": "wrong" } })).status).to.equal(403);
       expect((await call("GET", "/v1/keys", { session: seller })).body.data).to.have.length(1);
+      const path = `/v1/keys/${created.body.data.id}`;
+      const limited = await call("PATCH", path, { session: seller, body: { spend_limit_usd: "5", spend_limit_period: "day" } });
+      expect(limited.body.data).to.include({ spend_limit_usd: 5, spend_limit_period: "day", spent_usd: 0 });
+      expect((await call("PATCH", path, { session: seller, body: { spend_limit_usd: -1 } })).status).to.equal(400);
+      expect((await call("PATCH", "/v1/keys/not-a-key", { session: seller, body: { spend_limit_usd: null } })).status).to.equal(404);
       expect((await call("DELETE", `/v1/keys/${created.body.data.id}`, { session: seller })).status).to.equal(200);
       expect((await call("DELETE", `/v1/keys/${created.body.data.id}`, { session: seller })).status).to.equal(404);
     });
@@ -291,6 +296,14 @@ describe("the API's contract: GET /openapi.json", function () {
       ).to.equal(401);
       expect((await call("GET", "/mcp", { key: null })).status).to.equal(405);
       expect((await call("DELETE", "/mcp", { key: null })).status).to.equal(405);
+    });
+  });
+
+  describe("x402", () => {
+    it("POST /x402/skills/{skillId}/call and GET /x402/discovery/resources (no escrow chain here: 503)", async () => {
+      // Paid calls and discovery on a chain: test/x402/x402.test.ts, checked against the same document.
+      expect((await call("POST", "/x402/skills/echo/call", { key: null, body: {} })).body.code).to.equal("chain_not_configured");
+      expect((await call("GET", "/x402/discovery/resources", { key: null })).status).to.equal(503);
     });
   });
 

@@ -40,6 +40,7 @@ const EXPECTED: Record<ErrorCode, number> = {
   withdrawal_in_progress: 409,
   wrong_withdrawal_flow: 409,
   insufficient_balance: 402,
+  key_spend_limit_reached: 402,
   skill_not_found: 404,
   not_found: 404,
   no_wallet: 404,

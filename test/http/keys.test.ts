@@ -54,7 +54,17 @@ describe("API keys from a session (/v1/keys)", () => {
 
     const listed = await ada.request("GET", "/v1/keys");
     expect(listed.status).to.equal(200);
-    expect(listed.body.data).to.deep.equal([{ id, prefix, name: "laptop", created_at: created.body.data.created_at, last_used_at: null }]);
+    const noLimit = {
+      spend_limit_usd: null,
+      spend_limit_base_units: null,
+      spend_limit_period: null,
+      spent_usd: null,
+      spent_base_units: null,
+      resets_at: null,
+    };
+    expect(listed.body.data).to.deep.equal([
+      { id, prefix, name: "laptop", created_at: created.body.data.created_at, last_used_at: null, ...noLimit },
+    ]);
     expect(JSON.stringify(listed.body)).to.not.include(key);
 
     expect((await call(key)).status).to.equal(200);

@@ -129,6 +129,20 @@ describeEachEngine("POST /mcp (hosted MCP server)", (engine) => {
       );
     });
 
+    it("does not charge a key at its spending limit: isError naming the limit, its period and when it resets", async () => {
+      const limited = await stack.gw.keys.create(stack.buyerId, { spendLimit: { limitMicros: 1_000n, period: "month" } });
+      client = await connect(stack, limited.key);
+      expect((await call(client, "echo", { hello: "world" })).isError).to.equal(undefined);
+      await expectNoCharge(stack, async () => {
+        const result = await call(client!, "echo", { hello: "world" });
+        expect(result.isError).to.equal(true);
+        expect(texts(result)).to.match(
+          /^This key's spending limit of \$0\.001 per month is reached \(\$0\.001 spent, this call costs \$0\.001\); it resets at \d{4}-\d\d-01T00:00:00Z\. Charged \$0\.$/,
+        );
+        expect(result.structuredContent).to.deep.include({ code: "key_spend_limit_reached" });
+      });
+    });
+
     it("does not charge an input the skill's schema refuses", async () => {
       await stack.addSkill("typed", "/echo", {
         inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },

@@ -86,7 +86,8 @@ describe("migration 15 (SQLite): one entry kind per money movement, linked by co
     expect(
       db.prepare("SELECT balance FROM ledger_accounts WHERE account_id = ? AND bucket = 'available'").pluck().get(LEGACY.alice),
     ).to.equal(9n);
-    // The invariants of today's code read tables of later versions (x402_payments, 17): brought up to date first.
+    // The invariants are today's, which read tables of later versions (keys' spending limits, version 17; x402
+    // payments, 18): they check the books as a gateway opens them, every later migration applied (none touches these rows).
     migrate(db, SCHEMA);
     await assertBalanced(booksOn(db));
   });

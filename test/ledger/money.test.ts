@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import fc from "fast-check";
-import { microsToUsd, usdToMicros } from "../../server/ledger/money";
+import { microsToUsd, usdText, usdToMicros } from "../../server/ledger/money";
 
 // One billion dollars: below it a USD number has at most 15 significant digits, so its
 // shortest decimal form (what JSON.stringify writes) carries every micro-dollar back.
@@ -36,6 +36,26 @@ describe("money", () => {
         { seed: 0x6d6f6e, numRuns: 2000 },
       );
     });
+  });
+
+  describe("usdText", () => {
+    const cases: [bigint, string][] = [
+      [0n, "0.00"],
+      [1n, "0.000001"],
+      [1_000n, "0.001"],
+      [10_000n, "0.01"],
+      [5_000_000n, "5.00"],
+      [5_500_000n, "5.50"],
+      [1_234_567n, "1.234567"],
+      [1_000_000_000_000n, "1000000.00"],
+      [-2_500_000n, "-2.50"],
+    ];
+    for (const [micros, text] of cases) {
+      it(`writes ${micros} base units as "${text}"`, () => {
+        expect(usdText(micros)).to.equal(text);
+        expect(usdToMicros(text.replace("-", ""))).to.equal(micros < 0n ? -micros : micros);
+      });
+    }
   });
 
   describe("usdToMicros", () => {

@@ -50,7 +50,10 @@ describeEachEngine("Ledger shared by several replicas", (engine) => {
     expect(held).to.have.length(Math.floor(10_000 / 700));
     for (const refused of results.filter((r) => !r.ok)) {
       expect(refused).to.deep.include({ ok: false, reason: "insufficient_balance", neededMicros: 700n });
-      expect(refused.ok === false && refused.availableMicros < 700n, "refused with enough money available").to.equal(true);
+      expect(
+        refused.ok === false && refused.reason === "insufficient_balance" && refused.availableMicros < 700n,
+        "refused with enough money available",
+      ).to.equal(true);
     }
     expect(await replicas[1].balance(userId)).to.deep.equal({ availableMicros: 10_000n - 14n * 700n, heldMicros: 14n * 700n });
     await assertBalanced(db);

@@ -1,5 +1,14 @@
 import { expect } from "chai";
-import { formatBaseUnits, formatLatency, formatUsd, middleEllipsis, usdToBaseUnits } from "../../server/web/src/format";
+import {
+  decimalUsd,
+  formatBaseUnits,
+  formatLatency,
+  formatResets,
+  formatSpendLimit,
+  formatUsd,
+  middleEllipsis,
+  usdToBaseUnits,
+} from "../../server/web/src/format";
 
 describe("dashboard money formatting (server/web/src/format.ts)", () => {
   it("shows at least 3 decimals, so a tenth of a cent is visible", () => {
@@ -43,6 +52,35 @@ describe("dashboard money formatting (server/web/src/format.ts)", () => {
   it("shortens long values in the middle and leaves short ones alone", () => {
     expect(middleEllipsis("0x1234567890abcdef1234567890abcdef12345678")).to.equal("0x1234…5678");
     expect(middleEllipsis("atom_abc")).to.equal("atom_abc");
+  });
+
+  it("names a key's spending limit with its period, from the exact base units", () => {
+    const limit = (usd: number | null, base: string | null, period: "day" | "month" | "total" | null) => ({
+      spend_limit_usd: usd,
+      spend_limit_base_units: base,
+      spend_limit_period: period,
+    });
+    expect(formatSpendLimit(limit(5, "5000000", "day"))).to.equal("$5.000 per day");
+    expect(formatSpendLimit(limit(0.0025, "2500", "month"))).to.equal("$0.0025 per month");
+    expect(formatSpendLimit(limit(1_000_000, "1000000000000", "total"))).to.equal("$1,000,000.000 in total");
+    expect(formatSpendLimit(limit(null, null, null))).to.equal("No limit");
+  });
+
+  it("says when a key's count resets: a time, never for a total, nothing without a limit", () => {
+    expect(formatResets({ spend_limit_period: "day", resets_at: "2026-11-23T00:00:00.000Z" })).to.match(/^resets \S.*2026/);
+    expect(formatResets({ spend_limit_period: "total", resets_at: null })).to.equal("never resets");
+    expect(formatResets({ spend_limit_period: null, resets_at: null })).to.equal("");
+  });
+
+  it("writes base units as a plain decimal a person can edit", () => {
+    expect([5_000_000n, 2_500n, 1n, 0n, 1_234_567n, -1_500_000n].map(decimalUsd)).to.deep.equal([
+      "5",
+      "0.0025",
+      "0.000001",
+      "0",
+      "1.234567",
+      "-1.5",
+    ]);
   });
 
   it("formats latencies in ms below a second and s above", () => {

@@ -21,6 +21,7 @@ import { callIdBytes } from "../../server/x402/x402-service";
 import { X402_SOURCE_ID } from "../../server/ledger/ledger";
 import { type LocalChain, gatewayChain, startLocalChain } from "../helpers/chain";
 import { describeEachEngine } from "../helpers/engines";
+import { ContractChecker } from "../helpers/openapi";
 import { type TestStack, startStack } from "../helpers/gateway";
 
 const escrowAbi = loadArtifact("SkillEscrow").abi;
@@ -56,8 +57,26 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
       args: [address],
     }) as Promise<bigint>;
   const url = (slug: string) => `${stack.url}/x402/skills/${slug}/call`;
-  const post = (target: string, body: unknown, headers: Record<string, string> = {}) =>
-    fetch(target, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+  let checker: ContractChecker;
+  /** Checks an answer against the API's OpenAPI document (what it declares for the route, status and body). */
+  const conforms = async (method: string, target: string, res: Response) => {
+    const text = await res.clone().text();
+    const problems = checker.problems(method, target, {
+      status: res.status,
+      contentType: res.headers.get("content-type"),
+      body: JSON.parse(text),
+    });
+    expect(problems, problems.join("\n")).to.deep.equal([]);
+  };
+  const post = async (target: string, body: unknown, headers: Record<string, string> = {}) => {
+    const res = await fetch(target, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: JSON.stringify(body),
+    });
+    await conforms("POST", target, res);
+    return res;
+  };
 
   before(async function () {
     this.timeout(120_000);
@@ -67,6 +86,7 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
     treasury = wallets[0].account.address;
     seller = wallets[7].account.address;
     stack = await startStack({ engine: engine.name, gateway: { chain: await gatewayChain(chain) } });
+    checker = new ContractChecker((await (await fetch(`${stack.url}/openapi.json`)).json()) as never);
     expect((await linkAddress(stack.gw.ledger, { accountId: stack.sellerId, address: seller })).ok).to.equal(true);
     await stack.addSkill("paid", "/echo", { priceMicros: 2_000n });
     await stack.addSkill("paid-broken", "/fail", { priceMicros: 2_000n });
@@ -294,6 +314,7 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
   it("lists the payable skills in the protocol's discovery format", async () => {
     const res = await fetch(`${stack.url}/x402/discovery/resources?limit=100`);
     expect(res.status).to.equal(200);
+    await conforms("GET", `${stack.url}/x402/discovery/resources?limit=100`, res);
     const list = (await res.json()) as any;
     expect(list.x402Version).to.equal(2);
     const paid = list.items.find((i: { resource: string }) => i.resource === url("paid"));

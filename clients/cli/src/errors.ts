@@ -27,6 +27,8 @@ export const EXIT = {
   gateway: 9,
   /** The manifest or a file the CLI would write is unusable. */
   manifest: 10,
+  /** The API key's spending limit for its period is reached (402 key_spend_limit_reached): wait for its reset, or raise it. */
+  spendLimit: 11,
 } as const;
 
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
@@ -54,10 +56,12 @@ function isGatewayError(error: unknown): error is GatewayErrorLike {
   return error instanceof Error && typeof (error as { code?: unknown }).code === "string" && "status" in error;
 }
 
-/** The exit code for any thrown value: CliError's own, the SDK's by status, else internal. */
+/** The exit code for any thrown value: CliError's own, the SDK's by status (and by code within 402), else internal. */
 export function exitCodeFor(error: unknown): ExitCode {
   if (error instanceof CliError) return error.exitCode;
   if (isGatewayError(error)) {
+    // Adding funds does not lift a key's spending limit: a script tells the two 402s apart.
+    if (error.status === 402 && error.code === "key_spend_limit_reached") return EXIT.spendLimit;
     switch (error.status) {
       case 400:
         return EXIT.badInput;

@@ -89,7 +89,7 @@ export function renderSkillMd(skill: SkillMdInput): string {
     `skill-gateway call ${skill.slug} --input '${example}'`,
     "```",
     "",
-    "It prints the skill's result (`data`) as JSON on stdout and the cost on stderr; it exits non-zero with one line on stderr when the call fails (exit 5: the balance is too low, 7: the input was refused, 8: the skill failed).",
+    "It prints the skill's result (`data`) as JSON on stdout and the cost on stderr; it exits non-zero with one line on stderr when the call fails (exit 5: the balance is too low, 7: the input was refused, 8: the skill failed, 11: the API key's spending limit is reached until it resets).",
     "",
     "Or over HTTP:",
     "",

@@ -205,6 +205,15 @@ describe("skill-gateway CLI against a real gateway", function () {
       expect(result.stderr).to.equal("skill-gateway: Insufficient balance: this call costs 0.001 USD and 0 USD is available. Add funds.\n");
     });
 
+    it("exits 11 when the key's spending limit is reached, saying when it resets", async function () {
+      const limited = await stack.gw.keys.create(stack.buyerId, { spendLimit: { limitMicros: 1n, period: "total" } });
+      const result = await cli(stack, dir, ["call", "echo"], { key: limited.key });
+      expect(result.code).to.equal(EXIT.spendLimit);
+      expect(result.stderr).to.equal(
+        "skill-gateway: This key's spending limit of $0.000001 in total is reached ($0.00 spent, this call costs $0.001); it does not reset: raise or remove the limit to go on.\n",
+      );
+    });
+
     it("prints errors as JSON with --json", async function () {
       const result = await cli(stack, dir, ["--json", "add", "no-such-skill"]);
       expect(JSON.parse(result.stderr)).to.include({ code: "skill_not_found" });

@@ -144,6 +144,7 @@ describe("exit codes", function () {
     [gatewayError(400, "invalid_input"), 7],
     [gatewayError(401, "unauthorized"), 4],
     [gatewayError(402, "insufficient_balance"), 5],
+    [gatewayError(402, "key_spend_limit_reached"), 11],
     [gatewayError(404, "skill_not_found"), 3],
     [gatewayError(429, "rate_limited"), 6],
     [gatewayError(502, "skill_error"), 8],

@@ -41,6 +41,13 @@ export function failureOf(error: unknown, slug: string): SkillToolFailure | null
   const base = { code: error.code, status: error.status };
   switch (error.status) {
     case 402:
+      // Adding funds does not lift a key's spending limit: the model is told its paid calls stop until then.
+      if (error.code === "key_spend_limit_reached") {
+        return {
+          ...base,
+          message: `Spending limit reached: ${said} Nothing was charged. Calls of ${slug} or any paid skill with this API key are refused until the limit resets or its owner raises it.`,
+        };
+      }
       return {
         ...base,
         message: `Insufficient balance: ${said} Nothing was charged. Add funds to the Skill Gateway account before calling ${slug} again.`,

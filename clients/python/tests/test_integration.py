@@ -16,6 +16,7 @@ from skill_gateway import (
     AsyncSkillGateway,
     AuthenticationError,
     InsufficientBalanceError,
+    KeySpendLimitReachedError,
     NotFoundError,
     SkillError,
     SkillGateway,
@@ -106,6 +107,18 @@ def test_insufficient_balance(gateway: Dict[str, Any]) -> None:
             client.call("echo", {"x": 1})
         assert info.value.status_code == 402 and info.value.message
         assert client.balance().available == 0
+
+
+def test_key_spend_limit_reached(gateway: Dict[str, Any]) -> None:
+    with SkillGateway(api_key=gateway["limited_key"], base_url=gateway["url"]) as client:
+        client.call("echo", {"x": 1})
+        before = client.balance().available
+        with pytest.raises(KeySpendLimitReachedError) as info:
+            client.call("echo", {"x": 2})
+        assert isinstance(info.value, InsufficientBalanceError)
+        assert (info.value.status_code, info.value.code) == (402, "key_spend_limit_reached")
+        assert info.value.message.startswith("This key's spending limit of $0.001 in total is reached")
+        assert client.balance().available == before
 
 
 def test_bad_key(gateway: Dict[str, Any]) -> None:

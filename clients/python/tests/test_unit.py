@@ -17,6 +17,7 @@ from skill_gateway import (
     BadRequestError,
     ConflictError,
     InsufficientBalanceError,
+    KeySpendLimitReachedError,
     InternalServerError,
     NotFoundError,
     RateLimitError,
@@ -110,6 +111,7 @@ def test_version_and_exports() -> None:
     assert issubclass(APITimeoutError, APIConnectionError)
     for cls in (BadRequestError, AuthenticationError, InsufficientBalanceError, NotFoundError, ConflictError, RateLimitError, InternalServerError, SkillError):
         assert issubclass(cls, APIStatusError) and issubclass(cls, SkillGatewayError)
+    assert issubclass(KeySpendLimitReachedError, InsufficientBalanceError)
 
 
 # -- calls, metadata ---------------------------------------------------------------------------
@@ -188,6 +190,7 @@ def test_skill_handle_accepts_a_mapping_and_reserved_names() -> None:
     ],
 )
 def test_error_mapping(status: int, cls: type) -> None:
+    # "the_code" is no code of the gateway's: the class comes from the status.
     rec = Recorder(fail(status, "the message", "the_code", {"x-call-id": "c-9"}))
     with pytest.raises(cls) as info:
         sync_client(rec, max_retries=0).call("echo", {}, idempotency_key="k")
@@ -196,6 +199,23 @@ def test_error_mapping(status: int, cls: type) -> None:
     assert (error.status_code, error.code, error.message, error.call_id, error.idempotency_key) == (status, "the_code", "the message", "c-9", "k")
     assert error.response is not None and error.headers is not None
     assert "the message" in str(error) and str(status) in str(error)
+
+
+def test_key_spend_limit_is_an_insufficient_balance_of_its_own_kind() -> None:
+    rec = Recorder(fail(402, "This key's spending limit of $5.00 per day is reached.", "key_spend_limit_reached"))
+    with pytest.raises(InsufficientBalanceError) as info:
+        sync_client(rec, max_retries=3).call("echo", {})
+    assert type(info.value) is KeySpendLimitReachedError
+    assert (info.value.status_code, info.value.code) == (402, "key_spend_limit_reached")
+    assert "spending limit" in str(info.value)
+    assert len(rec.requests) == 1
+
+
+def test_key_spend_limit_code_on_another_status_keeps_the_status_class() -> None:
+    rec = Recorder(fail(400, "odd", "key_spend_limit_reached"))
+    with pytest.raises(BadRequestError) as info:
+        sync_client(rec, max_retries=0).call("echo", {})
+    assert type(info.value) is BadRequestError
 
 
 def test_error_without_envelope() -> None:

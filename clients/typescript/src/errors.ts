@@ -52,6 +52,16 @@ export class InsufficientBalanceError extends SkillGatewayError {
   override readonly name: string = "InsufficientBalanceError";
 }
 
+/**
+ * 402 `key_spend_limit_reached`: the API key's spending limit for its period (a UTC day, a UTC
+ * month, or in total) would be passed. Nothing was charged. Not retried: the message says when
+ * the limit resets; its owner may raise it. A subclass of InsufficientBalanceError, so code that
+ * handles "cannot pay for this call" handles it too.
+ */
+export class KeySpendLimitReachedError extends InsufficientBalanceError {
+  override readonly name: string = "KeySpendLimitReachedError";
+}
+
 /** 404: no skill with that slug or UUID. Not retried. */
 export class NotFoundError extends SkillGatewayError {
   override readonly name: string = "NotFoundError";
@@ -108,10 +118,15 @@ const BY_STATUS: Record<number, typeof SkillGatewayError> = {
   502: SkillError,
 };
 
+/** Codes whose error is more precise than their status's class. */
+const BY_CODE: Record<string, typeof SkillGatewayError> = {
+  key_spend_limit_reached: KeySpendLimitReachedError,
+};
+
 /**
- * The error for a gateway answer that is not a success: the class by status (others, such as
- * 403, 413 or 503, are the base class), the message and code from the body when it is the
- * gateway's `{success: false, error, code}` envelope.
+ * The error for a gateway answer that is not a success: the class by code when the code has
+ * one of its own, else by status (others, such as 403, 413 or 503, are the base class), the
+ * message and code from the body when it is the gateway's `{success: false, error, code}` envelope.
  */
 export function errorFromResponse(
   status: number,
@@ -130,6 +145,9 @@ export function errorFromResponse(
     headers,
   };
   if (status === 429) return new RateLimitError(message, { ...options, retryAfterMs: extra.retryAfterMs });
-  const ErrorClass = BY_STATUS[status] ?? SkillGatewayError;
+  const ByStatus = BY_STATUS[status] ?? SkillGatewayError;
+  const ByCode = Object.prototype.hasOwnProperty.call(BY_CODE, code) ? BY_CODE[code] : undefined;
+  // A code's own class only refines its status's: the same code on another status keeps the status's class.
+  const ErrorClass = ByCode !== undefined && ByCode.prototype instanceof ByStatus ? ByCode : ByStatus;
   return new ErrorClass(message, options);
 }

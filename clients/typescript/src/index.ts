@@ -5,6 +5,7 @@ export {
   BadRequestError,
   AuthenticationError,
   InsufficientBalanceError,
+  KeySpendLimitReachedError,
   NotFoundError,
   ConflictError,
   RateLimitError,

@@ -32,6 +32,9 @@ describe("@skill-gateway/sdk package", function () {
     const client = new sdk.SkillGateway({ apiKey: "atom_x", baseUrl: "http://127.0.0.1:1/" });
     expect(client.baseUrl).to.equal("http://127.0.0.1:1");
     expect(new sdk.InsufficientBalanceError("m", { status: 402, code: "insufficient_balance" })).to.be.instanceOf(sdk.SkillGatewayError);
+    expect(new sdk.KeySpendLimitReachedError("m", { status: 402, code: "key_spend_limit_reached" })).to.be.instanceOf(
+      sdk.InsufficientBalanceError,
+    );
     const declarations = fs.readFileSync(path.join(outDir, "index.d.ts"), "utf8");
     expect(declarations).to.contain("SkillGateway");
   });

@@ -7,6 +7,7 @@ import {
   ConnectionError,
   InsufficientBalanceError,
   InternalServerError,
+  KeySpendLimitReachedError,
   NotFoundError,
   RateLimitError,
   SkillError,
@@ -126,6 +127,7 @@ describe("SkillGateway against a scripted gateway", () => {
       [400, "invalid_input", BadRequestError],
       [401, "unauthorized", AuthenticationError],
       [402, "insufficient_balance", InsufficientBalanceError],
+      [402, "key_spend_limit_reached", KeySpendLimitReachedError],
       [404, "skill_not_found", NotFoundError],
       [422, "idempotency_key_reused", ConflictError],
       [403, "forbidden", SkillGatewayError],
@@ -141,6 +143,19 @@ describe("SkillGateway against a scripted gateway", () => {
         expect(server!.received).to.have.length(1);
       });
     }
+
+    it("makes a key's spending limit an InsufficientBalanceError of its own kind, not retried", async () => {
+      const client = await clientFor([fail(402, "key_spend_limit_reached"), ok({})]);
+      const error = await rejectionOf(client.call("echo", {}));
+      expect(error).to.be.instanceOf(KeySpendLimitReachedError).and.instanceOf(InsufficientBalanceError).and.instanceOf(SkillGatewayError);
+      expect((error as KeySpendLimitReachedError).name).to.equal("KeySpendLimitReachedError");
+      expect(server!.received).to.have.length(1);
+    });
+
+    it("keeps the status's class for the spending-limit code on another status", async () => {
+      const client = await clientFor([fail(400, "key_spend_limit_reached")]);
+      expect(((await rejectionOf(client.call("echo", {}))) as Error).constructor).to.equal(BadRequestError);
+    });
 
     it("maps an answer that is not the gateway's envelope by its status", async () => {
       const client = await clientFor([{ status: 502, headers: { "content-type": "text/html" }, body: "<html>Bad Gateway</html>" }], {

@@ -5,6 +5,7 @@ import {
   AuthenticationError,
   BadRequestError,
   InsufficientBalanceError,
+  KeySpendLimitReachedError,
   NotFoundError,
   SkillError,
   SkillGateway,
@@ -86,6 +87,21 @@ describe("SkillGateway against the real gateway", function () {
     expect(error.message).to.contain("Insufficient balance");
     expect(client.counter.attempts).to.equal(1);
     expect(await stack.available(broke.accountId)).to.equal(0n);
+  });
+
+  it("throws KeySpendLimitReachedError, an InsufficientBalanceError, when the key's spending limit is reached", async () => {
+    const limited = await stack.gw.keys.create(stack.buyerId, { spendLimit: { limitMicros: 1_000n, period: "total" } });
+    const client = clientOf({ apiKey: limited.key });
+    await client.call("echo", {});
+    const before = await stack.available();
+    const error = (await rejectionOf(client.call("echo", {}))) as KeySpendLimitReachedError;
+    expect(error).to.be.instanceOf(KeySpendLimitReachedError).and.instanceOf(InsufficientBalanceError);
+    expect([error.status, error.code]).to.deep.equal([402, "key_spend_limit_reached"]);
+    expect(error.message).to.equal(
+      "This key's spending limit of $0.001 in total is reached ($0.001 spent, this call costs $0.001); it does not reset: raise or remove the limit to go on.",
+    );
+    expect(client.counter.attempts).to.equal(2);
+    expect(await stack.available()).to.equal(before);
   });
 
   it("retries a failing skill's 502 and throws SkillError, never charging", async () => {

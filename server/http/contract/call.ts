@@ -12,6 +12,7 @@ const CALL_ERRORS = [
   "invalid_input",
   "skill_rejected_input",
   "insufficient_balance",
+  "key_spend_limit_reached",
   "daily_limit_reached",
   "idempotency_key_in_use",
   "idempotency_key_reused",

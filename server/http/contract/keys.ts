@@ -1,14 +1,48 @@
 import { z } from "zod";
-import { dataEnvelope, isoDate, operation } from "./common";
+import { usdToMicros } from "../../ledger/money";
+import { SPEND_PERIODS } from "../../ledger/spend-limits";
+import { baseUnits, dataEnvelope, isoDate, operation, usdNumber } from "./common";
 
-/** API keys of the signed-in account (server/http/routes/keys.ts). */
+/** API keys of the signed-in account (server/http/routes/keys.ts), and their spending limits. */
 
 /** Longest key name. */
 export const MAX_KEY_NAME_CHARS = 64;
+/** The highest spending limit a key may carry: $1,000,000 (far below 2^53 base units, so its JSON number is exact). */
+export const MAX_SPEND_LIMIT_MICROS = 1_000_000_000_000n;
 
 const NAME_MESSAGE = `name must be a string of at most ${MAX_KEY_NAME_CHARS} characters.`;
+const LIMIT_MESSAGE =
+  'spend_limit_usd must be a USD amount above 0 and at most 1000000, with at most 6 decimals (such as "5.00" or 5), or null for no limit.';
+const PERIOD_MESSAGE = "spend_limit_period must be day, month or total.";
 
-/** POST /v1/keys's body: an optional name (an empty body names the key ""). */
+/**
+ * A spending limit in USD, as a string ("5.00") or a JSON number, parsed exactly into base units by the parser prices
+ * use (ledger/money.ts usdToMicros): a number whose shortest decimal form has more than 6 decimals (0.1 + 0.2 is
+ * 0.30000000000000004) or an exponent (1e-7) is refused rather than rounded. Null: no limit.
+ */
+const spendLimitUsd = z
+  .union([z.string(), z.number()], {
+    error: (issue) =>
+      issue.input === undefined ? "spend_limit_usd is required: a USD amount, or null to remove the limit." : LIMIT_MESSAGE,
+  })
+  .transform((value, ctx) => {
+    try {
+      const micros = usdToMicros(String(value));
+      if (micros > 0n && micros <= MAX_SPEND_LIMIT_MICROS) return micros;
+    } catch {
+      // Refused below, with the one message.
+    }
+    ctx.addIssue({ code: "custom", message: LIMIT_MESSAGE });
+    return z.NEVER;
+  })
+  .nullable()
+  .meta({ description: 'USD the key may spend per period, as a string ("5.00") or a number, at most 6 decimals; null for no limit.' });
+
+const spendLimitPeriod = z
+  .enum(SPEND_PERIODS as ["day", "month", "total"], { error: PERIOD_MESSAGE })
+  .meta({ description: "day: rolls over at 00:00 UTC; month: at 00:00 UTC on the 1st; total: never." });
+
+/** POST /v1/keys's body: an optional name (an empty body names the key ""), and an optional spending limit with its period. */
 export const createKeyBody = z.object(
   {
     name: z
@@ -16,6 +50,19 @@ export const createKeyBody = z.object(
       .max(MAX_KEY_NAME_CHARS, { error: NAME_MESSAGE })
       .optional()
       .meta({ description: "A label for the key, trimmed." }),
+    spend_limit_usd: spendLimitUsd.optional(),
+    spend_limit_period: spendLimitPeriod.optional().meta({ description: "Required with spend_limit_usd." }),
+  },
+  { error: "Body must be a JSON object." },
+);
+
+/** PATCH /v1/keys/:id's body: the new spending limit (null removes it), and its period when it changes. */
+export const updateKeyBody = z.object(
+  {
+    spend_limit_usd: spendLimitUsd,
+    spend_limit_period: spendLimitPeriod
+      .optional()
+      .meta({ description: "The key's current period when absent (required if it has none)." }),
   },
   { error: "Body must be a JSON object." },
 );
@@ -27,6 +74,16 @@ export const keyView = z
     name: z.string(),
     created_at: isoDate.nullable(),
     last_used_at: isoDate.nullable(),
+    spend_limit_usd: usdNumber.nullable().meta({ description: "What the key may spend per period, in USD; null: no limit." }),
+    spend_limit_base_units: baseUnits.nullable(),
+    spend_limit_period: z.enum(SPEND_PERIODS as ["day", "month", "total"]).nullable(),
+    spent_usd: usdNumber
+      .nullable()
+      .meta({ description: "What the key spent in the current period (calls in flight included), in USD; null without a limit." }),
+    spent_base_units: baseUnits.nullable(),
+    resets_at: isoDate
+      .nullable()
+      .meta({ description: "When the current period ends and spent_usd starts again from 0; null for total, or without a limit." }),
   })
   .meta({ id: "ApiKey" });
 
@@ -36,7 +93,8 @@ export const keyOperations = [
     path: "/v1/keys",
     tag: "Keys",
     summary: "Create an API key",
-    description: "The whole key (atom_...) is in this answer only; the gateway keeps its hash.",
+    description:
+      "The whole key (atom_...) is in this answer only; the gateway keeps its hash. With spend_limit_usd and spend_limit_period, a call that would take the key past its limit for the period is refused with 402 key_spend_limit_reached.",
     auth: "session",
     body: createKeyBody,
     bodyOptional: true,
@@ -55,8 +113,28 @@ export const keyOperations = [
     tag: "Keys",
     summary: "The account's live keys",
     auth: "session",
-    responses: [{ status: 200, description: "Live keys, without their secret.", schema: dataEnvelope(z.array(keyView)) }],
+    responses: [
+      {
+        status: 200,
+        description:
+          "Live keys, without their secret, each with its spending limit, what it spent in the current period and when that resets.",
+        schema: dataEnvelope(z.array(keyView)),
+      },
+    ],
     errors: [],
+  }),
+  operation({
+    method: "patch",
+    path: "/v1/keys/{id}",
+    tag: "Keys",
+    summary: "Set, change or remove a key's spending limit",
+    description:
+      "Applies to the key's next call. A new amount keeps what the period spent: a limit lowered below it refuses calls until the period resets; a raised one lets them through at once. A new period starts its count at zero.",
+    auth: "session",
+    params: z.object({ id: z.string() }),
+    body: updateKeyBody,
+    responses: [{ status: 200, description: "The key as GET /v1/keys lists it.", schema: dataEnvelope(keyView) }],
+    errors: ["not_found"],
   }),
   operation({
     method: "delete",

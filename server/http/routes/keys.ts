@@ -2,9 +2,11 @@ import express, { type Router } from "express";
 import { jsonBody } from "../json-body";
 import type { ApiKeyRecord, ApiKeys } from "../../identity/api-keys";
 import type { Sessions } from "../../identity/sessions";
+import { microsToUsd } from "../../ledger/money";
+import type { SpendLimit, SpendLimitStatus, SpendPeriod } from "../../ledger/spend-limits";
 import { dataEnvelope } from "../envelope";
 import { parseRequest } from "../contract/common";
-import { createKeyBody } from "../contract/keys";
+import { createKeyBody, updateKeyBody } from "../contract/keys";
 import { ApiError } from "../errors";
 import { requireSession } from "../session-cookies";
 
@@ -13,47 +15,102 @@ export const MAX_LIVE_KEYS = 50;
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
-const view = (record: ApiKeyRecord) => ({
+const view = (record: ApiKeyRecord, limit: SpendLimitStatus | undefined) => ({
   id: record.id,
   prefix: record.prefix,
   name: record.name,
   created_at: iso(record.createdAtMs),
   last_used_at: iso(record.lastUsedAtMs),
+  spend_limit_usd: limit ? microsToUsd(limit.limitMicros) : null,
+  spend_limit_base_units: limit ? limit.limitMicros.toString() : null,
+  spend_limit_period: limit?.period ?? null,
+  spent_usd: limit ? microsToUsd(limit.spentMicros) : null,
+  spent_base_units: limit ? limit.spentMicros.toString() : null,
+  resets_at: limit ? iso(limit.resetsAtMs) : null,
 });
 
 /**
- * API keys of the signed-in account (a dashboard session, not an API key):
- *   POST   /v1/keys { name }  → the whole key, this once, with its id and prefix
- *   GET    /v1/keys           → the live keys: id, prefix, name, created_at, last_used_at
- *   DELETE /v1/keys/:id       → revoked at once (the next call with it gets 401)
- * Another account's key id is answered as an unknown one: 404.
+ * The limit a create or update asks for: null for none; a limit needs its period (`fallback`, the key's current
+ * one, stands in on an update), and a period alone is refused rather than ignored.
  */
-export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys }): Router {
+function limitOf(
+  body: { spend_limit_usd?: bigint | null; spend_limit_period?: SpendPeriod },
+  fallback: SpendPeriod | undefined,
+): SpendLimit | null {
+  const { spend_limit_usd: limitMicros, spend_limit_period: period = fallback } = body;
+  if (limitMicros === undefined || limitMicros === null) {
+    if (body.spend_limit_period !== undefined)
+      throw new ApiError("invalid_request", "spend_limit_period goes with a spend_limit_usd: send both, or neither for no limit.");
+    return null;
+  }
+  if (period === undefined)
+    throw new ApiError("invalid_request", "spend_limit_period is required with spend_limit_usd: day, month or total.");
+  return { limitMicros, period };
+}
+
+/**
+ * API keys of the signed-in account (a dashboard session, not an API key):
+ *   POST   /v1/keys { name, spend_limit_usd, spend_limit_period } → the whole key, this once, with its id and prefix
+ *   GET    /v1/keys      → the live keys: id, prefix, name, created_at, last_used_at, and each one's spending
+ *                          limit, what it spent in the current period and when that resets
+ *   PATCH  /v1/keys/:id { spend_limit_usd, spend_limit_period } → the limit set, changed or (null) removed
+ *   DELETE /v1/keys/:id  → revoked at once (the next call with it gets 401)
+ * Another account's key id is answered as an unknown one: 404. `now` is the clock the periods are read by.
+ */
+export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; now?: () => number }): Router {
   const router = express.Router();
   const session = requireSession(deps.sessions);
   const json = jsonBody(4_096);
+  const now = deps.now ?? Date.now;
+
+  /** The account's live key `id`, or the 404 another account's, a revoked or an unknown key gets. */
+  const ownLiveKey = async (id: string, accountId: string): Promise<ApiKeyRecord> => {
+    const record = await deps.keys.get(id);
+    if (!record || record.accountId !== accountId || record.revokedAtMs !== null) {
+      throw new ApiError("not_found", "No such key on this account.");
+    }
+    return record;
+  };
 
   router.post("/v1/keys", session, json, async (req, res) => {
     const accountId = req.session!.accountId;
-    const { name = "" } = parseRequest(createKeyBody, req.body ?? {});
+    const body = parseRequest(createKeyBody, req.body ?? {});
+    const spendLimit = limitOf(body, undefined);
     const live = (await deps.keys.listForAccount(accountId)).filter((k) => k.revokedAtMs === null).length;
     if (live >= MAX_LIVE_KEYS) throw new ApiError("invalid_request", `An account may hold ${MAX_LIVE_KEYS} live keys: revoke one first.`);
-    // Durable before it resolves: the key is shown this once, and must work from then on.
-    const created = await deps.keys.create(accountId, { name: name.trim() });
-    res.status(201).json(dataEnvelope({ ...view(created.record), key: created.key }));
+    // Durable before it resolves, with its limit: the key is shown this once, and must work from then on.
+    const nowMs = now();
+    const created = await deps.keys.create(accountId, { name: (body.name ?? "").trim(), spendLimit, nowMs });
+    const limits = await deps.keys.spendLimits([created.record.id], nowMs);
+    res.status(201).json(dataEnvelope({ ...view(created.record, limits.get(created.record.id)), key: created.key }));
   });
 
   router.get("/v1/keys", session, async (req, res) => {
     const live = (await deps.keys.listForAccount(req.session!.accountId)).filter((k) => k.revokedAtMs === null);
+    const limits = await deps.keys.spendLimits(
+      live.map((k) => k.id),
+      now(),
+    );
     res.set("cache-control", "no-store");
-    res.json(dataEnvelope(live.map(view)));
+    res.json(dataEnvelope(live.map((k) => view(k, limits.get(k.id)))));
+  });
+
+  router.patch("/v1/keys/:id", session, json, async (req, res) => {
+    const accountId = req.session!.accountId;
+    const body = parseRequest(updateKeyBody, req.body ?? {});
+    const record = await ownLiveKey(String(req.params.id), accountId);
+    const nowMs = now();
+    const current = (await deps.keys.spendLimits([record.id], nowMs)).get(record.id);
+    // Durable before it resolves; the key's next hold reads it (limits are never cached).
+    if (!(await deps.keys.setSpendLimit(record.id, accountId, limitOf(body, current?.period), nowMs))) {
+      throw new ApiError("not_found", "No such key on this account.");
+    }
+    const limits = await deps.keys.spendLimits([record.id], nowMs);
+    res.json(dataEnvelope(view(record, limits.get(record.id))));
   });
 
   router.delete("/v1/keys/:id", session, async (req, res) => {
-    const record = await deps.keys.get(String(req.params.id));
-    if (!record || record.accountId !== req.session!.accountId || record.revokedAtMs !== null) {
-      throw new ApiError("not_found", "No such key on this account.");
-    }
+    const record = await ownLiveKey(String(req.params.id), req.session!.accountId);
     // Durable before it resolves, and forgotten by this gateway's cache at once.
     await deps.keys.revoke(record.id);
     res.json(dataEnvelope({ id: record.id, revoked: true }));

@@ -65,6 +65,36 @@ export function formatUsd(amount: UsdAmount | null | undefined, baseUnits?: stri
   return units === undefined ? String(amount) : formatBaseUnits(units);
 }
 
+/** Base units as a plain decimal a person can edit: "5", "0.0025" (no "$", no separators, no trailing zeros). */
+export function decimalUsd(units: bigint): string {
+  const negative = units < 0n;
+  const abs = negative ? -units : units;
+  const frac = (abs % UNIT).toString().padStart(DECIMALS, "0").replace(/0+$/, "");
+  return `${negative ? "-" : ""}${abs / UNIT}${frac === "" ? "" : `.${frac}`}`;
+}
+
+/** How the dashboard names a spending limit's period, after its amount: "$5.000 per day". */
+export const PERIOD_WORDS = { day: "per day", month: "per month", total: "in total" } as const;
+
+/** A key's spending limit: "$5.000 per day", or "No limit". */
+export function formatSpendLimit(key: {
+  spend_limit_usd: UsdAmount | null;
+  spend_limit_base_units: string | null;
+  spend_limit_period: keyof typeof PERIOD_WORDS | null;
+}): string {
+  if (key.spend_limit_period === null || (key.spend_limit_usd === null && key.spend_limit_base_units === null)) return "No limit";
+  return `${formatUsd(key.spend_limit_usd, key.spend_limit_base_units)} ${PERIOD_WORDS[key.spend_limit_period]}`;
+}
+
+/**
+ * When a key's spending count starts again, for a person: "resets Nov 23, 2026, 01:00" (in the viewer's time zone;
+ * the period itself is UTC's), "never resets" for a total, "" without a limit.
+ */
+export function formatResets(key: { spend_limit_period: keyof typeof PERIOD_WORDS | null; resets_at: string | null }): string {
+  if (key.spend_limit_period === null) return "";
+  return key.resets_at === null ? "never resets" : `resets ${formatDateTime(key.resets_at)}`;
+}
+
 /** Shortens a long value for display (`0x1234…cdef`); copy buttons always copy the whole value. */
 export function middleEllipsis(value: string, head = 6, tail = 4): string {
   return value.length <= head + tail + 1 ? value : `${value.slice(0, head)}…${value.slice(-tail)}`;

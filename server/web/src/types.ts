@@ -30,12 +30,24 @@ export interface Skill {
   seller?: { name: string } | null;
 }
 
+/** The periods a key's spending limit counts over (UTC): a day, a month, or in total. */
+export type SpendPeriod = "day" | "month" | "total";
+
 export interface ApiKey {
   id: string;
   prefix: string;
   name: string;
   created_at: string;
   last_used_at: string | null;
+  /** What the key may spend per period; null for no limit (and then every spend field is null). */
+  spend_limit_usd: number | null;
+  spend_limit_base_units: string | null;
+  spend_limit_period: SpendPeriod | null;
+  /** Spent in the current period, calls in flight included. */
+  spent_usd: number | null;
+  spent_base_units: string | null;
+  /** When the current period ends; null for `total`. */
+  resets_at: string | null;
   key?: string;
 }
 

@@ -218,6 +218,40 @@ describe("the dashboard, in a real browser", function () {
     expect(await dashboard.stack.available(buyerId)).to.equal(before);
   });
 
+  it("gives a new key a daily spending limit, shows what it spent, refuses a call past it in plain words, and raises it", async () => {
+    await navigate(page, "API Keys");
+    await page.getByTestId("key-name").fill("capped");
+    await page.getByTestId("key-limit").fill("0.0025");
+    await page.getByTestId("key-period").selectOption("day");
+    await page.getByTestId("key-create").click();
+    await fullValue(page.getByTestId("new-key"));
+    const capped = () => page.getByTestId("key-row").filter({ hasText: "capped" });
+    expect(await textOf(capped().getByTestId("key-limit-shown"), /per day/)).to.equal("$0.0025 per day");
+    expect(await textOf(capped().getByTestId("key-spent"))).to.match(/^\$0\.000/);
+    expect(await textOf(capped().getByTestId("key-resets"))).to.match(/^resets /);
+
+    await openSkill(page, weather.slug, weather.slug, weather.name);
+    expect(await tryIt(page, "capped", { city: "Oslo" })).to.equal("200");
+    const before = await dashboard.stack.available(buyerId);
+    // A fresh page, so the status read is this call's, not the last one's.
+    await openSkill(page, weather.slug, weather.slug, weather.name);
+    expect(await tryIt(page, "capped", { city: "Bergen" })).to.equal("402");
+    expect(await textOf(page.getByTestId("try-result"), /spending limit/)).to.match(/spending limit of \$0\.0025 per day is reached/);
+    expect(await dashboard.stack.available(buyerId)).to.equal(before);
+
+    await navigate(page, "API Keys");
+    expect(await textOf(capped().getByTestId("key-spent"), /0025/)).to.match(/^\$0\.0025/);
+    await capped().getByTestId("key-edit-limit").click();
+    expect(await page.getByTestId("limit-amount").inputValue()).to.equal("0.0025");
+    await page.getByTestId("limit-amount").fill("0.005");
+    await page.getByTestId("limit-save").click();
+    expect(await textOf(capped().getByTestId("key-limit-shown"), /0\.005/)).to.equal("$0.005 per day");
+    await shoot(page, "keys-limits");
+
+    await openSkill(page, weather.slug, weather.slug, weather.name);
+    expect(await tryIt(page, "capped", { city: "Bergen" })).to.equal("200");
+  });
+
   it("lets a seller, signed in by e-mail in a browser of their own, list a skill whose backend is the test backend", async () => {
     seller = await openSandboxedContext(browser, dashboard.origin);
     await signInByEmail(seller.page, dashboard, "seller@example.com");

@@ -50,7 +50,14 @@ export class X402Payment extends Step {
     expect(reserved, `reservation of nonce ${nonce}`).to.equal(!taken);
     if (!reserved) return;
     model.x402Nonces.add(nonce);
-    expect(await store.markSettling(callId, 1n)).to.equal(true);
+    // reserved → settling as markSettling does it, but without its durable wait: after a restart this test's SQLite
+    // handles share one connection between two group commits, which production never does.
+    expect(
+      await real.db.value(
+        "UPDATE x402_payments SET status = 'settling', settle_block = 1 WHERE call_id = ? AND status = 'reserved' RETURNING call_id",
+        [callId],
+      ),
+    ).to.equal(callId);
     // Not waited on for durability here: after a restart this test's SQLite handles share one connection between
     // two group commits, which production never does; the Flush and Restart steps commit what is open.
     await real.db.transaction(async (tx) => {

@@ -18,6 +18,7 @@ __all__ = [
     "BadRequestError",
     "AuthenticationError",
     "InsufficientBalanceError",
+    "KeySpendLimitReachedError",
     "NotFoundError",
     "ConflictError",
     "RateLimitError",
@@ -95,6 +96,13 @@ class InsufficientBalanceError(APIStatusError):
     """402: the balance is below the call's price. Nothing was charged. Not retried."""
 
 
+class KeySpendLimitReachedError(InsufficientBalanceError):
+    """402 ``key_spend_limit_reached``: the API key's spending limit for its period (a UTC day, a
+    UTC month, or in total) would be passed. Nothing was charged. Not retried: the message says
+    when the limit resets; its owner may raise it. A subclass of ``InsufficientBalanceError``, so
+    code that handles "cannot pay for this call" handles it too."""
+
+
 class NotFoundError(APIStatusError):
     """404: no skill with that slug or UUID. Not retried."""
 
@@ -150,11 +158,17 @@ _BY_STATUS = {
 }
 
 
+_BY_CODE = {
+    "key_spend_limit_reached": KeySpendLimitReachedError,
+}
+
+
 def error_from_response(
     response: httpx.Response, body: Any, *, idempotency_key: Optional[str], retry_after: Optional[float]
 ) -> APIStatusError:
-    """The error for an answer that is not a success: the class by status, message and code from
-    the gateway's ``{success: false, error, code}`` envelope when the body is one."""
+    """The error for an answer that is not a success: the class by code when the code has one of
+    its own, else by status; message and code from the gateway's ``{success: false, error, code}``
+    envelope when the body is one."""
     status = response.status_code
     envelope = body if isinstance(body, dict) else {}
     error = envelope.get("error")
@@ -171,4 +185,8 @@ def error_from_response(
     )
     if status == 429:
         return RateLimitError(message, retry_after=retry_after, **kwargs)
-    return _BY_STATUS.get(status, APIStatusError)(message, **kwargs)
+    by_status = _BY_STATUS.get(status, APIStatusError)
+    by_code = _BY_CODE.get(code)
+    # A code's own class only refines its status's: the same code on another status keeps the status's class.
+    cls = by_code if by_code is not None and issubclass(by_code, by_status) else by_status
+    return cls(message, **kwargs)

@@ -1,14 +1,25 @@
 /**
  * API Keys: create one (the whole key is shown this once: the gateway keeps only its hash),
- * list the live ones with their last use, revoke after a confirmation.
+ * optionally with a spending limit per day, per month or in total; list the live ones with
+ * their last use, their limit, what they spent in the current period and when that resets;
+ * change or remove a limit; revoke after a confirmation.
  */
 
-import { del, get, post } from "../api";
+import { del, get, patch, post } from "../api";
 import { busy, card, copyButton, field, h, muted, replaceChildren, row, table } from "../dom";
 import { confirmDialog } from "../dialog";
-import { formatDateTime, formatLastUsed } from "../format";
+import {
+  PERIOD_WORDS,
+  decimalUsd,
+  formatDateTime,
+  formatLastUsed,
+  formatResets,
+  formatSpendLimit,
+  formatUsd,
+  parseBaseUnits,
+} from "../format";
 import { type PageContext, pageHeader, signInPrompt } from "../page";
-import type { ApiKey } from "../types";
+import type { ApiKey, SpendPeriod } from "../types";
 
 export async function keysPage(ctx: PageContext): Promise<void> {
   ctx.root.append(pageHeader("API Keys", "Agents call skills with an atom_ key; every call is billed to this account."));
@@ -19,14 +30,22 @@ export async function keysPage(ctx: PageContext): Promise<void> {
   const reload = () => loadKeys(ctx, list, reload);
 
   const name = h("input", { type: "text", maxlength: 64, placeholder: "e.g. research-agent", testid: "key-name" });
+  const limit = limitInput("key-limit");
+  const period = periodSelect("key-period", "day");
   const submit = h("button", { type: "submit", class: "btn btn-primary", testid: "key-create" }, "Create Key");
-  const form = h("form", { class: "inline-form" }, field("Name", name), submit);
+  const form = h("form", { class: "inline-form" }, field("Name", name), field("Spending limit (USD)", limit), field("Per", period), submit);
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     void busy(submit, async () => {
       try {
-        const key = await post<ApiKey>("/v1/keys", { name: name.value.trim() });
+        const amount = limit.value.trim();
+        const body =
+          amount === ""
+            ? { name: name.value.trim() }
+            : { name: name.value.trim(), spend_limit_usd: amount, spend_limit_period: period.value };
+        const key = await post<ApiKey>("/v1/keys", body);
         name.value = "";
+        limit.value = "";
         replaceChildren(created, newKeyBox(key));
         await reload();
       } catch (error) {
@@ -37,6 +56,22 @@ export async function keysPage(ctx: PageContext): Promise<void> {
 
   ctx.root.append(card("Create a key", form, created), card("Your keys", list));
   await reload();
+}
+
+/** A USD amount field: text, so that what is typed reaches the gateway as typed (it checks the decimals). */
+function limitInput(testid: string, value = ""): HTMLInputElement {
+  const input = h("input", { type: "text", inputmode: "decimal", placeholder: "none, or e.g. 5.00", autocomplete: "off", testid });
+  input.value = value;
+  return input;
+}
+
+function periodSelect(testid: string, selected: SpendPeriod): HTMLSelectElement {
+  const labels: Record<SpendPeriod, string> = { day: "day (UTC)", month: "month (UTC)", total: "in total (never resets)" };
+  return h(
+    "select",
+    { testid },
+    ...(Object.keys(PERIOD_WORDS) as SpendPeriod[]).map((p) => h("option", { value: p, selected: p === selected }, labels[p])),
+  );
 }
 
 /** The new key, once: with a copy button and a warning that it cannot be shown again. */
@@ -59,20 +94,50 @@ function newKeyBox(key: ApiKey): HTMLElement {
   );
 }
 
+/** What a key spent in its period and when that resets; a dash without a limit. */
+function spentCell(key: ApiKey): HTMLElement {
+  if (key.spend_limit_period === null) return h("span", { class: "muted", testid: "key-spent" }, "—");
+  return h(
+    "span",
+    { testid: "key-spent" },
+    formatUsd(key.spent_usd, key.spent_base_units),
+    h("br", {}),
+    h("span", { class: "muted small", testid: "key-resets", title: key.resets_at ?? "" }, formatResets(key)),
+  );
+}
+
 async function loadKeys(ctx: PageContext, box: HTMLElement, reload: () => Promise<void>): Promise<void> {
   try {
     const keys = await get<ApiKey[]>("/v1/keys");
     if (keys.length === 0) return replaceChildren(box, muted("No keys yet — create one above to call skills from your agent."));
-    const headers = ["Name", "Key", "Created", "Last used", ""];
+    const headers = ["Name", "Key", "Created", "Last used", "Spending limit", "Spent", ""];
     replaceChildren(
       box,
       table(
         { class: "table" },
         headers,
         keys.map((key) => {
+          const label = key.name || key.prefix;
+          const edit = h("button", { type: "button", class: "btn btn-small btn-ghost", testid: "key-edit-limit" }, "Limit…");
+          edit.addEventListener("click", async () => {
+            const change = await limitDialog(key);
+            if (!change) return;
+            await busy(edit, async () => {
+              try {
+                const updated = await patch<ApiKey>(`/v1/keys/${encodeURIComponent(key.id)}`, change);
+                ctx.notice(
+                  updated.spend_limit_period === null
+                    ? `"${label}" has no spending limit now.`
+                    : `"${label}" may now spend ${formatSpendLimit(updated)}.`,
+                );
+                await reload();
+              } catch (error) {
+                ctx.fail(error);
+              }
+            });
+          });
           const revoke = h("button", { type: "button", class: "btn btn-small btn-danger-ghost", testid: "key-revoke" }, "Revoke");
           revoke.addEventListener("click", async () => {
-            const label = key.name || key.prefix;
             if (
               !(await confirmDialog(`Revoke "${label}"? Calls with this key fail from now on. This cannot be undone.`, "Revoke", {
                 danger: true,
@@ -94,7 +159,9 @@ async function loadKeys(ctx: PageContext, box: HTMLElement, reload: () => Promis
             h("code", { class: "mono" }, `${key.prefix}…`),
             formatDateTime(key.created_at),
             formatLastUsed(key.last_used_at),
-            revoke,
+            h("span", { testid: "key-limit-shown" }, formatSpendLimit(key)),
+            spentCell(key),
+            h("div", { class: "row-actions" }, edit, revoke),
           ]);
         }),
       ),
@@ -103,4 +170,54 @@ async function loadKeys(ctx: PageContext, box: HTMLElement, reload: () => Promis
     replaceChildren(box, muted("Keys are unavailable right now."));
     ctx.fail(error);
   }
+}
+
+/**
+ * Asks for a key's new spending limit in a <dialog>: the amount and its period, or removing it. Resolves the
+ * PATCH body to send, or undefined when the person cancels. The gateway checks the amount (positive, at most
+ * 6 decimals) and answers a plain 400 otherwise.
+ */
+function limitDialog(key: ApiKey): Promise<{ spend_limit_usd: string | null; spend_limit_period?: SpendPeriod } | undefined> {
+  return new Promise((resolve) => {
+    const current = key.spend_limit_base_units === null ? undefined : parseBaseUnits(key.spend_limit_base_units);
+    const amount = limitInput("limit-amount", current === undefined ? "" : decimalUsd(current));
+    const period = periodSelect("limit-period", key.spend_limit_period ?? "day");
+    const save = h("button", { type: "submit", class: "btn btn-primary", testid: "limit-save" }, "Save");
+    const remove = h("button", { type: "button", class: "btn btn-danger-ghost", testid: "limit-remove" }, "Remove limit");
+    remove.hidden = key.spend_limit_period === null;
+    const cancel = h("button", { type: "button", class: "btn btn-ghost", testid: "limit-cancel" }, "Cancel");
+    const spent =
+      key.spend_limit_period === null
+        ? "It has no limit now."
+        : `It may spend ${formatSpendLimit(key)} and has spent ${formatUsd(key.spent_usd, key.spent_base_units)} (${formatResets(key)}). A lower limit than that stops its calls until the reset; a new period starts counting from zero.`;
+    const form = h(
+      "form",
+      { class: "stack" },
+      h("p", {}, `Spending limit of "${key.name || key.prefix}". ${spent}`),
+      field("Spending limit (USD)", amount),
+      field("Per", period),
+      h("div", { class: "actions" }, cancel, remove, save),
+    );
+    const dialog = h("dialog", { class: "dialog", "aria-label": "Spending limit", testid: "limit-dialog" }, form);
+    let answer: { spend_limit_usd: string | null; spend_limit_period?: SpendPeriod } | undefined;
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const value = amount.value.trim();
+      answer = value === "" ? { spend_limit_usd: null } : { spend_limit_usd: value, spend_limit_period: period.value as SpendPeriod };
+      dialog.close();
+    });
+    remove.addEventListener("click", () => {
+      answer = { spend_limit_usd: null };
+      dialog.close();
+    });
+    cancel.addEventListener("click", () => dialog.close());
+    // Escape closes the dialog too: a cancel.
+    dialog.addEventListener("close", () => {
+      dialog.remove();
+      resolve(answer);
+    });
+    document.body.appendChild(dialog);
+    dialog.showModal();
+    amount.focus();
+  });
 }

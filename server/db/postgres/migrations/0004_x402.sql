@@ -1,4 +1,4 @@
--- x402 pay-per-call (issue 15; SQLite version 17).
+-- x402 pay-per-call (issue 15; SQLite version 18).
 --
 -- A call paid with an x402 authorization is recorded by one ledger entry of a new kind, and logged in calls under a
 -- new endpoint. PostgreSQL changes a CHECK in place (the columns' inline CHECKs carry PostgreSQL's default names).
