@@ -299,7 +299,12 @@ async function main(): Promise<void> {
 
     const fmt = (n: number, d = 2) => n.toFixed(d);
     const perSec = (r: Row) => r.run.ok / r.run.elapsedSec;
-    const ratio = (r: Row, to: Row) => (perSec(to) > 0 ? fmt(perSec(r) / perSec(to)) : "n/a");
+    // Two significant digits below 0.1, so a ratio of 0.005 does not print as 0.00.
+    const ratio = (r: Row, to: Row) => {
+      if (perSec(to) === 0) return "n/a";
+      const x = perSec(r) / perSec(to);
+      return x < 0.1 ? x.toPrecision(2) : fmt(x);
+    };
     const gas = (r: Row) => (r.gasPerCall === undefined ? "none" : Math.round(r.gasPerCall).toLocaleString("en-US"));
     console.log(
       `| scenario | paid calls/s | × bare proxy | × x402 peer | p50 ms | p99 ms | p50 ms, one connection | gas per paid call | failed |`,
