@@ -18,6 +18,15 @@ if (FORK_BLOCK !== undefined && !Number.isSafeInteger(FORK_BLOCK)) {
   throw new Error(`FORK_BLOCK must be an integer block number, got ${process.env.FORK_BLOCK}`);
 }
 
+/**
+ * SAME_SECOND_BLOCKS=1: blocks mined within one second share its timestamp, as a real chain's blocks follow the
+ * wall clock. By default each block takes a later second than the last, so a node that mines hundreds of
+ * blocks a second (one per transaction, under automine) runs its clock minutes ahead of the wall clock, and
+ * an authorization signed to be valid for the next few minutes of wall-clock time has expired on it. The
+ * x402 benchmark (scripts/bench-x402.ts) starts its node with it.
+ */
+const SAME_SECOND_BLOCKS = process.env.SAME_SECOND_BLOCKS === "1";
+
 // Hardhat cannot download compilers on these machines, so compile with the solc-js
 // build shipped in the `solc` npm package (pinned to SOLC_VERSION in package.json).
 subtask(TASK_COMPILE_SOLIDITY_GET_SOLC_BUILD, async (args: { solcVersion: string }, _hre, runSuper) => {
@@ -50,6 +59,7 @@ const config: HardhatUserConfig = {
   networks: {
     hardhat: {
       chainId: CHAIN_ID,
+      ...(SAME_SECOND_BLOCKS ? { allowBlocksWithSameTimestamp: true } : {}),
       ...(FORK_URL ? { forking: { url: FORK_URL, enabled: true, ...(FORK_BLOCK !== undefined ? { blockNumber: FORK_BLOCK } : {}) } } : {}),
     },
     localhost: { url: "http://127.0.0.1:8545", chainId: CHAIN_ID },

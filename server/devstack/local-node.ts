@@ -82,7 +82,14 @@ export async function freePort(): Promise<number> {
  * child process on `port` (a free one when 0) and resolves once it answers JSON-RPC. The
  * child is the node itself, not an npx wrapper, so stopping it stops the chain.
  */
-export async function startLocalNode(options: { port?: number; readyTimeoutMs?: number } = {}): Promise<LocalNode> {
+export async function startLocalNode(
+  options: {
+    port?: number;
+    readyTimeoutMs?: number;
+    /** Blocks mined within one second share its timestamp (hardhat.config.ts, SAME_SECOND_BLOCKS). */
+    sameSecondBlocks?: boolean;
+  } = {},
+): Promise<LocalNode> {
   const port = options.port || (await freePort());
   const root = path.resolve(__dirname, "../..");
   // Guarded: it dies with this process, even one killed with SIGKILL (./child-process.ts).
@@ -92,7 +99,7 @@ export async function startLocalNode(options: { port?: number; readyTimeoutMs?: 
     {
       cwd: root,
       stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, FORK_URL: "" },
+      env: { ...process.env, FORK_URL: "", SAME_SECOND_BLOCKS: options.sameSecondBlocks ? "1" : "" },
     },
   );
   let output = "";
