@@ -392,6 +392,10 @@ export function spendLimitMessage(refused: Extract<HoldResult, { reason: "key_sp
     refused.resetsAtMs === null
       ? "it does not reset: raise or remove the limit to go on"
       : `it resets at ${new Date(refused.resetsAtMs).toISOString().replace(/\.\d{3}Z$/, "Z")}`;
+  if (refused.neededMicros > refused.limitMicros) {
+    // Waiting for the reset would not help: this call alone costs more than the whole limit.
+    return `This call costs $${usdText(refused.neededMicros)}, more than this key's whole spending limit of $${usdText(refused.limitMicros)} ${PER_PERIOD[refused.period]}: raise the limit to make it.`;
+  }
   return `This key's spending limit of $${usdText(refused.limitMicros)} ${PER_PERIOD[refused.period]} is reached (${spent}); ${resets}.`;
 }
 

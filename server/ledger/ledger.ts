@@ -326,12 +326,15 @@ export class Ledger {
       // Normally a no-op (a short account's available balance is already zero); it closes the one gap,
       // a deposit credited by linking an address (see credit()), before money could be spent.
       await this.freezes.topUp(tx, input.accountId);
-      const available = await this.lockedBalance(tx, input.accountId, "available");
+      // The balance, locked, and whether the key has a limit, in one statement: a key without one (most) costs the
+      // hold no round trip more under the balance's lock. (The key's row is read from the statement's snapshot: a
+      // first limit committed while this hold waited for the lock does not count it, as if it came just before.)
+      const { available, limited } = await this.lockedAvailable(tx, input.accountId, input.apiKeyId);
       if (available < chargedMicros) {
         return { ok: false as const, reason: "insufficient_balance" as const, availableMicros: available, neededMicros: chargedMicros };
       }
       let spendPeriodSeq: bigint | null = null;
-      if (input.apiKeyId !== undefined) {
+      if (input.apiKeyId !== undefined && limited) {
         const taken = await this.limits.take(tx, input.apiKeyId, chargedMicros, input.nowMs ?? Date.now());
         if (!taken.ok) {
           const { ok: _ok, ...status } = taken;
@@ -461,6 +464,18 @@ export class Ledger {
   }
 
   /** A balance read under the row's lock until the transaction ends (./sql.ts Dialect.forUpdate). */
+  /** The account's available balance, locked, and whether `keyId` (if any) has a spending limit set. */
+  private async lockedAvailable(tx: Sql, accountId: string, keyId: string | undefined): Promise<{ available: bigint; limited: boolean }> {
+    if (keyId === undefined) return { available: await this.lockedBalance(tx, accountId, "available"), limited: false };
+    const row = await tx.one<{ balance: bigint; limited: bigint }>(
+      `SELECT la.balance,
+              CASE WHEN EXISTS (SELECT 1 FROM key_spend_limits k WHERE k.key_id = ? AND k.limit_micros IS NOT NULL) THEN 1 ELSE 0 END AS limited
+       FROM ledger_accounts la WHERE la.account_id = ? AND la.bucket = 'available'${tx.dialect.forUpdate}`,
+      [keyId, accountId],
+    );
+    return { available: row ? BigInt(row.balance) : 0n, limited: row ? BigInt(row.limited) === 1n : false };
+  }
+
   private async lockedBalance(tx: Sql, accountId: string, bucket: Bucket): Promise<bigint> {
     const sql = `SELECT balance FROM ledger_accounts WHERE account_id = ? AND bucket = ?${tx.dialect.forUpdate}`;
     return (await tx.value<bigint>(sql, [accountId, bucket])) ?? 0n;

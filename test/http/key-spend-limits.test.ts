@@ -209,5 +209,16 @@ describe("API keys' spending limits (/v1/keys, and calls under them)", () => {
     expect(limitFields(await listed(id)).spend_limit_usd).to.equal(null);
     await ada.request("DELETE", `/v1/keys/${id}`);
     expect((await ada.request("PATCH", `/v1/keys/${id}`, body)).status).to.equal(404);
+    // An id that is no key's shape never reaches the database (PostgreSQL refuses a NUL byte in TEXT: a 500).
+    expect((await ada.request("PATCH", "/v1/keys/%00", body)).status).to.equal(404);
+    expect((await ada.request("DELETE", "/v1/keys/not-a-key")).status).to.equal(404);
+  });
+
+  it("says so when one call costs more than the whole limit: waiting for the reset would not help", async () => {
+    const { key } = await createKey({ spend_limit_usd: "0.0005", spend_limit_period: "day" });
+    const refused = await callEcho(key);
+    expect(refused.status).to.equal(402);
+    expect(refused.body.code).to.equal("key_spend_limit_reached");
+    expect(refused.body.error).to.match(/more than this key's whole spending limit of \$0\.0005 per day: raise the limit/);
   });
 });

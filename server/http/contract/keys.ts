@@ -48,6 +48,8 @@ export const createKeyBody = z.object(
     name: z
       .string({ error: NAME_MESSAGE })
       .max(MAX_KEY_NAME_CHARS, { error: NAME_MESSAGE })
+      // eslint-disable-next-line no-control-regex
+      .regex(/^[^\u0000-\u001f\u007f]*$/, { error: "A key's name must not contain control characters." })
       .optional()
       .meta({ description: "A label for the key, trimmed." }),
     spend_limit_usd: spendLimitUsd.optional(),

@@ -57,6 +57,8 @@ function limitOf(
  *   DELETE /v1/keys/:id  → revoked at once (the next call with it gets 401)
  * Another account's key id is answered as an unknown one: 404. `now` is the clock the periods are read by.
  */
+const KEY_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; now?: () => number }): Router {
   const router = express.Router();
   const session = requireSession(deps.sessions);
@@ -65,6 +67,8 @@ export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; now?: () =>
 
   /** The account's live key `id`, or the 404 another account's, a revoked or an unknown key gets. */
   const ownLiveKey = async (id: string, accountId: string): Promise<ApiKeyRecord> => {
+    // Key ids are UUIDs: anything else is no key (and never reaches the database, which may refuse odd bytes).
+    if (!KEY_ID.test(id)) throw new ApiError("not_found", "No such key on this account.");
     const record = await deps.keys.get(id);
     if (!record || record.accountId !== accountId || record.revokedAtMs !== null) {
       throw new ApiError("not_found", "No such key on this account.");
