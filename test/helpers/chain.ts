@@ -61,6 +61,11 @@ const provider = () => hre.network.provider;
 /** Compiles (a no-op when the artifacts are fresh), deploys, funds and approves. */
 export async function startLocalChain(): Promise<LocalChain> {
   await hre.run("compile", { quiet: true });
+  // A fresh chain for each caller (test files run one after another): the in-process network otherwise keeps
+  // every block of every earlier file, and its clock, one second further per block mined, runs ahead of the
+  // wall clock by the thousands of blocks a run mines; signatures dated by the wall clock (x402's EIP-3009
+  // authorizations, vouchers) would then be expired on it before they are made.
+  await provider().request({ method: "hardhat_reset", params: [] });
   const [deployer, settler, voucherSigner, ...rest] = await hre.viem.getWalletClients();
   const wallets = Object.fromEntries(USERS.map((name, i) => [name, rest[i]])) as Record<UserName, HardhatWallet>;
   const deployment = await deployContracts({
