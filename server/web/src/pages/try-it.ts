@@ -302,7 +302,9 @@ class TryForm {
 
   /** Shows one answer: the outcome line (status, charge and balance, latency, call id), then the data or the error. */
   private showResult(answer: TryAnswer, raw: unknown, me: Me | null, roundTripMs: number): void {
-    const charged = answer.costUsd > 0 ? `Charged ${formatUsd(answer.costUsd)}` : "Not charged";
+    // Without an answer the call may still have run: what it cost is in Usage, not guessed here.
+    const charged =
+      answer.status === 0 ? "Charge unknown (see Usage)" : answer.costUsd > 0 ? `Charged ${formatUsd(answer.costUsd)}` : "Not charged";
     const balance = me ? ` · balance ${formatUsd(me.balance.available, me.balance.available_base_units)}` : "";
     const latency = answer.latencyMs !== undefined ? `${formatLatency(answer.latencyMs)}` : `${formatLatency(roundTripMs)} round trip`;
     const status = answer.status === 0 ? "No answer" : `HTTP ${answer.status}`;
