@@ -221,20 +221,30 @@ describe("the skill page and the Marketplace search, in a real browser", functio
   });
 
   it("finds skills by a word of their description and by their seller's name, and shows descriptions' code as code, never as HTML", async () => {
-    await navigate(page, "Marketplace");
     const search = page.getByTestId("skill-search");
     const shown = () =>
       page
         .getByTestId("skill-card")
         .filter({ visible: true })
         .evaluateAll((cards) => cards.map((card) => card.getAttribute("data-slug")));
-    for (const [query, slug] of [
-      ["forecast", weather.slug],
-      ["marigold", "haiku-writer"],
-    ]) {
-      await search.fill(query);
-      await until(`only ${slug} to match "${query}"`, shown, (slugs) => slugs.length === 1 && slugs[0] === slug);
+    // The first word is typed while the list is still loading: it applies once the list is there.
+    let release = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    await page.route("**/v1/skills", async (route) => {
+      await held;
+      await route.fallback();
+    });
+    try {
+      await navigate(page, "Marketplace");
+      await search.fill("forecast");
+      release();
+      await until(`only ${weather.slug} to match "forecast"`, shown, (slugs) => slugs.length === 1 && slugs[0] === weather.slug);
+    } finally {
+      release();
+      await page.unroute("**/v1/skills");
     }
+    await search.fill("marigold");
+    await until(`only haiku-writer to match "marigold"`, shown, (slugs) => slugs.length === 1 && slugs[0] === "haiku-writer");
     await search.fill("");
     const weatherCard = page.locator(`[data-testid="skill-card"][data-slug="${weather.slug}"]`);
     expect(await weatherCard.locator(".description code").textContent()).to.equal("weather");
