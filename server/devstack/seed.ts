@@ -10,7 +10,20 @@ export const DEMO_SELLER_ID = "demo-seller";
 export const DEMO_DEPOSIT_USD = "10";
 
 const DEMO_SKILLS = [
-  { slug: "echo", path: "/echo", name: "Echo", price: "0.001", description: "Returns its input unchanged." },
+  // The schemas' `examples` are what the dashboard's "try it" form starts with.
+  {
+    slug: "echo",
+    path: "/echo",
+    name: "Echo",
+    price: "0.001",
+    description: "Returns its input unchanged.",
+    inputSchema: {
+      type: "object",
+      properties: {
+        text: { type: "string", description: "Any text; other properties are echoed back too.", examples: ["Hello from Skill Gateway"] },
+      },
+    },
+  },
   {
     slug: "uppercase",
     path: "/uppercase",
@@ -19,7 +32,7 @@ const DEMO_SKILLS = [
     description: "Upper-cases a text.",
     inputSchema: {
       type: "object",
-      properties: { text: { type: "string", maxLength: 10_000 } },
+      properties: { text: { type: "string", maxLength: 10_000, description: "The text to upper-case.", examples: ["hello, world"] } },
       required: ["text"],
       additionalProperties: false,
     },
@@ -31,6 +44,12 @@ const DEMO_SKILLS = [
     price: "0.001",
     description: "Waits `ms` milliseconds; times out past 2 s.",
     timeoutMs: 2_000,
+    inputSchema: {
+      type: "object",
+      properties: {
+        ms: { type: "integer", minimum: 0, maximum: 30_000, description: "How long to wait, in milliseconds.", examples: [1_500] },
+      },
+    },
   },
   {
     slug: "broken",

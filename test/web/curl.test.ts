@@ -1,7 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { expect } from "chai";
 import { curlForCall, curlForSkillCall, shellQuote } from "../../server/web/src/curl";
-import { exampleInput } from "../../server/web/src/schema";
 
 describe("dashboard curl examples (server/web/src/curl.ts)", () => {
   it("calls POST /v1/call with skill_id and input, the key as $ATOM_KEY", () => {
@@ -25,26 +24,5 @@ describe("dashboard curl examples (server/web/src/curl.ts)", () => {
     const input = { text: "it's $HOME `id`" };
     const quoted = shellQuote(JSON.stringify(input));
     expect(execFileSync("sh", ["-c", `printf %s ${quoted}`]).toString()).to.equal(JSON.stringify(input));
-  });
-});
-
-describe("dashboard try-it input (server/web/src/schema.ts)", () => {
-  it("fills every top-level property: examples and defaults first, else a blank of its type", () => {
-    const schema = {
-      type: "object",
-      properties: {
-        text: { type: "string", examples: ["hello"] },
-        count: { type: "integer", default: 3 },
-        mode: { enum: ["fast", "slow"] },
-        flag: { type: "boolean" },
-        tags: { type: "array" },
-        name: { type: "string" },
-      },
-    };
-    expect(exampleInput(schema)).to.deep.equal({ text: "hello", count: 3, mode: "fast", flag: false, tags: [], name: "" });
-  });
-
-  it("gives {} for a skill without a schema", () => {
-    expect(exampleInput(null)).to.deep.equal({});
   });
 });

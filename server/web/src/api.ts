@@ -34,6 +34,8 @@ export interface RawResponse {
   status: number;
   /** The parsed JSON body, or the text when it is not JSON. */
   body: unknown;
+  /** The response's headers (a call's id is in X-Call-Id). */
+  headers: Headers;
 }
 
 /** Sends one request and returns its status and parsed body, whatever the status. */
@@ -59,7 +61,7 @@ export async function request(method: string, path: string, body?: unknown): Pro
   } catch {
     /* left as text */
   }
-  return { status: response.status, body: parsed };
+  return { status: response.status, body: parsed, headers: response.headers };
 }
 
 /** The message to show for an error answer: the API's `error`, or a sentence naming the status. */

@@ -84,6 +84,9 @@ describe("the dashboard, in a real browser", function () {
       (all) => all.some((o) => o.text.includes(keyName)),
     );
     await select.selectOption(options.find((o) => o.text.includes(keyName))!.value);
+    // The form built from the schema is shown first; the raw JSON is a toggle away.
+    const toJson = target.getByTestId("try-mode-json");
+    if ((await toJson.count()) > 0 && (await toJson.getAttribute("aria-pressed")) !== "true") await toJson.click();
     await target.getByTestId("try-input").fill(JSON.stringify(input));
     await target.getByTestId("try-submit").click();
     return /\b\d{3}\b/.exec(await textOf(target.getByTestId("try-status"), /\b\d{3}\b/))![0];

@@ -1,26 +1,22 @@
 /**
  * Marketplace: every listed skill as a card (price, description, seller), filtered in the
- * page as the person types. The list is small, so one request and no server search.
+ * page as the person types, by name, slug, description or seller (../search.ts).
  */
 
 import { get } from "../api";
 import { h, muted, replaceChildren } from "../dom";
 import { formatUsd } from "../format";
+import { inlineMarkdown } from "../rich-text";
 import { type PageContext, pageHeader } from "../page";
 import { skillPath } from "../router";
+import { matchesSearch } from "../search";
 import type { Skill } from "../types";
-
-/** Whether a skill matches a search: its name or slug contains the text, ignoring case. */
-export function matchesSearch(skill: Pick<Skill, "name" | "slug">, query: string): boolean {
-  const q = query.trim().toLowerCase();
-  return q === "" || skill.name.toLowerCase().includes(q) || skill.slug.toLowerCase().includes(q);
-}
 
 export async function marketplacePage(ctx: PageContext): Promise<void> {
   ctx.root.append(pageHeader("Marketplace", "Skills your agents can call with one key, paid per call in USDC."));
   const search = h("input", {
     type: "search",
-    placeholder: "Search by name or slug",
+    placeholder: "Search by name, description or seller",
     "aria-label": "Search skills",
     testid: "skill-search",
   });
@@ -40,14 +36,17 @@ export async function marketplacePage(ctx: PageContext): Promise<void> {
 
   const cards = skills.map((skill) => ({ skill, element: skillCard(skill) }));
   replaceChildren(grid, ...cards.map((c) => c.element));
-  search.addEventListener("input", () => {
+  const filter = () => {
     let shown = 0;
     for (const { skill, element } of cards) {
       element.hidden = !matchesSearch(skill, search.value);
       if (!element.hidden) shown++;
     }
     empty.hidden = shown > 0;
-  });
+  };
+  search.addEventListener("input", filter);
+  // What was typed while the list loaded applies at once.
+  filter();
 }
 
 function skillCard(skill: Skill): HTMLElement {
@@ -61,7 +60,7 @@ function skillCard(skill: Skill): HTMLElement {
       h("span", { class: "price" }, formatUsd(skill.price_per_call ?? skill.price), h("small", {}, " / call")),
     ),
     h("code", { class: "mono slug" }, skill.slug),
-    h("p", { class: "description" }, skill.description || "No description."),
+    h("p", { class: "description" }, ...(skill.description ? inlineMarkdown(skill.description) : ["No description."])),
     h("p", { class: "muted seller" }, `by ${skill.seller?.name ?? "an independent seller"}`),
   );
 }
