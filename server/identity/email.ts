@@ -85,10 +85,18 @@ export type SendLinkReturnType =
   /** `pendingMax` links wait to be used, in all: none sent; one expires in `retryAfterMs`. */
   | { sent: false; reason: "too_many_pending"; retryAfterMs: number };
 
-export type ConsumeResult = { ok: true; email: string; linkTo: string | undefined } | { ok: false; reason: "invalid_or_used" };
+/**
+ * Why a link cannot be used: it signed in once already, it is past its expiry, or this gateway
+ * never minted it (or purged it: expired tokens are deleted, see purgeExpired). The page the
+ * link opens says which, so the person knows what happened; the token's holder learns nothing
+ * else (not even the address).
+ */
+export type UnusableLinkReason = "used" | "expired" | "unknown";
+
+export type ConsumeResult = { ok: true; email: string; linkTo: string | undefined } | { ok: false; reason: UnusableLinkReason };
 
 export type PeekResult =
-  { ok: true; email: string; linkTo: string | undefined; expiresAtMs: number } | { ok: false; reason: "invalid_or_used" };
+  { ok: true; email: string; linkTo: string | undefined; expiresAtMs: number } | { ok: false; reason: UnusableLinkReason };
 
 /** A token's shape before any lookup: what `send` mints is 43 base64url characters. */
 const plausibleToken = (token: unknown): token is string => typeof token === "string" && token.length > 0 && token.length <= 100;
@@ -169,18 +177,29 @@ export class MagicLinks {
    * link, even running its script, does not press the button).
    */
   async peek(token: string): Promise<PeekResult> {
-    if (!plausibleToken(token)) return { ok: false, reason: "invalid_or_used" };
+    if (!plausibleToken(token)) return { ok: false, reason: "unknown" };
     const row = await this.store.peek(hash(token), this.now());
-    if (!row) return { ok: false, reason: "invalid_or_used" };
+    if (!row) return { ok: false, reason: await this.whyUnusable(token) };
     return { ok: true, email: row.email, linkTo: row.linkTo ?? undefined, expiresAtMs: row.expiresAtMs };
   }
 
   /** Uses a link's token up: its address (and the account it should join), once, before expiry. */
   async consume(token: string): Promise<ConsumeResult> {
-    if (!plausibleToken(token)) return { ok: false, reason: "invalid_or_used" };
+    if (!plausibleToken(token)) return { ok: false, reason: "unknown" };
     const row = await this.store.consume(hash(token), this.now());
-    if (!row) return { ok: false, reason: "invalid_or_used" };
+    if (!row) return { ok: false, reason: await this.whyUnusable(token) };
     return { ok: true, email: row.email, linkTo: row.linkTo ?? undefined };
+  }
+
+  /**
+   * Why a token that did not sign in cannot: read after the failed check, for the words only
+   * (the check itself is the one conditional statement above). A token both used and expired
+   * is "used": the more useful thing to tell.
+   */
+  private async whyUnusable(token: string): Promise<UnusableLinkReason> {
+    const state = await this.store.state(hash(token));
+    if (!state) return "unknown";
+    return state.usedAtMs !== null ? "used" : "expired";
   }
 
   /** Deletes tokens past their expiry (used or not): they can never sign anyone in. */

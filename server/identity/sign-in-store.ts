@@ -175,6 +175,15 @@ export class EmailTokensStore extends PendingRows {
     return row && { email: row.email, linkTo: row.link_to, expiresAtMs: Number(row.expires_at) };
   }
 
+  /** Whether a token, live or not, was used and when it expires; undefined for one never stored (or purged). */
+  async state(tokenHash: string, sql: Sql = this.db): Promise<{ usedAtMs: number | null; expiresAtMs: number } | undefined> {
+    const row = await sql.one<{ used_at: bigint | null; expires_at: bigint }>(
+      "SELECT used_at, expires_at FROM email_sign_in_tokens WHERE token_hash = ?",
+      [tokenHash],
+    );
+    return row && { usedAtMs: row.used_at === null ? null : Number(row.used_at), expiresAtMs: Number(row.expires_at) };
+  }
+
   /** Marks the live token used and returns its address. */
   consume(tokenHash: string, nowMs: number, tx?: Sql): Promise<EmailTokenRecord | undefined> {
     return within(this.db, tx, async (tx) => {

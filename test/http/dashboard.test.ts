@@ -39,6 +39,7 @@ describe("the dashboard's pages and assets (server/http/routes/dashboard.ts)", (
       "/marketplace/echo",
       "/usage",
       "/seller",
+      "/settings",
     ]) {
       const res = await fetch(stack.url + path);
       expect(res.status, path).to.equal(200);

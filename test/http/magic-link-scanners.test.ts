@@ -68,6 +68,37 @@ describe("magic links and mail scanners", () => {
     expect(await stack.gw.sessions.ownerOf("email", "ada@example.com")).to.equal(undefined);
   });
 
+  it("sends a browser that opens /auth/email/verify or /preview to the link's page, and an API client to the 404 envelope", async () => {
+    const link = await mailLink("ada@example.com");
+    const token = new URLSearchParams(link.split("?")[1]).get("token")!;
+    const browser = { accept: "text/html,application/xhtml+xml,*/*;q=0.8", "sec-fetch-mode": "navigate" };
+    for (const step of ["verify", "preview"]) {
+      const res = await fetch(`${stack.url}/auth/email/${step}?token=${token}`, { headers: browser, redirect: "manual" });
+      expect(res.status, step).to.equal(303);
+      expect(res.headers.get("location")).to.equal(link);
+      const api = await send(`${stack.url}/auth/email/${step}?token=${token}`, "GET", { accept: "application/json" });
+      expect(api.status).to.equal(404);
+      expect(api.body).to.include({ success: false, code: "not_found" });
+    }
+    expect(await sessions()).to.equal(0);
+    // Nothing was used: the link's own button still signs in.
+    expect((await send(`${stack.url}/auth/email/verify`, "POST", sameOrigin(stack), { token })).status).to.equal(200);
+  });
+
+  it("says in the refusal of a used link that it was used, and of a made-up one that it is not valid", async () => {
+    const link = await mailLink("ada@example.com");
+    const token = new URLSearchParams(link.split("?")[1]).get("token")!;
+    expect((await send(`${stack.url}/auth/email/verify`, "POST", sameOrigin(stack), { token })).status).to.equal(200);
+    for (const step of ["preview", "verify"]) {
+      const used = await send(`${stack.url}/auth/email/${step}`, "POST", sameOrigin(stack), { token });
+      expect(used.status).to.equal(401);
+      expect(used.body).to.include({ success: false, code: "sign_in_failed" });
+      expect(used.body.error).to.match(/^This sign-in link was used already/);
+    }
+    const madeUp = await send(`${stack.url}/auth/email/preview`, "POST", sameOrigin(stack), { token: "x".repeat(43) });
+    expect(madeUp.body.error).to.match(/^This sign-in link is not valid/);
+  });
+
   it("mails a link to the page, saying to confirm there", async () => {
     await mailLink("ada@example.com");
     const body = (await stack.gw.db.value<string>("SELECT body FROM outbox ORDER BY id DESC LIMIT 1"))!;

@@ -80,8 +80,21 @@ describeEachEngine("sign-in secrets (services)", (engine) => {
       const token = tokenOf(mailer.sent[0]);
       expect(await links.peek(token)).to.deep.equal({ ok: true, email: "ada@example.com", linkTo: undefined, expiresAtMs: T0_MS + TTL_MS });
       expect(await links.consume(token)).to.deep.equal({ ok: true, email: "ada@example.com", linkTo: undefined });
-      expect(await links.consume(token)).to.deep.equal({ ok: false, reason: "invalid_or_used" });
-      expect(await links.peek(token)).to.deep.equal({ ok: false, reason: "invalid_or_used" });
+      expect(await links.consume(token)).to.deep.equal({ ok: false, reason: "used" });
+      expect(await links.peek(token)).to.deep.equal({ ok: false, reason: "used" });
+    });
+
+    it("tells a used link from an expired one and from one it never sent", async () => {
+      await links.send("ada@example.com", (token) => token);
+      const token = tokenOf(mailer.sent[0]);
+      now = T0_MS + TTL_MS;
+      expect(await links.peek(token)).to.deep.equal({ ok: false, reason: "expired" });
+      expect(await links.consume(token)).to.deep.equal({ ok: false, reason: "expired" });
+      expect(await links.peek(`${token.slice(0, -1)}x`)).to.deep.equal({ ok: false, reason: "unknown" });
+      expect(await links.consume("")).to.deep.equal({ ok: false, reason: "unknown" });
+      // Purged once expired: then no longer told apart from a link never sent.
+      await links.purgeExpired();
+      expect(await links.peek(token)).to.deep.equal({ ok: false, reason: "unknown" });
     });
 
     it("remembers the signed-in account that asked", async () => {

@@ -17,6 +17,7 @@ describe("dashboard router (server/web/src/router.ts)", () => {
     ["/marketplace/", "marketplace"],
     ["/usage", "usage"],
     ["/seller", "seller"],
+    ["/settings", "settings"],
   ];
   for (const [path, page] of table) {
     it(`shows the ${page} page at ${path}`, () => {

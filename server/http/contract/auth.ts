@@ -130,6 +130,21 @@ export const authOperations = [
     responses: [{ status: 200, description: "Signed in.", schema: dataEnvelope(z.strictObject(signedIn)) }],
     errors: [...SIGN_IN_POST_ERRORS, "sign_in_failed", "identity_taken", "session_exists", "csrf_failed"],
   }),
+  // A browser that opens one of the two POST addresses above (a link pasted by hand) is sent to the link's page.
+  ...(["verify", "preview"] as const).map((step) =>
+    operation({
+      method: "get",
+      path: `/auth/email/${step}`,
+      tag: "Sign-in",
+      summary: `A browser that opens /auth/email/${step}: sent to the link's page`,
+      description:
+        "Uses nothing. A browser navigation (Accept prefers text/html) is sent to /auth/email/callback?token=…, the page a mailed link opens; any other client gets the 404 envelope.",
+      auth: "none",
+      query: z.object({ token: z.string().optional() }),
+      responses: [redirect(303, "A browser, to the link's page (/auth/email/callback).")],
+      errors: ["not_found"],
+    }),
+  ),
   operation({
     method: "get",
     path: "/auth/siwe/nonce",

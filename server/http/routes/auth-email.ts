@@ -1,6 +1,6 @@
 import express, { type Request, type RequestHandler, type Router } from "express";
 import { jsonBody } from "../json-body";
-import type { MagicLinks } from "../../identity/email";
+import type { MagicLinks, UnusableLinkReason } from "../../identity/email";
 import type { LiveSession, Sessions } from "../../identity/sessions";
 import { planSignIn } from "../../identity/sign-in-plan";
 import type { Config } from "../../config";
@@ -10,7 +10,7 @@ import { emailPreviewBody, emailStartBody, emailVerifyBody } from "../contract/a
 import { parseRequest } from "../contract/common";
 import { publicBase } from "../public-url";
 import { storeFull } from "../rate-limits";
-import { browserSession, finishSignIn, signInPost } from "../sign-in";
+import { browserSession, finishSignIn, signInPost, wantsPage } from "../sign-in";
 import { readSession, csrfMatches } from "../session-cookies";
 
 /** The one answer to POST /auth/email/start, whoever the address belongs to. */
@@ -19,7 +19,13 @@ const START_ANSWER = dataEnvelope({
   message: "If this address can receive mail, a sign-in link is on its way. It works once, for a short while.",
 });
 
-const LINK_UNUSABLE = "This sign-in link is not valid: it was used already, has expired, or was mistyped. Ask for a new one.";
+/** What happened to a link that cannot be used, in the words its page shows (the error of a 401 sign_in_failed). */
+function linkUnusable(reason: UnusableLinkReason, ttlMs: number): string {
+  if (reason === "used") return "This sign-in link was used already: each link signs in once. Ask for a new one.";
+  if (reason === "expired")
+    return `This sign-in link has expired: links work for ${Math.round(ttlMs / 60_000)} minutes after they are sent. Ask for a new one.`;
+  return "This sign-in link is not valid: it may have been cut short when it was copied, or be too old. Ask for a new one.";
+}
 
 /** Where a mailed link points: a dashboard page (server/web/src/pages/email-link.ts), never an API that signs in. */
 export const EMAIL_LINK_PATH = "/auth/email/callback";
@@ -32,6 +38,10 @@ export const EMAIL_LINK_PATH = "/auth/email/callback";
  *                                                           or HEAD never uses the token, so a mail scanner cannot
  *   POST /auth/email/preview  {token}                    → what the link would do, without using it
  *   POST /auth/email/verify   {token, switch_account?}   → uses the token: signs in (or links), answering JSON
+ *   GET  /auth/email/{verify,preview}?token=…            → a browser that opens one of the POST addresses (a
+ *                                                           link pasted or typed by hand) is sent (303) to the link's
+ *                                                           page, which uses nothing; anything else gets the 404
+ *                                                           envelope, as for any path a method does not serve
  * All three POSTs are sign-in POSTs (../sign-in.ts): rate-limited per client address, same
  * origin, JSON; at most EMAIL_LINKS_MAX links wait unused (429 beyond). A browser already
  * signed in to another account is not switched silently: 409 session_exists, unless the
@@ -65,7 +75,7 @@ export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; link
    */
   const examine = async (token: unknown, current: LiveSession | undefined, switchAccount: boolean) => {
     const link = await deps.links.peek(typeof token === "string" ? token : "");
-    if (!link.ok) throw new ApiError("sign_in_failed", LINK_UNUSABLE);
+    if (!link.ok) throw new ApiError("sign_in_failed", linkUnusable(link.reason, deps.config.emailLinkTtlMs));
     const owner = await deps.sessions.ownerOf("email", link.email);
     return { link, owner, plan: planSignIn({ current: current?.accountId, owner, linkTo: link.linkTo, switchAccount }) };
   };
@@ -104,11 +114,18 @@ export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; link
     // Used up only now that the plan allows it: a refused one can be retried with switch_account.
     // Of two requests that got this far with the same token, one consumes it; the other is a 401.
     const consumed = await deps.links.consume(String(body.token));
-    if (!consumed.ok) throw new ApiError("sign_in_failed", LINK_UNUSABLE);
+    if (!consumed.ok) throw new ApiError("sign_in_failed", linkUnusable(consumed.reason, deps.config.emailLinkTtlMs));
     const result = await deps.sessions.signIn("email", consumed.email, { name: consumed.email, linkTo: plan.linkTo });
     if (!result.ok) throw new ApiError("identity_taken", `${consumed.email} already signs in to another account.`);
     const { switched } = await finishSignIn(deps.sessions, res, current, result.accountId, deps.config.secureCookies);
     res.json(dataEnvelope({ account_id: result.accountId, created: result.created, linked: result.linked, switched }));
+  });
+
+  // A person who opens a POST address in the browser sees the link's page, never a white page of JSON.
+  router.get(["/auth/email/verify", "/auth/email/preview"], (req, res, next) => {
+    if (!wantsPage(req)) return next();
+    const token = typeof req.query.token === "string" ? req.query.token : "";
+    res.redirect(303, `${EMAIL_LINK_PATH}?token=${encodeURIComponent(token)}`);
   });
 
   return router;

@@ -31,6 +31,7 @@ const PAGE_PATHS = [
   "/marketplace/:slug",
   "/usage",
   "/seller",
+  "/settings",
 ];
 
 interface Asset {

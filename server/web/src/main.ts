@@ -13,6 +13,7 @@ import { keysPage } from "./pages/keys";
 import { marketplacePage } from "./pages/marketplace";
 import { oauthResultPage } from "./pages/oauth-result";
 import { sellerPage } from "./pages/seller";
+import { settingsPage } from "./pages/settings";
 import { signinPage } from "./pages/signin";
 import { skillPage } from "./pages/skill";
 import { usagePage } from "./pages/usage";
@@ -30,6 +31,7 @@ const PAGES: Record<PageName, Page> = {
   skill: skillPage,
   usage: usagePage,
   seller: sellerPage,
+  settings: settingsPage,
 };
 
 let renderCount = 0;

@@ -3,7 +3,8 @@
  * unit tests can run it under Node.
  */
 
-export type PageName = "signin" | "oauthResult" | "emailLink" | "wallet" | "keys" | "marketplace" | "skill" | "usage" | "seller";
+export type PageName =
+  "signin" | "oauthResult" | "emailLink" | "wallet" | "keys" | "marketplace" | "skill" | "usage" | "seller" | "settings";
 
 export interface Route {
   page: PageName;
@@ -26,10 +27,11 @@ const PAGES: ReadonlyArray<{ pattern: string; page: PageName }> = [
   { pattern: "/marketplace/:slug", page: "skill" },
   { pattern: "/usage", page: "usage" },
   { pattern: "/seller", page: "seller" },
+  { pattern: "/settings", page: "settings" },
 ];
 
 /** Pages that show nothing useful without a session; they render a "sign in" prompt instead. */
-export const PAGES_NEEDING_SESSION: ReadonlySet<PageName> = new Set(["wallet", "keys", "usage", "seller"]);
+export const PAGES_NEEDING_SESSION: ReadonlySet<PageName> = new Set(["wallet", "keys", "usage", "seller", "settings"]);
 
 /** Matches a path against one pattern with `:name` segments; a trailing slash is ignored. */
 export function matchPattern(pattern: string, pathname: string): Record<string, string> | undefined {

@@ -9,6 +9,8 @@ export interface Me {
   addresses: string[];
   wallet: { address: string; owner: "server" | "siwe" | string; owner_address: string | null } | null;
   balance: { currency: string; available: number; held: number; available_base_units?: string; held_base_units?: string };
+  /** The seller name the account chose (PATCH /v1/account); absent on gateways without that route. */
+  display_name?: string | null;
 }
 
 export interface Platform {

@@ -47,7 +47,7 @@ export async function expectHeading(page: Page, title: string): Promise<void> {
 /** Follows one of the navigation's links, as a person would, and waits for that page's heading. */
 export async function navigate(
   page: Page,
-  link: "Wallet" | "API Keys" | "Marketplace" | "Usage" | "Seller",
+  link: "Wallet" | "API Keys" | "Marketplace" | "Usage" | "Seller" | "Settings",
   heading: string = link,
 ): Promise<void> {
   await page.getByRole("navigation").getByRole("link", { name: link, exact: true }).click();

@@ -2,10 +2,10 @@ import { expect } from "chai";
 import type { Browser, Page } from "playwright-core";
 import { type Hex, getAddress } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { type SandboxedContext, launchBrowser, openSandboxedContext, screenshotPage } from "../../helpers/browser";
+import { type SandboxedContext, WIDTHS_PX, launchBrowser, openSandboxedContext, screenshotPage } from "../../helpers/browser";
 import { type TestStack, startStack } from "../../helpers/gateway";
 import { sameOrigin, send } from "../../helpers/session";
-import { expectHeading, signInByEmail, textOf, until } from "./pages";
+import { expectHeading, navigate, signInByEmail, textOf, until } from "./pages";
 import { mailedSignInLink } from "./stack";
 
 /**
@@ -35,6 +35,19 @@ describe("the dashboard's sign-in pages, in a real browser", function () {
     await send(`${stack.url}/auth/email/start`, "POST", sameOrigin(stack), { email });
     return mailedSignInLink(stack.gw.db, email);
   };
+  /** Whether the element is shown whole inside the window, as a person would see it without scrolling. */
+  const inView = async (target: Page, testid: string) => {
+    const box = await target.getByTestId(testid).boundingBox();
+    const size = target.viewportSize()!;
+    return box !== null && box.x >= 0 && box.y >= 0 && box.x + box.width <= size.width && box.y + box.height <= size.height;
+  };
+  /** The texts of the alerts a page shows (role=alert and not hidden): none before the visitor does anything. */
+  const alertsShown = (target: Page) =>
+    target
+      .locator("[role=alert]")
+      .evaluateAll((all) =>
+        all.filter((e) => !(e as unknown as { hidden: boolean }).hidden && (e.textContent ?? "").trim() !== "").map((e) => e.textContent),
+      );
 
   before(async () => {
     // Every step here is a sign-in request from 127.0.0.1: room for all of them in one minute.
@@ -65,6 +78,58 @@ describe("the dashboard's sign-in pages, in a real browser", function () {
     await stack?.close();
   });
 
+  it("greets a visitor without a wallet with what the product is and the e-mail sign-in, and no error, at desktop and phone width", async () => {
+    const visitor = await openSandboxedContext(browser, stack.url);
+    try {
+      const first = visitor.page;
+      for (const width of [WIDTHS_PX.desktop, WIDTHS_PX.phone]) {
+        await first.setViewportSize({ width, height: 800 });
+        await first.goto(`${origin()}/signin`);
+        await expectHeading(first, "Sign in");
+        expect(await textOf(first.getByTestId("product-line"))).to.match(
+          /paid gateway for AI-agent skills.*one API key.*pay per call in USDC/,
+        );
+        expect(await inView(first, "product-line"), `the product line in view at ${width} px`).to.equal(true);
+        expect(await inView(first, "email-input"), `the e-mail field in view at ${width} px`).to.equal(true);
+        expect(await alertsShown(first), `alerts at ${width} px`).to.deep.equal([]);
+        // The e-mail link leads; the wallet is offered, quietly, below.
+        expect(await first.getByTestId("signin-card").locator(".btn-primary").getAttribute("data-testid")).to.equal("email-submit");
+        expect(await first.getByTestId("siwe-button").getAttribute("class")).to.not.contain("btn-primary");
+        expect(await first.getByTestId("email-submit").textContent()).to.equal("Email me a sign-in link");
+      }
+      await first.setViewportSize({ width: WIDTHS_PX.desktop, height: 800 });
+      await screenshotPage(first, "signin-first-visit");
+
+      // Errors come only from what the visitor does, next to it, in view at phone width.
+      await first.setViewportSize({ width: WIDTHS_PX.phone, height: 800 });
+      await first.getByTestId("email-submit").click();
+      expect(await textOf(first.getByTestId("email-error"))).to.equal("Enter your e-mail address.");
+      expect(await first.getByTestId("email-input").getAttribute("aria-invalid")).to.equal("true");
+      expect(await first.evaluate("document.activeElement?.getAttribute('data-testid')")).to.equal("email-input");
+      expect(await inView(first, "email-error")).to.equal(true);
+      await first.getByTestId("siwe-button").click();
+      expect(await textOf(first.getByTestId("siwe-error"))).to.match(/^No browser wallet found/);
+      await first.getByTestId("siwe-error").scrollIntoViewIfNeeded();
+      expect(await inView(first, "siwe-error")).to.equal(true);
+      expect(visitor.pageErrors).to.deep.equal([]);
+    } finally {
+      await visitor.context.close();
+    }
+  });
+
+  it("offers a browser wallet's sign-in first, as the primary button, when the browser has one", async () => {
+    await page.goto(`${origin()}/signin`);
+    await expectHeading(page, "Sign in");
+    const primary = await page
+      .getByTestId("signin-card")
+      .locator(".btn-primary")
+      .evaluateAll((all) => all.map((e) => e.getAttribute("data-testid")));
+    expect(primary).to.deep.equal(["siwe-button"]);
+    expect(await page.getByTestId("siwe-button").textContent()).to.equal("Sign in with your browser wallet");
+    expect(await alertsShown(page)).to.deep.equal([]);
+    expect(asked, "nothing is asked of the wallet before the person presses its button").to.deep.equal([]);
+  });
+
   it("signs in only when the person presses the link page's button", async () => {
     const link = await mailLink("ada@example.com");
     await page.goto(link);
@@ -81,14 +146,30 @@ describe("the dashboard's sign-in pages, in a real browser", function () {
     expect(await whoAmI()).to.equal("ada@example.com");
   });
 
-  it("answers a used link with a page that asks for a new one, not with JSON", async () => {
-    await page.goto(await mailedSignInLink(stack.gw.db, "ada@example.com"));
-    await expectHeading(page, "E-mail sign-in");
-    await page.getByTestId("email-link-unusable").waitFor();
+  it("answers a used link with a page that says so and asks for a new one, not with JSON", async () => {
+    const used = await mailedSignInLink(stack.gw.db, "ada@example.com");
+    // Opened as the link, and as the verify address a person might paste: the same page either way.
+    for (const address of [used, used.replace("/auth/email/callback", "/auth/email/verify")]) {
+      const response = await page.goto(address);
+      expect(response!.headers()["content-type"]).to.match(/^text\/html/);
+      await expectHeading(page, "E-mail sign-in");
+      expect(new URL(page.url()).pathname).to.equal("/auth/email/callback");
+      expect(await textOf(page.getByTestId("email-link-why"))).to.equal(
+        "This sign-in link was used already: each link signs in once. Ask for a new one.",
+      );
+    }
+    // The ways on: the form (filled with the address known here), the sign-in page, and the account this browser is in.
+    expect(await page.getByTestId("email-input").inputValue()).to.equal("ada@example.com");
+    expect(await page.getByTestId("email-link-signin").getAttribute("href")).to.equal("/signin");
+    expect(await textOf(page.getByTestId("email-link-signed-in"))).to.match(/signed in already, as ada@example\.com/);
     await screenshotPage(page, "email-link-used");
-    await page.getByTestId("email-input").fill("ada@example.com");
     await page.getByTestId("email-submit").click();
-    await textOf(page.getByTestId("email-sent"));
+    await textOf(page.getByTestId("email-sent"), /sign-in link is on its way/);
+    // The new link works.
+    const fresh = await mailedSignInLink(stack.gw.db, "ada@example.com");
+    expect(fresh).to.not.equal(used);
+    await page.goto(fresh);
+    await textOf(page.getByTestId("email-link-confirm"), /ada@example\.com/);
   });
 
   it("does not switch a signed-in browser to another account's link unless the person chooses to", async () => {
@@ -147,5 +228,30 @@ describe("the dashboard's sign-in pages, in a real browser", function () {
     expect(await stack.gw.sessions.ownerOf("email", "carol@example.com")).to.equal(owner);
     expect(person.pageErrors).to.deep.equal([]);
     expect(person.blocked).to.deep.equal([]);
+  });
+
+  it("shows the account's e-mail and every linked sign-in on the Settings page, at desktop and phone width", async () => {
+    await navigate(page, "Settings");
+    expect(await textOf(page.getByTestId("settings-email"))).to.equal("carol@example.com");
+    const linked = page.getByTestId("settings-signin");
+    expect((await linked.evaluateAll((all) => all.map((e) => e.getAttribute("data-provider")))).sort()).to.deep.equal(["email", "siwe"]);
+    const byEmail = linked.and(page.locator("[data-provider=email]"));
+    expect(await textOf(byEmail.locator("strong"))).to.equal("E-mail");
+    expect(await byEmail.textContent()).to.contain("carol@example.com");
+    const byWallet = linked.and(page.locator("[data-provider=siwe]"));
+    expect(await textOf(byWallet.locator("strong"))).to.equal("Browser wallet (Sign-In With Ethereum)");
+    expect(await byWallet.locator("[data-value]").getAttribute("data-value")).to.equal(wallet.address);
+    // The display name is PATCH /v1/account's: shown when this gateway has that route, else a note says so.
+    const probe = await page.request.fetch(`${origin()}/v1/account`, { method: "PATCH", data: {} });
+    if (probe.status() === 404) {
+      expect(await textOf(page.getByTestId("display-name-unavailable"))).to.match(/does not let you choose a display name yet/);
+    } else {
+      await page.getByTestId("display-name").fill("Carol's Skills");
+      await page.getByTestId("display-name-save").click();
+      await textOf(page.getByTestId("display-name-saved"), /^Saved/);
+    }
+    const shots = await screenshotPage(page, "settings");
+    expect(shots.map((shot) => shot.overflowPx)).to.deep.equal([0, 0]);
+    expect(person.pageErrors).to.deep.equal([]);
   });
 });

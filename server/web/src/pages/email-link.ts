@@ -11,7 +11,7 @@ import { ApiFailure, post } from "../api";
 import { busy, card, h, muted } from "../dom";
 import { type PageContext, pageHeader } from "../page";
 import { refreshMe } from "../session";
-import { emailCard } from "./signin";
+import { emailForm, rememberedEmail } from "./signin";
 
 /** The answer of POST /auth/email/preview. */
 interface LinkPreview {
@@ -40,7 +40,7 @@ async function show(ctx: PageContext, body: HTMLElement, token: string): Promise
     preview = await post<LinkPreview>("/auth/email/preview", { token });
   } catch (error) {
     if (!ctx.isCurrent()) return;
-    if (error instanceof ApiFailure && error.code === "sign_in_failed") return void body.replaceChildren(unusable(ctx));
+    if (error instanceof ApiFailure && error.code === "sign_in_failed") return void body.replaceChildren(unusable(ctx, error.message));
     body.replaceChildren(muted("This link could not be checked right now."));
     return ctx.fail(error);
   }
@@ -98,7 +98,7 @@ async function use(ctx: PageContext, body: HTMLElement, token: string, switchAcc
     await post("/auth/email/verify", switchAccount ? { token, switch_account: true } : { token });
   } catch (error) {
     if (error instanceof ApiFailure && (error.code === "session_exists" || error.code === "identity_taken")) return show(ctx, body, token);
-    if (error instanceof ApiFailure && error.code === "sign_in_failed") return void body.replaceChildren(unusable(ctx));
+    if (error instanceof ApiFailure && error.code === "sign_in_failed") return void body.replaceChildren(unusable(ctx, error.message));
     return ctx.fail(error);
   }
   // The link is spent: keep it out of the address bar and the history.
@@ -107,16 +107,42 @@ async function use(ctx: PageContext, body: HTMLElement, token: string, switchAcc
   ctx.navigate("/wallet");
 }
 
-/** A used, expired or mistyped link, and the way to a new one. */
-function unusable(ctx: PageContext): HTMLElement {
+/**
+ * A used, expired or mistyped link: what happened (the gateway's sentence says which), and the
+ * ways on: a new link (the form filled with the address this browser last asked one for) or
+ * the sign-in page; a browser that is signed in already is told so, with the way back in.
+ */
+function unusable(ctx: PageContext, why: string): HTMLElement {
+  const email = rememberedEmail() || emailOf(ctx);
   return h(
     "div",
     { class: "stack", testid: "email-link-unusable" },
     card(
       "This link cannot be used",
-      h("p", {}, "It was used already, has expired, or was not copied whole. Sign-in links work once, for a short while."),
-      h("p", {}, "Ask for a new one:"),
+      h("p", { testid: "email-link-why" }, why),
+      ctx.me
+        ? h(
+            "p",
+            { testid: "email-link-signed-in" },
+            `You are signed in already, as ${ctx.me.name}. `,
+            h("a", { href: "/wallet" }, "Go to your wallet"),
+            ".",
+          )
+        : null,
+      h("h3", {}, "Ask for a new link"),
+      emailForm({ email }),
+      h(
+        "p",
+        { class: "muted small" },
+        "Or ",
+        h("a", { href: "/signin", testid: "email-link-signin" }, "go to the sign-in page"),
+        " to sign in another way.",
+      ),
     ),
-    emailCard(ctx),
   );
+}
+
+/** The signed-in account's e-mail address, if it has one. */
+function emailOf(ctx: PageContext): string {
+  return ctx.me?.identities.find((identity) => identity.provider === "email")?.subject ?? "";
 }

@@ -11,6 +11,7 @@ import { formatDateTime, formatUsd } from "../format";
 import { type PageContext, pageHeader, signInPrompt } from "../page";
 import { refreshMe } from "../session";
 import type { CardCheckout, HistoryItem, IssuedVoucher, Me, Withdrawal } from "../types";
+import { gettingStarted } from "./getting-started";
 
 /** How long the page waits for a paid card top-up to reach the balance (the chain mines, the indexer credits). */
 const CREDIT_WAIT_MS = 90_000;
@@ -32,6 +33,8 @@ export async function walletPage(ctx: PageContext): Promise<void> {
   };
 
   renderBalances(balances, ctx.me);
+  // A first visit's checklist (top up, key, first call) leads the page; it shows nothing to an account that has made calls.
+  ctx.root.append(gettingStarted(ctx, ctx.me, refresh));
   ctx.root.append(
     balances,
     h("div", { class: "grid grid-2" }, depositCard(ctx, ctx.me, refresh), cardTopupCard(ctx, refresh)),
