@@ -1,4 +1,4 @@
-import { type Database, type Sql, within } from "../db/sql";
+import { type Database, type Sql, type SqlParam, within } from "../db/sql";
 
 /**
  * Which call endpoint was called: the spec's `call` (POST /v1/call) or `skill_call` (POST /v1/skills/:skillId/call),
@@ -35,6 +35,10 @@ export interface CallRecord {
 
 export interface UsageRow {
   id: string;
+  apiKeyId: string;
+  /** The key's name and prefix; null for a call made without a key of the account (x402). */
+  apiKeyName: string | null;
+  apiKeyPrefix: string | null;
   skillId: string;
   skillSlug: string | null;
   endpoint: Endpoint;
@@ -49,19 +53,77 @@ export interface UsageRow {
   batchStatus: "pending" | "settled" | null;
 }
 
-/** One UTC day of an account's calls. */
-export interface DailySpend {
-  /** Days since 1970-01-01 (UTC). */
-  day: number;
+/** What some of an account's calls spent, and how many they were. */
+export interface SpendTotal {
   spendMicros: bigint;
   calls: number;
 }
 
-const USAGE_SELECT = `SELECT c.id, c.skill_id, s.slug, s.name, c.endpoint, c.http_status, c.outcome, c.charged_micros, c.latency_us, c.created_at,
-         h.batch_number, b.status AS batch_status, c.rowid AS row_id
+/** One UTC day of an account's calls. */
+export interface DailySpend extends SpendTotal {
+  /** Days since 1970-01-01 (UTC). */
+  day: number;
+}
+
+/** One API key's calls and spend: today, this month (both UTC) and since it was made. */
+export interface KeySpend {
+  apiKeyId: string;
+  today: SpendTotal;
+  month: SpendTotal;
+  total: SpendTotal;
+}
+
+/** Which of an account's calls a usage read covers; each field given narrows it. */
+export interface UsageFilter {
+  /** Only the calls made with this API key. */
+  apiKeyId?: string;
+  /** Only the calls of this skill, named by its UUID or its slug. */
+  skill?: string;
+  /** Only the calls made at or after this time (epoch ms). */
+  fromMs?: number;
+  /** Only the calls made before this time (epoch ms). */
+  untilMs?: number;
+}
+
+/**
+ * The outcomes that are not counted as calls in spend totals: these requests were refused by a rate
+ * limit before they reached a skill. Usage lists them all the same.
+ */
+const NOT_COUNTED = "c.outcome NOT IN ('rate_limited', 'daily_limit_reached')";
+
+const USAGE_SELECT = `SELECT c.id, c.api_key_id, k.name AS key_name, k.prefix AS key_prefix, c.skill_id, s.slug, s.name, c.endpoint,
+         c.http_status, c.outcome, c.charged_micros, c.latency_us, c.created_at, h.batch_number, b.status AS batch_status, c.rowid AS row_id
   FROM calls c LEFT JOIN skills s ON s.id = c.skill_id
+  LEFT JOIN api_keys k ON k.id = c.api_key_id
   LEFT JOIN holds h ON h.id = c.hold_id
   LEFT JOIN settlement_batches b ON b.number = h.batch_number`;
+
+/**
+ * The WHERE clause of a usage read (calls aliased `c`): the account's calls, narrowed by `filter`.
+ * A skill is matched by its UUID or by the slug of the skill row with that UUID, so a skill no
+ * longer listed is still found by its slug.
+ */
+function whereOf(accountId: string, filter: UsageFilter): { sql: string; params: SqlParam[] } {
+  const clauses = ["c.account_id = ?"];
+  const params: SqlParam[] = [accountId];
+  if (filter.apiKeyId !== undefined) {
+    clauses.push("c.api_key_id = ?");
+    params.push(filter.apiKeyId);
+  }
+  if (filter.skill !== undefined) {
+    clauses.push("(c.skill_id = ? OR c.skill_id IN (SELECT id FROM skills WHERE slug = ?))");
+    params.push(filter.skill, filter.skill);
+  }
+  if (filter.fromMs !== undefined) {
+    clauses.push("c.created_at >= ?");
+    params.push(filter.fromMs);
+  }
+  if (filter.untilMs !== undefined) {
+    clauses.push("c.created_at < ?");
+    params.push(filter.untilMs);
+  }
+  return { sql: clauses.join(" AND "), params };
+}
 
 /**
  * The `calls` table: the log of calls made by each account, what usage shows and what the daily
@@ -98,11 +160,14 @@ export class CallsStore {
    * The account's calls, newest first; `beforeMs` pages back through older ones. The next page
    * starts strictly before the last row's millisecond, so a page never ends inside one: when
    * the `limit`th row shares its millisecond with older calls, those come on this page too
-   * (it is longer than `limit`), instead of being skipped by the next.
+   * (it is longer than `limit`), instead of being skipped by the next. `filter` narrows the calls.
    */
-  async recent(accountId: string, limit: number, beforeMs = Number.MAX_SAFE_INTEGER): Promise<UsageRow[]> {
+  async recent(accountId: string, limit: number, beforeMs = Number.MAX_SAFE_INTEGER, filter: UsageFilter = {}): Promise<UsageRow[]> {
     type Row = {
       id: string;
+      api_key_id: string;
+      key_name: string | null;
+      key_prefix: string | null;
       skill_id: string;
       slug: string | null;
       name: string | null;
@@ -116,16 +181,17 @@ export class CallsStore {
       batch_status: "pending" | "settled" | null;
       row_id: bigint;
     };
+    const where = whereOf(accountId, filter);
     const rows = await this.db.all<Row>(
-      `${USAGE_SELECT} WHERE c.account_id = ? AND c.created_at < ? ORDER BY c.created_at DESC, c.rowid DESC LIMIT ?`,
-      [accountId, beforeMs, limit],
+      `${USAGE_SELECT} WHERE ${where.sql} AND c.created_at < ? ORDER BY c.created_at DESC, c.rowid DESC LIMIT ?`,
+      [...where.params, beforeMs, limit],
     );
     const last = rows.at(-1);
     if (last && rows.length === limit) {
       // The rest of the page's last millisecond.
       rows.push(
-        ...(await this.db.all<Row>(`${USAGE_SELECT} WHERE c.account_id = ? AND c.created_at = ? AND c.rowid < ? ORDER BY c.rowid DESC`, [
-          accountId,
+        ...(await this.db.all<Row>(`${USAGE_SELECT} WHERE ${where.sql} AND c.created_at = ? AND c.rowid < ? ORDER BY c.rowid DESC`, [
+          ...where.params,
           last.created_at,
           last.row_id,
         ])),
@@ -133,6 +199,9 @@ export class CallsStore {
     }
     return rows.map((r) => ({
       id: r.id,
+      apiKeyId: r.api_key_id,
+      apiKeyName: r.key_name,
+      apiKeyPrefix: r.key_prefix,
       skillId: r.skill_id,
       skillSlug: r.slug,
       endpoint: r.endpoint,
@@ -148,18 +217,62 @@ export class CallsStore {
   }
 
   /**
-   * The account's calls and spend per UTC day since `sinceMs`; days without calls are absent.
+   * The account's calls and spend per UTC day, narrowed by `filter`; days without calls are absent.
    * A day is ms / 86,400,000 in integer division, and counts calls charged or not; the 429s never
    * reached a skill, so they are not counted as calls.
    */
-  async daily(accountId: string, sinceMs: number): Promise<DailySpend[]> {
+  async daily(accountId: string, filter: UsageFilter): Promise<DailySpend[]> {
+    const where = whereOf(accountId, filter);
     const rows = await this.db.all<{ day: bigint; spend: bigint; calls: bigint }>(
-      `SELECT created_at / 86400000 AS day, SUM(charged_micros) AS spend, COUNT(*) AS calls
-       FROM calls WHERE account_id = ? AND created_at >= ? AND outcome NOT IN ('rate_limited', 'daily_limit_reached')
-       GROUP BY created_at / 86400000 ORDER BY day`,
-      [accountId, sinceMs],
+      `SELECT c.created_at / 86400000 AS day, SUM(c.charged_micros) AS spend, COUNT(*) AS calls
+       FROM calls c WHERE ${where.sql} AND ${NOT_COUNTED}
+       GROUP BY c.created_at / 86400000 ORDER BY day`,
+      where.params,
     );
     return rows.map((r) => ({ day: Number(r.day), spendMicros: r.spend, calls: Number(r.calls) }));
+  }
+
+  /** What the account's calls narrowed by `filter` spent, and how many they were (counted as `daily` counts). */
+  async total(accountId: string, filter: UsageFilter): Promise<SpendTotal> {
+    const where = whereOf(accountId, filter);
+    const row = await this.db.one<{ spend: bigint | null; calls: bigint }>(
+      `SELECT SUM(c.charged_micros) AS spend, COUNT(*) AS calls FROM calls c WHERE ${where.sql} AND ${NOT_COUNTED}`,
+      where.params,
+    );
+    return { spendMicros: row?.spend ?? 0n, calls: Number(row?.calls ?? 0n) };
+  }
+
+  /**
+   * Each of the account's own API keys that made calls (revoked ones too), with its calls and spend since
+   * `todayStartMs`, since `monthStartMs` and in all, counted as `daily` counts. One pass over the account's calls.
+   */
+  async byKey(accountId: string, todayStartMs: number, monthStartMs: number): Promise<KeySpend[]> {
+    const rows = await this.db.all<{
+      api_key_id: string;
+      today_spend: bigint;
+      today_calls: bigint;
+      month_spend: bigint;
+      month_calls: bigint;
+      total_spend: bigint;
+      total_calls: bigint;
+    }>(
+      `SELECT c.api_key_id,
+         SUM(CASE WHEN c.created_at >= ? THEN c.charged_micros ELSE 0 END) AS today_spend,
+         SUM(CASE WHEN c.created_at >= ? THEN 1 ELSE 0 END) AS today_calls,
+         SUM(CASE WHEN c.created_at >= ? THEN c.charged_micros ELSE 0 END) AS month_spend,
+         SUM(CASE WHEN c.created_at >= ? THEN 1 ELSE 0 END) AS month_calls,
+         SUM(c.charged_micros) AS total_spend, COUNT(*) AS total_calls
+       FROM calls c
+       WHERE c.account_id = ? AND ${NOT_COUNTED} AND c.api_key_id IN (SELECT id FROM api_keys WHERE account_id = ?)
+       GROUP BY c.api_key_id ORDER BY c.api_key_id`,
+      [todayStartMs, todayStartMs, monthStartMs, monthStartMs, accountId, accountId],
+    );
+    return rows.map((r) => ({
+      apiKeyId: r.api_key_id,
+      today: { spendMicros: r.today_spend, calls: Number(r.today_calls) },
+      month: { spendMicros: r.month_spend, calls: Number(r.month_calls) },
+      total: { spendMicros: r.total_spend, calls: Number(r.total_calls) },
+    }));
   }
 
   /** The account that made a call, if the call exists. */

@@ -18,6 +18,7 @@ import { healthRoutes } from "./routes/health";
 import { openApiRoutes } from "./routes/openapi";
 import { callHandler, unauthenticatedCallRoutes } from "./routes/call";
 import { readRoutes } from "./routes/read";
+import { usageRoutes } from "./routes/usage";
 import { withdrawalRoutes } from "./routes/withdrawals";
 import { earningsOf } from "../settlement/earnings";
 import type { SettlementStores } from "../settlement/store";
@@ -140,6 +141,7 @@ export function createApp(deps: AppDeps): express.Express {
   );
   app.use(openApiRoutes());
   app.use(readRoutes({ ...deps, addresses: deps.settlement.addresses }));
+  app.use(usageRoutes({ keys: deps.keys, sessions: deps.sessions, calls: deps.calls, now: deps.now, log: deps.log }));
   app.use(
     withdrawalRoutes({
       keys: deps.keys,

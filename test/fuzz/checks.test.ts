@@ -40,6 +40,22 @@ const TABLE: [string, FuzzStep, string, string, Answer, RegExp | undefined][] = 
     answer(502, error("skill_backend_forbidden")),
     undefined,
   ],
+  [
+    "a CSV file's 200 (GET /v1/usage.csv)",
+    step({ role: "other" }),
+    "GET",
+    "/v1/usage.csv",
+    answer(200, "created_at,call_id\r\n"),
+    undefined,
+  ],
+  [
+    "a CSV file's refusal that is not the JSON envelope",
+    step({ role: "other" }),
+    "GET",
+    "/v1/usage.csv",
+    answer(400, "created_at,call_id\r\n"),
+    /not a JSON object/,
+  ],
   ["the gateway's own 500", step(), "POST", "/v1/call", answer(500, error("internal_error")), /answered 500 internal_error/],
   ["a 502 that names no backend failure", step(), "POST", "/v1/call", answer(502, error("internal_error")), /only a backend's own failure/],
   [

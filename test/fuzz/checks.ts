@@ -4,7 +4,7 @@ import type { FuzzStep } from "./cases";
  * The rules every answer is held to, whatever was sent:
  *   - no 5xx, but a 502 that names a backend's own failure (and charges nothing);
  *   - a body, when there is one, is the spec's JSON envelope: `success` a boolean, true for
- *     a 2xx and false otherwise, with `error` a string when false;
+ *     a 2xx and false otherwise, with `error` a string when false (but a page, or a file's 200);
  *   - on the call endpoints, a 200 says what it charged (more than 0), anything else 0;
  *   - a listing or edit naming an internal backend URL does not succeed, and a call to a
  *     skill at an internal address is never a 200;
@@ -32,6 +32,9 @@ const CHAIN_ROUTES = /^\/v1\/(withdrawals|wallet\/|seller\/claim|topups\/card$|c
  * the JSON envelope. A mailed sign-in link opens a page too.
  */
 const DASHBOARD = /^\/(|signin|signin\/oauth|auth\/email\/callback|wallet|keys|marketplace(\/[^/]+)?|usage|seller|assets\/app\.(js|css))$/;
+
+/** Files the API answers in their own format (GET /v1/usage.csv: text/csv) when they succeed; their refusals are JSON. */
+const FILES = /^\/v1\/usage\.csv$/;
 
 /** What an answer must never contain: SQLite's error codes, a stack frame, the server's own paths. */
 const INTERNALS = [/SQLITE_[A-Z]/, /\n\s+at \S+ \(/, /node_modules/, new RegExp(process.cwd().replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))];
@@ -76,7 +79,9 @@ export function violation(step: FuzzStep, method: string, path: string, answer: 
   const leak = INTERNALS.find((pattern) => pattern.test(text));
   if (leak) return `answered with an internal detail (${leak.source.slice(0, 40)})`;
 
-  const exempt = (status >= 300 && status < 400) || ((method === "GET" || method === "HEAD") && DASHBOARD.test(pathname));
+  const exempt =
+    (status >= 300 && status < 400) ||
+    ((method === "GET" || method === "HEAD") && (DASHBOARD.test(pathname) || (status === 200 && FILES.test(pathname))));
   if (answer.body.length > 0 && !exempt) {
     if (json === undefined || typeof json !== "object" || json === null || Array.isArray(json))
       return "answered a body that is not a JSON object";

@@ -170,13 +170,118 @@ describeEachEngine("gateway's stores", (engine) => {
       ["c1", "echo"],
     ]);
     expect((await store.recent("ada", 1, 2 * 86_400_000)).map((r) => r.id)).to.deep.equal(["c2"]);
-    expect(await store.daily("ada", 0)).to.deep.equal([
+    expect(await store.daily("ada", { fromMs: 0 })).to.deep.equal([
       { day: 1, spendMicros: 0n, calls: 1 },
       { day: 2, spendMicros: 7n, calls: 1 },
     ]);
     expect(await store.countSince("ada", 0)).to.equal(2);
     expect(await store.ownerOf("c1")).to.equal("ada");
     expect(await store.ownerOf("nope")).to.equal(undefined);
+  });
+
+  it("CallsStore narrows usage by key, skill and time, and sums it per day, in all and per key", async () => {
+    const ids = { echo: "00000000-0000-4000-8000-000000000001", fail: "00000000-0000-4000-8000-000000000002" };
+    for (const [slug, id] of Object.entries(ids)) {
+      await db.run(
+        `INSERT INTO skills (id, slug, name, description, price_micros, seller_account_id, backend_url, timeout_ms, rate_limit_per_min,
+           input_schema, signing_secret, active, created_at, updated_at)
+         VALUES (?, ?, ?, '', 5, 'ada', 'http://127.0.0.1:1/', 1000, NULL, NULL, 's', 1, 1, 1)`,
+        [id, slug, slug],
+      );
+    }
+    await (await Ledger.open(db)).ensureAccount({ id: "bob", kind: "user", name: "Bob" });
+    for (const [id, account] of [
+      ["k1", "ada"],
+      ["k2", "ada"],
+      ["kb", "bob"],
+    ]) {
+      await db.run("INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at) VALUES (?, ?, ?, ?, ?, 1)", [
+        id,
+        account,
+        `key ${id}`,
+        `atom_${id}`,
+        `hash-${id}`,
+      ]);
+    }
+    const store = new CallsStore(db);
+    const DAY = 86_400_000;
+    const call = (id: string, apiKeyId: string, skill: keyof typeof ids, createdAtMs: number, chargedMicros: bigint, accountId = "ada") =>
+      store.record({
+        id,
+        accountId,
+        apiKeyId,
+        skillId: ids[skill],
+        endpoint: "call",
+        httpStatus: 200,
+        outcome: "success",
+        chargedMicros,
+        holdId: null,
+        latencyUs: 3,
+        createdAtMs,
+      });
+    await call("a", "k1", "echo", DAY + 5, 10n);
+    await call("b", "k1", "fail", 2 * DAY + 5, 20n);
+    await call("c", "k2", "echo", 2 * DAY + 6, 40n);
+    await call("d", "k2", "echo", 3 * DAY, 80n);
+    await call("e", "kb", "echo", 2 * DAY, 160n, "bob");
+    await store.record({
+      id: "f",
+      accountId: "ada",
+      apiKeyId: "k1",
+      skillId: ids.echo,
+      endpoint: "call",
+      httpStatus: 429,
+      outcome: "rate_limited",
+      chargedMicros: 0n,
+      holdId: null,
+      latencyUs: 3,
+      createdAtMs: 2 * DAY + 7,
+    });
+
+    const recent = async (filter: Parameters<CallsStore["recent"]>[3]) =>
+      (await store.recent("ada", 10, undefined, filter)).map((r) => r.id);
+    expect(await recent({})).to.deep.equal(["d", "f", "c", "b", "a"]);
+    expect(await recent({ apiKeyId: "k1" })).to.deep.equal(["f", "b", "a"]);
+    expect(await recent({ apiKeyId: "kb" })).to.deep.equal([]);
+    expect(await recent({ skill: "fail" })).to.deep.equal(["b"]);
+    expect(await recent({ skill: ids.fail })).to.deep.equal(["b"]);
+    expect(await recent({ fromMs: 2 * DAY, untilMs: 3 * DAY })).to.deep.equal(["f", "c", "b"]);
+    expect(await recent({ apiKeyId: "k2", skill: "echo", fromMs: 2 * DAY + 6, untilMs: 2 * DAY + 7 })).to.deep.equal(["c"]);
+    const [d] = await store.recent("ada", 1, undefined, { apiKeyId: "k2" });
+    expect(d).to.include({ id: "d", apiKeyId: "k2", apiKeyName: "key k2", apiKeyPrefix: "atom_k2" });
+
+    // The rate-limited call is listed above, but not counted in the sums.
+    expect(await store.daily("ada", { fromMs: 2 * DAY })).to.deep.equal([
+      { day: 2, spendMicros: 60n, calls: 2 },
+      { day: 3, spendMicros: 80n, calls: 1 },
+    ]);
+    expect(await store.daily("ada", { apiKeyId: "k1", untilMs: 2 * DAY })).to.deep.equal([{ day: 1, spendMicros: 10n, calls: 1 }]);
+    expect(await store.total("ada", {})).to.deep.equal({ spendMicros: 150n, calls: 4 });
+    expect(await store.total("ada", { skill: "echo", fromMs: 2 * DAY })).to.deep.equal({ spendMicros: 120n, calls: 2 });
+    expect(await store.total("ada", { fromMs: 4 * DAY })).to.deep.equal({ spendMicros: 0n, calls: 0 });
+
+    expect(await store.byKey("ada", 3 * DAY, 2 * DAY)).to.deep.equal([
+      {
+        apiKeyId: "k1",
+        today: { spendMicros: 0n, calls: 0 },
+        month: { spendMicros: 20n, calls: 1 },
+        total: { spendMicros: 30n, calls: 2 },
+      },
+      {
+        apiKeyId: "k2",
+        today: { spendMicros: 80n, calls: 1 },
+        month: { spendMicros: 120n, calls: 2 },
+        total: { spendMicros: 120n, calls: 2 },
+      },
+    ]);
+    expect(await store.byKey("bob", 0, 0)).to.deep.equal([
+      {
+        apiKeyId: "kb",
+        today: { spendMicros: 160n, calls: 1 },
+        month: { spendMicros: 160n, calls: 1 },
+        total: { spendMicros: 160n, calls: 1 },
+      },
+    ]);
   });
 
   it("CallsStore finishes a page's last millisecond, so the next page skips none of it", async () => {

@@ -125,13 +125,21 @@ describe("the API's contract: GET /openapi.json", function () {
       expect((await call("GET", "/v1/skills/nope", { key: null })).status).to.equal(404);
     });
 
-    it("GET /v1/balance, /v1/usage, /v1/usage/daily, /v1/history", async () => {
+    it("GET /v1/balance, /v1/usage, /v1/usage.csv, /v1/usage/daily, /v1/usage/keys, /v1/history", async () => {
       expect((await call("GET", "/v1/balance")).status).to.equal(200);
       expect((await call("GET", "/v1/balance", { key: null })).status).to.equal(401);
       expect((await call("GET", "/v1/usage?limit=5")).body.data.calls).to.not.be.empty;
       expect((await call("GET", "/v1/usage?limit=0")).body.error).to.match(/^limit/);
       expect((await call("GET", "/v1/usage/daily?days=3")).body.data.days).to.have.length(3);
       expect((await call("GET", "/v1/usage/daily?days=x")).status).to.equal(400);
+      expect((await call("GET", "/v1/usage/daily?from=2026-11-01&to=2026-11-02")).body.data.days).to.have.length(2);
+      expect((await call("GET", "/v1/usage/daily?api_key_id=nope")).status).to.equal(404);
+      expect((await call("GET", "/v1/usage?api_key_id=nope")).status).to.equal(404);
+      expect((await call("GET", "/v1/usage.csv?from=2026-11-01")).body).to.match(/^created_at,call_id,/);
+      expect((await call("GET", "/v1/usage.csv?from=never")).status).to.equal(400);
+      expect((await call("GET", "/v1/usage.csv?api_key_id=nope")).status).to.equal(404);
+      expect((await call("GET", "/v1/usage/keys")).body.data.keys).to.not.be.empty;
+      expect((await call("GET", "/v1/usage/keys", { key: null })).status).to.equal(401);
       expect((await call("GET", "/v1/history")).body.data.items).to.not.be.empty;
       expect((await call("GET", "/v1/history?before=-1")).status).to.equal(400);
     });

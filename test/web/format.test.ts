@@ -2,6 +2,8 @@ import { expect } from "chai";
 import {
   decimalUsd,
   formatBaseUnits,
+  formatCount,
+  formatDay,
   formatLatency,
   formatResets,
   formatSpendLimit,
@@ -83,9 +85,17 @@ describe("dashboard money formatting (server/web/src/format.ts)", () => {
     ]);
   });
 
-  it("formats latencies in ms below a second and s above", () => {
+  it("formats latencies in ms, the calls log's unit, whatever their size", () => {
     expect(formatLatency(12.345)).to.equal("12.3 ms");
-    expect(formatLatency(1240)).to.equal("1.24 s");
+    expect(formatLatency(1240)).to.equal("1,240 ms");
     expect(formatLatency(null)).to.equal("—");
+  });
+
+  it("formats a usage day (UTC) the one way, and counts with their noun", () => {
+    expect(formatDay("2026-11-21")).to.equal("Nov 21");
+    expect(formatDay("2026-01-01", { year: true })).to.equal("Jan 1, 2026");
+    expect(formatDay("not a day")).to.equal("not a day");
+    expect(formatCount(1, "call")).to.equal("1 call");
+    expect(formatCount(1204, "call")).to.equal("1,204 calls");
   });
 });

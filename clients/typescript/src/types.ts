@@ -91,6 +91,10 @@ export interface Balance {
 /** One call of GET /v1/usage (the API's field names). */
 export interface UsageCall {
   id: string;
+  /** The key the call was made with (`x402` for a call paid with x402); its name ("" when unnamed) and prefix, null then. */
+  api_key_id: string;
+  api_key_name: string | null;
+  api_key_prefix: string | null;
   skill_id: string;
   skill_uuid: string;
   skill_name: string | null;

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { baseUnits, dataEnvelope, hex32, hexAddress, intQuery, isoDate, operation, usdNumber } from "./common";
+import { baseUnits, dataEnvelope, hex32, hexAddress, intQuery, isoDate, operation, timeQuery, usdNumber } from "./common";
 
 /**
  * An account's own books, read with an API key or a dashboard session (server/http/routes/read.ts,
@@ -20,6 +20,14 @@ export const balanceView = z
 export const usageCallView = z
   .strictObject({
     id: z.string().meta({ description: "The call's id (X-Call-Id)." }),
+    api_key_id: z
+      .string()
+      .meta({ description: "The id of the API key the call was made with (GET /v1/keys); x402 for a call paid with x402." }),
+    api_key_name: z
+      .string()
+      .nullable()
+      .meta({ description: 'The key\'s name ("" when it has none); null when the call was not made with a key.' }),
+    api_key_prefix: z.string().nullable().meta({ description: "The key's visible start; null when the call was not made with a key." }),
     skill_id: z.string().meta({ description: "The skill's slug (its UUID when it has none)." }),
     skill_uuid: z.string(),
     skill_name: z.string().nullable(),
@@ -36,22 +44,95 @@ export const usageCallView = z
   })
   .meta({ id: "UsageCall" });
 
-/** GET /v1/usage's query. */
-export const usageQuery = z.object({
-  limit: intQuery("limit", 50, 1, 500).meta({ description: "Calls per page." }),
-  before: intQuery("before", Number.MAX_SAFE_INTEGER, 0, Number.MAX_SAFE_INTEGER).meta({
-    description: "Only calls made before this time (epoch ms): a page's next_before.",
-  }),
-});
+/** The filters GET /v1/usage, /v1/usage.csv and /v1/usage/daily share. */
+const usageFilters = {
+  api_key_id: z
+    .string({ error: "api_key_id must be the id of one of the account's keys." })
+    .min(1, { error: "api_key_id must be the id of one of the account's keys." })
+    .max(128, { error: "api_key_id must be the id of one of the account's keys." })
+    .optional()
+    .meta({
+      description: "Only the calls made with this key of the account (an id from GET /v1/keys, revoked keys too); 404 for any other id.",
+    }),
+  skill_id: z
+    .string({ error: "skill_id must be a skill's slug or UUID." })
+    .min(1, { error: "skill_id must be a skill's slug or UUID." })
+    .max(128, { error: "skill_id must be a skill's slug or UUID." })
+    .optional()
+    .meta({ description: "Only the calls of this skill, by its slug or its UUID (a call's skill_id or skill_uuid)." }),
+};
 
-/** GET /v1/usage/daily's query. */
-export const dailyQuery = z.object({ days: intQuery("days", 30, 1, 366).meta({ description: "Days back, today included." }) });
+const FROM_AT_OR_AFTER = "Only the calls made at or after this: a date (2026-11-01, from 00:00 UTC) or an ISO 8601 time with its offset.";
+const TO_AT_OR_BEFORE = "Only the calls made at or before this: a date (2026-11-30, to its end, UTC) or an ISO 8601 time with its offset.";
+
+/** A range's bounds, once parsed ([from, to) in epoch ms), are in order. */
+const inOrder = { check: (q: { from?: number; to?: number }) => q.from === undefined || q.to === undefined || q.from < q.to };
+const OUT_OF_ORDER = { path: ["to"], error: "to must not be before from." };
+
+/** GET /v1/usage's query. */
+export const usageQuery = z
+  .object({
+    limit: intQuery("limit", 50, 1, 500).meta({ description: "Calls per page." }),
+    before: intQuery("before", Number.MAX_SAFE_INTEGER, 0, Number.MAX_SAFE_INTEGER).meta({
+      description: "Only calls made before this time (epoch ms): a page's next_before.",
+    }),
+    ...usageFilters,
+    from: timeQuery("from", "start").meta({ description: FROM_AT_OR_AFTER }),
+    to: timeQuery("to", "end").meta({ description: TO_AT_OR_BEFORE }),
+  })
+  .refine(inOrder.check, OUT_OF_ORDER);
+
+/** GET /v1/usage.csv's query: the filters of GET /v1/usage, without paging (the file has every call they select). */
+export const usageCsvQuery = z
+  .object({
+    ...usageFilters,
+    from: timeQuery("from", "start").meta({ description: FROM_AT_OR_AFTER }),
+    to: timeQuery("to", "end").meta({ description: TO_AT_OR_BEFORE }),
+  })
+  .refine(inOrder.check, OUT_OF_ORDER);
+
+/** The most days GET /v1/usage/daily answers at once. */
+export const MAX_DAILY_DAYS = 366;
+
+/** GET /v1/usage/daily's query: `days` back from today, or the days from `from` to `to`. */
+export const dailyQuery = z
+  .object({
+    days: intQuery("days", 30, 1, MAX_DAILY_DAYS).meta({ description: "Days back, today included; not with from." }),
+    ...usageFilters,
+    from: timeQuery("from", "start", { daysOnly: true }).meta({ description: "The first day (UTC); not with days." }),
+    to: timeQuery("to", "end", { daysOnly: true }).meta({
+      description: `The last day (UTC), today by default; at most ${MAX_DAILY_DAYS} days from from.`,
+    }),
+  })
+  .refine(inOrder.check, OUT_OF_ORDER);
+
+/** The columns of GET /v1/usage.csv, in order. */
+export const USAGE_CSV_COLUMNS = [
+  "created_at",
+  "call_id",
+  "skill_id",
+  "skill_name",
+  "api_key_id",
+  "api_key_name",
+  "endpoint",
+  "status",
+  "outcome",
+  "http_status",
+  "cost_usd",
+  "cost_base_units",
+  "response_time_ms",
+  "settlement",
+  "batch_number",
+] as const;
 
 /** GET /v1/history's query. */
 export const historyQuery = z.object({
   limit: intQuery("limit", 50, 1, 200),
   before: intQuery("before", Number.MAX_SAFE_INTEGER, 0, Number.MAX_SAFE_INTEGER),
 });
+
+/** Some calls' spend and how many they were (429s, which reached no skill, are not counted). */
+const spendTotal = z.strictObject({ spend: usdNumber, spend_base_units: baseUnits, calls: z.number().int() });
 
 const nextBefore = z.number().int().nullable().meta({ description: "Pass as ?before= to read the next page; null on the last." });
 
@@ -109,6 +190,7 @@ export const accountOperations = [
     path: "/v1/usage",
     tag: "Account",
     summary: "The account's calls, newest first",
+    description: "Filtered by key, skill and time when those are given.",
     auth: "account",
     query: usageQuery,
     responses: [
@@ -118,28 +200,78 @@ export const accountOperations = [
         schema: dataEnvelope(z.strictObject({ calls: z.array(usageCallView), next_before: nextBefore })),
       },
     ],
-    errors: ["invalid_request"],
+    errors: ["invalid_request", "not_found"],
+  }),
+  operation({
+    method: "get",
+    path: "/v1/usage.csv",
+    tag: "Account",
+    summary: "The account's calls as a CSV file, newest first",
+    description:
+      "The calls GET /v1/usage would list with the same filters, all of them, streamed: a header row, then one row per call, with the columns " +
+      `${USAGE_CSV_COLUMNS.join(", ")}. Times are ISO 8601 UTC; cost_usd is a decimal string ("0.0025") and cost_base_units the exact integer. ` +
+      "A text cell that starts with =, +, -, @ or a control character is prefixed with ' so that a spreadsheet shows it as text.",
+    auth: "account",
+    query: usageCsvQuery,
+    responses: [
+      { status: 200, description: "The CSV (RFC 4180, UTF-8, CRLF), as an attachment.", contentType: "text/csv", schema: z.string() },
+    ],
+    errors: ["invalid_request", "not_found"],
   }),
   operation({
     method: "get",
     path: "/v1/usage/daily",
     tag: "Account",
     summary: "The account's spend per day (UTC)",
+    description: `Filtered by key and skill when those are given; at most ${MAX_DAILY_DAYS} days at once.`,
     auth: "account",
     query: dailyQuery,
     responses: [
       {
         status: 200,
-        description: "One entry per day, oldest first.",
+        description: "One entry per day, oldest first, with the range's total and this month's spend so far.",
         schema: dataEnvelope(
           z.strictObject({
             currency: z.literal("USDC"),
-            days: z.array(z.strictObject({ date: z.iso.date(), spend: usdNumber, spend_base_units: baseUnits, calls: z.number().int() })),
+            from: z.iso.date().meta({ description: "The first day shown (UTC)." }),
+            to: z.iso.date().meta({ description: "The last day shown (UTC)." }),
+            days: z.array(spendTotal.extend({ date: z.iso.date() })),
+            total: spendTotal.meta({ description: "The days' calls and spend, summed." }),
+            month_to_date: spendTotal.extend({ month: z.string().regex(/^\d{4}-\d{2}$/) }).meta({
+              description:
+                "The current UTC month's calls and spend until now, with the same key and skill filters, whatever the days shown.",
+            }),
           }),
         ),
       },
     ],
-    errors: ["invalid_request"],
+    errors: ["invalid_request", "not_found"],
+  }),
+  operation({
+    method: "get",
+    path: "/v1/usage/keys",
+    tag: "Account",
+    summary: "Calls and spend per API key: today, this month, in total",
+    description: "Every key of the account that made calls, revoked ones included; today and this month are UTC's.",
+    auth: "account",
+    responses: [
+      {
+        status: 200,
+        description: "One entry per key.",
+        schema: dataEnvelope(
+          z.strictObject({
+            currency: z.literal("USDC"),
+            day: z.iso.date().meta({ description: "Today (UTC)." }),
+            month: z
+              .string()
+              .regex(/^\d{4}-\d{2}$/)
+              .meta({ description: "This month (UTC)." }),
+            keys: z.array(z.strictObject({ api_key_id: z.string(), today: spendTotal, month: spendTotal, total: spendTotal })),
+          }),
+        ),
+      },
+    ],
+    errors: [],
   }),
   operation({
     method: "get",

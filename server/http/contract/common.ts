@@ -176,6 +176,36 @@ export const intQuery = (name: string, fallback: number, min: number, max: numbe
     .meta({ override: replaceWith({ type: "integer", minimum: min, maximum: max, default: fallback }) });
 };
 
+const DAY_MS = 86_400_000;
+const isoDay = z.iso.date();
+const isoTime = z.iso.datetime({ offset: true });
+
+/**
+ * A query parameter that bounds a time range, parsed to epoch ms: a date (a UTC day) or, unless `daysOnly`, an
+ * ISO 8601 time with its offset; nothing before 1970. Both bounds of a range are inclusive, so the range's `end`
+ * is parsed to the first millisecond after it (a day's end is the next day's 00:00 UTC): the range is [start, end).
+ */
+export const timeQuery = (name: string, edge: "start" | "end", options: { daysOnly?: boolean } = {}) => {
+  const message = options.daysOnly
+    ? `${name} must be a date from 1970 on, such as 2026-11-21 (a UTC day).`
+    : `${name} must be a date (2026-11-21, a UTC day) or an ISO 8601 time with its offset (2026-11-21T09:30:00Z), from 1970 on.`;
+  return z
+    .string({ error: message })
+    .transform((text, ctx) => {
+      const isDay = isoDay.safeParse(text).success;
+      const ms = isDay ? Date.parse(`${text}T00:00:00Z`) : !options.daysOnly && isoTime.safeParse(text).success ? Date.parse(text) : NaN;
+      if (Number.isFinite(ms) && ms >= 0) return edge === "start" ? ms : ms + (isDay ? DAY_MS : 1);
+      ctx.addIssue({ code: "custom", message });
+      return z.NEVER;
+    })
+    .optional()
+    .meta({
+      override: replaceWith(
+        options.daysOnly ? { type: "string", format: "date" } : { type: "string", examples: ["2026-11-21", "2026-11-21T09:30:00Z"] },
+      ),
+    });
+};
+
 /** An override that renders a schema as exactly `schema` (for a field read from text but meant as another type). */
 function replaceWith(schema: Record<string, unknown>) {
   return ({ jsonSchema }: Pick<ZodOpenApiOverrideContext, "jsonSchema">) => {

@@ -1,7 +1,6 @@
 import express, { type Router } from "express";
 import type { ApiKeys } from "../../identity/api-keys";
 import type { Config } from "../../config";
-import type { CallsStore } from "../../gateway/calls-store";
 import type { Skill, SkillRegistry } from "../../catalog/skills";
 import { computeCharge } from "../../ledger/fees";
 import type { Ledger } from "../../ledger/ledger";
@@ -11,12 +10,10 @@ import { requireAccount } from "../auth";
 import type { Sessions } from "../../identity/sessions";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
-import { dailyQuery, usageQuery } from "../contract/account";
-import { parseRequest } from "../contract/common";
 
 /**
  * Read endpoints for clients and the dashboard (docs/design.md §2): the public skill
- * list, and the caller's balance and usage. All answer in the spec's envelope.
+ * list, and the caller's balance (its usage: ./usage.ts). All answer in the spec's envelope.
  */
 export function readRoutes(deps: {
   config: Config;
@@ -24,7 +21,6 @@ export function readRoutes(deps: {
   sessions: Sessions;
   skills: SkillRegistry;
   ledger: Ledger;
-  calls: CallsStore;
   addresses: AddressesStore;
 }): Router {
   const router = express.Router();
@@ -69,57 +65,8 @@ export function readRoutes(deps: {
     );
   });
 
-  router.get("/v1/usage", auth, async (req, res) => {
-    const { limit, before } = parseRequest(usageQuery, req.query);
-    const rows = await deps.calls.recent(req.accountId!, limit, before);
-    res.json(
-      dataEnvelope({
-        calls: rows.map((r) => ({
-          id: r.id,
-          skill_id: r.skillSlug ?? r.skillId,
-          skill_uuid: r.skillId,
-          skill_name: r.skillName,
-          endpoint: r.endpoint === "call" ? "/v1/call" : "/v1/skills/:skillId/call",
-          status: r.outcome === "success" ? "success" : "failed",
-          outcome: r.outcome,
-          http_status: r.httpStatus,
-          cost: microsToUsd(r.chargedMicros),
-          cost_base_units: r.chargedMicros.toString(),
-          response_time_ms: Math.round(r.latencyUs / 10) / 100,
-          created_at: new Date(r.createdAtMs).toISOString(),
-          batch_number: r.batchNumber,
-          settlement: r.chargedMicros === 0n ? "not_charged" : (r.batchStatus ?? "unsettled"),
-        })),
-        /** Pass as ?before= to read the next page. */
-        // A page may run past `limit` to finish its last millisecond (CallsStore.recent).
-        next_before: rows.length >= limit ? rows[rows.length - 1].createdAtMs : null,
-      }),
-    );
-  });
-
-  router.get("/v1/usage/daily", auth, async (req, res) => {
-    const { days } = parseRequest(dailyQuery, req.query);
-    const todayDay = Math.floor(Date.now() / DAY_MS);
-    const firstDay = todayDay - days + 1;
-    const byDay = new Map((await deps.calls.daily(req.accountId!, firstDay * DAY_MS)).map((d) => [d.day, d]));
-    const out = [];
-    for (let day = firstDay; day <= todayDay; day++) {
-      const d = byDay.get(day);
-      const spendMicros = d?.spendMicros ?? 0n;
-      out.push({
-        date: new Date(day * DAY_MS).toISOString().slice(0, 10),
-        spend: microsToUsd(spendMicros),
-        spend_base_units: spendMicros.toString(),
-        calls: d?.calls ?? 0,
-      });
-    }
-    res.json(dataEnvelope({ currency: "USDC", days: out }));
-  });
-
   return router;
 }
-
-const DAY_MS = 86_400_000;
 
 /**
  * Who sells a skill, as the marketplace shows it. An account's name is often its e-mail

@@ -108,10 +108,31 @@ export function formatDateTime(iso: string | null | undefined): string {
   return date.toLocaleString(undefined, { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
 }
 
-/** A latency: `12.5 ms` below a second, `1.24 s` above. */
+/** A latency, always in milliseconds (the unit of the calls log): `12.3 ms`, `1,240 ms`. */
 export function formatLatency(ms: number | null | undefined): string {
   if (ms === null || ms === undefined || !Number.isFinite(ms)) return "—";
-  return ms < 1000 ? `${Math.round(ms * 10) / 10} ms` : `${(ms / 1000).toFixed(2)} s`;
+  return `${(Math.round(ms * 10) / 10).toLocaleString("en-US")} ms`;
+}
+
+/**
+ * A UTC day as the API sends it (2026-11-21), for a person: "Nov 21", or "Nov 21, 2026" with `year`, in the
+ * viewer's locale. The day is UTC's wherever the viewer is (a usage day is a UTC day); the raw text when it is
+ * not a date.
+ */
+export function formatDay(date: string, options: { year?: boolean } = {}): string {
+  const ms = /^\d{4}-\d{2}-\d{2}$/.test(date) ? Date.parse(`${date}T00:00:00Z`) : Number.NaN;
+  if (Number.isNaN(ms)) return date;
+  return new Date(ms).toLocaleDateString(undefined, {
+    month: "short",
+    day: "numeric",
+    ...(options.year ? { year: "numeric" } : {}),
+    timeZone: "UTC",
+  });
+}
+
+/** A count with its noun: "1 call", "6 calls", "1,204 calls". */
+export function formatCount(count: number, noun: string): string {
+  return `${count.toLocaleString("en-US")} ${noun}${count === 1 ? "" : "s"}`;
 }
 
 /** A "last used" column: "Never" rather than an empty cell. */

@@ -55,6 +55,10 @@ export interface ApiKey {
 
 export interface UsageCall {
   id: string;
+  api_key_id?: string;
+  /** The key's name ("" when it has none) and prefix; null for a call made without a key (x402). */
+  api_key_name?: string | null;
+  api_key_prefix?: string | null;
   skill_id: string;
   skill_name?: string;
   status: string;
@@ -68,8 +72,32 @@ export interface UsageCall {
   settlement?: "not_charged" | "unsettled" | "pending" | "settled";
 }
 
+/** Some calls' spend and how many they were. */
+export interface SpendTotal {
+  spend: number;
+  spend_base_units: string;
+  calls: number;
+}
+
 export interface DailySpend {
+  /** The first and last days shown (UTC), as 2026-11-21. */
+  from: string;
+  to: string;
   days: DaySpend[];
+  total: SpendTotal;
+  month_to_date: SpendTotal & { month: string };
+}
+
+export interface UsagePage {
+  calls: UsageCall[];
+  next_before: number | null;
+}
+
+/** GET /v1/usage/keys: each key's calls and spend today, this month (UTC) and in total. */
+export interface KeysUsage {
+  day: string;
+  month: string;
+  keys: { api_key_id: string; today: SpendTotal; month: SpendTotal; total: SpendTotal }[];
 }
 
 export interface HistoryItem {

@@ -1,8 +1,9 @@
 /**
  * API Keys: create one (the whole key is shown this once: the gateway keeps only its hash),
  * optionally with a spending limit per day, per month or in total; list the live ones with
- * their last use, their limit, what they spent in the current period and when that resets;
- * change or remove a limit; revoke after a confirmation.
+ * their last use, their calls and spend today, this month and in total (with a link to their
+ * usage), their limit, what they spent in its current period and when that resets; change or
+ * remove a limit; revoke after a confirmation.
  */
 
 import { del, get, patch, post } from "../api";
@@ -11,6 +12,7 @@ import { confirmDialog } from "../dialog";
 import {
   PERIOD_WORDS,
   decimalUsd,
+  formatCount,
   formatDateTime,
   formatLastUsed,
   formatResets,
@@ -19,7 +21,7 @@ import {
   parseBaseUnits,
 } from "../format";
 import { type PageContext, pageHeader, signInPrompt } from "../page";
-import type { ApiKey, SpendPeriod } from "../types";
+import type { ApiKey, KeysUsage, SpendPeriod, SpendTotal } from "../types";
 
 export async function keysPage(ctx: PageContext): Promise<void> {
   ctx.root.append(pageHeader("API Keys", "Agents call skills with an atom_ key; every call is billed to this account."));
@@ -94,13 +96,60 @@ function newKeyBox(key: ApiKey): HTMLElement {
   );
 }
 
-/** What a key spent in its period and when that resets; a dash without a limit. */
-function spentCell(key: ApiKey): HTMLElement {
-  if (key.spend_limit_period === null) return h("span", { class: "muted", testid: "key-spent" }, "—");
+type KeyUsage = KeysUsage["keys"][number];
+const NO_CALLS: SpendTotal = { spend: 0, spend_base_units: "0", calls: 0 };
+/** How the key's usage names each spending period: what it spent "today", "this month", "in total". */
+const PERIOD_SPENT: Record<SpendPeriod, { words: string; usage: keyof Omit<KeyUsage, "api_key_id"> }> = {
+  day: { words: "today", usage: "today" },
+  month: { words: "this month", usage: "month" },
+  total: { words: "in total", usage: "total" },
+};
+
+/**
+ * A key's calls and spend today, this month (UTC) and in total (a dash when they could not be read), and a link
+ * to the Usage page showing its calls.
+ */
+function usageCell(key: ApiKey, usage: KeyUsage | undefined | null): HTMLElement {
+  const line = (label: string, total: SpendTotal) => [
+    h("dt", {}, label),
+    h("dd", {}, `${formatUsd(total.spend, total.spend_base_units)} · ${formatCount(total.calls, "call")}`),
+  ];
+  const figures =
+    usage === null
+      ? h("span", { class: "muted", testid: "key-usage" }, "—")
+      : h(
+          "dl",
+          { class: "key-usage", testid: "key-usage" },
+          ...line("Today", usage?.today ?? NO_CALLS),
+          ...line("This month", usage?.month ?? NO_CALLS),
+          ...line("Total", usage?.total ?? NO_CALLS),
+        );
+  const link = h(
+    "a",
+    { class: "small", href: `/usage?api_key_id=${encodeURIComponent(key.id)}`, testid: "key-usage-link" },
+    "See its calls",
+    h("span", { class: "offscreen" }, ` (${key.name || key.prefix})`),
+    " →",
+  );
+  return h("div", { class: "key-usage-cell" }, figures, link);
+}
+
+/** A key's spending limit, what it spent in the limit's current period (with its calls) and when that resets. */
+function limitCell(key: ApiKey, usage: KeyUsage | undefined | null): HTMLElement {
+  const shown = h("span", { testid: "key-limit-shown" }, formatSpendLimit(key));
+  if (key.spend_limit_period === null) return h("div", {}, shown);
+  const period = PERIOD_SPENT[key.spend_limit_period];
+  const calls = usage === null ? "" : `, ${formatCount((usage?.[period.usage] ?? NO_CALLS).calls, "call")}`;
   return h(
-    "span",
-    { testid: "key-spent" },
-    formatUsd(key.spent_usd, key.spent_base_units),
+    "div",
+    {},
+    shown,
+    h("br", {}),
+    h(
+      "span",
+      { class: "muted small", testid: "key-spent" },
+      `${formatUsd(key.spent_usd, key.spent_base_units)} spent ${period.words}${calls}`,
+    ),
     h("br", {}),
     h("span", { class: "muted small", testid: "key-resets", title: key.resets_at ?? "" }, formatResets(key)),
   );
@@ -108,9 +157,16 @@ function spentCell(key: ApiKey): HTMLElement {
 
 async function loadKeys(ctx: PageContext, box: HTMLElement, reload: () => Promise<void>): Promise<void> {
   try {
-    const keys = await get<ApiKey[]>("/v1/keys");
+    // A key's usage is a second read: the keys are listed without it (a dash) when it fails.
+    const [keys, usage] = await Promise.all([
+      get<ApiKey[]>("/v1/keys"),
+      get<KeysUsage>("/v1/usage/keys").then(
+        (answer) => new Map(answer.keys.map((k) => [k.api_key_id, k])),
+        () => null,
+      ),
+    ]);
     if (keys.length === 0) return replaceChildren(box, muted("No keys yet — create one above to call skills from your agent."));
-    const headers = ["Name", "Key", "Created", "Last used", "Spending limit", "Spent", ""];
+    const headers = ["Name", "Key", "Created", "Last used", "Calls and spend", "Spending limit", ""];
     replaceChildren(
       box,
       table(
@@ -154,13 +210,14 @@ async function loadKeys(ctx: PageContext, box: HTMLElement, reload: () => Promis
               }
             });
           });
+          const keyUsage = usage === null ? null : usage.get(key.id);
           return row({ testid: "key-row", "data-key-id": key.id }, headers, [
             key.name || h("span", { class: "muted" }, "(unnamed)"),
             h("code", { class: "mono" }, `${key.prefix}…`),
             formatDateTime(key.created_at),
             formatLastUsed(key.last_used_at),
-            h("span", { testid: "key-limit-shown" }, formatSpendLimit(key)),
-            spentCell(key),
+            usageCell(key, keyUsage),
+            limitCell(key, keyUsage),
             h("div", { class: "row-actions" }, edit, revoke),
           ]);
         }),
