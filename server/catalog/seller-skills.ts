@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import type { Config } from "../config";
 import { type SkillRegistry, SkillValidationError } from "./skills";
 import type { SkillListingRecord, SkillsStore } from "./skills-store";
-import { microsToUsd } from "../ledger/money";
+import { usdDisplay } from "../ledger/money";
 import { type Refusal, refusal } from "../errors";
 
 /** What a seller sets on a skill (all of it at creation; any of it in an edit, the slug excepted). */
@@ -159,7 +159,7 @@ export class SellerSkills {
     const invalid = (message: string) => refusal("invalid_request", message);
     const { minSkillPriceMicros: min, maxSkillPriceMicros: max } = this.config;
     if (fields.priceMicros < min || fields.priceMicros > max) {
-      return invalid(`price must be between ${microsToUsd(min)} and ${microsToUsd(max)} USD.`);
+      return invalid(`Price must be between ${usdDisplay(min)} and ${usdDisplay(max)}.`);
     }
     if (fields.name.trim() === "" || fields.name.length > SKILL_LIMITS.nameChars)
       return invalid(`name must be 1 to ${SKILL_LIMITS.nameChars} characters.`);

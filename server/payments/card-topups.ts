@@ -25,7 +25,7 @@ import { skillEscrowAbi, testUsdcAbi } from "../chain/abi";
 import { settlementStores } from "../settlement/store";
 import type { ChainConnection } from "../settlement/money-path";
 import type { Ledger } from "../ledger/ledger";
-import { microsToUsd } from "../ledger/money";
+import { usdDisplay } from "../ledger/money";
 import { type Refusal, refusal } from "../errors";
 import { type CheckoutNextStep, type PaymentProvider, parseNotification, verifyNotification } from "./card-provider";
 import { type CheckoutRecord, type CheckoutStatus, CheckoutsStore } from "./checkouts-store";
@@ -111,7 +111,7 @@ export class CardTopups {
       abi: skillEscrowAbi,
       functionName: "minDeposit",
     });
-    if (amountMicros < minimumMicros) return refusal("amount_below_minimum", `The minimum deposit is ${microsToUsd(minimumMicros)} USD.`);
+    if (amountMicros < minimumMicros) return refusal("amount_below_minimum", `The minimum deposit is ${usdDisplay(minimumMicros)}.`);
 
     const created = await this.provider.createCheckout({ amountMicros, accountId });
     const nowMs = this.now();

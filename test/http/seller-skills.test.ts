@@ -149,7 +149,7 @@ describe("seller skills (/v1/seller/skills)", () => {
       const { id } = (await seller.request("POST", "/v1/seller/skills", buildSkill(backend.url))).body.data;
       const reply = await seller.request("PATCH", `/v1/seller/skills/${id}`, { price: "0.51" });
       expect(reply.status).to.equal(400);
-      expect(reply.body.error).to.equal("price must be between 0.001 and 0.5 USD.");
+      expect(reply.body.error).to.equal("Price must be between $0.001 and $0.50.");
       expect((await seller.request("GET", "/v1/seller/skills")).body.data[0].price).to.equal(0.01);
     });
 

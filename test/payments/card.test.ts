@@ -94,7 +94,7 @@ describe("card top-ups (/v1/topups/card, sandbox provider)", function () {
     const below = await ada.request("POST", "/v1/topups/card", { amount: "0.99", card: "4242424242424242" });
     expect(below.status).to.equal(400);
     expect(below.body).to.include({ success: false, code: "amount_below_minimum" });
-    expect(below.body.error).to.include("1 USD");
+    expect(below.body.error).to.equal("The minimum deposit is $1.00.");
     expect(await checkouts()).to.equal(0n);
     expect(provider().deliveries).to.have.length(0);
     expect(await chain.escrowBalance(address)).to.equal(0n);

@@ -3,7 +3,7 @@ import { jsonBody } from "../json-body";
 import { CARD_SIGNATURE_HEADER } from "../../payments/card-provider";
 import type { CardCheckout, CardTopups } from "../../payments/card-topups";
 import type { Sessions } from "../../identity/sessions";
-import { microsToUsd, usdToMicros } from "../../ledger/money";
+import { microsToUsd, usdDisplay, usdToMicros } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
 import { ApiError, refuse } from "../errors";
 import { requireSession } from "../session-cookies";
@@ -52,7 +52,7 @@ export function topupRoutes(deps: { sessions: Sessions; cardTopups: CardTopups }
     const body = parseRequest(cardTopupBody, req.body ?? {});
     const amountMicros = usdToMicros(body.amount);
     if (amountMicros === 0n || amountMicros > MAX_CARD_TOPUP_MICROS) {
-      throw new ApiError("invalid_request", `amount must be above 0 and at most ${microsToUsd(MAX_CARD_TOPUP_MICROS)} USD.`);
+      throw new ApiError("invalid_request", `Amount must be above $0.00 and at most ${usdDisplay(MAX_CARD_TOPUP_MICROS)}.`);
     }
     const result = await deps.cardTopups.start(req.session!.accountId, amountMicros, body.card);
     if (!result.ok) refuse(result);
