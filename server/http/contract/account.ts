@@ -146,7 +146,8 @@ export const accountOperations = [
     path: "/v1/history",
     tag: "Account",
     summary: "Money in and out of the account, newest first",
-    description: "Deposits, card top-ups, charges, withdrawal vouchers and exits; amounts signed (money in positive).",
+    description:
+      "Deposits, card top-ups, charges, withdrawal vouchers and exits; amounts signed (money in positive). A card top-up that moved no money (declined, or abandoned unpaid) is listed too, with amount 0 and that status.",
     auth: "account",
     query: historyQuery,
     responses: [
