@@ -4,6 +4,7 @@ import { type SkillRegistry, SkillValidationError } from "./skills";
 import type { SkillListingRecord, SkillsStore } from "./skills-store";
 import { usdDisplay } from "../ledger/money";
 import { type Refusal, refusal } from "../errors";
+import type { BackendCheck, CheckBackend } from "../gateway/backend-check";
 
 /** What a seller sets on a skill (all of it at creation; any of it in an edit, the slug excepted). */
 export interface SellerSkillFields {
@@ -49,7 +50,9 @@ const toSellerSkill = (record: SkillListingRecord): SellerSkill => {
  * to the account's linked address. A seller sees and changes only its own skills; another's
  * skill is answered as an unknown one. Writes go straight to the catalogue's table, durably
  * (a new skill's signing secret is shown once, so it must not be lost), and then refresh the
- * in-memory catalogue the call path reads before they resolve.
+ * in-memory catalogue the call path reads before they resolve. A new skill's backend gets a signed
+ * test call first (../gateway/backend-check.ts): a dead one is refused, whatever else answers is
+ * listed, with the answer shown to the seller.
  */
 export class SellerSkills {
   private readonly store: SkillsStore;
@@ -57,6 +60,7 @@ export class SellerSkills {
   constructor(
     private readonly registry: SkillRegistry,
     private readonly config: Pick<Config, "minSkillPriceMicros" | "maxSkillPriceMicros">,
+    private readonly checkBackend: CheckBackend,
   ) {
     this.store = registry.store;
   }
@@ -70,15 +74,20 @@ export class SellerSkills {
     return record && toSellerSkill(record);
   }
 
-  /** Lists a new skill; its signing secret is returned here and never again. */
+  /**
+   * Lists a new skill; its signing secret is returned here and never again, with what its backend answered to
+   * the test call, signed with that secret. A backend that gives no answer at all is refused (invalid_request).
+   */
   async create(
     sellerAccountId: string,
     fields: SellerSkillFields,
-  ): Promise<{ ok: true; skill: SellerSkill; signingSecret: string } | SellerSkillRefusal> {
+  ): Promise<{ ok: true; skill: SellerSkill; signingSecret: string; backendCheck: BackendCheck } | SellerSkillRefusal> {
     const invalid = this.check(fields);
     if (invalid) return invalid;
     const id = randomUUID();
     const signingSecret = randomBytes(32).toString("hex");
+    const backendCheck = await this.checkBackend({ backendUrl: fields.backendUrl, signingSecret, timeoutMs: fields.timeoutMs });
+    if (!backendCheck.reachable) return refusal("invalid_request", backendCheck.message);
     const now = Date.now();
     const inserted = await this.store.db.transaction(
       (tx) =>
@@ -103,7 +112,7 @@ export class SellerSkills {
     );
     if (!inserted) return refusal("slug_taken", "That slug is taken: choose another.");
     await this.registry.changed(id);
-    return { ok: true, skill: (await this.get(sellerAccountId, id))!, signingSecret };
+    return { ok: true, skill: (await this.get(sellerAccountId, id))!, signingSecret, backendCheck };
   }
 
   /**
