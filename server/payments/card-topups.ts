@@ -69,6 +69,9 @@ export type CardTopupsParameters = {
 /** The default of CardTopupsParameters.fundingLeaseMs. */
 export const FUNDING_LEASE_MS = 5 * 60_000;
 
+/** The largest single card top-up: a sandbox guard against typos, not a business limit (GET /v1/platform says it). */
+export const MAX_CARD_TOPUP_MICROS = 10_000n * 1_000_000n;
+
 /** The gateway's side of card top-ups: opening checkouts, taking the provider's notifications, funding. */
 export class CardTopups {
   readonly provider: PaymentProvider;

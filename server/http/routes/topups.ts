@@ -1,7 +1,7 @@
 import express, { type Router } from "express";
 import { jsonBody } from "../json-body";
 import { CARD_SIGNATURE_HEADER } from "../../payments/card-provider";
-import type { CardCheckout, CardTopups } from "../../payments/card-topups";
+import { type CardCheckout, type CardTopups, MAX_CARD_TOPUP_MICROS } from "../../payments/card-topups";
 import type { Sessions } from "../../identity/sessions";
 import { microsToUsd, usdDisplay, usdToMicros } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
@@ -9,9 +9,6 @@ import { ApiError, refuse } from "../errors";
 import { requireSession } from "../session-cookies";
 import { parseRequest } from "../contract/common";
 import { cardTopupBody } from "../contract/topups";
-
-/** The largest single card top-up: a sandbox guard against typos, not a business limit. */
-const MAX_CARD_TOPUP_MICROS = 10_000n * 1_000_000n;
 
 const view = (checkout: CardCheckout) => ({
   id: checkout.id,
