@@ -5,9 +5,10 @@
  */
 
 import { get, request } from "../api";
-import { busy, card, copyButton, field, h, muted } from "../dom";
+import { busy, card, copyButton, field, h, muted, replaceChildren } from "../dom";
 import { curlForCall, curlForSkillCall } from "../curl";
 import { formatUsd } from "../format";
+import { walletLink } from "../forms";
 import { type PageContext, pageHeader } from "../page";
 import { exampleInput } from "../schema";
 import { refreshMe } from "../session";
@@ -103,7 +104,8 @@ async function tryCard(ctx: PageContext, skill: Skill, input: Record<string, unk
   );
   const status = h("span", { class: "badge", testid: "try-status" });
   const result = h("pre", { class: "code", testid: "try-result" });
-  const output = h("div", { class: "try-output" }, h("div", { class: "code-head" }, h("span", {}, "Response"), status), result);
+  const walletHint = h("p", { class: "wallet-hint" });
+  const output = h("div", { class: "try-output" }, h("div", { class: "code-head" }, h("span", {}, "Response"), status), result, walletHint);
   output.hidden = true;
 
   const form = h(
@@ -129,6 +131,8 @@ async function tryCard(ctx: PageContext, skill: Skill, input: Record<string, unk
         status.className = `badge ${answer.status >= 200 && answer.status < 300 ? "badge-ok" : "badge-bad"}`;
         result.textContent = typeof answer.body === "string" ? answer.body : JSON.stringify(answer.body, null, 2);
         output.hidden = false;
+        // A 402 (the balance or the key's limit does not cover the call) shows the way to the Wallet.
+        replaceChildren(walletHint, answer.status === 402 ? walletLink() : null);
         // A paid call moved the balance: the header pill follows.
         await refreshMe();
       } catch (error) {
