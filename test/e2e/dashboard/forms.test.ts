@@ -55,7 +55,7 @@ describe("the dashboard's forms, in a real browser", function () {
 
   /** Scrolls to the top, as a person arriving at the page would be, then presses `button`. */
   async function pressFromTop(button: Locator): Promise<void> {
-    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.evaluate("window.scrollTo(0, 0)");
     await button.click();
   }
 
@@ -73,7 +73,7 @@ describe("the dashboard's forms, in a real browser", function () {
       await page.getByTestId("skill-backend-url").fill(`${dashboard.stack.backend.url}/echo`);
       await pressFromTop(page.getByTestId("skill-save"));
       await expectFieldError("skill-price-error", /^The price must be between \$0\.001 and \$0\.50\.$/, price);
-      expect(await page.evaluate(() => document.activeElement?.getAttribute("data-testid"))).to.equal("skill-price");
+      expect(await page.evaluate("document.activeElement?.getAttribute('data-testid')")).to.equal("skill-price");
       // Typing clears it.
       await price.fill("0.01");
       await until(
