@@ -116,7 +116,8 @@ export class SellerSkills {
   }
 
   /**
-   * Edits the seller's own skill; `listed: true` lists an unlisted one again. The slug never changes.
+   * Edits the seller's own skill; `listed: true` lists an unlisted one again. The slug never changes. A new
+   * backend URL gets the same test call as a listing (refused when nothing answers; the answer returned).
    * The skill is read and written in one transaction, its row locked, so two edits at once (two
    * replicas) apply one after the other, each to what the other left.
    */
@@ -124,7 +125,19 @@ export class SellerSkills {
     sellerAccountId: string,
     ref: string,
     patch: Partial<Omit<SellerSkillFields, "slug">> & { listed?: boolean },
-  ): Promise<{ ok: true; skill: SellerSkill } | SellerSkillRefusal> {
+  ): Promise<{ ok: true; skill: SellerSkill; backendCheck?: BackendCheck } | SellerSkillRefusal> {
+    // A new backend URL gets the listing's test call first, outside the transaction (it may take seconds).
+    let backendCheck: BackendCheck | undefined;
+    if (patch.backendUrl !== undefined) {
+      const before = await this.store.ownListing(sellerAccountId, ref);
+      if (!before) return refusal("not_found", "No such skill among yours.");
+      if (before.backendUrl !== patch.backendUrl) {
+        const signingSecret = (await this.store.ownSigningSecret(sellerAccountId, before.id)) ?? "";
+        const timeoutMs = patch.timeoutMs ?? before.timeoutMs;
+        backendCheck = await this.checkBackend({ backendUrl: patch.backendUrl, signingSecret, timeoutMs });
+        if (!backendCheck.reachable) return refusal("invalid_request", backendCheck.message);
+      }
+    }
     const outcome = await this.store.db.transaction(
       async (tx): Promise<{ ok: true; id: string } | SellerSkillRefusal> => {
         const record = await this.store.ownListing(sellerAccountId, ref, tx);
@@ -156,7 +169,7 @@ export class SellerSkills {
     );
     if (!outcome.ok) return outcome;
     await this.registry.changed(outcome.id);
-    return { ok: true, skill: (await this.get(sellerAccountId, outcome.id))! };
+    return { ok: true, skill: (await this.get(sellerAccountId, outcome.id))!, ...(backendCheck ? { backendCheck } : {}) };
   }
 
   /** Takes the seller's skill off the marketplace: calls to it get 404; its history stays. */

@@ -167,6 +167,24 @@ describe("seller skills (/v1/seller/skills)", () => {
       expect(stack.gw.skills.resolve("shout")).to.equal(undefined);
     });
 
+    it("gives an edit that moves the backend the same test call: a dead one is refused and the old URL kept", async () => {
+      const created = (await seller.request("POST", "/v1/seller/skills", buildSkill(backend.url))).body.data;
+      const dead = await seller.request("PATCH", "/v1/seller/skills/shout", { backend_url: `${deadOrigin}/shout` });
+      expect(dead.status).to.equal(400);
+      expect(dead.body.error).to.match(/^The backend did not answer the test call/);
+      expect((await seller.request("GET", "/v1/seller/skills")).body.data[0].backend_url).to.equal(backend.url);
+
+      const moved = await seller.request("PATCH", "/v1/seller/skills/shout", { backend_url: `${backend.url}?v=2` });
+      expect(moved.status, JSON.stringify(moved.body)).to.equal(200);
+      expect(moved.body.data.backend_check).to.include({ reachable: true, ok: true, status: 200 });
+      // Both test calls (the listing's, the move's) signed with the skill's one secret.
+      expect(backend.state.verified(created.signing_secret)).to.deep.equal([true, true]);
+      // An edit that leaves the URL alone makes no call.
+      const priced = await seller.request("PATCH", "/v1/seller/skills/shout", { price: "0.02" });
+      expect(priced.body.data).to.not.have.property("backend_check");
+      expect(backend.state.requests).to.have.length(2);
+    });
+
     it("lists a backend that answers with an error, and says calls to it will fail until it answers properly", async () => {
       const failing = await seller.request("POST", "/v1/seller/skills", buildSkill(`${stack.backend.url}/fail`, { slug: "failing" }));
       expect(failing.status, JSON.stringify(failing.body)).to.equal(201);

@@ -147,7 +147,15 @@ export const sellerOperations = [
     auth: "session",
     params: skillIdParams,
     body: updateSellerSkillBody,
-    responses: [{ status: 200, description: "The skill as it is now.", schema: dataEnvelope(sellerSkillView) }],
+    description:
+      "A new backend_url gets the listing's signed test call first: refused with 400 when nothing answers, else saved, and backend_check says what came back.",
+    responses: [
+      {
+        status: 200,
+        description: "The skill as it is now; backend_check when backend_url changed.",
+        schema: dataEnvelope(sellerSkillView.extend({ backend_check: backendCheckView.optional() })),
+      },
+    ],
     errors: ["not_found", ...LISTING_ERRORS],
   }),
   operation({

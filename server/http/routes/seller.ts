@@ -74,7 +74,8 @@ function sellerFields(body: UpdateSellerSkillBody): Partial<SellerSkillFields> &
  *                                    nothing answers); the answer holds its signing secret, this once, and
  *                                    what the backend answered (backend_check)
  *   GET    /v1/seller/skills         the account's skills, listed or not
- *   PATCH  /v1/seller/skills/:id     edits one (by UUID or slug); { listed: true } lists it again
+ *   PATCH  /v1/seller/skills/:id     edits one (by UUID or slug); { listed: true } lists it again; a new
+ *                                    backend_url gets the same test call (backend_check in the answer)
  *   DELETE /v1/seller/skills/:id     unlists it: calls get 404 from then on
  *   GET    /v1/seller/payout-address the address settlement pays the account's earnings to
  *   PUT    /v1/seller/payout-address { address } sets it, if the account has none yet and has
@@ -130,7 +131,7 @@ export function sellerRoutes(deps: {
     if (patch.inputSchema) await checkSchema(deps.skills, patch.inputSchema);
     const result = await sellerSkills.update(req.session!.accountId, String(req.params.id), patch);
     if (!result.ok) refuse(result);
-    res.json(dataEnvelope(view(result.skill)));
+    res.json(dataEnvelope({ ...view(result.skill), ...(result.backendCheck ? { backend_check: checkView(result.backendCheck) } : {}) }));
   });
 
   router.delete("/v1/seller/skills/:id", session, async (req, res) => {

@@ -313,6 +313,7 @@ function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
   cancel.hidden = true;
   const savedLine = h("p", { class: "result result-ok", role: "status", testid: "skill-saved" });
   const secretSlot = h("div", { class: "listing-outcome" });
+  const editCheck = h("div", { class: "listing-outcome" });
   const priceField = formField("Price per call (USD)", price, "Up to 6 decimals, e.g. 0.001.");
   let bounds: { min: bigint; max: bigint } | undefined;
   let editing: SellerSkill | null = null;
@@ -406,9 +407,12 @@ function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
       save,
       async () => {
         try {
+          replaceChildren(editCheck);
           if (editing) {
-            await patch(`/v1/seller/skills/${encodeURIComponent(editing.id)}`, fields);
+            const updated = await patch<SellerSkill>(`/v1/seller/skills/${encodeURIComponent(editing.id)}`, fields);
             savedLine.textContent = `Saved "${fields.name}".`;
+            // A new backend URL had the listing's test call: its answer is shown as a listing's is.
+            if (updated.backend_check) replaceChildren(editCheck, backendCheckBox(updated.backend_check));
           } else {
             const created = await post<SellerSkill>("/v1/seller/skills", { ...fields, slug: slug.value.trim() });
             savedLine.textContent = `Listed "${created.name}".`;
@@ -450,7 +454,7 @@ function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
   };
 
   return {
-    element: h("section", { class: "card" }, title, savedLine, secretSlot, form),
+    element: h("section", { class: "card" }, title, savedLine, editCheck, secretSlot, form),
     edit(skill) {
       reset();
       editing = skill;
@@ -465,6 +469,7 @@ function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
       save.textContent = "Save changes";
       cancel.hidden = false;
       savedLine.textContent = "";
+      replaceChildren(editCheck);
       form.scrollIntoView({ behavior: "smooth", block: "start" });
       name.focus();
     },
