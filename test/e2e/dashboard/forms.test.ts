@@ -216,6 +216,19 @@ describe("the dashboard's forms, in a real browser", function () {
     await expectFieldError("key-limit-error", /^Enter the limit in dollars/, limit);
   });
 
+  it("links a 402 (a call the balance does not cover) to the Wallet", async () => {
+    await page.getByTestId("key-name").fill("broke");
+    await page.getByTestId("key-limit").fill("");
+    await page.getByTestId("key-create").click();
+    await page.getByTestId("new-key").waitFor();
+    await page.goto(`${dashboard.origin}/marketplace/form-echo`);
+    await expectHeading(page, "Form Echo");
+    await page.getByTestId("try-submit").click();
+    expect(await textOf(page.getByTestId("try-status"), /402/)).to.include("402");
+    await page.getByTestId("wallet-link").click();
+    await expectHeading(page, "Wallet");
+  });
+
   it("shot its pages at desktop and phone width, none wider than a phone, with no script error", async () => {
     expect(shots.filter((shot) => shot.overflowPx > 0).map((shot) => shot.file)).to.deep.equal([]);
     expect(person.blocked).to.deep.equal([]);
