@@ -176,7 +176,7 @@ function cardTopupCard(ctx: PageContext, refresh: () => Promise<void>): HTMLElem
           await followCheckout(ctx, checkout, result, refresh, (message) => fieldError(number, message));
         } catch (error) {
           formError(form, error, [
-            [/card/i, number],
+            [/card number|declined/i, number],
             [/amount|deposit|\$/i, amount],
           ]);
         }
@@ -315,7 +315,8 @@ function withdrawCard(me: Me, list: HTMLElement, after: () => Promise<void>): HT
           amount.value = "";
           await after();
         } catch (error) {
-          formError(form, error, [...(to ? ([[/address|\bto\b/i, to]] as const) : []), [/amount|available|\$/i, amount]]);
+          // The address's refusals start "to must…"; the amount's name it, the balance, or a dollar figure.
+          formError(form, error, [...(to ? ([[/^to\b|address/i, to]] as const) : []), [/amount|available|withdraw|\$/i, amount]]);
           await after();
         }
       },
