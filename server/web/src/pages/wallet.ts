@@ -316,7 +316,7 @@ function withdrawCard(me: Me, list: HTMLElement, after: () => Promise<void>): HT
           await after();
         } catch (error) {
           // The address's refusals start "to must…"; the amount's name it, the balance, or a dollar figure.
-          formError(form, error, [...(to ? ([[/^to\b/i, to]] as const) : []), [/amount|available|withdraw|\$/i, amount]]);
+          formError(form, error, [...(to ? ([[/^to\b/i, to]] as const) : []), [/amount|available|\$/i, amount]]);
           await after();
         }
       },
