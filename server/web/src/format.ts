@@ -121,3 +121,18 @@ export function formatLatency(ms: number | null | undefined): string {
 export function formatLastUsed(iso: string | null | undefined): string {
   return iso ? formatDateTime(iso) : "Never";
 }
+
+/** A message as a sentence: first letter a capital, so every message reads alike whoever wrote it. */
+export function sentence(message: string): string {
+  return message.charAt(0).toUpperCase() + message.slice(1);
+}
+
+/**
+ * Parses a USD amount as typed ("5", "0.001", "10.50") into base units; undefined when it is
+ * not a plain non-negative amount with at most `decimals` decimals.
+ */
+export function typedUsd(text: string, decimals = 6): bigint | undefined {
+  const match = new RegExp(`^(\\d+)(?:\\.(\\d{1,${decimals}}))?$`).exec(text.trim());
+  if (!match) return undefined;
+  return BigInt(match[1]) * UNIT + BigInt((match[2] ?? "").padEnd(DECIMALS, "0"));
+}

@@ -13,6 +13,7 @@
 
 import { ApiFailure, describeError } from "./api";
 import { type Child, type Props, h } from "./dom";
+import { sentence } from "./format";
 
 /** A control a field can hold. */
 export type Control = HTMLInputElement | HTMLTextAreaElement | HTMLSelectElement;
@@ -28,11 +29,6 @@ const errorLines = new WeakMap<Element, HTMLElement>();
 
 /** The error line of a form as a whole (what no field caused), made by validatedForm. */
 const formLines = new WeakMap<HTMLFormElement, HTMLElement>();
-
-/** A message as a sentence: first letter a capital, so every message reads alike whoever wrote it. */
-export function sentence(message: string): string {
-  return message.charAt(0).toUpperCase() + message.slice(1);
-}
 
 /** An error line: a live region (role=alert) that is in the page before any error, so filling it is announced. */
 function errorLine(testid: string | undefined): HTMLElement {
@@ -131,14 +127,4 @@ export function formError(form: HTMLFormElement, error: unknown, fields: readonl
   const link = walletLinkFor(error);
   if (link) line.append(" ", link);
   reveal(line);
-}
-
-/**
- * Parses a USD amount as typed ("5", "0.001", "10.50") into base units; undefined when it is
- * not a plain non-negative amount with at most `decimals` decimals.
- */
-export function typedUsd(text: string, decimals = 6): bigint | undefined {
-  const match = new RegExp(`^(\\d+)(?:\\.(\\d{1,${decimals}}))?$`).exec(text.trim());
-  if (!match) return undefined;
-  return BigInt(match[1]) * 1_000_000n + BigInt((match[2] ?? "").padEnd(6, "0"));
 }

@@ -17,8 +17,9 @@ import {
   formatSpendLimit,
   formatUsd,
   parseBaseUnits,
+  typedUsd,
 } from "../format";
-import { clearErrors, fieldError, formAction, formError, formField, typedUsd, validatedForm } from "../forms";
+import { clearErrors, fieldError, formAction, formError, formField, validatedForm } from "../forms";
 import { type PageContext, pageHeader, signInPrompt } from "../page";
 import type { ApiKey, SpendPeriod } from "../types";
 

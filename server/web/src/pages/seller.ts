@@ -8,8 +8,8 @@ import { busy, card, copyButton, h, monoValue, muted, replaceChildren, row, stat
 import { confirmDialog } from "../dialog";
 import { escrowClaimData } from "../calldata";
 import { personalSign, requestAccount, sendTransaction, walletError } from "../ethereum";
-import { formatBaseUnits, formatLatency, formatUsd, usdToBaseUnits } from "../format";
-import { type Control, clearErrors, fieldError, formAction, formError, formField, reveal, typedUsd, validatedForm } from "../forms";
+import { formatBaseUnits, formatLatency, formatUsd, typedUsd, usdToBaseUnits } from "../format";
+import { type Control, clearErrors, fieldError, formAction, formError, formField, reveal, validatedForm } from "../forms";
 import { holdPage } from "../leave-guard";
 import { platformInfo } from "../platform";
 import { type PageContext, pageHeader, signInPrompt } from "../page";

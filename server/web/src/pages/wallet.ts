@@ -7,8 +7,8 @@
 import { get, post } from "../api";
 import { busy, card, copyButton, copyText, h, monoValue, muted, replaceChildren, row, statusBadge, table } from "../dom";
 import { personalSign, walletError } from "../ethereum";
-import { formatBaseUnits, formatDateTime, formatUsd, parseBaseUnits, usdToBaseUnits } from "../format";
-import { type Control, clearErrors, fieldError, formAction, formError, formField, typedUsd, validatedForm } from "../forms";
+import { formatBaseUnits, formatDateTime, formatUsd, parseBaseUnits, typedUsd, usdToBaseUnits } from "../format";
+import { type Control, clearErrors, fieldError, formAction, formError, formField, validatedForm } from "../forms";
 import { platformInfo } from "../platform";
 import { type PageContext, pageHeader, signInPrompt } from "../page";
 import { me as currentMe, refreshMe } from "../session";

@@ -1,7 +1,7 @@
 import { expect } from "chai";
-import { sentence, typedUsd } from "../../server/web/src/forms";
+import { sentence, typedUsd } from "../../server/web/src/format";
 
-describe("dashboard form helpers (server/web/src/forms.ts)", () => {
+describe("typed amounts and messages (server/web/src/format.ts)", () => {
   it("reads a typed USD amount into base units, exactly, within the decimals allowed", () => {
     expect(typedUsd("5")).to.equal(5_000_000n);
     expect(typedUsd(" 0.001 ")).to.equal(1_000n);
