@@ -30,9 +30,12 @@ const errorLines = new WeakMap<Element, HTMLElement>();
 /** The error line of a form as a whole (what no field caused), made by validatedForm. */
 const formLines = new WeakMap<HTMLFormElement, HTMLElement>();
 
-/** An error line: a live region (role=alert) that is in the page before any error, so filling it is announced. */
-function errorLine(testid: string | undefined): HTMLElement {
-  return h("p", { class: "field-error", id: uniqueId("error"), role: "alert", testid });
+/**
+ * An error line: a live region (role=alert) that is in the page before any error, so filling it is announced.
+ * A field's is a span (a <label> holds phrasing content only), a form's a paragraph.
+ */
+function errorLine(tag: "span" | "p", testid: string | undefined): HTMLElement {
+  return h(tag, { class: "field-error", id: uniqueId("error"), role: "alert", testid });
 }
 
 /**
@@ -42,7 +45,7 @@ function errorLine(testid: string | undefined): HTMLElement {
  */
 export function formField(label: string, control: Control, hint?: string): HTMLElement {
   const hintLine = hint ? h("span", { class: "hint", id: uniqueId("hint") }, hint) : null;
-  const error = errorLine(control.dataset.testid ? `${control.dataset.testid}-error` : undefined);
+  const error = errorLine("span", control.dataset.testid ? `${control.dataset.testid}-error` : undefined);
   errorLines.set(control, error);
   control.setAttribute("aria-describedby", [hintLine?.id, error.id].filter(Boolean).join(" "));
   return h("label", { class: "field" }, h("span", { class: "field-label" }, label), control, hintLine, error);
@@ -55,7 +58,7 @@ export function formField(label: string, control: Control, hint?: string): HTMLE
  */
 export function validatedForm(props: Props, ...children: Child[]): HTMLFormElement {
   const testid = typeof props.testid === "string" ? `${props.testid}-error` : undefined;
-  const line = errorLine(testid);
+  const line = errorLine("p", testid);
   const form = h("form", { ...props, novalidate: true }, ...children, line);
   formLines.set(form, line);
   form.addEventListener("input", (event) => {
