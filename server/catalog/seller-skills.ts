@@ -2,8 +2,9 @@ import { randomBytes, randomUUID } from "node:crypto";
 import type { Config } from "../config";
 import { type SkillRegistry, SkillValidationError } from "./skills";
 import type { SkillListingRecord, SkillsStore } from "./skills-store";
-import { microsToUsd } from "../ledger/money";
+import { usdDisplay } from "../ledger/money";
 import { type Refusal, refusal } from "../errors";
+import type { BackendCheck, CheckBackend } from "../gateway/backend-check";
 
 /** What a seller sets on a skill (all of it at creation; any of it in an edit, the slug excepted). */
 export interface SellerSkillFields {
@@ -49,7 +50,9 @@ const toSellerSkill = (record: SkillListingRecord): SellerSkill => {
  * to the account's linked address. A seller sees and changes only its own skills; another's
  * skill is answered as an unknown one. Writes go straight to the catalogue's table, durably
  * (a new skill's signing secret is shown once, so it must not be lost), and then refresh the
- * in-memory catalogue the call path reads before they resolve.
+ * in-memory catalogue the call path reads before they resolve. A new skill's backend gets a signed
+ * test call first (../gateway/backend-check.ts): a dead one is refused, whatever else answers is
+ * listed, with the answer shown to the seller.
  */
 export class SellerSkills {
   private readonly store: SkillsStore;
@@ -57,6 +60,7 @@ export class SellerSkills {
   constructor(
     private readonly registry: SkillRegistry,
     private readonly config: Pick<Config, "minSkillPriceMicros" | "maxSkillPriceMicros">,
+    private readonly checkBackend: CheckBackend,
   ) {
     this.store = registry.store;
   }
@@ -70,15 +74,20 @@ export class SellerSkills {
     return record && toSellerSkill(record);
   }
 
-  /** Lists a new skill; its signing secret is returned here and never again. */
+  /**
+   * Lists a new skill; its signing secret is returned here and never again, with what its backend answered to
+   * the test call, signed with that secret. A backend that gives no answer at all is refused (invalid_request).
+   */
   async create(
     sellerAccountId: string,
     fields: SellerSkillFields,
-  ): Promise<{ ok: true; skill: SellerSkill; signingSecret: string } | SellerSkillRefusal> {
+  ): Promise<{ ok: true; skill: SellerSkill; signingSecret: string; backendCheck: BackendCheck } | SellerSkillRefusal> {
     const invalid = this.check(fields);
     if (invalid) return invalid;
     const id = randomUUID();
     const signingSecret = randomBytes(32).toString("hex");
+    const backendCheck = await this.checkBackend({ backendUrl: fields.backendUrl, signingSecret, timeoutMs: fields.timeoutMs });
+    if (!backendCheck.reachable) return refusal("invalid_request", backendCheck.message);
     const now = Date.now();
     const inserted = await this.store.db.transaction(
       (tx) =>
@@ -103,11 +112,12 @@ export class SellerSkills {
     );
     if (!inserted) return refusal("slug_taken", "That slug is taken: choose another.");
     await this.registry.changed(id);
-    return { ok: true, skill: (await this.get(sellerAccountId, id))!, signingSecret };
+    return { ok: true, skill: (await this.get(sellerAccountId, id))!, signingSecret, backendCheck };
   }
 
   /**
-   * Edits the seller's own skill; `listed: true` lists an unlisted one again. The slug never changes.
+   * Edits the seller's own skill; `listed: true` lists an unlisted one again. The slug never changes. A new
+   * backend URL gets the same test call as a listing (refused when nothing answers; the answer returned).
    * The skill is read and written in one transaction, its row locked, so two edits at once (two
    * replicas) apply one after the other, each to what the other left.
    */
@@ -115,7 +125,19 @@ export class SellerSkills {
     sellerAccountId: string,
     ref: string,
     patch: Partial<Omit<SellerSkillFields, "slug">> & { listed?: boolean },
-  ): Promise<{ ok: true; skill: SellerSkill } | SellerSkillRefusal> {
+  ): Promise<{ ok: true; skill: SellerSkill; backendCheck?: BackendCheck } | SellerSkillRefusal> {
+    // A new backend URL gets the listing's test call first, outside the transaction (it may take seconds).
+    let backendCheck: BackendCheck | undefined;
+    if (patch.backendUrl !== undefined) {
+      const before = await this.store.ownListing(sellerAccountId, ref);
+      if (!before) return refusal("not_found", "No such skill among yours.");
+      if (before.backendUrl !== patch.backendUrl) {
+        const signingSecret = (await this.store.ownSigningSecret(sellerAccountId, before.id)) ?? "";
+        const timeoutMs = patch.timeoutMs ?? before.timeoutMs;
+        backendCheck = await this.checkBackend({ backendUrl: patch.backendUrl, signingSecret, timeoutMs });
+        if (!backendCheck.reachable) return refusal("invalid_request", backendCheck.message);
+      }
+    }
     const outcome = await this.store.db.transaction(
       async (tx): Promise<{ ok: true; id: string } | SellerSkillRefusal> => {
         const record = await this.store.ownListing(sellerAccountId, ref, tx);
@@ -147,7 +169,7 @@ export class SellerSkills {
     );
     if (!outcome.ok) return outcome;
     await this.registry.changed(outcome.id);
-    return { ok: true, skill: (await this.get(sellerAccountId, outcome.id))! };
+    return { ok: true, skill: (await this.get(sellerAccountId, outcome.id))!, ...(backendCheck ? { backendCheck } : {}) };
   }
 
   /** Takes the seller's skill off the marketplace: calls to it get 404; its history stays. */
@@ -159,7 +181,7 @@ export class SellerSkills {
     const invalid = (message: string) => refusal("invalid_request", message);
     const { minSkillPriceMicros: min, maxSkillPriceMicros: max } = this.config;
     if (fields.priceMicros < min || fields.priceMicros > max) {
-      return invalid(`price must be between ${microsToUsd(min)} and ${microsToUsd(max)} USD.`);
+      return invalid(`Price must be between ${usdDisplay(min)} and ${usdDisplay(max)}.`);
     }
     if (fields.name.trim() === "" || fields.name.length > SKILL_LIMITS.nameChars)
       return invalid(`name must be 1 to ${SKILL_LIMITS.nameChars} characters.`);

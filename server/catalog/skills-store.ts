@@ -193,6 +193,11 @@ export class SkillsStore {
     return row && toListing(row);
   }
 
+  /** The signing secret of the seller's skill `id`: what a test call to a new backend URL is signed with. */
+  async ownSigningSecret(sellerAccountId: string, id: string): Promise<string | undefined> {
+    return this.db.value<string>("SELECT signing_secret FROM skills WHERE id = ? AND seller_account_id = ?", [id, sellerAccountId]);
+  }
+
   /** The seller's skills, oldest first. */
   async listingsOf(sellerAccountId: string): Promise<SkillListingRecord[]> {
     return (

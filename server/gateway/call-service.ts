@@ -5,7 +5,7 @@ import type { Config } from "../config";
 import { type ErrorCode, GatewayError } from "../errors";
 import { computeCharge } from "../ledger/fees";
 import type { Hold, HoldResult, Ledger } from "../ledger/ledger";
-import { microsToUsd, usdText } from "../ledger/money";
+import { usdDisplay } from "../ledger/money";
 import type { CallOutcome, CallsStore, Endpoint } from "./calls-store";
 import type { ForwardResult, Forwarder } from "./forward";
 import type { IdempotencyKeys } from "./idempotency";
@@ -220,7 +220,7 @@ export class CallService {
       if (!held.ok) {
         const message = (await ledger.hasExitShortfall(accountId))
           ? "Insufficient balance: an exit from the escrow is pending for this account, and its money is frozen until the exit completes or is cancelled."
-          : `Insufficient balance: this call costs ${microsToUsd(held.neededMicros)} USD and ${microsToUsd(held.availableMicros)} USD is available. Add funds.`;
+          : `Insufficient balance: this call costs ${usdDisplay(held.neededMicros)} and ${usdDisplay(held.availableMicros)} is available. Add funds.`;
         return this.fail(call, decision, "insufficient_balance", message);
       }
       hold = held.hold;
@@ -387,16 +387,16 @@ const PER_PERIOD = { day: "per day", month: "per month", total: "in total" } as 
  * resets (a UTC boundary, to the second) or that it never does.
  */
 export function spendLimitMessage(refused: Extract<HoldResult, { reason: "key_spend_limit_reached" }>): string {
-  const spent = `$${usdText(refused.spentMicros)} spent, this call costs $${usdText(refused.neededMicros)}`;
+  const spent = `${usdDisplay(refused.spentMicros)} spent, this call costs ${usdDisplay(refused.neededMicros)}`;
   const resets =
     refused.resetsAtMs === null
       ? "it does not reset: raise or remove the limit to go on"
       : `it resets at ${new Date(refused.resetsAtMs).toISOString().replace(/\.\d{3}Z$/, "Z")}`;
   if (refused.neededMicros > refused.limitMicros) {
     // Waiting for the reset would not help: this call alone costs more than the whole limit.
-    return `This call costs $${usdText(refused.neededMicros)}, more than this key's whole spending limit of $${usdText(refused.limitMicros)} ${PER_PERIOD[refused.period]}: raise the limit to make it.`;
+    return `This call costs ${usdDisplay(refused.neededMicros)}, more than this key's whole spending limit of ${usdDisplay(refused.limitMicros)} ${PER_PERIOD[refused.period]}: raise the limit to make it.`;
   }
-  return `This key's spending limit of $${usdText(refused.limitMicros)} ${PER_PERIOD[refused.period]} is reached (${spent}); ${resets}.`;
+  return `This key's spending limit of ${usdDisplay(refused.limitMicros)} ${PER_PERIOD[refused.period]} is reached (${spent}); ${resets}.`;
 }
 
 function elapsedMs(req: CallRequest): number {

@@ -4,6 +4,9 @@ import { type EgressPolicy, EgressRefused } from "./egress";
 import type { Skill } from "../catalog/skills";
 import { CALL_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, signCall } from "./signature";
 
+/** What forwarding needs of a skill: where its backend is, the secret calls are signed with, and how long one may take. */
+export type ForwardTarget = Pick<Skill, "backendUrl" | "timeoutMs" | "signingSecret">;
+
 export type ForwardFailure = "backend_error" | "timeout" | "unreachable" | "invalid_json" | "response_too_large" | "forbidden";
 
 export type ForwardResult =
@@ -39,7 +42,7 @@ export class Forwarder {
 
   constructor(private readonly options: ForwarderOptions) {}
 
-  async forward(skill: Skill, callId: string, input: unknown): Promise<ForwardResult> {
+  async forward(skill: ForwardTarget, callId: string, input: unknown): Promise<ForwardResult> {
     const body = JSON.stringify(input);
     const timestampSec = Math.floor(Date.now() / 1000);
     const target = this.target(skill.backendUrl);
@@ -66,7 +69,7 @@ export class Forwarder {
   private async exchange(
     pool: Pool,
     path: string,
-    skill: Skill,
+    skill: ForwardTarget,
     callId: string,
     timestampSec: number,
     body: string,

@@ -1,4 +1,5 @@
 import type { Sql } from "../db/sql";
+import { usdDisplay } from "./money";
 
 /** One movement of an account's money, as the dashboard's Wallet page lists it. */
 export interface HistoryItem {
@@ -6,7 +7,10 @@ export interface HistoryItem {
   /** Signed: money in is positive, money out negative. Base units. */
   amountMicros: bigint;
   description: string;
-  /** deposit: credited; charge: unsettled | pending | settled; withdrawal: issued | redeemed | returned; exit: its status. */
+  /**
+   * deposit and card_topup: credited; card_topup that moved no money: declined | abandoned; charge: unsettled | pending |
+   * settled; withdrawal: issued | redeemed | returned; exit: its status.
+   */
   status: string;
   txHash: string | null;
   createdAtMs: number;
@@ -20,8 +24,10 @@ export interface HistoryParameters {
 
 /**
  * An account's deposits (on-chain and by card), charges and withdrawals (vouchers and exits),
- * newest first. Each kind lives in its own table, each indexed by account and time, so this
- * reads the newest `limit` of each and merges them: at most 4 × limit rows for one page.
+ * newest first, and the card top-ups that moved no money (declined, or abandoned unpaid), so that
+ * a person who tried one finds a trace of it; those come from the checkouts' table, not the
+ * ledger, and show an amount of 0. Each kind lives in its own table, each indexed by account and
+ * time, so this reads the newest `limit` of each and merges them: at most 5 × limit rows for one page.
  * Items with the same millisecond may straddle a page boundary; the page size is a display
  * choice, and no amount depends on it.
  */
@@ -41,10 +47,31 @@ export async function accountHistory(db: Sql, accountId: string, p: HistoryParam
     items.push({
       type: byCard ? "card_topup" : "deposit",
       amountMicros: d.amount,
-      description: byCard ? "Card top-up" : `Deposit from ${d.sender}`,
+      // The type already says "card top-up": the description says how the money arrived.
+      description: byCard ? "Paid by card, deposited to the escrow" : `Deposit from ${d.sender}`,
       status: "credited",
       txHash: d.tx_hash,
       createdAtMs: Number(d.created_at),
+    });
+  }
+
+  const unpaid = await db.all<{ amount: bigint; status: string; decline_code: string | null; created_at: bigint }>(
+    `SELECT amount, status, decline_code, created_at FROM card_checkouts
+       WHERE account_id = ? AND status IN ('declined', 'abandoned') AND created_at < ? ORDER BY created_at DESC LIMIT ?`,
+    [accountId, before, p.limit],
+  );
+  for (const c of unpaid) {
+    const why = c.decline_code ? ` (${c.decline_code.replace(/_/g, " ")})` : "";
+    items.push({
+      type: "card_topup",
+      amountMicros: 0n,
+      description:
+        c.status === "declined"
+          ? `${usdDisplay(c.amount)} declined${why}: nothing was charged`
+          : `${usdDisplay(c.amount)} not paid before the checkout expired: nothing was charged`,
+      status: c.status,
+      txHash: null,
+      createdAtMs: Number(c.created_at),
     });
   }
 

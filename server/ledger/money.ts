@@ -24,6 +24,18 @@ export function usdText(micros: bigint): string {
   return `${sign}${abs / UNIT}.${frac}`;
 }
 
+/**
+ * A USD amount for a person to read, the one money format of the gateway's messages and the dashboard:
+ * a dollar sign, thousands separators, at least 2 decimals and up to 6 when the amount has them
+ * ("$5.00", "$0.50", "$0.001", "$1,234.567891", "-$2.50"). server/web/src/format.ts writes the same.
+ */
+export function usdDisplay(micros: bigint): string {
+  const text = usdText(micros);
+  const negative = text.startsWith("-");
+  const [whole, frac] = (negative ? text.slice(1) : text).split(".");
+  return `${negative ? "-" : ""}$${whole.replace(/\B(?=(\d{3})+(?!\d))/g, ",")}.${frac}`;
+}
+
 /** Parses a decimal USD string ("0.001", "10") into base units; rejects more than 6 decimals. */
 export function usdToMicros(usd: string): bigint {
   const match = /^(\d+)(?:\.(\d{1,6}))?$/.exec(usd.trim());

@@ -298,6 +298,15 @@ BEGIN
 END;
 `,
   },
+  {
+    version: 19,
+    sql: `
+-- A seller's display name (issue 16; server/identity/display-name.ts): what the marketplace shows as a skill's
+-- seller, set by the account itself. NULL until set. Not the account's name, which is how it signed up (often
+-- an e-mail address, never shown to strangers). Checked in code: 1 to 60 characters, trimmed, no control characters.
+ALTER TABLE accounts ADD COLUMN display_name TEXT;
+`,
+  },
 ];
 
 /**

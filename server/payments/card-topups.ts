@@ -25,7 +25,7 @@ import { skillEscrowAbi, testUsdcAbi } from "../chain/abi";
 import { settlementStores } from "../settlement/store";
 import type { ChainConnection } from "../settlement/money-path";
 import type { Ledger } from "../ledger/ledger";
-import { microsToUsd } from "../ledger/money";
+import { usdDisplay } from "../ledger/money";
 import { type Refusal, refusal } from "../errors";
 import { type CheckoutNextStep, type PaymentProvider, parseNotification, verifyNotification } from "./card-provider";
 import { type CheckoutRecord, type CheckoutStatus, CheckoutsStore } from "./checkouts-store";
@@ -69,6 +69,9 @@ export type CardTopupsParameters = {
 /** The default of CardTopupsParameters.fundingLeaseMs. */
 export const FUNDING_LEASE_MS = 5 * 60_000;
 
+/** The largest single card top-up: a sandbox guard against typos, not a business limit (GET /v1/platform says it). */
+export const MAX_CARD_TOPUP_MICROS = 10_000n * 1_000_000n;
+
 /** The gateway's side of card top-ups: opening checkouts, taking the provider's notifications, funding. */
 export class CardTopups {
   readonly provider: PaymentProvider;
@@ -111,7 +114,7 @@ export class CardTopups {
       abi: skillEscrowAbi,
       functionName: "minDeposit",
     });
-    if (amountMicros < minimumMicros) return refusal("amount_below_minimum", `The minimum deposit is ${microsToUsd(minimumMicros)} USD.`);
+    if (amountMicros < minimumMicros) return refusal("amount_below_minimum", `The minimum deposit is ${usdDisplay(minimumMicros)}.`);
 
     const created = await this.provider.createCheckout({ amountMicros, accountId });
     const nowMs = this.now();

@@ -7,7 +7,7 @@ import type { AddressesStore } from "./addresses-store";
 import type { Ledger } from "../ledger/ledger";
 import { settlementStores } from "./store";
 import type { VoucherStore } from "./vouchers-store";
-import { microsToUsd } from "../ledger/money";
+import { usdDisplay } from "../ledger/money";
 import { type Refusal, refusal } from "../errors";
 
 /**
@@ -210,7 +210,7 @@ export function issueRefusal(refused: Exclude<IssueVoucherResult, { ok: true }>)
     case "insufficient_balance":
       return refusal(
         "insufficient_balance",
-        `Only ${microsToUsd(refused.availableMicros ?? 0n)} USD is available to withdraw (money held by calls in flight stays).`,
+        `Only ${usdDisplay(refused.availableMicros ?? 0n)} is available to withdraw (money held by calls in flight stays).`,
       );
     case "no_address":
       return refusal("invalid_request", "This account has no escrow address to withdraw to.");

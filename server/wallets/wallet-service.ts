@@ -6,7 +6,7 @@ import { escrowDepositCalls } from "./aa-flows";
 import type { Ledger } from "../ledger/ledger";
 import type { Sessions } from "../identity/sessions";
 import { type Refusal, refusal } from "../errors";
-import { microsToUsd } from "../ledger/money";
+import { usdDisplay } from "../ledger/money";
 import {
   OwnerSignedOperations,
   PREPARED_OPERATION_TTL_MS,
@@ -122,7 +122,7 @@ export class WalletService {
     });
     if (balanceMicros === 0n) return refusal("amount_below_minimum", "The wallet holds no USDC.");
     if (balanceMicros < this.p.minimumMicros) {
-      return refusal("amount_below_minimum", `The wallet holds ${microsToUsd(balanceMicros)} USDC, less than the minimum deposit.`);
+      return refusal("amount_below_minimum", `The wallet holds ${usdDisplay(balanceMicros)} in USDC, less than the minimum deposit.`);
     }
     const calls = escrowDepositCalls({ usdc: this.p.usdc, escrow: this.p.escrow, wallet: wallet.address, amountMicros: balanceMicros });
     const entry: PreparedSweepOperation = await this.ownerSigned.prepare(wallet, "sweep", calls, { amountMicros: balanceMicros });

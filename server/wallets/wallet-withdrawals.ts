@@ -23,7 +23,7 @@ import { skillEscrowAbi } from "../chain/abi";
 import { escrowWithdrawCalls } from "./aa-flows";
 import type { IssuedVoucher, VoucherIssuer } from "../settlement/vouchers";
 import type { Ledger } from "../ledger/ledger";
-import { microsToUsd } from "../ledger/money";
+import { usdDisplay } from "../ledger/money";
 import { type Refusal, refusal } from "../errors";
 import {
   type BundlerRefusal,
@@ -113,7 +113,7 @@ export class WalletWithdrawals {
     if (issued.reason === "insufficient_balance") {
       return refusal(
         "insufficient_balance",
-        `Only ${microsToUsd(issued.availableMicros ?? 0n)} USD is available to withdraw (money held by calls in flight stays).`,
+        `Only ${usdDisplay(issued.availableMicros ?? 0n)} is available to withdraw (money held by calls in flight stays).`,
       );
     }
     // address_not_yours (the wallet is not linked to this account for deposits) and the address-choice

@@ -152,7 +152,7 @@ describeEachEngine("CallService", (engine) => {
     expect(held.map((r) => r.status)).to.deep.equal([200, 200]);
     const poor = await call(idempotent("b"));
     expect(poor).to.include({ status: 402, code: "insufficient_balance" });
-    expect(poor.body).to.contain("0.000501 USD is available");
+    expect(poor.body).to.contain("$0.000501 is available");
     expect(await lines()).to.have.length(4);
     expect((await lines()).map((l) => l.outcome)).to.deep.equal(["invalid_input", "success", "success", "insufficient_balance"]);
     expect([await keyState("a"), await keyState("b")]).to.deep.equal([undefined, undefined]);

@@ -150,6 +150,10 @@ describe("the API's contract: GET /openapi.json", function () {
       expect((await call("GET", "/v1/calls/00000000-0000-0000-0000-000000000000/receipt")).status).to.equal(503);
       expect((await call("GET", "/v1/me", { session: seller })).body.data.account_id).to.equal(seller.accountId);
       expect((await call("GET", "/v1/me")).status).to.equal(401);
+      expect(
+        (await call("PATCH", "/v1/account", { session: seller, body: { display_name: " Seller Co " } })).body.data.display_name,
+      ).to.equal("Seller Co");
+      expect((await call("PATCH", "/v1/account", { session: seller, body: { display_name: "" } })).status).to.equal(400);
     });
 
     it("POST, GET, PATCH and DELETE /v1/keys", async () => {

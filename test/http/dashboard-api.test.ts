@@ -161,7 +161,7 @@ describe("dashboard API", () => {
       });
     });
 
-    it("GET /v1/platform says which sign-ins are on, and that there is no chain", async () => {
+    it("GET /v1/platform says which sign-ins are on, the bounds the dashboard's forms state, and that there is no chain", async () => {
       const platform = await send(`${stack.url}/v1/platform`, "GET", {});
       expect(platform.status).to.equal(200);
       expect(platform.body.data).to.deep.equal({
@@ -169,6 +169,9 @@ describe("dashboard API", () => {
         escrow: null,
         usdc: null,
         min_deposit: null,
+        card_topup_max: 10_000,
+        skill_price_min: 0.001,
+        skill_price_max: 0.5,
         fee_bps: 1000,
         fee_mode: "included",
         email_delivery: "outbox",

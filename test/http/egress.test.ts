@@ -2,6 +2,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { expect } from "chai";
 import { assertBalanced } from "../../server/ledger/invariants";
+import { EgressPolicy } from "../../server/gateway/egress";
 import { type TestStack, startStack } from "../helpers/gateway";
 import { type TestSession, signedIn } from "../helpers/session";
 
@@ -40,16 +41,16 @@ describe("egress policy through the gateway (server-side request forgery)", () =
   /** What the test's resolver answers for *.example.com names, in order; then the last answer forever. */
   let dnsAnswers: string[];
 
+  const resolveHost = async () => {
+    const address = dnsAnswers.length > 1 ? dnsAnswers.shift()! : dnsAnswers[0];
+    return [{ address, family: 4 }];
+  };
+
   beforeEach(async () => {
     canary = await startCanary();
     dnsAnswers = ["93.184.216.34"];
     stack = await startStack({
-      gateway: {
-        resolveHost: async () => {
-          const address = dnsAnswers.length > 1 ? dnsAnswers.shift()! : dnsAnswers[0];
-          return [{ address, family: 4 }];
-        },
-      },
+      gateway: { resolveHost },
     });
     seller = await signedIn(stack, "mallory@example.com");
   });
@@ -108,7 +109,15 @@ describe("egress policy through the gateway (server-side request forgery)", () =
     });
 
     it("refuses an edit that points a listed skill inside", async () => {
-      expect((await list("fine", "https://skills.example.com/fine")).status).to.equal(201);
+      // Listed as the seller's own (a public backend this test cannot run, so not through the listing's test call).
+      await stack.gw.skills.upsert({
+        slug: "fine",
+        name: "fine",
+        priceMicros: 10_000n,
+        sellerAccountId: seller.accountId,
+        backendUrl: "https://skills.example.com/fine",
+        timeoutMs: 2_000,
+      });
       const res = await seller.request("PATCH", "/v1/seller/skills/fine", { backend_url: `http://127.0.0.1:${canary.port}/` });
       expect(res.status).to.equal(400);
       expect((await seller.request("GET", "/v1/seller/skills")).body.data[0].backend_url).to.equal("https://skills.example.com/fine");
@@ -144,8 +153,31 @@ describe("egress policy through the gateway (server-side request forgery)", () =
 
     it("refuses a name that resolved to a public address at listing and re-resolves to loopback at call time (DNS rebinding)", async () => {
       dnsAnswers = ["93.184.216.34", "127.0.0.1"];
-      expect((await list("rebind", `http://rebind.example.com:${canary.port}/`)).status).to.equal(201);
+      const url = `http://rebind.example.com:${canary.port}/`;
+      // The listing's check passes (a public address), and the skill is stored as a listing stores it.
+      const policy = new EgressPolicy(
+        { allowlist: stack.gw.config.skillBackendAllowlist, allowedPorts: stack.gw.config.skillBackendPorts },
+        resolveHost,
+      );
+      expect((await policy.checkListing(url)).ok).to.equal(true);
+      await stack.gw.skills.upsert({
+        slug: "rebind",
+        name: "rebind",
+        priceMicros: 1_000n,
+        sellerAccountId: seller.accountId,
+        backendUrl: url,
+        timeoutMs: 2_000,
+      });
       await expectForbiddenCall("rebind");
+    });
+
+    it("makes the listing's test call under the policy too: a name that re-resolves to loopback by then is refused, and reaches nobody", async () => {
+      dnsAnswers = ["93.184.216.34", "127.0.0.1"];
+      const res = await list("rebind", `http://rebind.example.com:${canary.port}/`);
+      expect(res.status).to.equal(400);
+      expect(res.body.error).to.match(/^The backend did not answer the test call/);
+      expect((await seller.request("GET", "/v1/seller/skills")).body.data).to.deep.equal([]);
+      expect(canary.state.requests).to.equal(0);
     });
 
     it("does not follow a redirect from an allowed backend to an internal one", async () => {

@@ -122,7 +122,7 @@ describeEachEngine("POST /mcp (hosted MCP server)", (engine) => {
         async () => {
           const result = await call(client!, "echo", { hello: "world" });
           expect(result.isError).to.equal(true);
-          expect(texts(result)).to.contain("Insufficient balance: this call costs 0.001 USD and 0 USD is available");
+          expect(texts(result)).to.contain("Insufficient balance: this call costs $0.001 and $0.00 is available");
           expect(result.structuredContent).to.deep.include({ code: "insufficient_balance" });
         },
         broke.accountId,

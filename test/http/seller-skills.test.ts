@@ -5,22 +5,28 @@ import { CALL_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, verifyCall } from "
 import { type TestStack, startStack } from "../helpers/gateway";
 import { type TestSession, send, signedIn } from "../helpers/session";
 
-/** A seller's own backend: answers every call, and remembers whether the gateway's signature verified. */
+/**
+ * A seller's own backend: answers every call, and keeps each request's signature headers and body, so a test can
+ * check them against the signing secret once the listing has revealed it.
+ */
 async function startSellerBackend() {
-  const state = { secret: "", verified: [] as boolean[] };
+  const state = {
+    requests: [] as { callId?: string; timestamp?: string; signature?: string; body: string }[],
+    /** Whether each request so far carries a valid signature under `secret`. */
+    verified: (secret: string) => state.requests.map(({ body, ...headers }) => verifyCall(secret, headers, body)),
+  };
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
       const body = Buffer.concat(chunks).toString("utf8");
       const header = (name: string) => req.headers[name] as string | undefined;
-      state.verified.push(
-        verifyCall(
-          state.secret,
-          { callId: header(CALL_ID_HEADER), timestamp: header(TIMESTAMP_HEADER), signature: header(SIGNATURE_HEADER) },
-          body,
-        ),
-      );
+      state.requests.push({
+        callId: header(CALL_ID_HEADER),
+        timestamp: header(TIMESTAMP_HEADER),
+        signature: header(SIGNATURE_HEADER),
+        body,
+      });
       res
         .writeHead(200, { "content-type": "application/json" })
         .end(JSON.stringify({ upper: String(JSON.parse(body || "{}").text ?? "").toUpperCase() }));
@@ -52,10 +58,17 @@ describe("seller skills (/v1/seller/skills)", () => {
   let backend: Awaited<ReturnType<typeof startSellerBackend>>;
   let seller: TestSession;
 
+  /** An allowlisted origin where nothing listens: a port that was free a moment ago. */
+  let deadOrigin: string;
+
   beforeEach(async () => {
     backend = await startSellerBackend();
+    const closed = http.createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    deadOrigin = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
     // The seller's backend is on loopback: allowlisted, as an operator would its own machine's.
-    stack = await startStack({ config: { skillBackendAllowlist: [new URL(backend.url).origin] } });
+    stack = await startStack({ config: { skillBackendAllowlist: [new URL(backend.url).origin, deadOrigin] } });
     seller = await signedIn(stack, "seller@example.com");
   });
   afterEach(async () => {
@@ -85,20 +98,20 @@ describe("seller skills (/v1/seller/skills)", () => {
       listed: true,
     });
     expect(skill.signing_secret).to.match(/^[0-9a-f]{64}$/);
-    backend.state.secret = skill.signing_secret;
 
     const buyerBefore = await stack.available();
     const reply = await callShout();
     expect(reply.status, JSON.stringify(reply.body)).to.equal(200);
     expect(reply.body.data).to.deep.equal({ upper: "HI" });
     expect(reply.body.metadata).to.include({ skill_id: "shout", price_paid: 0.01 });
-    expect(backend.state.verified).to.deep.equal([true]);
+    // The listing's test call, then the paid call: both signed with the skill's secret.
+    expect(backend.state.verified(skill.signing_secret)).to.deep.equal([true, true]);
     expect(await stack.available()).to.equal(buyerBefore - 10_000n);
     expect(await stack.earned(seller.accountId)).to.equal(9_000n); // 90% of the price, the fee included in it
 
     // The input schema the seller gave is enforced before the backend is called.
     expect((await callShout({ text: 5 })).status).to.equal(400);
-    expect(backend.state.verified).to.have.length(1);
+    expect(backend.state.requests).to.have.length(2);
 
     const listed = await seller.request("GET", "/v1/seller/skills");
     expect(listed.body.data).to.have.length(1);
@@ -130,6 +143,57 @@ describe("seller skills (/v1/seller/skills)", () => {
     expect((await callShout()).status).to.equal(200);
   });
 
+  describe("the listing's test call to the backend", () => {
+    it("calls the backend once, signed with the new secret, and tells the seller what came back", async () => {
+      const created = await seller.request("POST", "/v1/seller/skills", buildSkill(backend.url));
+      expect(created.status, JSON.stringify(created.body)).to.equal(201);
+      const check = created.body.data.backend_check;
+      expect(check).to.include({ reachable: true, ok: true, status: 200, snippet: '{"upper":""}' });
+      expect(check.message).to.equal("The backend answered the test call with HTTP 200.");
+      expect(check.latency_ms).to.be.a("number").and.at.least(0);
+      expect(backend.state.requests.map((r) => r.body)).to.deep.equal(["{}"]);
+      expect(backend.state.verified(created.body.data.signing_secret)).to.deep.equal([true]);
+      // The test call is nobody's: no call is logged, nothing is charged.
+      expect(await stack.gw.db.value<bigint>("SELECT COUNT(*) FROM calls")).to.equal(0n);
+    });
+
+    it("refuses a backend that does not answer at all (nothing listens on its port), listing nothing", async () => {
+      const dead = `${deadOrigin}/shout`;
+      const reply = await seller.request("POST", "/v1/seller/skills", buildSkill(dead));
+      expect(reply.status, JSON.stringify(reply.body)).to.equal(400);
+      expect(reply.body).to.include({ success: false, code: "invalid_request" });
+      expect(reply.body.error).to.match(/^The backend did not answer the test call \(skill backend could not be reached\)\. Start it/);
+      expect((await seller.request("GET", "/v1/seller/skills")).body.data).to.deep.equal([]);
+      expect(stack.gw.skills.resolve("shout")).to.equal(undefined);
+    });
+
+    it("gives an edit that moves the backend the same test call: a dead one is refused and the old URL kept", async () => {
+      const created = (await seller.request("POST", "/v1/seller/skills", buildSkill(backend.url))).body.data;
+      const dead = await seller.request("PATCH", "/v1/seller/skills/shout", { backend_url: `${deadOrigin}/shout` });
+      expect(dead.status).to.equal(400);
+      expect(dead.body.error).to.match(/^The backend did not answer the test call/);
+      expect((await seller.request("GET", "/v1/seller/skills")).body.data[0].backend_url).to.equal(backend.url);
+
+      const moved = await seller.request("PATCH", "/v1/seller/skills/shout", { backend_url: `${backend.url}?v=2` });
+      expect(moved.status, JSON.stringify(moved.body)).to.equal(200);
+      expect(moved.body.data.backend_check).to.include({ reachable: true, ok: true, status: 200 });
+      // Both test calls (the listing's, the move's) signed with the skill's one secret.
+      expect(backend.state.verified(created.signing_secret)).to.deep.equal([true, true]);
+      // An edit that leaves the URL alone makes no call.
+      const priced = await seller.request("PATCH", "/v1/seller/skills/shout", { price: "0.02" });
+      expect(priced.body.data).to.not.have.property("backend_check");
+      expect(backend.state.requests).to.have.length(2);
+    });
+
+    it("lists a backend that answers with an error, and says calls to it will fail until it answers properly", async () => {
+      const failing = await seller.request("POST", "/v1/seller/skills", buildSkill(`${stack.backend.url}/fail`, { slug: "failing" }));
+      expect(failing.status, JSON.stringify(failing.body)).to.equal(201);
+      expect(failing.body.data.listed).to.equal(true);
+      expect(failing.body.data.backend_check).to.include({ reachable: true, ok: false, status: 500 });
+      expect(failing.body.data.backend_check.message).to.match(/calls to it will fail, uncharged, until it does/);
+    });
+  });
+
   describe("price bounds (0.001 to 0.50 USD by default)", () => {
     for (const price of ["0.001", 0.5, "0.50"]) {
       it(`accepts ${JSON.stringify(price)}`, async () => {
@@ -149,7 +213,7 @@ describe("seller skills (/v1/seller/skills)", () => {
       const { id } = (await seller.request("POST", "/v1/seller/skills", buildSkill(backend.url))).body.data;
       const reply = await seller.request("PATCH", `/v1/seller/skills/${id}`, { price: "0.51" });
       expect(reply.status).to.equal(400);
-      expect(reply.body.error).to.equal("price must be between 0.001 and 0.5 USD.");
+      expect(reply.body.error).to.equal("Price must be between $0.001 and $0.50.");
       expect((await seller.request("GET", "/v1/seller/skills")).body.data[0].price).to.equal(0.01);
     });
 

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import fc from "fast-check";
-import { microsToUsd, usdText, usdToMicros } from "../../server/ledger/money";
+import { microsToUsd, usdDisplay, usdText, usdToMicros } from "../../server/ledger/money";
 
 // One billion dollars: below it a USD number has at most 15 significant digits, so its
 // shortest decimal form (what JSON.stringify writes) carries every micro-dollar back.
@@ -55,6 +55,24 @@ describe("money", () => {
         expect(usdText(micros)).to.equal(text);
         expect(usdToMicros(text.replace("-", ""))).to.equal(micros < 0n ? -micros : micros);
       });
+    }
+  });
+
+  describe("usdDisplay (the one money format of messages and the dashboard)", () => {
+    const cases: [bigint, string][] = [
+      [0n, "$0.00"],
+      [1n, "$0.000001"],
+      [1_000n, "$0.001"],
+      [2_500n, "$0.0025"],
+      [500_000n, "$0.50"],
+      [5_000_000n, "$5.00"],
+      [1_234_567n, "$1.234567"],
+      [10_000_000_000n, "$10,000.00"],
+      [1_234_567_890_000n, "$1,234,567.89"],
+      [-2_500_000n, "-$2.50"],
+    ];
+    for (const [micros, text] of cases) {
+      it(`writes ${micros} base units as "${text}"`, () => expect(usdDisplay(micros)).to.equal(text));
     }
   });
 

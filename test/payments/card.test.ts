@@ -74,6 +74,10 @@ describe("card top-ups (/v1/topups/card, sandbox provider)", function () {
     const read = await ada.request("GET", `/v1/topups/card/${paid.body.data.id}`);
     expect(read.status).to.equal(200);
     expect(read.body.data).to.include({ id: paid.body.data.id, status: "funded", credited: true });
+
+    // History names it once as a card top-up (its type), and says how the money came (its description).
+    const [item] = (await ada.request("GET", "/v1/history")).body.data.items;
+    expect(item).to.include({ type: "card_topup", amount: 10, description: "Paid by card, deposited to the escrow", status: "credited" });
   });
 
   for (const [card, declineCode] of [
@@ -87,6 +91,26 @@ describe("card top-ups (/v1/topups/card, sandbox provider)", function () {
       await stack.gw.moneyPath!.indexer.poll();
       expect(await chain.escrowBalance(address)).to.equal(0n);
       expect(await stack.available(ada.accountId)).to.equal(0n);
+
+      // The declined attempt leaves a trace in the history, of no amount: the ledger moved nothing for it.
+      const history = await ada.request("GET", "/v1/history");
+      expect(history.body.data.items).to.deep.equal([
+        {
+          type: "card_topup",
+          amount: 0,
+          amount_base_units: "0",
+          description: `$10.00 declined (${declineCode.replace(/_/g, " ")}): nothing was charged`,
+          status: "declined",
+          tx_hash: null,
+          created_at: declined.body.data.created_at,
+        },
+      ]);
+      expect(
+        await stack.gw.ledger.db.value<bigint>(
+          "SELECT COUNT(*) FROM entries e JOIN postings p ON p.entry_id = e.id WHERE p.account_id = ?",
+          [ada.accountId],
+        ),
+      ).to.equal(0n);
     });
   }
 
@@ -94,7 +118,7 @@ describe("card top-ups (/v1/topups/card, sandbox provider)", function () {
     const below = await ada.request("POST", "/v1/topups/card", { amount: "0.99", card: "4242424242424242" });
     expect(below.status).to.equal(400);
     expect(below.body).to.include({ success: false, code: "amount_below_minimum" });
-    expect(below.body.error).to.include("1 USD");
+    expect(below.body.error).to.equal("The minimum deposit is $1.00.");
     expect(await checkouts()).to.equal(0n);
     expect(provider().deliveries).to.have.length(0);
     expect(await chain.escrowBalance(address)).to.equal(0n);

@@ -13,33 +13,34 @@ import {
 } from "../../server/web/src/format";
 
 describe("dashboard money formatting (server/web/src/format.ts)", () => {
-  it("shows at least 3 decimals, so a tenth of a cent is visible", () => {
-    expect(formatUsd(10)).to.equal("$10.000");
+  it("shows at least 2 decimals, and a tenth of a cent when there is one (the one money format, the server's messages' too)", () => {
+    expect(formatUsd(10)).to.equal("$10.00");
     expect(formatUsd(0.001)).to.equal("$0.001");
-    expect(formatUsd(0)).to.equal("$0.000");
+    expect(formatUsd(0)).to.equal("$0.00");
+    expect(formatUsd(0.5)).to.equal("$0.50");
   });
 
   it("shows up to 6 decimals when the amount needs them", () => {
     expect(formatUsd(0.0025)).to.equal("$0.0025");
     expect(formatUsd(0.000001)).to.equal("$0.000001");
     expect(formatUsd(1.234567)).to.equal("$1.234567");
-    expect(formatUsd(123456.78)).to.equal("$123,456.780");
+    expect(formatUsd(123456.78)).to.equal("$123,456.78");
   });
 
   it("formats negative amounts with the sign before the dollar", () => {
-    expect(formatUsd(-1.5)).to.equal("-$1.500");
+    expect(formatUsd(-1.5)).to.equal("-$1.50");
     expect(formatUsd(-0.001)).to.equal("-$0.001");
     expect(formatBaseUnits(-2_500n)).to.equal("-$0.0025");
   });
 
   it("prefers the exact base-units string when the API sends one", () => {
-    expect(formatUsd(0.1, "100000")).to.equal("$0.100");
+    expect(formatUsd(0.1, "100000")).to.equal("$0.10");
     expect(formatUsd(9007199254.740993, "9007199254740993")).to.equal("$9,007,199,254.740993");
-    expect(formatUsd(-1, "-1000000")).to.equal("-$1.000");
+    expect(formatUsd(-1, "-1000000")).to.equal("-$1.00");
   });
 
   it("never rounds through floats: 0.1 + 0.2 style amounts print as sent", () => {
-    expect(formatUsd(0.3)).to.equal("$0.300");
+    expect(formatUsd(0.3)).to.equal("$0.30");
     expect(usdToBaseUnits(0.3)).to.equal(300_000n);
     expect(usdToBaseUnits("19.999999")).to.equal(19_999_999n);
   });
@@ -62,9 +63,9 @@ describe("dashboard money formatting (server/web/src/format.ts)", () => {
       spend_limit_base_units: base,
       spend_limit_period: period,
     });
-    expect(formatSpendLimit(limit(5, "5000000", "day"))).to.equal("$5.000 per day");
+    expect(formatSpendLimit(limit(5, "5000000", "day"))).to.equal("$5.00 per day");
     expect(formatSpendLimit(limit(0.0025, "2500", "month"))).to.equal("$0.0025 per month");
-    expect(formatSpendLimit(limit(1_000_000, "1000000000000", "total"))).to.equal("$1,000,000.000 in total");
+    expect(formatSpendLimit(limit(1_000_000, "1000000000000", "total"))).to.equal("$1,000,000.00 in total");
     expect(formatSpendLimit(limit(null, null, null))).to.equal("No limit");
   });
 

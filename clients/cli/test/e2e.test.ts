@@ -126,7 +126,7 @@ describe("skill-gateway CLI against a real gateway", function () {
     const poor = await stack.addBuyer("0");
     for (const [key, name, expected] of [
       [stack.key, "fail", "skill_error"],
-      [poor.key, "echo", "Insufficient balance: this call costs 0.001 USD and 0 USD is available"],
+      [poor.key, "echo", "Insufficient balance: this call costs $0.001 and $0.00 is available"],
     ] as const) {
       const { client, transport } = mcpClient(stack, dir, key);
       await client.connect(transport);
@@ -202,7 +202,7 @@ describe("skill-gateway CLI against a real gateway", function () {
       const poor = await stack.addBuyer("0");
       const result = await cli(stack, dir, ["call", "echo"], { key: poor.key });
       expect(result.code).to.equal(EXIT.insufficientBalance);
-      expect(result.stderr).to.equal("skill-gateway: Insufficient balance: this call costs 0.001 USD and 0 USD is available. Add funds.\n");
+      expect(result.stderr).to.equal("skill-gateway: Insufficient balance: this call costs $0.001 and $0.00 is available. Add funds.\n");
     });
 
     it("exits 11 when the key's spending limit is reached, saying when it resets", async function () {

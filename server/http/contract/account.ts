@@ -166,9 +166,23 @@ const receiptView = z.union([
   }),
 ]);
 
+/** PATCH /v1/account's body: the display name to set, or null to remove it. */
+export const updateAccountBody = z.object(
+  {
+    display_name: z.string({ error: "display_name must be a string, or null to remove it." }).nullable().meta({
+      description:
+        "The name the marketplace shows as the seller of the account's skills: 1 to 60 characters once trimmed, no control or invisible characters; null removes it.",
+    }),
+  },
+  { error: "Body must be a JSON object." },
+);
+
+const accountView = z.strictObject({ account_id: z.string(), display_name: z.string().nullable() });
+
 const meView = z.strictObject({
   account_id: z.string(),
-  name: z.string(),
+  name: z.string().meta({ description: "How the account signed up (an e-mail address, a login, an address): never shown to others." }),
+  display_name: z.string().nullable().meta({ description: "The seller name the marketplace shows; null until set (PATCH /v1/account)." }),
   identities: z.array(z.strictObject({ provider: z.string(), subject: z.string(), linked_at: isoDate })),
   addresses: z.array(hexAddress),
   wallet: z.strictObject({ address: hexAddress, owner: z.string(), owner_address: hexAddress.nullable() }).nullable(),
@@ -278,7 +292,8 @@ export const accountOperations = [
     path: "/v1/history",
     tag: "Account",
     summary: "Money in and out of the account, newest first",
-    description: "Deposits, card top-ups, charges, withdrawal vouchers and exits; amounts signed (money in positive).",
+    description:
+      "Deposits, card top-ups, charges, withdrawal vouchers and exits; amounts signed (money in positive). A card top-up that moved no money (declined, or abandoned unpaid) is listed too, with amount 0 and that status.",
     auth: "account",
     query: historyQuery,
     responses: [
@@ -332,5 +347,17 @@ export const accountOperations = [
     auth: "session",
     responses: [{ status: 200, description: "The account.", schema: dataEnvelope(meView) }],
     errors: [],
+  }),
+  operation({
+    method: "patch",
+    path: "/v1/account",
+    tag: "Account",
+    summary: "Set or remove the account's display name",
+    description:
+      "The display name is what the marketplace (GET /v1/skills' seller.name) shows as the seller of the account's skills. Without one, a seller is shown by its payout address, shortened.",
+    auth: "session",
+    body: updateAccountBody,
+    responses: [{ status: 200, description: "The display name as stored (trimmed).", schema: dataEnvelope(accountView) }],
+    errors: ["invalid_request"],
   }),
 ];

@@ -97,6 +97,17 @@ export const sellerSkillView = z
   })
   .meta({ id: "SellerSkill" });
 
+const backendCheckView = z
+  .strictObject({
+    reachable: z.boolean().meta({ description: "Whether an HTTP answer came back (always true here: a dead backend is refused)." }),
+    ok: z.boolean().meta({ description: "Whether it was a 2xx with JSON, as a call needs." }),
+    status: z.number().int().nullable().meta({ description: "The HTTP status, or null when none came (a timeout)." }),
+    latency_ms: z.number(),
+    snippet: z.string().meta({ description: "The start of the answer (at most 200 characters), or of what went wrong." }),
+    message: z.string().meta({ description: "What the answer means, in plain words." }),
+  })
+  .meta({ id: "BackendCheck", description: "What the skill's backend answered the listing's signed test call." });
+
 const skillIdParams = z.object({ id: z.string().meta({ description: "The skill's UUID or slug." }) });
 const LISTING_ERRORS = ["slug_taken"] as const;
 
@@ -106,14 +117,15 @@ export const sellerOperations = [
     path: "/v1/seller/skills",
     tag: "Seller",
     summary: "List a new skill",
-    description: "The answer holds the skill's signing secret, this once: the gateway signs every call it forwards with it.",
+    description:
+      "The gateway first makes one signed test call to the backend (input {}, the skill's timeout but at most 5 s, under the egress policy): a backend that gives no HTTP answer at all is refused with 400. Otherwise the skill is listed and backend_check says what came back. The answer holds the skill's signing secret, this once: the gateway signs every call it forwards with it.",
     auth: "session",
     body: createSellerSkillBody,
     responses: [
       {
         status: 201,
         description: "The skill, listed.",
-        schema: dataEnvelope(sellerSkillView.extend({ signing_secret: z.string() })),
+        schema: dataEnvelope(sellerSkillView.extend({ signing_secret: z.string(), backend_check: backendCheckView })),
       },
     ],
     errors: [...LISTING_ERRORS],
@@ -135,7 +147,15 @@ export const sellerOperations = [
     auth: "session",
     params: skillIdParams,
     body: updateSellerSkillBody,
-    responses: [{ status: 200, description: "The skill as it is now.", schema: dataEnvelope(sellerSkillView) }],
+    description:
+      "A new backend_url gets the listing's signed test call first: refused with 400 when nothing answers, else saved, and backend_check says what came back.",
+    responses: [
+      {
+        status: 200,
+        description: "The skill as it is now; backend_check when backend_url changed.",
+        schema: dataEnvelope(sellerSkillView.extend({ backend_check: backendCheckView.optional() })),
+      },
+    ],
     errors: ["not_found", ...LISTING_ERRORS],
   }),
   operation({

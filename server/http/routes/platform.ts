@@ -9,13 +9,15 @@ import type { ChainConnection } from "../../settlement/money-path";
 import type { Config } from "../../config";
 import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd } from "../../ledger/money";
+import { MAX_CARD_TOPUP_MICROS } from "../../payments/card-topups";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
 import { requireSession } from "../session-cookies";
 
 /**
  * What the dashboard needs to know about this gateway, and the wallet's QR code:
- *   GET /v1/platform        (public) chain, contracts, fee, minimum deposit, which sign-ins are on
+ *   GET /v1/platform        (public) chain, contracts, fee, minimum deposit, the largest card top-up, the
+ *                           bounds of a skill's price, which sign-ins are on
  *   GET /v1/wallet/qr.svg   (session) an EIP-681 QR code: "send USDC on this chain to my wallet"
  */
 export function platformRoutes(deps: {
@@ -57,6 +59,9 @@ export function platformRoutes(deps: {
         escrow: onChain?.escrow ?? null,
         usdc: onChain?.usdc ?? null,
         min_deposit: onChain?.min_deposit ?? null,
+        card_topup_max: microsToUsd(MAX_CARD_TOPUP_MICROS),
+        skill_price_min: microsToUsd(deps.config.minSkillPriceMicros),
+        skill_price_max: microsToUsd(deps.config.maxSkillPriceMicros),
         fee_bps: Number(deps.config.feeBps),
         fee_mode: deps.config.feeMode,
         email_delivery: deps.config.smtpUrl ? "smtp" : "outbox",

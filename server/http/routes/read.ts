@@ -8,6 +8,7 @@ import type { AddressesStore } from "../../settlement/addresses-store";
 import { microsToUsd } from "../../ledger/money";
 import { requireAccount } from "../auth";
 import type { Sessions } from "../../identity/sessions";
+import { displayNameOf } from "../../identity/display-name";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
 
@@ -69,14 +70,17 @@ export function readRoutes(deps: {
 }
 
 /**
- * Who sells a skill, as the marketplace shows it. An account's name is often its e-mail
- * address (that is how e-mail sign-up names it), which is not for strangers to see: such a
- * seller is shown by its escrow address instead, which is public on-chain anyway.
+ * Who sells a skill, as the marketplace shows it: the display name the seller chose (PATCH
+ * /v1/account), else the account's name. That name is often its e-mail address (that is how
+ * e-mail sign-up names it), which is not for strangers to see: such a seller is shown by its
+ * escrow address instead, which is public on-chain anyway.
  */
 function sellerDirectory(ledger: Ledger, addresses: AddressesStore) {
   return async (accountId: string): Promise<{ name: string; address: string | null }> => {
-    const name = (await ledger.getAccount(accountId))?.name ?? "";
     const addr = (await addresses.addressesOf(accountId))[0] ?? null;
+    const displayName = await displayNameOf(ledger.db, accountId);
+    if (displayName !== null) return { name: displayName, address: addr };
+    const name = (await ledger.getAccount(accountId))?.name ?? "";
     const shortAddress = addr ? `${addr.slice(0, 6)}…${addr.slice(-4)}` : "an unnamed seller";
     return { name: name === "" || name.includes("@") ? shortAddress : name, address: addr };
   };

@@ -5,6 +5,7 @@ import type { Sessions } from "../../identity/sessions";
 import { type LinkAddressStores, linkAddress, normalizeAddress } from "../../settlement/addresses";
 import type { Config } from "../../config";
 import type { EgressPolicy } from "../../gateway/egress";
+import { type BackendCheck, backendChecker } from "../../gateway/backend-check";
 import type { SkillRegistry } from "../../catalog/skills";
 import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd } from "../../ledger/money";
@@ -27,6 +28,15 @@ const view = (skill: SellerSkill) => ({
   listed: skill.listed,
   created_at: new Date(skill.createdAtMs).toISOString(),
   updated_at: new Date(skill.updatedAtMs).toISOString(),
+});
+
+const checkView = (check: BackendCheck) => ({
+  reachable: check.reachable,
+  ok: check.ok,
+  status: check.status,
+  latency_ms: check.latencyMs,
+  snippet: check.snippet,
+  message: check.message,
 });
 
 /**
@@ -60,9 +70,12 @@ function sellerFields(body: UpdateSellerSkillBody): Partial<SellerSkillFields> &
 
 /**
  * The signed-in account's skills, as their seller (a dashboard session):
- *   POST   /v1/seller/skills         lists a new skill; the answer holds its signing secret, this once
+ *   POST   /v1/seller/skills         lists a new skill after a signed test call to its backend (refused when
+ *                                    nothing answers); the answer holds its signing secret, this once, and
+ *                                    what the backend answered (backend_check)
  *   GET    /v1/seller/skills         the account's skills, listed or not
- *   PATCH  /v1/seller/skills/:id     edits one (by UUID or slug); { listed: true } lists it again
+ *   PATCH  /v1/seller/skills/:id     edits one (by UUID or slug); { listed: true } lists it again; a new
+ *                                    backend_url gets the same test call (backend_check in the answer)
  *   DELETE /v1/seller/skills/:id     unlists it: calls get 404 from then on
  *   GET    /v1/seller/payout-address the address settlement pays the account's earnings to
  *   PUT    /v1/seller/payout-address { address } sets it, if the account has none yet and has
@@ -81,7 +94,11 @@ export function sellerRoutes(deps: {
   const router = express.Router();
   const session = requireSession(deps.sessions);
   const json = jsonBody(65_536);
-  const sellerSkills = new SellerSkills(deps.skills, deps.config);
+  const sellerSkills = new SellerSkills(
+    deps.skills,
+    deps.config,
+    backendChecker({ egress: deps.egress, maxResponseBytes: deps.config.maxResponseBytes }),
+  );
 
   router.post("/v1/seller/skills", session, json, async (req, res) => {
     const body = parseRequest(createSellerSkillBody, req.body);
@@ -99,7 +116,9 @@ export function sellerRoutes(deps: {
     if (fields.inputSchema) await checkSchema(deps.skills, fields.inputSchema);
     const result = await sellerSkills.create(req.session!.accountId, fields);
     if (!result.ok) refuse(result);
-    res.status(201).json(dataEnvelope({ ...view(result.skill), signing_secret: result.signingSecret }));
+    res
+      .status(201)
+      .json(dataEnvelope({ ...view(result.skill), signing_secret: result.signingSecret, backend_check: checkView(result.backendCheck) }));
   });
 
   router.get("/v1/seller/skills", session, async (req, res) => {
@@ -112,7 +131,7 @@ export function sellerRoutes(deps: {
     if (patch.inputSchema) await checkSchema(deps.skills, patch.inputSchema);
     const result = await sellerSkills.update(req.session!.accountId, String(req.params.id), patch);
     if (!result.ok) refuse(result);
-    res.json(dataEnvelope(view(result.skill)));
+    res.json(dataEnvelope({ ...view(result.skill), ...(result.backendCheck ? { backend_check: checkView(result.backendCheck) } : {}) }));
   });
 
   router.delete("/v1/seller/skills/:id", session, async (req, res) => {

@@ -4,12 +4,18 @@ import { getEmbeddedWallet } from "../../wallets/wallets";
 import type { AddressesStore } from "../../settlement/addresses-store";
 import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd } from "../../ledger/money";
+import { checkDisplayName, displayNameOf, setDisplayName } from "../../identity/display-name";
+import { jsonBody } from "../json-body";
+import { parseRequest } from "../contract/common";
+import { updateAccountBody } from "../contract/account";
 import { dataEnvelope } from "../envelope";
+import { refuse } from "../errors";
 import { requireSession, closeSession } from "../session-cookies";
 
 /**
  * The signed-in person's own view (dashboard session, not an API key):
- *   GET  /v1/me          the account, its identities, wallet address and balance
+ *   GET  /v1/me          the account, its display name, identities, wallet address and balance
+ *   PATCH /v1/account    { display_name } sets the name the marketplace shows as its skills' seller (null removes it)
  *   POST /auth/logout    ends the session
  * Sign-in routes (SIWE, e-mail, GitHub, Google) open sessions through openSession (../session-cookies.ts).
  */
@@ -26,12 +32,26 @@ export function sessionRoutes(deps: { sessions: Sessions; ledger: Ledger; addres
       dataEnvelope({
         account_id: account.id,
         name: account.name,
+        display_name: await displayNameOf(deps.ledger.db, accountId),
         identities: identities.map((i) => ({ provider: i.provider, subject: i.subject, linked_at: new Date(i.createdAtMs).toISOString() })),
         addresses: await deps.addresses.addressesOf(accountId),
         wallet: await walletOf(deps.ledger, accountId),
         balance: { currency: "USDC", available: microsToUsd(availableMicros), held: microsToUsd(heldMicros) },
       }),
     );
+  });
+
+  router.patch("/v1/account", session, jsonBody(4_096), async (req, res) => {
+    const accountId = req.session!.accountId;
+    const body = parseRequest(updateAccountBody, req.body);
+    let displayName: string | null = null;
+    if (body.display_name !== null) {
+      const checked = checkDisplayName(body.display_name);
+      if (!checked.ok) refuse(checked);
+      displayName = checked.name;
+    }
+    await setDisplayName(deps.ledger.db, accountId, displayName);
+    res.json(dataEnvelope({ account_id: accountId, display_name: displayName }));
   });
 
   router.post("/auth/logout", session, async (req, res) => {

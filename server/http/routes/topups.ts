@@ -1,17 +1,14 @@
 import express, { type Router } from "express";
 import { jsonBody } from "../json-body";
 import { CARD_SIGNATURE_HEADER } from "../../payments/card-provider";
-import type { CardCheckout, CardTopups } from "../../payments/card-topups";
+import { type CardCheckout, type CardTopups, MAX_CARD_TOPUP_MICROS } from "../../payments/card-topups";
 import type { Sessions } from "../../identity/sessions";
-import { microsToUsd, usdToMicros } from "../../ledger/money";
+import { microsToUsd, usdDisplay, usdToMicros } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
 import { ApiError, refuse } from "../errors";
 import { requireSession } from "../session-cookies";
 import { parseRequest } from "../contract/common";
 import { cardTopupBody } from "../contract/topups";
-
-/** The largest single card top-up: a sandbox guard against typos, not a business limit. */
-const MAX_CARD_TOPUP_MICROS = 10_000n * 1_000_000n;
 
 const view = (checkout: CardCheckout) => ({
   id: checkout.id,
@@ -52,7 +49,7 @@ export function topupRoutes(deps: { sessions: Sessions; cardTopups: CardTopups }
     const body = parseRequest(cardTopupBody, req.body ?? {});
     const amountMicros = usdToMicros(body.amount);
     if (amountMicros === 0n || amountMicros > MAX_CARD_TOPUP_MICROS) {
-      throw new ApiError("invalid_request", `amount must be above 0 and at most ${microsToUsd(MAX_CARD_TOPUP_MICROS)} USD.`);
+      throw new ApiError("invalid_request", `Amount must be above $0.00 and at most ${usdDisplay(MAX_CARD_TOPUP_MICROS)}.`);
     }
     const result = await deps.cardTopups.start(req.session!.accountId, amountMicros, body.card);
     if (!result.ok) refuse(result);

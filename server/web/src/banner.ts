@@ -5,6 +5,7 @@
  */
 
 import { describeError } from "./api";
+import { walletLinkFor } from "./forms";
 
 const byTestId = (id: string) => document.querySelector<HTMLElement>(`[data-testid="${id}"]`);
 
@@ -15,10 +16,12 @@ function show(id: string, text: string): void {
   element.hidden = text === "";
 }
 
-/** Shows an error in plain words (an ApiFailure's message is the API's own). */
+/** Shows an error in plain words (an ApiFailure's message is the API's own); a 402 links to the Wallet. */
 export function showError(error: unknown): void {
   show("notice", "");
   show("error-banner", typeof error === "string" ? error : describeError(error));
+  const link = walletLinkFor(error);
+  if (link) byTestId("error-banner")?.append(" ", link);
 }
 
 /** Shows a success notice; clears any error. */

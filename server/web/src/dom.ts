@@ -109,23 +109,35 @@ export function field(label: string, input: HTMLElement, hint?: string): HTMLEle
   );
 }
 
-/** Disables a button while an action runs, so a double click does not send twice. */
-export async function busy<T>(button: HTMLButtonElement, action: () => Promise<T>): Promise<T> {
+/**
+ * Disables a button while an action runs, so a double click does not send twice; with `label`, the button says
+ * what is happening ("Saving…") meanwhile, and gets its own words back after, unless the action renamed it.
+ */
+export async function busy<T>(button: HTMLButtonElement, action: () => Promise<T>, label?: string): Promise<T> {
+  const original = button.textContent;
   button.disabled = true;
   button.classList.add("is-busy");
+  if (label !== undefined) button.textContent = label;
   try {
     return await action();
   } finally {
     button.disabled = false;
     button.classList.remove("is-busy");
+    if (label !== undefined && button.textContent === label) button.textContent = original;
   }
 }
 
-/** A status word in a colored badge. */
+/**
+ * A status word in a colored badge, one color per meaning on every page: done green, failed red, waiting amber.
+ * The tone is the status word's, whatever precedes it ("#3 settled" is settled); a call's failure outcomes
+ * (skill_error, insufficient_balance, spend_limit_reached, ...) are failures.
+ */
 export function statusBadge(status: string): HTMLElement {
-  const tone = /^(success|settled|paid|funded|credited|confirmed|claimed|redeemed|listed)$/.test(status)
+  const word = status.replace(/^#\d+\s+/, "");
+  const tone = /^(success|settled|paid|funded|credited|confirmed|claimed|redeemed|listed)$/.test(word)
     ? "ok"
-    : /^(failed|declined|expired|abandoned|revoked|unlisted|cancelled)$/.test(status)
+    : /^(failed|declined|expired|abandoned|revoked|unlisted|cancelled)$/.test(word) ||
+        /error|insufficient|limit|refused|forbidden|timeout|invalid|unreachable|rejected|not_found|unavailable|too_large/.test(word)
       ? "bad"
       : "wait";
   return h("span", { class: `badge badge-${tone}` }, status.replace(/_/g, " "));

@@ -9,8 +9,11 @@
 
 const DECIMALS = 6;
 const UNIT = 10n ** BigInt(DECIMALS);
-/** Cents are not enough for prices like $0.001: at least 3 decimals, up to 6 when needed. */
-const MIN_DECIMALS = 3;
+/**
+ * The one money format, the gateway's messages' too (server/ledger/money.ts usdDisplay): at least 2 decimals,
+ * up to 6 when the amount has them: "$5.00", "$0.50", "$0.001", "$0.0025".
+ */
+const MIN_DECIMALS = 2;
 
 /** A USD amount as the API sends it: a JSON number (≤ 6 decimals), or a decimal string. */
 export type UsdAmount = number | string;
@@ -42,7 +45,7 @@ function decimalText(amount: UsdAmount): string {
   return Math.abs(amount) < 1 ? amount.toFixed(DECIMALS) : BigInt(amount).toString();
 }
 
-/** Formats base units as dollars: `$10.000`, `$0.001`, `$0.0025`, `-$1.500`, with thousands separators. */
+/** Formats base units as dollars: `$10.00`, `$0.001`, `$0.0025`, `-$1.50`, with thousands separators. */
 export function formatBaseUnits(units: bigint): string {
   const negative = units < 0n;
   const abs = negative ? -units : units;
@@ -73,10 +76,10 @@ export function decimalUsd(units: bigint): string {
   return `${negative ? "-" : ""}${abs / UNIT}${frac === "" ? "" : `.${frac}`}`;
 }
 
-/** How the dashboard names a spending limit's period, after its amount: "$5.000 per day". */
+/** How the dashboard names a spending limit's period, after its amount: "$5.00 per day". */
 export const PERIOD_WORDS = { day: "per day", month: "per month", total: "in total" } as const;
 
-/** A key's spending limit: "$5.000 per day", or "No limit". */
+/** A key's spending limit: "$5.00 per day", or "No limit". */
 export function formatSpendLimit(key: {
   spend_limit_usd: UsdAmount | null;
   spend_limit_base_units: string | null;
@@ -138,4 +141,19 @@ export function formatCount(count: number, noun: string): string {
 /** A "last used" column: "Never" rather than an empty cell. */
 export function formatLastUsed(iso: string | null | undefined): string {
   return iso ? formatDateTime(iso) : "Never";
+}
+
+/** A message as a sentence: first letter a capital, so every message reads alike whoever wrote it. */
+export function sentence(message: string): string {
+  return message.charAt(0).toUpperCase() + message.slice(1);
+}
+
+/**
+ * Parses a USD amount as typed ("5", "0.001", "10.50") into base units; undefined when it is
+ * not a plain non-negative amount with at most `decimals` decimals.
+ */
+export function typedUsd(text: string, decimals = 6): bigint | undefined {
+  const match = new RegExp(`^(\\d+)(?:\\.(\\d{1,${decimals}}))?$`).exec(text.trim());
+  if (!match) return undefined;
+  return BigInt(match[1]) * UNIT + BigInt((match[2] ?? "").padEnd(DECIMALS, "0"));
 }

@@ -7,6 +7,7 @@
 import { post } from "./api";
 import { clearMessages, showError } from "./banner";
 import { h, replaceChildren } from "./dom";
+import { mayLeave, pageHeld } from "./leave-guard";
 import { makeContext, type Page } from "./page";
 import { emailLinkPage } from "./pages/email-link";
 import { keysPage } from "./pages/keys";
@@ -35,9 +36,15 @@ const PAGES: Record<PageName, Page> = {
 };
 
 let renderCount = 0;
+/** The path of the page rendered last: where Back returns to when the person chooses to stay. */
+let shownPath = "";
 
-/** Goes to a path in the app: pushes history (unless replacing) and renders. */
+/** Goes to a path in the app: pushes history (unless replacing) and renders; asks first when the page is held. */
 export function navigate(path: string, options: { replace?: boolean } = {}): void {
+  if (pageHeld()) {
+    void mayLeave().then((leave) => leave && navigate(path, options));
+    return;
+  }
   if (options.replace) history.replaceState(null, "", path);
   else if (path !== location.pathname + location.search) history.pushState(null, "", path);
   void render();
@@ -50,6 +57,7 @@ async function render(): Promise<void> {
   const resolution = resolve(location.pathname, me() !== null);
   if (resolution.kind === "redirect") return navigate(resolution.to, { replace: true });
   clearMessages();
+  shownPath = location.pathname + location.search;
   markNav(location.pathname);
   const root = h("div", { class: "page" });
   replaceChildren(main, root);
@@ -91,6 +99,7 @@ function onClick(event: MouseEvent): void {
 }
 
 async function signOut(): Promise<void> {
+  if (!(await mayLeave())) return;
   try {
     await post("/auth/logout");
   } catch (error) {
@@ -103,7 +112,13 @@ async function signOut(): Promise<void> {
 
 async function start(): Promise<void> {
   document.addEventListener("click", onClick);
-  window.addEventListener("popstate", () => void render());
+  window.addEventListener("popstate", () => {
+    if (!pageHeld()) return void render();
+    // Back or Forward already moved the address: put the held page's back, and go only if the person agrees.
+    const target = location.pathname + location.search;
+    history.pushState(null, "", shownPath);
+    navigate(target);
+  });
   document.getElementById("nav-signout")?.addEventListener("click", () => void signOut());
   try {
     await refreshMe();

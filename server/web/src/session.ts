@@ -5,10 +5,25 @@
  */
 
 import { ApiFailure, get } from "./api";
-import { formatUsd } from "./format";
+import { h } from "./dom";
+import { formatBaseUnits, formatUsd, parseBaseUnits, usdToBaseUnits } from "./format";
 import type { Me } from "./types";
 
 let current: Me | null = null;
+
+/**
+ * Below this the balance pill warns: $1.00, the smallest top-up (the escrow's minimum deposit). A fixed dollar
+ * figure rather than "the price of a typical call": prices run from $0.001 to $0.50, and a balance below a dollar
+ * is a few calls from empty at the dearer end.
+ */
+export const LOW_BALANCE_UNITS = 1_000_000n;
+
+/** Whether the available balance is below LOW_BALANCE_UNITS. */
+function isLow(account: Me): boolean {
+  const { available, available_base_units } = account.balance;
+  const units = available_base_units !== undefined ? parseBaseUnits(available_base_units) : usdToBaseUnits(available);
+  return units !== undefined && units < LOW_BALANCE_UNITS;
+}
 
 /** The signed-in account as last loaded, or null. */
 export function me(): Me | null {
@@ -43,8 +58,16 @@ function renderHeader(): void {
   const signOut = document.getElementById("nav-signout");
   if (pill) {
     pill.hidden = current === null;
-    pill.textContent = current ? `${formatUsd(current.balance.available, current.balance.available_base_units)} USDC` : "";
-    pill.title = current ? "Available balance" : "";
+    pill.dataset.testid = "balance-pill";
+    const low = current !== null && isLow(current);
+    pill.classList.toggle("pill-low", low);
+    pill.replaceChildren(current ? `${formatUsd(current.balance.available, current.balance.available_base_units)} USDC` : "");
+    if (low) pill.append(" · ", h("a", { href: "/wallet", class: "pill-action", testid: "low-balance" }, "Low: top up"));
+    pill.title = current
+      ? low
+        ? `Low balance: below ${formatBaseUnits(LOW_BALANCE_UNITS)}. Top up on the Wallet page.`
+        : "Available balance"
+      : "";
   }
   if (signIn) signIn.hidden = current !== null;
   if (signOut) signOut.hidden = current === null;

@@ -5,18 +5,25 @@ import type { DaySpend } from "./bars";
 export interface Me {
   account_id: string;
   name: string;
+  /** The seller name the marketplace shows; null until set (PATCH /v1/account). */
+  display_name?: string | null;
   identities: { provider: string; subject: string; linked_at: string }[];
   addresses: string[];
   wallet: { address: string; owner: "server" | "siwe" | string; owner_address: string | null } | null;
   balance: { currency: string; available: number; held: number; available_base_units?: string; held_base_units?: string };
-  /** The seller name the account chose (PATCH /v1/account); absent on gateways without that route. */
-  display_name?: string | null;
 }
 
 export interface Platform {
   chain_id?: number;
   sign_in?: { email?: boolean; siwe?: boolean; github?: boolean; google?: boolean };
   email_delivery?: "smtp" | "outbox";
+  /** The escrow's minimum deposit (the smallest card top-up), USD; null without a chain. */
+  min_deposit?: number | null;
+  /** The largest card top-up, USD. */
+  card_topup_max?: number;
+  /** The bounds of a skill's price per call, USD. */
+  skill_price_min?: number;
+  skill_price_max?: number;
 }
 
 export interface Skill {
@@ -155,4 +162,15 @@ export interface SellerSkill {
   input_schema: unknown;
   listed: boolean;
   signing_secret?: string;
+  /** What the backend answered the listing's signed test call (only in POST /v1/seller/skills' answer). */
+  backend_check?: BackendCheck;
+}
+
+export interface BackendCheck {
+  reachable: boolean;
+  ok: boolean;
+  status: number | null;
+  latency_ms: number;
+  snippet: string;
+  message: string;
 }

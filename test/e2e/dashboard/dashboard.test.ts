@@ -148,15 +148,15 @@ describe("the dashboard, in a real browser", function () {
     await page.getByTestId("card-amount").fill("5.00");
     await page.getByTestId("card-number").fill("4000 0000 0000 0002");
     await page.getByTestId("card-submit").click();
-    expect(await textOf(page.getByTestId("card-result"), /declined/i)).to.match(/declined/i);
+    expect(await textOf(page.getByTestId("card-number-error"), /declined/i)).to.equal("Declined (card declined): nothing was charged.");
     expect(await availableOnWallet()).to.equal(toppedUp);
   });
 
-  it("shows the gateway's refusal of a card amount below the minimum deposit in plain words", async () => {
+  it("refuses a card amount below the minimum deposit in plain words, under the amount", async () => {
     await page.getByTestId("card-amount").fill("0.50");
     await page.getByTestId("card-number").fill("4242 4242 4242 4242");
     await page.getByTestId("card-submit").click();
-    expect(await textOf(page.getByTestId("error-banner"))).to.match(/minimum deposit is 1 USD/);
+    expect(await textOf(page.getByTestId("card-amount-error"))).to.equal("The minimum top-up is $1.00 (the escrow's minimum deposit).");
     expect(await availableOnWallet()).to.equal(toppedUp);
     await shoot(page, "wallet");
   });
@@ -230,7 +230,7 @@ describe("the dashboard, in a real browser", function () {
     await fullValue(page.getByTestId("new-key"));
     const capped = () => page.getByTestId("key-row").filter({ hasText: "capped" });
     expect(await textOf(capped().getByTestId("key-limit-shown"), /per day/)).to.equal("$0.0025 per day");
-    expect(await textOf(capped().getByTestId("key-spent"))).to.match(/^\$0\.000/);
+    expect(await textOf(capped().getByTestId("key-spent"))).to.match(/^\$0\.00/);
     expect(await textOf(capped().getByTestId("key-resets"))).to.match(/^resets /);
 
     await openSkill(page, weather.slug, weather.slug, weather.name);
@@ -268,12 +268,14 @@ describe("the dashboard, in a real browser", function () {
     await s.getByTestId("skill-backend-url").fill(`${dashboard.stack.backend.url}/echo`);
     await s.getByTestId("skill-input-schema").fill(JSON.stringify({ type: "object", properties: { topic: { type: "string" } } }));
     await s.getByTestId("skill-save").click();
-    expect(await textOf(s.getByTestId("error-banner"))).to.match(/slug is taken/);
+    expect(await textOf(s.getByTestId("skill-slug-error"))).to.match(/slug is taken/);
     await s.getByTestId("skill-slug").fill(haiku.slug);
     await s.getByTestId("skill-save").click();
     expect(await textOf(s.getByTestId("signing-secret"))).to.have.length.above(16);
     await s.locator(`[data-testid="seller-skill-row"][data-slug="${haiku.slug}"]`).waitFor();
     await shoot(s, "seller");
+    // Copied: the secret may go (until then, leaving the page asks first).
+    await s.getByTestId("secret-confirm").click();
   });
 
   it("charges the buyer exactly the new skill's price when called from the try-it form", async () => {

@@ -7,7 +7,7 @@
  */
 
 import { del, get, patch, post } from "../api";
-import { busy, card, copyButton, field, h, muted, replaceChildren, row, table } from "../dom";
+import { busy, card, copyButton, h, muted, replaceChildren, row, table } from "../dom";
 import { confirmDialog } from "../dialog";
 import {
   PERIOD_WORDS,
@@ -19,7 +19,9 @@ import {
   formatSpendLimit,
   formatUsd,
   parseBaseUnits,
+  typedUsd,
 } from "../format";
+import { clearErrors, fieldError, formAction, formError, formField, validatedForm } from "../forms";
 import { type PageContext, pageHeader, signInPrompt } from "../page";
 import type { ApiKey, KeysUsage, SpendPeriod, SpendTotal } from "../types";
 
@@ -35,9 +37,18 @@ export async function keysPage(ctx: PageContext): Promise<void> {
   const limit = limitInput("key-limit");
   const period = periodSelect("key-period", "day");
   const submit = h("button", { type: "submit", class: "btn btn-primary", testid: "key-create" }, "Create Key");
-  const form = h("form", { class: "inline-form" }, field("Name", name), field("Spending limit (USD)", limit), field("Per", period), submit);
+  const form = validatedForm(
+    { class: "inline-form", testid: "key-form" },
+    formField("Name", name),
+    formField("Spending limit (USD)", limit, "Optional; up to 6 decimals."),
+    formField("Per", period),
+    formAction(submit),
+  );
   form.addEventListener("submit", (event) => {
     event.preventDefault();
+    clearErrors(form);
+    const problem = limitProblem(limit.value);
+    if (problem) return fieldError(limit, problem);
     void busy(submit, async () => {
       try {
         const amount = limit.value.trim();
@@ -51,13 +62,26 @@ export async function keysPage(ctx: PageContext): Promise<void> {
         replaceChildren(created, newKeyBox(key));
         await reload();
       } catch (error) {
-        ctx.fail(error);
+        formError(form, error, [
+          [/limit|spend/i, limit],
+          [/period/i, period],
+          [/name/i, name],
+        ]);
       }
     });
   });
 
   ctx.root.append(card("Create a key", form, created), card("Your keys", list));
   await reload();
+}
+
+/** What is wrong with a typed spending limit (empty means none), or undefined when it is fine. */
+function limitProblem(text: string): string | undefined {
+  if (text.trim() === "") return undefined;
+  const units = typedUsd(text);
+  return units === undefined || units === 0n
+    ? "Enter the limit in dollars, above zero with up to 6 decimals, e.g. 5.00, or leave it empty for no limit."
+    : undefined;
 }
 
 /** A USD amount field: text, so that what is typed reaches the gateway as typed (it checks the decimals). */
@@ -176,21 +200,14 @@ async function loadKeys(ctx: PageContext, box: HTMLElement, reload: () => Promis
           const label = key.name || key.prefix;
           const edit = h("button", { type: "button", class: "btn btn-small btn-ghost", testid: "key-edit-limit" }, "Limit…");
           edit.addEventListener("click", async () => {
-            const change = await limitDialog(key);
-            if (!change) return;
-            await busy(edit, async () => {
-              try {
-                const updated = await patch<ApiKey>(`/v1/keys/${encodeURIComponent(key.id)}`, change);
-                ctx.notice(
-                  updated.spend_limit_period === null
-                    ? `"${label}" has no spending limit now.`
-                    : `"${label}" may now spend ${formatSpendLimit(updated)}.`,
-                );
-                await reload();
-              } catch (error) {
-                ctx.fail(error);
-              }
-            });
+            const updated = await limitDialog(key, (change) => patch<ApiKey>(`/v1/keys/${encodeURIComponent(key.id)}`, change));
+            if (!updated) return;
+            ctx.notice(
+              updated.spend_limit_period === null
+                ? `"${label}" has no spending limit now.`
+                : `"${label}" may now spend ${formatSpendLimit(updated)}.`,
+            );
+            await reload();
           });
           const revoke = h("button", { type: "button", class: "btn btn-small btn-danger-ghost", testid: "key-revoke" }, "Revoke");
           revoke.addEventListener("click", async () => {
@@ -230,16 +247,20 @@ async function loadKeys(ctx: PageContext, box: HTMLElement, reload: () => Promis
 }
 
 /**
- * Asks for a key's new spending limit in a <dialog>: the amount and its period, or removing it. Resolves the
- * PATCH body to send, or undefined when the person cancels. The gateway checks the amount (positive, at most
- * 6 decimals) and answers a plain 400 otherwise.
+ * Asks for a key's new spending limit in a <dialog>: the amount and its period, or removing it, and saves it with
+ * `save` (the PATCH). The dialog stays open, with the error under its field, until the save succeeds or the person
+ * cancels. Resolves the updated key, or undefined when cancelled. The gateway checks the amount too (positive, at
+ * most 6 decimals).
  */
-function limitDialog(key: ApiKey): Promise<{ spend_limit_usd: string | null; spend_limit_period?: SpendPeriod } | undefined> {
+function limitDialog(
+  key: ApiKey,
+  save: (change: { spend_limit_usd: string | null; spend_limit_period?: SpendPeriod }) => Promise<ApiKey>,
+): Promise<ApiKey | undefined> {
   return new Promise((resolve) => {
     const current = key.spend_limit_base_units === null ? undefined : parseBaseUnits(key.spend_limit_base_units);
     const amount = limitInput("limit-amount", current === undefined ? "" : decimalUsd(current));
     const period = periodSelect("limit-period", key.spend_limit_period ?? "day");
-    const save = h("button", { type: "submit", class: "btn btn-primary", testid: "limit-save" }, "Save");
+    const submit = h("button", { type: "submit", class: "btn btn-primary", testid: "limit-save" }, "Save");
     const remove = h("button", { type: "button", class: "btn btn-danger-ghost", testid: "limit-remove" }, "Remove limit");
     remove.hidden = key.spend_limit_period === null;
     const cancel = h("button", { type: "button", class: "btn btn-ghost", testid: "limit-cancel" }, "Cancel");
@@ -247,26 +268,39 @@ function limitDialog(key: ApiKey): Promise<{ spend_limit_usd: string | null; spe
       key.spend_limit_period === null
         ? "It has no limit now."
         : `It may spend ${formatSpendLimit(key)} and has spent ${formatUsd(key.spent_usd, key.spent_base_units)} (${formatResets(key)}). A lower limit than that stops its calls until the reset; a new period starts counting from zero.`;
-    const form = h(
-      "form",
-      { class: "stack" },
+    const form = validatedForm(
+      { class: "stack", testid: "limit-form" },
       h("p", {}, `Spending limit of "${key.name || key.prefix}". ${spent}`),
-      field("Spending limit (USD)", amount),
-      field("Per", period),
-      h("div", { class: "actions" }, cancel, remove, save),
+      formField("Spending limit (USD)", amount, "Up to 6 decimals; empty for no limit."),
+      formField("Per", period),
+      h("div", { class: "actions" }, cancel, remove, submit),
     );
     const dialog = h("dialog", { class: "dialog", "aria-label": "Spending limit", testid: "limit-dialog" }, form);
-    let answer: { spend_limit_usd: string | null; spend_limit_period?: SpendPeriod } | undefined;
+    let answer: ApiKey | undefined;
+    const send = (button: HTMLButtonElement, change: { spend_limit_usd: string | null; spend_limit_period?: SpendPeriod }) =>
+      busy(button, async () => {
+        try {
+          answer = await save(change);
+          dialog.close();
+        } catch (error) {
+          formError(form, error, [
+            [/limit|spend/i, amount],
+            [/period/i, period],
+          ]);
+        }
+      });
     form.addEventListener("submit", (event) => {
       event.preventDefault();
+      clearErrors(form);
       const value = amount.value.trim();
-      answer = value === "" ? { spend_limit_usd: null } : { spend_limit_usd: value, spend_limit_period: period.value as SpendPeriod };
-      dialog.close();
+      const problem = limitProblem(value);
+      if (problem) return fieldError(amount, problem);
+      void send(
+        submit,
+        value === "" ? { spend_limit_usd: null } : { spend_limit_usd: value, spend_limit_period: period.value as SpendPeriod },
+      );
     });
-    remove.addEventListener("click", () => {
-      answer = { spend_limit_usd: null };
-      dialog.close();
-    });
+    remove.addEventListener("click", () => void send(remove, { spend_limit_usd: null }));
     cancel.addEventListener("click", () => dialog.close());
     // Escape closes the dialog too: a cancel.
     dialog.addEventListener("close", () => {

@@ -5,11 +5,13 @@
  */
 
 import { get, post } from "../api";
-import { busy, card, copyButton, copyText, field, h, monoValue, muted, replaceChildren, row, statusBadge, table } from "../dom";
+import { busy, card, copyButton, copyText, h, monoValue, muted, replaceChildren, row, statusBadge, table } from "../dom";
 import { personalSign, walletError } from "../ethereum";
-import { formatDateTime, formatUsd } from "../format";
+import { formatBaseUnits, formatDateTime, formatUsd, parseBaseUnits, typedUsd, usdToBaseUnits } from "../format";
+import { type Control, clearErrors, fieldError, formAction, formError, formField, validatedForm } from "../forms";
+import { platformInfo } from "../platform";
 import { type PageContext, pageHeader, signInPrompt } from "../page";
-import { refreshMe } from "../session";
+import { me as currentMe, refreshMe } from "../session";
 import type { CardCheckout, HistoryItem, IssuedVoucher, Me, Withdrawal } from "../types";
 import { gettingStarted } from "./getting-started";
 
@@ -22,7 +24,7 @@ export async function walletPage(ctx: PageContext): Promise<void> {
   if (!ctx.me) return void ctx.root.append(signInPrompt("see your wallet"));
 
   const balances = h("div", { class: "grid grid-2" });
-  const history = h("div", {}, muted("Loading history…"));
+  const history = h("div", { "aria-busy": "true" }, muted("Loading history…", { class: "muted loading" }));
   const withdrawals = h("div", {});
   const reloadHistory = () => loadHistory(ctx, history);
   const reloadWithdrawals = () => loadWithdrawals(ctx, withdrawals);
@@ -38,7 +40,7 @@ export async function walletPage(ctx: PageContext): Promise<void> {
   ctx.root.append(
     balances,
     h("div", { class: "grid grid-2" }, depositCard(ctx, ctx.me, refresh), cardTopupCard(ctx, refresh)),
-    withdrawCard(ctx, ctx.me, withdrawals, async () => {
+    withdrawCard(ctx.me, withdrawals, async () => {
       await refresh();
       await reloadWithdrawals();
     }),
@@ -126,61 +128,93 @@ function sweepButton(ctx: PageContext, owner: string, refresh: () => Promise<voi
 }
 
 function cardTopupCard(ctx: PageContext, refresh: () => Promise<void>): HTMLElement {
-  const amount = h("input", {
-    type: "text",
-    inputmode: "decimal",
-    value: "10.00",
-    required: true,
-    pattern: "\\d{1,7}(\\.\\d{1,2})?",
-    testid: "card-amount",
-  });
+  const amount = h("input", { type: "text", inputmode: "decimal", value: "10.00", autocomplete: "off", testid: "card-amount" });
   const number = h("input", {
     type: "text",
     inputmode: "numeric",
     autocomplete: "cc-number",
     placeholder: "4242 4242 4242 4242",
-    required: true,
     testid: "card-number",
   });
   const submit = h("button", { type: "submit", class: "btn btn-primary", testid: "card-submit" }, "Top up");
   const result = h("p", { class: "result", testid: "card-result", role: "status" });
-  const form = h(
-    "form",
-    { class: "stack" },
-    field("Amount (USD)", amount),
-    field("Card number", number, "Sandbox: 4242 4242 4242 4242 succeeds, 4000 0000 0000 0002 is declined. No real card is charged."),
+  const amountField = formField("Amount (USD)", amount, "Up to 2 decimals.");
+  let bounds: { min?: bigint; max?: bigint } = {};
+  // The bounds are the gateway's (GET /v1/platform): the escrow's minimum deposit, and the largest card top-up.
+  void platformInfo().then((platform) => {
+    const min = platform?.min_deposit == null ? undefined : usdToBaseUnits(platform.min_deposit);
+    const max = platform?.card_topup_max === undefined ? undefined : usdToBaseUnits(platform.card_topup_max);
+    bounds = { min, max };
+    const hint = amountField.querySelector(".hint");
+    if (hint && min !== undefined && max !== undefined)
+      hint.textContent = `From ${formatBaseUnits(min)} (the minimum deposit) to ${formatBaseUnits(max)}, up to 2 decimals.`;
+  });
+  const form = validatedForm(
+    { class: "stack", testid: "card-form" },
+    amountField,
+    formField("Card number", number, "Sandbox: 4242 4242 4242 4242 succeeds, 4000 0000 0000 0002 is declined. No real card is charged."),
     h("div", { class: "actions" }, submit),
     result,
   );
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    void busy(submit, async () => {
-      result.textContent = "";
-      try {
-        const checkout = await post<CardCheckout>("/v1/topups/card", { amount: amount.value.trim(), card: number.value.trim() });
-        await followCheckout(ctx, checkout, result, refresh);
-      } catch (error) {
-        ctx.fail(error);
-      }
-    });
+    clearErrors(form);
+    const units = typedUsd(amount.value, 2);
+    const problems: [Control, string][] = [];
+    if (units === undefined || units === 0n) problems.push([amount, "Enter an amount in dollars, with up to 2 decimals, e.g. 10.00."]);
+    else if (bounds.min !== undefined && units < bounds.min)
+      problems.push([amount, `The minimum top-up is ${formatBaseUnits(bounds.min)} (the escrow's minimum deposit).`]);
+    else if (bounds.max !== undefined && units > bounds.max)
+      problems.push([amount, `The largest top-up is ${formatBaseUnits(bounds.max)}.`]);
+    const digits = number.value.replace(/[\s-]/g, "");
+    if (!/^\d{12,19}$/.test(digits)) problems.push([number, "Enter the card number: 12 to 19 digits."]);
+    for (const [control, message] of problems.reverse()) fieldError(control, message);
+    if (problems.length > 0) return;
+    void busy(
+      submit,
+      async () => {
+        result.textContent = "";
+        try {
+          const checkout = await post<CardCheckout>("/v1/topups/card", { amount: amount.value.trim(), card: number.value.trim() });
+          await followCheckout(ctx, checkout, result, refresh, (message) => fieldError(number, message));
+        } catch (error) {
+          formError(form, error, [
+            [/card number|declined/i, number],
+            [/amount|deposit|\$/i, amount],
+          ]);
+        }
+      },
+      "Paying…",
+    );
   });
   return card("Top up by card", form);
 }
 
-/** Shows a checkout's outcome, and waits for a paid one to be credited (mined, then indexed). */
-async function followCheckout(ctx: PageContext, first: CardCheckout, result: HTMLElement, refresh: () => Promise<void>): Promise<void> {
+/**
+ * Shows a checkout's outcome, and waits for a paid one to be credited (mined, then indexed). A declined card is
+ * the card's error: `cardError` shows it under the card number.
+ */
+async function followCheckout(
+  ctx: PageContext,
+  first: CardCheckout,
+  result: HTMLElement,
+  refresh: () => Promise<void>,
+  cardError: (message: string) => void,
+): Promise<void> {
   const amount = formatUsd(first.amount);
   let checkout = first;
   const deadline = Date.now() + CREDIT_WAIT_MS;
   for (;;) {
     if (checkout.status === "declined") {
-      result.className = "result result-error";
-      result.textContent = `Declined${checkout.decline_code ? ` (${checkout.decline_code.replace(/_/g, " ")})` : ""}: nothing was charged.`;
+      result.textContent = "";
+      cardError(`Declined${checkout.decline_code ? ` (${checkout.decline_code.replace(/_/g, " ")})` : ""}: nothing was charged.`);
+      // The declined attempt is in the history now.
+      await refresh();
       return;
     }
     if (checkout.status === "abandoned") {
-      result.className = "result result-error";
-      result.textContent = "The checkout expired before it was paid.";
+      result.textContent = "";
+      cardError("The checkout expired before it was paid: nothing was charged.");
       return;
     }
     if (checkout.credited) {
@@ -208,15 +242,20 @@ type WithdrawnTo = { amount: number; amount_base_units: string; to: string; nonc
  * the wallet and passes the USDC on in one operation (a plain voucher would pay the wallet, whose USDC is swept back
  * into the balance). Without one, the plain voucher path stays.
  */
-function withdrawCard(ctx: PageContext, me: Me, list: HTMLElement, after: () => Promise<void>): HTMLElement {
-  const amount = h("input", { type: "text", inputmode: "decimal", placeholder: "All available", testid: "withdraw-amount" });
+function withdrawCard(me: Me, list: HTMLElement, after: () => Promise<void>): HTMLElement {
+  const amount = h("input", {
+    type: "text",
+    inputmode: "decimal",
+    placeholder: "All available",
+    autocomplete: "off",
+    testid: "withdraw-amount",
+  });
   const submit = h("button", { type: "submit", class: "btn", testid: "withdraw-submit" }, "Withdraw");
   const result = h("div", { class: "result", testid: "withdraw-result", role: "status" });
   const wallet = me.wallet;
   const to = wallet
     ? h("input", {
         type: "text",
-        required: true,
         placeholder: "0x…",
         spellcheck: false,
         autocomplete: "off",
@@ -224,49 +263,68 @@ function withdrawCard(ctx: PageContext, me: Me, list: HTMLElement, after: () => 
         testid: "withdraw-to",
       })
     : undefined;
-  const form = h(
-    "form",
-    { class: "inline-form" },
-    field("Amount (USD)", amount, "Leave empty to withdraw everything available."),
-    ...(to ? [field("To address", to, "The USDC is sent to this address on the escrow's chain.")] : []),
-    submit,
+  const form = validatedForm(
+    { class: "inline-form", testid: "withdraw-form" },
+    formField("Amount (USD)", amount, "Up to 6 decimals; empty withdraws everything available."),
+    ...(to ? [formField("To address", to, "The USDC is sent to this address on the escrow's chain.")] : []),
+    formAction(submit),
   );
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    void busy(submit, async () => {
-      replaceChildren(result);
-      try {
-        const value = amount.value.trim();
-        if (to) {
-          const target = to.value.trim();
-          if (!/^0x[0-9a-fA-F]{40}$/.test(target))
-            return void ctx.fail("Enter the address to send the USDC to: 0x followed by 40 hexadecimal characters.");
-          const body = value ? { amount: value, to: target } : { to: target };
-          const sent = await withdrawTo(ctx, me, body);
-          if (!sent) return;
-          replaceChildren(
-            result,
-            h("p", {}, `Sent ${formatUsd(sent.amount, sent.amount_base_units)} to `, h("code", { class: "mono" }, sent.to), "."),
-            h("p", { class: "muted" }, "Transaction:"),
-            h("code", { class: "mono mono-full", testid: "withdraw-tx" }, sent.tx_hash),
-          );
-          to.value = "";
-        } else {
-          const issued = await post<IssuedVoucher>("/v1/withdrawals", value ? { amount: value } : {});
-          replaceChildren(
-            result,
-            h("p", {}, `Voucher for ${formatUsd(issued.amount)} issued, valid until ${formatDateTime(issued.expires_at)}. Status: issued.`),
-            h("p", { class: "muted" }, "Submit it to the escrow's withdrawWithVoucher from any wallet; the USDC goes to your address."),
-            h("div", { class: "mono-wrap" }, monoValue(issued.signature, {}, { copy: false }), copyVoucher(issued)),
-          );
+    clearErrors(form);
+    const value = amount.value.trim();
+    const problems: [Control, string][] = [];
+    const units = value === "" ? undefined : typedUsd(value);
+    if (value !== "" && (units === undefined || units === 0n))
+      problems.push([amount, "Enter an amount in dollars with up to 6 decimals, e.g. 1.50, or leave it empty to withdraw everything."]);
+    else if (units !== undefined) {
+      const available = availableUnits(me);
+      if (available !== undefined && units > available)
+        problems.push([amount, `Only ${formatBaseUnits(available)} is available to withdraw.`]);
+    }
+    const target = to?.value.trim() ?? "";
+    if (to && !/^0x[0-9a-fA-F]{40}$/.test(target))
+      problems.push([to, "Enter the address to send the USDC to: 0x followed by 40 hexadecimal characters."]);
+    for (const [control, message] of problems.reverse()) fieldError(control, message);
+    if (problems.length > 0) return;
+    void busy(
+      submit,
+      async () => {
+        replaceChildren(result);
+        try {
+          if (to) {
+            const body = value ? { amount: value, to: target } : { to: target };
+            const sent = await withdrawTo(me, body);
+            replaceChildren(
+              result,
+              h("p", {}, `Sent ${formatUsd(sent.amount, sent.amount_base_units)} to `, h("code", { class: "mono" }, sent.to), "."),
+              h("p", { class: "muted" }, "Transaction:"),
+              h("code", { class: "mono mono-full", testid: "withdraw-tx" }, sent.tx_hash),
+            );
+            to.value = "";
+          } else {
+            const issued = await post<IssuedVoucher>("/v1/withdrawals", value ? { amount: value } : {});
+            replaceChildren(
+              result,
+              h(
+                "p",
+                {},
+                `Voucher for ${formatUsd(issued.amount)} issued, valid until ${formatDateTime(issued.expires_at)}. Status: issued.`,
+              ),
+              h("p", { class: "muted" }, "Submit it to the escrow's withdrawWithVoucher from any wallet; the USDC goes to your address."),
+              h("div", { class: "mono-wrap" }, monoValue(issued.signature, {}, { copy: false }), copyVoucher(issued)),
+            );
+          }
+          amount.value = "";
+          await after();
+        } catch (error) {
+          // The address's refusals start "to must…"; the amount's name it, the balance, or a dollar figure.
+          formError(form, error, [...(to ? ([[/^to\b/i, to]] as const) : []), [/amount|available|\$/i, amount]]);
+          await after();
         }
-        amount.value = "";
-        await after();
-      } catch (error) {
-        ctx.fail(error);
-        await after();
-      }
-    });
+      },
+      "Withdrawing…",
+    );
   });
   const intro = wallet
     ? "The amount leaves your balance and the escrow pays it, through your wallet, to the address you enter, in one transaction. The gateway pays the gas."
@@ -274,19 +332,26 @@ function withdrawCard(ctx: PageContext, me: Me, list: HTMLElement, after: () => 
   return card("Withdraw", h("p", {}, intro), form, result, list);
 }
 
+/** What the page last knew was available, in base units (the header's /v1/me), or undefined. */
+function availableUnits(me: Me): bigint | undefined {
+  const latest = currentMe() ?? me;
+  const { available, available_base_units } = latest.balance;
+  return available_base_units !== undefined ? parseBaseUnits(available_base_units) : usdToBaseUnits(available);
+}
+
 /**
  * Withdraws to an address. A wallet the gateway holds the key of is sent in one call; a wallet owned by the
- * person's own key (SIWE) needs their signature on the UserOperation (prepare, personal_sign, submit).
+ * person's own key (SIWE) needs their signature on the UserOperation (prepare, personal_sign, submit). Throws
+ * what went wrong, in plain words, for the form to show.
  */
-async function withdrawTo(ctx: PageContext, me: Me, body: { amount?: string; to: string }): Promise<WithdrawnTo | undefined> {
+async function withdrawTo(me: Me, body: { amount?: string; to: string }): Promise<WithdrawnTo> {
   if (me.wallet?.owner !== "siwe") return post<WithdrawnTo>("/v1/wallet/withdraw", body);
   const prepared = await post<{ user_op_hash: string }>("/v1/wallet/withdraw/prepare", body);
   let signature: string;
   try {
     signature = await personalSign(prepared.user_op_hash, me.wallet.owner_address ?? "");
   } catch (error) {
-    ctx.fail(`${walletError(error)} The amount is held in a voucher that returns to your balance after it expires.`);
-    return undefined;
+    throw new Error(`${walletError(error)} The amount is held in a voucher that returns to your balance after it expires.`);
   }
   return post<WithdrawnTo>("/v1/wallet/withdraw/submit", { user_op_hash: prepared.user_op_hash, signature });
 }
@@ -341,6 +406,7 @@ const TYPE_LABEL: Record<string, string> = {
 };
 
 async function loadHistory(ctx: PageContext, box: HTMLElement): Promise<void> {
+  box.setAttribute("aria-busy", "true");
   try {
     const { items } = await get<{ items: HistoryItem[] }>("/v1/history?limit=50");
     if (items.length === 0) return replaceChildren(box, muted("No money has moved yet — top up above to get started."));
@@ -357,7 +423,10 @@ async function loadHistory(ctx: PageContext, box: HTMLElement): Promise<void> {
             item.description,
             h(
               "span",
-              { class: item.amount < 0 || item.amount_base_units?.startsWith("-") ? "amount-neg" : "amount-pos" },
+              {
+                class:
+                  item.amount < 0 || item.amount_base_units?.startsWith("-") ? "amount-neg" : item.amount === 0 ? "muted" : "amount-pos",
+              },
               formatUsd(item.amount, item.amount_base_units),
             ),
             statusBadge(item.status),
@@ -369,5 +438,7 @@ async function loadHistory(ctx: PageContext, box: HTMLElement): Promise<void> {
   } catch (error) {
     replaceChildren(box, muted("History is unavailable right now."));
     ctx.fail(error);
+  } finally {
+    box.removeAttribute("aria-busy");
   }
 }
