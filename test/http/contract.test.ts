@@ -311,6 +311,16 @@ describe("the API's contract: GET /openapi.json", function () {
     });
   });
 
+  describe("e-mail links opened by hand", () => {
+    it("GET /auth/email/verify and /auth/email/preview: a browser is sent to the link's page, any other client gets 404", async () => {
+      for (const step of ["verify", "preview"]) {
+        const browser = await call("GET", `/auth/email/${step}?token=abc`, { key: null, headers: { accept: "text/html" } });
+        expect(browser.status).to.equal(303);
+        expect((await call("GET", `/auth/email/${step}?token=abc`, { key: null })).status).to.equal(404);
+      }
+    });
+  });
+
   describe("x402", () => {
     it("POST /x402/skills/{skillId}/call and GET /x402/discovery/resources (no escrow chain here: 503)", async () => {
       // Paid calls and discovery on a chain: test/x402/x402.test.ts, checked against the same document.

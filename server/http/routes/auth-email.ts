@@ -125,7 +125,10 @@ export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; link
   router.get(["/auth/email/verify", "/auth/email/preview"], (req, res, next) => {
     if (!wantsPage(req)) return next();
     const token = typeof req.query.token === "string" ? req.query.token : "";
-    res.redirect(303, `${EMAIL_LINK_PATH}?token=${encodeURIComponent(token)}`);
+    res
+      .status(303)
+      .set("location", `${EMAIL_LINK_PATH}?token=${encodeURIComponent(token)}`)
+      .end();
   });
 
   return router;
