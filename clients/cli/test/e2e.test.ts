@@ -206,11 +206,13 @@ describe("skill-gateway CLI against a real gateway", function () {
     });
 
     it("exits 11 when the key's spending limit is reached, saying when it resets", async function () {
-      const limited = await stack.gw.keys.create(stack.buyerId, { spendLimit: { limitMicros: 1n, period: "total" } });
+      // The limit covers one call of echo ($0.001), not two.
+      const limited = await stack.gw.keys.create(stack.buyerId, { spendLimit: { limitMicros: 1_500n, period: "total" } });
+      expect((await cli(stack, dir, ["call", "echo"], { key: limited.key })).code).to.equal(0);
       const result = await cli(stack, dir, ["call", "echo"], { key: limited.key });
       expect(result.code).to.equal(EXIT.spendLimit);
       expect(result.stderr).to.equal(
-        "skill-gateway: This key's spending limit of $0.000001 in total is reached ($0.00 spent, this call costs $0.001); it does not reset: raise or remove the limit to go on.\n",
+        "skill-gateway: This key's spending limit of $0.0015 in total is reached ($0.001 spent, this call costs $0.001); it does not reset: raise or remove the limit to go on.\n",
       );
     });
 

@@ -106,14 +106,18 @@ describe("@skill-gateway/langchain against a real gateway", function () {
   });
 
   it("a key's spending limit reaches the model as its own message, not as one to add funds; nothing is charged", async function () {
-    const limited = await stack.gw.keys.create(stack.buyerId, { spendLimit: { limitMicros: 1n, period: "day" } });
+    // The limit covers one call of echo ($0.001), not two.
+    const limited = await stack.gw.keys.create(stack.buyerId, { spendLimit: { limitMicros: 1_500n, period: "day" } });
     const capped = new SkillGateway({ apiKey: limited.key, baseUrl: stack.url, maxRetries: 0 });
     const echo = await skillTool(capped, "echo");
+    expect(
+      ((await echo.invoke({ id: "call_3", name: "echo", args: { text: "hi" }, type: "tool_call" })) as ToolMessage).status,
+    ).to.not.equal("error");
     const before = await stack.available();
     const message = (await echo.invoke({ id: "call_4", name: "echo", args: { text: "hi" }, type: "tool_call" })) as ToolMessage;
     expect(message.status).to.equal("error");
     expect(message.content).to.match(
-      /^Spending limit reached: This key's spending limit of \$0\.000001 per day is reached \(.*\); it resets at \S+Z\. Nothing was charged\. Calls of echo or any paid skill with this API key are refused until the limit resets or its owner raises it\.$/,
+      /^Spending limit reached: This key's spending limit of \$0\.0015 per day is reached \(.*\); it resets at \S+Z\. Nothing was charged\. Calls of echo or any paid skill with this API key are refused until the limit resets or its owner raises it\.$/,
     );
     const artifact = message.artifact as SkillToolArtifact;
     expect(artifact.ok ? null : [artifact.error.status, artifact.error.code]).to.deep.equal([402, "key_spend_limit_reached"]);
