@@ -40,14 +40,17 @@ export async function marketplacePage(ctx: PageContext): Promise<void> {
 
   const cards = skills.map((skill) => ({ skill, element: skillCard(skill) }));
   replaceChildren(grid, ...cards.map((c) => c.element));
-  search.addEventListener("input", () => {
+  const filter = () => {
     let shown = 0;
     for (const { skill, element } of cards) {
       element.hidden = !matchesSearch(skill, search.value);
       if (!element.hidden) shown++;
     }
     empty.hidden = shown > 0;
-  });
+  };
+  search.addEventListener("input", filter);
+  // What was typed while the list loaded applies at once.
+  filter();
 }
 
 function skillCard(skill: Skill): HTMLElement {
