@@ -84,6 +84,9 @@ export class SellerSkills {
   ): Promise<{ ok: true; skill: SellerSkill; signingSecret: string; backendCheck: BackendCheck } | SellerSkillRefusal> {
     const invalid = this.check(fields);
     if (invalid) return invalid;
+    // Before the test call, so that a taken slug cannot make the gateway call a host for nothing (the insert below
+    // stays the guard against a race).
+    if (await this.store.slugTaken(fields.slug)) return refusal("slug_taken", "That slug is taken: choose another.");
     const id = randomUUID();
     const signingSecret = randomBytes(32).toString("hex");
     const backendCheck = await this.checkBackend({ backendUrl: fields.backendUrl, signingSecret, timeoutMs: fields.timeoutMs });

@@ -116,6 +116,11 @@ export class SkillsStore {
    * The sum of the update times moves with any write, even one stamped earlier than the latest by a
    * replica whose clock is behind; a rewrite with the very same time is the one change it can miss.
    */
+  /** Whether any skill (listed or not, anyone's) has `slug`. */
+  async slugTaken(slug: string): Promise<boolean> {
+    return (await this.db.value<string>("SELECT id FROM skills WHERE slug = ?", [slug])) !== undefined;
+  }
+
   async changeStamp(): Promise<string> {
     const row = await this.db.one<{ n: bigint; total: bigint | string | null }>(
       "SELECT COUNT(*) AS n, SUM(updated_at) AS total FROM skills",

@@ -67,7 +67,12 @@ export function backendChecker(options: { egress: EgressPolicy; maxResponseBytes
 
 /** Turns the forwarder's answer into what the seller is told. */
 export function describeCheck(result: ForwardResult, latencyMs: number, timeoutMs: number): BackendCheck {
-  const clip = (text: string) => (text.length > SNIPPET_CHARS ? `${text.slice(0, SNIPPET_CHARS - 1)}…` : text);
+  // The backend's words, shown to the seller: control and format characters (a bell, a bidi override) become U+FFFD,
+  // and the cut falls between code points, never inside a surrogate pair.
+  const clip = (text: string) => {
+    const chars = [...text.replace(/[\p{Cf}]|(?![\n\t])\p{Cc}/gu, "\uFFFD")];
+    return chars.length > SNIPPET_CHARS ? `${chars.slice(0, SNIPPET_CHARS - 1).join("")}…` : chars.join("");
+  };
   if (result.kind === "ok") {
     return {
       reachable: true,

@@ -7,14 +7,14 @@
 export type CsvCell = string | number | null;
 
 /**
- * One cell. Text that a spreadsheet would run as a formula (starting with =, +, -, @, a tab or a carriage return:
+ * One cell. Text that a spreadsheet would run as a formula (starting with =, +, -, @ or any control character:
  * OWASP's "CSV injection") is prefixed with a single quote, so that it shows as the text it is. Numbers are
  * written as they are: they come from the gateway, never from a stranger.
  */
 export function csvCell(value: CsvCell): string {
   if (value === null) return "";
   if (typeof value === "number") return String(value);
-  const text = /^[=+\-@\t\r]/.test(value) ? `'${value}` : value;
+  const text = /^[=+\-@\p{Cc}]/u.test(value) ? `'${value}` : value;
   return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
 }
 

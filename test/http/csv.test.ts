@@ -12,7 +12,8 @@ describe("CSV cells (server/http/csv.ts)", () => {
   });
 
   it("writes text a spreadsheet would run as a formula as text", () => {
-    for (const text of ["=1+1", "+1", "-1", "@SUM(A1)", "\tx", "\rx"]) expect(csvCell(text)).to.match(/^"?'/, JSON.stringify(text));
+    for (const text of ["=1+1", "+1", "-1", "@SUM(A1)", "\tx", "\rx", "\nx", "\u0000x"])
+      expect(csvCell(text)).to.match(/^"?'/, JSON.stringify(text));
     expect(csvCell('=HYPERLINK("x","y")')).to.equal(`"'=HYPERLINK(""x"",""y"")"`);
     expect(csvCell("a=b")).to.equal("a=b");
   });

@@ -85,6 +85,13 @@ describe("checkDisplayName", () => {
     expect(checkDisplayName("🙂".repeat(61)).ok).to.equal(false);
   });
 
+  it("refuses names that show nothing or hide characters: fillers, format marks, separators, piled-up accents", () => {
+    for (const name of ["\u3164", "\u2800", "a\u061Cb", "a\u00ADb", "a\u2028b", "a\u{E0041}b", "e\u0301\u0301\u0301\u0301\u0301\u0301"]) {
+      expect(checkDisplayName(name).ok, JSON.stringify(name)).to.equal(false);
+    }
+    expect(checkDisplayName("e\u0301").ok).to.equal(true);
+  });
+
   it("keeps inner spaces and accents", () => {
     expect(checkDisplayName(" Zoë  Café ")).to.deep.equal({ ok: true, name: "Zoë  Café" });
   });

@@ -157,6 +157,15 @@ describe("seller skills (/v1/seller/skills)", () => {
       expect(await stack.gw.db.value<bigint>("SELECT COUNT(*) FROM calls")).to.equal(0n);
     });
 
+    it("refuses a taken slug before any test call: a listing is no free probe of another host", async () => {
+      expect((await seller.request("POST", "/v1/seller/skills", buildSkill(backend.url))).status).to.equal(201);
+      const calls = backend.state.requests.length;
+      const again = await seller.request("POST", "/v1/seller/skills", buildSkill(backend.url));
+      expect(again.status).to.equal(409);
+      expect(again.body.code).to.equal("slug_taken");
+      expect(backend.state.requests.length).to.equal(calls);
+    });
+
     it("refuses a backend that does not answer at all (nothing listens on its port), listing nothing", async () => {
       const dead = `${deadOrigin}/shout`;
       const reply = await seller.request("POST", "/v1/seller/skills", buildSkill(dead));

@@ -1,4 +1,5 @@
-import express, { type Router } from "express";
+import express, { type NextFunction, type Request, type Response, type Router } from "express";
+import { rateLimit } from "express-rate-limit";
 import { jsonBody } from "../json-body";
 import { type SellerSkill, type SellerSkillFields, SellerSkills } from "../../catalog/seller-skills";
 import type { Sessions } from "../../identity/sessions";
@@ -82,6 +83,9 @@ function sellerFields(body: UpdateSellerSkillBody): Partial<SellerSkillFields> &
  *                                    proved it controls that address by signing in with it (SIWE)
  * Another account's skill is answered as an unknown one: 404.
  */
+/** Listings and backend changes (each a test call to the backend) per account per minute. */
+const LISTING_CHECKS_PER_MIN = 30;
+
 export function sellerRoutes(deps: {
   sessions: Sessions;
   ledger: Ledger;
@@ -97,10 +101,28 @@ export function sellerRoutes(deps: {
   const sellerSkills = new SellerSkills(
     deps.skills,
     deps.config,
-    backendChecker({ egress: deps.egress, maxResponseBytes: deps.config.maxResponseBytes }),
+    // A test call needs no more of the answer than its first lines: at most 64 KiB is read.
+    backendChecker({ egress: deps.egress, maxResponseBytes: Math.min(deps.config.maxResponseBytes, 64 * 1024) }),
   );
 
-  router.post("/v1/seller/skills", session, json, async (req, res) => {
+  // A listing, or a new backend URL, makes one signed test call to a host the seller names: at most
+  // LISTING_CHECKS_PER_MIN a minute per account, so the gateway is nobody's free prober (per replica).
+  const checks = rateLimit({
+    windowMs: 60_000,
+    limit: LISTING_CHECKS_PER_MIN,
+    keyGenerator: (req: Request) => `seller:${req.session!.accountId}`,
+    standardHeaders: "draft-8",
+    legacyHeaders: false,
+    handler: (_req: Request, _res: Response, next: NextFunction) =>
+      next(
+        new ApiError(
+          "rate_limited",
+          `Too many listings or backend changes: at most ${LISTING_CHECKS_PER_MIN} a minute. Try again shortly.`,
+        ),
+      ),
+  });
+
+  router.post("/v1/seller/skills", session, checks, json, async (req, res) => {
     const body = parseRequest(createSellerSkillBody, req.body);
     const fields: SellerSkillFields = {
       slug: body.slug,
@@ -125,7 +147,7 @@ export function sellerRoutes(deps: {
     res.json(dataEnvelope((await sellerSkills.list(req.session!.accountId)).map(view)));
   });
 
-  router.patch("/v1/seller/skills/:id", session, json, async (req, res) => {
+  router.patch("/v1/seller/skills/:id", session, checks, json, async (req, res) => {
     const patch = sellerFields(parseRequest(updateSellerSkillBody, req.body));
     if (patch.backendUrl !== undefined) await checkBackend(deps.egress, patch.backendUrl);
     if (patch.inputSchema) await checkSchema(deps.skills, patch.inputSchema);
