@@ -4,7 +4,7 @@ import { type SkillRegistry, SkillValidationError } from "./skills";
 import type { SkillListingRecord, SkillsStore } from "./skills-store";
 import { usdDisplay } from "../ledger/money";
 import { type Refusal, refusal } from "../errors";
-import type { BackendCheck, CheckBackend } from "../gateway/backend-check";
+import type { BackendCheck, CheckBackend } from "./backend-check";
 
 /** What a seller sets on a skill (all of it at creation; any of it in an edit, the slug excepted). */
 export interface SellerSkillFields {

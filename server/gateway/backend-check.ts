@@ -24,28 +24,9 @@ export const LISTING_CHECK_TIMEOUT_MS = 5_000;
 /** How much of the backend's answer the seller is shown. */
 const SNIPPET_CHARS = 200;
 
-export interface BackendCheck {
-  /** Whether something answered: false only when no HTTP answer came back (the listing is then refused). */
-  reachable: boolean;
-  /** Whether the answer was a 2xx with JSON, as a call needs. */
-  ok: boolean;
-  /** The HTTP status it answered, or null when none. */
-  status: number | null;
-  latencyMs: number;
-  /** The start of the answer's JSON, or of what went wrong. */
-  snippet: string;
-  /** In plain words, for the seller. */
-  message: string;
-}
-
-/** What the test call needs of the skill: where it goes, the secret it is signed with, and how long it may take. */
-export interface BackendCheckTarget {
-  backendUrl: string;
-  signingSecret: string;
-  timeoutMs: number;
-}
-
-export type CheckBackend = (target: BackendCheckTarget) => Promise<BackendCheck>;
+// The check's shapes belong to the catalog, which asks for it (a listing); the call path's forwarder makes it here.
+export type { BackendCheck, BackendCheckTarget, CheckBackend } from "../catalog/backend-check";
+import type { BackendCheck, CheckBackend } from "../catalog/backend-check";
 
 /**
  * Builds the listing's test call. Each check gets a forwarder of its own, closed after it: a listing's backend
