@@ -1,4 +1,3 @@
-import type { Sql } from "../db/sql";
 import { type Refusal, refusal } from "../errors";
 
 /**
@@ -34,14 +33,4 @@ export function checkDisplayName(raw: string): DisplayNameCheck {
   if (FORBIDDEN.test(name) || !VISIBLE.test(name) || /\p{M}{5,}/u.test(name))
     return refusal("invalid_request", "The display name must not contain control or invisible characters.");
   return { ok: true, name };
-}
-
-/** The account's display name, or null when it has set none. */
-export async function displayNameOf(db: Sql, accountId: string): Promise<string | null> {
-  return (await db.value<string | null>("SELECT display_name FROM accounts WHERE id = ?", [accountId])) ?? null;
-}
-
-/** Sets (or, with null, removes) the account's display name; the caller checked it with `checkDisplayName`. */
-export async function setDisplayName(db: Sql, accountId: string, name: string | null): Promise<void> {
-  await db.run("UPDATE accounts SET display_name = ? WHERE id = ?", [name, accountId]);
 }

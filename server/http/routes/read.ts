@@ -8,7 +8,7 @@ import type { AddressesStore } from "../../settlement/addresses-store";
 import { microsToUsd } from "../../ledger/money";
 import { requireAccount } from "../auth";
 import type { Sessions } from "../../identity/sessions";
-import { displayNameOf } from "../../identity/display-name";
+import { displayNameOf } from "../../identity/display-name-store";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
 
