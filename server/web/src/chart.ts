@@ -41,14 +41,20 @@ export function spendChart(days: readonly DaySpend[]): HTMLElement {
     grid.appendChild(svg("line", { x1: 0, y1: y, x2: 100, y2: y, class: tick === 0n ? "chart-axis" : "chart-gridline" }));
   }
 
+  // One number of decimals down the axis ($0.000, $0.005, $0.010), the most any tick needs.
+  const texts = ticks.map((tick) => formatBaseUnits(tick));
+  const decimals = Math.max(...texts.map((text) => text.split(".")[1]?.length ?? 0));
+  const tickText = new Map(
+    ticks.map((tick, i) => [tick, texts[i].replace(/\.(\d*)$/, (_m, frac: string) => `.${frac.padEnd(decimals, "0")}`)]),
+  );
   const yAxis = h("div", { class: "chart-y", "aria-hidden": "true", testid: "chart-y-axis" });
   for (const tick of ticks) {
-    const label = h("span", { class: "chart-tick" }, formatBaseUnits(tick));
+    const label = h("span", { class: "chart-tick" }, tickText.get(tick)!);
     label.style.bottom = `${percent(tick)}%`;
     yAxis.appendChild(label);
   }
   // The labels are placed absolutely, so they give the axis no width: it is as wide as the longest (monospace).
-  yAxis.style.minWidth = `${Math.max(...ticks.map((tick) => formatBaseUnits(tick).length)) + 1}ch`;
+  yAxis.style.minWidth = `${Math.max(...[...tickText.values()].map((text) => text.length)) + 1}ch`;
 
   const tip = h("div", { class: "chart-tip", role: "tooltip", id: "chart-tip", testid: "chart-tip", hidden: true });
   const columns = bars.map((bar, i) => {

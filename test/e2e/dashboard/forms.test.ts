@@ -225,7 +225,7 @@ describe("the dashboard's forms, in a real browser", function () {
     await expectHeading(page, "Form Echo");
     await page.getByTestId("try-submit").click();
     expect(await textOf(page.getByTestId("try-status"), /402/)).to.include("402");
-    await page.getByTestId("wallet-link").click();
+    await page.getByTestId("try-wallet-link").click();
     await expectHeading(page, "Wallet");
   });
 

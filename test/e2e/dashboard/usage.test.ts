@@ -188,8 +188,8 @@ describe("the Usage page, in a real browser", function () {
     expect(usage).to.include(`Total${formatBaseUnits(sum(seeded.filter((c) => c.key === "laptop")))} · 3 calls`);
     // A key with a daily limit says what it spent today and in how many calls (its one call today failed, uncharged).
     const serverRow = page.getByTestId("key-row").filter({ hasText: "server" });
-    expect(await textOf(serverRow.getByTestId("key-limit-shown"))).to.equal("$1.000 per day");
-    expect(await textOf(serverRow.getByTestId("key-spent"))).to.equal("$0.000 spent today, 1 call");
+    expect(await textOf(serverRow.getByTestId("key-limit-shown"))).to.equal("$1.00 per day");
+    expect(await textOf(serverRow.getByTestId("key-spent"))).to.equal("$0.00 spent today, 1 call");
     shots.push(...(await screenshotPage(page, "keys-usage")));
 
     await laptopRow.getByTestId("key-usage-link").click();
