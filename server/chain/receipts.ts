@@ -52,3 +52,11 @@ export function buildMerkleTree(leaves: readonly Hex[]): { root: Hex; proof: (in
     },
   };
 }
+
+/** A call id (a UUID) as the bytes32 a receipt carries (and the escrow's X402Settled event): its 16 bytes, left-padded with zeros. */
+export function callIdToBytes32(callId: string): Hex {
+  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(callId)) {
+    throw new RangeError(`a call id must be a UUID, got "${callId}"`);
+  }
+  return `0x${"0".repeat(32)}${callId.replace(/-/g, "").toLowerCase()}`;
+}

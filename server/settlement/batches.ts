@@ -11,7 +11,7 @@
 import type { Address, Hash, Hex } from "viem";
 import { isUniqueViolation, type Sql } from "../db/sql";
 import type { Ledger } from "../ledger/ledger";
-import { buildMerkleTree, receiptLeaf, type CallReceipt } from "../chain/receipts";
+import { buildMerkleTree, callIdToBytes32, receiptLeaf, type CallReceipt } from "../chain/receipts";
 import { settlementAddress } from "./addresses";
 import type { AddressesStore } from "./addresses-store";
 import type { BatchRow, BatchesStore, HoldRow } from "./batches-store";
@@ -37,13 +37,7 @@ export type ReceiptForReturnType =
 
 const BATCH_CACHE_SIZE = 8;
 
-/** A call id (a UUID) as the bytes32 a receipt carries: its 16 bytes, left-padded with zeros. */
-export function callIdToBytes32(callId: string): Hex {
-  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(callId)) {
-    throw new RangeError(`a call id must be a UUID, got "${callId}"`);
-  }
-  return `0x${"0".repeat(32)}${callId.replace(/-/g, "").toLowerCase()}`;
-}
+export { callIdToBytes32 } from "../chain/receipts";
 
 /** The inverse of callIdToBytes32. */
 export function bytes32ToCallId(value: Hex): string {

@@ -13,6 +13,7 @@ import { getAbiItem, getAddress, type Address, type Hex, type PublicClient } fro
 import { skillEscrowAbi } from "../chain/abi";
 import type { Sql } from "../db/sql";
 import { settlementAddress } from "./addresses";
+import { callIdToBytes32 } from "../chain/receipts";
 import type { AddressesStore } from "./addresses-store";
 import type { ReconcileBatchRow, ReconcileStore } from "./reconcile-store";
 import { EXIT_COMPLETED_EVENT } from "./exits";
@@ -89,11 +90,6 @@ export class ReconcileError extends Error {
 export type ReconcileErrorType = ReconcileError | Error;
 
 const DEFAULT_LOG_CHUNK_BLOCKS = 10_000n;
-
-/** A call id (UUID) as the escrow's bytes32 callId, lower-case (as server/x402 sends it). */
-function x402CallId(callId: string): string {
-  return `0x${callId.replace(/-/g, "").toLowerCase().padEnd(64, "0")}`;
-}
 
 /**
  * Compares the escrow's state at the current block with the ledger's settled view and returns every
@@ -254,7 +250,7 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
   // (mined, not yet recorded) counts as the chain says.
   const x402Known = new Set<string>();
   for (const payment of ledgerSide.x402) {
-    const key = x402CallId(payment.call_id);
+    const key = callIdToBytes32(payment.call_id);
     x402Known.add(key);
     const event = x402Events.get(key);
     if (!event) {
@@ -296,7 +292,7 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
       strict: true,
     });
     const seen = new Set(later.map((log) => log.args.callId.toLowerCase()));
-    for (const callId of missingX402.filter((id) => !seen.has(x402CallId(id)))) {
+    for (const callId of missingX402.filter((id) => !seen.has(callIdToBytes32(id)))) {
       differences.push({
         code: "x402_not_on_chain",
         detail: `the ledger recorded x402 call ${callId} settled, the chain has no X402Settled for it`,

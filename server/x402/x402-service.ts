@@ -5,6 +5,8 @@ import type { Config } from "../config";
 import { uuidv7 } from "../db/ids";
 import type { ErrorCode } from "../errors";
 import { computeCharge } from "../ledger/fees";
+import { usdDisplay } from "../ledger/money";
+import { callIdToBytes32 } from "../chain/receipts";
 import { type Ledger, X402_SOURCE_ID } from "../ledger/ledger";
 import type { Skill, SkillRegistry } from "../catalog/skills";
 import type { CallAnswer, CallAnswers, CallEnd } from "../gateway/call-service";
@@ -144,7 +146,7 @@ export class X402Service {
           req,
           skill.slug,
           "payment_required",
-          `Payment required: this call costs ${usd(charge.chargedMicros)} in USDC on ${this.network}; see the PAYMENT-REQUIRED header.`,
+          `Payment required: this call costs ${usdDisplay(charge.chargedMicros)} in USDC on ${this.network}; see the PAYMENT-REQUIRED header.`,
         ),
         paymentRequired: required(),
       };
@@ -290,7 +292,7 @@ export class X402Service {
       const settleBlock = await this.deps.chainHead();
       if (!(await this.deps.payments.markSettling(callId, settleBlock))) throw new Error(`x402 payment ${callId} was no longer reserved`);
       sent = true;
-      const settlement = await this.deps.settler.settle(auth, seller, charge.feeMicros, callIdBytes(callId));
+      const settlement = await this.deps.settler.settle(auth, seller, charge.feeMicros, callIdToBytes32(callId));
       const response = (success: boolean, errorReason?: string, transaction?: string): SettleResponse => ({
         success,
         ...(errorReason ? { errorReason } : {}),
@@ -375,7 +377,7 @@ export class X402Service {
       if (page.length === 0) break;
       after = { createdAtMs: page[page.length - 1].createdAtMs, callId: page[page.length - 1].callId };
       for (const payment of page) {
-        const id = callIdBytes(payment.callId);
+        const id = callIdToBytes32(payment.callId);
         if (payment.status === "settling") {
           const from = payment.settleBlock ?? 0n;
           const found = await chain.find(id, from);
@@ -591,17 +593,6 @@ export class X402Service {
   }
 }
 
-/** The call id (a UUID) as the escrow's bytes32 callId: its 16 bytes, left-aligned, zero-padded. */
-export function callIdBytes(callId: string): Hex {
-  return `0x${callId.replace(/-/g, "").toLowerCase().padEnd(64, "0")}`;
-}
-
 function elapsedUs(req: X402CallRequest): number {
   return (performance.now() - req.startedAt) * 1000;
-}
-
-function usd(micros: bigint): string {
-  const whole = micros / 1_000_000n;
-  const frac = (micros % 1_000_000n).toString().padStart(6, "0").replace(/0+$/, "");
-  return `$${whole}${frac ? `.${frac.padEnd(2, "0")}` : ".00"}`;
 }

@@ -17,7 +17,7 @@ import { settlementStores } from "../../server/settlement/store";
 import { earningsOf } from "../../server/settlement/earnings";
 import { X402PaymentsStore } from "../../server/x402/payments-store";
 import { EscrowX402Settler } from "../../server/x402/escrow-settlement";
-import { callIdBytes } from "../../server/x402/x402-service";
+import { callIdToBytes32 } from "../../server/chain/receipts";
 import { X402_SOURCE_ID } from "../../server/ledger/ledger";
 import { type LocalChain, gatewayChain, startLocalChain } from "../helpers/chain";
 import { describeEachEngine } from "../helpers/engines";
@@ -520,7 +520,7 @@ describe("x402: payments left open by a crash are resolved at the next start", (
       walletClient: gatewayChainConnection.x402Wallet!,
       escrowAddress: chain.deployment.escrow,
     });
-    const mined = await settler.settle(minedAuth, seller, 200n, callIdBytes("0195f0a0-0000-7000-8000-000000000001"));
+    const mined = await settler.settle(minedAuth, seller, 200n, callIdToBytes32("0195f0a0-0000-7000-8000-000000000001"));
     expect(mined.kind).to.equal("settled");
     // Reserved, never sent.
     await reserve("0195f0a0-0000-7000-8000-000000000002", await authorize());
