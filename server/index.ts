@@ -14,6 +14,7 @@ import { type ChainConnection, type MoneyPath, createMoneyPath } from "./settlem
 import { settlementStores } from "./settlement/store";
 import type { Config } from "./config";
 import { CallService } from "./gateway/call-service";
+import { CallPipeline } from "./gateway/pipeline";
 import { callAnswers } from "./http/call-answer";
 import { CallsStore } from "./gateway/calls-store";
 import { EgressPolicy, type HostResolver } from "./gateway/egress";
@@ -234,9 +235,9 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     });
   }
   const forwarder = new Forwarder({ maxResponseBytes: config.maxResponseBytes, egress });
-  const callService = new CallService({
+  const pipeline = new CallPipeline({
     config,
-    ledger,
+    db: ledger.db,
     skills,
     calls,
     idempotency,
@@ -244,7 +245,6 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     dailyCap,
     forwarder,
     answers: callAnswers,
-    now: options.now,
     onCall: (call) => {
       metrics.observeCall(call);
       // For the request's log line: which skill, how it ended, what it charged.
@@ -256,6 +256,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
       }
     },
   });
+  const callService = new CallService({ config, ledger, pipeline, now: options.now });
   const settlement = settlementStores(db);
   const moneyPath = options.chain ? createMoneyPath(ledger, settlement, config, options.chain, log) : undefined;
   const x402 = options.chain
@@ -264,20 +265,9 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
         ledger,
         skills,
         calls,
-        forwarder,
-        answers: callAnswers,
-        limiter,
+        pipeline,
         sellerAddress: (accountId) => settlementAddress(settlement.addresses, accountId),
         replicaId: config.replicaId,
-        onCall: (call) => {
-          metrics.observeCall(call);
-          const request = currentRequest();
-          if (request) {
-            request.skill = call.skill;
-            request.outcome = call.outcome;
-            request.chargedMicros = call.chargedMicros;
-          }
-        },
       })
     : undefined;
   // x402 payments a crash left open: a single gateway resolves its own at once (none can be in flight yet).

@@ -1,4 +1,5 @@
-import type { CallAnswer, CallAnswers, CallEnd, CallResult } from "../gateway/call-service";
+import type { Refusal } from "../errors";
+import type { CallAnswer, CallAnswers, CallEnd, CallResult } from "../gateway/call-result";
 import type { RateDecision } from "../gateway/rate-limit";
 import { callMetadata, errorEnvelope, successEnvelope } from "./envelope";
 import { ERROR_STATUS } from "./errors";
@@ -25,12 +26,21 @@ export interface CallResponse extends CallAnswer {
   headers: Record<string, string>;
 }
 
+/**
+ * The answer to a request refused before any call began (no such skill, an idempotency key in use or reused): the
+ * error envelope alone, with no call metadata, since no call was made.
+ */
+export function refusedAnswer(refused: Refusal): CallAnswer {
+  return { status: ERROR_STATUS[refused.code], body: JSON.stringify(errorEnvelope(refused.code, refused.message, refused.details)) };
+}
+
 /** The response to a call's result, its headers added: rate limit, Retry-After, the call id, or that it is a replay. */
-export function callResponse(result: CallResult): CallResponse {
+export function callResponse(result: CallResult<unknown>): CallResponse {
   if (result.kind === "replayed") return { status: result.status, body: result.body, headers: { "idempotent-replayed": "true" } };
-  const headers = rateHeaders(result.rate);
+  if (result.kind === "refused") return { ...refusedAnswer(result.refusal), headers: {} };
+  const headers = result.rate ? rateHeaders(result.rate) : {};
   if (result.retryAfterMs !== undefined) headers["retry-after"] = String(Math.max(1, Math.ceil(result.retryAfterMs / 1000)));
-  headers["x-call-id"] = result.callId;
+  if (result.callId) headers["x-call-id"] = result.callId;
   return { status: result.status, body: result.body, headers };
 }
 

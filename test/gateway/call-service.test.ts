@@ -1,8 +1,9 @@
 import { expect } from "chai";
 import type { Config } from "../../server/config";
 import type { Database, Sql } from "../../server/db/sql";
-import { GatewayError } from "../../server/errors";
-import { type CallRequest, type CallResult, CallService, type CallServiceDeps } from "../../server/gateway/call-service";
+import { type CallRequest, CallService } from "../../server/gateway/call-service";
+import type { CallResult } from "../../server/gateway/call-result";
+import { CallPipeline } from "../../server/gateway/pipeline";
 import { type CallRecord, CallsStore } from "../../server/gateway/calls-store";
 import type { ForwardResult, Forwarder } from "../../server/gateway/forward";
 import { IdempotencyKeys } from "../../server/gateway/idempotency";
@@ -75,9 +76,10 @@ describeEachEngine("CallService", (engine) => {
     calls = new FailingCallsStore(db);
     backend = async () => ({ kind: "ok", status: 200, data: { echoed: true } });
     told = [];
-    const deps: CallServiceDeps = {
-      config: { rateLimitPerMin: 100, dailyCallCap: 0, feeMode: "included", feeBps: 1_000n } as Config,
-      ledger,
+    const config = { rateLimitPerMin: 100, dailyCallCap: 0, feeMode: "included", feeBps: 1_000n } as Config;
+    const pipeline = new CallPipeline({
+      config,
+      db,
       skills: {
         resolve: (ref: string) => (ref === skill.slug || ref === skill.id ? skill : undefined),
         validateInput: async (_skill: Skill, input: unknown) => ((input as { bad?: boolean }).bad ? ["bad is not allowed"] : []),
@@ -89,8 +91,8 @@ describeEachEngine("CallService", (engine) => {
       forwarder: { forward: () => backend() } as unknown as Forwarder,
       answers: callAnswers,
       onCall: (call) => told.push({ outcome: call.outcome, chargedMicros: call.chargedMicros }),
-    };
-    service = new CallService(deps);
+    });
+    service = new CallService({ config, ledger, pipeline });
   });
 
   const call = (overrides: Partial<CallRequest> = {}): Promise<CallResult> =>
@@ -102,10 +104,16 @@ describeEachEngine("CallService", (engine) => {
       "SELECT outcome, charged_micros, hold_id FROM calls ORDER BY created_at, rowid",
     );
   const keyState = (key: string) => db.value<string>("SELECT state FROM idempotency_keys WHERE account_id = 'buyer' AND key = ?", [key]);
-  const codeOf = (error: unknown) => (error instanceof GatewayError ? error.code : error);
+  /** The answer of a call that was made (not a replay, not refused before it began). */
+  const answered = (result: CallResult) => {
+    if (result.kind !== "answered") throw new Error(`expected an answered call, got ${JSON.stringify(result)}`);
+    return result;
+  };
+  /** The code of a request refused before any call began. */
+  const refusedCode = (result: CallResult) => (result.kind === "refused" ? result.refusal.code : result.kind);
 
   it("charges a successful call: the capture, its line and the stored answer commit together", async () => {
-    const result = await call(idempotent("k"));
+    const result = answered(await call(idempotent("k")));
     expect(result).to.include({ kind: "answered", status: 200 });
     expect(await ledger.balance("buyer")).to.deep.equal({ availableMicros: 1_500n, heldMicros: 0n });
     expect(await holds()).to.deep.equal([{ status: "captured" }]);
@@ -136,7 +144,7 @@ describeEachEngine("CallService", (engine) => {
 
   it("keeps the answer of a backend's refusal of the input for the retry, charging nothing", async () => {
     backend = async () => ({ kind: "rejected", status: 422, message: "no such thing" });
-    const result = await call(idempotent("k"));
+    const result = answered(await call(idempotent("k")));
     expect(result).to.include({ kind: "answered", status: 400, code: "skill_rejected_input" });
     expect(await holds()).to.deep.equal([{ status: "released" }]);
     expect(await keyState("k")).to.equal("completed");
@@ -148,9 +156,9 @@ describeEachEngine("CallService", (engine) => {
     const invalid = await call({ ...idempotent("a"), input: { bad: true } });
     expect(invalid).to.include({ status: 400, code: "invalid_input" });
     await ledger.credit("buyer", 1n, "dev_credit");
-    const held = [await call(), await call()];
+    const held = [answered(await call()), answered(await call())];
     expect(held.map((r) => r.status)).to.deep.equal([200, 200]);
-    const poor = await call(idempotent("b"));
+    const poor = answered(await call(idempotent("b")));
     expect(poor).to.include({ status: 402, code: "insufficient_balance" });
     expect(poor.body).to.contain("$0.000501 is available");
     expect(await lines()).to.have.length(4);
@@ -171,7 +179,7 @@ describeEachEngine("CallService", (engine) => {
     backend = () => new Promise((resolve) => (answer = resolve));
     const first = call(idempotent("k"));
     while (!answer) await new Promise((resolve) => setTimeout(resolve, 1));
-    const second = await call(idempotent("k")).catch(codeOf);
+    const second = refusedCode(await call(idempotent("k")));
     expect(second).to.equal("idempotency_key_in_use");
     answer({ kind: "ok", status: 200, data: 1 });
     expect(await first).to.include({ status: 200 });
@@ -180,9 +188,16 @@ describeEachEngine("CallService", (engine) => {
 
   it("refuses a key reused with another request", async () => {
     await call(idempotent("k"));
-    const reused = await service
-      .execute({ endpoint: "call", apiKey, skillRef: "echo", input: {}, startedAt: 0, idempotency: { key: "k", requestHash: "other" } })
-      .catch(codeOf);
+    const reused = refusedCode(
+      await service.execute({
+        endpoint: "call",
+        apiKey,
+        skillRef: "echo",
+        input: {},
+        startedAt: 0,
+        idempotency: { key: "k", requestHash: "other" },
+      }),
+    );
     expect(reused).to.equal("idempotency_key_reused");
   });
 
@@ -210,7 +225,7 @@ describeEachEngine("CallService", (engine) => {
   });
 
   it("answers an unknown skill 404 before anything is written", async () => {
-    expect(await call({ skillRef: "nope", ...idempotent("k") }).catch(codeOf)).to.equal("skill_not_found");
+    expect(refusedCode(await call({ skillRef: "nope", ...idempotent("k") }))).to.equal("skill_not_found");
     expect([await holds(), await lines(), await keyState("k")]).to.deep.equal([[], [], undefined]);
   });
 });

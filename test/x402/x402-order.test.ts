@@ -13,8 +13,8 @@ import { type TestStack, startStack } from "../helpers/gateway";
 const usdcAbi = loadArtifact("TestUSDC").abi;
 
 /**
- * The documented order of the x402 call path's checks (X402Service.call in server/x402/x402-service.ts): when a
- * paid call breaks several rules at once, the earliest check decides the answer. Each row breaks its own rule and,
+ * The documented order of the call path's checks with an x402 payment (the pipeline's steps, server/gateway/pipeline.ts,
+ * and the payment's own, server/x402/x402-payment.ts): when a paid call breaks several rules at once, the earliest check decides the answer. Each row breaks its own rule and,
  * wherever the path allows it, every later one, so it pins the position of its check. In `before`, one payer's
  * authorization, `spent`, is presented to a skill whose backend fails: it is reserved (step 13), its nonce stays unused
  * on-chain, and it spends the payer's one call per minute on that skill (step 12); a second authorization does the
@@ -208,6 +208,16 @@ describe("the order of the x402 call path's checks", () => {
       expect(await usdcOf(payer.address)).to.equal(before);
     });
   }
+
+  it("answers an unknown skill as the keyed endpoints do: the error envelope alone, no call metadata, no call id", async () => {
+    const x402 = await call("no-such", {});
+    const keyed = await stack.post("/v1/skills/no-such/call", {});
+    for (const res of [x402, keyed]) {
+      expect(res.status).to.equal(404);
+      expect(Object.keys(res.body).sort()).to.deep.equal(["code", "error", "request_id", "success"]);
+      expect(res.headers.get("x-call-id")).to.equal(null);
+    }
+  });
 
   it("a call that passes every check answers 200 with a PAYMENT-RESPONSE, and the payer pays", async () => {
     const before = await usdcOf(payer.address);

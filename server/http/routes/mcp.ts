@@ -128,6 +128,7 @@ function mcpServer(deps: McpRoutesParameters, apiKey: ApiKeyRecord, skills: () =
         idempotency: idempotencyOf(skill, input, _meta),
         startedAt,
       });
+      if (response.kind === "refused") return errorResult(response.refusal.code, response.refusal.message);
       return toolResult(callResponse(response));
     } catch (error) {
       if (error instanceof GatewayError) return errorResult(error.code, error.message);

@@ -5,6 +5,7 @@ import type { Config } from "../../config";
 import type { X402Service } from "../../x402";
 import { skillParametersBody } from "../contract/call";
 import { parseRequest } from "../contract/common";
+import { callResponse } from "../call-answer";
 import { ApiError } from "../errors";
 import { jsonBody } from "../json-body";
 import { publicBase } from "../public-url";
@@ -45,19 +46,21 @@ export function x402Routes(deps: { config: Config; x402?: X402Service }): Router
     const x402 = service();
     const input = parseRequest(skillParametersBody, req.body ?? {});
     const header = req.headers[PAYMENT_SIGNATURE];
-    const answer = await x402.call({
+    const result = await x402.call({
       skillRef: String(req.params.skillId),
       input,
       paymentHeader: Array.isArray(header) ? header[0] : header,
       resourceUrl: `${publicBase(deps.config, req)}${req.originalUrl.split("?")[0]}`,
       startedAt,
     });
-    if (answer.callId) res.set("x-call-id", answer.callId);
-    if (answer.paymentRequired) res.set(PAYMENT_REQUIRED, encodePaymentRequiredHeader(answer.paymentRequired));
-    if (answer.settlement) res.set(PAYMENT_RESPONSE, encodePaymentResponseHeader(answer.settlement));
+    const { status, body, headers } = callResponse(result);
+    res.set(headers);
+    const note = result.kind === "answered" ? result.note : undefined;
+    if (note?.paymentRequired) res.set(PAYMENT_REQUIRED, encodePaymentRequiredHeader(note.paymentRequired));
+    if (note?.settlement) res.set(PAYMENT_RESPONSE, encodePaymentResponseHeader(note.settlement));
     // Browser clients read these across origins only if they are exposed.
     res.set("access-control-expose-headers", `${PAYMENT_REQUIRED}, ${PAYMENT_RESPONSE}, X-Call-Id`);
-    res.status(answer.status).type("application/json").send(answer.body);
+    res.status(status).type("application/json").send(body);
   });
 
   router.get("/x402/discovery/resources", async (req: Request, res: Response) => {

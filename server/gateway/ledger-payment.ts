@@ -1,0 +1,115 @@
+import type { Sql } from "../db/sql";
+import { refusal } from "../errors";
+import type { Hold, HoldResult, Ledger } from "../ledger/ledger";
+import { usdDisplay } from "../ledger/money";
+import type { CallPayment, PaidCall, PaymentRefusal, RecordCall, Settlement } from "./payment";
+
+/**
+ * A keyed call's payment: a hold on the account's prepaid balance in the ledger, counted against the key's spending
+ * limit in the hold's own transaction. Settled by capturing the hold (the seller's 90% and the platform's fee) in a
+ * durable transaction shared with the other charges of this replica; voided by releasing it.
+ */
+export class LedgerPayment implements CallPayment {
+  readonly payer: { accountId: string; apiKeyId: string };
+  readonly logsRefusals = true;
+  private hold: Hold | null = null;
+
+  constructor(
+    private readonly ledger: Ledger,
+    key: { accountId: string; apiKeyId: string },
+    /** The clock the key's spending period is read by (ms since the epoch). */
+    private readonly now: () => number,
+  ) {
+    this.payer = key;
+  }
+
+  get holdId(): string | null {
+    return this.hold?.id ?? null;
+  }
+
+  /** A keyed call's key was authenticated before the call began: there is no other offer to check. */
+  offer(): undefined {
+    return undefined;
+  }
+
+  /** The hold: the balance covers the price (402 insufficient_balance), then the key's spending limit allows it (402). */
+  async reserve(call: PaidCall): Promise<PaymentRefusal | undefined> {
+    const { accountId, apiKeyId } = this.payer;
+    const held = await this.ledger.hold({
+      accountId,
+      sellerAccountId: call.skill.sellerAccountId,
+      skillId: call.skill.id,
+      charge: call.charge,
+      apiKeyId,
+      nowMs: this.now(),
+    });
+    if (held.ok) {
+      this.hold = held.hold;
+      return undefined;
+    }
+    if (held.reason === "key_spend_limit_reached") return refusal("key_spend_limit_reached", spendLimitMessage(held));
+    const message = (await this.ledger.hasExitShortfall(accountId))
+      ? "Insufficient balance: an exit from the escrow is pending for this account, and its money is frozen until the exit completes or is cancelled."
+      : `Insufficient balance: this call costs ${usdDisplay(held.neededMicros)} and ${usdDisplay(held.availableMicros)} is available. Add funds.`;
+    return refusal("insufficient_balance", message);
+  }
+
+  /**
+   * The capture, the calls log's line and the idempotent answer commit together, and the answer waits until they are
+   * on disk. Charges share commits (and flushes) with the others of this replica: they all post to the platform's
+   * balance row, whose lock each would otherwise hold through a flush of its own.
+   */
+  async settle(record: RecordCall): Promise<Settlement> {
+    const hold = this.open();
+    await this.ledger.db.transaction(
+      async (tx) => {
+        const captured = await this.ledger.capture(hold.id, tx);
+        if (!captured.ok) throw new Error(`hold ${hold.id} was not open at capture`);
+        await record.settled(tx);
+      },
+      { durable: true, group: true },
+    );
+    return { ok: true };
+  }
+
+  /** The release, the line and the key's fate, in one transaction that need not wait for the disk (a lost release is a hold released at the next start). */
+  async void(record: (tx: Sql) => Promise<void>): Promise<void> {
+    const hold = this.open();
+    await this.ledger.db.transaction(async (tx) => {
+      await this.ledger.release(hold.id, tx);
+      await record(tx);
+    });
+  }
+
+  async abandon(): Promise<void> {
+    if (this.hold) await this.ledger.release(this.hold.id);
+  }
+
+  unchargedNote(): string {
+    return "You were not charged.";
+  }
+
+  private open(): Hold {
+    if (!this.hold) throw new Error("the call's payment was not reserved");
+    return this.hold;
+  }
+}
+
+const PER_PERIOD = { day: "per day", month: "per month", total: "in total" } as const;
+
+/**
+ * The refusal of a call its key's spending limit does not allow: the limit, its period, what is spent, and when it
+ * resets (a UTC boundary, to the second) or that it never does.
+ */
+function spendLimitMessage(refused: Extract<HoldResult, { reason: "key_spend_limit_reached" }>): string {
+  const spent = `${usdDisplay(refused.spentMicros)} spent, this call costs ${usdDisplay(refused.neededMicros)}`;
+  const resets =
+    refused.resetsAtMs === null
+      ? "it does not reset: raise or remove the limit to go on"
+      : `it resets at ${new Date(refused.resetsAtMs).toISOString().replace(/\.\d{3}Z$/, "Z")}`;
+  if (refused.neededMicros > refused.limitMicros) {
+    // Waiting for the reset would not help: this call alone costs more than the whole limit.
+    return `This call costs ${usdDisplay(refused.neededMicros)}, more than this key's whole spending limit of ${usdDisplay(refused.limitMicros)} ${PER_PERIOD[refused.period]}: raise the limit to make it.`;
+  }
+  return `This key's spending limit of ${usdDisplay(refused.limitMicros)} ${PER_PERIOD[refused.period]} is reached (${spent}); ${resets}.`;
+}

@@ -1,0 +1,89 @@
+import type { Sql } from "../db/sql";
+import type { Refusal } from "../errors";
+import type { Charge } from "../ledger/fees";
+import type { Skill } from "../catalog/skills";
+import type { RateRule } from "./rate-limit";
+
+/**
+ * How a call is paid for, as the call pipeline (./pipeline.ts) sees it: one object per call, which reserves the
+ * call's price before the backend is called and then either settles it (the call succeeded) or voids it (it did
+ * not). Two implementations: the ledger's hold on a prepaid balance (./ledger-payment.ts, keyed calls) and an x402
+ * authorization (server/x402/x402-payment.ts). Business outcomes (no funds, a payment that does not verify, a
+ * settlement the chain refused) are returned as refusals; only faults throw.
+ *
+ * The pipeline owns the calls log and the idempotency key: a payment runs the pipeline's `record` inside the
+ * transaction that settles or voids it, so a call's line (and its idempotent answer) commits with its money or not
+ * at all. A call whose price is 0 is never reserved: the pipeline records it alone.
+ */
+export interface CallPayment<N = never> {
+  /** Who the calls log names: the account and key billed, or the x402 source. */
+  readonly payer: { accountId: string; apiKeyId: string };
+  /**
+   * Whether a call refused before it reached a backend gets a line in the calls log. An account's refusals are its
+   * usage (and its daily cap counts them); an anonymous caller's are not logged, since anyone could grow the log.
+   */
+  readonly logsRefusals: boolean;
+  /** The ledger hold the calls log links the call to, once reserved; null for a payment held elsewhere. */
+  readonly holdId: string | null;
+
+  /**
+   * Checks, before the limits, that a payment is offered at all and can be read (x402: a PAYMENT-SIGNATURE that
+   * parses). Undefined when it is; a keyed call's key was checked before the call began.
+   */
+  offer(call: PaidCall): PaymentRefusal<N> | undefined;
+
+  /** Reserves the call's price; a refusal ends the call before its backend is called, with nothing reserved. */
+  reserve(call: PaidCall, admit: Admit): Promise<PaymentRefusal<N> | undefined>;
+
+  /**
+   * Takes the reserved price: the call succeeded. `record.settled` runs in the transaction that makes the payment
+   * final, which is durable before this returns. A settlement can still be refused (an x402 payer whose funds left
+   * while the skill ran): then nothing is paid, and the call ends in the refusal returned.
+   */
+  settle(record: RecordCall): Promise<Settlement<N>>;
+
+  /** Gives the reservation back: the call failed. `record` runs in the transaction that releases it. */
+  void(record: (tx: Sql) => Promise<void>): Promise<void>;
+
+  /**
+   * A fault ended the call before it was settled or voided (a bug, a database that failed): gives back whatever
+   * the payment can still give back. What may already be final stays for recovery to decide.
+   */
+  abandon(): Promise<void>;
+
+  /** The sentence a failed call's message ends with ("You were not charged."), or "" for a call that reserved nothing to say of. */
+  unchargedNote(reserved: boolean): string;
+}
+
+/** What a payment's checks know of the call they reserve for. */
+export interface PaidCall {
+  skill: Skill;
+  /** The price, split per the fee mode: what is reserved. Never 0 (a free call is not reserved). */
+  charge: Charge;
+  callId: string;
+  input: unknown;
+}
+
+/**
+ * The pipeline's limits, for a payment whose payer is known only once its payment verifies (x402): admits the call
+ * under `rule` or refuses it (429), `who` naming whose limit it is in the message ("skill \"echo\" from this payer").
+ */
+export type Admit = (rule: RateRule, who: string) => Promise<Refusal<"rate_limited"> | undefined>;
+
+/** A payment's refusal: the code and message the client gets, and what the payment adds to the answer (its headers). */
+export type PaymentRefusal<N = never> = Refusal & { note?: N };
+
+/** The calls log's line and the idempotency key's fate, written by the pipeline inside a payment's transaction. */
+export interface RecordCall {
+  /** The call succeeded and is paid. */
+  settled(tx: Sql): Promise<void>;
+  /** The payment's settlement was refused: the call ends in `refused`, charged nothing. */
+  refused(tx: Sql, refused: PaymentRefusal<unknown>): Promise<void>;
+}
+
+/**
+ * How a settlement ended: paid (with what the payment adds to the answer), or refused. A refused settlement is
+ * `recorded` when its payment was closed and the call's line written; not recorded when its fate is unknown (an
+ * x402 settlement sent but not confirmed), which recovery records once it is known.
+ */
+export type Settlement<N = never> = { ok: true; note?: N } | (PaymentRefusal<N> & { recorded: boolean });

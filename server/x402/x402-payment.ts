@@ -1,0 +1,330 @@
+import type { PaymentRequired, PaymentRequirements, SettleResponse } from "@x402/core/types";
+import type { Address } from "viem";
+import type { Config } from "../config";
+import type { Sql } from "../db/sql";
+import { refusal } from "../errors";
+import { type Charge, computeCharge } from "../ledger/fees";
+import { type Ledger, X402_SOURCE_ID } from "../ledger/ledger";
+import { usdDisplay } from "../ledger/money";
+import { callIdToBytes32 } from "../chain/receipts";
+import type { Skill } from "../catalog/skills";
+import type { Admit, CallPayment, PaidCall, PaymentRefusal, RecordCall, Settlement } from "../gateway/payment";
+import type { Eip3009Authorization, EscrowX402Settler } from "./escrow-settlement";
+import type { X402PaymentsStore } from "./payments-store";
+import {
+  acceptedMatches,
+  MalformedPayment,
+  networkOf,
+  type ParsedPayment,
+  paymentRequired,
+  parsePaymentHeader,
+  requirementsFor,
+  type X402Asset,
+} from "./protocol";
+import type { PaymentVerifier } from "./verifier";
+
+/** An authorization must outlive the call (the skill's timeout) by this much, for the settlement to be sent and mined. */
+export const SETTLEMENT_MARGIN_S = 30n;
+
+/** What x402 adds to a call's answer: the PAYMENT-REQUIRED header (402s) and the PAYMENT-RESPONSE header (a settlement). */
+export interface X402Note {
+  paymentRequired?: PaymentRequired;
+  settlement?: SettleResponse;
+}
+
+/** The parts an x402 payment works with; one set for every call. */
+export interface X402PaymentDeps {
+  config: Config;
+  ledger: Ledger;
+  payments: X402PaymentsStore;
+  verifier: PaymentVerifier;
+  settler: EscrowX402Settler;
+  asset: X402Asset;
+  /** The escrow address a seller account is credited at (its settlement address); undefined if it has none. */
+  sellerAddress(accountId: string): Promise<Address | undefined>;
+  /** The chain's head block number (recorded as a payment's settlement is sent: where recovery looks for it). */
+  chainHead(): Promise<bigint>;
+  /** This replica's name in the payments it reserves (several replicas may share the database). */
+  replicaId: string | null;
+  now: () => number;
+}
+
+/** What one call of `skill` costs over x402: the charge per the fee mode, and its payment requirements. */
+export function x402Price(
+  deps: Pick<X402PaymentDeps, "config" | "asset">,
+  skill: Skill,
+): { charge: Charge; requirements: PaymentRequirements } {
+  const charge = computeCharge(skill.priceMicros, deps.config.feeMode, deps.config.feeBps);
+  const timeoutS = Math.ceil(skill.timeoutMs / 1000) + 2 * Number(SETTLEMENT_MARGIN_S);
+  return { charge, requirements: requirementsFor(deps.asset, charge.chargedMicros, timeoutS) };
+}
+
+/** A reserved payment: the authorization, whom it credits, and what it splits into. */
+interface Reserved {
+  call: PaidCall;
+  callId: string;
+  auth: Eip3009Authorization;
+  seller: Address;
+  charge: Charge;
+}
+
+/**
+ * A call's payment by an x402 `exact` authorization (EIP-3009), on the call pipeline. Its checks, in order:
+ *
+ *   offer    a PAYMENT-SIGNATURE is present (402 payment_required), and is an x402 v2 exact payment (402 payment_invalid)
+ *   reserve  it is for these requirements: scheme, network, asset, recipient, amount (402); it is valid no longer than
+ *            asked, already valid, and long enough for the call and its settlement (402); it verifies: signature,
+ *            funds, nonce unused on-chain (402); the skill's seller can be credited by the escrow (503); the payer is
+ *            under the skill's per-minute limit (429); the authorization was never presented before (402 payment_reused:
+ *            the (payer, nonce) row is unique, on every replica sharing the database)
+ *
+ * Settled on-chain after the backend answered with data: the escrow pulls the payment in and credits the seller and
+ * the treasury in one transaction (settleX402), and only once that is mined does the ledger record it, durably, with
+ * the call's line. A settlement the chain refuses pays nothing and sends no data (402); one whose fate is unknown
+ * stays open for recovery (X402Service.recover). Voided by closing the reservation: nothing was sent.
+ */
+export class X402Payment implements CallPayment<X402Note> {
+  readonly payer = { accountId: X402_SOURCE_ID, apiKeyId: "x402" };
+  readonly logsRefusals = false;
+  readonly holdId = null;
+  private parsed: ParsedPayment | undefined;
+  private reserved: Reserved | undefined;
+  /** The settlement may have been sent: from here only its outcome, or recovery, closes the payment. */
+  private sent = false;
+
+  constructor(
+    private readonly deps: X402PaymentDeps,
+    private readonly request: {
+      /** The PAYMENT-SIGNATURE header, if any. */
+      paymentHeader: string | undefined;
+      /** The absolute URL called: the resource the payment requirements describe. */
+      resourceUrl: string;
+    },
+  ) {}
+
+  offer(call: PaidCall): PaymentRefusal<X402Note> | undefined {
+    const header = this.request.paymentHeader;
+    if (header === undefined || header.trim() === "") {
+      return this.refused(
+        call,
+        "payment_required",
+        `Payment required: this call costs ${usdDisplay(call.charge.chargedMicros)} in USDC on ${networkOf(this.deps.asset)}; see the PAYMENT-REQUIRED header.`,
+      );
+    }
+    try {
+      this.parsed = parsePaymentHeader(header);
+    } catch (error) {
+      if (!(error instanceof MalformedPayment)) throw error;
+      return this.refused(call, "payment_invalid", error.message, "invalid_payload");
+    }
+    return undefined;
+  }
+
+  async reserve(call: PaidCall, admit: Admit): Promise<PaymentRefusal<X402Note> | undefined> {
+    const { deps } = this;
+    const { skill, charge } = call;
+    const payment = this.parsed;
+    if (!payment) throw new Error("an x402 payment is reserved only after its offer was read");
+    const { requirements } = x402Price(deps, skill);
+    const mismatch = acceptedMatches(payment.payload.accepted, requirements);
+    if (mismatch) return this.refused(call, "payment_invalid", `Payment refused: ${mismatch}.`, "invalid_payment_requirements");
+
+    const auth = payment.authorization;
+    const nowS = BigInt(Math.floor(deps.now() / 1000));
+    const lastsUntil = nowS + BigInt(Math.ceil(skill.timeoutMs / 1000)) + SETTLEMENT_MARGIN_S;
+    // Not valid for longer than asked (plus a minute of clock skew): a payment whose fate is unknown must expire
+    // soon, so that recovery can close it (and a value past the database's integers is refused here, not there).
+    const latest = nowS + BigInt(requirements.maxTimeoutSeconds) + 60n;
+    const validBefore = "invalid_exact_evm_payload_authorization_valid_before";
+    if (auth.validBefore > latest) {
+      return this.refused(
+        call,
+        "payment_invalid",
+        `Payment refused: the authorization is valid until ${auth.validBefore}, longer than the ${requirements.maxTimeoutSeconds} s asked (at most ${latest}).`,
+        validBefore,
+      );
+    }
+    if (auth.validAfter > nowS) {
+      return this.refused(
+        call,
+        "payment_invalid",
+        "Payment refused: the authorization is not valid yet.",
+        "invalid_exact_evm_payload_authorization_valid_after",
+      );
+    }
+    if (auth.validBefore < lastsUntil) {
+      return this.refused(
+        call,
+        "payment_invalid",
+        `Payment refused: the authorization expires at ${auth.validBefore}, before this call and its settlement can finish (${lastsUntil}); sign one valid for at least ${requirements.maxTimeoutSeconds} s.`,
+        validBefore,
+      );
+    }
+    const verified = await deps.verifier.verify(payment.payload, requirements, auth);
+    if (!verified.valid) return this.refused(call, "payment_invalid", `Payment refused: ${verified.message}.`, verified.reason);
+
+    const seller = await deps.sellerAddress(skill.sellerAccountId);
+    if (!seller) {
+      return refusal(
+        "chain_not_configured",
+        "This skill's seller has no on-chain address for the escrow to credit yet; pay with an API key instead.",
+      );
+    }
+
+    // The payer is known once its signature verifies: only then is it counted (a claimed payer could be anyone's).
+    if (skill.rateLimitPerMin !== null) {
+      const limited = await admit(
+        { key: `skill:${skill.id}:x402:${auth.from.toLowerCase()}`, limit: skill.rateLimitPerMin, windowMs: 60_000 },
+        `skill "${skill.slug}" from this payer`,
+      );
+      if (limited) return limited;
+    }
+
+    const reserved = await deps.payments.reserve(
+      {
+        callId: call.callId,
+        skillId: skill.id,
+        sellerAccountId: skill.sellerAccountId,
+        payer: auth.from.toLowerCase(),
+        nonce: auth.nonce,
+        validAfter: auth.validAfter,
+        validBefore: auth.validBefore,
+        amountMicros: charge.chargedMicros,
+        sellerMicros: charge.sellerMicros,
+        feeMicros: charge.feeMicros,
+      },
+      deps.replicaId,
+      deps.now(),
+    );
+    if (!reserved) {
+      return this.refused(
+        call,
+        "payment_reused",
+        "Payment refused: this authorization was already presented for another call; sign a new one.",
+        "invalid_exact_evm_nonce_already_used",
+      );
+    }
+    this.reserved = { call, callId: call.callId, auth, seller, charge };
+    return undefined;
+  }
+
+  async settle(record: RecordCall): Promise<Settlement<X402Note>> {
+    const { deps } = this;
+    const { call, callId, auth, seller, charge } = this.open();
+    const settleBlock = await deps.chainHead();
+    if (!(await deps.payments.markSettling(callId, settleBlock))) throw new Error(`x402 payment ${callId} was no longer reserved`);
+    this.sent = true;
+    const settlement = await deps.settler.settle(auth, seller, charge.feeMicros, callIdToBytes32(callId));
+    const response = (success: boolean, errorReason?: string, transaction?: string): SettleResponse => ({
+      success,
+      ...(errorReason ? { errorReason } : {}),
+      transaction: transaction ?? "",
+      network: networkOf(deps.asset),
+      payer: auth.from,
+      ...(success ? { amount: charge.chargedMicros.toString() } : {}),
+    });
+
+    if (settlement.kind === "refused") {
+      const refused: PaymentRefusal<X402Note> = {
+        ...refusal(
+          "payment_settlement_failed",
+          `Payment could not be settled (${settlement.reason}): nothing was paid, and the skill's answer is not sent.`,
+        ),
+        note: {
+          paymentRequired: this.paymentRequired(call, "settlement_failed"),
+          settlement: response(false, "settlement_failed", settlement.txHash),
+        },
+      };
+      await deps.ledger.db.transaction(async (tx) => {
+        await this.close(tx, "settling", "failed", settlement.txHash ?? null);
+        await record.refused(tx, refused);
+      });
+      return { ...refused, recorded: true };
+    }
+    if (settlement.kind === "unknown") {
+      // Left open on purpose: recovery finds the settlement on-chain (and records it) or closes the payment.
+      return {
+        ...refusal(
+          "chain_unavailable",
+          "The chain did not confirm this payment's settlement in time. If it lands, it is recorded (the PAYMENT-RESPONSE header names the transaction, when it was sent); the skill's answer is not sent.",
+        ),
+        note: { settlement: response(false, "settlement_unconfirmed", settlement.txHash) },
+        recorded: false,
+      };
+    }
+    await recordSettlement(
+      deps,
+      { callId, sellerAccountId: call.skill.sellerAccountId, sellerMicros: charge.sellerMicros, feeMicros: charge.feeMicros },
+      settlement.txHash,
+      (tx) => record.settled(tx),
+    );
+    return { ok: true, note: { settlement: response(true, undefined, settlement.txHash) } };
+  }
+
+  async void(record: (tx: Sql) => Promise<void>): Promise<void> {
+    await this.deps.ledger.db.transaction(async (tx) => {
+      await this.close(tx, "reserved", "released", null);
+      await record(tx);
+    });
+  }
+
+  /** Before the settlement could have been sent, the reservation is given back; after, the payment stays for recovery. */
+  async abandon(): Promise<void> {
+    if (!this.reserved || this.sent) return;
+    await this.deps.payments.close(this.reserved.callId, "reserved", "released", this.deps.now()).catch(() => undefined);
+  }
+
+  unchargedNote(reserved: boolean): string {
+    return reserved ? "Your payment was not used." : "";
+  }
+
+  private open(): Reserved {
+    if (!this.reserved) throw new Error("the call's x402 payment was not reserved");
+    return this.reserved;
+  }
+
+  /** Closes the reserved payment as `status`, in `tx`, from the state it must be in. */
+  private async close(tx: Sql, from: "reserved" | "settling", status: "released" | "failed", txHash: string | null): Promise<void> {
+    const { callId } = this.open();
+    if (!(await this.deps.payments.close(callId, from, status, this.deps.now(), txHash, tx))) {
+      throw new Error(`x402 payment ${callId} was not ${from} when it was closed ${status}`);
+    }
+  }
+
+  /** The requirements of `call`'s skill, as a PAYMENT-REQUIRED header says them, with the protocol's reason. */
+  private paymentRequired(call: PaidCall, error?: string): PaymentRequired {
+    const { skill } = call;
+    const resource = { url: this.request.resourceUrl, description: skill.description || skill.name, mimeType: "application/json" };
+    return paymentRequired(resource, x402Price(this.deps, skill).requirements, error);
+  }
+
+  /** A refusal of the payment, with the PAYMENT-REQUIRED header that says what to pay and, when given, why this did not. */
+  private refused(call: PaidCall, code: PaymentRefusal["code"], message: string, error?: string): PaymentRefusal<X402Note> {
+    return { ...refusal(code, message), note: { paymentRequired: this.paymentRequired(call, error) } };
+  }
+}
+
+/**
+ * The books of a payment settled on-chain, in one durable transaction: its x402_payment entry (the seller's earned,
+ * the platform's fee), the payment marked settled, and the call's line (`line`). For a call just settled, and for
+ * one recovery found settled.
+ */
+export async function recordSettlement(
+  deps: Pick<X402PaymentDeps, "ledger" | "payments" | "now">,
+  payment: { callId: string; sellerAccountId: string; sellerMicros: bigint; feeMicros: bigint },
+  txHash: string,
+  line: (tx: Sql) => Promise<void>,
+): Promise<void> {
+  const { ledger, payments } = deps;
+  await ledger.db.transaction(
+    async (tx) => {
+      const { callId, sellerAccountId, sellerMicros, feeMicros } = payment;
+      const entryId = await ledger.recordX402Payment({ callId, sellerAccountId, sellerMicros, feeMicros, txHash }, tx);
+      if (!(await payments.markSettled(payment.callId, txHash.toLowerCase(), entryId, deps.now(), tx))) {
+        throw new Error(`x402 payment ${payment.callId} was not open when its settlement was recorded`);
+      }
+      await line(tx);
+    },
+    { durable: true },
+  );
+}
