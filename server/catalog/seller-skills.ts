@@ -1,9 +1,10 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import type { Config } from "../config";
-import { type SkillRegistry, SkillValidationError } from "./skills";
+import { SKILL_DESCRIPTION_RULE, SKILL_NAME_RULE, type SkillRegistry, SkillValidationError } from "./skills";
 import type { SkillListingRecord, SkillsStore } from "./skills-store";
 import { usdDisplay } from "../ledger/money";
 import { type Refusal, refusal } from "../errors";
+import { checkText } from "../text";
 import type { BackendCheck, CheckBackend } from "./backend-check";
 
 /** What a seller sets on a skill (all of it at creation; any of it in an edit, the slug excepted). */
@@ -31,8 +32,8 @@ export type SellerSkillRefusal = Refusal<"invalid_request" | "slug_taken" | "not
 
 /** Limits on what a seller may set, beyond the price bounds of the configuration. */
 export const SKILL_LIMITS = {
-  nameChars: 100,
-  descriptionChars: 2_000,
+  nameChars: SKILL_NAME_RULE.maxChars,
+  descriptionChars: SKILL_DESCRIPTION_RULE.maxChars,
   timeoutMsMin: 100,
   timeoutMsMax: 120_000,
   rateLimitPerMinMax: 1_000_000,
@@ -82,7 +83,10 @@ export class SellerSkills {
     sellerAccountId: string,
     fields: SellerSkillFields,
   ): Promise<{ ok: true; skill: SellerSkill; signingSecret: string; backendCheck: BackendCheck } | SellerSkillRefusal> {
-    const invalid = this.check(fields);
+    const own = this.checkFields(fields);
+    if (!own.ok) return own;
+    fields = { ...fields, ...own.fields };
+    const invalid = this.catalogueCheck(fields);
     if (invalid) return invalid;
     // Before the test call, so that a taken slug cannot make the gateway call a host for nothing (the insert below
     // stays the guard against a race).
@@ -129,6 +133,10 @@ export class SellerSkills {
     ref: string,
     patch: Partial<Omit<SellerSkillFields, "slug">> & { listed?: boolean },
   ): Promise<{ ok: true; skill: SellerSkill; backendCheck?: BackendCheck } | SellerSkillRefusal> {
+    // What the patch holds is checked on its own before anything goes out: a refused edit makes no test call.
+    const own = this.checkFields(patch);
+    if (!own.ok) return own;
+    patch = { ...patch, ...own.fields };
     // A new backend URL gets the listing's test call first, outside the transaction (it may take seconds).
     let backendCheck: BackendCheck | undefined;
     if (patch.backendUrl !== undefined) {
@@ -147,8 +155,13 @@ export class SellerSkills {
         if (!record) return refusal("not_found", "No such skill among yours.");
         const current = toSellerSkill(record);
         const next: SellerSkillFields = { ...current, ...definedOnly(patch) };
-        // CPU only (bounds, and compiling a small schema): the route checked the costly ones first.
-        const invalid = this.check(next);
+        // CPU only (bounds, and compiling a small schema): the route checked the costly ones first. The name and
+        // description were checked in the patch: stored ones are not judged again, so that a skill listed before the
+        // text policy can still be edited and unlisted.
+        const { name: _name, description: _description, ...bounded } = next;
+        const own = this.checkFields(bounded);
+        if (!own.ok) return own;
+        const invalid = this.catalogueCheck(next);
         if (invalid) return invalid;
         await this.store.updateOwn(
           sellerAccountId,
@@ -180,31 +193,50 @@ export class SellerSkills {
     return this.update(sellerAccountId, ref, { listed: false });
   }
 
-  private check(fields: SellerSkillFields): SellerSkillRefusal | undefined {
+  /**
+   * Checks the fields a seller gave, each on its own (CPU only, so it runs before the test call): the price range, the
+   * timeout and rate limit bounds, and the name and description under the text policy (../text.ts), which it returns
+   * normalized.
+   */
+  private checkFields(
+    fields: Partial<SellerSkillFields>,
+  ): { ok: true; fields: Partial<Pick<SellerSkillFields, "name" | "description">> } | SellerSkillRefusal {
     const invalid = (message: string) => refusal("invalid_request", message);
     const { minSkillPriceMicros: min, maxSkillPriceMicros: max } = this.config;
-    if (fields.priceMicros < min || fields.priceMicros > max) {
+    const normalized: Partial<Pick<SellerSkillFields, "name" | "description">> = {};
+    if (fields.priceMicros !== undefined && (fields.priceMicros < min || fields.priceMicros > max)) {
       return invalid(`Price must be between ${usdDisplay(min)} and ${usdDisplay(max)}.`);
     }
-    if (fields.name.trim() === "" || fields.name.length > SKILL_LIMITS.nameChars)
-      return invalid(`name must be 1 to ${SKILL_LIMITS.nameChars} characters.`);
-    if (fields.description.length > SKILL_LIMITS.descriptionChars)
-      return invalid(`description must be at most ${SKILL_LIMITS.descriptionChars} characters.`);
+    if (fields.name !== undefined) {
+      const name = checkText(fields.name, SKILL_NAME_RULE);
+      if (!name.ok) return name;
+      normalized.name = name.text;
+    }
+    if (fields.description !== undefined) {
+      const description = checkText(fields.description, SKILL_DESCRIPTION_RULE);
+      if (!description.ok) return description;
+      normalized.description = description.text;
+    }
+    const timeoutMs = fields.timeoutMs;
     if (
-      !Number.isInteger(fields.timeoutMs) ||
-      fields.timeoutMs < SKILL_LIMITS.timeoutMsMin ||
-      fields.timeoutMs > SKILL_LIMITS.timeoutMsMax
+      timeoutMs !== undefined &&
+      (!Number.isInteger(timeoutMs) || timeoutMs < SKILL_LIMITS.timeoutMsMin || timeoutMs > SKILL_LIMITS.timeoutMsMax)
     ) {
       return invalid(`timeout_ms must be an integer from ${SKILL_LIMITS.timeoutMsMin} to ${SKILL_LIMITS.timeoutMsMax}.`);
     }
     const limit = fields.rateLimitPerMin;
-    if (limit !== null && (!Number.isInteger(limit) || limit < 1 || limit > SKILL_LIMITS.rateLimitPerMinMax)) {
+    if (limit !== undefined && limit !== null && (!Number.isInteger(limit) || limit < 1 || limit > SKILL_LIMITS.rateLimitPerMinMax)) {
       return invalid(`rate_limit_per_min must be null or an integer from 1 to ${SKILL_LIMITS.rateLimitPerMinMax}.`);
     }
+    return { ok: true, fields: normalized };
+  }
+
+  /** What the catalogue checks of the whole skill as it would be saved: its slug, backend URL and schema. */
+  private catalogueCheck(fields: SellerSkillFields): SellerSkillRefusal | undefined {
     try {
       this.registry.check(fields);
     } catch (error) {
-      if (error instanceof SkillValidationError) return invalid(`${error.message}.`);
+      if (error instanceof SkillValidationError) return refusal("invalid_request", `${error.message}.`);
       throw error;
     }
     return undefined;

@@ -12,7 +12,9 @@ import {
 } from "./schema-guard";
 import type { SkillRecord, SkillsStore } from "./skills-store";
 import { ValidationPool } from "./validation-pool";
-import { GatewayError } from "../errors";
+import { GatewayError, type Refusal } from "../errors";
+import { type TextRule, checkText, excerpt, hasForbiddenCharacters } from "../text";
+import { UUID_PATTERN } from "../db/ids";
 
 /**
  * How a skill's input is validated: on the event loop with a validator compiled here (small
@@ -56,7 +58,57 @@ export class SkillValidationError extends GatewayError {
 }
 
 const SLUG = /^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$/;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const UUID = UUID_PATTERN;
+
+/** Whether `ref` has the shape of a skill reference (a slug or a UUID): anything else names no skill. */
+export const isSkillRef = (ref: string): boolean => SLUG.test(ref) || UUID.test(ref);
+
+/**
+ * A skill's name and description reach every buyer and agent (the marketplace, MCP tool lists, x402 discovery,
+ * usage CSVs): they are text under the policy of ../text.ts. The name is one line; the description is prose.
+ */
+export const SKILL_NAME_RULE: TextRule = { field: "name", minChars: 1, maxChars: 100, kind: "name" };
+export const SKILL_DESCRIPTION_RULE: TextRule = { field: "description", minChars: 0, maxChars: 2_000, kind: "prose" };
+
+/** A skill's name and description as they are stored (normalized), or why they cannot be. */
+export function checkSkillText(fields: {
+  name: string;
+  description?: string;
+}): { ok: true; name: string; description: string } | Refusal<"invalid_request"> {
+  const name = checkText(fields.name, SKILL_NAME_RULE);
+  if (!name.ok) return name;
+  const description = checkText(fields.description ?? "", SKILL_DESCRIPTION_RULE);
+  if (!description.ok) return description;
+  return { ok: true, name: name.text, description: description.text };
+}
+
+/**
+ * What makes the words of an input schema unfit to show: a `title` or `description` (shown in the marketplace's form
+ * and in agents' tool lists) or a property name (a form's label) holding a character the text policy refuses
+ * (../text.ts; line breaks are allowed in descriptions). Checked at listing only: a stored schema is not judged again.
+ */
+export function schemaTextProblem(schema: unknown): string | undefined {
+  const stack: unknown[] = [schema];
+  while (stack.length > 0) {
+    const value = stack.pop();
+    if (value === null || typeof value !== "object") continue;
+    if (!Array.isArray(value)) {
+      const record = value as Record<string, unknown>;
+      for (const key of ["title", "description"]) {
+        const text = record[key];
+        if (typeof text === "string" && hasForbiddenCharacters(text, key === "description"))
+          return `its ${key} "${excerpt(text, 40)}" holds a control or invisible character (shown as \uFFFD)`;
+      }
+      const properties = record.properties;
+      if (properties !== null && typeof properties === "object" && !Array.isArray(properties)) {
+        const name = Object.keys(properties).find((key) => hasForbiddenCharacters(key));
+        if (name !== undefined) return `its property name "${excerpt(name, 40)}" holds a control or invisible character (shown as \uFFFD)`;
+      }
+    }
+    for (const child of Object.values(value)) stack.push(child);
+  }
+  return undefined;
+}
 
 function toSkill(record: SkillRecord): Skill {
   const { inputSchemaJson, ...rest } = record;
@@ -336,7 +388,7 @@ export class SkillRegistry {
     if (input.inputSchema) {
       // The bounds, and compilation when it is cheap; a schema for the workers is compiled by
       // schemaProblem(), which the seller's routes and the register script await first.
-      const problem = schemaBoundsProblem(input.inputSchema);
+      const problem = schemaBoundsProblem(input.inputSchema) ?? schemaTextProblem(input.inputSchema);
       if (problem) throw new SkillValidationError(`invalid input schema: ${problem}`);
       if (compilesInProcess(profileSchema(input.inputSchema))) {
         const result = compileSchema(this.ajv, input.inputSchema);
@@ -352,6 +404,8 @@ export class SkillRegistry {
    */
   async upsert(input: SkillInput): Promise<Skill> {
     this.check(input);
+    const text = checkSkillText(input);
+    if (!text.ok) throw new SkillValidationError(text.message);
     const db = this.store.db;
     const id = await db.transaction(
       (tx) =>
@@ -359,8 +413,8 @@ export class SkillRegistry {
           {
             id: randomUUID(),
             slug: input.slug,
-            name: input.name,
-            description: input.description ?? "",
+            name: text.name,
+            description: text.description,
             priceMicros: input.priceMicros,
             sellerAccountId: input.sellerAccountId,
             backendUrl: input.backendUrl,

@@ -2,6 +2,7 @@ import type { Address } from "viem";
 import { linkAddress } from "../settlement/addresses";
 import type { Gateway } from "../index";
 import { usdToMicros } from "../ledger/money";
+import { setDisplayName } from "../identity/display-name-store";
 import type { DemoBackend } from "./demo-backend";
 
 export const DEMO_BUYER_ID = "demo-buyer";
@@ -73,6 +74,8 @@ export async function seedDemo(
 ): Promise<{ buyerId: string }> {
   const { ledger, skills } = gateway;
   await ledger.ensureAccount({ id: DEMO_SELLER_ID, kind: "seller", name: "Demo Seller" });
+  // The marketplace names a seller by the display name it chose, never by its account's name.
+  await setDisplayName(ledger.db, DEMO_SELLER_ID, "Demo Seller");
   await ledger.ensureAccount({ id: DEMO_BUYER_ID, kind: "user", name: "Demo Buyer" });
   for (const [accountId, address] of [
     [DEMO_BUYER_ID, addresses.buyer],

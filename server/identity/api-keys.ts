@@ -1,13 +1,20 @@
 import { createHash, randomBytes, randomUUID } from "node:crypto";
 import { type Database, type Sql, within } from "../db/sql";
+import { UUID_PATTERN } from "../db/ids";
 import { type SpendLimit, SpendLimits, type SpendLimitStatus } from "../ledger/spend-limits";
 import { ApiKeysStore, type StoredApiKey } from "./api-keys-store";
 import { base58Encode, isBase58 } from "./base58";
+import type { TextRule } from "../text";
 
 export const KEY_PREFIX = "atom_";
 const SECRET_BYTES = 32;
 /** How much of a key is kept in clear to let a person recognise it in a list. */
 const VISIBLE_CHARS = 12;
+/**
+ * A key's name is a label its owner reads in lists, usage rows and CSV files: a name under the text policy
+ * (../text.ts), at most 64 characters, and "" for none.
+ */
+export const KEY_NAME_RULE: TextRule = { field: "name", minChars: 0, maxChars: 64, kind: "name" };
 /** A key's last use is recorded to this resolution: at most one write per key per interval. */
 export const LAST_USED_RESOLUTION_MS = 60_000;
 
@@ -104,7 +111,12 @@ export class ApiKeys {
     );
   }
 
-  get(id: string): Promise<ApiKeyRecord | undefined> {
+  /**
+   * The key with this id, revoked or not. Key ids are UUIDs: an id of any other shape names no key and is never looked
+   * up, so that both database engines answer it alike (PostgreSQL refuses bytes such as NUL that SQLite stores).
+   */
+  async get(id: string): Promise<ApiKeyRecord | undefined> {
+    if (!UUID_PATTERN.test(id)) return undefined;
     return this.store.byId(id);
   }
 

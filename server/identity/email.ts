@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import nodemailer from "nodemailer";
 import type { Database } from "../db/sql";
+import { hasForbiddenCharacters } from "../text";
 import { EmailTokensStore, OutboxStore } from "./sign-in-store";
 
 /** One outgoing e-mail. Plain text: a sign-in link needs nothing more. */
@@ -70,6 +71,8 @@ export function normalizeEmail(raw: unknown): string | undefined {
   if (typeof raw !== "string") return undefined;
   const email = raw.trim().toLowerCase();
   if (email.length > 254 || !/^[^\s@<>()",;]+@[^\s@<>()",;]+\.[^\s@<>()",;]+$/.test(email)) return undefined;
+  // No address holds a control or invisible character (and PostgreSQL could not store a NUL): no address at all.
+  if (hasForbiddenCharacters(email)) return undefined;
   return email;
 }
 

@@ -6,6 +6,7 @@ import type { Skill } from "../../server/catalog/skills";
 import { type GatewayOptions, type RunningGateway, startGateway } from "../../server/index";
 import { type AccountKind, PLATFORM_ACCOUNT_ID } from "../../server/ledger/ledger";
 import { usdToMicros } from "../../server/ledger/money";
+import { setDisplayName } from "../../server/identity/display-name-store";
 import { type TestBackend, startTestBackend } from "./backend";
 import { assertDeclared, send } from "./session";
 import { type EngineName, freshPostgresDatabase } from "./engines";
@@ -70,6 +71,8 @@ export async function startStack(
   const gw = await startGateway(config, { log: () => {}, ...options.gateway });
   const sellerId = "seller-1";
   await gw.ledger.ensureAccount({ id: sellerId, kind: "seller", name: "Seller One" });
+  // The marketplace shows a seller by the display name it chose (never its account's name): this one chose its name.
+  await setDisplayName(gw.db, sellerId, "Seller One");
 
   const addSkill: TestStack["addSkill"] = (slug, route, overrides = {}) =>
     gw.skills.upsert({

@@ -69,6 +69,15 @@ describe("the import rules (.dependency-cruiser.cjs)", function () {
     expect(output).to.contain("routes-never-import-db: server/http/routes/probe.ts → server/db/db.ts");
   });
 
+  it("accept the identity and catalog layers importing the text policy (server/text.ts)", () => {
+    const { status, output } = cruise({
+      "server/text.ts": "export const x = 1;\n",
+      "server/identity/probe.ts": 'import { x } from "../text";\nexport const y = x;\n',
+      "server/catalog/probe.ts": 'import { x } from "../text";\nexport const z = x;\n',
+    });
+    expect(status, output).to.equal(0);
+  });
+
   it("accept any layer importing the error codes and base error (server/errors.ts)", () => {
     const { status, output } = cruise({
       "server/errors.ts": "export const x = 1;\n",

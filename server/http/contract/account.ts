@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { baseUnits, dataEnvelope, hex32, hexAddress, intQuery, isoDate, operation, timeQuery, usdNumber } from "./common";
+import { baseUnits, dataEnvelope, hex32, hexAddress, intQuery, isoDate, operation, skillRef, timeQuery, usdNumber, uuidId } from "./common";
 
 /**
  * An account's own books, read with an API key or a dashboard session (server/http/routes/read.ts,
@@ -44,6 +44,11 @@ export const usageCallView = z
   })
   .meta({ id: "UsageCall" });
 
+/** GET /v1/calls/:callId/receipt's path: a call id is a UUID (anything else is answered as an unknown call, 404). */
+export const callParams = z.object({
+  callId: uuidId("No such call for this key's account.").meta({ description: "The call's id (X-Call-Id)." }),
+});
+
 /** The filters GET /v1/usage, /v1/usage.csv and /v1/usage/daily share. */
 const usageFilters = {
   api_key_id: z
@@ -54,10 +59,7 @@ const usageFilters = {
     .meta({
       description: "Only the calls made with this key of the account (an id from GET /v1/keys, revoked keys too); 404 for any other id.",
     }),
-  skill_id: z
-    .string({ error: "skill_id must be a skill's slug or UUID." })
-    .min(1, { error: "skill_id must be a skill's slug or UUID." })
-    .max(128, { error: "skill_id must be a skill's slug or UUID." })
+  skill_id: skillRef("skill_id must be a skill's slug or UUID.")
     .optional()
     .meta({ description: "Only the calls of this skill, by its slug or its UUID (a call's skill_id or skill_uuid)." }),
 };
@@ -335,7 +337,7 @@ export const accountOperations = [
     tag: "Account",
     summary: "A paid call's settlement: batch, receipt and Merkle proof",
     auth: "account",
-    params: z.object({ callId: z.string() }),
+    params: callParams,
     responses: [{ status: 200, description: "The receipt, once the call is in a batch.", schema: dataEnvelope(receiptView) }],
     errors: ["not_found", "chain_unavailable", "chain_not_configured"],
   }),

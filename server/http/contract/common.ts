@@ -3,6 +3,9 @@ import { z } from "zod";
 import type { ZodOpenApiOverrideContext } from "zod-openapi";
 import { usdToMicros } from "../../ledger/money";
 import type { ErrorCode } from "../../errors";
+import { type TextRule, checkText } from "../../text";
+import { UUID_PATTERN } from "../../db/ids";
+import { isSkillRef } from "../../catalog/skills";
 import { ApiError } from "../errors";
 
 /**
@@ -129,6 +132,49 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 export const jsonObject = (message: string) =>
   z.custom<Record<string, unknown>>(isPlainObject, { error: message }).meta({ override: { type: "object", additionalProperties: true } });
 
+/**
+ * Text that people type and others read, under the one text policy (server/text.ts): normalized (NFC, trimmed), or
+ * refused with the policy's message while the request is parsed, before anything is done with it.
+ */
+export const policyText = (rule: TextRule, typeMessage: string | ((issue: { input?: unknown }) => string)) =>
+  z
+    .string({ error: typeMessage })
+    .transform((raw, ctx) => {
+      const checked = checkText(raw, rule);
+      if (checked.ok) return checked.text;
+      ctx.addIssue({ code: "custom", message: checked.message });
+      return z.NEVER;
+    })
+    .meta({
+      override: replaceWith({
+        type: "string",
+        ...(rule.minChars > 0 ? { minLength: rule.minChars } : {}),
+        maxLength: rule.maxChars,
+        description: `${rule.minChars > 0 ? `${rule.minChars} to ` : "At most "}${rule.maxChars} characters once trimmed; no control or invisible characters${rule.kind === "prose" ? " (line breaks allowed)" : ""}.`,
+      }),
+    });
+
+/**
+ * Ids, checked against their shape while the request is parsed, before any lookup: a malformed one names nothing on
+ * either database engine (PostgreSQL refuses some bytes, such as NUL, that SQLite would just not find).
+ */
+export { UUID_PATTERN };
+
+/** A UUID: the gateway's own ids (keys, skills, calls). */
+export const uuidId = (message: string, absent: string = message) =>
+  z
+    .string({ error: (issue) => (issue.input === undefined ? absent : message) })
+    .regex(UUID_PATTERN, { error: message })
+    .meta({ override: replaceWith({ type: "string", format: "uuid" }) });
+/** A skill's slug or UUID. */
+export const skillRef = (message: string) =>
+  z
+    .string({ error: message })
+    .refine(isSkillRef, { error: message })
+    .meta({ override: replaceWith({ type: "string", description: "A skill's slug or UUID." }) });
+/** An id another system made (a card provider's checkout): 1 to 255 letters, digits and _ - . : only. */
+export const opaqueId = (message: string) => z.string({ error: message }).regex(/^[A-Za-z0-9_.:-]{1,255}$/, { error: message });
+
 /** An optional USD amount ("1.50" or 1.5, at most 6 decimals) in base units; null and absent are both absent. */
 export const usdAmount = (name: string) =>
   z
@@ -235,6 +281,16 @@ export function parseRequest<T extends z.ZodType>(
   // A body that is not an object at all is malformed whatever the route calls a bad field.
   const code = field === undefined ? "invalid_request" : typeof codes === "string" ? codes : (codes[String(field)] ?? "invalid_request");
   throw new ApiError(code, describeIssue(issue));
+}
+
+/**
+ * Parses a request's path parameters with their declared schema, or throws 404 with `notFound`: an id of the wrong
+ * shape names nothing, and is answered as an unknown one is.
+ */
+export function parseParams<T extends z.ZodType>(schema: T, params: unknown, notFound: string): z.output<T> {
+  const result = schema.safeParse(params);
+  if (result.success) return result.data;
+  throw new ApiError("not_found", notFound);
 }
 
 /** One problem as a sentence naming its field: the declared message, or zod's after the field's path. */

@@ -1,12 +1,13 @@
 import { z } from "zod";
 import { usdToMicros } from "../../ledger/money";
 import { SPEND_PERIODS } from "../../ledger/spend-limits";
-import { baseUnits, dataEnvelope, isoDate, operation, usdNumber } from "./common";
+import { KEY_NAME_RULE } from "../../identity/api-keys";
+import { baseUnits, dataEnvelope, isoDate, operation, policyText, usdNumber, uuidId } from "./common";
 
 /** API keys of the signed-in account (server/http/routes/keys.ts), and their spending limits. */
 
 /** Longest key name. */
-export const MAX_KEY_NAME_CHARS = 64;
+export const MAX_KEY_NAME_CHARS = KEY_NAME_RULE.maxChars;
 /** The highest spending limit a key may carry: $1,000,000 (far below 2^53 base units, so its JSON number is exact). */
 export const MAX_SPEND_LIMIT_MICROS = 1_000_000_000_000n;
 
@@ -45,13 +46,11 @@ const spendLimitPeriod = z
 /** POST /v1/keys's body: an optional name (an empty body names the key ""), and an optional spending limit with its period. */
 export const createKeyBody = z.object(
   {
-    name: z
-      .string({ error: NAME_MESSAGE })
-      .max(MAX_KEY_NAME_CHARS, { error: NAME_MESSAGE })
-      // eslint-disable-next-line no-control-regex
-      .regex(/^[^\u0000-\u001f\u007f]*$/, { error: "A key's name must not contain control characters." })
+    name: policyText(KEY_NAME_RULE, NAME_MESSAGE)
       .optional()
-      .meta({ description: "A label for the key, trimmed." }),
+      .meta({
+        description: `A label for the key: at most ${MAX_KEY_NAME_CHARS} characters once trimmed, no control or invisible characters.`,
+      }),
     spend_limit_usd: spendLimitUsd.optional(),
     spend_limit_period: spendLimitPeriod.optional().meta({ description: "Required with spend_limit_usd." }),
   },
@@ -68,6 +67,9 @@ export const updateKeyBody = z.object(
   },
   { error: "Body must be a JSON object." },
 );
+
+/** PATCH and DELETE /v1/keys/:id's path: a key id is a UUID (anything else is answered as an unknown key, 404). */
+export const keyParams = z.object({ id: uuidId("No such key on this account.").meta({ description: "The key's id (GET /v1/keys)." }) });
 
 export const keyView = z
   .strictObject({
@@ -133,7 +135,7 @@ export const keyOperations = [
     description:
       "Applies to the key's next call. A new amount keeps what the period spent: a limit lowered below it refuses calls until the period resets; a raised one lets them through at once. A new period starts its count at zero.",
     auth: "session",
-    params: z.object({ id: z.string() }),
+    params: keyParams,
     body: updateKeyBody,
     responses: [{ status: 200, description: "The key as GET /v1/keys lists it.", schema: dataEnvelope(keyView) }],
     errors: ["not_found"],
@@ -144,7 +146,7 @@ export const keyOperations = [
     tag: "Keys",
     summary: "Revoke a key at once",
     auth: "session",
-    params: z.object({ id: z.string() }),
+    params: keyParams,
     responses: [
       {
         status: 200,

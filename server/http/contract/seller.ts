@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { usdToMicros } from "../../ledger/money";
-import { dataEnvelope, hexAddress, isoDate, jsonObject, operation } from "./common";
+import { SKILL_DESCRIPTION_RULE, SKILL_NAME_RULE } from "../../catalog/skills";
+import { dataEnvelope, hexAddress, isoDate, jsonObject, operation, policyText, skillRef } from "./common";
 
 /** The signed-in account's skills as their seller, and its payout address (server/http/routes/seller.ts). */
 
@@ -11,10 +12,13 @@ const PRICE_DECIMALS = 'price must be a USD amount with at most 6 decimals, e.g.
 const requiredOr = (name: string, wrongType: string) => (issue: { input?: unknown }) =>
   issue.input === undefined ? `${name} is required.` : wrongType;
 
-/** What a seller may set on a skill; the listing checks the rest (slug form, price range, backend, schema). */
+/**
+ * What a seller may set on a skill; the listing checks the rest (slug form, price range, backend, schema). The name and
+ * description are refused here, under the text policy, before the listing looks up the backend or calls it.
+ */
 const fields = {
-  name: z.string({ error: requiredOr("name", "name must be a string.") }),
-  description: z.string({ error: "description must be a string." }),
+  name: policyText(SKILL_NAME_RULE, requiredOr("name", "name must be a string.")),
+  description: policyText(SKILL_DESCRIPTION_RULE, "description must be a string."),
   price: z
     .union([z.string(), z.number()], { error: (issue) => (issue.input === undefined ? "price is required." : PRICE_TYPE) })
     .transform((price, ctx) => {
@@ -108,7 +112,10 @@ const backendCheckView = z
   })
   .meta({ id: "BackendCheck", description: "What the skill's backend answered the listing's signed test call." });
 
-const skillIdParams = z.object({ id: z.string().meta({ description: "The skill's UUID or slug." }) });
+/** PATCH and DELETE /v1/seller/skills/:id's path: a slug or UUID (anything else is answered as an unknown skill, 404). */
+export const sellerSkillParams = z.object({
+  id: skillRef("No such skill among yours.").meta({ description: "The skill's UUID or slug." }),
+});
 const LISTING_ERRORS = ["slug_taken"] as const;
 
 export const sellerOperations = [
@@ -145,7 +152,7 @@ export const sellerOperations = [
     tag: "Seller",
     summary: "Edit one of the account's skills",
     auth: "session",
-    params: skillIdParams,
+    params: sellerSkillParams,
     body: updateSellerSkillBody,
     description:
       "A new backend_url gets the listing's signed test call first: refused with 400 when nothing answers, else saved, and backend_check says what came back.",
@@ -164,7 +171,7 @@ export const sellerOperations = [
     tag: "Seller",
     summary: "Unlist one of the account's skills",
     auth: "session",
-    params: skillIdParams,
+    params: sellerSkillParams,
     responses: [{ status: 200, description: "The skill, unlisted: calls get 404 from now on.", schema: dataEnvelope(sellerSkillView) }],
     errors: ["not_found"],
   }),

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { hexAddress, dataEnvelope, isoDate, operation, usdNumber } from "./common";
+import { hexAddress, dataEnvelope, isoDate, opaqueId, operation, usdNumber } from "./common";
 
 /** Card top-ups (server/http/routes/topups.ts). */
 
@@ -34,6 +34,12 @@ export const cardNotificationBody = z.object({
 });
 
 const checkoutStatus = z.enum(["created", "paid", "declined", "abandoned", "funded"]);
+
+/**
+ * GET /v1/topups/card/:id's path: the card provider's checkout id, letters, digits and _ - . : (anything else is
+ * answered as an unknown checkout, 404).
+ */
+export const checkoutParams = z.object({ id: opaqueId("No such checkout on this account.").meta({ description: "The checkout's id." }) });
 
 export const checkoutView = z
   .strictObject({
@@ -73,7 +79,7 @@ export const topupOperations = [
     tag: "Top-ups",
     summary: "A checkout's status",
     auth: "session",
-    params: z.object({ id: z.string() }),
+    params: checkoutParams,
     responses: [{ status: 200, description: "The checkout.", schema: dataEnvelope(checkoutView) }],
     errors: ["not_found"],
   }),

@@ -5,8 +5,8 @@ import type { Sessions } from "../../identity/sessions";
 import { microsToUsd } from "../../ledger/money";
 import type { SpendLimit, SpendLimitStatus, SpendPeriod } from "../../ledger/spend-limits";
 import { dataEnvelope } from "../envelope";
-import { parseRequest } from "../contract/common";
-import { createKeyBody, updateKeyBody } from "../contract/keys";
+import { parseParams, parseRequest } from "../contract/common";
+import { createKeyBody, keyParams, updateKeyBody } from "../contract/keys";
 import { ApiError } from "../errors";
 import { requireSession } from "../session-cookies";
 
@@ -57,7 +57,6 @@ function limitOf(
  *   DELETE /v1/keys/:id  → revoked at once (the next call with it gets 401)
  * Another account's key id is answered as an unknown one: 404. `now` is the clock the periods are read by.
  */
-const KEY_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; now?: () => number }): Router {
   const router = express.Router();
@@ -65,10 +64,10 @@ export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; now?: () =>
   const json = jsonBody(4_096);
   const now = deps.now ?? Date.now;
 
-  /** The account's live key `id`, or the 404 another account's, a revoked or an unknown key gets. */
-  const ownLiveKey = async (id: string, accountId: string): Promise<ApiKeyRecord> => {
+  /** The account's live key the path names, or the 404 another account's, a revoked or an unknown key gets. */
+  const ownLiveKey = async (params: unknown, accountId: string): Promise<ApiKeyRecord> => {
     // Key ids are UUIDs: anything else is no key (and never reaches the database, which may refuse odd bytes).
-    if (!KEY_ID.test(id)) throw new ApiError("not_found", "No such key on this account.");
+    const { id } = parseParams(keyParams, params, "No such key on this account.");
     const record = await deps.keys.get(id);
     if (!record || record.accountId !== accountId || record.revokedAtMs !== null) {
       throw new ApiError("not_found", "No such key on this account.");
@@ -84,7 +83,7 @@ export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; now?: () =>
     if (live >= MAX_LIVE_KEYS) throw new ApiError("invalid_request", `An account may hold ${MAX_LIVE_KEYS} live keys: revoke one first.`);
     // Durable before it resolves, with its limit: the key is shown this once, and must work from then on.
     const nowMs = now();
-    const created = await deps.keys.create(accountId, { name: (body.name ?? "").trim(), spendLimit, nowMs });
+    const created = await deps.keys.create(accountId, { name: body.name ?? "", spendLimit, nowMs });
     const limits = await deps.keys.spendLimits([created.record.id], nowMs);
     res.status(201).json(dataEnvelope({ ...view(created.record, limits.get(created.record.id)), key: created.key }));
   });
@@ -102,7 +101,7 @@ export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; now?: () =>
   router.patch("/v1/keys/:id", session, json, async (req, res) => {
     const accountId = req.session!.accountId;
     const body = parseRequest(updateKeyBody, req.body ?? {});
-    const record = await ownLiveKey(String(req.params.id), accountId);
+    const record = await ownLiveKey(req.params, accountId);
     const nowMs = now();
     const current = (await deps.keys.spendLimits([record.id], nowMs)).get(record.id);
     // Durable before it resolves; the key's next hold reads it (limits are never cached).
@@ -114,7 +113,7 @@ export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; now?: () =>
   });
 
   router.delete("/v1/keys/:id", session, async (req, res) => {
-    const record = await ownLiveKey(String(req.params.id), req.session!.accountId);
+    const record = await ownLiveKey(req.params, req.session!.accountId);
     // Durable before it resolves, and forgotten by this gateway's cache at once.
     await deps.keys.revoke(record.id);
     res.json(dataEnvelope({ id: record.id, revoked: true }));

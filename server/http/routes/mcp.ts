@@ -18,6 +18,7 @@ import { ApiError } from "../errors";
 import { jsonBody } from "../json-body";
 import { parseRequest } from "../contract/common";
 import { mcpQuery } from "../contract/mcp";
+import { excerpt } from "../../text";
 
 /** What the MCP server says it is in its `initialize` answer. */
 const SERVER_INFO = { name: "skill-gateway", version: "1.0.0" };
@@ -101,7 +102,7 @@ function selectedSkills(registry: SkillRegistry, query: string | undefined): () 
   if (missing.length > 0)
     throw new ApiError(
       "skill_not_found",
-      `Skill not found: ${missing.map((ref) => `"${ref.slice(0, 100)}"`).join(", ")}. Check the skills query.`,
+      `Skill not found: ${missing.map((ref) => `"${excerpt(ref, 100)}"`).join(", ")}. Check the skills query.`,
     );
   // Resolved again on each use: a skill deactivated meanwhile drops out rather than being called.
   return () => refs.map((ref) => registry.resolve(ref)).filter((skill): skill is Skill => skill !== undefined);
@@ -140,16 +141,68 @@ function mcpServer(deps: McpRoutesParameters, apiKey: ApiKeyRecord, skills: () =
   return server;
 }
 
+/**
+ * The most of a seller's description a tool list carries, in characters. A tool list goes into the context of every
+ * agent that connects, and a seller's words there can read as instructions (tool poisoning) for calls the seller is
+ * paid for: what an agent reads of them is bounded, one paragraph, and the whole description stays on the skill's
+ * marketplace page (GET /v1/skills/:skillId).
+ */
+export const TOOL_DESCRIPTION_MAX_CHARS = 300;
+/** The most of each `title` and `description` inside a tool's input schema, in characters: seller's words too. */
+export const TOOL_SCHEMA_TEXT_MAX_CHARS = 120;
+
 /** A skill as an MCP tool: its slug, its schema (an object schema, as MCP requires), and its price in the description. */
 export function toolOf(deps: Pick<McpRoutesParameters, "config">, skill: Skill): Tool {
   const priceUsd = microsToUsd(computeCharge(skill.priceMicros, deps.config.feeMode, deps.config.feeBps).chargedMicros);
-  const about = skill.description.trim() || skill.name;
+  const about = excerpt(skill.description, TOOL_DESCRIPTION_MAX_CHARS) || excerpt(skill.name, TOOL_DESCRIPTION_MAX_CHARS);
   return {
     name: skill.slug,
-    title: skill.name,
+    title: excerpt(skill.name, TOOL_DESCRIPTION_MAX_CHARS),
     description: `${about}\n\nPrice: $${priceUsd} per call, charged only when the call succeeds.`,
     inputSchema: objectSchema(skill.inputSchema),
   };
+}
+
+/** Schema keywords whose value is a subschema, an array of them, or a map of them (JSON Schema drafts 4 to 2020-12). */
+const SUBSCHEMA = [
+  "items",
+  "additionalItems",
+  "additionalProperties",
+  "not",
+  "if",
+  "then",
+  "else",
+  "contains",
+  "propertyNames",
+  "unevaluatedItems",
+  "unevaluatedProperties",
+];
+const SUBSCHEMA_LISTS = ["allOf", "anyOf", "oneOf", "prefixItems", "items"];
+const SUBSCHEMA_MAPS = ["properties", "patternProperties", "definitions", "$defs", "dependentSchemas", "dependencies"];
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
+
+/** Bounded copies of input schemas, by the schema the catalogue holds (a reload makes new objects, and new copies). */
+const boundedSchemas = new WeakMap<object, Record<string, unknown>>();
+
+/**
+ * A copy of a schema whose `title` and `description` keywords, wherever a subschema may stand, are excerpts of at most
+ * TOOL_SCHEMA_TEXT_MAX_CHARS: the structure an agent needs to call the skill, without room for a seller's essay. Values
+ * (`default`, `examples`, `enum`, `const`) are left as they are: changing them would change what validates.
+ */
+function boundSchemaText(schema: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...schema };
+  for (const key of ["title", "description"])
+    if (typeof out[key] === "string") out[key] = excerpt(out[key] as string, TOOL_SCHEMA_TEXT_MAX_CHARS);
+  for (const key of SUBSCHEMA) if (isObject(out[key])) out[key] = boundSchemaText(out[key] as Record<string, unknown>);
+  for (const key of SUBSCHEMA_LISTS)
+    if (Array.isArray(out[key])) out[key] = (out[key] as unknown[]).map((item) => (isObject(item) ? boundSchemaText(item) : item));
+  for (const key of SUBSCHEMA_MAPS)
+    if (isObject(out[key]))
+      out[key] = Object.fromEntries(
+        Object.entries(out[key] as Record<string, unknown>).map(([name, item]) => [name, isObject(item) ? boundSchemaText(item) : item]),
+      );
+  return out;
 }
 
 /**
@@ -166,7 +219,9 @@ function objectSchema(schema: object | null): Tool["inputSchema"] {
   if (s.properties !== undefined && (typeof s.properties !== "object" || s.properties === null || Array.isArray(s.properties)))
     return { type: "object" };
   if (s.required !== undefined && !(Array.isArray(s.required) && s.required.every((r) => typeof r === "string"))) return { type: "object" };
-  return { ...s, type: "object" } as Tool["inputSchema"];
+  let bounded = boundedSchemas.get(schema);
+  if (!bounded) boundedSchemas.set(schema, (bounded = boundSchemaText(s)));
+  return { ...bounded, type: "object" } as Tool["inputSchema"];
 }
 
 /** The idempotency key of a tools/call, from its `_meta`; the request hash covers the tool and its arguments. */

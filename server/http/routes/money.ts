@@ -7,6 +7,8 @@ import type { ChainConnection, MoneyPath } from "../../settlement/money-path";
 import { microsToUsd } from "../../ledger/money";
 import { requireAccount } from "../auth";
 import type { Sessions } from "../../identity/sessions";
+import { callParams } from "../contract/account";
+import { parseParams } from "../contract/common";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
 
@@ -46,7 +48,8 @@ export function moneyRoutes(deps: {
   router.get("/v1/calls/:callId/receipt", auth, async (req, res) => {
     const settler = deps.moneyPath?.settler;
     if (!settler) throw new ApiError("chain_not_configured", "Receipts need the gateway to settle on its escrow chain.");
-    const callId = String(req.params.callId);
+    // Call ids are UUIDs: anything else is no call, on either database engine, and is never looked up.
+    const { callId } = parseParams(callParams, req.params, "No such call for this key's account.");
     // Only the caller's own calls: another account's call is as unknown as a made-up id.
     const owner = await deps.calls.ownerOf(callId);
     if (owner !== req.accountId!) throw new ApiError("not_found", `No call ${callId} for this key's account.`);

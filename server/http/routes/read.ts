@@ -11,6 +11,10 @@ import type { Sessions } from "../../identity/sessions";
 import { displayNameOf } from "../../identity/display-name-store";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
+import { excerpt } from "../../text";
+
+/** The most of a client's skill reference an error message quotes back (sanitized: ../../text.ts excerpt). */
+const QUOTED_REF_MAX_CHARS = 100;
 
 /**
  * Read endpoints for clients and the dashboard (docs/design.md §2): the public skill
@@ -49,7 +53,7 @@ export function readRoutes(deps: {
 
   router.get("/v1/skills/:skillId", async (req, res) => {
     const skill = deps.skills.resolve(req.params.skillId);
-    if (!skill) throw new ApiError("skill_not_found", `Skill not found: "${req.params.skillId}".`);
+    if (!skill) throw new ApiError("skill_not_found", `Skill not found: "${excerpt(req.params.skillId, QUOTED_REF_MAX_CHARS)}".`);
     res.json(dataEnvelope(await describe(skill)));
   });
 
@@ -71,17 +75,15 @@ export function readRoutes(deps: {
 
 /**
  * Who sells a skill, as the marketplace shows it: the display name the seller chose (PATCH
- * /v1/account), else the account's name. That name is often its e-mail address (that is how
- * e-mail sign-up names it), which is not for strangers to see: such a seller is shown by its
- * escrow address instead, which is public on-chain anyway.
+ * /v1/account), else its payout address, shortened (public on-chain anyway), else "an unnamed
+ * seller". Never the account's own name: that records how it signed up (an e-mail address, a
+ * GitHub login, a Google subject), which is the seller's business and not for strangers to see.
  */
 function sellerDirectory(ledger: Ledger, addresses: AddressesStore) {
   return async (accountId: string): Promise<{ name: string; address: string | null }> => {
     const addr = (await addresses.addressesOf(accountId))[0] ?? null;
     const displayName = await displayNameOf(ledger.db, accountId);
     if (displayName !== null) return { name: displayName, address: addr };
-    const name = (await ledger.getAccount(accountId))?.name ?? "";
-    const shortAddress = addr ? `${addr.slice(0, 6)}…${addr.slice(-4)}` : "an unnamed seller";
-    return { name: name === "" || name.includes("@") ? shortAddress : name, address: addr };
+    return { name: addr ? `${addr.slice(0, 6)}…${addr.slice(-4)}` : "an unnamed seller", address: addr };
   };
 }

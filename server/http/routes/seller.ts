@@ -10,8 +10,14 @@ import { type BackendCheck, backendChecker } from "../../gateway/backend-check";
 import type { SkillRegistry } from "../../catalog/skills";
 import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd } from "../../ledger/money";
-import { parseRequest } from "../contract/common";
-import { type UpdateSellerSkillBody, createSellerSkillBody, payoutAddressBody, updateSellerSkillBody } from "../contract/seller";
+import { parseParams, parseRequest } from "../contract/common";
+import {
+  type UpdateSellerSkillBody,
+  createSellerSkillBody,
+  payoutAddressBody,
+  sellerSkillParams,
+  updateSellerSkillBody,
+} from "../contract/seller";
 import { dataEnvelope } from "../envelope";
 import { ApiError, refuse } from "../errors";
 import { requireSession } from "../session-cookies";
@@ -58,7 +64,7 @@ async function checkBackend(egress: EgressPolicy, backendUrl: string): Promise<v
 /** The fields a seller sets, from the body as its contract parsed it; absent fields stay absent (an edit leaves them as they are). */
 function sellerFields(body: UpdateSellerSkillBody): Partial<SellerSkillFields> & { listed?: boolean } {
   const fields: Partial<SellerSkillFields> & { listed?: boolean } = {};
-  if (body.name !== undefined) fields.name = body.name.trim();
+  if (body.name !== undefined) fields.name = body.name;
   if (body.description !== undefined) fields.description = body.description;
   if (body.price !== undefined) fields.priceMicros = body.price;
   if (body.backend_url !== undefined) fields.backendUrl = body.backend_url;
@@ -83,6 +89,9 @@ function sellerFields(body: UpdateSellerSkillBody): Partial<SellerSkillFields> &
  *                                    proved it controls that address by signing in with it (SIWE)
  * Another account's skill is answered as an unknown one: 404.
  */
+/** What an unknown skill, another seller's and a malformed reference get alike: 404. */
+const NO_SUCH_SKILL = "No such skill among yours.";
+
 /** Listings and backend changes (each a test call to the backend) per account per minute. */
 const LISTING_CHECKS_PER_MIN = 30;
 
@@ -126,7 +135,7 @@ export function sellerRoutes(deps: {
     const body = parseRequest(createSellerSkillBody, req.body);
     const fields: SellerSkillFields = {
       slug: body.slug,
-      name: body.name.trim(),
+      name: body.name,
       description: body.description ?? "",
       priceMicros: body.price,
       backendUrl: body.backend_url,
@@ -148,16 +157,18 @@ export function sellerRoutes(deps: {
   });
 
   router.patch("/v1/seller/skills/:id", session, checks, json, async (req, res) => {
+    const { id } = parseParams(sellerSkillParams, req.params, NO_SUCH_SKILL);
     const patch = sellerFields(parseRequest(updateSellerSkillBody, req.body));
     if (patch.backendUrl !== undefined) await checkBackend(deps.egress, patch.backendUrl);
     if (patch.inputSchema) await checkSchema(deps.skills, patch.inputSchema);
-    const result = await sellerSkills.update(req.session!.accountId, String(req.params.id), patch);
+    const result = await sellerSkills.update(req.session!.accountId, id, patch);
     if (!result.ok) refuse(result);
     res.json(dataEnvelope({ ...view(result.skill), ...(result.backendCheck ? { backend_check: checkView(result.backendCheck) } : {}) }));
   });
 
   router.delete("/v1/seller/skills/:id", session, async (req, res) => {
-    const result = await sellerSkills.unlist(req.session!.accountId, String(req.params.id));
+    const { id } = parseParams(sellerSkillParams, req.params, NO_SUCH_SKILL);
+    const result = await sellerSkills.unlist(req.session!.accountId, id);
     if (!result.ok) refuse(result);
     res.json(dataEnvelope(view(result.skill)));
   });

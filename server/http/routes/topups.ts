@@ -7,8 +7,8 @@ import { microsToUsd, usdDisplay, usdToMicros } from "../../ledger/money";
 import { dataEnvelope } from "../envelope";
 import { ApiError, refuse } from "../errors";
 import { requireSession } from "../session-cookies";
-import { parseRequest } from "../contract/common";
-import { cardTopupBody } from "../contract/topups";
+import { parseParams, parseRequest } from "../contract/common";
+import { cardTopupBody, checkoutParams } from "../contract/topups";
 
 const view = (checkout: CardCheckout) => ({
   id: checkout.id,
@@ -57,7 +57,8 @@ export function topupRoutes(deps: { sessions: Sessions; cardTopups: CardTopups }
   });
 
   router.get("/v1/topups/card/:id", session, async (req, res) => {
-    const checkout = await deps.cardTopups.get(req.session!.accountId, String(req.params.id));
+    const { id } = parseParams(checkoutParams, req.params, "No such checkout on this account.");
+    const checkout = await deps.cardTopups.get(req.session!.accountId, id);
     if (!checkout) throw new ApiError("not_found", "No such checkout on this account.");
     res.set("cache-control", "no-store");
     res.json(dataEnvelope(view(checkout)));

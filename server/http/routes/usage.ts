@@ -5,7 +5,7 @@ import type { Sessions } from "../../identity/sessions";
 import { microsToUsd, usdText } from "../../ledger/money";
 import { requireAccount } from "../auth";
 import { MAX_DAILY_DAYS, USAGE_CSV_COLUMNS, dailyQuery, usageCsvQuery, usageQuery } from "../contract/account";
-import { parseRequest } from "../contract/common";
+import { UUID_PATTERN, parseRequest } from "../contract/common";
 import { type CsvCell, csvLine } from "../csv";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
@@ -13,7 +13,6 @@ import { ApiError } from "../errors";
 const DAY_MS = 86_400_000;
 /** Calls read per query while a CSV is written: the file may be any length, the memory it takes is not. */
 export const CSV_PAGE_CALLS = 500;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * An account's usage, for its agents (an API key) and its dashboard (a session), every read narrowed by the
@@ -48,7 +47,7 @@ export function usageRoutes(deps: {
     return {
       apiKeyId: query.api_key_id,
       // Skill UUIDs are stored in lowercase, as the catalogue resolves them.
-      skill: query.skill_id !== undefined && UUID.test(query.skill_id) ? query.skill_id.toLowerCase() : query.skill_id,
+      skill: query.skill_id !== undefined && UUID_PATTERN.test(query.skill_id) ? query.skill_id.toLowerCase() : query.skill_id,
       fromMs: query.from,
       untilMs: query.to,
     };

@@ -1,6 +1,7 @@
 import { expect } from "chai";
 import type { Browser, Locator, Page } from "playwright-core";
 import { type SandboxedContext, WIDTHS_PX, launchBrowser, openSandboxedContext, screenshotPage } from "../../helpers/browser";
+import { setDisplayName } from "../../../server/identity/display-name-store";
 import { type TestStack, startStack } from "../../helpers/gateway";
 import { accountIdOf, baseUnits, expectHeading, navigate, signInByEmail, textOf, until } from "./pages";
 import { mailedSignInLink } from "./stack";
@@ -62,7 +63,9 @@ describe("the skill page and the Marketplace search, in a real browser", functio
         required: ["city"],
       },
     });
-    await stack.gw.ledger.ensureAccount({ id: "seller-2", kind: "seller", name: "Marigold Labs" });
+    await stack.gw.ledger.ensureAccount({ id: "seller-2", kind: "seller", name: "seller-2@example.com" });
+    // The marketplace names a seller by the display name it chose, never by its account's name.
+    await setDisplayName(stack.gw.db, "seller-2", "Marigold Labs");
     await stack.addSkill("haiku-writer", "/echo", {
       name: "Haiku Writer",
       description: "Writes a short poem.",
