@@ -85,7 +85,10 @@ export interface Config {
   walletEncryptionKey: string;
   /** The dashboard's public origin (scheme, host, port): SIWE's domain and URI, and where sign-in links point. */
   publicUrl: string;
-  /** Marks session cookies Secure (set it when the dashboard is served over HTTPS). */
+  /**
+   * COOKIE_SECURE: session cookies carry Secure and the __Host- prefix. It follows PUBLIC_URL (on when that is https);
+   * a value that contradicts it is refused at start.
+   */
   secureCookies: boolean;
   /** How long an e-mail sign-in link works. */
   emailLinkTtlMs: number;
@@ -307,6 +310,42 @@ function trustProxy(env: Env, name: string): false | number | string[] {
   return entries;
 }
 
+/** PUBLIC_URL: empty (the gateway's own loopback address), or the http(s) URL people reach the dashboard at. */
+function publicUrl(env: Env): string {
+  const raw = (env.PUBLIC_URL ?? "").trim();
+  if (raw === "") return "";
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(`PUBLIC_URL must be a URL, got "${raw}"`);
+  }
+  if (parsed.protocol !== "https:" && parsed.protocol !== "http:")
+    throw new ConfigError(`PUBLIC_URL must be an https or http URL, got "${raw}"`);
+  return raw;
+}
+
+/**
+ * COOKIE_SECURE follows PUBLIC_URL: session cookies carry Secure (and the __Host- prefix) by default when the dashboard
+ * is served over https. A setting that contradicts PUBLIC_URL is refused at start rather than half-working:
+ * COOKIE_SECURE=false under an https PUBLIC_URL would let a session cookie travel over plain http, and
+ * COOKIE_SECURE=true under an http PUBLIC_URL (other than this machine's) would have browsers drop every session
+ * cookie, so that no one could stay signed in.
+ */
+function cookieSecure(env: Env, url: string): boolean {
+  const parsed = url === "" ? undefined : new URL(url);
+  const https = parsed?.protocol === "https:";
+  const secure = oneOf(env, "COOKIE_SECURE", ["true", "false"] as const, https ? "true" : "false") === "true";
+  if (https && !secure)
+    throw new ConfigError("COOKIE_SECURE=false contradicts an https PUBLIC_URL: leave COOKIE_SECURE unset (it follows PUBLIC_URL)");
+  const loopback = parsed !== undefined && /^(127\.\d+\.\d+\.\d+|localhost|.+\.localhost|\[::1\])$/.test(parsed.hostname);
+  if (parsed?.protocol === "http:" && !loopback && secure)
+    throw new ConfigError(
+      "COOKIE_SECURE=true contradicts an http PUBLIC_URL: browsers would drop the session cookies; serve the dashboard over https",
+    );
+  return secure;
+}
+
 /** A bearer token for an operator's tool: 16 to 256 characters of the token68 alphabet, or empty. */
 function bearerSecret(env: Env, name: string): string {
   const raw = (env[name] ?? "").trim();
@@ -368,8 +407,8 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     voucherSignerPrivateKey: privateKey(env, "VOUCHER_SIGNER_PRIVATE_KEY"),
     x402SettlerPrivateKey: privateKey(env, "X402_SETTLER_PRIVATE_KEY"),
     walletEncryptionKey: aesKey(env, "WALLET_ENCRYPTION_KEY"),
-    publicUrl: env.PUBLIC_URL || "",
-    secureCookies: oneOf(env, "COOKIE_SECURE", ["true", "false"] as const, "false") === "true",
+    publicUrl: publicUrl(env),
+    secureCookies: cookieSecure(env, publicUrl(env)),
     emailLinkTtlMs: int(env, "EMAIL_LINK_TTL_MIN", 15, 1, 24 * 60) * 60_000,
     smtpUrl: env.SMTP_URL ? url(env, "SMTP_URL", "", ["smtp:", "smtps:"]) : "",
     mailFrom: env.MAIL_FROM || "Skill Gateway <no-reply@localhost>",

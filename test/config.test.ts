@@ -246,6 +246,20 @@ describe("loadConfig", () => {
     });
   }
 
+  const COOKIES: [string, Record<string, string>, boolean][] = [
+    ["an https PUBLIC_URL makes them Secure without COOKIE_SECURE", { PUBLIC_URL: "https://gateway.example" }, true],
+    ["an https PUBLIC_URL with COOKIE_SECURE=true", { PUBLIC_URL: "https://gateway.example", COOKIE_SECURE: "true" }, true],
+    ["no PUBLIC_URL leaves them as COOKIE_SECURE says", { COOKIE_SECURE: "true" }, true],
+    ["a loopback http PUBLIC_URL may have them Secure", { PUBLIC_URL: "http://localhost:8787", COOKIE_SECURE: "true" }, true],
+    ["a plain-http PUBLIC_URL leaves them plain", { PUBLIC_URL: "http://gateway.example" }, false],
+    ["neither leaves them plain", {}, false],
+  ];
+  for (const [what, env, secure] of COOKIES) {
+    it(`reads whether session cookies are Secure from PUBLIC_URL and COOKIE_SECURE: ${what}`, () => {
+      expect(loadConfig(env).secureCookies).to.equal(secure);
+    });
+  }
+
   it("accepts the ends of each range", () => {
     expect(loadConfig({ PORT: "0", FEE_BPS: "0", RATE_LIMIT_PER_MIN: "1" })).to.include({ port: 0, feeBps: 0n, rateLimitPerMin: 1 });
     expect(loadConfig({ PORT: "65535", FEE_BPS: "10000" })).to.include({ port: 65535, feeBps: 10_000n });
@@ -376,6 +390,18 @@ describe("loadConfig", () => {
     ["a REPLICA_ID with a quote", { REPLICA_ID: "r1'; DROP TABLE holds; --" }, "REPLICA_ID must be 1 to 64 characters"],
     ["a REPLICA_ID with a non-ASCII letter", { REPLICA_ID: "réplica" }, "REPLICA_ID must be 1 to 64 characters"],
     ["a REPLICA_ID of 65 characters", { REPLICA_ID: "r".repeat(65) }, "REPLICA_ID must be 1 to 64 characters"],
+    [
+      "session cookies without Secure under an https PUBLIC_URL",
+      { PUBLIC_URL: "https://gateway.example", COOKIE_SECURE: "false" },
+      "COOKIE_SECURE=false contradicts an https PUBLIC_URL",
+    ],
+    [
+      "Secure session cookies under a plain-http PUBLIC_URL on another machine, which browsers would drop",
+      { PUBLIC_URL: "http://gateway.example", COOKIE_SECURE: "true" },
+      "COOKIE_SECURE=true contradicts an http PUBLIC_URL",
+    ],
+    ["a PUBLIC_URL without a scheme", { PUBLIC_URL: "gateway.example" }, 'PUBLIC_URL must be a URL, got "gateway.example"'],
+    ["a PUBLIC_URL that is not http(s)", { PUBLIC_URL: "ftp://gateway.example" }, "PUBLIC_URL must be an https or http URL"],
     ["a leader lease under 200 ms", { LEADER_LEASE_MS: "199" }, "LEADER_LEASE_MS must be between 200 and 600000"],
     ["a leader lease over 10 minutes", { LEADER_LEASE_MS: "600001" }, "LEADER_LEASE_MS must be between 200 and 600000"],
   ];

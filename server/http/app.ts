@@ -98,6 +98,9 @@ export function createRequestListener(deps: AppDeps): http.RequestListener {
   const calls = callHandler({ keys: deps.keys, calls: deps.callService, maxRequestBytes: deps.config.maxRequestBytes, log: deps.log });
   const app = createApp(deps);
   return observeRequests(deps, (req, res) => {
+    // Every answer, the fast call path's too (writeHead keeps headers set before it): a browser must read each as the
+    // type it declares, never sniff a JSON body that echoes a seller's or a caller's text into HTML or script.
+    res.setHeader("x-content-type-options", "nosniff");
     if (!calls(req, res, () => app(req, res))) app(req, res);
   });
 }
@@ -109,6 +112,8 @@ export function createApp(deps: AppDeps): express.Express {
   app.set("etag", false);
   // Who the client is, for every per-address limit: the socket's peer unless TRUST_PROXY names the proxies in front.
   app.set("trust proxy", deps.config.trustProxy);
+  // Which names the session cookies go by (__Host- prefixed when Secure): ./session-cookies.ts reads it.
+  app.locals.secureCookies = deps.config.secureCookies;
 
   // First of all, so that a flood costs no more than a counter: everything below that is not
   // authenticated counts against its address, whatever the route (a new public route too).
@@ -126,7 +131,7 @@ export function createApp(deps: AppDeps): express.Express {
   // the envelope. The API serves no CORS preflight (the dashboard is same-origin), so OPTIONS is
   // answered as every other method a path does not serve: 404 in the envelope.
   app.use((req: Request, _res: Response, next: NextFunction) => {
-    next(req.method === "OPTIONS" ? new ApiError("not_found", `No route for ${req.method} ${req.path}.`) : undefined);
+    next(req.method === "OPTIONS" ? noRoute(req) : undefined);
   });
 
   app.use(
@@ -200,7 +205,7 @@ export function createApp(deps: AppDeps): express.Express {
 
   app.use(dashboardRoutes());
   app.use((req: Request, _res: Response, next: NextFunction) => {
-    next(new ApiError("not_found", `No route for ${req.method} ${req.path}.`));
+    next(noRoute(req));
   });
 
   // Express recognises an error handler by its four parameters.
@@ -214,6 +219,14 @@ export function createApp(deps: AppDeps): express.Express {
       .json(errorEnvelope(apiError.code, apiError.message, apiError.details));
   });
   return app;
+}
+
+/**
+ * The 404 of a method and path no route serves. It names the method (one of the few Node accepts) but not the path:
+ * a path is the client's text, and a link could make the gateway say anything a stranger chose, in its own envelope.
+ */
+function noRoute(req: Request): ApiError {
+  return new ApiError("not_found", `No route for ${req.method} at this path: the API is described at GET /openapi.json.`);
 }
 
 /** Express's own client errors as the base error; anything else is left to toApiError (a 500 that tells nothing). */

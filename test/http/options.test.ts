@@ -16,7 +16,7 @@ describe("OPTIONS", () => {
       expect(res.headers.get("content-type")).to.match(/^application\/json/);
       expect(await res.json()).to.deep.equal({
         success: false,
-        error: `No route for OPTIONS ${path}.`,
+        error: "No route for OPTIONS at this path: the API is described at GET /openapi.json.",
         code: "not_found",
         request_id: res.headers.get("x-request-id"),
       });

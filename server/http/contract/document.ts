@@ -121,7 +121,8 @@ export function buildOpenApiDocument(): ReturnType<typeof createDocument> {
           type: "apiKey",
           in: "cookie",
           name: "sg_session",
-          description: "A dashboard session; requests that change state also send its X-CSRF-Token header.",
+          description:
+            "A dashboard session; requests that change state also send its X-CSRF-Token header. On a gateway served over https the cookie is __Host-sg_session (and the CSRF cookie __Host-sg_csrf).",
         },
       },
     },

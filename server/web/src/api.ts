@@ -1,11 +1,13 @@
 /**
  * The one way the dashboard talks to the gateway: same-origin JSON, the session cookie sent
- * by the browser, and the CSRF token (the readable `sg_csrf` cookie) echoed in X-CSRF-Token
- * on anything that changes state. Failures become an `ApiFailure` whose message is plain
- * words fit to show a person: the API's own `error`, or a sentence for the network.
+ * by the browser, and the CSRF token (the readable `sg_csrf` cookie, `__Host-sg_csrf` on a
+ * gateway served over https) echoed in X-CSRF-Token on anything that changes state. Failures
+ * become an `ApiFailure` whose message is plain words fit to show a person: the API's own
+ * `error`, or a sentence for the network.
  */
 
-const CSRF_COOKIE = "sg_csrf";
+import { csrfFromCookies } from "./cookies";
+
 export const UNREACHABLE = "The gateway could not be reached.";
 
 export class ApiFailure extends Error {
@@ -23,11 +25,7 @@ export class ApiFailure extends Error {
 
 /** The CSRF token from its cookie, or "" when signed out. */
 export function csrfToken(): string {
-  for (const part of document.cookie.split(";")) {
-    const [name, ...rest] = part.trim().split("=");
-    if (name === CSRF_COOKIE) return decodeURIComponent(rest.join("="));
-  }
-  return "";
+  return csrfFromCookies(document.cookie);
 }
 
 export interface RawResponse {
