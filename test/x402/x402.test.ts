@@ -311,6 +311,43 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
     await assertBalanced(stack.gw.db);
   });
 
+  it("ten authorizations on a balance that covers one call: the skill runs once, is paid once, nine are refused before it runs", async function () {
+    this.timeout(60_000);
+    await stack.addSkill("paid-slow", "/slow", { priceMicros: 2_000n });
+    const thrifty = privateKeyToAccount(generatePrivateKey());
+    const deployer = (await hre.viem.getWalletClients())[0];
+    await chain.receipt(
+      await deployer.writeContract({
+        address: chain.deployment.usdc,
+        abi: usdcAbi,
+        functionName: "mint",
+        args: [thrifty.address, 2_000n],
+        account: deployer.account,
+        chain: deployer.chain,
+      } as never),
+    );
+    const required = decodePaymentRequiredHeader((await post(url("paid-slow"), {})).headers.get("payment-required")!);
+    const headers = await Promise.all(
+      Array.from({ length: 10 }, async () =>
+        encodePaymentSignatureHeader({
+          ...(await new ExactEvmScheme(thrifty).createPaymentPayload(2, required.accepts[0])),
+          accepted: required.accepts[0],
+          resource: required.resource,
+        } as PaymentPayload),
+      ),
+    );
+    const [ranBefore, sellerBefore] = [stack.backend.hits.get("/slow") ?? 0, await escrowEarnings(seller)];
+    const answers = await Promise.all(headers.map((header) => post(url("paid-slow"), { text: "once" }, { "payment-signature": header })));
+    const bodies = (await Promise.all(answers.map((res) => res.json()))) as any[];
+    expect(answers.map((res) => res.status).sort()).to.deep.equal([200, 402, 402, 402, 402, 402, 402, 402, 402, 402]);
+    for (const body of bodies.filter((b) => !b.success)) expect(body).to.include({ code: "payment_invalid" });
+    // The backend ran once: no call ran that the balance could not pay for.
+    expect((stack.backend.hits.get("/slow") ?? 0) - ranBefore).to.equal(1);
+    expect(await usdcOf(thrifty.address)).to.equal(0n);
+    expect(await escrowEarnings(seller)).to.equal(sellerBefore + 1_800n);
+    await assertBalanced(stack.gw.db);
+  });
+
   it("lists the payable skills in the protocol's discovery format", async () => {
     const res = await fetch(`${stack.url}/x402/discovery/resources?limit=100`);
     expect(res.status).to.equal(200);
@@ -508,8 +545,9 @@ describe("x402: payments left open by a crash are resolved at the next start", (
           },
           null,
           Date.now(),
+          1_000_000n,
         ),
-      ).to.equal(true);
+      ).to.deep.include({ kind: "reserved" });
 
     // Settled on-chain, then the "crash": never recorded.
     const minedAuth = await authorize();
