@@ -37,6 +37,18 @@ function shortMessage(balanceMicros: bigint, inFlightMicros: bigint, charge: Cha
   return `Payment refused: the payer's USDC balance (${usdDisplay(balanceMicros)}) does not cover this call (${price}) beside its calls in flight (${usdDisplay(inFlightMicros)}); wait for them to finish.`;
 }
 
+/**
+ * Why the chain refused a settlement, in a sentence for the payer: the token's or the escrow's revert (an error name,
+ * or a node's truncated text) says it for developers, and is kept as the refusal's cause, never shown.
+ */
+export function payerReason(revert: string): string {
+  if (/InsufficientBalance|exceeds balance/i.test(revert)) return "the payer's USDC no longer covers the price";
+  if (/UsedAuthorization|authorization is used|cancel+ed/i.test(revert)) return "the authorization was used or cancelled in the meantime";
+  if (/AuthorizationTime|expired/i.test(revert)) return "the authorization expired before it could be used";
+  if (/InvalidSignature|invalid signature/i.test(revert)) return "the authorization's signature no longer verifies";
+  return "the chain refused the transfer";
+}
+
 /** What x402 adds to a call's answer: the PAYMENT-REQUIRED header (402s) and the PAYMENT-RESPONSE header (a settlement). */
 export interface X402Note {
   paymentRequired?: PaymentRequired;
@@ -269,7 +281,8 @@ export class X402Payment implements CallPayment<X402Note> {
       const refused: PaymentRefusal<X402Note> = {
         ...refusal(
           "payment_settlement_failed",
-          `Payment could not be settled (${settlement.reason}): nothing was paid, and the skill's answer is not sent.`,
+          `Payment could not be settled: ${payerReason(settlement.reason)}. Nothing was paid, and the skill's answer is not sent.`,
+          { cause: settlement.reason },
         ),
         note: {
           paymentRequired: this.paymentRequired(call, "settlement_failed"),

@@ -11,7 +11,7 @@ import { Ledger } from "../../server/ledger/ledger";
 import type { EscrowX402Settler } from "../../server/x402/escrow-settlement";
 import { X402PaymentsStore } from "../../server/x402/payments-store";
 import type { PayerFunds, PaymentVerifier } from "../../server/x402/verifier";
-import { type X402Note, X402Payment, type X402PaymentDeps, x402Price } from "../../server/x402/x402-payment";
+import { type X402Note, X402Payment, type X402PaymentDeps, payerReason, x402Price } from "../../server/x402/x402-payment";
 import { describeEachEngine } from "../helpers/engines";
 
 /*
@@ -166,4 +166,19 @@ describeEachEngine("X402Payment: a payer's funds cover its calls in flight", (en
     expect(await reserve("0195f0a0-0000-7000-8000-0000000000a1", header)).to.equal(undefined);
     expect(await reserve("0195f0a0-0000-7000-8000-0000000000a2", header)).to.deep.include({ code: "payment_reused" });
   });
+});
+
+describe("payerReason: a refused settlement in a sentence for the payer", () => {
+  const rows: Array<[string, string]> = [
+    ["ERC20InsufficientBalance", "the payer's USDC no longer covers the price"],
+    ["ERC20: transfer amount exceeds balance", "the payer's USDC no longer covers the price"],
+    ["ERC3009UsedAuthorization", "the authorization was used or cancelled in the meantime"],
+    ["FiatTokenV2: authorization is used or canceled", "the authorization was used or cancelled in the meantime"],
+    ["ERC3009InvalidAuthorizationTime", "the authorization expired before it could be used"],
+    ["ERC3009InvalidSignature", "the authorization's signature no longer verifies"],
+    ["An unknown RPC error occurred.", "the chain refused the transfer"],
+  ];
+  for (const [revert, sentence] of rows) {
+    it(`says "${sentence}" for ${revert}`, () => expect(payerReason(revert)).to.equal(sentence));
+  }
 });

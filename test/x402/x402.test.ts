@@ -25,6 +25,21 @@ import { ContractChecker } from "../helpers/openapi";
 import { type TestStack, startStack } from "../helpers/gateway";
 
 const escrowAbi = loadArtifact("SkillEscrow").abi;
+
+/** Mints `amount` of the local chain's test USDC to `to`, from the deployer (the token's owner). */
+async function mintUsdc(chain: LocalChain, to: Address, amount: bigint): Promise<void> {
+  const [deployer] = await hre.viem.getWalletClients();
+  await chain.receipt(
+    await deployer.writeContract({
+      address: chain.deployment.usdc,
+      abi: usdcAbi,
+      functionName: "mint",
+      args: [to, amount],
+      account: deployer.account,
+      chain: deployer.chain,
+    } as never),
+  );
+}
 const usdcAbi = loadArtifact("TestUSDC").abi;
 
 /**
@@ -92,17 +107,7 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
     await stack.addSkill("paid-broken", "/fail", { priceMicros: 2_000n });
 
     payer = privateKeyToAccount(generatePrivateKey());
-    const deployer = wallets[0];
-    await chain.receipt(
-      await deployer.writeContract({
-        address: chain.deployment.usdc,
-        abi: usdcAbi,
-        functionName: "mint",
-        args: [payer.address, 1_000_000n],
-        account: deployer.account,
-        chain: deployer.chain,
-      } as never),
-    );
+    await mintUsdc(chain, payer.address, 1_000_000n);
     // The client pays only assets it knows (Base's USDC) unless told otherwise: the local chain's test USDC is opted
     // into, with a cap per payment, as a client of a gateway on a test chain would.
     paidFetch = wrapFetchWithPaymentFromConfig(fetch, {
@@ -264,16 +269,7 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
     await chain.receipt(
       await wallets[0].sendTransaction({ to: spender.address, value: 10n ** 18n, account: wallets[0].account, chain: wallets[0].chain }),
     );
-    await chain.receipt(
-      await wallets[0].writeContract({
-        address: chain.deployment.usdc,
-        abi: usdcAbi,
-        functionName: "mint",
-        args: [spender.address, 5_000n],
-        account: wallets[0].account,
-        chain: wallets[0].chain,
-      } as never),
-    );
+    await mintUsdc(chain, spender.address, 5_000n);
     await stack.addSkill("paid-gated", "/gated", { priceMicros: 2_000n });
     const required = decodePaymentRequiredHeader((await post(url("paid-gated"), {})).headers.get("payment-required")!);
     const created = await new ExactEvmScheme(spender).createPaymentPayload(2, required.accepts[0]);
@@ -302,6 +298,10 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
     expect(res.status).to.equal(402);
     const body = (await res.json()) as any;
     expect(body).to.include({ success: false, code: "payment_settlement_failed" });
+    // A sentence for the payer, not the token's revert.
+    expect(body.error).to.equal(
+      "Payment could not be settled: the payer's USDC no longer covers the price. Nothing was paid, and the skill's answer is not sent.",
+    );
     expect(body).to.not.have.property("data");
     const settled = decodePaymentResponseHeader(res.headers.get("payment-response")!);
     expect(settled).to.include({ success: false, errorReason: "settlement_failed", payer: spender.address });
@@ -315,17 +315,7 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
     this.timeout(60_000);
     await stack.addSkill("paid-slow", "/slow", { priceMicros: 2_000n });
     const thrifty = privateKeyToAccount(generatePrivateKey());
-    const deployer = (await hre.viem.getWalletClients())[0];
-    await chain.receipt(
-      await deployer.writeContract({
-        address: chain.deployment.usdc,
-        abi: usdcAbi,
-        functionName: "mint",
-        args: [thrifty.address, 2_000n],
-        account: deployer.account,
-        chain: deployer.chain,
-      } as never),
-    );
+    await mintUsdc(chain, thrifty.address, 2_000n);
     const required = decodePaymentRequiredHeader((await post(url("paid-slow"), {})).headers.get("payment-required")!);
     const headers = await Promise.all(
       Array.from({ length: 10 }, async () =>
@@ -424,16 +414,7 @@ describe("x402: payments left open by a crash are resolved at the next start", (
     expect((await linkAddress(first.gw.ledger, { accountId: first.sellerId, address: seller })).ok).to.equal(true);
     await first.addSkill("paid", "/echo", { priceMicros: 2_000n });
     const payer = privateKeyToAccount(generatePrivateKey());
-    await chain.receipt(
-      await wallets[0].writeContract({
-        address: chain.deployment.usdc,
-        abi: usdcAbi,
-        functionName: "mint",
-        args: [payer.address, 10_000n],
-        account: wallets[0].account,
-        chain: wallets[0].chain,
-      } as never),
-    );
+    await mintUsdc(chain, payer.address, 10_000n);
     const paidFetch = wrapFetchWithPaymentFromConfig(fetch, {
       schemes: [{ network: "eip155:*", client: new ExactEvmScheme(payer) }],
       spendControls: { allowedAssets: [{ network: "eip155:8453", asset: chain.deployment.usdc, maxAmountPerPayment: "10000" }] },
@@ -489,16 +470,7 @@ describe("x402: payments left open by a crash are resolved at the next start", (
     const skill = await first.addSkill("paid", "/echo", { priceMicros: 2_000n });
 
     const payer = privateKeyToAccount(generatePrivateKey());
-    await chain.receipt(
-      await wallets[0].writeContract({
-        address: chain.deployment.usdc,
-        abi: usdcAbi,
-        functionName: "mint",
-        args: [payer.address, 1_000_000n],
-        account: wallets[0].account,
-        chain: wallets[0].chain,
-      } as never),
-    );
+    await mintUsdc(chain, payer.address, 1_000_000n);
     const nowS = BigInt(Math.floor(Date.now() / 1000));
     const authorize = async () => {
       const nonce = `0x${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex")}` as Hex;
