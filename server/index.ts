@@ -15,6 +15,8 @@ import { settlementStores } from "./settlement/store";
 import type { Config } from "./config";
 import { CallService } from "./gateway/call-service";
 import { CallPipeline } from "./gateway/pipeline";
+import { RefusalCounter } from "./gateway/refusal-counter";
+import { RefusalsStore } from "./gateway/refusals-store";
 import { callAnswers } from "./http/call-answer";
 import { CallsStore } from "./gateway/calls-store";
 import { EgressPolicy, type HostResolver } from "./gateway/egress";
@@ -235,9 +237,11 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     });
   }
   const forwarder = new Forwarder({ maxResponseBytes: config.maxResponseBytes, egress });
+  const refusals = new RefusalCounter(new RefusalsStore(db), { log });
   const pipeline = new CallPipeline({
     config,
     db: ledger.db,
+    refusals,
     skills,
     calls,
     idempotency,
@@ -307,6 +311,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     ledger,
     settlement,
     calls,
+    refusals,
     callService,
     egress,
     moneyPath,
@@ -413,6 +418,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
       await forwarder.close();
       await skills.close();
       await keys.flushLastUsed().catch((error) => log("recording API keys' last use at close failed", error));
+      await refusals.close();
       await closeFoundations(f);
     },
   };

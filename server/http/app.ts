@@ -6,6 +6,7 @@ import type { ApiKeys } from "../identity/api-keys";
 import type { Config } from "../config";
 import type { CallService } from "../gateway/call-service";
 import type { CallsStore } from "../gateway/calls-store";
+import type { RefusalCounter } from "../gateway/refusal-counter";
 import type { EgressPolicy } from "../gateway/egress";
 import type { SkillRegistry } from "../catalog/skills";
 import type { Ledger } from "../ledger/ledger";
@@ -58,6 +59,8 @@ export interface AppDeps {
   /** Settlement's tables: linked addresses, vouchers, and the reads behind earnings. */
   settlement: SettlementStores;
   calls: CallsStore;
+  /** The counts of calls a key's own limits refused (GET /v1/usage/daily's `refused`). */
+  refusals: RefusalCounter;
   callService: CallService;
   /** Which skill backends may be listed and called (the listing checks it too, for a clear 400). */
   egress: EgressPolicy;
@@ -141,7 +144,9 @@ export function createApp(deps: AppDeps): express.Express {
   );
   app.use(openApiRoutes());
   app.use(readRoutes({ ...deps, addresses: deps.settlement.addresses }));
-  app.use(usageRoutes({ keys: deps.keys, sessions: deps.sessions, calls: deps.calls, now: deps.now, log: deps.log }));
+  app.use(
+    usageRoutes({ keys: deps.keys, sessions: deps.sessions, calls: deps.calls, refusals: deps.refusals, now: deps.now, log: deps.log }),
+  );
   app.use(
     withdrawalRoutes({
       keys: deps.keys,
