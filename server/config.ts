@@ -120,8 +120,12 @@ export interface Config {
   trustProxy: false | number | string[];
   /** Requests per minute per client address to the sign-in endpoints (e-mail, SIWE, GitHub, Google). */
   signInRateLimitPerMin: number;
-  /** Requests per minute per client address to every other endpoint, when not authenticated by an API key or a session. */
+  /** Requests per minute per client address to every other endpoint, but those counted per credential or as health checks. */
   publicRateLimitPerMin: number;
+  /** Requests per minute per API key or dashboard session, to the endpoints that consume it (instead of its address's). */
+  credentialRateLimitPerMin: number;
+  /** Requests per minute per client address to GET /healthz and /readyz, counted apart from everything else. */
+  healthRateLimitPerMin: number;
   /** SIWE nonces one client address may hold unused at once; asking for more drops its oldest. */
   siweNoncesPerClientMax: number;
   /** Unused SIWE nonces in all; beyond it, a new one is refused (429) until the oldest expires. */
@@ -392,6 +396,13 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     signInRateLimitPerMin: int(env, "SIGN_IN_RATE_LIMIT_PER_MIN", 20, 1, 1_000_000),
     // A dashboard page load is about 5 requests (page, script, styles, two API reads).
     publicRateLimitPerMin: int(env, "PUBLIC_RATE_LIMIT_PER_MIN", 600, 1, 10_000_000),
+    // The same as an address: a signed-in person or an agent is never worse off than an anonymous client,
+    // and 10 a second is ample for the account routes (a dashboard page reads 2 or 3), which cost more
+    // than a public read (usage, CSV, earnings on chain). Calls have their own GCRA (RATE_LIMIT_PER_MIN).
+    credentialRateLimitPerMin: int(env, "CREDENTIAL_RATE_LIMIT_PER_MIN", 600, 1, 10_000_000),
+    // An orchestrator probes each path every few seconds from each node; 20 a second per address leaves
+    // room for many behind one address, and a probe costs little (/readyz's answer is kept for a second).
+    healthRateLimitPerMin: int(env, "HEALTH_RATE_LIMIT_PER_MIN", 1_200, 1, 10_000_000),
     siweNoncesPerClientMax: int(env, "SIWE_NONCES_PER_CLIENT_MAX", 5, 1, 1_000),
     siweNoncesMax: int(env, "SIWE_NONCES_MAX", 10_000, 1, 10_000_000),
     emailLinksMax: int(env, "EMAIL_LINKS_MAX", 1_000, 1, 10_000_000),

@@ -123,8 +123,8 @@ export interface GatewayOptions {
   /** Embedded wallets (ERC-4337): every account that signs in gets one; USDC sent to it is swept into the escrow. */
   wallets?: Omit<WalletServiceParameters, "ledger" | "sessions" | "log" | "vouchers">;
   /**
-   * Where each per-address limit of the unauthenticated endpoints keeps its counters (one
-   * store per limit): express-rate-limit's MemoryStore by default, which holds for this
+   * Where each request budget of the Express app (server/http/rate-limits.ts) keeps its counters
+   * (one store per budget): express-rate-limit's MemoryStore by default, which holds for this
    * process only; Redis (REDIS_URL) when the gateway shares its limits with other replicas.
    */
   rateLimitStore?: (limit: RateLimitName) => Store;
@@ -302,7 +302,12 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     max: config.siweNoncesMax,
   });
   const storeFor = (limit: RateLimitName) => options.rateLimitStore?.(limit) ?? shared?.rateLimitStore(limit) ?? new MemoryStore();
-  const rateLimitStores: Record<RateLimitName, Store> = { sign_in: storeFor("sign_in"), public: storeFor("public") };
+  const rateLimitStores: Record<RateLimitName, Store> = {
+    sign_in: storeFor("sign_in"),
+    public: storeFor("public"),
+    credential: storeFor("credential"),
+    health: storeFor("health"),
+  };
   const cardTopups = createSandboxCardTopups({ ledger, chain: options.chain, log: (message, error) => log(`[card] ${message}`, error) });
   const handler = createRequestListener({
     config,

@@ -78,7 +78,7 @@ export interface AppDeps {
   wallets?: WalletService;
   /** SIWE nonces, bounded per client address and in all. */
   siweNonces: SiweNonces;
-  /** Where the per-address counters of the unauthenticated endpoints live (./rate-limits.ts). */
+  /** Where the counters of the request budgets live, one store each (./rate-limits.ts). */
   rateLimitStores: Record<RateLimitName, Store>;
   /** With REDIS_URL: the shared limits' connection, checked by GET /readyz. */
   redis?: { ping(): Promise<unknown> };
@@ -113,8 +113,8 @@ export function createApp(deps: AppDeps): express.Express {
   // Who the client is, for every per-address limit: the socket's peer unless TRUST_PROXY names the proxies in front.
   app.set("trust proxy", deps.config.trustProxy);
 
-  // First of all, so that a flood costs no more than a counter: everything below that is not
-  // authenticated counts against its address, whatever the route (a new public route too).
+  // First of all, so that a flood costs no more than a counter: everything below counts against a budget,
+  // its address's unless its route consumes the valid credential it carries (a new public route too).
   const limits = createRateLimits({
     config: deps.config,
     keys: deps.keys,
@@ -122,7 +122,7 @@ export function createApp(deps: AppDeps): express.Express {
     stores: deps.rateLimitStores,
     log: deps.log,
   });
-  app.use(limits.public);
+  app.use(limits.requests);
   app.use(unauthenticatedCallRoutes(deps.keys));
 
   // Express's routers answer OPTIONS themselves, 200 with a text/plain list of methods, outside
@@ -195,10 +195,10 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(walletWithdrawRoutes({ sessions: deps.sessions, wallets: deps.wallets, log: deps.log }));
   app.use(historyRoutes({ keys: deps.keys, sessions: deps.sessions, ledger: deps.ledger }));
   app.use(platformRoutes({ config: deps.config, ledger: deps.ledger, sessions: deps.sessions, oauth: deps.oauth, chain: deps.chain }));
-  // x402: no account or key, so behind the public per-address limit like every unauthenticated route.
+  // x402: no account or key, so on the public per-address budget whatever credential a request carries.
   app.use(x402Routes({ config: deps.config, x402: deps.x402 }));
   app.use(tryRoutes({ sessions: deps.sessions, keys: deps.keys, calls: deps.callService, maxRequestBytes: deps.config.maxRequestBytes }));
-  // The hosted MCP server: behind the public limit above, so that calls without a valid key count against their address.
+  // The hosted MCP server: a valid key counts against its own budget above, a missing or bad one against the address.
   app.use(mcpRoutes({ config: deps.config, keys: deps.keys, skills: deps.skills, calls: deps.callService, log: deps.log }));
 
   app.use(metricsRoutes({ metrics: deps.metrics, token: deps.config.metricsToken }));
