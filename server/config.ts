@@ -73,6 +73,12 @@ export interface Config {
   settlerPrivateKey: string;
   /** With CHAIN_RPC_URL: the key holding VOUCHER_SIGNER_ROLE; empty issues no vouchers. Never logged. */
   voucherSignerPrivateKey: string;
+  /** The least a withdrawal voucher may be for, in base units: dust costs more to redeem than it pays out. */
+  voucherMinMicros: bigint;
+  /** Unredeemed, unexpired withdrawal vouchers one account may hold at once. */
+  vouchersOpenPerAccountMax: number;
+  /** Withdrawal vouchers one account may be issued in any hour (a sliding window). */
+  voucherRateLimitPerHour: number;
   /**
    * With CHAIN_RPC_URL: a key holding SETTLER_ROLE that settles this replica's x402 payments (one per replica, not the
    * batch settler's); empty turns the x402 endpoint off. Never logged.
@@ -370,6 +376,12 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     settleTriggerCalls: int(env, "SETTLE_TRIGGER_CALLS", 1_000, 1, 100_000),
     settlerPrivateKey: privateKey(env, "SETTLER_PRIVATE_KEY"),
     voucherSignerPrivateKey: privateKey(env, "VOUCHER_SIGNER_PRIVATE_KEY"),
+    // A cent: below it a voucher costs more gas to redeem than it pays; the escrow's $1.00 minimum deposit would
+    // strand the change of ordinary use (a $5 top-up less its calls) behind the timed exit's delay. How many
+    // vouchers an account holds and is issued is what the two limits after it bound.
+    voucherMinMicros: usd(env, "VOUCHER_MIN_USD", "0.01"),
+    vouchersOpenPerAccountMax: int(env, "VOUCHERS_OPEN_PER_ACCOUNT_MAX", 5, 1, 1_000),
+    voucherRateLimitPerHour: int(env, "VOUCHER_RATE_LIMIT_PER_HOUR", 10, 1, 10_000),
     x402SettlerPrivateKey: privateKey(env, "X402_SETTLER_PRIVATE_KEY"),
     walletEncryptionKey: aesKey(env, "WALLET_ENCRYPTION_KEY"),
     publicUrl: env.PUBLIC_URL || "",
