@@ -44,7 +44,8 @@ export interface Config {
   defaultSkillTimeoutMs: number;
   /**
    * Origins of skill backends the gateway may call whatever their address (loopback, a private
-   * network): the egress policy's exceptions. Every other backend must be a public address.
+   * network): the egress policy's exceptions, for the operator's own skills only (npm run
+   * register-skill). Every other backend, and every seller's listing, must be a public address.
    */
   skillBackendAllowlist: string[];
   /** Ports a skill backend may use; empty allows any. */

@@ -116,6 +116,11 @@ export interface GatewayOptions {
   chain?: ChainConnection;
   /** Resolves skill backends' host names for the egress policy; the system resolver by default. */
   resolveHost?: HostResolver;
+  /**
+   * The egress policy itself, instead of the one built from the config and `resolveHost`: a test's lets a loopback
+   * server stand in for a seller's public backend (test/helpers/egress.ts). No setting reaches it.
+   */
+  egress?: EgressPolicy;
   /** Where e-mail goes; by default what the config says (SMTP_URL, or the outbox table). */
   mailer?: Mailer;
   /** With the outbox mailer (no SMTP_URL): also hands each message here, for a developer to read. */
@@ -221,7 +226,9 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
   if (db instanceof SqliteDatabase) db.commit.onCommit = (stats) => metrics.observeCommit(stats);
 
   const keys = new ApiKeys(db, config.keyCacheTtlMs);
-  const egress = new EgressPolicy({ allowlist: config.skillBackendAllowlist, allowedPorts: config.skillBackendPorts }, options.resolveHost);
+  const egress =
+    options.egress ??
+    new EgressPolicy({ allowlist: config.skillBackendAllowlist, allowedPorts: config.skillBackendPorts }, options.resolveHost);
   const skills = await SkillRegistry.open(new SkillsStore(db), { warn: (message) => log(message) });
   if (shared) {
     // A key revoked or a skill changed here reaches the other replicas' caches within the message's flight;

@@ -3,6 +3,8 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { expect } from "chai";
 import { skillEscrowAbi } from "../../server/chain/abi";
+import { SkillRegistry } from "../../server/catalog/skills";
+import { SkillsStore } from "../../server/catalog/skills-store";
 import { ApiKeys } from "../../server/identity/api-keys";
 import { Sessions } from "../../server/identity/sessions";
 import { PostgresDatabase } from "../../server/db/postgres/database";
@@ -69,6 +71,8 @@ describe("three gateway replicas on one PostgreSQL and Redis (server/devstack/cl
   let db: PostgresDatabase;
   let ledger: Ledger;
   let keys: ApiKeys;
+  /** The operator's registry on the shared database, as `npm run register-skill` opens it. */
+  let registry: SkillRegistry;
   let accounts = 0;
 
   before(async function () {
@@ -93,6 +97,7 @@ describe("three gateway replicas on one PostgreSQL and Redis (server/devstack/cl
     db = new PostgresDatabase(createPostgresPool({ url: cluster.postgres.url, applicationName: "cluster-test", max: 5 }));
     ledger = await Ledger.open(db);
     keys = new ApiKeys(db, 0);
+    registry = await SkillRegistry.open(new SkillsStore(db), { pollMs: 0 });
   });
 
   // A replica that died by itself fails the test that saw it die (and the rest: the cluster is broken); its output says why.
@@ -106,6 +111,7 @@ describe("three gateway replicas on one PostgreSQL and Redis (server/devstack/cl
   });
 
   after(async () => {
+    await registry?.close();
     await db?.close();
     await cluster?.stop();
     await backend?.close();
@@ -130,6 +136,21 @@ describe("three gateway replicas on one PostgreSQL and Redis (server/devstack/cl
       accountId: signedIn.accountId,
       headers: { cookie: `${SESSION_COOKIE}=${opened.token}`, [CSRF_HEADER]: opened.csrfToken, "content-type": "application/json" },
     };
+  }
+
+  /**
+   * Registers a skill of `sellerAccountId` on the test backend as the operator does (`npm run register-skill`): a
+   * seller's own listing must name a public backend, which no test can run, and the operator's allowlist serves the
+   * operator's skills alone. The replicas pick it up on their next poll of the catalogue (every 2 s).
+   */
+  async function registerSkill(
+    sellerAccountId: string,
+    slug: string,
+    route: string,
+    priceMicros: bigint,
+    timeoutMs: number,
+  ): Promise<void> {
+    await registry.upsert({ slug, name: slug, priceMicros, sellerAccountId, backendUrl: `${backend.url}${route}`, timeoutMs });
   }
 
   async function openHolds(): Promise<number> {
@@ -187,16 +208,24 @@ describe("three gateway replicas on one PostgreSQL and Redis (server/devstack/cl
     expect(Date.now() - revokedAt).to.be.below(1_000);
   });
 
-  it("serves a skill listed on one replica from another within a second", async () => {
+  it("serves a skill its seller lists again on one replica from another within a second", async () => {
     const seller = await session("seller@example.com");
     const { key } = await buyer(1_000_000n, 100_000);
     expect((await call(cluster.replicas[2], key, "cluster-echo")).status).to.equal(404);
-    const listed = await fetch(`${cluster.replicas[0].url}/v1/seller/skills`, {
-      method: "POST",
+    await registerSkill(seller.accountId, "cluster-echo", "/echo", 2_000n, 10_000);
+    const unlisted = await fetch(`${cluster.replicas[0].url}/v1/seller/skills/cluster-echo`, { method: "DELETE", headers: seller.headers });
+    expect(unlisted.status).to.equal(200);
+    await until(
+      "replica 3 to have the skill unlisted",
+      5_000,
+      async () => (await call(cluster.replicas[2], key, "cluster-echo")).status === 404,
+    );
+    const listed = await fetch(`${cluster.replicas[0].url}/v1/seller/skills/cluster-echo`, {
+      method: "PATCH",
       headers: seller.headers,
-      body: JSON.stringify({ slug: "cluster-echo", name: "Cluster echo", price: "0.002", backend_url: `${backend.url}/echo` }),
+      body: JSON.stringify({ listed: true }),
     });
-    expect(listed.status).to.equal(201);
+    expect(listed.status).to.equal(200);
     const listedAt = Date.now();
     const answer = await until("replica 3 to serve the new skill", 1_000, async () => {
       const a = await call(cluster.replicas[2], key, "cluster-echo");
@@ -224,15 +253,10 @@ describe("three gateway replicas on one PostgreSQL and Redis (server/devstack/cl
     };
     // Calls to a backend that never answers: their holds are surely open on the victim when it dies.
     const seller = await session("hanging-seller@example.com");
-    const listed = await fetch(`${cluster.replicas[0].url}/v1/seller/skills`, {
-      method: "POST",
-      headers: seller.headers,
-      body: JSON.stringify({ slug: "cluster-hang", name: "Hangs", price: "0.005", backend_url: `${backend.url}/hang`, timeout_ms: 30_000 }),
-    });
-    expect(listed.status).to.equal(201);
+    await registerSkill(seller.accountId, "cluster-hang", "/hang", 5_000n, 30_000);
     await until(
       "the victim to list the hanging skill",
-      2_000,
+      5_000,
       async () => (await fetch(`${victim.url}/v1/skills/cluster-hang`)).status === 200,
     );
     const workers = cluster.replicas.flatMap((r) => [load(r), load(r), load(r)]);

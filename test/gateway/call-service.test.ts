@@ -34,6 +34,7 @@ const skill: Skill = {
   priceMicros: PRICE_MICROS,
   sellerAccountId: "seller",
   backendUrl: "http://127.0.0.1:1/",
+  operatorListed: true,
   timeoutMs: 1_000,
   rateLimitPerMin: null,
   signingSecret: "s",

@@ -36,6 +36,7 @@ const skill: Skill = {
   rateLimitPerMin: null,
   signingSecret: "s",
   inputSchema: null,
+  operatorListed: false,
 };
 
 describeEachEngine("X402Payment: a payer's funds cover its calls in flight", (engine) => {
