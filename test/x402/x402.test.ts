@@ -26,20 +26,6 @@ import { type TestStack, startStack } from "../helpers/gateway";
 
 const escrowAbi = loadArtifact("SkillEscrow").abi;
 
-/** Mints `amount` of the local chain's test USDC to `to`, from the deployer (the token's owner). */
-async function mintUsdc(chain: LocalChain, to: Address, amount: bigint): Promise<void> {
-  const [deployer] = await hre.viem.getWalletClients();
-  await chain.receipt(
-    await deployer.writeContract({
-      address: chain.deployment.usdc,
-      abi: usdcAbi,
-      functionName: "mint",
-      args: [to, amount],
-      account: deployer.account,
-      chain: deployer.chain,
-    } as never),
-  );
-}
 const usdcAbi = loadArtifact("TestUSDC").abi;
 
 /**
@@ -57,13 +43,7 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
   let payer: PrivateKeyAccount;
   let paidFetch: typeof fetch;
 
-  const usdcOf = (address: Address) =>
-    chain.publicClient.readContract({
-      address: chain.deployment.usdc,
-      abi: usdcAbi,
-      functionName: "balanceOf",
-      args: [address],
-    }) as Promise<bigint>;
+  const usdcOf = (address: Address) => chain.usdcOf(address);
   const escrowEarnings = (address: Address) =>
     chain.publicClient.readContract({
       address: chain.deployment.escrow,
@@ -107,7 +87,7 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
     await stack.addSkill("paid-broken", "/fail", { priceMicros: 2_000n });
 
     payer = privateKeyToAccount(generatePrivateKey());
-    await mintUsdc(chain, payer.address, 1_000_000n);
+    await chain.mintUsdc(payer.address, 1_000_000n);
     // The client pays only assets it knows (Base's USDC) unless told otherwise: the local chain's test USDC is opted
     // into, with a cap per payment, as a client of a gateway on a test chain would.
     paidFetch = wrapFetchWithPaymentFromConfig(fetch, {
@@ -269,7 +249,7 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
     await chain.receipt(
       await wallets[0].sendTransaction({ to: spender.address, value: 10n ** 18n, account: wallets[0].account, chain: wallets[0].chain }),
     );
-    await mintUsdc(chain, spender.address, 5_000n);
+    await chain.mintUsdc(spender.address, 5_000n);
     await stack.addSkill("paid-gated", "/gated", { priceMicros: 2_000n });
     const required = decodePaymentRequiredHeader((await post(url("paid-gated"), {})).headers.get("payment-required")!);
     const created = await new ExactEvmScheme(spender).createPaymentPayload(2, required.accepts[0]);
@@ -315,7 +295,7 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
     this.timeout(60_000);
     await stack.addSkill("paid-slow", "/slow", { priceMicros: 2_000n });
     const thrifty = privateKeyToAccount(generatePrivateKey());
-    await mintUsdc(chain, thrifty.address, 2_000n);
+    await chain.mintUsdc(thrifty.address, 2_000n);
     const required = decodePaymentRequiredHeader((await post(url("paid-slow"), {})).headers.get("payment-required")!);
     const headers = await Promise.all(
       Array.from({ length: 10 }, async () =>
@@ -414,7 +394,7 @@ describe("x402: payments left open by a crash are resolved at the next start", (
     expect((await linkAddress(first.gw.ledger, { accountId: first.sellerId, address: seller })).ok).to.equal(true);
     await first.addSkill("paid", "/echo", { priceMicros: 2_000n });
     const payer = privateKeyToAccount(generatePrivateKey());
-    await mintUsdc(chain, payer.address, 10_000n);
+    await chain.mintUsdc(payer.address, 10_000n);
     const paidFetch = wrapFetchWithPaymentFromConfig(fetch, {
       schemes: [{ network: "eip155:*", client: new ExactEvmScheme(payer) }],
       spendControls: { allowedAssets: [{ network: "eip155:8453", asset: chain.deployment.usdc, maxAmountPerPayment: "10000" }] },
@@ -470,7 +450,7 @@ describe("x402: payments left open by a crash are resolved at the next start", (
     const skill = await first.addSkill("paid", "/echo", { priceMicros: 2_000n });
 
     const payer = privateKeyToAccount(generatePrivateKey());
-    await mintUsdc(chain, payer.address, 1_000_000n);
+    await chain.mintUsdc(payer.address, 1_000_000n);
     const nowS = BigInt(Math.floor(Date.now() / 1000));
     const authorize = async () => {
       const nonce = `0x${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex")}` as Hex;
