@@ -1,6 +1,7 @@
 /**
- * Registers (or updates, by slug) a skill from a JSON file, until sellers can do it in the
- * dashboard. Prints the skill's UUID and the signing secret its backend must check.
+ * Registers (or updates, by slug) a skill from a JSON file as the operator's own: its backend
+ * may be on an origin of SKILL_BACKEND_ALLOWLIST, which a seller's listing in the dashboard may
+ * never use. Prints the skill's UUID and the signing secret its backend must check.
  *
  *   npm run register-skill -- skill.json
  *
@@ -24,9 +25,10 @@ async function main(): Promise<void> {
   }
   const spec = JSON.parse(fs.readFileSync(file, "utf8"));
   const config = loadConfig();
-  // The same egress policy the gateway applies to sellers' listings (SKILL_BACKEND_ALLOWLIST).
+  // The gateway's egress policy, as it applies to the operator's own skills: an origin of SKILL_BACKEND_ALLOWLIST
+  // is allowed here (and at every call, since the registry marks the skill the operator's), never to sellers.
   const egress = new EgressPolicy({ allowlist: config.skillBackendAllowlist, allowedPorts: config.skillBackendPorts });
-  const checked = await egress.checkListing(String(spec.backend_url));
+  const checked = await egress.checkListing(String(spec.backend_url), "operator");
   if (!checked.ok) {
     console.error(`refused: ${checked.message} (add its origin to SKILL_BACKEND_ALLOWLIST if it is yours)`);
     process.exit(2);

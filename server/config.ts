@@ -44,7 +44,8 @@ export interface Config {
   defaultSkillTimeoutMs: number;
   /**
    * Origins of skill backends the gateway may call whatever their address (loopback, a private
-   * network): the egress policy's exceptions. Every other backend must be a public address.
+   * network): the egress policy's exceptions, for the operator's own skills only (npm run
+   * register-skill). Every other backend, and every seller's listing, must be a public address.
    */
   skillBackendAllowlist: string[];
   /** Ports a skill backend may use; empty allows any. */
@@ -73,6 +74,12 @@ export interface Config {
   settlerPrivateKey: string;
   /** With CHAIN_RPC_URL: the key holding VOUCHER_SIGNER_ROLE; empty issues no vouchers. Never logged. */
   voucherSignerPrivateKey: string;
+  /** The least a withdrawal voucher may be for, in base units: dust costs more to redeem than it pays out. */
+  voucherMinMicros: bigint;
+  /** Unredeemed, unexpired withdrawal vouchers one account may hold at once. */
+  vouchersOpenPerAccountMax: number;
+  /** Withdrawal vouchers one account may be issued in any hour (a sliding window). */
+  voucherRateLimitPerHour: number;
   /**
    * With CHAIN_RPC_URL: a key holding SETTLER_ROLE that settles this replica's x402 payments (one per replica, not the
    * batch settler's); empty turns the x402 endpoint off. Never logged.
@@ -123,8 +130,12 @@ export interface Config {
   trustProxy: false | number | string[];
   /** Requests per minute per client address to the sign-in endpoints (e-mail, SIWE, GitHub, Google). */
   signInRateLimitPerMin: number;
-  /** Requests per minute per client address to every other endpoint, when not authenticated by an API key or a session. */
+  /** Requests per minute per client address to every other endpoint, but those counted per credential or as health checks. */
   publicRateLimitPerMin: number;
+  /** Requests per minute per API key or dashboard session, to the endpoints that consume it (instead of its address's). */
+  credentialRateLimitPerMin: number;
+  /** Requests per minute per client address to GET /healthz and /readyz, counted apart from everything else. */
+  healthRateLimitPerMin: number;
   /** SIWE nonces one client address may hold unused at once; asking for more drops its oldest. */
   siweNoncesPerClientMax: number;
   /** Unused SIWE nonces in all; beyond it, a new one is refused (429) until the oldest expires. */
@@ -405,6 +416,12 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     settleTriggerCalls: int(env, "SETTLE_TRIGGER_CALLS", 1_000, 1, 100_000),
     settlerPrivateKey: privateKey(env, "SETTLER_PRIVATE_KEY"),
     voucherSignerPrivateKey: privateKey(env, "VOUCHER_SIGNER_PRIVATE_KEY"),
+    // A cent: below it a voucher costs more gas to redeem than it pays; the escrow's $1.00 minimum deposit would
+    // strand the change of ordinary use (a $5 top-up less its calls) behind the timed exit's delay. How many
+    // vouchers an account holds and is issued is what the two limits after it bound.
+    voucherMinMicros: usd(env, "VOUCHER_MIN_USD", "0.01"),
+    vouchersOpenPerAccountMax: int(env, "VOUCHERS_OPEN_PER_ACCOUNT_MAX", 5, 1, 1_000),
+    voucherRateLimitPerHour: int(env, "VOUCHER_RATE_LIMIT_PER_HOUR", 10, 1, 10_000),
     x402SettlerPrivateKey: privateKey(env, "X402_SETTLER_PRIVATE_KEY"),
     walletEncryptionKey: aesKey(env, "WALLET_ENCRYPTION_KEY"),
     publicUrl: publicUrl(env),
@@ -431,6 +448,13 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     signInRateLimitPerMin: int(env, "SIGN_IN_RATE_LIMIT_PER_MIN", 20, 1, 1_000_000),
     // A dashboard page load is about 5 requests (page, script, styles, two API reads).
     publicRateLimitPerMin: int(env, "PUBLIC_RATE_LIMIT_PER_MIN", 600, 1, 10_000_000),
+    // The same as an address: a signed-in person or an agent is never worse off than an anonymous client,
+    // and 10 a second is ample for the account routes (a dashboard page reads 2 or 3), which cost more
+    // than a public read (usage, CSV, earnings on chain). Calls have their own GCRA (RATE_LIMIT_PER_MIN).
+    credentialRateLimitPerMin: int(env, "CREDENTIAL_RATE_LIMIT_PER_MIN", 600, 1, 10_000_000),
+    // An orchestrator probes each path every few seconds from each node; 20 a second per address leaves
+    // room for many behind one address, and a probe costs little (/readyz's answer is kept for a second).
+    healthRateLimitPerMin: int(env, "HEALTH_RATE_LIMIT_PER_MIN", 1_200, 1, 10_000_000),
     siweNoncesPerClientMax: int(env, "SIWE_NONCES_PER_CLIENT_MAX", 5, 1, 1_000),
     siweNoncesMax: int(env, "SIWE_NONCES_MAX", 10_000, 1, 10_000_000),
     emailLinksMax: int(env, "EMAIL_LINKS_MAX", 1_000, 1, 10_000_000),

@@ -8,10 +8,12 @@
  * table and server/http/errors.ts (scripts/error-table.ts), and a test keeps them equal.
  */
 export const ERROR_CODES = {
-  invalid_json: "the body is not JSON, or nests objects and arrays more than 64 levels deep",
+  invalid_json:
+    "the body is not UTF-8 JSON, nests objects and arrays more than 64 levels deep, or holds a number JSON cannot carry exactly (an integer past 2^53 - 1, a number beyond about 1.8e308): the message says where",
   invalid_request: "the request is malformed: a field missing or of the wrong type, a bad header, an amount or address refused",
   invalid_input: "the input fails the skill's JSON Schema (the message says where)",
-  amount_below_minimum: "an amount under the escrow's minimum deposit, or a wallet holding less than it",
+  amount_below_minimum:
+    "an amount under its minimum (a deposit's, the escrow's minimum deposit; a withdrawal voucher's, `VOUCHER_MIN_USD`), or a wallet holding less than the minimum deposit",
   user_operation_rejected: "the bundler refused an owner-signed UserOperation (its words are in the message)",
   skill_rejected_input: "the skill's backend answered 4xx (its message is passed through)",
   unauthorized: "API key missing, malformed, unknown or revoked; or no dashboard session",

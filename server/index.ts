@@ -15,6 +15,8 @@ import { settlementStores } from "./settlement/store";
 import type { Config } from "./config";
 import { CallService } from "./gateway/call-service";
 import { CallPipeline } from "./gateway/pipeline";
+import { RefusalCounter } from "./gateway/refusal-counter";
+import { RefusalsStore } from "./gateway/refusals-store";
 import { callAnswers } from "./http/call-answer";
 import { CallsStore } from "./gateway/calls-store";
 import { EgressPolicy, type HostResolver } from "./gateway/egress";
@@ -114,6 +116,11 @@ export interface GatewayOptions {
   chain?: ChainConnection;
   /** Resolves skill backends' host names for the egress policy; the system resolver by default. */
   resolveHost?: HostResolver;
+  /**
+   * The egress policy itself, instead of the one built from the config and `resolveHost`: a test's lets a loopback
+   * server stand in for a seller's public backend (test/helpers/egress.ts). No setting reaches it.
+   */
+  egress?: EgressPolicy;
   /** Where e-mail goes; by default what the config says (SMTP_URL, or the outbox table). */
   mailer?: Mailer;
   /** With the outbox mailer (no SMTP_URL): also hands each message here, for a developer to read. */
@@ -121,8 +128,8 @@ export interface GatewayOptions {
   /** Embedded wallets (ERC-4337): every account that signs in gets one; USDC sent to it is swept into the escrow. */
   wallets?: Omit<WalletServiceParameters, "ledger" | "sessions" | "log" | "vouchers">;
   /**
-   * Where each per-address limit of the unauthenticated endpoints keeps its counters (one
-   * store per limit): express-rate-limit's MemoryStore by default, which holds for this
+   * Where each request budget of the Express app (server/http/rate-limits.ts) keeps its counters
+   * (one store per budget): express-rate-limit's MemoryStore by default, which holds for this
    * process only; Redis (REDIS_URL) when the gateway shares its limits with other replicas.
    */
   rateLimitStore?: (limit: RateLimitName) => Store;
@@ -219,7 +226,9 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
   if (db instanceof SqliteDatabase) db.commit.onCommit = (stats) => metrics.observeCommit(stats);
 
   const keys = new ApiKeys(db, config.keyCacheTtlMs);
-  const egress = new EgressPolicy({ allowlist: config.skillBackendAllowlist, allowedPorts: config.skillBackendPorts }, options.resolveHost);
+  const egress =
+    options.egress ??
+    new EgressPolicy({ allowlist: config.skillBackendAllowlist, allowedPorts: config.skillBackendPorts }, options.resolveHost);
   const skills = await SkillRegistry.open(new SkillsStore(db), { warn: (message) => log(message) });
   if (shared) {
     // A key revoked or a skill changed here reaches the other replicas' caches within the message's flight;
@@ -235,9 +244,11 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     });
   }
   const forwarder = new Forwarder({ maxResponseBytes: config.maxResponseBytes, egress });
+  const refusals = new RefusalCounter(new RefusalsStore(db), { log });
   const pipeline = new CallPipeline({
     config,
     db: ledger.db,
+    refusals,
     skills,
     calls,
     idempotency,
@@ -298,7 +309,12 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     max: config.siweNoncesMax,
   });
   const storeFor = (limit: RateLimitName) => options.rateLimitStore?.(limit) ?? shared?.rateLimitStore(limit) ?? new MemoryStore();
-  const rateLimitStores: Record<RateLimitName, Store> = { sign_in: storeFor("sign_in"), public: storeFor("public") };
+  const rateLimitStores: Record<RateLimitName, Store> = {
+    sign_in: storeFor("sign_in"),
+    public: storeFor("public"),
+    credential: storeFor("credential"),
+    health: storeFor("health"),
+  };
   const cardTopups = createSandboxCardTopups({ ledger, chain: options.chain, log: (message, error) => log(`[card] ${message}`, error) });
   const handler = createRequestListener({
     config,
@@ -307,6 +323,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     ledger,
     settlement,
     calls,
+    refusals,
     callService,
     egress,
     moneyPath,
@@ -413,6 +430,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
       await forwarder.close();
       await skills.close();
       await keys.flushLastUsed().catch((error) => log("recording API keys' last use at close failed", error));
+      await refusals.close();
       await closeFoundations(f);
     },
   };

@@ -29,7 +29,7 @@ export interface SharedState {
   limiter: RedisRateLimiter;
   dailyCap: RedisDailyCap;
   bus: InvalidationBus;
-  /** A store of express-rate-limit (per-address limits of the unauthenticated endpoints) in Redis. */
+  /** A store of express-rate-limit (a request budget of the Express app: server/http/rate-limits.ts) in Redis. */
   rateLimitStore(limit: RateLimitName): Store;
   close(): Promise<void>;
 }
@@ -61,7 +61,8 @@ export async function openSharedState(
     bus,
     rateLimitStore: (limit) =>
       new RedisStore({
-        prefix: `sg:ip:${limit}:`,
+        // Counted per key or session, or per address: the prefix says which.
+        prefix: limit === "credential" ? "sg:credential:" : `sg:ip:${limit}:`,
         sendCommand: (command: string, ...args: string[]) => redis.call(command, ...args) as Promise<number>,
       }),
     async close() {

@@ -37,6 +37,8 @@ const VERSIONS: readonly { version: number; name: string }[] = [
   { version: 17, name: "spending limits of API keys, and the key period each hold counted in" },
   { version: 18, name: "x402 payments, their ledger entries and calls" },
   { version: 19, name: "accounts' display names" },
+  { version: 20, name: "refusals of a key's limits counted per minute" },
+  { version: 21, name: "skills the operator registered" },
 ];
 
 /**

@@ -28,4 +28,14 @@ CREATE TABLE skills (
 );
 `,
   },
+  {
+    version: 21,
+    sql: `
+-- Whether the operator registered the skill and its backend URL (npm run register-skill, the demo seed): 1 or 0.
+-- Only the operator's skills may reach an origin of SKILL_BACKEND_ALLOWLIST (server/gateway/egress.ts); a seller's
+-- listing, or its edit of the backend URL, is 0. Skills stored before this version are 0 until the operator
+-- registers them again: a seller's listing cannot be told from the operator's after the fact.
+ALTER TABLE skills ADD COLUMN operator_listed INTEGER NOT NULL DEFAULT 0;
+`,
+  },
 ];

@@ -107,6 +107,8 @@ export class SellerSkills {
             priceMicros: fields.priceMicros,
             sellerAccountId,
             backendUrl: fields.backendUrl,
+            // A seller's own listing: its backend is held to the public-address rule, allowlisted origin or not.
+            operatorListed: false,
             timeoutMs: fields.timeoutMs,
             rateLimitPerMin: fields.rateLimitPerMin,
             inputSchemaJson: fields.inputSchema ? JSON.stringify(fields.inputSchema) : null,

@@ -9,6 +9,12 @@ export interface SkillRecord {
   priceMicros: bigint;
   sellerAccountId: string;
   backendUrl: string;
+  /**
+   * Whether the operator registered the skill and its backend URL (`npm run register-skill`, the demo seed): only
+   * then may the backend be on an origin of SKILL_BACKEND_ALLOWLIST. A seller's own listing, or its edit of the
+   * backend URL, leaves it false.
+   */
+  operatorListed: boolean;
   timeoutMs: number;
   /** Calls per minute one caller account may make to this skill; null for no per-skill limit. */
   rateLimitPerMin: number | null;
@@ -18,7 +24,7 @@ export interface SkillRecord {
 }
 
 /** A skill as its seller sees it: no signing secret, with whether it is listed and when it changed. */
-export interface SkillListingRecord extends Omit<SkillRecord, "sellerAccountId" | "signingSecret"> {
+export interface SkillListingRecord extends Omit<SkillRecord, "sellerAccountId" | "signingSecret" | "operatorListed"> {
   listed: boolean;
   createdAtMs: number;
   updatedAtMs: number;
@@ -28,7 +34,7 @@ export interface SkillListingRecord extends Omit<SkillRecord, "sellerAccountId" 
 export type SkillWrite = Omit<SkillRecord, "id"> & { id: string };
 
 /** The fields a seller edits on its own skill, and whether it is listed. */
-export type SkillEdit = Omit<SkillRecord, "id" | "slug" | "sellerAccountId" | "signingSecret"> & { listed: boolean };
+export type SkillEdit = Omit<SkillRecord, "id" | "slug" | "sellerAccountId" | "signingSecret" | "operatorListed"> & { listed: boolean };
 
 interface SkillRow {
   id: string;
@@ -38,13 +44,18 @@ interface SkillRow {
   price_micros: bigint;
   seller_account_id: string;
   backend_url: string;
+  operator_listed: bigint;
   timeout_ms: bigint;
   rate_limit_per_min: bigint | null;
   input_schema: string | null;
   signing_secret: string;
 }
 
-type ListingRow = Omit<SkillRow, "seller_account_id" | "signing_secret"> & { active: bigint; created_at: bigint; updated_at: bigint };
+type ListingRow = Omit<SkillRow, "seller_account_id" | "signing_secret" | "operator_listed"> & {
+  active: bigint;
+  created_at: bigint;
+  updated_at: bigint;
+};
 
 const toRecord = (row: SkillRow): SkillRecord => ({
   id: row.id,
@@ -54,6 +65,7 @@ const toRecord = (row: SkillRow): SkillRecord => ({
   priceMicros: row.price_micros,
   sellerAccountId: row.seller_account_id,
   backendUrl: row.backend_url,
+  operatorListed: row.operator_listed === 1n,
   timeoutMs: Number(row.timeout_ms),
   rateLimitPerMin: row.rate_limit_per_min === null ? null : Number(row.rate_limit_per_min),
   inputSchemaJson: row.input_schema,
@@ -75,9 +87,9 @@ const toListing = (row: ListingRow): SkillListingRecord => ({
   updatedAtMs: Number(row.updated_at),
 });
 
-const INSERT = `INSERT INTO skills (id, slug, name, description, price_micros, seller_account_id, backend_url, timeout_ms,
-                             rate_limit_per_min, input_schema, signing_secret, active, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`;
+const INSERT = `INSERT INTO skills (id, slug, name, description, price_micros, seller_account_id, backend_url, operator_listed,
+                             timeout_ms, rate_limit_per_min, input_schema, signing_secret, active, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`;
 
 const LISTING_COLUMNS = `id, slug, name, description, price_micros, backend_url, timeout_ms, rate_limit_per_min, input_schema,
                 active, created_at, updated_at`;
@@ -91,6 +103,7 @@ function values(s: SkillWrite, nowMs: number): SqlParam[] {
     s.priceMicros,
     s.sellerAccountId,
     s.backendUrl,
+    s.operatorListed ? 1 : 0,
     s.timeoutMs,
     s.rateLimitPerMin,
     s.inputSchemaJson,
@@ -143,7 +156,7 @@ export class SkillsStore {
       `${INSERT}
        ON CONFLICT (slug) DO UPDATE SET name = excluded.name, description = excluded.description,
          price_micros = excluded.price_micros, seller_account_id = excluded.seller_account_id,
-         backend_url = excluded.backend_url, timeout_ms = excluded.timeout_ms,
+         backend_url = excluded.backend_url, operator_listed = excluded.operator_listed, timeout_ms = excluded.timeout_ms,
          rate_limit_per_min = excluded.rate_limit_per_min, input_schema = excluded.input_schema,
          signing_secret = CASE WHEN ? = 1 THEN excluded.signing_secret ELSE skills.signing_secret END,
          active = 1, updated_at = excluded.updated_at
@@ -158,16 +171,22 @@ export class SkillsStore {
     return (await (tx ?? this.db).run(`${INSERT} ON CONFLICT (slug) DO NOTHING`, values(skill, nowMs))) === 1;
   }
 
-  /** Updates a seller's own skill's editable fields and listing. */
+  /**
+   * Updates a seller's own skill's editable fields and listing. A skill the operator registered stays the
+   * operator's only while its backend URL is the one the operator gave: a URL the seller sets is the seller's, held
+   * to the public-address rule from then on (SET reads the row as it was, so the old URL is compared).
+   */
   async updateOwn(sellerAccountId: string, id: string, f: SkillEdit, nowMs: number, tx?: Sql): Promise<void> {
     await (tx ?? this.db).run(
-      `UPDATE skills SET name = ?, description = ?, price_micros = ?, backend_url = ?, timeout_ms = ?,
+      `UPDATE skills SET name = ?, description = ?, price_micros = ?, backend_url = ?,
+         operator_listed = CASE WHEN backend_url = ? THEN operator_listed ELSE 0 END, timeout_ms = ?,
          rate_limit_per_min = ?, input_schema = ?, active = ?, updated_at = ?
        WHERE id = ? AND seller_account_id = ?`,
       [
         f.name,
         f.description,
         f.priceMicros,
+        f.backendUrl,
         f.backendUrl,
         f.timeoutMs,
         f.rateLimitPerMin,

@@ -399,8 +399,10 @@ export class SkillRegistry {
   }
 
   /**
-   * Registers a skill, or updates the one with the same slug (keeping its UUID, and its secret unless
-   * one is given), durably; resolves with the skill as the reloaded catalogue holds it.
+   * Registers a skill as the operator does (`npm run register-skill`, the demo seed), or updates the one with the
+   * same slug (keeping its UUID, and its secret unless one is given), durably; resolves with the skill as the
+   * reloaded catalogue holds it. The skill is marked the operator's, so its backend may be on an allowlisted
+   * origin; sellers list theirs through SellerSkills, which never marks them.
    */
   async upsert(input: SkillInput): Promise<Skill> {
     this.check(input);
@@ -418,6 +420,7 @@ export class SkillRegistry {
             priceMicros: input.priceMicros,
             sellerAccountId: input.sellerAccountId,
             backendUrl: input.backendUrl,
+            operatorListed: true,
             timeoutMs: input.timeoutMs,
             rateLimitPerMin: input.rateLimitPerMin ?? null,
             inputSchemaJson: input.inputSchema ? JSON.stringify(input.inputSchema) : null,

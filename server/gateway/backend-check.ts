@@ -38,7 +38,9 @@ export function backendChecker(options: { egress: EgressPolicy; maxResponseBytes
     const timeoutMs = Math.min(target.timeoutMs, LISTING_CHECK_TIMEOUT_MS);
     const started = performance.now();
     try {
-      const result = await forwarder.forward({ ...target, timeoutMs }, randomUUID(), {});
+      // The test call is made only for a seller's own listing or backend edit (the operator's register script
+      // makes none), so it is held to the public-address rule even on an origin the operator allowlisted.
+      const result = await forwarder.forward({ ...target, timeoutMs, operatorListed: false }, randomUUID(), {});
       return describeCheck(result, Math.round((performance.now() - started) * 10) / 10, timeoutMs);
     } finally {
       await forwarder.close();

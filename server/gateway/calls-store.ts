@@ -103,23 +103,29 @@ const USAGE_SELECT = `SELECT c.id, c.api_key_id, k.name AS key_name, k.prefix AS
  * A skill is matched by its UUID or by the slug of the skill row with that UUID, so a skill no
  * longer listed is still found by its slug.
  */
-function whereOf(accountId: string, filter: UsageFilter): { sql: string; params: SqlParam[] } {
-  const clauses = ["c.account_id = ?"];
+export function whereOf(
+  accountId: string,
+  filter: UsageFilter,
+  /** The table's alias, and its column of when a row happened (ms since the epoch). */
+  table = { alias: "c", time: "created_at" },
+): { sql: string; params: SqlParam[] } {
+  const t = table.alias;
+  const clauses = [`${t}.account_id = ?`];
   const params: SqlParam[] = [accountId];
   if (filter.apiKeyId !== undefined) {
-    clauses.push("c.api_key_id = ?");
+    clauses.push(`${t}.api_key_id = ?`);
     params.push(filter.apiKeyId);
   }
   if (filter.skill !== undefined) {
-    clauses.push("(c.skill_id = ? OR c.skill_id IN (SELECT id FROM skills WHERE slug = ?))");
+    clauses.push(`(${t}.skill_id = ? OR ${t}.skill_id IN (SELECT id FROM skills WHERE slug = ?))`);
     params.push(filter.skill, filter.skill);
   }
   if (filter.fromMs !== undefined) {
-    clauses.push("c.created_at >= ?");
+    clauses.push(`${t}.${table.time} >= ?`);
     params.push(filter.fromMs);
   }
   if (filter.untilMs !== undefined) {
-    clauses.push("c.created_at < ?");
+    clauses.push(`${t}.${table.time} < ?`);
     params.push(filter.untilMs);
   }
   return { sql: clauses.join(" AND "), params };

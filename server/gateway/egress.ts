@@ -14,7 +14,10 @@ import { buildConnector } from "undici";
  * metadata service. The rule is simple to state: a backend must be a public unicast
  * address on the internet, over http(s), without credentials in its URL, on an allowed
  * port. The operator may name exact origins that are exempt (`SKILL_BACKEND_ALLOWLIST`;
- * `npm start` names its demo backend, on loopback, and nothing else).
+ * `npm start` names its demo backend, on loopback, and nothing else), and they are exempt for
+ * the operator's own skills only (`BackendOwner`): a seller's listing on such an origin is held
+ * to the public-address rule like any other, or any new account could read the operator's
+ * internal service through a skill of its own.
  *
  * It is checked three times, each for its own reason:
  *   1. when a skill is listed (`checkListing`): the URL, and every address its host resolves
@@ -39,6 +42,12 @@ export interface EgressSettings {
 }
 
 export type EgressRefusalReason = "invalid_url" | "scheme" | "credentials" | "port" | "address" | "unresolvable";
+
+/**
+ * Who set a skill's backend URL: the operator (`npm run register-skill`, the demo seed), whose skills may use the
+ * allowlist, or a seller through the seller API, whose URL must be a public address whatever its origin.
+ */
+export type BackendOwner = "operator" | "seller";
 
 export type EgressCheck = { ok: true; url: URL; allowlisted: boolean } | { ok: false; reason: EgressRefusalReason; message: string };
 
@@ -111,7 +120,7 @@ export class EgressPolicy {
   }
 
   /** What can be told from the URL alone: its shape, scheme, credentials, port, and an IP literal's range. */
-  checkUrl(raw: string): EgressCheck {
+  checkUrl(raw: string, owner: BackendOwner): EgressCheck {
     let url: URL;
     try {
       url = new URL(raw);
@@ -120,7 +129,7 @@ export class EgressPolicy {
     }
     if (url.protocol !== "http:" && url.protocol !== "https:") return refuse("scheme", "backend_url must be an http or https URL");
     if (url.username !== "" || url.password !== "") return refuse("credentials", "backend_url must not carry credentials (user:password@)");
-    if (this.allowlist.has(url.origin)) return { ok: true, url, allowlisted: true };
+    if (this.exempt(url.origin, owner)) return { ok: true, url, allowlisted: true };
     const port = url.port === "" ? (url.protocol === "https:" ? 443 : 80) : Number(url.port);
     if (this.ports.size > 0 && !this.ports.has(port)) {
       return refuse("port", `backend_url's port ${port} is not allowed; allowed ports: ${[...this.ports].join(", ")}`);
@@ -136,8 +145,8 @@ export class EgressPolicy {
   }
 
   /** The listing-time check: `checkUrl`, then every address the host resolves to now. */
-  async checkListing(raw: string): Promise<EgressCheck> {
-    const checked = this.checkUrl(raw);
+  async checkListing(raw: string, owner: BackendOwner): Promise<EgressCheck> {
+    const checked = this.checkUrl(raw, owner);
     if (!checked.ok || checked.allowlisted || isIpLiteral(checked.url.hostname)) return checked;
     let addresses: LookupAddress[];
     try {
@@ -160,18 +169,23 @@ export class EgressPolicy {
     return checked;
   }
 
-  /** Whether calls to this origin skip the address checks (the operator's allowlist). */
-  isAllowlisted(origin: string): boolean {
-    return this.allowlist.has(normalizeOrigin(origin));
+  /**
+   * Whether `owner`'s calls to this origin skip the address checks: the one place the allowlist is read. The
+   * operator allowlists an origin for the skills it registers itself; a seller naming the same origin gains nothing.
+   */
+  protected exempt(origin: string, owner: BackendOwner): boolean {
+    return owner === "operator" && this.allowlist.has(normalizeOrigin(origin));
   }
 
   /**
-   * An undici connector for one backend origin that enforces the policy on every new
-   * connection: the resolver's answers are checked before connecting, and the peer's address
-   * once connected. Allowlisted origins connect as usual.
+   * An undici connector for one backend origin, as `owner`'s skills reach it, that enforces the
+   * policy on every new connection: the resolver's answers are checked before connecting, and the
+   * peer's address once connected. An origin exempt for that owner connects wherever its name
+   * resolves, through the same resolver (one resolver answers for every backend).
    */
-  connector(origin: string): buildConnector.connector {
-    if (this.isAllowlisted(origin)) return buildConnector({});
+  connector(origin: string, owner: BackendOwner): buildConnector.connector {
+    if (this.exempt(origin, owner))
+      return buildConnector({ lookup: guardedLookup(this.resolve, () => true) } as buildConnector.BuildOptions);
     const lookup = guardedLookup(this.resolve, (address) => this.reachable(address));
     const base = buildConnector({ lookup } as buildConnector.BuildOptions);
     return (options, callback) =>

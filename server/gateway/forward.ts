@@ -1,11 +1,14 @@
 import { EventEmitter } from "node:events";
 import { Pool } from "undici";
-import { type EgressPolicy, EgressRefused } from "./egress";
+import { type BackendOwner, type EgressPolicy, EgressRefused } from "./egress";
 import type { Skill } from "../catalog/skills";
 import { CALL_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, signCall } from "./signature";
 
-/** What forwarding needs of a skill: where its backend is, the secret calls are signed with, and how long one may take. */
-export type ForwardTarget = Pick<Skill, "backendUrl" | "timeoutMs" | "signingSecret">;
+/**
+ * What forwarding needs of a skill: where its backend is, whether the operator registered it (only then may that be
+ * an allowlisted origin), the secret calls are signed with, and how long one may take.
+ */
+export type ForwardTarget = Pick<Skill, "backendUrl" | "operatorListed" | "timeoutMs" | "signingSecret">;
 
 export type ForwardFailure = "backend_error" | "timeout" | "unreachable" | "invalid_json" | "response_too_large" | "forbidden";
 
@@ -45,7 +48,7 @@ export class Forwarder {
   async forward(skill: ForwardTarget, callId: string, input: unknown): Promise<ForwardResult> {
     const body = JSON.stringify(input);
     const timestampSec = Math.floor(Date.now() / 1000);
-    const target = this.target(skill.backendUrl);
+    const target = this.target(skill.backendUrl, skill.operatorListed ? "operator" : "seller");
     if (!target.ok) return { kind: "failed", reason: "forbidden", message: target.message };
     const { pool, path } = target;
     const abort = new EventEmitter();
@@ -133,30 +136,34 @@ export class Forwarder {
   }
 
   /**
-   * The pool and request path of a backend URL, parsed and checked against the egress policy
-   * once (the URL's shape cannot change; its addresses are checked on every connection).
+   * The pool and request path of a backend URL as `owner`'s skill reaches it, parsed and checked against the
+   * egress policy once (the URL's shape cannot change; its addresses are checked on every connection). An origin
+   * the operator allowlisted gets a pool of its own, free of the address checks, used only by the operator's
+   * skills: a seller's skill on that origin goes through a checked pool, whose connections are refused.
    */
-  private target(backendUrl: string): Target {
-    let target = this.targets.get(backendUrl);
+  private target(backendUrl: string, owner: BackendOwner): Target {
+    const key = `${owner} ${backendUrl}`;
+    let target = this.targets.get(key);
     if (!target) {
-      const checked = this.options.egress.checkUrl(backendUrl);
+      const checked = this.options.egress.checkUrl(backendUrl, owner);
       if (!checked.ok) {
         target = { ok: false, message: checked.message };
       } else {
-        const { url } = checked;
-        let pool = this.pools.get(url.origin);
+        const { url, allowlisted } = checked;
+        const poolKey = allowlisted ? `allowlisted ${url.origin}` : url.origin;
+        let pool = this.pools.get(poolKey);
         if (!pool) {
           pool = new Pool(url.origin, {
             connections: this.options.connectionsPerOrigin ?? 256,
             keepAliveTimeout: 30_000,
             keepAliveMaxTimeout: 600_000,
-            connect: this.options.egress.connector(url.origin),
+            connect: this.options.egress.connector(url.origin, owner),
           });
-          this.pools.set(url.origin, pool);
+          this.pools.set(poolKey, pool);
         }
         target = { ok: true, pool, path: url.pathname + url.search };
       }
-      this.targets.set(backendUrl, target);
+      this.targets.set(key, target);
     }
     return target;
   }

@@ -11,6 +11,8 @@ import type { IdempotencyKeys } from "./idempotency";
 import type { Admit, CallPayment, PaidCall, PaymentRefusal, RecordCall } from "./payment";
 import type { CallAnswer, CallAnswers, CallEnd, CallResult } from "./call-result";
 import type { CallDailyCap, CallLimiter, RateDecision, RateRule } from "./rate-limit";
+import type { RefusalCounter } from "./refusal-counter";
+import type { LimitRefusal } from "./refusals-store";
 
 /** A call as an entry (keyed: ./call-service.ts; x402: server/x402/x402-service.ts) hands it to the pipeline. */
 export interface PipelineRequest {
@@ -48,6 +50,8 @@ export interface PipelineDeps {
   forwarder: Forwarder;
   /** The HTTP layer's rendering of answers. */
   answers: CallAnswers;
+  /** Counts the calls a caller's own limits refused, which get no line in the calls log each. */
+  refusals: RefusalCounter;
   /** Told about every call once its line in the calls log is committed (for metrics and the request's log line). */
   onCall?: (call: { skill: string; outcome: CallOutcome; chargedMicros: bigint; latencyMs: number }) => void;
 }
@@ -64,8 +68,6 @@ const FAILURE_CODE: Record<Extract<ForwardResult, { kind: "failed" }>["reason"],
 
 /** The refusals a call's line in the calls log can name; any other code is not an outcome of a call. */
 const REFUSAL_OUTCOMES = {
-  rate_limited: true,
-  daily_limit_reached: true,
   invalid_input: true,
   insufficient_balance: true,
   key_spend_limit_reached: true,
@@ -300,11 +302,18 @@ export class CallPipeline {
 
   /**
    * Ends a call refused before it was forwarded: nothing was reserved, nothing is charged, and its key is given up.
-   * Its line is written for a payer whose refusals are logged; the answer names the call only then.
+   * Its line is written for a payer whose refusals are logged; the answer names the call only then. A refusal by the
+   * caller's own limits is counted instead (RefusalCounter): a flood of them must not grow the calls log.
    */
   private async refuse<N>(call: Call<N>, refused: PaymentRefusal<N>, rate?: RateDecision, retryAfterMs?: number): Promise<CallResult<N>> {
     const answer = this.refusalAnswer(call, refused.code, refused.message);
-    const logged = call.payment.logsRefusals;
+    const { payment } = call;
+    const limited = refused.code === "rate_limited" || refused.code === "daily_limit_reached";
+    if (limited && payment.logsRefusals) {
+      this.deps.refusals.count({ ...payment.payer, skillId: call.skill.id, outcome: refused.code as LimitRefusal });
+      this.told(call, refused.code as LimitRefusal, 0n);
+    }
+    const logged = payment.logsRefusals && !limited;
     if (logged) {
       const outcome = outcomeOf(refused.code);
       await this.deps.db.transaction(async (tx) => {

@@ -76,4 +76,21 @@ CREATE INDEX calls_by_account ON calls(account_id, created_at);
 CREATE INDEX calls_by_hold ON calls(hold_id) WHERE hold_id IS NOT NULL;
 `,
   },
+  {
+    version: 20,
+    sql: `
+-- Calls a key's own limits refused (its rate limits, its account's daily cap) are counted here per key, skill,
+-- outcome and UTC minute (minute: its first millisecond), not logged one by one in calls (issue 23): a flood of
+-- refusals costs rows per minute, not per call. GET /v1/usage/daily shows them as each day's "refused".
+CREATE TABLE call_refusals (
+  account_id  TEXT NOT NULL REFERENCES accounts(id),
+  api_key_id  TEXT NOT NULL,
+  skill_id    TEXT NOT NULL,
+  outcome     TEXT NOT NULL CHECK (outcome IN ('rate_limited', 'daily_limit_reached')),
+  minute      INTEGER NOT NULL,
+  count       INTEGER NOT NULL CHECK (count > 0),
+  PRIMARY KEY (account_id, api_key_id, skill_id, outcome, minute)
+);
+`,
+  },
 ];

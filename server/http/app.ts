@@ -6,6 +6,7 @@ import type { ApiKeys } from "../identity/api-keys";
 import type { Config } from "../config";
 import type { CallService } from "../gateway/call-service";
 import type { CallsStore } from "../gateway/calls-store";
+import type { RefusalCounter } from "../gateway/refusal-counter";
 import type { EgressPolicy } from "../gateway/egress";
 import type { SkillRegistry } from "../catalog/skills";
 import type { Ledger } from "../ledger/ledger";
@@ -58,6 +59,8 @@ export interface AppDeps {
   /** Settlement's tables: linked addresses, vouchers, and the reads behind earnings. */
   settlement: SettlementStores;
   calls: CallsStore;
+  /** The counts of calls a key's own limits refused (GET /v1/usage/daily's `refused`). */
+  refusals: RefusalCounter;
   callService: CallService;
   /** Which skill backends may be listed and called (the listing checks it too, for a clear 400). */
   egress: EgressPolicy;
@@ -75,7 +78,7 @@ export interface AppDeps {
   wallets?: WalletService;
   /** SIWE nonces, bounded per client address and in all. */
   siweNonces: SiweNonces;
-  /** Where the per-address counters of the unauthenticated endpoints live (./rate-limits.ts). */
+  /** Where the counters of the request budgets live, one store each (./rate-limits.ts). */
   rateLimitStores: Record<RateLimitName, Store>;
   /** With REDIS_URL: the shared limits' connection, checked by GET /readyz. */
   redis?: { ping(): Promise<unknown> };
@@ -115,8 +118,8 @@ export function createApp(deps: AppDeps): express.Express {
   // Which names the session cookies go by (__Host- prefixed when Secure): ./session-cookies.ts reads it.
   app.locals.secureCookies = deps.config.secureCookies;
 
-  // First of all, so that a flood costs no more than a counter: everything below that is not
-  // authenticated counts against its address, whatever the route (a new public route too).
+  // First of all, so that a flood costs no more than a counter: everything below counts against a budget,
+  // its address's unless its route consumes the valid credential it carries (a new public route too).
   const limits = createRateLimits({
     config: deps.config,
     keys: deps.keys,
@@ -124,7 +127,7 @@ export function createApp(deps: AppDeps): express.Express {
     stores: deps.rateLimitStores,
     log: deps.log,
   });
-  app.use(limits.public);
+  app.use(limits.requests);
   app.use(unauthenticatedCallRoutes(deps.keys));
 
   // Express's routers answer OPTIONS themselves, 200 with a text/plain list of methods, outside
@@ -146,7 +149,9 @@ export function createApp(deps: AppDeps): express.Express {
   );
   app.use(openApiRoutes());
   app.use(readRoutes({ ...deps, addresses: deps.settlement.addresses }));
-  app.use(usageRoutes({ keys: deps.keys, sessions: deps.sessions, calls: deps.calls, now: deps.now, log: deps.log }));
+  app.use(
+    usageRoutes({ keys: deps.keys, sessions: deps.sessions, calls: deps.calls, refusals: deps.refusals, now: deps.now, log: deps.log }),
+  );
   app.use(
     withdrawalRoutes({
       keys: deps.keys,
@@ -195,10 +200,10 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(walletWithdrawRoutes({ sessions: deps.sessions, wallets: deps.wallets, log: deps.log }));
   app.use(historyRoutes({ keys: deps.keys, sessions: deps.sessions, ledger: deps.ledger }));
   app.use(platformRoutes({ config: deps.config, ledger: deps.ledger, sessions: deps.sessions, oauth: deps.oauth, chain: deps.chain }));
-  // x402: no account or key, so behind the public per-address limit like every unauthenticated route.
+  // x402: no account or key, so on the public per-address budget whatever credential a request carries.
   app.use(x402Routes({ config: deps.config, x402: deps.x402 }));
   app.use(tryRoutes({ sessions: deps.sessions, keys: deps.keys, calls: deps.callService, maxRequestBytes: deps.config.maxRequestBytes }));
-  // The hosted MCP server: behind the public limit above, so that calls without a valid key count against their address.
+  // The hosted MCP server: a valid key counts against its own budget above, a missing or bad one against the address.
   app.use(mcpRoutes({ config: deps.config, keys: deps.keys, skills: deps.skills, calls: deps.callService, log: deps.log }));
 
   app.use(metricsRoutes({ metrics: deps.metrics, token: deps.config.metricsToken }));

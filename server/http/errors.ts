@@ -92,7 +92,19 @@ export function toApiError(error: unknown, internal = "Internal server error."):
   return new ApiError("internal_error", internal, {}, { cause: error });
 }
 
-/** A service's refusal, thrown as the error the client sees. */
+/**
+ * A service's refusal, thrown as the error the client sees. One that says when to ask again (`details.retry_after_sec`,
+ * a limit's refusal) also says it in the Retry-After header, where HTTP clients look.
+ */
 export function refuse(refused: Refusal): never {
+  const retryAfterSec = refused.details?.retry_after_sec;
+  if (typeof retryAfterSec === "number") {
+    throw new ApiError(
+      refused.code,
+      refused.message,
+      { "retry-after": String(retryAfterSec) },
+      { details: refused.details, cause: refused.cause },
+    );
+  }
   throw refusalError(refused);
 }

@@ -3,27 +3,32 @@ import { type Store, ipKeyGenerator, rateLimit } from "express-rate-limit";
 import type { ApiKeys } from "../identity/api-keys";
 import type { Sessions } from "../identity/sessions";
 import type { Config } from "../config";
-import { bearerToken } from "./auth";
 import { ApiError } from "./errors";
-import { readSession } from "./session-cookies";
+import { type Budget, budgetOf } from "./rate-limit-budgets";
 
 /**
- * Per-client-address limits on what anyone may ask without credentials (express-rate-limit,
- * a fixed one-minute window per address):
- *   - sign-in: the endpoints that send mail, store a nonce or state, or open a session
- *     (SIGN_IN_RATE_LIMIT_PER_MIN, 20 by default), on those routes only;
- *   - public: every other request the Express app answers that is not authenticated by an
- *     API key or a dashboard session (PUBLIC_RATE_LIMIT_PER_MIN, 600 by default): the
- *     marketplace listing, /v1/platform, the dashboard's pages and assets, 401s and 404s.
- * Requests with a valid key or session are limited elsewhere (the call path's per-key GCRA).
+ * The request budgets of the Express app (express-rate-limit, a fixed one-minute window each):
+ *   - sign-in: the endpoints that send mail, store a nonce or state, or open a session, per client
+ *     address (SIGN_IN_RATE_LIMIT_PER_MIN, 20 by default), on those routes only and on top of the next;
+ *   - and one of these three for every request, chosen by ./rate-limit-budgets.ts:
+ *     - credential: a request to an operation that consumes an API key or a session and carries a
+ *       valid one, per key or per session (CREDENTIAL_RATE_LIMIT_PER_MIN, 600 by default);
+ *     - health: GET /healthz and /readyz, per client address (HEALTH_RATE_LIMIT_PER_MIN, 1,200);
+ *     - public: everything else, per client address, whatever credential it carries
+ *       (PUBLIC_RATE_LIMIT_PER_MIN, 600 by default): the marketplace listing, /v1/platform, x402,
+ *       the dashboard's pages and assets, 401s and 404s.
+ * A credential replaces its holder's address budget on the routes that use it, so that many
+ * accounts behind one NAT are not one budget; it never switches the limit off, and it changes
+ * nothing on a route that does not read it. The keyed call endpoints are served before Express
+ * (./routes/call.ts) and limited per key by the call path's GCRA instead.
  * Over a limit: 429 rate_limited in the spec's envelope, with Retry-After.
  *
- * The counters live in a `Store`: in memory by default (one process), pluggable so that a
- * shared store (Redis) can make the limits hold across instances.
+ * The counters live in a `Store` per budget: in memory by default (one process), in Redis when
+ * the replicas share their limits (server/replication.ts).
  */
 
-/** The two limits' names, for a store factory that keeps them apart. */
-export type RateLimitName = "sign_in" | "public";
+/** The budgets' names, for a store factory that keeps them apart. */
+export type RateLimitName = "sign_in" | "public" | "credential" | "health";
 
 const WINDOW_MS = 60_000;
 
@@ -39,18 +44,8 @@ export function clientKey(req: Request): string {
   return ipKeyGenerator(req.ip ?? req.socket.remoteAddress ?? "unknown", IPV6_SUBNET_BITS);
 }
 
-/** Whether a request carries credentials that authenticate: a valid API key, or a live session. */
-export async function authenticated(keys: ApiKeys, sessions: Sessions, req: Request): Promise<boolean> {
-  const header = req.headers.authorization;
-  if (header !== undefined) {
-    const token = bearerToken(header);
-    return token !== undefined && (await keys.authenticate(token)) !== undefined;
-  }
-  return (await readSession(sessions, req)) !== undefined;
-}
-
 export interface RateLimitsParameters {
-  config: Pick<Config, "signInRateLimitPerMin" | "publicRateLimitPerMin">;
+  config: Pick<Config, "signInRateLimitPerMin" | "publicRateLimitPerMin" | "credentialRateLimitPerMin" | "healthRateLimitPerMin">;
   keys: ApiKeys;
   sessions: Sessions;
   stores: Record<RateLimitName, Store>;
@@ -60,54 +55,82 @@ export interface RateLimitsParameters {
 export interface RateLimits {
   /** For the sign-in routes: counts every request to them, signed in or not. */
   signIn: RequestHandler;
-  /** For the whole app: counts the requests that are not authenticated. */
-  public: RequestHandler;
+  /** For the whole app, first of all: counts each request against its budget (credential, health or public). */
+  requests: RequestHandler;
 }
 
-/** The two limiters, over the stores given (which the caller shuts down). */
+/** The limiters, over the stores given (which the caller shuts down). */
 export function createRateLimits(parameters: RateLimitsParameters): RateLimits {
   const { config, keys, sessions, stores, log } = parameters;
-  const limiter = (limit: number, store: Store, what: string, skip?: (req: Request) => Promise<boolean>) =>
+  const limiter = (name: RateLimitName, limit: number, keyGenerator: (req: Request) => string, what: (req: Request) => string) =>
     rateLimit({
       windowMs: WINDOW_MS,
       limit,
-      store,
-      keyGenerator: clientKey,
-      skip,
+      store: stores[name],
+      keyGenerator,
+      identifier: name,
       standardHeaders: "draft-8",
       legacyHeaders: false,
       // The refusal goes through the app's error handler, like every other: the spec's envelope.
-      handler: (req: Request, _res: Response, next: NextFunction) => next(rateLimited(req, what)),
+      handler: (req: Request, _res: Response, next: NextFunction) => next(rateLimited(req, what(req))),
       logger: {
         warn: (error, message) => log(`rate limit: ${message ?? "warning"}`, error),
         error: (error, message) => log(`rate limit: ${message ?? "error"}`, error),
       },
     });
-  const publicLimit = limiter(config.publicRateLimitPerMin, stores.public, "requests", (req) => authenticated(keys, sessions, req));
+
+  // The credential a request is counted under, set just before its limiter runs.
+  const holders = new WeakMap<Request, Extract<Budget, { name: "credential" }>>();
+  const holderOf = (req: Request) => {
+    const budget = holders.get(req);
+    if (!budget) throw new Error("a request reached the credential limiter without a credential");
+    return budget;
+  };
+  const fromAddress = (what: string) => () => `Too many ${what} from your address`;
+  const limiters = {
+    public: limiter("public", config.publicRateLimitPerMin, clientKey, fromAddress("requests")),
+    credential: limiter(
+      "credential",
+      config.credentialRateLimitPerMin,
+      (req) => holderOf(req).holder,
+      (req) => `Too many requests with this ${holderOf(req).label}`,
+    ),
+    health: limiter("health", config.healthRateLimitPerMin, clientKey, fromAddress("health checks")),
+  };
+  const budget = budgetOf({ keys, sessions });
+
   return {
-    signIn: limiter(config.signInRateLimitPerMin, stores.sign_in, "sign-in requests"),
-    // A store that fails (Redis down) refuses the request (500), except a probe's: /healthz answers while the
-    // process does, and /readyz must be able to say what is down. A probe over its limit is still refused.
-    public: (req, res, next) =>
-      publicLimit(req, res, (error?: unknown) => {
-        if (error !== undefined && !(error instanceof ApiError) && PROBE_PATHS.has(req.path)) {
+    signIn: limiter("sign_in", config.signInRateLimitPerMin, clientKey, fromAddress("sign-in requests")),
+    requests: async (req, res, next) => {
+      const chosen = await budget(req);
+      if (chosen.name === "credential") {
+        holders.set(req, chosen);
+        await limiters.credential(req, res, next);
+        return;
+      }
+      if (chosen.name === "public") {
+        await limiters.public(req, res, next);
+        return;
+      }
+      // A store that fails (Redis down) refuses the request (500), except a probe's: /healthz answers while the
+      // process does, and /readyz must be able to say what is down. A probe over its limit is still refused.
+      await limiters.health(req, res, (error?: unknown) => {
+        if (error !== undefined && !(error instanceof ApiError)) {
           log(`rate limit: not counted, the store failed (${req.path} let through)`, error);
           next();
           return;
         }
         next(error);
-      }),
+      });
+    },
   };
 }
 
-/** The orchestrator's probes (server/http/routes/health.ts). */
-const PROBE_PATHS: ReadonlySet<string> = new Set(["/healthz", "/readyz"]);
-
-/** 429 with Retry-After: the seconds until this client's window resets (at least 1). */
-function rateLimited(req: Request, what: string): ApiError {
+/** 429 with Retry-After: the seconds until this budget's window resets (at least 1). */
+function rateLimited(req: Request, tooMany: string): ApiError {
   const resetTime = (req as Request & { rateLimit?: { resetTime?: Date } }).rateLimit?.resetTime;
   const retryAfterSec = Math.max(1, Math.ceil(((resetTime?.getTime() ?? Date.now() + WINDOW_MS) - Date.now()) / 1_000));
-  return new ApiError("rate_limited", `Too many ${what} from your address: try again in ${retryAfterSec} s.`, {
+  return new ApiError("rate_limited", `${tooMany}: try again in ${retryAfterSec} s.`, {
     "retry-after": String(retryAfterSec),
   });
 }

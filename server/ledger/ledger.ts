@@ -463,6 +463,16 @@ export class Ledger {
     return (await sql.value<bigint>("SELECT balance FROM ledger_accounts WHERE account_id = ? AND bucket = ?", [accountId, bucket])) ?? 0n;
   }
 
+  /**
+   * The account's available balance, its row locked until `tx` ends (PostgreSQL; SQLite's transactions take turns
+   * anyway). A caller that decides on the account's state and then writes (a withdrawal voucher's bounds) takes it
+   * first: it then queues behind every other operation on the account's money, which takes this row first too,
+   * and reads what they committed.
+   */
+  lockAvailable(accountId: string, tx: Sql): Promise<bigint> {
+    return this.lockedBalance(tx, accountId, "available");
+  }
+
   /** A balance read under the row's lock until the transaction ends (./sql.ts Dialect.forUpdate). */
   /** The account's available balance, locked, and whether `keyId` (if any) has a spending limit set. */
   private async lockedAvailable(tx: Sql, accountId: string, keyId: string | undefined): Promise<{ available: bigint; limited: boolean }> {

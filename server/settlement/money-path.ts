@@ -31,6 +31,9 @@ export interface ChainConnection {
   fundingWallet?: WalletClient<Transport, Chain | undefined, Account>;
 }
 
+/** How often the vouchers are swept: expired ones come back this long after the chain passes their deadline, at most. */
+const VOUCHER_SWEEP_INTERVAL_MS = 30_000;
+
 export interface MoneyPath {
   indexer: DepositIndexer;
   settler?: Settler;
@@ -85,10 +88,18 @@ export function createMoneyPath(
         escrowAddress: chain.escrowAddress,
         chainId: chain.chainId,
         ttlSec: chain.voucherTtlSec,
+        limits: {
+          minimumMicros: config.voucherMinMicros,
+          openPerAccountMax: config.vouchersOpenPerAccountMax,
+          issuedPerHourMax: config.voucherRateLimitPerHour,
+        },
+        deployBlock: chain.deployBlock,
+        // A redemption is read at the deposits' depth: a voucher is given back only once a block that deep is past its deadline.
+        confirmations: config.depositConfirmations,
+        log: (message: string, error?: unknown) => log(`[vouchers] ${message}`, error),
       })
     : undefined;
 
-  let sweep: NodeJS.Timeout | undefined;
   return {
     indexer,
     settler,
@@ -96,15 +107,11 @@ export function createMoneyPath(
     start() {
       indexer.start(config.indexerIntervalMs);
       settler?.start(config.settleIntervalMs);
-      if (vouchers) {
-        sweep = setInterval(() => {
-          vouchers.sweep(chain.publicClient).catch((error) => log("[vouchers] sweeping failed", error));
-        }, 30_000);
-        sweep.unref();
-      }
+      // One sweep at a time: the next starts an interval after the last one ended, however long it took.
+      vouchers?.sweeper.start(chain.publicClient, VOUCHER_SWEEP_INTERVAL_MS);
     },
     async stop() {
-      clearInterval(sweep);
+      await vouchers?.sweeper.stop();
       await indexer.stop();
       await settler?.stop();
     },

@@ -1,7 +1,7 @@
 /**
  * Decoding a contract revert into the custom error it carries, whichever way the RPC passed it along.
  */
-import { BaseError, ContractFunctionRevertedError, decodeErrorResult, isHex } from "viem";
+import { type Abi, BaseError, ContractFunctionRevertedError, decodeErrorResult, isHex } from "viem";
 import { skillEscrowAbi } from "../chain/abi";
 
 /** A contract revert, decoded. */
@@ -10,9 +10,10 @@ export type DecodedRevert = { errorName: string; args: readonly unknown[] };
 /**
  * The custom error a contract call reverted with. Over HTTP viem decodes it (a ContractFunctionRevertedError
  * in the cause chain); Hardhat's in-process network only passes the raw revert data along, decoded here
- * against the escrow's ABI. Undefined when the failure is not a decodable revert (a network error, say).
+ * against `abi` (the escrow's by default; a caller whose call reaches another contract adds that one's errors).
+ * Undefined when the failure is not a decodable revert (a network error, say).
  */
-export function decodeRevert(error: unknown): DecodedRevert | undefined {
+export function decodeRevert(error: unknown, abi: Abi = skillEscrowAbi): DecodedRevert | undefined {
   if (error instanceof BaseError) {
     const reverted = error.walk((cause) => cause instanceof ContractFunctionRevertedError);
     if (reverted instanceof ContractFunctionRevertedError && reverted.data?.errorName) {
@@ -30,7 +31,7 @@ export function decodeRevert(error: unknown): DecodedRevert | undefined {
     ]) {
       if (typeof data !== "string" || !isHex(data) || data.length < 10) continue;
       try {
-        const decoded = decodeErrorResult({ abi: skillEscrowAbi, data });
+        const decoded = decodeErrorResult({ abi, data });
         return { errorName: decoded.errorName, args: decoded.args ?? [] };
       } catch {
         // Not one of the escrow's errors; keep looking down the chain.

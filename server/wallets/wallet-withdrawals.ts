@@ -14,16 +14,17 @@
  * Refusals (codes of server/errors.ts), checked in this order: no_wallet, wrong_withdrawal_flow (the other path
  * must be used), invalid_request (`to` is the escrow or the wallet itself), withdrawal_in_progress (another
  * operation of the wallet is running: the same per-wallet lock as sweeps and claims), no_deposit_address (the
- * wallet is not the escrow address), invalid_request (nothing to withdraw), insufficient_balance (all before any
- * debit), then, after the voucher was issued, chain_unavailable or user_operation_rejected with the voucher.
+ * wallet is not the escrow address), then the voucher's own (../settlement/vouchers.ts): amount_below_minimum,
+ * rate_limited (the account's open vouchers, or those issued this hour), invalid_request (nothing to withdraw),
+ * insufficient_balance (all before any debit), then, after the voucher was issued, chain_unavailable or
+ * user_operation_rejected with the voucher.
  */
 import { getAddress, isAddressEqual, parseEventLogs, type Address, type Hex } from "viem";
 import type { UserOperationReceipt } from "viem/account-abstraction";
 import { skillEscrowAbi } from "../chain/abi";
 import { escrowWithdrawCalls } from "./aa-flows";
-import type { IssuedVoucher, VoucherIssuer } from "../settlement/vouchers";
+import { type IssuedVoucher, type VoucherIssuer, issueRefusal } from "../settlement/vouchers";
 import type { Ledger } from "../ledger/ledger";
-import { usdDisplay } from "../ledger/money";
 import { type Refusal, refusal } from "../errors";
 import {
   type BundlerRefusal,
@@ -57,7 +58,14 @@ export type WithdrawToParameters = {
 
 /** Why nothing was debited and nothing sent. */
 export type WithdrawRefusal = Refusal<
-  "no_wallet" | "wrong_withdrawal_flow" | "invalid_request" | "withdrawal_in_progress" | "no_deposit_address" | "insufficient_balance"
+  | "no_wallet"
+  | "wrong_withdrawal_flow"
+  | "invalid_request"
+  | "withdrawal_in_progress"
+  | "no_deposit_address"
+  | "amount_below_minimum"
+  | "rate_limited"
+  | "insufficient_balance"
 >;
 
 /**
@@ -109,16 +117,13 @@ export class WalletWithdrawals {
   ): Promise<{ ok: true; voucher: IssuedVoucher } | WithdrawRefusal> {
     const issued = await this.p.vouchers.issue(accountId, { amountMicros, address: wallet.address });
     if (issued.ok) return { ok: true, voucher: issued.issued };
-    if (issued.reason === "nothing_to_withdraw") return refusal("invalid_request", "Nothing to withdraw: the available balance is 0.");
-    if (issued.reason === "insufficient_balance") {
-      return refusal(
-        "insufficient_balance",
-        `Only ${usdDisplay(issued.availableMicros ?? 0n)} is available to withdraw (money held by calls in flight stays).`,
-      );
-    }
     // address_not_yours (the wallet is not linked to this account for deposits) and the address-choice
     // reasons cannot arise with an explicit address of the account's own.
-    return refusal("no_deposit_address", "Your embedded wallet is not your escrow address yet, so it cannot withdraw your balance.");
+    if (issued.reason === "address_not_yours" || issued.reason === "no_address" || issued.reason === "several_addresses") {
+      return refusal("no_deposit_address", "Your embedded wallet is not your escrow address yet, so it cannot withdraw your balance.");
+    }
+    // The amount and the account's voucher limits are refused as a plain withdrawal's are.
+    return issueRefusal(issued);
   }
 
   /**

@@ -1,4 +1,4 @@
-import type { Account, Address, Chain, Hex, PublicClient, Transport, WalletClient } from "viem";
+import type { Abi, Account, Address, Chain, Hex, PublicClient, Transport, WalletClient } from "viem";
 import {
   BaseError,
   ContractFunctionRevertedError,
@@ -8,8 +8,8 @@ import {
   parseErc6492Signature,
   parseEventLogs,
 } from "viem";
-import { skillEscrowAbi } from "../chain/abi";
-import { decodeRevert } from "../settlement/reverts";
+import { skillEscrowAbi, testUsdcAbi } from "../chain/abi";
+import { type DecodedRevert, decodeRevert } from "../settlement/reverts";
 
 /** An x402 `exact` EIP-3009 authorization, as the payer signed it (TransferWithAuthorization, `to` = the escrow). */
 export interface Eip3009Authorization {
@@ -82,8 +82,8 @@ export class EscrowX402Settler {
     try {
       await publicClient.simulateContract(request);
     } catch (error) {
-      const revert = decodeRevert(error);
-      return { kind: "refused", reason: revert ? revert.errorName : shortMessage(error) };
+      const revert = decodeRevert(error, SETTLEMENT_ERRORS);
+      return { kind: "refused", reason: revert ? revertReason(revert) : shortMessage(error) };
     }
     const send = this.sending.then(() => walletClient.writeContract(request));
     this.sending = send.catch(() => undefined);
@@ -92,8 +92,8 @@ export class EscrowX402Settler {
       txHash = await send;
     } catch (error) {
       // A revert at estimation sent nothing. Any other failure (the node unreachable mid-send) may have sent it.
-      const revert = decodeRevert(error);
-      if (revert) return { kind: "refused", reason: revert.errorName };
+      const revert = decodeRevert(error, SETTLEMENT_ERRORS);
+      if (revert) return { kind: "refused", reason: revertReason(revert) };
       if (isRevert(error)) return { kind: "refused", reason: shortMessage(error) };
       return { kind: "unknown", error };
     }
@@ -118,6 +118,14 @@ export class EscrowX402Settler {
  */
 function tokenSignature(signature: Hex): Hex {
   return isErc6492Signature(signature) ? parseErc6492Signature(signature).signature : signature;
+}
+
+/** The errors a settlement can revert with: the escrow's own, and the token's it calls (funds, authorization, signature). */
+const SETTLEMENT_ERRORS = [...skillEscrowAbi, ...testUsdcAbi.filter((item) => item.type === "error")] as Abi;
+
+/** A decoded revert as a reason: the custom error's name, or a require's string (Circle's USDC reverts with those). */
+function revertReason(revert: DecodedRevert): string {
+  return revert.errorName === "Error" && typeof revert.args[0] === "string" ? revert.args[0] : revert.errorName;
 }
 
 function isRevert(error: unknown): boolean {

@@ -57,31 +57,57 @@ const COLUMNS = `call_id, skill_id, seller_account_id, payer, nonce, valid_after
 export class X402PaymentsStore {
   constructor(readonly db: Database) {}
 
-  /** Records `payment` as reserved; false when its authorization (payer, nonce) was already presented. */
-  async reserve(payment: X402Payment, replicaId: string | null, nowMs: number, tx?: Sql): Promise<boolean> {
+  /**
+   * Records `payment` as reserved, unless its authorization (payer, nonce) was already presented (`reused`), or the
+   * payer's open payments (reserved or settling) and this one would come to more than `balanceMicros`, the payer's
+   * USDC balance just read (`short`): one balance pays for as many calls at once as it covers, never more, on every
+   * replica. The payer's reservations are taken one at a time: on PostgreSQL under a lock on the payer for the
+   * transaction, on SQLite by its single writer. On success, what the payer's open payments come to with this one.
+   */
+  async reserve(
+    payment: X402Payment,
+    replicaId: string | null,
+    nowMs: number,
+    balanceMicros: bigint,
+  ): Promise<{ kind: "reserved"; openMicros: bigint } | { kind: "reused" } | { kind: "short"; openMicros: bigint }> {
     try {
-      await (tx ?? this.db).run(
-        `INSERT INTO x402_payments (call_id, skill_id, seller_account_id, payer, nonce, valid_after, valid_before, amount,
-                                    seller_amount, fee_amount, status, replica_id, created_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'reserved', ?, ?)`,
-        [
-          payment.callId,
-          payment.skillId,
-          payment.sellerAccountId,
-          payment.payer,
-          payment.nonce,
-          payment.validAfter,
-          payment.validBefore,
-          payment.amountMicros,
-          payment.sellerMicros,
-          payment.feeMicros,
-          replicaId,
-          nowMs,
-        ],
-      );
-      return true;
+      return await this.db.transaction(async (tx) => {
+        if (tx.engine === "postgres") await tx.run("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", [`x402 payer ${payment.payer}`]);
+        // A reused authorization is told so first, whatever the payer's balance.
+        if (await tx.value("SELECT call_id FROM x402_payments WHERE payer = ? AND nonce = ?", [payment.payer, payment.nonce])) {
+          return { kind: "reused" } as const;
+        }
+        const open = BigInt(
+          (await tx.value<bigint | number>(
+            "SELECT COALESCE(SUM(amount), 0) FROM x402_payments WHERE payer = ? AND status IN ('reserved', 'settling')",
+            [payment.payer],
+          )) ?? 0,
+        );
+        const openMicros = open + payment.amountMicros;
+        if (openMicros > balanceMicros) return { kind: "short", openMicros: open } as const;
+        await tx.run(
+          `INSERT INTO x402_payments (call_id, skill_id, seller_account_id, payer, nonce, valid_after, valid_before, amount,
+                                      seller_amount, fee_amount, status, replica_id, created_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'reserved', ?, ?)`,
+          [
+            payment.callId,
+            payment.skillId,
+            payment.sellerAccountId,
+            payment.payer,
+            payment.nonce,
+            payment.validAfter,
+            payment.validBefore,
+            payment.amountMicros,
+            payment.sellerMicros,
+            payment.feeMicros,
+            replicaId,
+            nowMs,
+          ],
+        );
+        return { kind: "reserved", openMicros } as const;
+      });
     } catch (error) {
-      if (isUniqueViolation(error)) return false;
+      if (isUniqueViolation(error)) return { kind: "reused" };
       throw error;
     }
   }

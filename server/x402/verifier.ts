@@ -7,9 +7,18 @@ import type { Eip3009Authorization } from "./escrow-settlement";
 /** A payment that verified, or why it did not (the protocol's reason code and a sentence for people). */
 export type Verification = { valid: true } | { valid: false; reason: string; message: string };
 
+/** What a payer's authorization can still pay, read from the token now. */
+export interface PayerFunds {
+  balanceMicros: bigint;
+  /** The authorization's nonce was used (or cancelled) on-chain: it can no longer pay. */
+  nonceUsed: boolean;
+}
+
 /** Checks an x402 `exact` payment against what a call asks for, before the call runs. */
 export interface PaymentVerifier {
   verify(payload: PaymentPayload, requirements: PaymentRequirements, authorization: Eip3009Authorization): Promise<Verification>;
+  /** The payer's USDC balance and the authorization's nonce state, as the token says them now. */
+  funds(authorization: Eip3009Authorization): Promise<PayerFunds>;
 }
 
 /** What the protocol's reason codes mean, said for the payer. */
@@ -63,19 +72,24 @@ export class ExactPaymentVerifier implements PaymentVerifier {
     return { valid: false, reason, message: REASONS[reason] ?? reason };
   }
 
+  async funds(authorization: Eip3009Authorization): Promise<PayerFunds> {
+    const [used, balance] = await Promise.all([
+      this.publicClient.readContract({
+        address: this.usdc,
+        abi: testUsdcAbi,
+        functionName: "authorizationState",
+        args: [authorization.from, authorization.nonce],
+      }),
+      this.publicClient.readContract({ address: this.usdc, abi: testUsdcAbi, functionName: "balanceOf", args: [authorization.from] }),
+    ]);
+    return { balanceMicros: balance as bigint, nonceUsed: used as boolean };
+  }
+
   private async diagnose(authorization: Eip3009Authorization, fallback: string): Promise<string> {
     try {
-      const [used, balance] = await Promise.all([
-        this.publicClient.readContract({
-          address: this.usdc,
-          abi: testUsdcAbi,
-          functionName: "authorizationState",
-          args: [authorization.from, authorization.nonce],
-        }),
-        this.publicClient.readContract({ address: this.usdc, abi: testUsdcAbi, functionName: "balanceOf", args: [authorization.from] }),
-      ]);
-      if (used) return "invalid_exact_evm_nonce_already_used";
-      if ((balance as bigint) < authorization.value) return "invalid_exact_evm_insufficient_balance";
+      const { balanceMicros, nonceUsed } = await this.funds(authorization);
+      if (nonceUsed) return "invalid_exact_evm_nonce_already_used";
+      if (balanceMicros < authorization.value) return "invalid_exact_evm_insufficient_balance";
     } catch {
       // The token cannot say; the simulation's failure stands.
     }

@@ -21,10 +21,33 @@ import {
   requirementsFor,
   type X402Asset,
 } from "./protocol";
-import type { PaymentVerifier } from "./verifier";
+import type { PayerFunds, PaymentVerifier } from "./verifier";
 
 /** An authorization must outlive the call (the skill's timeout) by this much, for the settlement to be sent and mined. */
 export const SETTLEMENT_MARGIN_S = 30n;
+
+const INSUFFICIENT = "invalid_exact_evm_insufficient_balance";
+const NONCE_USED = "invalid_exact_evm_nonce_already_used";
+
+/** The refusal of a payer whose balance does not cover this call beside the ones it has in flight. */
+function shortMessage(balanceMicros: bigint, inFlightMicros: bigint, charge: Charge): string {
+  const price = usdDisplay(charge.chargedMicros);
+  if (inFlightMicros === 0n)
+    return `Payment refused: the payer's USDC balance (${usdDisplay(balanceMicros)}) is below the price (${price}).`;
+  return `Payment refused: the payer's USDC balance (${usdDisplay(balanceMicros)}) does not cover this call (${price}) beside its calls in flight (${usdDisplay(inFlightMicros)}); wait for them to finish.`;
+}
+
+/**
+ * Why the chain refused a settlement, in a sentence for the payer: the token's or the escrow's revert (an error name,
+ * or a node's truncated text) says it for developers, and is kept as the refusal's cause, never shown.
+ */
+export function payerReason(revert: string): string {
+  if (/InsufficientBalance|exceeds balance/i.test(revert)) return "the payer's USDC no longer covers the price";
+  if (/UsedAuthorization|authorization is used|cancel+ed/i.test(revert)) return "the authorization was used or cancelled in the meantime";
+  if (/AuthorizationTime|expired/i.test(revert)) return "the authorization expired before it could be used";
+  if (/InvalidSignature|invalid signature/i.test(revert)) return "the authorization's signature no longer verifies";
+  return "the chain refused the transfer";
+}
 
 /** What x402 adds to a call's answer: the PAYMENT-REQUIRED header (402s) and the PAYMENT-RESPONSE header (a settlement). */
 export interface X402Note {
@@ -180,12 +203,16 @@ export class X402Payment implements CallPayment<X402Note> {
       if (limited) return limited;
     }
 
+    // The payer's balance covers this call and every other it has in flight, or the call is refused before it runs:
+    // one balance cannot pay for many calls at once, however many authorizations it signed.
+    const payer = auth.from.toLowerCase();
+    const funds = await deps.verifier.funds(auth);
     const reserved = await deps.payments.reserve(
       {
         callId: call.callId,
         skillId: skill.id,
         sellerAccountId: skill.sellerAccountId,
-        payer: auth.from.toLowerCase(),
+        payer,
         nonce: auth.nonce,
         validAfter: auth.validAfter,
         validBefore: auth.validBefore,
@@ -195,16 +222,42 @@ export class X402Payment implements CallPayment<X402Note> {
       },
       deps.replicaId,
       deps.now(),
+      funds.balanceMicros,
     );
-    if (!reserved) {
+    if (reserved.kind === "reused") {
       return this.refused(
         call,
         "payment_reused",
         "Payment refused: this authorization was already presented for another call; sign a new one.",
-        "invalid_exact_evm_nonce_already_used",
+        NONCE_USED,
       );
     }
+    if (reserved.kind === "short")
+      return this.refused(call, "payment_invalid", shortMessage(funds.balanceMicros, reserved.openMicros, charge), INSUFFICIENT);
+
+    // Right before the call is forwarded, the token is asked again: a payer who moved its USDC away, or used the
+    // authorization, since it was read is refused now, before the work, and its reservation given back.
     this.reserved = { call, callId: call.callId, auth, seller, charge };
+    let now: PayerFunds;
+    try {
+      now = await deps.verifier.funds(auth);
+    } catch (error) {
+      // The reservation is given back at once, not left to recovery: it would hold the payer's balance meanwhile.
+      await this.abandon();
+      throw error;
+    }
+    if (now.nonceUsed || now.balanceMicros < reserved.openMicros) {
+      await deps.payments.close(call.callId, "reserved", "released", deps.now());
+      this.reserved = undefined;
+      return now.nonceUsed
+        ? this.refused(call, "payment_invalid", "Payment refused: the authorization's nonce was already used or cancelled.", NONCE_USED)
+        : this.refused(
+            call,
+            "payment_invalid",
+            shortMessage(now.balanceMicros, reserved.openMicros - charge.chargedMicros, charge),
+            INSUFFICIENT,
+          );
+    }
     return undefined;
   }
 
@@ -228,7 +281,8 @@ export class X402Payment implements CallPayment<X402Note> {
       const refused: PaymentRefusal<X402Note> = {
         ...refusal(
           "payment_settlement_failed",
-          `Payment could not be settled (${settlement.reason}): nothing was paid, and the skill's answer is not sent.`,
+          `Payment could not be settled: ${payerReason(settlement.reason)}. Nothing was paid, and the skill's answer is not sent.`,
+          { cause: settlement.reason },
         ),
         note: {
           paymentRequired: this.paymentRequired(call, "settlement_failed"),

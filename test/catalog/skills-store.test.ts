@@ -13,6 +13,7 @@ const skill = (overrides: Partial<SkillWrite> = {}): SkillWrite => ({
   priceMicros: 5n,
   sellerAccountId: "ada",
   backendUrl: "http://127.0.0.1:1/",
+  operatorListed: false,
   timeoutMs: 1000,
   rateLimitPerMin: null,
   inputSchemaJson: '{"type":"object"}',
@@ -70,6 +71,22 @@ describeEachEngine("SkillsStore", (engine) => {
     await store.updateOwn("ada", ID, { ...fields, listed: true }, 4);
     await store.unlist(ID, 5);
     expect((await store.listingsOf("ada")).map((s) => [s.slug, s.listed])).to.deep.equal([["echo", false]]);
+  });
+
+  it("keeps the operator's mark through a seller's edit that leaves the backend URL, and drops it for good when the seller sets another", async () => {
+    await store.upsert(skill({ operatorListed: true }), 1, true);
+    const { id, slug, sellerAccountId, signingSecret, operatorListed, ...fields } = skill();
+    const operatorListedNow = async () => (await store.listed())[0].operatorListed;
+    expect(await operatorListedNow()).to.equal(true);
+    await store.updateOwn("ada", ID, { ...fields, priceMicros: 9n, listed: true }, 2);
+    expect(await operatorListedNow()).to.equal(true);
+    await store.updateOwn("ada", ID, { ...fields, backendUrl: "http://127.0.0.1:1/admin", listed: true }, 3);
+    expect(await operatorListedNow()).to.equal(false);
+    // Setting the operator's URL again does not bring the mark back: only the operator's registration does.
+    await store.updateOwn("ada", ID, { ...fields, listed: true }, 4);
+    expect(await operatorListedNow()).to.equal(false);
+    await store.upsert(skill({ operatorListed: true }), 5, false);
+    expect(await operatorListedNow()).to.equal(true);
   });
 
   it("reads a listing inside a transaction, locking it for the edit that follows", async () => {

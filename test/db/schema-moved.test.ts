@@ -269,3 +269,37 @@ describe("version 18 (x402)", () => {
     }
   });
 });
+
+describe("version 21 (skills the operator registered)", () => {
+  it("adds the operator's mark to a version 20 database, 0 for every skill stored before, and nothing else", () => {
+    const tmp = makeTempDir();
+    const v20 = openDatabase(
+      tmp.file("v20.db"),
+      CURRENT_SCHEMA.filter((m) => m.version <= 20),
+    );
+    v20.prepare("INSERT INTO accounts (id, kind, name, created_at) VALUES ('ada', 'seller', 'Ada', 1)").run();
+    v20
+      .prepare(
+        `INSERT INTO skills (id, slug, name, price_micros, seller_account_id, backend_url, timeout_ms, signing_secret, created_at, updated_at)
+         VALUES ('s1', 'echo', 'Echo', 5, 'ada', 'http://127.0.0.1:9100/echo', 1000, 'secret', 1, 1)`,
+      )
+      .run();
+    const before = masterOf(v20).filter((r) => r.name !== "skills");
+    v20.close();
+    const opened = openDatabase(
+      tmp.file("v20.db"),
+      CURRENT_SCHEMA.filter((m) => m.version <= 21),
+    );
+    try {
+      expect(versionsOf(opened).map((v) => v.version)).to.include(21n);
+      const columns = (opened.pragma("table_info(skills)") as { name: string }[]).map((c) => c.name);
+      expect(columns.at(-1)).to.equal("operator_listed");
+      // A seller's listing cannot be told from the operator's after the fact: every stored skill is a seller's.
+      expect(opened.prepare("SELECT operator_listed FROM skills WHERE id = 's1'").pluck().get()).to.equal(0n);
+      expect(masterOf(opened).filter((r) => r.name !== "skills")).to.deep.equal(before);
+    } finally {
+      opened.close();
+      tmp.remove();
+    }
+  });
+});

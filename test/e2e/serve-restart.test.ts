@@ -1,6 +1,8 @@
+import { execFile } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { promisify } from "node:util";
 import Database from "better-sqlite3";
 import { expect } from "chai";
 import { type Address, getAddress, parseAbi } from "viem";
@@ -12,6 +14,8 @@ import { type TestBackend, startTestBackend } from "../helpers/backend";
 import { type ServeProcess, runServeToExit, startServe } from "../helpers/serve-process";
 
 const USDC = 1_000_000n;
+const ROOT = path.join(__dirname, "../..");
+const run = promisify(execFile);
 const ESCROW_ABI = parseAbi(["function balances(address) view returns (uint256)", "function earnings(address) view returns (uint256)"]);
 
 /** Resolves with `read()`'s value once `done` holds for it, polling every 200 ms; rejects after `timeoutMs`. */
@@ -175,16 +179,32 @@ describe("npm run serve on the same ledger and chain, stopped and started again"
     expect(created.status).to.equal(201);
     const key: string = created.body.data.key;
 
-    // A seller signs up and lists a skill.
+    // A seller signs up, and the operator registers a skill of theirs with `npm run register-skill` beside the running
+    // gateway: the test backend is on loopback, allowlisted for the operator's skills only (a seller's own listing
+    // must name a public backend, which no test can run).
     const seller = await signUp("seller@example.com");
-    const sellerWallet = getAddress((await asBrowser(seller, "GET", "/v1/me")).body.data.wallet.address);
-    const listed = await asBrowser(seller, "POST", "/v1/seller/skills", {
-      slug: "echo-serve",
-      name: "Echo",
-      price: "0.01",
-      backend_url: `${backend.url}/echo`,
-    });
-    expect(listed.status, JSON.stringify(listed.body)).to.equal(201);
+    const me = (await asBrowser(seller, "GET", "/v1/me")).body.data;
+    const sellerWallet = getAddress(me.wallet.address);
+    const spec = path.join(dir, "echo-serve.json");
+    fs.writeFileSync(
+      spec,
+      JSON.stringify({ slug: "echo-serve", name: "Echo", price: "0.01", seller: me.account_id, backend_url: `${backend.url}/echo` }),
+    );
+    const registered = await run(
+      process.execPath,
+      ["-r", "ts-node/register/transpile-only", path.join(ROOT, "scripts/register-skill.ts"), spec],
+      {
+        cwd: ROOT,
+        env: { ...process.env, DB_PATH: dbPath, DATABASE_URL: "", SKILL_BACKEND_ALLOWLIST: backend.url },
+      },
+    );
+    expect(registered.stdout).to.match(/^skill: +echo-serve /m);
+    await eventually(
+      async () => (await fetch(`${url}/v1/skills/echo-serve`)).status,
+      (status) => status === 200,
+      "the running gateway to list the registered skill",
+      10_000,
+    );
 
     for (let i = 0; i < 3; i++) {
       const call = await withKey(key, "POST", "/v1/call", { skill_id: "echo-serve", input: { n: i } });

@@ -57,8 +57,10 @@ export async function startFuzzStack(): Promise<FuzzStack> {
   const stack = await startStack({
     buyerUsd: "1000",
     // The per-key limit would answer most calls 429 within the first second; one key below keeps a low one.
-    // The fuzz backend is on loopback, so allowlisted as the test backend is; the canary is not.
+    // The fuzz backend is on loopback: allowlisted for the skills registered below, and a stand-in for a public
+    // backend, so that the fuzz seller's own listings can name it too (../helpers/egress.ts); the canary is neither.
     config: { rateLimitPerMin: 10_000_000, skillBackendAllowlist: [backend.url] },
+    publicStandIns: [backend.url],
     gateway: {
       log: (message, error) =>
         void gatewayLog.push(`${message}: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error ?? "")}`),

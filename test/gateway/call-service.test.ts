@@ -4,6 +4,8 @@ import type { Database, Sql } from "../../server/db/sql";
 import { type CallRequest, CallService } from "../../server/gateway/call-service";
 import type { CallResult } from "../../server/gateway/call-result";
 import { CallPipeline } from "../../server/gateway/pipeline";
+import { RefusalCounter } from "../../server/gateway/refusal-counter";
+import { RefusalsStore } from "../../server/gateway/refusals-store";
 import { type CallRecord, CallsStore } from "../../server/gateway/calls-store";
 import type { ForwardResult, Forwarder } from "../../server/gateway/forward";
 import { IdempotencyKeys } from "../../server/gateway/idempotency";
@@ -32,6 +34,7 @@ const skill: Skill = {
   priceMicros: PRICE_MICROS,
   sellerAccountId: "seller",
   backendUrl: "http://127.0.0.1:1/",
+  operatorListed: true,
   timeoutMs: 1_000,
   rateLimitPerMin: null,
   signingSecret: "s",
@@ -66,6 +69,7 @@ describeEachEngine("CallService", (engine) => {
   let backend: () => Promise<ForwardResult>;
   let told: { outcome: string; chargedMicros: bigint }[];
   let service: CallService;
+  let refusals: RefusalCounter;
 
   beforeEach(async () => {
     db = await engine.open();
@@ -77,9 +81,11 @@ describeEachEngine("CallService", (engine) => {
     backend = async () => ({ kind: "ok", status: 200, data: { echoed: true } });
     told = [];
     const config = { rateLimitPerMin: 100, dailyCallCap: 0, feeMode: "included", feeBps: 1_000n } as Config;
+    refusals = new RefusalCounter(new RefusalsStore(db), { flushMs: 60_000 });
     const pipeline = new CallPipeline({
       config,
       db,
+      refusals,
       skills: {
         resolve: (ref: string) => (ref === skill.slug || ref === skill.id ? skill : undefined),
         validateInput: async (_skill: Skill, input: unknown) => ((input as { bad?: boolean }).bad ? ["bad is not allowed"] : []),
@@ -166,10 +172,17 @@ describeEachEngine("CallService", (engine) => {
     expect([await keyState("a"), await keyState("b")]).to.deep.equal([undefined, undefined]);
     // The key allows 4 calls a minute, refusals past the limits included: the fifth is refused.
     await ledger.credit("buyer", 10_000n, "dev_credit");
-    const limited = await call(idempotent("c"));
+    const limited = answered(await call(idempotent("c")));
     expect(limited).to.include({ status: 429, code: "rate_limited" });
-    expect(limited.kind === "answered" && limited.retryAfterMs).to.be.greaterThan(0);
+    expect(limited.retryAfterMs).to.be.greaterThan(0);
     expect(await keyState("c")).to.equal(undefined);
+    // A refusal of the key's own limits is counted, not logged: no line, no call id, one count once flushed.
+    expect(limited.callId).to.equal(undefined);
+    expect(await lines()).to.have.length(4);
+    await refusals.flush();
+    expect(await db.all("SELECT account_id, api_key_id, outcome, count FROM call_refusals")).to.deep.equal([
+      { account_id: "buyer", api_key_id: "key-1", outcome: "rate_limited", count: 1n },
+    ]);
     expect(told.map((t) => t.outcome)).to.deep.equal(["invalid_input", "success", "success", "insufficient_balance", "rate_limited"]);
     await assertBalanced(db);
   });

@@ -1,7 +1,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { expect } from "chai";
-import { EgressPolicy, EgressRefused, isPublicAddress } from "../../server/gateway/egress";
+import { type BackendOwner, EgressPolicy, EgressRefused, isPublicAddress } from "../../server/gateway/egress";
 
 const policy = (
   allowlist: string[] = [],
@@ -80,43 +80,50 @@ describe("the egress policy (which skill backends the gateway may reach)", () =>
     ];
     for (const [what, url, reason] of refused) {
       it(`refuses ${what}: ${url}`, () => {
-        const checked = policy().checkUrl(url);
+        const checked = policy().checkUrl(url, "seller");
         expect(checked.ok).to.equal(false);
         if (!checked.ok) expect(checked.reason).to.equal(reason);
       });
     }
 
-    it("accepts a public https backend", () => expect(policy().checkUrl("https://skills.example.com/echo").ok).to.equal(true));
+    it("accepts a public https backend", () => expect(policy().checkUrl("https://skills.example.com/echo", "seller").ok).to.equal(true));
 
     it("accepts a public IPv6 literal, and refuses an IPv4-compatible one as an address", () => {
-      expect(policy().checkUrl("http://[2606:4700:4700::1111]/echo").ok).to.equal(true);
-      expect(policy().checkUrl("http://[::7f00:1]/echo")).to.deep.include({ ok: false, reason: "address" });
+      expect(policy().checkUrl("http://[2606:4700:4700::1111]/echo", "seller").ok).to.equal(true);
+      expect(policy().checkUrl("http://[::7f00:1]/echo", "seller")).to.deep.include({ ok: false, reason: "address" });
     });
 
     it("refuses a port the operator did not allow, and accepts the default port when 443 is allowed", () => {
       const p = policy([], [443]);
-      const checked = p.checkUrl("https://skills.example.com:8443/echo");
+      const checked = p.checkUrl("https://skills.example.com:8443/echo", "seller");
       expect(checked).to.deep.include({ ok: false, reason: "port" });
-      expect(p.checkUrl("https://skills.example.com/echo").ok).to.equal(true);
-      expect(p.checkUrl("http://skills.example.com/echo")).to.deep.include({ ok: false, reason: "port" });
+      expect(p.checkUrl("https://skills.example.com/echo", "seller").ok).to.equal(true);
+      expect(p.checkUrl("http://skills.example.com/echo", "seller")).to.deep.include({ ok: false, reason: "port" });
     });
 
     it("refuses this machine's own public addresses, in any spelling, as it refuses loopback", () => {
       const p = new EgressPolicy({ allowlist: [], allowedPorts: [] }, undefined, ["93.184.216.34", "2606:4700:4700::1111"]);
-      expect(p.checkUrl("http://93.184.216.34:8787/")).to.deep.include({ ok: false, reason: "address" });
-      expect(p.checkUrl("http://1572395042:8787/")).to.deep.include({ ok: false, reason: "address" });
-      expect(p.checkUrl("http://[2606:4700:4700:0::1111]/")).to.deep.include({ ok: false, reason: "address" });
-      expect(p.checkUrl("http://93.184.216.35/").ok).to.equal(true);
+      expect(p.checkUrl("http://93.184.216.34:8787/", "seller")).to.deep.include({ ok: false, reason: "address" });
+      expect(p.checkUrl("http://1572395042:8787/", "seller")).to.deep.include({ ok: false, reason: "address" });
+      expect(p.checkUrl("http://[2606:4700:4700:0::1111]/", "seller")).to.deep.include({ ok: false, reason: "address" });
+      expect(p.checkUrl("http://93.184.216.35/", "seller").ok).to.equal(true);
     });
 
-    it("lets an allowlisted origin through, and only that exact origin", () => {
+    it("lets the operator's skill through an allowlisted origin, and only that exact origin", () => {
       const p = policy(["http://127.0.0.1:9100"]);
-      expect(p.checkUrl("http://127.0.0.1:9100/demo")).to.deep.include({ ok: true, allowlisted: true });
-      expect(p.checkUrl("http://127.0.0.1:9101/demo").ok).to.equal(false);
-      expect(p.checkUrl("https://127.0.0.1:9100/demo").ok).to.equal(false);
-      expect(p.checkUrl("http://localhost:9100/demo").ok).to.equal(false);
+      expect(p.checkUrl("http://127.0.0.1:9100/demo", "operator")).to.deep.include({ ok: true, allowlisted: true });
+      expect(p.checkUrl("http://127.0.0.1:9101/demo", "operator").ok).to.equal(false);
+      expect(p.checkUrl("https://127.0.0.1:9100/demo", "operator").ok).to.equal(false);
+      expect(p.checkUrl("http://localhost:9100/demo", "operator").ok).to.equal(false);
       // The same origin spelled as a number is the same origin once parsed.
-      expect(p.checkUrl("http://2130706433:9100/demo").ok).to.equal(true);
+      expect(p.checkUrl("http://2130706433:9100/demo", "operator").ok).to.equal(true);
+    });
+
+    it("holds a seller's backend on an allowlisted origin to the public-address rule, in every spelling", () => {
+      const p = policy(["http://127.0.0.1:9100"]);
+      for (const url of ["http://127.0.0.1:9100/demo", "http://127.0.0.1:9100/admin/secret", "http://2130706433:9100/"]) {
+        expect(p.checkUrl(url, "seller"), url).to.deep.include({ ok: false, reason: "address" });
+      }
     });
   });
 
@@ -127,14 +134,16 @@ describe("the egress policy (which skill backends the gateway may reach)", () =>
         addresses.map((address) => ({ address, family: address.includes(":") ? 6 : 4 }));
 
     it("refuses a name that resolves to loopback", async () => {
-      const checked = await policy([], [], resolvingTo("127.0.0.1")).checkListing("https://rebind.example.com/x");
+      const checked = await policy([], [], resolvingTo("127.0.0.1")).checkListing("https://rebind.example.com/x", "seller");
       expect(checked).to.deep.include({ ok: false, reason: "address" });
       // The category only: the answer must not tell a seller what internal names resolve to.
       if (!checked.ok) expect(checked.message).to.include("resolves to a loopback address").and.not.include("127.0.0.1");
     });
 
     it("refuses a name with one public and one private address", async () => {
-      expect(await policy([], [], resolvingTo("8.8.8.8", "10.0.0.5")).checkListing("https://mixed.example.com/x")).to.deep.include({
+      expect(
+        await policy([], [], resolvingTo("8.8.8.8", "10.0.0.5")).checkListing("https://mixed.example.com/x", "seller"),
+      ).to.deep.include({
         ok: false,
         reason: "address",
       });
@@ -144,7 +153,7 @@ describe("the egress policy (which skill backends the gateway may reach)", () =>
       const failing = async () => {
         throw Object.assign(new Error("getaddrinfo ENOTFOUND"), { code: "ENOTFOUND" });
       };
-      expect(await policy([], [], failing).checkListing("https://nowhere.example.com/x")).to.deep.include({
+      expect(await policy([], [], failing).checkListing("https://nowhere.example.com/x", "seller")).to.deep.include({
         ok: false,
         reason: "unresolvable",
       });
@@ -152,15 +161,27 @@ describe("the egress policy (which skill backends the gateway may reach)", () =>
 
     it("refuses a name that resolves to this machine's own public address", async () => {
       const p = new EgressPolicy({ allowlist: [], allowedPorts: [] }, resolvingTo("93.184.216.34"), ["93.184.216.34"]);
-      const checked = await p.checkListing("https://self.example.com/x");
+      const checked = await p.checkListing("https://self.example.com/x", "seller");
       expect(checked).to.deep.include({ ok: false, reason: "address" });
       if (!checked.ok) expect(checked.message).to.include("this gateway's own machine");
     });
 
+    it("resolves nothing for the operator's allowlisted origin, and refuses a seller's listing there", async () => {
+      let lookups = 0;
+      const counting = async () => {
+        lookups++;
+        return [{ address: "10.0.0.5", family: 4 }];
+      };
+      const p = policy(["http://skills.internal.example:9100"], [], counting);
+      expect(await p.checkListing("http://skills.internal.example:9100/x", "operator")).to.deep.include({ ok: true, allowlisted: true });
+      expect(lookups).to.equal(0);
+      expect(await p.checkListing("http://skills.internal.example:9100/x", "seller")).to.deep.include({ ok: false, reason: "address" });
+    });
+
     it("accepts a name whose every address is public", async () => {
-      expect((await policy([], [], resolvingTo("8.8.8.8", "2606:4700:4700::1111")).checkListing("https://ok.example.com/x")).ok).to.equal(
-        true,
-      );
+      expect(
+        (await policy([], [], resolvingTo("8.8.8.8", "2606:4700:4700::1111")).checkListing("https://ok.example.com/x", "seller")).ok,
+      ).to.equal(true);
     });
   });
 
@@ -178,9 +199,9 @@ describe("the egress policy (which skill backends the gateway may reach)", () =>
     });
     after(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
-    const connect = (p: EgressPolicy, hostname: string) =>
+    const connect = (p: EgressPolicy, hostname: string, owner: BackendOwner = "seller") =>
       new Promise<unknown>((resolve) => {
-        p.connector(`http://${hostname}:${port}`)(
+        p.connector(`http://${hostname}:${port}`, owner)(
           {
             hostname,
             host: `${hostname}:${port}`,
@@ -206,13 +227,19 @@ describe("the egress policy (which skill backends the gateway may reach)", () =>
       let answers = 0;
       const rebinding = async () => [{ address: answers++ === 0 ? "93.184.216.34" : "127.0.0.1", family: 4 }];
       const p = policy([], [], rebinding);
-      expect((await p.checkListing(`http://rebind.example.com:${port}/`)).ok).to.equal(true);
+      expect((await p.checkListing(`http://rebind.example.com:${port}/`, "seller")).ok).to.equal(true);
       expect(await connect(p, "rebind.example.com")).to.be.instanceOf(EgressRefused);
       expect(requests).to.equal(0);
     });
 
-    it("connects to an allowlisted origin on loopback", async () => {
-      expect(await connect(policy([`http://127.0.0.1:${port}`]), "127.0.0.1")).to.equal(null);
+    it("connects the operator's skills to an allowlisted origin on loopback", async () => {
+      expect(await connect(policy([`http://127.0.0.1:${port}`]), "127.0.0.1", "operator")).to.equal(null);
+    });
+
+    it("refuses a seller's connection to that same allowlisted origin, before a byte is written", async () => {
+      const before = requests;
+      expect(await connect(policy([`http://127.0.0.1:${port}`]), "127.0.0.1", "seller")).to.be.instanceOf(EgressRefused);
+      expect(requests).to.equal(before);
     });
   });
 });

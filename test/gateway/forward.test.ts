@@ -322,6 +322,27 @@ describe("Forwarder", () => {
       expect(backend.connections).to.equal(1);
     });
 
+    it("never lends a kept-alive socket of the operator's skill on an allowlisted origin to a seller's skill there", async () => {
+      backend = await startBackend(json(200, { secret: "internal" }));
+      // The operator allowlists an internal name; the test's resolver points it at the loopback backend.
+      const origin = `http://skills.internal.example:${new URL(backend.url).port}`;
+      const resolve = async () => [{ address: "127.0.0.1", family: 4 }];
+      forwarder = new Forwarder({
+        maxResponseBytes: MAX_RESPONSE_BYTES,
+        egress: new EgressPolicy({ allowlist: [origin], allowedPorts: [] }, resolve),
+      });
+      const call = (operatorListed: boolean, callId: string) =>
+        forwarder!.forward(buildSkillRecord({ backendUrl: `${origin}/skill`, operatorListed, timeoutMs: TIMEOUT_MS }), callId, {});
+      expect(await call(true, "operator-1")).to.include({ kind: "ok" });
+      await nextTurn();
+      // The operator's socket is idle in its pool now; a seller's skill at the same URL must not ride it.
+      expect(await call(false, "seller-1")).to.include({ kind: "failed", reason: "forbidden" });
+      await nextTurn();
+      expect(await call(true, "operator-2")).to.include({ kind: "ok" });
+      expect(backend.received.map((r) => r.headers["x-skill-call-id"])).to.deep.equal(["operator-1", "operator-2"]);
+      expect(backend.connections).to.equal(1);
+    });
+
     it("still works after dropping an oversized response", async () => {
       let oversized = true;
       backend = await startBackend((req, res) => {

@@ -20,7 +20,11 @@ const ESCROW_ABI = parseAbi([
   "function depositFor(address account, uint256 amount)",
   "function balances(address account) view returns (uint256)",
 ]);
-const TOKEN_ABI = parseAbi(["function approve(address spender, uint256 amount) returns (bool)"]);
+const TOKEN_ABI = parseAbi([
+  "function approve(address spender, uint256 amount) returns (bool)",
+  "function balanceOf(address account) view returns (uint256)",
+  "function mint(address to, uint256 amount)",
+]);
 
 type HardhatWallet = Awaited<ReturnType<typeof hre.viem.getWalletClients>>[number];
 
@@ -49,6 +53,10 @@ export interface LocalChain {
   depositFor(payer: UserName, account: Address, amountMicros: bigint): Promise<Hash>;
   receipt(hash: Hash): Promise<TransactionReceipt>;
   escrowBalance(account: Address): Promise<bigint>;
+  /** The test USDC held by `account` (a payer's wallet, not its escrow balance). */
+  usdcOf(account: Address): Promise<bigint>;
+  /** Mints `amountMicros` of test USDC to `account`, from the deployer (the token's owner); resolves once mined. */
+  mintUsdc(account: Address, amountMicros: bigint): Promise<void>;
   head(): Promise<bigint>;
   mine(blocks?: number): Promise<void>;
   setAutomine(on: boolean): Promise<void>;
@@ -132,6 +140,19 @@ export async function startLocalChain(): Promise<LocalChain> {
     receipt: (hash) => publicClient.getTransactionReceipt({ hash }),
     escrowBalance: (account) =>
       publicClient.readContract({ address: deployment.escrow, abi: ESCROW_ABI, functionName: "balances", args: [account] }),
+    usdcOf: (account) =>
+      publicClient.readContract({ address: deployment.usdc, abi: TOKEN_ABI, functionName: "balanceOf", args: [account] }),
+    mintUsdc: async (account, amountMicros) => {
+      const hash = await deployer.writeContract({
+        address: deployment.usdc,
+        abi: TOKEN_ABI,
+        functionName: "mint",
+        args: [account, amountMicros],
+        account: deployer.account,
+        chain: deployer.chain,
+      });
+      await publicClient.waitForTransactionReceipt({ hash });
+    },
     head: () => publicClient.getBlockNumber({ cacheTime: 0 }),
     mine: async (blocks = 1) => {
       for (let i = 0; i < blocks; i++) await provider().request({ method: "evm_mine", params: [] });

@@ -8,6 +8,7 @@ import { type AccountKind, PLATFORM_ACCOUNT_ID } from "../../server/ledger/ledge
 import { usdToMicros } from "../../server/ledger/money";
 import { setDisplayName } from "../../server/identity/display-name-store";
 import { type TestBackend, startTestBackend } from "./backend";
+import { PublicStandInEgress } from "./egress";
 import { assertDeclared, send } from "./session";
 import { type EngineName, freshPostgresDatabase } from "./engines";
 
@@ -47,9 +48,21 @@ export interface TestStack {
  * database on the test process's PostgreSQL server: ./engines.ts), a real test backend, a seller with the
  * skills `echo` (0.001), `fail`, `reject`, `hang`, `notjson`, `big`, and a buyer with `buyerUsd` of dev
  * credit and an API key.
+ *
+ * The test backend is on loopback, and plays two parts: its origin is on the operator's allowlist, for the
+ * skills registered here (`addSkill`, as `npm run register-skill` registers them), and it stands in for a
+ * seller's public backend (./egress.ts), so that sellers' own listings in tests can name it. `publicStandIns`
+ * adds other stand-ins; an origin only in `config.skillBackendAllowlist` is the operator's alone.
  */
 export async function startStack(
-  options: { config?: Partial<Config>; buyerUsd?: string; dbPath?: string; gateway?: GatewayOptions; engine?: EngineName } = {},
+  options: {
+    config?: Partial<Config>;
+    buyerUsd?: string;
+    dbPath?: string;
+    gateway?: GatewayOptions;
+    engine?: EngineName;
+    publicStandIns?: string[];
+  } = {},
 ): Promise<TestStack> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gw-"));
   const dbPath = options.dbPath ?? path.join(dir, "gateway.db");
@@ -68,7 +81,12 @@ export async function startStack(
       skillBackendAllowlist: [backend.url, ...(options.config?.skillBackendAllowlist ?? [])],
     },
   );
-  const gw = await startGateway(config, { log: () => {}, ...options.gateway });
+  const egress = new PublicStandInEgress(
+    { allowlist: config.skillBackendAllowlist, allowedPorts: config.skillBackendPorts },
+    [backend.url, ...(options.publicStandIns ?? [])],
+    options.gateway?.resolveHost,
+  );
+  const gw = await startGateway(config, { log: () => {}, egress, ...options.gateway });
   const sellerId = "seller-1";
   await gw.ledger.ensureAccount({ id: sellerId, kind: "seller", name: "Seller One" });
   // The marketplace shows a seller by the display name it chose (never its account's name): this one chose its name.

@@ -26,7 +26,8 @@ export function buildSkill(overrides: Partial<SkillInput> = {}): SkillInput {
 
 /**
  * A skill as the registry hands it out, for code that takes a Skill and needs no database
- * (the forwarder). Its id and signing secret are fixed, so tests are reproducible.
+ * (the forwarder). Its id and signing secret are fixed, so tests are reproducible. It is the
+ * operator's, as `upsert` registers it, so its backend may be on an allowlisted origin.
  */
 export function buildSkillRecord(overrides: Partial<Skill> = {}): Skill {
   const { slug, name, description, priceMicros, sellerAccountId, backendUrl, timeoutMs } = buildSkill();
@@ -38,6 +39,7 @@ export function buildSkillRecord(overrides: Partial<Skill> = {}): Skill {
     priceMicros,
     sellerAccountId,
     backendUrl,
+    operatorListed: true,
     timeoutMs,
     rateLimitPerMin: null,
     inputSchema: null,

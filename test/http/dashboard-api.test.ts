@@ -71,7 +71,7 @@ describe("dashboard API", () => {
         const days = daily.body.data.days;
         expect(days).to.have.length(3);
         const today = new Date().toISOString().slice(0, 10);
-        expect(days[2]).to.deep.equal({ date: today, spend: 0.003, spend_base_units: "3000", calls: 4 });
+        expect(days[2]).to.deep.equal({ date: today, spend: 0.003, spend_base_units: "3000", calls: 4, refused: 0 });
         expect(days[0]).to.include({ spend: 0, calls: 0 });
         expect(Date.parse(days[1].date) - Date.parse(days[0].date)).to.equal(86_400_000);
         expect((await ada.request("GET", "/v1/usage/daily?days=0")).status).to.equal(400);

@@ -159,7 +159,7 @@ describe("egress policy through the gateway (server-side request forgery)", () =
         { allowlist: stack.gw.config.skillBackendAllowlist, allowedPorts: stack.gw.config.skillBackendPorts },
         resolveHost,
       );
-      expect((await policy.checkListing(url)).ok).to.equal(true);
+      expect((await policy.checkListing(url, "seller")).ok).to.equal(true);
       await stack.gw.skills.upsert({
         slug: "rebind",
         name: "rebind",
@@ -202,5 +202,133 @@ describe("egress policy through the gateway (server-side request forgery)", () =
       expect(res.status).to.equal(200);
       expect(res.body.data).to.deep.equal({ ok: true });
     });
+  });
+});
+
+/**
+ * Issue 23: the operator allowlists an internal origin for its own skill (as `npm start` does its demo backend), and
+ * any new account listed a skill there and read the internal service's answer in the test call's snippet. The
+ * canary plays that internal service, allowlisted by the operator; no seller's listing, edit or stored row may reach
+ * it, while the operator's registered skill there still answers.
+ */
+describe("an allowlisted internal origin is the operator's alone", () => {
+  let stack: TestStack;
+  let canary: Awaited<ReturnType<typeof startCanary>>;
+  let internal: string;
+  let seller: TestSession;
+
+  beforeEach(async () => {
+    canary = await startCanary();
+    internal = `http://127.0.0.1:${canary.port}`;
+    stack = await startStack({ config: { skillBackendAllowlist: [internal] } });
+    seller = await signedIn(stack, "mallory@example.com");
+  });
+  afterEach(async () => {
+    await stack.close();
+    await canary.close();
+  });
+
+  const list = (slug: string, backendUrl: string) =>
+    seller.request("POST", "/v1/seller/skills", { slug, name: slug, price: "0.01", backend_url: backendUrl });
+  /** A listing of the seller's own at the test backend, which stands in for a public one. */
+  const listPublic = async (slug: string) => expect((await list(slug, `${stack.backend.url}/echo`)).status).to.equal(201);
+  /** The operator's skill on the internal origin, registered as `npm run register-skill` does, sold by the seller. */
+  const registerForSeller = (slug: string) =>
+    stack.gw.skills.upsert({
+      slug,
+      name: slug,
+      priceMicros: 10_000n,
+      sellerAccountId: seller.accountId,
+      backendUrl: `${internal}/rpc`,
+      timeoutMs: 2_000,
+    });
+  /** A change made in the database, not through the gateway, then loaded as another replica's write would be. */
+  const pointRowAt = async (slug: string, backendUrl: string) => {
+    await stack.gw.db.run("UPDATE skills SET backend_url = ?, updated_at = updated_at + 1 WHERE slug = ?", [backendUrl, slug]);
+    await stack.gw.skills.refresh();
+  };
+  const call = (slug: string) => stack.post("/v1/call", { skill_id: slug, input: { method: "eth_accounts" } });
+
+  const attempts: {
+    what: string;
+    refusal: "invalid_request" | "skill_backend_forbidden";
+    attempt: () => Promise<{ status: number; body: any }>;
+  }[] = [
+    {
+      what: "a new account lists a skill there",
+      refusal: "invalid_request",
+      attempt: () => list("evil", `${internal}/admin/secret`),
+    },
+    {
+      what: "a seller moves its own listing there",
+      refusal: "invalid_request",
+      attempt: async () => {
+        await listPublic("moved");
+        return seller.request("PATCH", "/v1/seller/skills/moved", { backend_url: `${internal}/admin/secret` });
+      },
+    },
+    {
+      what: "the seller of the operator's skill there moves it to another path on the same origin",
+      refusal: "invalid_request",
+      attempt: async () => {
+        await registerForSeller("ops");
+        return seller.request("PATCH", "/v1/seller/skills/ops", { backend_url: `${internal}/admin/secret` });
+      },
+    },
+    {
+      what: "the seller of the operator's skill there sets the operator's own URL again",
+      refusal: "invalid_request",
+      attempt: async () => {
+        await registerForSeller("ops");
+        return seller.request("PATCH", "/v1/seller/skills/ops", { backend_url: `${internal}/rpc` });
+      },
+    },
+    {
+      what: "a seller's listing is pointed there in the database, then called",
+      refusal: "skill_backend_forbidden",
+      attempt: async () => {
+        await listPublic("rowed");
+        await pointRowAt("rowed", `${internal}/admin/secret`);
+        return call("rowed");
+      },
+    },
+    {
+      what: "the operator's skill, once its seller moved it away, is pointed back in the database, then called",
+      refusal: "skill_backend_forbidden",
+      attempt: async () => {
+        await registerForSeller("ops");
+        const moved = await seller.request("PATCH", "/v1/seller/skills/ops", { backend_url: `${stack.backend.url}/echo` });
+        expect(moved.status, JSON.stringify(moved.body)).to.equal(200);
+        await pointRowAt("ops", `${internal}/rpc`);
+        return call("ops");
+      },
+    },
+  ];
+
+  for (const { what, refusal, attempt } of attempts) {
+    it(`refuses when ${what}: ${refusal}, and the internal service hears nothing`, async () => {
+      const before = await stack.available();
+      const res = await attempt();
+      expect(res.status, JSON.stringify(res.body)).to.equal(refusal === "invalid_request" ? 400 : 502);
+      expect(res.body).to.include({ success: false, code: refusal });
+      expect(res.body.error).to.match(/not a public internet address/);
+      expect(JSON.stringify(res.body)).to.not.include("0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266");
+      expect(canary.state.requests).to.equal(0);
+      await stack.gw.db.durable();
+      expect(await stack.available()).to.equal(before);
+      const listed = (await seller.request("GET", "/v1/seller/skills")).body.data as { slug: string; backend_url: string }[];
+      if (refusal === "invalid_request") expect(listed.filter((s) => s.backend_url.includes("/admin/secret"))).to.deep.equal([]);
+      await assertBalanced(stack.gw.db);
+    });
+  }
+
+  it("still serves the operator's skill there, through an edit by its seller that leaves the URL alone", async () => {
+    await registerForSeller("ops");
+    expect((await seller.request("PATCH", "/v1/seller/skills/ops", { price: "0.02" })).status).to.equal(200);
+    const res = await call("ops");
+    expect(res.status, JSON.stringify(res.body)).to.equal(200);
+    expect(res.body.data).to.include({ jsonrpc: "2.0" });
+    expect(res.body.metadata).to.include({ price_paid: 0.02 });
+    expect(canary.state.requests).to.equal(1);
   });
 });

@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { assertBalanced } from "../../server/ledger/invariants";
 import { type TestStack, startStack } from "../helpers/gateway";
-import { type TestSession, signedIn } from "../helpers/session";
+import { type Reply, type TestSession, assertDeclared, signedIn } from "../helpers/session";
 
 /**
  * The review's high finding: a seller's schema with `"pattern": "^(a+)+$"` and an input of
@@ -211,6 +211,109 @@ describe("hostile schemas and inputs", () => {
       expect(raw.status).to.equal(400);
       expect(await raw.json()).to.include({ success: false, code: "invalid_json" });
     });
+  });
+
+  describe("input JSON.parse would change: refused with 400, never rewritten and charged", () => {
+    // The review's low finding: {"n":1e400} passed the schema as Infinity and reached the backend
+    // as null, integers past 2^53 were rounded, and bytes that are not UTF-8 became U+FFFD; each
+    // call was charged. Every route that takes a call's input reads it with the same parser.
+    let buyer: TestSession;
+    let keyId: string;
+    beforeEach(async () => {
+      buyer = await signedIn(stack, "buyer@example.com");
+      await stack.gw.ledger.credit(buyer.accountId, 1_000_000n, "dev_credit", "test");
+      keyId = (await buyer.request("POST", "/v1/keys", { name: "try" })).body.data.id;
+    });
+
+    const bytes = (...parts: (string | Buffer)[]) =>
+      Buffer.concat(parts.map((part) => (typeof part === "string" ? Buffer.from(part) : part)));
+    const postBytes = async (path: string, body: Buffer, headers: Record<string, string>) => {
+      const url = stack.url + path;
+      const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
+      const reply: Reply = { status: res.status, headers: res.headers, body: await res.json() };
+      assertDeclared("POST", url, reply);
+      return reply;
+    };
+    const key = () => ({ authorization: `Bearer ${stack.key}` });
+
+    /** Each route a call's input comes in by: where the input sits in its body, and its answer when the input is taken. */
+    const routes: { name: string; at: string; taken: number; send: (input: Buffer) => ReturnType<typeof postBytes> }[] = [
+      {
+        name: "POST /v1/call",
+        at: "input.",
+        taken: 200,
+        send: (input) => postBytes("/v1/call", bytes('{"skill_id":"echo","input":', input, "}"), key()),
+      },
+      { name: "POST /v1/skills/echo/call", at: "", taken: 200, send: (input) => postBytes("/v1/skills/echo/call", input, key()) },
+      // Without an escrow chain, x402 answers 503 chain_not_configured, but only once the body is read.
+      { name: "POST /x402/skills/echo/call", at: "", taken: 503, send: (input) => postBytes("/x402/skills/echo/call", input, {}) },
+      {
+        name: "POST /v1/skills/echo/try",
+        at: "input.",
+        taken: 200,
+        send: (input) =>
+          postBytes("/v1/skills/echo/try", bytes(`{"key_id":${JSON.stringify(keyId)},"input":`, input, "}"), {
+            cookie: buyer.cookie,
+            "x-csrf-token": buyer.csrfToken,
+          }),
+      },
+      {
+        name: "POST /mcp (tools/call)",
+        at: "params.arguments.",
+        taken: 200,
+        send: (input) =>
+          postBytes("/mcp", bytes('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":', input, "}}"), {
+            ...key(),
+            accept: "application/json, text/event-stream",
+          }),
+      },
+    ];
+    const refused: [string, Buffer, (at: string) => string][] = [
+      [
+        "a number beyond the largest double (JSON.parse makes it Infinity, forwarded as null)",
+        bytes('{"n":1e400}'),
+        (at) => `a number at ${at}n that cannot be read exactly as sent: 1e400 is beyond the largest JSON number`,
+      ],
+      [
+        "an integer past 2^53 - 1 (JSON.parse rounds it)",
+        bytes('{"n":12345678901234567890}'),
+        (at) => `a number at ${at}n that cannot be read exactly as sent: 12345678901234567890 is an integer beyond 9007199254740991`,
+      ],
+      [
+        "a byte that is not UTF-8 (decoding makes it U+FFFD)",
+        Buffer.from([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d]),
+        () => "Request body is not valid UTF-8",
+      ],
+    ];
+    const taken: [string, string][] = [
+      ["a decimal no double holds exactly, read as every JSON parser reads it", '{"n":0.1}'],
+      ["the largest integer a double holds exactly", '{"n":9007199254740991}'],
+    ];
+    const books = async () => [await stack.available(), await stack.available(buyer.accountId), await stack.earned(), await stack.fees()];
+
+    for (const route of routes) {
+      for (const [what, input, message] of refused) {
+        it(`refuses ${what} on ${route.name} with 400 invalid_json, before the backend is called or anything is charged`, async () => {
+          const before = await books();
+          const res = await route.send(input);
+          expect(res.status).to.equal(400);
+          expect(res.body).to.include({ success: false, code: "invalid_json" });
+          expect(res.body.error).to.include(message(route.at));
+          expect(stack.backend.received).to.deep.equal([]);
+          await stack.gw.db.durable();
+          expect(await books()).to.deep.equal(before);
+          await assertBalanced(stack.gw.db);
+        });
+      }
+      for (const [what, input] of taken) {
+        it(`takes ${what} on ${route.name}${route.taken === 200 ? ", and the backend receives it as sent" : ""}`, async () => {
+          const res = await route.send(Buffer.from(input));
+          expect(res.status, JSON.stringify(res.body)).to.equal(route.taken);
+          if (route.taken === 200) expect(stack.backend.received.map((r) => r.body)).to.deep.equal([input]);
+          else expect(res.body).to.include({ code: "chain_not_configured" });
+        });
+      }
+    }
   });
 
   it("leaves a stored skill whose schema today's rules refuse out of the catalogue, and keeps serving the others", async () => {

@@ -26,6 +26,21 @@ describe("rate limits on the call endpoints", () => {
     expect(await stack.available()).to.equal(10_000_000n - BigInt(ok) * 1_000n);
   });
 
+  it("counts a flood of refused calls in aggregate: no line each in the calls log, the day's count in /v1/usage/daily", async () => {
+    stack = await startStack({ config: { rateLimitPerMin: 2 } });
+    const results = await Promise.all(Array.from({ length: 40 }, () => stack.post("/v1/call", { skill_id: "echo", input: {} })));
+    const refused = results.filter((r) => r.status === 429);
+    expect(refused.length).to.be.at.least(35);
+    // A refused call gets no call id: it has no line.
+    for (const r of refused) expect(r.headers.get("x-call-id")).to.equal(null);
+    const lines = await stack.gw.db.value<bigint>("SELECT COUNT(*) FROM calls");
+    expect(Number(lines)).to.equal(40 - refused.length);
+    const daily = (await stack.get("/v1/usage/daily?days=1")).body.data;
+    expect(daily.total).to.include({ calls: 40 - refused.length, refused: refused.length });
+    // One row per key, skill, outcome and minute, however many calls it counts.
+    expect(Number(await stack.gw.db.value<bigint>("SELECT COUNT(*) FROM call_refusals"))).to.be.within(1, 2);
+  });
+
   it("counts each key apart", async () => {
     stack = await startStack({ config: { rateLimitPerMin: 2 } });
     const second = (await stack.gw.keys.create(stack.buyerId)).key;

@@ -58,7 +58,7 @@ describe("seller skills (/v1/seller/skills)", () => {
   let backend: Awaited<ReturnType<typeof startSellerBackend>>;
   let seller: TestSession;
 
-  /** An allowlisted origin where nothing listens: a port that was free a moment ago. */
+  /** A stand-in for a public origin where nothing listens: a port that was free a moment ago. */
   let deadOrigin: string;
 
   beforeEach(async () => {
@@ -67,8 +67,9 @@ describe("seller skills (/v1/seller/skills)", () => {
     await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
     deadOrigin = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
     await new Promise<void>((resolve) => closed.close(() => resolve()));
-    // The seller's backend is on loopback: allowlisted, as an operator would its own machine's.
-    stack = await startStack({ config: { skillBackendAllowlist: [new URL(backend.url).origin, deadOrigin] } });
+    // The seller's backend is on loopback, standing in for one on the public internet: the operator's allowlist
+    // would not serve a seller's listing (test/helpers/egress.ts).
+    stack = await startStack({ publicStandIns: [new URL(backend.url).origin, deadOrigin] });
     seller = await signedIn(stack, "seller@example.com");
   });
   afterEach(async () => {
@@ -228,7 +229,8 @@ describe("seller skills (/v1/seller/skills)", () => {
 
     it("follows MIN_SKILL_PRICE_USD / MAX_SKILL_PRICE_USD when the operator allows more", async () => {
       const wide = await startStack({
-        config: { minSkillPriceMicros: 100n, maxSkillPriceMicros: 5_000_000n, skillBackendAllowlist: [new URL(backend.url).origin] },
+        config: { minSkillPriceMicros: 100n, maxSkillPriceMicros: 5_000_000n },
+        publicStandIns: [new URL(backend.url).origin],
       });
       try {
         const s = await signedIn(wide, "seller@example.com");

@@ -147,21 +147,19 @@ describe("floods of unauthenticated requests", () => {
     it("refuses the 4th unauthenticated request in a minute with 429 in the envelope, on any route", async () => {
       await start({ publicRateLimitPerMin: 3 });
       for (const path of ["/v1/skills", "/v1/platform", "/assets/app.css"]) expect((await get(path)).status, path).to.equal(200);
-      for (const path of ["/v1/skills", "/marketplace", "/healthz", "/v1/nope", "/v1/balance"]) expectRateLimited(await get(path));
+      for (const path of ["/v1/skills", "/marketplace", "/openapi.json", "/v1/nope", "/v1/balance"]) expectRateLimited(await get(path));
     });
 
-    it("does not count requests authenticated by an API key or a session, and counts a bad key", async () => {
+    it("counts a bad key and a made-up session, and leaves a valid credential's account routes to its own budget", async () => {
       await start({ publicRateLimitPerMin: 2 });
       const session = await signedIn(stack, "ada@example.com");
-      for (let i = 0; i < 5; i++) {
-        expect((await stack.get("/v1/skills")).status).to.equal(200);
-        expect((await session.request("GET", "/v1/skills")).status).to.equal(200);
-      }
       expect((await get("/v1/skills")).status).to.equal(200);
       expect((await get("/v1/skills", { authorization: "Bearer atom_not-a-key" })).status).to.equal(200);
       expectRateLimited(await get("/v1/skills", { authorization: "Bearer atom_not-a-key" }));
       expectRateLimited(await get("/v1/skills", { cookie: "sg_session=made-up" }));
+      // The credential budgets are test/http/request-budgets.test.ts's subject.
       expect((await stack.get("/v1/balance")).status).to.equal(200);
+      expect((await session.request("GET", "/v1/me")).status).to.equal(200);
     });
 
     it("counts calls with a bad or missing key (401s on the call path), and never a call with a good one", async () => {
@@ -206,7 +204,7 @@ describe("floods of unauthenticated requests", () => {
     for (const [ip, key] of TABLE) expect(clientKey({ ip, socket: {} } as unknown as Request), ip).to.equal(key);
   });
 
-  it("keeps its counters in the store the gateway is given, one per limit, and shuts them down on close", async () => {
+  it("keeps its counters in the store the gateway is given, one per budget, and shuts them down on close", async () => {
     const seen: string[] = [];
     const shut: RateLimitName[] = [];
     /** A MemoryStore that notes what it counts. */
@@ -229,9 +227,12 @@ describe("floods of unauthenticated requests", () => {
     };
     stack = await startStack({ gateway: { rateLimitStore: spy } });
     await get("/auth/siwe/nonce");
-    expect(seen).to.deep.equal(["public:127.0.0.1", "sign_in:127.0.0.1"]);
+    await get("/healthz");
+    const keyId = (await stack.gw.keys.authenticate(stack.key))!.id;
+    await stack.get("/v1/balance");
+    expect(seen).to.deep.equal(["public:127.0.0.1", "sign_in:127.0.0.1", "health:127.0.0.1", `credential:key:${keyId}`]);
     await stack.close();
-    expect(shut.sort()).to.deep.equal(["public", "sign_in"]);
+    expect(shut.sort()).to.deep.equal(["credential", "health", "public", "sign_in"]);
     stack = undefined as unknown as TestStack;
   });
 });

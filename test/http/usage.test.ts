@@ -3,6 +3,7 @@ import type { CallOutcome } from "../../server/gateway/calls-store";
 import { CSV_PAGE_CALLS } from "../../server/http/routes/usage";
 import { describeEachEngine } from "../helpers/engines";
 import { type TestStack, startStack } from "../helpers/gateway";
+import { RefusalsStore } from "../../server/gateway/refusals-store";
 import { signedIn } from "../helpers/session";
 
 /** 12:00 UTC on Saturday 21 November 2026: the gateway's clock, so that "today" and "this month" are fixed. */
@@ -66,6 +67,26 @@ describeEachEngine("usage endpoints: /v1/usage, /v1/usage.csv, /v1/usage/daily, 
     await record({ apiKeyId: server.id, skill: "fail", createdAtMs: NOW - 500, chargedMicros: 0n, outcome: "skill_error" });
     await record({ apiKeyId: server.id, skill: "fail", createdAtMs: Date.parse("2026-10-31T23:59:59.999Z"), chargedMicros: 7_000n });
     await record({ apiKeyId: server.id, createdAtMs: NOW - 100, chargedMicros: 0n, outcome: "rate_limited" });
+    // What the key's limits refused is counted, not logged: 5 of "server"'s echo calls today, 2 of its fail calls on 31 October.
+    const fail = stack.gw.skills.resolve("fail")!.id;
+    await new RefusalsStore(stack.gw.db).add([
+      {
+        accountId: stack.buyerId,
+        apiKeyId: server.id,
+        skillId: stack.gw.skills.resolve("echo")!.id,
+        outcome: "rate_limited",
+        minuteMs: NOW - (NOW % 60_000),
+        count: 5,
+      },
+      {
+        accountId: stack.buyerId,
+        apiKeyId: server.id,
+        skillId: fail,
+        outcome: "daily_limit_reached",
+        minuteMs: Date.parse("2026-10-31T12:00:00Z"),
+        count: 2,
+      },
+    ]);
     return { laptop, server };
   };
   const ids = (res: { body: { data: { calls: { id: string }[] } } }) => res.body.data.calls.map((c) => c.id);
@@ -299,15 +320,16 @@ describeEachEngine("usage endpoints: /v1/usage, /v1/usage.csv, /v1/usage/daily, 
       expect(res.status).to.equal(200);
       const data = res.body.data;
       expect(data).to.deep.include({ currency: "USDC", from: "2026-10-30", to: "2026-11-02" });
-      expect(data.days.map((d: any) => [d.date, d.spend_base_units, d.calls])).to.deep.equal([
-        ["2026-10-30", "0", 0],
-        ["2026-10-31", "7000", 1],
-        ["2026-11-01", "0", 0],
-        ["2026-11-02", "4000", 1],
+      expect(data.days.map((d: any) => [d.date, d.spend_base_units, d.calls, d.refused])).to.deep.equal([
+        ["2026-10-30", "0", 0, 0],
+        ["2026-10-31", "7000", 1, 2],
+        ["2026-11-01", "0", 0, 0],
+        ["2026-11-02", "4000", 1, 0],
       ]);
-      expect(data.total).to.deep.equal({ spend: 0.011, spend_base_units: "11000", calls: 2 });
-      // November: 1,000 + 2,500 + 0 today, 4,000 on the 2nd, and a failed call of "server"; the 429 is no call.
-      expect(data.month_to_date).to.deep.equal({ month: "2026-11", spend: 0.0075, spend_base_units: "7500", calls: 5 });
+      expect(data.total).to.deep.equal({ spend: 0.011, spend_base_units: "11000", calls: 2, refused: 2 });
+      // November: 1,000 + 2,500 + 0 today, 4,000 on the 2nd, and a failed call of "server"; the 429 is no call, and
+      // today's 5 refusals by the key's limits are counted apart.
+      expect(data.month_to_date).to.deep.equal({ month: "2026-11", spend: 0.0075, spend_base_units: "7500", calls: 5, refused: 5 });
     });
 
     it("counts back `days` from today by default, and narrows by key and skill", async () => {
@@ -315,14 +337,14 @@ describeEachEngine("usage endpoints: /v1/usage, /v1/usage.csv, /v1/usage/daily, 
       const last30 = (await stack.get("/v1/usage/daily")).body.data;
       expect(last30.days).to.have.length(30);
       expect(last30).to.deep.include({ from: "2026-10-23", to: "2026-11-21" });
-      expect(last30.days.at(-1)).to.deep.equal({ date: "2026-11-21", spend: 0.0035, spend_base_units: "3500", calls: 4 });
+      expect(last30.days.at(-1)).to.deep.equal({ date: "2026-11-21", spend: 0.0035, spend_base_units: "3500", calls: 4, refused: 5 });
       const byLaptop = (await stack.get(`/v1/usage/daily?days=7&api_key_id=${laptop.id}`)).body.data;
-      expect(byLaptop.total).to.deep.equal({ spend: 0.0035, spend_base_units: "3500", calls: 3 });
+      expect(byLaptop.total).to.deep.equal({ spend: 0.0035, spend_base_units: "3500", calls: 3, refused: 0 });
       expect(byLaptop.month_to_date).to.include({ spend_base_units: "7500", calls: 4 });
       const serverFails = (await stack.get(`/v1/usage/daily?from=2026-10-01&to=2026-11-30&api_key_id=${server.id}&skill_id=fail`)).body
         .data;
       expect(serverFails.days).to.have.length(61);
-      expect(serverFails.total).to.deep.equal({ spend: 0.007, spend_base_units: "7000", calls: 2 });
+      expect(serverFails.total).to.deep.equal({ spend: 0.007, spend_base_units: "7000", calls: 2, refused: 2 });
       expect(serverFails.month_to_date).to.include({ spend_base_units: "0", calls: 1 });
     });
 

@@ -135,7 +135,7 @@ describe("POST /v1/wallet/withdraw", function () {
       expect(await voucherCount(session.accountId)).to.equal(2);
     });
 
-    it("refuses without CSRF, a bad `to`, more than available (402, no debit), and the owner-signed path, before anything is debited or sent", async () => {
+    it("refuses without CSRF, a bad `to`, less than a voucher's minimum, more than available (402, no debit), and the owner-signed path, before anything is debited or sent", async () => {
       const { session, wallet } = await account("email", "withdraw-refusals@example.com", 2_000_000n);
       const depositBefore = await paymasterDeposit();
       const to = outsider();
@@ -163,6 +163,11 @@ describe("POST /v1/wallet/withdraw", function () {
       }
       const badAmount = await session.request("POST", "/v1/wallet/withdraw", { to, amount: "1.0000001" });
       expect(badAmount.status).to.equal(400);
+
+      const dust = await session.request("POST", "/v1/wallet/withdraw", { to, amount: "0.000001" });
+      expect(dust.status).to.equal(400);
+      expect(dust.body).to.deep.include({ success: false, code: "amount_below_minimum" });
+      expect(dust.body.error).to.include("at least $0.01");
 
       const tooMuch = await session.request("POST", "/v1/wallet/withdraw", { to, amount: "2.000001" });
       expect(tooMuch.status).to.equal(402);

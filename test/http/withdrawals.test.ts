@@ -9,6 +9,7 @@ import { loadArtifact } from "../../server/devstack/deploy";
 import { loadConfig } from "../../server/config";
 import { type RunningGateway, startGateway } from "../../server/index";
 import { assertBalanced } from "../../server/ledger/invariants";
+import { settlementStores } from "../../server/settlement/store";
 import { type LocalChain, USDC, startLocalChain } from "../helpers/chain";
 
 describe("POST /v1/withdrawals", function () {
@@ -102,6 +103,92 @@ describe("POST /v1/withdrawals", function () {
     const body = (await res.json()) as any;
     expect(body.data).to.have.length(1);
     expect(body.data[0]).to.include({ amount: 2.5, status: "issued" });
+  });
+});
+
+describe("POST /v1/withdrawals: the account's bounds (issue 23)", function () {
+  this.timeout(60_000);
+  let chain: LocalChain;
+  let snapshot: string;
+  let dir: string;
+  let gw: RunningGateway;
+  let key: string;
+
+  const post = async (body: unknown) => {
+    const res = await fetch(`${gw.url}/v1/withdrawals`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, retryAfter: res.headers.get("retry-after"), body: (await res.json()) as any };
+  };
+  /** Marks a voucher redeemed, as the sweep does once it reads its VoucherRedeemed log. */
+  const redeemed = (nonce: string) =>
+    settlementStores(gw.db).vouchers.settle(chain.address("bob").toLowerCase(), BigInt(nonce), "redeemed");
+
+  before(async () => {
+    chain = await startLocalChain();
+    snapshot = await chain.snapshot();
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gw-withdraw-bounds-"));
+    const signer = (await hre.viem.getWalletClients())[2];
+    const config = loadConfig({}, { port: 0, dbPath: path.join(dir, "gateway.db"), logLevel: "silent" });
+    gw = await startGateway(
+      { ...config, vouchersOpenPerAccountMax: 2, voucherRateLimitPerHour: 3 },
+      {
+        log: () => {},
+        chain: {
+          publicClient: chain.publicClient,
+          deployBlock: chain.deployment.deployBlock,
+          voucherSigner: signer,
+          escrowAddress: chain.deployment.escrow,
+          chainId: 8453,
+        },
+      },
+    );
+    await gw.ledger.ensureAccount({ id: "bob", kind: "user", name: "Bob" });
+    expect((await linkAddress(gw.ledger, { accountId: "bob", address: chain.address("bob") })).ok).to.equal(true);
+    await gw.ledger.credit("bob", 5n * USDC, "deposit", "test deposit");
+    key = (await gw.keys.create("bob")).key;
+  });
+  after(async () => {
+    await gw.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+    await chain.revert(snapshot);
+  });
+
+  it("refuses a voucher under the minimum with 400 amount_below_minimum, naming the minimum, and takes nothing", async () => {
+    const dust = await post({ amount: "0.000001" });
+    expect(dust.status).to.equal(400);
+    expect(dust.body).to.include({ success: false, code: "amount_below_minimum" });
+    expect(dust.body.error).to.include("at least $0.01");
+    expect((await gw.ledger.balance("bob")).availableMicros).to.equal(5n * USDC);
+  });
+
+  it("refuses one open voucher more than the account may hold with 429 rate_limited, until the first expires", async () => {
+    for (let i = 0; i < 2; i++) expect((await post({ amount: "0.5" })).status).to.equal(200);
+    const third = await post({ amount: "0.5" });
+    expect(third.status).to.equal(429);
+    expect(third.body).to.include({ success: false, code: "rate_limited" });
+    expect(third.body.error).to.include("already holds 2 open withdrawal vouchers");
+    // The first voucher's deadline is an hour away: it stops counting the second after.
+    expect(Number(third.retryAfter)).to.be.within(3_590, 3_601);
+    expect(third.body.retry_after_sec).to.equal(Number(third.retryAfter));
+    expect((await gw.ledger.balance("bob")).availableMicros).to.equal(4n * USDC);
+  });
+
+  it("refuses one voucher more in an hour than the account may be issued with 429 rate_limited, until the first leaves the hour", async () => {
+    const open = (await (await fetch(`${gw.url}/v1/withdrawals`, { headers: { authorization: `Bearer ${key}` } })).json()) as any;
+    await redeemed(open.data[0].nonce);
+    expect((await post({ amount: "0.5" })).status, "the third of the hour, with an open place").to.equal(200);
+    await redeemed(open.data[1].nonce);
+
+    const fourth = await post({ amount: "0.5" });
+    expect(fourth.status).to.equal(429);
+    expect(fourth.body).to.include({ success: false, code: "rate_limited" });
+    expect(fourth.body.error).to.include("was issued 3 withdrawal vouchers in the last hour");
+    expect(Number(fourth.retryAfter)).to.be.within(3_590, 3_600);
+    expect((await gw.ledger.balance("bob")).availableMicros).to.equal(3_500_000n);
+    await assertBalanced(gw.db);
   });
 });
 

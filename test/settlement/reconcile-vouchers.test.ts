@@ -9,6 +9,7 @@ import { VoucherIssuer } from "../../server/settlement/vouchers";
 import { Ledger } from "../../server/ledger/ledger";
 import { type LocalChain, USDC, startLocalChain } from "../helpers/chain";
 import { describeEachEngine } from "../helpers/engines";
+import { DEFAULT_VOUCHER_LIMITS } from "../helpers/vouchers";
 import { settlementStores } from "../../server/settlement/store";
 
 describeEachEngine("reconcile and vouchers", (engine) => {
@@ -39,7 +40,14 @@ describeEachEngine("reconcile and vouchers", (engine) => {
     });
     await indexer.poll();
     const all = await hre.viem.getWalletClients();
-    const issuer = new VoucherIssuer({ ledger, signer: all[2], escrowAddress: chain.deployment.escrow, chainId: 8453 });
+    const issuer = new VoucherIssuer({
+      ledger,
+      signer: all[2],
+      escrowAddress: chain.deployment.escrow,
+      chainId: 8453,
+      limits: DEFAULT_VOUCHER_LIMITS,
+      deployBlock: chain.deployment.deployBlock,
+    });
     const nowSec = Number((await chain.publicClient.getBlock()).timestamp);
     const issued = await issuer.issue("alice", { amountMicros: 4n * USDC, nowSec });
     if (!issued.ok) throw new Error(issued.reason);

@@ -19,10 +19,10 @@ describeEachEngine("VoucherStore: the vouchers table", (engine) => {
   });
 
   /** Issues a voucher as VoucherIssuer does: the ledger entry and the row in one transaction. */
-  function issue(nonce: bigint, amountMicros: bigint): Promise<void> {
+  function issue(nonce: bigint, amountMicros: bigint, deadlineSec = 100n, createdAtMs?: number): Promise<void> {
     return db.transaction(async (tx) => {
       const entryId = await ledger.withdrawByVoucher("alice", amountMicros, { address, nonce }, "", tx);
-      await store.insertIssued({ address, nonce, accountId: "alice", amountMicros, deadlineSec: 100n, entryId }, tx);
+      await store.insertIssued({ address, nonce, accountId: "alice", amountMicros, deadlineSec, entryId, createdAtMs }, tx);
     });
   }
 
@@ -63,6 +63,38 @@ describeEachEngine("VoucherStore: the vouchers table", (engine) => {
     expect((error as Error).message).to.equal("the signer is gone");
     expect(await store.issued()).to.deep.equal([]);
     expect(await ledger.balanceOf("alice", "available")).to.equal(10n);
+  });
+
+  it("counts an account's open vouchers and those issued since a time, each with the first to leave the count", async () => {
+    await issue(1n, 1n, 100n, 1_000);
+    await issue(2n, 1n, 200n, 2_000);
+    await issue(3n, 1n, 300n, 3_000);
+    await store.settle(address, 1n, "returned");
+    expect(await store.openOf("alice", 150n)).to.deep.equal({ count: 2, firstDeadlineSec: 200n });
+    expect(await store.openOf("alice", 300n), "a voucher is open up to its deadline's second").to.deep.equal({
+      count: 1,
+      firstDeadlineSec: 300n,
+    });
+    expect(await store.openOf("alice", 301n)).to.deep.equal({ count: 0, firstDeadlineSec: undefined });
+    expect(await store.issuedSince("alice", 999), "whatever became of them").to.deep.equal({ count: 3, firstAtMs: 1_000 });
+    expect(await store.issuedSince("alice", 1_000)).to.deep.equal({ count: 2, firstAtMs: 2_000 });
+    expect(await store.issuedSince("bob", 0)).to.deep.equal({ count: 0, firstAtMs: undefined });
+  });
+
+  it("finds the issued vouchers past a time, first deadline first, and whether any is issued at all", async () => {
+    await issue(1n, 1n, 300n);
+    await issue(2n, 1n, 100n);
+    await issue(3n, 1n, 200n);
+    await store.settle(address, 3n, "redeemed");
+    expect((await store.issuedExpiredBefore(301n)).map((v) => v.nonce)).to.deep.equal([2n, 1n]);
+    expect(
+      (await store.issuedExpiredBefore(300n)).map((v) => v.nonce),
+      "a voucher is redeemable at its deadline's second",
+    ).to.deep.equal([2n]);
+    expect(await store.anyIssued()).to.equal(true);
+    await store.settle(address, 1n, "returned");
+    await store.settle(address, 2n, "redeemed");
+    expect(await store.anyIssued()).to.equal(false);
   });
 
   it("keeps the signature given out", async () => {

@@ -10,6 +10,7 @@ import { SCHEMA } from "../../server/schema";
 import { assertBalanced } from "../../server/ledger/invariants";
 import { Ledger } from "../../server/ledger/ledger";
 import { type LocalChain, USDC, startLocalChain } from "../helpers/chain";
+import { DEFAULT_VOUCHER_LIMITS } from "../helpers/vouchers";
 
 describe("withdrawal vouchers", function () {
   this.timeout(60_000);
@@ -60,7 +61,15 @@ describe("withdrawal vouchers", function () {
     await chain.deposit("alice", 10n * USDC);
     await ledger.credit("alice", 10n * USDC, "deposit", "test deposit");
     const signer = (await hre.viem.getWalletClients())[2];
-    issuer = new VoucherIssuer({ ledger, signer, escrowAddress: chain.deployment.escrow, chainId: 8453, ttlSec: 600 });
+    issuer = new VoucherIssuer({
+      ledger,
+      signer,
+      escrowAddress: chain.deployment.escrow,
+      chainId: 8453,
+      ttlSec: 600,
+      limits: DEFAULT_VOUCHER_LIMITS,
+      deployBlock: chain.deployment.deployBlock,
+    });
   });
   afterEach(async () => {
     await assertBalanced(db);
@@ -137,7 +146,15 @@ describe("withdrawal vouchers", function () {
     await hre.network.provider.request({ method: "evm_increaseTime", params: [601] });
     await chain.mine();
     const signer = (await hre.viem.getWalletClients())[2];
-    const other = new VoucherIssuer({ ledger, signer, escrowAddress: chain.deployment.escrow, chainId: 8453, ttlSec: 600 });
+    const other = new VoucherIssuer({
+      ledger,
+      signer,
+      escrowAddress: chain.deployment.escrow,
+      chainId: 8453,
+      ttlSec: 600,
+      limits: DEFAULT_VOUCHER_LIMITS,
+      deployBlock: chain.deployment.deployBlock,
+    });
 
     const sweeps = await Promise.all([issuer.sweep(chain.publicClient), other.sweep(chain.publicClient)]);
 

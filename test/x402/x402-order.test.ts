@@ -6,11 +6,8 @@ import { ExactEvmScheme } from "@x402/evm/exact/client";
 import type { Address } from "viem";
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from "viem/accounts";
 import { linkAddress } from "../../server/settlement/addresses";
-import { loadArtifact } from "../../server/devstack/deploy";
 import { type LocalChain, gatewayChain, startLocalChain } from "../helpers/chain";
 import { type TestStack, startStack } from "../helpers/gateway";
-
-const usdcAbi = loadArtifact("TestUSDC").abi;
 
 /**
  * The documented order of the call path's checks with an x402 payment (the pipeline's steps, server/gateway/pipeline.ts,
@@ -30,13 +27,7 @@ describe("the order of the x402 call path's checks", () => {
   let spent: string;
   let otherSignature: string;
   const typed = { inputSchema: { type: "object", required: ["n"] }, priceMicros: 2_000n, rateLimitPerMin: 1 };
-  const usdcOf = (address: Address) =>
-    chain.publicClient.readContract({
-      address: chain.deployment.usdc,
-      abi: usdcAbi,
-      functionName: "balanceOf",
-      args: [address],
-    }) as Promise<bigint>;
+  const usdcOf = (address: Address) => chain.usdcOf(address);
   const call = (slug: string, input: unknown, header?: string) =>
     stack.post(`/x402/skills/${slug}/call`, input, { key: null, headers: header === undefined ? {} : { "payment-signature": header } });
   /** A payment signed by `payer` for `slug`'s requirements, valid for 120 s (about the longest a 2 s skill accepts). */
@@ -71,16 +62,7 @@ describe("the order of the x402 call path's checks", () => {
     // Sold by the linked seller while `spent` spends its limit, then by seller 2, who has no address.
     await stack.addSkill("orphan-fail", "/fail", typed);
     payer = privateKeyToAccount(generatePrivateKey());
-    await chain.receipt(
-      await wallets[0].writeContract({
-        address: chain.deployment.usdc,
-        abi: usdcAbi,
-        functionName: "mint",
-        args: [payer.address, 1_000_000n],
-        account: wallets[0].account,
-        chain: wallets[0].chain,
-      } as never),
-    );
+    await chain.mintUsdc(payer.address, 1_000_000n);
     const other = await sign();
     otherSignature = (decodePaymentSignatureHeader(other) as any).payload.signature;
     expect((await call("typed-fail", { n: 1 }, other)).status).to.equal(502);

@@ -25,6 +25,7 @@ import { ContractChecker } from "../helpers/openapi";
 import { type TestStack, startStack } from "../helpers/gateway";
 
 const escrowAbi = loadArtifact("SkillEscrow").abi;
+
 const usdcAbi = loadArtifact("TestUSDC").abi;
 
 /**
@@ -42,13 +43,7 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
   let payer: PrivateKeyAccount;
   let paidFetch: typeof fetch;
 
-  const usdcOf = (address: Address) =>
-    chain.publicClient.readContract({
-      address: chain.deployment.usdc,
-      abi: usdcAbi,
-      functionName: "balanceOf",
-      args: [address],
-    }) as Promise<bigint>;
+  const usdcOf = (address: Address) => chain.usdcOf(address);
   const escrowEarnings = (address: Address) =>
     chain.publicClient.readContract({
       address: chain.deployment.escrow,
@@ -92,17 +87,7 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
     await stack.addSkill("paid-broken", "/fail", { priceMicros: 2_000n });
 
     payer = privateKeyToAccount(generatePrivateKey());
-    const deployer = wallets[0];
-    await chain.receipt(
-      await deployer.writeContract({
-        address: chain.deployment.usdc,
-        abi: usdcAbi,
-        functionName: "mint",
-        args: [payer.address, 1_000_000n],
-        account: deployer.account,
-        chain: deployer.chain,
-      } as never),
-    );
+    await chain.mintUsdc(payer.address, 1_000_000n);
     // The client pays only assets it knows (Base's USDC) unless told otherwise: the local chain's test USDC is opted
     // into, with a cap per payment, as a client of a gateway on a test chain would.
     paidFetch = wrapFetchWithPaymentFromConfig(fetch, {
@@ -264,16 +249,7 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
     await chain.receipt(
       await wallets[0].sendTransaction({ to: spender.address, value: 10n ** 18n, account: wallets[0].account, chain: wallets[0].chain }),
     );
-    await chain.receipt(
-      await wallets[0].writeContract({
-        address: chain.deployment.usdc,
-        abi: usdcAbi,
-        functionName: "mint",
-        args: [spender.address, 5_000n],
-        account: wallets[0].account,
-        chain: wallets[0].chain,
-      } as never),
-    );
+    await chain.mintUsdc(spender.address, 5_000n);
     await stack.addSkill("paid-gated", "/gated", { priceMicros: 2_000n });
     const required = decodePaymentRequiredHeader((await post(url("paid-gated"), {})).headers.get("payment-required")!);
     const created = await new ExactEvmScheme(spender).createPaymentPayload(2, required.accepts[0]);
@@ -302,12 +278,43 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
     expect(res.status).to.equal(402);
     const body = (await res.json()) as any;
     expect(body).to.include({ success: false, code: "payment_settlement_failed" });
+    // A sentence for the payer, not the token's revert.
+    expect(body.error).to.equal(
+      "Payment could not be settled: the payer's USDC no longer covers the price. Nothing was paid, and the skill's answer is not sent.",
+    );
     expect(body).to.not.have.property("data");
     const settled = decodePaymentResponseHeader(res.headers.get("payment-response")!);
     expect(settled).to.include({ success: false, errorReason: "settlement_failed", payer: spender.address });
     expect(await escrowEarnings(seller)).to.equal(sellerBefore);
     const row = await new X402PaymentsStore(stack.gw.db).get(res.headers.get("x-call-id")!);
     expect(row?.status).to.equal("failed");
+    await assertBalanced(stack.gw.db);
+  });
+
+  it("ten authorizations on a balance that covers one call: the skill runs once, is paid once, nine are refused before it runs", async function () {
+    this.timeout(60_000);
+    await stack.addSkill("paid-slow", "/slow", { priceMicros: 2_000n });
+    const thrifty = privateKeyToAccount(generatePrivateKey());
+    await chain.mintUsdc(thrifty.address, 2_000n);
+    const required = decodePaymentRequiredHeader((await post(url("paid-slow"), {})).headers.get("payment-required")!);
+    const headers = await Promise.all(
+      Array.from({ length: 10 }, async () =>
+        encodePaymentSignatureHeader({
+          ...(await new ExactEvmScheme(thrifty).createPaymentPayload(2, required.accepts[0])),
+          accepted: required.accepts[0],
+          resource: required.resource,
+        } as PaymentPayload),
+      ),
+    );
+    const [ranBefore, sellerBefore] = [stack.backend.hits.get("/slow") ?? 0, await escrowEarnings(seller)];
+    const answers = await Promise.all(headers.map((header) => post(url("paid-slow"), { text: "once" }, { "payment-signature": header })));
+    const bodies = (await Promise.all(answers.map((res) => res.json()))) as any[];
+    expect(answers.map((res) => res.status).sort()).to.deep.equal([200, 402, 402, 402, 402, 402, 402, 402, 402, 402]);
+    for (const body of bodies.filter((b) => !b.success)) expect(body).to.include({ code: "payment_invalid" });
+    // The backend ran once: no call ran that the balance could not pay for.
+    expect((stack.backend.hits.get("/slow") ?? 0) - ranBefore).to.equal(1);
+    expect(await usdcOf(thrifty.address)).to.equal(0n);
+    expect(await escrowEarnings(seller)).to.equal(sellerBefore + 1_800n);
     await assertBalanced(stack.gw.db);
   });
 
@@ -387,16 +394,7 @@ describe("x402: payments left open by a crash are resolved at the next start", (
     expect((await linkAddress(first.gw.ledger, { accountId: first.sellerId, address: seller })).ok).to.equal(true);
     await first.addSkill("paid", "/echo", { priceMicros: 2_000n });
     const payer = privateKeyToAccount(generatePrivateKey());
-    await chain.receipt(
-      await wallets[0].writeContract({
-        address: chain.deployment.usdc,
-        abi: usdcAbi,
-        functionName: "mint",
-        args: [payer.address, 10_000n],
-        account: wallets[0].account,
-        chain: wallets[0].chain,
-      } as never),
-    );
+    await chain.mintUsdc(payer.address, 10_000n);
     const paidFetch = wrapFetchWithPaymentFromConfig(fetch, {
       schemes: [{ network: "eip155:*", client: new ExactEvmScheme(payer) }],
       spendControls: { allowedAssets: [{ network: "eip155:8453", asset: chain.deployment.usdc, maxAmountPerPayment: "10000" }] },
@@ -452,16 +450,7 @@ describe("x402: payments left open by a crash are resolved at the next start", (
     const skill = await first.addSkill("paid", "/echo", { priceMicros: 2_000n });
 
     const payer = privateKeyToAccount(generatePrivateKey());
-    await chain.receipt(
-      await wallets[0].writeContract({
-        address: chain.deployment.usdc,
-        abi: usdcAbi,
-        functionName: "mint",
-        args: [payer.address, 1_000_000n],
-        account: wallets[0].account,
-        chain: wallets[0].chain,
-      } as never),
-    );
+    await chain.mintUsdc(payer.address, 1_000_000n);
     const nowS = BigInt(Math.floor(Date.now() / 1000));
     const authorize = async () => {
       const nonce = `0x${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex")}` as Hex;
@@ -508,8 +497,9 @@ describe("x402: payments left open by a crash are resolved at the next start", (
           },
           null,
           Date.now(),
+          1_000_000n,
         ),
-      ).to.equal(true);
+      ).to.deep.include({ kind: "reserved" });
 
     // Settled on-chain, then the "crash": never recorded.
     const minedAuth = await authorize();

@@ -135,6 +135,11 @@ export const historyQuery = z.object({
 
 /** Some calls' spend and how many they were (429s, which reached no skill, are not counted). */
 const spendTotal = z.strictObject({ spend: usdNumber, spend_base_units: baseUnits, calls: z.number().int() });
+/** Calls the key's own limits refused (rate limits, daily cap): counted, not listed as calls, and not in `calls`. */
+const refusedCount = z
+  .number()
+  .int()
+  .meta({ description: "Calls refused by the key's own limits (rate limits, the daily cap): counted, never listed or charged." });
 
 const nextBefore = z.number().int().nullable().meta({ description: "Pass as ?before= to read the next page; null on the last." });
 
@@ -251,9 +256,9 @@ export const accountOperations = [
             currency: z.literal("USDC"),
             from: z.iso.date().meta({ description: "The first day shown (UTC)." }),
             to: z.iso.date().meta({ description: "The last day shown (UTC)." }),
-            days: z.array(spendTotal.extend({ date: z.iso.date() })),
-            total: spendTotal.meta({ description: "The days' calls and spend, summed." }),
-            month_to_date: spendTotal.extend({ month: z.string().regex(/^\d{4}-\d{2}$/) }).meta({
+            days: z.array(spendTotal.extend({ date: z.iso.date(), refused: refusedCount })),
+            total: spendTotal.extend({ refused: refusedCount }).meta({ description: "The days' calls and spend, summed." }),
+            month_to_date: spendTotal.extend({ month: z.string().regex(/^\d{4}-\d{2}$/), refused: refusedCount }).meta({
               description:
                 "The current UTC month's calls and spend until now, with the same key and skill filters, whatever the days shown.",
             }),

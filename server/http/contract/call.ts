@@ -26,6 +26,13 @@ const CALL_ERRORS = [
 
 const skillData = z.unknown().meta({ description: "What the skill answered: its own JSON." });
 
+/**
+ * What every call's input must be to reach the skill with the values sent (../json-body.ts
+ * refuses the rest before anything runs): said in the API document, where clients read it.
+ */
+const EXACT_INPUT =
+  "Numbers must be ones JSON carries exactly: an integer past ±(2^53 - 1) or a number beyond about 1.8e308 is refused with 400 invalid_json (send it as a string), as is a body that is not UTF-8.";
+
 /** POST /v1/call's body (SPEC 2.1). */
 export const callRequestBody = z
   .object(
@@ -34,7 +41,7 @@ export const callRequestBody = z
         .string({ error: "skill_id is required: a skill slug or UUID." })
         .refine((ref) => ref.trim() !== "", { error: "skill_id is required: a skill slug or UUID." })
         .meta({ description: "The skill's slug or UUID." }),
-      input: jsonObject("input is required and must be a JSON object.").meta({ description: "The skill's parameters." }),
+      input: jsonObject("input is required and must be a JSON object.").meta({ description: `The skill's parameters. ${EXACT_INPUT}` }),
     },
     { error: "Request body must be a JSON object with skill_id and input." },
   )
@@ -43,7 +50,7 @@ export const callRequestBody = z
 /** The per-skill endpoint's body: the skill's parameters, flat (an empty body is `{}`). */
 export const skillParametersBody = jsonObject("Request body must be a JSON object of the skill's parameters.").meta({
   id: "SkillParameters",
-  description: "The skill's own parameters, as a flat JSON object (no wrapper).",
+  description: `The skill's own parameters, as a flat JSON object (no wrapper). ${EXACT_INPUT}`,
 });
 
 export const skillIdParams = z.object({ skillId: z.string().meta({ description: "The skill's slug or UUID." }) });

@@ -58,6 +58,7 @@ const WITHDRAW_ERRORS = [
   "wrong_withdrawal_flow",
   "withdrawal_in_progress",
   "no_deposit_address",
+  "amount_below_minimum",
   "insufficient_balance",
 ] as const;
 const withdrawalFailure = { voucher: voucherView, user_op_hash: hex32 };

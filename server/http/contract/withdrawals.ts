@@ -38,7 +38,7 @@ export const withdrawalOperations = [
         ),
       },
     ],
-    errors: ["chain_unavailable", "chain_not_configured", "insufficient_balance"],
+    errors: ["chain_unavailable", "chain_not_configured", "amount_below_minimum", "insufficient_balance"],
   }),
   operation({
     method: "get",

@@ -12,7 +12,7 @@ import { callResponse } from "../call-answer";
 import type { Endpoint } from "../../gateway/calls-store";
 import { errorEnvelope } from "../envelope";
 import { ApiError, toApiError } from "../errors";
-import { MAX_JSON_DEPTH, nestsDeeperThan, tooDeep } from "../json-body";
+import { parseJsonBody } from "../json-body";
 import { currentRequest } from "../../ops/request-context";
 
 const SKILL_CALL_PATH = /^\/v1\/skills\/([^/]+)\/call$/;
@@ -25,7 +25,8 @@ const SKILL_CALL_PATH = /^\/v1\/skills\/([^/]+)\/call$/;
  * They are served straight from Node's request and response, ahead of Express's router
  * and body parser: the call path is what the benchmark measures, and those layers cost
  * more than everything else the gateway does per call. The order is: authenticate (401),
- * read the body (413), parse it (400), check its shape (400); the call service does the rest.
+ * read the body (413), parse it (400: not UTF-8, too deep, not JSON, a number it cannot
+ * carry exactly), check its shape (400); the call service does the rest.
  *
  * Returns a listener that returns false when the request is not for a call endpoint, and true
  * when it is: then it answers the request, or calls `declined` when the key does not
@@ -80,15 +81,9 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
     }
     const startedAt = performance.now();
     const raw = await readBody(req, deps.maxRequestBytes);
-    let body: unknown;
-    if (raw.length > 0) {
-      if (nestsDeeperThan(raw, MAX_JSON_DEPTH)) throw tooDeep();
-      try {
-        body = JSON.parse(raw.toString("utf8"));
-      } catch {
-        throw new ApiError("invalid_json", "Request body is not valid JSON.");
-      }
-    }
+    // The same checks as every other JSON body (../json-body.ts): the input is taken with the
+    // values sent or refused with 400, never rewritten (a number rounded, a byte replaced) and charged.
+    const body = raw.length > 0 ? parseJsonBody(raw) : undefined;
 
     // Only the envelope is checked here; the skill's input is checked against its own JSON Schema by the call service.
     let skillRef: string;

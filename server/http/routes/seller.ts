@@ -57,7 +57,8 @@ async function checkSchema(skills: SkillRegistry, schema: object): Promise<void>
 }
 
 async function checkBackend(egress: EgressPolicy, backendUrl: string): Promise<void> {
-  const checked = await egress.checkListing(backendUrl);
+  // A URL a seller names is the seller's, whatever its origin: the operator's allowlist is not for it.
+  const checked = await egress.checkListing(backendUrl, "seller");
   if (!checked.ok) throw new ApiError("invalid_request", `${checked.message}. Skill backends must be reachable on the public internet.`);
 }
 

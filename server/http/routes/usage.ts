@@ -1,4 +1,5 @@
 import express, { type Response, type Router } from "express";
+import type { RefusalCounter } from "../../gateway/refusal-counter";
 import type { CallsStore, SpendTotal, UsageFilter, UsageRow } from "../../gateway/calls-store";
 import type { ApiKeys } from "../../identity/api-keys";
 import type { Sessions } from "../../identity/sessions";
@@ -28,6 +29,7 @@ export function usageRoutes(deps: {
   keys: ApiKeys;
   sessions: Sessions;
   calls: CallsStore;
+  refusals: RefusalCounter;
   now?: () => number;
   log?: (message: string, error?: unknown) => void;
 }): Router {
@@ -107,17 +109,23 @@ export function usageRoutes(deps: {
     if (lastDay - firstDay + 1 > MAX_DAILY_DAYS)
       throw new ApiError("invalid_request", `from and to must be at most ${MAX_DAILY_DAYS} days apart, both included.`);
     const filter = await filterOf(req.accountId!, { ...query, from: undefined, to: undefined });
-    const [days, month] = await Promise.all([
-      deps.calls.daily(req.accountId!, { ...filter, fromMs: firstDay * DAY_MS, untilMs: (lastDay + 1) * DAY_MS }),
-      deps.calls.total(req.accountId!, { ...filter, fromMs: monthStartMs(nowMs) }),
+    const range = { ...filter, fromMs: firstDay * DAY_MS, untilMs: (lastDay + 1) * DAY_MS };
+    const monthToDate = { ...filter, fromMs: monthStartMs(nowMs) };
+    const [days, month, refusedByDay, refusedThisMonth] = await Promise.all([
+      deps.calls.daily(req.accountId!, range),
+      deps.calls.total(req.accountId!, monthToDate),
+      deps.refusals.daily(req.accountId!, range),
+      deps.refusals.total(req.accountId!, monthToDate),
     ]);
     const byDay = new Map(days.map((d) => [d.day, d]));
     const out = [];
     let total: SpendTotal = { spendMicros: 0n, calls: 0 };
+    let refused = 0;
     for (let day = firstDay; day <= lastDay; day++) {
       const d = byDay.get(day) ?? { spendMicros: 0n, calls: 0 };
       total = { spendMicros: total.spendMicros + d.spendMicros, calls: total.calls + d.calls };
-      out.push({ date: dayText(day * DAY_MS), ...spendView(d) });
+      refused += refusedByDay.get(day) ?? 0;
+      out.push({ date: dayText(day * DAY_MS), ...spendView(d), refused: refusedByDay.get(day) ?? 0 });
     }
     res.json(
       dataEnvelope({
@@ -125,8 +133,8 @@ export function usageRoutes(deps: {
         from: dayText(firstDay * DAY_MS),
         to: dayText(lastDay * DAY_MS),
         days: out,
-        total: spendView(total),
-        month_to_date: { month: dayText(nowMs).slice(0, 7), ...spendView(month) },
+        total: { ...spendView(total), refused },
+        month_to_date: { month: dayText(nowMs).slice(0, 7), ...spendView(month), refused: refusedThisMonth },
       }),
     );
   });

@@ -45,10 +45,12 @@ export class X402Payment extends Step {
       },
       null,
       Date.now(),
+      // Exactly the price: each step settles its payment before the next, so nothing else of this payer is open.
+      charge.chargedMicros,
     );
     const taken = model.x402Nonces.has(nonce);
-    expect(reserved, `reservation of nonce ${nonce}`).to.equal(!taken);
-    if (!reserved) return;
+    expect(reserved.kind, `reservation of nonce ${nonce}`).to.equal(taken ? "reused" : "reserved");
+    if (reserved.kind !== "reserved") return;
     model.x402Nonces.add(nonce);
     // reserved → settling as markSettling does it, but without its durable wait: after a restart this test's SQLite
     // handles share one connection between two group commits, which production never does.
