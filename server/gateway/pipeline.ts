@@ -3,6 +3,7 @@ import type { Config } from "../config";
 import { uuidv7 } from "../db/ids";
 import type { Database, Sql } from "../db/sql";
 import { type ErrorCode, GatewayError, type Refusal, refusal } from "../errors";
+import { excerpt } from "../text";
 import { computeCharge } from "../ledger/fees";
 import type { Skill, SkillRegistry } from "../catalog/skills";
 import type { CallOutcome, CallsStore, Endpoint } from "./calls-store";
@@ -120,7 +121,7 @@ export class CallPipeline {
     if (!skill) {
       return {
         kind: "refused",
-        refusal: refusal("skill_not_found", `Skill not found: "${req.skillRef}". Check the skill_id slug or UUID.`),
+        refusal: refusal("skill_not_found", `Skill not found: "${excerpt(req.skillRef, 100)}". Check the skill_id slug or UUID.`),
       };
     }
 

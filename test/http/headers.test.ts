@@ -66,6 +66,18 @@ describe("headers and envelopes", () => {
       expect(res.body.error).to.match(/^Skill not found: "x\uFFFDy+…"\.$/);
       expect(res.body.error.length).to.be.below(130);
     });
+
+    for (const [what, post] of [
+      ["POST /v1/call", (ref: string) => stack.post("/v1/call", { skill_id: ref, input: {} })],
+      ["POST /v1/skills/:skillId/call", (ref: string) => stack.post(`/v1/skills/${encodeURIComponent(ref)}/call`, {})],
+    ] as const) {
+      it(`quotes an unknown skill's reference the same way on ${what}`, async () => {
+        const res = await post(`x\u202E${"y".repeat(1_000)}`);
+        expect(res.status, what).to.equal(404);
+        expect(res.body.error).to.not.include("\u202E");
+        expect(res.body.error).to.match(/^Skill not found: "x\uFFFDy+…"\. Check the skill_id slug or UUID\.$/);
+      });
+    }
   });
 });
 
