@@ -236,7 +236,10 @@ export class X402Payment implements CallPayment<X402Note> {
       return this.refused(call, "payment_invalid", shortMessage(funds.balanceMicros, reserved.openMicros, charge), INSUFFICIENT);
 
     // Right before the call is forwarded, the token is asked again: a payer who moved its USDC away, or used the
-    // authorization, since it was read is refused now, before the work, and its reservation given back.
+    // authorization, since it was read is refused now, before the work, and its reservation given back. The new
+    // balance is held against the open payments as the reservation counted them: one of them settling in between
+    // lowers the balance while still counted, so this errs towards refusing (the payer signs again), never towards
+    // running a call its balance does not cover.
     this.reserved = { call, callId: call.callId, auth, seller, charge };
     let now: PayerFunds;
     try {
