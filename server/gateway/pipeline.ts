@@ -207,8 +207,8 @@ export class CallPipeline {
         const settled = await this.settle(call, paid !== undefined, forwarded.answer, chargedMicros);
         ended = true;
         if (!settled.ok) {
-          const { answer, recorded } = settled;
-          if (recorded) this.told(call, settled.outcome, 0n);
+          const { answer, outcome } = settled;
+          if (outcome) this.told(call, outcome, 0n);
           return { kind: "answered", callId: call.callId, code: settled.code, rate, note: settled.note, ...answer };
         }
         this.told(call, "success", chargedMicros);
@@ -269,7 +269,7 @@ export class CallPipeline {
     success: CallAnswer,
     chargedMicros: bigint,
   ): Promise<
-    { ok: true; note?: N } | { ok: false; code: ErrorCode; outcome: CallOutcome; answer: CallAnswer; recorded: boolean; note?: N }
+    { ok: true; note?: N } | { ok: false; code: ErrorCode; outcome?: CallOutcome; answer: CallAnswer; recorded: boolean; note?: N }
   > {
     const { req } = call;
     const idem = req.idempotency;
@@ -298,7 +298,9 @@ export class CallPipeline {
     }
     if (settled.recorded) call.keySettled = true;
     const answer = refused ?? this.refusalAnswer(call, settled.code, settled.message);
-    return { ok: false, code: settled.code, outcome: outcomeOf(settled.code), answer, recorded: settled.recorded, note: settled.note };
+    // A settlement whose fate is unknown (chain_unavailable) has no line yet, and so no outcome: recovery writes both.
+    const outcome = settled.recorded ? outcomeOf(settled.code) : undefined;
+    return { ok: false, code: settled.code, outcome, answer, recorded: settled.recorded, note: settled.note };
   }
 
   /**

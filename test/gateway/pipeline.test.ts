@@ -1,0 +1,145 @@
+import { expect } from "chai";
+import type { Config } from "../../server/config";
+import type { Database } from "../../server/db/sql";
+import { openDatabase } from "../../server/db/db";
+import { SqliteDatabase } from "../../server/db/sqlite-database";
+import { refusal } from "../../server/errors";
+import type { Skill, SkillRegistry } from "../../server/catalog/skills";
+import type { CallResult } from "../../server/gateway/call-result";
+import { CallsStore } from "../../server/gateway/calls-store";
+import type { Forwarder } from "../../server/gateway/forward";
+import { IdempotencyKeys } from "../../server/gateway/idempotency";
+import { IdempotencyStore } from "../../server/gateway/idempotency-store";
+import type { CallPayment, RecordCall, Settlement } from "../../server/gateway/payment";
+import { CallPipeline } from "../../server/gateway/pipeline";
+import { DailyCap, RateLimiter } from "../../server/gateway/rate-limit";
+import { RefusalCounter } from "../../server/gateway/refusal-counter";
+import { RefusalsStore } from "../../server/gateway/refusals-store";
+import { callAnswers } from "../../server/http/call-answer";
+import { Ledger } from "../../server/ledger/ledger";
+import { SCHEMA } from "../../server/schema";
+
+/*
+ * The pipeline's side of a payment's settlement, with a stand-in payment whose settle answers what each test says:
+ * what the call answers, what it writes to the calls log, and what it tells onCall, whoever the payment is.
+ */
+
+const skill: Skill = {
+  id: "00000000-0000-4000-8000-0000000000c1",
+  slug: "paid",
+  name: "Paid",
+  description: "",
+  priceMicros: 2_000n,
+  sellerAccountId: "seller",
+  backendUrl: "http://127.0.0.1:1/",
+  timeoutMs: 1_000,
+  rateLimitPerMin: null,
+  signingSecret: "s",
+  inputSchema: null,
+  operatorListed: false,
+};
+
+/** A payment whose settlement is `settlement`, run inside a transaction like a real one when it records the call. */
+class StandInPayment implements CallPayment<{ header: string }> {
+  readonly payer = { accountId: "buyer", apiKeyId: "stand-in" };
+  readonly logsRefusals = false;
+  readonly holdId = null;
+  abandoned = false;
+
+  constructor(
+    private readonly db: Database,
+    private readonly settlement: Settlement<{ header: string }>,
+  ) {}
+
+  offer(): undefined {
+    return undefined;
+  }
+  async reserve(): Promise<undefined> {
+    return undefined;
+  }
+  async settle(record: RecordCall): Promise<Settlement<{ header: string }>> {
+    const settlement = this.settlement;
+    if (!settlement.ok && settlement.recorded) await this.db.transaction((tx) => record.refused(tx, settlement));
+    if (settlement.ok) await this.db.transaction((tx) => record.settled(tx));
+    return settlement;
+  }
+  async void(record: (tx: never) => Promise<void>): Promise<void> {
+    await this.db.transaction((tx) => record(tx as never));
+  }
+  async abandon(): Promise<void> {
+    this.abandoned = true;
+  }
+  unchargedNote(): string {
+    return "";
+  }
+}
+
+describe("CallPipeline: what a payment's settlement makes of the call", () => {
+  let db: Database;
+  let pipeline: CallPipeline;
+  let told: string[];
+
+  beforeEach(async () => {
+    db = new SqliteDatabase(openDatabase(":memory:", SCHEMA));
+    const ledger = await Ledger.open(db);
+    await ledger.ensureAccount({ id: "buyer", kind: "user", name: "Buyer" });
+    await ledger.ensureAccount({ id: "seller", kind: "seller", name: "Seller" });
+    const calls = new CallsStore(db);
+    told = [];
+    pipeline = new CallPipeline({
+      config: { rateLimitPerMin: 100, dailyCallCap: 0, feeMode: "included", feeBps: 1_000n } as Config,
+      db,
+      refusals: new RefusalCounter(new RefusalsStore(db), { flushMs: 60_000 }),
+      skills: { resolve: () => skill, validateInput: async () => [] } as unknown as SkillRegistry,
+      calls,
+      idempotency: new IdempotencyKeys(new IdempotencyStore(db), 60_000),
+      limiter: new RateLimiter(),
+      dailyCap: new DailyCap((accountId, sinceMs) => calls.countSince(accountId, sinceMs)),
+      forwarder: { forward: async () => ({ kind: "ok", status: 200, data: { done: true } }) } as unknown as Forwarder,
+      answers: callAnswers,
+      onCall: (call) => told.push(call.outcome),
+    });
+  });
+  afterEach(async () => {
+    await db.close();
+  });
+
+  const run = (payment: StandInPayment): Promise<CallResult<{ header: string }>> =>
+    pipeline.run({ endpoint: "x402", skillRef: "paid", input: {}, startedAt: performance.now() }, payment);
+  const lines = () => db.all<{ outcome: string; http_status: bigint }>("SELECT outcome, http_status FROM calls");
+
+  it("answers a settlement whose fate is unknown with its refusal and note, writing no line and telling no one", async () => {
+    const payment = new StandInPayment(db, {
+      ...refusal("chain_unavailable", "The chain did not confirm this payment's settlement in time."),
+      note: { header: "unconfirmed" },
+      recorded: false,
+    });
+    const result = await run(payment);
+    expect(result).to.deep.include({ kind: "answered", status: 503, code: "chain_unavailable", note: { header: "unconfirmed" } });
+    expect(result.kind === "answered" && result.callId).to.be.a("string");
+    expect(await lines()).to.deep.equal([]);
+    expect(told).to.deep.equal([]);
+    // The settlement may be on its way: nothing is given back by a fault path.
+    expect(payment.abandoned).to.equal(false);
+  });
+
+  it("answers a refused settlement with its refusal, its line written in the payment's transaction and told", async () => {
+    const result = await run(
+      new StandInPayment(db, {
+        ...refusal("payment_settlement_failed", "Payment could not be settled."),
+        note: { header: "failed" },
+        recorded: true,
+      }),
+    );
+    expect(result).to.deep.include({ kind: "answered", status: 402, code: "payment_settlement_failed", note: { header: "failed" } });
+    expect(await lines()).to.deep.equal([{ outcome: "payment_settlement_failed", http_status: 402n }]);
+    expect(told).to.deep.equal(["payment_settlement_failed"]);
+  });
+
+  it("answers a settled call with the data and the payment's note, its line written and told", async () => {
+    const result = await run(new StandInPayment(db, { ok: true, note: { header: "paid" } }));
+    expect(result).to.deep.include({ kind: "answered", status: 200, note: { header: "paid" } });
+    expect(await lines()).to.deep.equal([{ outcome: "success", http_status: 200n }]);
+    expect(told).to.deep.equal(["success"]);
+  });
+});
