@@ -4,6 +4,7 @@ import type { Database } from "../../server/db/sql";
 import { openDatabase } from "../../server/db/db";
 import { SqliteDatabase } from "../../server/db/sqlite-database";
 import { refusal } from "../../server/errors";
+import { buildSkillRecord } from "../helpers/skills";
 import type { Skill, SkillRegistry } from "../../server/catalog/skills";
 import type { CallResult } from "../../server/gateway/call-result";
 import { CallsStore } from "../../server/gateway/calls-store";
@@ -24,20 +25,7 @@ import { SCHEMA } from "../../server/schema";
  * what the call answers, what it writes to the calls log, and what it tells onCall, whoever the payment is.
  */
 
-const skill: Skill = {
-  id: "00000000-0000-4000-8000-0000000000c1",
-  slug: "paid",
-  name: "Paid",
-  description: "",
-  priceMicros: 2_000n,
-  sellerAccountId: "seller",
-  backendUrl: "http://127.0.0.1:1/",
-  timeoutMs: 1_000,
-  rateLimitPerMin: null,
-  signingSecret: "s",
-  inputSchema: null,
-  operatorListed: false,
-};
+const skill: Skill = buildSkillRecord({ slug: "paid", priceMicros: 2_000n, sellerAccountId: "seller", timeoutMs: 1_000 });
 
 /** A payment whose settlement is `settlement`, run inside a transaction like a real one when it records the call. */
 class StandInPayment implements CallPayment<{ header: string }> {

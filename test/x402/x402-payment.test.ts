@@ -5,6 +5,7 @@ import { ExactEvmScheme } from "@x402/evm/exact/client";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import type { Config } from "../../server/config";
 import type { Database } from "../../server/db/sql";
+import { buildSkillRecord } from "../helpers/skills";
 import type { Skill } from "../../server/catalog/skills";
 import type { PaidCall, PaymentRefusal } from "../../server/gateway/payment";
 import { Ledger } from "../../server/ledger/ledger";
@@ -24,20 +25,7 @@ import { describeEachEngine } from "../helpers/engines";
 
 const PRICE_MICROS = 2_000n;
 
-const skill: Skill = {
-  id: "00000000-0000-4000-8000-0000000000a1",
-  slug: "paid",
-  name: "Paid",
-  description: "",
-  priceMicros: PRICE_MICROS,
-  sellerAccountId: "seller",
-  backendUrl: "http://127.0.0.1:1/",
-  timeoutMs: 2_000,
-  rateLimitPerMin: null,
-  signingSecret: "s",
-  inputSchema: null,
-  operatorListed: false,
-};
+const skill: Skill = buildSkillRecord({ slug: "paid", priceMicros: PRICE_MICROS, sellerAccountId: "seller", timeoutMs: 2_000 });
 
 describeEachEngine("X402Payment: a payer's funds cover its calls in flight", (engine) => {
   let db: Database;
