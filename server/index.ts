@@ -221,7 +221,9 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     {
       openHolds: () => ledger.openHoldCount(),
       indexer: options.chain ? () => moneyPath!.indexer.health : undefined,
-      settler: options.chain ? () => moneyPath?.settler?.health ?? { started: false, running: false, failures: 0 } : undefined,
+      settler: options.chain
+        ? () => moneyPath?.settler?.health ?? { started: false, running: false, stoppedOnRequest: false, failures: 0 }
+        : undefined,
     },
     { processMetrics: config.metricsToken !== "" },
   );
