@@ -201,6 +201,22 @@ describe("a watched PostgreSQL database that stops answering (server/db/postgres
     expect(await look.value<bigint>(`SELECT COUNT(*) FROM ${name}`)).to.equal(0n);
   });
 
+  it("replaces its connection when the server closes it while idle, without counting the database unavailable", async () => {
+    const watchPid = () => look.value<number>("SELECT pid FROM pg_stat_activity WHERE application_name = 'watch-test:watch'");
+    const before = await watchPid();
+    expect(before).to.be.a("number");
+    await look.run("SELECT pg_terminate_backend(?)", [before!]);
+    let unavailable = 0;
+    const deadline = Date.now() + 4 * INTERVAL_MS + 500;
+    while (Date.now() < deadline) {
+      if (!watch.available) unavailable++;
+      await sleep(5);
+    }
+    expect(unavailable, "samples that found the database unavailable").to.equal(0);
+    const after = await watchPid();
+    expect(after).to.be.a("number").and.not.equal(before);
+  });
+
   it("fails at once, as unavailable, on a server that refuses connections", async () => {
     const gone = new PostgresDatabase(createPostgresPool({ url: url.replace(`:${server.port}/`, ":1/"), max: 1 }));
     try {

@@ -170,9 +170,18 @@ export class PostgresWatch implements DatabaseGuard {
 
   /**
    * SELECT 1 on the watch's connection, opened first if there is none: undefined when the server answered in time,
-   * else why not. A connection that failed, or that the server left unanswered, is not used again.
+   * else why not. A connection that failed, or that the server left unanswered, is not used again; one found broken
+   * (closed while idle: a server restarted, a backend terminated) is replaced at once, and only the new one's answer
+   * counts.
    */
   private async ping(): Promise<Error | undefined> {
+    const reused = this.client !== undefined;
+    const failure = await this.pingOnce();
+    if (failure === undefined || !reused || failure instanceof PingTimeout) return failure;
+    return this.pingOnce();
+  }
+
+  private async pingOnce(): Promise<Error | undefined> {
     let client = this.client;
     if (!client) {
       client = new pg.Client({
@@ -188,7 +197,7 @@ export class PostgresWatch implements DatabaseGuard {
       if (connected !== "answered") {
         this.dropClient();
         return connected === "timed_out"
-          ? new Error(`PostgreSQL did not accept a connection within ${this.connectTimeoutMs} ms`)
+          ? new PingTimeout(`PostgreSQL did not accept a connection within ${this.connectTimeoutMs} ms`)
           : connected;
       }
     }
@@ -197,7 +206,7 @@ export class PostgresWatch implements DatabaseGuard {
     if (answer === "answered") return undefined;
     this.dropClient();
     return answer === "timed_out"
-      ? new Error(`PostgreSQL did not answer a ping within ${this.options.timeoutMs} ms (sent ${Date.now() - startedAtMs} ms ago)`)
+      ? new PingTimeout(`PostgreSQL did not answer a ping within ${this.options.timeoutMs} ms (sent ${Date.now() - startedAtMs} ms ago)`)
       : answer;
   }
 
@@ -226,6 +235,11 @@ export class PostgresWatch implements DatabaseGuard {
     this.client = undefined;
     return client?.end().catch(() => {}) ?? Promise.resolve();
   }
+}
+
+/** A ping or a connection the server left unanswered (as opposed to one it refused or broke). */
+class PingTimeout extends Error {
+  override name = "PingTimeout";
 }
 
 /**
