@@ -279,12 +279,13 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
         pipeline,
         sellerAddress: (accountId) => settlementAddress(settlement.addresses, accountId),
         replicaId: config.replicaId,
+        log,
       })
     : undefined;
   // x402 payments a crash left open: a single gateway resolves its own at once (none can be in flight yet).
   if (x402 && !onPostgres) {
     const found = await x402.recover(Date.now());
-    if (found.settled + found.closed + found.waiting > 0) log(`x402 payments left open: ${JSON.stringify(found)}`);
+    if (found.settled + found.refunded + found.closed + found.waiting > 0) log(`x402 payments left open: ${JSON.stringify(found)}`);
   }
   const sessions = new Sessions(ledger);
   const wallets = options.wallets
