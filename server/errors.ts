@@ -41,7 +41,7 @@ export const ERROR_CODES = {
   payment_invalid:
     "an x402 payment that does not verify: its scheme, network, asset, recipient, amount, validity window, signature, funds or nonce",
   payment_reused: "an x402 payment authorization already presented for another call",
-  payment_settlement_failed: "the skill answered but the x402 payment could not be settled on-chain: nothing was paid, no data is sent",
+  payment_settlement_failed: "the x402 payment could not be collected on-chain before the call: nothing was paid, the skill was not called",
   skill_not_found: "no skill with that slug or UUID",
   not_found: "no such route, or no such thing on this account",
   no_wallet: "the account has no embedded wallet yet",

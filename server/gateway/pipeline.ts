@@ -9,7 +9,7 @@ import type { Skill, SkillRegistry } from "../catalog/skills";
 import type { CallOutcome, CallsStore, Endpoint } from "./calls-store";
 import type { ForwardResult, Forwarder } from "./forward";
 import type { IdempotencyKeys } from "./idempotency";
-import type { Admit, CallPayment, PaidCall, PaymentRefusal, RecordCall } from "./payment";
+import type { Admit, CallPayment, PaidCall, PaymentRefusal, RecordCall, Settlement } from "./payment";
 import type { CallAnswer, CallAnswers, CallEnd, CallResult } from "./call-result";
 import type { CallDailyCap, CallLimiter, RateDecision, RateRule } from "./rate-limit";
 import type { RefusalCounter } from "./refusal-counter";
@@ -97,10 +97,11 @@ interface Call<N> {
  *   4. validate: the input fits the skill's schema (400)
  *   5. reserve: the payment holds the price (keyed: balance, then the key's spending limit, 402; x402: the payment
  *      verifies, 402, its seller can be credited, 503, the payer's per-skill rate limit, 429, the authorization
- *      was never presented before, 402)
+ *      was never presented before, 402; then it is collected into the escrow, 402 when the chain refuses)
  *   6. forward to the backend (400 the backend's refusal; 502 its failure)
  *   7. render the answer (502 when the backend's data cannot be passed on)
- *   8. settle the payment (x402: 402 when the chain refuses the settlement) or void it, and record the call
+ *   8. settle the payment or void it (never refused: the money was taken where it can be in step 5), and record
+ *      the call
  *
  * A free call (price 0) has no payment: steps 3's offer, 5 and 8's money are skipped, and it is recorded alone.
  * (Authentication, 401, and body parsing, 400/413, happen before, in the HTTP layer, which also turns the result
@@ -206,11 +207,6 @@ export class CallPipeline {
       if (forwarded.kind === "ok") {
         const settled = await this.settle(call, paid !== undefined, forwarded.answer, chargedMicros);
         ended = true;
-        if (!settled.ok) {
-          const { answer, outcome } = settled;
-          if (outcome) this.told(call, outcome, 0n);
-          return { kind: "answered", callId: call.callId, code: settled.code, rate, note: settled.note, ...answer };
-        }
         this.told(call, "success", chargedMicros);
         return { kind: "answered", callId: call.callId, rate, note: settled.note, ...forwarded.answer };
       }
@@ -263,44 +259,24 @@ export class CallPipeline {
   }
 
   /** 8, on success: the payment settled (or a free call recorded), with the call's line and idempotent answer. */
-  private async settle<N>(
-    call: Call<N>,
-    reserved: boolean,
-    success: CallAnswer,
-    chargedMicros: bigint,
-  ): Promise<
-    { ok: true; note?: N } | { ok: false; code: ErrorCode; outcome?: CallOutcome; answer: CallAnswer; recorded: boolean; note?: N }
-  > {
+  private async settle<N>(call: Call<N>, reserved: boolean, success: CallAnswer, chargedMicros: bigint): Promise<Settlement<N>> {
     const { req } = call;
     const idem = req.idempotency;
-    let refused: CallAnswer | undefined;
     const record: RecordCall = {
       settled: async (tx) => {
         await this.record(tx, call, success.status, "success", chargedMicros);
         if (idem) await this.deps.idempotency.complete(idem.accountId, idem.key, success.status, success.body, tx, { required: true });
-      },
-      refused: async (tx, why) => {
-        refused = this.refusalAnswer(call, why.code, why.message);
-        await this.record(tx, call, refused.status, outcomeOf(why.code), 0n);
-        await this.settleKey(tx, call, undefined);
       },
     };
     if (!reserved) {
       // Free calls share commits (and flushes) with the charges of this replica, as a charge does.
       await this.deps.db.transaction((tx) => record.settled(tx), { durable: true, group: true });
       call.keySettled = true;
-      return { ok: true };
+      return {};
     }
     const settled = await call.payment.settle(record);
-    if (settled.ok) {
-      call.keySettled = true;
-      return settled;
-    }
-    if (settled.recorded) call.keySettled = true;
-    const answer = refused ?? this.refusalAnswer(call, settled.code, settled.message);
-    // A settlement whose fate is unknown (chain_unavailable) has no line yet, and so no outcome: recovery writes both.
-    const outcome = settled.recorded ? outcomeOf(settled.code) : undefined;
-    return { ok: false, code: settled.code, outcome, answer, recorded: settled.recorded, note: settled.note };
+    call.keySettled = true;
+    return settled;
   }
 
   /**

@@ -90,7 +90,13 @@ export class EscrowX402Settler {
     const sent = await this.send("collectX402", [payment, tokenSignature(authorization.signature)], "X402Collected", callId);
     if (sent.kind !== "mined") return sent;
     const args = sent.args as { payer: Address; seller: Address; amount: bigint; platformFee: bigint; reclaimableAt: bigint };
-    const pending = { payer: args.payer, seller: args.seller, value: args.amount, platformFee: args.platformFee, reclaimableAt: args.reclaimableAt };
+    const pending = {
+      payer: args.payer,
+      seller: args.seller,
+      value: args.amount,
+      platformFee: args.platformFee,
+      reclaimableAt: args.reclaimableAt,
+    };
     return { kind: "mined", txHash: sent.txHash, gasUsed: sent.gasUsed, pending };
   }
 

@@ -98,7 +98,10 @@ export async function createX402(
                 const txHash = log.transactionHash;
                 if (log.eventName === "X402Collected") {
                   const { payer, seller, amount, platformFee, reclaimableAt } = log.args;
-                  found.collected ??= { txHash, pending: { payer: payer!, seller: seller!, value: amount!, platformFee: platformFee!, reclaimableAt: reclaimableAt! } };
+                  found.collected ??= {
+                    txHash,
+                    pending: { payer: payer!, seller: seller!, value: amount!, platformFee: platformFee!, reclaimableAt: reclaimableAt! },
+                  };
                 } else if (log.eventName === "X402Settled") found.settled ??= { txHash };
                 else found.refunded ??= { txHash };
               }

@@ -309,7 +309,7 @@ export class X402Payment implements CallPayment<X402Note> {
         { collectTx: txHash, completeTx: completed.txHash },
         (tx) => record.settled(tx),
       );
-      return { ok: true, note };
+      return { note };
     }
     // The payer paid (its money is in the escrow) and gets its answer. The completion is owed: decided durably here,
     // sent again or found by recovery, which records it with the call's line then.
@@ -320,7 +320,7 @@ export class X402Payment implements CallPayment<X402Note> {
       },
       { durable: true },
     );
-    return { ok: true, note };
+    return { note };
   }
 
   async void(record: (tx: Sql) => Promise<void>): Promise<void> {
@@ -336,7 +336,8 @@ export class X402Payment implements CallPayment<X402Note> {
       if (!closed) throw new Error(`x402 payment ${collected.callId} was not collected when its call failed`);
       await record(tx);
     });
-    if (refunded.kind !== "mined") deps.log?.(`x402 payment ${collected.callId}: refund ${refunded.kind}; left refunding for recovery`, refunded);
+    if (refunded.kind !== "mined")
+      deps.log?.(`x402 payment ${collected.callId}: refund ${refunded.kind}; left refunding for recovery`, refunded);
   }
 
   /** A collected payment stays for recovery, which refunds it: the call did not end, so its payer got nothing. */
@@ -352,7 +353,13 @@ export class X402Payment implements CallPayment<X402Note> {
   }
 
   /** The PAYMENT-RESPONSE of this payment: the collection's transaction, where the payer's money moved. */
-  private response(auth: Eip3009Authorization, charge: Charge, success: boolean, errorReason?: string, transaction?: string): SettleResponse {
+  private response(
+    auth: Eip3009Authorization,
+    charge: Charge,
+    success: boolean,
+    errorReason?: string,
+    transaction?: string,
+  ): SettleResponse {
     return {
       success,
       ...(errorReason ? { errorReason } : {}),
@@ -392,7 +399,10 @@ export async function recordSettlement(
   await ledger.db.transaction(
     async (tx) => {
       const { callId, sellerAccountId, sellerMicros, feeMicros } = payment;
-      const entryId = await ledger.recordX402Payment({ callId, sellerAccountId, sellerMicros, feeMicros, txHash: completeTx ?? collectTx }, tx);
+      const entryId = await ledger.recordX402Payment(
+        { callId, sellerAccountId, sellerMicros, feeMicros, txHash: completeTx ?? collectTx },
+        tx,
+      );
       if (!(await payments.markSettled(callId, collectTx.toLowerCase(), completeTx, entryId, deps.now(), tx))) {
         throw new Error(`x402 payment ${callId} was not open when its settlement was recorded`);
       }

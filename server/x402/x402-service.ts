@@ -118,7 +118,8 @@ export class X402Service {
           return this.closeRecovered(payment, payment.status, "released");
         }
         events = await chain.events(id, from);
-        if (!(payment.status === "settling" ? events.settled : events.collected)) return this.closeRecovered(payment, payment.status, "failed");
+        if (!(payment.status === "settling" ? events.settled : events.collected))
+          return this.closeRecovered(payment, payment.status, "failed");
       }
       if (payment.status === "settling") {
         await recordSettlement(this.paymentDeps, payment, { collectTx: events.settled!.txHash, completeTx: null }, (tx) =>
@@ -152,7 +153,9 @@ export class X402Service {
       // completion was mined, before its answer: logged as 503, as a settlement recovery found always was).
       const status = payment.status === "completing" ? 200 : 503;
       await recordSettlement(this.paymentDeps, payment, { collectTx, completeTx: settled }, (tx) =>
-        payment.status === "refunding" ? Promise.resolve() : this.deps.calls.record(recoveredLine(payment, status, "success", payment.amountMicros), tx),
+        payment.status === "refunding"
+          ? Promise.resolve()
+          : this.deps.calls.record(recoveredLine(payment, status, "success", payment.amountMicros), tx),
       );
       return "settled";
     }

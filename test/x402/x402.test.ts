@@ -54,7 +54,11 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
   const url = (slug: string) => `${stack.url}/x402/skills/${slug}/call`;
   /** What the escrow holds pending for x402 calls not yet completed or refunded. */
   const pendingTotal = () =>
-    chain.publicClient.readContract({ address: chain.deployment.escrow, abi: escrowAbi, functionName: "x402PendingTotal" }) as Promise<bigint>;
+    chain.publicClient.readContract({
+      address: chain.deployment.escrow,
+      abi: escrowAbi,
+      functionName: "x402PendingTotal",
+    }) as Promise<bigint>;
   let checker: ContractChecker;
   /** Checks an answer against the API's OpenAPI document (what it declares for the route, status and body). */
   const conforms = async (method: string, target: string, res: Response) => {
@@ -314,7 +318,8 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
       resource: required.resource,
     } as PaymentPayload);
     // The payer's funds leave between the gateway's read and its collection (the verifier read them a moment before).
-    const verifier = (stack.gw.x402 as unknown as { deps?: { verifier: { funds: (...args: never[]) => Promise<unknown> } } })?.deps?.verifier;
+    const verifier = (stack.gw.x402 as unknown as { deps?: { verifier: { funds: (...args: never[]) => Promise<unknown> } } })?.deps
+      ?.verifier;
     expect(verifier, "the x402 service's verifier").to.not.equal(undefined);
     const funds = verifier!.funds.bind(verifier);
     verifier!.funds = async (...args: never[]) => {
@@ -340,7 +345,10 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
       "Payment could not be collected: the payer's USDC no longer covers the price. Nothing was paid, and the skill was not called.",
     );
     expect(stack.backend.hits.get("/echo") ?? 0).to.equal(ranBefore);
-    expect(decodePaymentResponseHeader(res.headers.get("payment-response")!)).to.include({ success: false, errorReason: "settlement_failed" });
+    expect(decodePaymentResponseHeader(res.headers.get("payment-response")!)).to.include({
+      success: false,
+      errorReason: "settlement_failed",
+    });
   });
 
   it("ten authorizations on a balance that covers one call: the skill runs once, is paid once, nine are refused before it runs", async function () {
