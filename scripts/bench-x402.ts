@@ -276,7 +276,13 @@ async function main(): Promise<void> {
     if (probe.status === 402 && probe.headers.has("payment-required")) {
       const tally = newTally();
       const before = await payersHold();
-      const run = await x402Load("gateway, x402 endpoint (@x402/fetch; settleX402 per call)", gatewayX402Url, body, pay, tally);
+      const run = await x402Load(
+        "gateway, x402 endpoint (@x402/fetch; collectX402 + completeX402 per call)",
+        gatewayX402Url,
+        body,
+        pay,
+        tally,
+      );
       const solo = await x402Load("", gatewayX402Url, body, pay, tally, SOLO);
       const paid = before - (await payersHold());
       notes.push(
