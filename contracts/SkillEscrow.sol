@@ -182,8 +182,10 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
     /// @notice The pending x402 payment of each call id: the hash of its {X402Pending} ({hashX402Pending}), zero
     ///         when there is none (never collected, or completed, refunded or reclaimed).
     mapping(bytes32 callId => bytes32 commitment) public x402Pending;
-    /// @notice The sum of every pending x402 payment's value: USDC the escrow holds for no balance and no earnings yet.
-    uint256 public x402PendingTotal;
+    /// @dev The sum of every pending x402 payment's value, plus one: the slot never returns to zero, so a collection
+    ///      when nothing else is pending pays for a non-zero write (about 17,000 gas less than a zero-to-non-zero one),
+    ///      as OpenZeppelin's ReentrancyGuard keeps its status at 1 or 2. Read it through {x402PendingTotal}.
+    uint256 private _x402PendingTotalPlusOne = 1;
 
     // ---------------------------------------------------------------------------------------------------------
     // Events
@@ -476,7 +478,7 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
         x402Pending[callId] = hashX402Pending(
             X402Pending({payer: payment.from, seller: seller, value: value, platformFee: platformFee, reclaimableAt: reclaimableAt})
         );
-        x402PendingTotal += value;
+        _x402PendingTotalPlusOne += value;
         emit X402Collected(callId, payment.from, seller, value, platformFee, reclaimableAt);
     }
 
@@ -698,6 +700,11 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
         return (pending.amount, pending.readyAt);
     }
 
+    /// @notice The sum of every pending x402 payment's value: USDC the escrow holds for no balance and no earnings yet.
+    function x402PendingTotal() external view returns (uint256) {
+        return _x402PendingTotalPlusOne - 1;
+    }
+
     /// @notice The commitment {x402Pending} stores for a pending x402 payment.
     function hashX402Pending(X402Pending memory pending) public pure returns (bytes32) {
         return keccak256(abi.encode(pending.payer, pending.seller, pending.value, pending.platformFee, pending.reclaimableAt));
@@ -787,7 +794,7 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
         bytes32 commitment = x402Pending[callId];
         if (commitment == bytes32(0) || commitment != hashX402Pending(pending)) revert EscrowX402PaymentNotPending(callId);
         delete x402Pending[callId];
-        x402PendingTotal -= pending.value;
+        _x402PendingTotalPlusOne -= pending.value;
     }
 
     function _claim(address seller, address recipient) private returns (uint256 amount) {
