@@ -186,6 +186,31 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
     return encodePaymentSignatureHeader(payload);
   }
 
+  /**
+   * A payer holding exactly the price that can send transactions (it has ETH), and `moveAway`, which sends its USDC
+   * to someone else and resolves with the receipt once mined.
+   */
+  async function spendingPayer() {
+    const spender = privateKeyToAccount(generatePrivateKey());
+    const [funder] = await hre.viem.getWalletClients();
+    await chain.receipt(
+      await funder.sendTransaction({ to: spender.address, value: 10n ** 18n, account: funder.account, chain: funder.chain }),
+    );
+    await chain.mintUsdc(spender.address, 2_000n);
+    const wallet = createWalletClient({ account: spender, transport: custom(hre.network.provider) });
+    const moveAway = async () =>
+      chain.receipt(
+        await wallet.writeContract({
+          address: chain.deployment.usdc,
+          abi: usdcAbi,
+          functionName: "transfer",
+          args: [funder.account.address, 2_000n],
+          chain: null,
+        } as never),
+      );
+    return { spender, moveAway };
+  }
+
   it("refuses a replayed payment: the same authorization pays for one call only", async () => {
     const header = await signedPayment("paid");
     const first = await post(url("paid"), { text: "once" }, { "payment-signature": header });
@@ -254,13 +279,7 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
 
   it("a payer who tries to spend the money while the skill runs cannot: it was collected before the call, which is paid", async function () {
     this.timeout(60_000);
-    // A payer that can send transactions (it needs ETH to move its USDC away), holding exactly the price.
-    const spender = privateKeyToAccount(generatePrivateKey());
-    const wallets = await hre.viem.getWalletClients();
-    await chain.receipt(
-      await wallets[0].sendTransaction({ to: spender.address, value: 10n ** 18n, account: wallets[0].account, chain: wallets[0].chain }),
-    );
-    await chain.mintUsdc(spender.address, 2_000n);
+    const { spender, moveAway } = await spendingPayer();
     await stack.addSkill("paid-gated", "/gated", { priceMicros: 2_000n });
     const required = decodePaymentRequiredHeader((await post(url("paid-gated"), {})).headers.get("payment-required")!);
     const created = await new ExactEvmScheme(spender).createPaymentPayload(2, required.accepts[0]);
@@ -276,19 +295,10 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
     // Forwarded: the payment is already in the escrow, pending. The payer's attempt to move its USDC away fails.
     expect(await usdcOf(spender.address)).to.equal(0n);
     expect(await pendingTotal()).to.equal(2_000n);
-    const spenderWallet = createWalletClient({ account: spender, transport: custom(hre.network.provider) });
-    const moved = await spenderWallet
-      .writeContract({
-        address: chain.deployment.usdc,
-        abi: usdcAbi,
-        functionName: "transfer",
-        args: [wallets[0].account.address, 2_000n],
-        chain: null,
-      } as never)
-      .then(
-        () => "sent",
-        (error: Error) => error.message,
-      );
+    const moved = await moveAway().then(
+      () => "sent",
+      (error: Error) => error.message,
+    );
     expect(moved).to.match(/ERC20InsufficientBalance/);
     stack.backend.openGate();
     const res = await answer;
@@ -303,13 +313,7 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
 
   it("a payer whose USDC left before the collection is refused before the skill runs, nothing paid", async function () {
     this.timeout(60_000);
-    const spender = privateKeyToAccount(generatePrivateKey());
-    const wallets = await hre.viem.getWalletClients();
-    await chain.receipt(
-      await wallets[0].sendTransaction({ to: spender.address, value: 10n ** 18n, account: wallets[0].account, chain: wallets[0].chain }),
-    );
-    await chain.mintUsdc(spender.address, 2_000n);
-    const spenderWallet = createWalletClient({ account: spender, transport: custom(hre.network.provider) });
+    const { spender, moveAway } = await spendingPayer();
     await stack.addSkill("paid-counted", "/echo", { priceMicros: 2_000n });
     const required = decodePaymentRequiredHeader((await post(url("paid-counted"), {})).headers.get("payment-required")!);
     const header = encodePaymentSignatureHeader({
@@ -325,15 +329,7 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
     verifier!.funds = async (...args: never[]) => {
       const read = await funds(...args);
       verifier!.funds = funds;
-      await chain.receipt(
-        await spenderWallet.writeContract({
-          address: chain.deployment.usdc,
-          abi: usdcAbi,
-          functionName: "transfer",
-          args: [wallets[0].account.address, 2_000n],
-          chain: null,
-        } as never),
-      );
+      await moveAway();
       return read;
     };
     const ranBefore = stack.backend.hits.get("/echo") ?? 0;
