@@ -373,7 +373,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
 
   let backgroundStarted = false;
   // An x402 payment open longer than any call can last was orphaned (its replica stopped, or its node went quiet):
-  // the leader settles it from the chain's record or closes it.
+  // the leader completes, refunds or closes it from the escrow's events.
   let x402Recovery: NodeJS.Timeout | undefined;
   const startLoops = (walletSweepIntervalMs: number) => {
     if (x402) x402Recovery = every(60_000, "resolving orphaned x402 payments", () => x402.recover(Date.now() - 15 * 60_000));
