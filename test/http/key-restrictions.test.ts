@@ -160,6 +160,21 @@ describe("POST /v1/keys with scopes, allowed_skills and expires_at", () => {
     expect(listed).to.deep.include(expected);
   });
 
+  it("holds the dashboard's try-it form to the key it picks: its scope, its allowed skills, its expiry", async () => {
+    await stack.gw.ledger.credit(ada.accountId, 1_000_000n, "dev_credit", "test");
+    const make = async (body: Record<string, unknown>) => (await ada.request("POST", "/v1/keys", body)).body.data.id as string;
+    const manager = await make({ scopes: ["keys:manage"] });
+    const echoOnly = await make({ allowed_skills: ["echo"] });
+    const soon = await stack.gw.keys.create(ada.accountId, { expiresAtMs: Date.now() - 1 });
+    const tried = (skill: string, keyId: string) => ada.request("POST", `/v1/skills/${skill}/try`, { key_id: keyId, input: {} });
+    const before = await stack.available(ada.accountId);
+    expect((await tried("echo", manager)).body.code).to.equal("scope_missing");
+    expect((await tried("fail", echoOnly)).body.code).to.equal("skill_not_allowed");
+    expect((await tried("echo", soon.record.id)).body.code).to.equal("key_expired");
+    expect(await stack.available(ada.accountId)).to.equal(before);
+    expect((await tried("echo", echoOnly)).status).to.equal(200);
+  });
+
   const refused: Array<[string, Record<string, unknown>, string]> = [
     ["an unknown scope", { scopes: ["calls", "admin"] }, "scopes"],
     ["a scope twice", { scopes: ["calls", "calls"] }, "scopes"],

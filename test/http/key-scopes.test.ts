@@ -1,4 +1,5 @@
 import { expect } from "chai";
+import { keyOperation } from "../../server/http/auth";
 import { OPERATIONS } from "../../server/http/contract/document";
 import { takesApiKey } from "../../server/http/contract/common";
 import { KEY_SCOPES, type KeyScope } from "../../server/identity/scopes";
@@ -38,6 +39,12 @@ describe("API key scopes, on every operation that takes a key", () => {
   it("finds the operations that take a key, each declaring a scope of the vocabulary", () => {
     expect(keyed.length).to.be.greaterThan(10);
     for (const op of keyed) expect(KEY_SCOPES, `${op.method} ${op.path}`).to.include(op.scope);
+  });
+
+  it("refuses to make the key check of a route that is not declared, or declared without a key", () => {
+    expect(() => keyOperation("GET /v1/not-declared")).to.throw(/not declared/);
+    expect(() => keyOperation("GET /v1/keys")).to.throw(/without an API key/);
+    expect(keyOperation("GET /v1/balance").scope).to.equal("usage:read");
   });
 
   for (const op of keyed) {
