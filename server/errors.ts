@@ -17,6 +17,10 @@ export const ERROR_CODES = {
   user_operation_rejected: "the bundler refused an owner-signed UserOperation (its words are in the message)",
   skill_rejected_input: "the skill's backend answered 4xx (its message is passed through)",
   unauthorized: "API key missing, malformed, unknown or revoked; or no dashboard session",
+  key_expired: "the API key's `expires_at` has passed: it authenticates nothing any more (its owner makes another)",
+  scope_missing:
+    "the API key lacks the scope the request needs (`calls`, `usage:read`, `funds:withdraw`, `keys:manage`): the message names it",
+  skill_not_allowed: "the API key's `allowed_skills` does not include this skill: nothing ran, nothing was held or charged",
   sign_in_failed: "a sign-in link, state or code that is bad, expired, used or foreign",
   invalid_signature: "a signature that does not verify (SIWE message, provider notification)",
   csrf_failed: "a state-changing request of a session without its X-CSRF-Token",

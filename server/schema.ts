@@ -40,6 +40,7 @@ const VERSIONS: readonly { version: number; name: string }[] = [
   { version: 20, name: "refusals of a key's limits counted per minute" },
   { version: 21, name: "skills the operator registered" },
   { version: 22, name: "x402 payments collected before their call" },
+  { version: 23, name: "API keys' scopes, allowed skills and expiry" },
 ];
 
 /**

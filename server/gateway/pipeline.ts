@@ -26,6 +26,11 @@ export interface PipelineRequest {
   idempotency?: { accountId: string; key: string; requestHash: string };
   /** The caller's limits for `skill`, checked before its input; undefined when the caller has none of its own (x402). */
   admission?(skill: Skill): Admission;
+  /**
+   * Whether the caller may call `skill` at all (a key's allowed_skills): a refusal (403 skill_not_allowed) or undefined.
+   * Checked as soon as the skill is known, before anything is held, counted or remembered; absent for x402 callers.
+   */
+  permits?(skill: Skill): Refusal | undefined;
 }
 
 /** The per-minute rules a call must pass (the first is the headline limit, in the RateLimit headers), and a daily cap. */
@@ -90,7 +95,7 @@ interface Call<N> {
  * that refuses decides the answer (the tables of test/gateway/call-order.test.ts and test/x402/x402-order.test.ts
  * pin it for each way to pay):
  *
- *   1. resolve: the skill exists (404)
+ *   1. resolve: the skill exists (404); the caller may call it (403 skill_not_allowed: a key's allowed_skills)
  *   2. the idempotency key, when one is sent: replay, in use (409), reused with another body (422)
  *   3. admit: the payment is offered (x402: a PAYMENT-SIGNATURE that parses, 402); the caller's rate limits (429)
  *      and daily cap (429), for a caller that has them (a key)
@@ -104,8 +109,10 @@ interface Call<N> {
  *      the call
  *
  * A free call (price 0) has no payment: steps 3's offer, 5 and 8's money are skipped, and it is recorded alone.
- * (Authentication, 401, and body parsing, 400/413, happen before, in the HTTP layer, which also turns the result
- * into status, headers and body: the pipeline names codes, not statuses.)
+ * (Authentication, 401, an expired key, 401 key_expired, the key's scope, 403 scope_missing, and body parsing,
+ * 400/413, happen before, in that order, in the HTTP layer, which also turns the result into status, headers and
+ * body: the pipeline names codes, not statuses. The call service checks a key's expiry and scope again for the
+ * entries that do not authenticate a header: the dashboard's "try it" and MCP's tool calls.)
  *
  * Money moves only in steps 5 and 8. Every path after a reservation ends in exactly one settle or void, or, on a
  * fault, the payment's abandon: a reservation never outlives its call. The calls log's line and the idempotent
@@ -125,6 +132,9 @@ export class CallPipeline {
         refusal: refusal("skill_not_found", `Skill not found: "${excerpt(req.skillRef, 100)}". Check the skill_id slug or UUID.`),
       };
     }
+    // Before the idempotency key and everything after: a skill the caller may not call costs nothing, and leaves no trace.
+    const forbidden = req.permits?.(skill);
+    if (forbidden) return { kind: "refused", refusal: forbidden };
 
     const idem = req.idempotency;
     if (idem) {
