@@ -16,16 +16,18 @@ import {IERC3009Bytes} from "./IERC3009Bytes.sol";
 /// @notice Holds the USDC that accounts prepay for skill calls. The gateway bills calls off-chain and moves money
 ///         here only by posting settlement batches: each batch debits accounts, credits sellers and the platform
 ///         treasury, and records the Merkle root of the call receipts it settles. Calls paid with x402 (an
-///         EIP-3009 authorization, no account) are settled one by one: the payer's USDC comes straight into the
-///         escrow and is credited to the seller and the treasury in the same transaction. Sellers and the treasury
-///         claim what they earned, from both kinds of call alike. An account gets its unspent funds back either at
-///         once with a voucher signed by the gateway, or without the gateway at all through a timed exit.
+///         EIP-3009 authorization, no account) are paid one by one, before their work: the payer's USDC comes
+///         straight into the escrow, pending, and is credited to the seller and the treasury when the call succeeds or
+///         refunded to the payer when it fails (or reclaimed by the payer if the gateway does neither within a day).
+///         Sellers and the treasury claim what they earned, from both kinds of call alike. An account gets its unspent
+///         funds back either at once with a voucher signed by the gateway, or without the gateway at all through a
+///         timed exit.
 /// @dev Invariant (checked by the property tests after every step): the escrow's USDC balance equals the sum of
-///      all `balances` plus the sum of all `earnings`. Pending exits are not a separate pot: the requested amount
-///      stays in the account's balance until `completeExit`, so a batch posted during the delay can still debit it.
-///      Tokens that reach the escrow outside its functions (a plain transfer, or an x402 authorization submitted
-///      to the token by someone else, see {settleX402}) are owed to no one and can only make the balance exceed
-///      that sum; no function can take them out.
+///      all `balances` plus the sum of all `earnings` plus `x402PendingTotal`. Pending exits are not a separate pot:
+///      the requested amount stays in the account's balance until `completeExit`, so a batch posted during the delay
+///      can still debit it. Tokens that reach the escrow outside its functions (a plain transfer, or an x402
+///      authorization submitted to the token by someone else, see {collectX402}) are owed to no one and can only
+///      make the balance exceed that sum; no function can take them out.
 contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP712 {
     using SafeERC20 for IERC20;
 
@@ -89,7 +91,7 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
     /// @param nonce The authorization's EIP-3009 nonce (random, single use per payer, enforced by the token).
     /// @param seller Credited `value - platformFee`.
     /// @param platformFee Credited to the treasury; at most `value`.
-    /// @param callId The gateway's call id, emitted in {X402Settled} to tie the payment to its call.
+    /// @param callId The gateway's call id: the pending payment's key, emitted in every x402 event to tie it to its call.
     struct X402Payment {
         address from;
         uint256 value;
@@ -99,6 +101,21 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
         address seller;
         uint256 platformFee;
         bytes32 callId;
+    }
+
+    /// @notice An x402 payment collected into the escrow and not yet completed, refunded or reclaimed: what
+    ///         {X402Collected} emits, and what {completeX402}, {refundX402} and {reclaimX402} are given back.
+    /// @param payer Who paid, and who gets the value back on a refund or a reclaim.
+    /// @param seller Credited `value - platformFee` on completion.
+    /// @param value What was collected, in base units.
+    /// @param platformFee Credited to the treasury on completion; at most `value`.
+    /// @param reclaimableAt From this time on the payer may take the payment back while it is still pending.
+    struct X402Pending {
+        address payer;
+        address seller;
+        uint256 value;
+        uint256 platformFee;
+        uint256 reclaimableAt;
     }
 
     /// @notice The state every batch reads and writes, packed into one storage slot: a settle pays for one
@@ -118,7 +135,7 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
     // Constants and state
     // ---------------------------------------------------------------------------------------------------------
 
-    /// @notice Role allowed to post settlement batches and settle x402 payments.
+    /// @notice Role allowed to post settlement batches and to collect, complete and refund x402 payments.
     bytes32 public constant SETTLER_ROLE = keccak256("SETTLER_ROLE");
     /// @notice Role whose EIP-712 signatures make vouchers valid.
     bytes32 public constant VOUCHER_SIGNER_ROLE = keccak256("VOUCHER_SIGNER_ROLE");
@@ -134,6 +151,11 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
     uint256 public constant MIN_EXIT_DELAY = 1 hours;
     /// @notice Upper bound of the exit delay: the admin can never lock funds for longer than this.
     uint256 public constant MAX_EXIT_DELAY = 7 days;
+
+    /// @notice How long after collection a pending x402 payment can be reclaimed by its payer: far longer than any
+    ///         call and its completion take, so it only matters when the gateway stopped. A constant: no one can
+    ///         lengthen a payer's wait.
+    uint256 public constant X402_RECLAIM_DELAY = 1 days;
 
     /// @notice The token held in escrow (USDC).
     IERC20 public immutable usdc;
@@ -156,6 +178,14 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
     mapping(address account => mapping(uint256 nonce => bool used)) public voucherNonceUsed;
 
     mapping(address account => Exit) private _exits;
+
+    /// @notice The pending x402 payment of each call id: the hash of its {X402Pending} ({hashX402Pending}), zero
+    ///         when there is none (never collected, or completed, refunded or reclaimed).
+    mapping(bytes32 callId => bytes32 commitment) public x402Pending;
+    /// @dev The sum of every pending x402 payment's value, plus one: the slot never returns to zero, so a collection
+    ///      when nothing else is pending pays for a non-zero write (about 17,000 gas less than a zero-to-non-zero one),
+    ///      as OpenZeppelin's ReentrancyGuard keeps its status at 1 or 2. Read it through {x402PendingTotal}.
+    uint256 private _x402PendingTotalPlusOne = 1;
 
     // ---------------------------------------------------------------------------------------------------------
     // Events
@@ -180,8 +210,18 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
         uint256 platformFee,
         address treasury
     );
-    /// @notice x402 call `callId`: `payer` paid `amount` into the escrow; `seller` was credited `amount - platformFee`
-    ///         and `treasury` `platformFee`.
+    /// @notice x402 call `callId`: `payer` paid `amount` into the escrow, pending until the call ends (the gateway
+    ///         completes or refunds it); the payer may reclaim it from `reclaimableAt` on if it is still pending.
+    event X402Collected(
+        bytes32 indexed callId,
+        address indexed payer,
+        address indexed seller,
+        uint256 amount,
+        uint256 platformFee,
+        uint256 reclaimableAt
+    );
+    /// @notice x402 call `callId`'s pending payment was completed: `seller` was credited `amount - platformFee` and
+    ///         `treasury` `platformFee`.
     event X402Settled(
         bytes32 indexed callId,
         address indexed payer,
@@ -190,6 +230,9 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
         uint256 platformFee,
         address treasury
     );
+    /// @notice x402 call `callId`'s pending payment of `amount` went back to `payer`: refunded by the gateway (the call
+    ///         failed), or reclaimed (`reclaimed`) after the gateway left it pending too long.
+    event X402Refunded(bytes32 indexed callId, address indexed payer, uint256 amount, bool reclaimed);
     /// @notice `seller` withdrew `amount` of earnings to `recipient`.
     event Claimed(address indexed seller, address indexed recipient, uint256 amount);
     /// @notice `account` withdrew `amount` with voucher `nonce`, leaving `balance`.
@@ -247,6 +290,13 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
     error EscrowExitDelayOutOfBounds(uint256 delay, uint256 minimum, uint256 maximum);
     /// @notice A platform fee of `platformFee` was asked on a payment of only `amount`.
     error EscrowFeeExceedsAmount(uint256 platformFee, uint256 amount);
+    /// @notice Call id `callId` already has a pending x402 payment.
+    error EscrowX402PaymentExists(bytes32 callId);
+    /// @notice Call id `callId` has no pending x402 payment with the fields given (none collected, already
+    ///         completed, refunded or reclaimed, or other fields than were collected).
+    error EscrowX402PaymentNotPending(bytes32 callId);
+    /// @notice Call id `callId`'s pending payment can be reclaimed from `reclaimableAt`; it is `timestamp`.
+    error EscrowX402NotReclaimable(bytes32 callId, uint256 reclaimableAt, uint256 timestamp);
     /// @notice The token call should have raised the escrow's balance by `expected` but raised it by `received`
     ///         (zero if it did not rise at all).
     error EscrowTransferShortfall(uint256 expected, uint256 received);
@@ -382,31 +432,36 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
         emit BatchSettled(batchNumber, batch.receiptsRoot, batch.callCount, totalDebits, platformFee, feeReceiver);
     }
 
-    /// @notice Settles one x402 `exact` payment in one transaction: pulls `payment.value` of the payer's USDC into
-    ///         the escrow with the payer's EIP-3009 authorization, then credits the seller `value - platformFee`
-    ///         and the treasury `platformFee` as earnings, claimable through {claim} like batch revenue. Only
-    ///         SETTLER_ROLE. Not stopped by {pauseDeposits}: this is revenue for calls already served, like {settle}.
-    /// @dev x402 clients sign `TransferWithAuthorization` with `to` = the payment's `payTo` (this escrow), not
+    /// @notice Collects one x402 `exact` payment before its call runs: pulls `payment.value` of the payer's USDC into
+    ///         the escrow with the payer's EIP-3009 authorization and holds it pending under `payment.callId`. The
+    ///         gateway then either completes it ({completeX402}: the call succeeded; the seller is credited
+    ///         `value - platformFee` and the treasury `platformFee`) or refunds it ({refundX402}: the call failed; the
+    ///         payer gets the value back). If the gateway does neither, the payer takes it back with {reclaimX402}
+    ///         from `X402_RECLAIM_DELAY` after collection on. Only SETTLER_ROLE. Not stopped by {pauseDeposits}.
+    /// @dev The money moves before the work, so a call is never served on a payment that cannot be paid: a payer
+    ///      who signs many authorizations over one balance, or moves its USDC while the skill runs, is refused here.
+    ///      x402 clients sign `TransferWithAuthorization` with `to` = the payment's `payTo` (this escrow), not
     ///      `ReceiveWithAuthorization`, so the escrow cannot use `receiveWithAuthorization` with their signature;
     ///      it calls the token's `transferWithAuthorization` (the `bytes` overload, for EOA and ERC-1271
     ///      signatures) with `to = address(this)`. Because the signed `to` is the escrow, anyone who submits the
     ///      authorization to the token directly can only move the money into the escrow, never elsewhere; but it
-    ///      then lands uncredited (owed to no one, with no function to take it out) and this call reverts on the
-    ///      token's used nonce, crediting nothing.
+    ///      then lands uncollected (owed to no one, with no function to take it out) and this call reverts on the
+    ///      token's used nonce, holding nothing.
     ///      Checks, in order: EscrowZeroAmount for a zero value; EscrowInvalidAccount for a seller at the zero
-    ///      address or the escrow's own; EscrowFeeExceedsAmount; then the token's own checks (signature of `from`
-    ///      over exactly these fields, validity window, unused nonce, funds), whose reverts bubble up unchanged;
-    ///      finally EscrowTransferShortfall unless the escrow's balance rose by exactly `value`, so a fee-on-transfer
-    ///      or otherwise unusual token can never create earnings the escrow does not hold. The token call comes
-    ///      before the credits because the credits depend on what arrived; the reentrancy guard keeps every other
-    ///      state-changing function out while the token runs.
+    ///      address or the escrow's own; EscrowFeeExceedsAmount; EscrowX402PaymentExists when `callId` already has a
+    ///      pending payment; then the token's own checks (signature of `from` over exactly these fields, validity
+    ///      window, unused nonce, funds), whose reverts bubble up unchanged; finally EscrowTransferShortfall unless
+    ///      the escrow's balance rose by exactly `value`, so a fee-on-transfer or otherwise unusual token can never
+    ///      create a pending payment the escrow does not hold. Only a commitment to the pending payment is stored
+    ///      (one slot): {completeX402}, {refundX402} and {reclaimX402} are given its fields, from {X402Collected}.
     /// @param payment The authorization's fields and the gateway's split, see {X402Payment}.
     /// @param signature The payer's signature of the authorization: 65 bytes from an EOA, or what the payer's
     ///        contract wallet accepts through ERC-1271.
-    function settleX402(
+    /// @return reclaimableAt When the payer may take the payment back if it is still pending.
+    function collectX402(
         X402Payment calldata payment,
         bytes calldata signature
-    ) external nonReentrant onlyRole(SETTLER_ROLE) {
+    ) external nonReentrant onlyRole(SETTLER_ROLE) returns (uint256 reclaimableAt) {
         uint256 value = payment.value;
         if (value == 0) revert EscrowZeroAmount();
         address seller = payment.seller;
@@ -414,29 +469,63 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
         if (seller == address(0) || seller == address(this)) revert EscrowInvalidAccount(seller);
         uint256 platformFee = payment.platformFee;
         if (platformFee > value) revert EscrowFeeExceedsAmount(platformFee, value);
+        bytes32 callId = payment.callId;
+        if (x402Pending[callId] != bytes32(0)) revert EscrowX402PaymentExists(callId);
 
-        uint256 balanceBefore = usdc.balanceOf(address(this));
-        IERC3009Bytes(address(usdc)).transferWithAuthorization(
-            payment.from,
-            address(this),
-            value,
-            payment.validAfter,
-            payment.validBefore,
-            payment.nonce,
-            signature
+        _pullAuthorized(payment, signature);
+
+        reclaimableAt = block.timestamp + X402_RECLAIM_DELAY;
+        x402Pending[callId] = hashX402Pending(
+            X402Pending({payer: payment.from, seller: seller, value: value, platformFee: platformFee, reclaimableAt: reclaimableAt})
         );
-        uint256 balanceAfter = usdc.balanceOf(address(this));
-        uint256 received = balanceAfter > balanceBefore ? balanceAfter - balanceBefore : 0;
-        if (received != value) revert EscrowTransferShortfall(value, received);
+        _x402PendingTotalPlusOne += value;
+        emit X402Collected(callId, payment.from, seller, value, platformFee, reclaimableAt);
+    }
 
+    /// @notice Completes the pending x402 payment `callId`: its call succeeded. Credits the seller
+    ///         `value - platformFee` and the treasury current now `platformFee`, as earnings claimable through
+    ///         {claim} like batch revenue. Only SETTLER_ROLE; possible for as long as the payment is pending (also
+    ///         after `reclaimableAt`, until the payer reclaims it).
+    /// @dev Reverts with EscrowX402PaymentNotPending unless `pending` is exactly what {collectX402} committed to
+    ///      under `callId` and not yet completed, refunded or reclaimed. Moves no tokens.
+    /// @param callId The gateway's call id the payment was collected for.
+    /// @param pending The pending payment's fields, as {X402Collected} emitted them.
+    function completeX402(bytes32 callId, X402Pending calldata pending) external nonReentrant onlyRole(SETTLER_ROLE) {
+        _takePending(callId, pending);
+        uint256 platformFee = pending.platformFee;
         uint256 sellerShare;
         unchecked {
-            sellerShare = value - platformFee; // platformFee <= value, checked above
+            sellerShare = pending.value - platformFee; // platformFee <= value, checked at collection
         }
-        if (sellerShare != 0) earnings[seller] += sellerShare;
+        if (sellerShare != 0) earnings[pending.seller] += sellerShare;
         address feeReceiver = _settlement.treasury;
         if (platformFee != 0) earnings[feeReceiver] += platformFee;
-        emit X402Settled(payment.callId, payment.from, seller, value, platformFee, feeReceiver);
+        emit X402Settled(callId, pending.payer, pending.seller, pending.value, platformFee, feeReceiver);
+    }
+
+    /// @notice Refunds the pending x402 payment `callId` to its payer: its call failed. Only SETTLER_ROLE.
+    /// @dev Reverts with EscrowX402PaymentNotPending as {completeX402}. The payment is cleared before the transfer.
+    /// @param callId The gateway's call id the payment was collected for.
+    /// @param pending The pending payment's fields, as {X402Collected} emitted them.
+    function refundX402(bytes32 callId, X402Pending calldata pending) external nonReentrant onlyRole(SETTLER_ROLE) {
+        _takePending(callId, pending);
+        emit X402Refunded(callId, pending.payer, pending.value, false);
+        usdc.safeTransfer(pending.payer, pending.value);
+    }
+
+    /// @notice Gives a payment the gateway neither completed nor refunded back to its payer, from `reclaimableAt` on.
+    ///         Anyone may submit it (a relayer pays the gas); the tokens always go to the payer.
+    /// @dev Reverts with EscrowX402PaymentNotPending as {completeX402}, EscrowX402NotReclaimable before
+    ///      `reclaimableAt`. The payment is cleared before the transfer.
+    /// @param callId The gateway's call id the payment was collected for.
+    /// @param pending The pending payment's fields, as {X402Collected} emitted them.
+    function reclaimX402(bytes32 callId, X402Pending calldata pending) external nonReentrant {
+        _takePending(callId, pending);
+        if (block.timestamp < pending.reclaimableAt) {
+            revert EscrowX402NotReclaimable(callId, pending.reclaimableAt, block.timestamp);
+        }
+        emit X402Refunded(callId, pending.payer, pending.value, true);
+        usdc.safeTransfer(pending.payer, pending.value);
     }
 
     // ---------------------------------------------------------------------------------------------------------
@@ -611,6 +700,16 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
         return (pending.amount, pending.readyAt);
     }
 
+    /// @notice The sum of every pending x402 payment's value: USDC the escrow holds for no balance and no earnings yet.
+    function x402PendingTotal() external view returns (uint256) {
+        return _x402PendingTotalPlusOne - 1;
+    }
+
+    /// @notice The commitment {x402Pending} stores for a pending x402 payment.
+    function hashX402Pending(X402Pending memory pending) public pure returns (bytes32) {
+        return keccak256(abi.encode(pending.payer, pending.seller, pending.value, pending.platformFee, pending.reclaimableAt));
+    }
+
     /// @notice The EIP-712 digest a voucher signer signs for `voucher`.
     function hashVoucher(Voucher calldata voucher) public view returns (bytes32) {
         return _hashTypedDataV4(
@@ -669,6 +768,33 @@ contract SkillEscrow is AccessControl, Pausable, ReentrancyGuardTransient, EIP71
         balances[account] = balance;
         emit Deposited(account, from, amount, balance);
         usdc.safeTransferFrom(from, address(this), amount);
+    }
+
+    /// @dev Pulls `payment.value` from the payer with its EIP-3009 authorization (to this escrow), and reverts with
+    ///      EscrowTransferShortfall unless exactly that arrived.
+    function _pullAuthorized(X402Payment calldata payment, bytes calldata signature) private {
+        uint256 value = payment.value;
+        uint256 balanceBefore = usdc.balanceOf(address(this));
+        IERC3009Bytes(address(usdc)).transferWithAuthorization(
+            payment.from,
+            address(this),
+            value,
+            payment.validAfter,
+            payment.validBefore,
+            payment.nonce,
+            signature
+        );
+        uint256 balanceAfter = usdc.balanceOf(address(this));
+        uint256 received = balanceAfter > balanceBefore ? balanceAfter - balanceBefore : 0;
+        if (received != value) revert EscrowTransferShortfall(value, received);
+    }
+
+    /// @dev Clears the pending x402 payment `callId` if `pending` is what was committed to, else reverts.
+    function _takePending(bytes32 callId, X402Pending calldata pending) private {
+        bytes32 commitment = x402Pending[callId];
+        if (commitment == bytes32(0) || commitment != hashX402Pending(pending)) revert EscrowX402PaymentNotPending(callId);
+        delete x402Pending[callId];
+        _x402PendingTotalPlusOne -= pending.value;
     }
 
     function _claim(address seller, address recipient) private returns (uint256 amount) {

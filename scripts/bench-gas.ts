@@ -1,8 +1,9 @@
 /**
  * Gas benchmark of batched settlement against paying every call on-chain the way x402's `exact` scheme does
  * (one EIP-3009 transferWithAuthorization per call, submitted by a facilitator), and of the gateway's own x402
- * settlement (SkillEscrow.settleX402: the same authorization, paid into the escrow and credited to the seller
- * and the treasury in one transaction).
+ * settlement: SkillEscrow.collectX402 (the same authorization, paid into the escrow before the call runs, held
+ * pending) then completeX402 (the call succeeded: the seller and the treasury are credited) or refundX402 (it
+ * failed: the payer gets the value back), two transactions per call.
  *
  *   npx hardhat run scripts/bench-gas.ts        (or: npm run bench:gas)
  *
@@ -15,8 +16,10 @@
  *    credited (their earnings slots go from zero to non-zero, the most expensive case), the batch records a
  *    new receipts root;
  *  - every transferWithAuthorization pays a seller that already holds USDC (the cheapest case for x402);
- *  - every settleX402 in the mean credits a seller and a treasury that already hold earnings (the same
- *    cheapest case, on the escrow's side); the first credit of a seller is printed apart;
+ *  - every completeX402 in the means credits a seller and a treasury that already hold earnings (the same
+ *    cheapest case, on the escrow's side); the first credit of a seller is printed apart. Calls one after
+ *    another (x402PendingTotal from zero to non-zero and back in each, the dearer case) and calls overlapping
+ *    another pending payment are printed apart too;
  *  - TestUSDC is a plain OpenZeppelin token; Circle's USDC adds a proxy and blacklist checks, so real x402
  *    payments cost more than measured here.
  */
@@ -27,7 +30,7 @@ import { deployContracts } from "../server/devstack/deploy";
 import { batchFromReceipts, buildReceipt } from "../test/contracts/helpers/batch";
 import type { CallReceipt } from "../server/chain/receipts";
 import { signAuthorization, splitSignature, signVoucher } from "../test/contracts/helpers/signatures";
-import { buildX402Payment, signX402Payment } from "../test/contracts/helpers/x402";
+import { buildX402Payment, pendingOf, signX402Payment } from "../test/contracts/helpers/x402";
 
 const USDC = 1_000_000n;
 const SEED = 20_250_101;
@@ -72,6 +75,41 @@ type Row = {
   gasUsed: bigint;
   calldataBytes: number;
 };
+
+/** Per x402 call through the escrow: the gas of its collectX402, of the completeX402 or refundX402 that ended it, and both calldatas. */
+type X402Samples = { collect: bigint[]; end: bigint[]; calldataBytes: number[] };
+
+/**
+ * The report's lines on x402 through the escrow: per call, the mean gas of collectX402 plus completeX402 (a call
+ * that succeeded) and of collectX402 plus refundX402 (a call that failed), alone and overlapping another payment,
+ * against the bare bytes-signature transfer.
+ */
+function x402EscrowLines(
+  fmt: (n: bigint | number) => string,
+  mean: (values: bigint[]) => bigint,
+  bareTransferGas: bigint,
+  alone: { completed: X402Samples; refunded: X402Samples },
+  overlapping: { completed: X402Samples; refunded: X402Samples },
+  first: X402Samples,
+): string[] {
+  const perCall = (sample: X402Samples) => {
+    const collect = mean(sample.collect);
+    const end = mean(sample.end);
+    const calldataBytes = Math.round(sample.calldataBytes.reduce((a, b) => a + b, 0) / sample.calldataBytes.length);
+    return { collect, end, total: collect + end, calldataBytes };
+  };
+  const summarize = (sample: X402Samples, endName: string) => {
+    const { collect, end, total } = perCall(sample);
+    return `${fmt(total)} gas (collect ${fmt(collect)} + ${endName} ${fmt(end)}; ${fmt(total - bareTransferGas)} more than the bare bytes-signature transfer)`;
+  };
+  const completed = perCall(alone.completed);
+  const refunded = perCall(alone.refunded);
+  return [
+    `x402 through the escrow, a call that succeeded (collectX402 with a bytes signature, then completeX402: seller and treasury credited): mean of ${alone.completed.collect.length} calls one after another, to sellers already holding earnings: ${summarize(alone.completed, "complete")}; overlapping another pending payment: ${summarize(overlapping.completed, "complete")}; a seller's first credit: ${summarize(first, "complete")} (mean of ${first.collect.length}); ${fmt(completed.calldataBytes)} calldata bytes per call.`,
+    "",
+    `x402 through the escrow, a call that failed (collectX402, then refundX402: the value back to the payer): mean of ${alone.refunded.collect.length} calls one after another: ${summarize(alone.refunded, "refund")}; overlapping another pending payment: ${summarize(overlapping.refunded, "refund")}; ${fmt(refunded.calldataBytes)} calldata bytes per call.`,
+  ];
+}
 
 async function main(): Promise<void> {
   const [deployer, settler, voucherSigner, treasury, relayer, ...payers] = await hre.viem.getWalletClients();
@@ -172,29 +210,53 @@ async function main(): Promise<void> {
   const x402BytesGas = mean(x402.bytes);
   const x402CalldataBytes = Math.round(x402.calldataBytes.reduce((a, b) => a + b, 0) / x402.calldataBytes.length);
 
-  // x402 through the escrow: the same kind of authorization, signed for payTo = the escrow, settled by the settler.
-  // One warm-up payment per seller first (the first credit of a seller, zero to non-zero earnings; the very first
-  // one also credits the treasury for the first time, so it is left out of that mean), then the sample.
-  const settleX402Once = async (index: number, seller: Address, value: bigint) => {
+  // x402 through the escrow: the same kind of authorization, signed for payTo = the escrow, collected by the settler
+  // before the call runs (collectX402), then completed when the call succeeded (completeX402) or refunded to the
+  // payer when it failed (refundX402). A call's cost is the sum of its two transactions.
+  const collectOnce = async (index: number, seller: Address, value: bigint) => {
     const payer = x402Payers[index % x402Payers.length];
     const payment = buildX402Payment({ from: payer.account.address, seller, value, validBefore }, `bench x402 ${index}`);
     const signature = await signX402Payment(payer, usdc.address, chainId, escrow.address, payment);
-    return gasOf(await asSettler.write.settleX402([payment, signature]));
+    const hash = await asSettler.write.collectX402([payment, signature]);
+    const { blockNumber } = await publicClient.waitForTransactionReceipt({ hash });
+    const { timestamp } = await publicClient.getBlock({ blockNumber });
+    return { ...(await gasOf(hash)), callId: payment.callId, pending: pendingOf(payment, timestamp) };
   };
-  const escrowX402 = { first: [] as bigint[], steady: [] as bigint[], calldataBytes: [] as number[] };
-  for (const [i, seller] of payees.entries()) {
-    const { gasUsed } = await settleX402Once(i, seller, 250_000n);
-    if (i > 0) escrowX402.first.push(gasUsed);
-  }
-  for (let i = 0; i < X402_SAMPLE_CALLS; i++) {
-    const seller = payees[Math.floor(random() * payees.length)];
-    const { gasUsed, calldataBytes } = await settleX402Once(payees.length + i, seller, 1_000n + BigInt(Math.floor(random() * 499_001)));
-    escrowX402.steady.push(gasUsed);
-    escrowX402.calldataBytes.push(calldataBytes);
-  }
-  const settleX402Gas = mean(escrowX402.steady);
-  const settleX402FirstGas = mean(escrowX402.first);
-  const settleX402CalldataBytes = Math.round(escrowX402.calldataBytes.reduce((a, b) => a + b, 0) / escrowX402.calldataBytes.length);
+  const twoStep = (): X402Samples => ({ collect: [], end: [], calldataBytes: [] });
+  /** Collects one payment, ends it the `end` way, and records both transactions' gas and calldata in `into`. */
+  const x402Call = async (
+    into: X402Samples | undefined,
+    end: "completeX402" | "refundX402",
+    index: number,
+    seller: Address,
+    value: bigint,
+  ) => {
+    const collected = await collectOnce(index, seller, value);
+    const ended = await gasOf(await asSettler.write[end]([collected.callId, collected.pending]));
+    into?.collect.push(collected.gasUsed);
+    into?.end.push(ended.gasUsed);
+    into?.calldataBytes.push(collected.calldataBytes + ended.calldataBytes);
+  };
+  // One warm-up call per seller first (the first credit of a seller, zero to non-zero earnings; the very first one
+  // also credits the treasury for the first time, so it is left out of that mean), then the samples: calls one
+  // after the other, so x402PendingTotal goes from zero to non-zero and back in each (a gateway with one call in
+  // flight at a time), then the same with another payment pending throughout (calls that overlap).
+  const x402First = twoStep();
+  for (const [i, seller] of payees.entries()) await x402Call(i > 0 ? x402First : undefined, "completeX402", i, seller, 250_000n);
+  let x402Index = payees.length;
+  const x402Sample = async (end: "completeX402" | "refundX402") => {
+    const sample = twoStep();
+    for (let i = 0; i < X402_SAMPLE_CALLS; i++) {
+      const seller = payees[Math.floor(random() * payees.length)];
+      await x402Call(sample, end, x402Index++, seller, 1_000n + BigInt(Math.floor(random() * 499_001)));
+    }
+    return sample;
+  };
+  const x402Completed = await x402Sample("completeX402");
+  const x402Refunded = await x402Sample("refundX402");
+  await collectOnce(x402Index++, payees[0], 250_000n); // stays pending: x402PendingTotal is non-zero from here on
+  const x402CompletedOverlapping = await x402Sample("completeX402");
+  const x402RefundedOverlapping = await x402Sample("refundX402");
 
   // Single operations, for reference (from the funded snapshot; sellers earn in batch 1 first).
   await funded.restore();
@@ -235,7 +297,14 @@ async function main(): Promise<void> {
     "",
     `x402 gas per call: mean of ${x402.vrs.length} transferWithAuthorization(v, r, s) calls to sellers already holding USDC: ${fmt(x402GasPerCall)} gas; the bytes-signature overload: ${fmt(x402BytesGas)} gas; ${fmt(x402CalldataBytes)} calldata bytes per call.`,
     "",
-    `x402 through the escrow (settleX402, bytes signature, seller and treasury credited in the same transaction): mean of ${escrowX402.steady.length} settlements to sellers already holding earnings: ${fmt(settleX402Gas)} gas (${fmt(settleX402Gas - x402BytesGas)} more than the bare bytes-signature transfer); a seller's first credit: ${fmt(settleX402FirstGas)} gas (mean of ${escrowX402.first.length}); ${fmt(settleX402CalldataBytes)} calldata bytes per call.`,
+    ...x402EscrowLines(
+      fmt,
+      mean,
+      x402BytesGas,
+      { completed: x402Completed, refunded: x402Refunded },
+      { completed: x402CompletedOverlapping, refunded: x402RefundedOverlapping },
+      x402First,
+    ),
     "",
     "| single operation | gas |",
     "|---|---:|",

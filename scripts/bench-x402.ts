@@ -12,7 +12,9 @@
  *      unsettled when the run ends is settled right after, and the gas of every `settle()` is divided by the
  *      calls it settled;
  *   d. this gateway's own x402 endpoint, `POST /x402/skills/:skillId/call`, paid by the same `@x402/fetch`
- *      client code as (b); skipped, saying so, while the gateway answers it 404.
+ *      client code as (b): each payment collected into the escrow before the call (collectX402, the transaction
+ *      its PAYMENT-RESPONSE names) and completed after it (completeX402); its gas per paid call is the two
+ *      together. Skipped, saying so, while the gateway answers it 404.
  * For each: paid calls per second, p50 and p99 latency of a paid call (for x402, both of its requests: the
  * 402 and the paid one, as `@x402/fetch` makes them), the p50 again with one call at a time (the latency
  * without queueing), and the gas spent on-chain per paid call, with the throughput as a ratio of the bare
@@ -30,8 +32,9 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { decodePaymentResponseHeader } from "@x402/fetch";
-import { type Address, type Hash, type LocalAccount, erc20Abi, keccak256, toHex } from "viem";
+import { type Address, type Hash, type LocalAccount, erc20Abi, getAbiItem, keccak256, toHex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
+import { skillEscrowAbi } from "../server/chain/abi";
 import { testUsdcAbi } from "../server/chain/abi";
 import { serializeDeployment } from "../server/chain/deployment";
 import { deployDemoChain } from "../server/devstack/chain-seed";
@@ -144,6 +147,13 @@ async function meanGas(node: LocalNode, hashes: Hash[]): Promise<number | undefi
     for (const receipt of receipts) total += receipt.gasUsed;
   }
   return Number(total) / hashes.length;
+}
+
+/** The mean gas of the escrow's x402 completions (X402Settled) from `fromBlock` on, and how many there were. */
+async function completionGas(node: LocalNode, escrow: Address, fromBlock: bigint): Promise<{ count: number; mean: number | undefined }> {
+  const event = getAbiItem({ abi: skillEscrowAbi, name: "X402Settled" });
+  const logs = await node.publicClient.getLogs({ address: escrow, event, fromBlock, strict: true });
+  return { count: logs.length, mean: await meanGas(node, [...new Set(logs.map((log) => log.transactionHash))]) };
 }
 
 /** Every BatchSettled so far: the calls they settled and the gas their transactions used. */
@@ -276,15 +286,29 @@ async function main(): Promise<void> {
     if (probe.status === 402 && probe.headers.has("payment-required")) {
       const tally = newTally();
       const before = await payersHold();
-      const run = await x402Load("gateway, x402 endpoint (@x402/fetch; settleX402 per call)", gatewayX402Url, body, pay, tally);
+      const fromBlock = await node.publicClient.getBlockNumber({ cacheTime: 0 });
+      const run = await x402Load(
+        "gateway, x402 endpoint (@x402/fetch; collect, then complete, per call)",
+        gatewayX402Url,
+        body,
+        pay,
+        tally,
+      );
       const solo = await x402Load("", gatewayX402Url, body, pay, tally, SOLO);
       const paid = before - (await payersHold());
+      const collectGas = await meanGas(node, tally.transactions);
+      const completions = await completionGas(node, deployment.escrow, fromBlock);
       notes.push(
-        `gateway x402: ${tally.settled} payments settled on-chain (warm-up and one-connection runs included); ` +
-          `the payers' USDC fell by ${paid} base units, ${exactly(paid, tally.settled)}`,
+        `gateway x402: ${tally.settled} payments collected on-chain (warm-up and one-connection runs included), ` +
+          `${completions.count} completed; the payers' USDC fell by ${paid} base units, ${exactly(paid, tally.settled)}; ` +
+          `gas per paid call: collectX402 ${collectGas?.toFixed(0) ?? "?"} + completeX402 ${completions.mean?.toFixed(0) ?? "?"}`,
         ...describeFailures("gateway x402", tally.failures),
       );
-      rows.push({ run, solo, gasPerCall: await meanGas(node, tally.transactions) });
+      rows.push({
+        run,
+        solo,
+        gasPerCall: collectGas === undefined || completions.mean === undefined ? undefined : collectGas + completions.mean,
+      });
     } else {
       notes.push(
         `gateway x402 endpoint: skipped, POST /x402/skills/echo/call answered ${probe.status}` +

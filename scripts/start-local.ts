@@ -144,7 +144,9 @@ async function serve(
   // wallet is moved into the escrow (a sponsored UserOperation).
   gateway.startBackground({ walletSweepIntervalMs: 3_000 });
 
-  const { key } = await gateway.keys.create(buyerId, { name: "npm start" });
+  // The owner's own demo key, shown only on their terminal: it calls, reads the account's books and makes withdrawal
+  // vouchers (the README's examples do all three). Keys made later get the least, calls (docs/keys.md).
+  const { key } = await gateway.keys.create(buyerId, { name: "npm start", scopes: ["calls", "usage:read", "funds:withdraw"] });
   const balance = await gateway.ledger.balance(buyerId);
   const body = JSON.stringify({ skill_id: "echo", input: { hello: "world" } });
   console.log(`

@@ -17,6 +17,10 @@ export const ERROR_CODES = {
   user_operation_rejected: "the bundler refused an owner-signed UserOperation (its words are in the message)",
   skill_rejected_input: "the skill's backend answered 4xx (its message is passed through)",
   unauthorized: "API key missing, malformed, unknown or revoked; or no dashboard session",
+  key_expired: "the API key's `expires_at` has passed: it authenticates nothing any more (its owner makes another)",
+  scope_missing:
+    "the API key lacks the scope the request needs (`calls`, `usage:read`, `funds:withdraw`, `keys:manage`): the message names it",
+  skill_not_allowed: "the API key's `allowed_skills` does not include this skill: nothing ran, nothing was held or charged",
   sign_in_failed: "a sign-in link, state or code that is bad, expired, used or foreign",
   invalid_signature: "a signature that does not verify (SIWE message, provider notification)",
   csrf_failed: "a state-changing request of a session without its X-CSRF-Token",
@@ -41,7 +45,7 @@ export const ERROR_CODES = {
   payment_invalid:
     "an x402 payment that does not verify: its scheme, network, asset, recipient, amount, validity window, signature, funds or nonce",
   payment_reused: "an x402 payment authorization already presented for another call",
-  payment_settlement_failed: "the skill answered but the x402 payment could not be settled on-chain: nothing was paid, no data is sent",
+  payment_settlement_failed: "the x402 payment could not be collected on-chain before the call: nothing was paid, the skill was not called",
   skill_not_found: "no skill with that slug or UUID",
   not_found: "no such route, or no such thing on this account",
   no_wallet: "the account has no embedded wallet yet",

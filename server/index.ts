@@ -283,12 +283,13 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
         pipeline,
         sellerAddress: (accountId) => settlementAddress(settlement.addresses, accountId),
         replicaId: config.replicaId,
+        log,
       })
     : undefined;
   // x402 payments a crash left open: a single gateway resolves its own at once (none can be in flight yet).
   if (x402 && !onPostgres) {
     const found = await x402.recover(Date.now());
-    if (found.settled + found.closed + found.waiting > 0) log(`x402 payments left open: ${JSON.stringify(found)}`);
+    if (found.settled + found.refunded + found.closed + found.waiting > 0) log(`x402 payments left open: ${JSON.stringify(found)}`);
   }
   const sessions = new Sessions(ledger);
   const wallets = options.wallets
@@ -376,7 +377,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
 
   let backgroundStarted = false;
   // An x402 payment open longer than any call can last was orphaned (its replica stopped, or its node went quiet):
-  // the leader settles it from the chain's record or closes it.
+  // the leader completes, refunds or closes it from the escrow's events.
   let x402Recovery: NodeJS.Timeout | undefined;
   const startLoops = (walletSweepIntervalMs: number) => {
     if (x402) x402Recovery = every(60_000, "resolving orphaned x402 payments", () => x402.recover(Date.now() - 15 * 60_000));

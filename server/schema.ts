@@ -39,6 +39,8 @@ const VERSIONS: readonly { version: number; name: string }[] = [
   { version: 19, name: "accounts' display names" },
   { version: 20, name: "refusals of a key's limits counted per minute" },
   { version: 21, name: "skills the operator registered" },
+  { version: 22, name: "x402 payments collected before their call" },
+  { version: 23, name: "API keys' scopes, allowed skills and expiry" },
 ];
 
 /**

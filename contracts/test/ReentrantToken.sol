@@ -44,7 +44,8 @@ contract ReentrantToken is ERC20 {
     }
 
     /// @notice EIP-3009's `bytes` overload with none of its checks (an attacker's token): moves `value` from `from`
-    ///         to `to`, so the escrow's settleX402 runs the hook from inside its pull.
+    ///         to `to`, so the escrow's collectX402 runs the hook from inside its pull (and refundX402 and
+    ///         reclaimX402 run it from inside their payout, an ordinary transfer).
     function transferWithAuthorization(
         address from,
         address to,

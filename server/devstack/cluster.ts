@@ -93,7 +93,8 @@ export async function startCluster(options: StartClusterOptions): Promise<Cluste
         buyer: devAccount(DEV_ACCOUNT_INDEX.demoBuyer).address,
         seller: devAccount(DEV_ACCOUNT_INDEX.demoSeller).address,
       });
-      const { key } = await seeding.keys.create(buyerId, { name: "cluster" });
+      // The demo key calls and reads its account's books (the cluster's checks read balances and usage with it).
+      const { key } = await seeding.keys.create(buyerId, { name: "cluster", scopes: ["calls", "usage:read"] });
       seeded = { buyerId, key };
     } finally {
       await seeding.close();

@@ -81,7 +81,7 @@ export type DeployContractsParameters = {
   settler: Address;
   /** Receives VOUCHER_SIGNER_ROLE: the gateway's voucher-signing key. */
   voucherSigner: Address;
-  /** Receive SETTLER_ROLE too: the keys that settle x402 payments (settleX402), one per gateway replica. */
+  /** Receive SETTLER_ROLE too: the keys that move x402 payments (collectX402, completeX402, refundX402), one per gateway replica. */
   x402Settlers?: readonly Address[];
   /** Receiver of platform fees; the deployer by default. */
   treasury?: Address;

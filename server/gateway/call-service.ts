@@ -7,6 +7,8 @@ import { LedgerPayment } from "./ledger-payment";
 import type { CallResult } from "./call-result";
 import type { Admission, CallPipeline } from "./pipeline";
 import type { RateRule } from "./rate-limit";
+import { refusal } from "../errors";
+import { allowsSkill, isExpired } from "../identity/scopes";
 
 /** A call made with an API key, as the HTTP layer hands it over (POST /v1/call, /v1/skills/:id/call, try, MCP). */
 export interface CallRequest {
@@ -44,9 +46,24 @@ export class CallService {
     this.now = deps.now ?? Date.now;
   }
 
-  execute(req: CallRequest): Promise<CallResult> {
+  /**
+   * Runs a call as `req.apiKey`. The HTTP entries that authenticate a header refuse an expired key (401) and one
+   * without `calls` (403) before this; they are refused here too, for the entries that do not (the dashboard's "try
+   * it" picks a key by id, MCP's tool calls run inside one request): whichever way a key comes, it calls only while
+   * live, with `calls`, and only the skills its allowed_skills names.
+   */
+  async execute(req: CallRequest): Promise<CallResult> {
     const { apiKey } = req;
     const accountId = apiKey.accountId;
+    if (isExpired(apiKey, this.now())) {
+      return { kind: "refused", refusal: refusal("key_expired", "This API key has expired: make a new key (Dashboard, API Keys).") };
+    }
+    if (!apiKey.scopes.includes("calls")) {
+      return {
+        kind: "refused",
+        refusal: refusal("scope_missing", "This API key lacks the calls scope, which calling a skill needs: use a key that has it."),
+      };
+    }
     const payment = new LedgerPayment(this.deps.ledger, { accountId, apiKeyId: apiKey.id }, this.now);
     return this.deps.pipeline.run(
       {
@@ -56,6 +73,10 @@ export class CallService {
         startedAt: req.startedAt,
         idempotency: req.idempotency && { accountId, ...req.idempotency },
         admission: (skill) => this.admission(apiKey, skill),
+        permits: (skill) =>
+          allowsSkill(apiKey, skill)
+            ? undefined
+            : refusal("skill_not_allowed", `This API key may not call the skill "${skill.slug}": it is not in the key's allowed_skills.`),
       },
       payment,
     );

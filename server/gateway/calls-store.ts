@@ -281,9 +281,12 @@ export class CallsStore {
     }));
   }
 
-  /** The account that made a call, if the call exists. */
-  ownerOf(callId: string): Promise<string | undefined> {
-    return this.db.value<string>("SELECT account_id FROM calls WHERE id = ?", [callId]);
+  /** The account that made a call and the key it was made with (x402 for an x402 call), if the call exists. */
+  async ownerOf(callId: string): Promise<{ accountId: string; apiKeyId: string } | undefined> {
+    const row = await this.db.one<{ account_id: string; api_key_id: string }>("SELECT account_id, api_key_id FROM calls WHERE id = ?", [
+      callId,
+    ]);
+    return row && { accountId: row.account_id, apiKeyId: row.api_key_id };
   }
 
   /** Calls the account made since `sinceMs` that were admitted past the rate limits. */

@@ -80,7 +80,7 @@ export class LedgerPayment implements CallPayment {
       }
       throw error;
     }
-    return { ok: true };
+    return {};
   }
 
   /** The release, the line and the key's fate, in one transaction that need not wait for the disk (a lost release is a hold released at the next start). */

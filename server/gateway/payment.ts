@@ -37,8 +37,9 @@ export interface CallPayment<N = never> {
 
   /**
    * Takes the reserved price: the call succeeded. `record.settled` runs in the transaction that makes the payment
-   * final, which is durable before this returns. A settlement can still be refused (an x402 payer whose funds left
-   * while the skill ran): then nothing is paid, and the call ends in the refusal returned.
+   * final, which is durable before this returns. Never refused: what could refuse it was checked, and the money
+   * taken where it can be taken, before the call was forwarded (x402 collects the payment in `reserve`). An x402
+   * completion whose fate is unknown is left to recovery, which writes the call's line when it records it.
    */
   settle(record: RecordCall): Promise<Settlement<N>>;
 
@@ -77,13 +78,9 @@ export type PaymentRefusal<N = never> = Refusal & { note?: N };
 export interface RecordCall {
   /** The call succeeded and is paid. */
   settled(tx: Sql): Promise<void>;
-  /** The payment's settlement was refused: the call ends in `refused`, charged nothing. */
-  refused(tx: Sql, refused: PaymentRefusal<unknown>): Promise<void>;
 }
 
-/**
- * How a settlement ended: paid (with what the payment adds to the answer), or refused. A refused settlement is
- * `recorded` when its payment was closed and the call's line written; not recorded when its fate is unknown (an
- * x402 settlement sent but not confirmed), which recovery records once it is known.
- */
-export type Settlement<N = never> = { ok: true; note?: N } | (PaymentRefusal<N> & { recorded: boolean });
+/** A settled call's payment: what it adds to the answer (x402's PAYMENT-RESPONSE). */
+export interface Settlement<N = never> {
+  note?: N;
+}

@@ -9,7 +9,7 @@ import type { Skill, SkillRegistry } from "../catalog/skills";
 import type { CallOutcome, CallsStore, Endpoint } from "./calls-store";
 import type { ForwardResult, Forwarder } from "./forward";
 import type { IdempotencyKeys } from "./idempotency";
-import type { Admit, CallPayment, PaidCall, PaymentRefusal, RecordCall } from "./payment";
+import type { Admit, CallPayment, PaidCall, PaymentRefusal, RecordCall, Settlement } from "./payment";
 import type { CallAnswer, CallAnswers, CallEnd, CallResult } from "./call-result";
 import type { CallDailyCap, CallLimiter, RateDecision, RateRule } from "./rate-limit";
 import type { RefusalCounter } from "./refusal-counter";
@@ -26,6 +26,11 @@ export interface PipelineRequest {
   idempotency?: { accountId: string; key: string; requestHash: string };
   /** The caller's limits for `skill`, checked before its input; undefined when the caller has none of its own (x402). */
   admission?(skill: Skill): Admission;
+  /**
+   * Whether the caller may call `skill` at all (a key's allowed_skills): a refusal (403 skill_not_allowed) or undefined.
+   * Checked as soon as the skill is known, before anything is held, counted or remembered; absent for x402 callers.
+   */
+  permits?(skill: Skill): Refusal | undefined;
 }
 
 /** The per-minute rules a call must pass (the first is the headline limit, in the RateLimit headers), and a daily cap. */
@@ -90,21 +95,24 @@ interface Call<N> {
  * that refuses decides the answer (the tables of test/gateway/call-order.test.ts and test/x402/x402-order.test.ts
  * pin it for each way to pay):
  *
- *   1. resolve: the skill exists (404)
+ *   1. resolve: the skill exists (404); the caller may call it (403 skill_not_allowed: a key's allowed_skills)
  *   2. the idempotency key, when one is sent: replay, in use (409), reused with another body (422)
  *   3. admit: the payment is offered (x402: a PAYMENT-SIGNATURE that parses, 402); the caller's rate limits (429)
  *      and daily cap (429), for a caller that has them (a key)
  *   4. validate: the input fits the skill's schema (400)
  *   5. reserve: the payment holds the price (keyed: balance, then the key's spending limit, 402; x402: the payment
  *      verifies, 402, its seller can be credited, 503, the payer's per-skill rate limit, 429, the authorization
- *      was never presented before, 402)
+ *      was never presented before, 402; then it is collected into the escrow, 402 when the chain refuses)
  *   6. forward to the backend (400 the backend's refusal; 502 its failure)
  *   7. render the answer (502 when the backend's data cannot be passed on)
- *   8. settle the payment (x402: 402 when the chain refuses the settlement) or void it, and record the call
+ *   8. settle the payment or void it (never refused: the money was taken where it can be in step 5), and record
+ *      the call
  *
  * A free call (price 0) has no payment: steps 3's offer, 5 and 8's money are skipped, and it is recorded alone.
- * (Authentication, 401, and body parsing, 400/413, happen before, in the HTTP layer, which also turns the result
- * into status, headers and body: the pipeline names codes, not statuses.)
+ * (Authentication, 401, an expired key, 401 key_expired, the key's scope, 403 scope_missing, and body parsing,
+ * 400/413, happen before, in that order, in the HTTP layer, which also turns the result into status, headers and
+ * body: the pipeline names codes, not statuses. The call service checks a key's expiry and scope again for the
+ * entries that do not authenticate a header: the dashboard's "try it" and MCP's tool calls.)
  *
  * Money moves only in steps 5 and 8. Every path after a reservation ends in exactly one settle or void, or, on a
  * fault, the payment's abandon: a reservation never outlives its call. The calls log's line and the idempotent
@@ -124,6 +132,9 @@ export class CallPipeline {
         refusal: refusal("skill_not_found", `Skill not found: "${excerpt(req.skillRef, 100)}". Check the skill_id slug or UUID.`),
       };
     }
+    // Before the idempotency key and everything after: a skill the caller may not call costs nothing, and leaves no trace.
+    const forbidden = req.permits?.(skill);
+    if (forbidden) return { kind: "refused", refusal: forbidden };
 
     const idem = req.idempotency;
     if (idem) {
@@ -206,11 +217,6 @@ export class CallPipeline {
       if (forwarded.kind === "ok") {
         const settled = await this.settle(call, paid !== undefined, forwarded.answer, chargedMicros);
         ended = true;
-        if (!settled.ok) {
-          const { answer, outcome } = settled;
-          if (outcome) this.told(call, outcome, 0n);
-          return { kind: "answered", callId: call.callId, code: settled.code, rate, note: settled.note, ...answer };
-        }
         this.told(call, "success", chargedMicros);
         return { kind: "answered", callId: call.callId, rate, note: settled.note, ...forwarded.answer };
       }
@@ -263,44 +269,24 @@ export class CallPipeline {
   }
 
   /** 8, on success: the payment settled (or a free call recorded), with the call's line and idempotent answer. */
-  private async settle<N>(
-    call: Call<N>,
-    reserved: boolean,
-    success: CallAnswer,
-    chargedMicros: bigint,
-  ): Promise<
-    { ok: true; note?: N } | { ok: false; code: ErrorCode; outcome?: CallOutcome; answer: CallAnswer; recorded: boolean; note?: N }
-  > {
+  private async settle<N>(call: Call<N>, reserved: boolean, success: CallAnswer, chargedMicros: bigint): Promise<Settlement<N>> {
     const { req } = call;
     const idem = req.idempotency;
-    let refused: CallAnswer | undefined;
     const record: RecordCall = {
       settled: async (tx) => {
         await this.record(tx, call, success.status, "success", chargedMicros);
         if (idem) await this.deps.idempotency.complete(idem.accountId, idem.key, success.status, success.body, tx, { required: true });
-      },
-      refused: async (tx, why) => {
-        refused = this.refusalAnswer(call, why.code, why.message);
-        await this.record(tx, call, refused.status, outcomeOf(why.code), 0n);
-        await this.settleKey(tx, call, undefined);
       },
     };
     if (!reserved) {
       // Free calls share commits (and flushes) with the charges of this replica, as a charge does.
       await this.deps.db.transaction((tx) => record.settled(tx), { durable: true, group: true });
       call.keySettled = true;
-      return { ok: true };
+      return {};
     }
     const settled = await call.payment.settle(record);
-    if (settled.ok) {
-      call.keySettled = true;
-      return settled;
-    }
-    if (settled.recorded) call.keySettled = true;
-    const answer = refused ?? this.refusalAnswer(call, settled.code, settled.message);
-    // A settlement whose fate is unknown (chain_unavailable) has no line yet, and so no outcome: recovery writes both.
-    const outcome = settled.recorded ? outcomeOf(settled.code) : undefined;
-    return { ok: false, code: settled.code, outcome, answer, recorded: settled.recorded, note: settled.note };
+    call.keySettled = true;
+    return settled;
   }
 
   /**

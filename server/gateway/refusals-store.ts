@@ -23,11 +23,15 @@ export interface RefusalCount {
 export class RefusalsStore {
   constructor(private readonly db: Database) {}
 
-  /** Adds `counts` to the stored ones, in one transaction. */
+  /**
+   * Adds `counts` to the stored ones, in one transaction. Rows are written in key order, so two replicas flushing
+   * the same keys at once lock them in the same order and wait for each other instead of deadlocking.
+   */
   async add(counts: readonly RefusalCount[], tx?: Sql): Promise<void> {
     if (counts.length === 0) return;
+    const sorted = [...counts].sort((a, b) => compareKeys(keyOf(a), keyOf(b)));
     const write = async (sql: Sql) => {
-      for (const c of counts) {
+      for (const c of sorted) {
         await sql.run(
           `INSERT INTO call_refusals (account_id, api_key_id, skill_id, outcome, minute, count) VALUES (?, ?, ?, ?, ?, ?)
            ON CONFLICT (account_id, api_key_id, skill_id, outcome, minute) DO UPDATE SET count = call_refusals.count + excluded.count`,
@@ -54,4 +58,15 @@ export class RefusalsStore {
     const where = whereOf(accountId, filter, { alias: "r", time: "minute" });
     return Number((await this.db.value<bigint | null>(`SELECT SUM(r.count) FROM call_refusals r WHERE ${where.sql}`, where.params)) ?? 0);
   }
+}
+
+/** A count's row key, in the order of the table's primary key. */
+const keyOf = (c: RefusalCount): readonly (string | number)[] => [c.accountId, c.apiKeyId, c.skillId, c.outcome, c.minuteMs];
+
+function compareKeys(a: readonly (string | number)[], b: readonly (string | number)[]): number {
+  for (let i = 0; i < a.length; i++) {
+    if (a[i] < b[i]) return -1;
+    if (a[i] > b[i]) return 1;
+  }
+  return 0;
 }

@@ -181,7 +181,7 @@ export function createApp(deps: AppDeps): express.Express {
       limit: limits.signIn,
     }),
   );
-  app.use(keyRoutes({ sessions: deps.sessions, keys: deps.keys, now: deps.now }));
+  app.use(keyRoutes({ sessions: deps.sessions, keys: deps.keys, skills: deps.skills, now: deps.now }));
   app.use(
     sellerRoutes({
       sessions: deps.sessions,

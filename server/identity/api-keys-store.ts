@@ -1,4 +1,5 @@
 import { type Database, type Sql, within } from "../db/sql";
+import { type KeyScope, parseScopes, scopesText } from "./scopes";
 
 /** An API key's stored record: its SHA-256 stays in the table. */
 export interface StoredApiKey {
@@ -13,6 +14,12 @@ export interface StoredApiKey {
   revokedAtMs: number | null;
   /** When the key last authenticated a request, to LAST_USED_RESOLUTION_MS; null if never. */
   lastUsedAtMs: number | null;
+  /** What the key may do (./scopes.ts), in the vocabulary's order; never empty. */
+  scopes: KeyScope[];
+  /** The skills the key may call, by slug or UUID as its maker named them; null for every skill. */
+  allowedSkills: string[] | null;
+  /** When the key stops authenticating (401 key_expired from then on); null for never. */
+  expiresAtMs: number | null;
 }
 
 interface KeyRow {
@@ -25,10 +32,14 @@ interface KeyRow {
   created_at: bigint;
   revoked_at: bigint | null;
   last_used_at: bigint | null;
+  scopes: string;
+  allowed_skills: string | null;
+  expires_at: bigint | null;
 }
 
 const SELECT_KEY =
-  "SELECT k.id, k.account_id, k.name, k.prefix, k.rate_limit_per_min, a.daily_call_cap, k.created_at, k.revoked_at, k.last_used_at" +
+  "SELECT k.id, k.account_id, k.name, k.prefix, k.rate_limit_per_min, a.daily_call_cap, k.created_at, k.revoked_at, k.last_used_at," +
+  " k.scopes, k.allowed_skills, k.expires_at" +
   " FROM api_keys k JOIN accounts a ON a.id = k.account_id";
 
 function toRecord(row: KeyRow): StoredApiKey {
@@ -42,6 +53,9 @@ function toRecord(row: KeyRow): StoredApiKey {
     createdAtMs: Number(row.created_at),
     revokedAtMs: row.revoked_at === null ? null : Number(row.revoked_at),
     lastUsedAtMs: row.last_used_at === null ? null : Number(row.last_used_at),
+    scopes: parseScopes(row.scopes),
+    allowedSkills: row.allowed_skills === null ? null : (JSON.parse(row.allowed_skills) as string[]),
+    expiresAtMs: row.expires_at === null ? null : Number(row.expires_at),
   };
 }
 
@@ -54,13 +68,37 @@ export class ApiKeysStore {
   constructor(private readonly db: Database) {}
 
   insert(
-    k: { id: string; accountId: string; name: string; prefix: string; hash: string; rateLimitPerMin: number | null; createdAtMs: number },
+    k: {
+      id: string;
+      accountId: string;
+      name: string;
+      prefix: string;
+      hash: string;
+      rateLimitPerMin: number | null;
+      createdAtMs: number;
+      scopes: readonly KeyScope[];
+      allowedSkills: readonly string[] | null;
+      expiresAtMs: number | null;
+    },
     tx?: Sql,
   ): Promise<void> {
+    if (k.scopes.length === 0) throw new Error("a key needs at least one scope");
     return within(this.db, tx, async (tx) => {
       await tx.run(
-        "INSERT INTO api_keys (id, account_id, name, prefix, hash, rate_limit_per_min, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [k.id, k.accountId, k.name, k.prefix, k.hash, k.rateLimitPerMin, k.createdAtMs],
+        "INSERT INTO api_keys (id, account_id, name, prefix, hash, rate_limit_per_min, created_at, scopes, allowed_skills, expires_at)" +
+          " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+          k.id,
+          k.accountId,
+          k.name,
+          k.prefix,
+          k.hash,
+          k.rateLimitPerMin,
+          k.createdAtMs,
+          scopesText(k.scopes),
+          k.allowedSkills === null ? null : JSON.stringify(k.allowedSkills),
+          k.expiresAtMs,
+        ],
       );
     });
   }

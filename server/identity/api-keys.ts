@@ -4,6 +4,7 @@ import { UUID_PATTERN } from "../db/ids";
 import { type SpendLimit, SpendLimits, type SpendLimitStatus } from "../ledger/spend-limits";
 import { ApiKeysStore, type StoredApiKey } from "./api-keys-store";
 import { base58Encode, isBase58 } from "./base58";
+import { DEFAULT_SCOPES, type KeyScope, isExpired } from "./scopes";
 import type { TextRule } from "../text";
 
 export const KEY_PREFIX = "atom_";
@@ -20,6 +21,9 @@ export const LAST_USED_RESOLUTION_MS = 60_000;
 
 /** A key as the gateway knows it (never the key itself). */
 export type ApiKeyRecord = StoredApiKey;
+
+/** A presented key, checked: live, expired (with its record, for the message), or not a key the gateway knows. */
+export type KeyCheck = { kind: "valid"; record: ApiKeyRecord } | { kind: "expired"; record: ApiKeyRecord } | { kind: "invalid" };
 
 export interface CreatedApiKey {
   /** The whole key. It is returned here once and never stored; only its SHA-256 is. */
@@ -77,13 +81,22 @@ export class ApiKeys {
   }
 
   /**
-   * Issues a key to the account, with its spending limit if one is given (counted from `nowMs`).
+   * Issues a key to the account, with its spending limit if one is given (counted from `nowMs`), its scopes (the least,
+   * DEFAULT_SCOPES, unless others are given), the skills it may call (every one when absent or null) and its expiry.
    * Without `tx` it is durable before this resolves (the key is shown once and must then work);
    * with one, it is part of the caller's transaction.
    */
   create(
     accountId: string,
-    options: { name?: string; rateLimitPerMin?: number | null; spendLimit?: SpendLimit | null; nowMs?: number } = {},
+    options: {
+      name?: string;
+      rateLimitPerMin?: number | null;
+      spendLimit?: SpendLimit | null;
+      nowMs?: number;
+      scopes?: readonly KeyScope[];
+      allowedSkills?: readonly string[] | null;
+      expiresAtMs?: number | null;
+    } = {},
     tx?: Sql,
   ): Promise<CreatedApiKey> {
     const key = KEY_PREFIX + base58Encode(randomBytes(SECRET_BYTES));
@@ -101,6 +114,9 @@ export class ApiKeys {
             hash: hashKey(key),
             rateLimitPerMin: options.rateLimitPerMin ?? null,
             createdAtMs: Date.now(),
+            scopes: options.scopes ?? DEFAULT_SCOPES,
+            allowedSkills: options.allowedSkills ?? null,
+            expiresAtMs: options.expiresAtMs ?? null,
           },
           tx,
         );
@@ -167,26 +183,42 @@ export class ApiKeys {
     this.lastUsedPending.set(record.id, nowMs);
   }
 
-  /** Returns the live key record for a presented key, or undefined if it is malformed, unknown or revoked. */
+  /**
+   * Returns the live key record for a presented key, or undefined if it is malformed, unknown, revoked or expired.
+   * (`check` tells an expired key from an unknown one.)
+   */
   async authenticate(presented: string, nowMs = Date.now()): Promise<ApiKeyRecord | undefined> {
-    if (!looksLikeKey(presented)) return undefined;
+    const checked = await this.check(presented, nowMs);
+    return checked.kind === "valid" ? checked.record : undefined;
+  }
+
+  /**
+   * What a presented key is at `nowMs`: a live key, an expired one (its `expires_at` has passed: read on every use,
+   * from the cache too, so a key that expires while cached stops at its expiry, not at the cache's), or nothing the
+   * gateway knows (malformed, unknown or revoked).
+   */
+  async check(presented: string, nowMs = Date.now()): Promise<KeyCheck> {
+    if (!looksLikeKey(presented)) return { kind: "invalid" };
     const hash = hashKey(presented);
     const cached = this.cache.get(hash);
-    if (cached && cached.expiresAtMs > nowMs) {
-      this.noteUse(cached.record, nowMs);
-      return cached.record;
-    }
+    if (cached && cached.expiresAtMs > nowMs) return this.checked(cached.record, nowMs);
     const forgetsBefore = this.forgets;
     const record = await this.store.byHash(hash);
     if (!record || record.revokedAtMs !== null) {
       this.cache.delete(hash);
-      return undefined;
+      return { kind: "invalid" };
     }
     // A forget while the row was being read may be this key's revocation: no caching what may predate it.
     if (this.cacheTtlMs > 0 && this.forgets === forgetsBefore) this.cache.set(hash, { record, expiresAtMs: nowMs + this.cacheTtlMs });
     else this.cache.delete(hash);
+    return this.checked(record, nowMs);
+  }
+
+  /** A live key's use is noted; an expired key's is not (it authenticated nothing). */
+  private checked(record: ApiKeyRecord, nowMs: number): KeyCheck {
+    if (isExpired(record, nowMs)) return { kind: "expired", record };
     this.noteUse(record, nowMs);
-    return record;
+    return { kind: "valid", record };
   }
 
   /**

@@ -125,4 +125,19 @@ CREATE INDEX sessions_by_expiry ON sessions(expires_at);
 CREATE INDEX sessions_revoked ON sessions(revoked_at) WHERE revoked_at IS NOT NULL;
 `,
   },
+  {
+    version: 23,
+    sql: `
+-- What each key may do (server/identity/scopes.ts): its scopes, space-separated from the closed vocabulary
+-- calls, usage:read, funds:withdraw, keys:manage; the skills it may call (a JSON array of slugs or UUIDs, NULL for
+-- every skill); and when it stops authenticating (epoch ms, NULL for never). A key made from now on states its
+-- scopes (the least, 'calls', unless its maker asks for more); the keys made before scopes existed could call
+-- skills, read the account's usage, history and balance, and withdraw: they keep exactly those three, and no more
+-- (keys:manage is new, and none of them had it).
+ALTER TABLE api_keys ADD COLUMN scopes TEXT NOT NULL DEFAULT 'calls' CHECK (scopes <> '');
+ALTER TABLE api_keys ADD COLUMN allowed_skills TEXT;
+ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
+UPDATE api_keys SET scopes = 'calls usage:read funds:withdraw';
+`,
+  },
 ];

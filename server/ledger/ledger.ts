@@ -36,8 +36,9 @@ export const DEV_CREDIT_SOURCE_ID = "system:dev_credit";
 /** Where on-chain escrow deposits come from (used once the chain is joined to the ledger). */
 export const ESCROW_SOURCE_ID = "system:escrow";
 /**
- * Where calls paid per call with x402 authorizations come from: payers with no account here, whose USDC the escrow's
- * settleX402 pulls in and credits to the seller and the treasury in one transaction. Their calls are logged under it.
+ * Where calls paid per call with x402 authorizations come from: payers with no account here, whose USDC the escrow
+ * collects before the call (collectX402) and credits to the seller and the treasury once it succeeded (completeX402).
+ * Their calls are logged under it.
  */
 export const X402_SOURCE_ID = "system:x402";
 
@@ -579,7 +580,7 @@ export class Ledger {
   }
 
   /**
-   * Records a call paid with an x402 authorization, settled on-chain (the escrow's settleX402 credited the seller's
+   * Records a call paid with an x402 authorization, settled on-chain (the escrow's completeX402 credited the seller's
    * share and the fee in the transaction `txHash`): one entry paying the seller's `earned` and the platform's `fees`
    * from the x402 payers' source. Joins the caller's transaction, which marks the payment settled with the entry's id.
    */

@@ -18,8 +18,8 @@ export interface ChainConnection {
   /** Holds SETTLER_ROLE; without it the gateway posts no batches. */
   settlerWallet?: WalletClient<Transport, Chain | undefined, Account>;
   /**
-   * Holds SETTLER_ROLE too, and settles this replica's x402 payments (the escrow's settleX402), one transaction per
-   * paid call; without it the x402 endpoint is off. A key of its own, one per replica, so that its nonces never
+   * Holds SETTLER_ROLE too, and moves this replica's x402 payments (the escrow's collectX402, then completeX402 or
+   * refundX402), two transactions per paid call; without it the x402 endpoint is off. A key of its own, one per replica, so that its nonces never
    * race the batch settler's or another replica's.
    */
   x402Wallet?: WalletClient<Transport, Chain | undefined, Account>;

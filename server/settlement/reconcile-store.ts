@@ -161,15 +161,17 @@ export class ReconcileStore {
   }
 
   /**
-   * x402 payments (server/x402/) the chain may have settled: settled ones, and those still settling or reserved
-   * (a settlement mined but not yet recorded). Each names its call (the escrow's callId) and its split.
+   * x402 payments (server/x402/) the chain may have completed: settled ones, and those still open (a completion mined
+   * but not yet recorded; the open states are x402/payments-store.ts's OPEN_STATUSES, which settlement/ may not
+   * import). Each names its call (the escrow's callId) and its split.
    */
   async x402Payments(
     sql: Sql = this.db,
   ): Promise<{ call_id: string; seller_account_id: string; status: string; amount: bigint; seller_amount: bigint; fee_amount: bigint }[]> {
     return sql.all(
       `SELECT call_id, seller_account_id, status, amount, seller_amount, fee_amount
-       FROM x402_payments WHERE status IN ('settled', 'settling', 'reserved') ORDER BY call_id`,
+       FROM x402_payments
+       WHERE status IN ('settled', 'reserved', 'collecting', 'collected', 'completing', 'refunding', 'settling') ORDER BY call_id`,
     );
   }
 }

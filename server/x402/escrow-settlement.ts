@@ -22,10 +22,19 @@ export interface Eip3009Authorization {
   signature: Hex;
 }
 
-/** What settling one payment came to. */
-export type EscrowSettlement =
-  /** Mined: the escrow pulled the payment in and credited the seller and the treasury. */
-  | { kind: "settled"; txHash: Hex; gasUsed: bigint }
+/** A payment collected into the escrow and pending there, as the escrow's X402Pending struct and X402Collected event carry it. */
+export interface PendingX402 {
+  payer: Address;
+  seller: Address;
+  value: bigint;
+  platformFee: bigint;
+  reclaimableAt: bigint;
+}
+
+/** What sending one of the escrow's x402 transactions came to. */
+export type EscrowOutcome<T = object> =
+  /** Mined, and its event found in the receipt. */
+  | ({ kind: "mined"; txHash: Hex; gasUsed: bigint } & T)
   /** Refused before or by the chain (a revert: the authorization used or cancelled, funds gone): nothing moved. */
   | { kind: "refused"; reason: string; txHash?: Hex }
   /** Sent, but whether it was mined is not known (the node stopped answering): recovery decides later. */
@@ -33,19 +42,24 @@ export type EscrowSettlement =
 
 export interface EscrowX402SettlerParameters {
   publicClient: Pick<PublicClient, "waitForTransactionReceipt" | "simulateContract">;
-  /** Holds SETTLER_ROLE; used by this replica for x402 settlements only, so its nonces are this process's alone. */
+  /** Holds SETTLER_ROLE; used by this replica for x402 payments only, so its nonces are this process's alone. */
   walletClient: WalletClient<Transport, Chain | undefined, Account>;
   escrowAddress: Address;
-  /** How long to wait for a settlement's receipt before calling its fate unknown. */
+  /** How long to wait for a transaction's receipt before calling its fate unknown. */
   receiptTimeoutMs?: number;
 }
 
+type X402Function = "collectX402" | "completeX402" | "refundX402";
+type X402Event = "X402Collected" | "X402Settled" | "X402Refunded";
+
 /**
- * Sends the escrow's settleX402 for one paid call: in one transaction the escrow uses the payer's authorization
- * (the token's transferWithAuthorization, to itself) and credits the seller `value - fee` and the treasury `fee`.
+ * Sends the escrow's x402 transactions for one paid call: collectX402 before the call is forwarded (the payer's
+ * authorization used, the value held pending in the escrow), then completeX402 (the seller and the treasury
+ * credited) when it succeeded or refundX402 (the value back to the payer) when it failed.
  *
  * Transactions are sent one at a time (each takes the key's next nonce; a second process must use another key),
- * and their receipts are awaited side by side. A revert at gas estimation sends nothing and is a refusal.
+ * and their receipts are awaited side by side. A revert at simulation or gas estimation sends nothing and is a
+ * refusal.
  */
 export class EscrowX402Settler {
   private sending: Promise<unknown> = Promise.resolve();
@@ -56,8 +70,13 @@ export class EscrowX402Settler {
     return this.params.walletClient.account.address;
   }
 
-  async settle(authorization: Eip3009Authorization, seller: Address, feeMicros: bigint, callId: Hex): Promise<EscrowSettlement> {
-    const { walletClient, escrowAddress, publicClient } = this.params;
+  /** Collects the payment of call `callId`: mined means the value is in the escrow, pending, as `pending` says. */
+  async collect(
+    authorization: Eip3009Authorization,
+    seller: Address,
+    feeMicros: bigint,
+    callId: Hex,
+  ): Promise<EscrowOutcome<{ pending: PendingX402 }>> {
     const payment = {
       from: authorization.from,
       value: authorization.value,
@@ -68,19 +87,49 @@ export class EscrowX402Settler {
       platformFee: feeMicros,
       callId,
     };
+    const sent = await this.send("collectX402", [payment, tokenSignature(authorization.signature)], "X402Collected", callId);
+    if (sent.kind !== "mined") return sent;
+    const args = sent.args as { payer: Address; seller: Address; amount: bigint; platformFee: bigint; reclaimableAt: bigint };
+    const pending = {
+      payer: args.payer,
+      seller: args.seller,
+      value: args.amount,
+      platformFee: args.platformFee,
+      reclaimableAt: args.reclaimableAt,
+    };
+    return { kind: "mined", txHash: sent.txHash, gasUsed: sent.gasUsed, pending };
+  }
+
+  /** Completes the pending payment of call `callId`: the seller and the treasury are credited. */
+  complete(callId: Hex, pending: PendingX402): Promise<EscrowOutcome> {
+    return this.send("completeX402", [callId, pending], "X402Settled", callId);
+  }
+
+  /** Refunds the pending payment of call `callId` to its payer. */
+  refund(callId: Hex, pending: PendingX402): Promise<EscrowOutcome> {
+    return this.send("refundX402", [callId, pending], "X402Refunded", callId);
+  }
+
+  private async send(
+    functionName: X402Function,
+    args: readonly unknown[],
+    eventName: X402Event,
+    callId: Hex,
+  ): Promise<EscrowOutcome<{ args: Record<string, unknown> }>> {
+    const { walletClient, escrowAddress, publicClient } = this.params;
     const request = {
       address: escrowAddress,
       abi: skillEscrowAbi,
-      functionName: "settleX402",
-      args: [payment, tokenSignature(authorization.signature)],
+      functionName,
+      args,
       account: walletClient.account,
       chain: walletClient.chain,
-    } as const;
-    // Simulated first: a settlement the escrow or the token would refuse (funds spent, nonce used or cancelled) is
+    } as unknown as Parameters<typeof walletClient.writeContract>[0];
+    // Simulated first: a transaction the escrow or the token would refuse (funds spent, nonce used or cancelled) is
     // refused here, whatever error class the node reports a revert with; so is one the node could not simulate at
     // all. Either way nothing was sent, so nothing can land later.
     try {
-      await publicClient.simulateContract(request);
+      await publicClient.simulateContract(request as Parameters<typeof publicClient.simulateContract>[0]);
     } catch (error) {
       const revert = decodeRevert(error, SETTLEMENT_ERRORS);
       return { kind: "refused", reason: revert ? revertReason(revert) : shortMessage(error) };
@@ -99,12 +148,12 @@ export class EscrowX402Settler {
     }
     try {
       const receipt = await publicClient.waitForTransactionReceipt({ hash: txHash, timeout: this.params.receiptTimeoutMs ?? 60_000 });
-      if (receipt.status !== "success") return { kind: "refused", reason: "the settlement transaction reverted", txHash };
-      const settled = parseEventLogs({ abi: skillEscrowAbi, eventName: "X402Settled", logs: receipt.logs }).find(
-        (log) => log.address.toLowerCase() === escrowAddress.toLowerCase() && log.args.callId === callId,
+      if (receipt.status !== "success") return { kind: "refused", reason: `the ${functionName} transaction reverted`, txHash };
+      const event = parseEventLogs({ abi: skillEscrowAbi, eventName, logs: receipt.logs }).find(
+        (log) => log.address.toLowerCase() === escrowAddress.toLowerCase() && (log.args as { callId: Hex }).callId === callId,
       );
-      if (!settled) return { kind: "refused", reason: "the settlement transaction emitted no X402Settled", txHash };
-      return { kind: "settled", txHash, gasUsed: receipt.gasUsed };
+      if (!event) return { kind: "refused", reason: `the ${functionName} transaction emitted no ${eventName}`, txHash };
+      return { kind: "mined", txHash, gasUsed: receipt.gasUsed, args: event.args as Record<string, unknown> };
     } catch (error) {
       return { kind: "unknown", txHash, error };
     }

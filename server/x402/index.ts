@@ -1,21 +1,24 @@
 import type { Address, Hex } from "viem";
-import { parseAbiItem } from "viem";
+import { getAbiItem, parseAbiItem } from "viem";
 import { skillEscrowAbi, testUsdcAbi } from "../chain/abi";
 import type { ChainConnection } from "../settlement/money-path";
 import { EscrowX402Settler } from "./escrow-settlement";
 import { X402PaymentsStore } from "./payments-store";
 import type { X402Asset } from "./protocol";
 import { ExactPaymentVerifier } from "./verifier";
-import { X402Service, type X402ServiceDeps } from "./x402-service";
+import { type X402Recovered, type X402RecoveryChain, X402Service, type X402ServiceDeps } from "./x402-service";
 
 export { X402Service } from "./x402-service";
 
 /** Most blocks per eth_getLogs request, as the reconciliation asks. */
 const LOG_CHUNK_BLOCKS = 10_000n;
 
-const X402_SETTLED = parseAbiItem(
-  "event X402Settled(bytes32 indexed callId, address indexed payer, address indexed seller, uint256 amount, uint256 platformFee, address treasury)",
-);
+/** The escrow's x402 events, each keyed by its call id: a payment collected, then completed (settled) or refunded. */
+const X402_EVENTS = [
+  getAbiItem({ abi: skillEscrowAbi, name: "X402Collected" }),
+  getAbiItem({ abi: skillEscrowAbi, name: "X402Settled" }),
+  getAbiItem({ abi: skillEscrowAbi, name: "X402Refunded" }),
+] as const;
 
 /**
  * The token's EIP-712 domain, which x402 clients sign over: ERC-5267's eip712Domain() where the token has it (the
@@ -42,12 +45,13 @@ async function tokenDomain(chain: ChainConnection, usdc: Address): Promise<{ nam
 
 /**
  * The x402 endpoint's parts on `chain`, or undefined when the chain connection has no x402 key: the escrow's
- * USDC and its EIP-712 domain (read from the chain), the protocol's verifier, and the settler that sends settleX402.
+ * USDC and its EIP-712 domain (read from the chain), the protocol's verifier, and the settler that sends the escrow's
+ * collectX402, completeX402 and refundX402.
  */
 export async function createX402(
   chain: ChainConnection,
   deps: Omit<X402ServiceDeps, "payments" | "verifier" | "settler" | "asset" | "chainHead">,
-): Promise<{ service: X402Service; recover(beforeMs: number): Promise<{ settled: number; closed: number; waiting: number }> } | undefined> {
+): Promise<{ service: X402Service; recover(beforeMs: number): Promise<X402Recovered> } | undefined> {
   const wallet = chain.x402Wallet;
   if (!wallet) return undefined;
   const usdc = (await chain.publicClient.readContract({
@@ -77,22 +81,32 @@ export async function createX402(
     recover: (beforeMs) =>
       service.recover(
         {
-          // From the block the settlement was sent at, in pieces an RPC provider accepts.
-          async find(callId: Hex, fromBlock: bigint) {
+          // From the block the collection was sent at, in pieces an RPC provider accepts.
+          async events(callId: Hex, fromBlock: bigint) {
+            const found: Awaited<ReturnType<X402RecoveryChain["events"]>> = {};
             const head = await chain.publicClient.getBlockNumber({ cacheTime: 0 });
             for (let start = fromBlock; start <= head; start += LOG_CHUNK_BLOCKS) {
               const end = start + LOG_CHUNK_BLOCKS - 1n < head ? start + LOG_CHUNK_BLOCKS - 1n : head;
               const logs = await chain.publicClient.getLogs({
                 address: chain.escrowAddress,
-                event: X402_SETTLED,
-                args: { callId },
+                events: X402_EVENTS,
                 fromBlock: start,
                 toBlock: end,
               });
-              const log = logs.find((l) => !l.removed && l.transactionHash);
-              if (log) return { txHash: log.transactionHash! };
+              for (const log of logs) {
+                if (log.removed || !log.transactionHash || log.args.callId !== callId) continue;
+                const txHash = log.transactionHash;
+                if (log.eventName === "X402Collected") {
+                  const { payer, seller, amount, platformFee, reclaimableAt } = log.args;
+                  found.collected ??= {
+                    txHash,
+                    pending: { payer: payer!, seller: seller!, value: amount!, platformFee: platformFee!, reclaimableAt: reclaimableAt! },
+                  };
+                } else if (log.eventName === "X402Settled") found.settled ??= { txHash };
+                else found.refunded ??= { txHash };
+              }
             }
-            return undefined;
+            return found;
           },
           async authorizationUsed(payer: Address, nonce: Hex) {
             return (await chain.publicClient.readContract({

@@ -37,8 +37,8 @@ const REASONS: Record<string, string> = {
 /**
  * The protocol's own verification (the `exact` EVM scheme's facilitator from @x402/evm: EIP-712 signature, with
  * ERC-1271 and ERC-6492 wallets; recipient; validity window; value; and a simulation of the transfer, which fails on
- * missing funds or a used nonce), run against this gateway's chain. It sends nothing: the settlement is the
- * escrow's settleX402 (escrow-settlement.ts), not the facilitator's direct transfer. When the simulation fails the
+ * missing funds or a used nonce), run against this gateway's chain. It sends nothing: the payment is collected by the
+ * escrow's collectX402 (escrow-settlement.ts), not the facilitator's direct transfer. When the simulation fails the
  * balance and the nonce are read here, since the package's own diagnosis needs Multicall3, which a local chain lacks.
  */
 export class ExactPaymentVerifier implements PaymentVerifier {

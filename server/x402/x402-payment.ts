@@ -1,5 +1,5 @@
 import type { PaymentRequired, PaymentRequirements, SettleResponse } from "@x402/core/types";
-import type { Address } from "viem";
+import type { Address, Hex } from "viem";
 import type { Config } from "../config";
 import type { Sql } from "../db/sql";
 import { refusal } from "../errors";
@@ -9,7 +9,7 @@ import { usdDisplay } from "../ledger/money";
 import { callIdToBytes32 } from "../chain/receipts";
 import type { Skill } from "../catalog/skills";
 import type { Admit, CallPayment, PaidCall, PaymentRefusal, RecordCall, Settlement } from "../gateway/payment";
-import type { Eip3009Authorization, EscrowX402Settler } from "./escrow-settlement";
+import type { Eip3009Authorization, EscrowX402Settler, PendingX402 } from "./escrow-settlement";
 import type { X402PaymentsStore } from "./payments-store";
 import {
   acceptedMatches,
@@ -21,7 +21,7 @@ import {
   requirementsFor,
   type X402Asset,
 } from "./protocol";
-import type { PayerFunds, PaymentVerifier } from "./verifier";
+import type { PaymentVerifier } from "./verifier";
 
 /** An authorization must outlive the call (the skill's timeout) by this much, for the settlement to be sent and mined. */
 export const SETTLEMENT_MARGIN_S = 30n;
@@ -70,6 +70,8 @@ export interface X402PaymentDeps {
   /** This replica's name in the payments it reserves (several replicas may share the database). */
   replicaId: string | null;
   now: () => number;
+  /** Where a completion or refund left for recovery is told (the operator's log). */
+  log?: (message: string, detail?: unknown) => void;
 }
 
 /** What one call of `skill` costs over x402: the charge per the fee mode, and its payment requirements. */
@@ -82,13 +84,15 @@ export function x402Price(
   return { charge, requirements: requirementsFor(deps.asset, charge.chargedMicros, timeoutS) };
 }
 
-/** A reserved payment: the authorization, whom it credits, and what it splits into. */
-interface Reserved {
+/** A collected payment: the authorization, what it splits into, and what the escrow holds pending for it. */
+interface Collected {
   call: PaidCall;
   callId: string;
   auth: Eip3009Authorization;
-  seller: Address;
   charge: Charge;
+  /** The collection's transaction: where the payer's money moved (what PAYMENT-RESPONSE names). */
+  txHash: Hex;
+  pending: PendingX402;
 }
 
 /**
@@ -96,24 +100,25 @@ interface Reserved {
  *
  *   offer    a PAYMENT-SIGNATURE is present (402 payment_required), and is an x402 v2 exact payment (402 payment_invalid)
  *   reserve  it is for these requirements: scheme, network, asset, recipient, amount (402); it is valid no longer than
- *            asked, already valid, and long enough for the call and its settlement (402); it verifies: signature,
+ *            asked, already valid, and long enough for the call and its completion (402); it verifies: signature,
  *            funds, nonce unused on-chain (402); the skill's seller can be credited by the escrow (503); the payer is
  *            under the skill's per-minute limit (429); the authorization was never presented before (402 payment_reused:
- *            the (payer, nonce) row is unique, on every replica sharing the database)
+ *            the (payer, nonce) row is unique, on every replica sharing the database); the payer's balance covers it
+ *            beside its other payments not yet collected (402); then the payment is collected: the escrow pulls it in
+ *            and holds it pending (collectX402; 402 payment_settlement_failed when the chain refuses, 503 when its fate
+ *            is unknown). Only a collected payment's call is forwarded: no call runs on money that is not there.
  *
- * Settled on-chain after the backend answered with data: the escrow pulls the payment in and credits the seller and
- * the treasury in one transaction (settleX402), and only once that is mined does the ledger record it, durably, with
- * the call's line. A settlement the chain refuses pays nothing and sends no data (402); one whose fate is unknown
- * stays open for recovery (X402Service.recover). Voided by closing the reservation: nothing was sent.
+ * Settled after the backend answered with data: the escrow credits the seller and the treasury (completeX402), and the
+ * ledger records it, durably, with the call's line. Voided when the call failed: the escrow refunds the payer
+ * (refundX402). Either transaction whose fate is unknown leaves the payment decided (completing, refunding) for
+ * recovery (X402Service.recover) to send again or find; the payer keeps its answer, since it paid.
  */
 export class X402Payment implements CallPayment<X402Note> {
   readonly payer = { accountId: X402_SOURCE_ID, apiKeyId: "x402" };
   readonly logsRefusals = false;
   readonly holdId = null;
   private parsed: ParsedPayment | undefined;
-  private reserved: Reserved | undefined;
-  /** The settlement may have been sent: from here only its outcome, or recovery, closes the payment. */
-  private sent = false;
+  private collected: Collected | undefined;
 
   constructor(
     private readonly deps: X402PaymentDeps,
@@ -203,8 +208,8 @@ export class X402Payment implements CallPayment<X402Note> {
       if (limited) return limited;
     }
 
-    // The payer's balance covers this call and every other it has in flight, or the call is refused before it runs:
-    // one balance cannot pay for many calls at once, however many authorizations it signed.
+    // The payer's balance covers this call and every other it has not paid yet, or the call is refused before it
+    // runs: one balance is not collected for many calls at once (each collection a transaction the gateway pays for).
     const payer = auth.from.toLowerCase();
     const funds = await deps.verifier.funds(auth);
     const reserved = await deps.payments.reserve(
@@ -234,118 +239,135 @@ export class X402Payment implements CallPayment<X402Note> {
     }
     if (reserved.kind === "short")
       return this.refused(call, "payment_invalid", shortMessage(funds.balanceMicros, reserved.openMicros, charge), INSUFFICIENT);
+    return this.collect(call, auth, seller, charge);
+  }
 
-    // Right before the call is forwarded, the token is asked again: a payer who moved its USDC away, or used the
-    // authorization, since it was read is refused now, before the work, and its reservation given back. The new
-    // balance is held against the open payments as the reservation counted them: one of them settling in between
-    // lowers the balance while still counted, so this errs towards refusing (the payer signs again), never towards
-    // running a call its balance does not cover.
-    this.reserved = { call, callId: call.callId, auth, seller, charge };
-    let now: PayerFunds;
+  /**
+   * The money moves before the work: the escrow pulls the payment in and holds it pending, or the call is refused.
+   * A payer who moved its USDC away, or used the authorization, since it was verified is refused here, before the
+   * skill runs; so is the ninth of nine authorizations over one balance. Nothing can be spent twice once collected.
+   */
+  private async collect(
+    call: PaidCall,
+    auth: Eip3009Authorization,
+    seller: Address,
+    charge: Charge,
+  ): Promise<PaymentRefusal<X402Note> | undefined> {
+    const { deps } = this;
+    const { callId } = call;
+    let fromBlock: bigint;
     try {
-      now = await deps.verifier.funds(auth);
+      fromBlock = await deps.chainHead();
+      if (!(await deps.payments.markCollecting(callId, fromBlock))) throw new Error(`x402 payment ${callId} was no longer reserved`);
     } catch (error) {
-      // The reservation is given back at once, not left to recovery: it would hold the payer's balance meanwhile.
-      await this.abandon();
+      // Nothing was sent: the reservation is given back at once, not left to recovery (it holds the payer's balance).
+      await deps.payments.close(callId, "reserved", "released", deps.now()).catch(() => undefined);
       throw error;
     }
-    if (now.nonceUsed || now.balanceMicros < reserved.openMicros) {
-      await deps.payments.close(call.callId, "reserved", "released", deps.now());
-      this.reserved = undefined;
-      return now.nonceUsed
-        ? this.refused(call, "payment_invalid", "Payment refused: the authorization's nonce was already used or cancelled.", NONCE_USED)
-        : this.refused(
-            call,
-            "payment_invalid",
-            shortMessage(now.balanceMicros, reserved.openMicros - charge.chargedMicros, charge),
-            INSUFFICIENT,
-          );
+    const collected = await deps.settler.collect(auth, seller, charge.feeMicros, callIdToBytes32(callId));
+    if (collected.kind === "refused") {
+      await deps.payments.close(callId, "collecting", "failed", deps.now(), collected.txHash ?? null);
+      return {
+        ...refusal(
+          "payment_settlement_failed",
+          `Payment could not be collected: ${payerReason(collected.reason)}. Nothing was paid, and the skill was not called.`,
+          { cause: collected.reason },
+        ),
+        note: {
+          paymentRequired: this.paymentRequired(call, "settlement_failed"),
+          settlement: this.response(auth, charge, false, "settlement_failed", collected.txHash),
+        },
+      };
+    }
+    if (collected.kind === "unknown") {
+      // Left collecting on purpose: recovery finds the collection on-chain (and refunds it: the call never ran) or
+      // closes the payment once the authorization has expired.
+      return {
+        ...refusal(
+          "chain_unavailable",
+          "The chain did not confirm this payment in time, so the skill was not called. If the payment lands, it is refunded to the payer (the PAYMENT-RESPONSE header names the transaction, when it was sent).",
+        ),
+        note: { settlement: this.response(auth, charge, false, "settlement_unconfirmed", collected.txHash) },
+      };
+    }
+    this.collected = { call, callId, auth, charge, txHash: collected.txHash, pending: collected.pending };
+    if (!(await deps.payments.markCollected(callId, collected.txHash, collected.pending))) {
+      throw new Error(`x402 payment ${callId} was no longer collecting when its collection was mined`);
     }
     return undefined;
   }
 
   async settle(record: RecordCall): Promise<Settlement<X402Note>> {
     const { deps } = this;
-    const { call, callId, auth, seller, charge } = this.open();
-    const settleBlock = await deps.chainHead();
-    if (!(await deps.payments.markSettling(callId, settleBlock))) throw new Error(`x402 payment ${callId} was no longer reserved`);
-    this.sent = true;
-    const settlement = await deps.settler.settle(auth, seller, charge.feeMicros, callIdToBytes32(callId));
-    const response = (success: boolean, errorReason?: string, transaction?: string): SettleResponse => ({
-      success,
-      ...(errorReason ? { errorReason } : {}),
-      transaction: transaction ?? "",
-      network: networkOf(deps.asset),
-      payer: auth.from,
-      ...(success ? { amount: charge.chargedMicros.toString() } : {}),
-    });
-
-    if (settlement.kind === "refused") {
-      const refused: PaymentRefusal<X402Note> = {
-        ...refusal(
-          "payment_settlement_failed",
-          `Payment could not be settled: ${payerReason(settlement.reason)}. Nothing was paid, and the skill's answer is not sent.`,
-          { cause: settlement.reason },
-        ),
-        note: {
-          paymentRequired: this.paymentRequired(call, "settlement_failed"),
-          settlement: response(false, "settlement_failed", settlement.txHash),
-        },
-      };
-      await deps.ledger.db.transaction(async (tx) => {
-        await this.close(tx, "settling", "failed", settlement.txHash ?? null);
-        await record.refused(tx, refused);
-      });
-      return { ...refused, recorded: true };
+    const { call, callId, auth, charge, txHash, pending } = this.open();
+    const completed = await deps.settler.complete(callIdToBytes32(callId), pending);
+    const note = { settlement: this.response(auth, charge, true, undefined, txHash) };
+    if (completed.kind === "mined") {
+      await recordSettlement(
+        deps,
+        { callId, sellerAccountId: call.skill.sellerAccountId, sellerMicros: charge.sellerMicros, feeMicros: charge.feeMicros },
+        { collectTx: txHash, completeTx: completed.txHash },
+        (tx) => record.settled(tx),
+      );
+      return { note };
     }
-    if (settlement.kind === "unknown") {
-      // Left open on purpose: recovery finds the settlement on-chain (and records it) or closes the payment.
-      return {
-        ...refusal(
-          "chain_unavailable",
-          "The chain did not confirm this payment's settlement in time. If it lands, it is recorded (the PAYMENT-RESPONSE header names the transaction, when it was sent); the skill's answer is not sent.",
-        ),
-        note: { settlement: response(false, "settlement_unconfirmed", settlement.txHash) },
-        recorded: false,
-      };
-    }
-    await recordSettlement(
-      deps,
-      { callId, sellerAccountId: call.skill.sellerAccountId, sellerMicros: charge.sellerMicros, feeMicros: charge.feeMicros },
-      settlement.txHash,
-      (tx) => record.settled(tx),
+    // The payer paid (its money is in the escrow) and gets its answer. The completion is owed: decided durably here,
+    // sent again or found by recovery, which records it with the call's line then.
+    deps.log?.(`x402 payment ${callId}: completion ${completed.kind}; left completing for recovery`, completed);
+    await deps.ledger.db.transaction(
+      async (tx) => {
+        if (!(await deps.payments.markDecided(callId, "completing", tx))) throw new Error(`x402 payment ${callId} was not collected`);
+      },
+      { durable: true },
     );
-    return { ok: true, note: { settlement: response(true, undefined, settlement.txHash) } };
+    return { note };
   }
 
   async void(record: (tx: Sql) => Promise<void>): Promise<void> {
-    await this.deps.ledger.db.transaction(async (tx) => {
-      await this.close(tx, "reserved", "released", null);
+    const { deps } = this;
+    const collected = this.collected;
+    if (!collected) throw new Error("the call's x402 payment was not collected");
+    const refunded = await deps.settler.refund(callIdToBytes32(collected.callId), collected.pending);
+    await deps.ledger.db.transaction(async (tx) => {
+      const closed =
+        refunded.kind === "mined"
+          ? await deps.payments.markRefunded(collected.callId, refunded.txHash, deps.now(), tx)
+          : await deps.payments.markDecided(collected.callId, "refunding", tx);
+      if (!closed) throw new Error(`x402 payment ${collected.callId} was not collected when its call failed`);
       await record(tx);
     });
+    if (refunded.kind !== "mined")
+      deps.log?.(`x402 payment ${collected.callId}: refund ${refunded.kind}; left refunding for recovery`, refunded);
   }
 
-  /** Before the settlement could have been sent, the reservation is given back; after, the payment stays for recovery. */
-  async abandon(): Promise<void> {
-    if (!this.reserved || this.sent) return;
-    await this.deps.payments.close(this.reserved.callId, "reserved", "released", this.deps.now()).catch(() => undefined);
-  }
+  /** A collected payment stays for recovery, which refunds it: the call did not end, so its payer got nothing. */
+  async abandon(): Promise<void> {}
 
   unchargedNote(reserved: boolean): string {
-    return reserved ? "Your payment was not used." : "";
+    return reserved ? "Your payment is refunded." : "";
   }
 
-  private open(): Reserved {
-    if (!this.reserved) throw new Error("the call's x402 payment was not reserved");
-    return this.reserved;
+  private open(): Collected {
+    if (!this.collected) throw new Error("the call's x402 payment was not collected");
+    return this.collected;
   }
 
-  /** Closes the reserved payment as `status`, in `tx`, from the state it must be in. */
-  private async close(tx: Sql, from: "reserved" | "settling", status: "released" | "failed", txHash: string | null): Promise<void> {
-    const { callId } = this.open();
-    if (!(await this.deps.payments.close(callId, from, status, this.deps.now(), txHash, tx))) {
-      throw new Error(`x402 payment ${callId} was not ${from} when it was closed ${status}`);
-    }
+  /** The PAYMENT-RESPONSE of this payment: the collection's transaction, where the payer's money moved. */
+  private response(
+    auth: Eip3009Authorization,
+    charge: Charge,
+    success: boolean,
+    errorReason?: string,
+    transaction?: string,
+  ): SettleResponse {
+    return {
+      success,
+      ...(errorReason ? { errorReason } : {}),
+      transaction: transaction ?? "",
+      network: networkOf(this.deps.asset),
+      payer: auth.from,
+      ...(success ? { amount: charge.chargedMicros.toString() } : {}),
+    };
   }
 
   /** The requirements of `call`'s skill, as a PAYMENT-REQUIRED header says them, with the protocol's reason. */
@@ -362,23 +384,27 @@ export class X402Payment implements CallPayment<X402Note> {
 }
 
 /**
- * The books of a payment settled on-chain, in one durable transaction: its x402_payment entry (the seller's earned,
- * the platform's fee), the payment marked settled, and the call's line (`line`). For a call just settled, and for
- * one recovery found settled.
+ * The books of a payment completed on-chain, in one durable transaction: its x402_payment entry (the seller's earned,
+ * the platform's fee), the payment marked settled, and the call's line (`line`). For a call just completed, and for
+ * one recovery found completed (or, from before version 22, settled in one step: `completeTx` null).
  */
 export async function recordSettlement(
   deps: Pick<X402PaymentDeps, "ledger" | "payments" | "now">,
   payment: { callId: string; sellerAccountId: string; sellerMicros: bigint; feeMicros: bigint },
-  txHash: string,
+  txs: { collectTx: string; completeTx: string | null },
   line: (tx: Sql) => Promise<void>,
 ): Promise<void> {
   const { ledger, payments } = deps;
+  const { collectTx, completeTx } = txs;
   await ledger.db.transaction(
     async (tx) => {
       const { callId, sellerAccountId, sellerMicros, feeMicros } = payment;
-      const entryId = await ledger.recordX402Payment({ callId, sellerAccountId, sellerMicros, feeMicros, txHash }, tx);
-      if (!(await payments.markSettled(payment.callId, txHash.toLowerCase(), entryId, deps.now(), tx))) {
-        throw new Error(`x402 payment ${payment.callId} was not open when its settlement was recorded`);
+      const entryId = await ledger.recordX402Payment(
+        { callId, sellerAccountId, sellerMicros, feeMicros, txHash: completeTx ?? collectTx },
+        tx,
+      );
+      if (!(await payments.markSettled(callId, collectTx.toLowerCase(), completeTx, entryId, deps.now(), tx))) {
+        throw new Error(`x402 payment ${callId} was not open when its settlement was recorded`);
       }
       await line(tx);
     },

@@ -7,6 +7,7 @@ import type { Skill, SkillRegistry } from "../catalog/skills";
 import type { CallOutcome, CallRecord, CallsStore } from "../gateway/calls-store";
 import type { CallResult } from "../gateway/call-result";
 import type { CallPipeline } from "../gateway/pipeline";
+import type { PendingX402 } from "./escrow-settlement";
 import type { X402PaymentRow } from "./payments-store";
 import { networkOf } from "./protocol";
 import { type X402Note, X402Payment, type X402PaymentDeps, recordSettlement, x402Price } from "./x402-payment";
@@ -74,85 +75,135 @@ export class X402Service {
   }
 
   /**
-   * Resolves payments left open (reserved or settling) before `beforeMs`: by a crash, or a node that stopped
-   * answering. Every open payment is looked at, a page at a time:
-   * - reserved: its settlement was never sent (a payment is marked settling, durably, first): closed, nothing paid;
-   * - settling, with its X402Settled event on-chain (searched from the block it was sent at): recorded as settled;
-   * - settling, no event, and expired by the chain's clock: it can never settle now. Closed `released` when its
-   *   nonce is unused, `failed` when the nonce was used otherwise (cancelled, or the authorization submitted to
-   *   the token directly), after one more look for the event;
-   * - settling, no event, not expired: waits for a later pass (an authorization lasts minutes: see call()).
+   * Resolves payments left open before `beforeMs`: by a crash, or a node that stopped answering. Every open payment is
+   * looked at, a page at a time, against the escrow's events for its call id (searched from the block its collection
+   * was sent at):
+   * - reserved: nothing was ever sent (a payment is marked collecting, durably, first): closed, nothing paid;
+   * - collecting: its X402Collected found → collected (below); none, and the authorization expired by the chain's
+   *   clock → it can never be collected: closed `failed` if its nonce was used otherwise (cancelled, or submitted to
+   *   the token directly), else `released`; none and not expired → waits for a later pass;
+   * - collected (its call never ended here), refunding (its call failed): refunded to the payer (refundX402 sent
+   *   unless its X402Refunded is found); an X402Settled found instead is recorded as settled;
+   * - completing (its call was answered, the payer paid): completed (completeX402 sent unless its X402Settled is
+   *   found) and recorded; an X402Refunded found instead (the payer reclaimed it) is recorded as refunded;
+   * - settling (version 18's one-step settlement): its X402Settled found → settled; none, once expired → closed.
+   * A transaction sent here whose fate is unknown leaves the payment for the next pass.
    */
-  async recover(
-    chain: {
-      find(callId: Hex, fromBlock: bigint): Promise<{ txHash: Hex } | undefined>;
-      authorizationUsed(payer: Address, nonce: Hex): Promise<boolean>;
-      /** The latest block's timestamp, in seconds: the clock the token checks validBefore against. */
-      timeS(): Promise<bigint>;
-    },
-    beforeMs: number,
-  ): Promise<{ settled: number; closed: number; waiting: number }> {
-    const counts = { settled: 0, closed: 0, waiting: 0 };
+  async recover(chain: X402RecoveryChain, beforeMs: number): Promise<X402Recovered> {
+    const counts: X402Recovered = { settled: 0, refunded: 0, closed: 0, waiting: 0 };
     const chainTimeS = await chain.timeS();
     let after: { createdAtMs: number; callId: string } | undefined;
     for (;;) {
       const page = await this.paymentDeps.payments.open(beforeMs, after);
       if (page.length === 0) break;
       after = { createdAtMs: page[page.length - 1].createdAtMs, callId: page[page.length - 1].callId };
-      for (const payment of page) {
-        const id = callIdToBytes32(payment.callId);
-        if (payment.status === "settling") {
-          const from = payment.settleBlock ?? 0n;
-          const found = await chain.find(id, from);
-          if (found) {
-            await this.recordRecovered(payment, found.txHash);
-            counts.settled++;
-            continue;
-          }
-          if (chainTimeS <= payment.validBefore) {
-            counts.waiting++;
-            continue;
-          }
-          if (await chain.authorizationUsed(payment.payer as Address, payment.nonce as Hex)) {
-            // Used, but not by our settlement as far as the last look went: look once more, now that it can no longer land.
-            const late = await chain.find(id, from);
-            if (late) {
-              await this.recordRecovered(payment, late.txHash);
-              counts.settled++;
-            } else {
-              await this.closeRecovered(payment, "settling", "failed");
-              counts.closed++;
-            }
-            continue;
-          }
-          await this.closeRecovered(payment, "settling", "released");
-          counts.closed++;
-          continue;
-        }
-        await this.closeRecovered(payment, "reserved", "released");
-        counts.closed++;
-      }
+      for (const payment of page) counts[await this.recoverOne(chain, chainTimeS, payment)]++;
     }
     return counts;
   }
 
-  /** A payment recovery found settled on-chain: recorded as any settled one (the client was told 503, or nothing). */
-  private async recordRecovered(payment: X402PaymentRow, txHash: Hex): Promise<void> {
-    await recordSettlement(this.paymentDeps, payment, txHash, (tx) =>
-      this.deps.calls.record(recoveredLine(payment, 503, "success", payment.amountMicros), tx),
-    );
+  private async recoverOne(chain: X402RecoveryChain, chainTimeS: bigint, payment: X402PaymentRow): Promise<keyof X402Recovered> {
+    const { payments, now } = this.paymentDeps;
+    const id = callIdToBytes32(payment.callId);
+    const from = payment.settleBlock ?? 0n;
+    if (payment.status === "reserved") return this.closeRecovered(payment, "reserved", "released");
+
+    let events = await chain.events(id, from);
+    if (payment.status === "settling" || payment.status === "collecting") {
+      const landed = payment.status === "settling" ? events.settled : events.collected;
+      if (!landed) {
+        if (chainTimeS <= payment.validBefore) return "waiting";
+        // Expired: it can never land now. Used, but not by us as far as the last look went: look once more.
+        if (!(await chain.authorizationUsed(payment.payer as Address, payment.nonce as Hex))) {
+          return this.closeRecovered(payment, payment.status, "released");
+        }
+        events = await chain.events(id, from);
+        if (!(payment.status === "settling" ? events.settled : events.collected))
+          return this.closeRecovered(payment, payment.status, "failed");
+      }
+      if (payment.status === "settling") {
+        await recordSettlement(this.paymentDeps, payment, { collectTx: events.settled!.txHash, completeTx: null }, (tx) =>
+          this.deps.calls.record(recoveredLine(payment, 503, "success", payment.amountMicros), tx),
+        );
+        return "settled";
+      }
+      const { txHash, pending } = events.collected!;
+      if (!(await payments.markCollected(payment.callId, txHash, pending))) return "waiting";
+      payment = { ...payment, status: "collected", txHash: txHash.toLowerCase(), pending };
+    }
+
+    const pending = payment.pending;
+    const collectTx = payment.txHash;
+    if (!pending || !collectTx) throw new Error(`x402 payment ${payment.callId} is ${payment.status} without its pending payment`);
+    let settled = events.settled?.txHash;
+    let refunded = events.refunded?.txHash;
+    if (!settled && !refunded) {
+      const sent =
+        payment.status === "completing" ? await this.deps.settler.complete(id, pending) : await this.deps.settler.refund(id, pending);
+      if (sent.kind !== "mined") {
+        // Refused: another transaction took the pending payment meanwhile (its event is found on the next pass).
+        return "waiting";
+      }
+      if (payment.status === "completing") settled = sent.txHash;
+      else refunded = sent.txHash;
+    }
+
+    if (settled) {
+      // A completed call the payer was answered (completing), or one that ended here unanswered (a crash after the
+      // completion was mined, before its answer: logged as 503, as a settlement recovery found always was).
+      const status = payment.status === "completing" ? 200 : 503;
+      await recordSettlement(this.paymentDeps, payment, { collectTx, completeTx: settled }, (tx) =>
+        payment.status === "refunding"
+          ? Promise.resolve()
+          : this.deps.calls.record(recoveredLine(payment, status, "success", payment.amountMicros), tx),
+      );
+      return "settled";
+    }
+    await this.deps.ledger.db.transaction(async (tx) => {
+      if (!(await payments.markRefunded(payment.callId, refunded!, now(), tx))) return;
+      // A failed call's line was written when it failed (refunding). A call that never ended is the gateway's failure;
+      // one answered and then reclaimed by its payer (completing) was served for nothing.
+      if (payment.status === "collected") await this.deps.calls.record(recoveredLine(payment, 500, "internal_error", 0n), tx);
+      if (payment.status === "completing") await this.deps.calls.record(recoveredLine(payment, 200, "success", 0n), tx);
+    });
+    return "refunded";
   }
 
-  /** A payment recovery found never settled: closed, and its call logged as the gateway's failure, charged nothing. */
-  private async closeRecovered(payment: X402PaymentRow, from: "reserved" | "settling", status: "released" | "failed"): Promise<void> {
+  /** A payment recovery found never paid: closed, and its call logged as the gateway's failure, charged nothing. */
+  private async closeRecovered(
+    payment: X402PaymentRow,
+    from: "reserved" | "collecting" | "settling",
+    status: "released" | "failed",
+  ): Promise<"closed"> {
     await this.deps.ledger.db.transaction(async (tx) => {
       if (!(await this.paymentDeps.payments.close(payment.callId, from, status, this.paymentDeps.now(), null, tx))) return;
       await this.deps.calls.record(recoveredLine(payment, 500, "internal_error", 0n), tx);
     });
+    return "closed";
   }
 }
 
-/** The calls log's line of a call whose payment recovery resolved (its answer, if any, was a 503, or never sent). */
+/** What recovery did with the payments it looked at. */
+export interface X402Recovered {
+  settled: number;
+  refunded: number;
+  closed: number;
+  waiting: number;
+}
+
+/** The chain as recovery reads it. */
+export interface X402RecoveryChain {
+  /** The escrow's x402 events for `callId`, from `fromBlock` on. */
+  events(
+    callId: Hex,
+    fromBlock: bigint,
+  ): Promise<{ collected?: { txHash: Hex; pending: PendingX402 }; settled?: { txHash: Hex }; refunded?: { txHash: Hex } }>;
+  authorizationUsed(payer: Address, nonce: Hex): Promise<boolean>;
+  /** The latest block's timestamp, in seconds: the clock the token checks validBefore against. */
+  timeS(): Promise<bigint>;
+}
+
+/** The calls log's line of a call whose payment recovery resolved. */
 function recoveredLine(payment: X402PaymentRow, httpStatus: number, outcome: CallOutcome, chargedMicros: bigint): CallRecord {
   return {
     id: payment.callId,

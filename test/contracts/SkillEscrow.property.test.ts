@@ -7,10 +7,12 @@ import { checkInvariants, setUp } from "./helpers/model";
 
 /**
  * Seeded property test: random sequences of deposits, settlements (some overdrawing, some replayed), x402
- * payments settled from the payers' wallets (some replayed, expired or with a fee above the value), claims,
- * vouchers (some expired, forged, reused or too large), exit requests, completions, cancellations and clock
- * jumps. After every step the contract must match the model exactly, hold exactly the sum of balances plus
- * unclaimed earnings, and no user may have taken out more than deposited minus spent.
+ * payments collected from the payers' wallets (some replayed, expired, with a fee above the value or under a call
+ * id already pending) and later completed, refunded or reclaimed (some too early, with altered fields or already
+ * ended), claims, vouchers (some expired, forged, reused or too large), exit requests, completions,
+ * cancellations and clock jumps. After every step the contract must match the model exactly, hold exactly the
+ * sum of balances plus unclaimed earnings plus pending x402 payments, and no user may have taken out more than
+ * deposited minus spent.
  *
  * Deterministic by default. Replay a failure with the seed, path and replayPath it prints:
  *   FC_SEED=<seed> FC_PATH=<path> FC_REPLAY_PATH=<replayPath> npx hardhat test test/contracts/SkillEscrow.property.test.ts
@@ -21,7 +23,7 @@ const RUNS = Number(process.env.FC_RUNS ?? 50);
 const PATH = process.env.FC_PATH;
 /** fc.commands needs its own replay path (the `replayPath` fast-check prints beside the counterexample). */
 const REPLAY_PATH = process.env.FC_REPLAY_PATH;
-const MAX_STEPS = 40;
+const MAX_STEPS = 50;
 
 /** The paths the default run must take at least once; checked so the generators cannot silently degrade. */
 const REQUIRED_OUTCOMES = [
@@ -30,10 +32,19 @@ const REQUIRED_OUTCOMES = [
   "settle:ok",
   "settle:EscrowInsufficientBalance",
   "settle:EscrowBatchOutOfOrder",
-  "x402:ok",
-  "x402:ERC3009UsedAuthorization",
-  "x402:ERC3009InvalidAuthorizationTime",
-  "x402:EscrowFeeExceedsAmount",
+  "x402Collect:ok",
+  "x402Collect:ERC3009UsedAuthorization",
+  "x402Collect:ERC3009InvalidAuthorizationTime",
+  "x402Collect:EscrowFeeExceedsAmount",
+  "x402Collect:EscrowX402PaymentExists",
+  "x402Complete:ok",
+  "x402Complete:late",
+  "x402Complete:EscrowX402PaymentNotPending",
+  "x402Refund:ok",
+  "x402Refund:EscrowX402PaymentNotPending",
+  "x402Reclaim:ok",
+  "x402Reclaim:EscrowX402NotReclaimable",
+  "x402Reclaim:EscrowX402PaymentNotPending",
   "claim:ok",
   "claim:EscrowNothingToClaim",
   "voucher:ok",

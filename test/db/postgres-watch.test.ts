@@ -107,6 +107,29 @@ describe("a watched PostgreSQL database that stops answering (server/db/postgres
     expect(await db.transaction((tx) => tx.value<number>("SELECT 7"))).to.equal(7);
   });
 
+  it("waits for a late ping while the server answers everything else, and counts it lost only once nothing is answered", async () => {
+    // Only the watch's own backend stops: its ping goes unanswered while the server serves every other connection, as a
+    // busy server keeps one query waiting. Failing every call at once then would turn slowness into an outage.
+    const pid = await look.value<number>("SELECT pid FROM pg_stat_activity WHERE application_name = 'watch-test:watch'");
+    frozen = { pids: [pid], thaw: () => process.kill(pid, "SIGCONT") };
+    process.kill(pid, "SIGSTOP");
+    const busyUntil = performance.now() + 6 * PING_TIMEOUT_MS;
+    let answered = 0;
+    while (performance.now() < busyUntil) {
+      expect(await db.value<number>("SELECT 1")).to.equal(1);
+      answered++;
+      expect(watch.available, `unavailable after ${answered} answered statements`).to.equal(true);
+      await sleep(PING_TIMEOUT_MS / 4);
+    }
+    // Nothing else is asked now: the ping is the only question, unanswered for the timeout, and the database counts as
+    // unavailable until a probe on a new connection (another backend, which answers) finds it again.
+    const quietAt = performance.now();
+    await until("the watch to count the ping lost", 10_000, () => !watch.available);
+    expect(performance.now() - quietAt).to.be.below(BOUND_MS + SLACK_MS);
+    await until("a probe to find the server again", 10_000, () => watch.available);
+    expect(await db.value<number>("SELECT 2")).to.equal(2);
+  });
+
   it("fails a statement waiting on a frozen server within the bound, then every new one at once, and answers again once thawed", async () => {
     frozen = freezePostgres(server);
     const startedAt = performance.now();

@@ -122,7 +122,7 @@ describe("three gateway replicas on one PostgreSQL and Redis (server/devstack/cl
     const accountId = `cluster-buyer-${++accounts}`;
     await ledger.ensureAccount({ id: accountId, kind: "user", name: accountId });
     if (micros > 0n) await ledger.credit(accountId, micros, "dev_credit", "cluster test");
-    const { key, record } = await keys.create(accountId, { rateLimitPerMin });
+    const { key, record } = await keys.create(accountId, { rateLimitPerMin, scopes: ["calls", "usage:read"] });
     return { accountId, key, keyId: record.id };
   }
 

@@ -128,7 +128,7 @@ describeEachEngine("the money path, end to end", (engine) => {
     expect(verified).to.equal(true);
 
     // 4. The seller sees its earnings settled, then claims exactly 90% on-chain; the platform 10%.
-    const sellerKey = (await stack.gw.keys.create(stack.sellerId)).key;
+    const sellerKey = (await stack.gw.keys.create(stack.sellerId, { scopes: ["usage:read"] })).key;
     const before = await stack.get("/v1/earnings", sellerKey);
     expect(before.body.data).to.include({ pending: 0, claimed: 0 });
     expect(before.body.data.settled).to.equal(Number(spent - fees) / 1e6);

@@ -175,7 +175,7 @@ describe("npm run serve on the same ledger and chain, stopped and started again"
       (available) => available === 3,
       "the buyer's 3 USDC to be swept and credited",
     );
-    const created = await asBrowser(buyer, "POST", "/v1/keys", { name: "agent" });
+    const created = await asBrowser(buyer, "POST", "/v1/keys", { name: "agent", scopes: ["calls", "usage:read"] });
     expect(created.status).to.equal(201);
     const key: string = created.body.data.key;
 

@@ -12,6 +12,9 @@ describe("the order of the call path's checks", () => {
   let poorKey2: string;
   let limitedKey: string;
   let spentKey: string;
+  let expiredKey: string;
+  let managerKey: string;
+  let echoOnlyKey: string;
   before(async () => {
     stack = await startStack({ config: { rateLimitPerMin: 1 } });
     await stack.addSkill("typed-fail", "/fail", { inputSchema: { type: "object", required: ["n"] } });
@@ -25,6 +28,13 @@ describe("the order of the call path's checks", () => {
     limitedKey = (await stack.addBuyer("0")).key;
     // Spend the limited key's one call per minute (it is refused for balance, but counted).
     await stack.post("/v1/call", { skill_id: "echo", input: {} }, { key: limitedKey });
+    // A key past its expiry, and a key without the calls scope, each on an account that could not pay anyway.
+    const idle = await stack.addBuyer("0");
+    expiredKey = (await stack.gw.keys.create(idle.accountId, { expiresAtMs: Date.now() - 1_000, scopes: ["keys:manage"] })).key;
+    managerKey = (await stack.gw.keys.create(idle.accountId, { scopes: ["keys:manage"] })).key;
+    // A key that may call echo alone, its one call per minute spent on it.
+    echoOnlyKey = (await stack.gw.keys.create(idle.accountId, { allowedSkills: ["echo"] })).key;
+    await stack.post("/v1/call", { skill_id: "echo", input: {} }, { key: echoOnlyKey });
   });
   after(async () => {
     await stack.close();
@@ -32,9 +42,18 @@ describe("the order of the call path's checks", () => {
 
   const rows: Array<{ check: string; status: number; code: string; key: () => string | null; body: unknown }> = [
     { check: "1. authentication", status: 401, code: "unauthorized", key: () => null, body: "{not json" },
+    { check: "1a. the key's expiry", status: 401, code: "key_expired", key: () => expiredKey, body: "{not json" },
+    { check: "1b. the key's scope (calls)", status: 403, code: "scope_missing", key: () => managerKey, body: "{not json" },
     { check: "2. body is JSON", status: 400, code: "invalid_json", key: () => limitedKey, body: "{not json" },
     { check: "3. body shape", status: 400, code: "invalid_request", key: () => limitedKey, body: { skill_id: "no-such", input: 1 } },
-    { check: "4. skill exists", status: 404, code: "skill_not_found", key: () => limitedKey, body: { skill_id: "no-such", input: {} } },
+    { check: "4. skill exists", status: 404, code: "skill_not_found", key: () => echoOnlyKey, body: { skill_id: "no-such", input: {} } },
+    {
+      check: "4a. the key's allowed skills",
+      status: 403,
+      code: "skill_not_allowed",
+      key: () => echoOnlyKey,
+      body: { skill_id: "typed-fail", input: {} },
+    },
     { check: "5. rate limit", status: 429, code: "rate_limited", key: () => limitedKey, body: { skill_id: "typed-fail", input: {} } },
     { check: "6. input schema", status: 400, code: "invalid_input", key: () => poorKey, body: { skill_id: "typed-fail", input: {} } },
     {

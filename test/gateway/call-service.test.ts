@@ -51,6 +51,9 @@ const apiKey: ApiKeyRecord = {
   createdAtMs: 0,
   revokedAtMs: null,
   lastUsedAtMs: null,
+  scopes: ["calls"],
+  allowedSkills: null,
+  expiresAtMs: null,
 };
 
 /** A calls log that can be told to fail, to see a transaction undo everything it did. */

@@ -162,7 +162,7 @@ describe("the call path's writes when PostgreSQL stops answering", function () {
       const payment = new LedgerPayment(ledger, { accountId: BUYER, apiKeyId: "k" }, Date.now);
       expect(await payment.reserve(call)).to.equal(undefined);
       freezeAtNextCommit();
-      const error = await rejection(payment.settle({ settled: async () => {}, refused: async () => {} }));
+      const error = await rejection(payment.settle({ settled: async () => {} }));
       expect(error).to.be.instanceOf(GatewayError);
       expect(error).to.include({ code: "database_unavailable" });
       expect((error as GatewayError).details).to.deep.equal({ charge_unknown: true });

@@ -175,7 +175,7 @@ describeEachEngine("gateway's stores", (engine) => {
       { day: 2, spendMicros: 7n, calls: 1 },
     ]);
     expect(await store.countSince("ada", 0)).to.equal(2);
-    expect(await store.ownerOf("c1")).to.equal("ada");
+    expect(await store.ownerOf("c1")).to.deep.equal({ accountId: "ada", apiKeyId: "k" });
     expect(await store.ownerOf("nope")).to.equal(undefined);
   });
 

@@ -3,7 +3,6 @@ import type { Config } from "../../server/config";
 import type { Database } from "../../server/db/sql";
 import { openDatabase } from "../../server/db/db";
 import { SqliteDatabase } from "../../server/db/sqlite-database";
-import { refusal } from "../../server/errors";
 import { buildSkillRecord } from "../helpers/skills";
 import type { Skill, SkillRegistry } from "../../server/catalog/skills";
 import type { CallResult } from "../../server/gateway/call-result";
@@ -46,10 +45,8 @@ class StandInPayment implements CallPayment<{ header: string }> {
     return undefined;
   }
   async settle(record: RecordCall): Promise<Settlement<{ header: string }>> {
-    const settlement = this.settlement;
-    if (!settlement.ok && settlement.recorded) await this.db.transaction((tx) => record.refused(tx, settlement));
-    if (settlement.ok) await this.db.transaction((tx) => record.settled(tx));
-    return settlement;
+    await this.db.transaction((tx) => record.settled(tx));
+    return this.settlement;
   }
   async void(record: (tx: never) => Promise<void>): Promise<void> {
     await this.db.transaction((tx) => record(tx as never));
@@ -96,36 +93,8 @@ describe("CallPipeline: what a payment's settlement makes of the call", () => {
     pipeline.run({ endpoint: "x402", skillRef: "paid", input: {}, startedAt: performance.now() }, payment);
   const lines = () => db.all<{ outcome: string; http_status: bigint }>("SELECT outcome, http_status FROM calls");
 
-  it("answers a settlement whose fate is unknown with its refusal and note, writing no line and telling no one", async () => {
-    const payment = new StandInPayment(db, {
-      ...refusal("chain_unavailable", "The chain did not confirm this payment's settlement in time."),
-      note: { header: "unconfirmed" },
-      recorded: false,
-    });
-    const result = await run(payment);
-    expect(result).to.deep.include({ kind: "answered", status: 503, code: "chain_unavailable", note: { header: "unconfirmed" } });
-    expect(result.kind === "answered" && result.callId).to.be.a("string");
-    expect(await lines()).to.deep.equal([]);
-    expect(told).to.deep.equal([]);
-    // The settlement may be on its way: nothing is given back by a fault path.
-    expect(payment.abandoned).to.equal(false);
-  });
-
-  it("answers a refused settlement with its refusal, its line written in the payment's transaction and told", async () => {
-    const result = await run(
-      new StandInPayment(db, {
-        ...refusal("payment_settlement_failed", "Payment could not be settled."),
-        note: { header: "failed" },
-        recorded: true,
-      }),
-    );
-    expect(result).to.deep.include({ kind: "answered", status: 402, code: "payment_settlement_failed", note: { header: "failed" } });
-    expect(await lines()).to.deep.equal([{ outcome: "payment_settlement_failed", http_status: 402n }]);
-    expect(told).to.deep.equal(["payment_settlement_failed"]);
-  });
-
   it("answers a settled call with the data and the payment's note, its line written and told", async () => {
-    const result = await run(new StandInPayment(db, { ok: true, note: { header: "paid" } }));
+    const result = await run(new StandInPayment(db, { note: { header: "paid" } }));
     expect(result).to.deep.include({ kind: "answered", status: 200, note: { header: "paid" } });
     expect(await lines()).to.deep.equal([{ outcome: "success", http_status: 200n }]);
     expect(told).to.deep.equal(["success"]);

@@ -63,7 +63,18 @@ describe("API keys from a session (/v1/keys)", () => {
       resets_at: null,
     };
     expect(listed.body.data).to.deep.equal([
-      { id, prefix, name: "laptop", created_at: created.body.data.created_at, last_used_at: null, ...noLimit },
+      {
+        id,
+        prefix,
+        name: "laptop",
+        created_at: created.body.data.created_at,
+        last_used_at: null,
+        ...noLimit,
+        // The least by default: a key made without asking for scopes calls skills, and reads only its own calls.
+        scopes: ["calls"],
+        allowed_skills: null,
+        expires_at: null,
+      },
     ]);
     expect(JSON.stringify(listed.body)).to.not.include(key);
 

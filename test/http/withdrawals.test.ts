@@ -48,7 +48,7 @@ describe("POST /v1/withdrawals", function () {
     expect((await linkAddress(gw.ledger, { accountId: "alice", address: chain.address("alice") })).ok).to.equal(true);
     await chain.deposit("alice", 5n * USDC);
     await gw.ledger.credit("alice", 5n * USDC, "deposit", "test deposit");
-    key = (await gw.keys.create("alice")).key;
+    key = (await gw.keys.create("alice", { scopes: ["funds:withdraw", "usage:read"] })).key;
   });
   after(async () => {
     await gw.close();
@@ -148,7 +148,7 @@ describe("POST /v1/withdrawals: the account's bounds (issue 23)", function () {
     await gw.ledger.ensureAccount({ id: "bob", kind: "user", name: "Bob" });
     expect((await linkAddress(gw.ledger, { accountId: "bob", address: chain.address("bob") })).ok).to.equal(true);
     await gw.ledger.credit("bob", 5n * USDC, "deposit", "test deposit");
-    key = (await gw.keys.create("bob")).key;
+    key = (await gw.keys.create("bob", { scopes: ["funds:withdraw", "usage:read"] })).key;
   });
   after(async () => {
     await gw.close();
@@ -198,7 +198,7 @@ describe("POST /v1/withdrawals without a chain", () => {
     const gw = await startGateway(loadConfig({}, { port: 0, dbPath: path.join(dir, "gateway.db"), logLevel: "silent" }), { log: () => {} });
     try {
       await gw.ledger.ensureAccount({ id: "bob", kind: "user", name: "Bob" });
-      const { key } = await gw.keys.create("bob");
+      const { key } = await gw.keys.create("bob", { scopes: ["funds:withdraw"] });
       const res = await fetch(`${gw.url}/v1/withdrawals`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: "{}" });
       expect(res.status).to.equal(503);
       expect(await res.json()).to.include({ success: false, code: "chain_not_configured" });

@@ -335,6 +335,9 @@ describeEachEngine("ApiKeys", (engine) => {
         "createdAtMs",
         "revokedAtMs",
         "lastUsedAtMs",
+        "scopes",
+        "allowedSkills",
+        "expiresAtMs",
       );
     });
 

@@ -41,9 +41,11 @@ describeEachEngine("identity's stores", (engine) => {
 
   it("ApiKeysStore finds keys by hash and id with the account's cap, revokes once, never moves last use back", async () => {
     const store = new ApiKeysStore(db);
-    await store.insert({ id: "k1", accountId: "ada", name: "n", prefix: "atom_abc", hash: "sha", rateLimitPerMin: 5, createdAtMs: 1 });
+    const key = { id: "k1", accountId: "ada", name: "n", prefix: "atom_abc", hash: "sha", rateLimitPerMin: 5, createdAtMs: 1 };
+    await store.insert({ ...key, scopes: ["calls", "usage:read"], allowedSkills: ["echo"], expiresAtMs: 99 });
     const byHash = await store.byHash("sha");
     expect(byHash).to.include({ id: "k1", accountId: "ada", rateLimitPerMin: 5, accountDailyCallCap: null, revokedAtMs: null });
+    expect(byHash).to.deep.include({ scopes: ["calls", "usage:read"], allowedSkills: ["echo"], expiresAtMs: 99 });
     expect(await store.byId("k1")).to.deep.equal(byHash);
     await store.recordLastUse("k1", 50);
     await store.recordLastUse("k1", 40);

@@ -6,18 +6,20 @@ import { ExactEvmScheme } from "@x402/evm/exact/client";
 import type { Address } from "viem";
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from "viem/accounts";
 import { linkAddress } from "../../server/settlement/addresses";
+import { X402PaymentsStore } from "../../server/x402/payments-store";
 import { type LocalChain, gatewayChain, startLocalChain } from "../helpers/chain";
 import { type TestStack, startStack } from "../helpers/gateway";
 
 /**
  * The documented order of the call path's checks with an x402 payment (the pipeline's steps, server/gateway/pipeline.ts,
  * and the payment's own, server/x402/x402-payment.ts): when a paid call breaks several rules at once, the earliest check decides the answer. Each row breaks its own rule and,
- * wherever the path allows it, every later one, so it pins the position of its check. In `before`, one payer's
- * authorization, `spent`, is presented to a skill whose backend fails: it is reserved (step 13), its nonce stays unused
- * on-chain, and it spends the payer's one call per minute on that skill (step 12); a second authorization does the
- * same on another skill. The rows then present `spent`, or a copy with some fields changed after signing (which also
- * breaks its signature, step 10), where they need to. Every refusal leaves the payer's USDC as it was and sends no
- * PAYMENT-RESPONSE. Step 8 needs no hand-signed authorization: the window is checked before the signature.
+ * wherever the path allows it, every later one, so it pins the position of its check. In `before`, two authorizations
+ * of one payer are presented to two skills whose backend fails (each collected, then refunded): each spends the payer's
+ * one call per minute on its skill (step 12). A third, `spent`, is reserved and never collected, as a crash between the
+ * two leaves a payment (step 13), so its nonce stays unused on-chain. The rows then present `spent`, or a copy with
+ * some fields changed after signing (which also breaks its signature, step 10), where they need to. Every refusal
+ * leaves the payer's USDC as it was and sends no PAYMENT-RESPONSE. Step 8 needs no hand-signed authorization: the
+ * window is checked before the signature.
  */
 describe("the order of the x402 call path's checks", () => {
   let chain: LocalChain;
@@ -57,7 +59,7 @@ describe("the order of the x402 call path's checks", () => {
     await stack.gw.ledger.ensureAccount({ id: "seller-2", kind: "seller", name: "Seller Two" });
     await stack.addSkill("free-fail", "/fail", { ...typed, priceMicros: 0n });
     await stack.addSkill("typed-fail", "/fail", typed);
-    await stack.addSkill("open-fail", "/fail", { ...typed, rateLimitPerMin: null });
+    const open = await stack.addSkill("open-fail", "/fail", { ...typed, rateLimitPerMin: null });
     await stack.addSkill("paid", "/echo", { priceMicros: 2_000n });
     // Sold by the linked seller while `spent` spends its limit, then by seller 2, who has no address.
     await stack.addSkill("orphan-fail", "/fail", typed);
@@ -66,9 +68,28 @@ describe("the order of the x402 call path's checks", () => {
     const other = await sign();
     otherSignature = (decodePaymentSignatureHeader(other) as any).payload.signature;
     expect((await call("typed-fail", { n: 1 }, other)).status).to.equal(502);
-    spent = await sign();
-    expect((await call("orphan-fail", { n: 1 }, spent)).status).to.equal(502);
+    expect((await call("orphan-fail", { n: 1 }, await sign())).status).to.equal(502);
     await stack.addSkill("orphan-fail", "/fail", { ...typed, sellerAccountId: "seller-2" });
+    spent = await sign();
+    const { authorization } = (decodePaymentSignatureHeader(spent) as any).payload;
+    const reserved = await new X402PaymentsStore(stack.gw.db).reserve(
+      {
+        callId: "0195f0a0-0000-7000-8000-00000000a11e",
+        skillId: open.id,
+        sellerAccountId: stack.sellerId,
+        payer: authorization.from.toLowerCase(),
+        nonce: authorization.nonce,
+        validAfter: 0n,
+        validBefore: BigInt(authorization.validBefore),
+        amountMicros: 2_000n,
+        sellerMicros: 1_800n,
+        feeMicros: 200n,
+      },
+      null,
+      Date.now(),
+      1_000_000n,
+    );
+    expect(reserved.kind).to.equal("reserved");
   });
   after(async () => {
     await stack?.close();

@@ -52,6 +52,13 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
       args: [address],
     }) as Promise<bigint>;
   const url = (slug: string) => `${stack.url}/x402/skills/${slug}/call`;
+  /** What the escrow holds pending for x402 calls not yet completed or refunded. */
+  const pendingTotal = () =>
+    chain.publicClient.readContract({
+      address: chain.deployment.escrow,
+      abi: escrowAbi,
+      functionName: "x402PendingTotal",
+    }) as Promise<bigint>;
   let checker: ContractChecker;
   /** Checks an answer against the API's OpenAPI document (what it declares for the route, status and body). */
   const conforms = async (method: string, target: string, res: Response) => {
@@ -155,14 +162,18 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
     await assertBalanced(stack.gw.db);
   });
 
-  it("the broken skill settles nothing: the payer keeps the money", async () => {
+  it("the broken skill settles nothing: the payment collected before the call is refunded, the payer keeps the money", async () => {
     const [payerBefore, sellerBefore] = [await usdcOf(payer.address), await escrowEarnings(seller)];
     const res = await paidFetch(url("paid-broken"), { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
     expect(res.status).to.equal(502);
-    expect((await res.json()) as any).to.include({ success: false, code: "skill_error" });
+    const body = (await res.json()) as any;
+    expect(body).to.include({ success: false, code: "skill_error" });
+    expect(body.error).to.match(/Your payment is refunded\.$/);
     expect(res.headers.get("payment-response")).to.equal(null);
     expect(await usdcOf(payer.address)).to.equal(payerBefore);
     expect(await escrowEarnings(seller)).to.equal(sellerBefore);
+    expect((await new X402PaymentsStore(stack.gw.db).get(res.headers.get("x-call-id")!))?.status).to.equal("refunded");
+    expect(await pendingTotal()).to.equal(0n);
   });
 
   /** A payment signed by the real client for `slug`'s requirements (optionally changed before signing). */
@@ -173,6 +184,31 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
     const created = await new ExactEvmScheme(payer).createPaymentPayload(2, requirements);
     const payload: PaymentPayload = { ...created, accepted: requirements, resource: required.resource } as PaymentPayload;
     return encodePaymentSignatureHeader(payload);
+  }
+
+  /**
+   * A payer holding exactly the price that can send transactions (it has ETH), and `moveAway`, which sends its USDC
+   * to someone else and resolves with the receipt once mined.
+   */
+  async function spendingPayer() {
+    const spender = privateKeyToAccount(generatePrivateKey());
+    const [funder] = await hre.viem.getWalletClients();
+    await chain.receipt(
+      await funder.sendTransaction({ to: spender.address, value: 10n ** 18n, account: funder.account, chain: funder.chain }),
+    );
+    await chain.mintUsdc(spender.address, 2_000n);
+    const wallet = createWalletClient({ account: spender, transport: custom(hre.network.provider) });
+    const moveAway = async () =>
+      chain.receipt(
+        await wallet.writeContract({
+          address: chain.deployment.usdc,
+          abi: usdcAbi,
+          functionName: "transfer",
+          args: [funder.account.address, 2_000n],
+          chain: null,
+        } as never),
+      );
+    return { spender, moveAway };
   }
 
   it("refuses a replayed payment: the same authorization pays for one call only", async () => {
@@ -241,15 +277,9 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
     expect(((await res.json()) as any).error).to.match(/longer than the \d+ s asked/);
   });
 
-  it("a payer who spends the money while the skill runs: the settlement is refused, nothing moves, no data", async function () {
+  it("a payer who tries to spend the money while the skill runs cannot: it was collected before the call, which is paid", async function () {
     this.timeout(60_000);
-    // A payer that can send transactions (it needs ETH to move its USDC away).
-    const spender = privateKeyToAccount(generatePrivateKey());
-    const wallets = await hre.viem.getWalletClients();
-    await chain.receipt(
-      await wallets[0].sendTransaction({ to: spender.address, value: 10n ** 18n, account: wallets[0].account, chain: wallets[0].chain }),
-    );
-    await chain.mintUsdc(spender.address, 5_000n);
+    const { spender, moveAway } = await spendingPayer();
     await stack.addSkill("paid-gated", "/gated", { priceMicros: 2_000n });
     const required = decodePaymentRequiredHeader((await post(url("paid-gated"), {})).headers.get("payment-required")!);
     const created = await new ExactEvmScheme(spender).createPaymentPayload(2, required.accepts[0]);
@@ -262,33 +292,59 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
 
     const answer = post(url("paid-gated"), { text: "slow" }, { "payment-signature": header });
     await stack.backend.nextRequest("/gated");
-    // Verified and forwarded: now the payer moves its USDC away before the settlement.
-    const spenderWallet = createWalletClient({ account: spender, transport: custom(hre.network.provider) });
-    await chain.receipt(
-      await spenderWallet.writeContract({
-        address: chain.deployment.usdc,
-        abi: usdcAbi,
-        functionName: "transfer",
-        args: [wallets[0].account.address, 5_000n],
-        chain: null,
-      } as never),
+    // Forwarded: the payment is already in the escrow, pending. The payer's attempt to move its USDC away fails.
+    expect(await usdcOf(spender.address)).to.equal(0n);
+    expect(await pendingTotal()).to.equal(2_000n);
+    const moved = await moveAway().then(
+      () => "sent",
+      (error: Error) => error.message,
     );
+    expect(moved).to.match(/ERC20InsufficientBalance/);
     stack.backend.openGate();
     const res = await answer;
+    expect(res.status).to.equal(200);
+    expect((await res.json()) as any).to.deep.include({ success: true, data: { text: "slow" } });
+    expect(decodePaymentResponseHeader(res.headers.get("payment-response")!)).to.include({ success: true, payer: spender.address });
+    expect(await escrowEarnings(seller)).to.equal(sellerBefore + 1_800n);
+    expect(await pendingTotal()).to.equal(0n);
+    expect((await new X402PaymentsStore(stack.gw.db).get(res.headers.get("x-call-id")!))?.status).to.equal("settled");
+    await assertBalanced(stack.gw.db);
+  });
+
+  it("a payer whose USDC left before the collection is refused before the skill runs, nothing paid", async function () {
+    this.timeout(60_000);
+    const { spender, moveAway } = await spendingPayer();
+    await stack.addSkill("paid-counted", "/echo", { priceMicros: 2_000n });
+    const required = decodePaymentRequiredHeader((await post(url("paid-counted"), {})).headers.get("payment-required")!);
+    const header = encodePaymentSignatureHeader({
+      ...(await new ExactEvmScheme(spender).createPaymentPayload(2, required.accepts[0])),
+      accepted: required.accepts[0],
+      resource: required.resource,
+    } as PaymentPayload);
+    // The payer's funds leave between the gateway's read and its collection (the verifier read them a moment before).
+    const verifier = (stack.gw.x402 as unknown as { deps?: { verifier: { funds: (...args: never[]) => Promise<unknown> } } })?.deps
+      ?.verifier;
+    expect(verifier, "the x402 service's verifier").to.not.equal(undefined);
+    const funds = verifier!.funds.bind(verifier);
+    verifier!.funds = async (...args: never[]) => {
+      const read = await funds(...args);
+      verifier!.funds = funds;
+      await moveAway();
+      return read;
+    };
+    const ranBefore = stack.backend.hits.get("/echo") ?? 0;
+    const res = await post(url("paid-counted"), { text: "x" }, { "payment-signature": header });
     expect(res.status).to.equal(402);
     const body = (await res.json()) as any;
     expect(body).to.include({ success: false, code: "payment_settlement_failed" });
-    // A sentence for the payer, not the token's revert.
     expect(body.error).to.equal(
-      "Payment could not be settled: the payer's USDC no longer covers the price. Nothing was paid, and the skill's answer is not sent.",
+      "Payment could not be collected: the payer's USDC no longer covers the price. Nothing was paid, and the skill was not called.",
     );
-    expect(body).to.not.have.property("data");
-    const settled = decodePaymentResponseHeader(res.headers.get("payment-response")!);
-    expect(settled).to.include({ success: false, errorReason: "settlement_failed", payer: spender.address });
-    expect(await escrowEarnings(seller)).to.equal(sellerBefore);
-    const row = await new X402PaymentsStore(stack.gw.db).get(res.headers.get("x-call-id")!);
-    expect(row?.status).to.equal("failed");
-    await assertBalanced(stack.gw.db);
+    expect(stack.backend.hits.get("/echo") ?? 0).to.equal(ranBefore);
+    expect(decodePaymentResponseHeader(res.headers.get("payment-response")!)).to.include({
+      success: false,
+      errorReason: "settlement_failed",
+    });
   });
 
   it("ten authorizations on a balance that covers one call: the skill runs once, is paid once, nine are refused before it runs", async function () {
@@ -310,7 +366,8 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
     const answers = await Promise.all(headers.map((header) => post(url("paid-slow"), { text: "once" }, { "payment-signature": header })));
     const bodies = (await Promise.all(answers.map((res) => res.json()))) as any[];
     expect(answers.map((res) => res.status).sort()).to.deep.equal([200, 402, 402, 402, 402, 402, 402, 402, 402, 402]);
-    for (const body of bodies.filter((b) => !b.success)) expect(body).to.include({ code: "payment_invalid" });
+    // Refused at the reservation (the balance is taken by one in flight), or at the collection (it was already collected).
+    for (const body of bodies.filter((b) => !b.success)) expect(["payment_invalid", "payment_settlement_failed"]).to.include(body.code);
     // The backend ran once: no call ran that the balance could not pay for.
     expect((stack.backend.hits.get("/slow") ?? 0) - ranBefore).to.equal(1);
     expect(await usdcOf(thrifty.address)).to.equal(0n);
@@ -355,8 +412,9 @@ describeEachEngine("x402: pay per call without an account", (engine) => {
 
 /**
  * A crash between the chain and the books: payments a gateway left open are resolved when it starts again, from
- * what the chain says. One was reserved and never sent (closed, nothing paid); one was settled on-chain but never
- * recorded (recorded now, once, with its ledger entry); one is still in flight and valid (left waiting).
+ * what the chain says. One was reserved and never sent (closed, nothing paid); one was collected but its call never
+ * ran (refunded); one was answered and its completion never mined (completed now, once, with its ledger entry); one
+ * is still in flight and valid (left waiting); one was completed on-chain but never recorded (recorded now).
  */
 describe("x402: payments left open by a crash are resolved at the next start", () => {
   let chain: LocalChain;
@@ -383,7 +441,7 @@ describe("x402: payments left open by a crash are resolved at the next start", (
     if (snapshot) await chain.revert(snapshot);
   });
 
-  it("a settlement mined but not recorded (the books' commit failed): the payment stays open, and the next start records it", async function () {
+  it("a completion mined but not recorded (the books' commit failed): the payment stays open, and the next start records it", async function () {
     this.timeout(120_000);
     const wallets = await hre.viem.getWalletClients();
     const seller = wallets[9].account.address;
@@ -399,7 +457,7 @@ describe("x402: payments left open by a crash are resolved at the next start", (
       schemes: [{ network: "eip155:*", client: new ExactEvmScheme(payer) }],
       spendControls: { allowedAssets: [{ network: "eip155:8453", asset: chain.deployment.usdc, maxAmountPerPayment: "10000" }] },
     });
-    // The books' transaction fails once, after the chain has the settlement.
+    // The books' transaction fails once, after the chain has the completion.
     const ledger = first.gw.ledger;
     const original = ledger.recordX402Payment.bind(ledger);
     ledger.recordX402Payment = async () => {
@@ -414,7 +472,7 @@ describe("x402: payments left open by a crash are resolved at the next start", (
     expect(res.status).to.equal(500);
     const callId = res.headers.get("x-call-id");
     const open = await first.gw.db.one<{ call_id: string; status: string }>("SELECT call_id, status FROM x402_payments");
-    expect(open?.status).to.equal("settling");
+    expect(open?.status).to.equal("collected");
     if (callId) expect(open?.call_id).to.equal(callId);
     expect(await usdcBalance(payer.address)).to.equal(8_000n);
     await first.close();
@@ -437,7 +495,7 @@ describe("x402: payments left open by a crash are resolved at the next start", (
     }
   });
 
-  it("records the settled one from its X402Settled event, closes the unsent one, leaves the valid in-flight one", async function () {
+  it("refunds a collection the crash left unrecorded, completes a decided completion, closes the unsent one, leaves the in-flight one", async function () {
     this.timeout(120_000);
     const wallets = await hre.viem.getWalletClients();
     const seller = wallets[8].account.address;
@@ -500,32 +558,52 @@ describe("x402: payments left open by a crash are resolved at the next start", (
           1_000_000n,
         ),
       ).to.deep.include({ kind: "reserved" });
-
-    // Settled on-chain, then the "crash": never recorded.
-    const minedAuth = await authorize();
-    await reserve("0195f0a0-0000-7000-8000-000000000001", minedAuth);
-    expect(await payments.markSettling("0195f0a0-0000-7000-8000-000000000001", await chain.publicClient.getBlockNumber())).to.equal(true);
     const settler = new EscrowX402Settler({
       publicClient: chain.publicClient,
       walletClient: gatewayChainConnection.x402Wallet!,
       escrowAddress: chain.deployment.escrow,
     });
-    const mined = await settler.settle(minedAuth, seller, 200n, callIdToBytes32("0195f0a0-0000-7000-8000-000000000001"));
-    expect(mined.kind).to.equal("settled");
-    // Reserved, never sent.
-    await reserve("0195f0a0-0000-7000-8000-000000000002", await authorize());
-    // Sending when the crash came, not on-chain, still valid: its fate is not known yet.
-    await reserve("0195f0a0-0000-7000-8000-000000000003", await authorize());
-    expect(await payments.markSettling("0195f0a0-0000-7000-8000-000000000003", await chain.publicClient.getBlockNumber())).to.equal(true);
+    const ids = ["01", "02", "03", "04"].map((n) => `0195f0a0-0000-7000-8000-0000000000${n}`);
+
+    // 1. Collected on-chain, then the "crash" before the books knew: the call never ran.
+    const collectedAuth = await authorize();
+    await reserve(ids[0], collectedAuth);
+    expect(await payments.markCollecting(ids[0], await chain.publicClient.getBlockNumber({ cacheTime: 0 }))).to.equal(true);
+    expect((await settler.collect(collectedAuth, seller, 200n, callIdToBytes32(ids[0]))).kind).to.equal("mined");
+    // 2. Reserved, never sent.
+    await reserve(ids[1], await authorize());
+    // 3. Collecting when the crash came, not on-chain, still valid: its fate is not known yet.
+    await reserve(ids[2], await authorize());
+    expect(await payments.markCollecting(ids[2], await chain.publicClient.getBlockNumber({ cacheTime: 0 }))).to.equal(true);
+    // 4. Collected, answered, its completion decided but never mined.
+    const answeredAuth = await authorize();
+    await reserve(ids[3], answeredAuth);
+    expect(await payments.markCollecting(ids[3], await chain.publicClient.getBlockNumber({ cacheTime: 0 }))).to.equal(true);
+    const answered = await settler.collect(answeredAuth, seller, 200n, callIdToBytes32(ids[3]));
+    if (answered.kind !== "mined") throw new Error(`collect: ${answered.kind}`);
+    expect(await payments.markCollected(ids[3], answered.txHash, answered.pending)).to.equal(true);
+    await first.gw.db.transaction(async (tx) => expect(await payments.markDecided(ids[3], "completing", tx)).to.equal(true));
+    expect(await usdcBalance(payer.address)).to.equal(1_000_000n - 4_000n);
     await first.close();
 
     const second = await startStack({ dbPath, gateway: { chain: gatewayChainConnection } });
     try {
       const status = async (callId: string) => (await new X402PaymentsStore(second.gw.db).get(callId))?.status;
-      expect(await status("0195f0a0-0000-7000-8000-000000000001")).to.equal("settled");
-      expect(await status("0195f0a0-0000-7000-8000-000000000002")).to.equal("released");
-      expect(await status("0195f0a0-0000-7000-8000-000000000003")).to.equal("settling");
+      expect(await Promise.all(ids.map(status))).to.deep.equal(["refunded", "released", "collecting", "settled"]);
+      // The unanswered call's payment went back; the answered one's paid the seller.
+      expect(await usdcBalance(payer.address)).to.equal(1_000_000n - 2_000n);
       expect(await second.earned()).to.equal(1_800n);
+      expect(
+        await chain.publicClient.readContract({ address: chain.deployment.escrow, abi: escrowAbi, functionName: "x402PendingTotal" }),
+      ).to.equal(0n);
+      const lines = await second.gw.db.all<{ id: string; http_status: number; charged_micros: bigint }>(
+        "SELECT id, http_status, charged_micros FROM calls ORDER BY id",
+      );
+      expect(lines.map((l) => [l.id, Number(l.http_status), l.charged_micros])).to.deep.equal([
+        [ids[0], 500, 0n],
+        [ids[1], 500, 0n],
+        [ids[3], 200, 2_000n],
+      ]);
       await assertBalanced(second.gw.db);
       const report = await reconcile({
         stores: settlementStores(second.gw.db),

@@ -23,7 +23,10 @@ async function main(): Promise<void> {
   const concurrent = await stack.addBuyer("1");
   // A funded account whose key may spend 0.001 USD in all: one call of echo.
   const limited = await stack.addBuyer("1");
-  const limitedKey = await stack.gw.keys.create(limited.accountId, { spendLimit: { limitMicros: 1_000n, period: "total" } });
+  const limitedKey = await stack.gw.keys.create(limited.accountId, {
+    scopes: ["calls", "usage:read"],
+    spendLimit: { limitMicros: 1_000n, period: "total" },
+  });
   process.stdout.write(
     JSON.stringify({ url: stack.url, key: stack.key, empty_key: empty.key, concurrent_key: concurrent.key, limited_key: limitedKey.key }) + "\n",
   );

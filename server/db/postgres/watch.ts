@@ -13,7 +13,10 @@ import { type DatabaseUnavailableError, databaseUnavailable, isDatabaseUnavailab
  * again), and every new one fails at once until a probe (a new connection and a `SELECT 1`) is answered.
  *
  * Only the pings decide, never the length of the gateway's own queries: a long query on a server that answers is left
- * alone (the server's statement_timeout bounds it).
+ * alone (the server's statement_timeout bounds it). And a ping is late, not lost, while the server answers the
+ * gateway's other operations: a server busy enough to keep one ping waiting (a loaded machine, a checkpoint) is still
+ * serving, and failing every call at once would turn its slowness into an outage. The database is unavailable when
+ * nothing sent to it, the ping included, has been answered for `timeoutMs`: what a stopped server looks like.
  */
 
 export interface PostgresWatchOptions {
@@ -95,6 +98,8 @@ export class PostgresWatch implements DatabaseGuard {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private stopped = false;
+  /** When (performance.now()) the server last answered one of the operations guarded: a ping waits while it answers. */
+  private lastAnswerMs = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly options: PostgresWatchOptions) {
     this.intervalMs = options.intervalMs ?? Math.max(10, Math.floor(options.timeoutMs / 2));
@@ -126,10 +131,13 @@ export class PostgresWatch implements DatabaseGuard {
       this.waiting.add(fail);
       work.then(
         (value) => {
+          this.heard();
           this.waiting.delete(fail);
           resolve(value);
         },
         (error: unknown) => {
+          // A statement the server refused was answered; a broken connection was not.
+          if (!isConnectionFailure(error)) this.heard();
           this.waiting.delete(fail);
           reject(error);
         },
@@ -202,12 +210,34 @@ export class PostgresWatch implements DatabaseGuard {
       }
     }
     const startedAtMs = Date.now();
-    const answer = await within(client.query("SELECT 1"), this.options.timeoutMs);
+    const answer = await this.pingAnswer(client.query("SELECT 1"));
     if (answer === "answered") return undefined;
     this.dropClient();
     return answer === "timed_out"
-      ? new PingTimeout(`PostgreSQL did not answer a ping within ${this.options.timeoutMs} ms (sent ${Date.now() - startedAtMs} ms ago)`)
+      ? new PingTimeout(
+          `PostgreSQL answered neither a ping nor anything else for ${this.options.timeoutMs} ms (ping sent ${Date.now() - startedAtMs} ms ago)`,
+        )
       : answer;
+  }
+
+  /**
+   * How the ping `work` ends: "timed_out" only once neither it nor any guarded operation has been answered for
+   * timeoutMs. While other operations are answered the server is busy, not stopped, and the ping is waited for.
+   */
+  private async pingAnswer(work: Promise<unknown>): Promise<"answered" | "timed_out" | Error> {
+    const sentMs = performance.now();
+    let waitMs = this.options.timeoutMs;
+    for (;;) {
+      const answer = await within(work, waitMs);
+      if (answer !== "timed_out" || this.stopped) return answer;
+      const silentMs = performance.now() - Math.max(sentMs, this.lastAnswerMs);
+      if (silentMs >= this.options.timeoutMs) return "timed_out";
+      waitMs = Math.max(1, this.options.timeoutMs - silentMs);
+    }
+  }
+
+  private heard(): void {
+    this.lastAnswerMs = performance.now();
   }
 
   private answered(): void {

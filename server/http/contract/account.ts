@@ -203,6 +203,7 @@ export const accountOperations = [
     tag: "Account",
     summary: "The account's balance",
     auth: "account",
+    scope: "usage:read",
     responses: [{ status: 200, description: "Available and held, in USD and base units.", schema: dataEnvelope(balanceView) }],
     errors: [],
   }),
@@ -213,6 +214,8 @@ export const accountOperations = [
     summary: "The account's calls, newest first",
     description: "Filtered by key, skill and time when those are given.",
     auth: "account",
+    scope: "usage:read",
+    ownCalls: true,
     query: usageQuery,
     responses: [
       {
@@ -233,6 +236,8 @@ export const accountOperations = [
       `${USAGE_CSV_COLUMNS.join(", ")}. Times are ISO 8601 UTC; cost_usd is a decimal string ("0.0025") and cost_base_units the exact integer. ` +
       "A text cell that starts with =, +, -, @ or a control character is prefixed with ' so that a spreadsheet shows it as text.",
     auth: "account",
+    scope: "usage:read",
+    ownCalls: true,
     query: usageCsvQuery,
     responses: [
       { status: 200, description: "The CSV (RFC 4180, UTF-8, CRLF), as an attachment.", contentType: "text/csv", schema: z.string() },
@@ -246,6 +251,8 @@ export const accountOperations = [
     summary: "The account's spend per day (UTC)",
     description: `Filtered by key and skill when those are given; at most ${MAX_DAILY_DAYS} days at once.`,
     auth: "account",
+    scope: "usage:read",
+    ownCalls: true,
     query: dailyQuery,
     responses: [
       {
@@ -275,6 +282,8 @@ export const accountOperations = [
     summary: "Calls and spend per API key: today, this month, in total",
     description: "Every key of the account that made calls, revoked ones included; today and this month are UTC's.",
     auth: "account",
+    scope: "usage:read",
+    ownCalls: true,
     responses: [
       {
         status: 200,
@@ -302,6 +311,7 @@ export const accountOperations = [
     description:
       "Deposits, card top-ups, charges, withdrawal vouchers and exits; amounts signed (money in positive). A card top-up that moved no money (declined, or abandoned unpaid) is listed too, with amount 0 and that status.",
     auth: "account",
+    scope: "usage:read",
     query: historyQuery,
     responses: [
       {
@@ -333,6 +343,7 @@ export const accountOperations = [
     tag: "Account",
     summary: "A seller's earnings: pending, settled on-chain, claimable, claimed",
     auth: "account",
+    scope: "usage:read",
     responses: [{ status: 200, description: "USD; null where the chain could not say.", schema: dataEnvelope(earningsView) }],
     errors: [],
   }),
@@ -342,6 +353,8 @@ export const accountOperations = [
     tag: "Account",
     summary: "A paid call's settlement: batch, receipt and Merkle proof",
     auth: "account",
+    scope: "usage:read",
+    ownCalls: true,
     params: callParams,
     responses: [{ status: 200, description: "The receipt, once the call is in a batch.", schema: dataEnvelope(receiptView) }],
     errors: ["not_found", "chain_unavailable", "chain_not_configured"],

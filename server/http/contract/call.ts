@@ -9,6 +9,7 @@ import { jsonObject, operation } from "./common";
 
 const CALL_ERRORS = [
   "skill_not_found",
+  "skill_not_allowed",
   "invalid_input",
   "skill_rejected_input",
   "insufficient_balance",
@@ -97,6 +98,7 @@ export const callOperations = [
     description:
       "Charges the skill's price from the key's balance, atomically: a failed call is never charged. Send Idempotency-Key to make retries safe.",
     auth: "api_key",
+    scope: "calls",
     body: callRequestBody,
     responses: [{ status: 200, description: "The skill's answer, and what the call cost.", schema: callSuccess }],
     errors: [...CALL_ERRORS],
@@ -109,6 +111,7 @@ export const callOperations = [
     summary: "Call a skill (per-skill form)",
     description: "The body is the skill's parameters, flat; the metadata is camelCase.",
     auth: "api_key",
+    scope: "calls",
     params: skillIdParams,
     body: skillParametersBody,
     bodyOptional: true,
@@ -126,7 +129,8 @@ export const callOperations = [
     params: skillIdParams,
     body: tryRequestBody,
     responses: [{ status: 200, description: "The skill's answer, and what the call cost.", schema: skillCallSuccess }],
-    errors: [...CALL_ERRORS, "not_found"],
+    // The key picked by id is checked as a header's would be: expired (401 key_expired), without calls (403).
+    errors: [...CALL_ERRORS, "not_found", "key_expired", "scope_missing"],
     errorFields: { metadata: skillCallMetadata },
   }),
 ];

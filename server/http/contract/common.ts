@@ -6,6 +6,7 @@ import type { ErrorCode } from "../../errors";
 import { type TextRule, checkText } from "../../text";
 import { UUID_PATTERN } from "../../db/ids";
 import { isSkillRef } from "../../catalog/skills";
+import type { KeyScope } from "../../identity/scopes";
 import { ApiError } from "../errors";
 
 /**
@@ -33,15 +34,14 @@ export interface SuccessResponse {
   headers?: Record<string, string>;
 }
 
-/** One route of the API, as the document describes it and the handlers validate it. */
-export interface Operation {
+/** The fields every operation declares, whoever may call it. */
+interface OperationBase {
   method: Method;
   /** In the document's form: /v1/skills/{skillId}. */
   path: string;
   summary: string;
   description?: string;
   tag: string;
-  auth: Auth;
   params?: z.ZodObject;
   query?: z.ZodObject;
   body?: z.ZodType;
@@ -62,6 +62,29 @@ export interface Operation {
   errorFields?: Record<string, z.ZodType>;
 }
 
+/**
+ * What an operation an API key may call needs of the key: the scope (server/identity/scopes.ts), which the key-auth
+ * middleware (server/http/auth.ts) enforces from this declaration, 403 scope_missing naming it. An operation that takes
+ * a key cannot be declared without one (the type requires it), nor served without its declaration (the middleware is
+ * made from the declaration, and refuses to be made for a route with none).
+ */
+export interface KeyAccess {
+  auth: "api_key" | "account";
+  scope: KeyScope;
+  /**
+   * A key without `scope` but with `calls` is let through too, for its own calls alone: the middleware sets
+   * `req.ownCallsOf` to the key's id, and the route answers only that key's calls (GET /v1/usage and the like).
+   */
+  ownCalls?: true;
+}
+
+/** One route of the API, as the document describes it and the handlers validate it. */
+export type Operation = OperationBase &
+  (KeyAccess | { auth: Exclude<Auth, "api_key" | "account">; scope?: undefined; ownCalls?: undefined });
+
+/** Whether an operation takes an API key (and so declares the scope it needs). */
+export const takesApiKey = (op: Operation): op is OperationBase & KeyAccess => op.auth === "api_key" || op.auth === "account";
+
 /** Declares an operation (an identity, so that each contract file reads as a list). */
 export const operation = (op: Operation): Operation => op;
 
@@ -69,6 +92,7 @@ export const operation = (op: Operation): Operation => op;
 export function commonErrors(op: Pick<Operation, "auth" | "body" | "method" | "bodyContentType">): ErrorCode[] {
   const codes: ErrorCode[] = ["rate_limited", "internal_error"];
   if (op.auth === "api_key" || op.auth === "session" || op.auth === "account") codes.push("unauthorized");
+  if (op.auth === "api_key" || op.auth === "account") codes.push("key_expired", "scope_missing");
   if ((op.auth === "session" || op.auth === "account") && op.method !== "get") codes.push("csrf_failed");
   if (op.body) {
     codes.push("invalid_request", "payload_too_large");
@@ -253,7 +277,7 @@ export const timeQuery = (name: string, edge: "start" | "end", options: { daysOn
 };
 
 /** An override that renders a schema as exactly `schema` (for a field read from text but meant as another type). */
-function replaceWith(schema: Record<string, unknown>) {
+export function replaceWith(schema: Record<string, unknown>) {
   return ({ jsonSchema }: Pick<ZodOpenApiOverrideContext, "jsonSchema">) => {
     const description = jsonSchema.description;
     for (const key of Object.keys(jsonSchema)) delete (jsonSchema as Record<string, unknown>)[key];

@@ -2,7 +2,9 @@ import { z } from "zod";
 import { usdToMicros } from "../../ledger/money";
 import { SPEND_PERIODS } from "../../ledger/spend-limits";
 import { KEY_NAME_RULE } from "../../identity/api-keys";
-import { baseUnits, dataEnvelope, isoDate, operation, policyText, usdNumber, uuidId } from "./common";
+import { KEY_SCOPES, MAX_ALLOWED_SKILLS, MAX_KEY_LIFETIME_MS, SCOPE_MEANING } from "../../identity/scopes";
+import { isSkillRef } from "../../catalog/skills";
+import { baseUnits, dataEnvelope, isoDate, operation, policyText, replaceWith, usdNumber, uuidId } from "./common";
 
 /** API keys of the signed-in account (server/http/routes/keys.ts), and their spending limits. */
 
@@ -43,7 +45,48 @@ const spendLimitPeriod = z
   .enum(SPEND_PERIODS as ["day", "month", "total"], { error: PERIOD_MESSAGE })
   .meta({ description: "day: rolls over at 00:00 UTC; month: at 00:00 UTC on the 1st; total: never." });
 
-/** POST /v1/keys's body: an optional name (an empty body names the key ""), and an optional spending limit with its period. */
+const SCOPES_MESSAGE = `scopes must be a list of at least one of ${KEY_SCOPES.join(", ")}, each once.`;
+const ALLOWED_MESSAGE = `allowed_skills must be a list of 1 to ${MAX_ALLOWED_SKILLS} skill slugs or UUIDs, each once, or null for every skill.`;
+const EXPIRES_MESSAGE = "expires_at must be an ISO 8601 time with its offset (2027-01-31T00:00:00Z), or null for never.";
+
+const keyScope = z.enum(KEY_SCOPES as unknown as ["calls", "usage:read", "funds:withdraw", "keys:manage"], { error: SCOPES_MESSAGE });
+
+/** A key's scopes: from the closed vocabulary, at least one, none twice (a duplicate is a mistake worth telling). */
+const scopesField = z
+  .array(keyScope, { error: SCOPES_MESSAGE })
+  .min(1, { error: SCOPES_MESSAGE })
+  .max(KEY_SCOPES.length, { error: SCOPES_MESSAGE })
+  .refine((scopes) => new Set(scopes).size === scopes.length, { error: SCOPES_MESSAGE })
+  .meta({
+    description: `What the key may do; ["calls"] when absent. ${KEY_SCOPES.map((scope) => `${scope}: ${SCOPE_MEANING[scope]}`).join("; ")}.`,
+  });
+
+/** The skills a key may call, by slug or UUID (checked by shape here; the route checks that each names a listed skill). */
+const allowedSkillsField = z
+  .array(z.string({ error: ALLOWED_MESSAGE }).refine(isSkillRef, { error: ALLOWED_MESSAGE }), { error: ALLOWED_MESSAGE })
+  .min(1, { error: ALLOWED_MESSAGE })
+  .max(MAX_ALLOWED_SKILLS, { error: ALLOWED_MESSAGE })
+  .refine((refs) => new Set(refs.map((ref) => ref.toLowerCase())).size === refs.length, { error: ALLOWED_MESSAGE })
+  .nullable()
+  .meta({
+    description: `Only these skills (slugs or UUIDs of listed skills, at most ${MAX_ALLOWED_SKILLS}) may be called with the key: another is 403 skill_not_allowed, and costs nothing. Absent or null: every skill.`,
+  });
+
+/** When the key stops working, as epoch ms (the route checks it is in the future, within MAX_KEY_LIFETIME_MS). */
+const expiresAtField = z
+  .string({ error: EXPIRES_MESSAGE })
+  .refine((text) => z.iso.datetime({ offset: true }).safeParse(text).success, { error: EXPIRES_MESSAGE })
+  .transform((text) => Date.parse(text))
+  .meta({ override: replaceWith({ type: "string", format: "date-time" }) })
+  .nullable()
+  .meta({
+    description: `When the key stops authenticating (401 key_expired from then on): in the future, at most ${MAX_KEY_LIFETIME_MS / 86_400_000} days away. Absent or null: never.`,
+  });
+
+/**
+ * POST /v1/keys's body: an optional name (an empty body names the key ""), an optional spending limit with its period,
+ * and what the key may do: its scopes (the least, ["calls"], by default), the skills it may call, when it expires.
+ */
 export const createKeyBody = z.object(
   {
     name: policyText(KEY_NAME_RULE, NAME_MESSAGE)
@@ -53,6 +96,9 @@ export const createKeyBody = z.object(
       }),
     spend_limit_usd: spendLimitUsd.optional(),
     spend_limit_period: spendLimitPeriod.optional().meta({ description: "Required with spend_limit_usd." }),
+    scopes: scopesField.optional(),
+    allowed_skills: allowedSkillsField.optional(),
+    expires_at: expiresAtField.optional(),
   },
   { error: "Body must be a JSON object." },
 );
@@ -88,6 +134,12 @@ export const keyView = z
     resets_at: isoDate
       .nullable()
       .meta({ description: "When the current period ends and spent_usd starts again from 0; null for total, or without a limit." }),
+    scopes: z.array(z.enum(KEY_SCOPES as unknown as [string, ...string[]])).meta({ description: "What the key may do." }),
+    allowed_skills: z
+      .array(z.string())
+      .nullable()
+      .meta({ description: "The skills the key may call, as its maker named them; null: every skill." }),
+    expires_at: isoDate.nullable().meta({ description: "When the key stops authenticating; null: never." }),
   })
   .meta({ id: "ApiKey" });
 
@@ -98,7 +150,7 @@ export const keyOperations = [
     tag: "Keys",
     summary: "Create an API key",
     description:
-      "The whole key (atom_...) is in this answer only; the gateway keeps its hash. With spend_limit_usd and spend_limit_period, a call that would take the key past its limit for the period is refused with 402 key_spend_limit_reached.",
+      'The whole key (atom_...) is in this answer only; the gateway keeps its hash. With spend_limit_usd and spend_limit_period, a call that would take the key past its limit for the period is refused with 402 key_spend_limit_reached. The key has the scopes asked for, ["calls"] by default (docs/keys.md).',
     auth: "session",
     body: createKeyBody,
     bodyOptional: true,

@@ -5,10 +5,10 @@ import { operation } from "./common";
 
 /** POST /mcp's query: which skills are its tools. */
 export const mcpQuery = z.object({
-  skills: z
-    .string({ error: "skills must be given once, as a comma-separated list of skill slugs or UUIDs." })
-    .optional()
-    .meta({ description: "A comma-separated list of skill slugs or UUIDs: only these are tools. Default: every listed skill." }),
+  skills: z.string({ error: "skills must be given once, as a comma-separated list of skill slugs or UUIDs." }).optional().meta({
+    description:
+      "A comma-separated list of skill slugs or UUIDs: only these are tools (403 skill_not_allowed for one the key's allowed_skills leaves out). Default: every listed skill the key may call.",
+  }),
 });
 
 const jsonRpc = z.looseObject({ jsonrpc: z.literal("2.0") }).meta({ description: "A JSON-RPC 2.0 message of MCP (Streamable HTTP)." });
@@ -22,13 +22,14 @@ export const mcpOperations = [
     description:
       "Stateless Streamable HTTP, JSON answers. A tool call goes through the call path exactly as POST /v1/call does; what it decides comes back as a tool result.",
     auth: "api_key",
+    scope: "calls",
     query: mcpQuery,
     body: z.union([jsonRpc, z.array(jsonRpc)]),
     responses: [
       { status: 200, description: "The JSON-RPC answer.", schema: z.union([jsonRpc, z.array(jsonRpc)]) },
       { status: 202, description: "A notification or response, accepted." },
     ],
-    errors: ["skill_not_found", "not_found", "unsupported_media_type", "method_not_allowed"],
+    errors: ["skill_not_found", "skill_not_allowed", "not_found", "unsupported_media_type", "method_not_allowed"],
   }),
 ];
 

@@ -20,6 +20,7 @@ export const withdrawalOperations = [
     summary: "A voucher to withdraw with SkillEscrow.withdrawWithVoucher",
     description: "The amount leaves the balance at once, so it cannot be spent twice; unredeemed by its deadline, it returns.",
     auth: "account",
+    scope: "funds:withdraw",
     body: withdrawalBody,
     bodyOptional: true,
     responses: [
@@ -46,6 +47,7 @@ export const withdrawalOperations = [
     tag: "Withdrawals",
     summary: "The account's vouchers and their status",
     auth: "account",
+    scope: "funds:withdraw",
     responses: [
       {
         status: 200,

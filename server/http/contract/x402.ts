@@ -67,8 +67,9 @@ export const x402Operations = [
     description:
       "x402 v2, `exact` scheme, EIP-3009. Without a PAYMENT-SIGNATURE header: 402 with a PAYMENT-REQUIRED header (base64 JSON: " +
       "x402Version, resource, accepts). With one that verifies (signature, amount, validity window, funds, unused nonce), the " +
-      "call runs; only once the skill answered with data is the payment settled on-chain (the escrow's settleX402), and the " +
-      "answer carries a PAYMENT-RESPONSE header naming the transaction. A failed skill settles nothing. The body is the " +
+      "payment is collected into the escrow on-chain (collectX402) before the call runs; once the skill answered with data it " +
+      "is credited to the seller (completeX402) and the answer carries a PAYMENT-RESPONSE header naming the collection's " +
+      "transaction. A failed skill's payment is refunded to the payer (refundX402). The body is the " +
       "skill's parameters, flat; the metadata is camelCase, as on POST /v1/skills/{skillId}/call.",
     auth: "none",
     params: skillIdParams,

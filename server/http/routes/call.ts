@@ -5,7 +5,7 @@ import express, { type Router } from "express";
 import type { ApiKeyRecord, ApiKeys } from "../../identity/api-keys";
 import type { CallService } from "../../gateway/call-service";
 import { IDEMPOTENCY_KEY } from "../../gateway/idempotency";
-import { authenticate } from "../auth";
+import { authenticate, authorize, keyOperation } from "../auth";
 import { callRequestBody, skillParametersBody } from "../contract/call";
 import { parseRequest } from "../contract/common";
 import { callResponse } from "../call-answer";
@@ -24,8 +24,8 @@ const SKILL_CALL_PATH = /^\/v1\/skills\/([^/]+)\/call$/;
  *
  * They are served straight from Node's request and response, ahead of Express's router
  * and body parser: the call path is what the benchmark measures, and those layers cost
- * more than everything else the gateway does per call. The order is: authenticate (401),
- * read the body (413), parse it (400: not UTF-8, too deep, not JSON, a number it cannot
+ * more than everything else the gateway does per call. The order is: authenticate (401; an
+ * expired key 401 key_expired), the key's scope (403 scope_missing), read the body (413), parse it (400: not UTF-8, too deep, not JSON, a number it cannot
  * carry exactly), check its shape (400); the call service does the rest.
  *
  * Returns a listener that returns false when the request is not for a call endpoint, and true
@@ -35,6 +35,8 @@ const SKILL_CALL_PATH = /^\/v1\/skills\/([^/]+)\/call$/;
  * `unauthenticatedCallRoutes`): a flood of bad keys costs the flooder its budget.
  */
 export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxRequestBytes: number; log: (m: string, e?: unknown) => void }) {
+  // What a key needs for each endpoint, as the contract declares it.
+  const declared = { call: keyOperation("POST /v1/call"), skill_call: keyOperation("POST /v1/skills/{skillId}/call") };
   return (req: IncomingMessage, res: ServerResponse, declined: () => void): boolean => {
     if (req.method !== "POST") return false;
     const path = requestPath(req.url ?? "");
@@ -81,6 +83,13 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
       if (!(error instanceof ApiError && error.code === "unauthorized")) throw error;
       declined();
       return;
+    }
+    try {
+      authorize(apiKey, endpoint === "call" ? declared.call : declared.skill_call);
+    } catch (error) {
+      // Refused before its body is read: the body is drained, so the connection can carry the next request.
+      req.resume();
+      throw error;
     }
     const startedAt = performance.now();
     const raw = await readBody(req, deps.maxRequestBytes);

@@ -16,9 +16,10 @@ import { parseRequest } from "../contract/common";
  */
 export function historyRoutes(deps: { keys: ApiKeys; sessions: Sessions; ledger: Ledger }): Router {
   const router = express.Router();
-  const auth = requireAccount(deps.keys, deps.sessions);
+  /** The key-or-session check of a route, with the scope its declaration (server/http/contract/) names. */
+  const auth = (route: string) => requireAccount(deps.keys, deps.sessions, route);
 
-  router.get("/v1/history", auth, async (req, res) => {
+  router.get("/v1/history", auth("GET /v1/history"), async (req, res) => {
     const { limit, before } = parseRequest(historyQuery, req.query);
     const items = await accountHistory(deps.ledger.db, req.accountId!, { limit, beforeMs: before });
     res.set("cache-control", "no-store");

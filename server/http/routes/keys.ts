@@ -9,6 +9,10 @@ import { parseParams, parseRequest } from "../contract/common";
 import { createKeyBody, keyParams, updateKeyBody } from "../contract/keys";
 import { ApiError } from "../errors";
 import { requireSession } from "../session-cookies";
+import type { SkillRegistry } from "../../catalog/skills";
+import { MAX_KEY_LIFETIME_MS } from "../../identity/scopes";
+import { UUID_PATTERN } from "../contract/common";
+import { excerpt } from "../../text";
 
 /** Most live keys one account may hold: a dashboard lists them all on one page. */
 export const MAX_LIVE_KEYS = 50;
@@ -27,7 +31,35 @@ const view = (record: ApiKeyRecord, limit: SpendLimitStatus | undefined) => ({
   spent_usd: limit ? microsToUsd(limit.spentMicros) : null,
   spent_base_units: limit ? limit.spentMicros.toString() : null,
   resets_at: limit ? iso(limit.resetsAtMs) : null,
+  scopes: record.scopes,
+  allowed_skills: record.allowedSkills,
+  expires_at: iso(record.expiresAtMs),
 });
+
+/**
+ * The allowed_skills a create asks for, as stored: each a listed skill's slug or UUID (UUIDs in lowercase, as the
+ * catalogue keeps them), two naming one skill refused; null for every skill. 400 naming the first that is no skill.
+ */
+function allowedSkillsOf(skills: SkillRegistry, refs: string[] | null | undefined): string[] | null {
+  if (refs === undefined || refs === null) return null;
+  const seen = new Set<string>();
+  return refs.map((ref) => {
+    const skill = skills.resolve(ref);
+    if (!skill) throw new ApiError("invalid_request", `allowed_skills: no listed skill "${excerpt(ref, 100)}".`);
+    if (seen.has(skill.id)) throw new ApiError("invalid_request", `allowed_skills names the skill "${skill.slug}" twice.`);
+    seen.add(skill.id);
+    return UUID_PATTERN.test(ref) ? ref.toLowerCase() : ref;
+  });
+}
+
+/** An expires_at a create asks for: in the future, at most MAX_KEY_LIFETIME_MS away; null for never. */
+function expiryOf(expiresAtMs: number | null | undefined, nowMs: number): number | null {
+  if (expiresAtMs === undefined || expiresAtMs === null) return null;
+  if (expiresAtMs <= nowMs) throw new ApiError("invalid_request", "expires_at must be in the future.");
+  if (expiresAtMs - nowMs > MAX_KEY_LIFETIME_MS)
+    throw new ApiError("invalid_request", `expires_at must be at most ${MAX_KEY_LIFETIME_MS / 86_400_000} days from now.`);
+  return expiresAtMs;
+}
 
 /**
  * The limit a create or update asks for: null for none; a limit needs its period (`fallback`, the key's current
@@ -50,18 +82,20 @@ function limitOf(
 
 /**
  * API keys of the signed-in account (a dashboard session, not an API key):
- *   POST   /v1/keys { name, spend_limit_usd, spend_limit_period } → the whole key, this once, with its id and prefix
- *   GET    /v1/keys      → the live keys: id, prefix, name, created_at, last_used_at, and each one's spending
- *                          limit, what it spent in the current period and when that resets
+ *   POST   /v1/keys { name, spend_limit_usd, spend_limit_period, scopes, allowed_skills, expires_at }
+ *                        → the whole key, this once, with its id and prefix (scopes ["calls"] unless asked otherwise)
+ *   GET    /v1/keys      → the live keys: id, prefix, name, created_at, last_used_at, each one's spending limit, what
+ *                          it spent in the current period and when that resets, its scopes, allowed skills and expiry
+ *                          (an expired key is listed until revoked, and counts towards MAX_LIVE_KEYS)
  *   PATCH  /v1/keys/:id { spend_limit_usd, spend_limit_period } → the limit set, changed or (null) removed
  *   DELETE /v1/keys/:id  → revoked at once (the next call with it gets 401)
  * Another account's key id is answered as an unknown one: 404. `now` is the clock the periods are read by.
  */
 
-export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; now?: () => number }): Router {
+export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; skills: SkillRegistry; now?: () => number }): Router {
   const router = express.Router();
   const session = requireSession(deps.sessions);
-  const json = jsonBody(4_096);
+  const json = jsonBody(16_384);
   const now = deps.now ?? Date.now;
 
   /** The account's live key the path names, or the 404 another account's, a revoked or an unknown key gets. */
@@ -79,11 +113,20 @@ export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; now?: () =>
     const accountId = req.session!.accountId;
     const body = parseRequest(createKeyBody, req.body ?? {});
     const spendLimit = limitOf(body, undefined);
+    const nowMs = now();
+    const allowedSkills = allowedSkillsOf(deps.skills, body.allowed_skills);
+    const expiresAtMs = expiryOf(body.expires_at, nowMs);
     const live = (await deps.keys.listForAccount(accountId)).filter((k) => k.revokedAtMs === null).length;
     if (live >= MAX_LIVE_KEYS) throw new ApiError("invalid_request", `An account may hold ${MAX_LIVE_KEYS} live keys: revoke one first.`);
     // Durable before it resolves, with its limit: the key is shown this once, and must work from then on.
-    const nowMs = now();
-    const created = await deps.keys.create(accountId, { name: body.name ?? "", spendLimit, nowMs });
+    const created = await deps.keys.create(accountId, {
+      name: body.name ?? "",
+      spendLimit,
+      nowMs,
+      scopes: body.scopes,
+      allowedSkills,
+      expiresAtMs,
+    });
     const limits = await deps.keys.spendLimits([created.record.id], nowMs);
     res.status(201).json(dataEnvelope({ ...view(created.record, limits.get(created.record.id)), key: created.key }));
   });

@@ -11,7 +11,8 @@ import { IDEMPOTENCY_KEY } from "../../gateway/idempotency";
 import type { Skill, SkillRegistry } from "../../catalog/skills";
 import { computeCharge } from "../../ledger/fees";
 import { microsToUsd } from "../../ledger/money";
-import { authenticate } from "../auth";
+import { requireApiKey } from "../auth";
+import { allowsSkill } from "../../identity/scopes";
 import { type CallResponse, callResponse } from "../call-answer";
 import { GatewayError } from "../../errors";
 import { ApiError } from "../errors";
@@ -51,14 +52,10 @@ export function mcpRoutes(deps: McpRoutesParameters): Router {
   const router = express.Router();
   const json = jsonBody(deps.config.maxRequestBytes);
 
-  const authenticated = async (req: Request, _res: Response, next: NextFunction) => {
-    req.apiKey = await authenticate(deps.keys, req.headers.authorization);
-    req.accountId = req.apiKey.accountId;
-    next();
-  };
+  const authenticated = requireApiKey(deps.keys, "POST /mcp");
 
   router.post("/mcp", authenticated, json, async (req: Request, res: Response) => {
-    const tools = selectedSkills(deps.skills, parseRequest(mcpQuery, req.query).skills);
+    const tools = selectedSkills(deps.skills, req.apiKey!, parseRequest(mcpQuery, req.query).skills);
     if (req.body === undefined) throw new ApiError("invalid_request", "Send a JSON-RPC message (MCP Streamable HTTP) as the body.");
 
     const server = mcpServer(deps, req.apiKey!, tools);
@@ -84,9 +81,14 @@ export function mcpRoutes(deps: McpRoutesParameters): Router {
   return router;
 }
 
-/** The skills a request's tools are made of: all listed ones, or those `?skills=` names (404 naming any that is not listed). */
-function selectedSkills(registry: SkillRegistry, query: string | undefined): () => Skill[] {
-  if (query === undefined) return () => registry.list();
+/**
+ * The skills a request's tools are made of: every listed one the key may call (its allowed_skills), or those of them
+ * `?skills=` names: 404 naming any that is not listed, 403 skill_not_allowed naming any the key may not call (the query
+ * narrows what the key may call, never widens it).
+ */
+function selectedSkills(registry: SkillRegistry, apiKey: ApiKeyRecord, query: string | undefined): () => Skill[] {
+  const allowed = (skill: Skill) => allowsSkill(apiKey, skill);
+  if (query === undefined) return () => registry.list().filter(allowed);
   const refs = [
     ...new Set(
       query
@@ -104,8 +106,14 @@ function selectedSkills(registry: SkillRegistry, query: string | undefined): () 
       "skill_not_found",
       `Skill not found: ${missing.map((ref) => `"${excerpt(ref, 100)}"`).join(", ")}. Check the skills query.`,
     );
+  const forbidden = refs.filter((ref) => !allowed(registry.resolve(ref)!));
+  if (forbidden.length > 0)
+    throw new ApiError(
+      "skill_not_allowed",
+      `This API key may not call ${forbidden.map((ref) => `"${excerpt(ref, 100)}"`).join(", ")}: not in the key's allowed_skills.`,
+    );
   // Resolved again on each use: a skill deactivated meanwhile drops out rather than being called.
-  return () => refs.map((ref) => registry.resolve(ref)).filter((skill): skill is Skill => skill !== undefined);
+  return () => refs.map((ref) => registry.resolve(ref)).filter((skill): skill is Skill => skill !== undefined && allowed(skill));
 }
 
 /** One request's MCP server: its tools are the skills, each call made as `apiKey`. */
@@ -119,7 +127,16 @@ function mcpServer(deps: McpRoutesParameters, apiKey: ApiKeyRecord, skills: () =
     const { name, arguments: input = {}, _meta } = request.params;
     // Only the tools this request lists can be called: `?skills=` narrows what an agent may spend on.
     const skill = skills().find((candidate) => candidate.slug === name);
-    if (!skill) return errorResult("skill_not_found", `Unknown tool "${name.slice(0, 100)}": no listed skill has that slug.`);
+    if (!skill) {
+      // A skill the key may not call is not listed; calling it anyway is told apart from a name that is no skill.
+      const unlisted = deps.skills.resolve(name);
+      if (unlisted && !allowsSkill(apiKey, unlisted))
+        return errorResult(
+          "skill_not_allowed",
+          `This API key may not call the skill "${unlisted.slug}": it is not in the key's allowed_skills.`,
+        );
+      return errorResult("skill_not_found", `Unknown tool "${name.slice(0, 100)}": no listed skill has that slug.`);
+    }
     try {
       const response = await deps.calls.execute({
         endpoint: "call",

@@ -5,7 +5,7 @@ import type { CallsStore } from "../../gateway/calls-store";
 import { callIdToBytes32 } from "../../settlement/batches";
 import type { ChainConnection, MoneyPath } from "../../settlement/money-path";
 import { microsToUsd } from "../../ledger/money";
-import { requireAccount } from "../auth";
+import { requireAccount, scopeMissing } from "../auth";
 import type { Sessions } from "../../identity/sessions";
 import { callParams } from "../contract/account";
 import { parseParams } from "../contract/common";
@@ -27,9 +27,10 @@ export function moneyRoutes(deps: {
   chain?: ChainConnection;
 }): Router {
   const router = express.Router();
-  const auth = requireAccount(deps.keys, deps.sessions);
+  /** The key-or-session check of a route, with the scope its declaration (server/http/contract/) names. */
+  const auth = (route: string) => requireAccount(deps.keys, deps.sessions, route);
 
-  router.get("/v1/earnings", auth, async (req, res) => {
+  router.get("/v1/earnings", auth("GET /v1/earnings"), async (req, res) => {
     const e = await deps.earningsOf(req.accountId!);
     const usd = (micros: bigint | null) => (micros === null ? null : microsToUsd(micros));
     res.json(
@@ -45,14 +46,17 @@ export function moneyRoutes(deps: {
     );
   });
 
-  router.get("/v1/calls/:callId/receipt", auth, async (req, res) => {
+  router.get("/v1/calls/:callId/receipt", auth("GET /v1/calls/{callId}/receipt"), async (req, res) => {
     const settler = deps.moneyPath?.settler;
     if (!settler) throw new ApiError("chain_not_configured", "Receipts need the gateway to settle on its escrow chain.");
     // Call ids are UUIDs: anything else is no call, on either database engine, and is never looked up.
     const { callId } = parseParams(callParams, req.params, "No such call for this key's account.");
     // Only the caller's own calls: another account's call is as unknown as a made-up id.
     const owner = await deps.calls.ownerOf(callId);
-    if (owner !== req.accountId!) throw new ApiError("not_found", `No call ${callId} for this key's account.`);
+    if (owner?.accountId !== req.accountId!) throw new ApiError("not_found", `No call ${callId} for this key's account.`);
+    // A key with `calls` alone reads its own calls' receipts, not its account's other keys'.
+    if (req.ownCallsOf !== undefined && owner.apiKeyId !== req.ownCallsOf)
+      throw scopeMissing("usage:read", "the receipt of another key's call");
     const r = await settler.receiptFor(callId);
     if (r.status === "unknown_call") throw new ApiError("not_found", `No call ${callId} for this key's account.`);
     if (r.status === "not_charged" || r.status === "unsettled") {

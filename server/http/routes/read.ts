@@ -29,7 +29,8 @@ export function readRoutes(deps: {
   addresses: AddressesStore;
 }): Router {
   const router = express.Router();
-  const auth = requireAccount(deps.keys, deps.sessions);
+  /** The key-or-session check of a route, with the scope its declaration (server/http/contract/) names. */
+  const auth = (route: string) => requireAccount(deps.keys, deps.sessions, route);
 
   const sellers = sellerDirectory(deps.ledger, deps.addresses);
   const describe = async (skill: Skill) => ({
@@ -57,7 +58,7 @@ export function readRoutes(deps: {
     res.json(dataEnvelope(await describe(skill)));
   });
 
-  router.get("/v1/balance", auth, async (req, res) => {
+  router.get("/v1/balance", auth("GET /v1/balance"), async (req, res) => {
     const { availableMicros, heldMicros } = await deps.ledger.balance(req.accountId!);
     res.json(
       dataEnvelope({

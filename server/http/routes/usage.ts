@@ -4,7 +4,7 @@ import type { CallsStore, SpendTotal, UsageFilter, UsageRow } from "../../gatewa
 import type { ApiKeys } from "../../identity/api-keys";
 import type { Sessions } from "../../identity/sessions";
 import { microsToUsd, usdText } from "../../ledger/money";
-import { requireAccount } from "../auth";
+import { requireAccount, scopeMissing } from "../auth";
 import { MAX_DAILY_DAYS, USAGE_CSV_COLUMNS, dailyQuery, usageCsvQuery, usageQuery } from "../contract/account";
 import { UUID_PATTERN, parseRequest } from "../contract/common";
 import { type CsvCell, csvLine } from "../csv";
@@ -34,20 +34,29 @@ export function usageRoutes(deps: {
   log?: (message: string, error?: unknown) => void;
 }): Router {
   const router = express.Router();
-  const auth = requireAccount(deps.keys, deps.sessions);
+  /** The key-or-session check of a route, with the scope its declaration (server/http/contract/) names. */
+  const auth = (route: string) => requireAccount(deps.keys, deps.sessions, route);
   const now = deps.now ?? Date.now;
 
-  /** The store's filter for a request's query, once its key is known to be the account's (revoked or not). */
+  /**
+   * The store's filter for a request's query, once its key is known to be the account's (revoked or not). A key that
+   * may read its own calls only (`req.ownCallsOf`: it has `calls`, not `usage:read`) reads them with no api_key_id, or
+   * its own; another key's id is refused with 403 scope_missing, as is every whole-account read for such a key.
+   */
   const filterOf = async (
-    accountId: string,
+    req: { accountId?: string; ownCallsOf?: string },
     query: { api_key_id?: string; skill_id?: string; from?: number; to?: number },
   ): Promise<UsageFilter> => {
+    const accountId = req.accountId!;
+    const own = req.ownCallsOf;
+    if (own !== undefined && query.api_key_id !== undefined && query.api_key_id !== own)
+      throw scopeMissing("usage:read", "reading another key's calls");
     if (query.api_key_id !== undefined) {
       const key = await deps.keys.get(query.api_key_id);
       if (!key || key.accountId !== accountId) throw new ApiError("not_found", "No such key on this account.");
     }
     return {
-      apiKeyId: query.api_key_id,
+      apiKeyId: query.api_key_id ?? own,
       // Skill UUIDs are stored in lowercase, as the catalogue resolves them.
       skill: query.skill_id !== undefined && UUID_PATTERN.test(query.skill_id) ? query.skill_id.toLowerCase() : query.skill_id,
       fromMs: query.from,
@@ -55,9 +64,9 @@ export function usageRoutes(deps: {
     };
   };
 
-  router.get("/v1/usage", auth, async (req, res) => {
+  router.get("/v1/usage", auth("GET /v1/usage"), async (req, res) => {
     const query = parseRequest(usageQuery, req.query);
-    const rows = await deps.calls.recent(req.accountId!, query.limit, query.before, await filterOf(req.accountId!, query));
+    const rows = await deps.calls.recent(req.accountId!, query.limit, query.before, await filterOf(req, query));
     res.json(
       dataEnvelope({
         calls: rows.map(callView),
@@ -68,10 +77,10 @@ export function usageRoutes(deps: {
     );
   });
 
-  router.get("/v1/usage.csv", auth, async (req, res) => {
+  router.get("/v1/usage.csv", auth("GET /v1/usage.csv"), async (req, res) => {
     const query = parseRequest(usageCsvQuery, req.query);
     const accountId = req.accountId!;
-    const filter = await filterOf(accountId, query);
+    const filter = await filterOf(req, query);
     res.status(200).set({
       "content-type": "text/csv; charset=utf-8; header=present",
       "content-disposition": `attachment; filename="${csvFileName(filter)}"`,
@@ -96,7 +105,7 @@ export function usageRoutes(deps: {
     }
   });
 
-  router.get("/v1/usage/daily", auth, async (req, res) => {
+  router.get("/v1/usage/daily", auth("GET /v1/usage/daily"), async (req, res) => {
     const query = parseRequest(dailyQuery, req.query);
     if (query.from !== undefined && req.query.days !== undefined)
       throw new ApiError("invalid_request", "days goes without from: send days (counted back from to, or from today), or from and to.");
@@ -108,7 +117,7 @@ export function usageRoutes(deps: {
     if (firstDay > lastDay) throw new ApiError("invalid_request", "from must not be after to (today, when to is left out).");
     if (lastDay - firstDay + 1 > MAX_DAILY_DAYS)
       throw new ApiError("invalid_request", `from and to must be at most ${MAX_DAILY_DAYS} days apart, both included.`);
-    const filter = await filterOf(req.accountId!, { ...query, from: undefined, to: undefined });
+    const filter = await filterOf(req, { ...query, from: undefined, to: undefined });
     const range = { ...filter, fromMs: firstDay * DAY_MS, untilMs: (lastDay + 1) * DAY_MS };
     const monthToDate = { ...filter, fromMs: monthStartMs(nowMs) };
     const [days, month, refusedByDay, refusedThisMonth] = await Promise.all([
@@ -139,9 +148,11 @@ export function usageRoutes(deps: {
     );
   });
 
-  router.get("/v1/usage/keys", auth, async (req, res) => {
+  router.get("/v1/usage/keys", auth("GET /v1/usage/keys"), async (req, res) => {
     const nowMs = now();
-    const rows = await deps.calls.byKey(req.accountId!, Math.floor(nowMs / DAY_MS) * DAY_MS, monthStartMs(nowMs));
+    const all = await deps.calls.byKey(req.accountId!, Math.floor(nowMs / DAY_MS) * DAY_MS, monthStartMs(nowMs));
+    // A key that reads its own calls only sees its own line.
+    const rows = req.ownCallsOf === undefined ? all : all.filter((row) => row.apiKeyId === req.ownCallsOf);
     res.json(
       dataEnvelope({
         currency: "USDC",

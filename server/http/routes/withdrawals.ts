@@ -25,10 +25,11 @@ export function withdrawalRoutes(deps: {
   vouchers?: VoucherIssuer;
 }): Router {
   const router = express.Router();
-  const auth = requireAccount(deps.keys, deps.sessions);
+  /** The key-or-session check of a route, with the scope its declaration (server/http/contract/) names. */
+  const auth = (route: string) => requireAccount(deps.keys, deps.sessions, route);
   const json = jsonBody(4_096);
 
-  router.post("/v1/withdrawals", auth, json, async (req, res) => {
+  router.post("/v1/withdrawals", auth("POST /v1/withdrawals"), json, async (req, res) => {
     if (!deps.vouchers) throw new ApiError("chain_not_configured", "Withdrawals need the gateway to be connected to its escrow chain.");
     const body = parseRequest(withdrawalBody, req.body ?? {});
     const result = await deps.vouchers.issue(req.accountId!, { amountMicros: body.amount ?? undefined, address: body.address });
@@ -51,7 +52,7 @@ export function withdrawalRoutes(deps: {
     );
   });
 
-  router.get("/v1/withdrawals", auth, async (req, res) => {
+  router.get("/v1/withdrawals", auth("GET /v1/withdrawals"), async (req, res) => {
     const vouchers = await deps.voucherStore.ofAccount(req.accountId!, 100);
     res.json(
       dataEnvelope(

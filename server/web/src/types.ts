@@ -57,6 +57,12 @@ export interface ApiKey {
   spent_base_units: string | null;
   /** When the current period ends; null for `total`. */
   resets_at: string | null;
+  /** What the key may do: calls, usage:read, funds:withdraw, keys:manage (docs/keys.md). */
+  scopes: string[];
+  /** The skills the key may call; null for every skill. */
+  allowed_skills: string[] | null;
+  /** When the key stops working; null for never. */
+  expires_at: string | null;
   key?: string;
 }
 

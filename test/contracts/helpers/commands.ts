@@ -1,12 +1,12 @@
 import { time } from "@nomicfoundation/hardhat-network-helpers";
 import fc from "fast-check";
-import { keccak256, toHex, type Hash } from "viem";
+import { keccak256, toHex, type Hash, type Hex } from "viem";
 import { batchFromReceipts, buildReceipt, feeOf } from "./batch";
 import { expectRevert } from "./errors";
 import { DAY_SEC, USDC } from "./fixtures";
 import { checkInvariants, type EscrowModel, type Real } from "./model";
 import { signVoucher } from "./signatures";
-import { signX402Payment, type X402Payment } from "./x402";
+import { X402_RECLAIM_DELAY_SEC, signX402Payment, type X402Payment, type X402Pending } from "./x402";
 
 /**
  * The commands of the seeded property test: each predicts, from the model, either the exact new state or the
@@ -113,17 +113,17 @@ class SettleCommand implements fc.AsyncCommand<EscrowModel, Real> {
 }
 
 /**
- * One x402 payment settled by the settler: the payer's wallet, not its escrowed balance, pays the seller and the
- * treasury through the escrow. Flaws: a replay of an authorization already settled (`pick` chooses which), an
- * expired authorization, a fee above the value.
+ * One x402 payment collected by the settler before its call runs: the payer's wallet, not its escrowed balance,
+ * pays into the escrow, where the value stays pending until an {@link EndX402Command}. Flaws: a replay of an
+ * authorization already collected (`pick` chooses which), an expired authorization, a fee above the value, a
+ * call id that already has a pending payment (`pick` chooses which).
  */
-class X402Command implements fc.AsyncCommand<EscrowModel, Real> {
-  payment?: X402Payment;
+class CollectX402Command implements fc.AsyncCommand<EscrowModel, Real> {
   constructor(
     readonly user: number,
     readonly seller: number,
     readonly value: bigint,
-    readonly flaw: "none" | "replay" | "expired" | "feeTooHigh",
+    readonly flaw: "none" | "replay" | "expired" | "feeTooHigh" | "pendingCallId",
     readonly pick: number,
   ) {}
   check = () => true;
@@ -131,9 +131,12 @@ class X402Command implements fc.AsyncCommand<EscrowModel, Real> {
     const payer = real.fx.users[this.user];
     const from = payer.account.address;
     const txTimeSec = model.nowSec + 1n;
-    const settled = model.x402Authorizations.filter((authorization) => authorization.from === from);
-    const replayed = this.flaw === "replay" && settled.length > 0 ? settled[this.pick % settled.length].nonce : undefined;
+    const collected = model.x402Authorizations.filter((authorization) => authorization.from === from);
+    const replayed = this.flaw === "replay" && collected.length > 0 ? collected[this.pick % collected.length].nonce : undefined;
     const nonce = replayed ?? keccak256(toHex(`x402 authorization ${model.callCounter++}`));
+    const pendingCallIds = [...model.x402Pending.keys()];
+    const takenCallId =
+      this.flaw === "pendingCallId" && pendingCallIds.length > 0 ? pendingCallIds[this.pick % pendingCallIds.length] : undefined;
     const payment: X402Payment = {
       from,
       value: this.value,
@@ -143,32 +146,121 @@ class X402Command implements fc.AsyncCommand<EscrowModel, Real> {
       nonce,
       seller: real.earners[this.seller],
       platformFee: this.flaw === "feeTooHigh" ? this.value + 1n : feeOf(this.value),
-      callId: keccak256(toHex(`x402 call ${model.callCounter++}`)),
+      callId: takenCallId ?? keccak256(toHex(`x402 call ${model.callCounter++}`)),
     };
-    this.payment = payment;
     const signature = await signX402Payment(payer, real.fx.usdc.address, real.fx.chainId, real.fx.escrow.address, payment);
     const wallet = model.wallets.get(from)!;
-    // The escrow's own checks come first, then the token's in its order: window, nonce, funds.
+    // The escrow's own checks come first (fee, then the call id), then the token's in its order: window, nonce, funds.
     const expected: Expected =
       payment.platformFee > payment.value
         ? { ok: false, errorName: "EscrowFeeExceedsAmount", args: [payment.platformFee, payment.value] }
-        : this.flaw === "expired"
-          ? { ok: false, errorName: "ERC3009InvalidAuthorizationTime", args: [payment.validAfter, payment.validBefore] }
-          : replayed
-            ? { ok: false, errorName: "ERC3009UsedAuthorization", args: [from, nonce] }
-            : payment.value > wallet
-              ? { ok: false, errorName: "ERC20InsufficientBalance", args: [from, wallet, payment.value] }
-              : { ok: true };
+        : takenCallId
+          ? { ok: false, errorName: "EscrowX402PaymentExists", args: [takenCallId] }
+          : this.flaw === "expired"
+            ? { ok: false, errorName: "ERC3009InvalidAuthorizationTime", args: [payment.validAfter, payment.validBefore] }
+            : replayed
+              ? { ok: false, errorName: "ERC3009UsedAuthorization", args: [from, nonce] }
+              : payment.value > wallet
+                ? { ok: false, errorName: "ERC20InsufficientBalance", args: [from, wallet, payment.value] }
+                : { ok: true };
     const settler = real.escrowAs.get(real.fx.settler.account.address)!;
-    await send("x402", model, real, () => settler.write.settleX402([payment, signature]), expected);
+    await send("x402Collect", model, real, () => settler.write.collectX402([payment, signature]), expected);
     if (!expected.ok) return;
     model.x402Authorizations.push({ from, nonce });
     model.add(model.wallets, from, -payment.value);
-    model.add(model.earnings, payment.seller, payment.value - payment.platformFee);
-    model.add(model.earnings, real.earners[real.earners.length - 1], payment.platformFee);
+    model.x402Pending.set(payment.callId, {
+      payer: from,
+      seller: payment.seller,
+      value: payment.value,
+      platformFee: payment.platformFee,
+      reclaimableAt: model.nowSec + X402_RECLAIM_DELAY_SEC,
+    });
   }
   toString = () =>
-    `x402(user ${this.user} -> seller ${this.seller}: ${this.value}, ${this.flaw}${this.flaw === "replay" ? ` pick ${this.pick}` : ""})`;
+    `x402Collect(user ${this.user} -> seller ${this.seller}: ${this.value}, ${this.flaw}${this.flaw === "replay" || this.flaw === "pendingCallId" ? ` pick ${this.pick}` : ""})`;
+}
+
+type X402Ending = "complete" | "refund" | "reclaim";
+
+const samePending = (a: X402Pending, b: X402Pending) =>
+  a.payer === b.payer &&
+  a.seller === b.seller &&
+  a.value === b.value &&
+  a.platformFee === b.platformFee &&
+  a.reclaimableAt === b.reclaimableAt;
+
+/**
+ * Ends an x402 payment: the settler completes it (the call succeeded: seller and treasury credited) or refunds it
+ * (the call failed: the payer's wallet gets the value back), or anyone (`caller`) reclaims it for the payer, which
+ * fails before its reclaimableAt. `pick` chooses among the pending payments. Flaws: one field changed from what
+ * was collected (`pick` chooses which), a payment that already ended. With nothing to pick, a call id that was
+ * never collected.
+ */
+class EndX402Command implements fc.AsyncCommand<EscrowModel, Real> {
+  described = "";
+  constructor(
+    readonly ending: X402Ending,
+    readonly pick: number,
+    readonly flaw: "none" | "tampered" | "ended",
+    readonly caller: number,
+  ) {}
+  check = () => true;
+  async run(model: EscrowModel, real: Real) {
+    const pendingCallIds = [...model.x402Pending.keys()];
+    let target: { callId: Hex; pending: X402Pending };
+    if (this.flaw === "ended" && model.x402Ended.length > 0) {
+      target = model.x402Ended[this.pick % model.x402Ended.length];
+    } else if (pendingCallIds.length > 0) {
+      const callId = pendingCallIds[this.pick % pendingCallIds.length];
+      const pending = model.x402Pending.get(callId)!;
+      target = { callId, pending: this.flaw === "tampered" ? this.tamper(pending, real) : pending };
+    } else {
+      const never: X402Pending = { payer: real.users[0], seller: real.earners[0], value: 1n, platformFee: 0n, reclaimableAt: 0n };
+      target = { callId: keccak256(toHex(`x402 call never collected ${model.callCounter++}`)), pending: never };
+    }
+    const { callId, pending } = target;
+    const committed = model.x402Pending.get(callId);
+    const txTimeSec = model.nowSec + 1n;
+    const expected: Expected =
+      !committed || !samePending(committed, pending)
+        ? { ok: false, errorName: "EscrowX402PaymentNotPending", args: [callId] }
+        : this.ending === "reclaim" && txTimeSec < pending.reclaimableAt
+          ? { ok: false, errorName: "EscrowX402NotReclaimable", args: [callId, pending.reclaimableAt, txTimeSec] }
+          : { ok: true };
+    const callers = [...real.users, ...real.earners];
+    const caller = this.ending === "reclaim" ? callers[this.caller % callers.length] : real.fx.settler.account.address;
+    this.described = `${callId.slice(0, 10)} by ${caller.slice(0, 8)}`;
+    const contract = real.escrowAs.get(caller)!;
+    const name = `x402${this.ending[0].toUpperCase()}${this.ending.slice(1)}`;
+    await send(name, model, real, () => contract.write[`${this.ending}X402`]([callId, pending]), expected);
+    if (!expected.ok) return;
+    if (this.ending === "complete") {
+      if (txTimeSec >= pending.reclaimableAt) outcomeCounts.set("x402Complete:late", (outcomeCounts.get("x402Complete:late") ?? 0) + 1);
+      model.add(model.earnings, pending.seller, pending.value - pending.platformFee);
+      model.add(model.earnings, real.earners[real.earners.length - 1], pending.platformFee);
+    } else {
+      model.add(model.wallets, pending.payer, pending.value);
+    }
+    model.x402Pending.delete(callId);
+    model.x402Ended.push({ callId, pending });
+  }
+  /** `pending` with one field changed, so that it no longer matches the commitment. */
+  private tamper(pending: X402Pending, real: Real): X402Pending {
+    const other = <T>(list: T[], current: T) => list[(list.indexOf(current) + 1) % list.length];
+    switch (this.pick % 5) {
+      case 0:
+        return { ...pending, payer: other(real.users, pending.payer) };
+      case 1:
+        return { ...pending, seller: other(real.earners, pending.seller) };
+      case 2:
+        return { ...pending, value: pending.value + 1n };
+      case 3:
+        return { ...pending, platformFee: pending.platformFee === 0n ? 1n : pending.platformFee - 1n };
+      default:
+        return { ...pending, reclaimableAt: pending.reclaimableAt - 1n };
+    }
+  }
+  toString = () => `x402${this.ending}(pick ${this.pick}, ${this.flaw}${this.described ? `: ${this.described}` : ""})`;
 }
 
 class ClaimCommand implements fc.AsyncCommand<EscrowModel, Real> {
@@ -361,7 +453,7 @@ export function commandArbitraries(userCount: number, sellerCount: number): fc.A
     { weight: 1, arbitrary: fc.bigInt({ min: 1n, max: 60n * USDC }) },
   );
   const call = fc.record({ user, seller, priceMicros });
-  const x402 = fc
+  const collectX402 = fc
     .tuple(
       user,
       seller,
@@ -371,10 +463,27 @@ export function commandArbitraries(userCount: number, sellerCount: number): fc.A
         { weight: 1, arbitrary: fc.constant("replay" as const) },
         { weight: 1, arbitrary: fc.constant("expired" as const) },
         { weight: 1, arbitrary: fc.constant("feeTooHigh" as const) },
+        { weight: 1, arbitrary: fc.constant("pendingCallId" as const) },
       ),
       fc.nat({ max: 7 }),
     )
-    .map(([u, s, value, flaw, pick]) => new X402Command(u, s, value, flaw, pick));
+    .map(([u, s, value, flaw, pick]) => new CollectX402Command(u, s, value, flaw, pick));
+  const endX402 = fc
+    .tuple(
+      fc.oneof(
+        { weight: 4, arbitrary: fc.constant("complete" as const) },
+        { weight: 3, arbitrary: fc.constant("refund" as const) },
+        { weight: 3, arbitrary: fc.constant("reclaim" as const) },
+      ),
+      fc.nat({ max: 7 }),
+      fc.oneof(
+        { weight: 8, arbitrary: fc.constant("none" as const) },
+        { weight: 1, arbitrary: fc.constant("tampered" as const) },
+        { weight: 1, arbitrary: fc.constant("ended" as const) },
+      ),
+      fc.nat({ max: userCount + sellerCount }),
+    )
+    .map(([ending, pick, flaw, caller]) => new EndX402Command(ending, pick, flaw, caller));
   const deposit = fc
     .tuple(
       user,
@@ -395,14 +504,17 @@ export function commandArbitraries(userCount: number, sellerCount: number): fc.A
     { weight: 1, arbitrary: fc.constant("expired" as const) },
     { weight: 1, arbitrary: fc.constant("forged" as const) },
   );
-  // Entries listed twice are weighted up: money has to go in, calls have to be settled and time has to pass
-  // for claims and exits to have something to act on.
+  // Entries listed twice are weighted up: money has to go in, calls have to be settled (x402 payments collected
+  // and ended) and time has to pass for claims, exits and reclaims to have something to act on.
   return [
     deposit,
     deposit,
     settle,
     settle,
-    x402,
+    collectX402,
+    collectX402,
+    endX402,
+    endX402,
     fc.tuple(fc.nat({ max: sellerCount }), fc.boolean()).map(([e, cold]) => new ClaimCommand(e, cold)),
     fc.tuple(user, share, fc.bigInt({ min: 0n, max: 4n }), flaw).map(([u, s, n, f]) => new VoucherCommand(u, s, n, f)),
     fc.tuple(user, share).map(([u, s]) => new RequestExitCommand(u, s)),

@@ -1,7 +1,8 @@
 import { time } from "@nomicfoundation/hardhat-network-helpers";
 import { expect } from "chai";
-import type { Address, Hex } from "viem";
+import { zeroHash, type Address, type Hex } from "viem";
 import type { Contract, EscrowFixture } from "./fixtures";
+import { hashX402Pending, type X402Pending } from "./x402";
 
 /**
  * A model of SkillEscrow for the seeded property test: what every balance, earning, exit and wallet must be
@@ -17,8 +18,12 @@ export class EscrowModel {
   readonly exits = new Map<Address, { amount: bigint; readyAtSec: bigint }>();
   readonly wallets = new Map<Address, bigint>();
   readonly usedNonces = new Set<string>();
-  /** The EIP-3009 authorizations settled through settleX402, so replays can be generated and predicted. */
+  /** The EIP-3009 authorizations collected through collectX402, so replays can be generated and predicted. */
   readonly x402Authorizations: { from: Address; nonce: Hex }[] = [];
+  /** The x402 payments collected and not yet completed, refunded or reclaimed, by call id (in collection order). */
+  readonly x402Pending = new Map<Hex, X402Pending>();
+  /** The x402 payments that were completed, refunded or reclaimed, to try ending them again. */
+  readonly x402Ended: { callId: Hex; pending: X402Pending }[] = [];
   /** Per user: what went in, what was spent on calls, what came back out. */
   readonly deposited = new Map<Address, bigint>();
   readonly spent = new Map<Address, bigint>();
@@ -39,6 +44,13 @@ export class EscrowModel {
   add(map: Map<Address, bigint>, account: Address, delta: bigint): void {
     map.set(account, (map.get(account) ?? 0n) + delta);
   }
+
+  /** What x402PendingTotal must read: the sum of the pending payments' values. */
+  x402PendingTotal(): bigint {
+    let total = 0n;
+    for (const pending of this.x402Pending.values()) total += pending.value;
+    return total;
+  }
 }
 
 /** The chain side: contracts bound to each actor. */
@@ -54,13 +66,17 @@ export type Real = {
 
 /**
  * After every step: the chain equals the model, the escrow holds exactly what it owes (balances plus
- * earnings), and no user has taken out more than deposited minus spent.
+ * earnings plus the pending x402 payments), every pending payment's commitment is the one collected and every
+ * ended one is cleared, and no user has taken out more than deposited minus spent.
  */
 export async function checkInvariants(model: EscrowModel, real: Real): Promise<void> {
   const { escrow, usdc } = real.fx;
   const read = async (fn: string, args: readonly unknown[]) => (await escrow.read[fn](args)) as bigint;
-  const [escrowHoldings, balances, earnings, exits, wallets] = await Promise.all([
+  const [escrowHoldings, pendingTotal, commitments, endedCommitments, balances, earnings, exits, wallets] = await Promise.all([
     usdc.read.balanceOf([escrow.address]) as Promise<bigint>,
+    escrow.read.x402PendingTotal() as Promise<bigint>,
+    Promise.all([...model.x402Pending.keys()].map(async (callId) => (await escrow.read.x402Pending([callId])) as Hex)),
+    Promise.all(model.x402Ended.map(async ({ callId }) => (await escrow.read.x402Pending([callId])) as Hex)),
     Promise.all(real.users.map((a) => read("balances", [a]))),
     Promise.all(real.earners.map((a) => read("earnings", [a]))),
     Promise.all(real.users.map(async (a) => (await escrow.read.pendingExit([a])) as readonly [bigint, bigint])),
@@ -68,7 +84,12 @@ export async function checkInvariants(model: EscrowModel, real: Real): Promise<v
   ]);
   const sum = (values: bigint[]) => values.reduce((a, b) => a + b, 0n);
 
-  expect(escrowHoldings, "escrow USDC = sum of balances + sum of unclaimed earnings").to.equal(sum(balances) + sum(earnings));
+  expect(escrowHoldings, "escrow USDC = sum of balances + sum of unclaimed earnings + x402PendingTotal").to.equal(
+    sum(balances) + sum(earnings) + pendingTotal,
+  );
+  expect(pendingTotal, "x402PendingTotal").to.equal(model.x402PendingTotal());
+  expect(commitments, "pending x402 commitments").to.deep.equal([...model.x402Pending.values()].map(hashX402Pending));
+  expect(endedCommitments, "ended x402 payments are cleared").to.deep.equal(model.x402Ended.map(() => zeroHash));
   expect(balances, "balances").to.deep.equal(real.users.map((a) => model.balances.get(a)!));
   expect(earnings, "earnings").to.deep.equal(real.earners.map((a) => model.earnings.get(a)!));
   expect(exits, "pending exits").to.deep.equal(

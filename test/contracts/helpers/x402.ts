@@ -1,9 +1,10 @@
-import { keccak256, toHex, type Address, type Hex } from "viem";
+import { encodeAbiParameters, keccak256, toHex, type Address, type Hex } from "viem";
 import type { WalletClient } from "@nomicfoundation/hardhat-viem/types";
 import { feeOf } from "./batch";
+import { DAY_SEC } from "./fixtures";
 import { signAuthorization } from "./signatures";
 
-/** The Solidity `SkillEscrow.X402Payment` struct as viem encodes it (what the gateway passes to settleX402). */
+/** The Solidity `SkillEscrow.X402Payment` struct as viem encodes it (what the gateway passes to collectX402). */
 export type X402Payment = {
   from: Address;
   value: bigint;
@@ -14,6 +15,21 @@ export type X402Payment = {
   platformFee: bigint;
   callId: Hex;
 };
+
+/**
+ * The Solidity `SkillEscrow.X402Pending` struct: a collected payment as X402Collected emits it, and as
+ * completeX402, refundX402 and reclaimX402 are given it back.
+ */
+export type X402Pending = {
+  payer: Address;
+  seller: Address;
+  value: bigint;
+  platformFee: bigint;
+  reclaimableAt: bigint;
+};
+
+/** SkillEscrow.X402_RECLAIM_DELAY: how long after its collection a pending payment becomes reclaimable. */
+export const X402_RECLAIM_DELAY_SEC = DAY_SEC;
 
 /** 2100-01-01: an expiry no test reaches unless it moves the clock there on purpose. */
 export const FAR_FUTURE_SEC = 4_102_444_800n;
@@ -36,6 +52,30 @@ export function buildX402Payment(
     callId: keccak256(toHex(`call id of ${label}`)),
     ...overrides,
   };
+}
+
+/** The pending payment collectX402 records for `payment` when mined in a block of time `collectedAtSec`. */
+export function pendingOf(payment: X402Payment, collectedAtSec: bigint): X402Pending {
+  return {
+    payer: payment.from,
+    seller: payment.seller,
+    value: payment.value,
+    platformFee: payment.platformFee,
+    reclaimableAt: collectedAtSec + X402_RECLAIM_DELAY_SEC,
+  };
+}
+
+/**
+ * The commitment SkillEscrow stores in `x402Pending(callId)` for `pending`, computed here independently of the
+ * contract's hashX402Pending so the tests check the contract against the documented encoding.
+ */
+export function hashX402Pending(pending: X402Pending): Hex {
+  return keccak256(
+    encodeAbiParameters(
+      [{ type: "address" }, { type: "address" }, { type: "uint256" }, { type: "uint256" }, { type: "uint256" }],
+      [pending.payer, pending.seller, pending.value, pending.platformFee, pending.reclaimableAt],
+    ),
+  );
 }
 
 /**

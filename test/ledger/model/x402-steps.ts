@@ -52,22 +52,30 @@ export class X402Payment extends Step {
     expect(reserved.kind, `reservation of nonce ${nonce}`).to.equal(taken ? "reused" : "reserved");
     if (reserved.kind !== "reserved") return;
     model.x402Nonces.add(nonce);
-    // reserved → settling as markSettling does it, but without its durable wait: after a restart this test's SQLite
-    // handles share one connection between two group commits, which production never does.
+    // reserved → collecting as markCollecting does it, but without its durable wait: after a restart this test's
+    // SQLite handles share one connection between two group commits, which production never does.
     expect(
       await real.db.value(
-        "UPDATE x402_payments SET status = 'settling', settle_block = 1 WHERE call_id = ? AND status = 'reserved' RETURNING call_id",
+        "UPDATE x402_payments SET status = 'collecting', settle_block = 1 WHERE call_id = ? AND status = 'reserved' RETURNING call_id",
         [callId],
       ),
     ).to.equal(callId);
+    const pending = {
+      payer: "0x00000000000000000000000000000000000000aa" as const,
+      seller: "0x00000000000000000000000000000000000000bb" as const,
+      value: charge.chargedMicros,
+      platformFee: charge.feeMicros,
+      reclaimableAt: 4_000_000_000n,
+    };
+    expect(await store.markCollected(callId, "0xcollect", pending)).to.equal(true);
     // Not waited on for durability here: after a restart this test's SQLite handles share one connection between
     // two group commits, which production never does; the Flush and Restart steps commit what is open.
     await real.db.transaction(async (tx) => {
       const entryId = await real.ledger.recordX402Payment(
-        { callId, sellerAccountId: this.sellerId, sellerMicros: charge.sellerMicros, feeMicros: charge.feeMicros, txHash: "0xprop" },
+        { callId, sellerAccountId: this.sellerId, sellerMicros: charge.sellerMicros, feeMicros: charge.feeMicros, txHash: "0xcomplete" },
         tx,
       );
-      expect(await store.markSettled(callId, "0xprop", entryId, Date.now(), tx)).to.equal(true);
+      expect(await store.markSettled(callId, "0xcollect", "0xcomplete", entryId, Date.now(), tx)).to.equal(true);
     });
     move(model, `${X402_SOURCE_ID}/source`, -charge.chargedMicros);
     if (charge.sellerMicros > 0n) move(model, `${this.sellerId}/earned`, charge.sellerMicros);

@@ -229,7 +229,7 @@ async function loadKeys(ctx: PageContext, box: HTMLElement, reload: () => Promis
           });
           const keyUsage = usage === null ? null : usage.get(key.id);
           return row({ testid: "key-row", "data-key-id": key.id }, headers, [
-            key.name || h("span", { class: "muted" }, "(unnamed)"),
+            h("div", {}, key.name || h("span", { class: "muted" }, "(unnamed)"), accessLines(key)),
             h("code", { class: "mono" }, `${key.prefix}…`),
             formatDateTime(key.created_at),
             formatLastUsed(key.last_used_at),
@@ -244,6 +244,31 @@ async function loadKeys(ctx: PageContext, box: HTMLElement, reload: () => Promis
     replaceChildren(box, muted("Keys are unavailable right now."));
     ctx.fail(error);
   }
+}
+
+/**
+ * What a key may do, read-only under its name (set when the key is made, through POST /v1/keys; docs/keys.md): its
+ * scopes, the skills it may call, and when it expires.
+ */
+function accessLines(key: ApiKey): HTMLElement {
+  const expired = key.expires_at !== null && Date.parse(key.expires_at) <= Date.now();
+  return h(
+    "div",
+    { testid: "key-access" },
+    h("div", { class: "muted small", testid: "key-scopes" }, `can: ${key.scopes.join(", ")}`),
+    h(
+      "div",
+      { class: "muted small", testid: "key-skills" },
+      key.allowed_skills === null ? "every skill" : `only ${key.allowed_skills.join(", ")}`,
+    ),
+    key.expires_at === null
+      ? h("div", { class: "muted small", testid: "key-expires" }, "never expires")
+      : h(
+          "div",
+          { class: expired ? "small" : "muted small", testid: "key-expires", title: key.expires_at },
+          `${expired ? "expired" : "expires"} ${formatDateTime(key.expires_at)}`,
+        ),
+  );
 }
 
 /**
