@@ -110,7 +110,8 @@ describe("a watched PostgreSQL database that stops answering (server/db/postgres
   it("waits for a late ping while the server answers everything else, and counts it lost only once nothing is answered", async () => {
     // Only the watch's own backend stops: its ping goes unanswered while the server serves every other connection, as a
     // busy server keeps one query waiting. Failing every call at once then would turn slowness into an outage.
-    const pid = await look.value<number>("SELECT pid FROM pg_stat_activity WHERE application_name = 'watch-test:watch'");
+    const pid = Number(await look.value<number>("SELECT pid FROM pg_stat_activity WHERE application_name = 'watch-test:watch'"));
+    expect(pid, "the watch's backend").to.be.above(0);
     frozen = { pids: [pid], thaw: () => process.kill(pid, "SIGCONT") };
     process.kill(pid, "SIGSTOP");
     const busyUntil = performance.now() + 6 * PING_TIMEOUT_MS;
