@@ -27,6 +27,11 @@ export interface Config {
   replicaId: string;
   /** With DATABASE_URL: how long the settlement leader's lease lasts without renewal before another replica may take over. */
   leaderLeaseMs: number;
+  /**
+   * With DATABASE_URL: a ping of PostgreSQL unanswered this long makes the database unavailable (server/db/postgres/watch.ts):
+   * the operations waiting on it, and every new one until it answers again, fail with 503 database_unavailable.
+   */
+  databasePingTimeoutMs: number;
   /** `included` (spec variant B): caller pays the listed price. `on_top` (variant A): price + fee. */
   feeMode: FeeMode;
   feeBps: bigint;
@@ -390,6 +395,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     redisUrl: secretUrl(env, "REDIS_URL", ["redis:", "rediss:"]),
     replicaId: replicaId(env),
     leaderLeaseMs: int(env, "LEADER_LEASE_MS", 5_000, 200, 600_000),
+    databasePingTimeoutMs: int(env, "DATABASE_PING_TIMEOUT_MS", 1_000, 100, 60_000),
     feeMode: oneOf(env, "FEE_MODE", ["included", "on_top"] as const, "included"),
     feeBps: BigInt(int(env, "FEE_BPS", 1000, 0, 10_000)),
     rateLimitPerMin: int(env, "RATE_LIMIT_PER_MIN", 100, 1, 10_000_000),

@@ -4,7 +4,8 @@ import type { Database } from "./db/sql";
 import { SqliteDatabase } from "./db/sqlite-database";
 import { PostgresDatabase } from "./db/postgres/database";
 import { migratePostgres } from "./db/postgres/migrate";
-import { createPostgresPool } from "./db/postgres/pool";
+import { POSTGRES_POOL_DEFAULTS, createPostgresPool } from "./db/postgres/pool";
+import { PostgresWatch } from "./db/postgres/watch";
 import { SCHEMA } from "./schema";
 
 export interface OpenGatewayDatabaseOptions {
@@ -22,12 +23,17 @@ export interface OpenGatewayDatabaseOptions {
   poolMax?: number;
   /** Told when the server closes an idle pooled connection. */
   onIdleError?: (error: Error) => void;
+  /** PostgreSQL: a ping unanswered this long makes the database unavailable (./db/postgres/watch.ts); 1 s by default. */
+  pingTimeoutMs?: number;
+  /** PostgreSQL: told when the database becomes unavailable and when it answers again. */
+  log?: (message: string, error?: unknown) => void;
 }
 
 /**
  * The gateway's database on the engine its configuration names, with the schema brought up to date:
  * SQLite's migrations (server/schema.ts) on the embedded default, PostgreSQL's versioned SQL files
- * (server/db/postgres/migrations/) when DATABASE_URL is set.
+ * (server/db/postgres/migrations/) when DATABASE_URL is set, watched there so that a server that stops
+ * answering fails operations at once rather than leave them waiting (./db/postgres/watch.ts).
  */
 export async function openGatewayDatabase(options: OpenGatewayDatabaseOptions): Promise<Database> {
   if (options.databaseUrl) {
@@ -43,7 +49,14 @@ export async function openGatewayDatabase(options: OpenGatewayDatabaseOptions): 
       await pool.end();
       throw error;
     }
-    return new PostgresDatabase(pool);
+    const watch = new PostgresWatch({
+      url: options.databaseUrl,
+      applicationName: `${options.applicationName ?? POSTGRES_POOL_DEFAULTS.applicationName}:watch`,
+      timeoutMs: options.pingTimeoutMs ?? 1_000,
+      log: options.log,
+    });
+    await watch.start();
+    return new PostgresDatabase(pool, undefined, watch);
   }
   const db = openDatabase(options.sqlitePath, SCHEMA);
   return new SqliteDatabase(db, new GroupCommit(db, options.groupCommitMaxOps, options.onCommitError));

@@ -61,6 +61,8 @@ export const ERROR_CODES = {
   chain_not_configured: "this gateway runs without what the request needs (escrow chain, ERC-4337 stack, funding wallet)",
   not_ready: "the gateway is not ready (readiness probe)",
   limits_unavailable: "the shared rate limits (Redis) did not answer: the call did not run and nothing was charged; try again",
+  database_unavailable:
+    "the database (PostgreSQL) did not answer: try again. A call is not charged, except one whose answer says `charge_unknown`: its charge may have committed, and a retry with the same `Idempotency-Key` gets its answer",
   sign_in_unavailable: "the sign-in provider could not be reached",
   skill_error: "the backend answered 5xx or a redirect (never followed)",
   skill_timeout: "the backend did not answer within the skill's timeout",

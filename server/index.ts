@@ -178,10 +178,12 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
       onCommitError: onFatal,
       applicationName: `skill-gateway:${config.replicaId}`,
       onIdleError: (error) => log("a PostgreSQL connection closed while idle; the pool opens another", error),
+      pingTimeoutMs: config.databasePingTimeoutMs,
+      log,
     });
     if (onPostgres) f.membership = await ReplicaMembership.join(config, onFatal, log);
-    ledger = await Ledger.open(f.db, { replicaId: onPostgres ? config.replicaId : undefined });
-    idempotency = new IdempotencyKeys(new IdempotencyStore(f.db), config.idempotencyTtlMs);
+    ledger = await Ledger.open(f.db, { replicaId: onPostgres ? config.replicaId : undefined, log });
+    idempotency = new IdempotencyKeys(new IdempotencyStore(f.db), config.idempotencyTtlMs, log);
     recovered = onPostgres
       ? // A replica joining has no call in flight: holds under its name are a previous life's (the same
         // REPLICA_ID restarted once its old heartbeat went stale), and no other replica may take them.
@@ -219,7 +221,9 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     {
       openHolds: () => ledger.openHoldCount(),
       indexer: options.chain ? () => moneyPath!.indexer.health : undefined,
-      settler: options.chain ? () => moneyPath?.settler?.health ?? { started: false, running: false, failures: 0 } : undefined,
+      settler: options.chain
+        ? () => moneyPath?.settler?.health ?? { started: false, running: false, stoppedOnRequest: false, failures: 0 }
+        : undefined,
     },
     { processMetrics: config.metricsToken !== "" },
   );
@@ -432,6 +436,9 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
       await skills.close();
       await keys.flushLastUsed().catch((error) => log("recording API keys' last use at close failed", error));
       await refusals.close();
+      // Releases and keys the database did not take while it was unavailable: one last try.
+      await ledger.closeDeferred();
+      await idempotency.closeDeferred();
       await closeFoundations(f);
     },
   };

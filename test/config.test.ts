@@ -16,6 +16,7 @@ const DEFAULTS: Config = {
   redisUrl: "",
   replicaId: DEFAULT_REPLICA_ID,
   leaderLeaseMs: 5_000,
+  databasePingTimeoutMs: 1_000,
   feeMode: "included",
   feeBps: 1000n,
   rateLimitPerMin: 100,
@@ -107,6 +108,7 @@ describe("loadConfig", () => {
       REDIS_URL: "rediss://:redis-secret@cache.internal:6380/2",
       REPLICA_ID: "gw-eu.1_a",
       LEADER_LEASE_MS: "8000",
+      DATABASE_PING_TIMEOUT_MS: "2500",
       FEE_MODE: "on_top",
       FEE_BPS: "250",
       RATE_LIMIT_PER_MIN: "600",
@@ -180,6 +182,7 @@ describe("loadConfig", () => {
       redisUrl: "rediss://:redis-secret@cache.internal:6380/2",
       replicaId: "gw-eu.1_a",
       leaderLeaseMs: 8000,
+      databasePingTimeoutMs: 2500,
       feeMode: "on_top",
       feeBps: 250n,
       rateLimitPerMin: 600,
@@ -424,6 +427,12 @@ describe("loadConfig", () => {
     ["a PUBLIC_URL that is not http(s)", { PUBLIC_URL: "ftp://gateway.example" }, "PUBLIC_URL must be an https or http URL"],
     ["a leader lease under 200 ms", { LEADER_LEASE_MS: "199" }, "LEADER_LEASE_MS must be between 200 and 600000"],
     ["a leader lease over 10 minutes", { LEADER_LEASE_MS: "600001" }, "LEADER_LEASE_MS must be between 200 and 600000"],
+    ["a database ping timeout under 100 ms", { DATABASE_PING_TIMEOUT_MS: "99" }, "DATABASE_PING_TIMEOUT_MS must be between 100 and 60000"],
+    [
+      "a database ping timeout over a minute",
+      { DATABASE_PING_TIMEOUT_MS: "60001" },
+      "DATABASE_PING_TIMEOUT_MS must be between 100 and 60000",
+    ],
   ];
   for (const [what, env, message] of bad) {
     it(`throws a ConfigError naming the setting for ${what}`, () => {

@@ -50,6 +50,11 @@ export interface LoopHealth {
   /** Whether `start` was ever called. */
   started: boolean;
   running: boolean;
+  /**
+   * Whether the last run ended because its owner called `stop` (the gateway closing, or a replica that no longer
+   * leads settlement), as opposed to running still or ending in a fatal error.
+   */
+  stoppedOnRequest: boolean;
   /** The message of the error that ended the last run, if one did. */
   fatal?: string;
   /** When the loop (re)started and when its last step succeeded, in ms since the epoch. */
@@ -113,6 +118,7 @@ export class RetryLoop<T> {
     return {
       started: this.startedAtMs !== undefined,
       running: this.running,
+      stoppedOnRequest: this.stopRequested && !this.running && this.fatal === undefined,
       fatal: this.fatal === undefined ? undefined : this.fatal instanceof Error ? this.fatal.message : String(this.fatal),
       startedAtMs: this.startedAtMs,
       lastSuccessAtMs: this.lastSuccessAtMs,

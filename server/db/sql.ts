@@ -18,6 +18,8 @@
  * row locks. Never a network call, a chain read or a timer inside one.
  */
 
+import { GatewayError } from "../errors";
+
 /** What a statement's `?` may be bound to. Booleans are not: flags are 0/1. */
 export type SqlParam = string | number | bigint | null | Uint8Array;
 
@@ -85,6 +87,34 @@ export interface Database extends Sql {
 /** Runs `fn` inside `tx` when the caller has a transaction, or in a transaction of its own. */
 export function within<T>(db: Database, tx: Sql | undefined, fn: (tx: Sql) => Promise<T>, options?: TransactionOptions): Promise<T> {
   return tx ? fn(tx) : db.transaction(fn, options);
+}
+
+/**
+ * The failure of an operation the database did not answer (PostgreSQL down, or silent: ./postgres/watch.ts): 503
+ * `database_unavailable`.
+ */
+export class DatabaseUnavailableError extends GatewayError {
+  override name = "DatabaseUnavailableError";
+
+  constructor(
+    cause: unknown,
+    /**
+     * Whether what the operation wrote may have committed all the same: its COMMIT (or a statement outside a
+     * transaction, which commits by itself) was sent, and a server that reads it later commits it. False when the
+     * failure came before: a transaction whose connection is closed before its COMMIT is rolled back.
+     */
+    readonly mayHaveCommitted: boolean,
+  ) {
+    super("database_unavailable", "The gateway's database did not answer; try again shortly.", { cause });
+  }
+}
+
+export function databaseUnavailable(cause?: unknown, options: { mayHaveCommitted?: boolean } = {}): DatabaseUnavailableError {
+  return new DatabaseUnavailableError(cause, options.mayHaveCommitted ?? false);
+}
+
+export function isDatabaseUnavailable(error: unknown): error is DatabaseUnavailableError {
+  return error instanceof DatabaseUnavailableError;
 }
 
 /** A uniqueness constraint refused the write (SQLite's SQLITE_CONSTRAINT_UNIQUE/PRIMARYKEY, PostgreSQL's 23505). */

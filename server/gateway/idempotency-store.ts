@@ -86,6 +86,23 @@ export class IdempotencyStore {
     await this.write(tx, "DELETE FROM idempotency_keys WHERE account_id = ? AND key = ? AND state = 'in_progress'", [accountId, key]);
   }
 
+  /**
+   * Frees the key if it is still in progress under the one claim made with `requestHash` at `createdAtMs` (a claim
+   * whose own outcome is unknown): a claim made since, by another request, is left alone. `not_yet` when the key has
+   * no row at all (./../db/deferred-writes.ts tries again).
+   */
+  async abandonClaim(accountId: string, key: string, requestHash: string, createdAtMs: number, tx?: Sql): Promise<"done" | "not_yet"> {
+    return within(this.db, tx, async (tx) => {
+      const deleted = await tx.run(
+        "DELETE FROM idempotency_keys WHERE account_id = ? AND key = ? AND state = 'in_progress' AND request_hash = ? AND created_at = ?",
+        [accountId, key, requestHash, createdAtMs],
+      );
+      // No row at all: the claim may yet commit (its COMMIT still on its way to the server). Any other row is another claim's.
+      if (deleted === 0 && (await this.get(accountId, key, tx)) === undefined) return "not_yet";
+      return "done";
+    });
+  }
+
   /** Deletes keys created before `beforeMs`; returns how many. */
   purgeCreatedBefore(beforeMs: number, tx?: Sql): Promise<number> {
     return this.write(tx, "DELETE FROM idempotency_keys WHERE created_at < ?", [beforeMs]);

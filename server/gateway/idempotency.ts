@@ -1,4 +1,5 @@
-import type { Sql } from "../db/sql";
+import { DeferredWrites } from "../db/deferred-writes";
+import { type Sql, isDatabaseUnavailable } from "../db/sql";
 import type { IdempotencyStore } from "./idempotency-store";
 
 export type IdempotencyBegin =
@@ -20,14 +21,31 @@ export const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
  * reserves the key, the other is told it is in progress (or gets the stored response).
  */
 export class IdempotencyKeys {
+  /** Keys to give up that the database did not take when they were due: given up once it answers again. */
+  private readonly deferred: DeferredWrites;
+
   constructor(
     private readonly store: IdempotencyStore,
     private readonly ttlMs: number,
-  ) {}
+    log?: (message: string, error?: unknown) => void,
+  ) {
+    this.deferred = new DeferredWrites({ log });
+  }
 
   /** Reserves the key for this request if it is free (or expired); otherwise says what holds it. */
   async begin(accountId: string, key: string, requestHash: string, nowMs = Date.now()): Promise<IdempotencyBegin> {
-    const claim = await this.store.claim(accountId, key, requestHash, nowMs, nowMs - this.ttlMs);
+    let claim: Awaited<ReturnType<IdempotencyStore["claim"]>>;
+    try {
+      claim = await this.store.claim(accountId, key, requestHash, nowMs, nowMs - this.ttlMs);
+    } catch (error) {
+      // A claim whose COMMIT the database did not answer may commit all the same, and hold the key in progress with
+      // no call to end it: this claim (its request hash and time, which no later claim shares) is given up once the
+      // database answers. A later claim of the key, made after this one failed, is not touched.
+      if (isDatabaseUnavailable(error) && error.mayHaveCommitted) {
+        this.deferred.defer(`claim of idempotency key ${key}`, () => this.store.abandonClaim(accountId, key, requestHash, nowMs));
+      }
+      throw error;
+    }
     if (claim.kind === "claimed") return { kind: "new" };
     const row = claim.record;
     if (row.requestHash !== requestHash) return { kind: "mismatch" };
@@ -54,9 +72,29 @@ export class IdempotencyKeys {
     if (options.required && stored !== 1) throw new Error(`idempotency key ${key} was not in progress when its answer was stored`);
   }
 
-  /** Frees a reserved key whose outcome is not kept, so a retry runs again. */
-  abandon(accountId: string, key: string, tx?: Sql): Promise<void> {
-    return this.store.abandon(accountId, key, tx);
+  /**
+   * Frees a reserved key whose outcome is not kept, so a retry runs again. Outside a transaction, a database that
+   * does not answer does not fail it: the key is freed once the database answers again (until then a retry is told
+   * the key is in use). A key completed meanwhile (its call's charge committed after all) stays completed.
+   */
+  async abandon(accountId: string, key: string, tx?: Sql): Promise<void> {
+    try {
+      await this.store.abandon(accountId, key, tx);
+    } catch (error) {
+      if (tx !== undefined || !isDatabaseUnavailable(error)) throw error;
+      this.deferred.defer(`release of idempotency key ${key}`, () => this.store.abandon(accountId, key));
+    }
+  }
+
+  /** How many keys wait for the database to be given up (`abandon` and `begin` above). */
+  get abandonsWaiting(): number {
+    return this.deferred.size;
+  }
+
+  /** Tries the waiting abandons once more, then stops retrying them (the gateway's close). */
+  async closeDeferred(): Promise<void> {
+    await this.deferred.flush();
+    this.deferred.close();
   }
 
   /** Deletes keys older than the TTL. */

@@ -1,5 +1,5 @@
-import type { Sql } from "../db/sql";
-import { refusal } from "../errors";
+import { type Sql, isDatabaseUnavailable } from "../db/sql";
+import { GatewayError, refusal } from "../errors";
 import type { Hold, HoldResult, Ledger } from "../ledger/ledger";
 import { usdDisplay } from "../ledger/money";
 import type { CallPayment, PaidCall, PaymentRefusal, RecordCall, Settlement } from "./payment";
@@ -61,14 +61,25 @@ export class LedgerPayment implements CallPayment {
    */
   async settle(record: RecordCall): Promise<Settlement> {
     const hold = this.open();
-    await this.ledger.db.transaction(
-      async (tx) => {
-        const captured = await this.ledger.capture(hold.id, tx);
-        if (!captured.ok) throw new Error(`hold ${hold.id} was not open at capture`);
-        await record.settled(tx);
-      },
-      { durable: true, group: true },
-    );
+    try {
+      await this.ledger.db.transaction(
+        async (tx) => {
+          const captured = await this.ledger.capture(hold.id, tx);
+          if (!captured.ok) throw new Error(`hold ${hold.id} was not open at capture`);
+          await record.settled(tx);
+        },
+        { durable: true, group: true },
+      );
+    } catch (error) {
+      // The capture's COMMIT went to a database that did not answer: it may commit when the server reads it. The call
+      // is answered 503 all the same (no 200 without a durable capture), saying so; the hold is released once the
+      // database answers (abandon), which leaves it captured if the capture did commit, and then a retry with the same
+      // Idempotency-Key replays the answer stored with it.
+      if (isDatabaseUnavailable(error) && error.mayHaveCommitted) {
+        throw new GatewayError("database_unavailable", CHARGE_UNKNOWN, { details: { charge_unknown: true }, cause: error });
+      }
+      throw error;
+    }
     return {};
   }
 
@@ -81,8 +92,15 @@ export class LedgerPayment implements CallPayment {
     });
   }
 
+  /** Releases the hold; when the database does not answer, once it does (the call's answer does not wait for that). */
   async abandon(): Promise<void> {
-    if (this.hold) await this.ledger.release(this.hold.id);
+    if (!this.hold) return;
+    try {
+      await this.ledger.release(this.hold.id);
+    } catch (error) {
+      if (!isDatabaseUnavailable(error)) throw error;
+      this.ledger.releaseWhenAvailable(this.hold.id);
+    }
   }
 
   unchargedNote(): string {
@@ -94,6 +112,11 @@ export class LedgerPayment implements CallPayment {
     return this.hold;
   }
 }
+
+/** The answer to a call whose capture's fate the database left unknown. */
+const CHARGE_UNKNOWN =
+  "The gateway's database did not answer while this call's charge was being recorded, so it may have been charged. " +
+  "Retry with the same Idempotency-Key to get its answer without paying twice (without one, check your usage before calling again).";
 
 const PER_PERIOD = { day: "per day", month: "per month", total: "in total" } as const;
 

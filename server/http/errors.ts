@@ -54,6 +54,7 @@ export const ERROR_STATUS = {
   chain_not_configured: 503,
   not_ready: 503,
   limits_unavailable: 503,
+  database_unavailable: 503,
   sign_in_unavailable: 503,
   skill_error: 502,
   skill_timeout: 502,

@@ -1,5 +1,6 @@
+import { DeferredWrites } from "../db/deferred-writes";
 import { uuidv7 } from "../db/ids";
-import { type Database, type Sql, within } from "../db/sql";
+import { type Database, type Sql, isDatabaseUnavailable, within } from "../db/sql";
 import type { Charge } from "./fees";
 import { ENTRY_SUMS_TO_ZERO, LedgerInvariantError } from "./invariants";
 import { ExitFreezes, type ExitKey } from "./exit-freezes";
@@ -123,12 +124,16 @@ export class Ledger {
   private readonly freezes: ExitFreezes;
   /** API keys' spending limits (./spend-limits.ts), counted by hold and given back by release. */
   private readonly limits: SpendLimits;
+  /** Releases the database did not take when they were due: done once it answers again (releaseWhenAvailable). */
+  private readonly deferred: DeferredWrites;
 
   private constructor(
     readonly db: Database,
     /** The replica whose calls this Ledger's holds belong to (holds.replica_id); null for a single gateway. */
     private readonly replicaId: string | null,
+    log?: (message: string, error?: unknown) => void,
   ) {
+    this.deferred = new DeferredWrites({ log });
     this.limits = new SpendLimits(db);
     this.freezes = new ExitFreezes({
       availableOf: (tx, accountId) => this.lockedBalance(tx, accountId, "available"),
@@ -155,8 +160,8 @@ export class Ledger {
    * The ledger of `db`: its platform and system accounts made if missing, and exits' freezes topped up.
    * `replicaId` names this gateway replica in the holds it takes, when several share the database.
    */
-  static async open(db: Database, options: { replicaId?: string } = {}): Promise<Ledger> {
-    const ledger = new Ledger(db, options.replicaId ?? null);
+  static async open(db: Database, options: { replicaId?: string; log?: (message: string, error?: unknown) => void } = {}): Promise<Ledger> {
+    const ledger = new Ledger(db, options.replicaId ?? null, options.log);
     // Replicas share the books: an exit recorded by another replica's indexer (the leader's) leaves no trace in
     // this process, so every movement checks for a short exit (one indexed query) from the start.
     if (options.replicaId !== undefined) ledger.noteExitShortfall();
@@ -321,8 +326,27 @@ export class Ledger {
    * on it and never deadlock over the two.
    */
   async hold(input: HoldInput, tx?: Sql): Promise<HoldResult> {
-    const { chargedMicros, sellerMicros, feeMicros } = input.charge;
+    const { chargedMicros } = input.charge;
     if (chargedMicros <= 0n) throw new RangeError(`hold must be positive, got ${chargedMicros}`);
+    const id = uuidv7();
+    try {
+      return await this.takeHold(id, input, tx);
+    } catch (error) {
+      // The hold's own transaction, its COMMIT sent to a database that did not answer, may commit all the same: an open
+      // hold nobody would end. It is released once the database answers (if it never committed, that changes nothing).
+      if (tx === undefined && isDatabaseUnavailable(error) && error.mayHaveCommitted) {
+        this.deferred.defer(`release of hold ${id}, if it was taken`, async () => {
+          const status = await this.db.value<string>("SELECT status FROM holds WHERE id = ?", [id]);
+          if (status === undefined) return "not_yet";
+          if (status === "open") await this.release(id);
+        });
+      }
+      throw error;
+    }
+  }
+
+  private takeHold(id: string, input: HoldInput, tx: Sql | undefined): Promise<HoldResult> {
+    const { chargedMicros, sellerMicros, feeMicros } = input.charge;
     return within(this.db, tx, async (tx) => {
       // Normally a no-op (a short account's available balance is already zero); it closes the one gap,
       // a deposit credited by linking an address (see credit()), before money could be spent.
@@ -344,7 +368,7 @@ export class Ledger {
         spendPeriodSeq = taken.periodSeq;
       }
       const hold: Hold = {
-        id: uuidv7(),
+        id,
         accountId: input.accountId,
         sellerAccountId: input.sellerAccountId,
         skillId: input.skillId,
@@ -410,6 +434,28 @@ export class Ledger {
       await this.freezes.topUp(tx, hold.accountId);
       return { ok: true as const, hold };
     });
+  }
+
+  /**
+   * Releases `holdId` once the database answers again, retrying in the background: for a call whose release (or whose
+   * hold's own commit) the database did not take. A hold captured meanwhile stays captured: the release finds it not
+   * open and changes nothing.
+   */
+  releaseWhenAvailable(holdId: string): void {
+    this.deferred.defer(`release of hold ${holdId}`, async () => {
+      await this.release(holdId);
+    });
+  }
+
+  /** How many releases wait for the database (releaseWhenAvailable). */
+  get releasesWaiting(): number {
+    return this.deferred.size;
+  }
+
+  /** Tries the waiting releases once more, then stops retrying them (the gateway's close). */
+  async closeDeferred(): Promise<void> {
+    await this.deferred.flush();
+    this.deferred.close();
   }
 
   /**

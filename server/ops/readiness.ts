@@ -13,7 +13,9 @@ import type { Database } from "../db/sql";
  *   settler   the settler has not halted, and its last successful step is recent
  *
  * "Recent" is maxLagMs (READY_MAX_LAG_MS). A loop that was never started (a gateway run
- * without its money path's loops, in tests or by a script) is reported as such, not as a fault.
+ * without its money path's loops, in tests or by a script) is reported as such, not as a fault, and
+ * so is one stopped on purpose: a replica that led settlement and lost the lease (to a database that
+ * stopped answering for longer than it) runs its loops no more, and serves calls as a follower.
  *
  * The details are for anyone who asks (a load balancer, a person), so they name what failed,
  * never the internals: a SQLite or RPC error, a halted settler's reason, go to `log` instead.
@@ -123,6 +125,7 @@ function checkLoop(
     return { ok: false, detail: `${name} halted (see the gateway's log)` };
   }
   if (!health.started) return { ok: true, detail: "not started in this process" };
+  if (health.stoppedOnRequest) return { ok: true, detail: "stopped: not run by this process now" };
   if (!health.running) return { ok: false, detail: `${name} stopped` };
   const since = health.lastSuccessAtMs ?? health.startedAtMs ?? now;
   const lagMs = now - since;

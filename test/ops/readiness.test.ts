@@ -75,6 +75,14 @@ describeEachEngine("readiness (GET /readyz)", (engine) => {
     expect(result.checks.settler).to.deep.equal({ ok: true, detail: "not started in this process" });
   });
 
+  it("treats a loop stopped on purpose (a replica that lost the settlement lease) as no fault", async () => {
+    const demoted = await loopThat(async () => {});
+    await demoted.stop();
+    const result = await checkReadiness({ database: await openDb(), indexer: demoted, settler: demoted, maxLagMs: 60_000 });
+    expect(result.ready).to.equal(true);
+    expect(result.checks.settler).to.deep.equal({ ok: true, detail: "stopped: not run by this process now" });
+  });
+
   it("is not ready when the ledger cannot commit", async () => {
     const database = await openDb();
     await database.close();

@@ -1,7 +1,16 @@
 import crypto from "node:crypto";
 import type pg from "pg";
-import { DIALECTS, type Database, type Sql, type SqlParam, type TransactionOptions, numberPlaceholders } from "../sql";
+import {
+  DIALECTS,
+  type Database,
+  type Sql,
+  type SqlParam,
+  type TransactionOptions,
+  isDatabaseUnavailable,
+  numberPlaceholders,
+} from "../sql";
 import type { PostgresPool } from "./pool";
+import { type DatabaseGuard, UNWATCHED, asDatabaseError } from "./watch";
 
 /** SQLSTATEs after which a transaction is retried from its start: a serialization failure, a deadlock. */
 const RETRYABLE = new Set(["40001", "40P01"]);
@@ -39,17 +48,24 @@ interface Grouped {
 /** Statements sent and transactions begun by this process (for the benchmark's round trips per call). */
 export const postgresTraffic = { statements: 0, transactions: 0 };
 
-/** Runs statements on a pool (each on whichever connection is free) or on one checked-out connection. */
-class PostgresSql implements Sql {
+/**
+ * Runs statements: outside a transaction each on a connection checked out for it (the database), or all on one
+ * checked-out connection (a transaction). Every wait is guarded by the watch (./watch.ts): a database that stops
+ * answering fails the statement with `database_unavailable` rather than leave it waiting, and so does a connection
+ * that breaks.
+ */
+abstract class PostgresSql implements Sql {
   readonly engine = "postgres" as const;
   readonly dialect = DIALECTS.postgres;
 
-  constructor(protected readonly client: pg.Pool | pg.PoolClient) {}
+  constructor(protected readonly watch: DatabaseGuard) {}
 
-  private query(sql: string, params: readonly SqlParam[]): Promise<pg.QueryResult> {
+  protected abstract execute(query: pg.QueryConfig & { rowMode?: "array" }): Promise<pg.QueryResult>;
+
+  private query(sql: string, params: readonly SqlParam[], rowMode?: "array"): Promise<pg.QueryResult> {
     postgresTraffic.statements++;
     const { name, text } = prepare(sql);
-    return this.client.query({ name, text, values: bind(params) });
+    return this.execute({ name, text, values: bind(params), ...(rowMode ? { rowMode } : {}) });
   }
 
   async one<T>(sql: string, params: readonly SqlParam[] = []): Promise<T | undefined> {
@@ -61,15 +77,71 @@ class PostgresSql implements Sql {
   }
 
   async value<T>(sql: string, params: readonly SqlParam[] = []): Promise<T | undefined> {
-    postgresTraffic.statements++;
-    const { name, text } = prepare(sql);
-    const result = await this.client.query({ name, text, values: bind(params), rowMode: "array" });
+    const result = await this.query(sql, params, "array");
     return (result.rows[0] as unknown[] | undefined)?.[0] as T | undefined;
   }
 
   async run(sql: string, params: readonly SqlParam[] = []): Promise<number> {
     return (await this.query(sql, params)).rowCount ?? 0;
   }
+}
+
+/** The statements of one transaction, on its checked-out connection. */
+class TransactionSql extends PostgresSql {
+  constructor(
+    private readonly client: pg.PoolClient,
+    watch: DatabaseGuard,
+  ) {
+    super(watch);
+  }
+
+  protected execute(query: pg.QueryConfig): Promise<pg.QueryResult> {
+    return guarded(this.watch, this.client.query(query), false);
+  }
+
+  /** A statement of the transaction's own (BEGIN, a savepoint, COMMIT: the one whose failure leaves the outcome unknown), unprepared. */
+  statement(text: string): Promise<pg.QueryResult> {
+    return guarded(this.watch, this.client.query(text), text === "COMMIT");
+  }
+}
+
+/**
+ * `work` under the watch, with a connection failure reported as `database_unavailable`; `mayHaveCommitted` when what
+ * `work` sent commits by itself if the server reads it (a COMMIT, a statement outside a transaction).
+ */
+async function guarded<T>(watch: DatabaseGuard, work: Promise<T>, mayHaveCommitted: boolean): Promise<T> {
+  try {
+    return await watch.guard(work);
+  } catch (error) {
+    throw asDatabaseError(error, mayHaveCommitted);
+  }
+}
+
+/**
+ * A connection of `pool`, checked out under the watch. One that arrives after the watch has given up waiting for it
+ * goes back to the pool.
+ */
+async function checkOut(pool: PostgresPool, watch: DatabaseGuard): Promise<pg.PoolClient> {
+  watch.check();
+  const connecting = pool.connect();
+  try {
+    return await guarded(watch, connecting, false);
+  } catch (error) {
+    connecting.then(
+      (client) => client.release(),
+      () => {},
+    );
+    throw error;
+  }
+}
+
+/**
+ * What a connection whose work failed with `error` is given back with: the error itself when the connection can no
+ * longer be trusted (it broke, or the server left it unanswered: pg then closes it, and a transaction it held is
+ * rolled back when the server reads again), nothing when it can be used again.
+ */
+function brokenBy(error: unknown): Error | undefined {
+  return isDatabaseUnavailable(error) ? error : undefined;
 }
 
 /**
@@ -90,8 +162,29 @@ export class PostgresDatabase extends PostgresSql implements Database {
     readonly pool: PostgresPool,
     /** Most transactions one group commit carries. */
     private readonly groupMax = 256,
+    /**
+     * Whether the server answers (./watch.ts), stopped by close(). Without one (a pool a test or script opens),
+     * nothing fails early, but a broken connection is still reported as `database_unavailable`.
+     */
+    watch: DatabaseGuard & { stop?: () => Promise<void> } = UNWATCHED,
   ) {
-    super(pool);
+    super(watch);
+    this.stopWatch = watch.stop?.bind(watch);
+  }
+
+  private readonly stopWatch: (() => Promise<void>) | undefined;
+
+  protected async execute(query: pg.QueryConfig): Promise<pg.QueryResult> {
+    const client = await checkOut(this.pool, this.watch);
+    let broken: Error | undefined;
+    try {
+      return await guarded(this.watch, client.query(query), true);
+    } catch (error) {
+      broken = brokenBy(error);
+      throw error;
+    } finally {
+      client.release(broken);
+    }
   }
 
   async transaction<T>(fn: (tx: Sql) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
@@ -102,22 +195,19 @@ export class PostgresDatabase extends PostgresSql implements Database {
       });
     }
     for (let attempt = 1; ; attempt++) {
-      const client = await this.pool.connect();
+      const client = await checkOut(this.pool, this.watch);
       postgresTraffic.transactions++;
+      const tx = new TransactionSql(client, this.watch);
       let broken: Error | undefined;
       try {
         // Durable means flushed before COMMIT returns, whatever the server's or the role's default says.
-        await client.query(options.durable ? "BEGIN; SET LOCAL synchronous_commit = on" : "BEGIN; SET LOCAL synchronous_commit = off");
-        const result = await fn(new PostgresSql(client));
-        await client.query("COMMIT");
+        await tx.statement(options.durable ? "BEGIN; SET LOCAL synchronous_commit = on" : "BEGIN; SET LOCAL synchronous_commit = off");
+        const result = await fn(tx);
+        await tx.statement("COMMIT");
         return result;
       } catch (error) {
-        try {
-          await client.query("ROLLBACK");
-        } catch (rollbackError) {
-          // The connection itself failed: it is not given back to the pool.
-          broken = rollbackError as Error;
-        }
+        // A connection the server stopped answering is not asked to roll back (that too would wait): it is closed.
+        broken = brokenBy(error) ?? (await rollBack(tx));
         const code = (error as { code?: string }).code;
         if (attempt < ATTEMPTS && code !== undefined && RETRYABLE.has(code)) continue;
         throw error;
@@ -149,7 +239,7 @@ export class PostgresDatabase extends PostgresSql implements Database {
   private async runGroup(group: Grouped[]): Promise<void> {
     let client: pg.PoolClient;
     try {
-      client = await this.pool.connect();
+      client = await checkOut(this.pool, this.watch);
     } catch (error) {
       for (const member of group) member.reject(error);
       return;
@@ -159,33 +249,33 @@ export class PostgresDatabase extends PostgresSql implements Database {
     /** Members rejected or put back for a later group: no longer this group's to answer. */
     const handed = new Set<Grouped>();
     let broken: Error | undefined;
+    const tx = new TransactionSql(client, this.watch);
     try {
-      await client.query("BEGIN; SET LOCAL synchronous_commit = on");
-      const tx = new PostgresSql(client);
+      await tx.statement("BEGIN; SET LOCAL synchronous_commit = on");
       for (const member of group) {
-        await client.query("SAVEPOINT grouped");
+        await tx.statement("SAVEPOINT grouped");
         try {
           const result = await member.fn(tx);
-          await client.query("RELEASE SAVEPOINT grouped");
+          await tx.statement("RELEASE SAVEPOINT grouped");
           done.push({ member, result });
         } catch (error) {
+          // A database that stopped answering fails the whole group: nothing more is sent on its connection.
+          if (isDatabaseUnavailable(error)) throw error;
           // Undoes this member only (and frees the row locks it took), then goes on with the group.
-          await client.query("ROLLBACK TO SAVEPOINT grouped");
-          await client.query("RELEASE SAVEPOINT grouped");
+          await tx.statement("ROLLBACK TO SAVEPOINT grouped");
+          await tx.statement("RELEASE SAVEPOINT grouped");
           handed.add(member);
           const code = (error as { code?: string }).code;
           if (code !== undefined && RETRYABLE.has(code) && ++member.attempts < ATTEMPTS) this.grouped.push(member);
           else member.reject(error);
         }
       }
-      await client.query("COMMIT");
+      await tx.statement("COMMIT");
       for (const { member, result } of done) member.resolve(result);
     } catch (error) {
-      try {
-        await client.query("ROLLBACK");
-      } catch (rollbackError) {
-        broken = rollbackError as Error;
-      }
+      // A COMMIT the server did not answer may still commit when it reads again: its members fail with
+      // database_unavailable, whose answer says the outcome is unknown (server/gateway/ledger-payment.ts).
+      broken = brokenBy(error) ?? (await rollBack(tx));
       for (const member of group) if (!handed.has(member)) member.reject(error);
     } finally {
       client.release(broken);
@@ -196,6 +286,17 @@ export class PostgresDatabase extends PostgresSql implements Database {
   async durable(): Promise<void> {}
 
   async close(): Promise<void> {
+    await this.stopWatch?.();
     await this.pool.end();
+  }
+}
+
+/** Rolls the transaction back; returns the error to close its connection with when even that failed. */
+async function rollBack(tx: TransactionSql): Promise<Error | undefined> {
+  try {
+    await tx.statement("ROLLBACK");
+    return undefined;
+  } catch (error) {
+    return error instanceof Error ? error : new Error(String(error));
   }
 }

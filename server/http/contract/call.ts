@@ -23,6 +23,7 @@ const CALL_ERRORS = [
   "skill_invalid_response",
   "skill_backend_forbidden",
   "limits_unavailable",
+  "database_unavailable",
 ] as const;
 
 const skillData = z.unknown().meta({ description: "What the skill answered: its own JSON." });

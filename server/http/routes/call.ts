@@ -77,7 +77,10 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
     let apiKey: ApiKeyRecord;
     try {
       apiKey = await authenticate(deps.keys, req.headers.authorization);
-    } catch {
+    } catch (error) {
+      // A key that could not be looked up (the database did not answer) is not a bad key: the failure is answered
+      // here (503), not as the Express app's 401.
+      if (!(error instanceof ApiError && error.code === "unauthorized")) throw error;
       declined();
       return;
     }

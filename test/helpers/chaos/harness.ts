@@ -212,9 +212,9 @@ async function retryIdempotentCalls(
   totals: ChaosFigures,
 ): Promise<void> {
   const idempotent = cycleCalls.filter((c) => c.idempotencyKey !== undefined);
-  const { captured, availableBefore } = await readBooks(dbPath, (db) => ({
-    captured: capturedNonces(db, noncesByCallId(backend.received)),
-    availableBefore: availableOf(db, PARTIES.buyerId),
+  const { captured, availableBefore } = await readBooks(dbPath, async (db) => ({
+    captured: await capturedNonces(db, noncesByCallId(backend.received)),
+    availableBefore: await availableOf(db, PARTIES.buyerId),
   }));
   for (let i = 0; i < idempotent.length; i += RETRY_CONCURRENCY) {
     await Promise.all(

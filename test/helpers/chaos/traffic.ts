@@ -23,6 +23,11 @@ export interface HeardResponse {
 export interface SentCall {
   cycle: number;
   skill: ChaosSkill;
+  /** The gateway (or the cluster's replica) it was sent to. */
+  gatewayUrl: string;
+  /** When it was sent and when its answer was whole (Date.now()). */
+  sentAtMs: number;
+  answeredAtMs?: number;
   /** The request path: POST /v1/call or POST /v1/skills/:slug/call. */
   path: string;
   /** The raw request body; a retry resends it byte for byte (the idempotency hash covers the bytes). */
@@ -39,15 +44,20 @@ export interface SentCall {
   retry?: HeardResponse;
 }
 
-/** Sends one call (or its retry) and reads its whole answer; throws if the connection dies first. */
+/**
+ * Sends one call (or its retry) and reads its whole answer; throws if the connection dies first, or if the whole
+ * answer takes longer than `timeoutMs` when one is given.
+ */
 export async function postCall(
   gatewayUrl: string,
   apiKey: string,
   call: Pick<SentCall, "path" | "body" | "idempotencyKey">,
+  timeoutMs?: number,
 ): Promise<HeardResponse> {
   const headers: Record<string, string> = { authorization: `Bearer ${apiKey}`, "content-type": "application/json" };
   if (call.idempotencyKey !== undefined) headers["idempotency-key"] = call.idempotencyKey;
-  const response = await fetch(gatewayUrl + call.path, { method: "POST", headers, body: call.body });
+  const signal = timeoutMs === undefined ? undefined : AbortSignal.timeout(timeoutMs);
+  const response = await fetch(gatewayUrl + call.path, { method: "POST", headers, body: call.body, signal });
   const body = await response.text();
   return {
     status: response.status,
@@ -64,7 +74,8 @@ function clientSeed(cycleSeed: number, client: number): number {
 
 /**
  * Concurrent clients calling the gateway in a loop, one call at a time each, until halted. Each call picks
- * a skill, an endpoint and whether it carries an Idempotency-Key from its client's seeded draw.
+ * a skill, an endpoint and whether it carries an Idempotency-Key from its client's seeded draw. With several
+ * gateway URLs (a cluster's replicas), client k calls the (k mod n)-th.
  */
 export class Traffic {
   readonly calls: SentCall[] = [];
@@ -72,16 +83,25 @@ export class Traffic {
   private halted = false;
   private readonly inFlight = new Set<SentCall>();
   private readonly loops: Promise<void>[] = [];
+  private readonly gatewayUrls: readonly string[];
 
   constructor(
-    private readonly gatewayUrl: string,
+    gatewayUrls: string | readonly string[],
     private readonly apiKey: string,
     private readonly run: number,
     private readonly cycle: number,
     cycleSeed: number,
     clients: number,
+    /** A call whose whole answer takes longer is given up by its client (and counted lost); none by default. */
+    private readonly timeoutMs?: number,
   ) {
+    this.gatewayUrls = typeof gatewayUrls === "string" ? [gatewayUrls] : gatewayUrls;
     for (let client = 0; client < clients; client++) this.loops.push(this.client(client, new Rng(clientSeed(cycleSeed, client))));
+  }
+
+  /** Stops every client from sending another call; the calls still waiting complete as they will. */
+  stop(): void {
+    this.halted = true;
   }
 
   /** Stops every client from sending another call; returns the calls still waiting, marked in flight at the kill. */
@@ -106,6 +126,8 @@ export class Traffic {
       const call: SentCall = {
         cycle: this.cycle,
         skill,
+        gatewayUrl: this.gatewayUrls[client % this.gatewayUrls.length],
+        sentAtMs: Date.now(),
         path: perSkill ? `/v1/skills/${skill.slug}/call` : "/v1/call",
         body: JSON.stringify(perSkill ? input : { skill_id: skill.slug, input }),
         nonce,
@@ -116,12 +138,13 @@ export class Traffic {
       this.calls.push(call);
       this.inFlight.add(call);
       try {
-        call.response = await postCall(this.gatewayUrl, this.apiKey, call);
+        call.response = await postCall(call.gatewayUrl, this.apiKey, call, this.timeoutMs);
         call.state = "answered";
         this.answered++;
       } catch {
         call.state = "lost";
       } finally {
+        call.answeredAtMs = Date.now();
         this.inFlight.delete(call);
       }
     }
