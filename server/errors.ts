@@ -38,6 +38,8 @@ export const ERROR_CODES = {
   wrong_claim_flow: "the other claim flow is the one for this wallet (server-held key or owner-signed)",
   withdrawal_in_progress: "another operation of this wallet is being sent",
   wrong_withdrawal_flow: "the other withdrawal flow is the one for this wallet (server-held key or owner-signed)",
+  price_above_max:
+    "the skill's price per call is above the call's `max_price` (`X-Max-Price`, MCP `_meta.max_price`): the message names the current price; nothing ran, nothing was held or charged",
   insufficient_balance: "the balance is below the call's price or the amount asked",
   key_spend_limit_reached:
     "the API key's spending limit for its period (a UTC day, a UTC month, or in total) would be passed: nothing ran or was charged; the message says when it resets",

@@ -11,7 +11,26 @@ export interface CallEnd {
   skillSlug: string;
   responseTimeMs: number;
   chargedMicros: bigint;
-  result: { ok: true; data: unknown } | { ok: false; code: ErrorCode; message: string };
+  result:
+    | { ok: true; data: unknown }
+    | {
+        ok: false;
+        code: ErrorCode;
+        message: string;
+        /** Facts for the client beside the message (a refusal's details: a 402's numbers), as Refusal.details. */
+        details?: Record<string, unknown>;
+      };
+}
+
+/**
+ * What the payer of a paid call has left once it is charged, read in the transaction that charged it (a keyed call's:
+ * ./ledger-payment.ts). The answer carries it in X-Balance-Available and X-Key-Spend-Remaining.
+ */
+export interface CallBudget {
+  /** The account's available balance after the charge. */
+  availableMicros: bigint;
+  /** What the key may still spend in its current period (never below 0); undefined for a key without a spending limit. */
+  keySpendRemainingMicros?: bigint;
 }
 
 /** A call's answer as the client gets it: the status and the JSON body, serialized. */
@@ -51,4 +70,6 @@ export type CallResult<N = never> =
       retryAfterMs?: number;
       /** What the payment adds to the answer. */
       note?: N;
+      /** A charged call's payer's budget after the charge; absent for a call not charged, and for a payer without one (x402). */
+      budget?: CallBudget;
     } & CallAnswer);

@@ -19,6 +19,8 @@ export interface CallRequest {
   idempotency?: { key: string; requestHash: string };
   /** performance.now() when the request arrived; response times are measured from it. */
   startedAt: number;
+  /** The call's max_price in base units (409 price_above_max above it: ./pipeline.ts); absent for any price. */
+  maxPriceMicros?: bigint;
 }
 
 export interface CallServiceDeps {
@@ -72,6 +74,7 @@ export class CallService {
         input: req.input,
         startedAt: req.startedAt,
         idempotency: req.idempotency && { accountId, ...req.idempotency },
+        maxPriceMicros: req.maxPriceMicros,
         admission: (skill) => this.admission(apiKey, skill),
         permits: (skill) =>
           allowsSkill(apiKey, skill)

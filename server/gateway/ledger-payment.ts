@@ -1,7 +1,7 @@
 import { type Sql, isDatabaseUnavailable } from "../db/sql";
 import { GatewayError, refusal } from "../errors";
 import type { Hold, HoldResult, Ledger } from "../ledger/ledger";
-import { usdDisplay } from "../ledger/money";
+import { microsToUsd, usdDisplay } from "../ledger/money";
 import type { CallPayment, PaidCall, PaymentRefusal, RecordCall, Settlement } from "./payment";
 
 /**
@@ -47,11 +47,13 @@ export class LedgerPayment implements CallPayment {
       this.hold = held.hold;
       return undefined;
     }
-    if (held.reason === "key_spend_limit_reached") return refusal("key_spend_limit_reached", spendLimitMessage(held));
+    if (held.reason === "key_spend_limit_reached") {
+      return refusal("key_spend_limit_reached", spendLimitMessage(held), { details: refusalDetails(held) });
+    }
     const message = (await this.ledger.hasExitShortfall(accountId))
       ? "Insufficient balance: an exit from the escrow is pending for this account, and its money is frozen until the exit completes or is cancelled."
       : `Insufficient balance: this call costs ${usdDisplay(held.neededMicros)} and ${usdDisplay(held.availableMicros)} is available. Add funds.`;
-    return refusal("insufficient_balance", message);
+    return refusal("insufficient_balance", message, { details: refusalDetails(held) });
   }
 
   /**
@@ -61,12 +63,16 @@ export class LedgerPayment implements CallPayment {
    */
   async settle(record: RecordCall): Promise<Settlement> {
     const hold = this.open();
+    // What the account and the key have left is read in the capture's transaction: the answer's X-Balance-Available
+    // and X-Key-Spend-Remaining say what this very charge left, whatever other calls commit around it.
+    let budget;
     try {
-      await this.ledger.db.transaction(
+      budget = await this.ledger.db.transaction(
         async (tx) => {
-          const captured = await this.ledger.capture(hold.id, tx);
+          const captured = await this.ledger.captureWithBudget(hold.id, { apiKeyId: this.payer.apiKeyId, nowMs: this.now() }, tx);
           if (!captured.ok) throw new Error(`hold ${hold.id} was not open at capture`);
           await record.settled(tx);
+          return captured.budget;
         },
         { durable: true, group: true },
       );
@@ -80,7 +86,13 @@ export class LedgerPayment implements CallPayment {
       }
       throw error;
     }
-    return {};
+    const limit = budget.keyLimit;
+    return {
+      budget: {
+        availableMicros: budget.availableMicros,
+        ...(limit ? { keySpendRemainingMicros: limit.limitMicros > limit.spentMicros ? limit.limitMicros - limit.spentMicros : 0n } : {}),
+      },
+    };
   }
 
   /** The release, the line and the key's fate, in one transaction that need not wait for the disk (a lost release is a hold released at the next start). */
@@ -119,6 +131,23 @@ const CHARGE_UNKNOWN =
   "Retry with the same Idempotency-Key to get its answer without paying twice (without one, check your usage before calling again).";
 
 const PER_PERIOD = { day: "per day", month: "per month", total: "in total" } as const;
+
+/**
+ * A 402's numbers, for a client to act on without reading the message: the body's `details` (beside `error` and
+ * `code`), USD as the API's JSON writes it. `price` is what the call would have cost and `available` the account's
+ * balance; a key's spending limit adds its `limit`, `period`, what the period has `spent` (calls in flight included)
+ * and when it `resets_at` (null: never).
+ */
+function refusalDetails(refused: Exclude<HoldResult, { ok: true }>): { details: Record<string, unknown> } {
+  const numbers: Record<string, unknown> = { price: microsToUsd(refused.neededMicros), available: microsToUsd(refused.availableMicros) };
+  if (refused.reason === "key_spend_limit_reached") {
+    numbers.limit = microsToUsd(refused.limitMicros);
+    numbers.spent = microsToUsd(refused.spentMicros);
+    numbers.period = refused.period;
+    numbers.resets_at = refused.resetsAtMs === null ? null : new Date(refused.resetsAtMs).toISOString();
+  }
+  return { details: numbers };
+}
 
 /**
  * The refusal of a call its key's spending limit does not allow: the limit, its period, what is spent, and when it

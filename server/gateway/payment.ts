@@ -3,6 +3,7 @@ import type { Refusal } from "../errors";
 import type { Charge } from "../ledger/fees";
 import type { Skill } from "../catalog/skills";
 import type { RateRule } from "./rate-limit";
+import type { CallBudget } from "./call-result";
 
 /**
  * How a call is paid for, as the call pipeline (./pipeline.ts) sees it: one object per call, which reserves the
@@ -80,7 +81,9 @@ export interface RecordCall {
   settled(tx: Sql): Promise<void>;
 }
 
-/** A settled call's payment: what it adds to the answer (x402's PAYMENT-RESPONSE). */
+/** A settled call's payment: what it adds to the answer (x402's PAYMENT-RESPONSE), and what its payer has left. */
 export interface Settlement<N = never> {
   note?: N;
+  /** The payer's budget, read in the transaction that settled the payment; absent for a payment that has none (x402). */
+  budget?: CallBudget;
 }

@@ -4,6 +4,7 @@ import { uuidv7 } from "../db/ids";
 import type { Database, Sql } from "../db/sql";
 import { type ErrorCode, GatewayError, type Refusal, refusal } from "../errors";
 import { excerpt } from "../text";
+import { microsToUsd, usdDisplay } from "../ledger/money";
 import { computeCharge } from "../ledger/fees";
 import type { Skill, SkillRegistry } from "../catalog/skills";
 import type { CallOutcome, CallsStore, Endpoint } from "./calls-store";
@@ -31,6 +32,12 @@ export interface PipelineRequest {
    * Checked as soon as the skill is known, before anything is held, counted or remembered; absent for x402 callers.
    */
   permits?(skill: Skill): Refusal | undefined;
+  /**
+   * The most the caller accepts to pay for this call (base units, compared with what the call would charge: the price,
+   * plus the fee when it is charged on top): a dearer skill is refused with 409 price_above_max right after the checks
+   * of `permits`, with nothing held, counted or remembered. Absent: any price.
+   */
+  maxPriceMicros?: bigint;
 }
 
 /** The per-minute rules a call must pass (the first is the headline limit, in the RateLimit headers), and a daily cap. */
@@ -95,7 +102,8 @@ interface Call<N> {
  * that refuses decides the answer (the tables of test/gateway/call-order.test.ts and test/x402/x402-order.test.ts
  * pin it for each way to pay):
  *
- *   1. resolve: the skill exists (404); the caller may call it (403 skill_not_allowed: a key's allowed_skills)
+ *   1. resolve: the skill exists (404); the caller may call it (403 skill_not_allowed: a key's allowed_skills); its
+ *      price is not above the call's max_price (409 price_above_max)
  *   2. the idempotency key, when one is sent: replay, in use (409), reused with another body (422)
  *   3. admit: the payment is offered (x402: a PAYMENT-SIGNATURE that parses, 402); the caller's rate limits (429)
  *      and daily cap (429), for a caller that has them (a key)
@@ -135,6 +143,11 @@ export class CallPipeline {
     // Before the idempotency key and everything after: a skill the caller may not call costs nothing, and leaves no trace.
     const forbidden = req.permits?.(skill);
     if (forbidden) return { kind: "refused", refusal: forbidden };
+    // So is a price above what the caller accepts: a price raised since the caller looked is refused, not charged.
+    if (req.maxPriceMicros !== undefined) {
+      const priceMicros = computeCharge(skill.priceMicros, this.deps.config.feeMode, this.deps.config.feeBps).chargedMicros;
+      if (priceMicros > req.maxPriceMicros) return { kind: "refused", refusal: priceAboveMax(skill, priceMicros, req.maxPriceMicros) };
+    }
 
     const idem = req.idempotency;
     if (idem) {
@@ -218,7 +231,7 @@ export class CallPipeline {
         const settled = await this.settle(call, paid !== undefined, forwarded.answer, chargedMicros);
         ended = true;
         this.told(call, "success", chargedMicros);
-        return { kind: "answered", callId: call.callId, rate, note: settled.note, ...forwarded.answer };
+        return { kind: "answered", callId: call.callId, rate, note: settled.note, budget: settled.budget, ...forwarded.answer };
       }
 
       const { code, message, outcome, keep } = forwarded;
@@ -295,7 +308,7 @@ export class CallPipeline {
    * caller's own limits is counted instead (RefusalCounter): a flood of them must not grow the calls log.
    */
   private async refuse<N>(call: Call<N>, refused: PaymentRefusal<N>, rate?: RateDecision, retryAfterMs?: number): Promise<CallResult<N>> {
-    const answer = this.refusalAnswer(call, refused.code, refused.message);
+    const answer = this.refusalAnswer(call, refused.code, refused.message, refused.details);
     const { payment } = call;
     const limited = refused.code === "rate_limited" || refused.code === "daily_limit_reached";
     if (limited && payment.logsRefusals) {
@@ -349,9 +362,9 @@ export class CallPipeline {
     }
   }
 
-  /** The answer to a call that was not charged: the code and message, and a price of 0. */
-  private refusalAnswer<N>(call: Call<N>, code: ErrorCode, message: string): CallAnswer {
-    const answer = this.render(call, 0n, { ok: false, code, message });
+  /** The answer to a call that was not charged: the code and message (and a refusal's details), and a price of 0. */
+  private refusalAnswer<N>(call: Call<N>, code: ErrorCode, message: string, details?: Record<string, unknown>): CallAnswer {
+    const answer = this.render(call, 0n, { ok: false, code, message, ...(details ? { details } : {}) });
     if (!answer) throw new Error(`the answer to a refused call (${code}) could not be rendered`);
     return answer;
   }
@@ -389,6 +402,18 @@ export class CallPipeline {
   private told<N>(call: Call<N>, outcome: CallOutcome, chargedMicros: bigint): void {
     this.deps.onCall?.({ skill: call.skill.slug, outcome, chargedMicros, latencyMs: elapsedMs(call) });
   }
+}
+
+/**
+ * The refusal of a call whose skill costs more than the caller's max_price: the current price in the message, and both
+ * numbers in `details` (USD, as the API's JSON writes it).
+ */
+function priceAboveMax(skill: Skill, priceMicros: bigint, maxPriceMicros: bigint): Refusal<"price_above_max"> {
+  return refusal(
+    "price_above_max",
+    `The skill "${skill.slug}" costs ${usdDisplay(priceMicros)} per call, above this call's max_price of ${usdDisplay(maxPriceMicros)}: nothing was charged. Accept the new price with a max_price of at least ${usdDisplay(priceMicros)}.`,
+    { details: { details: { price: microsToUsd(priceMicros), max_price: microsToUsd(maxPriceMicros) } } },
+  );
 }
 
 /** The refusal of a call over a per-minute limit. */

@@ -29,6 +29,7 @@ import { sessionRoutes } from "./routes/session";
 import type { Sessions } from "../identity/sessions";
 import { siweRoutes } from "./routes/auth-siwe";
 import { keyRoutes } from "./routes/keys";
+import { ownKeyRoutes } from "./routes/own-key";
 import { sellerRoutes } from "./routes/seller";
 import type { MagicLinks } from "../identity/email";
 import type { OAuthSignIn } from "../identity/oauth";
@@ -182,6 +183,7 @@ export function createApp(deps: AppDeps): express.Express {
     }),
   );
   app.use(keyRoutes({ sessions: deps.sessions, keys: deps.keys, skills: deps.skills, now: deps.now }));
+  app.use(ownKeyRoutes({ keys: deps.keys, ledger: deps.ledger, now: deps.now }));
   app.use(
     sellerRoutes({
       sessions: deps.sessions,

@@ -2,7 +2,7 @@ import type { NextFunction, Request, Response } from "express";
 import type { ApiKeyRecord, ApiKeys } from "../identity/api-keys";
 import { type KeyScope, SCOPE_MEANING } from "../identity/scopes";
 import type { Sessions } from "../identity/sessions";
-import { type KeyAccess, type Operation, takesApiKey } from "./contract/common";
+import { type KeyAccess, type Operation, SELF, takesApiKey } from "./contract/common";
 import { OPERATIONS } from "./contract/document";
 import { ApiError } from "./errors";
 import { requireSession, readSession } from "./session-cookies";
@@ -65,11 +65,12 @@ export function scopeMissing(scope: KeyScope, what: string): ApiError {
 }
 
 /**
- * What a key may do with an operation: all of it (it holds the declared scope), its own calls only (it holds
- * `calls` and the operation allows that), or nothing: 403 scope_missing naming the declared scope.
+ * What a key may do with an operation: all of it (it holds the declared scope, or the operation is about the key
+ * itself: `self`), its own calls only (it holds `calls` and the operation allows that), or nothing: 403 scope_missing
+ * naming the declared scope.
  */
 export function authorize(key: ApiKeyRecord, op: KeyAccess & { method: string; path: string }): { ownCallsOf?: string } {
-  if (key.scopes.includes(op.scope)) return {};
+  if (op.scope === SELF || key.scopes.includes(op.scope)) return {};
   if (op.ownCalls && key.scopes.includes("calls")) return { ownCallsOf: key.id };
   throw scopeMissing(op.scope, `${op.method.toUpperCase()} ${op.path}`);
 }

@@ -1,5 +1,6 @@
 import type { Refusal } from "../errors";
-import type { CallAnswer, CallAnswers, CallEnd, CallResult } from "../gateway/call-result";
+import type { CallAnswer, CallAnswers, CallBudget, CallEnd, CallResult } from "../gateway/call-result";
+import { usdText } from "../ledger/money";
 import type { RateDecision } from "../gateway/rate-limit";
 import { callMetadata, errorEnvelope, successEnvelope } from "./envelope";
 import { ERROR_STATUS } from "./errors";
@@ -13,10 +14,12 @@ export const callAnswers: CallAnswers = {
   render(end: CallEnd): CallAnswer {
     const metadata = { skillId: end.skillSlug, responseTimeMs: end.responseTimeMs, chargedMicros: end.chargedMicros };
     if (end.result.ok) return { status: 200, body: JSON.stringify(successEnvelope(end.endpoint, end.result.data, metadata)) };
-    const { code, message } = end.result;
+    const { code, message, details } = end.result;
     return {
       status: ERROR_STATUS[code],
-      body: JSON.stringify(errorEnvelope(code, message, { metadata: callMetadata(end.endpoint, { ...metadata, chargedMicros: 0n }) })),
+      body: JSON.stringify(
+        errorEnvelope(code, message, { ...details, metadata: callMetadata(end.endpoint, { ...metadata, chargedMicros: 0n }) }),
+      ),
     };
   },
 };
@@ -34,14 +37,32 @@ export function refusedAnswer(refused: Refusal): CallAnswer {
   return { status: ERROR_STATUS[refused.code], body: JSON.stringify(errorEnvelope(refused.code, refused.message, refused.details)) };
 }
 
-/** The response to a call's result, its headers added: rate limit, Retry-After, the call id, or that it is a replay. */
+/**
+ * The response to a call's result, its headers added: rate limit, Retry-After, the call id, or that it is a replay;
+ * and, on a charged call, what its payer has left (budgetHeaders).
+ */
 export function callResponse(result: CallResult<unknown>): CallResponse {
   if (result.kind === "replayed") return { status: result.status, body: result.body, headers: { "idempotent-replayed": "true" } };
   if (result.kind === "refused") return { ...refusedAnswer(result.refusal), headers: {} };
   const headers = result.rate ? rateHeaders(result.rate) : {};
   if (result.retryAfterMs !== undefined) headers["retry-after"] = String(Math.max(1, Math.ceil(result.retryAfterMs / 1000)));
   if (result.callId) headers["x-call-id"] = result.callId;
+  if (result.budget) Object.assign(headers, budgetHeaders(result.budget));
   return { status: result.status, body: result.body, headers };
+}
+
+/** The budget headers' names (docs/keys.md, Budgets). */
+export const BALANCE_AVAILABLE_HEADER = "x-balance-available";
+export const KEY_SPEND_REMAINING_HEADER = "x-key-spend-remaining";
+
+/**
+ * What a charged call's payer has left, as USD decimal strings ("9.999", "5.00"): the account's available balance, and
+ * for a key with a spending limit what it may still spend in its period. Both were read in the charge's transaction.
+ */
+function budgetHeaders(budget: CallBudget): Record<string, string> {
+  const headers: Record<string, string> = { [BALANCE_AVAILABLE_HEADER]: usdText(budget.availableMicros) };
+  if (budget.keySpendRemainingMicros !== undefined) headers[KEY_SPEND_REMAINING_HEADER] = usdText(budget.keySpendRemainingMicros);
+  return headers;
 }
 
 /** IETF RateLimit headers for the headline (per-key) limit. */

@@ -33,6 +33,7 @@ export const ERROR_STATUS = {
   wrong_claim_flow: 409,
   withdrawal_in_progress: 409,
   wrong_withdrawal_flow: 409,
+  price_above_max: 409,
   insufficient_balance: 402,
   key_spend_limit_reached: 402,
   payment_required: 402,

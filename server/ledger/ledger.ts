@@ -4,7 +4,7 @@ import { type Database, type Sql, isDatabaseUnavailable, within } from "../db/sq
 import type { Charge } from "./fees";
 import { ENTRY_SUMS_TO_ZERO, LedgerInvariantError } from "./invariants";
 import { ExitFreezes, type ExitKey } from "./exit-freezes";
-import { SpendLimits, type SpendLimitStatus } from "./spend-limits";
+import { COLUMNS as LIMIT_COLUMNS, type LimitRow, SpendLimits, type SpendLimitStatus, statusOf } from "./spend-limits";
 
 export type AccountKind = "user" | "seller" | "platform" | "system";
 export type Bucket = "available" | "held" | "earned" | "fees" | "source";
@@ -76,9 +76,23 @@ export interface HoldInput {
 export type HoldResult =
   | { ok: true; hold: Hold }
   | { ok: false; reason: "insufficient_balance"; availableMicros: bigint; neededMicros: bigint }
-  | ({ ok: false; reason: "key_spend_limit_reached"; neededMicros: bigint } & SpendLimitStatus);
+  | ({ ok: false; reason: "key_spend_limit_reached"; availableMicros: bigint; neededMicros: bigint } & SpendLimitStatus);
 
 export type SettleResult = { ok: true; hold: Hold } | { ok: false; reason: "hold_not_open" };
+
+/**
+ * What an account and the key it calls with have left, as read in the transaction of a charge: the numbers a paid
+ * call's answer carries (X-Balance-Available, X-Key-Spend-Remaining).
+ */
+export interface Budget {
+  /** The account's available balance. */
+  availableMicros: bigint;
+  /** The key's spending limit as it stands (what its period has spent, calls in flight included); null without one. */
+  keyLimit: SpendLimitStatus | null;
+}
+
+/** A capture, with the budget read in its transaction. */
+export type CaptureResult = { ok: true; hold: Hold; budget: Budget } | { ok: false; reason: "hold_not_open" };
 
 /** Names a chain log (a Deposited log: server/settlement/indexer.ts) by its position. */
 export interface LogKey {
@@ -363,7 +377,13 @@ export class Ledger {
         const taken = await this.limits.take(tx, input.apiKeyId, chargedMicros, input.nowMs ?? Date.now());
         if (!taken.ok) {
           const { ok: _ok, ...status } = taken;
-          return { ok: false as const, reason: "key_spend_limit_reached" as const, neededMicros: chargedMicros, ...status };
+          return {
+            ok: false as const,
+            reason: "key_spend_limit_reached" as const,
+            availableMicros: available,
+            neededMicros: chargedMicros,
+            ...status,
+          };
         }
         spendPeriodSeq = taken.periodSeq;
       }
@@ -413,6 +433,20 @@ export class Ledger {
       if (hold.feeMicros > 0n) postings.push([PLATFORM_ACCOUNT_ID, "fees", hold.feeMicros]);
       await this.post(tx, await this.entry(tx, "capture", { holdId: hold.id }, ""), postings);
       return { ok: true as const, hold };
+    });
+  }
+
+  /**
+   * A capture (as capture() makes it), and the budget left once it is made: the account's available balance and the
+   * spending limit of the key `apiKeyId` as it stands at `nowMs`, read by one statement in the capture's own
+   * transaction. A paid call's answer carries these numbers from the commit that charged it, not from a read of its
+   * own after it, which could see other calls' charges and not this one's, or the other way round.
+   */
+  captureWithBudget(holdId: string, key: { apiKeyId: string; nowMs: number }, tx?: Sql): Promise<CaptureResult> {
+    return within(this.db, tx, async (tx) => {
+      const captured = await this.capture(holdId, tx);
+      if (!captured.ok) return captured;
+      return { ...captured, budget: await this.budgetIn(tx, captured.hold.accountId, key.apiKeyId, key.nowMs) };
     });
   }
 
@@ -531,6 +565,28 @@ export class Ledger {
       [keyId, accountId],
     );
     return { available: row ? BigInt(row.balance) : 0n, limited: row ? BigInt(row.limited) === 1n : false };
+  }
+
+  /**
+   * The account's available balance and the key's spending limit (if it has one) as of `nowMs`, in one statement of
+   * `tx`. Nothing is locked: the numbers are what the transaction sees, to report, not to decide on.
+   */
+  private async budgetIn(tx: Sql, accountId: string, keyId: string, nowMs: number): Promise<Budget> {
+    const columns = LIMIT_COLUMNS.split(", ")
+      .map((column) => `k.${column}`)
+      .join(", ");
+    const row = await tx.one<{ balance: bigint } & { [C in keyof LimitRow]: LimitRow[C] | null }>(
+      `SELECT la.balance, ${columns}
+       FROM ledger_accounts la LEFT JOIN key_spend_limits k ON k.key_id = ? AND k.limit_micros IS NOT NULL
+       WHERE la.account_id = ? AND la.bucket = 'available'`,
+      [keyId, accountId],
+    );
+    if (!row) return { availableMicros: 0n, keyLimit: null };
+    const { balance, ...limit } = row;
+    return {
+      availableMicros: balance,
+      keyLimit: limit.key_id === null || limit.limit_micros === null ? null : statusOf(limit as LimitRow & { limit_micros: bigint }, nowMs),
+    };
   }
 
   private async lockedBalance(tx: Sql, accountId: string, bucket: Bucket): Promise<bigint> {

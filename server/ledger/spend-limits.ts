@@ -80,7 +80,8 @@ export function periodEndMs(period: SpendPeriod, startMs: number): number | null
   }
 }
 
-interface LimitRow {
+/** A row of `key_spend_limits`, as read by COLUMNS. */
+export interface LimitRow {
   key_id: string;
   limit_micros: bigint | null;
   period: SpendPeriod;
@@ -89,7 +90,8 @@ interface LimitRow {
   spent_micros: bigint;
 }
 
-const COLUMNS = "key_id, limit_micros, period, period_start, period_seq, spent_micros";
+/** The columns of `key_spend_limits` a LimitRow holds. */
+export const COLUMNS = "key_id, limit_micros, period, period_start, period_seq, spent_micros";
 
 /**
  * The period a row's count belongs to at `nowMs`: the row's own when it is still running (or ahead: another
@@ -101,7 +103,8 @@ function currentPeriod(row: LimitRow, nowMs: number): { startMs: number; seq: bi
   return { startMs, seq: row.period_seq + 1n, spentMicros: 0n };
 }
 
-function statusOf(row: LimitRow & { limit_micros: bigint }, nowMs: number): SpendLimitStatus {
+/** A row's limit as it stands at `nowMs` (its period rolled over when a new one has begun). */
+export function statusOf(row: LimitRow & { limit_micros: bigint }, nowMs: number): SpendLimitStatus {
   const { startMs, spentMicros } = currentPeriod(row, nowMs);
   return {
     limitMicros: row.limit_micros,

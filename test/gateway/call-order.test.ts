@@ -40,19 +40,40 @@ describe("the order of the call path's checks", () => {
     await stack.close();
   });
 
+  /** A max_price below every paid skill's price (typed-fail costs $0.001): the rows up to 4b break the price cap too. */
+  const BELOW = "0.000001";
   const rows: Array<{ check: string; status: number; code: string; key: () => string | null; body: unknown }> = [
     { check: "1. authentication", status: 401, code: "unauthorized", key: () => null, body: "{not json" },
     { check: "1a. the key's expiry", status: 401, code: "key_expired", key: () => expiredKey, body: "{not json" },
     { check: "1b. the key's scope (calls)", status: 403, code: "scope_missing", key: () => managerKey, body: "{not json" },
     { check: "2. body is JSON", status: 400, code: "invalid_json", key: () => limitedKey, body: "{not json" },
-    { check: "3. body shape", status: 400, code: "invalid_request", key: () => limitedKey, body: { skill_id: "no-such", input: 1 } },
-    { check: "4. skill exists", status: 404, code: "skill_not_found", key: () => echoOnlyKey, body: { skill_id: "no-such", input: {} } },
+    {
+      check: "3. body shape",
+      status: 400,
+      code: "invalid_request",
+      key: () => limitedKey,
+      body: { skill_id: "no-such", input: 1, max_price: BELOW },
+    },
+    {
+      check: "4. skill exists",
+      status: 404,
+      code: "skill_not_found",
+      key: () => echoOnlyKey,
+      body: { skill_id: "no-such", input: {}, max_price: BELOW },
+    },
     {
       check: "4a. the key's allowed skills",
       status: 403,
       code: "skill_not_allowed",
       key: () => echoOnlyKey,
-      body: { skill_id: "typed-fail", input: {} },
+      body: { skill_id: "typed-fail", input: {}, max_price: BELOW },
+    },
+    {
+      check: "4b. the call's max_price",
+      status: 409,
+      code: "price_above_max",
+      key: () => limitedKey,
+      body: { skill_id: "typed-fail", input: {}, max_price: BELOW },
     },
     { check: "5. rate limit", status: 429, code: "rate_limited", key: () => limitedKey, body: { skill_id: "typed-fail", input: {} } },
     { check: "6. input schema", status: 400, code: "invalid_input", key: () => poorKey, body: { skill_id: "typed-fail", input: {} } },

@@ -94,6 +94,13 @@ describe("the API's contract: GET /openapi.json", function () {
       expect((await call("POST", "/v1/call", { body: { skill_id: "nope", input: {} } })).status).to.equal(404);
       expect((await call("POST", "/v1/call", { body: { skill_id: "fail", input: {} } })).status).to.equal(502);
       expect((await call("POST", "/v1/call", { body: { skill_id: "echo", input: {} }, key: "atom_wrong" })).status).to.equal(401);
+      const capped = await call("POST", "/v1/call", { body: { skill_id: "echo", input: {}, max_price: "0.0001" } });
+      expect([capped.status, capped.body.code]).to.deep.equal([409, "price_above_max"]);
+      const poor = await stack.addBuyer("0");
+      expect((await call("POST", "/v1/call", { body: { skill_id: "echo", input: {} }, key: poor.key })).body.details).to.have.keys(
+        "price",
+        "available",
+      );
     });
 
     it("POST /v1/skills/{skillId}/call", async () => {
@@ -104,6 +111,7 @@ describe("the API's contract: GET /openapi.json", function () {
       );
       expect((await call("POST", "/v1/skills/echo/call", { body: [1] })).status).to.equal(400);
       expect((await call("POST", "/v1/skills/reject/call", { body: {} })).status).to.equal(400);
+      expect((await call("POST", "/v1/skills/echo/call", { body: {}, headers: { "x-max-price": "0.0001" } })).status).to.equal(409);
     });
 
     it("POST /v1/skills/{skillId}/try", async () => {
@@ -154,6 +162,11 @@ describe("the API's contract: GET /openapi.json", function () {
         (await call("PATCH", "/v1/account", { session: seller, body: { display_name: " Seller Co " } })).body.data.display_name,
       ).to.equal("Seller Co");
       expect((await call("PATCH", "/v1/account", { session: seller, body: { display_name: "" } })).status).to.equal(400);
+    });
+
+    it("GET /v1/key", async () => {
+      expect((await call("GET", "/v1/key")).body.data).to.include.keys("id", "remaining_usd", "available_usd");
+      expect((await call("GET", "/v1/key", { key: null })).status).to.equal(401);
     });
 
     it("POST, GET, PATCH and DELETE /v1/keys", async () => {

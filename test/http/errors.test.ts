@@ -42,6 +42,7 @@ const EXPECTED: Record<ErrorCode, number> = {
   wrong_claim_flow: 409,
   withdrawal_in_progress: 409,
   wrong_withdrawal_flow: 409,
+  price_above_max: 409,
   insufficient_balance: 402,
   key_spend_limit_reached: 402,
   skill_not_found: 404,

@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { keyOperation } from "../../server/http/auth";
 import { OPERATIONS } from "../../server/http/contract/document";
-import { takesApiKey } from "../../server/http/contract/common";
+import { SELF, takesApiKey } from "../../server/http/contract/common";
 import { KEY_SCOPES, type KeyScope } from "../../server/identity/scopes";
 import { type TestStack, startStack } from "../helpers/gateway";
 
@@ -15,8 +15,9 @@ function requestOf(op: { method: string; path: string }): { path: string; body: 
 
 /**
  * Every operation that takes an API key, against every scope: a key without the scope the operation declares is
- * refused with 403 scope_missing naming it, and a key with only that scope is not. One loop over the declared
- * operations (server/http/contract/), so a route added with a key is in this table as soon as it is declared.
+ * refused with 403 scope_missing naming it, and a key with only that scope is not; an operation about the key itself
+ * (`self`: GET /v1/key) is refused to no key, whatever scope it holds alone. One loop over the declared operations
+ * (server/http/contract/), so a route added with a key is in this table as soon as it is declared.
  */
 describe("API key scopes, on every operation that takes a key", () => {
   let stack: TestStack;
@@ -36,19 +37,33 @@ describe("API key scopes, on every operation that takes a key", () => {
 
   const keyed = OPERATIONS.filter(takesApiKey);
 
-  it("finds the operations that take a key, each declaring a scope of the vocabulary", () => {
+  it("finds the operations that take a key, each declaring a scope of the vocabulary, or self", () => {
     expect(keyed.length).to.be.greaterThan(10);
-    for (const op of keyed) expect(KEY_SCOPES, `${op.method} ${op.path}`).to.include(op.scope);
+    for (const op of keyed) expect([...KEY_SCOPES, SELF], `${op.method} ${op.path}`).to.include(op.scope);
+    // Only a key has a self: an operation a session may call too names a scope.
+    for (const op of keyed.filter((o) => o.scope === SELF)) expect(op.auth, `${op.method} ${op.path}`).to.equal("api_key");
+    expect(keyed.filter((op) => op.scope === SELF).map((op) => `${op.method} ${op.path}`)).to.deep.equal(["get /v1/key"]);
   });
 
   it("refuses to make the key check of a route that is not declared, or declared without a key", () => {
     expect(() => keyOperation("GET /v1/not-declared")).to.throw(/not declared/);
     expect(() => keyOperation("GET /v1/keys")).to.throw(/without an API key/);
     expect(keyOperation("GET /v1/balance").scope).to.equal("usage:read");
+    expect(keyOperation("GET /v1/key").scope).to.equal(SELF);
   });
 
   for (const op of keyed) {
     const route = `${op.method.toUpperCase()} ${op.path}`;
+    if (op.scope === SELF) {
+      it(`${route} is about the key itself: a key holding any one scope alone is not refused it`, async () => {
+        const { path, body } = requestOf(op);
+        for (const scope of KEY_SCOPES) {
+          const res = await send(stack, op.method, path, body, await keyWith([scope]));
+          expect(res.status, `${scope}: ${JSON.stringify(res.body)}`).to.equal(200);
+        }
+      });
+      continue;
+    }
     // What a key lacking the scope holds: every other scope, less calls where calls alone reads the key's own calls.
     const lacking = KEY_SCOPES.filter((scope) => scope !== op.scope && !(op.ownCalls && scope === "calls"));
 

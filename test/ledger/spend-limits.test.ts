@@ -46,6 +46,46 @@ describeEachEngine("Ledger: API keys' spending limits", (engine) => {
   const spentAt = async (nowMs: number, key = KEY) => (await limits.statuses([key], nowMs)).get(key)?.spentMicros;
   const setLimit = (usd: bigint, period: SpendPeriod, nowMs = T0, key = KEY) => limits.set(key, { limitMicros: usd, period }, nowMs);
 
+  it("reads, in a capture's own transaction, the account's available balance and the key's limit as they stand after it", async () => {
+    await setLimit(3n * USD, "day");
+    const first = held(await hold(USD));
+    const second = held(await hold(USD)); // still in flight when the first is captured: its price is held, and counted
+    const captured = await ledger.captureWithBudget(first, { apiKeyId: KEY, nowMs: T0 });
+    if (!captured.ok) throw new Error("the hold was open");
+    expect(captured.hold.id).to.equal(first);
+    expect(captured.budget).to.deep.equal({
+      availableMicros: 998n * USD,
+      keyLimit: {
+        limitMicros: 3n * USD,
+        period: "day",
+        spentMicros: 2n * USD,
+        periodStartMs: Date.parse("2026-11-22T00:00:00Z"),
+        resetsAtMs: MIDNIGHT,
+      },
+    });
+    expect(captured.budget.availableMicros).to.equal((await ledger.balance(userId)).availableMicros);
+    expect(captured.budget.keyLimit).to.deep.equal((await limits.statuses([KEY], T0)).get(KEY));
+
+    // In the capture's transaction: what that transaction wrote before the capture is in the numbers, uncommitted
+    // (a read of its own, on PostgreSQL, would not see it yet).
+    const inTx = await db.transaction(async (tx) => {
+      await ledger.credit(userId, 5n * USD, "dev_credit", "", tx);
+      return ledger.captureWithBudget(second, { apiKeyId: KEY, nowMs: T0 }, tx);
+    });
+    expect(inTx.ok && inTx.budget.availableMicros).to.equal(1_003n * USD);
+
+    // Read at its own time: past midnight, the key's new period has spent nothing; a key without a limit has none.
+    const third = held(await hold(USD));
+    const late = await ledger.captureWithBudget(third, { apiKeyId: KEY, nowMs: MIDNIGHT + HOUR_MS });
+    expect(late.ok && late.budget.keyLimit).to.deep.include({ spentMicros: 0n, resetsAtMs: MIDNIGHT + 24 * HOUR_MS });
+    const unlimited = held(await hold(USD, T0, "key-2"));
+    const plain = await ledger.captureWithBudget(unlimited, { apiKeyId: "key-2", nowMs: T0 });
+    expect(plain).to.deep.include({ budget: { availableMicros: 1_001n * USD, keyLimit: null } });
+    // A hold closed already is not captured twice, and reads nothing.
+    expect(await ledger.captureWithBudget(first, { apiKeyId: KEY, nowMs: T0 })).to.deep.equal({ ok: false, reason: "hold_not_open" });
+    await assertBalanced(db);
+  });
+
   it("counts nothing for a hold without a key, or made with a key that has no limit", async () => {
     held(await hold(USD, T0, undefined));
     held(await hold(USD, T0, KEY));
@@ -67,6 +107,8 @@ describeEachEngine("Ledger: API keys' spending limits", (engine) => {
     expect(refused).to.deep.equal({
       ok: false,
       reason: "key_spend_limit_reached",
+      // The balance the hold read under its lock, for the 402's details.
+      availableMicros: balance.availableMicros,
       neededMicros: 1n,
       limitMicros: 3n * USD,
       period: "day",

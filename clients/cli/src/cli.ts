@@ -2,8 +2,8 @@ import { Command, CommanderError, Option } from "commander";
 import { AGENTS, DEFAULT_AGENT } from "./agents";
 import { addSkills, costLine, displayPath, listSkills, parseInput, readStdin, removeSkills, searchMarketplace } from "./commands";
 import { type CliConfig, type GlobalOptions, accountClient, marketplaceClient, resolveConfig } from "./config";
-import { CliError, EXIT, type ExitCode, errorCodeFor, errorMessageFor, exitCodeFor } from "./errors";
-import { projectDirOf } from "./manifest";
+import { CliError, EXIT, type ExitCode, errorCodeFor, errorMessageFor, exitCodeFor, pinnedPriceError } from "./errors";
+import { findSkill, pinnedCap, projectDirOf, readManifest } from "./manifest";
 import { runMcpStdio } from "./mcp";
 import { formatUsd } from "./skill-md";
 
@@ -121,15 +121,39 @@ export function buildProgram(io: CliIo): Command {
 
   program
     .command("call")
-    .description("call a skill: prints its data on stdout and the cost on stderr")
+    .description(
+      "call a skill: prints its data on stdout and the cost on stderr; a skill in the manifest is held to the price pinned when it was added",
+    )
     .argument("<skill>", "slug or UUID")
     .option("-i, --input <json>", "the input, a JSON object (default: stdin when it is not a terminal, else {})")
-    .action(async (skill: string, options: { input?: string }, cmd: Command) => {
+    .option(
+      "--max-price <usd>",
+      "the most the call may cost, in USD (default: the pinned price for a skill in the manifest, else any)",
+      (v) => {
+        if (!/^\d+(\.\d{1,6})?$/.test(v) || Number(v) <= 0)
+          throw new CliError(
+            `--max-price must be a USD amount above 0 with at most 6 decimals, not ${JSON.stringify(v)}.`,
+            EXIT.usage,
+            "invalid_option",
+          );
+        return v;
+      },
+    )
+    .action(async (skill: string, options: { input?: string; maxPrice?: string }, cmd: Command) => {
       const config = configOf(cmd);
       const client = accountClient(config);
+      // "Pinned" means it: a skill added to the manifest is called at most at the price it was added at.
+      const pinned = options.maxPrice === undefined ? findSkill(readManifest(config.manifestFile), skill) : undefined;
+      const maxPrice = options.maxPrice ?? (pinned ? pinnedCap(pinned) : undefined);
       const text = options.input ?? (io.stdin.isTTY ? undefined : await readStdin(io.stdin));
       const input = parseInput(text);
-      const { data, metadata } = await client.call(skill, input);
+      let result: Awaited<ReturnType<typeof client.call>>;
+      try {
+        result = await client.call(skill, input, maxPrice === undefined ? {} : { maxPrice });
+      } catch (error) {
+        throw pinned ? pinnedPriceError(error, pinned) : error;
+      }
+      const { data, metadata } = result;
       io.stdout(`${JSON.stringify(config.json ? { data, metadata } : data, null, 2)}\n`);
       io.stderr(`${costLine(metadata.cost, metadata.callId)}\n`);
     });

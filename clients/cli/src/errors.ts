@@ -1,3 +1,5 @@
+import { formatUsd } from "./skill-md";
+
 /**
  * The CLI's failures and their exit codes. Every failure prints one line on stderr and exits
  * with the code of its kind, so a script can tell "add funds" from "fix the input" without
@@ -29,6 +31,8 @@ export const EXIT = {
   manifest: 10,
   /** The API key's spending limit for its period is reached (402 key_spend_limit_reached): wait for its reset, or raise it. */
   spendLimit: 11,
+  /** The skill costs more than the call's cap (409 price_above_max): its price rose since it was pinned; re-add it to accept. */
+  priceAboveMax: 12,
 } as const;
 
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
@@ -50,6 +54,8 @@ interface GatewayErrorLike {
   status: number | undefined;
   code: string;
   message: string;
+  /** PriceAboveMaxError's: what the skill costs now, in USD. */
+  price?: number;
 }
 
 function isGatewayError(error: unknown): error is GatewayErrorLike {
@@ -62,6 +68,7 @@ export function exitCodeFor(error: unknown): ExitCode {
   if (isGatewayError(error)) {
     // Adding funds does not lift a key's spending limit: a script tells the two 402s apart.
     if (error.status === 402 && error.code === "key_spend_limit_reached") return EXIT.spendLimit;
+    if (isPriceAboveMax(error)) return EXIT.priceAboveMax;
     switch (error.status) {
       case 400:
         return EXIT.badInput;
@@ -86,6 +93,26 @@ export function exitCodeFor(error: unknown): ExitCode {
 export function errorCodeFor(error: unknown): string {
   if (error instanceof CliError || isGatewayError(error)) return error.code;
   return "internal_error";
+}
+
+function isPriceAboveMax(error: GatewayErrorLike): boolean {
+  return error.status === 409 && error.code === "price_above_max";
+}
+
+/**
+ * The failure of a call of a pinned skill (one `add` wrote into the manifest, whose calls carry the price it was added
+ * at as their max_price) that the gateway refused because the skill now costs more: one sentence with both prices and
+ * how to accept the new one, instead of the gateway's, which speaks of max_price. Any other error is returned as is.
+ */
+export function pinnedPriceError(error: unknown, skill: { slug: string; price: number }): unknown {
+  if (!isGatewayError(error) || !isPriceAboveMax(error)) return error;
+  const now = typeof error.price === "number" ? ` to ${formatUsd(error.price)}` : "";
+  const pinned = skill.price > 0 ? `at ${formatUsd(skill.price)}` : "free";
+  return new CliError(
+    `The price of ${skill.slug} rose${now} per call since it was added ${pinned}: nothing was charged. Re-add the skill to accept the new price: skill-gateway add ${skill.slug}`,
+    EXIT.priceAboveMax,
+    "price_above_max",
+  );
 }
 
 /** The one line printed for a failure. */

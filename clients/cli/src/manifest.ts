@@ -101,6 +101,17 @@ export function writeManifest(file: string, manifest: Manifest): void {
   fs.renameSync(tmp, file);
 }
 
+/** The smallest amount a price cap can name (one USDC base unit): the cap of a skill added free. */
+export const SMALLEST_CAP_USD = 0.000001;
+
+/**
+ * The max_price a pinned skill's calls carry: the price it was added at, so that "pinned" holds; a skill added free
+ * is held to SMALLEST_CAP_USD (a cap must be above 0, and no seller can list a skill that cheap).
+ */
+export function pinnedCap(skill: Pick<ManifestSkill, "price">): number {
+  return skill.price > 0 ? skill.price : SMALLEST_CAP_USD;
+}
+
 /** The skill with this slug or id, if the manifest has it. */
 export function findSkill(manifest: Manifest, slugOrId: string): ManifestSkill | undefined {
   return manifest.skills.find((s) => s.slug === slugOrId || s.id === slugOrId);

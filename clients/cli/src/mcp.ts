@@ -2,8 +2,8 @@ import type { SkillGateway } from "@skill-gateway/sdk";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema, type Tool } from "@modelcontextprotocol/sdk/types.js";
-import { errorCodeFor, errorMessageFor } from "./errors";
-import { type ManifestSkill, readManifest } from "./manifest";
+import { errorCodeFor, errorMessageFor, pinnedPriceError } from "./errors";
+import { type ManifestSkill, pinnedCap, readManifest } from "./manifest";
 import { formatUsd } from "./skill-md";
 
 /**
@@ -29,21 +29,31 @@ export function toolOf(skill: ManifestSkill): Tool {
   };
 }
 
-/** The result of a tool call: the data (structured when it is an object) and the cost, or isError with the gateway's message. */
-export async function callTool(client: SkillGateway, slug: string, input: Record<string, unknown>): Promise<CallToolResult> {
+/**
+ * The result of a tool call of a pinned skill: the data (structured when it is an object) and the cost, or isError with
+ * the gateway's message. The call carries the price pinned when the skill was added as its max_price: a skill whose
+ * price has risen since is refused, uncharged, with a message saying to re-add it to accept the new price.
+ */
+export async function callTool(client: SkillGateway, skill: ManifestSkill, input: Record<string, unknown>): Promise<CallToolResult> {
   try {
-    const { data, metadata } = await client.call(slug, input);
+    const { data, metadata } = await client.call(skill.slug, input, { maxPrice: pinnedCap(skill) });
     const cost = `Cost: ${formatUsd(metadata.cost)} USD${metadata.callId ? ` (call ${metadata.callId})` : ""}.`;
     const result: CallToolResult = {
       content: [
         { type: "text", text: JSON.stringify(data) ?? "null" },
         { type: "text", text: cost },
       ],
-      _meta: { "skill-gateway/cost": metadata.cost, "skill-gateway/callId": metadata.callId ?? null },
+      _meta: {
+        "skill-gateway/cost": metadata.cost,
+        "skill-gateway/callId": metadata.callId ?? null,
+        ...(metadata.balanceAvailable !== undefined ? { "skill-gateway/balanceAvailable": metadata.balanceAvailable } : {}),
+        ...(metadata.keySpendRemaining !== undefined ? { "skill-gateway/keySpendRemaining": metadata.keySpendRemaining } : {}),
+      },
     };
     if (typeof data === "object" && data !== null && !Array.isArray(data)) result.structuredContent = data as Record<string, unknown>;
     return result;
-  } catch (error) {
+  } catch (caught) {
+    const error = pinnedPriceError(caught, skill);
     return {
       isError: true,
       content: [{ type: "text", text: `${errorMessageFor(error)} (${errorCodeFor(error)})` }],
@@ -61,7 +71,7 @@ export function createMcpServer(client: SkillGateway, manifestFile: string): Ser
     const skill = readManifest(manifestFile).skills.find((s) => s.slug === name);
     if (!skill)
       return { isError: true, content: [{ type: "text", text: `No tool "${name}": it is not in the manifest ${manifestFile}.` }] };
-    return callTool(client, skill.slug, request.params.arguments ?? {});
+    return callTool(client, skill, request.params.arguments ?? {});
   });
   return server;
 }

@@ -50,9 +50,19 @@ function exampleInput(schema: object | null): Record<string, unknown> {
   return example;
 }
 
+/** A USD amount as the X-Max-Price header takes it: decimal text, at most 6 decimals, never 0 (a free skill's cap is one base unit). */
+function capText(usd: number): string {
+  return usd > 0
+    ? Number(usd.toPrecision(12))
+        .toFixed(6)
+        .replace(/\.?0+$/, "")
+    : "0.000001";
+}
+
 /** The whole SKILL.md. */
 export function renderSkillMd(skill: SkillMdInput): string {
   const example = JSON.stringify(exampleInput(skill.inputSchema));
+  const cap = capText(skill.price);
   const schemaBlock = skill.inputSchema
     ? [
         "The input is a JSON object matching this JSON Schema (the gateway checks it before charging):",
@@ -89,13 +99,15 @@ export function renderSkillMd(skill: SkillMdInput): string {
     `skill-gateway call ${skill.slug} --input '${example}'`,
     "```",
     "",
-    "It prints the skill's result (`data`) as JSON on stdout and the cost on stderr; it exits non-zero with one line on stderr when the call fails (exit 5: the balance is too low, 7: the input was refused, 8: the skill failed, 11: the API key's spending limit is reached until it resets).",
+    "It prints the skill's result (`data`) as JSON on stdout and the cost on stderr; it exits non-zero with one line on stderr when the call fails (exit 5: the balance is too low, 7: the input was refused, 8: the skill failed, 11: the API key's spending limit is reached until it resets, 12: the skill's price rose since it was added, and nothing was charged: re-add it with `skill-gateway add` to accept the new price).",
     "",
     "Or over HTTP:",
     "",
     "```sh",
-    `curl -s "$SKILL_GATEWAY_URL/v1/skills/${skill.slug}/call" -H "Authorization: Bearer $SKILL_GATEWAY_API_KEY" -H "Content-Type: application/json" -d '${example}'`,
+    `curl -s "$SKILL_GATEWAY_URL/v1/skills/${skill.slug}/call" -H "Authorization: Bearer $SKILL_GATEWAY_API_KEY" -H "Content-Type: application/json" -H "X-Max-Price: ${cap}" -d '${example}'`,
     "```",
+    "",
+    `\`X-Max-Price\` holds the call to the price above: a higher price is refused (409 \`price_above_max\`) and nothing is charged.`,
     "",
     'The answer is `{"success": true, "data": ..., "metadata": {"cost": ...}}`, or `{"success": false, "error": "...", "code": "..."}`.',
     "",

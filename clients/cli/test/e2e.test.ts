@@ -142,6 +142,72 @@ describe("skill-gateway CLI against a real gateway", function () {
     }
   });
 
+  describe("pinned prices", function () {
+    it("holds call and the MCP tools to the price pinned at add; a higher price exits 12, uncharged, until re-added", async function () {
+      this.timeout(120_000);
+      await stack.addSkill("pricey", "/echo", { priceMicros: 1_000n });
+      expect((await cli(stack, dir, ["add", "pricey"])).code).to.equal(0);
+      expect((await cli(stack, dir, ["call", "pricey"])).code).to.equal(0);
+      // The seller raises the price: the pinned skill's calls are refused, nothing charged.
+      await stack.addSkill("pricey", "/echo", { priceMicros: 200_000n });
+      const before = await stack.available();
+      const refused = await cli(stack, dir, ["call", "pricey"]);
+      expect(refused.code, refused.stderr).to.equal(EXIT.priceAboveMax);
+      expect(refused.stderr).to.equal(
+        "skill-gateway: The price of pricey rose to $0.2 per call since it was added at $0.001: nothing was charged. Re-add the skill to accept the new price: skill-gateway add pricey\n",
+      );
+      const json = await cli(stack, dir, ["--json", "call", "pricey"]);
+      expect([json.code, JSON.parse(json.stderr).code]).to.deep.equal([EXIT.priceAboveMax, "price_above_max"]);
+
+      const { client, transport } = mcpClient(stack, dir, stack.key);
+      await client.connect(transport);
+      try {
+        const result = await client.callTool({ name: "pricey", arguments: {} });
+        expect(result.isError).to.equal(true);
+        expect(text(result)).to.equal(
+          "The price of pricey rose to $0.2 per call since it was added at $0.001: nothing was charged. Re-add the skill to accept the new price: skill-gateway add pricey (price_above_max)",
+        );
+      } finally {
+        await client.close();
+      }
+      expect(await stack.available()).to.equal(before);
+
+      // An explicit --max-price decides instead of the pinned one; a skill not in the manifest has no cap.
+      const accepted = await cli(stack, dir, ["call", "pricey", "--max-price", "0.2"]);
+      expect(accepted.code, accepted.stderr).to.equal(0);
+      expect(accepted.stderr).to.match(/^cost: \$0\.2 USD/);
+      const explicit = await cli(stack, dir, ["call", "echo", "--max-price", "0.0005"]);
+      expect(explicit.code).to.equal(EXIT.priceAboveMax);
+      expect(explicit.stderr).to.match(
+        /^skill-gateway: The skill "echo" costs \$0\.001 per call, above this call's max_price of \$0\.0005/,
+      );
+      expect((await cli(stack, dir, ["call", "pricey", "--max-price", "0"])).code).to.equal(EXIT.usage);
+
+      // Re-added, the new price is pinned and the calls go through.
+      expect((await cli(stack, dir, ["add", "pricey"])).code).to.equal(0);
+      const after = await cli(stack, dir, ["call", "pricey"]);
+      expect(after.code, after.stderr).to.equal(0);
+      expect(after.stderr).to.match(/^cost: \$0\.2 USD/);
+    });
+
+    it("puts what the key has left in an MCP tool result's _meta", async function () {
+      expect((await cli(stack, dir, ["add", "echo"])).code).to.equal(0);
+      const limited = await stack.gw.keys.create(stack.buyerId, { spendLimit: { limitMicros: 5_000n, period: "day" } });
+      const { client, transport } = mcpClient(stack, dir, limited.key);
+      await client.connect(transport);
+      try {
+        const result = await client.callTool({ name: "echo", arguments: {} });
+        expect(result._meta).to.deep.include({ "skill-gateway/keySpendRemaining": 0.004 });
+        expect((result._meta as Record<string, number>)["skill-gateway/balanceAvailable"] * 1e6).to.be.closeTo(
+          Number(await stack.available()),
+          0.5,
+        );
+      } finally {
+        await client.close();
+      }
+    });
+  });
+
   describe("call, balance, usage, search", function () {
     it("prints data on stdout and the cost on stderr, from --input or stdin", async function () {
       const fromFlag = await cli(stack, dir, ["call", "echo", "--input", '{"hello":"world"}']);

@@ -7,9 +7,9 @@ import { expect } from "chai";
 import { AGENTS } from "../src/agents";
 import { parseInput } from "../src/commands";
 import { resolveConfig } from "../src/config";
-import { CliError, EXIT, exitCodeFor } from "../src/errors";
+import { CliError, EXIT, exitCodeFor, pinnedPriceError } from "../src/errors";
 import { removeWritten, writeFiles } from "../src/install";
-import { type Manifest, type ManifestSkill, emptyManifest, readManifest, writeManifest } from "../src/manifest";
+import { type Manifest, type ManifestSkill, emptyManifest, pinnedCap, readManifest, writeManifest } from "../src/manifest";
 import { toolOf } from "../src/mcp";
 import { formatUsd, renderSkillMd } from "../src/skill-md";
 
@@ -78,6 +78,10 @@ describe("SKILL.md", function () {
     expect(body).to.include('"required": [\n    "text"\n  ]');
     expect(body).to.include(`skill-gateway call uppercase --input '{"text":"..."}'`);
     expect(body).to.include('"$SKILL_GATEWAY_URL/v1/skills/uppercase/call"');
+    // The HTTP example is held to the pinned price, as the CLI's own calls are.
+    expect(body).to.include('-H "X-Max-Price: 0.002"');
+    expect(renderSkillMd(buildSkill({ price: 1.5 }))).to.include('-H "X-Max-Price: 1.5"');
+    expect(renderSkillMd(buildSkill({ price: 0 }))).to.include('-H "X-Max-Price: 0.000001"');
   });
 
   it("says a skill without a schema takes any object", function () {
@@ -145,6 +149,8 @@ describe("exit codes", function () {
     [gatewayError(401, "unauthorized"), 4],
     [gatewayError(402, "insufficient_balance"), 5],
     [gatewayError(402, "key_spend_limit_reached"), 11],
+    [gatewayError(409, "price_above_max"), 12],
+    [gatewayError(409, "idempotency_key_in_use"), 9],
     [gatewayError(404, "skill_not_found"), 3],
     [gatewayError(429, "rate_limited"), 6],
     [gatewayError(502, "skill_error"), 8],
@@ -159,6 +165,32 @@ describe("exit codes", function () {
   }
   it("gives every kind a distinct code", function () {
     expect(new Set(Object.values(EXIT)).size).to.equal(Object.keys(EXIT).length);
+  });
+});
+
+describe("pinned prices", function () {
+  it("caps a pinned skill's calls at the price it was added at; one added free at the smallest amount", function () {
+    expect(pinnedCap(buildSkill())).to.equal(0.002);
+    expect(pinnedCap(buildSkill({ price: 0 }))).to.equal(0.000001);
+  });
+
+  it("turns a 409 price_above_max into one sentence with both prices and how to accept the new one, exit 12", function () {
+    const refused = Object.assign(new Error("The skill costs more than this call's max_price."), {
+      status: 409,
+      code: "price_above_max",
+      price: 0.2,
+    });
+    const error = pinnedPriceError(refused, buildSkill()) as CliError;
+    expect(error).to.be.instanceOf(CliError);
+    expect([error.message, error.exitCode, error.code]).to.deep.equal([
+      "The price of uppercase rose to $0.2 per call since it was added at $0.002: nothing was charged. Re-add the skill to accept the new price: skill-gateway add uppercase",
+      EXIT.priceAboveMax,
+      "price_above_max",
+    ]);
+    expect((pinnedPriceError(refused, buildSkill({ price: 0 })) as Error).message).to.contain("since it was added free");
+    // Anything else passes through as it is.
+    const other = Object.assign(new Error("m"), { status: 409, code: "idempotency_key_in_use" });
+    expect(pinnedPriceError(other, buildSkill())).to.equal(other);
   });
 });
 

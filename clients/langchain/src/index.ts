@@ -5,6 +5,7 @@ export {
   schemaOf,
   formatUsd,
   OPEN_SCHEMA,
+  SMALLEST_CAP_USD,
   type SkillSpec,
   type SkillTool,
   type SkillToolArtifact,

@@ -43,15 +43,22 @@ export function schemaOf(inputSchema: unknown): JSONSchema {
   return { ...(inputSchema as Record<string, unknown>), type: "object" } as JSONSchema;
 }
 
+/** The smallest amount a price cap can name (one USDC base unit): the cap of a tool made for a free skill. */
+export const SMALLEST_CAP_USD = 0.000001;
+
 /**
  * The tool for a known skill (no network until it is called). A call returns the skill's data
- * as a JSON string; an expected failure (400, 402, 429, 502) returns one line the model can act
- * on, as a ToolMessage with status "error" when invoked with a ToolCall; other failures throw.
+ * as a JSON string; an expected failure (400, 402, 409 price_above_max, 429, 502) returns one line
+ * the model can act on, as a ToolMessage with status "error" when invoked with a ToolCall; other
+ * failures throw. Every call carries `spec.price`, the price the description states, as its
+ * max_price: a skill whose price has risen since is refused, uncharged, rather than charged more
+ * than the model was told (a free skill is held to SMALLEST_CAP_USD, as a cap must be above 0).
  */
 export function toolFromSpec(client: SkillGateway, spec: SkillSpec): SkillTool {
+  const maxPrice = spec.price > 0 ? spec.price : SMALLEST_CAP_USD;
   const run = async (input: Record<string, unknown>, config?: ToolRunnableConfig): Promise<[string | ToolMessage, SkillToolArtifact]> => {
     try {
-      const { data, metadata } = await client.call(spec.slug, input ?? {}, { signal: config?.signal });
+      const { data, metadata } = await client.call(spec.slug, input ?? {}, { signal: config?.signal, maxPrice });
       return [JSON.stringify(data) ?? "null", { ok: true, data, metadata }];
     } catch (error) {
       const failure = failureOf(error, spec.slug);
@@ -75,7 +82,10 @@ export function toolFromSpec(client: SkillGateway, spec: SkillSpec): SkillTool {
   }) as unknown as SkillTool;
 }
 
-/** The tool for a skill of the marketplace: fetches it (GET /v1/skills/:slug) for its name, description, price and schema. */
+/**
+ * The tool for a skill of the marketplace: fetches it (GET /v1/skills/:slug) for its name, description, price and schema.
+ * The price fetched now is the tool's: its calls are held to it.
+ */
 export async function skillTool(client: SkillGateway, slug: string): Promise<SkillTool> {
   const skill = await client.skills.get(slug);
   return toolFromSpec(client, {

@@ -91,8 +91,9 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     const echo = await skillTool(poor, "echo");
     const out = await echo.invoke({ text: "hi" });
     expect(out).to.be.a("string");
-    expect(out as string).to.match(
-      /^Insufficient balance: .* Nothing was charged\. Add funds to the Skill Gateway account before calling echo again\.$/,
+    // Each thing said once: the gateway's numbers, not its "Insufficient balance: ... Add funds." prefixed again.
+    expect(out).to.equal(
+      "Insufficient balance: calling echo costs $0.001 and $0 is available. Nothing was charged. Add funds to the Skill Gateway account before calling echo again.",
     );
     expect(out as string).not.to.include("\n");
 
@@ -117,7 +118,7 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     const message = (await echo.invoke({ id: "call_4", name: "echo", args: { text: "hi" }, type: "tool_call" })) as ToolMessage;
     expect(message.status).to.equal("error");
     expect(message.content).to.match(
-      /^Spending limit reached: This key's spending limit of \$0\.0015 per day is reached \(.*\); it resets at \S+Z\. Nothing was charged\. Calls of echo or any paid skill with this API key are refused until the limit resets or its owner raises it\.$/,
+      /^This key's spending limit of \$0\.0015 per day is reached \(.*\); it resets at \S+Z\. Nothing was charged\. Paid calls with this API key, of echo or any other skill, are refused until the limit allows them\.$/,
     );
     const artifact = message.artifact as SkillToolArtifact;
     expect(artifact.ok ? null : [artifact.error.status, artifact.error.code]).to.deep.equal([402, "key_spend_limit_reached"]);
@@ -128,7 +129,8 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     const fail = await skillTool(client, "fail");
     const before = await stack.available();
     const out = await fail.invoke({});
-    expect(out as string).to.match(/^The skill fail failed: .* Nothing was charged\. You may retry, or do without it\.$/);
+    // The gateway's message already says "You were not charged.": not said twice.
+    expect(out as string).to.match(/^The skill fail failed: Skill error: .*\. You were not charged\. You may retry, or do without it\.$/);
     const message = (await fail.invoke({ id: "call_3", name: "fail", args: {}, type: "tool_call" })) as ToolMessage;
     expect(message.status).to.equal("error");
     expect(message.tool_call_id).to.equal("call_3");
@@ -150,8 +152,48 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     await limited.invoke({ n: 1 });
     const before = await stack.available();
     const out = await limited.invoke({ n: 2 });
-    expect(out as string).to.match(/^Rate limited: .* Nothing was charged\. Retry (after \d+ s|later)\.$/);
+    expect(out as string).to.match(
+      /^Rate limit exceeded: 1 calls per minute for this skill "limited"\. Nothing was charged\. Retry (after \d+ s|later)\.$/,
+    );
     expect(await stack.available()).to.equal(before);
+  });
+
+  it("holds every call to the price the tool was made at: a higher one reaches the model as a clear message; nothing is charged", async function () {
+    await stack.addSkill("rising", "/echo", { priceMicros: 1_000n });
+    const fetched = await skillTool(client, "rising");
+    const [pinnedTool] = await skillToolkit(client, { manifest: writeManifest([pinned("rising", 0.001, null)]) });
+    expect(JSON.parse((await fetched.invoke({ n: 1 })) as string)).to.deep.equal({ n: 1 });
+    await stack.addSkill("rising", "/echo", { priceMicros: 200_000n });
+    const before = await stack.available();
+    for (const tool of [fetched, pinnedTool]) {
+      const message = (await tool.invoke({ id: "call_9", name: "rising", args: { n: 2 }, type: "tool_call" })) as ToolMessage;
+      expect(message.status).to.equal("error");
+      expect(message.content).to.equal(
+        "The price of rising rose to $0.2 per call, above the $0.001 this tool was made at: nothing was charged. Do without it, or ask the user to re-add the skill (skill-gateway add rising) or make the tool again to accept the new price.",
+      );
+      const artifact = message.artifact as SkillToolArtifact;
+      expect(artifact.ok ? null : [artifact.error.status, artifact.error.code]).to.deep.equal([409, "price_above_max"]);
+    }
+    expect(await stack.available()).to.equal(before);
+    // A tool made again takes the new price, and its calls go through.
+    const remade = await skillTool(client, "rising");
+    expect(remade.description).to.contain("$0.2 USD");
+    expect(JSON.parse((await remade.invoke({ n: 3 })) as string)).to.deep.equal({ n: 3 });
+    expect(before - (await stack.available())).to.equal(200_000n);
+  });
+
+  it("says each thing once: the gateway's words are not prefixed with what they already say", function () {
+    const error = (status: number, code: string, message: string, extra: object = {}) =>
+      Object.assign(new Error(message), { status, code, ...extra });
+    const frozen = "Insufficient balance: an exit from the escrow is pending for this account, and its money is frozen.";
+    expect(failureOf(error(402, "insufficient_balance", frozen), "echo")?.message).to.equal(
+      `${frozen} Nothing was charged. Add funds to the Skill Gateway account before calling echo again.`,
+    );
+    expect(
+      failureOf(error(429, "daily_limit_reached", "Daily call limit of 5 reached; it resets at 00:00 UTC."), "echo")?.message,
+    ).to.equal("Rate limited: Daily call limit of 5 reached; it resets at 00:00 UTC. Nothing was charged. Retry later.");
+    expect(failureOf(error(409, "price_above_max", "m"), "echo")?.message).to.match(/^The price of echo rose: nothing was charged\./);
+    expect(failureOf(error(409, "idempotency_key_in_use", "m"), "echo")).to.equal(null);
   });
 
   it("errors the model cannot fix throw: an unknown skill, a bad key", async function () {

@@ -27,8 +27,25 @@ async function main(): Promise<void> {
     scopes: ["calls", "usage:read"],
     spendLimit: { limitMicros: 1_000n, period: "total" },
   });
+  // Budgets (tests/test_budgets.py): a key that may spend 0.01 USD a day, and one whose limit (0.0005 in all) is
+  // below any call's price, each on a funded account of its own.
+  const budget = await stack.addBuyer("1");
+  const budgetKey = await stack.gw.keys.create(budget.accountId, {
+    scopes: ["calls", "usage:read"],
+    spendLimit: { limitMicros: 10_000n, period: "day" },
+  });
+  const capped = await stack.addBuyer("1");
+  const cappedKey = await stack.gw.keys.create(capped.accountId, { spendLimit: { limitMicros: 500n, period: "total" } });
   process.stdout.write(
-    JSON.stringify({ url: stack.url, key: stack.key, empty_key: empty.key, concurrent_key: concurrent.key, limited_key: limitedKey.key }) + "\n",
+    JSON.stringify({
+      url: stack.url,
+      key: stack.key,
+      empty_key: empty.key,
+      concurrent_key: concurrent.key,
+      limited_key: limitedKey.key,
+      budget_key: budgetKey.key,
+      capped_key: cappedKey.key,
+    }) + "\n",
   );
   let closing = false;
   const close = async () => {

@@ -6,6 +6,7 @@ import type {
   CallMetadata,
   CallOptions,
   CallResult,
+  KeyStatus,
   RateLimitInfo,
   RequestOptions,
   Skill,
@@ -71,10 +72,12 @@ export class SkillGateway {
 
   /**
    * Calls a skill by slug or UUID through POST /v1/call. Retried on 429, 500, 502 and
-   * connection failures with one Idempotency-Key, so it is charged at most once.
+   * connection failures with one Idempotency-Key, so it is charged at most once. With
+   * `maxPrice`, a skill priced above it throws PriceAboveMaxError and charges nothing.
    */
   async call<T = unknown>(skill: string, input: object, options: CallOptions = {}): Promise<CallResult<T>> {
-    return this.callEndpoint<T>("/v1/call", { skill_id: skill, input }, options);
+    const body = options.maxPrice === undefined ? { skill_id: skill, input } : { skill_id: skill, input, max_price: options.maxPrice };
+    return this.callEndpoint<T>("/v1/call", body, options, {});
   }
 
   /** A skill by slug or UUID, to call through its own endpoint, POST /v1/skills/:skillId/call. */
@@ -82,7 +85,14 @@ export class SkillGateway {
     const path = `/v1/skills/${encodeURIComponent(slugOrId)}`;
     return {
       id: slugOrId,
-      call: <T = unknown>(params: object = {}, options: CallOptions = {}) => this.callEndpoint<T>(`${path}/call`, params, options),
+      // The body is the skill's own parameters: the price cap travels in a header.
+      call: <T = unknown>(params: object = {}, options: CallOptions = {}) =>
+        this.callEndpoint<T>(
+          `${path}/call`,
+          params,
+          options,
+          options.maxPrice === undefined ? {} : { "x-max-price": String(options.maxPrice) },
+        ),
       get: (options: RequestOptions = {}) => this.skills.get(slugOrId, options),
     };
   }
@@ -90,6 +100,15 @@ export class SkillGateway {
   /** GET /v1/balance: the key's account balance, available and held. */
   async balance(options: RequestOptions = {}): Promise<Balance> {
     return (await this.get("/v1/balance", options)) as Balance;
+  }
+
+  /**
+   * GET /v1/key: the calling key's own record and budget (any key may read itself, whatever its
+   * scopes): its scopes, allowed skills and expiry, its spending limit with what it spent, what
+   * remains and when it resets, and the account's available balance.
+   */
+  async key(options: RequestOptions = {}): Promise<KeyStatus> {
+    return (await this.get("/v1/key", options)) as KeyStatus;
   }
 
   /**
@@ -114,9 +133,17 @@ export class SkillGateway {
     return response.body.data;
   }
 
-  private async callEndpoint<T>(path: string, body: object, options: CallOptions): Promise<CallResult<T>> {
+  private async callEndpoint<T>(path: string, body: object, options: CallOptions, headers: Record<string, string>): Promise<CallResult<T>> {
     const idempotencyKey = options.idempotencyKey ?? randomUUID();
-    const request: TransportRequest = { method: "POST", path, body, idempotencyKey, signal: options.signal, timeoutMs: options.timeoutMs };
+    const request: TransportRequest = {
+      method: "POST",
+      path,
+      body,
+      idempotencyKey,
+      headers,
+      signal: options.signal,
+      timeoutMs: options.timeoutMs,
+    };
     const response = await send(this.transport, request);
     return {
       data: response.body.data as T,
@@ -152,7 +179,18 @@ export function callMetadata(raw: unknown, headers: Headers, idempotencyKey: str
   if (callId !== null) metadata.callId = callId;
   const rateLimit = rateLimitOf(headers);
   if (rateLimit) metadata.rateLimit = rateLimit;
+  const available = usdHeader(headers, "x-balance-available");
+  if (available !== undefined) metadata.balanceAvailable = available;
+  const remaining = usdHeader(headers, "x-key-spend-remaining");
+  if (remaining !== undefined) metadata.keySpendRemaining = remaining;
   return metadata;
+}
+
+/** A USD decimal string header as a number; undefined when absent or not a number. */
+function usdHeader(headers: Headers, name: string): number | undefined {
+  const value = headers.get(name);
+  if (value === null || !/^\d+(\.\d+)?$/.test(value)) return undefined;
+  return Number(value);
 }
 
 function rateLimitOf(headers: Headers): RateLimitInfo | undefined {

@@ -16,6 +16,8 @@ export interface SkillGatewayErrorOptions {
   idempotencyKey?: string;
   /** The answer's headers, when there was an answer. */
   headers?: Headers;
+  /** The numbers of a refusal (the body's `details`: a 402's price and balance, a 409's price and max_price). */
+  details?: Record<string, unknown>;
   cause?: unknown;
 }
 
@@ -26,6 +28,8 @@ export class SkillGatewayError extends Error {
   readonly callId: string | undefined;
   readonly idempotencyKey: string | undefined;
   readonly headers: Headers | undefined;
+  /** The body's `details`, as the gateway sent them (the subclasses below read their numbers from it). */
+  readonly details: Record<string, unknown> | undefined;
 
   constructor(message: string, options: SkillGatewayErrorOptions) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -34,7 +38,14 @@ export class SkillGatewayError extends Error {
     this.callId = options.callId;
     this.idempotencyKey = options.idempotencyKey;
     this.headers = options.headers;
+    this.details = options.details;
   }
+}
+
+/** A USD amount of `details`, or undefined when it is absent or not a number. */
+function usdOf(details: Record<string, unknown> | undefined, name: string): number | undefined {
+  const value = details?.[name];
+  return typeof value === "number" && Number.isFinite(value) ? value : undefined;
 }
 
 /** 400: the request or the input is invalid, or the skill's backend refused the input. Not retried. */
@@ -47,9 +58,22 @@ export class AuthenticationError extends SkillGatewayError {
   override readonly name: string = "AuthenticationError";
 }
 
-/** 402: the balance is below the call's price. Nothing was charged. Not retried. */
+/**
+ * 402: the balance is below the call's price. Nothing was charged. Not retried. `price` and
+ * `available` are the gateway's numbers (USD), undefined when it sent none.
+ */
 export class InsufficientBalanceError extends SkillGatewayError {
   override readonly name: string = "InsufficientBalanceError";
+  /** What the call would have cost, in USD. */
+  readonly price: number | undefined;
+  /** The account's available balance, in USD. */
+  readonly available: number | undefined;
+
+  constructor(message: string, options: SkillGatewayErrorOptions) {
+    super(message, options);
+    this.price = usdOf(options.details, "price");
+    this.available = usdOf(options.details, "available");
+  }
 }
 
 /**
@@ -60,6 +84,24 @@ export class InsufficientBalanceError extends SkillGatewayError {
  */
 export class KeySpendLimitReachedError extends InsufficientBalanceError {
   override readonly name: string = "KeySpendLimitReachedError";
+  /** The key's spending limit per period, in USD. */
+  readonly limit: number | undefined;
+  /** What the key's current period has spent, in USD (calls in flight included). */
+  readonly spent: number | undefined;
+  /** The limit's period: `day`, `month` or `total`. */
+  readonly period: string | undefined;
+  /** When the period's count starts again (ISO 8601); null when it never does (`total`); undefined when not sent. */
+  readonly resetsAt: string | null | undefined;
+
+  constructor(message: string, options: SkillGatewayErrorOptions) {
+    super(message, options);
+    this.limit = usdOf(options.details, "limit");
+    this.spent = usdOf(options.details, "spent");
+    const period = options.details?.period;
+    this.period = typeof period === "string" ? period : undefined;
+    const resetsAt = options.details?.resets_at;
+    this.resetsAt = typeof resetsAt === "string" || resetsAt === null ? resetsAt : undefined;
+  }
 }
 
 /** 404: no skill with that slug or UUID. Not retried. */
@@ -73,6 +115,25 @@ export class NotFoundError extends SkillGatewayError {
  */
 export class ConflictError extends SkillGatewayError {
   override readonly name: string = "ConflictError";
+}
+
+/**
+ * 409 `price_above_max`: the skill costs more than the call's `maxPrice` (its price was raised, or
+ * the cap is too low). Nothing was charged. Not retried: call again with a `maxPrice` of at least
+ * `price` to accept the new price. A subclass of ConflictError, as its status is 409.
+ */
+export class PriceAboveMaxError extends ConflictError {
+  override readonly name: string = "PriceAboveMaxError";
+  /** What the skill costs per call now, in USD. */
+  readonly price: number | undefined;
+  /** The call's max_price, in USD. */
+  readonly maxPrice: number | undefined;
+
+  constructor(message: string, options: SkillGatewayErrorOptions) {
+    super(message, options);
+    this.price = usdOf(options.details, "price");
+    this.maxPrice = usdOf(options.details, "max_price");
+  }
 }
 
 /** 429: a per-key, per-skill or daily limit was reached. */
@@ -121,6 +182,7 @@ const BY_STATUS: Record<number, typeof SkillGatewayError> = {
 /** Codes whose error is more precise than their status's class. */
 const BY_CODE: Record<string, typeof SkillGatewayError> = {
   key_spend_limit_reached: KeySpendLimitReachedError,
+  price_above_max: PriceAboveMaxError,
 };
 
 /**
@@ -137,12 +199,14 @@ export function errorFromResponse(
   const envelope = typeof body === "object" && body !== null ? (body as Record<string, unknown>) : {};
   const message = typeof envelope.error === "string" && envelope.error !== "" ? envelope.error : `The gateway answered HTTP ${status}.`;
   const code = typeof envelope.code === "string" && envelope.code !== "" ? envelope.code : `http_${status}`;
+  const details = envelope.details;
   const options: SkillGatewayErrorOptions = {
     status,
     code,
     callId: headers.get("x-call-id") ?? undefined,
     idempotencyKey: extra.idempotencyKey,
     headers,
+    ...(typeof details === "object" && details !== null && !Array.isArray(details) ? { details: details as Record<string, unknown> } : {}),
   };
   if (status === 429) return new RateLimitError(message, { ...options, retryAfterMs: extra.retryAfterMs });
   const ByStatus = BY_STATUS[status] ?? SkillGatewayError;

@@ -16,6 +16,8 @@ export interface TransportRequest {
   path: string;
   body?: unknown;
   idempotencyKey?: string;
+  /** More request headers, by their lowercase names (X-Max-Price). */
+  headers?: Record<string, string>;
   signal?: AbortSignal;
   timeoutMs?: number;
 }
@@ -49,7 +51,7 @@ async function attempt(config: TransportConfig, request: TransportRequest): Prom
   const { signal, idempotencyKey } = request;
   if (signal?.aborted) throw signal.reason;
 
-  const headers: Record<string, string> = { accept: "application/json" };
+  const headers: Record<string, string> = { ...request.headers, accept: "application/json" };
   if (config.apiKey) headers.authorization = `Bearer ${config.apiKey}`;
   if (request.body !== undefined) headers["content-type"] = "application/json";
   if (idempotencyKey !== undefined) headers["idempotency-key"] = idempotencyKey;

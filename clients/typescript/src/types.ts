@@ -28,6 +28,14 @@ export interface CallOptions extends RequestOptions {
    * crypto.randomUUID() per call. Pass your own to make retries across processes safe.
    */
   idempotencyKey?: string;
+  /**
+   * The most this call may cost, in USD: a number (0.002) or a decimal string ("0.002"), above 0
+   * with at most 6 decimals. A skill priced above it is refused with `PriceAboveMaxError` (409
+   * `price_above_max`, naming its current price) and nothing is charged. Sent as `max_price` in
+   * the body of `client.call`, as the `X-Max-Price` header by `client.skill(...).call`.
+   * Default: any price.
+   */
+  maxPrice?: number | string;
 }
 
 /** The metadata of a call, the same whichever endpoint answered. */
@@ -46,6 +54,16 @@ export interface CallMetadata {
   replayed: boolean;
   /** The per-key rate limit from the RateLimit-* headers, when the answer had them. */
   rateLimit?: RateLimitInfo;
+  /**
+   * The account's available balance after this call's charge, in USD (X-Balance-Available); absent
+   * when the call charged nothing (a free skill, an idempotent replay).
+   */
+  balanceAvailable?: number;
+  /**
+   * What the key may still spend in its current period after this call's charge, in USD
+   * (X-Key-Spend-Remaining); absent for a key without a spending limit, or a call that charged nothing.
+   */
+  keySpendRemaining?: number;
 }
 
 export interface RateLimitInfo {
@@ -86,6 +104,38 @@ export interface Balance {
   held: number;
   available_base_units: string;
   held_base_units: string;
+}
+
+/**
+ * GET /v1/key: the calling key's own record (the API's field names, as GET /v1/keys lists a key)
+ * and its budget. Amounts in USD, with their USDC base units (6 decimals) as strings beside them.
+ */
+export interface KeyStatus {
+  id: string;
+  prefix: string;
+  name: string;
+  created_at: string | null;
+  last_used_at: string | null;
+  scopes: string[];
+  /** The skills the key may call, slugs or UUIDs; null: every skill. */
+  allowed_skills: string[] | null;
+  /** When the key stops working; null: never. */
+  expires_at: string | null;
+  /** The key's spending limit per period; null (and the five below) without one. */
+  spend_limit_usd: number | null;
+  spend_limit_base_units: string | null;
+  spend_limit_period: "day" | "month" | "total" | null;
+  /** What the current period has spent, calls in flight included. */
+  spent_usd: number | null;
+  spent_base_units: string | null;
+  /** When the current period's count starts again; null for `total`, or without a limit. */
+  resets_at: string | null;
+  /** What the key may still spend in its current period (never below 0); null without a limit. */
+  remaining_usd: number | null;
+  remaining_base_units: string | null;
+  /** The account's available balance. */
+  available_usd: number;
+  available_base_units: string;
 }
 
 /** One call of GET /v1/usage (the API's field names). */

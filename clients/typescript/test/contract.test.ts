@@ -22,6 +22,7 @@ const MIRRORED: Record<string, JsonSchema> = {
   Skill: schemas.Skill,
   Balance: schemas.Balance,
   UsageCall: schemas.UsageCall,
+  KeyStatus: schemas.OwnKey,
 };
 
 /** A type as a comparable description: its JSON types, and its literals when it is a union of them. */
@@ -163,8 +164,8 @@ describe("the TypeScript SDK's types against docs/openapi.json", function () {
     let stack: TestStack;
     const ajv = new Ajv2020({ strict: false, validateFormats: false });
     ajv.addSchema(openapi, "openapi.json");
-    const conforms = (name: string, value: unknown) => {
-      const validate = ajv.compile({ $ref: `openapi.json#/components/schemas/${name}` });
+    const conforms = (name: string, value: unknown, schemaName = name) => {
+      const validate = ajv.compile({ $ref: `openapi.json#/components/schemas/${schemaName}` });
       expect(validate(value), ajv.errorsText(validate.errors)).to.equal(true);
       expect(Object.keys(value as object).sort()).to.deep.equal(Object.keys(shapes[name].properties!).sort());
     };
@@ -185,6 +186,9 @@ describe("the TypeScript SDK's types against docs/openapi.json", function () {
       const page = await client.usage({ limit: 5 });
       expect(page.calls).to.not.be.empty;
       for (const call of page.calls) conforms("UsageCall", call);
+      conforms("KeyStatus", await client.key(), "OwnKey");
+      const limited = await stack.gw.keys.create(stack.buyerId, { spendLimit: { limitMicros: 5_000n, period: "day" } });
+      conforms("KeyStatus", await new SkillGateway({ apiKey: limited.key, baseUrl: stack.url }).key(), "OwnKey");
     });
   });
 });

@@ -30,8 +30,8 @@ export interface SuccessResponse {
   schema?: z.ZodType;
   /** Default application/json. */
   contentType?: string;
-  /** Response headers worth naming (Location of a redirect). */
-  headers?: Record<string, string>;
+  /** Response headers worth naming (Location of a redirect), by their description; `optional` for one not always sent. */
+  headers?: Record<string, string | { description: string; optional: true }>;
 }
 
 /** The fields every operation declares, whoever may call it. */
@@ -44,6 +44,8 @@ interface OperationBase {
   tag: string;
   params?: z.ZodObject;
   query?: z.ZodObject;
+  /** Request headers the operation reads beyond Authorization (X-Max-Price), by their lowercase names. */
+  headers?: z.ZodObject;
   body?: z.ZodType;
   /** Default application/json. */
   bodyContentType?: string;
@@ -64,19 +66,31 @@ interface OperationBase {
 
 /**
  * What an operation an API key may call needs of the key: the scope (server/identity/scopes.ts), which the key-auth
- * middleware (server/http/auth.ts) enforces from this declaration, 403 scope_missing naming it. An operation that takes
- * a key cannot be declared without one (the type requires it), nor served without its declaration (the middleware is
- * made from the declaration, and refuses to be made for a route with none).
+ * middleware (server/http/auth.ts) enforces from this declaration, 403 scope_missing naming it; or `self`: any valid
+ * key, about itself alone (GET /v1/key reads the calling key's own record and budget, and nothing else). An operation
+ * that takes a key cannot be declared without one of the two (the type requires it), nor served without its
+ * declaration (the middleware is made from the declaration, and refuses to be made for a route with none).
  */
-export interface KeyAccess {
-  auth: "api_key" | "account";
-  scope: KeyScope;
-  /**
-   * A key without `scope` but with `calls` is let through too, for its own calls alone: the middleware sets
-   * `req.ownCallsOf` to the key's id, and the route answers only that key's calls (GET /v1/usage and the like).
-   */
-  ownCalls?: true;
-}
+export type KeyAccess =
+  | {
+      auth: "api_key" | "account";
+      scope: KeyScope;
+      /**
+       * A key without `scope` but with `calls` is let through too, for its own calls alone: the middleware sets
+       * `req.ownCallsOf` to the key's id, and the route answers only that key's calls (GET /v1/usage and the like).
+       */
+      ownCalls?: true;
+    }
+  | {
+      /** Only a key has a self: a dashboard session is no key. */
+      auth: "api_key";
+      /** Any valid key (unexpired, whatever its scopes), for what is about the key itself. */
+      scope: typeof SELF;
+      ownCalls?: undefined;
+    };
+
+/** The `scope` of an operation any valid key may call about itself. */
+export const SELF = "self";
 
 /** One route of the API, as the document describes it and the handlers validate it. */
 export type Operation = OperationBase &
@@ -89,10 +103,12 @@ export const takesApiKey = (op: Operation): op is OperationBase & KeyAccess => o
 export const operation = (op: Operation): Operation => op;
 
 /** The codes any route of a kind can answer: rate limits and internal errors everywhere, then by credentials and body. */
-export function commonErrors(op: Pick<Operation, "auth" | "body" | "method" | "bodyContentType">): ErrorCode[] {
+export function commonErrors(op: Pick<Operation, "auth" | "scope" | "body" | "method" | "bodyContentType">): ErrorCode[] {
   const codes: ErrorCode[] = ["rate_limited", "internal_error"];
   if (op.auth === "api_key" || op.auth === "session" || op.auth === "account") codes.push("unauthorized");
-  if (op.auth === "api_key" || op.auth === "account") codes.push("key_expired", "scope_missing");
+  if (op.auth === "api_key" || op.auth === "account") codes.push("key_expired");
+  // A key is never refused what is about itself: only an operation that names a scope can answer scope_missing.
+  if ((op.auth === "api_key" || op.auth === "account") && op.scope !== SELF) codes.push("scope_missing");
   if ((op.auth === "session" || op.auth === "account") && op.method !== "get") codes.push("csrf_failed");
   if (op.body) {
     codes.push("invalid_request", "payload_too_large");

@@ -10,6 +10,7 @@ import { claimOperations } from "./claim";
 import { type Auth, commonErrors, errorEnvelope, type Operation } from "./common";
 import { keyOperations } from "./keys";
 import { mcpOperations } from "./mcp";
+import { ownKeyOperations } from "./own-key";
 import { platformOperations } from "./platform";
 import { sellerOperations } from "./seller";
 import { topupOperations } from "./topups";
@@ -29,6 +30,7 @@ export const OPERATIONS: readonly Operation[] = [
   ...catalogOperations,
   ...accountOperations,
   ...keyOperations,
+  ...ownKeyOperations,
   ...sellerOperations,
   ...claimOperations,
   ...withdrawalOperations,
@@ -61,7 +63,13 @@ function responsesOf(op: Operation): ZodOpenApiResponsesObject {
       ...(success.headers
         ? {
             headers: z.object(
-              Object.fromEntries(Object.entries(success.headers).map(([name, description]) => [name, z.string().meta({ description })])),
+              Object.fromEntries(
+                Object.entries(success.headers).map(([name, header]) =>
+                  typeof header === "string"
+                    ? [name, z.string().meta({ description: header })]
+                    : [name, z.string().optional().meta({ description: header.description })],
+                ),
+              ),
             ),
           }
         : {}),
@@ -81,7 +89,15 @@ function responsesOf(op: Operation): ZodOpenApiResponsesObject {
 
 function operationObject(op: Operation): ZodOpenApiOperationObject {
   const params =
-    op.params || op.query ? { requestParams: { ...(op.params ? { path: op.params } : {}), ...(op.query ? { query: op.query } : {}) } } : {};
+    op.params || op.query || op.headers
+      ? {
+          requestParams: {
+            ...(op.params ? { path: op.params } : {}),
+            ...(op.query ? { query: op.query } : {}),
+            ...(op.headers ? { header: op.headers } : {}),
+          },
+        }
+      : {};
   return {
     operationId: `${op.method}${op.path.replace(/[{}]/g, "").replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ?? "").toUpperCase())}`,
     summary: op.summary,

@@ -20,7 +20,7 @@ export const mcpOperations = [
     tag: "MCP",
     summary: "The hosted MCP server: every listed skill is a tool",
     description:
-      "Stateless Streamable HTTP, JSON answers. A tool call goes through the call path exactly as POST /v1/call does; what it decides comes back as a tool result.",
+      "Stateless Streamable HTTP, JSON answers. A tool call goes through the call path exactly as POST /v1/call does; what it decides comes back as a tool result. A tools/call's _meta may carry idempotency_key and max_price (as the Idempotency-Key and X-Max-Price headers: a dearer skill is an error result with code price_above_max, nothing charged); a charged result's _meta carries balance_available and, for a key with a spending limit, key_spend_remaining (USD strings, as the X-Balance-Available and X-Key-Spend-Remaining headers).",
     auth: "api_key",
     scope: "calls",
     query: mcpQuery,

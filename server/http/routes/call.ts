@@ -6,7 +6,7 @@ import type { ApiKeyRecord, ApiKeys } from "../../identity/api-keys";
 import type { CallService } from "../../gateway/call-service";
 import { IDEMPOTENCY_KEY } from "../../gateway/idempotency";
 import { authenticate, authorize, keyOperation } from "../auth";
-import { callRequestBody, skillParametersBody } from "../contract/call";
+import { callRequestBody, MAX_PRICE_HEADER, maxPriceOf, skillParametersBody } from "../contract/call";
 import { parseRequest } from "../contract/common";
 import { callResponse } from "../call-answer";
 import type { Endpoint } from "../../gateway/calls-store";
@@ -26,7 +26,7 @@ const SKILL_CALL_PATH = /^\/v1\/skills\/([^/]+)\/call$/;
  * and body parser: the call path is what the benchmark measures, and those layers cost
  * more than everything else the gateway does per call. The order is: authenticate (401; an
  * expired key 401 key_expired), the key's scope (403 scope_missing), read the body (413), parse it (400: not UTF-8, too deep, not JSON, a number it cannot
- * carry exactly), check its shape (400); the call service does the rest.
+ * carry exactly), check its shape and the X-Max-Price header (400); the call service does the rest.
  *
  * Returns a listener that returns false when the request is not for a call endpoint, and true
  * when it is: then it answers the request, or calls `declined` when the key does not
@@ -100,8 +100,15 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
     // Only the envelope is checked here; the skill's input is checked against its own JSON Schema by the call service.
     let skillRef: string;
     let input: Record<string, unknown>;
+    // The price cap: X-Max-Price on either endpoint (the per-skill body is the skill's own, so the header is its only
+    // place), and the body's max_price on /v1/call; given both, the lower holds.
+    let maxPriceMicros = maxPriceOf(req.headers[MAX_PRICE_HEADER], "X-Max-Price");
     if (endpoint === "call") {
-      ({ skill_id: skillRef, input } = parseRequest(callRequestBody, body));
+      let bodyMaxMicros: bigint | null | undefined;
+      ({ skill_id: skillRef, input, max_price: bodyMaxMicros } = parseRequest(callRequestBody, body));
+      if (bodyMaxMicros !== null && bodyMaxMicros !== undefined && (maxPriceMicros === undefined || bodyMaxMicros < maxPriceMicros)) {
+        maxPriceMicros = bodyMaxMicros;
+      }
     } else {
       // An empty body on the per-skill form means a skill called without parameters.
       input = parseRequest(skillParametersBody, body ?? {});
@@ -115,6 +122,7 @@ export function callHandler(deps: { keys: ApiKeys; calls: CallService; maxReques
       input,
       idempotency: idempotencyOf(req, endpoint, pathSkill, raw),
       startedAt,
+      maxPriceMicros,
     });
     const response = callResponse(result);
     sendJson(res, response.status, response.headers, response.body);

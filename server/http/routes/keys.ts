@@ -19,7 +19,8 @@ export const MAX_LIVE_KEYS = 50;
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
-const view = (record: ApiKeyRecord, limit: SpendLimitStatus | undefined) => ({
+/** A key as GET /v1/keys lists it; GET /v1/key shows the calling key the same way (./own-key.ts). */
+export const view = (record: ApiKeyRecord, limit: SpendLimitStatus | undefined) => ({
   id: record.id,
   prefix: record.prefix,
   name: record.name,

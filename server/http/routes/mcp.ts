@@ -19,6 +19,8 @@ import { ApiError } from "../errors";
 import { jsonBody } from "../json-body";
 import { parseRequest } from "../contract/common";
 import { mcpQuery } from "../contract/mcp";
+import { maxPriceOf } from "../contract/call";
+import { BALANCE_AVAILABLE_HEADER, KEY_SPEND_REMAINING_HEADER } from "../call-answer";
 import { excerpt } from "../../text";
 
 /** What the MCP server says it is in its `initialize` answer. */
@@ -26,6 +28,9 @@ const SERVER_INFO = { name: "skill-gateway", version: "1.0.0" };
 
 /** The `_meta` key of a tools/call request that carries an idempotency key (the MCP form of the `Idempotency-Key` header). */
 export const MCP_IDEMPOTENCY_META = "idempotency_key";
+
+/** The `_meta` key of a tools/call request that carries the call's max_price (the MCP form of the `X-Max-Price` header). */
+export const MCP_MAX_PRICE_META = "max_price";
 
 /** The most skills a `?skills=` query may name: a bound on the work one request can ask for. */
 const SELECTED_SKILLS_MAX = 100;
@@ -145,8 +150,9 @@ function mcpServer(deps: McpRoutesParameters, apiKey: ApiKeyRecord, skills: () =
         input,
         idempotency: idempotencyOf(skill, input, _meta),
         startedAt,
+        maxPriceMicros: maxPriceOf(_meta?.[MCP_MAX_PRICE_META] ?? undefined, `_meta.${MCP_MAX_PRICE_META}`),
       });
-      if (response.kind === "refused") return errorResult(response.refusal.code, response.refusal.message);
+      if (response.kind === "refused") return errorResult(response.refusal.code, response.refusal.message, response.refusal.details);
       return toolResult(callResponse(response));
     } catch (error) {
       if (error instanceof GatewayError) return errorResult(error.code, error.message);
@@ -265,11 +271,20 @@ interface CallMetadata {
 /**
  * The call service's answer as a tool result. Success: the skill's data as JSON text, a line
  * with what was charged, and `structuredContent` `{data, metadata}` with the same metadata as
- * `POST /v1/call` plus the call id. Any other status: `isError`, the gateway's message (a 402's
- * names the shortfall), and `{error, code, metadata}`; nothing was charged.
+ * `POST /v1/call` plus the call id, and in `_meta` what the payer has left (`balance_available`, and
+ * `key_spend_remaining` for a key with a spending limit: the X-Balance-Available and X-Key-Spend-Remaining headers of
+ * the REST call, USD strings). Any other status: `isError`, the gateway's message (a 402's names the shortfall), and
+ * `{error, code, metadata}`, with a refusal's `details` (a 402's numbers); nothing was charged.
  */
 function toolResult(response: CallResponse): CallToolResult {
-  const body = JSON.parse(response.body) as { success: boolean; data?: unknown; error?: string; code?: string; metadata?: CallMetadata };
+  const body = JSON.parse(response.body) as {
+    success: boolean;
+    data?: unknown;
+    error?: string;
+    code?: string;
+    metadata?: CallMetadata;
+    details?: Record<string, unknown>;
+  };
   const callId = response.headers["x-call-id"];
   const metadata = {
     ...body.metadata,
@@ -278,27 +293,41 @@ function toolResult(response: CallResponse): CallToolResult {
   };
   const pricePaid = body.metadata?.price_paid ?? 0;
   if (response.status === 200 && body.success) {
+    const available = response.headers[BALANCE_AVAILABLE_HEADER];
+    const remaining = response.headers[KEY_SPEND_REMAINING_HEADER];
     return {
       content: [
         { type: "text", text: JSON.stringify(body.data) },
         { type: "text", text: `Charged $${pricePaid} for ${body.metadata?.skill_id ?? "the skill"}${callId ? ` (call ${callId})` : ""}.` },
       ],
       structuredContent: { data: body.data, metadata },
+      ...(available !== undefined
+        ? { _meta: { balance_available: available, ...(remaining !== undefined ? { key_spend_remaining: remaining } : {}) } }
+        : {}),
     };
   }
   const retryAfter = response.headers["retry-after"];
   return {
     isError: true,
     content: [{ type: "text", text: `${body.error ?? "The call failed."} Charged $${pricePaid}.` }],
-    structuredContent: { error: body.error, code: body.code, metadata, ...(retryAfter ? { retry_after_sec: Number(retryAfter) } : {}) },
+    structuredContent: {
+      error: body.error,
+      code: body.code,
+      metadata,
+      ...(body.details ? { details: body.details } : {}),
+      ...(retryAfter ? { retry_after_sec: Number(retryAfter) } : {}),
+    },
   };
 }
 
-/** A refusal before the call service ran, or a fault: an error result, nothing charged. */
-function errorResult(code: string, message: string): CallToolResult {
+/**
+ * A refusal before the call service ran (or before its call began: a price above the call's max_price), or a fault: an
+ * error result, nothing charged. `extra` is the refusal's details, as the error envelope carries them.
+ */
+function errorResult(code: string, message: string, extra: Record<string, unknown> = {}): CallToolResult {
   return {
     isError: true,
     content: [{ type: "text", text: `${message} Charged $0.` }],
-    structuredContent: { error: message, code, metadata: { price_paid: 0 } },
+    structuredContent: { error: message, code, metadata: { price_paid: 0 }, ...extra },
   };
 }

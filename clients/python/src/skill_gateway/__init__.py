@@ -21,11 +21,12 @@ from ._exceptions import (
     InternalServerError,
     KeySpendLimitReachedError,
     NotFoundError,
+    PriceAboveMaxError,
     RateLimitError,
     SkillError,
     SkillGatewayError,
 )
-from ._types import Balance, CallMetadata, CallResult, RateLimitInfo, Skill, UsageCall
+from ._types import Balance, CallMetadata, CallResult, KeyStatus, RateLimitInfo, Skill, UsageCall
 from ._version import __version__
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "Skill",
     "Balance",
     "UsageCall",
+    "KeyStatus",
     "SkillGatewayError",
     "APIStatusError",
     "BadRequestError",
@@ -51,6 +53,7 @@ __all__ = [
     "KeySpendLimitReachedError",
     "NotFoundError",
     "ConflictError",
+    "PriceAboveMaxError",
     "RateLimitError",
     "InternalServerError",
     "SkillError",

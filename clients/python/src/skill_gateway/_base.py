@@ -35,6 +35,9 @@ MAX_RETRY_AFTER = 60.0
 
 TimeoutTypes = Union[float, httpx.Timeout]
 
+MaxPrice = Union[Decimal, str, int, float]
+"""A price cap in USD: a Decimal, a decimal string ("0.002"), an int or a float."""
+
 
 def _from_environment(name: str) -> Optional[str]:
     value = os.environ.get(name)
@@ -93,8 +96,8 @@ class BaseClient:
 
     # -- requests ---------------------------------------------------------------------------
 
-    def _headers(self, has_body: bool, idempotency_key: Optional[str]) -> Dict[str, str]:
-        headers = {"accept": "application/json", "user-agent": f"skill-gateway-python/{__version__}"}
+    def _headers(self, has_body: bool, idempotency_key: Optional[str], extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+        headers = {**(extra or {}), "accept": "application/json", "user-agent": f"skill-gateway-python/{__version__}"}
         if self.api_key:
             headers["authorization"] = f"Bearer {self.api_key}"
         if has_body:
@@ -170,6 +173,23 @@ class BaseClient:
         if error.status_code == 409 and error.code == "idempotency_key_in_use":
             return self._backoff(retry)
         return None
+
+
+def usd_text(value: MaxPrice) -> str:
+    """A USD amount as the decimal text the gateway reads (``max_price``, ``X-Max-Price``): a
+    Decimal or float written out without an exponent (``Decimal("1E-3")`` is ``"0.001"``), a
+    string as it is. The gateway refuses what is not above 0 with at most 6 decimals (400)."""
+    if isinstance(value, bool):
+        raise TypeError("max_price must be a USD amount, not a bool")
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float):
+        value = Decimal(repr(value))
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    raise TypeError(f"max_price must be a USD amount (Decimal, str, int or float), not {type(value).__name__}")
 
 
 def skill_path(skill: str) -> str:

@@ -12,13 +12,15 @@ from ._base import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
     BaseClient,
+    MaxPrice,
     TimeoutTypes,
     merge_params,
     new_idempotency_key,
     skill_path,
     usage_path,
+    usd_text,
 )
-from ._types import Balance, CallMetadata, CallResult, Skill, UsageCall, parse_usage_page
+from ._types import Balance, CallMetadata, CallResult, KeyStatus, Skill, UsageCall, parse_usage_page
 
 __all__ = [
     "SkillGateway",
@@ -29,6 +31,19 @@ __all__ = [
     "AsyncUsagePage",
     "AsyncUsagePager",
 ]
+
+
+def _call_body(skill: str, input: Optional[Mapping[str, Any]], max_price: Optional[MaxPrice]) -> Dict[str, Any]:
+    """``POST /v1/call``'s body: the skill, its input, and ``max_price`` (as exact decimal text) when given."""
+    body: Dict[str, Any] = {"skill_id": skill, "input": dict(input or {})}
+    if max_price is not None:
+        body["max_price"] = usd_text(max_price)
+    return body
+
+
+def _cap_header(max_price: Optional[MaxPrice]) -> Optional[Dict[str, str]]:
+    """The ``X-Max-Price`` header of the per-skill endpoint, whose body is the skill's own; None without a cap."""
+    return None if max_price is None else {"x-max-price": usd_text(max_price)}
 
 
 # ------------------------------------------------------------------------------------------
@@ -74,10 +89,18 @@ class SkillGateway(BaseClient):
 
     # -- the API --
 
-    def call(self, skill: str, input: Optional[Mapping[str, Any]] = None, idempotency_key: Optional[str] = None, timeout: Optional[TimeoutTypes] = None) -> CallResult:
+    def call(
+        self,
+        skill: str,
+        input: Optional[Mapping[str, Any]] = None,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[TimeoutTypes] = None,
+        max_price: Optional[MaxPrice] = None,
+    ) -> CallResult:
         """Calls a skill by slug or UUID through ``POST /v1/call``. Retried on 429, 500, 502 and
-        connection failures with one Idempotency-Key, so it is charged at most once."""
-        return self._call("/v1/call", {"skill_id": skill, "input": dict(input or {})}, idempotency_key, timeout)
+        connection failures with one Idempotency-Key, so it is charged at most once. With
+        ``max_price`` (USD), a skill priced above it raises ``PriceAboveMaxError``, charging nothing."""
+        return self._call("/v1/call", _call_body(skill, input, max_price), idempotency_key, timeout)
 
     def skill(self, slug_or_id: str) -> "SkillHandle":
         """A skill to call through its own endpoint, ``POST /v1/skills/:skillId/call``."""
@@ -86,6 +109,12 @@ class SkillGateway(BaseClient):
     def balance(self, timeout: Optional[TimeoutTypes] = None) -> Balance:
         """``GET /v1/balance``: the key's account balance, available and held."""
         return Balance.parse(self._get("/v1/balance", timeout) or {})
+
+    def key(self, timeout: Optional[TimeoutTypes] = None) -> KeyStatus:
+        """``GET /v1/key``: the calling key's own record and budget (any key may read itself): its
+        scopes, allowed skills and expiry, its spending limit, what it spent and what remains, and
+        the account's available balance."""
+        return KeyStatus.parse(self._get("/v1/key", timeout) or {})
 
     def usage(self, limit: Optional[int] = None, before: Optional[int] = None, timeout: Optional[TimeoutTypes] = None) -> "UsagePage":
         """``GET /v1/usage``: the account's calls, newest first. The first page
@@ -100,16 +129,20 @@ class SkillGateway(BaseClient):
 
     # -- transport --
 
-    def _call(self, path: str, body: Dict[str, Any], idempotency_key: Optional[str], timeout: Optional[TimeoutTypes]) -> CallResult:
+    def _call(
+        self, path: str, body: Dict[str, Any], idempotency_key: Optional[str], timeout: Optional[TimeoutTypes], headers: Optional[Dict[str, str]] = None
+    ) -> CallResult:
         key = idempotency_key or new_idempotency_key()
-        response, envelope = self._request("POST", path, body, key, timeout)
+        response, envelope = self._request("POST", path, body, key, timeout, headers)
         return CallResult(data=envelope.get("data"), metadata=CallMetadata.parse(envelope.get("metadata"), response.headers, key))
 
     def _get(self, path: str, timeout: Optional[TimeoutTypes]) -> Any:
         return self._request("GET", path, None, None, timeout)[1].get("data")
 
-    def _request(self, method: str, path: str, body: Any, idempotency_key: Optional[str], timeout: Optional[TimeoutTypes]) -> "tuple[httpx.Response, Dict[str, Any]]":
-        headers = self._headers(body is not None, idempotency_key)
+    def _request(
+        self, method: str, path: str, body: Any, idempotency_key: Optional[str], timeout: Optional[TimeoutTypes], extra: Optional[Dict[str, str]] = None
+    ) -> "tuple[httpx.Response, Dict[str, Any]]":
+        headers = self._headers(body is not None, idempotency_key, extra)
         content = self._encode(body)
         t = self._timeout(timeout)
         retry = 0
@@ -153,10 +186,20 @@ class SkillHandle:
     def __repr__(self) -> str:
         return f"SkillHandle({self.id!r})"
 
-    def call(self, params: Optional[Mapping[str, Any]] = None, /, *, idempotency_key: Optional[str] = None, timeout: Optional[TimeoutTypes] = None, **kwargs: Any) -> CallResult:
+    def call(
+        self,
+        params: Optional[Mapping[str, Any]] = None,
+        /,
+        *,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[TimeoutTypes] = None,
+        max_price: Optional[MaxPrice] = None,
+        **kwargs: Any,
+    ) -> CallResult:
         """``POST /v1/skills/:skillId/call`` with the skill's parameters as the flat body:
-        ``call(text="hi")`` or ``call({"text": "hi"})``."""
-        return self._client._call(skill_path(self.id) + "/call", merge_params(params, kwargs), idempotency_key, timeout)
+        ``call(text="hi")`` or ``call({"text": "hi"})``. ``max_price`` (USD) is sent as the
+        ``X-Max-Price`` header (a parameter of the skill named so goes in ``params``)."""
+        return self._client._call(skill_path(self.id) + "/call", merge_params(params, kwargs), idempotency_key, timeout, _cap_header(max_price))
 
     def get(self, timeout: Optional[TimeoutTypes] = None) -> Skill:
         """The skill's marketplace record."""
@@ -233,15 +276,26 @@ class AsyncSkillGateway(BaseClient):
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
-    async def call(self, skill: str, input: Optional[Mapping[str, Any]] = None, idempotency_key: Optional[str] = None, timeout: Optional[TimeoutTypes] = None) -> CallResult:
+    async def call(
+        self,
+        skill: str,
+        input: Optional[Mapping[str, Any]] = None,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[TimeoutTypes] = None,
+        max_price: Optional[MaxPrice] = None,
+    ) -> CallResult:
         """Calls a skill by slug or UUID through ``POST /v1/call`` (see ``SkillGateway.call``)."""
-        return await self._call("/v1/call", {"skill_id": skill, "input": dict(input or {})}, idempotency_key, timeout)
+        return await self._call("/v1/call", _call_body(skill, input, max_price), idempotency_key, timeout)
 
     def skill(self, slug_or_id: str) -> "AsyncSkillHandle":
         return AsyncSkillHandle(self, slug_or_id)
 
     async def balance(self, timeout: Optional[TimeoutTypes] = None) -> Balance:
         return Balance.parse(await self._get("/v1/balance", timeout) or {})
+
+    async def key(self, timeout: Optional[TimeoutTypes] = None) -> KeyStatus:
+        """``GET /v1/key``: the calling key's own record and budget (see ``SkillGateway.key``)."""
+        return KeyStatus.parse(await self._get("/v1/key", timeout) or {})
 
     def usage(self, limit: Optional[int] = None, before: Optional[int] = None, timeout: Optional[TimeoutTypes] = None) -> "AsyncUsagePager":
         """``GET /v1/usage``: await it for the first page, or ``async for`` over it for every
@@ -253,16 +307,20 @@ class AsyncSkillGateway(BaseClient):
 
         return AsyncUsagePager(lambda: fetch(before))
 
-    async def _call(self, path: str, body: Dict[str, Any], idempotency_key: Optional[str], timeout: Optional[TimeoutTypes]) -> CallResult:
+    async def _call(
+        self, path: str, body: Dict[str, Any], idempotency_key: Optional[str], timeout: Optional[TimeoutTypes], headers: Optional[Dict[str, str]] = None
+    ) -> CallResult:
         key = idempotency_key or new_idempotency_key()
-        response, envelope = await self._request("POST", path, body, key, timeout)
+        response, envelope = await self._request("POST", path, body, key, timeout, headers)
         return CallResult(data=envelope.get("data"), metadata=CallMetadata.parse(envelope.get("metadata"), response.headers, key))
 
     async def _get(self, path: str, timeout: Optional[TimeoutTypes]) -> Any:
         return (await self._request("GET", path, None, None, timeout))[1].get("data")
 
-    async def _request(self, method: str, path: str, body: Any, idempotency_key: Optional[str], timeout: Optional[TimeoutTypes]) -> "tuple[httpx.Response, Dict[str, Any]]":
-        headers = self._headers(body is not None, idempotency_key)
+    async def _request(
+        self, method: str, path: str, body: Any, idempotency_key: Optional[str], timeout: Optional[TimeoutTypes], extra: Optional[Dict[str, str]] = None
+    ) -> "tuple[httpx.Response, Dict[str, Any]]":
+        headers = self._headers(body is not None, idempotency_key, extra)
         content = self._encode(body)
         t = self._timeout(timeout)
         retry = 0
@@ -300,8 +358,17 @@ class AsyncSkillHandle:
     def __repr__(self) -> str:
         return f"AsyncSkillHandle({self.id!r})"
 
-    async def call(self, params: Optional[Mapping[str, Any]] = None, /, *, idempotency_key: Optional[str] = None, timeout: Optional[TimeoutTypes] = None, **kwargs: Any) -> CallResult:
-        return await self._client._call(skill_path(self.id) + "/call", merge_params(params, kwargs), idempotency_key, timeout)
+    async def call(
+        self,
+        params: Optional[Mapping[str, Any]] = None,
+        /,
+        *,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[TimeoutTypes] = None,
+        max_price: Optional[MaxPrice] = None,
+        **kwargs: Any,
+    ) -> CallResult:
+        return await self._client._call(skill_path(self.id) + "/call", merge_params(params, kwargs), idempotency_key, timeout, _cap_header(max_price))
 
     async def get(self, timeout: Optional[TimeoutTypes] = None) -> Skill:
         return await self._client.skills.get(self.id, timeout)

@@ -8,7 +8,8 @@ the gateway's snake_case ``code`` and its ``error`` message. No answer at all ra
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from decimal import Decimal
+from typing import Any, Dict, Optional
 
 import httpx
 
@@ -21,6 +22,7 @@ __all__ = [
     "KeySpendLimitReachedError",
     "NotFoundError",
     "ConflictError",
+    "PriceAboveMaxError",
     "RateLimitError",
     "InternalServerError",
     "SkillError",
@@ -44,6 +46,9 @@ class SkillGatewayError(Exception):
     """The ``Idempotency-Key`` the call was sent with: pass it again to retry the very same call safely."""
     response: Optional[httpx.Response]
     body: Optional[Any]
+    details: Dict[str, Any]
+    """The body's ``details``: the numbers of a refusal (a 402's price and balance, a 409's price and
+    max_price), as the gateway sent them; empty when it sent none. The subclasses read typed fields from it."""
 
     def __init__(
         self,
@@ -64,6 +69,18 @@ class SkillGatewayError(Exception):
         self.idempotency_key = idempotency_key
         self.response = response
         self.body = body
+        details = body.get("details") if isinstance(body, dict) else None
+        self.details = dict(details) if isinstance(details, dict) else {}
+
+    def _usd(self, name: str) -> Optional[Decimal]:
+        """A USD amount of ``details`` as the Decimal it reads as; None when absent or not a number."""
+        value = self.details.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            return None
+        try:
+            return Decimal(str(value))
+        except ArithmeticError:
+            return None
 
     @property
     def headers(self) -> Optional[httpx.Headers]:
@@ -93,7 +110,18 @@ class AuthenticationError(APIStatusError):
 
 
 class InsufficientBalanceError(APIStatusError):
-    """402: the balance is below the call's price. Nothing was charged. Not retried."""
+    """402: the balance is below the call's price. Nothing was charged. Not retried. ``price`` and
+    ``available`` are the gateway's numbers (USD, from the body's ``details``), None when it sent none."""
+
+    @property
+    def price(self) -> Optional[Decimal]:
+        """What the call would have cost, in USD."""
+        return self._usd("price")
+
+    @property
+    def available(self) -> Optional[Decimal]:
+        """The account's available balance, in USD."""
+        return self._usd("available")
 
 
 class KeySpendLimitReachedError(InsufficientBalanceError):
@@ -101,6 +129,28 @@ class KeySpendLimitReachedError(InsufficientBalanceError):
     UTC month, or in total) would be passed. Nothing was charged. Not retried: the message says
     when the limit resets; its owner may raise it. A subclass of ``InsufficientBalanceError``, so
     code that handles "cannot pay for this call" handles it too."""
+
+    @property
+    def limit(self) -> Optional[Decimal]:
+        """The key's spending limit per period, in USD."""
+        return self._usd("limit")
+
+    @property
+    def spent(self) -> Optional[Decimal]:
+        """What the key's current period has spent, in USD (calls in flight included)."""
+        return self._usd("spent")
+
+    @property
+    def period(self) -> Optional[str]:
+        """The limit's period: ``day``, ``month`` or ``total``."""
+        period = self.details.get("period")
+        return period if isinstance(period, str) else None
+
+    @property
+    def resets_at(self) -> Optional[str]:
+        """When the period's count starts again (ISO 8601); None when it never does (``total``) or was not sent."""
+        resets_at = self.details.get("resets_at")
+        return resets_at if isinstance(resets_at, str) else None
 
 
 class NotFoundError(APIStatusError):
@@ -110,6 +160,22 @@ class NotFoundError(APIStatusError):
 class ConflictError(APIStatusError):
     """409 or 422: the Idempotency-Key is in use by a request still running (409, retried) or
     was used with another body (422, not retried)."""
+
+
+class PriceAboveMaxError(ConflictError):
+    """409 ``price_above_max``: the skill costs more than the call's ``max_price`` (its price was
+    raised, or the cap is too low). Nothing was charged. Not retried: call again with a
+    ``max_price`` of at least ``price`` to accept the new price."""
+
+    @property
+    def price(self) -> Optional[Decimal]:
+        """What the skill costs per call now, in USD."""
+        return self._usd("price")
+
+    @property
+    def max_price(self) -> Optional[Decimal]:
+        """The call's max_price, in USD."""
+        return self._usd("max_price")
 
 
 class RateLimitError(APIStatusError):
@@ -160,6 +226,7 @@ _BY_STATUS = {
 
 _BY_CODE = {
     "key_spend_limit_reached": KeySpendLimitReachedError,
+    "price_above_max": PriceAboveMaxError,
 }
 
 

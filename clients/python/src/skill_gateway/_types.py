@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import httpx
 
-__all__ = ["CallMetadata", "CallResult", "RateLimitInfo", "Skill", "Balance", "UsageCall"]
+__all__ = ["CallMetadata", "CallResult", "RateLimitInfo", "Skill", "Balance", "UsageCall", "KeyStatus"]
 
 _MICROS = Decimal(1_000_000)
 
@@ -82,6 +82,12 @@ class CallMetadata:
     replayed: bool = False
     """True when the gateway answered with the stored response of an earlier attempt."""
     rate_limit: Optional[RateLimitInfo] = None
+    balance_available: Optional[Decimal] = None
+    """The account's available balance after this call's charge, in USD (X-Balance-Available); None
+    when the call charged nothing (a free skill, an idempotent replay)."""
+    key_spend_remaining: Optional[Decimal] = None
+    """What the key may still spend in its current period after this call's charge, in USD
+    (X-Key-Spend-Remaining); None for a key without a spending limit."""
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """The metadata object as the gateway sent it."""
 
@@ -115,8 +121,18 @@ class CallMetadata:
             call_id=headers.get("x-call-id"),
             replayed=headers.get("idempotent-replayed") == "true",
             rate_limit=RateLimitInfo.from_headers(headers),
+            balance_available=_usd_header(headers.get("x-balance-available")),
+            key_spend_remaining=_usd_header(headers.get("x-key-spend-remaining")),
             raw=m,
         )
+
+
+_USD_TEXT = re.compile(r"^\d+(\.\d+)?$")
+
+
+def _usd_header(value: Optional[str]) -> Optional[Decimal]:
+    """A USD decimal string header, exact; None when absent or not one."""
+    return Decimal(value) if value is not None and _USD_TEXT.match(value) else None
 
 
 @dataclass(frozen=True)
@@ -247,6 +263,58 @@ class UsageCall:
             skill_name=raw.get("skill_name"),
             batch_number=raw.get("batch_number"),
             settlement=raw.get("settlement"),
+            raw=dict(raw),
+        )
+
+
+@dataclass(frozen=True)
+class KeyStatus:
+    """GET /v1/key: the calling key's own record (the API's field names, as GET /v1/keys lists a key)
+    and its budget. Amounts in USD, exact (from the USDC base units); the limit's fields are None
+    for a key without a spending limit."""
+
+    id: str
+    prefix: str
+    name: str
+    scopes: List[str]
+    available_usd: Decimal
+    """The account's available balance."""
+    allowed_skills: Optional[List[str]] = None
+    """The skills the key may call (slugs or UUIDs); None: every skill."""
+    expires_at: Optional[str] = None
+    created_at: Optional[str] = None
+    last_used_at: Optional[str] = None
+    spend_limit_usd: Optional[Decimal] = None
+    spend_limit_period: Optional[str] = None
+    spent_usd: Optional[Decimal] = None
+    """What the current period has spent, calls in flight included."""
+    remaining_usd: Optional[Decimal] = None
+    """What the key may still spend in its current period (never below 0)."""
+    resets_at: Optional[str] = None
+    """When the current period's count starts again; None for ``total``, or without a limit."""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> "KeyStatus":
+        def limit_field(name: str) -> Optional[Decimal]:
+            return None if raw.get(f"{name}_usd") is None else _micros(raw.get(f"{name}_base_units"), raw.get(f"{name}_usd"))
+
+        allowed = raw.get("allowed_skills")
+        return cls(
+            id=str(raw.get("id") or ""),
+            prefix=str(raw.get("prefix") or ""),
+            name=str(raw.get("name") or ""),
+            scopes=[str(s) for s in raw.get("scopes") or []],
+            available_usd=_micros(raw.get("available_base_units"), raw.get("available_usd")),
+            allowed_skills=[str(s) for s in allowed] if isinstance(allowed, list) else None,
+            expires_at=raw.get("expires_at"),
+            created_at=raw.get("created_at"),
+            last_used_at=raw.get("last_used_at"),
+            spend_limit_usd=limit_field("spend_limit"),
+            spend_limit_period=raw.get("spend_limit_period"),
+            spent_usd=limit_field("spent"),
+            remaining_usd=limit_field("remaining"),
+            resets_at=raw.get("resets_at"),
             raw=dict(raw),
         )
 
