@@ -1,6 +1,13 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { CALL_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, verifyCall } from "../gateway/signature";
+import {
+  CALL_ID_HEADER,
+  IDEMPOTENCY_KEY_HEADER,
+  SIGNATURE_HEADER,
+  SIGNATURE_V2_HEADER,
+  TIMESTAMP_HEADER,
+  verifyCall,
+} from "../gateway/signature";
 
 /**
  * The demo skill backend that `npm start` runs beside the gateway: a seller's server as a
@@ -54,6 +61,8 @@ export async function startDemoBackend(port = 0, host = "127.0.0.1"): Promise<De
             callId: req.headers[CALL_ID_HEADER] as string | undefined,
             timestamp: req.headers[TIMESTAMP_HEADER] as string | undefined,
             signature: req.headers[SIGNATURE_HEADER] as string | undefined,
+            idempotencyKey: req.headers[IDEMPOTENCY_KEY_HEADER] as string | undefined,
+            signatureV2: req.headers[SIGNATURE_V2_HEADER] as string | undefined,
           },
           raw,
         );

@@ -2,7 +2,15 @@ import { EventEmitter } from "node:events";
 import { Pool } from "undici";
 import { type BackendOwner, type EgressPolicy, EgressRefused } from "./egress";
 import type { Skill } from "../catalog/skills";
-import { CALL_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, signCall } from "./signature";
+import {
+  CALL_ID_HEADER,
+  IDEMPOTENCY_KEY_HEADER,
+  SIGNATURE_HEADER,
+  SIGNATURE_V2_HEADER,
+  TIMESTAMP_HEADER,
+  signCall,
+  signCallV2,
+} from "./signature";
 
 /**
  * What forwarding needs of a skill: where its backend is, whether the operator registered it (only then may that be
@@ -29,8 +37,8 @@ export interface ForwarderOptions {
 
 /**
  * Forwards calls to skill backends over keep-alive undici pools, one per backend origin:
- * the input is POSTed as JSON with a call id, a timestamp and an HMAC-SHA256 signature
- * (see ./signature.ts). The answer is classified into ok / rejected / failed; it never
+ * the input is POSTed as JSON with a call id, a timestamp, the call's idempotency key and
+ * HMAC-SHA256 signatures (v1, and v2 over the idempotency key too: see ./signature.ts). The answer is classified into ok / rejected / failed; it never
  * throws for a backend's fault.
  *
  * The skill's timeout bounds the whole exchange, headers and body, with one timer that
@@ -45,7 +53,11 @@ export class Forwarder {
 
   constructor(private readonly options: ForwarderOptions) {}
 
-  async forward(skill: ForwardTarget, callId: string, input: unknown): Promise<ForwardResult> {
+  /**
+   * `idempotencyKey` is the same on every attempt of one call of the caller's (./signature.ts forwardedIdempotencyKey);
+   * the call id when the caller sent none.
+   */
+  async forward(skill: ForwardTarget, callId: string, input: unknown, idempotencyKey: string = callId): Promise<ForwardResult> {
     const body = JSON.stringify(input);
     const timestampSec = Math.floor(Date.now() / 1000);
     const target = this.target(skill.backendUrl, skill.operatorListed ? "operator" : "seller");
@@ -58,7 +70,7 @@ export class Forwarder {
       abort.emit("abort");
     }, skill.timeoutMs);
     try {
-      return await this.exchange(pool, path, skill, callId, timestampSec, body, abort);
+      return await this.exchange(pool, path, skill, { callId, idempotencyKey, timestampSec }, body, abort);
     } catch (error) {
       if (isEgressRefusal(error)) return { kind: "failed", reason: "forbidden", message: (error as Error).message };
       if (timedOut) return { kind: "failed", reason: "timeout", message: `skill backend did not answer within ${skill.timeoutMs} ms` };
@@ -73,8 +85,7 @@ export class Forwarder {
     pool: Pool,
     path: string,
     skill: ForwardTarget,
-    callId: string,
-    timestampSec: number,
+    { callId, idempotencyKey, timestampSec }: { callId: string; idempotencyKey: string; timestampSec: number },
     body: string,
     abort: EventEmitter,
   ): Promise<ForwardResult> {
@@ -91,6 +102,8 @@ export class Forwarder {
         [CALL_ID_HEADER]: callId,
         [TIMESTAMP_HEADER]: String(timestampSec),
         [SIGNATURE_HEADER]: signCall(skill.signingSecret, callId, timestampSec, body),
+        [IDEMPOTENCY_KEY_HEADER]: idempotencyKey,
+        [SIGNATURE_V2_HEADER]: signCallV2(skill.signingSecret, callId, timestampSec, idempotencyKey, body),
       },
       body,
     });

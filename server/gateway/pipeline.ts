@@ -15,6 +15,7 @@ import type { CallAnswer, CallAnswers, CallEnd, CallResult } from "./call-result
 import type { CallDailyCap, CallLimiter, RateDecision, RateRule } from "./rate-limit";
 import type { RefusalCounter } from "./refusal-counter";
 import type { LimitRefusal } from "./refusals-store";
+import { forwardedIdempotencyKey } from "./signature";
 
 /** A call as an entry (keyed: ./call-service.ts; x402: server/x402/x402-service.ts) hands it to the pipeline. */
 export interface PipelineRequest {
@@ -260,7 +261,10 @@ export class CallPipeline {
   ): Promise<
     { kind: "ok"; answer: CallAnswer } | { kind: "failed"; code: ErrorCode; message: string; outcome: CallOutcome; keep: boolean }
   > {
-    const forwarded = await this.deps.forwarder.forward(call.skill, call.callId, call.req.input);
+    // Every attempt of one call of the caller's (one Idempotency-Key) reaches the backend under one key of its own.
+    const idem = call.req.idempotency;
+    const idempotencyKey = idem ? forwardedIdempotencyKey(idem.accountId, idem.key) : call.callId;
+    const forwarded = await this.deps.forwarder.forward(call.skill, call.callId, call.req.input, idempotencyKey);
     if (forwarded.kind === "rejected") {
       return { kind: "failed", code: "skill_rejected_input", message: forwarded.message, outcome: "skill_rejected_input", keep: true };
     }

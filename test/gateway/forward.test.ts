@@ -77,12 +77,12 @@ describe("Forwarder", () => {
   /** Points a skill at the backend and forwards one call to it. */
   // The test backends are on loopback, so each forwarder allowlists its backend's origin, as an
   // operator does for a backend on its own machine (egress policy: test/gateway/egress.test.ts).
-  const forwardTo = (b: Backend, input: unknown = { text: "hello" }, callId = "call-1") => {
+  const forwardTo = (b: Backend, input: unknown = { text: "hello" }, callId = "call-1", idempotencyKey?: string) => {
     forwarder ??= new Forwarder({
       maxResponseBytes: MAX_RESPONSE_BYTES,
       egress: new EgressPolicy({ allowlist: [b.url], allowedPorts: [] }),
     });
-    return forwarder.forward(buildSkillRecord({ backendUrl: b.url, timeoutMs: TIMEOUT_MS }), callId, input);
+    return forwarder.forward(buildSkillRecord({ backendUrl: b.url, timeoutMs: TIMEOUT_MS }), callId, input, idempotencyKey);
   };
 
   describe("a backend that answers 2xx with JSON", () => {
@@ -127,6 +127,31 @@ describe("Forwarder", () => {
       };
       expect(verifyCall(buildSkillRecord().signingSecret, signed, body)).to.equal(true);
       expect(verifyCall("another skill's secret", signed, body)).to.equal(false);
+    });
+
+    it("carries the idempotency key it is given under a v2 signature, and the call id when given none", async () => {
+      backend = await startBackend(json(200, {}));
+      await forwardTo(backend, { n: 1 }, "call-8", "idem_abc");
+      await forwardTo(backend, { n: 2 }, "call-9");
+      const secret = buildSkillRecord().signingSecret;
+      const read = ({ headers }: ReceivedRequest) => ({
+        callId: headers["x-skill-call-id"] as string,
+        timestamp: headers["x-skill-timestamp"] as string,
+        signature: headers["x-skill-signature"] as string,
+        idempotencyKey: headers["x-skill-idempotency-key"] as string,
+        signatureV2: headers["x-skill-signature-v2"] as string,
+      });
+      const [keyed, unkeyed] = backend.received.map((request) => ({ headers: read(request), body: request.body }));
+      expect(keyed.headers.idempotencyKey).to.equal("idem_abc");
+      expect(unkeyed.headers.idempotencyKey).to.equal("call-9");
+      for (const { headers, body } of [keyed, unkeyed]) {
+        expect(headers.signatureV2).to.match(/^v2=[0-9a-f]{64}$/);
+        expect(verifyCall(secret, headers, body, { requireIdempotencyKey: true })).to.equal(true);
+        // A v1 verifier, which reads only the v1 headers, is served as before.
+        const { callId, timestamp, signature } = headers;
+        expect(verifyCall(secret, { callId, timestamp, signature }, body)).to.equal(true);
+      }
+      expect(verifyCall(secret, { ...keyed.headers, idempotencyKey: "idem_other" }, keyed.body)).to.equal(false);
     });
   });
 

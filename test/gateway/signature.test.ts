@@ -1,6 +1,6 @@
 import { createHmac } from "node:crypto";
 import { expect } from "chai";
-import { signCall, verifyCall } from "../../server/gateway/signature";
+import { forwardedIdempotencyKey, signCall, signCallV2, verifyCall } from "../../server/gateway/signature";
 
 const SECRET = "skill-secret-4f2a";
 const CALL_ID = "call-0001";
@@ -93,6 +93,66 @@ describe("call signatures", () => {
       for (const bad of [signature.slice(0, -1), `${signature}0`, signature.slice(3), signature.toUpperCase()]) {
         expect(verifyCall(SECRET, { ...signedHeaders(), signature: bad }, BODY, { nowSec: NOW_SEC }), bad).to.equal(false);
       }
+    });
+  });
+
+  describe("v2: the idempotency key under the signature", () => {
+    const KEY = "idem_0123";
+    const v2Headers = (overrides: { idempotencyKey?: string; body?: string; timestampSec?: number } = {}) => {
+      const { idempotencyKey = KEY, body = BODY, timestampSec = NOW_SEC } = overrides;
+      return {
+        ...signedHeaders({ timestampSec, body }),
+        idempotencyKey,
+        signatureV2: signCallV2(SECRET, CALL_ID, timestampSec, idempotencyKey, body),
+      };
+    };
+
+    it("is v2= and the hex HMAC-SHA256 of v2.<timestamp>.<callId>.<idempotencyKey>.<body>", () => {
+      const expected = createHmac("sha256", SECRET).update(`v2.${NOW_SEC}.${CALL_ID}.${KEY}.${BODY}`).digest("hex");
+      expect(signCallV2(SECRET, CALL_ID, NOW_SEC, KEY, BODY)).to.equal(`v2=${expected}`);
+    });
+
+    it("accepts a call whose v2 signature holds, with or without requireIdempotencyKey", () => {
+      expect(verifyCall(SECRET, v2Headers(), BODY, { nowSec: NOW_SEC })).to.equal(true);
+      expect(verifyCall(SECRET, v2Headers(), BODY, { nowSec: NOW_SEC, requireIdempotencyKey: true })).to.equal(true);
+    });
+
+    it("rejects another idempotency key under the signature, a tampered body, or the v2 signature of another secret", () => {
+      expect(verifyCall(SECRET, { ...v2Headers(), idempotencyKey: "idem_9999" }, BODY, { nowSec: NOW_SEC })).to.equal(false);
+      expect(verifyCall(SECRET, v2Headers(), `${BODY} `, { nowSec: NOW_SEC })).to.equal(false);
+      const foreign = { ...v2Headers(), signatureV2: signCallV2("other", CALL_ID, NOW_SEC, KEY, BODY) };
+      expect(verifyCall(SECRET, foreign, BODY, { nowSec: NOW_SEC })).to.equal(false);
+    });
+
+    it("rejects an idempotency key without its v2 signature, even beside a valid v1 signature", () => {
+      const { signatureV2: _dropped, ...keyOnly } = v2Headers();
+      expect(verifyCall(SECRET, keyOnly, BODY, { nowSec: NOW_SEC })).to.equal(false);
+    });
+
+    it("rejects a v1-only call when the backend requires the idempotency key", () => {
+      expect(verifyCall(SECRET, signedHeaders(), BODY, { nowSec: NOW_SEC })).to.equal(true);
+      expect(verifyCall(SECRET, signedHeaders(), BODY, { nowSec: NOW_SEC, requireIdempotencyKey: true })).to.equal(false);
+    });
+
+    it("never takes a v1 signature for a v2 one", () => {
+      const { signature } = signedHeaders();
+      const swapped = { ...v2Headers(), signatureV2: signature.replace(/^v1=/, "v2=") };
+      expect(verifyCall(SECRET, swapped, BODY, { nowSec: NOW_SEC })).to.equal(false);
+    });
+
+    it("keeps the tolerance on the timestamp", () => {
+      expect(verifyCall(SECRET, v2Headers({ timestampSec: NOW_SEC - 301 }), BODY, { nowSec: NOW_SEC })).to.equal(false);
+    });
+  });
+
+  describe("forwardedIdempotencyKey", () => {
+    it("is one key for one account's key, another for another account or key, and hides the caller's key", () => {
+      const key = forwardedIdempotencyKey("acct-1", "order-17");
+      expect(key).to.match(/^idem_[0-9a-f]{48}$/);
+      expect(forwardedIdempotencyKey("acct-1", "order-17")).to.equal(key);
+      expect(forwardedIdempotencyKey("acct-2", "order-17")).not.to.equal(key);
+      expect(forwardedIdempotencyKey("acct-1", "order-18")).not.to.equal(key);
+      expect(key).not.to.include("order-17");
     });
   });
 });

@@ -9,7 +9,10 @@ export interface TestBackend {
   url: string;
   /** Requests received per path. */
   hits: Map<string, number>;
-  /** Every request received, in order: its path, the gateway's call id (x-skill-call-id) and its body. */
+  /**
+   * Every request received, in order: its path, the gateway's call id (x-skill-call-id), the call's idempotency key
+   * (x-skill-idempotency-key) and its body.
+   */
   received: ReceivedRequest[];
   /** Resolves when the next request reaches `path`. */
   nextRequest(path: string): Promise<void>;
@@ -24,6 +27,7 @@ export interface TestBackend {
 export interface ReceivedRequest {
   path: string;
   callId: string | undefined;
+  idempotencyKey: string | undefined;
   body: string;
 }
 
@@ -61,7 +65,13 @@ export async function startTestBackend(): Promise<TestBackend> {
       const body = Buffer.concat(chunks).toString("utf8");
       hits.set(path, (hits.get(path) ?? 0) + 1);
       const callId = req.headers["x-skill-call-id"];
-      received.push({ path, callId: typeof callId === "string" ? callId : undefined, body });
+      const idempotencyKey = req.headers["x-skill-idempotency-key"];
+      received.push({
+        path,
+        callId: typeof callId === "string" ? callId : undefined,
+        idempotencyKey: typeof idempotencyKey === "string" ? idempotencyKey : undefined,
+        body,
+      });
       for (const w of waiters.get(path) ?? []) w();
       waiters.delete(path);
       if (path === "/gated") {

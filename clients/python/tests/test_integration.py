@@ -101,9 +101,27 @@ def test_failing_skill_is_not_charged(gateway: Dict[str, Any], slug: str) -> Non
         with pytest.raises(SkillError) as info:
             client.call(slug, {}, idempotency_key=f"fail-{uuid.uuid4()}")
         assert info.value.status_code == 502 and info.value.code
-        # Retried under the same key, which the gateway frees after an uncharged failure.
         with pytest.raises(SkillError):
             client.skill(slug).call(x=1)
+        assert client.balance().available == before
+
+
+def _calls_of(client: SkillGateway, slug: str) -> int:
+    return sum(1 for call in client.usage(limit=100).calls if call.skill_id == slug)
+
+
+def test_a_failing_skill_runs_once_unless_retries_are_asked_for(gateway: Dict[str, Any]) -> None:
+    # Every attempt that reaches the backend is a call in the account's usage: a skill's 502 is not retried by default
+    # (the seller may have done the work); with retry_skill_failures it is, max_retries times, never charged.
+    with fast(SkillGateway(api_key=gateway["key"], base_url=gateway["url"], max_retries=2)) as client:
+        before = client.balance().available
+        logged = _calls_of(client, "broken")
+        with pytest.raises(SkillError):
+            client.call("broken", {})
+        assert _calls_of(client, "broken") == logged + 1
+        with pytest.raises(SkillError):
+            client.call("broken", {}, retry_skill_failures=True)
+        assert _calls_of(client, "broken") == logged + 4
         assert client.balance().available == before
 
 

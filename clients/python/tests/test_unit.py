@@ -235,10 +235,35 @@ def test_non_envelope_success_is_an_error() -> None:
 # -- retries ---------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("status,code", [(500, "internal_error"), (502, "skill_timeout"), (502, "skill_error"), (502, "skill_unreachable")])
+def test_never_retries_where_the_seller_may_have_worked_by_default(status: int, code: str) -> None:
+    rec = Recorder(fail(status, "x", code), ok())
+    with pytest.raises(SkillGatewayError) as info:
+        sync_client(rec, max_retries=5).call("echo", {})
+    assert info.value.status_code == status and len(rec.requests) == 1
+
+
+def test_never_retries_a_forbidden_backend_even_when_asked() -> None:
+    rec = Recorder(fail(502, "x", "skill_backend_forbidden"), ok())
+    with pytest.raises(SkillError):
+        sync_client(rec, max_retries=5, retry_skill_failures=True).call("echo", {})
+    assert len(rec.requests) == 1
+
+
+def test_a_call_overrides_the_clients_retry_skill_failures() -> None:
+    rec = Recorder(fail(502, "x", "skill_timeout"), ok({"x": 1}))
+    assert sync_client(rec).call("echo", {}, retry_skill_failures=True).data == {"x": 1}
+    assert len(rec.requests) == 2
+    rec = Recorder(fail(502, "x", "skill_timeout"), ok({"x": 1}))
+    with pytest.raises(SkillError):
+        sync_client(rec, retry_skill_failures=True).skill("echo").call(retry_skill_failures=False)
+    assert len(rec.requests) == 1
+
+
 @pytest.mark.parametrize("status", [500, 502])
-def test_retries_5xx_with_the_same_idempotency_key(status: int) -> None:
+def test_retries_5xx_with_the_same_idempotency_key_when_asked(status: int) -> None:
     rec = Recorder(fail(status), fail(status), ok({"x": 1}, {"price_paid": 0.001}))
-    client = sync_client(rec)
+    client = sync_client(rec, retry_skill_failures=True)
     result = client.call("echo", {})
     assert result.data == {"x": 1}
     assert len(rec.requests) == 3
@@ -250,7 +275,7 @@ def test_retries_5xx_with_the_same_idempotency_key(status: int) -> None:
 def test_gives_up_after_max_retries() -> None:
     rec = Recorder(fail(502, "skill down", "skill_error"))
     with pytest.raises(SkillError) as info:
-        sync_client(rec, max_retries=2).call("echo", {}, idempotency_key="mine")
+        sync_client(rec, max_retries=2).call("echo", {}, idempotency_key="mine", retry_skill_failures=True)
     assert len(rec.requests) == 3 and rec.keys == ["mine"] * 3
     assert info.value.idempotency_key == "mine"
 
@@ -443,10 +468,21 @@ async def test_async_call_and_handle() -> None:
 @pytest.mark.asyncio
 async def test_async_retries_under_one_key_and_honours_retry_after() -> None:
     rec = Recorder(fail(429, headers={"retry-after": "1"}), httpx.ConnectError("reset"), fail(502), ok("ok"))
-    client = async_client(rec, max_retries=3)
+    client = async_client(rec, max_retries=3, retry_skill_failures=True)
     assert (await client.call("echo", {})).data == "ok"
     assert len(rec.requests) == 4 and len(set(rec.keys)) == 1
     assert client._sleeps[0] == 1.0  # type: ignore[attr-defined]
+
+
+@pytest.mark.asyncio
+async def test_async_does_not_retry_a_skill_failure_by_default() -> None:
+    rec = Recorder(fail(502, "x", "skill_timeout"), ok("ok"))
+    with pytest.raises(SkillError):
+        await async_client(rec, max_retries=3).call("echo", {})
+    assert len(rec.requests) == 1
+    rec = Recorder(fail(502, "x", "skill_timeout"), ok("ok"))
+    assert (await async_client(rec).skill("echo").call(retry_skill_failures=True)).data == "ok"
+    assert len(rec.requests) == 2
 
 
 @pytest.mark.asyncio

@@ -63,6 +63,7 @@ export class SkillGateway {
       // Bound to globalThis: browsers refuse a fetch called as a method of another object.
       fetch: options.fetch ?? fetchImpl.bind(globalThis),
       backoff: { ...DEFAULT_BACKOFF, ...options.backoff },
+      retrySkillFailures: options.retrySkillFailures ?? false,
     };
     this.skills = {
       list: async (requestOptions = {}) => (await this.get("/v1/skills", requestOptions)) as Skill[],
@@ -71,8 +72,9 @@ export class SkillGateway {
   }
 
   /**
-   * Calls a skill by slug or UUID through POST /v1/call. Retried on 429, 500, 502 and
-   * connection failures with one Idempotency-Key, so it is charged at most once. With
+   * Calls a skill by slug or UUID through POST /v1/call. Retried on 429 and connection
+   * failures with one Idempotency-Key, so it is charged at most once; a failure where the
+   * seller may have done the work (a skill's 502, a 500) only with `retrySkillFailures`. With
    * `maxPrice`, a skill priced above it throws PriceAboveMaxError and charges nothing.
    */
   async call<T = unknown>(skill: string, input: object, options: CallOptions = {}): Promise<CallResult<T>> {
@@ -143,6 +145,7 @@ export class SkillGateway {
       headers,
       signal: options.signal,
       timeoutMs: options.timeoutMs,
+      skillCall: { retryFailures: options.retrySkillFailures ?? this.transport.retrySkillFailures },
     };
     const response = await send(this.transport, request);
     return {

@@ -39,19 +39,33 @@ export function backoffDelayMs(retry: number, options: BackoffOptions): number {
 /**
  * How long to wait before retrying after `error`, or null when it must not be retried.
  *
- * Retried: 429 (after its Retry-After), 500, 502, a connection failure, a timed-out attempt,
- * and 409 `idempotency_key_in_use` (an earlier attempt of this very call is still running on
- * the gateway, typically after a timeout; once it ends, the retry gets its answer).
- * Never retried: 400, 401, 402, 404, 422 and everything else: they would answer the same.
+ * Retried: 429 (after its Retry-After), a connection failure, a timed-out attempt, and 409
+ * `idempotency_key_in_use` (an earlier attempt of this very call is still running on the
+ * gateway, typically after a timeout; once it ends, the retry gets its answer): all under the
+ * call's one Idempotency-Key, so the gateway runs and charges it at most once.
+ * A 500, or a 502 of the skill (`skill_timeout`, `skill_error`, `skill_invalid_response`,
+ * `skill_unreachable`), is retried for a request that runs no skill, and for a skill call only
+ * when `skillCall.retryFailures`: the seller may have done the work, and a retry does it again
+ * (under the same X-Skill-Idempotency-Key, so a seller that keeps it can tell).
+ * Never retried: 502 `skill_backend_forbidden` (the gateway's egress policy, which answers the
+ * same), 400, 401, 402, 403, 404, 409 `price_above_max`, 422 and everything else.
  */
-export function retryDelayMs(error: unknown, retry: number, options: BackoffOptions): number | null {
+export function retryDelayMs(
+  error: unknown,
+  retry: number,
+  options: BackoffOptions,
+  skillCall?: { retryFailures: boolean },
+): number | null {
   if (error instanceof RateLimitError) {
     if (error.retryAfterMs === undefined) return backoffDelayMs(retry, options);
     return error.retryAfterMs <= options.maxRetryAfterMs ? error.retryAfterMs : null;
   }
   if (error instanceof ConnectionError || error instanceof TimeoutError) return backoffDelayMs(retry, options);
   if (!(error instanceof SkillGatewayError)) return null;
-  if (error.status === 500 || error.status === 502) return backoffDelayMs(retry, options);
+  if (error.status === 502 && error.code === "skill_backend_forbidden") return null;
+  if (error.status === 500 || error.status === 502) {
+    return skillCall === undefined || skillCall.retryFailures ? backoffDelayMs(retry, options) : null;
+  }
   if (error.status === 409 && error.code === "idempotency_key_in_use") return backoffDelayMs(retry, options);
   return null;
 }

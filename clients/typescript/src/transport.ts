@@ -8,6 +8,8 @@ export interface TransportConfig {
   maxRetries: number;
   fetch: typeof fetch;
   backoff: BackoffOptions;
+  /** Whether a skill call is retried where the seller may have done the work (SkillGatewayOptions). */
+  retrySkillFailures: boolean;
 }
 
 export interface TransportRequest {
@@ -20,6 +22,8 @@ export interface TransportRequest {
   headers?: Record<string, string>;
   signal?: AbortSignal;
   timeoutMs?: number;
+  /** Set for a request that runs a skill: whether its failures where the seller may have worked are retried. */
+  skillCall?: { retryFailures: boolean };
 }
 
 export interface TransportResponse {
@@ -40,7 +44,7 @@ export async function send(config: TransportConfig, request: TransportRequest): 
       return await attempt(config, request);
     } catch (error) {
       if (request.signal?.aborted) throw request.signal.reason;
-      const delayMs = retry < config.maxRetries ? retryDelayMs(error, retry, config.backoff) : null;
+      const delayMs = retry < config.maxRetries ? retryDelayMs(error, retry, config.backoff, request.skillCall) : null;
       if (delayMs === null) throw error;
       await sleep(delayMs, request.signal);
     }

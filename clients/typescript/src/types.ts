@@ -13,6 +13,14 @@ export interface SkillGatewayOptions {
   fetch?: typeof fetch;
   /** Tuning of the waits between retries. */
   backoff?: Partial<BackoffOptions>;
+  /**
+   * Retry a call that failed where the skill's backend may have done the work: a 502 of the
+   * skill (`skill_timeout`, `skill_error`, `skill_invalid_response`, `skill_unreachable`) or a
+   * 500. Default false: such a call is thrown at once, since a retry would run the seller's
+   * work again (the seller sees the same X-Skill-Idempotency-Key on every attempt, and may
+   * answer it without working twice; not every seller does). CallOptions can override it.
+   */
+  retrySkillFailures?: boolean;
 }
 
 export interface RequestOptions {
@@ -36,6 +44,8 @@ export interface CallOptions extends RequestOptions {
    * Default: any price.
    */
   maxPrice?: number | string;
+  /** Overrides the client's retrySkillFailures for this call. */
+  retrySkillFailures?: boolean;
 }
 
 /** The metadata of a call, the same whichever endpoint answered. */

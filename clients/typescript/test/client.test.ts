@@ -60,8 +60,23 @@ describe("SkillGateway against a scripted gateway", () => {
       expect(server!.received).to.have.length(2);
     });
 
-    it("retries a 502 twice and returns the third attempt's success, with one Idempotency-Key on all three", async () => {
-      const client = await clientFor([fail(502, "skill_error"), fail(502, "skill_timeout"), ok({ n: 1 })]);
+    it("does not retry a skill's 502 or a 500 by default: the seller may have done the work", async () => {
+      for (const [status, code] of [
+        [502, "skill_timeout"],
+        [502, "skill_error"],
+        [500, "internal_error"],
+      ] as const) {
+        const client = await clientFor([fail(status, code), ok({ n: 1 })]);
+        const error = (await rejectionOf(client.call("echo", {}))) as SkillGatewayError;
+        expect([error.status, error.code]).to.deep.equal([status, code]);
+        expect(server!.received, code).to.have.length(1);
+        await server!.close();
+        server = undefined;
+      }
+    });
+
+    it("retries a 502 twice when the call opts in, and returns the third attempt's success, with one Idempotency-Key on all three", async () => {
+      const client = await clientFor([fail(502, "skill_error"), fail(502, "skill_timeout"), ok({ n: 1 })], { retrySkillFailures: true });
       const result = await client.call("echo", { n: 1 });
       expect(result.data).to.deep.equal({ n: 1 });
       const keys = keysSent();
@@ -77,7 +92,7 @@ describe("SkillGateway against a scripted gateway", () => {
         fail(502, "skill_error"),
         fail(502, "skill_unreachable", { "x-call-id": "call-3" }),
       ]);
-      const error = await rejectionOf(client.call("echo", {}));
+      const error = await rejectionOf(client.call("echo", {}, { retrySkillFailures: true }));
       expect(error).to.be.instanceOf(SkillError).and.instanceOf(SkillGatewayError);
       const e = error as SkillError;
       expect([e.status, e.code, e.message, e.callId]).to.deep.equal([502, "skill_unreachable", "scripted skill_unreachable", "call-3"]);
@@ -85,8 +100,11 @@ describe("SkillGateway against a scripted gateway", () => {
       expect(server!.received).to.have.length(3);
     });
 
-    it("retries a 500 and throws InternalServerError when it persists", async () => {
-      const client = await clientFor([fail(500, "internal_error"), fail(500, "internal_error")], { maxRetries: 1 });
+    it("retries a 500 when the client opts in, and throws InternalServerError when it persists", async () => {
+      const client = await clientFor([fail(500, "internal_error"), fail(500, "internal_error")], {
+        maxRetries: 1,
+        retrySkillFailures: true,
+      });
       expect(await rejectionOf(client.call("echo", {}))).to.be.instanceOf(InternalServerError);
       expect(server!.received).to.have.length(2);
     });
@@ -100,7 +118,7 @@ describe("SkillGateway against a scripted gateway", () => {
     });
 
     it("sends no retry with maxRetries 0", async () => {
-      const client = await clientFor([fail(502, "skill_error")], { maxRetries: 0 });
+      const client = await clientFor([fail(502, "skill_error")], { maxRetries: 0, retrySkillFailures: true });
       expect(await rejectionOf(client.call("echo", {}))).to.be.instanceOf(SkillError);
       expect(server!.received).to.have.length(1);
     });

@@ -104,7 +104,7 @@ describe("SkillGateway against the real gateway", function () {
     expect(await stack.available()).to.equal(before);
   });
 
-  it("retries a failing skill's 502 and throws SkillError, never charging", async () => {
+  it("does not retry a failing skill's 502 by default: the seller ran once, and nothing is charged", async () => {
     const client = clientOf();
     const before = await stack.available();
     const hitsBefore = stack.backend.hits.get("/fail") ?? 0;
@@ -112,8 +112,29 @@ describe("SkillGateway against the real gateway", function () {
     expect(error).to.be.instanceOf(SkillError);
     expect([error.status, error.code]).to.deep.equal([502, "skill_error"]);
     expect(error.callId).to.be.a("string");
+    expect(client.counter.attempts).to.equal(1);
+    expect((stack.backend.hits.get("/fail") ?? 0) - hitsBefore).to.equal(1);
+    expect(await stack.available()).to.equal(before);
+  });
+
+  it("retries a failing skill's 502 when asked, and the backend sees one idempotency key on every attempt, never charged", async () => {
+    const client = clientOf({ retrySkillFailures: true });
+    const before = await stack.available();
+    const seen = stack.backend.received.length;
+    const error = (await rejectionOf(client.call("fail", {}))) as SkillError;
+    expect([error.status, error.code]).to.deep.equal([502, "skill_error"]);
     expect(client.counter.attempts).to.equal(3);
-    expect((stack.backend.hits.get("/fail") ?? 0) - hitsBefore).to.equal(3);
+    const attempts = stack.backend.received.slice(seen).filter((r) => r.path === "/fail");
+    expect(attempts).to.have.length(3);
+    // Three calls of the gateway's (three call ids), one call of the caller's: one idempotency key, not the caller's own.
+    expect(new Set(attempts.map((r) => r.callId)).size).to.equal(3);
+    expect(new Set(attempts.map((r) => r.idempotencyKey))).to.deep.equal(new Set([attempts[0].idempotencyKey]));
+    expect(attempts[0].idempotencyKey).to.match(/^idem_[0-9a-f]{48}$/);
+    expect(attempts[0].idempotencyKey).not.to.include(error.idempotencyKey!);
+    // Another call of the caller's is another key.
+    await rejectionOf(client.call("fail", {}));
+    const next = stack.backend.received.slice(seen).filter((r) => r.path === "/fail")[3];
+    expect(next.idempotencyKey).not.to.equal(attempts[0].idempotencyKey);
     expect(await stack.available()).to.equal(before);
   });
 

@@ -21,25 +21,34 @@ describe("retry policy", () => {
   });
 
   const gatewayError = (status: number, code: string) => errorFromResponse(status, { success: false, error: "x", code }, new Headers());
-  const table: Array<[string, unknown, boolean]> = [
-    ["429 without Retry-After", new RateLimitError("x", { status: 429, code: "rate_limited" }), true],
-    ["500", gatewayError(500, "internal_error"), true],
-    ["502", gatewayError(502, "skill_timeout"), true],
-    ["409 idempotency_key_in_use", gatewayError(409, "idempotency_key_in_use"), true],
-    ["a refused connection", new ConnectionError("x", { code: "connection_error" }), true],
-    ["a timed-out attempt", new TimeoutError("x", { code: "timeout" }), true],
-    ["400", gatewayError(400, "invalid_input"), false],
-    ["401", gatewayError(401, "unauthorized"), false],
-    ["402", gatewayError(402, "insufficient_balance"), false],
-    ["404", gatewayError(404, "skill_not_found"), false],
-    ["409 of another kind", new ConflictError("x", { status: 409, code: "slug_taken" }), false],
-    ["422 idempotency_key_reused", gatewayError(422, "idempotency_key_reused"), false],
-    ["503", gatewayError(503, "not_ready"), false],
-    ["an error that is not the SDK's", new TypeError("bug"), false],
+  // What each failure is retried as: a request that runs no skill, a skill call by default, a skill call that opted in
+  // with retrySkillFailures (the seller may have done the work of a skill's 502 or a 500).
+  const table: Array<[string, unknown, { read: boolean; call: boolean; optedIn: boolean }]> = [
+    ["429 without Retry-After", new RateLimitError("x", { status: 429, code: "rate_limited" }), { read: true, call: true, optedIn: true }],
+    ["500", gatewayError(500, "internal_error"), { read: true, call: false, optedIn: true }],
+    ["502 skill_timeout", gatewayError(502, "skill_timeout"), { read: true, call: false, optedIn: true }],
+    ["502 skill_error", gatewayError(502, "skill_error"), { read: true, call: false, optedIn: true }],
+    ["502 skill_invalid_response", gatewayError(502, "skill_invalid_response"), { read: true, call: false, optedIn: true }],
+    ["502 skill_unreachable", gatewayError(502, "skill_unreachable"), { read: true, call: false, optedIn: true }],
+    ["502 skill_backend_forbidden", gatewayError(502, "skill_backend_forbidden"), { read: false, call: false, optedIn: false }],
+    ["409 idempotency_key_in_use", gatewayError(409, "idempotency_key_in_use"), { read: true, call: true, optedIn: true }],
+    ["a refused connection", new ConnectionError("x", { code: "connection_error" }), { read: true, call: true, optedIn: true }],
+    ["a timed-out attempt", new TimeoutError("x", { code: "timeout" }), { read: true, call: true, optedIn: true }],
+    ["400", gatewayError(400, "invalid_input"), { read: false, call: false, optedIn: false }],
+    ["401", gatewayError(401, "unauthorized"), { read: false, call: false, optedIn: false }],
+    ["402", gatewayError(402, "insufficient_balance"), { read: false, call: false, optedIn: false }],
+    ["404", gatewayError(404, "skill_not_found"), { read: false, call: false, optedIn: false }],
+    ["409 price_above_max", gatewayError(409, "price_above_max"), { read: false, call: false, optedIn: false }],
+    ["409 of another kind", new ConflictError("x", { status: 409, code: "slug_taken" }), { read: false, call: false, optedIn: false }],
+    ["422 idempotency_key_reused", gatewayError(422, "idempotency_key_reused"), { read: false, call: false, optedIn: false }],
+    ["503", gatewayError(503, "not_ready"), { read: false, call: false, optedIn: false }],
+    ["an error that is not the SDK's", new TypeError("bug"), { read: false, call: false, optedIn: false }],
   ];
   for (const [what, error, retried] of table) {
-    it(`${retried ? "retries" : "does not retry"} ${what}`, () => {
-      expect(retryDelayMs(error, 0, backoff) !== null).to.equal(retried);
+    it(`retries ${what} as ${JSON.stringify(retried)}`, () => {
+      expect(retryDelayMs(error, 0, backoff) !== null, "a request that runs no skill").to.equal(retried.read);
+      expect(retryDelayMs(error, 0, backoff, { retryFailures: false }) !== null, "a skill call").to.equal(retried.call);
+      expect(retryDelayMs(error, 0, backoff, { retryFailures: true }) !== null, "a skill call that opted in").to.equal(retried.optedIn);
     });
   }
 

@@ -75,8 +75,12 @@ class BaseClient:
     base_url: str
     timeout: TimeoutTypes
     max_retries: int
+    retry_skill_failures: bool
+    """Whether a skill call is retried after a failure where the seller may have done the work."""
 
-    def __init__(self, api_key: Optional[str], base_url: Optional[str], timeout: TimeoutTypes, max_retries: int) -> None:
+    def __init__(
+        self, api_key: Optional[str], base_url: Optional[str], timeout: TimeoutTypes, max_retries: int, retry_skill_failures: bool = False
+    ) -> None:
         if isinstance(timeout, (int, float)) and not timeout > 0:
             raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
         if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
@@ -85,6 +89,7 @@ class BaseClient:
         self.base_url = (base_url or _from_environment("SKILL_GATEWAY_URL") or DEFAULT_BASE_URL).rstrip("/")
         self.timeout = timeout
         self.max_retries = max_retries
+        self.retry_skill_failures = bool(retry_skill_failures)
         # Tuning of the waits between retries; tests set them to 0.
         self._initial_retry_delay = INITIAL_RETRY_DELAY
         self._max_retry_delay = MAX_RETRY_DELAY
@@ -151,12 +156,17 @@ class BaseClient:
         ceiling = min(self._max_retry_delay, self._initial_retry_delay * 2**retry)
         return ceiling / 2 + self._random() * ceiling / 2
 
-    def _retry_delay(self, error: Exception, retry: int) -> Optional[float]:
+    def _retry_delay(self, error: Exception, retry: int, skill_call: Optional[bool] = None) -> Optional[float]:
         """How long to wait before retry number ``retry`` (0 first) after ``error``, or None.
 
-        Retried, always under the call's one Idempotency-Key: 429 (after its Retry-After), 500,
-        502, connection failures and time-outs, and 409 ``idempotency_key_in_use`` (an earlier
-        attempt of this very call is still running). Never: 400, 401, 402, 404, 422 and the rest.
+        Retried, always under the call's one Idempotency-Key: 429 (after its Retry-After),
+        connection failures and time-outs, and 409 ``idempotency_key_in_use`` (an earlier
+        attempt of this very call is still running). A 500, or a skill's 502 (``skill_timeout``,
+        ``skill_error``, ``skill_invalid_response``, ``skill_unreachable``): for a request that
+        runs no skill (``skill_call`` None), and for a skill call only when ``skill_call`` is
+        True (``retry_skill_failures``): the seller may have done the work, and a retry does it
+        again, under the same X-Skill-Idempotency-Key. Never: 502 ``skill_backend_forbidden``,
+        400, 401, 402, 403, 404, 409 ``price_above_max``, 422 and the rest.
         """
         if retry >= self.max_retries:
             return None
@@ -168,8 +178,10 @@ class BaseClient:
             return self._backoff(retry)
         if not isinstance(error, SkillGatewayError):
             return None
+        if error.status_code == 502 and error.code == "skill_backend_forbidden":
+            return None
         if error.status_code in (500, 502):
-            return self._backoff(retry)
+            return self._backoff(retry) if skill_call is None or skill_call else None
         if error.status_code == 409 and error.code == "idempotency_key_in_use":
             return self._backoff(retry)
         return None

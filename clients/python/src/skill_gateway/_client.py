@@ -66,8 +66,9 @@ class SkillGateway(BaseClient):
         timeout: TimeoutTypes = DEFAULT_TIMEOUT,
         max_retries: int = DEFAULT_MAX_RETRIES,
         http_client: Optional[httpx.Client] = None,
+        retry_skill_failures: bool = False,
     ) -> None:
-        super().__init__(api_key, base_url, timeout, max_retries)
+        super().__init__(api_key, base_url, timeout, max_retries, retry_skill_failures)
         self._owns_client = http_client is None
         self._client = http_client if http_client is not None else httpx.Client()
         self._sleep: Callable[[float], None] = time.sleep
@@ -96,11 +97,13 @@ class SkillGateway(BaseClient):
         idempotency_key: Optional[str] = None,
         timeout: Optional[TimeoutTypes] = None,
         max_price: Optional[MaxPrice] = None,
+        retry_skill_failures: Optional[bool] = None,
     ) -> CallResult:
-        """Calls a skill by slug or UUID through ``POST /v1/call``. Retried on 429, 500, 502 and
-        connection failures with one Idempotency-Key, so it is charged at most once. With
+        """Calls a skill by slug or UUID through ``POST /v1/call``. Retried on 429 and connection
+        failures with one Idempotency-Key, so it is charged at most once; a failure where the
+        seller may have done the work (a skill's 502, a 500) only with ``retry_skill_failures``. With
         ``max_price`` (USD), a skill priced above it raises ``PriceAboveMaxError``, charging nothing."""
-        return self._call("/v1/call", _call_body(skill, input, max_price), idempotency_key, timeout)
+        return self._call("/v1/call", _call_body(skill, input, max_price), idempotency_key, timeout, None, retry_skill_failures)
 
     def skill(self, slug_or_id: str) -> "SkillHandle":
         """A skill to call through its own endpoint, ``POST /v1/skills/:skillId/call``."""
@@ -130,17 +133,31 @@ class SkillGateway(BaseClient):
     # -- transport --
 
     def _call(
-        self, path: str, body: Dict[str, Any], idempotency_key: Optional[str], timeout: Optional[TimeoutTypes], headers: Optional[Dict[str, str]] = None
+        self,
+        path: str,
+        body: Dict[str, Any],
+        idempotency_key: Optional[str],
+        timeout: Optional[TimeoutTypes],
+        headers: Optional[Dict[str, str]] = None,
+        retry_skill_failures: Optional[bool] = None,
     ) -> CallResult:
         key = idempotency_key or new_idempotency_key()
-        response, envelope = self._request("POST", path, body, key, timeout, headers)
+        retry_failures = self.retry_skill_failures if retry_skill_failures is None else retry_skill_failures
+        response, envelope = self._request("POST", path, body, key, timeout, headers, retry_failures)
         return CallResult(data=envelope.get("data"), metadata=CallMetadata.parse(envelope.get("metadata"), response.headers, key))
 
     def _get(self, path: str, timeout: Optional[TimeoutTypes]) -> Any:
         return self._request("GET", path, None, None, timeout)[1].get("data")
 
     def _request(
-        self, method: str, path: str, body: Any, idempotency_key: Optional[str], timeout: Optional[TimeoutTypes], extra: Optional[Dict[str, str]] = None
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        idempotency_key: Optional[str],
+        timeout: Optional[TimeoutTypes],
+        extra: Optional[Dict[str, str]] = None,
+        skill_call: Optional[bool] = None,
     ) -> "tuple[httpx.Response, Dict[str, Any]]":
         headers = self._headers(body is not None, idempotency_key, extra)
         content = self._encode(body)
@@ -154,7 +171,7 @@ class SkillGateway(BaseClient):
                     raise self._no_answer(cause, idempotency_key, t) from cause
                 return response, self._process(response, idempotency_key)
             except Exception as error:
-                delay = self._retry_delay(error, retry)
+                delay = self._retry_delay(error, retry, skill_call)
                 if delay is None:
                     raise
                 self._sleep(delay)
@@ -194,12 +211,15 @@ class SkillHandle:
         idempotency_key: Optional[str] = None,
         timeout: Optional[TimeoutTypes] = None,
         max_price: Optional[MaxPrice] = None,
+        retry_skill_failures: Optional[bool] = None,
         **kwargs: Any,
     ) -> CallResult:
         """``POST /v1/skills/:skillId/call`` with the skill's parameters as the flat body:
         ``call(text="hi")`` or ``call({"text": "hi"})``. ``max_price`` (USD) is sent as the
         ``X-Max-Price`` header (a parameter of the skill named so goes in ``params``)."""
-        return self._client._call(skill_path(self.id) + "/call", merge_params(params, kwargs), idempotency_key, timeout, _cap_header(max_price))
+        return self._client._call(
+            skill_path(self.id) + "/call", merge_params(params, kwargs), idempotency_key, timeout, _cap_header(max_price), retry_skill_failures
+        )
 
     def get(self, timeout: Optional[TimeoutTypes] = None) -> Skill:
         """The skill's marketplace record."""
@@ -259,8 +279,9 @@ class AsyncSkillGateway(BaseClient):
         timeout: TimeoutTypes = DEFAULT_TIMEOUT,
         max_retries: int = DEFAULT_MAX_RETRIES,
         http_client: Optional[httpx.AsyncClient] = None,
+        retry_skill_failures: bool = False,
     ) -> None:
-        super().__init__(api_key, base_url, timeout, max_retries)
+        super().__init__(api_key, base_url, timeout, max_retries, retry_skill_failures)
         self._owns_client = http_client is None
         self._client = http_client if http_client is not None else httpx.AsyncClient()
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
@@ -283,9 +304,10 @@ class AsyncSkillGateway(BaseClient):
         idempotency_key: Optional[str] = None,
         timeout: Optional[TimeoutTypes] = None,
         max_price: Optional[MaxPrice] = None,
+        retry_skill_failures: Optional[bool] = None,
     ) -> CallResult:
         """Calls a skill by slug or UUID through ``POST /v1/call`` (see ``SkillGateway.call``)."""
-        return await self._call("/v1/call", _call_body(skill, input, max_price), idempotency_key, timeout)
+        return await self._call("/v1/call", _call_body(skill, input, max_price), idempotency_key, timeout, None, retry_skill_failures)
 
     def skill(self, slug_or_id: str) -> "AsyncSkillHandle":
         return AsyncSkillHandle(self, slug_or_id)
@@ -308,17 +330,31 @@ class AsyncSkillGateway(BaseClient):
         return AsyncUsagePager(lambda: fetch(before))
 
     async def _call(
-        self, path: str, body: Dict[str, Any], idempotency_key: Optional[str], timeout: Optional[TimeoutTypes], headers: Optional[Dict[str, str]] = None
+        self,
+        path: str,
+        body: Dict[str, Any],
+        idempotency_key: Optional[str],
+        timeout: Optional[TimeoutTypes],
+        headers: Optional[Dict[str, str]] = None,
+        retry_skill_failures: Optional[bool] = None,
     ) -> CallResult:
         key = idempotency_key or new_idempotency_key()
-        response, envelope = await self._request("POST", path, body, key, timeout, headers)
+        retry_failures = self.retry_skill_failures if retry_skill_failures is None else retry_skill_failures
+        response, envelope = await self._request("POST", path, body, key, timeout, headers, retry_failures)
         return CallResult(data=envelope.get("data"), metadata=CallMetadata.parse(envelope.get("metadata"), response.headers, key))
 
     async def _get(self, path: str, timeout: Optional[TimeoutTypes]) -> Any:
         return (await self._request("GET", path, None, None, timeout))[1].get("data")
 
     async def _request(
-        self, method: str, path: str, body: Any, idempotency_key: Optional[str], timeout: Optional[TimeoutTypes], extra: Optional[Dict[str, str]] = None
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        idempotency_key: Optional[str],
+        timeout: Optional[TimeoutTypes],
+        extra: Optional[Dict[str, str]] = None,
+        skill_call: Optional[bool] = None,
     ) -> "tuple[httpx.Response, Dict[str, Any]]":
         headers = self._headers(body is not None, idempotency_key, extra)
         content = self._encode(body)
@@ -332,7 +368,7 @@ class AsyncSkillGateway(BaseClient):
                     raise self._no_answer(cause, idempotency_key, t) from cause
                 return response, self._process(response, idempotency_key)
             except Exception as error:
-                delay = self._retry_delay(error, retry)
+                delay = self._retry_delay(error, retry, skill_call)
                 if delay is None:
                     raise
                 await self._sleep(delay)
@@ -366,9 +402,12 @@ class AsyncSkillHandle:
         idempotency_key: Optional[str] = None,
         timeout: Optional[TimeoutTypes] = None,
         max_price: Optional[MaxPrice] = None,
+        retry_skill_failures: Optional[bool] = None,
         **kwargs: Any,
     ) -> CallResult:
-        return await self._client._call(skill_path(self.id) + "/call", merge_params(params, kwargs), idempotency_key, timeout, _cap_header(max_price))
+        return await self._client._call(
+            skill_path(self.id) + "/call", merge_params(params, kwargs), idempotency_key, timeout, _cap_header(max_price), retry_skill_failures
+        )
 
     async def get(self, timeout: Optional[TimeoutTypes] = None) -> Skill:
         return await self._client.skills.get(self.id, timeout)
