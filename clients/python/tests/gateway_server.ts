@@ -27,8 +27,18 @@ async function main(): Promise<void> {
     scopes: ["calls", "usage:read"],
     spendLimit: { limitMicros: 1_000n, period: "total" },
   });
+  // Keys made by code (test_keys.py): a funded account of its own, whose provisioning key makes the keys.
+  const provisioned = await stack.addBuyer("1");
+  const managerKey = await stack.gw.keys.create(provisioned.accountId, { name: "provisioner", scopes: ["keys:manage"] });
   process.stdout.write(
-    JSON.stringify({ url: stack.url, key: stack.key, empty_key: empty.key, concurrent_key: concurrent.key, limited_key: limitedKey.key }) + "\n",
+    JSON.stringify({
+      url: stack.url,
+      key: stack.key,
+      empty_key: empty.key,
+      concurrent_key: concurrent.key,
+      limited_key: limitedKey.key,
+      manager_key: managerKey.key,
+    }) + "\n",
   );
   let closing = false;
   const close = async () => {

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from skill_gateway import Balance, Skill, UsageCall
+from skill_gateway import ApiKey, Balance, Skill, UsageCall
 
 DOCUMENT = json.loads((Path(__file__).resolve().parents[3] / "docs" / "openapi.json").read_text())
 SCHEMAS = DOCUMENT["components"]["schemas"]
@@ -24,7 +24,7 @@ def read_keys(cls):
     return set(re.findall(r'raw\.get\("(\w+)"', inspect.getsource(cls.parse)))
 
 
-@pytest.mark.parametrize("cls", [Skill, Balance, UsageCall], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", [Skill, Balance, UsageCall, ApiKey], ids=lambda c: c.__name__)
 def test_declares_and_reads_only_fields_the_api_has(cls):
     properties = set(SCHEMAS[cls.__name__]["properties"])
     declared = {f.name for f in dataclasses.fields(cls)} - DERIVED

@@ -11,13 +11,15 @@ export interface TransportConfig {
 }
 
 export interface TransportRequest {
-  method: "GET" | "POST";
+  method: "GET" | "POST" | "PATCH" | "DELETE";
   /** The path and query, beginning with "/". */
   path: string;
   body?: unknown;
   idempotencyKey?: string;
   signal?: AbortSignal;
   timeoutMs?: number;
+  /** Overrides the client's maxRetries for this request: 0 for one that must not be sent twice (it has no Idempotency-Key). */
+  maxRetries?: number;
 }
 
 export interface TransportResponse {
@@ -38,7 +40,7 @@ export async function send(config: TransportConfig, request: TransportRequest): 
       return await attempt(config, request);
     } catch (error) {
       if (request.signal?.aborted) throw request.signal.reason;
-      const delayMs = retry < config.maxRetries ? retryDelayMs(error, retry, config.backoff) : null;
+      const delayMs = retry < (request.maxRetries ?? config.maxRetries) ? retryDelayMs(error, retry, config.backoff) : null;
       if (delayMs === null) throw error;
       await sleep(delayMs, request.signal);
     }

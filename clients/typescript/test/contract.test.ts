@@ -22,6 +22,7 @@ const MIRRORED: Record<string, JsonSchema> = {
   Skill: schemas.Skill,
   Balance: schemas.Balance,
   UsageCall: schemas.UsageCall,
+  ApiKey: schemas.ApiKey,
 };
 
 /** A type as a comparable description: its JSON types, and its literals when it is a union of them. */
@@ -185,6 +186,19 @@ describe("the TypeScript SDK's types against docs/openapi.json", function () {
       const page = await client.usage({ limit: 5 });
       expect(page.calls).to.not.be.empty;
       for (const call of page.calls) conforms("UsageCall", call);
+    });
+
+    it("keys conform to the document and to the SDK's types", async () => {
+      const manager = await stack.gw.keys.create(stack.buyerId, { scopes: ["keys:manage"], metadata: { team: "ops" } });
+      const client = new SkillGateway({ apiKey: manager.key, baseUrl: stack.url, maxRetries: 0 });
+      const made = await client.keys.create({ name: "agent", spendLimitUsd: "1", spendLimitPeriod: "day", metadata: { agent: "a" } });
+      const { key, ...listed } = made;
+      expect(key).to.match(/^atom_/);
+      conforms("ApiKey", listed);
+      const keys = await client.keys.list();
+      expect(keys).to.have.length.above(1);
+      for (const each of keys) conforms("ApiKey", each);
+      conforms("ApiKey", await client.keys.update(made.id, { metadata: null }));
     });
   });
 });

@@ -25,6 +25,7 @@ from ._exceptions import (
     SkillError,
     SkillGatewayError,
 )
+from ._keys import NOT_GIVEN, ApiKey, AsyncKeys, CreatedApiKey, Keys, RevokedKey
 from ._types import Balance, CallMetadata, CallResult, RateLimitInfo, Skill, UsageCall
 from ._version import __version__
 
@@ -43,6 +44,12 @@ __all__ = [
     "Skill",
     "Balance",
     "UsageCall",
+    "Keys",
+    "AsyncKeys",
+    "ApiKey",
+    "CreatedApiKey",
+    "RevokedKey",
+    "NOT_GIVEN",
     "SkillGatewayError",
     "APIStatusError",
     "BadRequestError",

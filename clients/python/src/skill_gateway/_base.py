@@ -148,14 +148,15 @@ class BaseClient:
         ceiling = min(self._max_retry_delay, self._initial_retry_delay * 2**retry)
         return ceiling / 2 + self._random() * ceiling / 2
 
-    def _retry_delay(self, error: Exception, retry: int) -> Optional[float]:
+    def _retry_delay(self, error: Exception, retry: int, max_retries: Optional[int] = None) -> Optional[float]:
         """How long to wait before retry number ``retry`` (0 first) after ``error``, or None.
 
         Retried, always under the call's one Idempotency-Key: 429 (after its Retry-After), 500,
         502, connection failures and time-outs, and 409 ``idempotency_key_in_use`` (an earlier
         attempt of this very call is still running). Never: 400, 401, 402, 404, 422 and the rest.
+        ``max_retries`` overrides the client's for one request (0 for one that must not be sent twice).
         """
-        if retry >= self.max_retries:
+        if retry >= (self.max_retries if max_retries is None else max_retries):
             return None
         if isinstance(error, RateLimitError):
             if error.retry_after is None:

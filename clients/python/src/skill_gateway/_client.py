@@ -18,6 +18,7 @@ from ._base import (
     skill_path,
     usage_path,
 )
+from ._keys import AsyncKeys, Keys
 from ._types import Balance, CallMetadata, CallResult, Skill, UsageCall, parse_usage_page
 
 __all__ = [
@@ -58,6 +59,8 @@ class SkillGateway(BaseClient):
         self._sleep: Callable[[float], None] = time.sleep
         self.skills = Skills(self)
         """The marketplace: ``skills.list()`` and ``skills.get(slug_or_id)``."""
+        self.keys = Keys(self)
+        """The account's API keys from code (the key needs ``keys:manage``): ``keys.create/list/update/revoke``."""
 
     # -- lifecycle --
 
@@ -108,7 +111,7 @@ class SkillGateway(BaseClient):
     def _get(self, path: str, timeout: Optional[TimeoutTypes]) -> Any:
         return self._request("GET", path, None, None, timeout)[1].get("data")
 
-    def _request(self, method: str, path: str, body: Any, idempotency_key: Optional[str], timeout: Optional[TimeoutTypes]) -> "tuple[httpx.Response, Dict[str, Any]]":
+    def _request(self, method: str, path: str, body: Any, idempotency_key: Optional[str], timeout: Optional[TimeoutTypes], retries: Optional[int] = None) -> "tuple[httpx.Response, Dict[str, Any]]":
         headers = self._headers(body is not None, idempotency_key)
         content = self._encode(body)
         t = self._timeout(timeout)
@@ -121,7 +124,7 @@ class SkillGateway(BaseClient):
                     raise self._no_answer(cause, idempotency_key, t) from cause
                 return response, self._process(response, idempotency_key)
             except Exception as error:
-                delay = self._retry_delay(error, retry)
+                delay = self._retry_delay(error, retry, retries)
                 if delay is None:
                     raise
                 self._sleep(delay)
@@ -222,6 +225,7 @@ class AsyncSkillGateway(BaseClient):
         self._client = http_client if http_client is not None else httpx.AsyncClient()
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
         self.skills = AsyncSkills(self)
+        self.keys = AsyncKeys(self)
 
     async def close(self) -> None:
         if self._owns_client:
@@ -261,7 +265,7 @@ class AsyncSkillGateway(BaseClient):
     async def _get(self, path: str, timeout: Optional[TimeoutTypes]) -> Any:
         return (await self._request("GET", path, None, None, timeout))[1].get("data")
 
-    async def _request(self, method: str, path: str, body: Any, idempotency_key: Optional[str], timeout: Optional[TimeoutTypes]) -> "tuple[httpx.Response, Dict[str, Any]]":
+    async def _request(self, method: str, path: str, body: Any, idempotency_key: Optional[str], timeout: Optional[TimeoutTypes], retries: Optional[int] = None) -> "tuple[httpx.Response, Dict[str, Any]]":
         headers = self._headers(body is not None, idempotency_key)
         content = self._encode(body)
         t = self._timeout(timeout)
@@ -274,7 +278,7 @@ class AsyncSkillGateway(BaseClient):
                     raise self._no_answer(cause, idempotency_key, t) from cause
                 return response, self._process(response, idempotency_key)
             except Exception as error:
-                delay = self._retry_delay(error, retry)
+                delay = self._retry_delay(error, retry, retries)
                 if delay is None:
                     raise
                 await self._sleep(delay)

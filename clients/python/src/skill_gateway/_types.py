@@ -225,6 +225,11 @@ class UsageCall:
     created_at: str
     outcome: str = ""
     endpoint: str = ""
+    api_key_id: str = ""
+    """The key the call was made with (``x402`` for a call paid with x402)."""
+    api_key_name: Optional[str] = None
+    api_key_metadata: Optional[Dict[str, str]] = None
+    """The key's metadata as it is now (which agent, which end user it is for); None without a key."""
     skill_uuid: Optional[str] = None
     skill_name: Optional[str] = None
     batch_number: Optional[int] = None
@@ -243,6 +248,9 @@ class UsageCall:
             created_at=str(raw.get("created_at") or ""),
             outcome=str(raw.get("outcome") or ""),
             endpoint=str(raw.get("endpoint") or ""),
+            api_key_id=str(raw.get("api_key_id") or ""),
+            api_key_name=raw.get("api_key_name"),
+            api_key_metadata=dict(raw.get("api_key_metadata") or {}) if isinstance(raw.get("api_key_metadata"), Mapping) else None,
             skill_uuid=raw.get("skill_uuid"),
             skill_name=raw.get("skill_name"),
             batch_number=raw.get("batch_number"),
