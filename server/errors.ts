@@ -21,6 +21,8 @@ export const ERROR_CODES = {
   scope_missing:
     "the API key lacks the scope the request needs (`calls`, `usage:read`, `funds:withdraw`, `keys:manage`): the message names it",
   skill_not_allowed: "the API key's `allowed_skills` does not include this skill: nothing ran, nothing was held or charged",
+  authority_exceeded:
+    "a `keys:manage` key asked for a key wider than itself (`keys:manage` or `funds:withdraw`, a scope it lacks, a skill, expiry or spending limit beyond its own), or to change or revoke such a key: the message says which; a dashboard session can",
   sign_in_failed: "a sign-in link, state or code that is bad, expired, used or foreign",
   invalid_signature: "a signature that does not verify (SIWE message, provider notification)",
   csrf_failed: "a state-changing request of a session without its X-CSRF-Token",

@@ -240,8 +240,9 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     const announce = (message: Parameters<typeof shared.bus.publish>[0]) =>
       shared.bus.publish(message).catch((error) => log(`announcing ${message.kind} to the other replicas failed`, error));
     keys.onRevoked = (keyId) => void announce({ kind: "key_revoked", keyId });
+    keys.onChanged = (keyId) => void announce({ kind: "key_changed", keyId });
     skills.onChanged = (skillId) => void announce({ kind: "skill_changed", skillId });
-    shared.bus.onMessage((message) => (message.kind === "key_revoked" ? keys.forget(message.keyId) : skills.invalidate()));
+    shared.bus.onMessage((message) => (message.kind === "skill_changed" ? skills.invalidate() : keys.forget(message.keyId)));
     shared.bus.onMissed(() => {
       keys.forgetAll();
       skills.invalidate();

@@ -41,6 +41,7 @@ const VERSIONS: readonly { version: number; name: string }[] = [
   { version: 21, name: "skills the operator registered" },
   { version: 22, name: "x402 payments collected before their call" },
   { version: 23, name: "API keys' scopes, allowed skills and expiry" },
+  { version: 24, name: "API keys' metadata" },
 ];
 
 /**

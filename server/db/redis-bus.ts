@@ -1,10 +1,12 @@
 import { type Redis, openRedis } from "./redis";
 
 /**
- * What one replica tells the others so they drop what they cached: an API key revoked (by the
- * SHA-256 of the key, the key cache's index) or a skill created, changed or delisted (by id).
+ * What one replica tells the others so they drop what they cached: an API key revoked, or changed
+ * (its scopes, allowed skills, expiry: what a cached authentication would still let it do), by the
+ * key's id; or a skill created, changed or delisted (by id).
  */
-export type Invalidation = { kind: "key_revoked"; keyId: string } | { kind: "skill_changed"; skillId: string };
+export type Invalidation =
+  { kind: "key_revoked"; keyId: string } | { kind: "key_changed"; keyId: string } | { kind: "skill_changed"; skillId: string };
 
 export interface InvalidationBusParameters {
   url: string;
@@ -16,11 +18,11 @@ export interface InvalidationBusParameters {
 
 /** An id as the bus carries it: what key ids, UUIDs and slugs are made of, and bounded. */
 const ID = /^[A-Za-z0-9_.:-]{1,200}$/;
-const WIRE_KIND = { key_revoked: "key_revoked", skill_changed: "skill_changed" } as const;
+const WIRE_KIND = { key_revoked: "key_revoked", key_changed: "key_changed", skill_changed: "skill_changed" } as const;
 
-/** The message as published: `key_revoked <hash>` or `skill_changed <id>`. */
+/** The message as published: `key_revoked <id>`, `key_changed <id>` or `skill_changed <id>`. */
 export function encodeInvalidation(message: Invalidation): string {
-  const id = message.kind === "key_revoked" ? message.keyId : message.skillId;
+  const id = message.kind === "skill_changed" ? message.skillId : message.keyId;
   if (!ID.test(id)) throw new Error(`not an id the invalidation bus carries: ${JSON.stringify(id.slice(0, 40))}`);
   return `${WIRE_KIND[message.kind]} ${id}`;
 }
@@ -32,6 +34,7 @@ export function decodeInvalidation(text: string): Invalidation | undefined {
   const id = text.slice(space + 1);
   if (space < 0 || !ID.test(id)) return undefined;
   if (kind === WIRE_KIND.key_revoked) return { kind: "key_revoked", keyId: id };
+  if (kind === WIRE_KIND.key_changed) return { kind: "key_changed", keyId: id };
   if (kind === WIRE_KIND.skill_changed) return { kind: "skill_changed", skillId: id };
   return undefined;
 }

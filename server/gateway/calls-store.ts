@@ -39,6 +39,8 @@ export interface UsageRow {
   /** The key's name and prefix; null for a call made without a key of the account (x402). */
   apiKeyName: string | null;
   apiKeyPrefix: string | null;
+  /** The key's metadata as it stands now (identity's api_keys.metadata, JSON text); null without one, or without a key. */
+  apiKeyMetadata: string | null;
   skillId: string;
   skillSlug: string | null;
   endpoint: Endpoint;
@@ -91,7 +93,7 @@ export interface UsageFilter {
  */
 const NOT_COUNTED = "c.outcome NOT IN ('rate_limited', 'daily_limit_reached')";
 
-const USAGE_SELECT = `SELECT c.id, c.api_key_id, k.name AS key_name, k.prefix AS key_prefix, c.skill_id, s.slug, s.name, c.endpoint,
+const USAGE_SELECT = `SELECT c.id, c.api_key_id, k.name AS key_name, k.prefix AS key_prefix, k.metadata AS key_metadata, c.skill_id, s.slug, s.name, c.endpoint,
          c.http_status, c.outcome, c.charged_micros, c.latency_us, c.created_at, h.batch_number, b.status AS batch_status, c.rowid AS row_id
   FROM calls c LEFT JOIN skills s ON s.id = c.skill_id
   LEFT JOIN api_keys k ON k.id = c.api_key_id
@@ -174,6 +176,7 @@ export class CallsStore {
       api_key_id: string;
       key_name: string | null;
       key_prefix: string | null;
+      key_metadata: string | null;
       skill_id: string;
       slug: string | null;
       name: string | null;
@@ -208,6 +211,7 @@ export class CallsStore {
       apiKeyId: r.api_key_id,
       apiKeyName: r.key_name,
       apiKeyPrefix: r.key_prefix,
+      apiKeyMetadata: r.key_metadata,
       skillId: r.skill_id,
       skillSlug: r.slug,
       endpoint: r.endpoint,

@@ -16,6 +16,7 @@ export const ERROR_STATUS = {
   key_expired: 401,
   scope_missing: 403,
   skill_not_allowed: 403,
+  authority_exceeded: 403,
   sign_in_failed: 401,
   invalid_signature: 401,
   csrf_failed: 403,

@@ -1,4 +1,5 @@
 import { type Database, type Sql, within } from "../db/sql";
+import { type KeyMetadata, metadataText, parseMetadata } from "./key-metadata";
 import { type KeyScope, parseScopes, scopesText } from "./scopes";
 
 /** An API key's stored record: its SHA-256 stays in the table. */
@@ -20,6 +21,17 @@ export interface StoredApiKey {
   allowedSkills: string[] | null;
   /** When the key stops authenticating (401 key_expired from then on); null for never. */
   expiresAtMs: number | null;
+  /** What its maker says the key is for (./key-metadata.ts); {} for nothing. */
+  metadata: KeyMetadata;
+}
+
+/** What PATCH /v1/keys/:id may change of a key's row (its spending limit is the ledger's: ../ledger/spend-limits.ts). */
+export interface ApiKeyChanges {
+  name?: string;
+  scopes?: readonly KeyScope[];
+  allowedSkills?: readonly string[] | null;
+  expiresAtMs?: number | null;
+  metadata?: KeyMetadata;
 }
 
 interface KeyRow {
@@ -35,11 +47,12 @@ interface KeyRow {
   scopes: string;
   allowed_skills: string | null;
   expires_at: bigint | null;
+  metadata: string | null;
 }
 
 const SELECT_KEY =
   "SELECT k.id, k.account_id, k.name, k.prefix, k.rate_limit_per_min, a.daily_call_cap, k.created_at, k.revoked_at, k.last_used_at," +
-  " k.scopes, k.allowed_skills, k.expires_at" +
+  " k.scopes, k.allowed_skills, k.expires_at, k.metadata" +
   " FROM api_keys k JOIN accounts a ON a.id = k.account_id";
 
 function toRecord(row: KeyRow): StoredApiKey {
@@ -56,6 +69,7 @@ function toRecord(row: KeyRow): StoredApiKey {
     scopes: parseScopes(row.scopes),
     allowedSkills: row.allowed_skills === null ? null : (JSON.parse(row.allowed_skills) as string[]),
     expiresAtMs: row.expires_at === null ? null : Number(row.expires_at),
+    metadata: parseMetadata(row.metadata),
   };
 }
 
@@ -79,14 +93,15 @@ export class ApiKeysStore {
       scopes: readonly KeyScope[];
       allowedSkills: readonly string[] | null;
       expiresAtMs: number | null;
+      metadata: KeyMetadata;
     },
     tx?: Sql,
   ): Promise<void> {
     if (k.scopes.length === 0) throw new Error("a key needs at least one scope");
     return within(this.db, tx, async (tx) => {
       await tx.run(
-        "INSERT INTO api_keys (id, account_id, name, prefix, hash, rate_limit_per_min, created_at, scopes, allowed_skills, expires_at)" +
-          " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO api_keys (id, account_id, name, prefix, hash, rate_limit_per_min, created_at, scopes, allowed_skills, expires_at, metadata)" +
+          " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
           k.id,
           k.accountId,
@@ -98,8 +113,41 @@ export class ApiKeysStore {
           scopesText(k.scopes),
           k.allowedSkills === null ? null : JSON.stringify(k.allowedSkills),
           k.expiresAtMs,
+          metadataText(k.metadata),
         ],
       );
+    });
+  }
+
+  /**
+   * The key's row read under its lock (PostgreSQL) until the transaction ends, for a change decided on what it reads:
+   * a concurrent change or revocation of the same key waits for this one.
+   */
+  async byIdForUpdate(id: string, tx: Sql): Promise<StoredApiKey | undefined> {
+    const locked = await tx.one<{ id: string }>(`SELECT id FROM api_keys WHERE id = ?${tx.dialect.forUpdate}`, [id]);
+    return locked && this.byId(id, tx);
+  }
+
+  /** Writes the fields of `changes` that are set, on a live key; false if it is unknown or revoked. One UPDATE. */
+  update(id: string, changes: ApiKeyChanges, tx?: Sql): Promise<boolean> {
+    const sets: string[] = [];
+    const params: (string | number | null)[] = [];
+    const set = (column: string, value: string | number | null) => {
+      sets.push(`${column} = ?`);
+      params.push(value);
+    };
+    if (changes.name !== undefined) set("name", changes.name);
+    if (changes.scopes !== undefined) {
+      if (changes.scopes.length === 0) throw new Error("a key needs at least one scope");
+      set("scopes", scopesText(changes.scopes));
+    }
+    if (changes.allowedSkills !== undefined)
+      set("allowed_skills", changes.allowedSkills === null ? null : JSON.stringify(changes.allowedSkills));
+    if (changes.expiresAtMs !== undefined) set("expires_at", changes.expiresAtMs);
+    if (changes.metadata !== undefined) set("metadata", metadataText(changes.metadata));
+    return within(this.db, tx, async (tx) => {
+      if (sets.length === 0) return (await tx.value("SELECT 1 FROM api_keys WHERE id = ? AND revoked_at IS NULL", [id])) !== undefined;
+      return (await tx.run(`UPDATE api_keys SET ${sets.join(", ")} WHERE id = ? AND revoked_at IS NULL`, [...params, id])) === 1;
     });
   }
 

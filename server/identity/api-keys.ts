@@ -2,7 +2,8 @@ import { createHash, randomBytes, randomUUID } from "node:crypto";
 import { type Database, type Sql, within } from "../db/sql";
 import { UUID_PATTERN } from "../db/ids";
 import { type SpendLimit, SpendLimits, type SpendLimitStatus } from "../ledger/spend-limits";
-import { ApiKeysStore, type StoredApiKey } from "./api-keys-store";
+import { type ApiKeyChanges, ApiKeysStore, type StoredApiKey } from "./api-keys-store";
+import type { KeyMetadata } from "./key-metadata";
 import { base58Encode, isBase58 } from "./base58";
 import { DEFAULT_SCOPES, type KeyScope, isExpired } from "./scopes";
 import type { TextRule } from "../text";
@@ -24,6 +25,22 @@ export type ApiKeyRecord = StoredApiKey;
 
 /** A presented key, checked: live, expired (with its record, for the message), or not a key the gateway knows. */
 export type KeyCheck = { kind: "valid"; record: ApiKeyRecord } | { kind: "expired"; record: ApiKeyRecord } | { kind: "invalid" };
+
+/** A key as a change to it is decided on: its record and its spending limit (null for none), read in one transaction. */
+export interface KeyState {
+  record: ApiKeyRecord;
+  spendLimit: SpendLimitStatus | null;
+}
+
+/** Reads keys inside a change's transaction: `state(id)` is the key as that transaction sees it, undefined if unknown. */
+export interface KeyReader {
+  state(id: string): Promise<KeyState | undefined>;
+}
+
+/** A change to a key: the fields of its row that are set, and its spending limit (undefined: unchanged; null: removed). */
+export interface KeyUpdate extends ApiKeyChanges {
+  spendLimit?: SpendLimit | null;
+}
 
 export interface CreatedApiKey {
   /** The whole key. It is returned here once and never stored; only its SHA-256 is. */
@@ -96,6 +113,12 @@ export class ApiKeys {
       scopes?: readonly KeyScope[];
       allowedSkills?: readonly string[] | null;
       expiresAtMs?: number | null;
+      metadata?: KeyMetadata;
+      /**
+       * Runs first in the key's transaction, and may throw to refuse it: what decides whether the key may be made
+       * (the keys:manage key making it, read afresh: server/identity/key-authority.ts).
+       */
+      check?: (read: KeyReader) => Promise<void>;
     } = {},
     tx?: Sql,
   ): Promise<CreatedApiKey> {
@@ -105,6 +128,7 @@ export class ApiKeys {
       this.db,
       tx,
       async (tx) => {
+        await options.check?.(this.reader(options.nowMs ?? Date.now(), tx));
         await this.store.insert(
           {
             id,
@@ -117,6 +141,7 @@ export class ApiKeys {
             scopes: options.scopes ?? DEFAULT_SCOPES,
             allowedSkills: options.allowedSkills ?? null,
             expiresAtMs: options.expiresAtMs ?? null,
+            metadata: options.metadata ?? {},
           },
           tx,
         );
@@ -158,6 +183,52 @@ export class ApiKeys {
       },
       { durable: true },
     );
+  }
+
+  /**
+   * Changes a live key of `accountId` (revoked, unknown and another account's keys: undefined), in one durable
+   * transaction: `plan` reads the key as it stands (its row locked on PostgreSQL, so that two changes of one key queue)
+   * and says what to change, or throws to refuse; the row and the spending limit are written together, or neither.
+   * Then every replica's authentication cache forgets the key (here at once, the others through `onChanged`), as a
+   * revocation does: a narrowed key stops doing what it no longer may within the same window as a revoked one.
+   */
+  async update(
+    id: string,
+    accountId: string,
+    plan: (current: KeyState, read: KeyReader) => Promise<KeyUpdate> | KeyUpdate,
+    nowMs = Date.now(),
+  ): Promise<KeyState | undefined> {
+    if (!UUID_PATTERN.test(id)) return undefined;
+    const updated = await this.db.transaction(
+      async (tx) => {
+        const record = await this.store.byIdForUpdate(id, tx);
+        if (!record || record.accountId !== accountId || record.revokedAtMs !== null) return undefined;
+        const read = this.reader(nowMs, tx);
+        const change = await plan((await read.state(id))!, read);
+        const { spendLimit, ...row } = change;
+        if (!(await this.store.update(id, row, tx))) return undefined;
+        if (spendLimit !== undefined) await this.limits.set(id, spendLimit, nowMs, tx);
+        return read.state(id);
+      },
+      { durable: true },
+    );
+    if (updated) {
+      this.forget(id);
+      this.onChanged?.(id);
+    }
+    return updated;
+  }
+
+  /** A reader of keys as the transaction `tx` sees them, their limits' periods read at `nowMs`. */
+  private reader(nowMs: number, tx: Sql): KeyReader {
+    return {
+      state: async (id) => {
+        const record = UUID_PATTERN.test(id) ? await this.store.byId(id, tx) : undefined;
+        if (!record) return undefined;
+        const spendLimit = (await this.limits.statuses([id], nowMs, tx)).get(id) ?? null;
+        return { record, spendLimit };
+      },
+    };
   }
 
   /** The spending limits of those of `keyIds` that have one, with what each spent in its period running at `nowMs`. */
@@ -236,10 +307,23 @@ export class ApiKeys {
   /**
    * Revokes a key, durably, and forgets it here; returns false if it was unknown or already
    * revoked. Other gateway replicas still answer from their caches until their TTL ends,
-   * unless told to `forget(id)` it (`onRevoked`).
+   * unless told to `forget(id)` it (`onRevoked`). `check` runs first in the revocation's transaction, on the key as it
+   * stands (its row locked on PostgreSQL), and may throw to refuse it.
    */
-  async revoke(id: string): Promise<boolean> {
-    const changed = await this.db.transaction((tx) => this.store.revoke(id, Date.now(), tx), { durable: true });
+  async revoke(id: string, options: { check?: (current: KeyState, read: KeyReader) => Promise<void> } = {}): Promise<boolean> {
+    const nowMs = Date.now();
+    const changed = await this.db.transaction(
+      async (tx) => {
+        if (options.check) {
+          const record = await this.store.byIdForUpdate(id, tx);
+          if (!record || record.revokedAtMs !== null) return false;
+          const read = this.reader(nowMs, tx);
+          await options.check((await read.state(id))!, read);
+        }
+        return this.store.revoke(id, nowMs, tx);
+      },
+      { durable: true },
+    );
     this.forget(id);
     if (changed) this.onRevoked?.(id);
     return changed;
@@ -250,6 +334,13 @@ export class ApiKeys {
    * announces it to the other replicas (a `key_revoked` message on Redis), which `forget(id)` it.
    */
   onRevoked?: (keyId: string) => void;
+
+  /**
+   * Told about each key this replica changed (`update`), once the change is durable: the composition root announces
+   * it to the other replicas (a `key_changed` message on Redis), which `forget(id)` it, so that none goes on
+   * authenticating it from its cache with what it could do before.
+   */
+  onChanged?: (keyId: string) => void;
 
   /**
    * Drops the key `keyId` from the authentication cache, so its next use reads the table: for a

@@ -140,4 +140,13 @@ ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
 UPDATE api_keys SET scopes = 'calls usage:read funds:withdraw';
 `,
   },
+  {
+    version: 24,
+    sql: `
+-- A key's metadata (server/identity/key-metadata.ts): a small map of strings its maker attaches to say what the key is
+-- for (which agent, which end user), shown with the key and in usage. A JSON object of at most 20 entries, checked
+-- before it is written; NULL for none. Keys made before it have none.
+ALTER TABLE api_keys ADD COLUMN metadata TEXT;
+`,
+  },
 ];

@@ -96,6 +96,9 @@ describe("InvalidationBus: cache invalidation across replicas over Redis pub/sub
       kind: "key_revoked",
       keyId: KEY_HASH,
     });
+    // A key changed (PATCH /v1/keys/:id) is carried by its id the same way, as its own kind.
+    expect(encodeInvalidation({ kind: "key_changed", keyId: SKILL_ID })).to.equal(`key_changed ${SKILL_ID}`);
+    expect(decodeInvalidation(`key_changed ${SKILL_ID}`)).to.deep.equal({ kind: "key_changed", keyId: SKILL_ID });
   });
 
   it("keeps delivering to the other listeners when one throws, and reports the throw", async () => {

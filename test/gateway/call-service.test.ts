@@ -54,6 +54,7 @@ const apiKey: ApiKeyRecord = {
   scopes: ["calls"],
   allowedSkills: null,
   expiresAtMs: null,
+  metadata: {},
 };
 
 /** A calls log that can be told to fail, to see a transaction undo everything it did. */

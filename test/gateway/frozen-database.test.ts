@@ -229,9 +229,10 @@ describe("the call path's writes when PostgreSQL stops answering", function () {
           .to.be.a("string")
           .and.not.match(/SELECT|pg|ECONN/i);
       }
-      // The first waits for the watch to find the server silent; the rest fail at once.
+      // The first waits for the watch to find the server silent; the rest fail at once (without the watch's check they
+      // would wait on the frozen server for as long as it stays frozen: the bound leaves a loaded machine its slack).
       expect(Math.max(...answers.map((a) => a.ms))).to.be.below(PING_TIMEOUT_MS * 2 + 1_500);
-      expect(Math.max(...answers.slice(1).map((a) => a.ms))).to.be.below(200);
+      expect(Math.max(...answers.slice(1).map((a) => a.ms))).to.be.below(1_000);
       frozen.thaw();
       const thawedAt = performance.now();
       await until("a 200 again", 10_000, async () => (await stack.post("/v1/call", { skill_id: "echo", input: {} })).status === 200);

@@ -86,7 +86,8 @@ export async function freshPostgresDatabase(): Promise<string> {
   return server.urlFor(name);
 }
 
-function skipWithoutPostgres(ctx: Mocha.Context): void {
+/** Skips the calling suite without the PostgreSQL binaries, saying why (fails instead under CI). */
+export function skipWithoutPostgres(ctx: Mocha.Context): void {
   const reason = postgresUnavailableReason();
   if (reason === null) return;
   if (process.env.CI === "true") throw new Error(reason);

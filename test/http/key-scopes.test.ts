@@ -4,13 +4,18 @@ import { OPERATIONS } from "../../server/http/contract/document";
 import { SELF, takesApiKey } from "../../server/http/contract/common";
 import { KEY_SCOPES, type KeyScope } from "../../server/identity/scopes";
 import { type TestStack, startStack } from "../helpers/gateway";
+import { assertDeclared, send as sendRaw } from "../helpers/session";
 
 /** A request that reaches an operation: its path with ids filled in, and a body of the right kind (valid or not). */
 function requestOf(op: { method: string; path: string }): { path: string; body: unknown } {
-  const path = op.path.replace("{skillId}", "echo").replace("{callId}", "0190a000-0000-7000-8000-000000000000");
+  const path = op.path
+    .replace("{skillId}", "echo")
+    .replace("{callId}", "0190a000-0000-7000-8000-000000000000")
+    .replace("{id}", "0190a000-0000-7000-8000-000000000001");
   if (op.path === "/mcp") return { path, body: { jsonrpc: "2.0", id: 1, method: "tools/list" } };
   if (op.path === "/v1/call") return { path, body: { skill_id: "echo", input: {} } };
-  return { path, body: op.method === "get" ? undefined : {} };
+  if (op.method === "patch") return { path, body: { name: "renamed" } };
+  return { path, body: op.method === "get" || op.method === "delete" ? undefined : {} };
 }
 
 /**
@@ -47,7 +52,8 @@ describe("API key scopes, on every operation that takes a key", () => {
 
   it("refuses to make the key check of a route that is not declared, or declared without a key", () => {
     expect(() => keyOperation("GET /v1/not-declared")).to.throw(/not declared/);
-    expect(() => keyOperation("GET /v1/keys")).to.throw(/without an API key/);
+    expect(() => keyOperation("GET /v1/me")).to.throw(/without an API key/);
+    expect(keyOperation("GET /v1/keys").scope).to.equal("keys:manage");
     expect(keyOperation("GET /v1/balance").scope).to.equal("usage:read");
     expect(keyOperation("GET /v1/key").scope).to.equal(SELF);
   });
@@ -90,6 +96,11 @@ async function send(stack: TestStack, method: string, path: string, body: unknow
   // /mcp answers a client that accepts both JSON and an event stream.
   const headers = path === "/mcp" ? { accept: "application/json, text/event-stream" } : undefined;
   if (method === "post") return stack.post(path, body, { key, headers });
+  if (method === "patch" || method === "delete") {
+    const reply = await sendRaw(stack.url + path, method.toUpperCase(), { authorization: `Bearer ${key}` }, body);
+    assertDeclared(method.toUpperCase(), stack.url + path, reply);
+    return reply;
+  }
   throw new Error(`no ${method} route takes a key yet: teach this table to send one`);
 }
 

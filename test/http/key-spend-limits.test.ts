@@ -195,7 +195,7 @@ describe("API keys' spending limits (/v1/keys, and calls under them)", () => {
       expect([reply.status, reply.body.code], JSON.stringify(body)).to.deep.equal([400, "invalid_request"]);
     }
     expect((await ada.request("PATCH", `/v1/keys/${id}`, {})).body.error).to.equal(
-      "spend_limit_usd is required: a USD amount, or null to remove the limit.",
+      "Send at least one field to change: name, spend_limit_usd, spend_limit_period, scopes, allowed_skills, expires_at, metadata.",
     );
     expect(limitFields(await listed(id))).to.deep.include({ spend_limit_usd: 1_000_000, spend_limit_period: "total" });
   });

@@ -36,8 +36,10 @@ describe("API keys from a session (/v1/keys)", () => {
     const anonymous = await send(`${stack.url}/v1/keys`, "GET", {});
     expect(anonymous.status).to.equal(401);
     expect(anonymous.body).to.include({ success: false, code: "unauthorized" });
-    // An API key is not a session.
-    expect((await send(`${stack.url}/v1/keys`, "GET", { authorization: `Bearer ${stack.key}` })).status).to.equal(401);
+    // An API key is not a session: it needs keys:manage (docs/keys.md, Keys made by code), which no key made before had.
+    const keyed = await send(`${stack.url}/v1/keys`, "GET", { authorization: `Bearer ${stack.key}` });
+    expect([keyed.status, keyed.body.code]).to.deep.equal([403, "scope_missing"]);
+    expect(keyed.body.error).to.include("keys:manage");
     const forged = await ada.request("POST", "/v1/keys", { name: "x" }, { csrf: false });
     expect(forged.status).to.equal(403);
     expect(forged.body.code).to.equal("csrf_failed");
@@ -74,6 +76,7 @@ describe("API keys from a session (/v1/keys)", () => {
         scopes: ["calls"],
         allowed_skills: null,
         expires_at: null,
+        metadata: {},
       },
     ]);
     expect(JSON.stringify(listed.body)).to.not.include(key);

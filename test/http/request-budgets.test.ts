@@ -89,7 +89,7 @@ describe("request budgets: a credential replaces the address's budget, never swi
       ["GET", "/v1/nope", "both", 404],
       ["GET", "/auth/siwe/nonce", "session", 200],
       // A session route reads no API key, and a key route no session: the other credential changes nothing.
-      ["GET", "/v1/keys", "key", 401],
+      ["GET", "/v1/me", "key", 401],
       ["POST", "/mcp", "session", 401, MCP_INITIALIZE],
     ];
 
@@ -251,7 +251,9 @@ describe("which budget counts a request (server/http/rate-limit-budgets.ts)", ()
     ["GET", "/V1/Balance/", key, "credential", "key:key-1"],
     ["GET", "/v1/%62alance", key, "public"],
     ["PATCH", "/v1/keys/k_123", session, "credential", "session:h1"],
-    ["PATCH", "/v1/keys/k_123", key, "public"],
+    // A keys:manage key's route (keys made by code) takes a key or a session; a session's own route, no key.
+    ["PATCH", "/v1/keys/k_123", key, "credential", "key:key-1"],
+    ["PATCH", "/v1/account", key, "public"],
     ["GET", "/v1/keys/k_123", session, "public"],
     ["POST", "/mcp", key, "credential", "key:key-1"],
     ["POST", "/mcp", session, "public"],

@@ -10,11 +10,16 @@ import { signedIn } from "../helpers/session";
 const NOW = Date.parse("2026-11-21T12:00:00.000Z");
 
 /** The rows of a CSV answer (no quoted line breaks in these tests), the header first. */
+/** The rows of an RFC 4180 file: cells split on commas outside quotes, a quoted cell's "" read as one ". */
 const csvRows = (text: string) =>
   text
     .split("\r\n")
     .filter((line) => line !== "")
-    .map((line) => line.split(","));
+    .map((line) =>
+      [...line.matchAll(/(?:^|,)("(?:[^"]|"")*"|[^,]*)/g)].map(([, cell]) =>
+        cell.startsWith('"') ? cell.slice(1, -1).replaceAll('""', '"') : cell,
+      ),
+    );
 
 describeEachEngine("usage endpoints: /v1/usage, /v1/usage.csv, /v1/usage/daily, /v1/usage/keys", (engine) => {
   let stack: TestStack;
@@ -109,11 +114,16 @@ describeEachEngine("usage endpoints: /v1/usage, /v1/usage.csv, /v1/usage/daily, 
       expect(Date.parse(calls[0].created_at)).to.be.a("number").and.not.NaN;
     });
 
-    it("names the key each call was made with", async () => {
+    it("names the key each call was made with, and shows the key's metadata as it is now", async () => {
       await stack.post("/v1/call", { skill_id: "echo", input: {} });
       const key = (await stack.gw.keys.authenticate(stack.key))!;
       const [call] = (await stack.get("/v1/usage")).body.data.calls;
       expect(call).to.include({ api_key_id: key.id, api_key_name: "", api_key_prefix: key.prefix });
+      expect(call.api_key_metadata).to.deep.equal({});
+      // Which agent the calls were for: the metadata given to the key later shows on its calls made before.
+      await stack.gw.keys.update(key.id, stack.buyerId, () => ({ metadata: { agent: "researcher-7", end_user: "u_42" } }));
+      const [again] = (await stack.get("/v1/usage")).body.data.calls;
+      expect(again.api_key_metadata).to.deep.equal({ agent: "researcher-7", end_user: "u_42" });
     });
 
     it("shows only the caller's own calls", async () => {
@@ -210,6 +220,7 @@ describeEachEngine("usage endpoints: /v1/usage, /v1/usage.csv, /v1/usage/daily, 
   describe("GET /v1/usage.csv", () => {
     it("streams the filtered calls as CSV: a header row, ISO UTC times, money as decimal USD and base units", async () => {
       const { laptop } = await seed();
+      await stack.gw.keys.update(laptop.id, stack.buyerId, () => ({ metadata: { agent: "laptop-agent", note: '=1+2, "quoted"' } }));
       const res = await stack.get(`/v1/usage.csv?api_key_id=${laptop.id}&from=2026-11-01&to=2026-11-21`);
       expect(res.status).to.equal(200);
       expect(res.headers.get("content-type")).to.equal("text/csv; charset=utf-8; header=present");
@@ -222,6 +233,7 @@ describeEachEngine("usage endpoints: /v1/usage, /v1/usage.csv, /v1/usage/daily, 
         "skill_name",
         "api_key_id",
         "api_key_name",
+        "api_key_metadata",
         "endpoint",
         "status",
         "outcome",
@@ -240,6 +252,7 @@ describeEachEngine("usage endpoints: /v1/usage, /v1/usage.csv, /v1/usage/daily, 
         "echo",
         laptop.id,
         "laptop",
+        '{"agent":"laptop-agent","note":"=1+2, \\"quoted\\""}',
         "/v1/call",
         "success",
         "success",
@@ -250,8 +263,8 @@ describeEachEngine("usage endpoints: /v1/usage, /v1/usage.csv, /v1/usage/daily, 
         "unsettled",
         "",
       ]);
-      expect(rows[1].slice(7, 12)).to.deep.equal(["failed", "skill_error", "502", "0.00", "0"]);
-      expect(rows[1][13]).to.equal("not_charged");
+      expect(rows[1].slice(8, 13)).to.deep.equal(["failed", "skill_error", "502", "0.00", "0"]);
+      expect(rows[1][14]).to.equal("not_charged");
       // The same calls as the JSON list, in the same order.
       const listed = ids(await stack.get(`/v1/usage?api_key_id=${laptop.id}&from=2026-11-01&to=2026-11-21`));
       expect(rows.slice(1).map((r) => r[1])).to.deep.equal(listed);

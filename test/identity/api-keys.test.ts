@@ -338,6 +338,7 @@ describeEachEngine("ApiKeys", (engine) => {
         "scopes",
         "allowedSkills",
         "expiresAtMs",
+        "metadata",
       );
     });
 

@@ -42,10 +42,15 @@ describeEachEngine("identity's stores", (engine) => {
   it("ApiKeysStore finds keys by hash and id with the account's cap, revokes once, never moves last use back", async () => {
     const store = new ApiKeysStore(db);
     const key = { id: "k1", accountId: "ada", name: "n", prefix: "atom_abc", hash: "sha", rateLimitPerMin: 5, createdAtMs: 1 };
-    await store.insert({ ...key, scopes: ["calls", "usage:read"], allowedSkills: ["echo"], expiresAtMs: 99 });
+    await store.insert({ ...key, scopes: ["calls", "usage:read"], allowedSkills: ["echo"], expiresAtMs: 99, metadata: { agent: "a-1" } });
     const byHash = await store.byHash("sha");
     expect(byHash).to.include({ id: "k1", accountId: "ada", rateLimitPerMin: 5, accountDailyCallCap: null, revokedAtMs: null });
-    expect(byHash).to.deep.include({ scopes: ["calls", "usage:read"], allowedSkills: ["echo"], expiresAtMs: 99 });
+    expect(byHash).to.deep.include({
+      scopes: ["calls", "usage:read"],
+      allowedSkills: ["echo"],
+      expiresAtMs: 99,
+      metadata: { agent: "a-1" },
+    });
     expect(await store.byId("k1")).to.deep.equal(byHash);
     await store.recordLastUse("k1", 50);
     await store.recordLastUse("k1", 40);
@@ -53,6 +58,33 @@ describeEachEngine("identity's stores", (engine) => {
     expect(await store.revoke("k1", 60)).to.equal(true);
     expect(await store.revoke("k1", 61)).to.equal(false);
     expect((await store.ofAccount("ada")).map((k) => k.revokedAtMs)).to.deep.equal([60]);
+  });
+
+  it("ApiKeysStore changes the fields given of a live key, each alone or all at once, and never a revoked key", async () => {
+    const store = new ApiKeysStore(db);
+    const key = { id: "k2", accountId: "ada", name: "n", prefix: "atom_abc", hash: "sha2", rateLimitPerMin: null, createdAtMs: 1 };
+    await store.insert({ ...key, scopes: ["calls"], allowedSkills: null, expiresAtMs: null, metadata: {} });
+    expect((await store.byId("k2"))?.metadata).to.deep.equal({});
+    expect(await store.update("k2", { metadata: { agent: "a-2", user: "u@example.com" } })).to.equal(true);
+    expect((await store.byId("k2"))?.metadata).to.deep.equal({ agent: "a-2", user: "u@example.com" });
+    expect(
+      await store.update("k2", { name: "m", scopes: ["calls", "usage:read"], allowedSkills: ["echo"], expiresAtMs: 7, metadata: {} }),
+    ).to.equal(true);
+    expect(await store.byId("k2")).to.deep.include({
+      name: "m",
+      scopes: ["calls", "usage:read"],
+      allowedSkills: ["echo"],
+      expiresAtMs: 7,
+      metadata: {},
+    });
+    expect(await store.update("k2", { allowedSkills: null, expiresAtMs: null })).to.equal(true);
+    expect(await store.byId("k2")).to.deep.include({ allowedSkills: null, expiresAtMs: null, name: "m" });
+    expect(await store.update("k2", {})).to.equal(true);
+    await store.revoke("k2", 9);
+    expect(await store.update("k2", { name: "after" })).to.equal(false);
+    expect(await store.update("k2", {})).to.equal(false);
+    expect(await store.update("nope", { name: "x" })).to.equal(false);
+    expect((await store.byId("k2"))?.name).to.equal("m");
   });
 
   it("SiweNoncesStore uses a nonce once, before expiry, and trims a client's oldest", async () => {

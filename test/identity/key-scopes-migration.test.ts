@@ -121,9 +121,14 @@ for (const [engine, before] of [
       }
       const key = (await store.byId("old"))!;
       // Every operation an API key could reach before is still open to it...
-      for (const op of OPERATIONS.filter(takesApiKey)) expect(authorize(key, op), `${op.method} ${op.path}`).to.deep.equal({});
-      // ...and nothing new: keys:manage (the provisioning API) it never had.
+      const keyed = OPERATIONS.filter(takesApiKey);
+      for (const op of keyed.filter((o) => o.scope !== "keys:manage"))
+        expect(authorize(key, op), `${op.method} ${op.path}`).to.deep.equal({});
+      // ...and nothing new: keys:manage (the provisioning API, /v1/keys, which took only a session before) it never had.
       expect(key.scopes).to.not.include("keys:manage");
+      const provisioning = keyed.filter((o) => o.scope === "keys:manage");
+      expect(provisioning.map((o) => `${o.method} ${o.path}`)).to.include("post /v1/keys");
+      for (const op of provisioning) expect(() => authorize(key, op), `${op.method} ${op.path}`).to.throw(/lacks the keys:manage scope/);
     });
 
     it("gives a key written afterwards without scopes the least: calls", async () => {

@@ -4,6 +4,7 @@ import { addSkills, costLine, displayPath, listSkills, parseInput, readStdin, re
 import { type CliConfig, type GlobalOptions, accountClient, marketplaceClient, resolveConfig } from "./config";
 import { CliError, EXIT, type ExitCode, errorCodeFor, errorMessageFor, exitCodeFor, pinnedPriceError } from "./errors";
 import { findSkill, pinnedCap, projectDirOf, readManifest } from "./manifest";
+import { addKeysCommands } from "./keys";
 import { runMcpStdio } from "./mcp";
 import { formatUsd } from "./skill-md";
 
@@ -203,6 +204,9 @@ export function buildProgram(io: CliIo): Command {
             ]),
       );
     });
+
+  // Keys made by code: create, list, update, revoke (./keys.ts).
+  addKeysCommands(program, configOf, print, table, io.stderr);
 
   program
     .command("mcp")

@@ -1,3 +1,5 @@
+"""The real gateway the integration tests (test_integration.py, test_keys.py) run against, once per session."""
+
 import json
 import os
 import select

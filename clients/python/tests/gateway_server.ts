@@ -36,6 +36,9 @@ async function main(): Promise<void> {
   });
   const capped = await stack.addBuyer("1");
   const cappedKey = await stack.gw.keys.create(capped.accountId, { spendLimit: { limitMicros: 500n, period: "total" } });
+  // Keys made by code (test_keys.py): a funded account of its own, whose provisioning key makes the keys.
+  const provisioned = await stack.addBuyer("1");
+  const managerKey = await stack.gw.keys.create(provisioned.accountId, { name: "provisioner", scopes: ["keys:manage"] });
   process.stdout.write(
     JSON.stringify({
       url: stack.url,
@@ -45,6 +48,7 @@ async function main(): Promise<void> {
       limited_key: limitedKey.key,
       budget_key: budgetKey.key,
       capped_key: cappedKey.key,
+      manager_key: managerKey.key,
     }) + "\n",
   );
   let closing = false;

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from skill_gateway import Balance, KeyStatus, Skill, UsageCall
+from skill_gateway import ApiKey, Balance, KeyStatus, Skill, UsageCall
 
 DOCUMENT = json.loads((Path(__file__).resolve().parents[3] / "docs" / "openapi.json").read_text())
 SCHEMAS = DOCUMENT["components"]["schemas"]
@@ -27,7 +27,7 @@ def read_keys(cls):
     return set(re.findall(r'raw\.get\("(\w+)"', inspect.getsource(cls.parse)))
 
 
-@pytest.mark.parametrize("cls", [Skill, Balance, UsageCall, KeyStatus], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", [Skill, Balance, UsageCall, KeyStatus, ApiKey], ids=lambda c: c.__name__)
 def test_declares_and_reads_only_fields_the_api_has(cls):
     properties = set(SCHEMAS[SCHEMA_OF.get(cls.__name__, cls.__name__)]["properties"])
     declared = {f.name for f in dataclasses.fields(cls)} - DERIVED

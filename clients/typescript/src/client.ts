@@ -1,4 +1,5 @@
 import { UsagePage, type UsagePagePromise, usagePagePromise } from "./pagination";
+import { Keys } from "./keys";
 import { DEFAULT_BACKOFF } from "./retry";
 import { type TransportConfig, type TransportRequest, send } from "./transport";
 import type {
@@ -42,6 +43,11 @@ export class SkillGateway {
     list(options?: RequestOptions): Promise<Skill[]>;
     get(skillId: string, options?: RequestOptions): Promise<Skill>;
   };
+  /**
+   * The account's API keys, made, listed, changed and revoked from code (`client.keys.create/list/update/revoke`):
+   * the client's key needs the keys:manage scope (./keys.ts).
+   */
+  readonly keys: Keys;
   private readonly transport: TransportConfig;
 
   constructor(options: SkillGatewayOptions = {}) {
@@ -69,6 +75,7 @@ export class SkillGateway {
       list: async (requestOptions = {}) => (await this.get("/v1/skills", requestOptions)) as Skill[],
       get: async (skillId, requestOptions = {}) => (await this.get(`/v1/skills/${encodeURIComponent(skillId)}`, requestOptions)) as Skill,
     };
+    this.keys = new Keys(this.transport);
   }
 
   /**

@@ -16,6 +16,7 @@ export {
   TimeoutError,
 } from "./errors";
 export { UsagePage, type UsagePagePromise } from "./pagination";
+export { Keys } from "./keys";
 export { type BackoffOptions, DEFAULT_BACKOFF } from "./retry";
 export type {
   Balance,
@@ -29,4 +30,10 @@ export type {
   SkillGatewayOptions,
   UsageCall,
   UsageParams,
+  ApiKey,
+  CreatedApiKey,
+  CreateKeyParams,
+  UpdateKeyParams,
+  KeyScope,
+  SpendPeriod,
 } from "./types";

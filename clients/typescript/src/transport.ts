@@ -13,7 +13,7 @@ export interface TransportConfig {
 }
 
 export interface TransportRequest {
-  method: "GET" | "POST";
+  method: "GET" | "POST" | "PATCH" | "DELETE";
   /** The path and query, beginning with "/". */
   path: string;
   body?: unknown;
@@ -24,6 +24,8 @@ export interface TransportRequest {
   timeoutMs?: number;
   /** Set for a request that runs a skill: whether its failures where the seller may have worked are retried. */
   skillCall?: { retryFailures: boolean };
+  /** Overrides the client's maxRetries for this request: 0 for one that must not be sent twice (it has no Idempotency-Key). */
+  maxRetries?: number;
 }
 
 export interface TransportResponse {
@@ -44,7 +46,8 @@ export async function send(config: TransportConfig, request: TransportRequest): 
       return await attempt(config, request);
     } catch (error) {
       if (request.signal?.aborted) throw request.signal.reason;
-      const delayMs = retry < config.maxRetries ? retryDelayMs(error, retry, config.backoff, request.skillCall) : null;
+      const delayMs =
+        retry < (request.maxRetries ?? config.maxRetries) ? retryDelayMs(error, retry, config.backoff, request.skillCall) : null;
       if (delayMs === null) throw error;
       await sleep(delayMs, request.signal);
     }

@@ -131,6 +131,8 @@ export interface KeyStatus {
   allowed_skills: string[] | null;
   /** When the key stops working; null: never. */
   expires_at: string | null;
+  /** What the key's owner noted on it (which agent, which end user); {} for none. */
+  metadata: Record<string, string>;
   /** The key's spending limit per period; null (and the five below) without one. */
   spend_limit_usd: number | null;
   spend_limit_base_units: string | null;
@@ -155,6 +157,8 @@ export interface UsageCall {
   api_key_id: string;
   api_key_name: string | null;
   api_key_prefix: string | null;
+  /** The key's metadata as it is now (which agent, which end user it is for); {} for none, null without a key. */
+  api_key_metadata: Record<string, string> | null;
   skill_id: string;
   skill_uuid: string;
   skill_name: string | null;
@@ -177,3 +181,65 @@ export interface UsageParams {
   /** Only calls made before this time (epoch milliseconds): a page's `nextBefore`. */
   before?: number;
 }
+
+// ---- Keys made by code (client.keys, ./keys.ts) -------------------------------------------------------------------
+
+/** What a key may do: call skills, read the account's usage, make withdrawal vouchers, manage keys. */
+export type KeyScope = "calls" | "usage:read" | "funds:withdraw" | "keys:manage";
+
+/** The periods a key's spending limit counts over (UTC). */
+export type SpendPeriod = "day" | "month" | "total";
+
+/** An API key as GET /v1/keys lists it (the API's field names); never its secret. */
+export interface ApiKey {
+  id: string;
+  /** The key's visible start, to recognise it by. */
+  prefix: string;
+  name: string;
+  created_at: string | null;
+  last_used_at: string | null;
+  /** What the key may spend per period, in USD; null without a limit (and then every spend field is null). */
+  spend_limit_usd: number | null;
+  spend_limit_base_units: string | null;
+  spend_limit_period: SpendPeriod | null;
+  /** Spent in the current period, calls in flight included. */
+  spent_usd: number | null;
+  spent_base_units: string | null;
+  /** When the current period ends; null for `total`, or without a limit. */
+  resets_at: string | null;
+  scopes: string[];
+  /** The skills the key may call, as its maker named them; null for every skill. */
+  allowed_skills: string[] | null;
+  /** When the key stops authenticating; null for never. */
+  expires_at: string | null;
+  /** What its maker says the key is for (which agent, which end user); {} for nothing. */
+  metadata: Record<string, string>;
+}
+
+/** A key just made: the listed fields, and its whole secret, shown this once. */
+export interface CreatedApiKey extends ApiKey {
+  /** The whole key (atom_...): the gateway keeps only its hash, so store it now. */
+  key: string;
+}
+
+/**
+ * A new key's fields, all optional. The gateway's defaults: scopes ["calls"]; every skill, no expiry and no limit from
+ * a dashboard session, or the keys:manage key's own restrictions when one makes it.
+ */
+export interface CreateKeyParams {
+  name?: string;
+  /** USD per period, as a string ("5.00", exact) or a number; null for none. */
+  spendLimitUsd?: string | number | null;
+  /** Required with spendLimitUsd. */
+  spendLimitPeriod?: SpendPeriod;
+  scopes?: KeyScope[];
+  /** Slugs or UUIDs of listed skills; null for every skill. */
+  allowedSkills?: string[] | null;
+  /** In the future, at most 366 days away; null for never. */
+  expiresAt?: Date | string | null;
+  /** At most 20 entries: names of 1 to 40 letters, digits, _ . : - (starting with a letter or digit), values up to 500 characters. */
+  metadata?: Record<string, string> | null;
+}
+
+/** The fields a change sets; those left out are kept. With spendLimitPeriod alone, the current amount over a new period. */
+export type UpdateKeyParams = CreateKeyParams;

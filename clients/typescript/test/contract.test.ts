@@ -23,6 +23,7 @@ const MIRRORED: Record<string, JsonSchema> = {
   Balance: schemas.Balance,
   UsageCall: schemas.UsageCall,
   KeyStatus: schemas.OwnKey,
+  ApiKey: schemas.ApiKey,
 };
 
 /** A type as a comparable description: its JSON types, and its literals when it is a union of them. */
@@ -189,6 +190,19 @@ describe("the TypeScript SDK's types against docs/openapi.json", function () {
       conforms("KeyStatus", await client.key(), "OwnKey");
       const limited = await stack.gw.keys.create(stack.buyerId, { spendLimit: { limitMicros: 5_000n, period: "day" } });
       conforms("KeyStatus", await new SkillGateway({ apiKey: limited.key, baseUrl: stack.url }).key(), "OwnKey");
+    });
+
+    it("keys conform to the document and to the SDK's types", async () => {
+      const manager = await stack.gw.keys.create(stack.buyerId, { scopes: ["keys:manage"], metadata: { team: "ops" } });
+      const client = new SkillGateway({ apiKey: manager.key, baseUrl: stack.url, maxRetries: 0 });
+      const made = await client.keys.create({ name: "agent", spendLimitUsd: "1", spendLimitPeriod: "day", metadata: { agent: "a" } });
+      const { key, ...listed } = made;
+      expect(key).to.match(/^atom_/);
+      conforms("ApiKey", listed);
+      const keys = await client.keys.list();
+      expect(keys).to.have.length.above(1);
+      for (const each of keys) conforms("ApiKey", each);
+      conforms("ApiKey", await client.keys.update(made.id, { metadata: null }));
     });
   });
 });

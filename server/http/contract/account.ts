@@ -28,6 +28,10 @@ export const usageCallView = z
       .nullable()
       .meta({ description: 'The key\'s name ("" when it has none); null when the call was not made with a key.' }),
     api_key_prefix: z.string().nullable().meta({ description: "The key's visible start; null when the call was not made with a key." }),
+    api_key_metadata: z.record(z.string(), z.string()).nullable().meta({
+      description:
+        "The key's metadata as it is now (what its maker says the key is for: which agent, which end user; GET /v1/keys); {} when it has none, null when the call was not made with a key.",
+    }),
     skill_id: z.string().meta({ description: "The skill's slug (its UUID when it has none)." }),
     skill_uuid: z.string(),
     skill_name: z.string().nullable(),
@@ -116,6 +120,7 @@ export const USAGE_CSV_COLUMNS = [
   "skill_name",
   "api_key_id",
   "api_key_name",
+  "api_key_metadata",
   "endpoint",
   "status",
   "outcome",
@@ -233,7 +238,7 @@ export const accountOperations = [
     summary: "The account's calls as a CSV file, newest first",
     description:
       "The calls GET /v1/usage would list with the same filters, all of them, streamed: a header row, then one row per call, with the columns " +
-      `${USAGE_CSV_COLUMNS.join(", ")}. Times are ISO 8601 UTC; cost_usd is a decimal string ("0.0025") and cost_base_units the exact integer. ` +
+      `${USAGE_CSV_COLUMNS.join(", ")}. Times are ISO 8601 UTC; cost_usd is a decimal string ("0.0025") and cost_base_units the exact integer; api_key_metadata is the key's metadata as a JSON object, empty when it has none. ` +
       "A text cell that starts with =, +, -, @ or a control character is prefixed with ' so that a spreadsheet shows it as text.",
     auth: "account",
     scope: "usage:read",

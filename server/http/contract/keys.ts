@@ -3,10 +3,17 @@ import { usdToMicros } from "../../ledger/money";
 import { SPEND_PERIODS } from "../../ledger/spend-limits";
 import { KEY_NAME_RULE } from "../../identity/api-keys";
 import { KEY_SCOPES, MAX_ALLOWED_SKILLS, MAX_KEY_LIFETIME_MS, SCOPE_MEANING } from "../../identity/scopes";
+import {
+  METADATA_RULE,
+  MAX_METADATA_ENTRIES,
+  MAX_METADATA_NAME_CHARS,
+  MAX_METADATA_VALUE_CHARS,
+  checkMetadata,
+} from "../../identity/key-metadata";
 import { isSkillRef } from "../../catalog/skills";
 import { baseUnits, dataEnvelope, isoDate, operation, policyText, replaceWith, usdNumber, uuidId } from "./common";
 
-/** API keys of the signed-in account (server/http/routes/keys.ts), and their spending limits. */
+/** API keys of the account (server/http/routes/keys.ts), from a dashboard session or a keys:manage key, and their spending limits. */
 
 /** Longest key name. */
 export const MAX_KEY_NAME_CHARS = KEY_NAME_RULE.maxChars;
@@ -83,11 +90,44 @@ const expiresAtField = z
     description: `When the key stops authenticating (401 key_expired from then on): in the future, at most ${MAX_KEY_LIFETIME_MS / 86_400_000} days away. Absent or null: never.`,
   });
 
+/** What its maker says the key is for: a small map of strings (server/identity/key-metadata.ts bounds it). */
+const metadataField = z
+  .unknown()
+  .transform((value, ctx) => {
+    if (value === null) return {};
+    const checked = checkMetadata(value);
+    if (checked.ok) return checked.metadata;
+    ctx.addIssue({ code: "custom", message: checked.message });
+    return z.NEVER;
+  })
+  .meta({
+    override: replaceWith({
+      type: ["object", "null"],
+      maxProperties: MAX_METADATA_ENTRIES,
+      propertyNames: { pattern: `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,${MAX_METADATA_NAME_CHARS - 1}}$` },
+      additionalProperties: { type: "string", maxLength: MAX_METADATA_VALUE_CHARS },
+      description: `What the key is for, shown with it and in usage (which agent, which end user): ${METADATA_RULE}`,
+    }),
+  });
+
+/** The fields a key's body may hold, for the message that names an unknown one. */
+const KEY_FIELDS = ["name", "spend_limit_usd", "spend_limit_period", "scopes", "allowed_skills", "expires_at", "metadata"];
+
+/**
+ * A key's body is strict: a field the gateway does not know is refused, not ignored, so that a misspelt restriction
+ * (`allowed_skill`) never makes a key wider than its maker meant.
+ */
+const keyBodyError = (issue: { code?: string; keys?: string[] }) =>
+  issue.code === "unrecognized_keys"
+    ? `Unknown field ${JSON.stringify(issue.keys?.[0] ?? "")}: a key's fields are ${KEY_FIELDS.join(", ")}.`
+    : "Body must be a JSON object.";
+
 /**
  * POST /v1/keys's body: an optional name (an empty body names the key ""), an optional spending limit with its period,
- * and what the key may do: its scopes (the least, ["calls"], by default), the skills it may call, when it expires.
+ * what the key may do (its scopes, the least, ["calls"], by default; the skills it may call; when it expires), and
+ * its metadata.
  */
-export const createKeyBody = z.object(
+export const createKeyBody = z.strictObject(
   {
     name: policyText(KEY_NAME_RULE, NAME_MESSAGE)
       .optional()
@@ -99,20 +139,37 @@ export const createKeyBody = z.object(
     scopes: scopesField.optional(),
     allowed_skills: allowedSkillsField.optional(),
     expires_at: expiresAtField.optional(),
+    metadata: metadataField.optional(),
   },
-  { error: "Body must be a JSON object." },
+  { error: keyBodyError },
 );
 
-/** PATCH /v1/keys/:id's body: the new spending limit (null removes it), and its period when it changes. */
-export const updateKeyBody = z.object(
-  {
-    spend_limit_usd: spendLimitUsd,
-    spend_limit_period: spendLimitPeriod
-      .optional()
-      .meta({ description: "The key's current period when absent (required if it has none)." }),
-  },
-  { error: "Body must be a JSON object." },
-);
+/**
+ * PATCH /v1/keys/:id's body: any of the key's fields, each replaced by what is sent (metadata whole); a field left out
+ * is unchanged. At least one.
+ */
+export const updateKeyBody = z
+  .strictObject(
+    {
+      name: policyText(KEY_NAME_RULE, NAME_MESSAGE).optional().meta({ description: "The key's new label." }),
+      spend_limit_usd: spendLimitUsd.optional().meta({
+        description: 'The new limit in USD, as a string ("5.00") or a number, at most 6 decimals; null removes the limit.',
+      }),
+      spend_limit_period: spendLimitPeriod.optional().meta({
+        description: "The limit's new period; with spend_limit_usd left out, the key's current amount over it (the key needs a limit).",
+      }),
+      scopes: scopesField.optional().meta({ description: "The key's new scopes, replacing the old ones." }),
+      allowed_skills: allowedSkillsField.optional(),
+      expires_at: expiresAtField.optional(),
+      metadata: metadataField
+        .optional()
+        .meta({ description: `The key's new metadata, replacing all of it ({} or null: none). ${METADATA_RULE}` }),
+    },
+    { error: keyBodyError },
+  )
+  .refine((body) => Object.values(body).some((value) => value !== undefined), {
+    error: `Send at least one field to change: ${KEY_FIELDS.join(", ")}.`,
+  });
 
 /** PATCH and DELETE /v1/keys/:id's path: a key id is a UUID (anything else is answered as an unknown key, 404). */
 export const keyParams = z.object({ id: uuidId("No such key on this account.").meta({ description: "The key's id (GET /v1/keys)." }) });
@@ -140,8 +197,15 @@ export const keyView = z
       .nullable()
       .meta({ description: "The skills the key may call, as its maker named them; null: every skill." }),
     expires_at: isoDate.nullable().meta({ description: "When the key stops authenticating; null: never." }),
+    metadata: z
+      .record(z.string(), z.string())
+      .meta({ description: "What the key's maker says it is for (which agent, which end user); {} for nothing." }),
   })
   .meta({ id: "ApiKey" });
+
+/** A management key's refusal: it asked for more than it may grant (server/identity/key-authority.ts). */
+const MANAGE_NOTE =
+  " With a keys:manage key (docs/keys.md, Keys made by code): never keys:manage or funds:withdraw, usage:read only if the managing key has it, and skills, expiry and spending limit no wider than its own (its own are the defaults); anything more is 403 authority_exceeded.";
 
 export const keyOperations = [
   operation({
@@ -150,8 +214,10 @@ export const keyOperations = [
     tag: "Keys",
     summary: "Create an API key",
     description:
-      'The whole key (atom_...) is in this answer only; the gateway keeps its hash. With spend_limit_usd and spend_limit_period, a call that would take the key past its limit for the period is refused with 402 key_spend_limit_reached. The key has the scopes asked for, ["calls"] by default (docs/keys.md).',
-    auth: "session",
+      'The whole key (atom_...) is in this answer only; the gateway keeps its hash. With spend_limit_usd and spend_limit_period, a call that would take the key past its limit for the period is refused with 402 key_spend_limit_reached. The key has the scopes asked for, ["calls"] by default (docs/keys.md).' +
+      MANAGE_NOTE,
+    auth: "account",
+    scope: "keys:manage",
     body: createKeyBody,
     bodyOptional: true,
     responses: [
@@ -161,19 +227,20 @@ export const keyOperations = [
         schema: dataEnvelope(keyView.extend({ key: z.string().regex(/^atom_/) })),
       },
     ],
-    errors: [],
+    errors: ["authority_exceeded"],
   }),
   operation({
     method: "get",
     path: "/v1/keys",
     tag: "Keys",
     summary: "The account's live keys",
-    auth: "session",
+    auth: "account",
+    scope: "keys:manage",
     responses: [
       {
         status: 200,
         description:
-          "Live keys, without their secret, each with its spending limit, what it spent in the current period and when that resets.",
+          "Live keys, without their secret, each with its spending limit, what it spent in the current period and when that resets, its scopes, allowed skills, expiry and metadata.",
         schema: dataEnvelope(z.array(keyView)),
       },
     ],
@@ -183,21 +250,26 @@ export const keyOperations = [
     method: "patch",
     path: "/v1/keys/{id}",
     tag: "Keys",
-    summary: "Set, change or remove a key's spending limit",
+    summary: "Change a key: its name, spending limit, scopes, allowed skills, expiry or metadata",
     description:
-      "Applies to the key's next call. A new amount keeps what the period spent: a limit lowered below it refuses calls until the period resets; a raised one lets them through at once. A new period starts its count at zero.",
-    auth: "session",
+      "Every field sent is changed, in one transaction; a field left out is kept. Applies to the key's next request, on every replica (their caches forget the key as they do a revoked one). A new spending amount keeps what the period spent: a limit lowered below it refuses calls until the period resets; a raised one lets them through at once. A new period starts its count at zero. expires_at: in the future and at most 366 days away, or null for never; an expired key is given a new life this way." +
+      MANAGE_NOTE +
+      " A keys:manage key changes only the keys it could have made, never itself.",
+    auth: "account",
+    scope: "keys:manage",
     params: keyParams,
     body: updateKeyBody,
     responses: [{ status: 200, description: "The key as GET /v1/keys lists it.", schema: dataEnvelope(keyView) }],
-    errors: ["not_found"],
+    errors: ["not_found", "authority_exceeded"],
   }),
   operation({
     method: "delete",
     path: "/v1/keys/{id}",
     tag: "Keys",
     summary: "Revoke a key at once",
-    auth: "session",
+    description: "A keys:manage key revokes only the keys it could have made (403 authority_exceeded for another), and itself.",
+    auth: "account",
+    scope: "keys:manage",
     params: keyParams,
     responses: [
       {
@@ -206,6 +278,6 @@ export const keyOperations = [
         schema: dataEnvelope(z.strictObject({ id: z.string(), revoked: z.literal(true) })),
       },
     ],
-    errors: ["not_found"],
+    errors: ["not_found", "authority_exceeded"],
   }),
 ];

@@ -2,6 +2,7 @@ import express, { type Response, type Router } from "express";
 import type { RefusalCounter } from "../../gateway/refusal-counter";
 import type { CallsStore, SpendTotal, UsageFilter, UsageRow } from "../../gateway/calls-store";
 import type { ApiKeys } from "../../identity/api-keys";
+import { parseMetadata } from "../../identity/key-metadata";
 import type { Sessions } from "../../identity/sessions";
 import { microsToUsd, usdText } from "../../ledger/money";
 import { requireAccount, scopeMissing } from "../auth";
@@ -178,6 +179,8 @@ function callView(r: UsageRow) {
     api_key_id: r.apiKeyId,
     api_key_name: r.apiKeyName,
     api_key_prefix: r.apiKeyPrefix,
+    // The key's metadata as it stands (what its maker says it is for: which agent, which end user).
+    api_key_metadata: r.apiKeyPrefix === null ? null : parseMetadata(r.apiKeyMetadata),
     skill_id: r.skillSlug ?? r.skillId,
     skill_uuid: r.skillId,
     skill_name: r.skillName,
@@ -204,6 +207,8 @@ function csvRow(r: UsageRow): CsvCell[] {
     skill_name: view.skill_name,
     api_key_id: view.api_key_id,
     api_key_name: view.api_key_name,
+    api_key_metadata:
+      view.api_key_metadata === null || Object.keys(view.api_key_metadata).length === 0 ? "" : JSON.stringify(view.api_key_metadata),
     endpoint: view.endpoint,
     status: view.status,
     outcome: view.outcome,

@@ -63,6 +63,8 @@ export interface ApiKey {
   allowed_skills: string[] | null;
   /** When the key stops working; null for never. */
   expires_at: string | null;
+  /** What its maker says the key is for (which agent, which end user); {} for nothing. */
+  metadata: Record<string, string>;
   key?: string;
 }
 
@@ -72,6 +74,8 @@ export interface UsageCall {
   /** The key's name ("" when it has none) and prefix; null for a call made without a key (x402). */
   api_key_name?: string | null;
   api_key_prefix?: string | null;
+  /** The key's metadata as it is now ({} for none); null for a call made without a key (x402). */
+  api_key_metadata?: Record<string, string> | null;
   skill_id: string;
   skill_name?: string;
   status: string;

@@ -26,6 +26,7 @@ from ._exceptions import (
     SkillError,
     SkillGatewayError,
 )
+from ._keys import NOT_GIVEN, ApiKey, AsyncKeys, CreatedApiKey, Keys, RevokedKey
 from ._types import Balance, CallMetadata, CallResult, KeyStatus, RateLimitInfo, Skill, UsageCall
 from ._version import __version__
 
@@ -45,6 +46,12 @@ __all__ = [
     "Balance",
     "UsageCall",
     "KeyStatus",
+    "Keys",
+    "AsyncKeys",
+    "ApiKey",
+    "CreatedApiKey",
+    "RevokedKey",
+    "NOT_GIVEN",
     "SkillGatewayError",
     "APIStatusError",
     "BadRequestError",

@@ -156,7 +156,9 @@ class BaseClient:
         ceiling = min(self._max_retry_delay, self._initial_retry_delay * 2**retry)
         return ceiling / 2 + self._random() * ceiling / 2
 
-    def _retry_delay(self, error: Exception, retry: int, skill_call: Optional[bool] = None) -> Optional[float]:
+    def _retry_delay(
+        self, error: Exception, retry: int, skill_call: Optional[bool] = None, max_retries: Optional[int] = None
+    ) -> Optional[float]:
         """How long to wait before retry number ``retry`` (0 first) after ``error``, or None.
 
         Retried, always under the call's one Idempotency-Key: 429 (after its Retry-After),
@@ -167,8 +169,9 @@ class BaseClient:
         True (``retry_skill_failures``): the seller may have done the work, and a retry does it
         again, under the same X-Skill-Idempotency-Key. Never: 502 ``skill_backend_forbidden``,
         400, 401, 402, 403, 404, 409 ``price_above_max``, 422 and the rest.
+        ``max_retries`` overrides the client's for one request (0 for one that must not be sent twice).
         """
-        if retry >= self.max_retries:
+        if retry >= (self.max_retries if max_retries is None else max_retries):
             return None
         if isinstance(error, RateLimitError):
             if error.retry_after is None:

@@ -20,6 +20,7 @@ from ._base import (
     usage_path,
     usd_text,
 )
+from ._keys import AsyncKeys, Keys
 from ._types import Balance, CallMetadata, CallResult, KeyStatus, Skill, UsageCall, parse_usage_page
 
 __all__ = [
@@ -74,6 +75,8 @@ class SkillGateway(BaseClient):
         self._sleep: Callable[[float], None] = time.sleep
         self.skills = Skills(self)
         """The marketplace: ``skills.list()`` and ``skills.get(slug_or_id)``."""
+        self.keys = Keys(self)
+        """The account's API keys from code (the key needs ``keys:manage``): ``keys.create/list/update/revoke``."""
 
     # -- lifecycle --
 
@@ -158,6 +161,7 @@ class SkillGateway(BaseClient):
         timeout: Optional[TimeoutTypes],
         extra: Optional[Dict[str, str]] = None,
         skill_call: Optional[bool] = None,
+        retries: Optional[int] = None,
     ) -> "tuple[httpx.Response, Dict[str, Any]]":
         headers = self._headers(body is not None, idempotency_key, extra)
         content = self._encode(body)
@@ -171,7 +175,7 @@ class SkillGateway(BaseClient):
                     raise self._no_answer(cause, idempotency_key, t) from cause
                 return response, self._process(response, idempotency_key)
             except Exception as error:
-                delay = self._retry_delay(error, retry, skill_call)
+                delay = self._retry_delay(error, retry, skill_call, retries)
                 if delay is None:
                     raise
                 self._sleep(delay)
@@ -286,6 +290,7 @@ class AsyncSkillGateway(BaseClient):
         self._client = http_client if http_client is not None else httpx.AsyncClient()
         self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
         self.skills = AsyncSkills(self)
+        self.keys = AsyncKeys(self)
 
     async def close(self) -> None:
         if self._owns_client:
@@ -355,6 +360,7 @@ class AsyncSkillGateway(BaseClient):
         timeout: Optional[TimeoutTypes],
         extra: Optional[Dict[str, str]] = None,
         skill_call: Optional[bool] = None,
+        retries: Optional[int] = None,
     ) -> "tuple[httpx.Response, Dict[str, Any]]":
         headers = self._headers(body is not None, idempotency_key, extra)
         content = self._encode(body)
@@ -368,7 +374,7 @@ class AsyncSkillGateway(BaseClient):
                     raise self._no_answer(cause, idempotency_key, t) from cause
                 return response, self._process(response, idempotency_key)
             except Exception as error:
-                delay = self._retry_delay(error, retry, skill_call)
+                delay = self._retry_delay(error, retry, skill_call, retries)
                 if delay is None:
                     raise
                 await self._sleep(delay)

@@ -241,6 +241,11 @@ class UsageCall:
     created_at: str
     outcome: str = ""
     endpoint: str = ""
+    api_key_id: str = ""
+    """The key the call was made with (``x402`` for a call paid with x402)."""
+    api_key_name: Optional[str] = None
+    api_key_metadata: Optional[Dict[str, str]] = None
+    """The key's metadata as it is now (which agent, which end user it is for); None without a key."""
     skill_uuid: Optional[str] = None
     skill_name: Optional[str] = None
     batch_number: Optional[int] = None
@@ -259,6 +264,9 @@ class UsageCall:
             created_at=str(raw.get("created_at") or ""),
             outcome=str(raw.get("outcome") or ""),
             endpoint=str(raw.get("endpoint") or ""),
+            api_key_id=str(raw.get("api_key_id") or ""),
+            api_key_name=raw.get("api_key_name"),
+            api_key_metadata=dict(raw.get("api_key_metadata") or {}) if isinstance(raw.get("api_key_metadata"), Mapping) else None,
             skill_uuid=raw.get("skill_uuid"),
             skill_name=raw.get("skill_name"),
             batch_number=raw.get("batch_number"),
@@ -282,6 +290,8 @@ class KeyStatus:
     allowed_skills: Optional[List[str]] = None
     """The skills the key may call (slugs or UUIDs); None: every skill."""
     expires_at: Optional[str] = None
+    metadata: Dict[str, str] = field(default_factory=dict)
+    """What the key's owner noted on it (which agent, which end user); {} for none."""
     created_at: Optional[str] = None
     last_used_at: Optional[str] = None
     spend_limit_usd: Optional[Decimal] = None
@@ -300,6 +310,7 @@ class KeyStatus:
             return None if raw.get(f"{name}_usd") is None else _micros(raw.get(f"{name}_base_units"), raw.get(f"{name}_usd"))
 
         allowed = raw.get("allowed_skills")
+        metadata = raw.get("metadata")
         return cls(
             id=str(raw.get("id") or ""),
             prefix=str(raw.get("prefix") or ""),
@@ -308,6 +319,7 @@ class KeyStatus:
             available_usd=_micros(raw.get("available_base_units"), raw.get("available_usd")),
             allowed_skills=[str(s) for s in allowed] if isinstance(allowed, list) else None,
             expires_at=raw.get("expires_at"),
+            metadata={str(k): str(v) for k, v in metadata.items()} if isinstance(metadata, Mapping) else {},
             created_at=raw.get("created_at"),
             last_used_at=raw.get("last_used_at"),
             spend_limit_usd=limit_field("spend_limit"),

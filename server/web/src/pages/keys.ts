@@ -1,9 +1,10 @@
 /**
  * API Keys: create one (the whole key is shown this once: the gateway keeps only its hash),
- * optionally with a spending limit per day, per month or in total; list the live ones with
- * their last use, their calls and spend today, this month and in total (with a link to their
- * usage), their limit, what they spent in its current period and when that resets; change or
- * remove a limit; revoke after a confirmation.
+ * optionally with a spending limit per day, per month or in total, its scopes, the skills it may
+ * call, an expiry and metadata (./key-access.ts); list the live ones with what they may do, their
+ * last use, their calls and spend today, this month and in total (with a link to their usage),
+ * their limit, what they spent in its current period and when that resets; edit what a key may do
+ * and its metadata; change or remove a limit; revoke after a confirmation.
  */
 
 import { del, get, patch, post } from "../api";
@@ -24,6 +25,7 @@ import {
 import { clearErrors, fieldError, formAction, formError, formField, validatedForm } from "../forms";
 import { type PageContext, pageHeader, signInPrompt } from "../page";
 import type { ApiKey, KeysUsage, SpendPeriod, SpendTotal } from "../types";
+import { accessFields, accessLines, editDialog } from "./key-access";
 
 export async function keysPage(ctx: PageContext): Promise<void> {
   ctx.root.append(pageHeader("API Keys", "Agents call skills with an atom_ key; every call is billed to this account."));
@@ -36,12 +38,14 @@ export async function keysPage(ctx: PageContext): Promise<void> {
   const name = h("input", { type: "text", maxlength: 64, placeholder: "e.g. research-agent", testid: "key-name" });
   const limit = limitInput("key-limit");
   const period = periodSelect("key-period", "day");
+  const access = accessFields("create");
   const submit = h("button", { type: "submit", class: "btn btn-primary", testid: "key-create" }, "Create Key");
   const form = validatedForm(
-    { class: "inline-form", testid: "key-form" },
+    { class: "inline-form key-form", testid: "key-form" },
     formField("Name", name),
     formField("Spending limit (USD)", limit, "Optional; up to 6 decimals."),
     formField("Per", period),
+    ...access.elements,
     formAction(submit),
   );
   form.addEventListener("submit", (event) => {
@@ -49,24 +53,24 @@ export async function keysPage(ctx: PageContext): Promise<void> {
     clearErrors(form);
     const problem = limitProblem(limit.value);
     if (problem) return fieldError(limit, problem);
+    const asked = access.read(form);
+    if (asked === null) return;
     void busy(submit, async () => {
       try {
         const amount = limit.value.trim();
-        const body =
-          amount === ""
-            ? { name: name.value.trim() }
-            : { name: name.value.trim(), spend_limit_usd: amount, spend_limit_period: period.value };
+        const body = {
+          name: name.value.trim(),
+          ...(amount === "" ? {} : { spend_limit_usd: amount, spend_limit_period: period.value }),
+          ...asked,
+        };
         const key = await post<ApiKey>("/v1/keys", body);
         name.value = "";
         limit.value = "";
+        access.reset();
         replaceChildren(created, newKeyBox(key));
         await reload();
       } catch (error) {
-        formError(form, error, [
-          [/limit|spend/i, limit],
-          [/period/i, period],
-          [/name/i, name],
-        ]);
+        formError(form, error, [...access.errorFields, [/limit|spend/i, limit], [/period/i, period], [/name/i, name]]);
       }
     });
   });
@@ -198,6 +202,13 @@ async function loadKeys(ctx: PageContext, box: HTMLElement, reload: () => Promis
         headers,
         keys.map((key) => {
           const label = key.name || key.prefix;
+          const editKey = h("button", { type: "button", class: "btn btn-small btn-ghost", testid: "key-edit" }, "Edit…");
+          editKey.addEventListener("click", async () => {
+            const updated = await editDialog(key, (change) => patch<ApiKey>(`/v1/keys/${encodeURIComponent(key.id)}`, change));
+            if (!updated) return;
+            ctx.notice(`Saved "${updated.name || updated.prefix}".`);
+            await reload();
+          });
           const edit = h("button", { type: "button", class: "btn btn-small btn-ghost", testid: "key-edit-limit" }, "Limit…");
           edit.addEventListener("click", async () => {
             const updated = await limitDialog(key, (change) => patch<ApiKey>(`/v1/keys/${encodeURIComponent(key.id)}`, change));
@@ -235,7 +246,7 @@ async function loadKeys(ctx: PageContext, box: HTMLElement, reload: () => Promis
             formatLastUsed(key.last_used_at),
             usageCell(key, keyUsage),
             limitCell(key, keyUsage),
-            h("div", { class: "row-actions" }, edit, revoke),
+            h("div", { class: "row-actions key-actions" }, editKey, edit, revoke),
           ]);
         }),
       ),
@@ -244,31 +255,6 @@ async function loadKeys(ctx: PageContext, box: HTMLElement, reload: () => Promis
     replaceChildren(box, muted("Keys are unavailable right now."));
     ctx.fail(error);
   }
-}
-
-/**
- * What a key may do, read-only under its name (set when the key is made, through POST /v1/keys; docs/keys.md): its
- * scopes, the skills it may call, and when it expires.
- */
-function accessLines(key: ApiKey): HTMLElement {
-  const expired = key.expires_at !== null && Date.parse(key.expires_at) <= Date.now();
-  return h(
-    "div",
-    { testid: "key-access" },
-    h("div", { class: "muted small", testid: "key-scopes" }, `can: ${key.scopes.join(", ")}`),
-    h(
-      "div",
-      { class: "muted small", testid: "key-skills" },
-      key.allowed_skills === null ? "every skill" : `only ${key.allowed_skills.join(", ")}`,
-    ),
-    key.expires_at === null
-      ? h("div", { class: "muted small", testid: "key-expires" }, "never expires")
-      : h(
-          "div",
-          { class: expired ? "small" : "muted small", testid: "key-expires", title: key.expires_at },
-          `${expired ? "expired" : "expires"} ${formatDateTime(key.expires_at)}`,
-        ),
-  );
 }
 
 /**

@@ -9,6 +9,7 @@ import { ApiFailure, describeError, get } from "../api";
 import { spendChart } from "../chart";
 import { card, field, h, muted, replaceChildren, row, statusBadge, table } from "../dom";
 import { formatCount, formatDateTime, formatDay, formatLatency, formatUsd } from "../format";
+import { metadataSummary } from "../key-fields";
 import { type PageContext, pageHeader, signInPrompt } from "../page";
 import type { ApiKey, DailySpend, Skill, UsageCall, UsagePage } from "../types";
 
@@ -250,7 +251,12 @@ function summaryStats(daily: DailySpend): HTMLElement[] {
  */
 async function loadChoices(key: HTMLSelectElement, skill: HTMLSelectElement, initial: Filters): Promise<void> {
   const [keys, skills] = await Promise.all([get<ApiKey[]>("/v1/keys").catch(() => []), get<Skill[]>("/v1/skills").catch(() => [])]);
-  key.append(...keys.map((k) => h("option", { value: k.id }, k.name || `${k.prefix}…`)));
+  // A key's metadata says which agent it is for: shown beside its name, so the choice can be made by agent.
+  const keyLabel = (k: ApiKey) => {
+    const metadata = metadataSummary(k.metadata);
+    return `${k.name || `${k.prefix}…`}${metadata === "" ? "" : ` (${metadata})`}`;
+  };
+  key.append(...keys.map((k) => h("option", { value: k.id }, keyLabel(k))));
   if (initial.api_key_id !== "" && !keys.some((k) => k.id === initial.api_key_id))
     key.append(h("option", { value: initial.api_key_id }, `Key ${initial.api_key_id.slice(0, 8)}…`));
   key.value = initial.api_key_id;
@@ -267,11 +273,21 @@ function callsTable(calls: UsageCall[]): HTMLElement {
   return table({ class: "table", testid: "usage-table" }, HEADERS, calls.map(callRow));
 }
 
-/** The key a call was made with: its name, else its prefix; x402 for a call paid with x402. */
+/**
+ * The key a call was made with: its name, else its prefix; x402 for a call paid with x402. Under it, the key's
+ * metadata (which agent, which end user it is for), when it has any.
+ */
 function keyCell(call: UsageCall): HTMLElement | string {
-  if (call.api_key_name) return call.api_key_name;
-  if (call.api_key_prefix) return h("code", { class: "mono" }, `${call.api_key_prefix}…`);
-  return call.api_key_id === "x402" ? "x402" : "—";
+  const metadata = metadataSummary(call.api_key_metadata);
+  const label = call.api_key_name
+    ? call.api_key_name
+    : call.api_key_prefix
+      ? h("code", { class: "mono" }, `${call.api_key_prefix}…`)
+      : call.api_key_id === "x402"
+        ? "x402"
+        : "—";
+  if (metadata === "") return label;
+  return h("div", {}, label, h("div", { class: "muted small key-metadata", testid: "usage-key-metadata" }, metadata));
 }
 
 function callRow(call: UsageCall): HTMLTableRowElement {
