@@ -5,6 +5,13 @@ import path from "node:path";
 export const CHILD_GUARD = path.join(__dirname, "child-guard.cjs");
 
 /**
+ * The preload that runs TypeScript in a child: ts-node, transpile only, as `ts-node/register/transpile-only`,
+ * with each file's output cached on disk (./ts-register.cjs), so a child does not compile again the files the
+ * test process and the children before it compiled.
+ */
+export const TS_REGISTER = path.join(__dirname, "ts-register.cjs");
+
+/**
  * Spawns a Node.js program (a package's bin script) as a child of this process that exits
  * when this process exits, however it exits (SIGKILL included), and whose servers listen on
  * 127.0.0.1 only. The program runs in this Node.js binary with the guard preloaded.

@@ -1,6 +1,6 @@
 import type { ChildProcess } from "node:child_process";
 import path from "node:path";
-import { spawnGuarded } from "./child-process";
+import { TS_REGISTER, spawnGuarded } from "./child-process";
 
 /**
  * `npm run serve` (server/main.ts) as a child process: for the tests of serve itself, and for the replicas of
@@ -18,11 +18,14 @@ function serveEnv(settings: Record<string, string>): NodeJS.ProcessEnv {
   return { PATH: process.env.PATH, HOME: process.env.HOME, ...settings };
 }
 
-/** server/main.ts as `npm run serve` runs it (ts-node, transpile only), without npm's own output around it. */
+/**
+ * server/main.ts as `npm run serve` runs it (ts-node, transpile only: TS_REGISTER, which caches the output),
+ * without npm's own output around it.
+ */
 function spawnServe(settings: Record<string, string>): ChildProcess {
   return spawnGuarded(path.join(ROOT, "server/main.ts"), [], {
     cwd: ROOT,
-    env: { ...serveEnv(settings), NODE_OPTIONS: "--require ts-node/register/transpile-only" },
+    env: { ...serveEnv(settings), NODE_OPTIONS: `--require ${JSON.stringify(TS_REGISTER)}` },
     stdio: ["ignore", "pipe", "pipe"],
   });
 }

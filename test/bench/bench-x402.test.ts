@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import hre from "hardhat";
+import { compileContracts } from "../helpers/chain";
 import { decodePaymentRequiredHeader, decodePaymentResponseHeader } from "@x402/core/http";
 import { type Address, erc20Abi, keccak256, toHex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
@@ -21,7 +21,7 @@ describe("the benchmark's x402 peer (scripts/bench/x402-peer.ts)", function () {
   let deployment: Deployment;
 
   before(async () => {
-    await hre.run("compile", { quiet: true });
+    await compileContracts();
     node = await startLocalNode({ sameSecondBlocks: true });
     deployment = await deployContracts({
       network: "localhost",

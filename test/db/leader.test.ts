@@ -4,7 +4,7 @@ import { performance } from "node:perf_hooks";
 import { expect } from "chai";
 import pg from "pg";
 import { Leadership, type LeadershipOptions } from "../../server/db/leader";
-import { CHILD_GUARD } from "../../server/devstack/child-process";
+import { CHILD_GUARD, TS_REGISTER } from "../../server/devstack/child-process";
 import { type PostgresServer, startPostgresOrSkip } from "../helpers/postgres";
 
 /**
@@ -175,14 +175,7 @@ describe("one leader among replicas (server/db/leader.ts)", function () {
     const script = path.join(__dirname, "../helpers/leader-child.ts");
     const child: ChildProcess = spawn(
       process.execPath,
-      [
-        "--require",
-        CHILD_GUARD,
-        "-r",
-        "ts-node/register/transpile-only",
-        script,
-        JSON.stringify({ url: server.url, key, pollMs: POLL_MS, leaseMs: LEASE_MS }),
-      ],
+      ["--require", CHILD_GUARD, "-r", TS_REGISTER, script, JSON.stringify({ url: server.url, key, pollMs: POLL_MS, leaseMs: LEASE_MS })],
       { stdio: ["ignore", "pipe", "inherit"] },
     );
     const lines: string[] = [];
@@ -212,14 +205,7 @@ describe("one leader among replicas (server/db/leader.ts)", function () {
     const script = path.join(__dirname, "../helpers/leader-child.ts");
     const child = spawn(
       process.execPath,
-      [
-        "--require",
-        CHILD_GUARD,
-        "-r",
-        "ts-node/register/transpile-only",
-        script,
-        JSON.stringify({ url: server.url, key, pollMs: POLL_MS, leaseMs: LEASE_MS }),
-      ],
+      ["--require", CHILD_GUARD, "-r", TS_REGISTER, script, JSON.stringify({ url: server.url, key, pollMs: POLL_MS, leaseMs: LEASE_MS })],
       { stdio: ["ignore", "pipe", "inherit"] },
     );
     const lines: string[] = [];

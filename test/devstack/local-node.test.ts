@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import hre from "hardhat";
+import { compileContracts } from "../helpers/chain";
 import { loadArtifact } from "../../server/devstack/deploy";
 import { DEV_ACCOUNT_INDEX, type LocalNode, devAccount, startLocalNode } from "../../server/devstack/local-node";
 import { deployDemoChain } from "../../server/devstack/chain-seed";
@@ -9,7 +9,7 @@ describe("the local chain of the embedded default", function () {
   let node: LocalNode | undefined;
 
   before(async () => {
-    await hre.run("compile", { quiet: true });
+    await compileContracts();
   });
   after(async () => {
     await node?.stop();

@@ -3,14 +3,18 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { expect } from "chai";
+import { TS_REGISTER } from "../../server/devstack/child-process";
 import { SESSION_COOKIE } from "../../server/http/session-cookies";
 import { Browser } from "../helpers/oidc-provider";
 
 const ROOT = path.join(__dirname, "../..");
 
-/** Starts `npm start`'s script on a free port and a fresh database, and collects what it prints. */
+/**
+ * Starts `npm start`'s script (through ts-node, transpile only, as npm start runs it; TS_REGISTER caches the
+ * output) on a free port and a fresh database, and collects what it prints.
+ */
 function startLocal(dbPath: string): Promise<{ child: ChildProcess; output: string }> {
-  const child = spawn(process.execPath, ["-r", "ts-node/register/transpile-only", path.join(ROOT, "scripts/start-local.ts")], {
+  const child = spawn(process.execPath, ["-r", TS_REGISTER, path.join(ROOT, "scripts/start-local.ts")], {
     cwd: ROOT,
     env: {
       ...process.env,

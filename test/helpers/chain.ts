@@ -66,9 +66,27 @@ export interface LocalChain {
 
 const provider = () => hre.network.provider;
 
-/** Compiles (a no-op when the artifacts are fresh), deploys, funds and approves. */
+let compiled: Promise<void> | undefined;
+
+/**
+ * Hardhat's compile task, once per process: the contracts do not change while the tests run (npm test compiles
+ * them first), and each run of the task still reads every source and artifact to find that out, hundreds of
+ * file reads. A failed compilation is not remembered, so the next caller tries again.
+ */
+export function compileContracts(): Promise<void> {
+  compiled ??= hre.run("compile", { quiet: true }).then(
+    () => undefined,
+    (error: unknown) => {
+      compiled = undefined;
+      throw error;
+    },
+  );
+  return compiled;
+}
+
+/** Compiles (once per process: compileContracts), deploys, funds and approves. */
 export async function startLocalChain(): Promise<LocalChain> {
-  await hre.run("compile", { quiet: true });
+  await compileContracts();
   // A fresh chain for each caller (test files run one after another): the in-process network otherwise keeps
   // every block of every earlier file, and its clock, one second further per block mined, runs ahead of the
   // wall clock by the thousands of blocks a run mines; signatures dated by the wall clock (x402's EIP-3009

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import path from "node:path";
+import { TS_REGISTER } from "../../server/devstack/child-process";
 import type { CrashChildOptions, CrashChildReady } from "./crash-child";
 
 /** A running ./crash-child.ts: where it listens, its buyer's key, what its startup recovered. */
@@ -13,13 +14,9 @@ export interface CrashChild extends CrashChildReady {
 
 /** Starts ./crash-child.ts on `options` and resolves once it serves (its ready line printed). */
 export function startCrashChild(options: CrashChildOptions): Promise<CrashChild> {
-  const child = spawn(
-    process.execPath,
-    ["-r", "ts-node/register/transpile-only", path.join(__dirname, "crash-child.ts"), JSON.stringify(options)],
-    {
-      stdio: ["ignore", "pipe", "inherit"],
-    },
-  );
+  const child = spawn(process.execPath, ["-r", TS_REGISTER, path.join(__dirname, "crash-child.ts"), JSON.stringify(options)], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   const gone = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const end = async (signal: NodeJS.Signals) => {
     if (child.exitCode === null && child.signalCode === null) child.kill(signal);

@@ -4,7 +4,7 @@ import { DepositIndexer } from "../../server/settlement/indexer";
 import { reconcile } from "../../server/settlement/reconcile";
 import { computeCharge } from "../../server/ledger/fees";
 import { assertBalanced, findViolations } from "../../server/ledger/invariants";
-import { USDC } from "../helpers/chain";
+import { USDC, compileContracts } from "../helpers/chain";
 import { exitActions, type ExitActions } from "../helpers/exits";
 import { SettlementFixture, startSettlementChain, userId, type SettlementChain } from "../helpers/settlement";
 import { settlementStores } from "../../server/settlement/store";
@@ -73,7 +73,7 @@ describe("server/settlement/exits: the indexer freezes unilateral exits", functi
 
   before(async function () {
     this.timeout(60_000);
-    await hre.run("compile", { quiet: true });
+    await compileContracts();
     untouched = (await hre.network.provider.request({ method: "evm_snapshot", params: [] })) as string;
     chain = await startSettlementChain();
     exits = await exitActions(chain);

@@ -5,7 +5,7 @@ import { skillEscrowAbi } from "../../server/chain/abi";
 import { reconcile, type ReconcileReturnType } from "../../server/settlement/reconcile";
 import type { Settler } from "../../server/settlement/settler";
 import { SettlementHaltedError } from "../../server/settlement/settlement-errors";
-import { USDC } from "../helpers/chain";
+import { USDC, compileContracts } from "../helpers/chain";
 import { batchFromReceipts, buildReceipt } from "../contracts/helpers/batch";
 import { SettlementFixture, sellerId, startSettlementChain, userId, type SettlementChain } from "../helpers/settlement";
 import { settlementStores } from "../../server/settlement/store";
@@ -43,7 +43,7 @@ describe("server/settlement/reconcile: reconcile", function () {
 
   before(async function () {
     this.timeout(60_000);
-    await hre.run("compile", { quiet: true });
+    await compileContracts();
     untouched = (await hre.network.provider.request({ method: "evm_snapshot", params: [] })) as string;
     chain = await startSettlementChain();
     clean = await chain.snapshot();

@@ -4,7 +4,7 @@ import { parseAbi } from "viem";
 import { bytes32ToCallId } from "../../server/settlement/batches";
 import { SettlementHaltedError, SettlementSendError } from "../../server/settlement/settlement-errors";
 import { assertBalanced } from "../../server/ledger/invariants";
-import { USDC } from "../helpers/chain";
+import { USDC, compileContracts } from "../helpers/chain";
 import { makeTempDir } from "../helpers/ledger";
 import {
   faultyWallet,
@@ -39,7 +39,7 @@ describe("server/settlement/settler: Settler", function () {
 
   before(async function () {
     this.timeout(60_000);
-    await hre.run("compile", { quiet: true });
+    await compileContracts();
     untouched = (await hre.network.provider.request({ method: "evm_snapshot", params: [] })) as string;
     chain = await startSettlementChain();
     clean = await chain.snapshot();

@@ -7,11 +7,39 @@ import path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { expect } from "chai";
+import { build } from "esbuild";
 import { type TestStack, startStack } from "../../../test/helpers/gateway";
 import { EXIT } from "../src/errors";
 import type { Manifest } from "../src/manifest";
 
+/** The launcher of this source tree: with no dist/ beside it, it compiles src/ through ts-node as it starts. */
 const LAUNCHER = path.join(__dirname, "..", "bin", "skill-gateway.cjs");
+
+/**
+ * The CLI as its package ships it, built once for this file: the same launcher beside a dist/cli.js, here
+ * src/cli.ts and the SDK's source bundled by esbuild (the package's own build is tsc, which the SDK's build
+ * test covers). A process then starts in a fraction of a second instead of loading TypeScript and compiling
+ * the sources again. The issue's end-to-end test runs LAUNCHER itself, so the path a clone takes stays tested.
+ */
+async function buildCli(): Promise<{ launcher: string; dir: string }> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sg-cli-build-"));
+  await build({
+    entryPoints: [path.join(__dirname, "..", "src", "cli.ts")],
+    // The CLI's tsconfig.json maps @skill-gateway/sdk to the SDK's source, as ts-node's run from a clone does.
+    tsconfig: path.join(__dirname, "..", "tsconfig.json"),
+    bundle: true,
+    platform: "node",
+    format: "cjs",
+    target: "node20",
+    outfile: path.join(dir, "dist", "cli.js"),
+    logLevel: "silent",
+  });
+  fs.mkdirSync(path.join(dir, "bin"));
+  fs.copyFileSync(LAUNCHER, path.join(dir, "bin", "skill-gateway.cjs"));
+  return { launcher: path.join(dir, "bin", "skill-gateway.cjs"), dir };
+}
+
+let built: { launcher: string; dir: string } | undefined;
 const UPPERCASE_SCHEMA = { type: "object", properties: { text: { type: "string" } }, required: ["text"], additionalProperties: false };
 
 interface Run {
@@ -20,21 +48,35 @@ interface Run {
   stderr: string;
 }
 
-/** Runs the real CLI as a child process (asynchronously: the gateway answers from this process). */
-function cli(stack: TestStack, cwd: string, args: string[], options: { key?: string; input?: string } = {}): Promise<Run> {
+/**
+ * Runs the real CLI as a child process (asynchronously: the gateway answers from this process): the built one
+ * unless `launcher` says otherwise.
+ */
+function cli(
+  stack: TestStack,
+  cwd: string,
+  args: string[],
+  options: { key?: string; input?: string; launcher?: string } = {},
+): Promise<Run> {
   return new Promise((resolve) => {
     const env = { ...process.env, SKILL_GATEWAY_URL: stack.url, SKILL_GATEWAY_API_KEY: options.key ?? stack.key };
-    const child = execFile(process.execPath, [LAUNCHER, ...args], { cwd, env }, (error, stdout, stderr) => {
+    const launcher = options.launcher ?? built!.launcher;
+    const child = execFile(process.execPath, [launcher, ...args], { cwd, env }, (error, stdout, stderr) => {
       resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
     });
     child.stdin?.end(options.input ?? "");
   });
 }
 
-function mcpClient(stack: TestStack, cwd: string, key: string): { client: Client; transport: StdioClientTransport } {
+function mcpClient(
+  stack: TestStack,
+  cwd: string,
+  key: string,
+  launcher = built!.launcher,
+): { client: Client; transport: StdioClientTransport } {
   const transport = new StdioClientTransport({
     command: process.execPath,
-    args: [LAUNCHER, "mcp"],
+    args: [launcher, "mcp"],
     cwd,
     env: { ...(process.env as Record<string, string>), SKILL_GATEWAY_URL: stack.url, SKILL_GATEWAY_API_KEY: key },
     stderr: "pipe",
@@ -50,6 +92,7 @@ describe("skill-gateway CLI against a real gateway", function () {
   let dir: string;
 
   before(async function () {
+    built = await buildCli();
     stack = await startStack();
     await stack.addSkill("uppercase", "/echo", {
       description: "Echoes text: a stand-in for an upper-casing skill.",
@@ -59,13 +102,17 @@ describe("skill-gateway CLI against a real gateway", function () {
   });
   after(async function () {
     await stack?.close();
+    if (built) fs.rmSync(built.dir, { recursive: true, force: true });
   });
   beforeEach(function () {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), "sg-cli-e2e-"));
   });
 
   it("adds, lists, serves over MCP and removes skills (the issue's end-to-end test)", async function () {
-    const add = await cli(stack, dir, ["add", "echo", "uppercase"]);
+    // Run from the source tree (LAUNCHER, through ts-node): five processes compiling as they start.
+    this.timeout(60_000);
+    const source = { launcher: LAUNCHER };
+    const add = await cli(stack, dir, ["add", "echo", "uppercase"], source);
     expect(add.code, add.stderr).to.equal(0);
     expect(add.stdout).to.include("added echo ($0.001/call): .agents/skills/echo/SKILL.md");
 
@@ -79,12 +126,12 @@ describe("skill-gateway CLI against a real gateway", function () {
     expect(echoMd).to.match(/^---\nname: "echo"\ndescription: ".*\$0\.001 per call.*"\n---\n/);
     expect(fs.readFileSync(path.join(dir, ".agents/skills/uppercase/SKILL.md"), "utf8")).to.include('"required": [\n    "text"\n  ]');
 
-    const list = await cli(stack, dir, ["list"]);
+    const list = await cli(stack, dir, ["list"], source);
     expect(list.code).to.equal(0);
     expect(list.stdout).to.match(/echo\s+echo\s+\$0\.001\s+\.agents\/skills\/echo\/SKILL\.md/);
     expect(list.stdout).to.match(/uppercase\s+uppercase\s+\$0\.002\s+\.agents\/skills\/uppercase\/SKILL\.md/);
 
-    const { client, transport } = mcpClient(stack, dir, stack.key);
+    const { client, transport } = mcpClient(stack, dir, stack.key, LAUNCHER);
     await client.connect(transport);
     try {
       const { tools } = await client.listTools();
@@ -109,14 +156,14 @@ describe("skill-gateway CLI against a real gateway", function () {
       await client.close();
     }
 
-    const remove = await cli(stack, dir, ["remove", "echo"]);
+    const remove = await cli(stack, dir, ["remove", "echo"], source);
     expect(remove.code, remove.stderr).to.equal(0);
     expect(fs.existsSync(path.join(dir, ".agents/skills/echo"))).to.equal(false);
     expect(fs.existsSync(path.join(dir, ".agents/skills/uppercase/SKILL.md"))).to.equal(true);
     const left = JSON.parse(fs.readFileSync(path.join(dir, "skill-gateway.json"), "utf8")) as Manifest;
     expect(left.skills.map((s) => s.slug)).to.deep.equal(["uppercase"]);
 
-    const removeLast = await cli(stack, dir, ["remove", "uppercase"]);
+    const removeLast = await cli(stack, dir, ["remove", "uppercase"], source);
     expect(removeLast.code).to.equal(0);
     expect(fs.readdirSync(dir)).to.deep.equal(["skill-gateway.json"]); // .agents, created by add, is gone too
   });
@@ -289,8 +336,6 @@ describe("skill-gateway CLI against a real gateway", function () {
   });
 
   it("writes for a named agent where it reads skills, and --help works on every command", async function () {
-    // Nine CLI processes, each compiling its TypeScript as it starts: seconds apiece on a busy machine.
-    this.timeout(120_000);
     const add = await cli(stack, dir, ["add", "echo", "--agent", "claude"]);
     expect(add.code, add.stderr).to.equal(0);
     expect(fs.existsSync(path.join(dir, ".claude/skills/echo/SKILL.md"))).to.equal(true);
