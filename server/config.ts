@@ -151,6 +151,10 @@ export interface Config {
   oauthStatesMax: number;
   /** How often expired nonces, links, OAuth states and sessions are deleted. */
   pruneIntervalMs: number;
+  /** How long an OAuth access token of the hosted MCP server is good for (docs/mcp.md). */
+  mcpAccessTokenTtlMs: number;
+  /** How long an OAuth refresh token of the hosted MCP server is good for (each use rotates it; never past its grant's expiry). */
+  mcpRefreshTokenTtlMs: number;
 
   // The production entry's settings (`npm run serve`, server/main.ts); loadServeConfig says which it requires.
   /** JSON-RPC of the ERC-4337 bundler embedded wallets' operations go to; empty: no embedded wallets under serve. */
@@ -466,6 +470,9 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     emailLinksMax: int(env, "EMAIL_LINKS_MAX", 1_000, 1, 10_000_000),
     oauthStatesMax: int(env, "OAUTH_STATES_MAX", 10_000, 1, 10_000_000),
     pruneIntervalMs: int(env, "PRUNE_INTERVAL_SEC", 300, 1, 86_400) * 1_000,
+    // Short-lived: a stolen access token is worth an hour; the client refreshes it without the person.
+    mcpAccessTokenTtlMs: int(env, "MCP_ACCESS_TOKEN_TTL_SEC", 3_600, 1, 86_400) * 1_000,
+    mcpRefreshTokenTtlMs: int(env, "MCP_REFRESH_TOKEN_TTL_SEC", 30 * 86_400, 60, 366 * 86_400) * 1_000,
     // The production entry's settings (see loadServeConfig below).
     bundlerUrl: env.BUNDLER_URL ? url(env, "BUNDLER_URL", "", ["https:", "http:"]) : "",
     paymasterSignerPrivateKey: privateKey(env, "PAYMASTER_SIGNER_PRIVATE_KEY"),

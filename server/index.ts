@@ -7,6 +7,7 @@ import { Sessions } from "./identity/sessions";
 import { WalletService, type WalletServiceParameters } from "./wallets/wallet-service";
 import { MagicLinks, type MailMessage, type Mailer, createMailer } from "./identity/email";
 import { OAuthSignIn, oauthSettings } from "./identity/oauth";
+import { McpOAuth } from "./identity/mcp-oauth";
 import { SiweNonces } from "./identity/siwe";
 import type { CardTopups } from "./payments/card-topups";
 import { createSandboxCardTopups } from "./payments/sandbox-card";
@@ -78,7 +79,7 @@ export interface Gateway {
   /** Whether this gateway runs the background loops now (always true on SQLite once started). */
   isLeader(): boolean;
   /** Deletes expired sign-in state and sessions now (a timer does it every PRUNE_INTERVAL_SEC); returns how many of each. */
-  pruneExpired(): Promise<{ siweNonces: number; emailLinks: number; oauthStates: number; sessions: number }>;
+  pruneExpired(): Promise<{ siweNonces: number; emailLinks: number; oauthStates: number; sessions: number; mcpOAuth: number }>;
   close(): Promise<void>;
 }
 
@@ -310,6 +311,12 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     pendingMax: config.emailLinksMax,
   });
   const oauth = new OAuthSignIn(db, oauthSettings(config), config.oauthStatesMax);
+  const mcpOAuth = new McpOAuth(
+    db,
+    keys,
+    { accessTokenTtlMs: config.mcpAccessTokenTtlMs, refreshTokenTtlMs: config.mcpRefreshTokenTtlMs },
+    options.now,
+  );
   const siweNonces = new SiweNonces(db, {
     perClientMax: config.siweNoncesPerClientMax,
     max: config.siweNoncesMax,
@@ -338,6 +345,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     sessions,
     magicLinks,
     oauth,
+    mcpOAuth,
     cardTopups,
     wallets,
     siweNonces,
@@ -359,6 +367,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     emailLinks: await magicLinks.purgeExpired(),
     oauthStates: await oauth.purgeExpired(),
     sessions: await sessions.purgeExpired(),
+    mcpOAuth: await mcpOAuth.purgeExpired(),
   });
 
   // Housekeeping never throws out of a timer: a failure is logged and tried again next time.

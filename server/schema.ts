@@ -42,6 +42,7 @@ const VERSIONS: readonly { version: number; name: string }[] = [
   { version: 22, name: "x402 payments collected before their call" },
   { version: 23, name: "API keys' scopes, allowed skills and expiry" },
   { version: 24, name: "API keys' metadata" },
+  { version: 25, name: "OAuth for the hosted MCP server: clients, requests, codes, tokens" },
 ];
 
 /**

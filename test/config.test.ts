@@ -74,6 +74,8 @@ const DEFAULTS: Config = {
   emailLinksMax: 1_000,
   oauthStatesMax: 10_000,
   pruneIntervalMs: 300_000,
+  mcpAccessTokenTtlMs: 3_600_000,
+  mcpRefreshTokenTtlMs: 2_592_000_000,
   // The production entry's settings.
   bundlerUrl: "",
   paymasterSignerPrivateKey: "",
@@ -166,6 +168,8 @@ describe("loadConfig", () => {
       EMAIL_LINKS_MAX: "40",
       OAUTH_STATES_MAX: "30",
       PRUNE_INTERVAL_SEC: "60",
+      MCP_ACCESS_TOKEN_TTL_SEC: "600",
+      MCP_REFRESH_TOKEN_TTL_SEC: "86400",
       // The production entry's settings.
       BUNDLER_URL: "https://bundler.example/rpc",
       PAYMASTER_SIGNER_PRIVATE_KEY: `0x${"44".repeat(32)}`,
@@ -240,6 +244,8 @@ describe("loadConfig", () => {
       emailLinksMax: 40,
       oauthStatesMax: 30,
       pruneIntervalMs: 60_000,
+      mcpAccessTokenTtlMs: 600_000,
+      mcpRefreshTokenTtlMs: 86_400_000,
       // The production entry's settings.
       bundlerUrl: "https://bundler.example/rpc",
       paymasterSignerPrivateKey: `0x${"44".repeat(32)}`,
@@ -399,6 +405,8 @@ describe("loadConfig", () => {
     ["no e-mail link at all", { EMAIL_LINKS_MAX: "0" }, "EMAIL_LINKS_MAX must be between 1 and"],
     ["no OAuth state at all", { OAUTH_STATES_MAX: "0" }, "OAUTH_STATES_MAX must be between 1 and"],
     ["a prune interval of 0", { PRUNE_INTERVAL_SEC: "0" }, "PRUNE_INTERVAL_SEC must be between 1 and"],
+    ["an MCP access token good for 0 s", { MCP_ACCESS_TOKEN_TTL_SEC: "0" }, "MCP_ACCESS_TOKEN_TTL_SEC must be between 1 and"],
+    ["an MCP refresh token good for 10 s", { MCP_REFRESH_TOKEN_TTL_SEC: "10" }, "MCP_REFRESH_TOKEN_TTL_SEC must be between 60 and"],
     [
       "a DATABASE_URL for another database",
       { DATABASE_URL: "mysql://db.internal/gateway" },

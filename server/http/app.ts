@@ -45,6 +45,8 @@ import { historyRoutes } from "./routes/history";
 import { platformRoutes } from "./routes/platform";
 import { tryRoutes } from "./routes/try";
 import { mcpRoutes } from "./routes/mcp";
+import { mcpOAuthRoutes } from "./routes/mcp-oauth";
+import type { McpOAuth } from "../identity/mcp-oauth";
 import { metricsRoutes } from "./routes/metrics";
 import type { Logger } from "pino";
 import type { GatewayMetrics } from "../ops/metrics";
@@ -73,6 +75,8 @@ export interface AppDeps {
   /** E-mail magic links, and GitHub/Google sign-in. */
   magicLinks: MagicLinks;
   oauth: OAuthSignIn;
+  /** The hosted MCP server's OAuth 2.1 authorization server (remote MCP clients connect through it). */
+  mcpOAuth: McpOAuth;
   /** Card top-ups through the payment provider (the sandbox by default). */
   cardTopups: CardTopups;
   /** Embedded wallets, when the gateway has the ERC-4337 stack (a SIWE owner's sweep: prepare, sign, submit). */
@@ -126,10 +130,23 @@ export function createApp(deps: AppDeps): express.Express {
     keys: deps.keys,
     sessions: deps.sessions,
     stores: deps.rateLimitStores,
+    oauthTokens: deps.mcpOAuth,
     log: deps.log,
   });
   app.use(limits.requests);
   app.use(unauthenticatedCallRoutes(deps.keys));
+  // OAuth for the hosted MCP server, ahead of the OPTIONS refusal below: its token, registration and metadata endpoints
+  // answer browser-based MCP clients' CORS preflights, as OAuth clients expect.
+  app.use(
+    mcpOAuthRoutes({
+      config: deps.config,
+      oauth: deps.mcpOAuth,
+      sessions: deps.sessions,
+      keys: deps.keys,
+      skills: deps.skills,
+      now: deps.now,
+    }),
+  );
 
   // Express's routers answer OPTIONS themselves, 200 with a text/plain list of methods, outside
   // the envelope. The API serves no CORS preflight (the dashboard is same-origin), so OPTIONS is
@@ -206,7 +223,9 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(x402Routes({ config: deps.config, x402: deps.x402 }));
   app.use(tryRoutes({ sessions: deps.sessions, keys: deps.keys, calls: deps.callService, maxRequestBytes: deps.config.maxRequestBytes }));
   // The hosted MCP server: a valid key counts against its own budget above, a missing or bad one against the address.
-  app.use(mcpRoutes({ config: deps.config, keys: deps.keys, skills: deps.skills, calls: deps.callService, log: deps.log }));
+  app.use(
+    mcpRoutes({ config: deps.config, keys: deps.keys, oauth: deps.mcpOAuth, skills: deps.skills, calls: deps.callService, log: deps.log }),
+  );
 
   app.use(metricsRoutes({ metrics: deps.metrics, token: deps.config.metricsToken }));
 

@@ -2,6 +2,7 @@ import type { Request } from "express";
 import type { ApiKeys } from "../identity/api-keys";
 import type { Sessions } from "../identity/sessions";
 import { bearerToken } from "./auth";
+import { type McpOAuth, isApiKeyCredential } from "../identity/mcp-oauth";
 import type { Auth, Operation } from "./contract/common";
 import { OPERATIONS } from "./contract/document";
 import { readSession } from "./session-cookies";
@@ -69,11 +70,22 @@ const routedMethod = (method: string) => (method === "HEAD" ? "GET" : method);
 export function budgetOf(deps: {
   keys: ApiKeys;
   sessions: Sessions;
+  /** The hosted MCP server's OAuth access tokens, counted as the key each stands for. */
+  oauthTokens?: Pick<McpOAuth, "verifyAccessToken">;
   operations?: readonly Operation[];
 }): (req: Request) => Promise<Budget> {
   const routes = credentialRoutes(deps.operations);
   const byKey = async (req: Request): Promise<Budget> => {
     const token = bearerToken(req.headers.authorization ?? "");
+    // The hosted MCP server's OAuth access tokens stand for a key: counted as that key (many people reaching /mcp
+    // through one remote client share its addresses, and must not share one address budget).
+    if (token !== undefined && deps.oauthTokens && !isApiKeyCredential(token) && req.path === "/mcp") {
+      const keyId = await deps.oauthTokens.verifyAccessToken(token).then(
+        (info) => String(info.extra?.apiKeyId),
+        () => undefined,
+      );
+      return keyId ? { name: "credential", holder: `key:${keyId}`, label: "API key" } : { name: "public" };
+    }
     const record = token === undefined ? undefined : await deps.keys.authenticate(token);
     return record ? { name: "credential", holder: `key:${record.id}`, label: "API key" } : { name: "public" };
   };

@@ -2,6 +2,7 @@ import type { NextFunction, Request, RequestHandler, Response } from "express";
 import { type Store, ipKeyGenerator, rateLimit } from "express-rate-limit";
 import type { ApiKeys } from "../identity/api-keys";
 import type { Sessions } from "../identity/sessions";
+import type { McpOAuth } from "../identity/mcp-oauth";
 import type { Config } from "../config";
 import { ApiError } from "./errors";
 import { type Budget, budgetOf } from "./rate-limit-budgets";
@@ -49,6 +50,8 @@ export interface RateLimitsParameters {
   keys: ApiKeys;
   sessions: Sessions;
   stores: Record<RateLimitName, Store>;
+  /** The hosted MCP server's OAuth access tokens, each counted as the key it stands for (./rate-limit-budgets.ts). */
+  oauthTokens?: Pick<McpOAuth, "verifyAccessToken">;
   log: (message: string, error?: unknown) => void;
 }
 
@@ -61,7 +64,7 @@ export interface RateLimits {
 
 /** The limiters, over the stores given (which the caller shuts down). */
 export function createRateLimits(parameters: RateLimitsParameters): RateLimits {
-  const { config, keys, sessions, stores, log } = parameters;
+  const { config, keys, sessions, stores, log, oauthTokens } = parameters;
   const limiter = (name: RateLimitName, limit: number, keyGenerator: (req: Request) => string, what: (req: Request) => string) =>
     rateLimit({
       windowMs: WINDOW_MS,
@@ -97,7 +100,7 @@ export function createRateLimits(parameters: RateLimitsParameters): RateLimits {
     ),
     health: limiter("health", config.healthRateLimitPerMin, clientKey, fromAddress("health checks")),
   };
-  const budget = budgetOf({ keys, sessions });
+  const budget = budgetOf({ keys, sessions, oauthTokens });
 
   return {
     signIn: limiter("sign_in", config.signInRateLimitPerMin, clientKey, fromAddress("sign-in requests")),

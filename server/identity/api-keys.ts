@@ -293,6 +293,17 @@ export class ApiKeys {
   }
 
   /**
+   * The key with this id as a credential another one stands for (an OAuth access token of the hosted MCP server's,
+   * ./mcp-oauth.ts): live, expired, or nothing (unknown or revoked), read from the table (never the cache, so a
+   * revocation anywhere ends it at once); a live key's use is noted as any authentication's.
+   */
+  async checkById(id: string, nowMs = Date.now()): Promise<KeyCheck> {
+    const record = await this.get(id);
+    if (!record || record.revokedAtMs !== null) return { kind: "invalid" };
+    return this.checked(record, nowMs);
+  }
+
+  /**
    * A live key of `accountId` picked by its id, for a call the account's own dashboard makes
    * with it (the "try it" form): counted as a use of the key like any call. Undefined for an
    * unknown, revoked or another account's key.

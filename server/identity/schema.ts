@@ -149,4 +149,62 @@ UPDATE api_keys SET scopes = 'calls usage:read funds:withdraw';
 ALTER TABLE api_keys ADD COLUMN metadata TEXT;
 `,
   },
+  {
+    version: 25,
+    sql: `
+-- The gateway as an OAuth 2.1 authorization server for its hosted MCP endpoint (server/identity/mcp-oauth.ts), so that
+-- remote MCP clients (claude.ai, ChatGPT, the MCP SDKs) can connect without an atom_ key pasted into them.
+-- Clients register themselves (RFC 7591) and are public clients: PKCE protects their codes, and no client secret is
+-- issued, so none is stored. A grant is an API key: consenting makes a calls-only key with the limits the person
+-- chose, and every code and token of the grant names that key (revoking the key ends them all).
+-- Every secret (request id, code, token) is stored as its SHA-256 only.
+CREATE TABLE mcp_oauth_clients (
+  client_id   TEXT PRIMARY KEY,
+  metadata    TEXT NOT NULL,
+  created_at  INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- An authorization request waiting for the person's consent on the dashboard (/connect).
+CREATE TABLE mcp_oauth_requests (
+  id_hash         TEXT PRIMARY KEY,
+  client_id       TEXT NOT NULL REFERENCES mcp_oauth_clients(client_id) ON DELETE CASCADE,
+  redirect_uri    TEXT NOT NULL,
+  code_challenge  TEXT NOT NULL,
+  state           TEXT,
+  resource        TEXT NOT NULL,
+  created_at      INTEGER NOT NULL,
+  expires_at      INTEGER NOT NULL,
+  used_at         INTEGER
+) WITHOUT ROWID;
+CREATE INDEX mcp_oauth_requests_by_expiry ON mcp_oauth_requests(expires_at);
+
+CREATE TABLE mcp_oauth_codes (
+  code_hash       TEXT PRIMARY KEY,
+  client_id       TEXT NOT NULL REFERENCES mcp_oauth_clients(client_id) ON DELETE CASCADE,
+  api_key_id      TEXT NOT NULL REFERENCES api_keys(id),
+  redirect_uri    TEXT NOT NULL,
+  code_challenge  TEXT NOT NULL,
+  resource        TEXT NOT NULL,
+  created_at      INTEGER NOT NULL,
+  expires_at      INTEGER NOT NULL,
+  used_at         INTEGER
+) WITHOUT ROWID;
+CREATE INDEX mcp_oauth_codes_by_expiry ON mcp_oauth_codes(expires_at);
+
+-- Access tokens (short-lived) and refresh tokens (rotated: a used one is kept, used_at set, until it expires, so
+-- that a second use is recognised as a replay and ends the grant).
+CREATE TABLE mcp_oauth_tokens (
+  token_hash  TEXT PRIMARY KEY,
+  kind        TEXT NOT NULL CHECK (kind IN ('access', 'refresh')),
+  client_id   TEXT NOT NULL REFERENCES mcp_oauth_clients(client_id) ON DELETE CASCADE,
+  api_key_id  TEXT NOT NULL REFERENCES api_keys(id),
+  resource    TEXT NOT NULL,
+  created_at  INTEGER NOT NULL,
+  expires_at  INTEGER NOT NULL,
+  used_at     INTEGER
+) WITHOUT ROWID;
+CREATE INDEX mcp_oauth_tokens_by_key ON mcp_oauth_tokens(api_key_id);
+CREATE INDEX mcp_oauth_tokens_by_expiry ON mcp_oauth_tokens(expires_at);
+`,
+  },
 ];

@@ -324,6 +324,43 @@ describe("the API's contract: GET /openapi.json", function () {
     });
   });
 
+  describe("connecting a remote MCP client (OAuth)", () => {
+    it("GET /v1/oauth/requests/{requestId}, and POST its approve and deny", async () => {
+      const registered = await send(
+        `${stack.url}/oauth/register`,
+        "POST",
+        {},
+        { client_name: "Contract", redirect_uris: ["http://127.0.0.1:9/cb"] },
+      );
+      const begin = async () => {
+        const url = new URL(`${stack.url}/oauth/authorize`);
+        for (const [name, value] of Object.entries({
+          client_id: registered.body.client_id,
+          response_type: "code",
+          code_challenge: "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+          code_challenge_method: "S256",
+          redirect_uri: "http://127.0.0.1:9/cb",
+        }))
+          url.searchParams.set(name, value);
+        const res = await fetch(url, { redirect: "manual" });
+        return new URL(res.headers.get("location")!).searchParams.get("request")!;
+      };
+      const first = await begin();
+      expect((await call("GET", `/v1/oauth/requests/${first}`, { session: seller })).body.data.client_name).to.equal("Contract");
+      expect((await call("GET", "/v1/oauth/requests/sgar_unknown", { session: seller })).status).to.equal(404);
+      const approved = await call("POST", `/v1/oauth/requests/${first}/approve`, {
+        session: seller,
+        body: { spend_limit_usd: "1", spend_limit_period: "day" },
+      });
+      expect(approved.body.data.redirect_to).to.match(/^http:\/\/127\.0\.0\.1:9\/cb\?code=sgac_/);
+      expect(
+        (await call("POST", `/v1/oauth/requests/${first}/approve`, { session: seller, body: { spend_limit_usd: null } })).status,
+      ).to.equal(404);
+      const denied = await call("POST", `/v1/oauth/requests/${await begin()}/deny`, { session: seller });
+      expect(denied.body.data.redirect_to).to.contain("error=access_denied");
+    });
+  });
+
   describe("e-mail links opened by hand", () => {
     it("GET /auth/email/verify and /auth/email/preview: a browser is sent to the link's page, any other client gets 404", async () => {
       for (const step of ["verify", "preview"]) {

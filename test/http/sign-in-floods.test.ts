@@ -281,12 +281,12 @@ describe("pruning expired sign-in state", () => {
       [account, past, future, past],
     );
 
-    expect(await stack.gw.pruneExpired()).to.deep.equal({ siweNonces: 1, emailLinks: 1, oauthStates: 1, sessions: 2 });
+    expect(await stack.gw.pruneExpired()).to.deep.equal({ siweNonces: 1, emailLinks: 1, oauthStates: 1, sessions: 2, mcpOAuth: 0 });
     const keys = async (sql: string) => (await db.all<{ k: string }>(sql)).map((row) => row.k);
     expect(await keys("SELECT nonce AS k FROM siwe_nonces")).to.deep.equal(["nonce-new"]);
     expect(await keys("SELECT token_hash AS k FROM email_sign_in_tokens")).to.deep.equal(["link-new"]);
     expect(await keys("SELECT state_hash AS k FROM oauth_states")).to.deep.equal(["state-new"]);
     expect(await keys("SELECT token_hash AS k FROM sessions")).to.deep.equal(["session-new"]);
-    expect(await stack.gw.pruneExpired()).to.deep.equal({ siweNonces: 0, emailLinks: 0, oauthStates: 0, sessions: 0 });
+    expect(await stack.gw.pruneExpired()).to.deep.equal({ siweNonces: 0, emailLinks: 0, oauthStates: 0, sessions: 0, mcpOAuth: 0 });
   });
 });

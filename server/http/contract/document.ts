@@ -10,6 +10,7 @@ import { claimOperations } from "./claim";
 import { type Auth, commonErrors, errorEnvelope, type Operation } from "./common";
 import { keyOperations } from "./keys";
 import { mcpOperations } from "./mcp";
+import { mcpOAuthOperations } from "./mcp-oauth";
 import { ownKeyOperations } from "./own-key";
 import { platformOperations } from "./platform";
 import { sellerOperations } from "./seller";
@@ -39,6 +40,7 @@ export const OPERATIONS: readonly Operation[] = [
   ...authOperations,
   ...platformOperations,
   ...mcpOperations,
+  ...mcpOAuthOperations,
   ...x402Operations,
 ];
 

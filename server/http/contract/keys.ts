@@ -30,7 +30,7 @@ const PERIOD_MESSAGE = "spend_limit_period must be day, month or total.";
  * use (ledger/money.ts usdToMicros): a number whose shortest decimal form has more than 6 decimals (0.1 + 0.2 is
  * 0.30000000000000004) or an exponent (1e-7) is refused rather than rounded. Null: no limit.
  */
-const spendLimitUsd = z
+export const spendLimitUsd = z
   .union([z.string(), z.number()], {
     error: (issue) =>
       issue.input === undefined ? "spend_limit_usd is required: a USD amount, or null to remove the limit." : LIMIT_MESSAGE,
@@ -48,7 +48,7 @@ const spendLimitUsd = z
   .nullable()
   .meta({ description: 'USD the key may spend per period, as a string ("5.00") or a number, at most 6 decimals; null for no limit.' });
 
-const spendLimitPeriod = z
+export const spendLimitPeriod = z
   .enum(SPEND_PERIODS as ["day", "month", "total"], { error: PERIOD_MESSAGE })
   .meta({ description: "day: rolls over at 00:00 UTC; month: at 00:00 UTC on the 1st; total: never." });
 
@@ -69,7 +69,7 @@ const scopesField = z
   });
 
 /** The skills a key may call, by slug or UUID (checked by shape here; the route checks that each names a listed skill). */
-const allowedSkillsField = z
+export const allowedSkillsField = z
   .array(z.string({ error: ALLOWED_MESSAGE }).refine(isSkillRef, { error: ALLOWED_MESSAGE }), { error: ALLOWED_MESSAGE })
   .min(1, { error: ALLOWED_MESSAGE })
   .max(MAX_ALLOWED_SKILLS, { error: ALLOWED_MESSAGE })
@@ -80,7 +80,7 @@ const allowedSkillsField = z
   });
 
 /** When the key stops working, as epoch ms (the route checks it is in the future, within MAX_KEY_LIFETIME_MS). */
-const expiresAtField = z
+export const expiresAtField = z
   .string({ error: EXPIRES_MESSAGE })
   .refine((text) => z.iso.datetime({ offset: true }).safeParse(text).success, { error: EXPIRES_MESSAGE })
   .transform((text) => Date.parse(text))

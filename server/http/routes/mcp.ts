@@ -11,7 +11,9 @@ import { IDEMPOTENCY_KEY } from "../../gateway/idempotency";
 import type { Skill, SkillRegistry } from "../../catalog/skills";
 import { computeCharge } from "../../ledger/fees";
 import { microsToUsd } from "../../ledger/money";
-import { requireApiKey } from "../auth";
+import { authenticate, authorize, bearerToken, keyOperation } from "../auth";
+import { InvalidTokenProblem, type McpOAuth, isApiKeyCredential } from "../../identity/mcp-oauth";
+import { mcpResourceOf, resourceMetadataUrlOf } from "./mcp-oauth";
 import { allowsSkill } from "../../identity/scopes";
 import { type CallResponse, callResponse } from "../call-answer";
 import { GatewayError } from "../../errors";
@@ -36,8 +38,10 @@ export const MCP_MAX_PRICE_META = "max_price";
 const SELECTED_SKILLS_MAX = 100;
 
 export interface McpRoutesParameters {
-  config: Pick<Config, "maxRequestBytes" | "feeMode" | "feeBps">;
+  config: Config;
   keys: ApiKeys;
+  /** The OAuth 2.1 authorization server whose access tokens /mcp takes beside `atom_` keys (./mcp-oauth.ts). */
+  oauth: McpOAuth;
   skills: SkillRegistry;
   calls: CallService;
   log: (message: string, error?: unknown) => void;
@@ -57,7 +61,7 @@ export function mcpRoutes(deps: McpRoutesParameters): Router {
   const router = express.Router();
   const json = jsonBody(deps.config.maxRequestBytes);
 
-  const authenticated = requireApiKey(deps.keys, "POST /mcp");
+  const authenticated = mcpCredential(deps);
 
   router.post("/mcp", authenticated, json, async (req: Request, res: Response) => {
     const tools = selectedSkills(deps.skills, req.apiKey!, parseRequest(mcpQuery, req.query).skills);
@@ -84,6 +88,60 @@ export function mcpRoutes(deps: McpRoutesParameters): Router {
   });
 
   return router;
+}
+
+/**
+ * POST /mcp's credential: an `atom_` key as on every keyed route, or an OAuth access token of the gateway's own
+ * authorization server (docs/mcp.md), which stands for the calls-only key its grant made. Each needs the `calls` scope.
+ * A 401 carries `WWW-Authenticate: Bearer resource_metadata="..."` (RFC 9728 section 5.1), which is how a remote MCP
+ * client finds where to get a token; a credential that was presented and refused adds `error="invalid_token"`
+ * (RFC 6750 section 3.1), so that a mistyped key never looks like a missing one.
+ */
+function mcpCredential(deps: McpRoutesParameters) {
+  const op = keyOperation("POST /mcp");
+  return async (req: Request, _res: Response, next: NextFunction): Promise<void> => {
+    const challenge = (invalid?: string) =>
+      `Bearer ${invalid !== undefined ? `error="invalid_token", error_description="${invalid}", ` : ""}resource_metadata="${resourceMetadataUrlOf(deps.config, req)}"`;
+    const header = req.headers.authorization;
+    const token = header === undefined ? undefined : bearerToken(header);
+    let key: ApiKeyRecord;
+    try {
+      key = token !== undefined && !isApiKeyCredential(token) ? await oauthKey(deps, req, token) : await authenticate(deps.keys, header);
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 401) {
+        const reason = error.code === "key_expired" ? "The credential has expired" : "The credential is not valid";
+        error.headers["www-authenticate"] = challenge(header === undefined ? undefined : reason);
+      }
+      throw error;
+    }
+    authorize(key, op);
+    req.apiKey = key;
+    req.accountId = key.accountId;
+    next();
+  };
+}
+
+/** The live key an OAuth access token stands for, if the token is live, for this endpoint, and its grant's key is too. */
+async function oauthKey(deps: McpRoutesParameters, req: Request, token: string): Promise<ApiKeyRecord> {
+  const invalid = () =>
+    new ApiError(
+      "unauthorized",
+      "Invalid access token: it is unknown, expired or revoked. Connect again, or use an API key (Bearer atom_...).",
+    );
+  let apiKeyId: string;
+  try {
+    const info = await deps.oauth.verifyAccessToken(token);
+    if (info.resource?.href !== mcpResourceOf(deps.config, req)) throw invalid();
+    apiKeyId = String(info.extra?.apiKeyId);
+  } catch (error) {
+    if (error instanceof InvalidTokenProblem) throw invalid();
+    throw error;
+  }
+  const checked = await deps.keys.checkById(apiKeyId);
+  if (checked.kind === "expired")
+    throw new ApiError("key_expired", "This connection expired (the expiry chosen when it was made): connect again from your MCP client.");
+  if (checked.kind !== "valid") throw invalid();
+  return checked.record;
 }
 
 /**
