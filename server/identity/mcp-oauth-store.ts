@@ -166,19 +166,22 @@ export class McpOAuthStore {
     return row && toCode(row);
   }
 
-  /** Uses a code up: its row, or undefined when it is unknown, used already or expired. */
-  async useCode(hash: string, nowMs: number, tx: Sql): Promise<IssuedCode | undefined> {
+  /** Uses `clientId`'s code up: its row, or undefined when it is unknown, another client's, used already or expired. */
+  async useCode(hash: string, clientId: string, nowMs: number, tx: Sql): Promise<IssuedCode | undefined> {
     const row = await tx.one<CodeRow>(
-      "UPDATE mcp_oauth_codes SET used_at = ? WHERE code_hash = ? AND used_at IS NULL AND expires_at > ?" +
+      "UPDATE mcp_oauth_codes SET used_at = ? WHERE code_hash = ? AND client_id = ? AND used_at IS NULL AND expires_at > ?" +
         " RETURNING client_id, api_key_id, redirect_uri, code_challenge, resource",
-      [nowMs, hash, nowMs],
+      [nowMs, hash, clientId, nowMs],
     );
     return row && toCode(row);
   }
 
-  /** The grant (API key) of a code that was used already: a second exchange of one code is a replay. */
-  async usedCodeKey(hash: string, tx: Sql = this.db): Promise<string | undefined> {
-    return tx.value<string>("SELECT api_key_id FROM mcp_oauth_codes WHERE code_hash = ? AND used_at IS NOT NULL", [hash]);
+  /** The grant (API key) of `clientId`'s code that was used already: a second exchange of one code is a replay. */
+  async usedCodeKey(hash: string, clientId: string, tx: Sql = this.db): Promise<string | undefined> {
+    return tx.value<string>("SELECT api_key_id FROM mcp_oauth_codes WHERE code_hash = ? AND client_id = ? AND used_at IS NOT NULL", [
+      hash,
+      clientId,
+    ]);
   }
 
   async insertToken(
@@ -202,12 +205,16 @@ export class McpOAuthStore {
     return row && toToken(row);
   }
 
-  /** Rotates a refresh token: marks it used; its row, or undefined when it is unknown, used already or expired. */
-  async useRefreshToken(hash: string, nowMs: number, tx: Sql): Promise<StoredToken | undefined> {
+  /**
+   * Rotates `clientId`'s refresh token: marks it used; its row, or undefined when it is unknown, another client's, used
+   * already or expired (another client's attempt uses nothing up).
+   */
+  async useRefreshToken(hash: string, clientId: string, nowMs: number, tx: Sql): Promise<StoredToken | undefined> {
     const row = await tx.one<TokenRow>(
-      "UPDATE mcp_oauth_tokens SET used_at = ? WHERE token_hash = ? AND kind = 'refresh' AND used_at IS NULL AND expires_at > ?" +
+      "UPDATE mcp_oauth_tokens SET used_at = ?" +
+        " WHERE token_hash = ? AND kind = 'refresh' AND client_id = ? AND used_at IS NULL AND expires_at > ?" +
         " RETURNING kind, client_id, api_key_id, resource, expires_at, used_at",
-      [nowMs, hash, nowMs],
+      [nowMs, hash, clientId, nowMs],
     );
     return row && toToken(row);
   }

@@ -305,7 +305,7 @@ export class McpOAuth implements OAuthServerProvider {
     const code = authorizationCode.startsWith(CODE_PREFIX) ? await this.store.pendingCode(hash, this.now()) : undefined;
     if (!code) {
       // A code presented again after its exchange (or a refused attempt at one) is a replay: the grant it made ends.
-      const replayed = authorizationCode.startsWith(CODE_PREFIX) ? await this.store.usedCodeKey(hash) : undefined;
+      const replayed = authorizationCode.startsWith(CODE_PREFIX) ? await this.store.usedCodeKey(hash, client.client_id) : undefined;
       if (replayed !== undefined) {
         await this.endGrant(replayed);
         throw new InvalidGrantError("The authorization code was used already: the connection it made is revoked.");
@@ -333,9 +333,9 @@ export class McpOAuth implements OAuthServerProvider {
       async (
         tx,
       ): Promise<{ kind: "tokens"; tokens: OAuthTokens } | { kind: "replay"; keyId: string } | { kind: "refused"; why: string }> => {
-        const code: IssuedCode | undefined = await this.store.useCode(hash, nowMs, tx);
+        const code: IssuedCode | undefined = await this.store.useCode(hash, client.client_id, nowMs, tx);
         if (!code) {
-          const keyId = await this.store.usedCodeKey(hash, tx);
+          const keyId = await this.store.usedCodeKey(hash, client.client_id, tx);
           return keyId ? { kind: "replay", keyId } : { kind: "refused", why: "The authorization code is unknown, used or expired." };
         }
         if (code.clientId !== client.client_id) return { kind: "refused", why: "The authorization code was issued to another client." };
@@ -374,7 +374,9 @@ export class McpOAuth implements OAuthServerProvider {
       async (
         tx,
       ): Promise<{ kind: "tokens"; tokens: OAuthTokens } | { kind: "replay"; keyId: string } | { kind: "refused"; why: string }> => {
-        const used = refreshToken.startsWith(REFRESH_TOKEN_PREFIX) ? await this.store.useRefreshToken(hash, nowMs, tx) : undefined;
+        const used = refreshToken.startsWith(REFRESH_TOKEN_PREFIX)
+          ? await this.store.useRefreshToken(hash, client.client_id, nowMs, tx)
+          : undefined;
         if (!used) {
           const known = await this.store.token(hash, tx);
           if (known?.kind === "refresh" && known.usedAtMs !== null && known.clientId === client.client_id)

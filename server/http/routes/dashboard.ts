@@ -32,6 +32,7 @@ const PAGE_PATHS = [
   "/usage",
   "/seller",
   "/settings",
+  "/connect",
 ];
 
 interface Asset {

@@ -19,6 +19,8 @@ import { signinPage } from "./pages/signin";
 import { skillPage } from "./pages/skill";
 import { usagePage } from "./pages/usage";
 import { walletPage } from "./pages/wallet";
+import { connectPage } from "./pages/connect";
+import { takeReturn } from "./return-after-sign-in";
 import { type PageName, resolve } from "./router";
 import { forget, me, refreshMe } from "./session";
 
@@ -33,6 +35,7 @@ const PAGES: Record<PageName, Page> = {
   usage: usagePage,
   seller: sellerPage,
   settings: settingsPage,
+  connect: connectPage,
 };
 
 let renderCount = 0;
@@ -54,6 +57,9 @@ async function render(): Promise<void> {
   const token = ++renderCount;
   const main = document.getElementById("main");
   if (!main) return;
+  // Signed in, with a page waiting for that (an MCP client's connect request): back to it, whichever way sign-in went.
+  const waiting = me() !== null ? takeReturn() : undefined;
+  if (waiting !== undefined && waiting !== location.pathname + location.search) return navigate(waiting, { replace: true });
   const resolution = resolve(location.pathname, me() !== null);
   if (resolution.kind === "redirect") return navigate(resolution.to, { replace: true });
   clearMessages();

@@ -4,7 +4,7 @@
  */
 
 export type PageName =
-  "signin" | "oauthResult" | "emailLink" | "wallet" | "keys" | "marketplace" | "skill" | "usage" | "seller" | "settings";
+  "signin" | "oauthResult" | "emailLink" | "wallet" | "keys" | "marketplace" | "skill" | "usage" | "seller" | "settings" | "connect";
 
 export interface Route {
   page: PageName;
@@ -28,6 +28,8 @@ const PAGES: ReadonlyArray<{ pattern: string; page: PageName }> = [
   { pattern: "/usage", page: "usage" },
   { pattern: "/seller", page: "seller" },
   { pattern: "/settings", page: "settings" },
+  // Where a remote MCP client's OAuth authorization sends the person to consent (docs/mcp.md).
+  { pattern: "/connect", page: "connect" },
 ];
 
 /** Pages that show nothing useful without a session; they render a "sign in" prompt instead. */
