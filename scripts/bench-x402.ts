@@ -264,7 +264,7 @@ async function main(): Promise<void> {
     // c. The gateway, keyed calls; then whatever the settler has not settled yet is settled, and measured.
     const keyedUrl = `${gateway.msg.url}/v1/call`;
     const keyedBody = JSON.stringify({ skill_id: "echo", input });
-    const authorization = { authorization: `Bearer ${gateway.msg.key}` };
+    const authorization = { authorization: `Bearer ${gateway.msg.keys[0]}` };
     const keyed = await load("gateway, keyed calls (atom_ key, prepaid, batch settlement)", keyedUrl, keyedBody, authorization);
     const keyedSolo = await load("", keyedUrl, keyedBody, authorization, SOLO);
     const { settleMs } = await ask<{ settleMs: number }>(gateway.child, "settle");

@@ -1,22 +1,23 @@
 /**
- * The call-path benchmark (`npm run bench`). In one run, against the same local backend,
- * at 50 concurrent connections, it measures:
+ * The call-path benchmark (`npm run bench:gateway`). In one run, against the same local backend, at 50 concurrent
+ * connections (one request in flight on each), it measures:
  *   1. the backend called directly,
  *   2. a bare Node HTTP proxy in front of it (the baseline),
- *   3. the gateway: auth, rate limit, hold, forward, capture, with every charge durable
- *      (SQLite synchronous=FULL) before its response is sent.
- *      Each request's JSON log line is written (asynchronously) to a file beside the ledger, as in production.
- *   4. the gateway on PostgreSQL (DATABASE_URL) with its limits in Redis (REDIS_URL): one replica,
- *   5. then two replicas sharing the load (the connections split between them), on one database and one Redis,
- *      every charge durable (synchronous_commit on) before its 200; a throwaway PostgreSQL 15 and Redis
- *      (Debian's binaries, as the tests use them) are started for the run, and these rows are skipped, saying
- *      so, when the binaries are absent.
- * It prints throughput, latency percentiles, the gateway's throughput as a ratio of the
- * bare proxy's, the latency the gateway adds, and on PostgreSQL the database round trips and
- * transactions per call. Each server runs in its own process (./bench/servers.ts); the load generator
- * (undici, one request in flight per connection, ./bench/common.ts) runs in this one.
+ *   3. the gateway on a SQLite file: auth, rate limit, hold, forward, capture, every charge durable
+ *      (synchronous=FULL) before its response is sent, each request's JSON log line written (asynchronously) to a
+ *      file beside the ledger, as in production; with one hot buyer (every call spends one balance), then with
+ *      50 buyers, one key each (each connection calls as a buyer of its own);
+ *   4. the gateway on PostgreSQL with its limits in Redis, one replica then two sharing the load (the connections
+ *      split between them), each with one hot buyer and with 50 buyers, every charge durable (synchronous_commit
+ *      on) before its 200; a throwaway PostgreSQL 15 and Redis (Debian's binaries, as the tests use them) are
+ *      started for the run, and these rows are skipped, saying so, when the binaries are absent.
+ * It prints throughput, latency percentiles, each gateway's ratio to the bare proxy, the CPU a call costs in the
+ * gateway's processes and in PostgreSQL (from /proc: the postmaster and its backends), statements, transactions
+ * and WAL flushes per call on PostgreSQL, issue 25's ratios, and from the CPU figures a stated model of what N
+ * replicas give on a 16-core host. Each server runs in its own process (./bench/servers.ts); the load generator
+ * (undici, ./bench/common.ts) runs in this one.
  *
- *   BENCH_SECONDS (default 8)  BENCH_CONNECTIONS (default 50)  BENCH_PROFILE (a folder)  BENCH_POSTGRES=0 (skip 4, 5)
+ *   BENCH_SECONDS (default 8)  BENCH_CONNECTIONS (default 50)  BENCH_PROFILE (a folder)  BENCH_POSTGRES=0 (SQLite only)
  */
 import { postgresUnavailableReason, startPostgres } from "../server/devstack/postgres-server";
 import { redisServerBinary, startRedisServer } from "../server/devstack/redis-server";
@@ -27,75 +28,195 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import pg from "pg";
+import { spawnSync } from "node:child_process";
 
 /** Starts a gateway child (./bench/servers.ts). */
 const startGateway = (spec: GatewaySpec) => start("gateway", JSON.stringify(spec));
 
-/** What the PostgreSQL scenarios measured, and what they say about it. */
-interface PostgresRuns {
-  rows: Run[];
-  notes: string[];
+/** How many buyers the many-buyers scenarios spread the calls over: one per connection, one key each. */
+const MANY_BUYERS = CONNECTIONS;
+const fmt = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : "n/a");
+
+/** One gateway scenario's measurement, with what each call cost. */
+interface Scenario {
+  run: Run;
+  engine: "sqlite" | "postgres";
+  replicas: number;
+  buyers: number;
+  /** The gateway processes' CPU per call (user + system, every replica), µs. */
+  gatewayCpuMicros: number;
+  /** PostgreSQL's CPU per call (the postmaster and every backend), µs; NaN on SQLite or where /proc cannot say. */
+  postgresCpuMicros: number;
+  /** PostgreSQL only: statements, transactions and WAL flushes per call. */
+  statements?: number;
+  transactions?: number;
+  walFlushes?: number;
+}
+
+/** Each started gateway's counters: its CPU time and PostgreSQL traffic so far. */
+interface GatewayStats {
+  cpuMicros: number;
+  statements?: number;
+  transactions?: number;
+  captured?: number;
+  batches?: number;
+  synchronous?: number;
+}
+const statsOf = (child: ChildProcess) => ask<GatewayStats>(child, "stats");
+
+/** The CPU time of a process and all its descendants (utime + stime from /proc), µs; NaN where /proc is absent. */
+function processTreeCpuMicros(rootPid: number): number {
+  if (!fs.existsSync("/proc/self/stat")) return Number.NaN;
+  const ticksPerSec = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100;
+  const parent = new Map<number, number>();
+  const ticks = new Map<number, number>();
+  for (const entry of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = fs.readFileSync(`/proc/${entry}/stat`, "utf8");
+    } catch {
+      continue; // Gone meanwhile.
+    }
+    // The command may hold spaces and parentheses: the fields after it start past its last ")".
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    parent.set(Number(entry), Number(fields[1]));
+    ticks.set(Number(entry), Number(fields[11]) + Number(fields[12]));
+  }
+  let total = 0;
+  for (const [pid, t] of ticks) {
+    for (let p: number | undefined = pid; p !== undefined && p > 1; p = parent.get(p))
+      if (p === rootPid) {
+        total += t;
+        break;
+      }
+  }
+  return (total / ticksPerSec) * 1e6;
+}
+
+/** One gateway scenario: the replicas started, the load split between them, the costs per call read around it. */
+async function scenario(
+  name: string,
+  started: Started[],
+  body: string,
+  options: { engine: "sqlite" | "postgres"; buyers: number; postgres?: { pid: number; url: string } },
+): Promise<Scenario> {
+  const keys: string[] = started[0].msg.keys;
+  let before: GatewayStats[] = [];
+  let pgCpuBefore = 0;
+  let walBefore = 0n;
+  const run = await load(
+    name,
+    started.map((s) => `${s.msg.url}/v1/call`),
+    body,
+    (connection) => ({ authorization: `Bearer ${keys[connection % keys.length]}` }),
+    {
+      beforeMeasure: async () => {
+        before = await Promise.all(started.map((s) => statsOf(s.child)));
+        if (options.postgres) {
+          pgCpuBefore = processTreeCpuMicros(options.postgres.pid);
+          walBefore = await walSyncs(options.postgres.url);
+        }
+      },
+    },
+  );
+  const after = await Promise.all(started.map((s) => statsOf(s.child)));
+  const calls = Math.max(1, run.ok + run.failed);
+  const sum = (pick: (s: GatewayStats) => number | undefined) => after.reduce((n, s, i) => n + (pick(s) ?? 0) - (pick(before[i]) ?? 0), 0);
+  const result: Scenario = {
+    run,
+    engine: options.engine,
+    replicas: started.length,
+    buyers: options.buyers,
+    gatewayCpuMicros: sum((s) => s.cpuMicros) / calls,
+    postgresCpuMicros: Number.NaN,
+  };
+  if (options.postgres) {
+    result.postgresCpuMicros = (processTreeCpuMicros(options.postgres.pid) - pgCpuBefore) / calls;
+    result.statements = sum((s) => s.statements) / calls;
+    result.transactions = sum((s) => s.transactions) / calls;
+    result.walFlushes = Number((await walSyncs(options.postgres.url)) - walBefore) / calls;
+  }
+  return result;
+}
+
+/** The SQLite gateway: one hot buyer, then many buyers (a fresh file each). */
+async function sqliteRuns(
+  backendUrl: string,
+  body: string,
+  dir: string,
+  children: ChildProcess[],
+): Promise<{ scenarios: Scenario[]; notes: string[] }> {
+  const scenarios: Scenario[] = [];
+  const notes: string[] = [];
+  for (const buyers of [1, MANY_BUYERS]) {
+    const gateway = await startGateway({ backendUrl, dbPath: path.join(dir, `bench-${buyers}.db`), buyers });
+    children.push(gateway.child);
+    const label = buyers === 1 ? "one buyer" : `${buyers} buyers`;
+    scenarios.push(await scenario(`gateway, SQLite, ${label} (durable charges)`, [gateway], body, { engine: "sqlite", buyers }));
+    const stats = await statsOf(gateway.child);
+    if (buyers === 1)
+      notes.push(
+        `SQLite durability: synchronous=${stats.synchronous === 2 ? "FULL" : stats.synchronous}, ${stats.captured} charges captured in ${stats.batches} commits ` +
+          `(${fmt((stats.captured ?? 0) / Math.max(1, stats.batches ?? 0), 1)} per commit), every one on disk before its 200 was sent`,
+      );
+    // Its CPU is given back before the next scenario.
+    gateway.child.send("exit");
+  }
+  return { scenarios, notes };
 }
 
 /**
- * The gateway on PostgreSQL with its limits in Redis: one replica, then two sharing the load, each on a fresh
- * database of one throwaway server. Skipped (with a note) without the binaries or with BENCH_POSTGRES=0.
+ * The gateway on PostgreSQL with its limits in Redis: one replica and two sharing the load, each with one hot buyer
+ * and with many, each on a fresh database of one throwaway server. Skipped (with a note) without the binaries or with
+ * BENCH_POSTGRES=0.
  */
-async function postgresRuns(backendUrl: string, input: string, dir: string, children: ChildProcess[]): Promise<PostgresRuns> {
+async function postgresRuns(
+  backendUrl: string,
+  body: string,
+  dir: string,
+  children: ChildProcess[],
+): Promise<{ scenarios: Scenario[]; notes: string[] }> {
   const missing =
     process.env.BENCH_POSTGRES === "0"
       ? "BENCH_POSTGRES=0"
       : (postgresUnavailableReason() ?? (redisServerBinary() ? null : "redis-server is not installed"));
-  if (missing) return { rows: [], notes: [`PostgreSQL scenarios skipped: ${missing}`] };
-  const server = await startPostgres({ database: "bench_one" });
+  if (missing) return { scenarios: [], notes: [`PostgreSQL scenarios skipped: ${missing}`] };
+  const server = await startPostgres({ database: "bench_seed" });
   const redis = await startRedisServer();
-  const body = JSON.stringify({ skill_id: "echo", input: JSON.parse(input) });
-  const fmt = (n: number, d = 2) => n.toFixed(d);
   try {
-    const rows: Run[] = [];
-    const notes: string[] = [];
+    const scenarios: Scenario[] = [];
     for (const replicas of [1, 2]) {
-      const database = `bench_${replicas}`;
-      await server.createDatabase(database);
-      const url = server.urlFor(database);
-      const started: Started[] = [];
-      const spec = { backendUrl, databaseUrl: url, redisUrl: redis.url };
-      const first = await startGateway({ ...spec, dbPath: path.join(dir, `unused-${replicas}.db`), replicaId: "bench-1" });
-      started.push(first);
-      for (let i = 2; i <= replicas; i++)
-        started.push(
-          await startGateway({ ...spec, dbPath: path.join(dir, "unused.db"), replicaId: `bench-${i}`, seededKey: first.msg.key }),
+      for (const buyers of [1, MANY_BUYERS]) {
+        const database = `bench_${replicas}_${buyers}`;
+        await server.createDatabase(database);
+        const url = server.urlFor(database);
+        const spec = { backendUrl, databaseUrl: url, redisUrl: redis.url, buyers };
+        const started: Started[] = [await startGateway({ ...spec, dbPath: path.join(dir, `unused-${database}.db`), replicaId: "bench-1" })];
+        for (let i = 2; i <= replicas; i++)
+          started.push(
+            await startGateway({
+              ...spec,
+              dbPath: path.join(dir, `unused-${database}-${i}.db`),
+              replicaId: `bench-${i}`,
+              seededKeys: started[0].msg.keys,
+            }),
+          );
+        for (const s of started) children.push(s.child);
+        const label = `${replicas} replica${replicas === 1 ? "" : "s"}, ${buyers === 1 ? "one buyer" : `${buyers} buyers`}`;
+        scenarios.push(
+          await scenario(`gateway, PostgreSQL + Redis, ${label} (durable charges)`, started, body, {
+            engine: "postgres",
+            buyers,
+            postgres: { pid: server.pid, url },
+          }),
         );
-      for (const s of started) children.push(s.child);
-      let before: { statements: number; transactions: number }[] = [];
-      let walBefore = 0n;
-      const run = await load(
-        `gateway on PostgreSQL + Redis, ${replicas} replica${replicas === 1 ? "" : "s"} (durable charges)`,
-        started.map((s) => `${s.msg.url}/v1/call`),
-        body,
-        { authorization: `Bearer ${first.msg.key}` },
-        {
-          beforeMeasure: async () => {
-            before = await Promise.all(started.map((s) => traffic(s.child)));
-            walBefore = await walSyncs(url);
-          },
-        },
-      );
-      const after = await Promise.all(started.map((s) => traffic(s.child)));
-      const walFlushes = Number((await walSyncs(url)) - walBefore);
-      rows.push(run);
-      const calls = run.ok + run.failed;
-      const statements = after.reduce((n, t, i) => n + t.statements - before[i].statements, 0);
-      const transactions = after.reduce((n, t, i) => n + t.transactions - before[i].transactions, 0);
-      notes.push(
-        `PostgreSQL, ${replicas} replica(s): ${fmt(statements / calls, 1)} statements and ${fmt(transactions / calls, 1)} transactions per call ` +
-          `(${fmt((statements + 2 * transactions) / calls, 1)} round trips with BEGIN/COMMIT), ${fmt(transactions / SECONDS, 0)} transactions/s, ` +
-          `${walFlushes} WAL flushes (${fmt(run.ok / Math.max(1, walFlushes), 1)} durable charges per flush: PostgreSQL's own group commit); ` +
-          `synchronous_commit=on for every charge`,
-      );
-      for (const s of started) s.child.send("exit");
+        for (const s of started) s.child.send("exit");
+        // Let the replicas' CPU go before the next scenario starts its own.
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
     }
-    return { rows, notes };
+    return { scenarios, notes: [] };
   } finally {
     await redis.stop();
     await server.stop();
@@ -113,9 +234,26 @@ async function walSyncs(url: string): Promise<bigint> {
   }
 }
 
-/** A gateway child's PostgreSQL traffic so far. */
-function traffic(child: ChildProcess): Promise<{ statements: number; transactions: number }> {
-  return ask(child, "stats");
+/**
+ * What N replicas would give on a host of `cores` cores, from this run's CPU per call: each replica is one Node
+ * process (at most one core of its own), and the replicas and PostgreSQL share the host's cores. A stated model, not
+ * a measurement: it assumes the per-call costs stay as measured here (no new contention), the backend and the load
+ * generator elsewhere, and (for one hot buyer) that the buyer's row is not the limit, which the one-buyer rows of this
+ * run measure on their own.
+ */
+function clusterModel(s: Scenario, cores: number): string {
+  const g = s.gatewayCpuMicros / s.replicas;
+  const p = s.postgresCpuMicros;
+  if (!Number.isFinite(g) || !Number.isFinite(p) || g <= 0) return "n/a (no CPU figures)";
+  const perReplica = 1e6 / (g * s.replicas);
+  return [1, 2, 4, 8, 12]
+    .filter((n) => n < cores)
+    .map((n) => {
+      const byReplicas = n * perReplica;
+      const byHost = (cores * 1e6) / (g * s.replicas + p);
+      return `${n}: ${fmt(Math.min(byReplicas, byHost), 0)}/s${byReplicas <= byHost ? "" : " (host CPU bound)"}`;
+    })
+    .join(", ");
 }
 
 async function main(): Promise<void> {
@@ -126,52 +264,68 @@ async function main(): Promise<void> {
     children.push(backend.child);
     const proxy = await start("proxy", backend.msg.url);
     children.push(proxy.child);
-    const gateway = await startGateway({ backendUrl: backend.msg.url, dbPath: path.join(dir, "bench.db") });
-    children.push(gateway.child);
 
     const input = JSON.stringify({ hello: "world", n: 42 });
+    const body = JSON.stringify({ skill_id: "echo", input: JSON.parse(input) });
     console.log(
       `call-path benchmark: ${CONNECTIONS} connections, ${SECONDS} s per scenario after ${WARMUP_MS} ms warm-up, ${os.cpus().length} cores, Node ${process.version}\n`,
     );
     const direct = await load("backend, direct", `${backend.msg.url}/echo`, input, {});
     const bare = await load("bare Node proxy", `${proxy.msg.url}/echo`, input, {});
-    const gw = await load(
-      "gateway (durable charges)",
-      `${gateway.msg.url}/v1/call`,
-      JSON.stringify({ skill_id: "echo", input: JSON.parse(input) }),
-      {
-        authorization: `Bearer ${gateway.msg.key}`,
-      },
+    const sqlite = await sqliteRuns(backend.msg.url, body, dir, children);
+    const postgres = await postgresRuns(backend.msg.url, body, dir, children);
+    const gateways = [...sqlite.scenarios, ...postgres.scenarios];
+
+    console.log(
+      "| scenario | req/s | ratio to bare proxy | p50 ms | p90 ms | p99 ms | non-200 | gateway CPU µs/call | PostgreSQL CPU µs/call |",
     );
-
-    const stats = await ask<{ captured: number; batches: number; synchronous: number }>(gateway.child, "stats");
-    // The SQLite gateway's CPU is given back before the PostgreSQL runs.
-    gateway.child.send("exit");
-
-    const postgres = await postgresRuns(backend.msg.url, input, dir, children);
-
-    const rows = [direct, bare, gw, ...postgres.rows];
-    const fmt = (n: number, d = 2) => n.toFixed(d);
-    console.log("| scenario | req/s | ratio to bare proxy | p50 ms | p90 ms | p99 ms | non-200 |");
-    console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
-    for (const r of rows)
+    console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (const r of [direct, bare])
       console.log(
-        `| ${r.name} | ${fmt(r.requestsPerSec, 0)} | ${fmt(r.requestsPerSec / bare.requestsPerSec)} | ${fmt(r.p50Ms)} | ${fmt(r.p90Ms)} | ${fmt(r.p99Ms)} | ${r.failed} |`,
+        `| ${r.name} | ${fmt(r.requestsPerSec, 0)} | ${fmt(r.requestsPerSec / bare.requestsPerSec)} | ${fmt(r.p50Ms)} | ${fmt(r.p90Ms)} | ${fmt(r.p99Ms)} | ${r.failed} | | |`,
+      );
+    for (const { run: r, gatewayCpuMicros, postgresCpuMicros } of gateways)
+      console.log(
+        `| ${r.name} | ${fmt(r.requestsPerSec, 0)} | ${fmt(r.requestsPerSec / bare.requestsPerSec)} | ${fmt(r.p50Ms)} | ${fmt(r.p90Ms)} | ${fmt(r.p99Ms)} | ${r.failed} | ${fmt(gatewayCpuMicros, 0)} | ${fmt(postgresCpuMicros, 0)} |`,
       );
     console.log("");
-    const ratio = gw.requestsPerSec / bare.requestsPerSec;
-    console.log(`gateway throughput / bare proxy throughput: ${fmt(ratio)} (target >= 0.70)`);
+
+    const find = (engine: string, replicas: number, buyers: number) =>
+      gateways.find((s) => s.engine === engine && s.replicas === replicas && s.buyers === buyers)?.run.requestsPerSec ?? Number.NaN;
+    const sqliteHot = find("sqlite", 1, 1);
+    const sqliteHotRun = sqlite.scenarios[0].run;
+    console.log("ratios (issue 25's targets in brackets):");
+    console.log(`  SQLite gateway / bare proxy, durable charges: ${fmt(sqliteHot / bare.requestsPerSec)} [>= 0.5]`);
+    console.log(`  SQLite, one hot buyer / ${MANY_BUYERS} buyers: ${fmt(sqliteHot / find("sqlite", 1, MANY_BUYERS))}`);
+    if (postgres.scenarios.length > 0) {
+      console.log(`  PostgreSQL 1 replica / SQLite gateway, one buyer each: ${fmt(find("postgres", 1, 1) / sqliteHot)} [>= 0.5]`);
+      console.log(
+        `  PostgreSQL, one hot buyer / ${MANY_BUYERS} buyers, 1 replica: ${fmt(find("postgres", 1, 1) / find("postgres", 1, MANY_BUYERS))} [>= 0.8]`,
+      );
+      console.log(
+        `  PostgreSQL 2 replicas / 1 replica, one buyer: ${fmt(find("postgres", 2, 1) / find("postgres", 1, 1))} [>= 0.9 on 2 cores]`,
+      );
+      console.log(
+        `  PostgreSQL 2 replicas / 1 replica, ${MANY_BUYERS} buyers: ${fmt(find("postgres", 2, MANY_BUYERS) / find("postgres", 1, MANY_BUYERS))}`,
+      );
+    }
     console.log(
-      `latency the gateway adds over the bare proxy: p50 ${fmt(gw.p50Ms - bare.p50Ms, 3)} ms (target < 1 ms), p99 ${fmt(gw.p99Ms - bare.p99Ms, 3)} ms`,
+      `latency the SQLite gateway adds over the bare proxy: p50 ${fmt(sqliteHotRun.p50Ms - bare.p50Ms, 3)} ms, p99 ${fmt(sqliteHotRun.p99Ms - bare.p99Ms, 3)} ms ` +
+        `(at ${CONNECTIONS} connections; latency at one call at a time is BENCH_CONNECTIONS=1)`,
     );
-    console.log(
-      `latency the gateway adds over the direct backend: p50 ${fmt(gw.p50Ms - direct.p50Ms, 3)} ms, p99 ${fmt(gw.p99Ms - direct.p99Ms, 3)} ms`,
-    );
-    console.log(
-      `durability: synchronous=${stats.synchronous === 2 ? "FULL" : stats.synchronous}, ${stats.captured} charges captured in ${stats.batches} commits ` +
-        `(${fmt(stats.captured / Math.max(1, stats.batches), 1)} per commit), every one on disk before its 200 was sent`,
-    );
-    for (const line of postgres.notes) console.log(line);
+    for (const line of sqlite.notes) console.log(line);
+    for (const s of postgres.scenarios)
+      console.log(
+        `${s.run.name}: ${fmt(s.statements ?? Number.NaN, 1)} statements and ${fmt(s.transactions ?? Number.NaN, 1)} transactions per call ` +
+          `(${fmt((s.statements ?? 0) + 2 * (s.transactions ?? 0), 1)} round trips with BEGIN/COMMIT), ` +
+          `${fmt(1 / Math.max(1e-9, s.walFlushes ?? 0), 1)} durable charges per WAL flush; synchronous_commit=on for every charge`,
+      );
+    const manyPg = postgres.scenarios.find((s) => s.replicas === 1 && s.buyers === MANY_BUYERS);
+    if (manyPg)
+      console.log(
+        `model, ${MANY_BUYERS} buyers on a 16-core host with PostgreSQL on it (replicas: calls/s), from this run's CPU per call ` +
+          `(${fmt(manyPg.gatewayCpuMicros, 0)} µs a call in a replica, ${fmt(manyPg.postgresCpuMicros, 0)} µs in PostgreSQL): ${clusterModel(manyPg, 16)}`,
+      );
   } finally {
     stopAll(children);
     fs.rmSync(dir, { recursive: true, force: true });

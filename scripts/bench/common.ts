@@ -139,9 +139,11 @@ export async function load(
   name: string,
   url: string | string[],
   body: string,
-  headers: Record<string, string>,
+  /** The request headers, or per connection (a key per buyer: each connection calls as one of them). */
+  headers: Record<string, string> | ((connection: number) => Record<string, string>),
   options: MeasureOptions = {},
 ): Promise<Run> {
+  const headersOf = typeof headers === "function" ? headers : () => headers;
   const targets = (Array.isArray(url) ? url : [url]).map((u) => new URL(u));
   const connections = options.connections ?? CONNECTIONS;
   const pools = targets.map((t) => new Pool(t.origin, { connections: Math.ceil(connections / targets.length), pipelining: 1 }));
@@ -153,7 +155,7 @@ export async function load(
         const res = await pools[connection % pools.length].request({
           path: target.pathname,
           method: "POST",
-          headers: { "content-type": "application/json", ...headers },
+          headers: { "content-type": "application/json", ...headersOf(connection) },
           body,
         });
         await res.body.text();

@@ -68,8 +68,13 @@ export interface GatewaySpec {
   databaseUrl?: string;
   redisUrl?: string;
   replicaId?: string;
-  /** Given: a further replica of an already seeded database, using this key. */
-  seededKey?: string;
+  /** Given: a further replica of an already seeded database, using these keys. */
+  seededKeys?: string[];
+  /**
+   * How many buyers to seed, each with one key (default 1: one hot buyer, whose balance row every call takes; with
+   * 50, each of the 50 connections calls as a buyer of its own).
+   */
+  buyers?: number;
   /**
    * The escrow chain. Given, the buyer's balance is its deposit there (made before the gateway starts, read
    * by the deposit indexer), the buyer and the seller are linked to their addresses, and the money path's
@@ -84,7 +89,7 @@ export interface GatewaySpec {
  * its limits in Redis. The first replica of a database seeds it; the others are given the seeded key.
  */
 async function runGateway(spec: GatewaySpec): Promise<void> {
-  const { backendUrl, dbPath, databaseUrl = "", redisUrl = "", replicaId = "", seededKey = "" } = spec;
+  const { backendUrl, dbPath, databaseUrl = "", redisUrl = "", replicaId = "", seededKeys, buyers = 1 } = spec;
   const { loadConfig } = await import("../../server/config");
   const { startGateway } = await import("../../server/index");
   const { createLogger } = await import("../../server/ops/log");
@@ -109,16 +114,27 @@ async function runGateway(spec: GatewaySpec): Promise<void> {
     ),
     { log: () => {}, logger, chain: spec.chain && (await chainConnection(spec.chain)) },
   );
-  if (seededKey) {
+  /** This process's CPU time so far (user + system), in µs: what a call costs the gateway, with the load it carries. */
+  const cpuMicros = () => {
+    const { user, system } = process.cpuUsage();
+    return user + system;
+  };
+  if (seededKeys) {
     process.on("message", (msg) => {
       if (msg === "exit") process.exit(0);
-      process.send!({ ...postgresTraffic });
+      process.send!({ ...postgresTraffic, cpuMicros: cpuMicros() });
     });
-    process.send!({ url: gw.url, key: seededKey });
+    process.send!({ url: gw.url, keys: seededKeys });
     return;
   }
   await gw.ledger.ensureAccount({ id: "bench-seller", kind: "seller", name: "bench seller" });
   await gw.ledger.ensureAccount({ id: "bench-buyer", kind: "user", name: "bench buyer" });
+  // Further buyers (the many-buyers scenario), each credited in the ledger alone.
+  const buyerIds = ["bench-buyer", ...Array.from({ length: buyers - 1 }, (_, i) => `bench-buyer-${i + 2}`)];
+  for (const id of buyerIds.slice(1)) {
+    await gw.ledger.ensureAccount({ id, kind: "user", name: id });
+    await gw.ledger.credit(id, 1_000_000_000_000n, "dev_credit", "benchmark balance");
+  }
   if (spec.chain) {
     const { linkAddress } = await import("../../server/settlement/addresses");
     for (const [accountId, address] of [
@@ -142,7 +158,8 @@ async function runGateway(spec: GatewaySpec): Promise<void> {
     backendUrl: `${backendUrl}/echo`,
     timeoutMs: 10_000,
   });
-  const { key } = await gw.keys.create("bench-buyer");
+  const keys: string[] = [];
+  for (const id of buyerIds) keys.push((await gw.keys.create(id)).key);
   const sqlite = gw.db instanceof SqliteDatabase ? gw.db : undefined;
   const sync = sqlite
     ? sqlite.db.pragma("synchronous", { simple: true })
@@ -162,9 +179,10 @@ async function runGateway(spec: GatewaySpec): Promise<void> {
       batches: sqlite?.commit.committedBatches ?? 0,
       synchronous: Number(sync),
       ...postgresTraffic,
+      cpuMicros: cpuMicros(),
     });
   });
-  process.send!({ url: gw.url, key });
+  process.send!({ url: gw.url, keys });
 }
 
 /** The gateway's chain connection on the benchmark's local node: the development accounts' settler and voucher keys. */
