@@ -155,6 +155,10 @@ export interface Config {
   mcpAccessTokenTtlMs: number;
   /** How long an OAuth refresh token of the hosted MCP server is good for (each use rotates it; never past its grant's expiry). */
   mcpRefreshTokenTtlMs: number;
+  /** OAuth clients registered with the hosted MCP server, in all (anyone may register one); beyond it, 400 too_many_requests. */
+  mcpOAuthClientsMax: number;
+  /** OAuth authorization requests waiting for a person's consent, in all; beyond it, a new one is refused. */
+  mcpOAuthRequestsMax: number;
 
   // The production entry's settings (`npm run serve`, server/main.ts); loadServeConfig says which it requires.
   /** JSON-RPC of the ERC-4337 bundler embedded wallets' operations go to; empty: no embedded wallets under serve. */
@@ -473,6 +477,8 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     // Short-lived: a stolen access token is worth an hour; the client refreshes it without the person.
     mcpAccessTokenTtlMs: int(env, "MCP_ACCESS_TOKEN_TTL_SEC", 3_600, 1, 86_400) * 1_000,
     mcpRefreshTokenTtlMs: int(env, "MCP_REFRESH_TOKEN_TTL_SEC", 30 * 86_400, 60, 366 * 86_400) * 1_000,
+    mcpOAuthClientsMax: int(env, "MCP_OAUTH_CLIENTS_MAX", 10_000, 1, 10_000_000),
+    mcpOAuthRequestsMax: int(env, "MCP_OAUTH_REQUESTS_MAX", 10_000, 1, 10_000_000),
     // The production entry's settings (see loadServeConfig below).
     bundlerUrl: env.BUNDLER_URL ? url(env, "BUNDLER_URL", "", ["https:", "http:"]) : "",
     paymasterSignerPrivateKey: privateKey(env, "PAYMASTER_SIGNER_PRIVATE_KEY"),

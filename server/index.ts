@@ -314,7 +314,12 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
   const mcpOAuth = new McpOAuth(
     db,
     keys,
-    { accessTokenTtlMs: config.mcpAccessTokenTtlMs, refreshTokenTtlMs: config.mcpRefreshTokenTtlMs },
+    {
+      accessTokenTtlMs: config.mcpAccessTokenTtlMs,
+      refreshTokenTtlMs: config.mcpRefreshTokenTtlMs,
+      clientsMax: config.mcpOAuthClientsMax,
+      requestsMax: config.mcpOAuthRequestsMax,
+    },
     options.now,
   );
   const siweNonces = new SiweNonces(db, {

@@ -76,6 +76,8 @@ const DEFAULTS: Config = {
   pruneIntervalMs: 300_000,
   mcpAccessTokenTtlMs: 3_600_000,
   mcpRefreshTokenTtlMs: 2_592_000_000,
+  mcpOAuthClientsMax: 10_000,
+  mcpOAuthRequestsMax: 10_000,
   // The production entry's settings.
   bundlerUrl: "",
   paymasterSignerPrivateKey: "",
@@ -170,6 +172,8 @@ describe("loadConfig", () => {
       PRUNE_INTERVAL_SEC: "60",
       MCP_ACCESS_TOKEN_TTL_SEC: "600",
       MCP_REFRESH_TOKEN_TTL_SEC: "86400",
+      MCP_OAUTH_CLIENTS_MAX: "500",
+      MCP_OAUTH_REQUESTS_MAX: "200",
       // The production entry's settings.
       BUNDLER_URL: "https://bundler.example/rpc",
       PAYMASTER_SIGNER_PRIVATE_KEY: `0x${"44".repeat(32)}`,
@@ -246,6 +250,8 @@ describe("loadConfig", () => {
       pruneIntervalMs: 60_000,
       mcpAccessTokenTtlMs: 600_000,
       mcpRefreshTokenTtlMs: 86_400_000,
+      mcpOAuthClientsMax: 500,
+      mcpOAuthRequestsMax: 200,
       // The production entry's settings.
       bundlerUrl: "https://bundler.example/rpc",
       paymasterSignerPrivateKey: `0x${"44".repeat(32)}`,

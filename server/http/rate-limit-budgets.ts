@@ -63,6 +63,9 @@ export function credentialRoutes(operations: readonly Operation[] = OPERATIONS):
     .map((op) => ({ method: op.method.toUpperCase(), pattern: pathPattern(op.path), auth: op.auth }));
 }
 
+/** The hosted MCP endpoint, as Express routes it (any case, one trailing slash): where OAuth access tokens are taken. */
+const MCP_PATH = pathPattern("/mcp");
+
 /** Express answers HEAD with a route's GET handlers. */
 const routedMethod = (method: string) => (method === "HEAD" ? "GET" : method);
 
@@ -79,7 +82,7 @@ export function budgetOf(deps: {
     const token = bearerToken(req.headers.authorization ?? "");
     // The hosted MCP server's OAuth access tokens stand for a key: counted as that key (many people reaching /mcp
     // through one remote client share its addresses, and must not share one address budget).
-    if (token !== undefined && deps.oauthTokens && !isApiKeyCredential(token) && req.path === "/mcp") {
+    if (token !== undefined && deps.oauthTokens && !isApiKeyCredential(token) && MCP_PATH.test(req.path)) {
       const keyId = await deps.oauthTokens.verifyAccessToken(token).then(
         (info) => String(info.extra?.apiKeyId),
         () => undefined,

@@ -108,6 +108,10 @@ export class McpOAuthStore {
     ]);
   }
 
+  async clientCount(): Promise<number> {
+    return Number(await this.db.value<bigint>("SELECT COUNT(*) FROM mcp_oauth_clients"));
+  }
+
   async client(clientId: string): Promise<StoredClient | undefined> {
     const row = await this.db.one<{ client_id: string; metadata: string; created_at: bigint }>(
       "SELECT client_id, metadata, created_at FROM mcp_oauth_clients WHERE client_id = ?",
@@ -122,6 +126,11 @@ export class McpOAuthStore {
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
       [hash, request.clientId, request.redirectUri, request.codeChallenge, request.state, request.resource, nowMs, request.expiresAtMs],
     );
+  }
+
+  /** Requests waiting at `nowMs` (unused, unexpired). */
+  async pendingRequestCount(nowMs: number): Promise<number> {
+    return Number(await this.db.value<bigint>("SELECT COUNT(*) FROM mcp_oauth_requests WHERE used_at IS NULL AND expires_at > ?", [nowMs]));
   }
 
   /** A request still waiting at `nowMs` (unused, unexpired), without using it up. */
@@ -156,14 +165,13 @@ export class McpOAuthStore {
     });
   }
 
-  /** A code not used yet and unexpired at `nowMs`, without using it up. */
-  async pendingCode(hash: string, nowMs: number): Promise<IssuedCode | undefined> {
-    const row = await this.db.one<CodeRow>(
-      "SELECT client_id, api_key_id, redirect_uri, code_challenge, resource FROM mcp_oauth_codes" +
-        " WHERE code_hash = ? AND used_at IS NULL AND expires_at > ?",
-      [hash, nowMs],
+  /** A code, used or not, expired or not (until purged), without using it up. */
+  async code(hash: string): Promise<(IssuedCode & { usedAtMs: number | null; expiresAtMs: number }) | undefined> {
+    const row = await this.db.one<CodeRow & { used_at: bigint | null; expires_at: bigint }>(
+      "SELECT client_id, api_key_id, redirect_uri, code_challenge, resource, used_at, expires_at FROM mcp_oauth_codes WHERE code_hash = ?",
+      [hash],
     );
-    return row && toCode(row);
+    return row && { ...toCode(row), usedAtMs: row.used_at === null ? null : Number(row.used_at), expiresAtMs: Number(row.expires_at) };
   }
 
   /** Uses `clientId`'s code up: its row, or undefined when it is unknown, another client's, used already or expired. */
@@ -228,12 +236,22 @@ export class McpOAuthStore {
     return within(this.db, tx, (tx) => tx.run("DELETE FROM mcp_oauth_tokens WHERE api_key_id = ?", [apiKeyId]));
   }
 
-  /** Deletes requests, codes and tokens past their expiry; returns how many rows went. */
-  purgeExpired(nowMs: number): Promise<number> {
+  /**
+   * Deletes requests, codes and tokens past their expiry, then clients registered before `unusedBeforeMs` that hold
+   * nothing (no request, code or token left: no grant, or only dead ones); returns how many rows went.
+   */
+  purgeExpired(nowMs: number, unusedBeforeMs: number): Promise<number> {
     return this.db.transaction(async (tx) => {
       let purged = 0;
       for (const table of ["mcp_oauth_requests", "mcp_oauth_codes", "mcp_oauth_tokens"])
         purged += await tx.run(`DELETE FROM ${table} WHERE expires_at <= ?`, [nowMs]);
+      purged += await tx.run(
+        "DELETE FROM mcp_oauth_clients WHERE created_at < ?" +
+          " AND NOT EXISTS (SELECT 1 FROM mcp_oauth_requests r WHERE r.client_id = mcp_oauth_clients.client_id)" +
+          " AND NOT EXISTS (SELECT 1 FROM mcp_oauth_codes k WHERE k.client_id = mcp_oauth_clients.client_id)" +
+          " AND NOT EXISTS (SELECT 1 FROM mcp_oauth_tokens t WHERE t.client_id = mcp_oauth_clients.client_id)",
+        [unusedBeforeMs],
+      );
       return purged;
     });
   }

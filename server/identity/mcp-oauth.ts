@@ -9,6 +9,8 @@ import {
   InvalidRequestError,
   InvalidScopeError,
   InvalidTargetError,
+  TemporarilyUnavailableError,
+  TooManyRequestsError,
 } from "@modelcontextprotocol/sdk/server/auth/errors.js";
 import type { OAuthClientInformationFull, OAuthTokenRevocationRequest, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
 import type { Database, Sql } from "../db/sql";
@@ -59,12 +61,16 @@ const REQUEST_PREFIX = "sgar_";
 
 /** Bounds on a registration: it is anyone's to make, and the consent page shows its name. */
 const MAX_REDIRECT_URIS = 10;
-const MAX_URI_CHARS = 2_000;
+const MAX_URI_CHARS = 1_000;
 const CLIENT_NAME_RULE = { field: "client_name", minChars: 0, maxChars: 100, kind: "name" } as const;
 /** The most of a `state` a client may ask to have echoed back, in characters. */
 const MAX_STATE_CHARS = 1_000;
 /** A PKCE S256 challenge: the base64url of a SHA-256, without padding (RFC 7636 section 4.2). */
 const S256_CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
+/** How long after its rotation a refresh token presented again is taken for a retry (two refreshes at once, a lost answer), not a theft. */
+const ROTATION_GRACE_MS = 30_000;
+/** How long a registered client that never got a grant is kept. */
+const UNUSED_CLIENT_TTL_MS = 86_400_000;
 /** Hosts a native client's loopback redirect may name (RFC 8252 section 7.3), the only http redirects allowed. */
 const LOOPBACK = new Set(["localhost", "127.0.0.1", "[::1]"]);
 
@@ -73,6 +79,10 @@ export interface McpOAuthSettings {
   accessTokenTtlMs: number;
   /** How long a refresh token is good for (never past the grant's key's expiry). */
   refreshTokenTtlMs: number;
+  /** Registered clients in all; beyond it, a registration is refused until unused ones are purged. */
+  clientsMax: number;
+  /** Authorization requests waiting for consent, in all; beyond it, a new one is refused until the oldest expires. */
+  requestsMax: number;
 }
 
 /** What the person chooses on the consent page. */
@@ -95,7 +105,52 @@ export interface RequestView {
 
 const sha256 = (secret: string) => createHash("sha256").update(secret).digest("hex");
 const secret = (prefix: string) => prefix + base58Encode(randomBytes(32));
-const sameResource = (a: string, b: string) => a.replace(/\/+$/, "") === b.replace(/\/+$/, "");
+/**
+ * Whether two resource URLs name the same resource: the same origin and path (one trailing slash aside), whatever query
+ * or fragment a client kept from the URL it was given (`/mcp?skills=echo` is still `/mcp`).
+ */
+export function sameResource(a: string, b: string): boolean {
+  try {
+    const x = new URL(a);
+    const y = new URL(b);
+    return x.origin === y.origin && x.pathname.replace(/\/+$/, "") === y.pathname.replace(/\/+$/, "");
+  } catch {
+    return false;
+  }
+}
+
+/** An authorization request's parameters, as the authorization endpoint received them (query or form). */
+export interface AuthorizationRequestParameters {
+  response_type?: unknown;
+  code_challenge?: unknown;
+  code_challenge_method?: unknown;
+  scope?: unknown;
+  state?: unknown;
+  resource?: unknown;
+}
+
+/**
+ * What is wrong with an authorization request once its client and redirect URI are known good, or undefined. Checked
+ * BEFORE the SDK's handler, which would report these by redirecting to the client's redirect URI: a client anyone can
+ * register would make that an open redirect on the gateway's own origin (RFC 9700 section 4.11.2). A request that
+ * passes here redirects only when the person answers.
+ */
+export function authorizationRequestProblem(params: AuthorizationRequestParameters, mcpResource: string): string | undefined {
+  if (params.response_type !== "code") return "response_type must be code.";
+  if (params.code_challenge_method !== "S256") return "code_challenge_method must be S256 (PKCE).";
+  if (typeof params.code_challenge !== "string" || !S256_CHALLENGE.test(params.code_challenge))
+    return "code_challenge must be a base64url SHA-256 (43 characters).";
+  if (params.state !== undefined && (typeof params.state !== "string" || params.state.length > MAX_STATE_CHARS))
+    return `state must be at most ${MAX_STATE_CHARS} characters.`;
+  if (params.scope !== undefined) {
+    if (typeof params.scope !== "string") return `scope must be ${MCP_OAUTH_SCOPE}.`;
+    const unknown = params.scope.split(" ").filter((scope) => scope !== "" && scope !== MCP_OAUTH_SCOPE);
+    if (unknown.length > 0) return `Unknown scope "${excerpt(unknown[0], 50)}": the one scope is ${MCP_OAUTH_SCOPE}.`;
+  }
+  if (params.resource !== undefined && (typeof params.resource !== "string" || !sameResource(params.resource, mcpResource)))
+    return `This server issues tokens for ${mcpResource} only.`;
+  return undefined;
+}
 
 /** A redirect URI a registration may name: https, http on a loopback host (RFC 8252 §7.3), or a private-use scheme (§7.1). */
 function redirectUriAllowed(uri: string): boolean {
@@ -149,9 +204,10 @@ export class McpOAuth implements OAuthServerProvider {
         throw new InvalidClientMetadataError(
           `redirect_uris: "${excerpt(refused, 200)}" is not allowed: use an https URI, an http URI on a loopback host (localhost, 127.0.0.1, [::1]), or a private-use scheme such as com.example.app:/callback, without a fragment.`,
         );
-      const grantTypes = client.grant_types ?? ["authorization_code", "refresh_token"];
-      if (grantTypes.some((grant) => grant !== "authorization_code" && grant !== "refresh_token"))
+      if ((client.grant_types ?? []).some((grant) => grant !== "authorization_code" && grant !== "refresh_token"))
         throw new InvalidClientMetadataError("grant_types may hold authorization_code and refresh_token only.");
+      // Every client gets both: its tokens are short-lived, and the refresh token is how it keeps the connection.
+      const grantTypes = ["authorization_code", "refresh_token"];
       if ((client.response_types ?? ["code"]).some((type) => type !== "code"))
         throw new InvalidClientMetadataError("response_types may hold code only.");
       const name = checkText(client.client_name ?? "", CLIENT_NAME_RULE);
@@ -169,6 +225,8 @@ export class McpOAuth implements OAuthServerProvider {
         ...(clientUri !== undefined ? { client_uri: clientUri } : {}),
         scope: MCP_OAUTH_SCOPE,
       };
+      if ((await this.store.clientCount()) >= this.settings.clientsMax)
+        throw new TooManyRequestsError("Too many clients are registered with this server now; try again later.");
       const clientId = randomUUID();
       const createdAtMs = this.now();
       await this.store.insertClient({ clientId, metadata: JSON.stringify(metadata), createdAtMs });
@@ -197,8 +255,10 @@ export class McpOAuth implements OAuthServerProvider {
       throw new InvalidRequestError("code_challenge must be a base64url SHA-256 (43 characters).");
     if (params.state !== undefined && params.state.length > MAX_STATE_CHARS)
       throw new InvalidRequestError(`state must be at most ${MAX_STATE_CHARS} characters.`);
-    const requestId = secret(REQUEST_PREFIX);
     const nowMs = this.now();
+    if ((await this.store.pendingRequestCount(nowMs)) >= this.settings.requestsMax)
+      throw new TemporarilyUnavailableError("Too many connections are waiting for consent now; try again in a few minutes.");
+    const requestId = secret(REQUEST_PREFIX);
     await this.store.insertRequest(
       sha256(requestId),
       {
@@ -301,18 +361,13 @@ export class McpOAuth implements OAuthServerProvider {
 
   /** The PKCE challenge of a code not used yet, for the SDK's token handler to verify the code_verifier against. */
   async challengeForAuthorizationCode(client: OAuthClientInformationFull, authorizationCode: string): Promise<string> {
-    const hash = sha256(authorizationCode);
-    const code = authorizationCode.startsWith(CODE_PREFIX) ? await this.store.pendingCode(hash, this.now()) : undefined;
-    if (!code) {
-      // A code presented again after its exchange (or a refused attempt at one) is a replay: the grant it made ends.
-      const replayed = authorizationCode.startsWith(CODE_PREFIX) ? await this.store.usedCodeKey(hash, client.client_id) : undefined;
-      if (replayed !== undefined) {
-        await this.endGrant(replayed);
-        throw new InvalidGrantError("The authorization code was used already: the connection it made is revoked.");
-      }
+    // A code used already still answers its challenge: the SDK then checks the code_verifier, and only a caller holding
+    // it reaches the exchange, which ends the grant of a code presented twice. Without the verifier, a leaked used
+    // code (in a URL, a log) can end nobody's connection.
+    const code = authorizationCode.startsWith(CODE_PREFIX) ? await this.store.code(sha256(authorizationCode)) : undefined;
+    const live = code !== undefined && (code.usedAtMs !== null || code.expiresAtMs > this.now());
+    if (!code || !live || code.clientId !== client.client_id)
       throw new InvalidGrantError("The authorization code is unknown, used or expired.");
-    }
-    if (code.clientId !== client.client_id) throw new InvalidGrantError("The authorization code is unknown, used or expired.");
     return code.codeChallenge;
   }
 
@@ -329,31 +384,29 @@ export class McpOAuth implements OAuthServerProvider {
   ): Promise<OAuthTokens> {
     const hash = sha256(authorizationCode);
     const nowMs = this.now();
+    // A refusal throws inside the transaction, which undoes the code's use: a client that sent a wrong redirect_uri or
+    // resource may try again with the right one. A replay ends the grant once the transaction is over.
     const outcome = await this.db.transaction(
-      async (
-        tx,
-      ): Promise<{ kind: "tokens"; tokens: OAuthTokens } | { kind: "replay"; keyId: string } | { kind: "refused"; why: string }> => {
+      async (tx): Promise<{ kind: "tokens"; tokens: OAuthTokens } | { kind: "replay"; keyId: string }> => {
         const code: IssuedCode | undefined = await this.store.useCode(hash, client.client_id, nowMs, tx);
         if (!code) {
           const keyId = await this.store.usedCodeKey(hash, client.client_id, tx);
-          return keyId ? { kind: "replay", keyId } : { kind: "refused", why: "The authorization code is unknown, used or expired." };
+          if (keyId) return { kind: "replay", keyId };
+          throw new InvalidGrantError("The authorization code is unknown, used or expired.");
         }
-        if (code.clientId !== client.client_id) return { kind: "refused", why: "The authorization code was issued to another client." };
         if (redirectUri !== undefined && redirectUri !== code.redirectUri)
-          return { kind: "refused", why: "redirect_uri differs from the authorization request's." };
+          throw new InvalidGrantError("redirect_uri differs from the authorization request's.");
         if (resource !== undefined && !sameResource(resource.href, code.resource))
-          return { kind: "refused", why: `The authorization code is for ${code.resource}.` };
+          throw new InvalidTargetError(`The authorization code is for ${code.resource}.`);
         const tokens = await this.issue(tx, code, nowMs);
-        return tokens ? { kind: "tokens", tokens } : { kind: "refused", why: "The connection was revoked." };
+        if (!tokens) throw new InvalidGrantError("The connection was revoked.");
+        return { kind: "tokens", tokens };
       },
       { durable: true },
     );
     if (outcome.kind === "tokens") return outcome.tokens;
-    if (outcome.kind === "replay") {
-      await this.endGrant(outcome.keyId);
-      throw new InvalidGrantError("The authorization code was used already: the connection it made is revoked.");
-    }
-    throw new InvalidGrantError(outcome.why);
+    await this.endGrant(outcome.keyId);
+    throw new InvalidGrantError("The authorization code was used already: the connection it made is revoked.");
   }
 
   /**
@@ -371,32 +424,32 @@ export class McpOAuth implements OAuthServerProvider {
     const hash = sha256(refreshToken);
     const nowMs = this.now();
     const outcome = await this.db.transaction(
-      async (
-        tx,
-      ): Promise<{ kind: "tokens"; tokens: OAuthTokens } | { kind: "replay"; keyId: string } | { kind: "refused"; why: string }> => {
+      async (tx): Promise<{ kind: "tokens"; tokens: OAuthTokens } | { kind: "replay"; keyId: string }> => {
         const used = refreshToken.startsWith(REFRESH_TOKEN_PREFIX)
           ? await this.store.useRefreshToken(hash, client.client_id, nowMs, tx)
           : undefined;
         if (!used) {
           const known = await this.store.token(hash, tx);
-          if (known?.kind === "refresh" && known.usedAtMs !== null && known.clientId === client.client_id)
+          if (known?.kind === "refresh" && known.usedAtMs !== null && known.clientId === client.client_id) {
+            // Just rotated: two refreshes at once, or a retry of one whose answer was lost. Refused, not a theft.
+            if (nowMs - known.usedAtMs < ROTATION_GRACE_MS)
+              throw new InvalidGrantError("The refresh token was rotated a moment ago: use the one that refresh returned.");
             return { kind: "replay", keyId: known.apiKeyId };
-          return { kind: "refused", why: "The refresh token is unknown, used or expired." };
+          }
+          throw new InvalidGrantError("The refresh token is unknown, used or expired.");
         }
-        if (used.clientId !== client.client_id) return { kind: "refused", why: "The refresh token was issued to another client." };
+        // Refusals throw, undoing the rotation: the client may try again with the right resource.
         if (resource !== undefined && !sameResource(resource.href, used.resource))
-          return { kind: "refused", why: `The refresh token is for ${used.resource}.` };
+          throw new InvalidTargetError(`The refresh token is for ${used.resource}.`);
         const tokens = await this.issue(tx, used, nowMs);
-        return tokens ? { kind: "tokens", tokens } : { kind: "refused", why: "The connection was revoked or has expired." };
+        if (!tokens) throw new InvalidGrantError("The connection was revoked or has expired.");
+        return { kind: "tokens", tokens };
       },
       { durable: true },
     );
     if (outcome.kind === "tokens") return outcome.tokens;
-    if (outcome.kind === "replay") {
-      await this.endGrant(outcome.keyId);
-      throw new InvalidGrantError("The refresh token was used already: the connection is revoked. Connect again.");
-    }
-    throw new InvalidGrantError(outcome.why);
+    await this.endGrant(outcome.keyId);
+    throw new InvalidGrantError("The refresh token was used already: the connection is revoked. Connect again.");
   }
 
   /** A new access and refresh token for a live grant, neither outliving its key; undefined when the key is revoked or expired. */
@@ -464,9 +517,10 @@ export class McpOAuth implements OAuthServerProvider {
     await this.store.deleteTokensOfKey(keyId);
   }
 
-  /** Deletes expired requests, codes and tokens; how many rows went. */
+  /** Deletes expired requests, codes and tokens, and clients registered a day ago that hold no grant; how many rows went. */
   purgeExpired(): Promise<number> {
-    return this.store.purgeExpired(this.now());
+    const nowMs = this.now();
+    return this.store.purgeExpired(nowMs, nowMs - UNUSED_CLIENT_TTL_MS);
   }
 }
 

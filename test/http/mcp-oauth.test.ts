@@ -61,8 +61,11 @@ describeEachEngine("OAuth 2.1 for the hosted MCP server", (engine) => {
   let stack: TestStack;
   let session: TestSession;
   let clients: Client[];
+  /** How far the gateway's clock is ahead of the real one: a refresh token's replay is told from a retry by time. */
+  let skewMs: number;
   beforeEach(async () => {
-    stack = await startStack({ engine: engine.name });
+    skewMs = 0;
+    stack = await startStack({ engine: engine.name, gateway: { now: () => Date.now() + skewMs } });
     const issued = await stack.gw.sessions.issue(stack.buyerId);
     session = sessionFor(stack, stack.buyerId, issued.token, issued.csrfToken);
     clients = [];
@@ -235,7 +238,18 @@ describeEachEngine("OAuth 2.1 for the hosted MCP server", (engine) => {
         { key: rotated.body.access_token, headers: { accept: "application/json, text/event-stream" } },
       );
       expect(listed.status).to.equal(200);
-      // The first refresh token again: a replay, which ends the grant (the rotated pair stops too).
+      // The first refresh token again at once: a retry (two refreshes at once, a lost answer), refused without harm.
+      const retried = await refresh(firstRefresh);
+      expect(retried.status).to.equal(400);
+      expect(retried.body.error_description).to.contain("rotated a moment ago");
+      const still = await stack.post(
+        "/mcp",
+        { jsonrpc: "2.0", id: 1, method: "tools/list" },
+        { key: rotated.body.access_token, headers: { accept: "application/json, text/event-stream" } },
+      );
+      expect(still.status).to.equal(200);
+      // The same later: a replay, which ends the grant (the rotated pair stops too).
+      skewMs = 31_000;
       const replay = await refresh(firstRefresh);
       expect(replay.status).to.equal(400);
       expect(replay.body.error).to.equal("invalid_grant");
@@ -272,12 +286,12 @@ describeEachEngine("OAuth 2.1 for the hosted MCP server", (engine) => {
       expect(refresh.status).to.equal(400);
     });
 
-    it("refuses a token for another resource, and a code exchanged twice ends its grant", async () => {
+    it("refuses a code for another resource without using it up, and a code exchanged twice ends its grant", async () => {
       const provider = new MemoryOAuthClient(REDIRECT);
       const first = await connect(stack, provider);
       const requestId = await consentRequestOf(provider.lastAuthorizationUrl());
       const { code, keyId } = await approve(session, requestId, { spend_limit_usd: null });
-      const exchange = (resource: string) =>
+      const exchange = (resource: string, verifier = provider.codeVerifier()) =>
         send(
           `${stack.url}/oauth/token`,
           "POST",
@@ -285,7 +299,7 @@ describeEachEngine("OAuth 2.1 for the hosted MCP server", (engine) => {
           new URLSearchParams({
             grant_type: "authorization_code",
             code,
-            code_verifier: provider.codeVerifier(),
+            code_verifier: verifier,
             redirect_uri: REDIRECT,
             client_id: provider.registration!.client_id,
             resource,
@@ -293,10 +307,48 @@ describeEachEngine("OAuth 2.1 for the hosted MCP server", (engine) => {
         );
       const elsewhere = await exchange("https://other.example/mcp");
       expect(elsewhere.status).to.equal(400);
-      // The code is used up by that attempt: a second exchange is a replay, and the grant's key is revoked.
-      await first.transport.finishAuth(code).catch(() => undefined);
-      expect((await exchange(`${stack.url}/mcp`)).status).to.equal(400);
+      expect(elsewhere.body.error).to.equal("invalid_target");
+      // Refused, the code is still good: the client's exchange with its own resource works (a query kept from the
+      // connector URL names the same resource).
+      await first.transport.finishAuth(code);
+      expect(provider.saved!.access_token).to.match(/^sgat_/);
+      // The used code without its verifier (leaked from a URL): refused, and the connection stands.
+      expect((await exchange(`${stack.url}/mcp?skills=echo`, "x".repeat(43))).body.error).to.equal("invalid_grant");
+      expect((await stack.gw.keys.get(keyId))!.revokedAtMs).to.equal(null);
+      // With its verifier: a replay, and the grant's key is revoked.
+      expect((await exchange(`${stack.url}/mcp?skills=echo`)).status).to.equal(400);
       expect((await stack.gw.keys.get(keyId))!.revokedAtMs).to.not.equal(null);
+    });
+
+    it("answers a malformed authorization request 400 itself, never redirecting to the client", async () => {
+      const registered = await send(
+        `${stack.url}/oauth/register`,
+        "POST",
+        {},
+        { client_name: "x", redirect_uris: ["https://evil.example/phish"] },
+      );
+      const base = {
+        client_id: registered.body.client_id,
+        response_type: "code",
+        code_challenge: "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+        code_challenge_method: "S256",
+      };
+      for (const params of [
+        { client_id: base.client_id, response_type: "code" },
+        { ...base, code_challenge_method: "plain" },
+        { ...base, resource: "https://elsewhere.example/mcp" },
+        { ...base, scope: "admin" },
+      ]) {
+        const res = await fetch(`${stack.url}/oauth/authorize?${new URLSearchParams(params as Record<string, string>)}`, {
+          redirect: "manual",
+        });
+        expect(res.status, JSON.stringify(params)).to.equal(400);
+        expect(res.headers.get("location")).to.equal(null);
+      }
+      // A good one goes to the consent page, on the gateway's own origin.
+      const good = await fetch(`${stack.url}/oauth/authorize?${new URLSearchParams(base)}`, { redirect: "manual" });
+      expect(good.status).to.equal(302);
+      expect(good.headers.get("location")).to.match(new RegExp(`^${stack.url}/connect\\?request=sgar_`));
     });
 
     it("refuses a wrong PKCE verifier, and a refused consent sends access_denied back with the state", async () => {

@@ -40,7 +40,12 @@ describeEachEngine("McpOAuth (the hosted MCP server's OAuth provider)", (engine)
     await (await Ledger.open(db)).ensureAccount({ id: ALICE, kind: "user", name: "Alice" });
     keys = new ApiKeys(db, 0);
     nowMs = Date.now();
-    oauth = new McpOAuth(db, keys, { accessTokenTtlMs: HOUR_MS, refreshTokenTtlMs: 24 * HOUR_MS }, () => nowMs);
+    oauth = new McpOAuth(
+      db,
+      keys,
+      { accessTokenTtlMs: HOUR_MS, refreshTokenTtlMs: 24 * HOUR_MS, clientsMax: 10, requestsMax: 10 },
+      () => nowMs,
+    );
     client = await oauth.clientsStore.registerClient!({ redirect_uris: [REDIRECT], client_name: "Unit" });
   });
 
@@ -109,10 +114,34 @@ describeEachEngine("McpOAuth (the hosted MCP server's OAuth provider)", (engine)
     expect(Number(await db.value("SELECT COUNT(*) FROM mcp_oauth_tokens WHERE api_key_id = ?", [keyId]))).to.equal(0);
   });
 
-  it("purges expired requests, codes and tokens", async () => {
+  it("purges expired requests, codes and tokens, and clients a day old that hold nothing", async () => {
     await grant();
-    nowMs += 25 * HOUR_MS;
-    // A request, a code, an access and a refresh token.
-    expect(await oauth.purgeExpired()).to.equal(4);
+    const idle = await oauth.clientsStore.registerClient!({ redirect_uris: [REDIRECT], client_name: "Idle" });
+    nowMs += 23 * HOUR_MS;
+    // The request, the code and the access token (an hour); the refresh token lives a day, and both clients are younger.
+    expect(await oauth.purgeExpired()).to.equal(3);
+    nowMs += 2 * HOUR_MS;
+    // The refresh token, then both clients: neither holds anything any more.
+    expect(await oauth.purgeExpired()).to.equal(3);
+    expect(await oauth.clientsStore.getClient(idle.client_id)).to.equal(undefined);
+  });
+
+  it("bounds what anyone can make it store: registered clients and waiting requests", async () => {
+    const small = new McpOAuth(
+      db,
+      keys,
+      { accessTokenTtlMs: HOUR_MS, refreshTokenTtlMs: HOUR_MS, clientsMax: 2, requestsMax: 1 },
+      () => nowMs,
+    );
+    await small.clientsStore.registerClient!({ redirect_uris: [REDIRECT] });
+    const refused = await Promise.resolve(small.clientsStore.registerClient!({ redirect_uris: [REDIRECT] })).catch(
+      (error: { errorCode: string }) => error.errorCode,
+    );
+    expect(refused).to.equal("too_many_requests");
+    const { res } = redirectRecorder();
+    const params = { codeChallenge: challengeOf("y".repeat(43)), redirectUri: REDIRECT };
+    await small.authorize(client, params, res);
+    const second = await small.authorize(client, params, res).catch((error: { errorCode: string }) => error.errorCode);
+    expect(second).to.equal("temporarily_unavailable");
   });
 });

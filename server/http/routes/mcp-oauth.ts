@@ -7,7 +7,7 @@ import type { OAuthMetadata, OAuthProtectedResourceMetadata } from "@modelcontex
 import type { Config } from "../../config";
 import type { SkillRegistry } from "../../catalog/skills";
 import type { ApiKeys } from "../../identity/api-keys";
-import { MCP_OAUTH_SCOPE, type McpOAuth } from "../../identity/mcp-oauth";
+import { MCP_OAUTH_SCOPE, type McpOAuth, authorizationRequestProblem } from "../../identity/mcp-oauth";
 import type { Sessions } from "../../identity/sessions";
 import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
@@ -61,8 +61,11 @@ export function mcpOAuthRoutes(deps: {
 }): Router {
   const router = express.Router();
   const now = deps.now ?? Date.now;
-  // The SDK's handlers bring their own per-address limits (in memory, per replica), on top of the app's budgets: counted
-  // by the app's idea of the client's address (TRUST_PROXY), which has already been checked.
+  // The authorization endpoint is a person's browser: the SDK's own per-address limit (in memory, per replica) on top of
+  // the app's budgets, counted by the app's idea of the client's address (TRUST_PROXY). Registration, token and
+  // revocation requests come from the clients' servers, where one hosted client (claude.ai, ChatGPT) speaks for all its
+  // users from a few addresses: a per-address limit there would let one user lock out every other; they count against
+  // the app's public budget only, and what they can make the gateway store is bounded (MCP_OAUTH_CLIENTS_MAX).
   const limited = (max: number, windowMs: number) => ({ max, windowMs, keyGenerator: clientKey, validate: false });
 
   const metadataOf = (req: Request): OAuthMetadata => {
@@ -101,20 +104,28 @@ export function mcpOAuthRoutes(deps: {
     res.set("cache-control", "public, max-age=3600").set("access-control-allow-origin", "*").json(metadataOf(req));
   });
 
-  // What the provider's authorize() needs of the request: the resource it grants, and where the consent page is.
-  router.use(OAUTH.authorize, (req: Request, res: Response, next: NextFunction) => {
+  // What the provider's authorize() needs of the request: the resource it grants, and where the consent page is. And
+  // every check that the SDK's handler would answer by redirecting to the client, made first and answered here
+  // (400): a client anyone may register must not turn the gateway's origin into an open redirect.
+  router.use(OAUTH.authorize, express.urlencoded({ extended: false, limit: 16_384 }), (req: Request, res: Response, next: NextFunction) => {
+    const params = (req.method === "POST" ? req.body : req.query) as Record<string, unknown>;
+    const problem = params.client_id === undefined ? undefined : authorizationRequestProblem(params, mcpResourceOf(deps.config, req));
+    if (problem !== undefined) {
+      res.status(400).set("cache-control", "no-store").json({ error: "invalid_request", error_description: problem });
+      return;
+    }
     res.locals.mcpResource = mcpResourceOf(deps.config, req);
     res.locals.consentUrl = (requestId: string) =>
       `${publicBase(deps.config, req)}${CONNECT_PATH}?request=${encodeURIComponent(requestId)}`;
     next();
   });
   router.use(OAUTH.authorize, authorizationHandler({ provider: deps.oauth, rateLimit: limited(100, 15 * 60_000) }));
-  router.use(OAUTH.token, tokenHandler({ provider: deps.oauth, rateLimit: limited(50, 15 * 60_000) }));
+  router.use(OAUTH.token, tokenHandler({ provider: deps.oauth, rateLimit: false }));
   router.use(
     OAUTH.register,
-    clientRegistrationHandler({ clientsStore: deps.oauth.clientsStore, clientIdGeneration: false, rateLimit: limited(20, 60 * 60_000) }),
+    clientRegistrationHandler({ clientsStore: deps.oauth.clientsStore, clientIdGeneration: false, rateLimit: false }),
   );
-  router.use(OAUTH.revoke, revocationHandler({ provider: deps.oauth, rateLimit: limited(50, 15 * 60_000) }));
+  router.use(OAUTH.revoke, revocationHandler({ provider: deps.oauth, rateLimit: false }));
 
   const session = requireSession(deps.sessions);
   const json = jsonBody(16_384);

@@ -113,6 +113,8 @@ async function signOut(): Promise<void> {
     return;
   }
   forget();
+  // A connect request remembered for the next sign-in is this person's, not the next one's at this browser.
+  takeReturn();
   navigate("/signin");
 }
 

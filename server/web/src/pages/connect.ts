@@ -57,9 +57,29 @@ export async function connectPage(ctx: PageContext): Promise<void> {
   ctx.root.append(consentForm(ctx, requestId, request));
 }
 
+/**
+ * Where the client will be sent back, the one thing about it the gateway checked (its registration named it): an
+ * https or http origin, or an app's own scheme (com.example.app:), whose URL has no origin to show.
+ */
+export function destinationOf(redirectUri: string): string {
+  const url = new URL(redirectUri);
+  return url.protocol === "https:" || url.protocol === "http:" ? url.origin : `the app ${url.protocol}`;
+}
+
+/** The client's self-declared address, shown only when it is the host the browser will be sent back to. */
+export function vouchedUri(clientUri: string | null, redirectUri: string): string | null {
+  if (clientUri === null) return null;
+  try {
+    return new URL(clientUri).hostname === new URL(redirectUri).hostname ? clientUri : null;
+  } catch {
+    return null;
+  }
+}
+
 function consentForm(ctx: PageContext, requestId: string, request: ConnectRequest): HTMLElement {
-  const back = new URL(request.redirect_uri);
-  const name = request.client_name === "" ? "An unnamed MCP client" : request.client_name;
+  const destination = destinationOf(request.redirect_uri);
+  const name = request.client_name === "" ? "An MCP client" : request.client_name;
+  const site = vouchedUri(request.client_uri, request.redirect_uri);
   const skills = h("input", { type: "text", class: "input", placeholder: "every skill", testid: "connect-skills" });
   const limit = h("input", { type: "text", class: "input", inputmode: "decimal", value: DEFAULT_LIMIT_USD, testid: "connect-limit" });
   const period = h(
@@ -83,12 +103,12 @@ function consentForm(ctx: PageContext, requestId: string, request: ConnectReques
     h(
       "p",
       { testid: "connect-client" },
-      h("strong", {}, name),
-      " asks to call skills through your account. It will be sent back to ",
-      h("code", {}, back.origin),
-      ".",
+      "An application at ",
+      h("strong", { testid: "connect-destination" }, destination),
+      ` asks to call skills through your account. It calls itself "${name}"`,
+      site ? ` (${site})` : "",
+      ": a name any application may choose. Connect only if you started this from that application.",
     ),
-    request.client_uri ? muted(`It says it is ${request.client_uri}.`) : null,
     formField("Skills it may call", skills, "Slugs separated by commas; empty for every skill."),
     h("div", { class: "row" }, formField("Spending limit (USD)", limit, "Empty for no limit."), formField("Per", period)),
     formField("Connected until", expiry, "The end of this day (UTC); empty for no end."),
