@@ -6,7 +6,10 @@ import { CliError, EXIT, type ExitCode, errorCodeFor, errorMessageFor, exitCodeF
 import { findSkill, pinnedCap, projectDirOf, readManifest } from "./manifest";
 import { addKeysCommands } from "./keys";
 import { runMcpStdio } from "./mcp";
+import { addMcpInstallCommand } from "./mcp-install";
+import { type McpSource, parseSkillList, skillsSource } from "./mcp-source";
 import { formatUsd } from "./skill-md";
+import { CLI_VERSION } from "./version";
 
 /** Where the CLI reads and writes: the process's by default, replaced in tests. */
 export interface CliIo {
@@ -35,7 +38,7 @@ export function buildProgram(io: CliIo): Command {
   const program = new Command()
     .name("skill-gateway")
     .description("Give an agent skills from the Skill Gateway marketplace, call them, and serve them over MCP.")
-    .version("0.1.0")
+    .version(CLI_VERSION)
     .option("--api-key <key>", "the atom_ API key (default: $SKILL_GATEWAY_API_KEY)")
     .option("--url <url>", "the gateway (default: $SKILL_GATEWAY_URL, else http://127.0.0.1:8787)")
     .option("--manifest <file>", "the agent's manifest", "./skill-gateway.json")
@@ -208,13 +211,25 @@ export function buildProgram(io: CliIo): Command {
   // Keys made by code: create, list, update, revoke (./keys.ts).
   addKeysCommands(program, configOf, print, table, io.stderr);
 
-  program
+  const mcp = program
     .command("mcp")
-    .description("serve the manifest's skills as MCP tools over stdio (for Claude Desktop, Cursor, Claude Code, ...)")
-    .action(async (_options: unknown, cmd: Command) => {
+    .description(
+      "serve skills as MCP tools over stdio (for Claude Desktop, Cursor, Claude Code, ...): the manifest's, or those named by --skills",
+    )
+    .option(
+      "--skills <slugs>",
+      "serve these marketplace skills (comma-separated), at their current prices, without a manifest",
+      parseSkillList,
+    )
+    .action(async (options: { skills?: string[] }, cmd: Command) => {
       const config = configOf(cmd);
-      await runMcpStdio(accountClient(config), config.manifestFile);
+      const client = accountClient(config);
+      const source: McpSource = options.skills
+        ? await skillsSource(client, options.skills)
+        : { kind: "manifest", file: config.manifestFile };
+      await runMcpStdio(client, source, { cwd: io.cwd, log: (line) => io.stderr(`${line}\n`) });
     });
+  addMcpInstallCommand(mcp, configOf, io);
 
   return program;
 }

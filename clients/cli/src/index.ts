@@ -15,3 +15,6 @@ export {
 export { callTool, createMcpServer, runMcpStdio, toolOf } from "./mcp";
 export { renderSkillMd, formatUsd } from "./skill-md";
 export { run, buildProgram, type CliIo } from "./cli";
+export { type McpSource, checkKey, describeSource, parseSkillList, pinnedFromMarketplace, skillsSource } from "./mcp-source";
+export { MCP_CLIENTS, type McpClientId, claudeDesktopConfigFile, installMcpConfig, planMcpInstall } from "./mcp-install";
+export { CLI_VERSION } from "./version";

@@ -7,37 +7,10 @@ import path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { expect } from "chai";
-import { build } from "esbuild";
 import { type TestStack, startStack } from "../../../test/helpers/gateway";
 import { EXIT } from "../src/errors";
+import { LAUNCHER, buildCli } from "./built-cli";
 import type { Manifest } from "../src/manifest";
-
-/** The launcher of this source tree: with no dist/ beside it, it compiles src/ through ts-node as it starts. */
-const LAUNCHER = path.join(__dirname, "..", "bin", "skill-gateway.cjs");
-
-/**
- * The CLI as its package ships it, built once for this file: the same launcher beside a dist/cli.js, here
- * src/cli.ts and the SDK's source bundled by esbuild (the package's own build is tsc, which the SDK's build
- * test covers). A process then starts in a fraction of a second instead of loading TypeScript and compiling
- * the sources again. The issue's end-to-end test runs LAUNCHER itself, so the path a clone takes stays tested.
- */
-async function buildCli(): Promise<{ launcher: string; dir: string }> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sg-cli-build-"));
-  await build({
-    entryPoints: [path.join(__dirname, "..", "src", "cli.ts")],
-    // The CLI's tsconfig.json maps @skill-gateway/sdk to the SDK's source, as ts-node's run from a clone does.
-    tsconfig: path.join(__dirname, "..", "tsconfig.json"),
-    bundle: true,
-    platform: "node",
-    format: "cjs",
-    target: "node20",
-    outfile: path.join(dir, "dist", "cli.js"),
-    logLevel: "silent",
-  });
-  fs.mkdirSync(path.join(dir, "bin"));
-  fs.copyFileSync(LAUNCHER, path.join(dir, "bin", "skill-gateway.cjs"));
-  return { launcher: path.join(dir, "bin", "skill-gateway.cjs"), dir };
-}
 
 let built: { launcher: string; dir: string } | undefined;
 const UPPERCASE_SCHEMA = { type: "object", properties: { text: { type: "string" } }, required: ["text"], additionalProperties: false };
