@@ -1,5 +1,5 @@
-import { Command, CommanderError, Option } from "commander";
-import { AGENTS, DEFAULT_AGENT } from "./agents";
+import { Command, CommanderError, InvalidArgumentError } from "commander";
+import { AGENTS, ALL_AGENTS, DEFAULT_AGENTS, agentLocation } from "./agents";
 import { addSkills, costLine, displayPath, listSkills, parseInput, readStdin, removeSkills, searchMarketplace } from "./commands";
 import { type CliConfig, type GlobalOptions, accountClient, marketplaceClient, resolveConfig } from "./config";
 import { CliError, EXIT, type ExitCode, errorCodeFor, errorMessageFor, exitCodeFor, pinnedPriceError } from "./errors";
@@ -33,6 +33,14 @@ function table(rows: string[][]): string {
   return `${rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]))).join("  ")).join("\n")}\n`;
 }
 
+/** --agent's parser: repeated and comma-separated values accumulate; an unknown agent is refused at once. */
+function collectAgents(value: string, previous: string[]): string[] {
+  const ids = value.split(",").map((s) => s.trim());
+  const unknown = ids.filter((id) => id !== ALL_AGENTS && !agentLocation(id));
+  if (unknown.length > 0) throw new InvalidArgumentError(`Allowed: ${[...AGENTS.map((a) => a.id), ALL_AGENTS].join(", ")}.`);
+  return [...previous, ...ids];
+}
+
 /** The commander program; `run` below parses with it and maps failures to exit codes. */
 export function buildProgram(io: CliIo): Command {
   const program = new Command()
@@ -55,17 +63,29 @@ export function buildProgram(io: CliIo): Command {
     .command("add")
     .description("look skills up in the marketplace, pin them in the manifest and write a SKILL.md for each where the agent reads it")
     .argument("<skills...>", "slugs or UUIDs")
-    .addOption(new Option("--agent <agent>", "the agent that reads the skills").choices(AGENTS.map((a) => a.id)).default(DEFAULT_AGENT))
+    .option(
+      "--agent <agents>",
+      `the agents that read the skills: ${[...AGENTS.map((a) => a.id), ALL_AGENTS].join(", ")}; repeat it or separate with commas (default: the agents the project has, by their folders, else ${DEFAULT_AGENTS.join(" and ")})`,
+      collectAgents,
+      [] as string[],
+    )
     .addHelpText(
       "after",
-      `\nLocations:\n${AGENTS.map((a) => `  ${a.id.padEnd(9)} ${a.skillsDir}/<slug>/SKILL.md  (${a.label})`).join("\n")}\n`,
+      `\nLocations:\n${AGENTS.map((a) => `  ${a.id.padEnd(9)} ${a.skillsDir}/<slug>/SKILL.md  (${a.label}; detected by ${a.marker}/)`).join("\n")}\n`,
     )
-    .action(async (refs: string[], options: { agent: string }, cmd: Command) => {
+    .action(async (refs: string[], options: { agent: string[] }, cmd: Command) => {
       const config = configOf(cmd);
-      const result = await addSkills(marketplaceClient(config), config.manifestFile, refs, options.agent);
+      const result = await addSkills(marketplaceClient(config), config.manifestFile, refs, {
+        agents: options.agent,
+        gatewayUrl: config.baseUrl,
+      });
       const projectDir = projectDirOf(config.manifestFile);
       print(config, result, () =>
-        result.added.map((s) => `added ${s.slug} (${formatUsd(s.price)}/call): ${displayPath(projectDir, s.path, io.cwd)}\n`).join(""),
+        result.added
+          .map(
+            (s) => `added ${s.slug} (${formatUsd(s.price)}/call): ${s.paths.map((p) => displayPath(projectDir, p, io.cwd)).join(", ")}\n`,
+          )
+          .join(""),
       );
     });
 

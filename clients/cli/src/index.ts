@@ -1,4 +1,4 @@
-export { AGENTS, DEFAULT_AGENT, type AgentLocation, agentLocation } from "./agents";
+export { AGENTS, ALL_AGENTS, DEFAULT_AGENTS, type AgentLocation, agentLocation, detectAgents, resolveAgents } from "./agents";
 export { addSkills, listSkills, removeSkills, searchMarketplace, parseInput } from "./commands";
 export { resolveConfig, type CliConfig, type GlobalOptions } from "./config";
 export { CliError, EXIT, type ExitCode, exitCodeFor } from "./errors";

@@ -39,7 +39,7 @@ export function pinnedFromMarketplace(skill: Skill, now = new Date()): ManifestS
     price: skill.price_per_call,
     currency: skill.currency || "USD",
     inputSchema: typeof skill.input_schema === "object" && skill.input_schema !== null ? skill.input_schema : null,
-    agent: "mcp",
+    agents: [],
     addedAt: now.toISOString(),
     files: [],
     dirs: [],

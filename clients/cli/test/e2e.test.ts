@@ -85,7 +85,7 @@ describe("skill-gateway CLI against a real gateway", function () {
     // Run from the source tree (LAUNCHER, through ts-node): five processes compiling as they start.
     this.timeout(60_000);
     const source = { launcher: LAUNCHER };
-    const add = await cli(stack, dir, ["add", "echo", "uppercase"], source);
+    const add = await cli(stack, dir, ["add", "echo", "uppercase", "--agent", "agents"], source);
     expect(add.code, add.stderr).to.equal(0);
     expect(add.stdout).to.include("added echo ($0.001/call): .agents/skills/echo/SKILL.md");
 
@@ -96,7 +96,7 @@ describe("skill-gateway CLI against a real gateway", function () {
     ]);
     expect(manifest.skills[0].files.map((f) => f.path)).to.deep.equal([".agents/skills/echo/SKILL.md"]);
     const echoMd = fs.readFileSync(path.join(dir, ".agents/skills/echo/SKILL.md"), "utf8");
-    expect(echoMd).to.match(/^---\nname: "echo"\ndescription: ".*\$0\.001 per call.*"\n---\n/);
+    expect(echoMd).to.match(/^---\nname: "echo"\ndescription: ".*\$0\.001 per call.*"\ncompatibility: ".*"\n---\n/);
     expect(fs.readFileSync(path.join(dir, ".agents/skills/uppercase/SKILL.md"), "utf8")).to.include('"required": [\n    "text"\n  ]');
 
     const list = await cli(stack, dir, ["list"], source);
@@ -271,7 +271,7 @@ describe("skill-gateway CLI against a real gateway", function () {
         "an unknown agent",
         ["add", "echo", "--agent", "notepad"],
         EXIT.usage,
-        /^error: option '--agent <agent>' argument 'notepad' is invalid/,
+        /^error: option '--agent <agents>' argument 'notepad' is invalid\. Allowed: agents, claude, cursor, codex, opencode, all\.\n$/,
       ],
       ["removing what is not there", ["remove", "echo"], EXIT.notFound, /^skill-gateway: Not in skill-gateway.json: echo/],
     ];
@@ -308,10 +308,24 @@ describe("skill-gateway CLI against a real gateway", function () {
     });
   });
 
+  it("writes for every agent named (repeated or comma-separated), and remove takes every copy away", async function () {
+    const add = await cli(stack, dir, ["add", "echo", "--agent", "claude", "--agent", "cursor,opencode"]);
+    expect(add.code, add.stderr).to.equal(0);
+    expect(add.stdout).to.equal(
+      "added echo ($0.001/call): .claude/skills/echo/SKILL.md, .cursor/skills/echo/SKILL.md, .opencode/skills/echo/SKILL.md\n",
+    );
+    const md = fs.readFileSync(path.join(dir, ".cursor/skills/echo/SKILL.md"), "utf8");
+    expect(md).to.include(`curl -s "${stack.url}/v1/skills/echo/call"`);
+    const remove = await cli(stack, dir, ["remove", "echo"]);
+    expect(remove.code, remove.stderr).to.equal(0);
+    expect(fs.readdirSync(dir)).to.deep.equal(["skill-gateway.json"]);
+  });
+
   it("writes for a named agent where it reads skills, and --help works on every command", async function () {
     const add = await cli(stack, dir, ["add", "echo", "--agent", "claude"]);
     expect(add.code, add.stderr).to.equal(0);
     expect(fs.existsSync(path.join(dir, ".claude/skills/echo/SKILL.md"))).to.equal(true);
+    expect(fs.existsSync(path.join(dir, ".agents")), "only the agent named").to.equal(false);
     for (const command of ["add", "list", "search", "remove", "call", "balance", "usage", "mcp"]) {
       const help = await cli(stack, dir, [command, "--help"]);
       expect([help.code, help.stdout.split("\n")[0]], command).to.deep.equal([
