@@ -57,11 +57,18 @@ describe("the clients, packed and installed in a project outside the repository"
     root = fs.mkdtempSync(path.join(os.tmpdir(), "sg-packaging-"));
     app = path.join(root, "app");
     fs.mkdirSync(app);
-    packed = await packClients(path.join(root, "packed"));
     const venv = path.join(root, "venv");
     venvPython = path.join(venv, "bin", "python");
-    const [started] = await Promise.all([
-      startStack(),
+    // What does not need the packages starts while they are packed: the gateway, and the virtual environment
+    // (Debian's httpx comes from the system's site-packages; the client itself only from the wheel).
+    const startedStack = startStack().then((started) => (stack = started));
+    const venvMade = promisify(execFile)(PYTHON, ["-m", "venv", "--system-site-packages", venv]);
+    // Awaited below; a failure meanwhile must not be an unhandled rejection.
+    startedStack.catch(() => {});
+    venvMade.catch(() => {});
+    packed = await packClients(path.join(root, "packed"));
+    await Promise.all([
+      startedStack,
       installScratchProject(
         app,
         [
@@ -71,12 +78,8 @@ describe("the clients, packed and installed in a project outside the repository"
         ],
         ["@langchain/core"],
       ),
-      // Debian's httpx comes from the system's site-packages; the client itself only from the wheel.
-      promisify(execFile)(PYTHON, ["-m", "venv", "--system-site-packages", venv]).then(() =>
-        promisify(execFile)(venvPython, ["-m", "pip", "install", "--quiet", "--no-index", "--no-deps", packed.wheel]),
-      ),
+      venvMade.then(() => promisify(execFile)(venvPython, ["-m", "pip", "install", "--quiet", "--no-index", "--no-deps", packed.wheel])),
     ]);
-    stack = started;
     await stack.addSkill("uppercase", "/echo", { priceMicros: 2_000n, inputSchema: UPPERCASE_SCHEMA });
     env = {};
     for (const [key, value] of Object.entries(process.env)) {
