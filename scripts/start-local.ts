@@ -176,7 +176,7 @@ ${
     ? `Or pay per call with x402, no account (any x402 v2 client, e.g. @x402/fetch; see the README):
 curl -si ${gateway.url}/x402/skills/echo/call -H "Content-Type: application/json" -d '{"text":"hi"}'   (402 + PAYMENT-REQUIRED)
 Payable skills: ${gateway.url}/x402/discovery/resources
-
+${node ? `Fund a payer:  npm run fund -- <address> <usd>   (test USDC ${deployment.usdc}; a plain-JavaScript client: docs/clients.md)\n` : ""}
 `
     : ""
 }Or give an agent its skills with the command-line client (clients/cli), in the agent's project:

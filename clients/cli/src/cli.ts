@@ -1,12 +1,15 @@
-import { Command, CommanderError, Option } from "commander";
-import { AGENTS, DEFAULT_AGENT } from "./agents";
+import { Command, CommanderError, InvalidArgumentError } from "commander";
+import { AGENTS, ALL_AGENTS, DEFAULT_AGENTS, agentLocation } from "./agents";
 import { addSkills, costLine, displayPath, listSkills, parseInput, readStdin, removeSkills, searchMarketplace } from "./commands";
 import { type CliConfig, type GlobalOptions, accountClient, marketplaceClient, resolveConfig } from "./config";
 import { CliError, EXIT, type ExitCode, errorCodeFor, errorMessageFor, exitCodeFor, pinnedPriceError } from "./errors";
 import { findSkill, pinnedCap, projectDirOf, readManifest } from "./manifest";
 import { addKeysCommands } from "./keys";
 import { runMcpStdio } from "./mcp";
+import { addMcpInstallCommand } from "./mcp-install";
+import { type McpSource, parseSkillList, skillsSource } from "./mcp-source";
 import { formatUsd } from "./skill-md";
+import { CLI_VERSION } from "./version";
 
 /** Where the CLI reads and writes: the process's by default, replaced in tests. */
 export interface CliIo {
@@ -30,12 +33,20 @@ function table(rows: string[][]): string {
   return `${rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]))).join("  ")).join("\n")}\n`;
 }
 
+/** --agent's parser: repeated and comma-separated values accumulate; an unknown agent is refused at once. */
+function collectAgents(value: string, previous: string[]): string[] {
+  const ids = value.split(",").map((s) => s.trim());
+  const unknown = ids.filter((id) => id !== ALL_AGENTS && !agentLocation(id));
+  if (unknown.length > 0) throw new InvalidArgumentError(`Allowed: ${[...AGENTS.map((a) => a.id), ALL_AGENTS].join(", ")}.`);
+  return [...previous, ...ids];
+}
+
 /** The commander program; `run` below parses with it and maps failures to exit codes. */
 export function buildProgram(io: CliIo): Command {
   const program = new Command()
     .name("skill-gateway")
     .description("Give an agent skills from the Skill Gateway marketplace, call them, and serve them over MCP.")
-    .version("0.1.0")
+    .version(CLI_VERSION)
     .option("--api-key <key>", "the atom_ API key (default: $SKILL_GATEWAY_API_KEY)")
     .option("--url <url>", "the gateway (default: $SKILL_GATEWAY_URL, else http://127.0.0.1:8787)")
     .option("--manifest <file>", "the agent's manifest", "./skill-gateway.json")
@@ -52,17 +63,29 @@ export function buildProgram(io: CliIo): Command {
     .command("add")
     .description("look skills up in the marketplace, pin them in the manifest and write a SKILL.md for each where the agent reads it")
     .argument("<skills...>", "slugs or UUIDs")
-    .addOption(new Option("--agent <agent>", "the agent that reads the skills").choices(AGENTS.map((a) => a.id)).default(DEFAULT_AGENT))
+    .option(
+      "--agent <agents>",
+      `the agents that read the skills: ${[...AGENTS.map((a) => a.id), ALL_AGENTS].join(", ")}; repeat it or separate with commas (default: the agents the project has, by their folders, else ${DEFAULT_AGENTS.join(" and ")})`,
+      collectAgents,
+      [] as string[],
+    )
     .addHelpText(
       "after",
-      `\nLocations:\n${AGENTS.map((a) => `  ${a.id.padEnd(9)} ${a.skillsDir}/<slug>/SKILL.md  (${a.label})`).join("\n")}\n`,
+      `\nLocations:\n${AGENTS.map((a) => `  ${a.id.padEnd(9)} ${a.skillsDir}/<slug>/SKILL.md  (${a.label}; detected by ${a.marker}/)`).join("\n")}\n`,
     )
-    .action(async (refs: string[], options: { agent: string }, cmd: Command) => {
+    .action(async (refs: string[], options: { agent: string[] }, cmd: Command) => {
       const config = configOf(cmd);
-      const result = await addSkills(marketplaceClient(config), config.manifestFile, refs, options.agent);
+      const result = await addSkills(marketplaceClient(config), config.manifestFile, refs, {
+        agents: options.agent,
+        gatewayUrl: config.baseUrl,
+      });
       const projectDir = projectDirOf(config.manifestFile);
       print(config, result, () =>
-        result.added.map((s) => `added ${s.slug} (${formatUsd(s.price)}/call): ${displayPath(projectDir, s.path, io.cwd)}\n`).join(""),
+        result.added
+          .map(
+            (s) => `added ${s.slug} (${formatUsd(s.price)}/call): ${s.paths.map((p) => displayPath(projectDir, p, io.cwd)).join(", ")}\n`,
+          )
+          .join(""),
       );
     });
 
@@ -208,13 +231,25 @@ export function buildProgram(io: CliIo): Command {
   // Keys made by code: create, list, update, revoke (./keys.ts).
   addKeysCommands(program, configOf, print, table, io.stderr);
 
-  program
+  const mcp = program
     .command("mcp")
-    .description("serve the manifest's skills as MCP tools over stdio (for Claude Desktop, Cursor, Claude Code, ...)")
-    .action(async (_options: unknown, cmd: Command) => {
+    .description(
+      "serve skills as MCP tools over stdio (for Claude Desktop, Cursor, Claude Code, ...): the manifest's, or those named by --skills",
+    )
+    .option(
+      "--skills <slugs>",
+      "serve these marketplace skills (comma-separated), at their current prices, without a manifest",
+      parseSkillList,
+    )
+    .action(async (options: { skills?: string[] }, cmd: Command) => {
       const config = configOf(cmd);
-      await runMcpStdio(accountClient(config), config.manifestFile);
+      const client = accountClient(config);
+      const source: McpSource = options.skills
+        ? await skillsSource(client, options.skills)
+        : { kind: "manifest", file: config.manifestFile };
+      await runMcpStdio(client, source, { cwd: io.cwd, log: (line) => io.stderr(`${line}\n`) });
     });
+  addMcpInstallCommand(mcp, configOf, io);
 
   return program;
 }

@@ -1,7 +1,7 @@
 import fs from "node:fs";
 import path from "node:path";
-import type { Skill, SkillGateway } from "@skill-gateway/sdk";
-import { AGENTS, DEFAULT_AGENT, agentLocation } from "./agents";
+import { DEFAULT_BASE_URL, type Skill, type SkillGateway } from "@skill-gateway/sdk";
+import { resolveAgents, skillsDirsOf } from "./agents";
 import { CliError, EXIT } from "./errors";
 import { type Removed, removeWritten, writeFiles } from "./install";
 import { type ManifestSkill, findSkill, projectDirOf, readManifest, writeManifest } from "./manifest";
@@ -13,21 +13,23 @@ import { formatUsd, renderSkillMd } from "./skill-md";
  */
 
 export interface AddResult {
-  added: Array<Pick<ManifestSkill, "id" | "slug" | "name" | "price" | "agent"> & { path: string }>;
+  added: Array<Pick<ManifestSkill, "id" | "slug" | "name" | "price" | "agents"> & { paths: string[] }>;
 }
 
-/** `add`: looks each skill up, writes its SKILL.md where the agent reads it, and pins it in the manifest. */
-export async function addSkills(
-  client: SkillGateway,
-  manifestFile: string,
-  refs: string[],
-  agentId: string = DEFAULT_AGENT,
-): Promise<AddResult> {
-  const agent = agentLocation(agentId);
-  if (!agent) {
-    throw new CliError(`Unknown agent "${agentId}"; one of: ${AGENTS.map((a) => a.id).join(", ")}.`, EXIT.usage, "unknown_agent");
-  }
+export interface AddOptions {
+  /** `--agent` values (`all` for every agent); none: the agents the project has, else DEFAULT_AGENTS. */
+  agents?: readonly string[];
+  /** The gateway the SKILL.md's curl example calls (the CLI's --url or SKILL_GATEWAY_URL, else the default). */
+  gatewayUrl?: string;
+}
+
+/**
+ * `add`: looks each skill up, writes its SKILL.md into the skills folder of every agent it is for, and pins it in the
+ * manifest with every file written, so that `remove` takes every copy away.
+ */
+export async function addSkills(client: SkillGateway, manifestFile: string, refs: string[], options: AddOptions = {}): Promise<AddResult> {
   const projectDir = projectDirOf(manifestFile);
+  const agents = resolveAgents(options.agents ?? [], projectDir);
   const added: AddResult["added"] = [];
   for (const ref of refs) {
     const skill: Skill = await client.skills.get(ref);
@@ -38,12 +40,9 @@ export async function addSkills(
     // A re-add replaces the earlier one: its files go first (edited ones stay, and are ours to overwrite).
     let leftover: Removed | undefined;
     if (previous) leftover = removeWritten(projectDir, previous);
-    const skillFile = `${agent.skillsDir}/${skill.slug}/SKILL.md`;
-    const written = writeFiles(
-      projectDir,
-      { [skillFile]: renderSkillMd({ ...skill, price, inputSchema }) },
-      new Set(previous?.files.map((f) => f.path)),
-    );
+    const content = renderSkillMd({ ...skill, price, inputSchema, gatewayUrl: options.gatewayUrl ?? DEFAULT_BASE_URL });
+    const paths = skillsDirsOf(agents).map((dir) => `${dir}/${skill.slug}/SKILL.md`);
+    const written = writeFiles(projectDir, Object.fromEntries(paths.map((p) => [p, content])), new Set(previous?.files.map((f) => f.path)));
     const keptDirs = previous ? previous.dirs.filter((d) => !leftover?.removedDirs.includes(d)) : [];
     const entry: ManifestSkill = {
       id: skill.id,
@@ -53,14 +52,14 @@ export async function addSkills(
       price,
       currency: skill.currency || "USD",
       inputSchema,
-      agent: agent.id,
+      agents: agents.map((a) => a.id),
       addedAt: new Date().toISOString(),
       files: written.files,
       dirs: [...new Set([...written.dirs, ...keptDirs])].sort((a, b) => b.split("/").length - a.split("/").length),
     };
     manifest.skills = [...manifest.skills.filter((s) => s !== previous), entry];
     writeManifest(manifestFile, manifest);
-    added.push({ id: entry.id, slug: entry.slug, name: entry.name, price, agent: agent.id, path: skillFile });
+    added.push({ id: entry.id, slug: entry.slug, name: entry.name, price, agents: entry.agents, paths });
   }
   return { added };
 }
@@ -69,7 +68,7 @@ export interface ListedSkill {
   slug: string;
   name: string;
   price: number;
-  agent: string;
+  agents: string[];
   files: string[];
 }
 
@@ -79,7 +78,7 @@ export function listSkills(manifestFile: string): ListedSkill[] {
     slug: s.slug,
     name: s.name,
     price: s.price,
-    agent: s.agent,
+    agents: s.agents,
     files: s.files.map((f) => f.path),
   }));
 }

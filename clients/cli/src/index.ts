@@ -1,4 +1,4 @@
-export { AGENTS, DEFAULT_AGENT, type AgentLocation, agentLocation } from "./agents";
+export { AGENTS, ALL_AGENTS, DEFAULT_AGENTS, type AgentLocation, agentLocation, detectAgents, resolveAgents } from "./agents";
 export { addSkills, listSkills, removeSkills, searchMarketplace, parseInput } from "./commands";
 export { resolveConfig, type CliConfig, type GlobalOptions } from "./config";
 export { CliError, EXIT, type ExitCode, exitCodeFor } from "./errors";
@@ -15,3 +15,6 @@ export {
 export { callTool, createMcpServer, runMcpStdio, toolOf } from "./mcp";
 export { renderSkillMd, formatUsd } from "./skill-md";
 export { run, buildProgram, type CliIo } from "./cli";
+export { type McpSource, checkKey, describeSource, parseSkillList, pinnedFromMarketplace, skillsSource } from "./mcp-source";
+export { MCP_CLIENTS, type McpClientId, claudeDesktopConfigFile, installMcpConfig, planMcpInstall } from "./mcp-install";
+export { CLI_VERSION } from "./version";

@@ -28,8 +28,8 @@ export interface ManifestSkill {
   currency: string;
   /** The skill's JSON Schema for its input, or null when it takes any object. */
   inputSchema: object | null;
-  /** The `--agent` it was written for. */
-  agent: string;
+  /** The agents (`--agent` ids) it was written for: one SKILL.md in each one's folder, all listed in `files`. */
+  agents: string[];
   addedAt: string;
   files: WrittenFile[];
   /** Folders `add` created (they did not exist before), deepest first. */
@@ -60,9 +60,24 @@ export function readManifest(file: string): Manifest {
   } catch {
     throw new CliError(`The manifest ${file} is not valid JSON.`, EXIT.manifest, "manifest_invalid");
   }
-  const problem = manifestProblem(parsed);
+  const problem = manifestProblem(withAgentsList(parsed));
   if (problem) throw new CliError(`The manifest ${file} is invalid: ${problem}.`, EXIT.manifest, "manifest_invalid");
   return parsed as Manifest;
+}
+
+/**
+ * A manifest written before skills could be written for several agents names one per skill, as `agent`: read as
+ * `agents: [agent]`. Anything else is returned as it is.
+ */
+function withAgentsList(value: unknown): unknown {
+  if (!isObject(value) || !Array.isArray(value.skills)) return value;
+  for (const skill of value.skills) {
+    if (isObject(skill) && typeof skill.agent === "string" && skill.agents === undefined) {
+      skill.agents = [skill.agent];
+      delete skill.agent;
+    }
+  }
+  return value;
 }
 
 /** Why a parsed value is not a manifest, or null when it is one. */
@@ -73,9 +88,11 @@ export function manifestProblem(value: unknown): string | null {
   const seen = new Set<string>();
   for (const [i, skill] of value.skills.entries()) {
     if (!isObject(skill)) return `skills[${i}] is not an object`;
-    for (const key of ["id", "slug", "name", "description", "currency", "agent", "addedAt"]) {
+    for (const key of ["id", "slug", "name", "description", "currency", "addedAt"]) {
       if (typeof skill[key] !== "string") return `skills[${i}].${key} is not a string`;
     }
+    if (!Array.isArray(skill.agents) || !skill.agents.every((a) => typeof a === "string"))
+      return `skills[${i}].agents is not a list of agents`;
     if (typeof skill.price !== "number" || !Number.isFinite(skill.price)) return `skills[${i}].price is not a number`;
     if (skill.inputSchema !== null && !isObject(skill.inputSchema)) return `skills[${i}].inputSchema is not an object or null`;
     if (

@@ -3,8 +3,10 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { errorCodeFor, errorMessageFor, pinnedPriceError } from "./errors";
-import { type ManifestSkill, pinnedCap, readManifest } from "./manifest";
+import { type ManifestSkill, pinnedCap } from "./manifest";
+import { type McpSource, checkKey, describeSource, skillsOf } from "./mcp-source";
 import { formatUsd } from "./skill-md";
+import { CLI_VERSION } from "./version";
 
 /**
  * `skill-gateway mcp`: the manifest's skills as MCP tools over stdio. The manifest is read on
@@ -14,7 +16,7 @@ import { formatUsd } from "./skill-md";
  */
 
 export const SERVER_NAME = "skill-gateway";
-export const SERVER_VERSION = "0.1.0";
+export const SERVER_VERSION = CLI_VERSION;
 
 /** The MCP tool for a manifest skill: name = slug, the skill's schema (an open object without one), the price in the description. */
 export function toolOf(skill: ManifestSkill): Tool {
@@ -62,25 +64,47 @@ export async function callTool(client: SkillGateway, skill: ManifestSkill, input
   }
 }
 
-/** An MCP server (not yet connected) serving the manifest's skills. */
-export function createMcpServer(client: SkillGateway, manifestFile: string): Server {
-  const server = new Server({ name: SERVER_NAME, version: SERVER_VERSION }, { capabilities: { tools: {} } });
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: readManifest(manifestFile).skills.map(toolOf) }));
+/** The server's instructions: what it serves (or why nothing), and how its tools are paid for. */
+export function instructionsFor(description: string): string {
+  return `Skill Gateway: paid skills as tools, one API key pays for all. ${description} Each tool's description has its price per successful call; failed calls are free. When working in a loop, mind the spend: every successful call is charged.`;
+}
+
+/**
+ * An MCP server (not yet connected) serving a source's skills: a manifest's (a path, read on every request) or those
+ * named by --skills. `description` is what the server said at start (./mcp-source.ts), given in its instructions.
+ */
+export function createMcpServer(client: SkillGateway, source: McpSource | string, description?: string): Server {
+  const from: McpSource = typeof source === "string" ? { kind: "manifest", file: source } : source;
+  const server = new Server(
+    { name: SERVER_NAME, version: SERVER_VERSION },
+    { capabilities: { tools: {} }, ...(description ? { instructions: instructionsFor(description) } : {}) },
+  );
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: skillsOf(from).map(toolOf) }));
   server.setRequestHandler(CallToolRequestSchema, async (request) => {
     const name = request.params.name;
-    const skill = readManifest(manifestFile).skills.find((s) => s.slug === name);
-    if (!skill)
-      return { isError: true, content: [{ type: "text", text: `No tool "${name}": it is not in the manifest ${manifestFile}.` }] };
+    const skill = skillsOf(from).find((s) => s.slug === name);
+    if (!skill) {
+      const where = from.kind === "manifest" ? `it is not in the manifest ${from.file}` : "it is not one of the skills named by --skills";
+      return { isError: true, content: [{ type: "text", text: `No tool "${name}": ${where}.` }] };
+    }
     return callTool(client, skill, request.params.arguments ?? {});
   });
   return server;
 }
 
-/** Serves over stdin/stdout until the client closes the connection. */
-export async function runMcpStdio(client: SkillGateway, manifestFile: string): Promise<void> {
-  // Read once up front so a broken manifest fails at start, with one line and an exit code.
-  readManifest(manifestFile);
-  const server = createMcpServer(client, manifestFile);
+/**
+ * Serves over stdin/stdout until the client closes the connection. Before that, one line each on stderr: the key's
+ * check (a refused key stops here) and what is served from where (a broken manifest stops here, with its exit code).
+ */
+export async function runMcpStdio(
+  client: SkillGateway,
+  source: McpSource,
+  options: { cwd: string; log: (line: string) => void },
+): Promise<void> {
+  options.log(`skill-gateway mcp: ${await checkKey(client)}`);
+  const description = describeSource(source, options.cwd);
+  options.log(`skill-gateway mcp: ${description}`);
+  const server = createMcpServer(client, source, description);
   const closed = new Promise<void>((resolve) => {
     server.onclose = () => resolve();
   });

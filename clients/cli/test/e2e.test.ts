@@ -7,37 +7,10 @@ import path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { expect } from "chai";
-import { build } from "esbuild";
 import { type TestStack, startStack } from "../../../test/helpers/gateway";
 import { EXIT } from "../src/errors";
+import { LAUNCHER, buildCli } from "./built-cli";
 import type { Manifest } from "../src/manifest";
-
-/** The launcher of this source tree: with no dist/ beside it, it compiles src/ through ts-node as it starts. */
-const LAUNCHER = path.join(__dirname, "..", "bin", "skill-gateway.cjs");
-
-/**
- * The CLI as its package ships it, built once for this file: the same launcher beside a dist/cli.js, here
- * src/cli.ts and the SDK's source bundled by esbuild (the package's own build is tsc, which the SDK's build
- * test covers). A process then starts in a fraction of a second instead of loading TypeScript and compiling
- * the sources again. The issue's end-to-end test runs LAUNCHER itself, so the path a clone takes stays tested.
- */
-async function buildCli(): Promise<{ launcher: string; dir: string }> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sg-cli-build-"));
-  await build({
-    entryPoints: [path.join(__dirname, "..", "src", "cli.ts")],
-    // The CLI's tsconfig.json maps @skill-gateway/sdk to the SDK's source, as ts-node's run from a clone does.
-    tsconfig: path.join(__dirname, "..", "tsconfig.json"),
-    bundle: true,
-    platform: "node",
-    format: "cjs",
-    target: "node20",
-    outfile: path.join(dir, "dist", "cli.js"),
-    logLevel: "silent",
-  });
-  fs.mkdirSync(path.join(dir, "bin"));
-  fs.copyFileSync(LAUNCHER, path.join(dir, "bin", "skill-gateway.cjs"));
-  return { launcher: path.join(dir, "bin", "skill-gateway.cjs"), dir };
-}
 
 let built: { launcher: string; dir: string } | undefined;
 const UPPERCASE_SCHEMA = { type: "object", properties: { text: { type: "string" } }, required: ["text"], additionalProperties: false };
@@ -112,7 +85,7 @@ describe("skill-gateway CLI against a real gateway", function () {
     // Run from the source tree (LAUNCHER, through ts-node): five processes compiling as they start.
     this.timeout(60_000);
     const source = { launcher: LAUNCHER };
-    const add = await cli(stack, dir, ["add", "echo", "uppercase"], source);
+    const add = await cli(stack, dir, ["add", "echo", "uppercase", "--agent", "agents"], source);
     expect(add.code, add.stderr).to.equal(0);
     expect(add.stdout).to.include("added echo ($0.001/call): .agents/skills/echo/SKILL.md");
 
@@ -123,7 +96,7 @@ describe("skill-gateway CLI against a real gateway", function () {
     ]);
     expect(manifest.skills[0].files.map((f) => f.path)).to.deep.equal([".agents/skills/echo/SKILL.md"]);
     const echoMd = fs.readFileSync(path.join(dir, ".agents/skills/echo/SKILL.md"), "utf8");
-    expect(echoMd).to.match(/^---\nname: "echo"\ndescription: ".*\$0\.001 per call.*"\n---\n/);
+    expect(echoMd).to.match(/^---\nname: "echo"\ndescription: ".*\$0\.001 per call.*"\ncompatibility: ".*"\n---\n/);
     expect(fs.readFileSync(path.join(dir, ".agents/skills/uppercase/SKILL.md"), "utf8")).to.include('"required": [\n    "text"\n  ]');
 
     const list = await cli(stack, dir, ["list"], source);
@@ -298,7 +271,7 @@ describe("skill-gateway CLI against a real gateway", function () {
         "an unknown agent",
         ["add", "echo", "--agent", "notepad"],
         EXIT.usage,
-        /^error: option '--agent <agent>' argument 'notepad' is invalid/,
+        /^error: option '--agent <agents>' argument 'notepad' is invalid\. Allowed: agents, claude, cursor, codex, opencode, all\.\n$/,
       ],
       ["removing what is not there", ["remove", "echo"], EXIT.notFound, /^skill-gateway: Not in skill-gateway.json: echo/],
     ];
@@ -335,10 +308,24 @@ describe("skill-gateway CLI against a real gateway", function () {
     });
   });
 
+  it("writes for every agent named (repeated or comma-separated), and remove takes every copy away", async function () {
+    const add = await cli(stack, dir, ["add", "echo", "--agent", "claude", "--agent", "cursor,opencode"]);
+    expect(add.code, add.stderr).to.equal(0);
+    expect(add.stdout).to.equal(
+      "added echo ($0.001/call): .claude/skills/echo/SKILL.md, .cursor/skills/echo/SKILL.md, .opencode/skills/echo/SKILL.md\n",
+    );
+    const md = fs.readFileSync(path.join(dir, ".cursor/skills/echo/SKILL.md"), "utf8");
+    expect(md).to.include(`curl -s "${stack.url}/v1/skills/echo/call"`);
+    const remove = await cli(stack, dir, ["remove", "echo"]);
+    expect(remove.code, remove.stderr).to.equal(0);
+    expect(fs.readdirSync(dir)).to.deep.equal(["skill-gateway.json"]);
+  });
+
   it("writes for a named agent where it reads skills, and --help works on every command", async function () {
     const add = await cli(stack, dir, ["add", "echo", "--agent", "claude"]);
     expect(add.code, add.stderr).to.equal(0);
     expect(fs.existsSync(path.join(dir, ".claude/skills/echo/SKILL.md"))).to.equal(true);
+    expect(fs.existsSync(path.join(dir, ".agents")), "only the agent named").to.equal(false);
     for (const command of ["add", "list", "search", "remove", "call", "balance", "usage", "mcp"]) {
       const help = await cli(stack, dir, [command, "--help"]);
       expect([help.code, help.stdout.split("\n")[0]], command).to.deep.equal([

@@ -11,7 +11,7 @@ import { CliError, EXIT, exitCodeFor, pinnedPriceError } from "../src/errors";
 import { removeWritten, writeFiles } from "../src/install";
 import { type Manifest, type ManifestSkill, emptyManifest, pinnedCap, readManifest, writeManifest } from "../src/manifest";
 import { toolOf } from "../src/mcp";
-import { formatUsd, renderSkillMd } from "../src/skill-md";
+import { formatUsd, renderSkillMd as renderSkillMdOf } from "../src/skill-md";
 
 function buildSkill(overrides: Partial<ManifestSkill> = {}): ManifestSkill {
   return {
@@ -22,7 +22,7 @@ function buildSkill(overrides: Partial<ManifestSkill> = {}): ManifestSkill {
     price: 0.002,
     currency: "USD",
     inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
-    agent: "agents",
+    agents: ["agents"],
     addedAt: "2026-01-01T00:00:00.000Z",
     files: [],
     dirs: [],
@@ -66,18 +66,26 @@ describe("manifest", function () {
   }
 });
 
+/** A SKILL.md for a skill added from https://gw.example. */
+const renderSkillMd = (skill: ManifestSkill) => renderSkillMdOf({ ...skill, gatewayUrl: "https://gw.example/" });
+
 describe("SKILL.md", function () {
-  it("has name and description frontmatter, the price, the schema and how to call it", function () {
+  it("has name, description (with when to use it) and compatibility frontmatter, the price, the schema and how to call it", function () {
     const md = renderSkillMd(buildSkill());
     const [, frontmatter, body] = md.split(/^---$/m);
     expect(frontmatter.trim().split("\n")).to.deep.equal([
       'name: "uppercase"',
-      'description: "Turns text into upper case. Paid skill \\"Uppercase\\" on Skill Gateway, $0.002 per call; call it with `skill-gateway call uppercase`."',
+      'description: "Turns text into upper case. Use when a task needs what \\"Uppercase\\" does and a paid call is worth it: a Skill Gateway skill at $0.002 per call (failed calls are free), run with `npx -y @skill-gateway/cli call uppercase`."',
+      'compatibility: "Needs network access to the Skill Gateway at https://gw.example/, an API key in the environment variable SKILL_GATEWAY_API_KEY, and either Node.js 20+ with the npm package @skill-gateway/cli or curl."',
     ]);
     expect(body).to.include("# Uppercase").and.include("$0.002 (USD) per successful call");
+    expect(body).to.include("## When to use it\n\nWhen the task needs what the skill does");
+    expect(body).to.include("in the environment variable `SKILL_GATEWAY_API_KEY`");
     expect(body).to.include('"required": [\n    "text"\n  ]');
-    expect(body).to.include(`skill-gateway call uppercase --input '{"text":"..."}'`);
-    expect(body).to.include('"$SKILL_GATEWAY_URL/v1/skills/uppercase/call"');
+    expect(body).to.include(`npx -y @skill-gateway/cli call uppercase --input '{"text":"..."}'`);
+    // The curl fallback calls the gateway the skill was added from, written in.
+    expect(body).to.include('curl -s "https://gw.example/v1/skills/uppercase/call"');
+    expect(body).to.include("## Spending in a loop\n\nEach successful call costs $0.002: N calls cost N × $0.002.");
     // The HTTP example is held to the pinned price, as the CLI's own calls are.
     expect(body).to.include('-H "X-Max-Price: 0.002"');
     expect(renderSkillMd(buildSkill({ price: 1.5 }))).to.include('-H "X-Max-Price: 1.5"');
@@ -93,8 +101,8 @@ describe("SKILL.md", function () {
     const line = md.split("\n")[2];
     const description = JSON.parse(line.slice("description: ".length)) as string;
     expect(description.length).to.be.at.most(1024);
-    expect(description).to.match(/^a: b --- name: evil x+… Paid skill/);
-    expect(md.split("\n").slice(0, 4)[3]).to.equal("---");
+    expect(description).to.match(/^a: b --- name: evil x+… Use when a task needs/);
+    expect(md.split("\n")[4]).to.equal("---");
   });
 
   it("prints prices without float noise", function () {
