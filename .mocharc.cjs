@@ -15,6 +15,8 @@ const LONGEST_FIRST = [
   "test/e2e/cluster.test.ts",
   "test/e2e/chaos.test.ts",
   "test/e2e/dashboard/dashboard.test.ts",
+  // Packs the four clients and installs them into a scratch project: about a minute, mostly npm.
+  "test/e2e/packaging.test.ts",
   "test/e2e/money-path.test.ts",
   "test/ledger/ledger.property.test.ts",
   "test/e2e/serve-restart.test.ts",
