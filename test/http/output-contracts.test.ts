@@ -1,4 +1,7 @@
 import { expect } from "chai";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { assertBalanced } from "../../server/ledger/invariants";
 import { SCHEMA_LIMITS } from "../../server/catalog/schema-guard";
 import { describeEachEngine } from "../helpers/engines";
@@ -111,6 +114,57 @@ describeEachEngine("output contracts on the call endpoints", (engine) => {
     expect(broken.body.code).to.equal("skill_bad_output");
     await stack.gw.db.durable();
     expect(await money(stack)).to.deep.equal(before);
+  });
+
+  it("hosted MCP (/mcp): a kept promise is charged, a broken one is isError skill_bad_output and charged nothing", async () => {
+    const client = new Client({ name: "output-contracts-test", version: "1.0.0" });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${stack.url}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${stack.key}` } },
+      }),
+    );
+    try {
+      const kept = (await client.callTool({ name: "strict", arguments: { text: "hi" } })) as CallToolResult;
+      expect(kept.isError ?? false).to.equal(false);
+      expect((kept.structuredContent as { metadata: Record<string, unknown> }).metadata).to.include({ price_paid: 0.001 });
+      await stack.gw.db.durable();
+      expect(await stack.available()).to.equal(10_000_000n - 1_000n);
+
+      const before = await money(stack);
+      const broken = (await client.callTool({ name: "strict", arguments: { x: 1 } })) as CallToolResult;
+      expect(broken.isError).to.equal(true);
+      expect(broken.structuredContent).to.deep.include({ code: "skill_bad_output" });
+      const text = broken.content.map((c) => (c.type === "text" ? c.text : "")).join("\n");
+      expect(text).to.contain("the skill answered something it promised not to");
+      await stack.gw.db.durable();
+      expect(await money(stack)).to.deep.equal(before);
+      const outcomes = await stack.gw.db.all<{ outcome: string }>("SELECT outcome FROM calls WHERE skill_id = ? ORDER BY created_at", [
+        stack.gw.skills.resolve("strict")!.id,
+      ]);
+      expect(outcomes.map((o) => o.outcome)).to.deep.equal(["success", "skill_bad_output"]);
+      await assertBalanced(stack.gw.db);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it("the dashboard's try-it (POST /v1/skills/:id/try): a kept promise is charged, a broken one is not", async () => {
+    const buyer = await signedIn(stack, "buyer@example.com");
+    await stack.gw.ledger.credit(buyer.accountId, 1_000_000n, "dev_credit", "test");
+    const keyId = (await buyer.request("POST", "/v1/keys", { name: "try" })).body.data.id;
+    const kept = await buyer.request("POST", "/v1/skills/strict/try", { key_id: keyId, input: { text: "hi" } });
+    expect(kept.status).to.equal(200);
+    expect(kept.body.metadata).to.include({ cost: 0.001 });
+    await stack.gw.db.durable();
+    const before = await stack.available(buyer.accountId);
+    expect(before).to.equal(1_000_000n - 1_000n);
+    const broken = await buyer.request("POST", "/v1/skills/strict/try", { key_id: keyId, input: { x: 1 } });
+    expect(broken.status).to.equal(502);
+    expect(broken.body).to.include({ success: false, code: "skill_bad_output" });
+    expect(broken.body.metadata).to.include({ cost: 0 });
+    await stack.gw.db.durable();
+    expect(await stack.available(buyer.accountId)).to.equal(before);
+    expect((await stack.gw.ledger.balance(buyer.accountId)).heldMicros).to.equal(0n);
   });
 
   it("returns output_schema in the skill's record when it has one, and no such field otherwise", async () => {
