@@ -6,7 +6,10 @@
  *   npm run register-skill -- skill.json
  *
  * skill.json: { "slug", "name", "description", "price": "0.01" (USD), "seller": "<account id>",
- *               "backend_url", "timeout_ms"?, "rate_limit_per_min"?, "input_schema"? }
+ *               "backend_url", "timeout_ms"?, "rate_limit_per_min"?, "input_schema"?, "output_schema"? }
+ *
+ * output_schema is the skill's output contract (docs/selling.md): a 2xx answer that does not match it is a 502
+ * skill_bad_output, not charged.
  */
 import fs from "node:fs";
 import { loadConfig } from "../server/config";
@@ -36,10 +39,12 @@ async function main(): Promise<void> {
   // The gateway's database, whichever engine it is on (DATABASE_URL, else the SQLite file at DB_PATH).
   const db = await openGatewayDatabase({ databaseUrl: config.databaseUrl, sqlitePath: config.dbPath });
   const registry = await SkillRegistry.open(new SkillsStore(db), { pollMs: 0 });
-  const schemaProblem = spec.input_schema ? await registry.schemaProblem(spec.input_schema) : undefined;
-  if (schemaProblem) {
-    console.error(`refused: invalid input schema: ${schemaProblem}`);
-    process.exit(2);
+  for (const field of ["input_schema", "output_schema"] as const) {
+    const schemaProblem = spec[field] ? await registry.schemaProblem(spec[field], field) : undefined;
+    if (schemaProblem) {
+      console.error(`refused: invalid ${field === "input_schema" ? "input" : "output"} schema: ${schemaProblem}`);
+      process.exit(2);
+    }
   }
   const ledger = await Ledger.open(db);
   await ledger.ensureAccount({ id: spec.seller, kind: "seller", name: spec.seller });
@@ -53,6 +58,7 @@ async function main(): Promise<void> {
     timeoutMs: spec.timeout_ms ?? config.defaultSkillTimeoutMs,
     rateLimitPerMin: spec.rate_limit_per_min ?? null,
     inputSchema: spec.input_schema ?? null,
+    outputSchema: spec.output_schema ?? null,
   });
   console.log(`skill:          ${skill.slug} (${skill.id})\nsigning secret: ${skill.signingSecret}`);
   await registry.close();

@@ -72,6 +72,8 @@ export const ERROR_CODES = {
   skill_timeout: "the backend did not answer within the skill's timeout",
   skill_unreachable: "the backend refused the connection",
   skill_invalid_response: "the backend answered non-JSON, or too much",
+  skill_bad_output:
+    "the backend answered 2xx with JSON its skill's `output_schema` refuses: the skill answered something it promised not to. Not charged (an x402 payment is refunded); its seller sees the first problem",
   skill_backend_forbidden: "the skill's backend is not a public internet address (see Security: egress policy)",
 } as const satisfies Record<string, string>;
 

@@ -43,6 +43,7 @@ const VERSIONS: readonly { version: number; name: string }[] = [
   { version: 23, name: "API keys' scopes, allowed skills and expiry" },
   { version: 24, name: "API keys' metadata" },
   { version: 25, name: "OAuth for the hosted MCP server: clients, requests, codes, tokens" },
+  { version: 26, name: "skills' output contracts, and the calls that broke them" },
 ];
 
 /**

@@ -45,6 +45,9 @@ export const SCHEMA_LIMITS = {
   inProcessWorkMax: 200_000,
 } as const;
 
+/** Which of a skill's schemas a message names. */
+export type SchemaField = "input_schema" | "output_schema";
+
 /** What the call path needs to know about a schema to decide where it runs. */
 export interface SchemaProfile {
   /** Objects in the schema. */
@@ -116,8 +119,11 @@ export function createSchemaCompiler(): Ajv {
   return new Ajv({ allErrors: false, strict: false, addUsedSchema: false, logger: false, code: { regExp: re2 } });
 }
 
-/** Says what makes a schema too big or too costly to validate with; undefined when it is within bounds. */
-export function schemaBoundsProblem(schema: unknown): string | undefined {
+/**
+ * Says what makes a schema too big or too costly to validate with; undefined when it is within bounds. `field` names
+ * the schema in the message: a skill's `input_schema` or its `output_schema`, both held to the same bounds.
+ */
+export function schemaBoundsProblem(schema: unknown, field: SchemaField = "input_schema"): string | undefined {
   let nodes = 0;
   let refs = 0;
   // An explicit stack: the walk itself must not be the thing that overflows.
@@ -125,14 +131,14 @@ export function schemaBoundsProblem(schema: unknown): string | undefined {
   while (stack.length > 0) {
     const { value, depth } = stack.pop()!;
     if (value === null || typeof value !== "object") continue;
-    if (depth > SCHEMA_LIMITS.depthMax) return `input_schema is nested too deeply (at most ${SCHEMA_LIMITS.depthMax} levels)`;
+    if (depth > SCHEMA_LIMITS.depthMax) return `${field} is nested too deeply (at most ${SCHEMA_LIMITS.depthMax} levels)`;
     if (!Array.isArray(value)) {
-      if (++nodes > SCHEMA_LIMITS.nodesMax) return `input_schema has more than ${SCHEMA_LIMITS.nodesMax} objects`;
+      if (++nodes > SCHEMA_LIMITS.nodesMax) return `${field} has more than ${SCHEMA_LIMITS.nodesMax} objects`;
       const record = value as Record<string, unknown>;
       if (typeof record.$ref === "string") {
-        if (++refs > SCHEMA_LIMITS.refsMax) return `input_schema has more than ${SCHEMA_LIMITS.refsMax} $refs`;
+        if (++refs > SCHEMA_LIMITS.refsMax) return `${field} has more than ${SCHEMA_LIMITS.refsMax} $refs`;
         if (!record.$ref.startsWith("#"))
-          return `input_schema's $ref "${record.$ref.slice(0, 100)}" must point inside the schema (start with #)`;
+          return `${field}'s $ref "${record.$ref.slice(0, 100)}" must point inside the schema (start with #)`;
       }
       if (record.uniqueItems === true) {
         const max = record.maxItems;
@@ -145,8 +151,7 @@ export function schemaBoundsProblem(schema: unknown): string | undefined {
     for (const child of Object.values(value)) stack.push({ value: child, depth: depth + 1 });
   }
   // Only now that its depth is known to be small can it be serialized without risk.
-  if (Buffer.byteLength(JSON.stringify(schema)) > SCHEMA_LIMITS.bytesMax)
-    return `input_schema is larger than ${SCHEMA_LIMITS.bytesMax} bytes`;
+  if (Buffer.byteLength(JSON.stringify(schema)) > SCHEMA_LIMITS.bytesMax) return `${field} is larger than ${SCHEMA_LIMITS.bytesMax} bytes`;
   return undefined;
 }
 
@@ -161,8 +166,12 @@ function hasScalarItems(schema: Record<string, unknown>): boolean {
 }
 
 /** Compiles a schema within bounds, or says why it cannot be used. */
-export function compileSchema(ajv: Ajv, schema: object): { ok: true; validate: ValidateFunction } | { ok: false; message: string } {
-  const problem = schemaBoundsProblem(schema);
+export function compileSchema(
+  ajv: Ajv,
+  schema: object,
+  field: SchemaField = "input_schema",
+): { ok: true; validate: ValidateFunction } | { ok: false; message: string } {
+  const problem = schemaBoundsProblem(schema, field);
   if (problem) return { ok: false, message: problem };
   try {
     return { ok: true, validate: ajv.compile(schema) };
@@ -173,19 +182,41 @@ export function compileSchema(ajv: Ajv, schema: object): { ok: true; validate: V
   }
 }
 
-/** Runs a compiled validator; returns the problems (at most a few, named), or [] when the input fits. */
-export function validateWith(validate: ValidateFunction, input: unknown): string[] {
+/**
+ * How problems are reported: `input` names where in the caller's input each is (the caller sees its own data);
+ * `output` names only the first, by the place in the seller's schema and the keyword that failed (`outputProblem`),
+ * never anything of the answer's, which is the buyer's data.
+ */
+export type ProblemReport = "input" | "output";
+
+/** The most characters of an output problem kept (the schema path of a deep schema can be long). */
+export const OUTPUT_PROBLEM_CHARS_MAX = 300;
+
+/**
+ * The first problem of an answer, for its seller: the failing keyword's place in the seller's own schema (Ajv's
+ * schemaPath, which holds only the schema's words) and Ajv's message, which is built from the schema alone (a type, a
+ * bound, a required property's name, a pattern or format), never from the value. The instance path is left out: it
+ * holds the answer's own keys (an echoed map, `additionalProperties`), which are the buyer's data.
+ */
+export function outputProblem(error: { schemaPath: string; keyword: string; message?: string }): string {
+  const text = `${error.schemaPath}: ${error.message ?? `fails ${error.keyword}`}`;
+  return text.length > OUTPUT_PROBLEM_CHARS_MAX ? `${text.slice(0, OUTPUT_PROBLEM_CHARS_MAX - 1)}\u2026` : text;
+}
+
+/** Runs a compiled validator; returns the problems (at most a few, named, or the first for `output`), or [] when the value fits. */
+export function validateWith(validate: ValidateFunction, input: unknown, report: ProblemReport = "input"): string[] {
   let valid: boolean;
   try {
     valid = validate(input) as boolean;
   } catch (error) {
     // Bounded inputs and schemas make this unreachable in practice; if a recursion still
     // overflows, the input is refused rather than the gateway answering 500.
-    if (error instanceof RangeError) return ["input is too deeply nested for this skill's schema"];
+    if (error instanceof RangeError) return [`${report === "input" ? "input" : "the answer"} is too deeply nested for this skill's schema`];
     throw error;
   }
   if (valid) return [];
   const errors = validate.errors ?? [];
+  if (report === "output") return [errors[0] ? outputProblem(errors[0]) : "the answer does not match the output schema"];
   const named = errors.slice(0, SCHEMA_LIMITS.problemsReported).map((e) => `${e.instancePath || "input"} ${e.message}`.trim());
   if (errors.length > named.length) named.push(`and ${errors.length - named.length} more`);
   return named;

@@ -38,4 +38,12 @@ CREATE TABLE skills (
 ALTER TABLE skills ADD COLUMN operator_listed INTEGER NOT NULL DEFAULT 0;
 `,
   },
+  {
+    version: 26,
+    sql: `
+-- A skill's output contract (issue 27): the JSON Schema its 2xx answers promise to match, as the JSON text it was
+-- listed with, held to the input schema's bounds. An answer that breaks it is a 502 skill_bad_output, not charged.
+ALTER TABLE skills ADD COLUMN output_schema TEXT;
+`,
+  },
 ];

@@ -17,6 +17,8 @@ export interface SellerSkillFields {
   timeoutMs: number;
   rateLimitPerMin: number | null;
   inputSchema: object | null;
+  /** What the skill promises its 2xx answers are (its output contract); null for no promise. */
+  outputSchema: object | null;
 }
 
 /** A seller's view of its skill: everything but the signing secret, which it sees once, at creation. */
@@ -40,8 +42,12 @@ export const SKILL_LIMITS = {
 } as const;
 
 const toSellerSkill = (record: SkillListingRecord): SellerSkill => {
-  const { inputSchemaJson, ...rest } = record;
-  return { ...rest, inputSchema: inputSchemaJson === null ? null : JSON.parse(inputSchemaJson) };
+  const { inputSchemaJson, outputSchemaJson, ...rest } = record;
+  return {
+    ...rest,
+    inputSchema: inputSchemaJson === null ? null : JSON.parse(inputSchemaJson),
+    outputSchema: outputSchemaJson === null ? null : JSON.parse(outputSchemaJson),
+  };
 };
 
 /**
@@ -112,6 +118,7 @@ export class SellerSkills {
             timeoutMs: fields.timeoutMs,
             rateLimitPerMin: fields.rateLimitPerMin,
             inputSchemaJson: fields.inputSchema ? JSON.stringify(fields.inputSchema) : null,
+            outputSchemaJson: fields.outputSchema ? JSON.stringify(fields.outputSchema) : null,
             signingSecret,
           },
           now,
@@ -176,6 +183,7 @@ export class SellerSkills {
             timeoutMs: next.timeoutMs,
             rateLimitPerMin: next.rateLimitPerMin,
             inputSchemaJson: next.inputSchema ? JSON.stringify(next.inputSchema) : null,
+            outputSchemaJson: next.outputSchema ? JSON.stringify(next.outputSchema) : null,
             listed: patch.listed ?? current.listed,
           },
           Date.now(),

@@ -1,6 +1,6 @@
 import type { Database, Sql, SqlParam } from "../db/sql";
 
-/** A skill as stored; its input schema is kept as the JSON text it was listed with. */
+/** A skill as stored; its schemas are kept as the JSON text they were listed with. */
 export interface SkillRecord {
   id: string;
   slug: string;
@@ -19,6 +19,8 @@ export interface SkillRecord {
   /** Calls per minute one caller account may make to this skill; null for no per-skill limit. */
   rateLimitPerMin: number | null;
   inputSchemaJson: string | null;
+  /** What the skill promises its 2xx answers are (JSON Schema text, its output contract); null for no promise. */
+  outputSchemaJson: string | null;
   /** Shared with the skill's backend, to sign each forwarded call (HMAC-SHA256). Never returned by the API. */
   signingSecret: string;
 }
@@ -48,6 +50,7 @@ interface SkillRow {
   timeout_ms: bigint;
   rate_limit_per_min: bigint | null;
   input_schema: string | null;
+  output_schema: string | null;
   signing_secret: string;
 }
 
@@ -69,6 +72,7 @@ const toRecord = (row: SkillRow): SkillRecord => ({
   timeoutMs: Number(row.timeout_ms),
   rateLimitPerMin: row.rate_limit_per_min === null ? null : Number(row.rate_limit_per_min),
   inputSchemaJson: row.input_schema,
+  outputSchemaJson: row.output_schema,
   signingSecret: row.signing_secret,
 });
 
@@ -82,17 +86,18 @@ const toListing = (row: ListingRow): SkillListingRecord => ({
   timeoutMs: Number(row.timeout_ms),
   rateLimitPerMin: row.rate_limit_per_min === null ? null : Number(row.rate_limit_per_min),
   inputSchemaJson: row.input_schema,
+  outputSchemaJson: row.output_schema,
   listed: row.active === 1n,
   createdAtMs: Number(row.created_at),
   updatedAtMs: Number(row.updated_at),
 });
 
 const INSERT = `INSERT INTO skills (id, slug, name, description, price_micros, seller_account_id, backend_url, operator_listed,
-                             timeout_ms, rate_limit_per_min, input_schema, signing_secret, active, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`;
+                             timeout_ms, rate_limit_per_min, input_schema, output_schema, signing_secret, active, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`;
 
 const LISTING_COLUMNS = `id, slug, name, description, price_micros, backend_url, timeout_ms, rate_limit_per_min, input_schema,
-                active, created_at, updated_at`;
+                output_schema, active, created_at, updated_at`;
 
 function values(s: SkillWrite, nowMs: number): SqlParam[] {
   return [
@@ -107,6 +112,7 @@ function values(s: SkillWrite, nowMs: number): SqlParam[] {
     s.timeoutMs,
     s.rateLimitPerMin,
     s.inputSchemaJson,
+    s.outputSchemaJson,
     s.signingSecret,
     nowMs,
     nowMs,
@@ -158,6 +164,7 @@ export class SkillsStore {
          price_micros = excluded.price_micros, seller_account_id = excluded.seller_account_id,
          backend_url = excluded.backend_url, operator_listed = excluded.operator_listed, timeout_ms = excluded.timeout_ms,
          rate_limit_per_min = excluded.rate_limit_per_min, input_schema = excluded.input_schema,
+         output_schema = excluded.output_schema,
          signing_secret = CASE WHEN ? = 1 THEN excluded.signing_secret ELSE skills.signing_secret END,
          active = 1, updated_at = excluded.updated_at
        RETURNING id`,
@@ -180,7 +187,7 @@ export class SkillsStore {
     await (tx ?? this.db).run(
       `UPDATE skills SET name = ?, description = ?, price_micros = ?, backend_url = ?,
          operator_listed = CASE WHEN backend_url = ? THEN operator_listed ELSE 0 END, timeout_ms = ?,
-         rate_limit_per_min = ?, input_schema = ?, active = ?, updated_at = ?
+         rate_limit_per_min = ?, input_schema = ?, output_schema = ?, active = ?, updated_at = ?
        WHERE id = ? AND seller_account_id = ?`,
       [
         f.name,
@@ -191,6 +198,7 @@ export class SkillsStore {
         f.timeoutMs,
         f.rateLimitPerMin,
         f.inputSchemaJson,
+        f.outputSchemaJson,
         f.listed ? 1 : 0,
         nowMs,
         id,

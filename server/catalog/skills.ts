@@ -7,6 +7,7 @@ import {
   createSchemaCompiler,
   profileSchema,
   runsInProcess,
+  type SchemaField,
   schemaBoundsProblem,
   validateWith,
 } from "./schema-guard";
@@ -31,9 +32,11 @@ interface SchemaEntry {
 
 const schemaKey = (json: string) => createHash("sha256").update(json).digest("hex");
 
-/** A skill as the call path uses it: the stored record with its input schema parsed. */
-export interface Skill extends Omit<SkillRecord, "inputSchemaJson"> {
+/** A skill as the call path uses it: the stored record with its schemas parsed. */
+export interface Skill extends Omit<SkillRecord, "inputSchemaJson" | "outputSchemaJson"> {
   inputSchema: object | null;
+  /** What the skill promises its 2xx answers are (its output contract): one that is not is a 502, not charged. */
+  outputSchema: object | null;
 }
 
 export interface SkillInput {
@@ -46,6 +49,7 @@ export interface SkillInput {
   timeoutMs: number;
   rateLimitPerMin?: number | null;
   inputSchema?: object | null;
+  outputSchema?: object | null;
   signingSecret?: string;
 }
 
@@ -111,9 +115,16 @@ export function schemaTextProblem(schema: unknown): string | undefined {
 }
 
 function toSkill(record: SkillRecord): Skill {
-  const { inputSchemaJson, ...rest } = record;
-  return { ...rest, inputSchema: inputSchemaJson === null ? null : JSON.parse(inputSchemaJson) };
+  const { inputSchemaJson, outputSchemaJson, ...rest } = record;
+  return {
+    ...rest,
+    inputSchema: inputSchemaJson === null ? null : JSON.parse(inputSchemaJson),
+    outputSchema: outputSchemaJson === null ? null : JSON.parse(outputSchemaJson),
+  };
 }
+
+/** What the first line of a refused schema's message says, by field. */
+const SCHEMA_NAME: Record<SchemaField, string> = { input_schema: "input schema", output_schema: "output schema" };
 
 /** How the catalogue keeps up with writes made elsewhere (another replica, the register script). */
 export interface SkillRegistryOptions {
@@ -147,6 +158,8 @@ export class SkillRegistry {
   private bySlug = new Map<string, Skill>();
   private byId = new Map<string, Skill>();
   private schemas = new Map<string, SchemaEntry>();
+  /** The output schemas (output contracts), by skill id, run exactly as input schemas are. */
+  private outputSchemas = new Map<string, SchemaEntry>();
   /** Validators compiled on the event loop, by schema text, kept from one refresh to the next. */
   private compiled = new Map<string, ValidateFunction>();
   /** Sellers' schemas run on RE2 and within bounds (./schema-guard.ts). */
@@ -270,22 +283,35 @@ export class SkillRegistry {
     const bySlug = new Map<string, Skill>();
     const byId = new Map<string, Skill>();
     const schemas = new Map<string, SchemaEntry>();
+    const outputSchemas = new Map<string, SchemaEntry>();
     const compiled = new Map<string, ValidateFunction>();
     const refused = new Set<string>();
     for (const row of rows) {
       const skill = toSkill(row);
-      if (row.inputSchemaJson !== null) {
-        // A schema listed before the current rules may be refused by them now. That skill is
-        // left out of the live catalogue, not the whole catalogue with it.
-        const entry = this.entryFor(row.inputSchemaJson, skill.inputSchema, compiled);
+      // A schema listed before the current rules may be refused by them now. That skill is
+      // left out of the live catalogue, not the whole catalogue with it.
+      const entries: Array<{ field: SchemaField; json: string | null; parsed: object | null; into: Map<string, SchemaEntry> }> = [
+        { field: "input_schema", json: row.inputSchemaJson, parsed: skill.inputSchema, into: schemas },
+        { field: "output_schema", json: row.outputSchemaJson, parsed: skill.outputSchema, into: outputSchemas },
+      ];
+      let served = true;
+      for (const { field, json, parsed, into } of entries) {
+        if (json === null) continue;
+        const entry = this.entryFor(json, parsed, compiled, field);
         if (typeof entry === "string") {
-          const key = `${skill.id}\n${row.inputSchemaJson}`;
+          const key = `${skill.id}\n${field}\n${json}`;
           refused.add(key);
           if (!this.refused.has(key))
-            this.warn(`skill "${skill.slug}" is not served: its input schema is refused (${entry}); its seller must edit it`);
-          continue;
+            this.warn(`skill "${skill.slug}" is not served: its ${SCHEMA_NAME[field]} is refused (${entry}); its seller must edit it`);
+          served = false;
+          break;
         }
-        schemas.set(skill.id, entry);
+        into.set(skill.id, entry);
+      }
+      if (!served) {
+        schemas.delete(skill.id);
+        outputSchemas.delete(skill.id);
+        continue;
       }
       bySlug.set(skill.slug, skill);
       byId.set(skill.id.toLowerCase(), skill);
@@ -296,6 +322,7 @@ export class SkillRegistry {
     this.bySlug = bySlug;
     this.byId = byId;
     this.schemas = schemas;
+    this.outputSchemas = outputSchemas;
     this.refused = refused;
     this.stamp = stamp;
     this.loadedAtMs = loadedAtMs;
@@ -306,15 +333,20 @@ export class SkillRegistry {
    * (reusing the previous refresh's validator for the same text). A schema for the workers is
    * compiled there, on first use. Returns why it is refused instead, as text.
    */
-  private entryFor(json: string, schema: unknown, compiled: Map<string, ValidateFunction>): SchemaEntry | string {
-    const problem = schemaBoundsProblem(schema);
+  private entryFor(
+    json: string,
+    schema: unknown,
+    compiled: Map<string, ValidateFunction>,
+    field: SchemaField = "input_schema",
+  ): SchemaEntry | string {
+    const problem = schemaBoundsProblem(schema, field);
     if (problem) return problem;
     const profile = profileSchema(schema);
     const entry: SchemaEntry = { profile, json, key: schemaKey(json) };
     if (compilesInProcess(profile)) {
       let validate = compiled.get(json) ?? this.compiled.get(json);
       if (!validate) {
-        const result = compileSchema(this.ajv, schema as object);
+        const result = compileSchema(this.ajv, schema as object, field);
         if (!result.ok) return result.message;
         validate = result.validate;
       }
@@ -351,22 +383,39 @@ export class SkillRegistry {
   }
 
   /**
+   * Checks a backend's 2xx answer against the skill's output schema (its output contract), as inputs are checked:
+   * on the event loop when that is certainly cheap, else on the validation pool under its deadline. Returns the first
+   * problem, named by the schema's path and keyword only (./schema-guard.ts `outputProblem`: nothing of the answer,
+   * which is the buyer's data), or undefined when the answer keeps the promise or the skill made none. An answer that
+   * cannot be checked in time is not shown to keep it: the call is not charged, and the seller is told why.
+   */
+  async validateOutput(skill: Skill, data: unknown): Promise<string | undefined> {
+    const entry = this.outputSchemas.get(skill.id);
+    if (!entry) return undefined;
+    if (entry.local && runsInProcess(entry.profile, data)) return validateWith(entry.local, data, "output")[0];
+    const outcome = await this.validation.validate(entry.key, entry.json, data, "output");
+    if (outcome.kind === "problems") return outcome.problems[0];
+    if (outcome.kind === "invalid_schema") return `the output schema cannot be used (${outcome.message}); edit it`;
+    return `the answer could not be checked against the output schema in time (${outcome.message}); simplify the schema`;
+  }
+
+  /**
    * The full listing-time check of a schema, compilation included, for the seller's routes and
    * scripts: a schema too costly to compile here is compiled on a worker under a deadline.
    * Returns why it is refused, or undefined.
    */
-  async schemaProblem(schema: object): Promise<string | undefined> {
-    const problem = schemaBoundsProblem(schema);
+  async schemaProblem(schema: object, field: SchemaField = "input_schema"): Promise<string | undefined> {
+    const problem = schemaBoundsProblem(schema, field);
     if (problem) return problem;
     const profile = profileSchema(schema);
     if (compilesInProcess(profile)) {
-      const result = compileSchema(this.ajv, schema);
+      const result = compileSchema(this.ajv, schema, field);
       if (!result.ok) return result.message;
       this.ajv.removeSchema(result.validate.schema);
       return undefined;
     }
     const json = JSON.stringify(schema);
-    const outcome = await this.validation.compile(schemaKey(json), json);
+    const outcome = await this.validation.compile(schemaKey(json), json, field === "output_schema" ? "output" : "input");
     return outcome.kind === "problems" ? undefined : outcome.message;
   }
 
@@ -385,16 +434,22 @@ export class SkillRegistry {
       throw new SkillValidationError(`invalid backend URL "${input.backendUrl}"`);
     }
     if (url.protocol !== "http:" && url.protocol !== "https:") throw new SkillValidationError("backend URL must be http(s)");
-    if (input.inputSchema) {
-      // The bounds, and compilation when it is cheap; a schema for the workers is compiled by
-      // schemaProblem(), which the seller's routes and the register script await first.
-      const problem = schemaBoundsProblem(input.inputSchema) ?? schemaTextProblem(input.inputSchema);
-      if (problem) throw new SkillValidationError(`invalid input schema: ${problem}`);
-      if (compilesInProcess(profileSchema(input.inputSchema))) {
-        const result = compileSchema(this.ajv, input.inputSchema);
-        if (!result.ok) throw new SkillValidationError(`invalid input schema: ${result.message}`);
-        this.ajv.removeSchema(result.validate.schema);
-      }
+    this.checkSchema(input.inputSchema, "input_schema");
+    this.checkSchema(input.outputSchema, "output_schema");
+  }
+
+  /**
+   * The bounds of a schema, and its compilation when it is cheap; a schema for the workers is compiled by
+   * schemaProblem(), which the seller's routes and the register script await first.
+   */
+  private checkSchema(schema: object | null | undefined, field: SchemaField): void {
+    if (!schema) return;
+    const problem = schemaBoundsProblem(schema, field) ?? schemaTextProblem(schema);
+    if (problem) throw new SkillValidationError(`invalid ${SCHEMA_NAME[field]}: ${problem}`);
+    if (compilesInProcess(profileSchema(schema))) {
+      const result = compileSchema(this.ajv, schema, field);
+      if (!result.ok) throw new SkillValidationError(`invalid ${SCHEMA_NAME[field]}: ${result.message}`);
+      this.ajv.removeSchema(result.validate.schema);
     }
   }
 
@@ -424,6 +479,7 @@ export class SkillRegistry {
             timeoutMs: input.timeoutMs,
             rateLimitPerMin: input.rateLimitPerMin ?? null,
             inputSchemaJson: input.inputSchema ? JSON.stringify(input.inputSchema) : null,
+            outputSchemaJson: input.outputSchema ? JSON.stringify(input.outputSchema) : null,
             signingSecret: input.signingSecret ?? randomBytes(32).toString("hex"),
           },
           this.now(),

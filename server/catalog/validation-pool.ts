@@ -1,5 +1,6 @@
 import path from "node:path";
 import { Worker } from "node:worker_threads";
+import type { ProblemReport } from "./schema-guard";
 
 /**
  * Worker threads that validate inputs against the sellers' schemas whose cost cannot be bounded
@@ -40,6 +41,8 @@ interface Job {
   key: string;
   schema: string;
   input?: unknown;
+  /** How problems are named: an input's (where in it), or an answer's (the first, by schema path only). */
+  report: ProblemReport;
   deadlineAtMs: number;
   resolve: (outcome: RemoteValidation) => void;
 }
@@ -63,14 +66,14 @@ export class ValidationPool {
 
   constructor(private readonly options: ValidationPoolOptions) {}
 
-  /** Validates `input` against the schema (JSON text) known by `key`. */
-  validate(key: string, schema: string, input: unknown): Promise<RemoteValidation> {
-    return this.enqueue({ kind: "validate", key, schema, input });
+  /** Validates `input` against the schema (JSON text) known by `key`; `report: "output"` for a skill's answer. */
+  validate(key: string, schema: string, input: unknown, report: ProblemReport = "input"): Promise<RemoteValidation> {
+    return this.enqueue({ kind: "validate", key, schema, input, report });
   }
 
   /** Compiles the schema on a worker (a listing's check): problems [] when it compiles. */
-  compile(key: string, schema: string): Promise<RemoteValidation> {
-    return this.enqueue({ kind: "compile", key, schema });
+  compile(key: string, schema: string, report: ProblemReport = "input"): Promise<RemoteValidation> {
+    return this.enqueue({ kind: "compile", key, schema, report });
   }
 
   async close(): Promise<void> {
@@ -106,7 +109,15 @@ export class ValidationPool {
       }
       slot.job = job;
       slot.timer = setTimeout(() => this.overrun(slot), deadlineAtMs - now);
-      slot.worker.postMessage({ id: job.id, kind: job.kind, key: job.key, schema: job.schema, input: job.input });
+      try {
+        slot.worker.postMessage({ id: job.id, kind: job.kind, key: job.key, schema: job.schema, input: job.input, report: job.report });
+      } catch (error) {
+        // A value the structured clone cannot copy (nested past its stack: a backend's answer can be): that job's
+        // refusal, never a throw out of a worker's message handler.
+        this.finish(slot);
+        this.options.log?.(`schema validation refused (the value could not be sent to a worker) for schema ${job.key}`, error);
+        job.resolve(tooCostly("the value could not be sent to a validation worker"));
+      }
     }
   }
 

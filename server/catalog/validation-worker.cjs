@@ -1,4 +1,4 @@
-// A worker thread that compiles sellers' input schemas and validates inputs against them, for
+// A worker thread that compiles sellers' schemas and validates inputs (and answers) against them, for
 // the schemas whose work cannot be bounded ahead of time (./validation-pool.ts). Plain CommonJS
 // so a worker can start it whatever loaded the main thread; the schema rules themselves are the
 // gateway's own (./schema-guard.ts), loaded through ts-node as the gateway is.
@@ -13,11 +13,11 @@ const ajv = createSchemaCompiler();
 const validators = new Map();
 const MAX_VALIDATORS = 500;
 
-function validatorFor(key, schemaJson) {
+function validatorFor(key, schemaJson, field) {
   let entry = validators.get(key);
   if (entry) return entry;
   if (schemaJson === undefined) return { ok: false, message: "unknown schema", unknown: true };
-  entry = compileSchema(ajv, JSON.parse(schemaJson));
+  entry = compileSchema(ajv, JSON.parse(schemaJson), field);
   validators.set(key, entry);
   if (validators.size > MAX_VALIDATORS) {
     const [oldestKey, oldest] = validators.entries().next().value;
@@ -28,7 +28,8 @@ function validatorFor(key, schemaJson) {
 }
 
 parentPort.on("message", (job) => {
-  const compiled = validatorFor(job.key, job.schema);
+  // An output schema (a skill's promise about its answers) is reported as one, under the same rules.
+  const compiled = validatorFor(job.key, job.schema, job.report === "output" ? "output_schema" : "input_schema");
   if (!compiled.ok) {
     parentPort.postMessage({ id: job.id, kind: compiled.unknown ? "unknown" : "invalid_schema", message: compiled.message });
     return;
@@ -37,7 +38,7 @@ parentPort.on("message", (job) => {
     parentPort.postMessage({ id: job.id, kind: "problems", problems: [] });
     return;
   }
-  parentPort.postMessage({ id: job.id, kind: "problems", problems: validateWith(compiled.validate, job.input) });
+  parentPort.postMessage({ id: job.id, kind: "problems", problems: validateWith(compiled.validate, job.input, job.report) });
 });
 
 parentPort.postMessage({ kind: "ready" });

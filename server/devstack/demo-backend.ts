@@ -14,6 +14,8 @@ import {
  * seller would write it, checking every call's HMAC signature before doing any work.
  *
  *   POST /echo       returns its input
+ *   POST /strict-echo returns its input too; its skill promises (output_schema) an answer with a string `text`,
+ *                    so an input without one makes it break that promise (502 skill_bad_output, not charged)
  *   POST /uppercase  { text } → { text: TEXT }
  *   POST /slow       { ms } → waits, then answers (to see a timeout)
  *   POST /broken     always answers 500 (to see that a failed call is not charged)
@@ -29,6 +31,8 @@ type Handler = (input: Record<string, unknown>) => Promise<[number, unknown]> | 
 
 const ROUTES: Record<string, Handler> = {
   "/echo": (input) => [200, input],
+  // A route of its own (each route has its skill's signing secret), doing what /echo does.
+  "/strict-echo": (input) => [200, input],
   "/uppercase": (input) =>
     typeof input.text === "string" ? [200, { text: input.text.toUpperCase() }] : [422, { error: "text must be a string" }],
   "/slow": async (input) => {

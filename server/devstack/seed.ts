@@ -53,6 +53,23 @@ const DEMO_SKILLS = [
     },
   },
   {
+    // An output contract to try: {"text":"hi"} keeps the promise (200, charged), {"x":1} breaks it (502
+    // skill_bad_output, not charged; the demo seller sees the problem in GET /v1/seller/skills/strict-echo/output-failures).
+    slug: "strict-echo",
+    path: "/strict-echo",
+    name: "Strict echo",
+    price: "0.001",
+    description:
+      'Returns its input unchanged, and promises an answer with a string "text": send {"x":1} to see a broken promise go unpaid.',
+    inputSchema: {
+      type: "object",
+      properties: {
+        text: { type: "string", description: "Any text; without one, the answer breaks the skill's promise.", examples: ["hi"] },
+      },
+    },
+    outputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+  },
+  {
     slug: "broken",
     path: "/broken",
     name: "Broken",
@@ -95,6 +112,7 @@ export async function seedDemo(
       backendUrl: backend.url + s.path,
       timeoutMs: "timeoutMs" in s ? s.timeoutMs : gateway.config.defaultSkillTimeoutMs,
       inputSchema: "inputSchema" in s ? s.inputSchema : null,
+      outputSchema: "outputSchema" in s ? s.outputSchema : null,
     });
     backend.setSecret(s.path, skill.signingSecret);
   }

@@ -11,6 +11,8 @@ export type CallOutcome =
   | "success"
   | "skill_rejected_input"
   | "skill_error"
+  /** The backend answered 2xx with a body its skill's output schema refuses: not charged, the seller's failure. */
+  | "skill_bad_output"
   | "insufficient_balance"
   | "key_spend_limit_reached"
   | "invalid_input"
@@ -53,6 +55,15 @@ export interface UsageRow {
   /** The settlement batch the charge is in; null until the settler takes it (and for calls not charged). */
   batchNumber: number | null;
   batchStatus: "pending" | "settled" | null;
+}
+
+/** A call whose answer broke its skill's output schema, as the skill's seller sees it (no buyer, no data). */
+export interface OutputFailure {
+  callId: string;
+  endpoint: Endpoint;
+  /** The first problem found: the place in the seller's schema and the keyword that failed. */
+  problem: string;
+  createdAtMs: number;
 }
 
 /** What some of an account's calls spent, and how many they were. */
@@ -162,6 +173,35 @@ export class CallsStore {
         ],
       ),
     );
+  }
+
+  /**
+   * Notes that call `callId` (already recorded, or recorded in `tx`) broke its skill's output schema, with the first
+   * problem found: what the skill's seller is shown (`outputFailures`). Pass the transaction that records the call.
+   */
+  async recordOutputFailure(
+    f: { callId: string; skillId: string; endpoint: Endpoint; problem: string; createdAtMs: number },
+    tx?: Sql,
+  ): Promise<void> {
+    await within(this.db, tx, (tx) =>
+      tx.run("INSERT INTO call_output_failures (call_id, skill_id, endpoint, problem, created_at) VALUES (?, ?, ?, ?, ?)", [
+        f.callId,
+        f.skillId,
+        f.endpoint,
+        f.problem,
+        f.createdAtMs,
+      ]),
+    );
+  }
+
+  /** The skill's calls whose answers broke its output schema, newest first, at most `limit`; `beforeMs` pages back. */
+  async outputFailures(skillId: string, limit: number, beforeMs = Number.MAX_SAFE_INTEGER): Promise<OutputFailure[]> {
+    const rows = await this.db.all<{ call_id: string; endpoint: Endpoint; problem: string; created_at: bigint }>(
+      `SELECT call_id, endpoint, problem, created_at FROM call_output_failures
+       WHERE skill_id = ? AND created_at < ? ORDER BY created_at DESC, call_id DESC LIMIT ?`,
+      [skillId, beforeMs, limit],
+    );
+    return rows.map((r) => ({ callId: r.call_id, endpoint: r.endpoint, problem: r.problem, createdAtMs: Number(r.created_at) }));
   }
 
   /**

@@ -80,6 +80,9 @@ const FAILURE_CODE: Record<Extract<ForwardResult, { kind: "failed" }>["reason"],
   forbidden: "skill_backend_forbidden",
 };
 
+/** What a caller is told of an answer that broke the skill's output schema: nothing of the answer or the schema. */
+export const OUTPUT_BROKEN = "the skill answered something it promised not to";
+
 /** The refusals a call's line in the calls log can name; any other code is not an outcome of a call. */
 const REFUSAL_OUTCOMES = {
   invalid_input: true,
@@ -113,7 +116,8 @@ interface Call<N> {
  *      verifies, 402, its seller can be credited, 503, the payer's per-skill rate limit, 429, the authorization
  *      was never presented before, 402; then it is collected into the escrow, 402 when the chain refuses)
  *   6. forward to the backend (400 the backend's refusal; 502 its failure)
- *   7. render the answer (502 when the backend's data cannot be passed on)
+ *   7. render the answer (502 when the backend's data cannot be passed on, or breaks the skill's output schema:
+ *      skill_bad_output)
  *   8. settle the payment or void it (never refused: the money was taken where it can be in step 5), and record
  *      the call
  *
@@ -235,10 +239,17 @@ export class CallPipeline {
         return { kind: "answered", callId: call.callId, rate, note: settled.note, budget: settled.budget, ...forwarded.answer };
       }
 
-      const { code, message, outcome, keep } = forwarded;
+      const { code, message, outcome, keep, outputProblem } = forwarded;
       const answer = this.refusalAnswer(call, code, message);
       const record = async (tx: Sql) => {
         await this.record(tx, call, answer.status, outcome, 0n);
+        // What the seller is shown of a broken output contract, committed with the call's line (or not at all).
+        if (outputProblem !== undefined) {
+          await this.deps.calls.recordOutputFailure(
+            { callId: call.callId, skillId: call.skill.id, endpoint: call.req.endpoint, problem: outputProblem, createdAtMs: Date.now() },
+            tx,
+          );
+        }
         // A backend's refusal of the input is deterministic, so a retry gets the same answer; a backend failure is
         // not, so its key is given up and a retry runs again.
         await this.settleKey(tx, call, keep ? answer : undefined);
@@ -259,7 +270,16 @@ export class CallPipeline {
     reserved: boolean,
     chargedMicros: bigint,
   ): Promise<
-    { kind: "ok"; answer: CallAnswer } | { kind: "failed"; code: ErrorCode; message: string; outcome: CallOutcome; keep: boolean }
+    | { kind: "ok"; answer: CallAnswer }
+    | {
+        kind: "failed";
+        code: ErrorCode;
+        message: string;
+        outcome: CallOutcome;
+        keep: boolean;
+        /** The first problem of an answer that broke the skill's output schema, for its seller. */
+        outputProblem?: string;
+      }
   > {
     // Every attempt of one call of the caller's (one Idempotency-Key) reaches the backend under one key of its own.
     const idem = call.req.idempotency;
@@ -282,6 +302,12 @@ export class CallPipeline {
     // parse is: 502, not the gateway's 500, and paid by nobody.
     const answer = this.render(call, chargedMicros, { ok: true, data: forwarded.data });
     if (!answer) return failed("skill_invalid_response", "skill backend answered JSON nested too deeply to pass on");
+    // The skill's output contract: a 2xx that is not what it promised is not delivered work, so it is not paid for.
+    // Checked after rendering, so that the answer is known to be one that can be passed on (and copied to a worker).
+    const outputProblem = await this.deps.skills.validateOutput(call.skill, forwarded.data);
+    if (outputProblem !== undefined) {
+      return { ...failed("skill_bad_output", OUTPUT_BROKEN), outcome: "skill_bad_output", outputProblem };
+    }
     return { kind: "ok", answer };
   }
 

@@ -93,4 +93,21 @@ CREATE TABLE call_refusals (
 );
 `,
   },
+  {
+    version: 26,
+    sql: `
+-- Calls whose backend answered 2xx with a body that broke the skill's output schema (issue 27: outcome
+-- 'skill_bad_output' in calls, not charged), with the first problem found, for the skill's seller to see: the place in
+-- the seller's own schema and the keyword that failed, never anything of the answer (the buyer's data). Written in the
+-- transaction that records the call.
+CREATE TABLE call_output_failures (
+  call_id     TEXT PRIMARY KEY,
+  skill_id    TEXT NOT NULL,
+  endpoint    TEXT NOT NULL,
+  problem     TEXT NOT NULL,
+  created_at  INTEGER NOT NULL
+);
+CREATE INDEX call_output_failures_by_skill ON call_output_failures(skill_id, created_at);
+`,
+  },
 ];

@@ -209,6 +209,7 @@ export function createApp(deps: AppDeps): express.Express {
       skills: deps.skills,
       config: deps.config,
       egress: deps.egress,
+      calls: deps.calls,
     }),
   );
   app.use(emailAuthRoutes({ config: deps.config, sessions: deps.sessions, links: deps.magicLinks, limit: limits.signIn }));

@@ -62,6 +62,7 @@ export const ERROR_STATUS = {
   skill_timeout: 502,
   skill_unreachable: 502,
   skill_invalid_response: 502,
+  skill_bad_output: 502,
   skill_backend_forbidden: 502,
 } as const satisfies Record<ErrorCode, number>;
 

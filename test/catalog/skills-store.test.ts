@@ -17,6 +17,7 @@ const skill = (overrides: Partial<SkillWrite> = {}): SkillWrite => ({
   timeoutMs: 1000,
   rateLimitPerMin: null,
   inputSchemaJson: '{"type":"object"}',
+  outputSchemaJson: null,
   signingSecret: "secret",
   ...overrides,
 });

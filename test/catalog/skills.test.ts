@@ -373,9 +373,13 @@ describeEachEngine("SkillRegistry", (engine) => {
       const script = await openRegistry(otherDb);
       const echo = await script.upsert(buildSkill({ slug: "echo" }));
       // A schema stored before the $ref rule existed: the store takes it as it is.
-      const { id: _id, inputSchema: _schema, ...fields } = echo;
+      const { id: _id, inputSchema: _schema, outputSchema: _output, ...fields } = echo;
       const old = JSON.stringify({ type: "object", properties: { a: { $ref: "https://elsewhere.example/a" } } });
-      await script.store.upsert({ ...fields, id: randomUUID(), slug: "old", inputSchemaJson: old }, Date.now(), false);
+      await script.store.upsert(
+        { ...fields, id: randomUUID(), slug: "old", inputSchemaJson: old, outputSchemaJson: null },
+        Date.now(),
+        false,
+      );
       // Committed, as another process's write is before anyone else reads it (SQLite's group commit holds a
       // write nobody awaits for up to a batch's delay).
       await otherDb.durable();

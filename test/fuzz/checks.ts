@@ -18,6 +18,7 @@ export const BACKEND_FAILURE_CODES = new Set([
   "skill_timeout",
   "skill_unreachable",
   "skill_invalid_response",
+  "skill_bad_output",
   "skill_backend_forbidden",
 ]);
 

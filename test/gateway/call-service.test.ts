@@ -39,6 +39,7 @@ const skill: Skill = {
   rateLimitPerMin: null,
   signingSecret: "s",
   inputSchema: null,
+  outputSchema: null,
 };
 
 const apiKey: ApiKeyRecord = {
@@ -93,6 +94,7 @@ describeEachEngine("CallService", (engine) => {
       skills: {
         resolve: (ref: string) => (ref === skill.slug || ref === skill.id ? skill : undefined),
         validateInput: async (_skill: Skill, input: unknown) => ((input as { bad?: boolean }).bad ? ["bad is not allowed"] : []),
+        validateOutput: async () => undefined,
       } as unknown as SkillRegistry,
       calls,
       idempotency: new IdempotencyKeys(new IdempotencyStore(db), 60_000),

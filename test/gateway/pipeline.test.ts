@@ -75,7 +75,7 @@ describe("CallPipeline: what a payment's settlement makes of the call", () => {
       config: { rateLimitPerMin: 100, dailyCallCap: 0, feeMode: "included", feeBps: 1_000n } as Config,
       db,
       refusals: new RefusalCounter(new RefusalsStore(db), { flushMs: 60_000 }),
-      skills: { resolve: () => skill, validateInput: async () => [] } as unknown as SkillRegistry,
+      skills: { resolve: () => skill, validateInput: async () => [], validateOutput: async () => undefined } as unknown as SkillRegistry,
       calls,
       idempotency: new IdempotencyKeys(new IdempotencyStore(db), 60_000),
       limiter: new RateLimiter(),

@@ -43,6 +43,7 @@ export function buildSkillRecord(overrides: Partial<Skill> = {}): Skill {
     timeoutMs,
     rateLimitPerMin: null,
     inputSchema: null,
+    outputSchema: null,
     signingSecret: "test-signing-secret-0123456789abcdef",
     ...overrides,
   };

@@ -201,6 +201,12 @@ describe("the API's contract: GET /openapi.json", function () {
       expect(edited.body.data?.description, JSON.stringify(edited.body)).to.equal("echoes");
       expect((await call("PATCH", "/v1/seller/skills/contract-echo", { session: seller, body: { slug: "x" } })).status).to.equal(400);
       expect((await call("PATCH", "/v1/seller/skills/nope", { session: seller, body: {} })).status).to.equal(404);
+      // An output contract, broken once: the seller's view of the failure.
+      await call("PATCH", "/v1/seller/skills/contract-echo", { session: seller, body: { output_schema: { required: ["text"] } } });
+      expect((await call("POST", "/v1/call", { body: { skill_id: "contract-echo", input: {} } })).status).to.equal(502);
+      const failures = await call("GET", "/v1/seller/skills/contract-echo/output-failures", { session: seller });
+      expect(failures.body.data, JSON.stringify(failures.body)).to.have.length(1);
+      expect((await call("GET", "/v1/seller/skills/nope/output-failures", { session: seller })).status).to.equal(404);
       expect((await call("DELETE", "/v1/seller/skills/contract-echo", { session: seller })).body.data.listed).to.equal(false);
       expect((await call("DELETE", "/v1/seller/skills/nope", { session: seller })).status).to.equal(404);
     });

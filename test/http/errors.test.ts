@@ -67,6 +67,7 @@ const EXPECTED: Record<ErrorCode, number> = {
   skill_timeout: 502,
   skill_unreachable: 502,
   skill_invalid_response: 502,
+  skill_bad_output: 502,
   skill_backend_forbidden: 502,
 };
 

@@ -24,6 +24,7 @@ const CALL_ERRORS = [
   "skill_timeout",
   "skill_unreachable",
   "skill_invalid_response",
+  "skill_bad_output",
   "skill_backend_forbidden",
   "limits_unavailable",
   "database_unavailable",

@@ -17,6 +17,10 @@ export const skillView = z
     currency: z.literal("USDC"),
     rate_limit_per_min: z.number().nullable(),
     input_schema: z.record(z.string(), z.unknown()).nullable().meta({ description: "The JSON Schema a call's input must satisfy." }),
+    output_schema: z.record(z.string(), z.unknown()).optional().meta({
+      description:
+        "The skill's output contract, when it has one: the JSON Schema its answers promise to match. An answer that does not is a 502 skill_bad_output, not charged.",
+    }),
     seller: z.strictObject({ name: z.string(), address: z.string().nullable() }),
   })
   .meta({ id: "Skill" });

@@ -38,6 +38,10 @@ const fields = {
   input_schema: jsonObject("input_schema must be a JSON Schema object or null.")
     .nullable()
     .meta({ description: "The JSON Schema a call's input must satisfy; null for none." }),
+  output_schema: jsonObject("output_schema must be a JSON Schema object or null.").nullable().meta({
+    description:
+      "The skill's output contract: a JSON Schema its 2xx answers promise to match, held to the input schema's bounds. An answer that does not is a 502 skill_bad_output, not charged. null for none.",
+  }),
 };
 
 /** POST /v1/seller/skills's body. */
@@ -53,6 +57,7 @@ export const createSellerSkillBody = z.object(
     timeout_ms: fields.timeout_ms.optional(),
     rate_limit_per_min: fields.rate_limit_per_min.optional(),
     input_schema: fields.input_schema.optional(),
+    output_schema: fields.output_schema.optional(),
   },
   { error: "Body must be a JSON object." },
 );
@@ -71,6 +76,7 @@ export const updateSellerSkillBody = z.object(
     timeout_ms: fields.timeout_ms.optional(),
     rate_limit_per_min: fields.rate_limit_per_min.optional(),
     input_schema: fields.input_schema.optional(),
+    output_schema: fields.output_schema.optional(),
     listed: z.boolean({ error: "listed must be true or false." }).optional(),
   },
   { error: "Body must be a JSON object." },
@@ -95,6 +101,10 @@ export const sellerSkillView = z
     timeout_ms: z.number().int(),
     rate_limit_per_min: z.number().nullable(),
     input_schema: z.record(z.string(), z.unknown()).nullable(),
+    output_schema: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .meta({ description: "The skill's output contract, when it has one: the JSON Schema its 2xx answers promise to match." }),
     listed: z.boolean(),
     created_at: isoDate,
     updated_at: isoDate,
@@ -116,6 +126,22 @@ const backendCheckView = z
 export const sellerSkillParams = z.object({
   id: skillRef("No such skill among yours.").meta({ description: "The skill's UUID or slug." }),
 });
+/** A call whose answer broke the skill's output schema, as its seller sees it: never the buyer or the answer. */
+const outputFailureView = z
+  .strictObject({
+    call_id: z.string().meta({ description: "The call's id (its X-Call-Id)." }),
+    endpoint: z.enum(["call", "skill_call", "x402"]).meta({ description: "Which call endpoint it came through." }),
+    problem: z.string().meta({
+      description:
+        "The first problem found: the place in the skill's output schema and what failed there, such as `#/properties/text/type: must be string`. Never a value of the answer.",
+    }),
+    created_at: isoDate,
+  })
+  .meta({ id: "OutputFailure" });
+
+/** How many output failures GET /v1/seller/skills/:id/output-failures answers with, at most. */
+export const OUTPUT_FAILURES_LIMIT = 50;
+
 const LISTING_ERRORS = ["slug_taken"] as const;
 
 export const sellerOperations = [
@@ -164,6 +190,17 @@ export const sellerOperations = [
       },
     ],
     errors: ["not_found", ...LISTING_ERRORS],
+  }),
+  operation({
+    method: "get",
+    path: "/v1/seller/skills/{id}/output-failures",
+    tag: "Seller",
+    summary: "The skill's latest calls whose answers broke its output schema",
+    description: `Newest first, at most ${OUTPUT_FAILURES_LIMIT}: each a 502 skill_bad_output that nobody was charged for, with the first problem found. What the answer held, and who called, are never shown.`,
+    auth: "session",
+    params: sellerSkillParams,
+    responses: [{ status: 200, description: "The failures.", schema: dataEnvelope(z.array(outputFailureView)) }],
+    errors: ["not_found"],
   }),
   operation({
     method: "delete",

@@ -53,6 +53,7 @@ const X402_CALL_ERRORS = [
   "skill_timeout",
   "skill_unreachable",
   "skill_invalid_response",
+  "skill_bad_output",
   "skill_backend_forbidden",
   "chain_unavailable",
   "chain_not_configured",

@@ -45,6 +45,7 @@ export function readRoutes(deps: {
     currency: "USDC",
     rate_limit_per_min: skill.rateLimitPerMin,
     input_schema: skill.inputSchema,
+    ...(skill.outputSchema ? { output_schema: skill.outputSchema } : {}),
     seller: await sellers(skill.sellerAccountId),
   });
 

@@ -8,10 +8,13 @@ import type { Config } from "../../config";
 import type { EgressPolicy } from "../../gateway/egress";
 import { type BackendCheck, backendChecker } from "../../gateway/backend-check";
 import type { SkillRegistry } from "../../catalog/skills";
+import type { SchemaField } from "../../catalog/schema-guard";
+import type { CallsStore } from "../../gateway/calls-store";
 import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd } from "../../ledger/money";
 import { parseParams, parseRequest } from "../contract/common";
 import {
+  OUTPUT_FAILURES_LIMIT,
   type UpdateSellerSkillBody,
   createSellerSkillBody,
   payoutAddressBody,
@@ -32,6 +35,7 @@ const view = (skill: SellerSkill) => ({
   timeout_ms: skill.timeoutMs,
   rate_limit_per_min: skill.rateLimitPerMin,
   input_schema: skill.inputSchema,
+  ...(skill.outputSchema ? { output_schema: skill.outputSchema } : {}),
   listed: skill.listed,
   created_at: new Date(skill.createdAtMs).toISOString(),
   updated_at: new Date(skill.updatedAtMs).toISOString(),
@@ -51,9 +55,9 @@ const checkView = (check: BackendCheck) => ({
  * host resolves to now. The call path checks again on every connection; this is so that the
  * seller hears why at once instead of its callers getting 502s.
  */
-async function checkSchema(skills: SkillRegistry, schema: object): Promise<void> {
-  const problem = await skills.schemaProblem(schema);
-  if (problem) throw new ApiError("invalid_request", `invalid input schema: ${problem}`);
+async function checkSchema(skills: SkillRegistry, schema: object, field: SchemaField = "input_schema"): Promise<void> {
+  const problem = await skills.schemaProblem(schema, field);
+  if (problem) throw new ApiError("invalid_request", `invalid ${field === "input_schema" ? "input" : "output"} schema: ${problem}`);
 }
 
 async function checkBackend(egress: EgressPolicy, backendUrl: string): Promise<void> {
@@ -72,6 +76,7 @@ function sellerFields(body: UpdateSellerSkillBody): Partial<SellerSkillFields> &
   if (body.timeout_ms !== undefined) fields.timeoutMs = body.timeout_ms;
   if (body.rate_limit_per_min !== undefined) fields.rateLimitPerMin = body.rate_limit_per_min;
   if (body.input_schema !== undefined) fields.inputSchema = body.input_schema;
+  if (body.output_schema !== undefined) fields.outputSchema = body.output_schema;
   if (body.listed !== undefined) fields.listed = body.listed;
   return fields;
 }
@@ -84,6 +89,8 @@ function sellerFields(body: UpdateSellerSkillBody): Partial<SellerSkillFields> &
  *   GET    /v1/seller/skills         the account's skills, listed or not
  *   PATCH  /v1/seller/skills/:id     edits one (by UUID or slug); { listed: true } lists it again; a new
  *                                    backend_url gets the same test call (backend_check in the answer)
+ *   GET    /v1/seller/skills/:id/output-failures  its latest calls whose answers broke its output schema,
+ *                                    with the first problem found (never the caller or the answer)
  *   DELETE /v1/seller/skills/:id     unlists it: calls get 404 from then on
  *   GET    /v1/seller/payout-address the address settlement pays the account's earnings to
  *   PUT    /v1/seller/payout-address { address } sets it, if the account has none yet and has
@@ -104,6 +111,8 @@ export function sellerRoutes(deps: {
   skills: SkillRegistry;
   config: Config;
   egress: EgressPolicy;
+  /** The calls log: the output failures of the seller's skills. */
+  calls: CallsStore;
 }): Router {
   const router = express.Router();
   const session = requireSession(deps.sessions);
@@ -143,9 +152,11 @@ export function sellerRoutes(deps: {
       timeoutMs: body.timeout_ms ?? deps.config.defaultSkillTimeoutMs,
       rateLimitPerMin: body.rate_limit_per_min ?? null,
       inputSchema: body.input_schema ?? null,
+      outputSchema: body.output_schema ?? null,
     };
     await checkBackend(deps.egress, fields.backendUrl);
     if (fields.inputSchema) await checkSchema(deps.skills, fields.inputSchema);
+    if (fields.outputSchema) await checkSchema(deps.skills, fields.outputSchema, "output_schema");
     const result = await sellerSkills.create(req.session!.accountId, fields);
     if (!result.ok) refuse(result);
     res
@@ -162,9 +173,29 @@ export function sellerRoutes(deps: {
     const patch = sellerFields(parseRequest(updateSellerSkillBody, req.body));
     if (patch.backendUrl !== undefined) await checkBackend(deps.egress, patch.backendUrl);
     if (patch.inputSchema) await checkSchema(deps.skills, patch.inputSchema);
+    if (patch.outputSchema) await checkSchema(deps.skills, patch.outputSchema, "output_schema");
     const result = await sellerSkills.update(req.session!.accountId, id, patch);
     if (!result.ok) refuse(result);
     res.json(dataEnvelope({ ...view(result.skill), ...(result.backendCheck ? { backend_check: checkView(result.backendCheck) } : {}) }));
+  });
+
+  // The calls whose answers broke the skill's output schema: what the seller needs to fix its backend (or its
+  // schema), and nothing of the buyers' (no caller, no value of the answer: call_output_failures holds none).
+  router.get("/v1/seller/skills/:id/output-failures", session, async (req, res) => {
+    const { id } = parseParams(sellerSkillParams, req.params, NO_SUCH_SKILL);
+    const skill = await sellerSkills.get(req.session!.accountId, id);
+    if (!skill) throw new ApiError("not_found", NO_SUCH_SKILL);
+    const failures = await deps.calls.outputFailures(skill.id, OUTPUT_FAILURES_LIMIT);
+    res.json(
+      dataEnvelope(
+        failures.map((f) => ({
+          call_id: f.callId,
+          endpoint: f.endpoint,
+          problem: f.problem,
+          created_at: new Date(f.createdAtMs).toISOString(),
+        })),
+      ),
+    );
   });
 
   router.delete("/v1/seller/skills/:id", session, async (req, res) => {
