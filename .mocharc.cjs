@@ -21,6 +21,7 @@ const LONGEST_FIRST = [
   "test/x402/x402-order.test.ts",
   "test/e2e/dashboard/first-call.test.ts",
   "test/e2e/start-local.test.ts",
+  "test/e2e/start-cluster.test.ts",
   "test/e2e/concurrency.test.ts",
   "test/e2e/serve-refusals.test.ts",
 ];
