@@ -24,6 +24,7 @@ const LONGEST_FIRST = [
   "test/e2e/dashboard/first-call.test.ts",
   "test/e2e/packaging.test.ts",
   "test/e2e/start-local.test.ts",
+  "test/e2e/start-cluster.test.ts",
   "test/e2e/concurrency.test.ts",
   "test/e2e/serve-refusals.test.ts",
 ];

@@ -6,12 +6,18 @@
  * each replica's URL, which one leads (runs the deposit indexer, the settler, the wallet sweeper and voucher
  * expiry), and a funded `atom_` key. Ctrl-C stops everything; nothing is kept.
  *
+ * Every gateway setting in the environment (all server/config.ts reads: RATE_LIMIT_PER_MIN, FEE_MODE, time-outs...)
+ * reaches every replica, as `npm start` honours it, but those the cluster sets itself (its database, Redis, chain,
+ * keys, ports: server/devstack/cluster-settings.ts), which are ignored; the banner names both. A malformed setting
+ * stops it with the config's own error before anything starts.
+ *
  * Embedded wallets are off here (no bundler): the replicas serve calls, keys, sign-in, deposits, settlement
  * and withdrawals. `npm start` is the single-process demo with everything.
  */
 import path from "node:path";
 import { spawnSync } from "node:child_process";
-import { type Cluster, startCluster } from "../server/devstack/cluster";
+import type { Cluster } from "../server/devstack/cluster";
+import { type ClusterUserSettings, clusterUserSettings } from "../server/devstack/cluster-settings";
 
 const ROOT = path.resolve(__dirname, "..");
 
@@ -24,10 +30,14 @@ function replicaCount(): number {
 
 async function main(): Promise<void> {
   const n = replicaCount();
+  // Before anything starts: a setting the replicas would refuse stops here, with the config's own message.
+  const user = clusterUserSettings(process.env);
+  // Loaded only now: the whole gateway comes with it, and a mistake above is reported without waiting for that.
+  const { startCluster } = await import("../server/devstack/cluster");
   const compiled = spawnSync(path.join(ROOT, "node_modules/.bin/hardhat"), ["compile", "--quiet"], { cwd: ROOT, stdio: "inherit" });
   if (compiled.status !== 0) throw new Error("hardhat compile failed");
   console.log(`Starting a chain, PostgreSQL, Redis and ${n} gateway replica${n === 1 ? "" : "s"}...`);
-  const cluster: Cluster = await startCluster({ replicas: n, settings: { LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" } });
+  const cluster: Cluster = await startCluster({ replicas: n, settings: user.passed });
   let stopping = false;
   const stop = () => {
     if (stopping) return;
@@ -62,6 +72,7 @@ Redis:         ${cluster.redis.url}
 Chain RPC:     ${cluster.node.rpcUrl} (chain id ${cluster.deployment.chainId})
 Demo backend:  ${cluster.backend.url}
 Demo buyer:    ${cluster.buyerId}, balance ${balance} USDC${Number(balance) > 0 ? "" : " (the deposit is not indexed yet)"}
+${settingsLines(user)}
 
 API key: ${cluster.key}
 
@@ -69,6 +80,14 @@ Try it on any replica (limits and balance are shared):
 curl -s ${last.url}/v1/call -H "Authorization: Bearer ${cluster.key}" -H "Content-Type: application/json" -d '${body}'
 
 Press Ctrl-C to stop.`);
+}
+
+/** The banner's account of the person's settings: names only, since values may be secrets. */
+function settingsLines(user: ClusterUserSettings): string {
+  const passed = Object.keys(user.passed);
+  const lines = [`Your settings: ${passed.length > 0 ? `${passed.join(", ")} (on every replica)` : "none set: the defaults"}`];
+  if (user.ignored.length > 0) lines.push(`Ignored:       ${user.ignored.join(", ")} (the cluster sets these itself)`);
+  return lines.join("\n");
 }
 
 main().catch((error) => {

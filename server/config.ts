@@ -494,6 +494,27 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
   return { ...config, ...overrides };
 }
 
+/**
+ * The names of the environment variables loadConfig reads, in the order it reads them: found by running it on an empty
+ * environment that records every name asked of it, so the list is the declarations above and cannot drift from them.
+ * It holds as long as each setting is read whatever the others say (test/config-env-names.test.ts checks every name written in
+ * this file is in it). `npm run start:cluster` passes these through to its replicas (server/devstack/cluster-settings.ts).
+ */
+export function configEnvNames(): string[] {
+  const names = new Set<string>();
+  const recorder = new Proxy<Env>(
+    {},
+    {
+      get(_target, name) {
+        if (typeof name === "string") names.add(name);
+        return undefined;
+      },
+    },
+  );
+  loadConfig(recorder);
+  return [...names];
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // The production entry (`npm run serve`, server/main.ts)
 // ---------------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import { loadConfig } from "../config";
 import { createGateway } from "../index";
 import { usdToMicros } from "../ledger/money";
 import { deployDemoChain } from "./chain-seed";
+import { CLUSTER_OWNED_SETTINGS } from "./cluster-settings";
 import { type DemoBackend, startDemoBackend } from "./demo-backend";
 import { DEV_ACCOUNT_INDEX, type LocalNode, X402_SETTLER_KEYS, devAccount, devPrivateKey, startLocalNode } from "./local-node";
 import { type PostgresServer, startPostgres } from "./postgres-server";
@@ -47,7 +48,10 @@ export interface Cluster {
 
 export interface StartClusterOptions {
   replicas: number;
-  /** Settings for every replica on top of the cluster's own (e.g. LEADER_LEASE_MS, RATE_LIMIT_PER_MIN). */
+  /**
+   * Gateway settings for every replica (e.g. LEADER_LEASE_MS, RATE_LIMIT_PER_MIN); the cluster's own
+   * (CLUSTER_OWNED_SETTINGS: its database, Redis, chain, keys, ports) are dropped from it.
+   */
   settings?: Record<string, string>;
 }
 
@@ -71,7 +75,14 @@ export async function startCluster(options: StartClusterOptions): Promise<Cluste
     const backend = await startDemoBackend();
     stops.push(() => backend.close());
 
+    // The caller's settings, then the cluster's own (./cluster-settings.ts says which and why): a caller's
+    // DATABASE_URL or SETTLER_PRIVATE_KEY cannot take a replica off the cluster's database or chain.
+    const callers = Object.fromEntries(
+      Object.entries(options.settings ?? {}).filter(([name]) => !Object.hasOwn(CLUSTER_OWNED_SETTINGS, name)),
+    );
     const settings: Record<string, string> = {
+      LOG_LEVEL: "warn",
+      ...callers,
       DATABASE_URL: postgres.url,
       REDIS_URL: redis.url,
       CHAIN_RPC_URL: node.rpcUrl,
@@ -79,10 +90,8 @@ export async function startCluster(options: StartClusterOptions): Promise<Cluste
       SETTLER_PRIVATE_KEY: devPrivateKey(DEV_ACCOUNT_INDEX.settler),
       VOUCHER_SIGNER_PRIVATE_KEY: devPrivateKey(DEV_ACCOUNT_INDEX.voucherSigner),
       DEPOSIT_CONFIRMATIONS: "0",
-      LOG_LEVEL: "warn",
-      ...options.settings,
       // The demo backend is on loopback: allowed, with whatever else the caller allows.
-      SKILL_BACKEND_ALLOWLIST: [backend.url, options.settings?.SKILL_BACKEND_ALLOWLIST].filter(Boolean).join(","),
+      SKILL_BACKEND_ALLOWLIST: [backend.url, callers.SKILL_BACKEND_ALLOWLIST].filter(Boolean).join(","),
     };
 
     // The demo's accounts, skills and key, written once into the shared database by a short-lived gateway.
