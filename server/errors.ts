@@ -4,7 +4,7 @@
  * identity, wallets, ...) names a code; only server/http/ decides what status, headers and body
  * it becomes (server/http/errors.ts holds the code → status table). Nothing here knows HTTP.
  *
- * Each code says in a line when it is used; the README's table of codes is generated from this
+ * Each code says in a line when it is used; docs/errors.md's table of codes is generated from this
  * table and server/http/errors.ts (scripts/error-table.ts), and a test keeps them equal.
  */
 export const ERROR_CODES = {

@@ -3,7 +3,7 @@ import { expect } from "chai";
 import { ERROR_CODES, GatewayError, refusal, refusalError } from "../../server/errors";
 import type { ErrorCode } from "../../server/errors";
 import { ApiError, ERROR_STATUS, toApiError } from "../../server/http/errors";
-import { README, readmeErrorTable, renderErrorTable } from "../../scripts/error-table";
+import { ERRORS_DOC, docErrorTable, renderErrorTable } from "../../scripts/error-table";
 
 /**
  * Every code a client can see and the status it must get: docs/api.md §5 (401, 402, 404,
@@ -88,24 +88,24 @@ describe("error codes", () => {
     for (const meaning of Object.values(ERROR_CODES)) expect(meaning).to.match(/^\S.{10,}$/);
   });
 
-  describe("the README", () => {
-    const readme = fs.readFileSync(README, "utf8");
+  describe("docs/errors.md", () => {
+    const doc = fs.readFileSync(ERRORS_DOC, "utf8");
 
     it("lists every code with its status, generated from the one source (npm run docs:errors)", () => {
-      const table = readmeErrorTable(readme);
-      expect(table, "README.md lacks the error-codes markers").to.be.a("string");
-      expect(table, "README.md's error table differs from the code: run npm run docs:errors").to.equal(renderErrorTable());
+      const table = docErrorTable(doc);
+      expect(table, "docs/errors.md lacks the error-codes markers").to.be.a("string");
+      expect(table, "docs/errors.md's error table differs from the code: run npm run docs:errors").to.equal(renderErrorTable());
     });
 
     it("gives every code it names in a table row the status the code has", () => {
-      // Rows such as "| 502 | `skill_error`, `skill_timeout` | ..." anywhere in the README.
-      const rows = readme.split("\n").filter((line) => /^\| \d{3} \| `/.test(line));
+      // Rows such as "| 502 | `skill_error`, `skill_timeout` | ..." anywhere on the page.
+      const rows = doc.split("\n").filter((line) => /^\| \d{3} \| `/.test(line));
       expect(rows.length).to.be.greaterThan(Object.keys(EXPECTED).length);
       for (const row of rows) {
         const [, status, codes] = row.split("|").map((cell) => cell.trim());
         for (const [, code] of codes.matchAll(/`([a-z_]+)`/g)) {
-          expect(Object.hasOwn(EXPECTED, code), `${code} in README.md is not a code`).to.equal(true);
-          expect(EXPECTED[code as ErrorCode], `README.md's row for ${code}`).to.equal(Number(status));
+          expect(Object.hasOwn(EXPECTED, code), `${code} in docs/errors.md is not a code`).to.equal(true);
+          expect(EXPECTED[code as ErrorCode], `docs/errors.md's row for ${code}`).to.equal(Number(status));
         }
       }
     });
