@@ -145,7 +145,7 @@ async function serve(
   gateway.startBackground({ walletSweepIntervalMs: 3_000 });
 
   // The owner's own demo key, shown only on their terminal: it calls, reads the account's books and makes withdrawal
-  // vouchers (the README's examples do all three). Keys made later get the least, calls (docs/keys.md).
+  // vouchers (the examples in docs/ do all three). Keys made later get the least, calls (docs/keys.md).
   const { key } = await gateway.keys.create(buyerId, { name: "npm start", scopes: ["calls", "usage:read", "funds:withdraw"] });
   const balance = await gateway.ledger.balance(buyerId);
   const body = JSON.stringify({ skill_id: "echo", input: { hello: "world" } });

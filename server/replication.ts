@@ -15,8 +15,8 @@ import type { IdempotencyKeys } from "./gateway/idempotency";
 import type { RateLimitName } from "./http/rate-limits";
 
 /**
- * What a gateway shares with other replicas, and what only one of them runs (docs/design.md §11, README
- * "Scaling out"). On the embedded default (SQLite, no REDIS_URL) none of this exists: one process owns
+ * What a gateway shares with other replicas, and what only one of them runs (docs/design.md §11,
+ * docs/scaling.md). On the embedded default (SQLite, no REDIS_URL) none of this exists: one process owns
  * everything. With DATABASE_URL the replica registers in the database (refused if another replica runs
  * and either lacks Redis), renews its heartbeat, and contends for the settlement lease; with REDIS_URL its
  * limits live in Redis and its caches listen for invalidations.

@@ -114,7 +114,7 @@ describe("npm run serve on the same ledger and chain, stopped and started again"
     let url = serve.url;
     const origin = () => new URL(url).origin;
 
-    /** Signs a person up by e-mail, the link read from the outbox table as the README says. */
+    /** Signs a person up by e-mail, the link read from the outbox table as docs/accounts.md says. */
     const signUp = async (email: string): Promise<Browser> => {
       const started = await fetch(`${url}/auth/email/start`, {
         method: "POST",

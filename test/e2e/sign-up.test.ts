@@ -26,7 +26,7 @@ describe("signing up and paying from an embedded wallet", function () {
   });
 
   it("signs up, sees its wallet, tops up by transfer, makes a key and pays for a call", async () => {
-    // 1. Sign up with an e-mail link (read from the outbox, as the README says).
+    // 1. Sign up with an e-mail link (read from the outbox, as docs/accounts.md says).
     // Sign-in POSTs come from the dashboard's own page: its Origin goes with them.
     const origin = new URL(stack.url).origin;
     await stack.post("/auth/email/start", { email: "new@example.com" }, { key: null, headers: { origin } });

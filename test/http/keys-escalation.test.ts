@@ -22,7 +22,7 @@ const RESTRICTED = {
 };
 /** A key as the restricted management key could have made it. */
 const WITHIN_RESTRICTED = { allowed_skills: ["echo"], expires_at: fromNow(DAY_MS), spend_limit_usd: "0.50", spend_limit_period: "day" };
-/** Every key made before scopes holds these (the README's migration): more than a management key may grant. */
+/** Every key made before scopes holds these (the scopes' migration, docs/accounts.md): more than a management key may grant. */
 const LEGACY = { scopes: ["calls", "usage:read", "funds:withdraw"] };
 
 interface Attempt {

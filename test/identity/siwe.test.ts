@@ -208,7 +208,7 @@ describe("Sign-In With Ethereum (/auth/siwe)", () => {
       });
 
       it("a smart account's signature when the gateway has no chain to ask", async () => {
-        // Without options.chain only EOA signatures can be checked (documented in the README).
+        // Without options.chain only EOA signatures can be checked (documented in docs/accounts.md).
         const wallet = getAddress("0x00000000000000000000000000000000000000aa");
         const message = siweMessage(stack, wallet, await nonceOf(stack));
         expectRefused(await verify(stack, message, await ALICE.signMessage({ message })), new RegExp(`not ${wallet}'s signature`));

@@ -1,5 +1,5 @@
 /**
- * A first call to one skill, written for each way of calling the gateway (README, "Clients"):
+ * A first call to one skill, written for each way of calling the gateway (docs/clients.md):
  * curl, the TypeScript SDK, the Python client, the CLI and an MCP client's configuration.
  * Pure (no DOM): the getting-started card shows them with the key just created filled in,
  * next to that key's one-time display, and the unit tests pin them.
