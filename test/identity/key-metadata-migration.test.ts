@@ -49,7 +49,8 @@ function sqliteBefore(): Before {
     },
     async migrate() {
       await db!.close();
-      db = open(Number.MAX_SAFE_INTEGER);
+      // Up to the version that adds metadata, whatever later versions add.
+      db = open(24);
       expect(await db.value("SELECT MAX(version) FROM schema_migrations")).to.equal(24n);
     },
     current: () => db!,
@@ -75,7 +76,8 @@ function postgresBefore(): Before {
       return db;
     },
     async migrate() {
-      expect((await migratePostgres(pool!)).applied).to.deep.equal([10]);
+      const upToMetadata = loadPostgresMigrations().filter((m) => m.version <= 10);
+      expect((await migratePostgres(pool!, { migrations: upToMetadata })).applied).to.deep.equal([10]);
     },
     current: () => db!,
     async close() {

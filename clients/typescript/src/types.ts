@@ -104,6 +104,8 @@ export interface Skill {
   currency: string;
   rate_limit_per_min: number | null;
   input_schema: unknown;
+  /** The JSON Schema a 2xx answer must match to be charged (docs/selling.md, Output contracts); absent when the skill makes no promise. */
+  output_schema?: Record<string, unknown>;
   seller: { name: string; address: string | null };
 }
 

@@ -161,12 +161,15 @@ class Skill:
     currency: str = "USD"
     rate_limit_per_min: Optional[int] = None
     input_schema: Optional[Dict[str, Any]] = None
+    # The JSON Schema a 2xx answer must match to be charged (docs/selling.md, Output contracts); None: no promise.
+    output_schema: Optional[Dict[str, Any]] = None
     seller: Dict[str, Any] = field(default_factory=dict)
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> "Skill":
         schema = raw.get("input_schema")
+        output = raw.get("output_schema")
         return cls(
             id=str(raw.get("id") or ""),
             slug=str(raw.get("slug") or raw.get("id") or ""),
@@ -177,6 +180,7 @@ class Skill:
             currency=str(raw.get("currency") or "USD"),
             rate_limit_per_min=raw.get("rate_limit_per_min"),
             input_schema=schema if isinstance(schema, dict) else None,
+            output_schema=output if isinstance(output, dict) else None,
             seller=dict(raw.get("seller") or {}),
             raw=dict(raw),
         )
