@@ -110,7 +110,7 @@ describeEachEngine("POST /mcp (hosted MCP server)", (engine) => {
         const result = await call(client!, "fail");
         expect(result.isError).to.equal(true);
         // Said once: the gateway's message already says nothing was charged (issue 26 section 4).
-        expect(texts(result)).to.match(/^Skill error: .*You were not charged\.$/s);
+        expect(texts(result)).to.match(/^Skill error: .*You were not charged\. You may retry, or do without it\.$/s);
         expect(result.structuredContent).to.deep.include({ code: "skill_error" });
       });
     });
@@ -138,7 +138,7 @@ describeEachEngine("POST /mcp (hosted MCP server)", (engine) => {
         const result = await call(client!, "echo", { hello: "world" });
         expect(result.isError).to.equal(true);
         expect(texts(result)).to.match(
-          /^This key's spending limit of \$0\.001 per month is reached \(\$0\.001 spent, this call costs \$0\.001\); it resets at \d{4}-\d\d-01T00:00:00Z\. Nothing was charged\.$/,
+          /^This key's spending limit of \$0\.001 per month is reached \(\$0\.001 spent, this call costs \$0\.001\); it resets at \d{4}-\d\d-01T00:00:00Z\. Nothing was charged\. Paid calls with this API key are refused until the limit allows them\.$/,
         );
         expect(result.structuredContent).to.deep.include({ code: "key_spend_limit_reached" });
       });

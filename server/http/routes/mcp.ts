@@ -372,7 +372,9 @@ function toolResult(response: CallResponse): CallToolResult {
   const retryAfter = response.headers["retry-after"];
   return {
     isError: true,
-    content: [{ type: "text", text: failureLine(body.error ?? "The call failed.") }],
+    content: [
+      { type: "text", text: failureLine(body.error ?? "The call failed.", body.code, retryAfter ? Number(retryAfter) : undefined) },
+    ],
     structuredContent: {
       error: body.error,
       code: body.code,
@@ -390,7 +392,7 @@ function toolResult(response: CallResponse): CallToolResult {
 function errorResult(code: string, message: string, extra: Record<string, unknown> = {}): CallToolResult {
   return {
     isError: true,
-    content: [{ type: "text", text: failureLine(message) }],
+    content: [{ type: "text", text: failureLine(message, code) }],
     structuredContent: { error: message, code, metadata: { price_paid: 0 }, ...extra },
   };
 }
