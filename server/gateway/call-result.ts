@@ -11,6 +11,11 @@ export interface CallEnd {
   skillSlug: string;
   responseTimeMs: number;
   chargedMicros: bigint;
+  /**
+   * The call's id, when the call has (or will have) a line in the calls log: the answer names it in its metadata as
+   * well as in X-Call-Id, so that a stored body replayed later still says which call it was.
+   */
+  callId?: string;
   result:
     | { ok: true; data: unknown }
     | {

@@ -338,9 +338,9 @@ export class CallPipeline {
    * caller's own limits is counted instead (RefusalCounter): a flood of them must not grow the calls log.
    */
   private async refuse<N>(call: Call<N>, refused: PaymentRefusal<N>, rate?: RateDecision, retryAfterMs?: number): Promise<CallResult<N>> {
-    const answer = this.refusalAnswer(call, refused.code, refused.message, refused.details);
     const { payment } = call;
     const limited = refused.code === "rate_limited" || refused.code === "daily_limit_reached";
+    const answer = this.refusalAnswer(call, refused.code, refused.message, refused.details, payment.logsRefusals && !limited);
     if (limited && payment.logsRefusals) {
       this.deps.refusals.count({ ...payment.payer, skillId: call.skill.id, outcome: refused.code as LimitRefusal });
       this.told(call, refused.code as LimitRefusal, 0n);
@@ -376,12 +376,14 @@ export class CallPipeline {
    * The answer to a call's end, rendered by the HTTP layer; undefined when the backend's data cannot be serialized:
    * JSON nested so deep that JSON.stringify runs out of stack (JSON.parse does not recurse; it can).
    */
-  private render<N>(call: Call<N>, chargedMicros: bigint, result: CallEnd["result"]): CallAnswer | undefined {
+  private render<N>(call: Call<N>, chargedMicros: bigint, result: CallEnd["result"], logged = true): CallAnswer | undefined {
     const end: CallEnd = {
       endpoint: call.req.endpoint,
       skillSlug: call.skill.slug,
       responseTimeMs: elapsedMs(call),
       chargedMicros,
+      // Named only when the call has a line in the calls log, as X-Call-Id is (refuse).
+      ...(logged ? { callId: call.callId } : {}),
       result,
     };
     try {
@@ -392,9 +394,12 @@ export class CallPipeline {
     }
   }
 
-  /** The answer to a call that was not charged: the code and message (and a refusal's details), and a price of 0. */
-  private refusalAnswer<N>(call: Call<N>, code: ErrorCode, message: string, details?: Record<string, unknown>): CallAnswer {
-    const answer = this.render(call, 0n, { ok: false, code, message, ...(details ? { details } : {}) });
+  /**
+   * The answer to a call that was not charged: the code and message (and a refusal's details), and a price of 0; the
+   * call's id unless `logged` is false (a refusal that writes no line in the calls log).
+   */
+  private refusalAnswer<N>(call: Call<N>, code: ErrorCode, message: string, details?: Record<string, unknown>, logged = true): CallAnswer {
+    const answer = this.render(call, 0n, { ok: false, code, message, ...(details ? { details } : {}) }, logged);
     if (!answer) throw new Error(`the answer to a refused call (${code}) could not be rendered`);
     return answer;
   }

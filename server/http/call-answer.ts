@@ -12,7 +12,12 @@ import { ERROR_STATUS } from "./errors";
  */
 export const callAnswers: CallAnswers = {
   render(end: CallEnd): CallAnswer {
-    const metadata = { skillId: end.skillSlug, responseTimeMs: end.responseTimeMs, chargedMicros: end.chargedMicros };
+    const metadata = {
+      skillId: end.skillSlug,
+      responseTimeMs: end.responseTimeMs,
+      chargedMicros: end.chargedMicros,
+      ...(end.callId !== undefined ? { callId: end.callId } : {}),
+    };
     if (end.result.ok) return { status: 200, body: JSON.stringify(successEnvelope(end.endpoint, end.result.data, metadata)) };
     const { code, message, details } = end.result;
     return {
@@ -65,9 +70,13 @@ function budgetHeaders(budget: CallBudget): Record<string, string> {
   return headers;
 }
 
-/** IETF RateLimit headers for the headline (per-key) limit. */
+/**
+ * The IETF draft RateLimit headers (draft-ietf-httpapi-ratelimit-headers-06: RateLimit-Policy, -Limit, -Remaining,
+ * -Reset) for the headline (per-key) limit: the style every limited endpoint sends (./rate-limits.ts sends the same).
+ */
 function rateHeaders(d: RateDecision): Record<string, string> {
   return {
+    "ratelimit-policy": `${d.rule.limit};w=${Math.ceil(d.rule.windowMs / 1000)}`,
     "ratelimit-limit": String(d.rule.limit),
     "ratelimit-remaining": String(d.remaining),
     "ratelimit-reset": String(Math.max(0, Math.ceil(d.resetMs / 1000))),

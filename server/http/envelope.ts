@@ -7,15 +7,21 @@ export interface CallMeta {
   skillId: string;
   responseTimeMs: number;
   chargedMicros: bigint;
+  /** The call's id (X-Call-Id), when the call has a line in the calls log: always on a 200. */
+  callId?: string;
 }
 
-/** metadata for POST /v1/call (docs/api.md §2.1: snake_case) or POST /v1/skills/:skillId/call (camelCase). */
+/**
+ * metadata for POST /v1/call (docs/api.md §2.1: snake_case, `call_id`) or POST /v1/skills/:skillId/call (camelCase,
+ * `callId`); the call's id only when it has one in the calls log.
+ */
 export function callMetadata(endpoint: Endpoint, meta: CallMeta): Record<string, unknown> {
   const ms = Math.round(meta.responseTimeMs * 100) / 100;
   const usd = microsToUsd(meta.chargedMicros);
+  const id = meta.callId;
   return endpoint === "call"
-    ? { skill_id: meta.skillId, response_time_ms: ms, price_paid: usd }
-    : { skillId: meta.skillId, cost: usd, responseTime: ms };
+    ? { skill_id: meta.skillId, response_time_ms: ms, price_paid: usd, ...(id !== undefined ? { call_id: id } : {}) }
+    : { skillId: meta.skillId, cost: usd, responseTime: ms, ...(id !== undefined ? { callId: id } : {}) };
 }
 
 export function successEnvelope(endpoint: Endpoint, data: unknown, meta: CallMeta) {

@@ -72,7 +72,9 @@ export function createRateLimits(parameters: RateLimitsParameters): RateLimits {
       store: stores[name],
       keyGenerator,
       identifier: name,
-      standardHeaders: "draft-8",
+      // The call endpoints' style (../call-answer.ts): RateLimit-Policy, RateLimit-Limit, -Remaining and -Reset, one
+      // style on every endpoint that limits (docs/api.md §6).
+      standardHeaders: "draft-6",
       legacyHeaders: false,
       // The refusal goes through the app's error handler, like every other: the spec's envelope.
       handler: (req: Request, _res: Response, next: NextFunction) => next(rateLimited(req, what(req))),

@@ -187,7 +187,12 @@ describeEachEngine("budgets an agent can see", (engine) => {
         code: "key_spend_limit_reached",
         details: { price: 0.001, available: 9.999, limit: 0.0015, spent: 0.001, period: "day", resets_at: "2026-11-23T00:00:00.000Z" },
       });
-      expect(refused.body.metadata).to.deep.equal({ skillId: "echo", cost: 0, responseTime: refused.body.metadata.responseTime });
+      expect(refused.body.metadata).to.deep.equal({
+        skillId: "echo",
+        cost: 0,
+        responseTime: refused.body.metadata.responseTime,
+        callId: refused.headers.get("x-call-id"),
+      });
 
       const { key: forever } = await createKey({ spend_limit_usd: "0.0005", spend_limit_period: "total" });
       const never = await stack.post("/v1/call", { skill_id: "echo", input: {} }, { key: forever });

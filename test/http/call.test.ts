@@ -69,8 +69,10 @@ describeEachEngine("POST /v1/call", (engine) => {
     expect(res.body).to.have.all.keys("success", "data", "metadata");
     expect(res.body.success).to.equal(true);
     expect(res.body.data).to.deep.equal({ hello: "world" });
-    expect(res.body.metadata).to.have.all.keys("skill_id", "response_time_ms", "price_paid");
+    expect(res.body.metadata).to.have.all.keys("skill_id", "response_time_ms", "price_paid", "call_id");
     expect(res.body.metadata.skill_id).to.equal("echo");
+    // The call's id in the body as well as the header (issue 26 section 3).
+    expect(res.body.metadata.call_id).to.equal(res.headers.get("x-call-id"));
     expect(res.body.metadata.price_paid).to.equal(0.001);
     expect(res.body.metadata.response_time_ms).to.be.a("number").and.at.least(0);
   });
@@ -344,8 +346,8 @@ describeEachEngine("POST /v1/skills/:skillId/call", (engine) => {
     const res = await stack.post("/v1/skills/echo/call", { text: "hi" });
     expect(res.status).to.equal(200);
     expect(res.body.data).to.deep.equal({ text: "hi" });
-    expect(res.body.metadata).to.have.all.keys("skillId", "cost", "responseTime");
-    expect(res.body.metadata).to.include({ skillId: "echo", cost: 0.001 });
+    expect(res.body.metadata).to.have.all.keys("skillId", "cost", "responseTime", "callId");
+    expect(res.body.metadata).to.include({ skillId: "echo", cost: 0.001, callId: res.headers.get("x-call-id") });
     expect(await stack.available()).to.equal(10_000_000n - 1_000n);
   });
 

@@ -88,7 +88,14 @@ describe("the API's contract: GET /openapi.json", function () {
 
   describe("calls", () => {
     it("POST /v1/call", async () => {
-      expect((await call("POST", "/v1/call", { body: { skill_id: "echo", input: { a: 1 } } })).status).to.equal(200);
+      const ok = await call("POST", "/v1/call", { body: { skill_id: "echo", input: { a: 1 } } });
+      expect(ok.status).to.equal(200);
+      // The call's id in the body as well as the header, as the document declares it (issue 26 section 3).
+      expect(ok.body.metadata.call_id)
+        .to.be.a("string")
+        .and.match(/^[0-9a-f-]{36}$/);
+      expect(documentServed.components.schemas.CallMetadata.properties).to.have.property("call_id");
+      expect(documentServed.components.schemas.SkillCallMetadata.properties).to.have.property("callId");
       expect((await call("POST", "/v1/call", { body: { skill_id: "echo" } })).body.error).to.match(/^input/);
       expect((await call("POST", "/v1/call", { body: "{not json" })).body.code).to.equal("invalid_json");
       expect((await call("POST", "/v1/call", { body: { skill_id: "nope", input: {} } })).status).to.equal(404);
@@ -108,6 +115,7 @@ describe("the API's contract: GET /openapi.json", function () {
         "skillId",
         "cost",
         "responseTime",
+        "callId",
       );
       expect((await call("POST", "/v1/skills/echo/call", { body: [1] })).status).to.equal(400);
       expect((await call("POST", "/v1/skills/reject/call", { body: {} })).status).to.equal(400);

@@ -94,3 +94,43 @@ describe("rate limits on the call endpoints", () => {
     }
   });
 });
+
+describe("one rate-limit header style on every endpoint that limits", () => {
+  let stack: TestStack;
+  afterEach(async () => {
+    await stack.close();
+  });
+
+  // The IETF draft's RateLimit-Policy, -Limit, -Remaining and -Reset, as the call endpoints send them (issue 26
+  // section 3): never the combined `RateLimit` header of a later draft, which /mcp and the Express routes sent before.
+  const style = (headers: Headers) => ({
+    policy: headers.get("ratelimit-policy"),
+    limit: headers.get("ratelimit-limit"),
+    remaining: headers.get("ratelimit-remaining"),
+    reset: headers.get("ratelimit-reset"),
+    combined: headers.get("ratelimit"),
+  });
+  const expectStyle = (headers: Headers, limit: number) => {
+    const sent = style(headers);
+    expect(sent.combined).to.equal(null);
+    expect(sent.policy).to.equal(`${limit};w=60`);
+    expect(sent.limit).to.equal(String(limit));
+    expect(Number(sent.remaining)).to.be.within(0, limit - 1);
+    expect(Number(sent.reset)).to.be.within(0, 60);
+  };
+
+  it("sends RateLimit-Policy, -Limit, -Remaining and -Reset on the call endpoints, /mcp and the Express routes", async () => {
+    stack = await startStack({ config: { rateLimitPerMin: 50, credentialRateLimitPerMin: 70, publicRateLimitPerMin: 90 } });
+    expectStyle((await stack.post("/v1/call", { skill_id: "echo", input: {} })).headers, 50);
+    expectStyle((await stack.post("/v1/skills/echo/call", {})).headers, 50);
+    const mcp = await fetch(`${stack.url}/mcp`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${stack.key}`, "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: {} }),
+    });
+    expect(mcp.status).to.equal(200);
+    expectStyle(mcp.headers, 70);
+    expectStyle((await stack.get("/v1/balance")).headers, 70);
+    expectStyle((await stack.get("/v1/skills", null)).headers, 90);
+  });
+});

@@ -109,7 +109,8 @@ describeEachEngine("POST /mcp (hosted MCP server)", (engine) => {
       await expectNoCharge(stack, async () => {
         const result = await call(client!, "fail");
         expect(result.isError).to.equal(true);
-        expect(texts(result)).to.match(/^Skill error: .*You were not charged\. Charged \$0\.$/s);
+        // Said once: the gateway's message already says nothing was charged (issue 26 section 4).
+        expect(texts(result)).to.match(/^Skill error: .*You were not charged\. You may retry, or do without it\.$/s);
         expect(result.structuredContent).to.deep.include({ code: "skill_error" });
       });
     });
@@ -137,7 +138,7 @@ describeEachEngine("POST /mcp (hosted MCP server)", (engine) => {
         const result = await call(client!, "echo", { hello: "world" });
         expect(result.isError).to.equal(true);
         expect(texts(result)).to.match(
-          /^This key's spending limit of \$0\.001 per month is reached \(\$0\.001 spent, this call costs \$0\.001\); it resets at \d{4}-\d\d-01T00:00:00Z\. Charged \$0\.$/,
+          /^This key's spending limit of \$0\.001 per month is reached \(\$0\.001 spent, this call costs \$0\.001\); it resets at \d{4}-\d\d-01T00:00:00Z\. Nothing was charged\. Paid calls with this API key are refused until the limit allows them\.$/,
         );
         expect(result.structuredContent).to.deep.include({ code: "key_spend_limit_reached" });
       });
@@ -163,7 +164,13 @@ describeEachEngine("POST /mcp (hosted MCP server)", (engine) => {
       await stack.gw.db.durable();
       expect(await stack.available()).to.equal(before - 1_000n);
       expect((second.structuredContent as { data: unknown }).data).to.deep.equal((first.structuredContent as { data: unknown }).data);
-      expect((second.structuredContent as { metadata: Record<string, unknown> }).metadata.replayed).to.equal(true);
+      const replayedMetadata = (second.structuredContent as { metadata: Record<string, unknown> }).metadata;
+      expect(replayedMetadata.replayed).to.equal(true);
+      // A replay names the call it replays and says it was already paid, never "Charged" (issue 26 section 3).
+      const firstId = (first.structuredContent as { metadata: Record<string, unknown> }).metadata.call_id;
+      expect(replayedMetadata.call_id).to.equal(firstId);
+      expect(texts(second)).to.not.contain("Charged");
+      expect(texts(second)).to.contain(`Already paid: $0.001 for echo (call ${firstId as string}, replayed).`);
       const reused = await call(client, "echo", { n: 2 }, { idempotency_key: "mcp-retry-1" });
       expect(reused.isError).to.equal(true);
       expect(texts(reused)).to.contain("different request body");

@@ -188,7 +188,8 @@ describeEachEngine("a call's max_price", (engine) => {
               error: REFUSAL,
               details: { price: 0.001, max_price: 0.0009 },
             });
-            expect(refused.content).to.deep.equal([{ type: "text", text: `${REFUSAL} Charged $0.` }]);
+            // The refusal says nothing was charged, once (issue 26 section 4).
+            expect(refused.content).to.deep.equal([{ type: "text", text: REFUSAL }]);
           }
           const invalid = await call({ max_price: "0" });
           expect(invalid.structuredContent).to.deep.include({ code: "invalid_request" });

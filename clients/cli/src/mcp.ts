@@ -1,4 +1,4 @@
-import type { SkillGateway } from "@skill-gateway/sdk";
+import { type SkillGateway, costLine, failureText } from "@skill-gateway/sdk";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema, type Tool } from "@modelcontextprotocol/sdk/types.js";
@@ -32,34 +32,50 @@ export function toolOf(skill: ManifestSkill): Tool {
 }
 
 /**
- * The result of a tool call of a pinned skill: the data (structured when it is an object) and the cost, or isError with
- * the gateway's message. The call carries the price pinned when the skill was added as its max_price: a skill whose
- * price has risen since is refused, uncharged, with a message saying to re-add it to accept the new price.
+ * The result of a tool call of a pinned skill, in the hosted MCP server's shape (docs/clients.md, "One contract"):
+ * the data as JSON text, the cost line ("Charged $0.001 for echo (call <id>)." or, for a replay, "Already paid: ...
+ * (replayed)."), `structuredContent` `{data, metadata}` with POST /v1/call's metadata names, and in `_meta` what the
+ * payer has left; or isError with the gateway's message said once (the SDK's failureText) and `{error, code,
+ * metadata}`. The call carries the price pinned when the skill was added as its max_price: a skill whose price has
+ * risen since is refused, uncharged, with a message saying to re-add it to accept the new price.
  */
 export async function callTool(client: SkillGateway, skill: ManifestSkill, input: Record<string, unknown>): Promise<CallToolResult> {
   try {
     const { data, metadata } = await client.call(skill.slug, input, { maxPrice: pinnedCap(skill) });
-    const cost = `Cost: ${formatUsd(metadata.cost)} USD${metadata.callId ? ` (call ${metadata.callId})` : ""}.`;
-    const result: CallToolResult = {
+    const wire = {
+      skill_id: metadata.skillId,
+      response_time_ms: metadata.responseTimeMs,
+      price_paid: metadata.cost,
+      ...(metadata.callId !== undefined ? { call_id: metadata.callId } : {}),
+      ...(metadata.replayed ? { replayed: true } : {}),
+    };
+    const available = metadata.balanceAvailable;
+    const remaining = metadata.keySpendRemaining;
+    return {
       content: [
         { type: "text", text: JSON.stringify(data) ?? "null" },
-        { type: "text", text: cost },
+        { type: "text", text: costLine(metadata) },
       ],
-      _meta: {
-        "skill-gateway/cost": metadata.cost,
-        "skill-gateway/callId": metadata.callId ?? null,
-        ...(metadata.balanceAvailable !== undefined ? { "skill-gateway/balanceAvailable": metadata.balanceAvailable } : {}),
-        ...(metadata.keySpendRemaining !== undefined ? { "skill-gateway/keySpendRemaining": metadata.keySpendRemaining } : {}),
-      },
+      structuredContent: { data, metadata: wire },
+      ...(available !== undefined
+        ? {
+            _meta: { balance_available: String(available), ...(remaining !== undefined ? { key_spend_remaining: String(remaining) } : {}) },
+          }
+        : {}),
     };
-    if (typeof data === "object" && data !== null && !Array.isArray(data)) result.structuredContent = data as Record<string, unknown>;
-    return result;
   } catch (caught) {
     const error = pinnedPriceError(caught, skill);
+    const gateway = caught as { callId?: string; details?: Record<string, unknown>; retryAfterMs?: number };
     return {
       isError: true,
-      content: [{ type: "text", text: `${errorMessageFor(error)} (${errorCodeFor(error)})` }],
-      _meta: { "skill-gateway/cost": 0, "skill-gateway/code": errorCodeFor(error) },
+      content: [{ type: "text", text: failureText(error) }],
+      structuredContent: {
+        error: errorMessageFor(error),
+        code: errorCodeFor(error),
+        metadata: { skill_id: skill.slug, price_paid: 0, ...(gateway.callId ? { call_id: gateway.callId } : {}) },
+        ...(gateway.details ? { details: gateway.details } : {}),
+        ...(gateway.retryAfterMs !== undefined ? { retry_after_sec: Math.ceil(gateway.retryAfterMs / 1000) } : {}),
+      },
     };
   }
 }

@@ -116,8 +116,10 @@ describe("skill-gateway CLI against a real gateway", function () {
       const before = await stack.available();
       const paid = await client.callTool({ name: "uppercase", arguments: { text: "hi" } });
       expect(paid.isError ?? false).to.equal(false);
-      expect(paid.structuredContent).to.deep.equal({ text: "hi" });
-      expect(text(paid)).to.include('{"text":"hi"}').and.include("Cost: $0.002 USD");
+      expect((paid.structuredContent as { data: unknown }).data).to.deep.equal({ text: "hi" });
+      expect(text(paid))
+        .to.include('{"text":"hi"}')
+        .and.match(/Charged \$0\.002 for uppercase \(call [0-9a-f-]{36}\)\./);
       expect(before - (await stack.available())).to.equal(2_000n);
 
       const afterPaid = await stack.available();
@@ -145,7 +147,7 @@ describe("skill-gateway CLI against a real gateway", function () {
     expect((await cli(stack, dir, ["add", "fail", "echo"])).code).to.equal(0);
     const poor = await stack.addBuyer("0");
     for (const [key, name, expected] of [
-      [stack.key, "fail", "skill_error"],
+      [stack.key, "fail", "You were not charged. You may retry, or do without it."],
       [poor.key, "echo", "Insufficient balance: this call costs $0.001 and $0.00 is available"],
     ] as const) {
       const { client, transport } = mcpClient(stack, dir, key);
@@ -160,6 +162,62 @@ describe("skill-gateway CLI against a real gateway", function () {
         await client.close();
       }
     }
+  });
+
+  describe("one contract with the hosted MCP server", function () {
+    /** A result with its call ids and timings made constant, to compare two calls of the same thing. */
+    const comparable = (result: object) =>
+      JSON.parse(
+        JSON.stringify(result)
+          .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, "<call>")
+          .replace(/"response_time_ms":[0-9.]+/g, '"response_time_ms":0')
+          .replace(/"balance_available":"[0-9.]+"/g, '"balance_available":"<usd>"'),
+      ) as Record<string, unknown>;
+
+    it("answers the same call with the same result shape and cost line over stdio and over POST /mcp", async function () {
+      this.timeout(60_000);
+      expect((await cli(stack, dir, ["add", "uppercase"])).code).to.equal(0);
+      const stdio = mcpClient(stack, dir, stack.key);
+      const hosted = new Client({ name: "contract-test", version: "1.0.0" });
+      const { StreamableHTTPClientTransport } = await import("@modelcontextprotocol/sdk/client/streamableHttp.js");
+      await stdio.client.connect(stdio.transport);
+      await hosted.connect(
+        new StreamableHTTPClientTransport(new URL(`${stack.url}/mcp`), {
+          requestInit: { headers: { authorization: `Bearer ${stack.key}` } },
+        }),
+      );
+      try {
+        const args = { name: "uppercase", arguments: { text: "hi" } };
+        const fromStdio = comparable(await stdio.client.callTool(args));
+        const fromHosted = comparable(await hosted.callTool(args));
+        expect(fromStdio).to.deep.equal(fromHosted);
+        expect(fromHosted.content).to.deep.equal([
+          { type: "text", text: '{"text":"hi"}' },
+          { type: "text", text: "Charged $0.002 for uppercase (call <call>)." },
+        ]);
+        expect(Object.keys((fromHosted.structuredContent as { metadata: object }).metadata)).to.have.members([
+          "skill_id",
+          "response_time_ms",
+          "price_paid",
+          "call_id",
+        ]);
+
+        // A refusal: the same text, said once, and the same fields.
+        const invalid = { name: "uppercase", arguments: { text: 42 } };
+        const refusedStdio = (await stdio.client.callTool(invalid)) as Record<string, unknown>;
+        const refusedHosted = (await hosted.callTool(invalid)) as Record<string, unknown>;
+        expect(refusedStdio.content).to.deep.equal(refusedHosted.content);
+        expect((refusedHosted.content as Array<{ text: string }>)[0].text).to.match(
+          /^Input does not match the skill's schema: .+\. Nothing was charged\. Fix the arguments and call again\.$/,
+        );
+        expect(Object.keys(refusedStdio.structuredContent as object)).to.have.members(
+          Object.keys(refusedHosted.structuredContent as object),
+        );
+      } finally {
+        await stdio.client.close();
+        await hosted.close();
+      }
+    });
   });
 
   describe("pinned prices", function () {
@@ -185,7 +243,7 @@ describe("skill-gateway CLI against a real gateway", function () {
         const result = await client.callTool({ name: "pricey", arguments: {} });
         expect(result.isError).to.equal(true);
         expect(text(result)).to.equal(
-          "The price of pricey rose to $0.2 per call since it was added at $0.001: nothing was charged. Re-add the skill to accept the new price: skill-gateway add pricey (price_above_max)",
+          "The price of pricey rose to $0.2 per call since it was added at $0.001: nothing was charged. Re-add the skill to accept the new price: skill-gateway add pricey.",
         );
       } finally {
         await client.close();
@@ -217,8 +275,9 @@ describe("skill-gateway CLI against a real gateway", function () {
       await client.connect(transport);
       try {
         const result = await client.callTool({ name: "echo", arguments: {} });
-        expect(result._meta).to.deep.include({ "skill-gateway/keySpendRemaining": 0.004 });
-        expect((result._meta as Record<string, number>)["skill-gateway/balanceAvailable"] * 1e6).to.be.closeTo(
+        // The hosted server's names (balance_available, key_spend_remaining: USD strings), as issue 26 section 3 asks.
+        expect(result._meta).to.deep.include({ key_spend_remaining: "0.004" });
+        expect(Number((result._meta as Record<string, string>).balance_available) * 1e6).to.be.closeTo(
           Number(await stack.available()),
           0.5,
         );

@@ -209,7 +209,7 @@ describe("skill-gateway mcp against a real gateway", function () {
       ]);
       const before = await stack.available();
       const result = await client.callTool({ name: "uppercase", arguments: { text: "hi" } });
-      expect(result.structuredContent).to.deep.equal({ text: "hi" });
+      expect((result.structuredContent as { data: unknown }).data).to.deep.equal({ text: "hi" });
       expect(before - (await stack.available())).to.equal(2_000n);
       expect(log.text).to.include("skill-gateway mcp: Serving 2 skills named by --skills: echo ($0.001/call), uppercase ($0.002/call);");
       expect(client.getInstructions()).to.include("Serving 2 skills named by --skills");

@@ -9,6 +9,7 @@ export {
   type SkillSpec,
   type SkillTool,
   type SkillToolArtifact,
+  type SkillToolOptions,
 } from "./tool";
 export { skillToolkit, type SkillToolkitOptions } from "./toolkit";
 export { failureOf, type SkillToolFailure } from "./errors";

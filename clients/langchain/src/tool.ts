@@ -1,7 +1,7 @@
 import { ToolMessage } from "@langchain/core/messages";
 import { type DynamicStructuredTool, tool, type ToolRunnableConfig } from "@langchain/core/tools";
 import type { JSONSchema } from "@langchain/core/utils/json_schema";
-import type { CallMetadata, SkillGateway } from "@skill-gateway/sdk";
+import { type CallMetadata, type SkillGateway, costLine } from "@skill-gateway/sdk";
 import { type SkillToolFailure, failureOf } from "./errors";
 
 /** The JSON Schema of a skill that declares none: any object. */
@@ -54,12 +54,23 @@ export const SMALLEST_CAP_USD = 0.000001;
  * max_price: a skill whose price has risen since is refused, uncharged, rather than charged more
  * than the model was told (a free skill is held to SMALLEST_CAP_USD, as a cap must be above 0).
  */
-export function toolFromSpec(client: SkillGateway, spec: SkillSpec): SkillTool {
+/** How a tool reports its calls. */
+export interface SkillToolOptions {
+  /**
+   * Add the cost line after the data in what the model reads ("Charged $0.001 for echo (call <id>)." or, for a
+   * replay, "Already paid: ... (replayed)."), the hosted and stdio MCP servers' words. Default false: the data alone;
+   * the artifact has the metadata either way.
+   */
+  costNote?: boolean;
+}
+
+export function toolFromSpec(client: SkillGateway, spec: SkillSpec, options: SkillToolOptions = {}): SkillTool {
   const maxPrice = spec.price > 0 ? spec.price : SMALLEST_CAP_USD;
   const run = async (input: Record<string, unknown>, config?: ToolRunnableConfig): Promise<[string | ToolMessage, SkillToolArtifact]> => {
     try {
       const { data, metadata } = await client.call(spec.slug, input ?? {}, { signal: config?.signal, maxPrice });
-      return [JSON.stringify(data) ?? "null", { ok: true, data, metadata }];
+      const text = JSON.stringify(data) ?? "null";
+      return [options.costNote ? `${text}\n${costLine(metadata)}` : text, { ok: true, data, metadata }];
     } catch (error) {
       const failure = failureOf(error, spec.slug);
       if (!failure) throw error;
@@ -86,13 +97,17 @@ export function toolFromSpec(client: SkillGateway, spec: SkillSpec): SkillTool {
  * The tool for a skill of the marketplace: fetches it (GET /v1/skills/:slug) for its name, description, price and schema.
  * The price fetched now is the tool's: its calls are held to it.
  */
-export async function skillTool(client: SkillGateway, slug: string): Promise<SkillTool> {
+export async function skillTool(client: SkillGateway, slug: string, options: SkillToolOptions = {}): Promise<SkillTool> {
   const skill = await client.skills.get(slug);
-  return toolFromSpec(client, {
-    slug: skill.slug,
-    name: skill.name,
-    description: skill.description,
-    price: skill.price_per_call,
-    inputSchema: skill.input_schema,
-  });
+  return toolFromSpec(
+    client,
+    {
+      slug: skill.slug,
+      name: skill.name,
+      description: skill.description,
+      price: skill.price_per_call,
+      inputSchema: skill.input_schema,
+    },
+    options,
+  );
 }

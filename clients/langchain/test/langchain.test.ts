@@ -55,6 +55,15 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     expect(before - (await stack.available())).to.equal(1_000n);
   });
 
+  it("with costNote, adds the MCP servers' cost line after the data (an option of the toolkit)", async function () {
+    const [echo] = await skillToolkit(client, { slugs: ["echo"], costNote: true });
+    const out = (await echo.invoke({ text: "hi" })) as string;
+    const [data, cost] = out.split("\n");
+    expect(JSON.parse(data)).to.deep.include({ text: "hi" });
+    expect(cost).to.match(/^Charged \$0\.001 for echo \(call [0-9a-f-]{36}\)\.$/);
+    expect(await (await skillTool(client, "echo")).invoke({ text: "hi" })).to.not.include("Charged");
+  });
+
   it("a ToolCall produces a ToolMessage with the call id, the data as content and the cost in the artifact", async function () {
     const uppercase = await skillTool(client, "uppercase");
     const before = await stack.available();

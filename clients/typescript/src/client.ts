@@ -173,8 +173,8 @@ export interface SkillHandle {
 
 /**
  * One metadata shape from either endpoint's: snake_case `skill_id`, `price_paid`,
- * `response_time_ms` on /v1/call, camelCase `skillId`, `cost`, `responseTime` on the
- * per-skill endpoint, plus what the response headers say.
+ * `response_time_ms`, `call_id` on /v1/call, camelCase `skillId`, `cost`, `responseTime`, `callId` on the
+ * per-skill endpoint, plus what the response headers say (docs/clients.md, "One contract").
  */
 export function callMetadata(raw: unknown, headers: Headers, idempotencyKey: string): CallMetadata {
   const m = typeof raw === "object" && raw !== null ? (raw as Record<string, unknown>) : {};
@@ -185,7 +185,10 @@ export function callMetadata(raw: unknown, headers: Headers, idempotencyKey: str
     idempotencyKey,
     replayed: headers.get("idempotent-replayed") === "true",
   };
-  const callId = headers.get("x-call-id");
+  // The body names the call (call_id, callId) since the gateway put it there, so a replay names it too; X-Call-Id
+  // is the same id, for a gateway that sends only the header.
+  const bodyId = m.call_id ?? m.callId;
+  const callId = typeof bodyId === "string" ? bodyId : headers.get("x-call-id");
   if (callId !== null) metadata.callId = callId;
   const rateLimit = rateLimitOf(headers);
   if (rateLimit) metadata.rateLimit = rateLimit;

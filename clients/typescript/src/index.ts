@@ -15,6 +15,7 @@ export {
   ConnectionError,
   TimeoutError,
 } from "./errors";
+export { costLine, failureLine, failureText, usdText } from "./tool-text";
 export { UsagePage, type UsagePagePromise } from "./pagination";
 export { Keys } from "./keys";
 export { type BackoffOptions, DEFAULT_BACKOFF } from "./retry";

@@ -56,7 +56,10 @@ export interface CallMetadata {
   cost: number;
   /** The gateway's measure of the call, in milliseconds. */
   responseTimeMs: number;
-  /** The gateway's X-Call-Id. Absent on an idempotent replay, which the gateway answers without one. */
+  /**
+   * The call's id: the metadata's `call_id` (`callId` on the per-skill endpoint), else X-Call-Id. An idempotent replay
+   * names the call it replays; absent only from a gateway that sent neither.
+   */
   callId?: string;
   /** The Idempotency-Key the call was sent with. */
   idempotencyKey: string;

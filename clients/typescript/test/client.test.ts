@@ -282,6 +282,17 @@ describe("SkillGateway against a scripted gateway", () => {
       expect(JSON.parse(request.body)).to.deep.equal({ skill_id: "echo", input: { a: 1 } });
     });
 
+    it("takes the call's id from the metadata, so that a replay names the call it replays", async () => {
+      const replay = { "idempotent-replayed": "true" };
+      const client = await clientFor([
+        ok({ a: 1 }, { skill_id: "echo", price_paid: 0.001, response_time_ms: 1, call_id: "call-9" }, replay),
+        ok({ a: 1 }, { skillId: "echo", cost: 0.001, responseTime: 1, callId: "call-10" }, replay),
+      ]);
+      const viaCall = (await client.call("echo", { a: 1 })).metadata;
+      const viaSkill = (await client.skill("echo").call({ a: 1 })).metadata;
+      expect([viaCall.callId, viaCall.replayed, viaSkill.callId, viaSkill.replayed]).to.deep.equal(["call-9", true, "call-10", true]);
+    });
+
     it("POST /v1/skills/:skillId/call sends the flat body and normalizes the camelCase metadata", async () => {
       const client = await clientFor([ok({ b: 2 }, { skillId: "my skill", cost: 0.25, responseTime: 7 }, { "x-call-id": "call-2" })]);
       const { data, metadata } = await client.skill("my skill").call<{ b: number }>({ b: 2 });

@@ -165,6 +165,10 @@ export const callMetadata = z
     skill_id: z.string(),
     response_time_ms: z.number(),
     price_paid: z.number().meta({ description: "USD charged; 0 when the call was not charged." }),
+    call_id: z.string().optional().meta({
+      description:
+        "The call's id, as in the X-Call-Id header (and in a replay of the answer): on every 200, and on an error of a call with a line in the calls log.",
+    }),
   })
   .meta({ id: "CallMetadata" });
 
@@ -174,6 +178,10 @@ export const skillCallMetadata = z
     skillId: z.string(),
     cost: z.number().meta({ description: "USD charged; 0 when the call was not charged." }),
     responseTime: z.number().meta({ description: "Milliseconds." }),
+    callId: z.string().optional().meta({
+      description:
+        "The call's id, as in the X-Call-Id header (and in a replay of the answer): on every 200, and on an error of a call with a line in the calls log.",
+    }),
   })
   .meta({ id: "SkillCallMetadata" });
 

@@ -24,6 +24,7 @@ import { mcpQuery } from "../contract/mcp";
 import { maxPriceOf } from "../contract/call";
 import { BALANCE_AVAILABLE_HEADER, KEY_SPEND_REMAINING_HEADER } from "../call-answer";
 import { excerpt } from "../../text";
+import { costLine, failureLine } from "../tool-text";
 
 /** What the MCP server says it is in its `initialize` answer. */
 const SERVER_INFO = { name: "skill-gateway", version: "1.0.0" };
@@ -324,15 +325,18 @@ interface CallMetadata {
   skill_id: string;
   response_time_ms: number;
   price_paid: number;
+  call_id?: string;
 }
 
 /**
- * The call service's answer as a tool result. Success: the skill's data as JSON text, a line
- * with what was charged, and `structuredContent` `{data, metadata}` with the same metadata as
- * `POST /v1/call` plus the call id, and in `_meta` what the payer has left (`balance_available`, and
- * `key_spend_remaining` for a key with a spending limit: the X-Balance-Available and X-Key-Spend-Remaining headers of
- * the REST call, USD strings). Any other status: `isError`, the gateway's message (a 402's names the shortfall), and
- * `{error, code, metadata}`, with a refusal's `details` (a 402's numbers); nothing was charged.
+ * The call service's answer as a tool result (docs/clients.md, "One contract"; the CLI's stdio server answers the
+ * same). Success: the skill's data as JSON text, the cost line (./tool-text.ts: "Charged ..." or, for an idempotent
+ * replay, "Already paid: ... (replayed)"), and `structuredContent` `{data, metadata}` with the metadata of
+ * `POST /v1/call` (its `call_id` included; `replayed: true` on a replay), and in `_meta` what the payer has left
+ * (`balance_available`, and `key_spend_remaining` for a key with a spending limit: the X-Balance-Available and
+ * X-Key-Spend-Remaining headers of the REST call, USD strings). Any other status: `isError`, the gateway's message
+ * saying once that nothing was charged (a 402's names the shortfall), and `{error, code, metadata}`, with a refusal's
+ * `details` (a 402's numbers) and a 429's `retry_after_sec`.
  */
 function toolResult(response: CallResponse): CallToolResult {
   const body = JSON.parse(response.body) as {
@@ -343,20 +347,21 @@ function toolResult(response: CallResponse): CallToolResult {
     metadata?: CallMetadata;
     details?: Record<string, unknown>;
   };
-  const callId = response.headers["x-call-id"];
+  // The body names the call (call_id) since it carries its id; X-Call-Id is the same id, for an answer without one.
+  const callId = body.metadata?.call_id ?? response.headers["x-call-id"];
+  const replayed = response.headers["idempotent-replayed"] === "true";
   const metadata = {
     ...body.metadata,
     ...(callId ? { call_id: callId } : {}),
-    ...(response.headers["idempotent-replayed"] ? { replayed: true } : {}),
+    ...(replayed ? { replayed: true } : {}),
   };
-  const pricePaid = body.metadata?.price_paid ?? 0;
   if (response.status === 200 && body.success) {
     const available = response.headers[BALANCE_AVAILABLE_HEADER];
     const remaining = response.headers[KEY_SPEND_REMAINING_HEADER];
     return {
       content: [
         { type: "text", text: JSON.stringify(body.data) },
-        { type: "text", text: `Charged $${pricePaid} for ${body.metadata?.skill_id ?? "the skill"}${callId ? ` (call ${callId})` : ""}.` },
+        { type: "text", text: costLine(metadata) },
       ],
       structuredContent: { data: body.data, metadata },
       ...(available !== undefined
@@ -367,7 +372,9 @@ function toolResult(response: CallResponse): CallToolResult {
   const retryAfter = response.headers["retry-after"];
   return {
     isError: true,
-    content: [{ type: "text", text: `${body.error ?? "The call failed."} Charged $${pricePaid}.` }],
+    content: [
+      { type: "text", text: failureLine(body.error ?? "The call failed.", body.code, retryAfter ? Number(retryAfter) : undefined) },
+    ],
     structuredContent: {
       error: body.error,
       code: body.code,
@@ -385,7 +392,7 @@ function toolResult(response: CallResponse): CallToolResult {
 function errorResult(code: string, message: string, extra: Record<string, unknown> = {}): CallToolResult {
   return {
     isError: true,
-    content: [{ type: "text", text: `${message} Charged $0.` }],
+    content: [{ type: "text", text: failureLine(message, code) }],
     structuredContent: { error: message, code, metadata: { price_paid: 0 }, ...extra },
   };
 }
