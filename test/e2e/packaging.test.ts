@@ -162,7 +162,7 @@ describe("the clients, packed and installed in a project outside the repository"
       const before = await stack.available();
       const result = await client.callTool({ name: "uppercase", arguments: { text: "hi" } });
       expect(result.isError, JSON.stringify(result)).to.not.equal(true);
-      expect(result.structuredContent).to.deep.equal({ text: "hi" });
+      expect((result.structuredContent as { data: unknown }).data).to.deep.equal({ text: "hi" });
       expect(before - (await stack.available())).to.equal(2_000n);
     } finally {
       await client.close();
