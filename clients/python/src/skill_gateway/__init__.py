@@ -27,6 +27,7 @@ from ._exceptions import (
     SkillGatewayError,
 )
 from ._keys import NOT_GIVEN, ApiKey, AsyncKeys, CreatedApiKey, Keys, RevokedKey
+from ._tool_text import cost_line, failure_line, failure_text, tool_result, tool_result_text
 from ._types import Balance, CallMetadata, CallResult, KeyStatus, RateLimitInfo, Skill, UsageCall
 from ._version import __version__
 
@@ -40,6 +41,11 @@ __all__ = [
     "AsyncUsagePage",
     "AsyncUsagePager",
     "CallResult",
+    "tool_result",
+    "tool_result_text",
+    "cost_line",
+    "failure_line",
+    "failure_text",
     "CallMetadata",
     "RateLimitInfo",
     "Skill",

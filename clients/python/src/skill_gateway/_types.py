@@ -78,7 +78,8 @@ class CallMetadata:
     idempotency_key: str
     """The Idempotency-Key the call was sent with."""
     call_id: Optional[str] = None
-    """The gateway's X-Call-Id; None on an idempotent replay, which has none."""
+    """The call's id (the metadata's ``call_id``, or the X-Call-Id header); an idempotent replay names the
+    call it replays."""
     replayed: bool = False
     """True when the gateway answered with the stored response of an earlier attempt."""
     rate_limit: Optional[RateLimitInfo] = None
@@ -118,7 +119,8 @@ class CallMetadata:
             cost=to_decimal(first("price_paid", "cost")),
             response_time_ms=_number(first("response_time_ms", "responseTime")),
             idempotency_key=idempotency_key,
-            call_id=headers.get("x-call-id"),
+            # In the body since the call id joined the metadata (call_id, callId); the header as before.
+            call_id=(str(first("call_id", "callId")) if first("call_id", "callId") is not None else None) or headers.get("x-call-id"),
             replayed=headers.get("idempotent-replayed") == "true",
             rate_limit=RateLimitInfo.from_headers(headers),
             balance_available=_usd_header(headers.get("x-balance-available")),
