@@ -74,7 +74,7 @@ export function budgetOf(deps: {
   keys: ApiKeys;
   sessions: Sessions;
   /** The hosted MCP server's OAuth access tokens, counted as the key each stands for. */
-  oauthTokens?: Pick<McpOAuth, "verifyAccessToken">;
+  oauthTokens?: Pick<McpOAuth, "verifyAccessTokenOnce">;
   operations?: readonly Operation[];
 }): (req: Request) => Promise<Budget> {
   const routes = credentialRoutes(deps.operations);
@@ -83,7 +83,7 @@ export function budgetOf(deps: {
     // The hosted MCP server's OAuth access tokens stand for a key: counted as that key (many people reaching /mcp
     // through one remote client share its addresses, and must not share one address budget).
     if (token !== undefined && deps.oauthTokens && !isApiKeyCredential(token) && MCP_PATH.test(req.path)) {
-      const keyId = await deps.oauthTokens.verifyAccessToken(token).then(
+      const keyId = await deps.oauthTokens.verifyAccessTokenOnce(req, token).then(
         (info) => String(info.extra?.apiKeyId),
         () => undefined,
       );

@@ -51,7 +51,7 @@ export interface RateLimitsParameters {
   sessions: Sessions;
   stores: Record<RateLimitName, Store>;
   /** The hosted MCP server's OAuth access tokens, each counted as the key it stands for (./rate-limit-budgets.ts). */
-  oauthTokens?: Pick<McpOAuth, "verifyAccessToken">;
+  oauthTokens?: Pick<McpOAuth, "verifyAccessTokenOnce">;
   log: (message: string, error?: unknown) => void;
 }
 

@@ -1,7 +1,8 @@
 /**
  * The sentences an MCP tool result says to a model about a call's money (docs/clients.md, "One contract"): the CLI's
- * stdio MCP server (clients/cli/src/mcp.ts, through the SDK's tool-text) writes the same ones, word for word, and
- * test/http/mcp-contract.test.ts holds the two to it.
+ * stdio MCP server (clients/cli/src/mcp.ts, through the SDK's clients/typescript/src/tool-text.ts) writes the same
+ * ones, word for word: neither package may import the other, and test/http/tool-text.test.ts holds the two copies
+ * together (the Python client's, clients/python/src/skill_gateway/_tool_text.py, is held by the same cases).
  */
 
 /** What a call's metadata says of its money and identity, as POST /v1/call's metadata names it. */

@@ -485,6 +485,26 @@ export class McpOAuth implements OAuthServerProvider {
    * An access token as the resource server (`/mcp`) reads it: its client, expiry and resource, and the grant's key id
    * in `extra.apiKeyId` (the route checks the key is live). Throws for anything that is not a live access token.
    */
+  /**
+   * verifyAccessToken once per request (`holder`: the request): the request budget (server/http/rate-limit-budgets.ts)
+   * and /mcp's credential check both read the token, and the second is answered from the first's lookup.
+   */
+  verifyAccessTokenOnce(holder: object, token: string): Promise<AuthInfo> {
+    let verified = this.verifiedPerRequest.get(holder);
+    if (!verified || verified.token !== token) {
+      verified = { token, info: this.verifyAccessToken(token) };
+      this.verifiedPerRequest.set(holder, verified);
+    }
+    return verified.info;
+  }
+
+  private readonly verifiedPerRequest = new WeakMap<object, { token: string; info: Promise<AuthInfo> }>();
+
+  /** Whether another authorization request may wait for consent now (MCP_OAUTH_REQUESTS_MAX). */
+  async hasRoomForRequest(): Promise<boolean> {
+    return (await this.store.pendingRequestCount(this.now())) < this.settings.requestsMax;
+  }
+
   async verifyAccessToken(token: string): Promise<AuthInfo> {
     const stored: StoredToken | undefined = token.startsWith(ACCESS_TOKEN_PREFIX) ? await this.store.token(sha256(token)) : undefined;
     if (!stored || stored.kind !== "access" || stored.expiresAtMs <= this.now()) throw new InvalidTokenProblem();

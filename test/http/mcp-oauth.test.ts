@@ -320,6 +320,21 @@ describeEachEngine("OAuth 2.1 for the hosted MCP server", (engine) => {
       expect((await stack.gw.keys.get(keyId))!.revokedAtMs).to.not.equal(null);
     });
 
+    it("answers 503 itself when too many requests wait for consent, never redirecting to the client", async () => {
+      const full = await startStack({ engine: engine.name, config: { mcpOAuthRequestsMax: 1 } });
+      try {
+        const registered = await send(`${full.url}/oauth/register`, "POST", {}, { redirect_uris: ["https://evil.example/phish"] });
+        const url = `${full.url}/oauth/authorize?${new URLSearchParams({ client_id: registered.body.client_id, response_type: "code", code_challenge: "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM", code_challenge_method: "S256" })}`;
+        expect((await fetch(url, { redirect: "manual" })).status).to.equal(302);
+        const refused = await fetch(url, { redirect: "manual" });
+        expect(refused.status).to.equal(503);
+        expect(refused.headers.get("location")).to.equal(null);
+        expect(((await refused.json()) as { error: string }).error).to.equal("temporarily_unavailable");
+      } finally {
+        await full.close();
+      }
+    });
+
     it("answers a malformed authorization request 400 itself, never redirecting to the client", async () => {
       const registered = await send(
         `${stack.url}/oauth/register`,

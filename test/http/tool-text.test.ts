@@ -1,5 +1,6 @@
 import { expect } from "chai";
 import { costLine, failureLine } from "../../server/http/tool-text";
+import { costLine as sdkCostLine, failureLine as sdkFailureLine } from "../../clients/typescript/src/tool-text";
 
 describe("the hosted MCP server's sentences about money (server/http/tool-text.ts)", () => {
   it("says what a call charged, naming the skill and the call", () => {
@@ -28,5 +29,37 @@ describe("the hosted MCP server's sentences about money (server/http/tool-text.t
     expect(failureLine("Input does not match the skill's schema: /text must be string", "invalid_input")).to.equal(
       "Input does not match the skill's schema: /text must be string. Nothing was charged. Fix the arguments and call again.",
     );
+  });
+
+  it("says what the SDK's text says (the CLI's stdio MCP server and LangChain), word for word, for every outcome", () => {
+    // The server cannot import the published SDK, nor the SDK the server: the two copies are held together here.
+    const codes = [
+      undefined,
+      "invalid_input",
+      "skill_rejected_input",
+      "invalid_request",
+      "key_spend_limit_reached",
+      "insufficient_balance",
+      "skill_not_allowed",
+      "skill_not_found",
+      "price_above_max",
+      "skill_error",
+      "skill_timeout",
+      "skill_unreachable",
+      "skill_invalid_response",
+      "skill_backend_forbidden",
+      "skill_bad_output",
+      "rate_limited",
+      "daily_limit_reached",
+    ];
+    for (const code of codes)
+      for (const message of ["Something failed", "Skill error: it broke.\nYou were not charged.", "Nothing was charged: the price rose"])
+        for (const retryAfter of [undefined, 7])
+          expect(failureLine(message, code, retryAfter), `${code} ${message}`).to.equal(sdkFailureLine(message, code, retryAfter));
+    for (const replayed of [false, true])
+      for (const callId of [undefined, "c-1"])
+        expect(costLine({ skill_id: "echo", price_paid: 0.002, call_id: callId, replayed })).to.equal(
+          sdkCostLine({ skillId: "echo", cost: 0.002, callId, replayed }),
+        );
   });
 });

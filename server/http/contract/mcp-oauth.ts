@@ -9,7 +9,7 @@ import { allowedSkillsField, expiresAtField, spendLimitPeriod, spendLimitUsd } f
  * 8414, 9728), not the gateway's envelope, and are described in docs/mcp.md.
  */
 
-const UNKNOWN_REQUEST = "This connection request is unknown, used or expired: start connecting again from your MCP client.";
+export const UNKNOWN_REQUEST = "This connection request is unknown, used or expired: start connecting again from your MCP client.";
 
 /** A request's id, as the authorization endpoint put it in the /connect link. */
 export const connectParams = z.object({

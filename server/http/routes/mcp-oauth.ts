@@ -13,7 +13,7 @@ import { dataEnvelope } from "../envelope";
 import { ApiError } from "../errors";
 import { jsonBody } from "../json-body";
 import { parseParams, parseRequest } from "../contract/common";
-import { approveBody, connectParams } from "../contract/mcp-oauth";
+import { UNKNOWN_REQUEST, approveBody, connectParams } from "../contract/mcp-oauth";
 import { publicBase } from "../public-url";
 import { requireSession } from "../session-cookies";
 import { clientKey } from "../rate-limits";
@@ -32,8 +32,6 @@ const AUTHORIZATION_SERVER_PATH = "/.well-known/oauth-authorization-server";
 export const mcpResourceOf = (config: Config, req: Request) => `${publicBase(config, req)}/mcp`;
 /** The URL a 401 of /mcp points clients to (WWW-Authenticate's resource_metadata). */
 export const resourceMetadataUrlOf = (config: Config, req: Request) => `${publicBase(config, req)}${PROTECTED_RESOURCE_PATH}`;
-
-const UNKNOWN_REQUEST = "This connection request is unknown, used or expired: start connecting again from your MCP client.";
 
 /**
  * The hosted MCP server's OAuth 2.1 authorization server (server/identity/mcp-oauth.ts says what it grants):
@@ -107,18 +105,30 @@ export function mcpOAuthRoutes(deps: {
   // What the provider's authorize() needs of the request: the resource it grants, and where the consent page is. And
   // every check that the SDK's handler would answer by redirecting to the client, made first and answered here
   // (400): a client anyone may register must not turn the gateway's origin into an open redirect.
-  router.use(OAUTH.authorize, express.urlencoded({ extended: false, limit: 16_384 }), (req: Request, res: Response, next: NextFunction) => {
-    const params = (req.method === "POST" ? req.body : req.query) as Record<string, unknown>;
-    const problem = params.client_id === undefined ? undefined : authorizationRequestProblem(params, mcpResourceOf(deps.config, req));
-    if (problem !== undefined) {
-      res.status(400).set("cache-control", "no-store").json({ error: "invalid_request", error_description: problem });
-      return;
-    }
-    res.locals.mcpResource = mcpResourceOf(deps.config, req);
-    res.locals.consentUrl = (requestId: string) =>
-      `${publicBase(deps.config, req)}${CONNECT_PATH}?request=${encodeURIComponent(requestId)}`;
-    next();
-  });
+  router.use(
+    OAUTH.authorize,
+    express.urlencoded({ extended: false, limit: 16_384 }),
+    async (req: Request, res: Response, next: NextFunction) => {
+      const params = (req.method === "POST" ? req.body : req.query) as Record<string, unknown>;
+      const problem = params.client_id === undefined ? undefined : authorizationRequestProblem(params, mcpResourceOf(deps.config, req));
+      if (problem !== undefined) {
+        res.status(400).set("cache-control", "no-store").json({ error: "invalid_request", error_description: problem });
+        return;
+      }
+      // Full is answered here too, not by a redirect to a client that did nothing but ask.
+      if (params.client_id !== undefined && !(await deps.oauth.hasRoomForRequest())) {
+        res.status(503).set("cache-control", "no-store").set("retry-after", "60").json({
+          error: "temporarily_unavailable",
+          error_description: "Too many connections are waiting for consent now; try again in a few minutes.",
+        });
+        return;
+      }
+      res.locals.mcpResource = mcpResourceOf(deps.config, req);
+      res.locals.consentUrl = (requestId: string) =>
+        `${publicBase(deps.config, req)}${CONNECT_PATH}?request=${encodeURIComponent(requestId)}`;
+      next();
+    },
+  );
   router.use(OAUTH.authorize, authorizationHandler({ provider: deps.oauth, rateLimit: limited(100, 15 * 60_000) }));
   router.use(OAUTH.token, tokenHandler({ provider: deps.oauth, rateLimit: false }));
   router.use(

@@ -12,7 +12,7 @@ import type { Skill, SkillRegistry } from "../../catalog/skills";
 import { computeCharge } from "../../ledger/fees";
 import { microsToUsd } from "../../ledger/money";
 import { authenticate, authorize, bearerToken, keyOperation } from "../auth";
-import { InvalidTokenProblem, type McpOAuth, isApiKeyCredential } from "../../identity/mcp-oauth";
+import { InvalidTokenProblem, type McpOAuth, isApiKeyCredential, sameResource } from "../../identity/mcp-oauth";
 import { mcpResourceOf, resourceMetadataUrlOf } from "./mcp-oauth";
 import { allowsSkill } from "../../identity/scopes";
 import { type CallResponse, callResponse } from "../call-answer";
@@ -131,8 +131,8 @@ async function oauthKey(deps: McpRoutesParameters, req: Request, token: string):
     );
   let apiKeyId: string;
   try {
-    const info = await deps.oauth.verifyAccessToken(token);
-    if (info.resource?.href !== mcpResourceOf(deps.config, req)) throw invalid();
+    const info = await deps.oauth.verifyAccessTokenOnce(req, token);
+    if (info.resource === undefined || !sameResource(info.resource.href, mcpResourceOf(deps.config, req))) throw invalid();
     apiKeyId = String(info.extra?.apiKeyId);
   } catch (error) {
     if (error instanceof InvalidTokenProblem) throw invalid();
