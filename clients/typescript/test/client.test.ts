@@ -215,7 +215,8 @@ describe("SkillGateway against a scripted gateway", () => {
     });
 
     it("throws TimeoutError when the gateway never answers, after retrying with the same key", async () => {
-      const client = await clientFor(["hang", "hang"], { timeoutMs: 50, maxRetries: 1 });
+      // Long enough for each attempt to reach the scripted gateway on a loaded machine (50 ms lost one under load).
+      const client = await clientFor(["hang", "hang"], { timeoutMs: 400, maxRetries: 1 });
       const error = (await rejectionOf(client.call("echo", {}))) as TimeoutError;
       expect(error).to.be.instanceOf(TimeoutError);
       expect(error.code).to.equal("timeout");
