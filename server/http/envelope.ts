@@ -1,3 +1,4 @@
+import type { z } from "zod";
 import { microsToUsd } from "../ledger/money";
 import type { Endpoint } from "../gateway/calls-store";
 import { currentRequest } from "../ops/request-context";
@@ -42,5 +43,14 @@ export function errorEnvelope(code: ErrorCode, message: string, extra: Record<st
 
 /** The envelope of a read endpoint (skills, balance, usage). */
 export function dataEnvelope(data: unknown) {
+  return { success: true as const, data };
+}
+
+/**
+ * `{success: true, data}` with `data` typed from the contract's view of it (`view`, a schema of ./contract): tsc
+ * refuses a field the view does not declare, a missing one or one of another type, so what a route answers cannot
+ * drift from what the contract documents. Nothing more happens at run time (the contract test checks the values).
+ */
+export function dataEnvelopeOf<View extends z.ZodType>(_view: View, data: z.input<View>) {
   return { success: true as const, data };
 }

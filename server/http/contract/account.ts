@@ -148,7 +148,49 @@ const refusedCount = z
 
 const nextBefore = z.number().int().nullable().meta({ description: "Pass as ?before= to read the next page; null on the last." });
 
-const earningsView = z.strictObject({
+/** GET /v1/usage's answer: a page of calls. */
+export const usagePageView = z.strictObject({ calls: z.array(usageCallView), next_before: nextBefore });
+
+/** GET /v1/usage/daily's answer. */
+export const dailyView = z.strictObject({
+  currency: z.literal("USDC"),
+  from: z.iso.date().meta({ description: "The first day shown (UTC)." }),
+  to: z.iso.date().meta({ description: "The last day shown (UTC)." }),
+  days: z.array(spendTotal.extend({ date: z.iso.date(), refused: refusedCount })),
+  total: spendTotal.extend({ refused: refusedCount }).meta({ description: "The days' calls and spend, summed." }),
+  month_to_date: spendTotal.extend({ month: z.string().regex(/^\d{4}-\d{2}$/), refused: refusedCount }).meta({
+    description: "The current UTC month's calls and spend until now, with the same key and skill filters, whatever the days shown.",
+  }),
+});
+
+/** GET /v1/usage/keys's answer. */
+export const usageByKeyView = z.strictObject({
+  currency: z.literal("USDC"),
+  day: z.iso.date().meta({ description: "Today (UTC)." }),
+  month: z
+    .string()
+    .regex(/^\d{4}-\d{2}$/)
+    .meta({ description: "This month (UTC)." }),
+  keys: z.array(z.strictObject({ api_key_id: z.string(), today: spendTotal, month: spendTotal, total: spendTotal })),
+});
+
+/** GET /v1/history's answer: a page of money in and out. */
+export const historyView = z.strictObject({
+  items: z.array(
+    z.strictObject({
+      type: z.enum(["deposit", "card_topup", "charge", "withdrawal", "exit"]),
+      amount: usdNumber,
+      amount_base_units: baseUnits,
+      description: z.string(),
+      status: z.string(),
+      tx_hash: z.string().nullable(),
+      created_at: isoDate,
+    }),
+  ),
+  next_before: nextBefore,
+});
+
+export const earningsView = z.strictObject({
   currency: z.literal("USDC"),
   pending: usdNumber.nullable(),
   settled: usdNumber.nullable(),
@@ -158,7 +200,7 @@ const earningsView = z.strictObject({
   escrow: hexAddress.nullable(),
 });
 
-const receiptView = z.union([
+export const receiptView = z.union([
   z.strictObject({ call_id: z.string(), status: z.enum(["not_charged", "unsettled"]) }),
   z.strictObject({
     call_id: z.string(),
@@ -189,9 +231,9 @@ export const updateAccountBody = z.object(
   { error: "Body must be a JSON object." },
 );
 
-const accountView = z.strictObject({ account_id: z.string(), display_name: z.string().nullable() });
+export const accountView = z.strictObject({ account_id: z.string(), display_name: z.string().nullable() });
 
-const meView = z.strictObject({
+export const meView = z.strictObject({
   account_id: z.string(),
   name: z.string().meta({ description: "How the account signed up (an e-mail address, a login, an address): never shown to others." }),
   display_name: z.string().nullable().meta({ description: "The seller name the marketplace shows; null until set (PATCH /v1/account)." }),
@@ -226,7 +268,7 @@ export const accountOperations = [
       {
         status: 200,
         description: "A page of calls.",
-        schema: dataEnvelope(z.strictObject({ calls: z.array(usageCallView), next_before: nextBefore })),
+        schema: dataEnvelope(usagePageView),
       },
     ],
     errors: ["invalid_request", "not_found"],
@@ -263,19 +305,7 @@ export const accountOperations = [
       {
         status: 200,
         description: "One entry per day, oldest first, with the range's total and this month's spend so far.",
-        schema: dataEnvelope(
-          z.strictObject({
-            currency: z.literal("USDC"),
-            from: z.iso.date().meta({ description: "The first day shown (UTC)." }),
-            to: z.iso.date().meta({ description: "The last day shown (UTC)." }),
-            days: z.array(spendTotal.extend({ date: z.iso.date(), refused: refusedCount })),
-            total: spendTotal.extend({ refused: refusedCount }).meta({ description: "The days' calls and spend, summed." }),
-            month_to_date: spendTotal.extend({ month: z.string().regex(/^\d{4}-\d{2}$/), refused: refusedCount }).meta({
-              description:
-                "The current UTC month's calls and spend until now, with the same key and skill filters, whatever the days shown.",
-            }),
-          }),
-        ),
+        schema: dataEnvelope(dailyView),
       },
     ],
     errors: ["invalid_request", "not_found"],
@@ -293,17 +323,7 @@ export const accountOperations = [
       {
         status: 200,
         description: "One entry per key.",
-        schema: dataEnvelope(
-          z.strictObject({
-            currency: z.literal("USDC"),
-            day: z.iso.date().meta({ description: "Today (UTC)." }),
-            month: z
-              .string()
-              .regex(/^\d{4}-\d{2}$/)
-              .meta({ description: "This month (UTC)." }),
-            keys: z.array(z.strictObject({ api_key_id: z.string(), today: spendTotal, month: spendTotal, total: spendTotal })),
-          }),
-        ),
+        schema: dataEnvelope(usageByKeyView),
       },
     ],
     errors: [],
@@ -322,22 +342,7 @@ export const accountOperations = [
       {
         status: 200,
         description: "A page of history.",
-        schema: dataEnvelope(
-          z.strictObject({
-            items: z.array(
-              z.strictObject({
-                type: z.enum(["deposit", "card_topup", "charge", "withdrawal", "exit"]),
-                amount: usdNumber,
-                amount_base_units: baseUnits,
-                description: z.string(),
-                status: z.string(),
-                tx_hash: z.string().nullable(),
-                created_at: isoDate,
-              }),
-            ),
-            next_before: nextBefore,
-          }),
-        ),
+        schema: dataEnvelope(historyView),
       },
     ],
     errors: ["invalid_request"],

@@ -35,10 +35,22 @@ export const preparedFields = {
   sign: z.string().meta({ description: "How to sign user_op_hash." }),
 };
 
+/** The fields every prepare answers about its operation (server/http/owner-signed.ts preparedView builds them). */
+export const preparedView = z.strictObject(preparedFields);
+
+/** POST /v1/seller/claim/prepare's answer. */
+export const claimPreparedView = preparedView.extend({
+  amount: usdNumber,
+  amount_base_units: baseUnits,
+  to: hexAddress,
+  user_operation: userOperationView,
+});
+
 /** POST /v1/seller/claim's and /prepare's body: where the USDC goes, the wallet itself when absent. */
 export const claimBody = z.object({ to: recipientAddress("to").nullable().optional() }, { error: "Body must be a JSON object." });
 
-const claimed = z.strictObject({
+/** A claim sent and mined: POST /v1/seller/claim's and /submit's answer. */
+export const claimedView = z.strictObject({
   amount: usdNumber,
   amount_base_units: baseUnits,
   user_op_hash: hex32,
@@ -65,7 +77,7 @@ export const claimOperations = [
     auth: "session",
     body: claimBody,
     bodyOptional: true,
-    responses: [{ status: 200, description: "Sent and mined.", schema: dataEnvelope(claimed) }],
+    responses: [{ status: 200, description: "Sent and mined.", schema: dataEnvelope(claimedView) }],
     errors: [...CLAIM_ERRORS, "nothing_to_claim"],
   }),
   operation({
@@ -80,15 +92,7 @@ export const claimOperations = [
       {
         status: 201,
         description: "The sponsored claim, kept here until it expires.",
-        schema: dataEnvelope(
-          z.strictObject({
-            ...preparedFields,
-            amount: usdNumber,
-            amount_base_units: baseUnits,
-            to: hexAddress,
-            user_operation: userOperationView,
-          }),
-        ),
+        schema: dataEnvelope(claimPreparedView),
       },
     ],
     errors: [...CLAIM_ERRORS, "nothing_to_claim", "user_operation_rejected"],
@@ -100,7 +104,7 @@ export const claimOperations = [
     summary: "Submit a prepared claim with the owner's signature",
     auth: "session",
     body: ownerSignatureBody,
-    responses: [{ status: 200, description: "Sent and mined.", schema: dataEnvelope(claimed) }],
+    responses: [{ status: 200, description: "Sent and mined.", schema: dataEnvelope(claimedView) }],
     errors: [...CLAIM_ERRORS, "user_operation_rejected"],
   }),
 ];

@@ -203,6 +203,15 @@ export const keyView = z
   })
   .meta({ id: "ApiKey" });
 
+/** A key as the routes build it (routes/keys.ts view): typed from keyView, so tsc refuses a field the contract lacks or misses one it has. */
+export type KeyView = z.input<typeof keyView>;
+
+/** POST /v1/keys's answer: the key, and the whole key this once. */
+export const createdKeyView = keyView.extend({ key: z.string().regex(/^atom_/) });
+
+/** DELETE /v1/keys/:id's answer. */
+export const revokedKeyView = z.strictObject({ id: z.string(), revoked: z.literal(true) });
+
 /** A management key's refusal: it asked for more than it may grant (server/identity/key-authority.ts). */
 const MANAGE_NOTE =
   " With a keys:manage key (docs/keys.md, Keys made by code): never keys:manage or funds:withdraw, usage:read only if the managing key has it, and skills, expiry and spending limit no wider than its own (its own are the defaults); anything more is 403 authority_exceeded.";
@@ -224,7 +233,7 @@ export const keyOperations = [
       {
         status: 201,
         description: "The key, shown this once.",
-        schema: dataEnvelope(keyView.extend({ key: z.string().regex(/^atom_/) })),
+        schema: dataEnvelope(createdKeyView),
       },
     ],
     errors: ["authority_exceeded"],
@@ -275,7 +284,7 @@ export const keyOperations = [
       {
         status: 200,
         description: "Revoked: the next call with it gets 401.",
-        schema: dataEnvelope(z.strictObject({ id: z.string(), revoked: z.literal(true) })),
+        schema: dataEnvelope(revokedKeyView),
       },
     ],
     errors: ["not_found", "authority_exceeded"],

@@ -39,7 +39,8 @@ export const approveBody = z.strictObject(
   },
 );
 
-const requestView = z.strictObject({
+/** GET /v1/oauth/requests/:requestId's answer: the waiting request, for the consent page. */
+export const requestView = z.strictObject({
   client_id: z.string(),
   client_name: z.string().meta({ description: 'The name the client registered with; "" when it gave none.' }),
   client_uri: z.string().nullable(),
@@ -47,9 +48,13 @@ const requestView = z.strictObject({
   expires_at: isoDate.meta({ description: "When the request stops waiting for an answer." }),
 });
 
-const redirectView = z.strictObject({
+/** POST .../deny's answer. */
+export const redirectView = z.strictObject({
   redirect_to: z.string().meta({ description: "The client's redirect URI with the answer: the page sends the browser there." }),
 });
+
+/** POST .../approve's answer. */
+export const approvedView = redirectView.extend({ key_id: z.string().meta({ description: "The grant's key (API Keys)." }) });
 
 export const mcpOAuthOperations = [
   operation({
@@ -76,7 +81,7 @@ export const mcpOAuthOperations = [
       {
         status: 200,
         description: "Consented: the client's redirect URI with the code.",
-        schema: dataEnvelope(redirectView.extend({ key_id: z.string().meta({ description: "The grant's key (API Keys)." }) })),
+        schema: dataEnvelope(approvedView),
       },
     ],
     errors: ["not_found"],

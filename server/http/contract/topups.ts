@@ -61,6 +61,12 @@ const nextStep = z.union([
   z.strictObject({ kind: z.literal("redirect"), url: z.string() }),
 ]);
 
+/** POST /v1/topups/card's answer: the checkout and what to do next. */
+export const startedCheckoutView = checkoutView.extend({ next: nextStep });
+
+/** POST /v1/topups/card/notify's answer. */
+export const notificationReceivedView = z.strictObject({ received: z.literal(true), duplicate: z.boolean(), status: checkoutStatus });
+
 export const topupOperations = [
   operation({
     method: "post",
@@ -70,7 +76,7 @@ export const topupOperations = [
     description: "A declined card is an outcome, not an error: 201 with status declined.",
     auth: "session",
     body: cardTopupBody,
-    responses: [{ status: 201, description: "The checkout.", schema: dataEnvelope(checkoutView.extend({ next: nextStep })) }],
+    responses: [{ status: 201, description: "The checkout.", schema: dataEnvelope(startedCheckoutView) }],
     errors: ["chain_unavailable", "chain_not_configured", "no_deposit_address", "amount_below_minimum"],
   }),
   operation({
@@ -95,7 +101,7 @@ export const topupOperations = [
       {
         status: 200,
         description: "Received (a duplicate is received again, changing nothing).",
-        schema: dataEnvelope(z.strictObject({ received: z.literal(true), duplicate: z.boolean(), status: checkoutStatus })),
+        schema: dataEnvelope(notificationReceivedView),
       },
     ],
     errors: ["invalid_signature", "not_found"],

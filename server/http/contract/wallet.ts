@@ -11,7 +11,7 @@ import {
   usdAmount,
   usdNumber,
 } from "./common";
-import { ownerSignatureBody, preparedFields, userOperationView } from "./claim";
+import { ownerSignatureBody, preparedView, userOperationView } from "./claim";
 
 /**
  * The embedded wallet: a SIWE owner's sweep into the escrow, withdrawals to an address, and
@@ -41,13 +41,29 @@ export const voucherView = z
   })
   .meta({ id: "WalletVoucher" });
 
-const sent = z.strictObject({
+/** A withdrawal sent and mined: POST /v1/wallet/withdraw's and /submit's answer. */
+export const withdrawalSentView = z.strictObject({
   amount: usdNumber,
   amount_base_units: baseUnits,
   to: hexAddress,
   nonce: decimalString,
   user_op_hash: hex32,
   tx_hash: hex32,
+});
+
+/** POST /v1/wallet/sweep/prepare's answer. */
+export const sweepPreparedView = preparedView.extend({ amount: usdNumber, user_operation: userOperationView });
+
+/** POST /v1/wallet/sweep/submit's answer. */
+export const sweptView = z.strictObject({ transaction_hash: hex32, user_op_hash: hex32, amount: usdNumber });
+
+/** POST /v1/wallet/withdraw/prepare's answer: the voucher is issued and the operation built. */
+export const withdrawalPreparedView = preparedView.extend({
+  amount: usdNumber,
+  amount_base_units: baseUnits,
+  to: hexAddress,
+  nonce: decimalString,
+  voucher: voucherView,
 });
 
 const WITHDRAW_ERRORS = [
@@ -74,7 +90,7 @@ export const walletOperations = [
       {
         status: 201,
         description: "The sponsored sweep, for the owner to sign.",
-        schema: dataEnvelope(z.strictObject({ ...preparedFields, amount: usdNumber, user_operation: userOperationView })),
+        schema: dataEnvelope(sweepPreparedView),
       },
     ],
     errors: ["chain_unavailable", "chain_not_configured", "not_found", "no_wallet", "wallet_swept_automatically", "amount_below_minimum"],
@@ -90,7 +106,7 @@ export const walletOperations = [
       {
         status: 200,
         description: "Sent and mined; the deposit is credited from the escrow's event.",
-        schema: dataEnvelope(z.strictObject({ transaction_hash: hex32, user_op_hash: hex32, amount: usdNumber })),
+        schema: dataEnvelope(sweptView),
       },
     ],
     errors: ["chain_unavailable", "chain_not_configured", "not_found", "no_wallet", "sweep_in_progress", "user_operation_rejected"],
@@ -102,7 +118,7 @@ export const walletOperations = [
     summary: "Withdraw to an address (a wallet whose key the gateway holds)",
     auth: "session",
     body: walletWithdrawBody,
-    responses: [{ status: 200, description: "Sent and mined.", schema: dataEnvelope(sent) }],
+    responses: [{ status: 200, description: "Sent and mined.", schema: dataEnvelope(withdrawalSentView) }],
     errors: [...WITHDRAW_ERRORS],
     errorFields: withdrawalFailure,
   }),
@@ -117,16 +133,7 @@ export const walletOperations = [
       {
         status: 201,
         description: "The voucher is issued and the operation built.",
-        schema: dataEnvelope(
-          z.strictObject({
-            ...preparedFields,
-            amount: usdNumber,
-            amount_base_units: baseUnits,
-            to: hexAddress,
-            nonce: decimalString,
-            voucher: voucherView,
-          }),
-        ),
+        schema: dataEnvelope(withdrawalPreparedView),
       },
     ],
     errors: [...WITHDRAW_ERRORS],
@@ -139,7 +146,7 @@ export const walletOperations = [
     summary: "Submit a prepared withdrawal with the owner's signature",
     auth: "session",
     body: ownerSignatureBody,
-    responses: [{ status: 200, description: "Sent and mined.", schema: dataEnvelope(sent) }],
+    responses: [{ status: 200, description: "Sent and mined.", schema: dataEnvelope(withdrawalSentView) }],
     errors: [...WITHDRAW_ERRORS, "user_operation_rejected"],
     errorFields: withdrawalFailure,
   }),

@@ -12,6 +12,26 @@ export const withdrawalBody = z.object(
   { error: "Body must be a JSON object." },
 );
 
+/** POST /v1/withdrawals's answer: the signed voucher. */
+export const issuedVoucherView = z.strictObject({
+  amount: usdNumber,
+  voucher: z.strictObject({ account: hexAddress, amount: decimalString, nonce: decimalString, deadline: decimalString }),
+  signature: z.string(),
+  escrow: hexAddress,
+  chain_id: z.number().int(),
+  expires_at: isoDate,
+});
+
+/** A voucher as GET /v1/withdrawals lists it. */
+export const listedVoucherView = z.strictObject({
+  address: hexAddress,
+  nonce: decimalString,
+  amount: usdNumber,
+  status: z.string(),
+  expires_at: isoDate,
+  created_at: isoDate,
+});
+
 export const withdrawalOperations = [
   operation({
     method: "post",
@@ -27,16 +47,7 @@ export const withdrawalOperations = [
       {
         status: 200,
         description: "The signed voucher.",
-        schema: dataEnvelope(
-          z.strictObject({
-            amount: usdNumber,
-            voucher: z.strictObject({ account: hexAddress, amount: decimalString, nonce: decimalString, deadline: decimalString }),
-            signature: z.string(),
-            escrow: hexAddress,
-            chain_id: z.number().int(),
-            expires_at: isoDate,
-          }),
-        ),
+        schema: dataEnvelope(issuedVoucherView),
       },
     ],
     errors: ["chain_unavailable", "chain_not_configured", "amount_below_minimum", "insufficient_balance"],
@@ -52,18 +63,7 @@ export const withdrawalOperations = [
       {
         status: 200,
         description: "The newest 100.",
-        schema: dataEnvelope(
-          z.array(
-            z.strictObject({
-              address: hexAddress,
-              nonce: decimalString,
-              amount: usdNumber,
-              status: z.string(),
-              expires_at: isoDate,
-              created_at: isoDate,
-            }),
-          ),
-        ),
+        schema: dataEnvelope(z.array(listedVoucherView)),
       },
     ],
     errors: [],

@@ -1,14 +1,15 @@
 import express, { type Router } from "express";
 import { jsonBody } from "../json-body";
-import type { Address } from "viem";
+import type { Address, Hex } from "viem";
+import type { z } from "zod";
 import type { Sessions } from "../../identity/sessions";
 import type { WalletService } from "../../wallets/wallet-service";
 import { microsToUsd } from "../../ledger/money";
-import { dataEnvelope } from "../envelope";
-import { readOwnerSignature } from "../owner-signed";
+import { dataEnvelopeOf } from "../envelope";
+import { preparedViewOf, readOwnerSignature, userOperationViewOf } from "../owner-signed";
 import { ApiError, refuse } from "../errors";
 import { requireSession } from "../session-cookies";
-import { claimBody } from "../contract/claim";
+import { claimBody, claimedView, claimPreparedView } from "../contract/claim";
 import { parseRequest } from "../contract/common";
 
 /**
@@ -46,15 +47,7 @@ export function claimRoutes(deps: {
     const to = readTo(req.body);
     const result = await wallets.claimForServerWallet(req.session!.accountId, { to });
     if (!result.ok) refuse(result);
-    res.json(
-      dataEnvelope({
-        amount: microsToUsd(result.amountMicros),
-        amount_base_units: result.amountMicros.toString(),
-        user_op_hash: result.userOpHash,
-        tx_hash: result.transactionHash,
-        to: result.to,
-      }),
-    );
+    res.json(dataEnvelopeOf(claimedView, claimed(result)));
   });
 
   router.post("/v1/seller/claim/prepare", session, json, async (req, res) => {
@@ -63,25 +56,14 @@ export function claimRoutes(deps: {
     const result = await wallets.prepareOwnerClaim(req.session!.accountId, { to });
     if (!result.ok) refuse(result);
     const { prepared } = result;
-    const op = prepared.userOperation;
     res.set("cache-control", "no-store");
     res.status(201).json(
-      dataEnvelope({
-        user_op_hash: prepared.userOpHash,
+      dataEnvelopeOf(claimPreparedView, {
+        ...preparedViewOf(prepared),
         amount: microsToUsd(prepared.details.claimableMicros),
         amount_base_units: prepared.details.claimableMicros.toString(),
-        expires_at: new Date(prepared.expiresAtMs).toISOString(),
         to: prepared.details.to,
-        wallet: prepared.wallet,
-        owner: prepared.owner,
-        sign: "personal_sign of user_op_hash as 32 raw bytes, by the owner",
-        user_operation: {
-          sender: op.sender,
-          nonce: op.nonce.toString(),
-          factory: op.factory ?? null,
-          call_data: op.callData,
-          paymaster: op.paymaster ?? null,
-        },
+        user_operation: userOperationViewOf(prepared.userOperation),
       }),
     );
   });
@@ -91,15 +73,7 @@ export function claimRoutes(deps: {
     const { hash, signature } = readOwnerSignature(req.body);
     const result = await wallets.submitOwnerClaim(req.session!.accountId, hash, signature);
     if (!result.ok) refuse(result);
-    res.json(
-      dataEnvelope({
-        amount: microsToUsd(result.amountMicros),
-        amount_base_units: result.amountMicros.toString(),
-        tx_hash: result.transactionHash,
-        user_op_hash: result.userOpHash,
-        to: result.to,
-      }),
-    );
+    res.json(dataEnvelopeOf(claimedView, claimed(result)));
   });
 
   return router;
@@ -108,4 +82,15 @@ export function claimRoutes(deps: {
 /** The optional `to`: where the claimed USDC goes instead of the wallet. */
 function readTo(body: unknown): Address | undefined {
   return (parseRequest(claimBody, body ?? {}).to ?? undefined) as Address | undefined;
+}
+
+/** A claim sent and mined, as both ways of claiming answer it. */
+function claimed(result: { amountMicros: bigint; userOpHash: Hex; transactionHash: Hex; to: Address }): z.input<typeof claimedView> {
+  return {
+    amount: microsToUsd(result.amountMicros),
+    amount_base_units: result.amountMicros.toString(),
+    user_op_hash: result.userOpHash,
+    tx_hash: result.transactionHash,
+    to: result.to,
+  };
 }

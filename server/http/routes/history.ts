@@ -5,8 +5,8 @@ import type { Ledger } from "../../ledger/ledger";
 import { accountHistory } from "../../ledger/history";
 import { microsToUsd } from "../../ledger/money";
 import { requireAccount } from "../auth";
-import { dataEnvelope } from "../envelope";
-import { historyQuery } from "../contract/account";
+import { dataEnvelopeOf } from "../envelope";
+import { historyQuery, historyView } from "../contract/account";
 import { parseRequest } from "../contract/common";
 
 /**
@@ -24,7 +24,7 @@ export function historyRoutes(deps: { keys: ApiKeys; sessions: Sessions; ledger:
     const items = await accountHistory(deps.ledger.db, req.accountId!, { limit, beforeMs: before });
     res.set("cache-control", "no-store");
     res.json(
-      dataEnvelope({
+      dataEnvelopeOf(historyView, {
         items: items.map((i) => ({
           type: i.type,
           amount: microsToUsd(i.amountMicros),

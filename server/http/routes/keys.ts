@@ -5,9 +5,9 @@ import { type KeyShape, type SkillCanon, grantRefusal, inheritedDefaults, target
 import type { Sessions } from "../../identity/sessions";
 import { microsToUsd } from "../../ledger/money";
 import type { SpendLimitStatus } from "../../ledger/spend-limits";
-import { dataEnvelope } from "../envelope";
+import { dataEnvelopeOf } from "../envelope";
 import { parseParams, parseRequest } from "../contract/common";
-import { createKeyBody, keyParams, updateKeyBody } from "../contract/keys";
+import { type KeyView, createKeyBody, createdKeyView, keyParams, keyView, revokedKeyView, updateKeyBody } from "../contract/keys";
 import { ApiError, refuse } from "../errors";
 import { requireAccount, scopeMissing } from "../auth";
 import type { SkillRegistry } from "../../catalog/skills";
@@ -20,7 +20,7 @@ export const MAX_LIVE_KEYS = 50;
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 /** A key as GET /v1/keys lists it; GET /v1/key shows the calling key the same way (./own-key.ts). */
-export const view = (record: ApiKeyRecord, limit: SpendLimitStatus | null | undefined) => ({
+export const view = (record: ApiKeyRecord, limit: SpendLimitStatus | null | undefined): KeyView => ({
   id: record.id,
   prefix: record.prefix,
   name: record.name,
@@ -134,7 +134,7 @@ export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; skills: Ski
         }),
     });
     const limits = await deps.keys.spendLimits([created.record.id], nowMs);
-    res.status(201).json(dataEnvelope({ ...view(created.record, limits.get(created.record.id)), key: created.key }));
+    res.status(201).json(dataEnvelopeOf(createdKeyView, { ...view(created.record, limits.get(created.record.id)), key: created.key }));
   });
 
   router.get("/v1/keys", auth("GET /v1/keys"), async (req, res) => {
@@ -144,7 +144,12 @@ export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; skills: Ski
       now(),
     );
     res.set("cache-control", "no-store");
-    res.json(dataEnvelope(live.map((k) => view(k, limits.get(k.id)))));
+    res.json(
+      dataEnvelopeOf(
+        keyView.array(),
+        live.map((k) => view(k, limits.get(k.id))),
+      ),
+    );
   });
 
   router.patch("/v1/keys/:id", auth("PATCH /v1/keys/{id}"), json, async (req, res) => {
@@ -186,7 +191,7 @@ export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; skills: Ski
       nowMs,
     );
     if (!updated) throw new ApiError("not_found", "No such key on this account.");
-    res.json(dataEnvelope(view(updated.record, updated.spendLimit)));
+    res.json(dataEnvelopeOf(keyView, view(updated.record, updated.spendLimit)));
   });
 
   router.delete("/v1/keys/:id", auth("DELETE /v1/keys/{id}"), async (req, res) => {
@@ -204,7 +209,7 @@ export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; skills: Ski
         }),
     });
     if (!revoked) throw new ApiError("not_found", "No such key on this account.");
-    res.json(dataEnvelope({ id: record.id, revoked: true }));
+    res.json(dataEnvelopeOf(revokedKeyView, { id: record.id, revoked: true }));
   });
 
   return router;

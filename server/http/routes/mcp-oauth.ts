@@ -9,11 +9,11 @@ import type { SkillRegistry } from "../../catalog/skills";
 import type { ApiKeys } from "../../identity/api-keys";
 import { MCP_OAUTH_SCOPE, type McpOAuth, authorizationRequestProblem } from "../../identity/mcp-oauth";
 import type { Sessions } from "../../identity/sessions";
-import { dataEnvelope } from "../envelope";
+import { dataEnvelopeOf } from "../envelope";
 import { ApiError } from "../errors";
 import { jsonBody } from "../json-body";
 import { parseParams, parseRequest } from "../contract/common";
-import { UNKNOWN_REQUEST, approveBody, connectParams } from "../contract/mcp-oauth";
+import { UNKNOWN_REQUEST, approveBody, approvedView, connectParams, redirectView, requestView } from "../contract/mcp-oauth";
 import { publicBase } from "../public-url";
 import { requireSession } from "../session-cookies";
 import { clientKey } from "../rate-limits";
@@ -145,7 +145,7 @@ export function mcpOAuthRoutes(deps: {
     const view = await deps.oauth.describe(requestIdOf(req));
     if (!view) throw new ApiError("not_found", UNKNOWN_REQUEST);
     res.set("cache-control", "no-store").json(
-      dataEnvelope({
+      dataEnvelopeOf(requestView, {
         client_id: view.clientId,
         client_name: view.clientName,
         client_uri: view.clientUri,
@@ -178,13 +178,13 @@ export function mcpOAuthRoutes(deps: {
       },
     );
     if (!approved) throw new ApiError("not_found", UNKNOWN_REQUEST);
-    res.set("cache-control", "no-store").json(dataEnvelope({ redirect_to: approved.redirectTo, key_id: approved.keyId }));
+    res.set("cache-control", "no-store").json(dataEnvelopeOf(approvedView, { redirect_to: approved.redirectTo, key_id: approved.keyId }));
   });
 
   router.post("/v1/oauth/requests/:requestId/deny", session, async (req, res) => {
     const redirectTo = await deps.oauth.deny(requestIdOf(req));
     if (!redirectTo) throw new ApiError("not_found", UNKNOWN_REQUEST);
-    res.set("cache-control", "no-store").json(dataEnvelope({ redirect_to: redirectTo }));
+    res.set("cache-control", "no-store").json(dataEnvelopeOf(redirectView, { redirect_to: redirectTo }));
   });
 
   return router;

@@ -7,9 +7,9 @@ import type { ChainConnection, MoneyPath } from "../../settlement/money-path";
 import { microsToUsd } from "../../ledger/money";
 import { requireAccount, scopeMissing } from "../auth";
 import type { Sessions } from "../../identity/sessions";
-import { callParams } from "../contract/account";
+import { callParams, earningsView, receiptView } from "../contract/account";
 import { parseParams } from "../contract/common";
-import { dataEnvelope } from "../envelope";
+import { dataEnvelopeOf } from "../envelope";
 import { ApiError } from "../errors";
 
 /**
@@ -34,7 +34,7 @@ export function moneyRoutes(deps: {
     const e = await deps.earningsOf(req.accountId!);
     const usd = (micros: bigint | null) => (micros === null ? null : microsToUsd(micros));
     res.json(
-      dataEnvelope({
+      dataEnvelopeOf(earningsView, {
         currency: "USDC",
         pending: usd(e.pendingMicros),
         settled: usd(e.settledMicros),
@@ -60,11 +60,11 @@ export function moneyRoutes(deps: {
     const r = await settler.receiptFor(callId);
     if (r.status === "unknown_call") throw new ApiError("not_found", `No call ${callId} for this key's account.`);
     if (r.status === "not_charged" || r.status === "unsettled") {
-      res.json(dataEnvelope({ call_id: callId, status: r.status }));
+      res.json(dataEnvelopeOf(receiptView, { call_id: callId, status: r.status }));
       return;
     }
     res.json(
-      dataEnvelope({
+      dataEnvelopeOf(receiptView, {
         call_id: callId,
         status: r.status,
         batch_number: r.batchNumber,

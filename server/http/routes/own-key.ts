@@ -3,7 +3,8 @@ import type { ApiKeys } from "../../identity/api-keys";
 import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd } from "../../ledger/money";
 import { requireApiKey } from "../auth";
-import { dataEnvelope } from "../envelope";
+import { dataEnvelopeOf } from "../envelope";
+import { ownKeyView } from "../contract/own-key";
 import { view as keyRecordView } from "./keys";
 
 /**
@@ -29,7 +30,7 @@ export function ownKeyRoutes(deps: { keys: ApiKeys; ledger: Ledger; now?: () => 
     const remainingMicros = limit ? (limit.limitMicros > limit.spentMicros ? limit.limitMicros - limit.spentMicros : 0n) : null;
     res.set("cache-control", "no-store");
     res.json(
-      dataEnvelope({
+      dataEnvelopeOf(ownKeyView, {
         ...keyRecordView(record, limit),
         remaining_usd: remainingMicros === null ? null : microsToUsd(remainingMicros),
         remaining_base_units: remainingMicros === null ? null : remainingMicros.toString(),

@@ -9,7 +9,8 @@ import { microsToUsd } from "../../ledger/money";
 import { requireAccount } from "../auth";
 import type { Sessions } from "../../identity/sessions";
 import { displayNameOf } from "../../identity/display-name-store";
-import { dataEnvelope } from "../envelope";
+import { dataEnvelope, dataEnvelopeOf } from "../envelope";
+import { balanceView } from "../contract/account";
 import { ApiError } from "../errors";
 import { excerpt } from "../../text";
 
@@ -62,7 +63,7 @@ export function readRoutes(deps: {
   router.get("/v1/balance", auth("GET /v1/balance"), async (req, res) => {
     const { availableMicros, heldMicros } = await deps.ledger.balance(req.accountId!);
     res.json(
-      dataEnvelope({
+      dataEnvelopeOf(balanceView, {
         currency: "USDC",
         available: microsToUsd(availableMicros),
         held: microsToUsd(heldMicros),

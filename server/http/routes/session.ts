@@ -8,8 +8,8 @@ import { checkDisplayName } from "../../identity/display-name";
 import { displayNameOf, setDisplayName } from "../../identity/display-name-store";
 import { jsonBody } from "../json-body";
 import { parseRequest } from "../contract/common";
-import { updateAccountBody } from "../contract/account";
-import { dataEnvelope } from "../envelope";
+import { accountView, meView, updateAccountBody } from "../contract/account";
+import { dataEnvelope, dataEnvelopeOf } from "../envelope";
 import { refuse } from "../errors";
 import { requireSession, closeSession } from "../session-cookies";
 
@@ -30,7 +30,7 @@ export function sessionRoutes(deps: { sessions: Sessions; ledger: Ledger; addres
     const { availableMicros, heldMicros } = await deps.ledger.balance(accountId);
     const identities = await deps.sessions.identitiesOf(accountId);
     res.json(
-      dataEnvelope({
+      dataEnvelopeOf(meView, {
         account_id: account.id,
         name: account.name,
         display_name: await displayNameOf(deps.ledger.db, accountId),
@@ -52,7 +52,7 @@ export function sessionRoutes(deps: { sessions: Sessions; ledger: Ledger; addres
       displayName = checked.name;
     }
     await setDisplayName(deps.ledger.db, accountId, displayName);
-    res.json(dataEnvelope({ account_id: accountId, display_name: displayName }));
+    res.json(dataEnvelopeOf(accountView, { account_id: accountId, display_name: displayName }));
   });
 
   router.post("/auth/logout", session, async (req, res) => {

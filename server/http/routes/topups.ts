@@ -4,13 +4,14 @@ import { CARD_SIGNATURE_HEADER } from "../../payments/card-provider";
 import { type CardCheckout, type CardTopups, MAX_CARD_TOPUP_MICROS } from "../../payments/card-topups";
 import type { Sessions } from "../../identity/sessions";
 import { microsToUsd, usdDisplay, usdToMicros } from "../../ledger/money";
-import { dataEnvelope } from "../envelope";
+import { dataEnvelopeOf } from "../envelope";
 import { ApiError, refuse } from "../errors";
 import { requireSession } from "../session-cookies";
 import { parseParams, parseRequest } from "../contract/common";
-import { cardTopupBody, checkoutParams } from "../contract/topups";
+import { cardTopupBody, checkoutParams, checkoutView, notificationReceivedView, startedCheckoutView } from "../contract/topups";
+import type { z } from "zod";
 
-const view = (checkout: CardCheckout) => ({
+const view = (checkout: CardCheckout): z.input<typeof checkoutView> => ({
   id: checkout.id,
   status: checkout.status,
   amount: microsToUsd(checkout.amountMicros),
@@ -42,7 +43,7 @@ export function topupRoutes(deps: { sessions: Sessions; cardTopups: CardTopups }
     const body = typeof req.body === "string" ? req.body : "";
     const result = await deps.cardTopups.receive(body, req.get(CARD_SIGNATURE_HEADER));
     if (!result.ok) refuse(result);
-    res.json(dataEnvelope({ received: true, duplicate: result.duplicate, status: result.checkout.status }));
+    res.json(dataEnvelopeOf(notificationReceivedView, { received: true, duplicate: result.duplicate, status: result.checkout.status }));
   });
 
   router.post("/v1/topups/card", session, json, async (req, res) => {
@@ -53,7 +54,7 @@ export function topupRoutes(deps: { sessions: Sessions; cardTopups: CardTopups }
     }
     const result = await deps.cardTopups.start(req.session!.accountId, amountMicros, body.card);
     if (!result.ok) refuse(result);
-    res.status(201).json(dataEnvelope({ ...view(result.checkout), next: result.next }));
+    res.status(201).json(dataEnvelopeOf(startedCheckoutView, { ...view(result.checkout), next: result.next }));
   });
 
   router.get("/v1/topups/card/:id", session, async (req, res) => {
@@ -61,7 +62,7 @@ export function topupRoutes(deps: { sessions: Sessions; cardTopups: CardTopups }
     const checkout = await deps.cardTopups.get(req.session!.accountId, id);
     if (!checkout) throw new ApiError("not_found", "No such checkout on this account.");
     res.set("cache-control", "no-store");
-    res.json(dataEnvelope(view(checkout)));
+    res.json(dataEnvelopeOf(checkoutView, view(checkout)));
   });
 
   return router;

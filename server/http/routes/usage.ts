@@ -6,10 +6,21 @@ import { parseMetadata } from "../../identity/key-metadata";
 import type { Sessions } from "../../identity/sessions";
 import { microsToUsd, usdText } from "../../ledger/money";
 import { requireAccount, scopeMissing } from "../auth";
-import { MAX_DAILY_DAYS, USAGE_CSV_COLUMNS, dailyQuery, usageCsvQuery, usageQuery } from "../contract/account";
+import {
+  MAX_DAILY_DAYS,
+  USAGE_CSV_COLUMNS,
+  dailyQuery,
+  dailyView,
+  usageByKeyView,
+  usageCallView,
+  usageCsvQuery,
+  usagePageView,
+  usageQuery,
+} from "../contract/account";
+import type { z } from "zod";
 import { UUID_PATTERN, parseRequest } from "../contract/common";
 import { type CsvCell, csvLine } from "../csv";
-import { dataEnvelope } from "../envelope";
+import { dataEnvelopeOf } from "../envelope";
 import { ApiError } from "../errors";
 
 const DAY_MS = 86_400_000;
@@ -69,7 +80,7 @@ export function usageRoutes(deps: {
     const query = parseRequest(usageQuery, req.query);
     const rows = await deps.calls.recent(req.accountId!, query.limit, query.before, await filterOf(req, query));
     res.json(
-      dataEnvelope({
+      dataEnvelopeOf(usagePageView, {
         calls: rows.map(callView),
         /** Pass as ?before= to read the next page. */
         // A page may run past `limit` to finish its last millisecond (CallsStore.recent).
@@ -138,7 +149,7 @@ export function usageRoutes(deps: {
       out.push({ date: dayText(day * DAY_MS), ...spendView(d), refused: refusedByDay.get(day) ?? 0 });
     }
     res.json(
-      dataEnvelope({
+      dataEnvelopeOf(dailyView, {
         currency: "USDC",
         from: dayText(firstDay * DAY_MS),
         to: dayText(lastDay * DAY_MS),
@@ -155,7 +166,7 @@ export function usageRoutes(deps: {
     // A key that reads its own calls only sees its own line.
     const rows = req.ownCallsOf === undefined ? all : all.filter((row) => row.apiKeyId === req.ownCallsOf);
     res.json(
-      dataEnvelope({
+      dataEnvelopeOf(usageByKeyView, {
         currency: "USDC",
         day: dayText(nowMs),
         month: dayText(nowMs).slice(0, 7),
@@ -173,7 +184,7 @@ export function usageRoutes(deps: {
 }
 
 /** A call as GET /v1/usage lists it. */
-function callView(r: UsageRow) {
+function callView(r: UsageRow): z.input<typeof usageCallView> {
   return {
     id: r.id,
     api_key_id: r.apiKeyId,

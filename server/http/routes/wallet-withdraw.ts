@@ -6,12 +6,13 @@ import type { WalletService } from "../../wallets/wallet-service";
 import type { Refusal } from "../../errors";
 import type { IssuedVoucher } from "../../settlement/vouchers";
 import { microsToUsd } from "../../ledger/money";
-import { dataEnvelope } from "../envelope";
-import { readOwnerSignature } from "../owner-signed";
+import { dataEnvelopeOf } from "../envelope";
+import { preparedViewOf, readOwnerSignature } from "../owner-signed";
 import { ApiError, refuse } from "../errors";
 import { requireSession } from "../session-cookies";
 import { parseRequest } from "../contract/common";
-import { walletWithdrawBody } from "../contract/wallet";
+import { type voucherView, walletWithdrawBody, withdrawalPreparedView, withdrawalSentView } from "../contract/wallet";
+import type { z } from "zod";
 
 /**
  * A withdrawal to an address, through the account's embedded wallet (server/wallets/wallet-withdrawals.ts). A
@@ -49,7 +50,7 @@ export function walletWithdrawRoutes(deps: {
     const { amountMicros, to } = readWithdrawal(req.body);
     const result = await service.withdrawTo(req.session!.accountId, { amountMicros, to });
     if (!result.ok) refuse(withVoucher(result));
-    res.json(dataEnvelope(sent(result)));
+    res.json(dataEnvelopeOf(withdrawalSentView, sent(result)));
   });
 
   router.post("/v1/wallet/withdraw/prepare", session, json, async (req, res) => {
@@ -61,16 +62,12 @@ export function walletWithdrawRoutes(deps: {
     const { voucher } = prepared.details.voucher;
     res.set("cache-control", "no-store");
     res.status(201).json(
-      dataEnvelope({
-        user_op_hash: prepared.userOpHash,
+      dataEnvelopeOf(withdrawalPreparedView, {
+        ...preparedViewOf(prepared),
         amount: microsToUsd(voucher.amount),
         amount_base_units: voucher.amount.toString(),
         to: prepared.details.to,
         nonce: voucher.nonce.toString(),
-        expires_at: new Date(prepared.expiresAtMs).toISOString(),
-        wallet: prepared.wallet,
-        owner: prepared.owner,
-        sign: "personal_sign of user_op_hash as 32 raw bytes, by the owner",
         voucher: voucherBody(prepared.details.voucher),
       }),
     );
@@ -81,13 +78,19 @@ export function walletWithdrawRoutes(deps: {
     const { hash, signature } = readOwnerSignature(req.body);
     const result = await service.submitOwnerWithdrawal(req.session!.accountId, hash, signature);
     if (!result.ok) refuse(withVoucher(result));
-    res.json(dataEnvelope(sent(result)));
+    res.json(dataEnvelopeOf(withdrawalSentView, sent(result)));
   });
 
   return router;
 }
 
-function sent(result: { amountMicros: bigint; nonce: bigint; to: Address; userOpHash: Hex; transactionHash: Hex }) {
+function sent(result: {
+  amountMicros: bigint;
+  nonce: bigint;
+  to: Address;
+  userOpHash: Hex;
+  transactionHash: Hex;
+}): z.input<typeof withdrawalSentView> {
   return {
     amount: microsToUsd(result.amountMicros),
     amount_base_units: result.amountMicros.toString(),
@@ -98,7 +101,7 @@ function sent(result: { amountMicros: bigint; nonce: bigint; to: Address; userOp
   };
 }
 
-function voucherBody(issued: IssuedVoucher) {
+function voucherBody(issued: IssuedVoucher): z.input<typeof voucherView> {
   const { voucher, signature, escrow, chainId } = issued;
   return {
     account: voucher.account,

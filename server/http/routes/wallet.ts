@@ -2,12 +2,12 @@ import express, { type Router } from "express";
 import { jsonBody } from "../json-body";
 import type { Sessions } from "../../identity/sessions";
 import type { WalletService } from "../../wallets/wallet-service";
-import { dataEnvelope } from "../envelope";
-import { readOwnerSignature } from "../owner-signed";
+import { dataEnvelopeOf } from "../envelope";
+import { microsToUsd } from "../../ledger/money";
+import { sweepPreparedView, sweptView } from "../contract/wallet";
+import { preparedViewOf, readOwnerSignature, userOperationViewOf } from "../owner-signed";
 import { ApiError, refuse } from "../errors";
 import { requireSession } from "../session-cookies";
-
-const usd = (micros: bigint) => Number(micros) / 1e6;
 
 /**
  * A SIWE user's top-up from its embedded wallet, whose owner is the user's own address (the gateway holds no
@@ -35,23 +35,12 @@ export function walletRoutes(deps: {
     const result = await wallets().prepareOwnerSweep(req.session!.accountId);
     if (!result.ok) refuse(result);
     const { prepared } = result;
-    const op = prepared.userOperation;
     res.set("cache-control", "no-store");
     res.status(201).json(
-      dataEnvelope({
-        user_op_hash: prepared.userOpHash,
-        expires_at: new Date(prepared.expiresAtMs).toISOString(),
-        amount: usd(prepared.amountMicros),
-        wallet: prepared.wallet,
-        owner: prepared.owner,
-        sign: "personal_sign of user_op_hash as 32 raw bytes, by the owner",
-        user_operation: {
-          sender: op.sender,
-          nonce: op.nonce.toString(),
-          factory: op.factory ?? null,
-          call_data: op.callData,
-          paymaster: op.paymaster ?? null,
-        },
+      dataEnvelopeOf(sweepPreparedView, {
+        ...preparedViewOf(prepared),
+        amount: microsToUsd(prepared.amountMicros),
+        user_operation: userOperationViewOf(prepared.userOperation),
       }),
     );
   });
@@ -60,7 +49,13 @@ export function walletRoutes(deps: {
     const { hash, signature } = readOwnerSignature(req.body);
     const result = await wallets().submitOwnerSweep(req.session!.accountId, hash, signature);
     if (!result.ok) refuse(result);
-    res.json(dataEnvelope({ transaction_hash: result.transactionHash, user_op_hash: result.userOpHash, amount: usd(result.amountMicros) }));
+    res.json(
+      dataEnvelopeOf(sweptView, {
+        transaction_hash: result.transactionHash,
+        user_op_hash: result.userOpHash,
+        amount: microsToUsd(result.amountMicros),
+      }),
+    );
   });
 
   return router;

@@ -6,10 +6,10 @@ import { microsToUsd } from "../../ledger/money";
 import type { VoucherStore } from "../../settlement/vouchers-store";
 import { requireAccount } from "../auth";
 import type { Sessions } from "../../identity/sessions";
-import { dataEnvelope } from "../envelope";
+import { dataEnvelopeOf } from "../envelope";
 import { ApiError, refuse } from "../errors";
 import { parseRequest } from "../contract/common";
-import { withdrawalBody } from "../contract/withdrawals";
+import { issuedVoucherView, listedVoucherView, withdrawalBody } from "../contract/withdrawals";
 
 /**
  * Instant withdrawals (issue 4, exits seen from the gateway):
@@ -36,7 +36,7 @@ export function withdrawalRoutes(deps: {
     if (!result.ok) refuse(issueRefusal(result));
     const { voucher, signature, escrow, chainId } = result.issued;
     res.json(
-      dataEnvelope({
+      dataEnvelopeOf(issuedVoucherView, {
         amount: microsToUsd(voucher.amount),
         voucher: {
           account: voucher.account,
@@ -55,7 +55,8 @@ export function withdrawalRoutes(deps: {
   router.get("/v1/withdrawals", auth("GET /v1/withdrawals"), async (req, res) => {
     const vouchers = await deps.voucherStore.ofAccount(req.accountId!, 100);
     res.json(
-      dataEnvelope(
+      dataEnvelopeOf(
+        listedVoucherView.array(),
         vouchers.map((v) => ({
           address: v.address,
           nonce: v.nonce.toString(),
