@@ -1,4 +1,6 @@
 import hre from "hardhat";
+// hre.viem's types, for the client packages' tsconfigs that compile this helper without hardhat.config.ts.
+import type {} from "@nomicfoundation/hardhat-viem";
 import { linkAddress } from "../../server/settlement/addresses";
 import { type LocalChain, USDC, gatewayChain, startLocalChain } from "./chain";
 import { type TestStack, startStack } from "./gateway";
