@@ -9,6 +9,7 @@ import { runMcpStdio } from "./mcp";
 import { addMcpInstallCommand } from "./mcp-install";
 import { type McpSource, parseSkillList, skillsSource } from "./mcp-source";
 import { formatUsd } from "./skill-md";
+import { addVerifyCommand } from "./verify";
 import { CLI_VERSION } from "./version";
 
 /** Where the CLI reads and writes: the process's by default, replaced in tests. */
@@ -227,6 +228,9 @@ export function buildProgram(io: CliIo): Command {
             ]),
       );
     });
+
+  // A call's charge checked against the chain alone (./verify.ts).
+  addVerifyCommand(program, configOf, print);
 
   // Keys made by code: create, list, update, revoke (./keys.ts).
   addKeysCommands(program, configOf, print, table, io.stderr);

@@ -33,6 +33,16 @@ export const EXIT = {
   spendLimit: 11,
   /** The skill costs more than the call's cap (409 price_above_max): its price rose since it was pinned; re-add it to accept. */
   priceAboveMax: 12,
+  /** `verify`: the receipt was changed (its fields do not hash to its leaf, or its call ids disagree). */
+  receiptTampered: 13,
+  /** `verify`: the proof does not lead from the receipt to the escrow's root for its batch. */
+  receiptWrongProof: 14,
+  /** `verify`: the call is not settled yet (not charged, waiting for its batch, or the batch is not on the chain). */
+  receiptUnsettled: 15,
+  /** `verify`: the RPC did not answer. */
+  chainUnreachable: 16,
+  /** `verify`: the RPC serves another chain than the receipt's, or no escrow at its address. */
+  wrongChain: 17,
 } as const;
 
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];

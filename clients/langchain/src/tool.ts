@@ -43,13 +43,41 @@ export function schemaOf(inputSchema: unknown): JSONSchema {
   return { ...(inputSchema as Record<string, unknown>), type: "object" } as JSONSchema;
 }
 
+/**
+ * What LangChain checks a tool's arguments against before the call: any input. LangChain refuses arguments that break
+ * the tool's schema with one generic sentence ("Received tool input did not match expected schema") thrown at the
+ * agent, so a model never learns which argument was wrong; the gateway checks the same schema and answers 400 with the
+ * field and the reason, which the tool returns to the model (failureOf) uncharged. The model is still shown the
+ * skill's schema (`tool.schema`, what bindTools sends).
+ */
+const ANY_INPUT = {} as JSONSchema;
+
+/**
+ * Makes `made` check its arguments against ANY_INPUT, leaving the skill's schema as the one it shows. LangChain's
+ * StructuredTool.call validates synchronously against `this.schema` before its first await (for a JSON Schema): the
+ * open schema is in place for exactly that check, and the skill's is back before anything else can read it.
+ */
+function checkedByTheGateway(made: SkillTool): SkillTool {
+  const shown = made.schema;
+  const call = made.call.bind(made) as (...args: unknown[]) => Promise<unknown>;
+  made.call = ((...args: unknown[]) => {
+    made.schema = ANY_INPUT;
+    try {
+      return call(...args);
+    } finally {
+      made.schema = shown;
+    }
+  }) as typeof made.call;
+  return made;
+}
+
 /** The smallest amount a price cap can name (one USDC base unit): the cap of a tool made for a free skill. */
 export const SMALLEST_CAP_USD = 0.000001;
 
 /**
  * The tool for a known skill (no network until it is called). A call returns the skill's data
  * as a JSON string; an expected failure (400, 402, 409 price_above_max, 429, 502) returns one line
- * the model can act on, as a ToolMessage with status "error" when invoked with a ToolCall; other
+ * the model can act on (a bad argument: the gateway's words naming it, not LangChain's generic refusal), as a ToolMessage with status "error" when invoked with a ToolCall; other
  * failures throw. Every call carries `spec.price`, the price the description states, as its
  * max_price: a skill whose price has risen since is refused, uncharged, rather than charged more
  * than the model was told (a free skill is held to SMALLEST_CAP_USD, as a cap must be above 0).
@@ -68,7 +96,8 @@ export function toolFromSpec(client: SkillGateway, spec: SkillSpec, options: Ski
   const maxPrice = spec.price > 0 ? spec.price : SMALLEST_CAP_USD;
   const run = async (input: Record<string, unknown>, config?: ToolRunnableConfig): Promise<[string | ToolMessage, SkillToolArtifact]> => {
     try {
-      const { data, metadata } = await client.call(spec.slug, input ?? {}, { signal: config?.signal, maxPrice });
+      // Whatever the model sent: the gateway checks it against the skill's schema (see ANY_INPUT).
+      const { data, metadata } = await client.call(spec.slug, (input ?? {}) as object, { signal: config?.signal, maxPrice });
       const text = JSON.stringify(data) ?? "null";
       return [options.costNote ? `${text}\n${costLine(metadata)}` : text, { ok: true, data, metadata }];
     } catch (error) {
@@ -85,12 +114,13 @@ export function toolFromSpec(client: SkillGateway, spec: SkillSpec, options: Ski
       return [failure.message, artifact];
     }
   };
-  return tool(run, {
+  const made = tool(run, {
     name: spec.slug,
     description: describe(spec),
     schema: schemaOf(spec.inputSchema),
     responseFormat: "content_and_artifact",
   }) as unknown as SkillTool;
+  return checkedByTheGateway(made);
 }
 
 /**

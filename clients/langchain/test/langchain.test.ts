@@ -4,11 +4,20 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { ToolMessage } from "@langchain/core/messages";
-import { ToolInputParsingException, isStructuredTool } from "@langchain/core/tools";
-import { SkillGateway } from "@skill-gateway/sdk";
+import { isStructuredTool } from "@langchain/core/tools";
+import { SkillGateway, failureText } from "@skill-gateway/sdk";
 import { expect } from "chai";
 import { type TestStack, startStack } from "../../../test/helpers/gateway";
 import { type SkillToolArtifact, OPEN_SCHEMA, failureOf, skillTool, skillToolkit } from "../src";
+
+async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  throw new Error("expected a rejection");
+}
 
 const UPPERCASE_SCHEMA = { type: "object", properties: { text: { type: "string" } }, required: ["text"], additionalProperties: false };
 
@@ -80,18 +89,23 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     expect(before - (await stack.available())).to.equal(2_000n);
   });
 
-  it("arguments that break the skill's schema are refused by LangChain before any call", async function () {
+  it("a bad argument reaches the model as the gateway's field-level message, not LangChain's generic refusal; nothing is charged", async function () {
     const uppercase = await skillTool(client, "uppercase");
     const before = await stack.available();
-    let thrown: unknown;
-    try {
-      await uppercase.invoke({ wrong: 1 } as Record<string, unknown>);
-    } catch (error) {
-      thrown = error;
-    }
-    expect(thrown).to.be.instanceOf(ToolInputParsingException);
-    expect((thrown as Error).message).to.include("did not match expected schema");
+    const out = (await uppercase.invoke({ wrong: 1 } as Record<string, unknown>)) as string;
+    // The gateway's 400 names what is wrong (the required text, the unexpected wrong), in the SDK's words for a model.
+    expect(out).to.not.include("did not match expected schema");
+    expect(out).to.match(/^Input does not match the skill's schema: .*text.* Nothing was charged\. Fix the arguments and call again\.$/);
+    expect(out).to.equal(failureText(await rejectionOf(client.call("uppercase", { wrong: 1 }))));
+
+    const message = (await uppercase.invoke({ id: "call_5", name: "uppercase", args: { text: 7 }, type: "tool_call" })) as ToolMessage;
+    expect(message.status).to.equal("error");
+    expect(message.content).to.match(/^Input does not match the skill's schema: .*text.*string/);
+    const artifact = message.artifact as SkillToolArtifact;
+    expect(artifact.ok ? null : [artifact.error.status, artifact.error.code]).to.deep.equal([400, "invalid_input"]);
     expect(await stack.available()).to.equal(before);
+    // The model is still shown the skill's own schema.
+    expect(uppercase.schema).to.deep.equal(UPPERCASE_SCHEMA);
   });
 
   it("a zero balance reaches the model as a clear insufficient-balance message; nothing is charged", async function () {
@@ -100,10 +114,8 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     const echo = await skillTool(poor, "echo");
     const out = await echo.invoke({ text: "hi" });
     expect(out).to.be.a("string");
-    // Each thing said once: the gateway's numbers, not its "Insufficient balance: ... Add funds." prefixed again.
-    expect(out).to.equal(
-      "Insufficient balance: calling echo costs $0.001 and $0 is available. Nothing was charged. Add funds to the Skill Gateway account before calling echo again.",
-    );
+    // Each thing said once, in the SDK's words (tool-text.ts): the gateway's numbers and its "Add funds.", not prefixed again.
+    expect(out).to.equal("Insufficient balance: this call costs $0.001 and $0.00 is available. Add funds. Nothing was charged.");
     expect(out as string).not.to.include("\n");
 
     const message = (await echo.invoke({ id: "call_2", name: "echo", args: { text: "hi" }, type: "tool_call" })) as ToolMessage;
@@ -127,7 +139,7 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     const message = (await echo.invoke({ id: "call_4", name: "echo", args: { text: "hi" }, type: "tool_call" })) as ToolMessage;
     expect(message.status).to.equal("error");
     expect(message.content).to.match(
-      /^This key's spending limit of \$0\.0015 per day is reached \(.*\); it resets at \S+Z\. Nothing was charged\. Paid calls with this API key, of echo or any other skill, are refused until the limit allows them\.$/,
+      /^This key's spending limit of \$0\.0015 per day is reached \(.*\); it resets at \S+Z\. Nothing was charged\. Paid calls with this API key are refused until the limit allows them\.$/,
     );
     const artifact = message.artifact as SkillToolArtifact;
     expect(artifact.ok ? null : [artifact.error.status, artifact.error.code]).to.deep.equal([402, "key_spend_limit_reached"]);
@@ -139,7 +151,7 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     const before = await stack.available();
     const out = await fail.invoke({});
     // The gateway's message already says "You were not charged.": not said twice.
-    expect(out as string).to.match(/^The skill fail failed: Skill error: .*\. You were not charged\. You may retry, or do without it\.$/);
+    expect(out as string).to.match(/^Skill error: .*\. You were not charged\. You may retry, or do without it\.$/);
     const message = (await fail.invoke({ id: "call_3", name: "fail", args: {}, type: "tool_call" })) as ToolMessage;
     expect(message.status).to.equal("error");
     expect(message.tool_call_id).to.equal("call_3");
@@ -152,7 +164,7 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     const reject = await skillTool(client, "reject");
     const before = await stack.available();
     const out = await reject.invoke({});
-    expect(out as string).to.match(/^Invalid input for reject: .* Nothing was charged\. Fix the arguments and call again\.$/);
+    expect(out as string).to.match(/^field x is required\. Nothing was charged\. Fix the arguments and call again\.$/);
     expect(await stack.available()).to.equal(before);
   });
 
@@ -177,8 +189,9 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     for (const tool of [fetched, pinnedTool]) {
       const message = (await tool.invoke({ id: "call_9", name: "rising", args: { n: 2 }, type: "tool_call" })) as ToolMessage;
       expect(message.status).to.equal("error");
+      // The gateway's words, as every client says them (the SDK's tool-text.ts).
       expect(message.content).to.equal(
-        "The price of rising rose to $0.2 per call, above the $0.001 this tool was made at: nothing was charged. Do without it, or ask the user to re-add the skill (skill-gateway add rising) or make the tool again to accept the new price.",
+        `The skill "rising" costs $0.20 per call, above this call's max_price of $0.001: nothing was charged. Accept the new price with a max_price of at least $0.20.`,
       );
       const artifact = message.artifact as SkillToolArtifact;
       expect(artifact.ok ? null : [artifact.error.status, artifact.error.code]).to.deep.equal([409, "price_above_max"]);
@@ -191,18 +204,33 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     expect(before - (await stack.available())).to.equal(200_000n);
   });
 
-  it("says each thing once: the gateway's words are not prefixed with what they already say", function () {
+  it("says each thing once, in the SDK's words (failureText), and reports only what the model can act on", function () {
     const error = (status: number, code: string, message: string, extra: object = {}) =>
       Object.assign(new Error(message), { status, code, ...extra });
     const frozen = "Insufficient balance: an exit from the escrow is pending for this account, and its money is frozen.";
-    expect(failureOf(error(402, "insufficient_balance", frozen), "echo")?.message).to.equal(
-      `${frozen} Nothing was charged. Add funds to the Skill Gateway account before calling echo again.`,
-    );
-    expect(
-      failureOf(error(429, "daily_limit_reached", "Daily call limit of 5 reached; it resets at 00:00 UTC."), "echo")?.message,
-    ).to.equal("Rate limited: Daily call limit of 5 reached; it resets at 00:00 UTC. Nothing was charged. Retry later.");
-    expect(failureOf(error(409, "price_above_max", "m"), "echo")?.message).to.match(/^The price of echo rose: nothing was charged\./);
+    const cases: Array<[Error, string]> = [
+      [error(402, "insufficient_balance", frozen), `${frozen} Nothing was charged.`],
+      [
+        error(429, "daily_limit_reached", "Daily call limit of 5 reached; it resets at 00:00 UTC."),
+        "Daily call limit of 5 reached; it resets at 00:00 UTC. Nothing was charged. Retry later.",
+      ],
+      [
+        error(429, "rate_limited", "Rate limit exceeded.", { retryAfterMs: 2_100 }),
+        "Rate limit exceeded. Nothing was charged. Retry after 3 s.",
+      ],
+      [
+        error(502, "skill_error", "Skill error: HTTP 503. You were not charged."),
+        "Skill error: HTTP 503. You were not charged. You may retry, or do without it.",
+      ],
+    ];
+    for (const [e, text] of cases) {
+      expect(failureOf(e, "echo")?.message).to.equal(text);
+      expect(failureOf(e, "echo")?.message).to.equal(failureText(e));
+    }
+    expect(failureOf(error(429, "rate_limited", "m", { retryAfterMs: 2_100 }), "echo")?.retryAfterMs).to.equal(2_100);
+    expect(failureOf(error(409, "price_above_max", "m"), "echo")?.code).to.equal("price_above_max");
     expect(failureOf(error(409, "idempotency_key_in_use", "m"), "echo")).to.equal(null);
+    expect(failureOf(error(401, "invalid_api_key", "m"), "echo")).to.equal(null);
   });
 
   it("errors the model cannot fix throw: an unknown skill, a bad key", async function () {

@@ -1,5 +1,6 @@
 import { UsagePage, type UsagePagePromise, usagePagePromise } from "./pagination";
 import { Keys } from "./keys";
+import type { CallReceipt } from "./receipt";
 import { DEFAULT_BACKOFF } from "./retry";
 import { type TransportConfig, type TransportRequest, send } from "./transport";
 import type {
@@ -118,6 +119,15 @@ export class SkillGateway {
    */
   async key(options: RequestOptions = {}): Promise<KeyStatus> {
     return (await this.get("/v1/key", options)) as KeyStatus;
+  }
+
+  /**
+   * GET /v1/calls/:callId/receipt: a paid call's settlement receipt and Merkle proof once its batch is posted, or
+   * its status (`not_charged`, `unsettled`) until then. Check it against the chain with verifyReceipt; save it
+   * (JSON.stringify) to check it later without the gateway.
+   */
+  async receipt(callId: string, options: RequestOptions = {}): Promise<CallReceipt> {
+    return (await this.get(`/v1/calls/${encodeURIComponent(callId)}/receipt`, options)) as CallReceipt;
   }
 
   /**

@@ -16,6 +16,18 @@ export {
   TimeoutError,
 } from "./errors";
 export { costLine, failureLine, failureText, usdText } from "./tool-text";
+export {
+  verifyReceipt,
+  callIdToBytes32,
+  microsToUsdText,
+  type VerifyReceiptOptions,
+  type VerifyReceiptResult,
+  type ProvenReceipt,
+  type ReceiptFailure,
+  type ReceiptFailureCode,
+  type Eip1193Provider,
+} from "./verify-receipt";
+export type { CallReceipt, SettledCallReceipt, UnsettledCallReceipt } from "./receipt";
 export { UsagePage, type UsagePagePromise } from "./pagination";
 export { Keys } from "./keys";
 export { type BackoffOptions, DEFAULT_BACKOFF } from "./retry";

@@ -25,6 +25,22 @@ describe("@skill-gateway/sdk package", function () {
       expect(fs.existsSync(path.join(outDir, file.replace(/^(\.\/)?dist\//, ""))), file).to.equal(true);
     }
     expect(manifest.dependencies ?? {}).to.deep.equal({});
+    // verifyReceipt's viem: an optional peer, for those who check receipts only.
+    expect([manifest.peerDependencies, manifest.peerDependenciesMeta]).to.deep.equal([{ viem: "^2.21.0" }, { viem: { optional: true } }]);
+  });
+
+  it("loads viem only when a receipt is checked: the SDK's other uses run without it", () => {
+    const loaded = execFileSync(
+      process.execPath,
+      [
+        "-e",
+        `const sdk = require(${JSON.stringify(path.join(outDir, "index.js"))});
+         new sdk.SkillGateway({ apiKey: "atom_x" });
+         process.stdout.write(String(Object.keys(require.cache).some((file) => file.includes("/node_modules/viem/"))));`,
+      ],
+      { encoding: "utf8" },
+    );
+    expect(loaded).to.equal("false");
   });
 
   it("the built module exports the client and the errors", () => {

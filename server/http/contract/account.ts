@@ -208,6 +208,8 @@ export const receiptView = z.union([
     batch_number: z.number().int(),
     receipts_root: hex32,
     tx_hash: hex32.nullable(),
+    escrow: hexAddress.nullable().meta({ description: "The SkillEscrow whose receiptsRoots(batch_number) the proof leads to." }),
+    chain_id: z.number().int().nullable().meta({ description: "The chain the escrow is on." }),
     receipt: z.strictObject({
       call_id: hex32,
       account: hexAddress,
@@ -215,6 +217,7 @@ export const receiptView = z.union([
       amount: z.string(),
       platform_fee: z.string(),
     }),
+    leaf: hex32.meta({ description: "keccak256(keccak256(abi.encode(receipt))): the Merkle leaf the proof starts from." }),
     proof: z.array(hex32),
     verify_with: z.string(),
   }),

@@ -3,6 +3,7 @@ import type { ApiKeys } from "../../identity/api-keys";
 import type { Earnings } from "../../settlement/earnings";
 import type { CallsStore } from "../../gateway/calls-store";
 import { callIdToBytes32 } from "../../settlement/batches";
+import { receiptLeaf } from "../../chain/receipts";
 import type { ChainConnection, MoneyPath } from "../../settlement/money-path";
 import { microsToUsd } from "../../ledger/money";
 import { requireAccount, scopeMissing } from "../auth";
@@ -70,6 +71,9 @@ export function moneyRoutes(deps: {
         batch_number: r.batchNumber,
         receipts_root: r.receiptsRoot,
         tx_hash: r.txHash,
+        // Where the batch's root is: a saved receipt is checked against the chain with nothing from the gateway.
+        escrow: deps.chain?.escrowAddress ?? null,
+        chain_id: deps.chain?.chainId ?? null,
         receipt: {
           call_id: callIdToBytes32(callId),
           account: r.receipt.account,
@@ -77,6 +81,8 @@ export function moneyRoutes(deps: {
           amount: r.receipt.amount.toString(),
           platform_fee: r.receipt.platformFee.toString(),
         },
+        // The receipt's Merkle leaf, so that a verifier tells a changed receipt (its fields no longer hash to it) from a wrong proof.
+        leaf: receiptLeaf(r.receipt),
         proof: r.proof,
         verify_with:
           "SkillEscrow.verifyReceipt(batch_number, receipt.call_id, receipt.account, receipt.seller, receipt.amount, receipt.platform_fee, proof)",

@@ -26,6 +26,7 @@ from ._exceptions import (
     SkillError,
     SkillGatewayError,
 )
+from ._receipts import ProvenReceipt, ReceiptFailure, VerifyReceiptResult, verify_receipt
 from ._keys import NOT_GIVEN, ApiKey, AsyncKeys, CreatedApiKey, Keys, RevokedKey
 from ._tool_text import cost_line, failure_line, failure_text, tool_result, tool_result_text
 from ._types import Balance, CallMetadata, CallResult, KeyStatus, RateLimitInfo, Skill, UsageCall
@@ -41,6 +42,10 @@ __all__ = [
     "AsyncUsagePage",
     "AsyncUsagePager",
     "CallResult",
+    "verify_receipt",
+    "ProvenReceipt",
+    "ReceiptFailure",
+    "VerifyReceiptResult",
     "tool_result",
     "tool_result_text",
     "cost_line",

@@ -6,6 +6,8 @@ import asyncio
 import time
 from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Generator, Iterator, List, Mapping, Optional
 
+from urllib.parse import quote
+
 import httpx
 
 from ._base import (
@@ -121,6 +123,12 @@ class SkillGateway(BaseClient):
         scopes, allowed skills and expiry, its spending limit, what it spent and what remains, and
         the account's available balance."""
         return KeyStatus.parse(self._get("/v1/key", timeout) or {})
+
+    def receipt(self, call_id: str, timeout: Optional[TimeoutTypes] = None) -> Dict[str, Any]:
+        """``GET /v1/calls/:callId/receipt``: a paid call's settlement receipt and Merkle proof (or its
+        ``status``, ``not_charged`` or ``unsettled``, until its batch is posted), as a dict to check
+        with ``verify_receipt`` or to save as JSON and check later without the gateway."""
+        return dict(self._get(f"/v1/calls/{quote(call_id, safe='')}/receipt", timeout) or {})
 
     def usage(self, limit: Optional[int] = None, before: Optional[int] = None, timeout: Optional[TimeoutTypes] = None) -> "UsagePage":
         """``GET /v1/usage``: the account's calls, newest first. The first page
@@ -323,6 +331,10 @@ class AsyncSkillGateway(BaseClient):
     async def key(self, timeout: Optional[TimeoutTypes] = None) -> KeyStatus:
         """``GET /v1/key``: the calling key's own record and budget (see ``SkillGateway.key``)."""
         return KeyStatus.parse(await self._get("/v1/key", timeout) or {})
+
+    async def receipt(self, call_id: str, timeout: Optional[TimeoutTypes] = None) -> Dict[str, Any]:
+        """``GET /v1/calls/:callId/receipt`` (see ``SkillGateway.receipt``)."""
+        return dict(await self._get(f"/v1/calls/{quote(call_id, safe='')}/receipt", timeout) or {})
 
     def usage(self, limit: Optional[int] = None, before: Optional[int] = None, timeout: Optional[TimeoutTypes] = None) -> "AsyncUsagePager":
         """``GET /v1/usage``: await it for the first page, or ``async for`` over it for every
