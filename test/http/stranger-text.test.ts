@@ -34,6 +34,9 @@ const HIDDEN: [string, string][] = [
   ["a pile of combining marks", "Ech\u0363\u0364\u0365\u0366\u0367o"],
 ];
 
+/** The characters of HIDDEN a database engine could store or refuse in its own way. */
+const ENGINE_SENSITIVE = ["a NUL", "a lone surrogate", "a C1 control"];
+
 describeEachEngine("text that reaches strangers", (engine) => {
   let stack: TestStack;
   let seller: TestSession;
@@ -85,8 +88,12 @@ describeEachEngine("text that reaches strangers", (engine) => {
       ["a key's name", /^name /, (text) => seller.request("POST", "/v1/keys", { name: text })],
       ["a display name", /^display_name /, (text) => seller.request("PATCH", "/v1/account", { display_name: text })],
     ];
+    // The policy runs before anything reaches the database: every character on SQLite, and on PostgreSQL the ones a
+    // database could treat differently (NUL, which PostgreSQL's text refuses on its own, a lone surrogate, a C1
+    // control) to show that both engines still answer alike.
+    const hidden = engine.name === "sqlite" ? HIDDEN : HIDDEN.filter(([what]) => ENGINE_SENSITIVE.includes(what));
     for (const [field, message, sendText] of fields) {
-      for (const [what, text] of HIDDEN) {
+      for (const [what, text] of hidden) {
         it(`refuses ${field} holding ${what} with 400, stores nothing and calls no backend`, async () => {
           const before = await state();
           const reply = await sendText(text);
