@@ -51,6 +51,8 @@ interface Scenario {
   statements?: number;
   transactions?: number;
   walFlushes?: number;
+  /** PostgreSQL only: backends waiting on a lock, on average over the run, by the relation or kind waited on. */
+  lockWaits?: Map<string, number>;
 }
 
 /** Each started gateway's counters: its CPU time and PostgreSQL traffic so far. */
@@ -105,6 +107,7 @@ async function scenario(
   let before: GatewayStats[] = [];
   let pgCpuBefore = 0;
   let walBefore = 0n;
+  let sampler: LockSampler | undefined;
   const run = await load(
     name,
     started.map((s) => `${s.msg.url}/v1/call`),
@@ -116,10 +119,12 @@ async function scenario(
         if (options.postgres) {
           pgCpuBefore = processTreeCpuMicros(options.postgres.pid);
           walBefore = await walSyncs(options.postgres.url);
+          sampler = await sampleLockWaits(options.postgres.url);
         }
       },
     },
   );
+  const lockWaits = await sampler?.stop();
   const after = await Promise.all(started.map((s) => statsOf(s.child)));
   const calls = Math.max(1, run.ok + run.failed);
   const sum = (pick: (s: GatewayStats) => number | undefined) => after.reduce((n, s, i) => n + (pick(s) ?? 0) - (pick(before[i]) ?? 0), 0);
@@ -136,6 +141,7 @@ async function scenario(
     result.statements = sum((s) => s.statements) / calls;
     result.transactions = sum((s) => s.transactions) / calls;
     result.walFlushes = Number((await walSyncs(options.postgres.url)) - walBefore) / calls;
+    result.lockWaits = lockWaits;
   }
   return result;
 }
@@ -234,6 +240,44 @@ async function walSyncs(url: string): Promise<bigint> {
   }
 }
 
+interface LockSampler {
+  /** Stops sampling; the average number of backends waiting on a lock, by what they wait for. */
+  stop(): Promise<Map<string, number>>;
+}
+
+/**
+ * Samples pg_locks every 20 ms on a connection of its own: each lock not granted, named by its relation (a row lock
+ * waited on shows as the holder's transaction id: named "a row (transaction)"), so that a run says where its
+ * transactions queue. The averages are backends waiting at a moment: 1.0 means one backend waiting all run long.
+ */
+async function sampleLockWaits(url: string): Promise<LockSampler> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const totals = new Map<string, number>();
+  let samples = 0;
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const { rows } = await client.query<{ what: string; n: string }>(
+        `SELECT COALESCE(c.relname, CASE l.locktype WHEN 'transactionid' THEN 'a row (transaction)' ELSE l.locktype END) AS what,
+                COUNT(*)::text AS n
+         FROM pg_locks l LEFT JOIN pg_class c ON c.oid = l.relation WHERE NOT l.granted GROUP BY 1`,
+      );
+      samples++;
+      for (const { what, n } of rows) totals.set(what, (totals.get(what) ?? 0) + Number(n));
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      await client.end();
+      return new Map([...totals].map(([what, n]) => [what, n / Math.max(1, samples)]));
+    },
+  };
+}
+
 /**
  * What N replicas would give on a host of `cores` cores, from this run's CPU per call: each replica is one Node
  * process (at most one core of its own), and the replicas and PostgreSQL share the host's cores. A stated model, not
@@ -318,7 +362,15 @@ async function main(): Promise<void> {
       console.log(
         `${s.run.name}: ${fmt(s.statements ?? Number.NaN, 1)} statements and ${fmt(s.transactions ?? Number.NaN, 1)} transactions per call ` +
           `(${fmt((s.statements ?? 0) + 2 * (s.transactions ?? 0), 1)} round trips with BEGIN/COMMIT), ` +
-          `${fmt(1 / Math.max(1e-9, s.walFlushes ?? 0), 1)} durable charges per WAL flush; synchronous_commit=on for every charge`,
+          `${fmt(1 / Math.max(1e-9, s.walFlushes ?? 0), 1)} durable charges per WAL flush; synchronous_commit=on for every charge; ` +
+          `backends waiting on a lock, on average: ${
+            s.lockWaits && s.lockWaits.size > 0
+              ? [...s.lockWaits]
+                  .sort((a, b) => b[1] - a[1])
+                  .map(([what, n]) => `${fmt(n)} on ${what}`)
+                  .join(", ")
+              : "none seen"
+          }`,
       );
     const manyPg = postgres.scenarios.find((s) => s.replicas === 1 && s.buyers === MANY_BUYERS);
     if (manyPg)

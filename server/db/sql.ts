@@ -69,7 +69,8 @@ export interface TransactionOptions {
   /**
    * With `durable`: the transaction may share its commit, and its flush, with other grouped transactions of
    * this process (group commit). SQLite's transactions always do (./group-commit.ts); PostgreSQL runs the
-   * waiting ones as savepoints of one transaction (./postgres/database.ts). Only for a short transaction that
+   * waiting ones back to back in one transaction (./postgres/database.ts), and again, after a member that threw, with a
+   * savepoint each: so a grouped transaction may run more than once. Only for a short transaction that
    * touches rows many others touch too (a charge: the seller's and the platform's balances), and safe to run
    * again from its start.
    */

@@ -4,7 +4,7 @@ import { type Database, type Sql, isDatabaseUnavailable, within } from "../db/sq
 import type { Charge } from "./fees";
 import { ENTRY_SUMS_TO_ZERO, LedgerInvariantError } from "./invariants";
 import { ExitFreezes, type ExitKey } from "./exit-freezes";
-import { COLUMNS as LIMIT_COLUMNS, type LimitRow, SpendLimits, type SpendLimitStatus, statusOf } from "./spend-limits";
+import { COLUMNS as LIMIT_COLUMNS, type LimitRow, SpendLimits, type SpendLimitStatus, periodStartMs, statusOf } from "./spend-limits";
 
 export type AccountKind = "user" | "seller" | "platform" | "system";
 export type Bucket = "available" | "held" | "earned" | "fees" | "source";
@@ -344,6 +344,10 @@ export class Ledger {
     if (chargedMicros <= 0n) throw new RangeError(`hold must be positive, got ${chargedMicros}`);
     const id = uuidv7();
     try {
+      if (this.db.engine === "postgres") {
+        const held = await this.holdOnServer(id, input, tx);
+        if (held) return held;
+      }
       return await this.takeHold(id, input, tx);
     } catch (error) {
       // The hold's own transaction, its COMMIT sent to a database that did not answer, may commit all the same: an open
@@ -356,6 +360,68 @@ export class Ledger {
         });
       }
       throw error;
+    }
+  }
+
+  /**
+   * The hold on PostgreSQL: takeHold's rules as one statement, the server-side function ledger_hold
+   * (server/db/postgres/migrations/0013_ledger_functions.sql), so the account's balance row is locked for the
+   * microseconds the statement runs rather than for takeHold's round trips. Without a caller's transaction it commits
+   * by itself, without waiting for the WAL flush (as takeHold's own transaction does). Undefined when the account has a
+   * pending exit short of its freeze: takeHold then freezes first and holds, as on SQLite. The calendar stays here: the
+   * function gets the start of the day and of the month at `nowMs`.
+   */
+  private async holdOnServer(id: string, input: HoldInput, tx: Sql | undefined): Promise<HoldResult | undefined> {
+    const { chargedMicros, sellerMicros, feeMicros } = input.charge;
+    const nowMs = input.nowMs ?? Date.now();
+    const row = await (tx ?? this.db).one<{ outcome: string; available: bigint } & { [C in keyof LimitRow]: LimitRow[C] | null }>(
+      `SELECT outcome, available, ${LIMIT_COLUMNS} FROM ledger_hold(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      [
+        id,
+        input.accountId,
+        input.sellerAccountId,
+        input.skillId,
+        chargedMicros,
+        sellerMicros,
+        feeMicros,
+        Date.now(),
+        this.replicaId,
+        input.apiKeyId ?? null,
+        periodStartMs("day", nowMs),
+        periodStartMs("month", nowMs),
+        tx === undefined ? 1 : 0,
+      ],
+    );
+    if (!row) throw new Error("ledger_hold returned no row");
+    const { outcome, available, ...limit } = row;
+    switch (outcome) {
+      case "held":
+        return {
+          ok: true,
+          hold: {
+            id,
+            accountId: input.accountId,
+            sellerAccountId: input.sellerAccountId,
+            skillId: input.skillId,
+            amountMicros: chargedMicros,
+            sellerMicros,
+            feeMicros,
+          },
+        };
+      case "insufficient_balance":
+        return { ok: false, reason: "insufficient_balance", availableMicros: available, neededMicros: chargedMicros };
+      case "key_spend_limit_reached":
+        return {
+          ok: false,
+          reason: "key_spend_limit_reached",
+          availableMicros: available,
+          neededMicros: chargedMicros,
+          ...statusOf(limit as LimitRow & { limit_micros: bigint }, nowMs),
+        };
+      case "exit_short":
+        return undefined;
+      default:
+        throw new Error(`ledger_hold answered an unknown outcome: ${outcome}`);
     }
   }
 
@@ -424,6 +490,7 @@ export class Ledger {
 
   /** Pays a held charge out: the seller's share to the seller, the fee to the platform. What a key's limit counted stays counted. */
   capture(holdId: string, tx?: Sql): Promise<SettleResult> {
+    if (this.db.engine === "postgres") return this.captureOnServer(holdId, null, tx);
     return within(this.db, tx, async (tx) => {
       const taken = await this.takeOpenHold(tx, holdId, "captured");
       if (!taken) return { ok: false as const, reason: "hold_not_open" as const };
@@ -443,11 +510,71 @@ export class Ledger {
    * own after it, which could see other calls' charges and not this one's, or the other way round.
    */
   captureWithBudget(holdId: string, key: { apiKeyId: string; nowMs: number }, tx?: Sql): Promise<CaptureResult> {
+    if (this.db.engine === "postgres") return this.captureOnServer(holdId, key, tx);
     return within(this.db, tx, async (tx) => {
       const captured = await this.capture(holdId, tx);
       if (!captured.ok) return captured;
       return { ...captured, budget: await this.budgetIn(tx, captured.hold.accountId, key.apiKeyId, key.nowMs) };
     });
+  }
+
+  /**
+   * capture() and captureWithBudget() on PostgreSQL: one statement, the server-side function ledger_capture
+   * (server/db/postgres/migrations/0013_ledger_functions.sql), which closes the hold, posts its capture and reads the
+   * budget after it, as those two do in their statements. A capture is one round trip of the charges' shared commit.
+   */
+  private async captureOnServer(holdId: string, key: null, tx: Sql | undefined): Promise<SettleResult>;
+  private async captureOnServer(holdId: string, key: { apiKeyId: string; nowMs: number }, tx: Sql | undefined): Promise<CaptureResult>;
+  private async captureOnServer(
+    holdId: string,
+    key: { apiKeyId: string; nowMs: number } | null,
+    tx: Sql | undefined,
+  ): Promise<SettleResult | CaptureResult> {
+    const row = await this.unbalancedAsInvariant(
+      holdId,
+      (tx ?? this.db).one<
+        {
+          account_id: string;
+          seller_account_id: string;
+          skill_id: string;
+          amount: bigint;
+          seller_amount: bigint;
+          fee_amount: bigint;
+          available: bigint | null;
+        } & { [C in keyof LimitRow]: LimitRow[C] | null }
+      >(
+        `SELECT account_id, seller_account_id, skill_id, amount, seller_amount, fee_amount, available, ${LIMIT_COLUMNS}
+       FROM ledger_capture(?, ?, ?)`,
+        [holdId, Date.now(), key?.apiKeyId ?? null],
+      ),
+    );
+    if (!row) return { ok: false, reason: "hold_not_open" };
+    const { account_id, seller_account_id, skill_id, amount, seller_amount, fee_amount, available, ...limit } = row;
+    const hold: Hold = {
+      id: holdId,
+      accountId: account_id,
+      sellerAccountId: seller_account_id,
+      skillId: skill_id,
+      amountMicros: amount,
+      sellerMicros: seller_amount,
+      feeMicros: fee_amount,
+    };
+    if (key === null) return { ok: true, hold };
+    const keyLimit =
+      limit.key_id === null || limit.limit_micros === null ? null : statusOf(limit as LimitRow & { limit_micros: bigint }, key.nowMs);
+    return { ok: true, hold, budget: { availableMicros: available ?? 0n, keyLimit } };
+  }
+
+  /** ledger_capture's refusal of an entry that would not sum to zero (SQLSTATE SG001), thrown as post() throws it. */
+  private async unbalancedAsInvariant<T>(holdId: string, work: Promise<T>): Promise<T> {
+    try {
+      return await work;
+    } catch (error) {
+      const { code, detail } = error as { code?: unknown; detail?: unknown };
+      if (code !== "SG001") throw error;
+      const rows = [{ entry_id: null, hold_id: holdId, total: BigInt(String(detail)) }];
+      throw new LedgerInvariantError([{ rule: ENTRY_SUMS_TO_ZERO, rows }]);
+    }
   }
 
   /**

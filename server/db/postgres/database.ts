@@ -219,55 +219,81 @@ export class PostgresDatabase extends PostgresSql implements Database {
 
   /**
    * Group commit, as SQLite's (../group-commit.ts): the grouped durable transactions waiting run one after
-   * the other in ONE transaction on one connection, each in a savepoint (one that throws undoes only itself),
-   * and share its COMMIT and so its WAL flush. Every charge of a replica posts to the same seller's and the
-   * platform's balance rows and holds their row locks until its commit is flushed: committed one by one they
-   * queue one flush apart; grouped, a flush carries every charge of the group. Groups run one at a time; the
-   * transactions that arrive while one commits form the next. A member that loses a deadlock is run again in a
-   * later group; a group whose COMMIT fails fails all its members, none of which has been answered.
+   * the other in ONE transaction on one connection and share its COMMIT, and so its WAL flush. Every charge of a
+   * replica posts to the same seller's and the platform's balance rows and holds their row locks until its commit is
+   * flushed: committed one by one they queue one flush apart; grouped, a flush carries every charge of the group.
+   * Groups run one at a time; the transactions that arrive while one commits form the next.
+   *
+   * A group first runs its members back to back with nothing between them, so a member costs only its own
+   * statements (a charge: one, server/ledger/ledger.ts captureOnServer, and its call's line). If a member throws,
+   * the transaction is rolled back whole (PostgreSQL refuses anything more in a transaction whose statement
+   * failed), that member is answered (or run again later, when it lost a deadlock), and the others run again from
+   * their start in a careful group, each in a savepoint so one that throws undoes only itself: members are safe to
+   * run again (TransactionOptions.group). A group whose COMMIT fails fails all its members, none of which has been
+   * answered.
    */
   private async runGroups(): Promise<void> {
     if (this.grouping) return;
     this.grouping = true;
     try {
-      while (this.grouped.length > 0) await this.runGroup(this.grouped.splice(0, this.groupMax));
+      while (this.grouped.length > 0) {
+        const group = this.grouped.splice(0, this.groupMax);
+        const rest = await this.runGroup(group, false);
+        if (rest.length > 0) await this.runGroup(rest, true);
+      }
     } finally {
       this.grouping = false;
     }
   }
 
-  private async runGroup(group: Grouped[]): Promise<void> {
+  /** Answers a member that threw: run again in a later group when it lost a deadlock, rejected otherwise. */
+  private failMember(member: Grouped, error: unknown): void {
+    const code = (error as { code?: string }).code;
+    if (code !== undefined && RETRYABLE.has(code) && ++member.attempts < ATTEMPTS) this.grouped.push(member);
+    else member.reject(error);
+  }
+
+  /**
+   * Runs one group; returns the members to run again in a careful group (only when not `careful` and a member threw:
+   * every member but that one, which has been answered).
+   */
+  private async runGroup(group: Grouped[], careful: boolean): Promise<Grouped[]> {
     let client: pg.PoolClient;
     try {
       client = await checkOut(this.pool, this.watch);
     } catch (error) {
       for (const member of group) member.reject(error);
-      return;
+      return [];
     }
     postgresTraffic.transactions++;
     const done: { member: Grouped; result: unknown }[] = [];
     /** Members rejected or put back for a later group: no longer this group's to answer. */
     const handed = new Set<Grouped>();
     let broken: Error | undefined;
+    let again: Grouped[] = [];
     const tx = new TransactionSql(client, this.watch);
     try {
       await tx.statement("BEGIN; SET LOCAL synchronous_commit = on");
       for (const member of group) {
-        await tx.statement("SAVEPOINT grouped");
+        if (careful) await tx.statement("SAVEPOINT grouped");
         try {
           const result = await member.fn(tx);
-          await tx.statement("RELEASE SAVEPOINT grouped");
+          if (careful) await tx.statement("RELEASE SAVEPOINT grouped");
           done.push({ member, result });
         } catch (error) {
           // A database that stopped answering fails the whole group: nothing more is sent on its connection.
           if (isDatabaseUnavailable(error)) throw error;
-          // Undoes this member only (and frees the row locks it took), then goes on with the group.
-          await tx.statement("ROLLBACK TO SAVEPOINT grouped");
-          await tx.statement("RELEASE SAVEPOINT grouped");
           handed.add(member);
-          const code = (error as { code?: string }).code;
-          if (code !== undefined && RETRYABLE.has(code) && ++member.attempts < ATTEMPTS) this.grouped.push(member);
-          else member.reject(error);
+          if (!careful) {
+            // The whole transaction goes (and with it every row lock the group took); the others run again.
+            broken = await rollBack(tx);
+            this.failMember(member, error);
+            again = group.filter((m) => m !== member);
+            return again;
+          }
+          // Undoes this member only (and frees the row locks it took), then goes on with the group.
+          await tx.statement("ROLLBACK TO SAVEPOINT grouped; RELEASE SAVEPOINT grouped");
+          this.failMember(member, error);
         }
       }
       await tx.statement("COMMIT");
@@ -280,6 +306,7 @@ export class PostgresDatabase extends PostgresSql implements Database {
     } finally {
       client.release(broken);
     }
+    return again;
   }
 
   /** Every transaction is committed by the time it resolves, and a durable one is flushed: nothing to wait for. */
