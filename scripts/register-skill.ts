@@ -7,6 +7,7 @@
  *
  * skill.json: { "slug", "name", "description", "price": "0.01" (USD), "seller": "<account id>",
  *               "backend_url", "timeout_ms"?, "rate_limit_per_min"?, "input_schema"?, "output_schema"? }
+ *            or, usage-priced (docs/selling.md, Pricing models), "pricing": "usage" and "max_price": "0.01" instead of "price"
  *
  * output_schema is the skill's output contract (docs/selling.md): a 2xx answer that does not match it is a 502
  * skill_bad_output, not charged.
@@ -46,13 +47,23 @@ async function main(): Promise<void> {
       process.exit(2);
     }
   }
+  // A usage-priced skill names its amount max_price (what a call holds), a fixed-price one price; never the other.
+  const pricing = spec.pricing ?? "fixed";
+  const amount = pricing === "usage" ? spec.max_price : spec.price;
+  if (amount === undefined || (pricing === "usage" ? spec.price : spec.max_price) !== undefined) {
+    console.error(
+      `refused: a ${pricing === "usage" ? 'usage-priced skill needs "max_price" and no "price"' : 'fixed-price skill needs "price" and no "max_price"'}`,
+    );
+    process.exit(2);
+  }
   const ledger = await Ledger.open(db);
   await ledger.ensureAccount({ id: spec.seller, kind: "seller", name: spec.seller });
   const skill = await registry.upsert({
     slug: spec.slug,
     name: spec.name,
     description: spec.description ?? "",
-    priceMicros: usdToMicros(String(spec.price)),
+    pricing,
+    priceMicros: usdToMicros(String(amount)),
     sellerAccountId: spec.seller,
     backendUrl: spec.backend_url,
     timeoutMs: spec.timeout_ms ?? config.defaultSkillTimeoutMs,

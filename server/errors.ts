@@ -74,6 +74,10 @@ export const ERROR_CODES = {
   skill_invalid_response: "the backend answered non-JSON, or too much",
   skill_bad_output:
     "the backend answered 2xx with JSON its skill's `output_schema` refuses: the skill answered something it promised not to. Not charged (an x402 payment is refunded); its seller sees the first problem",
+  usage_pricing_unsupported:
+    "the skill is usage-priced (it charges what each call used, up to its `max_price`), which this way to pay cannot do: x402 pays one fixed amount per call (`exact` scheme). Call it with an API key",
+  skill_bad_charge:
+    "a usage-priced skill's backend answered 2xx without a valid charge: `X-Skill-Charge` missing, malformed (a USD amount of at most 6 decimals) or above the skill's `max_price`, or `X-Skill-Charge-Signature` missing or wrong. Not charged",
   skill_backend_forbidden: "the skill's backend is not a public internet address (see Security: egress policy)",
 } as const satisfies Record<string, string>;
 

@@ -46,4 +46,12 @@ ALTER TABLE skills ADD COLUMN operator_listed INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE skills ADD COLUMN output_schema TEXT;
 `,
   },
+  {
+    version: 28,
+    sql: `
+-- How a skill is priced (issue 27): 'fixed', every call costs price_micros; 'usage', the backend reports what each
+-- call came to in a signed X-Skill-Charge header, at most price_micros (its max_price), which is what a call holds.
+ALTER TABLE skills ADD COLUMN pricing TEXT NOT NULL DEFAULT 'fixed' CHECK (pricing IN ('fixed', 'usage'));
+`,
+  },
 ];

@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import type { Config } from "../config";
 import { SKILL_DESCRIPTION_RULE, SKILL_NAME_RULE, type SkillRegistry, SkillValidationError } from "./skills";
-import type { SkillListingRecord, SkillsStore } from "./skills-store";
+import type { SkillListingRecord, SkillPricing, SkillsStore } from "./skills-store";
 import { usdDisplay } from "../ledger/money";
 import { type Refusal, refusal } from "../errors";
 import { checkText } from "../text";
@@ -12,6 +12,9 @@ export interface SellerSkillFields {
   slug: string;
   name: string;
   description: string;
+  /** `fixed`: `priceMicros` per call; `usage`: what the backend reports (X-Skill-Charge), at most `priceMicros`. */
+  pricing: SkillPricing;
+  /** The price per call (`fixed`), or the most one call may cost (`usage`: max_price). */
   priceMicros: bigint;
   backendUrl: string;
   timeoutMs: number;
@@ -27,6 +30,26 @@ export interface SellerSkill extends SellerSkillFields {
   listed: boolean;
   createdAtMs: number;
   updatedAtMs: number;
+}
+
+/** An edit's fields; `priceField` says which field the seller set the amount with (`price` or `max_price`). */
+export type SellerSkillPatch = Partial<Omit<SellerSkillFields, "slug">> & { listed?: boolean; priceField?: PriceField };
+
+/** The field a skill's amount is set and shown by: `price` for a fixed price, `max_price` for usage pricing. */
+export type PriceField = "price" | "max_price";
+
+/** The field a skill priced `pricing` names its amount by. */
+export const priceFieldOf = (pricing: SkillPricing): PriceField => (pricing === "usage" ? "max_price" : "price");
+
+/**
+ * Why an amount given as `given` does not fit a skill priced `pricing`, or undefined when it does: a fixed-price skill
+ * has a `price`, a usage-priced one a `max_price` (the most a call may cost), never the other.
+ */
+export function priceFieldProblem(pricing: SkillPricing, given: PriceField): string | undefined {
+  if (given === priceFieldOf(pricing)) return undefined;
+  return pricing === "usage"
+    ? "A usage-priced skill has a max_price (the most one call may cost), not a price: send max_price."
+    : 'A fixed-price skill has a price, not a max_price: send price, or "pricing": "usage" with max_price.';
 }
 
 /** Why a seller's skill was not saved: invalid_request (a field out of bounds), slug_taken, or not_found (not theirs). */
@@ -110,6 +133,7 @@ export class SellerSkills {
             slug: fields.slug,
             name: fields.name,
             description: fields.description,
+            pricing: fields.pricing,
             priceMicros: fields.priceMicros,
             sellerAccountId,
             backendUrl: fields.backendUrl,
@@ -140,7 +164,7 @@ export class SellerSkills {
   async update(
     sellerAccountId: string,
     ref: string,
-    patch: Partial<Omit<SellerSkillFields, "slug">> & { listed?: boolean },
+    patch: SellerSkillPatch,
   ): Promise<{ ok: true; skill: SellerSkill; backendCheck?: BackendCheck } | SellerSkillRefusal> {
     // What the patch holds is checked on its own before anything goes out: a refused edit makes no test call.
     const own = this.checkFields(patch);
@@ -163,7 +187,18 @@ export class SellerSkills {
         const record = await this.store.ownListing(sellerAccountId, ref, tx);
         if (!record) return refusal("not_found", "No such skill among yours.");
         const current = toSellerSkill(record);
-        const next: SellerSkillFields = { ...current, ...definedOnly(patch) };
+        const { priceField, listed: _listed, ...changes } = patch;
+        const next: SellerSkillFields = { ...current, ...definedOnly(changes) };
+        // The amount is named by the pricing the skill will have; a change of pricing brings its amount with it.
+        if (priceField !== undefined) {
+          const problem = priceFieldProblem(next.pricing, priceField);
+          if (problem) return refusal("invalid_request", problem);
+        } else if (next.pricing !== current.pricing) {
+          return refusal(
+            "invalid_request",
+            `A change to "pricing": "${next.pricing}" needs the skill's ${priceFieldOf(next.pricing)} too.`,
+          );
+        }
         // CPU only (bounds, and compiling a small schema): the route checked the costly ones first. The name and
         // description were checked in the patch: stored ones are not judged again, so that a skill listed before the
         // text policy can still be edited and unlisted.
@@ -178,6 +213,7 @@ export class SellerSkills {
           {
             name: next.name,
             description: next.description,
+            pricing: next.pricing,
             priceMicros: next.priceMicros,
             backendUrl: next.backendUrl,
             timeoutMs: next.timeoutMs,
@@ -209,13 +245,18 @@ export class SellerSkills {
    * normalized.
    */
   private checkFields(
-    fields: Partial<SellerSkillFields>,
+    fields: Partial<SellerSkillFields> & { priceField?: PriceField },
   ): { ok: true; fields: Partial<Pick<SellerSkillFields, "name" | "description">> } | SellerSkillRefusal {
     const invalid = (message: string) => refusal("invalid_request", message);
     const { minSkillPriceMicros: min, maxSkillPriceMicros: max } = this.config;
     const normalized: Partial<Pick<SellerSkillFields, "name" | "description">> = {};
+    if (fields.pricing !== undefined && fields.pricing !== "fixed" && fields.pricing !== "usage") {
+      return invalid('pricing must be "fixed" or "usage".');
+    }
+    // A usage-priced skill's max_price is held to the bounds of a price: it is what each of its calls holds.
     if (fields.priceMicros !== undefined && (fields.priceMicros < min || fields.priceMicros > max)) {
-      return invalid(`Price must be between ${usdDisplay(min)} and ${usdDisplay(max)}.`);
+      const name = (fields.priceField ?? priceFieldOf(fields.pricing ?? "fixed")) === "max_price" ? "max_price" : "Price";
+      return invalid(`${name} must be between ${usdDisplay(min)} and ${usdDisplay(max)}.`);
     }
     if (fields.name !== undefined) {
       const name = checkText(fields.name, SKILL_NAME_RULE);

@@ -1,11 +1,20 @@
 import type { Database, Sql, SqlParam } from "../db/sql";
 
+/** How a skill is priced: one price per call, or what each call used, up to a maximum. */
+export type SkillPricing = "fixed" | "usage";
+
 /** A skill as stored; its schemas are kept as the JSON text they were listed with. */
 export interface SkillRecord {
   id: string;
   slug: string;
   name: string;
   description: string;
+  /**
+   * How the skill is priced (issue 27): `fixed`, every call costs `priceMicros`; `usage`, the backend reports what each
+   * call came to (X-Skill-Charge), at most `priceMicros`, its max_price, which is what a call holds.
+   */
+  pricing: SkillPricing;
+  /** The price per call (`fixed`), or the most one call may cost (`usage`: its max_price). */
   priceMicros: bigint;
   sellerAccountId: string;
   backendUrl: string;
@@ -44,6 +53,7 @@ interface SkillRow {
   name: string;
   description: string;
   price_micros: bigint;
+  pricing: SkillPricing;
   seller_account_id: string;
   backend_url: string;
   operator_listed: bigint;
@@ -65,6 +75,7 @@ const toRecord = (row: SkillRow): SkillRecord => ({
   slug: row.slug,
   name: row.name,
   description: row.description,
+  pricing: row.pricing,
   priceMicros: row.price_micros,
   sellerAccountId: row.seller_account_id,
   backendUrl: row.backend_url,
@@ -81,6 +92,7 @@ const toListing = (row: ListingRow): SkillListingRecord => ({
   slug: row.slug,
   name: row.name,
   description: row.description,
+  pricing: row.pricing,
   priceMicros: row.price_micros,
   backendUrl: row.backend_url,
   timeoutMs: Number(row.timeout_ms),
@@ -92,11 +104,11 @@ const toListing = (row: ListingRow): SkillListingRecord => ({
   updatedAtMs: Number(row.updated_at),
 });
 
-const INSERT = `INSERT INTO skills (id, slug, name, description, price_micros, seller_account_id, backend_url, operator_listed,
+const INSERT = `INSERT INTO skills (id, slug, name, description, price_micros, pricing, seller_account_id, backend_url, operator_listed,
                              timeout_ms, rate_limit_per_min, input_schema, output_schema, signing_secret, active, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`;
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`;
 
-const LISTING_COLUMNS = `id, slug, name, description, price_micros, backend_url, timeout_ms, rate_limit_per_min, input_schema,
+const LISTING_COLUMNS = `id, slug, name, description, price_micros, pricing, backend_url, timeout_ms, rate_limit_per_min, input_schema,
                 output_schema, active, created_at, updated_at`;
 
 function values(s: SkillWrite, nowMs: number): SqlParam[] {
@@ -106,6 +118,7 @@ function values(s: SkillWrite, nowMs: number): SqlParam[] {
     s.name,
     s.description,
     s.priceMicros,
+    s.pricing,
     s.sellerAccountId,
     s.backendUrl,
     s.operatorListed ? 1 : 0,
@@ -161,7 +174,7 @@ export class SkillsStore {
     const id = await (tx ?? this.db).value<string>(
       `${INSERT}
        ON CONFLICT (slug) DO UPDATE SET name = excluded.name, description = excluded.description,
-         price_micros = excluded.price_micros, seller_account_id = excluded.seller_account_id,
+         price_micros = excluded.price_micros, pricing = excluded.pricing, seller_account_id = excluded.seller_account_id,
          backend_url = excluded.backend_url, operator_listed = excluded.operator_listed, timeout_ms = excluded.timeout_ms,
          rate_limit_per_min = excluded.rate_limit_per_min, input_schema = excluded.input_schema,
          output_schema = excluded.output_schema,
@@ -185,7 +198,7 @@ export class SkillsStore {
    */
   async updateOwn(sellerAccountId: string, id: string, f: SkillEdit, nowMs: number, tx?: Sql): Promise<void> {
     await (tx ?? this.db).run(
-      `UPDATE skills SET name = ?, description = ?, price_micros = ?, backend_url = ?,
+      `UPDATE skills SET name = ?, description = ?, price_micros = ?, pricing = ?, backend_url = ?,
          operator_listed = CASE WHEN backend_url = ? THEN operator_listed ELSE 0 END, timeout_ms = ?,
          rate_limit_per_min = ?, input_schema = ?, output_schema = ?, active = ?, updated_at = ?
        WHERE id = ? AND seller_account_id = ?`,
@@ -193,6 +206,7 @@ export class SkillsStore {
         f.name,
         f.description,
         f.priceMicros,
+        f.pricing,
         f.backendUrl,
         f.backendUrl,
         f.timeoutMs,

@@ -11,7 +11,7 @@ import {
   schemaBoundsProblem,
   validateWith,
 } from "./schema-guard";
-import type { SkillRecord, SkillsStore } from "./skills-store";
+import type { SkillPricing, SkillRecord, SkillsStore } from "./skills-store";
 import { ValidationPool } from "./validation-pool";
 import { GatewayError, type Refusal } from "../errors";
 import { type TextRule, checkText, excerpt, hasForbiddenCharacters } from "../text";
@@ -43,6 +43,8 @@ export interface SkillInput {
   slug: string;
   name: string;
   description?: string;
+  /** `fixed` (the default): `priceMicros` per call; `usage`: what the backend reports, at most `priceMicros`. */
+  pricing?: SkillPricing;
   priceMicros: bigint;
   sellerAccountId: string;
   backendUrl: string;
@@ -425,6 +427,10 @@ export class SkillRegistry {
     // resolve() reads a UUID-shaped reference as a UUID, so such a slug could never be found.
     if (UUID.test(input.slug)) throw new SkillValidationError(`invalid slug "${input.slug}": a slug must not look like a UUID`);
     if (input.priceMicros < 0n) throw new SkillValidationError("price must not be negative");
+    if (input.pricing !== undefined && input.pricing !== "fixed" && input.pricing !== "usage")
+      throw new SkillValidationError('pricing must be "fixed" or "usage"');
+    // A usage-priced call holds its max_price: a hold of nothing would be a free call, with no charge to report.
+    if (input.pricing === "usage" && input.priceMicros === 0n) throw new SkillValidationError("max_price must be above 0");
     if (!Number.isInteger(input.timeoutMs) || input.timeoutMs <= 0)
       throw new SkillValidationError("timeout must be a positive integer of ms");
     let url: URL;
@@ -472,6 +478,7 @@ export class SkillRegistry {
             slug: input.slug,
             name: text.name,
             description: text.description,
+            pricing: input.pricing ?? "fixed",
             priceMicros: input.priceMicros,
             sellerAccountId: input.sellerAccountId,
             backendUrl: input.backendUrl,

@@ -2,10 +2,13 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import {
   CALL_ID_HEADER,
+  CHARGE_HEADER,
+  CHARGE_SIGNATURE_HEADER,
   IDEMPOTENCY_KEY_HEADER,
   SIGNATURE_HEADER,
   SIGNATURE_V2_HEADER,
   TIMESTAMP_HEADER,
+  signCharge,
   verifyCall,
 } from "../gateway/signature";
 
@@ -17,6 +20,8 @@ import {
  *   POST /strict-echo returns its input too; its skill promises (output_schema) an answer with a string `text`,
  *                    so an input without one makes it break that promise (502 skill_bad_output, not charged)
  *   POST /uppercase  { text } → { text: TEXT }
+ *   POST /wordcount  { text } → { words }; usage-priced: it reports (signed, signCharge) $0.0001 a word, at most
+ *                    $0.01, its skill's max_price, in X-Skill-Charge
  *   POST /slow       { ms } → waits, then answers (to see a timeout)
  *   POST /broken     always answers 500 (to see that a failed call is not charged)
  */
@@ -27,7 +32,18 @@ export interface DemoBackend {
   close(): Promise<void>;
 }
 
-type Handler = (input: Record<string, unknown>) => Promise<[number, unknown]> | [number, unknown];
+/** A route's answer: its status, its body, and for a usage-priced skill what the call came to (USD, e.g. "0.0042"). */
+type Handler = (input: Record<string, unknown>) => Promise<[number, unknown, string?]> | [number, unknown, string?];
+
+/** What wordcount charges a word, and the most it charges a call (its skill's max_price), in micro-USD. */
+export const WORDCOUNT_MICROS_PER_WORD = 100n;
+export const WORDCOUNT_MAX_MICROS = 10_000n;
+
+/** Base units as the decimal X-Skill-Charge wants ("0.0042"), with integers only. */
+function microsText(micros: bigint): string {
+  const frac = (micros % 1_000_000n).toString().padStart(6, "0").replace(/0+$/, "");
+  return `${micros / 1_000_000n}${frac ? `.${frac}` : ""}`;
+}
 
 const ROUTES: Record<string, Handler> = {
   "/echo": (input) => [200, input],
@@ -35,6 +51,12 @@ const ROUTES: Record<string, Handler> = {
   "/strict-echo": (input) => [200, input],
   "/uppercase": (input) =>
     typeof input.text === "string" ? [200, { text: input.text.toUpperCase() }] : [422, { error: "text must be a string" }],
+  "/wordcount": (input) => {
+    if (typeof input.text !== "string") return [422, { error: "text must be a string" }];
+    const words = input.text.split(/\s+/).filter((word) => word.length > 0).length;
+    const micros = BigInt(words) * WORDCOUNT_MICROS_PER_WORD;
+    return [200, { words }, microsText(micros < WORDCOUNT_MAX_MICROS ? micros : WORDCOUNT_MAX_MICROS)];
+  },
   "/slow": async (input) => {
     const ms = Math.min(Math.max(Number(input.ms) || 0, 0), 30_000);
     await new Promise((resolve) => setTimeout(resolve, ms));
@@ -77,7 +99,12 @@ export async function startDemoBackend(port = 0, host = "127.0.0.1"): Promise<De
       } catch {
         return reply(400, { error: "body is not JSON" });
       }
-      const [status, body] = await handler(input);
+      const [status, body, charge] = await handler(input);
+      // A usage-priced route signs what the call came to with its skill's secret, over the call's id.
+      if (charge !== undefined) {
+        res.setHeader(CHARGE_HEADER, charge);
+        res.setHeader(CHARGE_SIGNATURE_HEADER, signCharge(secret, req.headers[CALL_ID_HEADER] as string, charge));
+      }
       reply(status, body);
     });
   });

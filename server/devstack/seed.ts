@@ -39,6 +39,24 @@ const DEMO_SKILLS = [
     },
   },
   {
+    // Usage pricing to try: a call holds the max_price, $0.01, and is charged what its backend reports, signed:
+    // $0.0001 a word of `text` ("one two three" costs $0.0003; 100 words or more, $0.01).
+    slug: "wordcount",
+    path: "/wordcount",
+    name: "Word count",
+    pricing: "usage",
+    price: "0.01",
+    description: "Counts the words of a text. Usage-priced: $0.0001 a word, at most $0.01 a call.",
+    inputSchema: {
+      type: "object",
+      properties: {
+        text: { type: "string", maxLength: 100_000, description: "The text whose words are counted.", examples: ["one two three"] },
+      },
+      required: ["text"],
+      additionalProperties: false,
+    },
+  },
+  {
     slug: "slow",
     path: "/slow",
     name: "Slow",
@@ -107,6 +125,8 @@ export async function seedDemo(
       slug: s.slug,
       name: s.name,
       description: s.description,
+      // A usage-priced skill's price is its max_price: what each call holds.
+      pricing: "pricing" in s ? s.pricing : "fixed",
       priceMicros: usdToMicros(s.price),
       sellerAccountId: DEMO_SELLER_ID,
       backendUrl: backend.url + s.path,

@@ -13,6 +13,8 @@ export type CallOutcome =
   | "skill_error"
   /** The backend answered 2xx with a body its skill's output schema refuses: not charged, the seller's failure. */
   | "skill_bad_output"
+  /** A usage-priced skill's backend answered 2xx without a valid signed charge (X-Skill-Charge): not charged. */
+  | "skill_bad_charge"
   | "insufficient_balance"
   | "key_spend_limit_reached"
   | "invalid_input"

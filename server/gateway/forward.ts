@@ -4,6 +4,8 @@ import { type BackendOwner, type EgressPolicy, EgressRefused } from "./egress";
 import type { Skill } from "../catalog/skills";
 import {
   CALL_ID_HEADER,
+  CHARGE_HEADER,
+  CHARGE_SIGNATURE_HEADER,
   IDEMPOTENCY_KEY_HEADER,
   SIGNATURE_HEADER,
   SIGNATURE_V2_HEADER,
@@ -20,8 +22,17 @@ export type ForwardTarget = Pick<Skill, "backendUrl" | "operatorListed" | "timeo
 
 export type ForwardFailure = "backend_error" | "timeout" | "unreachable" | "invalid_json" | "response_too_large" | "forbidden";
 
+/**
+ * What a 2xx answer said it cost (a usage-priced skill's X-Skill-Charge and X-Skill-Charge-Signature, as sent; a header
+ * sent twice is kept as its values joined by ", ", which no charge or signature matches). Absent without either header.
+ */
+export interface ReportedCharge {
+  charge?: string;
+  signature?: string;
+}
+
 export type ForwardResult =
-  | { kind: "ok"; status: number; data: unknown }
+  | { kind: "ok"; status: number; data: unknown; reported?: ReportedCharge }
   /** The backend answered 4xx: the caller's input was refused. Not charged. */
   | { kind: "rejected"; status: number; message: string }
   /** The backend failed (5xx, timeout, refused, not JSON, too large) or the egress policy refused it. Not charged. */
@@ -139,7 +150,10 @@ export class Forwarder {
     if (parsed === undefined) {
       return { kind: "failed", reason: "invalid_json", status: statusCode, message: "skill backend did not answer with JSON" };
     }
-    return { kind: "ok", status: statusCode, data: parsed };
+    const charge = headerText(response.headers[CHARGE_HEADER]);
+    const signature = headerText(response.headers[CHARGE_SIGNATURE_HEADER]);
+    if (charge === undefined && signature === undefined) return { kind: "ok", status: statusCode, data: parsed };
+    return { kind: "ok", status: statusCode, data: parsed, reported: { charge, signature } };
   }
 
   async close(): Promise<void> {
@@ -212,6 +226,11 @@ async function readCapped(body: AsyncIterable<Buffer> & { destroy(): void }, max
     chunks.push(chunk);
   }
   return chunks.length === 1 ? chunks[0].toString("utf8") : Buffer.concat(chunks).toString("utf8");
+}
+
+/** A response header's value as one string: a repeated one joined (which then matches no charge and no signature). */
+function headerText(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value.join(", ") : value;
 }
 
 function rejectionMessage(parsed: unknown, status: number): string {

@@ -1,5 +1,6 @@
 import { type Sql, isDatabaseUnavailable } from "../db/sql";
 import { GatewayError, refusal } from "../errors";
+import type { Charge } from "../ledger/fees";
 import type { Hold, HoldResult, Ledger } from "../ledger/ledger";
 import { microsToUsd, usdDisplay } from "../ledger/money";
 import type { CallPayment, PaidCall, PaymentRefusal, RecordCall, Settlement } from "./payment";
@@ -61,7 +62,7 @@ export class LedgerPayment implements CallPayment {
    * on disk. Charges share commits (and flushes) with the others of this replica: they all post to the platform's
    * balance row, whose lock each would otherwise hold through a flush of its own.
    */
-  async settle(record: RecordCall): Promise<Settlement> {
+  async settle(record: RecordCall, captured?: Charge): Promise<Settlement> {
     const hold = this.open();
     // What the account and the key have left is read in the capture's transaction: the answer's X-Balance-Available
     // and X-Key-Spend-Remaining say what this very charge left, whatever other calls commit around it.
@@ -69,10 +70,11 @@ export class LedgerPayment implements CallPayment {
     try {
       budget = await this.ledger.db.transaction(
         async (tx) => {
-          const captured = await this.ledger.captureWithBudget(hold.id, { apiKeyId: this.payer.apiKeyId, nowMs: this.now() }, tx);
-          if (!captured.ok) throw new Error(`hold ${hold.id} was not open at capture`);
+          // A usage-priced call's capture takes what it came to and gives the rest back to the balance and the key.
+          const taken = await this.ledger.captureWithBudget(hold.id, { apiKeyId: this.payer.apiKeyId, nowMs: this.now() }, tx, captured);
+          if (!taken.ok) throw new Error(`hold ${hold.id} was not open at capture`);
           await record.settled(tx);
-          return captured.budget;
+          return taken.budget;
         },
         { durable: true, group: true },
       );

@@ -41,8 +41,10 @@ export interface CallPayment<N = never> {
    * final, which is durable before this returns. Never refused: what could refuse it was checked, and the money
    * taken where it can be taken, before the call was forwarded (x402 collects the payment in `reserve`). An x402
    * completion whose fate is unknown is left to recovery, which writes the call's line when it records it.
+   * `captured`: a usage-priced call's charge (at most what was reserved), taken instead of the whole reservation, the
+   * rest given back in the same transaction; a payment that cannot take less (x402) is never given one.
    */
-  settle(record: RecordCall): Promise<Settlement<N>>;
+  settle(record: RecordCall, captured?: Charge): Promise<Settlement<N>>;
 
   /** Gives the reservation back: the call failed. `record` runs in the transaction that releases it. */
   void(record: (tx: Sql) => Promise<void>): Promise<void>;

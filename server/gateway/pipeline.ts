@@ -5,7 +5,7 @@ import type { Database, Sql } from "../db/sql";
 import { type ErrorCode, GatewayError, type Refusal, refusal } from "../errors";
 import { excerpt } from "../text";
 import { microsToUsd, usdDisplay } from "../ledger/money";
-import { computeCharge } from "../ledger/fees";
+import { type Charge, computeCharge } from "../ledger/fees";
 import type { Skill, SkillRegistry } from "../catalog/skills";
 import type { CallOutcome, CallsStore, Endpoint } from "./calls-store";
 import type { ForwardResult, Forwarder } from "./forward";
@@ -16,6 +16,7 @@ import type { CallDailyCap, CallLimiter, RateDecision, RateRule } from "./rate-l
 import type { RefusalCounter } from "./refusal-counter";
 import type { LimitRefusal } from "./refusals-store";
 import { forwardedIdempotencyKey } from "./signature";
+import { readUsageCharge } from "./usage-charge";
 
 /** A call as an entry (keyed: ./call-service.ts; x402: server/x402/x402-service.ts) hands it to the pipeline. */
 export interface PipelineRequest {
@@ -117,9 +118,13 @@ interface Call<N> {
  *      was never presented before, 402; then it is collected into the escrow, 402 when the chain refuses)
  *   6. forward to the backend (400 the backend's refusal; 502 its failure)
  *   7. render the answer (502 when the backend's data cannot be passed on, or breaks the skill's output schema:
- *      skill_bad_output)
+ *      skill_bad_output; for a usage-priced skill, when its backend's signed charge is missing, malformed, wrongly
+ *      signed or above max_price: skill_bad_charge)
  *   8. settle the payment or void it (never refused: the money was taken where it can be in step 5), and record
  *      the call
+ *
+ * A usage-priced skill's call reserves its max_price in step 5 and settles, in step 8, what its backend reported (the
+ * rest is given back in the same transaction; a report of 0 gives it all back and still answers 200).
  *
  * A free call (price 0) has no payment: steps 3's offer, 5 and 8's money are skipped, and it is recorded alone.
  * (Authentication, 401, an expired key, 401 key_expired, the key's scope, 403 scope_missing, and body parsing,
@@ -148,7 +153,8 @@ export class CallPipeline {
     // Before the idempotency key and everything after: a skill the caller may not call costs nothing, and leaves no trace.
     const forbidden = req.permits?.(skill);
     if (forbidden) return { kind: "refused", refusal: forbidden };
-    // So is a price above what the caller accepts: a price raised since the caller looked is refused, not charged.
+    // So is a price above what the caller accepts: a price raised since the caller looked is refused, not charged. A
+    // usage-priced skill's is its max_price, what its call would hold: a call is never held for more than allowed.
     if (req.maxPriceMicros !== undefined) {
       const priceMicros = computeCharge(skill.priceMicros, this.deps.config.feeMode, this.deps.config.feeBps).chargedMicros;
       if (priceMicros > req.maxPriceMicros) return { kind: "refused", refusal: priceAboveMax(skill, priceMicros, req.maxPriceMicros) };
@@ -230,10 +236,10 @@ export class CallPipeline {
     // fault (an answer that cannot be rendered, a commit that failed) leaves it to the payment's abandon.
     let ended = false;
     try {
-      const chargedMicros = paid ? charge.chargedMicros : 0n;
-      const forwarded = await this.forward(call, paid !== undefined, chargedMicros);
+      const forwarded = await this.forward(call, paid !== undefined, paid ? charge.chargedMicros : 0n);
       if (forwarded.kind === "ok") {
-        const settled = await this.settle(call, paid !== undefined, forwarded.answer, chargedMicros);
+        const { chargedMicros, captured } = forwarded;
+        const settled = await this.settle(call, paid !== undefined, forwarded.answer, chargedMicros, captured);
         ended = true;
         this.told(call, "success", chargedMicros);
         return { kind: "answered", callId: call.callId, rate, note: settled.note, budget: settled.budget, ...forwarded.answer };
@@ -270,7 +276,8 @@ export class CallPipeline {
     reserved: boolean,
     chargedMicros: bigint,
   ): Promise<
-    | { kind: "ok"; answer: CallAnswer }
+    /** `chargedMicros`: what the answer says was paid; `captured`: a usage-priced call's charge, less than what was held. */
+    | { kind: "ok"; answer: CallAnswer; chargedMicros: bigint; captured?: Charge }
     | {
         kind: "failed";
         code: ErrorCode;
@@ -298,6 +305,17 @@ export class CallPipeline {
         keep: false,
       }) as const;
     if (forwarded.kind === "failed") return failed(FAILURE_CODE[forwarded.reason], forwarded.message);
+    // A usage-priced call is charged what its backend reported, signed (./usage-charge.ts): a report that cannot be
+    // trusted is the backend's failure, and nobody pays for it.
+    let captured: Charge | undefined;
+    if (call.skill.pricing === "usage" && reserved) {
+      const usage = readUsageCharge(call.skill, call.callId, forwarded.reported, this.deps.config);
+      if (!usage.ok) {
+        return { ...failed("skill_bad_charge", `the skill did not report a valid charge (${usage.problem})`), outcome: "skill_bad_charge" };
+      }
+      captured = usage.charge;
+      chargedMicros = captured.chargedMicros;
+    }
     // An answer that parsed but cannot be serialized again is the backend's failure, as an answer that does not
     // parse is: 502, not the gateway's 500, and paid by nobody.
     const answer = this.render(call, chargedMicros, { ok: true, data: forwarded.data });
@@ -308,11 +326,17 @@ export class CallPipeline {
     if (outputProblem !== undefined) {
       return { ...failed("skill_bad_output", OUTPUT_BROKEN), outcome: "skill_bad_output", outputProblem };
     }
-    return { kind: "ok", answer };
+    return { kind: "ok", answer, chargedMicros, ...(captured ? { captured } : {}) };
   }
 
   /** 8, on success: the payment settled (or a free call recorded), with the call's line and idempotent answer. */
-  private async settle<N>(call: Call<N>, reserved: boolean, success: CallAnswer, chargedMicros: bigint): Promise<Settlement<N>> {
+  private async settle<N>(
+    call: Call<N>,
+    reserved: boolean,
+    success: CallAnswer,
+    chargedMicros: bigint,
+    captured: Charge | undefined,
+  ): Promise<Settlement<N>> {
     const { req } = call;
     const idem = req.idempotency;
     const record: RecordCall = {
@@ -327,7 +351,7 @@ export class CallPipeline {
       call.keySettled = true;
       return {};
     }
-    const settled = await call.payment.settle(record);
+    const settled = await call.payment.settle(record, captured);
     call.keySettled = true;
     return settled;
   }
@@ -446,7 +470,7 @@ export class CallPipeline {
 function priceAboveMax(skill: Skill, priceMicros: bigint, maxPriceMicros: bigint): Refusal<"price_above_max"> {
   return refusal(
     "price_above_max",
-    `The skill "${skill.slug}" costs ${usdDisplay(priceMicros)} per call, above this call's max_price of ${usdDisplay(maxPriceMicros)}: nothing was charged. Accept the new price with a max_price of at least ${usdDisplay(priceMicros)}.`,
+    `The skill "${skill.slug}" costs ${skill.pricing === "usage" ? "up to " : ""}${usdDisplay(priceMicros)} per call, above this call's max_price of ${usdDisplay(maxPriceMicros)}: nothing was charged. Accept the new price with a max_price of at least ${usdDisplay(priceMicros)}.`,
     { details: { details: { price: microsToUsd(priceMicros), max_price: microsToUsd(maxPriceMicros) } } },
   );
 }

@@ -82,3 +82,42 @@ function same(expected: string, given: string): boolean {
   const b = Buffer.from(given);
   return a.length === b.length && timingSafeEqual(a, b);
 }
+
+/**
+ * The headers a usage-priced skill's backend answers with (issue 27): what the call came to, in USD, as a decimal
+ * string of at most 6 decimals (`0.0042`), and its signature, `v1=<hex>` (signCharge).
+ */
+export const CHARGE_HEADER = "x-skill-charge";
+export const CHARGE_SIGNATURE_HEADER = "x-skill-charge-signature";
+
+/** The shape of X-Skill-Charge: whole dollars without a sign or leading zeros, and at most 6 decimals. */
+const CHARGE_PATTERN = /^(0|[1-9]\d{0,8})(?:\.(\d{1,6}))?$/;
+
+/**
+ * What a usage-priced skill's backend runs to sign what a call came to: `charge` is the X-Skill-Charge header's value
+ * exactly as sent (`"0.0042"`: USD, at most 6 decimals, at most the skill's max_price), and the result is the
+ * X-Skill-Charge-Signature header's, `v1=` and the hex HMAC-SHA256 of `<callId>.<charge>` under the skill's signing
+ * secret, the secret the gateway signs its calls with (signCall). Binding the call id means neither a proxy nor an
+ * answer replayed from another call can change what a call is charged.
+ *
+ *   res.setHeader("X-Skill-Charge", charge);
+ *   res.setHeader("X-Skill-Charge-Signature", signCharge(secret, req.headers["x-skill-call-id"], charge));
+ */
+export function signCharge(secret: string, callId: string, charge: string): string {
+  return `v1=${createHmac("sha256", secret).update(`${callId}.${charge}`).digest("hex")}`;
+}
+
+/**
+ * X-Skill-Charge read as base units (micro-USD), without floats; undefined when it is not a decimal of at most 6
+ * decimals (a sign, an exponent, spaces, a comma, leading zeros: all refused).
+ */
+export function parseCharge(charge: string): bigint | undefined {
+  const match = CHARGE_PATTERN.exec(charge);
+  if (!match) return undefined;
+  return BigInt(match[1]) * 1_000_000n + BigInt((match[2] ?? "").padEnd(6, "0"));
+}
+
+/** Whether `signature` is signCharge's for this call and charge (compared in constant time). */
+export function verifyCharge(secret: string, callId: string, charge: string, signature: string): boolean {
+  return same(signCharge(secret, callId, charge), signature);
+}

@@ -63,6 +63,8 @@ export const ERROR_STATUS = {
   skill_unreachable: 502,
   skill_invalid_response: 502,
   skill_bad_output: 502,
+  skill_bad_charge: 502,
+  usage_pricing_unsupported: 409,
   skill_backend_forbidden: 502,
 } as const satisfies Record<ErrorCode, number>;
 

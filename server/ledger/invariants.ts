@@ -38,11 +38,13 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
             ON h.account_id = la.account_id
           WHERE la.bucket = 'held' AND la.balance <> COALESCE(h.total, 0)`,
   },
+  // What a capture spent is what it took from `held` less what it gave back to `available`: a usage-priced call's capture
+  // takes the whole hold and gives back what the call did not use (Ledger.capture).
   {
     rule: "available + held + spent = deposited - withdrawn, per user",
     sql: `SELECT a.id,
                  SUM(CASE WHEN p.bucket IN ('available', 'held') THEN p.amount ELSE 0 END) AS on_hand,
-                 SUM(CASE WHEN e.kind = 'capture' AND p.bucket = 'held' THEN -p.amount ELSE 0 END) AS spent,
+                 SUM(CASE WHEN e.kind = 'capture' AND p.bucket IN ('held', 'available') THEN -p.amount ELSE 0 END) AS spent,
                  SUM(CASE WHEN e.kind IN ('dev_credit', 'deposit') AND p.bucket = 'available' THEN p.amount ELSE 0 END) AS deposited,
                  SUM(CASE WHEN e.kind IN ('voucher_withdrawal', 'voucher_return', 'exit_freeze', 'exit_return')
                            AND p.bucket = 'available' THEN -p.amount ELSE 0 END) AS withdrawn
@@ -52,7 +54,7 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
           WHERE a.kind IN ('user', 'seller')
           GROUP BY a.id
           HAVING SUM(CASE WHEN p.bucket IN ('available', 'held') THEN p.amount ELSE 0 END)
-               + SUM(CASE WHEN e.kind = 'capture' AND p.bucket = 'held' THEN -p.amount ELSE 0 END)
+               + SUM(CASE WHEN e.kind = 'capture' AND p.bucket IN ('held', 'available') THEN -p.amount ELSE 0 END)
               <> SUM(CASE WHEN e.kind IN ('dev_credit', 'deposit') AND p.bucket = 'available' THEN p.amount ELSE 0 END)
                - SUM(CASE WHEN e.kind IN ('voucher_withdrawal', 'voucher_return', 'exit_freeze', 'exit_return')
                            AND p.bucket = 'available' THEN -p.amount ELSE 0 END)`,

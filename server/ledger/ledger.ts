@@ -488,12 +488,21 @@ export class Ledger {
     });
   }
 
-  /** Pays a held charge out: the seller's share to the seller, the fee to the platform. What a key's limit counted stays counted. */
-  capture(holdId: string, tx?: Sql): Promise<SettleResult> {
-    if (this.db.engine === "postgres") return this.captureOnServer(holdId, null, tx);
+  /**
+   * Pays a held charge out: the seller's share to the seller, the fee to the platform. What a key's limit counted stays
+   * counted. With `captured` (a usage-priced call: what it came to, split per the fee mode, never more than the hold),
+   * only that is paid out and the rest goes back to the caller's available balance and its key's period in the same
+   * entry (captureLess); a capture of nothing is the hold's release. On PostgreSQL a whole hold's capture is one
+   * statement (captureOnServer); a usage-priced one takes the statements below on both engines.
+   */
+  capture(holdId: string, tx?: Sql, captured?: Charge): Promise<SettleResult> {
+    if (captured?.chargedMicros === 0n) return this.release(holdId, tx);
+    if (captured === undefined && this.db.engine === "postgres") return this.captureOnServer(holdId, null, tx);
     return within(this.db, tx, async (tx) => {
       const taken = await this.takeOpenHold(tx, holdId, "captured");
       if (!taken) return { ok: false as const, reason: "hold_not_open" as const };
+      if (captured && captured.chargedMicros !== taken.hold.amountMicros)
+        return { ok: true as const, hold: await this.captureLess(tx, taken, captured) };
       const { hold } = taken;
       const postings: Posting[] = [[hold.accountId, "held", -hold.amountMicros]];
       if (hold.sellerMicros > 0n) postings.push([hold.sellerAccountId, "earned", hold.sellerMicros]);
@@ -504,15 +513,57 @@ export class Ledger {
   }
 
   /**
+   * The capture of less than was held (usage pricing, issue 27): the hold's row is rewritten to what was captured (the
+   * settlement batch, the receipts and the key's count read it), and one capture entry takes the whole hold out of
+   * `held`, pays the captured split and gives the rest back to `available`; the rest also goes back to the key's period.
+   */
+  private async captureLess(
+    tx: Sql,
+    taken: { hold: Hold; spend: { keyId: string; periodSeq: bigint } | null },
+    captured: Charge,
+  ): Promise<Hold> {
+    const { hold: held, spend } = taken;
+    const { chargedMicros, sellerMicros, feeMicros } = captured;
+    if (
+      chargedMicros <= 0n ||
+      chargedMicros > held.amountMicros ||
+      sellerMicros < 0n ||
+      feeMicros < 0n ||
+      sellerMicros + feeMicros !== chargedMicros
+    ) {
+      throw new RangeError(
+        `capture of ${chargedMicros} (seller ${sellerMicros}, fee ${feeMicros}) does not fit hold ${held.id} of ${held.amountMicros}`,
+      );
+    }
+    await tx.run("UPDATE holds SET amount = ?, seller_amount = ?, fee_amount = ? WHERE id = ?", [
+      chargedMicros,
+      sellerMicros,
+      feeMicros,
+      held.id,
+    ]);
+    const rest = held.amountMicros - chargedMicros;
+    const postings: Posting[] = [
+      [held.accountId, "held", -held.amountMicros],
+      [held.accountId, "available", rest],
+    ];
+    if (sellerMicros > 0n) postings.push([held.sellerAccountId, "earned", sellerMicros]);
+    if (feeMicros > 0n) postings.push([PLATFORM_ACCOUNT_ID, "fees", feeMicros]);
+    await this.post(tx, await this.entry(tx, "capture", { holdId: held.id }, ""), postings);
+    if (spend) await this.limits.giveBack(tx, spend.keyId, spend.periodSeq, rest);
+    await this.freezes.topUp(tx, held.accountId);
+    return { ...held, amountMicros: chargedMicros, sellerMicros, feeMicros };
+  }
+
+  /**
    * A capture (as capture() makes it), and the budget left once it is made: the account's available balance and the
    * spending limit of the key `apiKeyId` as it stands at `nowMs`, read by one statement in the capture's own
    * transaction. A paid call's answer carries these numbers from the commit that charged it, not from a read of its
    * own after it, which could see other calls' charges and not this one's, or the other way round.
    */
-  captureWithBudget(holdId: string, key: { apiKeyId: string; nowMs: number }, tx?: Sql): Promise<CaptureResult> {
-    if (this.db.engine === "postgres") return this.captureOnServer(holdId, key, tx);
+  captureWithBudget(holdId: string, key: { apiKeyId: string; nowMs: number }, tx?: Sql, charge?: Charge): Promise<CaptureResult> {
+    if (charge === undefined && this.db.engine === "postgres") return this.captureOnServer(holdId, key, tx);
     return within(this.db, tx, async (tx) => {
-      const captured = await this.capture(holdId, tx);
+      const captured = await this.capture(holdId, tx, charge);
       if (!captured.ok) return captured;
       return { ...captured, budget: await this.budgetIn(tx, captured.hold.accountId, key.apiKeyId, key.nowMs) };
     });

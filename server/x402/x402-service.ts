@@ -2,6 +2,8 @@ import type { PaymentRequirements } from "@x402/core/types";
 import type { Address, Hex } from "viem";
 import type { Charge } from "../ledger/fees";
 import { X402_SOURCE_ID } from "../ledger/ledger";
+import { usdDisplay } from "../ledger/money";
+import { type Refusal, refusal } from "../errors";
 import { callIdToBytes32 } from "../chain/receipts";
 import type { Skill, SkillRegistry } from "../catalog/skills";
 import type { CallOutcome, CallRecord, CallsStore } from "../gateway/calls-store";
@@ -13,6 +15,15 @@ import { networkOf } from "./protocol";
 import { type X402Note, X402Payment, type X402PaymentDeps, recordSettlement, x402Price } from "./x402-payment";
 
 export type { X402Note } from "./x402-payment";
+
+/** The refusal of a usage-priced skill over x402, and undefined for any other. */
+function usageRefused(skill: Skill): Refusal | undefined {
+  if (skill.pricing !== "usage") return undefined;
+  return refusal(
+    "usage_pricing_unsupported",
+    `The skill "${skill.slug}" is usage-priced (up to ${usdDisplay(skill.priceMicros)} per call, charged for what each call used), and x402 pays one fixed amount per call: it cannot be paid with x402. Call it with an API key (POST /v1/call). Nothing was charged.`,
+  );
+}
 
 /** A paid x402 call as the HTTP layer hands it over. */
 export interface X402CallRequest {
@@ -55,9 +66,12 @@ export class X402Service {
     return x402Price(this.deps, skill);
   }
 
-  /** The skills payable over x402, for discovery: every listed one with a price whose seller the escrow can credit. */
+  /**
+   * The skills payable over x402, for discovery: every listed one with a fixed price whose seller the escrow can credit.
+   * A usage-priced skill is left out: `exact` pays one amount fixed before the call (see call()).
+   */
   async payable(): Promise<Skill[]> {
-    const priced = this.deps.skills.list().filter((skill) => skill.priceMicros > 0n);
+    const priced = this.deps.skills.list().filter((skill) => skill.priceMicros > 0n && skill.pricing === "fixed");
     const sellers = new Map<string, boolean>();
     for (const id of new Set(priced.map((skill) => skill.sellerAccountId)))
       sellers.set(id, (await this.deps.sellerAddress(id)) !== undefined);
@@ -68,10 +82,18 @@ export class X402Service {
     return networkOf(this.deps.asset);
   }
 
-  /** One call, paid by the authorization in its PAYMENT-SIGNATURE. */
+  /**
+   * One call, paid by the authorization in its PAYMENT-SIGNATURE. A usage-priced skill is refused (409
+   * usage_pricing_unsupported) before anything else: the `exact` scheme collects one amount before the call, and x402's
+   * `upto` scheme, which could pay what a call used, settles through x402's own contracts, which this gateway's escrow
+   * does not take (docs/x402.md).
+   */
   call(req: X402CallRequest): Promise<CallResult<X402Note>> {
     const payment = new X402Payment(this.paymentDeps, { paymentHeader: req.paymentHeader, resourceUrl: req.resourceUrl });
-    return this.deps.pipeline.run({ endpoint: "x402", skillRef: req.skillRef, input: req.input, startedAt: req.startedAt }, payment);
+    return this.deps.pipeline.run(
+      { endpoint: "x402", skillRef: req.skillRef, input: req.input, startedAt: req.startedAt, permits: usageRefused },
+      payment,
+    );
   }
 
   /**

@@ -10,6 +10,7 @@ const skill = (overrides: Partial<SkillWrite> = {}): SkillWrite => ({
   slug: "echo",
   name: "Echo",
   description: "",
+  pricing: "fixed",
   priceMicros: 5n,
   sellerAccountId: "ada",
   backendUrl: "http://127.0.0.1:1/",

@@ -31,6 +31,7 @@ const skill: Skill = {
   slug: "echo",
   name: "Echo",
   description: "",
+  pricing: "fixed",
   priceMicros: PRICE_MICROS,
   sellerAccountId: "seller",
   backendUrl: "http://127.0.0.1:1/",

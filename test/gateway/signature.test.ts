@@ -1,6 +1,14 @@
 import { createHmac } from "node:crypto";
 import { expect } from "chai";
-import { forwardedIdempotencyKey, signCall, signCallV2, verifyCall } from "../../server/gateway/signature";
+import {
+  forwardedIdempotencyKey,
+  parseCharge,
+  signCall,
+  signCallV2,
+  signCharge,
+  verifyCall,
+  verifyCharge,
+} from "../../server/gateway/signature";
 
 const SECRET = "skill-secret-4f2a";
 const CALL_ID = "call-0001";
@@ -155,4 +163,52 @@ describe("call signatures", () => {
       expect(key).not.to.include("order-17");
     });
   });
+});
+
+describe("charge signatures (usage-priced skills)", () => {
+  it("signCharge is v1= and the hex HMAC-SHA256 of <callId>.<charge> under the skill's secret", () => {
+    const expected = createHmac("sha256", SECRET).update(`${CALL_ID}.0.0042`).digest("hex");
+    expect(signCharge(SECRET, CALL_ID, "0.0042")).to.equal(`v1=${expected}`);
+  });
+
+  it("verifyCharge holds only for the same secret, call and charge text", () => {
+    const signature = signCharge(SECRET, CALL_ID, "0.0042");
+    expect(verifyCharge(SECRET, CALL_ID, "0.0042", signature)).to.equal(true);
+    expect(verifyCharge("other", CALL_ID, "0.0042", signature)).to.equal(false);
+    expect(verifyCharge(SECRET, "call-0002", "0.0042", signature)).to.equal(false);
+    expect(verifyCharge(SECRET, CALL_ID, "0.00420", signature)).to.equal(false);
+    expect(verifyCharge(SECRET, CALL_ID, "0.0042", signature.slice(0, -1))).to.equal(false);
+    expect(verifyCharge(SECRET, CALL_ID, "0.0042", signature.replace("v1=", "v2="))).to.equal(false);
+  });
+
+  const READS: Array<[string, bigint]> = [
+    ["0", 0n],
+    ["0.0042", 4_200n],
+    ["0.000001", 1n],
+    ["0.01", 10_000n],
+    ["1", 1_000_000n],
+    ["12.5", 12_500_000n],
+    ["999999999.999999", 999_999_999_999_999n],
+  ];
+  for (const [text, micros] of READS) {
+    it(`parseCharge reads "${text}" as ${micros} base units`, () => expect(parseCharge(text)).to.equal(micros));
+  }
+  for (const text of [
+    "",
+    ".5",
+    "5.",
+    "0.0000001",
+    "-0.001",
+    "+0.001",
+    "1e-3",
+    "00.1",
+    " 0.1",
+    "0.1 ",
+    "0,1",
+    "1000000000",
+    "0x10",
+    "NaN",
+  ]) {
+    it(`parseCharge refuses ${JSON.stringify(text)}`, () => expect(parseCharge(text)).to.equal(undefined));
+  }
 });

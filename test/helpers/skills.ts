@@ -36,6 +36,7 @@ export function buildSkillRecord(overrides: Partial<Skill> = {}): Skill {
     slug,
     name,
     description: description ?? "",
+    pricing: "fixed",
     priceMicros,
     sellerAccountId,
     backendUrl,

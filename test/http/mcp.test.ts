@@ -60,6 +60,15 @@ describeEachEngine("POST /mcp (hosted MCP server)", (engine) => {
       expect(echo.inputSchema).to.deep.equal({ type: "object" });
     });
 
+    it("says a usage-priced skill costs up to its max_price per call", async () => {
+      await stack.addSkill("metered", "/echo", { pricing: "usage", priceMicros: 10_000n, description: "Counts." });
+      client = await connect(stack);
+      const metered = (await client.listTools()).tools.find((t) => t.name === "metered")!;
+      expect(metered.description).to.equal(
+        "Counts.\n\nPrice: up to $0.01 per call (charged for what the call used), only when the call succeeds.",
+      );
+    });
+
     it("passes a skill's input schema on as the tool's inputSchema", async () => {
       const schema = { type: "object", properties: { text: { type: "string" } }, required: ["text"] };
       await stack.addSkill("typed", "/echo", { inputSchema: schema, description: "Echoes text." });

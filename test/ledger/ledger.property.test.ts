@@ -10,7 +10,7 @@ import type { FeeMode } from "../../server/ledger/fees";
 import type { CreditKind } from "../../server/ledger/ledger";
 import { describeEachEngine, type Engine } from "../helpers/engines";
 import { makeLedger, sqliteOf } from "../helpers/ledger";
-import { Credit, Flush, Hold, HoldForUnknownSeller, Recover, Restart, Settle } from "./model/call-steps";
+import { CaptureUsage, Credit, Flush, Hold, HoldForUnknownSeller, Recover, Restart, Settle } from "./model/call-steps";
 import { ADDRESSES, type Real, SELLERS, USERS, initialModel } from "./model/model";
 import { CloseExit, ReplayExitLog, RequestExit, SettleVoucher, Withdraw } from "./model/money-out-steps";
 import { X402Payment } from "./model/x402-steps";
@@ -21,7 +21,8 @@ import { X402Payment } from "./model/x402-steps";
  * The model (./model/) is a map of balances, a list of holds, vouchers and exits, updated by hand-written
  * arithmetic (its own fee formula, not computeCharge; its own exit freezes, not topUpExitFreezes). After
  * each operation the ledger's balances, holds, vouchers and chain_exits rows must equal the model's exactly
- * and assertBalanced must pass. The walk covers the call path (credit, hold, capture, release, recovery),
+ * and assertBalanced must pass. The walk covers the call path (credit, hold, capture, release, recovery, and a
+ * usage-priced call's capture of part of its hold),
  * the money going out (withdrawals by voucher, vouchers redeemed or returned) and unilateral exits
  * (requested, replaced, cancelled, completed for less, as much or more than was frozen, logs read twice),
  * with restarts of the ledger in between. It runs on both engines, the same sequences on each (same seed).
@@ -66,6 +67,12 @@ const steps = [
   fc.tuple(user, fc.bigInt({ min: 1n, max: 3_000_000n })).map(([u, p]) => new HoldForUnknownSeller(u, p)),
   ...Array.from({ length: 2 }, () => fc.nat({ max: 3 }).map((n) => new Settle("capture", n))),
   ...Array.from({ length: 2 }, () => fc.nat({ max: 3 }).map((n) => new Settle("release", n))),
+  // A usage-priced call's capture: none of the hold, all of it, or any part between.
+  ...Array.from({ length: 2 }, () =>
+    fc
+      .tuple(fc.nat({ max: 3 }), fc.oneof(fc.constantFrom(0n, 1n, 999n, 1000n), fc.bigInt({ min: 0n, max: 1000n })))
+      .map(([n, perMille]) => new CaptureUsage(n, perMille)),
+  ),
   fc
     .tuple(fc.constantFrom(...SELLERS), fc.bigInt({ min: 1n, max: 3_000_000n }), fc.constantFrom(0n, 1000n, 10_000n), fc.boolean())
     .map(([seller, p, bps, reuse]) => new X402Payment(seller, p, bps, reuse)),

@@ -50,6 +50,8 @@ export async function addSkills(client: SkillGateway, manifestFile: string, refs
       name: skill.name,
       description: skill.description,
       price,
+      // A usage-priced skill's price is the most a call costs: the texts written for it say "up to".
+      ...(skill.pricing === "usage" ? { pricing: "usage" as const } : {}),
       currency: skill.currency || "USD",
       inputSchema,
       agents: agents.map((a) => a.id),

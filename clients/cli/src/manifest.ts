@@ -23,8 +23,10 @@ export interface ManifestSkill {
   slug: string;
   name: string;
   description: string;
-  /** What a call costs the caller, in USD, when the skill was added. */
+  /** What a call costs the caller, in USD, when the skill was added; for a usage-priced skill, the most a call costs. */
   price: number;
+  /** `usage` for a skill that charges what each call used, up to `price`; absent (fixed) in manifests written before. */
+  pricing?: "fixed" | "usage";
   currency: string;
   /** The skill's JSON Schema for its input, or null when it takes any object. */
   inputSchema: object | null;

@@ -37,6 +37,7 @@ export function pinnedFromMarketplace(skill: Skill, now = new Date()): ManifestS
     name: skill.name,
     description: skill.description,
     price: skill.price_per_call,
+    ...(skill.pricing === "usage" ? { pricing: "usage" as const } : {}),
     currency: skill.currency || "USD",
     inputSchema: typeof skill.input_schema === "object" && skill.input_schema !== null ? skill.input_schema : null,
     agents: [],

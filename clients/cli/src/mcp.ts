@@ -5,7 +5,7 @@ import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema, typ
 import { errorCodeFor, errorMessageFor, pinnedPriceError } from "./errors";
 import { type ManifestSkill, pinnedCap } from "./manifest";
 import { type McpSource, checkKey, describeSource, skillsOf } from "./mcp-source";
-import { formatUsd } from "./skill-md";
+import { formatUsd, upTo } from "./skill-md";
 import { CLI_VERSION } from "./version";
 
 /**
@@ -26,7 +26,7 @@ export function toolOf(skill: ManifestSkill): Tool {
   return {
     name: skill.slug,
     title: skill.name,
-    description: `${own ? `${own} ` : ""}Price: ${formatUsd(skill.price)} USD per successful call (failed calls are free), through Skill Gateway.`,
+    description: `${own ? `${own} ` : ""}Price: ${upTo(skill)}${formatUsd(skill.price)} USD per successful call (failed calls are free), through Skill Gateway.`,
     inputSchema,
   };
 }

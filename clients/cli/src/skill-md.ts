@@ -13,8 +13,10 @@ export interface SkillMdInput {
   slug: string;
   name: string;
   description: string;
-  /** USD per call. */
+  /** USD per call; for a usage-priced skill, the most a call costs. */
   price: number;
+  /** `usage`: each call costs what it used, up to `price` (the texts say "up to"). */
+  pricing?: "fixed" | "usage";
   inputSchema: object | null;
   /** The gateway it was added from: the curl example calls it. */
   gatewayUrl: string;
@@ -34,10 +36,13 @@ export function formatUsd(usd: number): string {
 /** Agent Skills limits `compatibility` to 500 characters. */
 export const COMPATIBILITY_MAX_CHARS = 500;
 
+/** "up to " before a usage-priced skill's price (the most a call costs), else nothing. */
+export const upTo = (skill: { pricing?: "fixed" | "usage" }): string => (skill.pricing === "usage" ? "up to " : "");
+
 /** The frontmatter description: the skill's own words, then when to use it, its price and how it is called. */
-export function frontmatterDescription(skill: Pick<SkillMdInput, "slug" | "name" | "description" | "price">): string {
+export function frontmatterDescription(skill: Pick<SkillMdInput, "slug" | "name" | "description" | "price" | "pricing">): string {
   const own = skill.description.replace(/\s+/g, " ").trim();
-  const suffix = `Use when a task needs what "${skill.name}" does and a paid call is worth it: a Skill Gateway skill at ${formatUsd(skill.price)} per call (failed calls are free), run with \`${CLI_COMMAND} call ${skill.slug}\`.`;
+  const suffix = `Use when a task needs what "${skill.name}" does and a paid call is worth it: a Skill Gateway skill at ${upTo(skill)}${formatUsd(skill.price)} per call (failed calls are free), run with \`${CLI_COMMAND} call ${skill.slug}\`.`;
   const room = DESCRIPTION_MAX_CHARS - suffix.length - 1;
   const head = own.length > room ? `${own.slice(0, Math.max(0, room - 1)).trimEnd()}…` : own;
   return head ? `${head} ${suffix}` : suffix;
@@ -105,7 +110,8 @@ export function compatibility(skill: Pick<SkillMdInput, "gatewayUrl">): string {
 export function renderSkillMd(skill: SkillMdInput): string {
   const example = JSON.stringify(exampleInput(skill.inputSchema));
   const cap = capText(skill.price);
-  const price = formatUsd(skill.price);
+  // A usage-priced skill's every sentence about its price says it is the most a call costs.
+  const price = `${upTo(skill)}${formatUsd(skill.price)}`;
   const gateway = skill.gatewayUrl.replace(/\/+$/, "");
   const schemaBlock = skill.inputSchema
     ? [

@@ -92,6 +92,13 @@ describe("SKILL.md", function () {
     expect(renderSkillMd(buildSkill({ price: 0 }))).to.include('-H "X-Max-Price: 0.000001"');
   });
 
+  it("says a usage-priced skill costs up to its price, in the description and the body", function () {
+    const md = renderSkillMd(buildSkill({ pricing: "usage", price: 0.01 }));
+    expect(md).to.include("a Skill Gateway skill at up to $0.01 per call");
+    expect(md).to.include("up to $0.01 (USD) per successful call");
+    expect(toolOf(buildSkill({ pricing: "usage", price: 0.01 })).description).to.include("Price: up to $0.01 USD per successful call");
+  });
+
   it("says a skill without a schema takes any object", function () {
     expect(renderSkillMd(buildSkill({ inputSchema: null }))).to.include("no input schema: its input is any JSON object");
   });

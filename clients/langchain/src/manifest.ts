@@ -11,8 +11,10 @@ export interface PinnedSkill {
   slug: string;
   name: string;
   description: string;
-  /** USD per call, as pinned when the skill was added. */
+  /** USD per call, as pinned when the skill was added; for a usage-priced skill, the most a call costs. */
   price: number;
+  /** `usage` when the CLI pinned a usage-priced skill. */
+  pricing?: "fixed" | "usage";
   /** The pinned JSON Schema, or null: any object. */
   inputSchema: object | null;
 }
@@ -47,6 +49,13 @@ export function readPinnedSkills(file: string): PinnedSkill[] {
       throw new Error(`The manifest ${file} is invalid: skills[${i}].price is not a number.`);
     if (skill.inputSchema !== null && !isObject(skill.inputSchema))
       throw new Error(`The manifest ${file} is invalid: skills[${i}].inputSchema is not an object or null.`);
-    return { slug: skill.slug, name: skill.name, description: skill.description, price: skill.price, inputSchema: skill.inputSchema };
+    return {
+      slug: skill.slug,
+      name: skill.name,
+      description: skill.description,
+      price: skill.price,
+      ...(skill.pricing === "usage" ? { pricing: "usage" as const } : {}),
+      inputSchema: skill.inputSchema,
+    };
   });
 }

@@ -12,8 +12,10 @@ export interface SkillSpec {
   slug: string;
   name: string;
   description: string;
-  /** What a call costs the caller, in USD. */
+  /** What a call costs the caller, in USD; for a usage-priced skill, the most a call costs. */
   price: number;
+  /** `usage`: each call costs what it used, up to `price` (the description says "up to"). */
+  pricing?: "fixed" | "usage";
   inputSchema: unknown;
 }
 
@@ -33,7 +35,7 @@ export function formatUsd(usd: number): string {
 /** The tool's description: the skill's own words, then its price. */
 export function describe(spec: SkillSpec): string {
   const own = spec.description.replace(/\s+/g, " ").trim();
-  const price = `Price: ${formatUsd(spec.price)} USD per successful call (failed calls are free), through Skill Gateway.`;
+  const price = `Price: ${spec.pricing === "usage" ? "up to " : ""}${formatUsd(spec.price)} USD per successful call (failed calls are free), through Skill Gateway.`;
   return own ? `${own} ${price}` : price;
 }
 
@@ -136,6 +138,7 @@ export async function skillTool(client: SkillGateway, slug: string, options: Ski
       name: skill.name,
       description: skill.description,
       price: skill.price_per_call,
+      ...(skill.pricing === "usage" ? { pricing: "usage" as const } : {}),
       inputSchema: skill.input_schema,
     },
     options,

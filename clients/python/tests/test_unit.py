@@ -420,6 +420,15 @@ def test_tool_schema_without_input_schema_is_an_open_object() -> None:
     assert tool["description"].startswith("The Uppercase skill.")
 
 
+def test_a_usage_priced_skill_costs_up_to_its_most_per_call() -> None:
+    raw = {k: v for k, v in SKILL.items() if k != "price"}
+    skill = skill_gateway.Skill.parse({**raw, "pricing": "usage", "max_price": 0.01, "price_per_call": 0.011})
+    assert skill.pricing == "usage" and skill.max_price == Decimal("0.01") and skill.price == Decimal("0.01")
+    assert skill.tool_description == "Upper-cases text. Costs up to $0.011 per call."
+    fixed = skill_gateway.Skill.parse(SKILL)
+    assert fixed.pricing == "fixed" and fixed.max_price is None
+
+
 def test_balance_is_exact() -> None:
     rec = Recorder(ok({"currency": "USD", "available": 9.999, "held": 0, "available_base_units": "9999000", "held_base_units": "0"}))
     balance = sync_client(rec).balance()

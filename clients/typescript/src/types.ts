@@ -95,14 +95,21 @@ export interface CallResult<T = unknown> {
 
 /**
  * A marketplace skill, as GET /v1/skills answers it (the API's field names). `price` is the
- * listed price and `price_per_call` what a caller pays, both in USD.
+ * listed price and `price_per_call` what a caller pays, both in USD. A usage-priced skill
+ * (`pricing: "usage"`) has `max_price` instead of `price`: each call costs what it used, up to
+ * `price_per_call`.
  */
 export interface Skill {
   id: string;
   slug: string;
   name: string;
   description: string;
-  price: number;
+  /** `fixed`: `price` per call; `usage`: what each call used, up to `max_price` (docs/selling.md, Pricing models). */
+  pricing: "fixed" | "usage";
+  /** A fixed price per call, USD; absent for a usage-priced skill. */
+  price?: number;
+  /** A usage-priced skill's most a call may cost, USD, before any fee on top; absent for a fixed price. */
+  max_price?: number;
   price_per_call: number;
   currency: string;
   rate_limit_per_min: number | null;

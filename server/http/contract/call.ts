@@ -25,6 +25,7 @@ const CALL_ERRORS = [
   "skill_unreachable",
   "skill_invalid_response",
   "skill_bad_output",
+  "skill_bad_charge",
   "skill_backend_forbidden",
   "limits_unavailable",
   "database_unavailable",

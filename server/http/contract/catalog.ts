@@ -10,10 +10,19 @@ export const skillView = z
     slug: z.string(),
     name: z.string(),
     description: z.string(),
-    price: z.number().meta({ description: "The listed price per call, USD." }),
-    price_per_call: z
+    pricing: z.enum(["fixed", "usage"]).meta({
+      description:
+        "How the skill is priced: `fixed`, `price` per call; `usage`, what each call used as its backend reports it, up to `max_price` (a call holds the most and is charged what it used: `price_paid`/`cost` in its metadata).",
+    }),
+    price: z.number().optional().meta({ description: "A fixed-price skill's listed price per call, USD (absent for usage pricing)." }),
+    max_price: z
       .number()
-      .meta({ description: "What a caller pays per call, USD: the price, plus the fee when it is charged on top." }),
+      .optional()
+      .meta({ description: "A usage-priced skill's most one call may cost, USD, before the fee (absent for a fixed price)." }),
+    price_per_call: z.number().meta({
+      description:
+        "What a caller pays per call, USD: the price, plus the fee when it is charged on top; for a usage-priced skill, the most a call may cost (what it holds).",
+    }),
     currency: z.literal("USDC"),
     rate_limit_per_min: z.number().nullable(),
     input_schema: z.record(z.string(), z.unknown()).nullable().meta({ description: "The JSON Schema a call's input must satisfy." }),

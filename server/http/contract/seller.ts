@@ -5,8 +5,21 @@ import { dataEnvelope, hexAddress, isoDate, jsonObject, operation, policyText, s
 
 /** The signed-in account's skills as their seller, and its payout address (server/http/routes/seller.ts). */
 
-const PRICE_TYPE = 'price must be a USD amount, e.g. "0.01" or 0.01.';
-const PRICE_DECIMALS = 'price must be a USD amount with at most 6 decimals, e.g. "0.01".';
+/** A USD amount a seller sets (`price`, `max_price`): a string or a number, at most 6 decimals, as base units. */
+const usdAmount = (name: string, description: string) =>
+  z
+    .union([z.string(), z.number()], {
+      error: (issue) => (issue.input === undefined ? `${name} is required.` : `${name} must be a USD amount, e.g. "0.01" or 0.01.`),
+    })
+    .transform((amount, ctx) => {
+      try {
+        return usdToMicros(String(amount));
+      } catch {
+        ctx.addIssue({ code: "custom", message: `${name} must be a USD amount with at most 6 decimals, e.g. "0.01".` });
+        return z.NEVER;
+      }
+    })
+    .meta({ description });
 
 /** A required field's message when it is absent, another when it has the wrong type. */
 const requiredOr = (name: string, wrongType: string) => (issue: { input?: unknown }) =>
@@ -19,17 +32,18 @@ const requiredOr = (name: string, wrongType: string) => (issue: { input?: unknow
 const fields = {
   name: policyText(SKILL_NAME_RULE, requiredOr("name", "name must be a string.")),
   description: policyText(SKILL_DESCRIPTION_RULE, "description must be a string."),
-  price: z
-    .union([z.string(), z.number()], { error: (issue) => (issue.input === undefined ? "price is required." : PRICE_TYPE) })
-    .transform((price, ctx) => {
-      try {
-        return usdToMicros(String(price));
-      } catch {
-        ctx.addIssue({ code: "custom", message: PRICE_DECIMALS });
-        return z.NEVER;
-      }
-    })
-    .meta({ description: 'USD per call, as a string ("0.01") or a number, at most 6 decimals.' }),
+  pricing: z.enum(["fixed", "usage"], { error: 'pricing must be "fixed" or "usage".' }).meta({
+    description:
+      "How the skill is priced: `fixed` (the default), one `price` per call; `usage`, what each call used, as its backend reports it in a signed X-Skill-Charge header, at most `max_price`.",
+  }),
+  price: usdAmount(
+    "price",
+    'A fixed-price skill\'s price: USD per call, as a string ("0.01") or a number, at most 6 decimals. Not for a usage-priced skill.',
+  ),
+  max_price: usdAmount(
+    "max_price",
+    'A usage-priced skill\'s most a call may cost (what each call holds), USD, within the bounds of a price. Only with `"pricing": "usage"`.',
+  ),
   backend_url: z.string({ error: requiredOr("backend_url", "backend_url must be a string.") }).meta({
     description: "Where calls are forwarded: reachable on the public internet.",
   }),
@@ -52,7 +66,9 @@ export const createSellerSkillBody = z.object(
     }),
     name: fields.name,
     description: fields.description.optional(),
-    price: fields.price,
+    pricing: fields.pricing.optional(),
+    price: fields.price.optional(),
+    max_price: fields.max_price.optional(),
     backend_url: fields.backend_url,
     timeout_ms: fields.timeout_ms.optional(),
     rate_limit_per_min: fields.rate_limit_per_min.optional(),
@@ -71,7 +87,9 @@ export const updateSellerSkillBody = z.object(
       .meta({ description: "Never: the slug cannot change.", override: { not: {} } }),
     name: fields.name.optional(),
     description: fields.description.optional(),
+    pricing: fields.pricing.optional(),
     price: fields.price.optional(),
+    max_price: fields.max_price.optional(),
     backend_url: fields.backend_url.optional(),
     timeout_ms: fields.timeout_ms.optional(),
     rate_limit_per_min: fields.rate_limit_per_min.optional(),
@@ -96,7 +114,9 @@ export const sellerSkillView = z
     slug: z.string(),
     name: z.string(),
     description: z.string(),
-    price: z.number(),
+    pricing: z.enum(["fixed", "usage"]),
+    price: z.number().optional().meta({ description: "A fixed-price skill's price per call, USD." }),
+    max_price: z.number().optional().meta({ description: "A usage-priced skill's most a call may cost, USD." }),
     backend_url: z.string(),
     timeout_ms: z.number().int(),
     rate_limit_per_min: z.number().nullable(),

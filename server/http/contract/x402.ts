@@ -47,6 +47,7 @@ const X402_CALL_ERRORS = [
   "payment_reused",
   "payment_settlement_failed",
   "skill_not_found",
+  "usage_pricing_unsupported",
   "invalid_input",
   "skill_rejected_input",
   "skill_error",

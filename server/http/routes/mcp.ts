@@ -240,7 +240,11 @@ export function toolOf(deps: Pick<McpRoutesParameters, "config">, skill: Skill):
   return {
     name: skill.slug,
     title: excerpt(skill.name, TOOL_DESCRIPTION_MAX_CHARS),
-    description: `${about}\n\nPrice: $${priceUsd} per call, charged only when the call succeeds.`,
+    // A usage-priced skill charges what each call used, up to its max_price (what a call holds).
+    description:
+      skill.pricing === "usage"
+        ? `${about}\n\nPrice: up to $${priceUsd} per call (charged for what the call used), only when the call succeeds.`
+        : `${about}\n\nPrice: $${priceUsd} per call, charged only when the call succeeds.`,
     inputSchema: objectSchema(skill.inputSchema),
   };
 }

@@ -39,9 +39,10 @@ export function readRoutes(deps: {
     slug: skill.slug,
     name: skill.name,
     description: skill.description,
-    /** The listed price per call, in USD. */
-    price: microsToUsd(skill.priceMicros),
-    /** What a caller pays per call, in USD: the price, plus the fee when it is charged on top. */
+    pricing: skill.pricing,
+    /** The listed price per call, in USD; a usage-priced skill's is the most a call may cost, its max_price. */
+    [skill.pricing === "usage" ? "max_price" : "price"]: microsToUsd(skill.priceMicros),
+    /** What a caller pays per call (for usage pricing: at most), in USD: the price, plus the fee when it is charged on top. */
     price_per_call: microsToUsd(computeCharge(skill.priceMicros, deps.config.feeMode, deps.config.feeBps).chargedMicros),
     currency: "USDC",
     rate_limit_per_min: skill.rateLimitPerMin,

@@ -1,7 +1,16 @@
 import express, { type NextFunction, type Request, type Response, type Router } from "express";
 import { rateLimit } from "express-rate-limit";
 import { jsonBody } from "../json-body";
-import { type SellerSkill, type SellerSkillFields, SellerSkills } from "../../catalog/seller-skills";
+import {
+  type SellerSkill,
+  type SellerSkillFields,
+  type SellerSkillPatch,
+  type PriceField,
+  SellerSkills,
+  priceFieldOf,
+  priceFieldProblem,
+} from "../../catalog/seller-skills";
+import type { SkillPricing } from "../../catalog/skills-store";
 import type { Sessions } from "../../identity/sessions";
 import { type LinkAddressStores, linkAddress, normalizeAddress } from "../../settlement/addresses";
 import type { Config } from "../../config";
@@ -30,7 +39,8 @@ const view = (skill: SellerSkill) => ({
   slug: skill.slug,
   name: skill.name,
   description: skill.description,
-  price: microsToUsd(skill.priceMicros),
+  pricing: skill.pricing,
+  [priceFieldOf(skill.pricing)]: microsToUsd(skill.priceMicros),
   backend_url: skill.backendUrl,
   timeout_ms: skill.timeoutMs,
   rate_limit_per_min: skill.rateLimitPerMin,
@@ -60,6 +70,22 @@ async function checkSchema(skills: SkillRegistry, schema: object, field: SchemaF
   if (problem) throw new ApiError("invalid_request", `invalid ${field === "input_schema" ? "input" : "output"} schema: ${problem}`);
 }
 
+/** A new listing's amount: its `price`, or with usage pricing its `max_price`, the one its pricing names and never the other. */
+function listingAmount(pricing: SkillPricing, price: bigint | undefined, maxPrice: bigint | undefined): bigint {
+  const given: PriceField[] = [];
+  if (price !== undefined) given.push("price");
+  if (maxPrice !== undefined) given.push("max_price");
+  for (const field of given) {
+    const problem = priceFieldProblem(pricing, field);
+    if (problem) throw new ApiError("invalid_request", problem);
+  }
+  const amount = pricing === "usage" ? maxPrice : price;
+  if (amount === undefined) {
+    throw new ApiError("invalid_request", pricing === "usage" ? "max_price is required for a usage-priced skill." : "price is required.");
+  }
+  return amount;
+}
+
 async function checkBackend(egress: EgressPolicy, backendUrl: string): Promise<void> {
   // A URL a seller names is the seller's, whatever its origin: the operator's allowlist is not for it.
   const checked = await egress.checkListing(backendUrl, "seller");
@@ -67,11 +93,16 @@ async function checkBackend(egress: EgressPolicy, backendUrl: string): Promise<v
 }
 
 /** The fields a seller sets, from the body as its contract parsed it; absent fields stay absent (an edit leaves them as they are). */
-function sellerFields(body: UpdateSellerSkillBody): Partial<SellerSkillFields> & { listed?: boolean } {
-  const fields: Partial<SellerSkillFields> & { listed?: boolean } = {};
+function sellerFields(body: UpdateSellerSkillBody): SellerSkillPatch {
+  const fields: SellerSkillPatch = {};
   if (body.name !== undefined) fields.name = body.name;
   if (body.description !== undefined) fields.description = body.description;
-  if (body.price !== undefined) fields.priceMicros = body.price;
+  if (body.pricing !== undefined) fields.pricing = body.pricing;
+  if (body.price !== undefined && body.max_price !== undefined) {
+    throw new ApiError("invalid_request", "Send price (a fixed price) or max_price (usage pricing), not both.");
+  }
+  if (body.price !== undefined) [fields.priceMicros, fields.priceField] = [body.price, "price"];
+  if (body.max_price !== undefined) [fields.priceMicros, fields.priceField] = [body.max_price, "max_price"];
   if (body.backend_url !== undefined) fields.backendUrl = body.backend_url;
   if (body.timeout_ms !== undefined) fields.timeoutMs = body.timeout_ms;
   if (body.rate_limit_per_min !== undefined) fields.rateLimitPerMin = body.rate_limit_per_min;
@@ -143,11 +174,14 @@ export function sellerRoutes(deps: {
 
   router.post("/v1/seller/skills", session, checks, json, async (req, res) => {
     const body = parseRequest(createSellerSkillBody, req.body);
+    const pricing = body.pricing ?? "fixed";
+    const priceMicros = listingAmount(pricing, body.price, body.max_price);
     const fields: SellerSkillFields = {
       slug: body.slug,
       name: body.name,
       description: body.description ?? "",
-      priceMicros: body.price,
+      pricing,
+      priceMicros,
       backendUrl: body.backend_url,
       timeoutMs: body.timeout_ms ?? deps.config.defaultSkillTimeoutMs,
       rateLimitPerMin: body.rate_limit_per_min ?? null,

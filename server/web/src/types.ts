@@ -31,7 +31,11 @@ export interface Skill {
   slug: string;
   name: string;
   description: string;
-  price: number;
+  /** `usage`: each call costs what it used, up to `max_price` (and `price_per_call` is the most a call costs). */
+  pricing?: "fixed" | "usage";
+  /** A fixed price per call (absent for a usage-priced skill). */
+  price?: number;
+  max_price?: number;
   price_per_call: number;
   currency: string;
   rate_limit_per_min: number | null;
@@ -167,7 +171,10 @@ export interface SellerSkill {
   slug: string;
   name: string;
   description: string;
-  price: number;
+  /** A usage-priced skill has `max_price` (the most a call may cost) instead of `price`. */
+  pricing?: "fixed" | "usage";
+  price?: number;
+  max_price?: number;
   backend_url: string;
   input_schema: unknown;
   listed: boolean;

@@ -84,7 +84,17 @@ export class Hold extends Step {
       feeMicros,
     });
     real.holdIds.push(result.hold.id);
-    model.holds.push({ userId: this.userId, sellerId: this.sellerId, chargedMicros, sellerMicros, feeMicros, status: "open" });
+    model.holds.push({
+      userId: this.userId,
+      sellerId: this.sellerId,
+      chargedMicros,
+      sellerMicros,
+      feeMicros,
+      status: "open",
+      priceMicros: this.priceMicros,
+      feeMode: this.feeMode,
+      feeBps: this.feeBps,
+    });
     move(model, `${this.userId}/available`, -chargedMicros);
     move(model, `${this.userId}/held`, chargedMicros);
   }
@@ -154,6 +164,50 @@ export class Settle extends Step {
   }
   toString(): string {
     return `${this.action}(newest - ${this.fromNewest})`;
+  }
+}
+
+/**
+ * A usage-priced call's capture (issue 27): what the backend reported, `perMille` thousandths of the hold's price (the
+ * skill's max_price), split on the hold's fee terms. The rest of the hold goes back to available (and from there to a
+ * short freeze); a report of 0 releases the hold.
+ */
+export class CaptureUsage extends Step {
+  constructor(
+    readonly fromNewest: number,
+    readonly perMille: bigint,
+  ) {
+    super();
+  }
+  protected async apply(model: Model, real: Real): Promise<void> {
+    if (model.holds.length === 0) return;
+    const index = model.holds.length - 1 - (this.fromNewest % model.holds.length);
+    const hold = model.holds[index];
+    // The model's own split, as Hold's.
+    const reportedMicros = (hold.priceMicros * this.perMille) / 1000n;
+    const feeMicros = (reportedMicros * hold.feeBps) / 10_000n;
+    const chargedMicros = hold.feeMode === "included" ? reportedMicros : reportedMicros + feeMicros;
+    const sellerMicros = hold.feeMode === "included" ? reportedMicros - feeMicros : reportedMicros;
+    const result = await real.ledger.capture(real.holdIds[index], undefined, computeCharge(reportedMicros, hold.feeMode, hold.feeBps));
+    if (hold.status !== "open") {
+      expect(result).to.deep.equal({ ok: false, reason: "hold_not_open" });
+      return;
+    }
+    expect(result).to.deep.include({ ok: true });
+    if (chargedMicros === 0n) {
+      releaseHold(model, hold);
+      return;
+    }
+    expect(result.ok && result.hold).to.deep.include({ amountMicros: chargedMicros, sellerMicros, feeMicros });
+    move(model, `${hold.userId}/held`, -hold.chargedMicros);
+    move(model, `${hold.userId}/available`, hold.chargedMicros - chargedMicros);
+    move(model, `${hold.sellerId}/earned`, sellerMicros);
+    move(model, `${PLATFORM_ACCOUNT_ID}/fees`, feeMicros);
+    Object.assign(hold, { chargedMicros, sellerMicros, feeMicros, status: "captured" });
+    topUpFreezes(model, hold.userId);
+  }
+  toString(): string {
+    return `captureUsage(newest - ${this.fromNewest}, ${this.perMille}/1000 of the price)`;
   }
 }
 

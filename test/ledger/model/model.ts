@@ -41,6 +41,10 @@ export interface ModelHold {
   sellerMicros: bigint;
   feeMicros: bigint;
   status: "open" | "captured" | "released";
+  /** The price and fee terms the hold was taken at: a usage-priced capture splits what it takes on the same terms. */
+  priceMicros: bigint;
+  feeMode: "included" | "on_top";
+  feeBps: bigint;
 }
 
 export interface ModelVoucher {

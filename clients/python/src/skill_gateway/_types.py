@@ -152,7 +152,9 @@ OPEN_SCHEMA: Dict[str, Any] = {"type": "object", "properties": {}}
 @dataclass(frozen=True)
 class Skill:
     """A marketplace skill (GET /v1/skills). ``price`` is the listed price and
-    ``price_per_call`` what a caller pays, in USD."""
+    ``price_per_call`` what a caller pays, in USD. A usage-priced skill (``pricing`` "usage")
+    charges what each call used, up to ``max_price``: its ``price`` is then its max_price and
+    ``price_per_call`` the most a call costs."""
 
     id: str
     slug: str
@@ -166,6 +168,9 @@ class Skill:
     # The JSON Schema a 2xx answer must match to be charged (docs/selling.md, Output contracts); None: no promise.
     output_schema: Optional[Dict[str, Any]] = None
     seller: Dict[str, Any] = field(default_factory=dict)
+    # "fixed", or "usage": charged what each call used, up to max_price (issue 27).
+    pricing: str = "fixed"
+    max_price: Optional[Decimal] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -177,13 +182,15 @@ class Skill:
             slug=str(raw.get("slug") or raw.get("id") or ""),
             name=str(raw.get("name") or raw.get("slug") or ""),
             description=str(raw.get("description") or ""),
-            price=to_decimal(raw.get("price")),
+            price=to_decimal(raw.get("price", raw.get("max_price"))),
             price_per_call=to_decimal(raw.get("price_per_call", raw.get("price"))),
             currency=str(raw.get("currency") or "USD"),
             rate_limit_per_min=raw.get("rate_limit_per_min"),
             input_schema=schema if isinstance(schema, dict) else None,
             output_schema=output if isinstance(output, dict) else None,
             seller=dict(raw.get("seller") or {}),
+            pricing=str(raw.get("pricing") or "fixed"),
+            max_price=to_decimal(raw["max_price"]) if raw.get("max_price") is not None else None,
             raw=dict(raw),
         )
 
@@ -196,7 +203,8 @@ class Skill:
     def tool_description(self) -> str:
         """The skill's description, with its price per call."""
         base = self.description.strip() or f"The {self.name or self.slug} skill."
-        return f"{base} Costs ${self.price_per_call.normalize():f} per call."
+        up_to = "up to " if self.pricing == "usage" else ""
+        return f"{base} Costs {up_to}${self.price_per_call.normalize():f} per call."
 
     def as_tool_schema(self, format: str = "openai") -> Dict[str, Any]:
         """A tool definition to hand to a model, from the skill's JSON Schema (an open object

@@ -252,7 +252,7 @@ async function loadSkills(ctx: PageContext, box: HTMLElement, editor: Editor, re
               skill.listed ? h("a", { href: skillPath(skill.slug) }, skill.name) : skill.name,
               h("div", { class: "mono muted small" }, skill.slug),
             ),
-            formatUsd(skill.price),
+            skill.pricing === "usage" ? `up to ${formatUsd(skill.max_price ?? 0)}` : formatUsd(skill.price ?? 0),
             statusBadge(skill.listed ? "listed" : "unlisted"),
             h("div", { class: "row-actions" }, edit, toggle),
           ]);
@@ -399,7 +399,7 @@ function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
     const fields = {
       name: name.value.trim(),
       description: description.value,
-      price: price.value.trim(),
+      [editing?.pricing === "usage" ? "max_price" : "price"]: price.value.trim(),
       backend_url: backend.value.trim(),
       input_schema: checked.inputSchema,
     };
@@ -462,7 +462,8 @@ function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
       slug.value = skill.slug;
       slug.disabled = true;
       description.value = skill.description;
-      price.value = String(skill.price);
+      // A usage-priced skill's amount is its max_price: the form edits that one (the field keeps its label).
+      price.value = String(skill.price ?? skill.max_price ?? "");
       backend.value = skill.backend_url;
       schema.value = skill.input_schema ? JSON.stringify(skill.input_schema, null, 2) : "";
       title.textContent = `Edit ${skill.name}`;

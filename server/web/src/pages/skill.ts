@@ -59,10 +59,14 @@ export async function skillPage(ctx: PageContext): Promise<void> {
 
 /** The name, the description (its `code` rendered), and the facts a buyer weighs: price first, then seller, slug, limit. */
 function skillHead(skill: Skill): HTMLElement {
+  const usage = skill.pricing === "usage";
+  const sellerPrice = skill.price ?? skill.max_price;
   const feeNote =
-    skill.price_per_call !== undefined && skill.price_per_call !== skill.price
-      ? muted(`Seller's price ${formatUsd(skill.price)}; the rest is the gateway's fee.`, { class: "muted small" })
-      : null;
+    sellerPrice !== undefined && skill.price_per_call !== undefined && skill.price_per_call !== sellerPrice
+      ? muted(`Seller's price ${usage ? "up to " : ""}${formatUsd(sellerPrice)}; the rest is the gateway's fee.`, { class: "muted small" })
+      : usage
+        ? muted("Charged for what each call used, never more than this.", { class: "muted small" })
+        : null;
   return h(
     "div",
     { class: "page-head skill-head" },
@@ -71,7 +75,13 @@ function skillHead(skill: Skill): HTMLElement {
     h(
       "div",
       { class: "skill-facts" },
-      h("p", { class: "price-big", testid: "skill-price" }, formatUsd(skill.price_per_call ?? skill.price), h("small", {}, " per call")),
+      h(
+        "p",
+        { class: "price-big", testid: "skill-price" },
+        usage ? h("small", {}, "up to ") : null,
+        formatUsd(skill.price_per_call ?? sellerPrice ?? 0),
+        h("small", {}, " per call"),
+      ),
       h("p", { class: "skill-fact" }, "by ", h("strong", { testid: "skill-seller" }, skill.seller?.name ?? "an unknown seller")),
       h("p", { class: "skill-fact" }, h("code", { class: "mono" }, skill.slug)),
       skill.rate_limit_per_min ? h("p", { class: "skill-fact muted" }, `Up to ${skill.rate_limit_per_min} calls a minute per key`) : null,

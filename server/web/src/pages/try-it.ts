@@ -107,7 +107,7 @@ class TryForm {
     this.modeButtons?.form.addEventListener("click", () => this.switchTo("form"));
     this.modeButtons?.json.addEventListener("click", () => this.switchTo("json"));
 
-    this.idleLabel = `Call for ${formatUsd(skill.price_per_call ?? skill.price)}`;
+    this.idleLabel = `Call for ${skill.pricing === "usage" ? "up to " : ""}${formatUsd(skill.price_per_call ?? skill.price ?? 0)}`;
     this.submitLabel = h("span", {}, this.idleLabel);
     this.submit = h("button", { type: "submit", class: "btn btn-primary", testid: "try-submit" }, this.submitLabel);
 
