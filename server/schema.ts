@@ -44,6 +44,7 @@ const VERSIONS: readonly { version: number; name: string }[] = [
   { version: 24, name: "API keys' metadata" },
   { version: 25, name: "OAuth for the hosted MCP server: clients, requests, codes, tokens" },
   { version: 26, name: "skills' output contracts, and the calls that broke them" },
+  { version: 29, name: "skills' quality roll-up: calls per hour, result and latency bucket" },
 ];
 
 /**
