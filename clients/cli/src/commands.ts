@@ -52,6 +52,7 @@ export async function addSkills(client: SkillGateway, manifestFile: string, refs
       price,
       currency: skill.currency || "USD",
       inputSchema,
+      ...(skill.quality !== undefined ? { quality: skill.quality } : {}),
       agents: agents.map((a) => a.id),
       addedAt: new Date().toISOString(),
       files: written.files,

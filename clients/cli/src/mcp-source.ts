@@ -39,6 +39,7 @@ export function pinnedFromMarketplace(skill: Skill, now = new Date()): ManifestS
     price: skill.price_per_call,
     currency: skill.currency || "USD",
     inputSchema: typeof skill.input_schema === "object" && skill.input_schema !== null ? skill.input_schema : null,
+    ...(skill.quality !== undefined ? { quality: skill.quality } : {}),
     agents: [],
     addedAt: now.toISOString(),
     files: [],

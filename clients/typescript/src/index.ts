@@ -15,7 +15,7 @@ export {
   ConnectionError,
   TimeoutError,
 } from "./errors";
-export { costLine, failureLine, failureText, usdText } from "./tool-text";
+export { costLine, failureLine, failureText, qualityLine, usdText } from "./tool-text";
 export { UsagePage, type UsagePagePromise } from "./pagination";
 export { Keys } from "./keys";
 export { type BackoffOptions, DEFAULT_BACKOFF } from "./retry";
@@ -28,6 +28,7 @@ export type {
   RateLimitInfo,
   RequestOptions,
   Skill,
+  SkillQuality,
   SkillGatewayOptions,
   UsageCall,
   UsageParams,
