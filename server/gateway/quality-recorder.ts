@@ -54,6 +54,7 @@ export class QualityRecorder {
   private readonly timer: NodeJS.Timeout;
   private cached: { atMs: number; figures: Promise<Map<string, QualitySummary | null>> } | undefined;
   private prunedAtMs = 0;
+  private lastRead: Map<string, QualitySummary | null> | undefined;
 
   constructor(
     private readonly store: QualityStore,
@@ -141,12 +142,16 @@ export class QualityRecorder {
   summaries(): Promise<Map<string, QualitySummary | null>> {
     const now = this.now();
     if (this.cached && now - this.cached.atMs < (this.options.refreshMs ?? QUALITY_REFRESH_MS)) return this.cached.figures;
-    const figures = this.readSummaries(now);
+    // A read that fails (the database does not answer) keeps the figures read last, or none: the marketplace is served
+    // from memory, and does not fail for want of its figures. It is tried again after `refreshMs`.
+    const figures = this.readSummaries(now).then(
+      (read) => (this.lastRead = read),
+      (error) => {
+        this.options.log?.("could not read the skills' quality figures; the last ones read are shown", error);
+        return this.lastRead ?? new Map<string, QualitySummary | null>();
+      },
+    );
     this.cached = { atMs: now, figures };
-    // A read that failed is not kept: the next request tries again.
-    figures.catch(() => {
-      if (this.cached?.figures === figures) this.cached = undefined;
-    });
     return figures;
   }
 

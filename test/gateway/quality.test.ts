@@ -146,6 +146,25 @@ describeEachEngine("the quality roll-up (QualityRecorder on QualityStore)", (eng
     expect((await recorder.summaries()).get("s1")?.calls).to.equal(21);
   });
 
+  it("keeps showing the figures read last while the database does not answer", async () => {
+    for (let i = 0; i < 20; i++) recorder.count({ skillId: "s1", result: "success", latencyMs: 10, chargedMicros: 0n });
+    const figures = await recorder.summaries();
+    const store = new QualityStore(db);
+    store.sinceBySkill = () => Promise.reject(new Error("the database did not answer"));
+    const logged: string[] = [];
+    const failing = new QualityRecorder(store, { now: () => nowMs, flushMs: 3_600_000, log: (message) => logged.push(message) });
+    try {
+      expect(await failing.summaries()).to.deep.equal(new Map());
+      expect(logged).to.have.length(1);
+      // Another recorder that had read figures before keeps them.
+      recorder.refresh();
+      (recorder as unknown as { store: QualityStore }).store.sinceBySkill = store.sinceBySkill;
+      expect(await recorder.summaries()).to.deep.equal(figures);
+    } finally {
+      await failing.close();
+    }
+  });
+
   it("prunes the hours past the retention once an hour", async () => {
     recorder.count({ skillId: "s1", result: "success", latencyMs: 10, chargedMicros: 0n }, NOON_MS - 40 * DAY_MS);
     recorder.count({ skillId: "s1", result: "success", latencyMs: 10, chargedMicros: 0n }, NOON_MS - 2 * DAY_MS);
