@@ -112,9 +112,9 @@ export interface Skill {
   seller: { name: string; address: string | null };
   /**
    * What the gateway measured of the skill's calls over the last 7 days (docs/selling.md, Quality): null while it has too
-   * few calls to say; absent from a gateway that does not measure it. `qualityLine(skill.quality)` says it in words.
+   * few calls to say. `qualityLine(skill.quality)` says it in words.
    */
-  quality?: SkillQuality | null;
+  quality: SkillQuality | null;
 }
 
 /** A skill's measured quality over the last 7 days, from the gateway's own calls. */
