@@ -20,6 +20,8 @@ import { RefusalCounter } from "./gateway/refusal-counter";
 import { RefusalsStore } from "./gateway/refusals-store";
 import { callAnswers } from "./http/call-answer";
 import { CallsStore } from "./gateway/calls-store";
+import { QualityStore } from "./gateway/quality-store";
+import { QualityRecorder } from "./gateway/quality-recorder";
 import { EgressPolicy, type HostResolver } from "./gateway/egress";
 import { Forwarder } from "./gateway/forward";
 import { IdempotencyKeys } from "./gateway/idempotency";
@@ -50,6 +52,8 @@ export interface Gateway {
   keys: ApiKeys;
   skills: SkillRegistry;
   calls: CallsStore;
+  /** The skills' quality roll-up: counted per call, flushed to skill_quality, read for the marketplace and sellers. */
+  quality: QualityRecorder;
   /** The HTTP request listener: the call endpoints, then the Express app for the rest. */
   handler: http.RequestListener;
   /** Dashboard sessions and the identities that open them. */
@@ -251,6 +255,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
   }
   const forwarder = new Forwarder({ maxResponseBytes: config.maxResponseBytes, egress });
   const refusals = new RefusalCounter(new RefusalsStore(db), { log });
+  const quality = new QualityRecorder(new QualityStore(db), { log });
   const pipeline = new CallPipeline({
     config,
     db: ledger.db,
@@ -264,6 +269,12 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     answers: callAnswers,
     onCall: (call) => {
       metrics.observeCall(call);
+      quality.count({
+        skillId: call.skillId,
+        result: call.code ?? "success",
+        latencyMs: call.latencyMs,
+        chargedMicros: call.chargedMicros,
+      });
       // For the request's log line: which skill, how it ended, what it charged.
       const request = currentRequest();
       if (request) {
@@ -342,6 +353,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     settlement,
     calls,
     refusals,
+    quality,
     callService,
     egress,
     moneyPath,
@@ -413,6 +425,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     keys,
     skills,
     calls,
+    quality,
     handler,
     moneyPath,
     x402: x402?.service,
@@ -451,6 +464,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
       await skills.close();
       await keys.flushLastUsed().catch((error) => log("recording API keys' last use at close failed", error));
       await refusals.close();
+      await quality.close();
       // Releases and keys the database did not take while it was unavailable: one last try.
       await ledger.closeDeferred();
       await idempotency.closeDeferred();

@@ -67,8 +67,18 @@ export interface PipelineDeps {
   answers: CallAnswers;
   /** Counts the calls a caller's own limits refused, which get no line in the calls log each. */
   refusals: RefusalCounter;
-  /** Told about every call once its line in the calls log is committed (for metrics and the request's log line). */
-  onCall?: (call: { skill: string; outcome: CallOutcome; chargedMicros: bigint; latencyMs: number }) => void;
+  /**
+   * Told about every call once its line in the calls log is committed (for metrics, the request's log line and the
+   * skills' quality roll-up): `code` is the error code a failed call ended with, absent for a success.
+   */
+  onCall?: (call: {
+    skill: string;
+    skillId: string;
+    outcome: CallOutcome;
+    code?: ErrorCode;
+    chargedMicros: bigint;
+    latencyMs: number;
+  }) => void;
 }
 
 /** How a backend's failure is named to the client. */
@@ -263,7 +273,7 @@ export class CallPipeline {
       if (paid) await payment.void(record);
       else await this.deps.db.transaction(record);
       ended = true;
-      this.told(call, outcome, 0n);
+      this.told(call, outcome, 0n, code);
       return { kind: "answered", callId: call.callId, code, rate, ...answer };
     } finally {
       if (paid && !ended) await payment.abandon();
@@ -367,7 +377,7 @@ export class CallPipeline {
     const answer = this.refusalAnswer(call, refused.code, refused.message, refused.details, payment.logsRefusals && !limited);
     if (limited && payment.logsRefusals) {
       this.deps.refusals.count({ ...payment.payer, skillId: call.skill.id, outcome: refused.code as LimitRefusal });
-      this.told(call, refused.code as LimitRefusal, 0n);
+      this.told(call, refused.code as LimitRefusal, 0n, refused.code);
     }
     const logged = payment.logsRefusals && !limited;
     if (logged) {
@@ -377,7 +387,7 @@ export class CallPipeline {
         await this.settleKey(tx, call, undefined);
       });
       call.keySettled = true;
-      this.told(call, outcome, 0n);
+      this.told(call, outcome, 0n, refused.code);
     }
     return {
       kind: "answered",
@@ -458,8 +468,8 @@ export class CallPipeline {
   }
 
   /** Tells onCall about a call whose line is committed (after the transaction: a rolled back or retried one is not told twice). */
-  private told<N>(call: Call<N>, outcome: CallOutcome, chargedMicros: bigint): void {
-    this.deps.onCall?.({ skill: call.skill.slug, outcome, chargedMicros, latencyMs: elapsedMs(call) });
+  private told<N>(call: Call<N>, outcome: CallOutcome, chargedMicros: bigint, code?: ErrorCode): void {
+    this.deps.onCall?.({ skill: call.skill.slug, skillId: call.skill.id, outcome, code, chargedMicros, latencyMs: elapsedMs(call) });
   }
 }
 

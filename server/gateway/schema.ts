@@ -110,4 +110,24 @@ CREATE TABLE call_output_failures (
 CREATE INDEX call_output_failures_by_skill ON call_output_failures(skill_id, created_at);
 `,
   },
+  {
+    version: 29,
+    sql: `
+-- The skills' quality roll-up (issue 27 §3): every skill's calls counted per UTC hour (hour: its first millisecond),
+-- result ('success' or the error code the call ended with) and latency bucket (server/gateway/quality.ts: fixed,
+-- log-scale), with what they captured. The marketplace's figures (success rate, p50 and p95 over the last 7 days) and
+-- the seller's stats are read from these rows, never from the calls log. Counts are only added to, by each replica's
+-- flush of what it counted in memory (server/gateway/quality-recorder.ts); hours older than 35 days are pruned.
+CREATE TABLE skill_quality (
+  skill_id        TEXT NOT NULL,
+  hour            INTEGER NOT NULL,
+  result          TEXT NOT NULL,
+  latency_bucket  INTEGER NOT NULL CHECK (latency_bucket >= 0),
+  calls           INTEGER NOT NULL CHECK (calls > 0),
+  charged_micros  INTEGER NOT NULL DEFAULT 0 CHECK (charged_micros >= 0),
+  PRIMARY KEY (skill_id, hour, result, latency_bucket)
+);
+CREATE INDEX skill_quality_by_hour ON skill_quality(hour);
+`,
+  },
 ];

@@ -7,6 +7,7 @@ import type { Config } from "../config";
 import type { CallService } from "../gateway/call-service";
 import type { CallsStore } from "../gateway/calls-store";
 import type { RefusalCounter } from "../gateway/refusal-counter";
+import type { QualityRecorder } from "../gateway/quality-recorder";
 import type { EgressPolicy } from "../gateway/egress";
 import type { SkillRegistry } from "../catalog/skills";
 import type { Ledger } from "../ledger/ledger";
@@ -64,6 +65,8 @@ export interface AppDeps {
   calls: CallsStore;
   /** The counts of calls a key's own limits refused (GET /v1/usage/daily's `refused`). */
   refusals: RefusalCounter;
+  /** The skills' measured quality: the marketplace's figures and the sellers' stats. */
+  quality: QualityRecorder;
   callService: CallService;
   /** Which skill backends may be listed and called (the listing checks it too, for a clear 400). */
   egress: EgressPolicy;
@@ -210,6 +213,7 @@ export function createApp(deps: AppDeps): express.Express {
       config: deps.config,
       egress: deps.egress,
       calls: deps.calls,
+      quality: deps.quality,
     }),
   );
   app.use(emailAuthRoutes({ config: deps.config, sessions: deps.sessions, links: deps.magicLinks, limit: limits.signIn }));
@@ -225,7 +229,15 @@ export function createApp(deps: AppDeps): express.Express {
   app.use(tryRoutes({ sessions: deps.sessions, keys: deps.keys, calls: deps.callService, maxRequestBytes: deps.config.maxRequestBytes }));
   // The hosted MCP server: a valid key counts against its own budget above, a missing or bad one against the address.
   app.use(
-    mcpRoutes({ config: deps.config, keys: deps.keys, oauth: deps.mcpOAuth, skills: deps.skills, calls: deps.callService, log: deps.log }),
+    mcpRoutes({
+      config: deps.config,
+      keys: deps.keys,
+      oauth: deps.mcpOAuth,
+      skills: deps.skills,
+      quality: deps.quality,
+      calls: deps.callService,
+      log: deps.log,
+    }),
   );
 
   app.use(metricsRoutes({ metrics: deps.metrics, token: deps.config.metricsToken }));

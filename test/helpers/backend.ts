@@ -21,6 +21,11 @@ export interface TestBackend {
    * then `/gated` holds its requests: a test decides when calls in flight finish, whatever the load.
    */
   openGate(): void;
+  /**
+   * How `/delay` waits its input's `delay_ms` before answering: a real timer by default. A test may put a virtual
+   * clock's advance here, so that a call's measured latency is exactly what it asked for.
+   */
+  wait: (ms: number) => Promise<void>;
   close(): Promise<void>;
 }
 
@@ -31,7 +36,7 @@ export interface ReceivedRequest {
   body: string;
 }
 
-type Route = (body: string, req: http.IncomingMessage, res: http.ServerResponse) => void;
+type Route = (body: string, req: http.IncomingMessage, res: http.ServerResponse, backend: Pick<TestBackend, "wait">) => void;
 
 const json = (res: http.ServerResponse, status: number, body: unknown) =>
   res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
@@ -42,6 +47,13 @@ const ROUTES: Record<string, Route> = {
   "/fail": (_b, _req, res) => json(res, 500, { error: "database exploded" }),
   "/unavailable": (_b, _req, res) => json(res, 503, { error: "try later" }),
   "/slow": (body, _req, res) => void setTimeout(() => json(res, 200, JSON.parse(body || "{}")), 100),
+  // Answers after the input's `delay_ms` with its `status` (200 by default: the input echoed; else an error body): a
+  // backend whose latency and outcome each call chooses.
+  "/delay": (body, _req, res, backend) => {
+    const input = JSON.parse(body || "{}") as { delay_ms?: number; status?: number };
+    const status = input.status ?? 200;
+    void backend.wait(input.delay_ms ?? 0).then(() => json(res, status, status < 300 ? input : { error: `answered ${status}` }));
+  },
   "/hang": () => {
     /* never answers */
   },
@@ -57,6 +69,8 @@ export async function startTestBackend(): Promise<TestBackend> {
   const waiters = new Map<string, Array<() => void>>();
   let gateOpen = false;
   const gated: Array<() => void> = [];
+  // The backend's own settings, which routes read while they answer (the rest is added once it listens).
+  const backend: Pick<TestBackend, "wait"> = { wait: (ms) => new Promise((resolve) => setTimeout(resolve, ms)) };
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
@@ -80,12 +94,12 @@ export async function startTestBackend(): Promise<TestBackend> {
       }
       const route = ROUTES[path];
       if (!route) return json(res, 404, { error: "no route" });
-      route(body, req, res);
+      route(body, req, res, backend);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
-  return {
+  const rest: Omit<TestBackend, "wait"> = {
     url: `http://127.0.0.1:${port}`,
     hits,
     received,
@@ -100,4 +114,5 @@ export async function startTestBackend(): Promise<TestBackend> {
         server.close(() => resolve());
       }),
   };
+  return Object.assign(backend, rest);
 }

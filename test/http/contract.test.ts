@@ -215,6 +215,11 @@ describe("the API's contract: GET /openapi.json", function () {
       const failures = await call("GET", "/v1/seller/skills/contract-echo/output-failures", { session: seller });
       expect(failures.body.data, JSON.stringify(failures.body)).to.have.length(1);
       expect((await call("GET", "/v1/seller/skills/nope/output-failures", { session: seller })).status).to.equal(404);
+      // The skill's stats: the broken promise among its failures; a bad range, and an unknown skill, refused.
+      const stats = await call("GET", "/v1/seller/skills/contract-echo/stats?days=2", { session: seller });
+      expect(stats.body.data.output_contract_failures, JSON.stringify(stats.body)).to.equal(1);
+      expect((await call("GET", "/v1/seller/skills/contract-echo/stats?days=0", { session: seller })).status).to.equal(400);
+      expect((await call("GET", "/v1/seller/skills/nope/stats", { session: seller })).status).to.equal(404);
       expect((await call("DELETE", "/v1/seller/skills/contract-echo", { session: seller })).body.data.listed).to.equal(false);
       expect((await call("DELETE", "/v1/seller/skills/nope", { session: seller })).status).to.equal(404);
     });

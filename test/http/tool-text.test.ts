@@ -1,6 +1,10 @@
 import { expect } from "chai";
-import { costLine, failureLine } from "../../server/http/tool-text";
-import { costLine as sdkCostLine, failureLine as sdkFailureLine } from "../../clients/typescript/src/tool-text";
+import { costLine, failureLine, qualityLine } from "../../server/http/tool-text";
+import {
+  costLine as sdkCostLine,
+  failureLine as sdkFailureLine,
+  qualityLine as sdkQualityLine,
+} from "../../clients/typescript/src/tool-text";
 
 describe("the hosted MCP server's sentences about money (server/http/tool-text.ts)", () => {
   it("says what a call charged, naming the skill and the call", () => {
@@ -31,6 +35,19 @@ describe("the hosted MCP server's sentences about money (server/http/tool-text.t
     );
   });
 
+  it("says a skill's measured quality in one sentence, the rate rounded down, or that there are too few calls", () => {
+    expect(qualityLine({ calls_7d: 1250, success_rate_7d: 0.9925, p50_ms_7d: 125, p95_ms_7d: 400 })).to.equal(
+      "Succeeded 99.2% of 1,250 calls this week, p95 400 ms.",
+    );
+    expect(qualityLine({ calls_7d: 20, success_rate_7d: 1, p50_ms_7d: 1, p95_ms_7d: 2.5 })).to.equal(
+      "Succeeded 100% of 20 calls this week, p95 2.5 ms.",
+    );
+    expect(qualityLine({ calls_7d: 1_000_000, success_rate_7d: 0.5, p50_ms_7d: 100, p95_ms_7d: 12_500 })).to.equal(
+      "Succeeded 50% of 1,000,000 calls this week, p95 12,500 ms.",
+    );
+    expect(qualityLine(null)).to.equal("Too few calls this week to measure its success rate.");
+  });
+
   it("says what the SDK's text says (the CLI's stdio MCP server and LangChain), word for word, for every outcome", () => {
     // The server cannot import the published SDK, nor the SDK the server: the two copies are held together here.
     const codes = [
@@ -56,6 +73,13 @@ describe("the hosted MCP server's sentences about money (server/http/tool-text.t
       for (const message of ["Something failed", "Skill error: it broke.\nYou were not charged.", "Nothing was charged: the price rose"])
         for (const retryAfter of [undefined, 7])
           expect(failureLine(message, code, retryAfter), `${code} ${message}`).to.equal(sdkFailureLine(message, code, retryAfter));
+    for (const quality of [
+      null,
+      { calls_7d: 1250, success_rate_7d: 0.9925, p50_ms_7d: 125, p95_ms_7d: 340 },
+      { calls_7d: 21, success_rate_7d: 0.9523, p50_ms_7d: 1.6, p95_ms_7d: 6.3 },
+      { calls_7d: 12345, success_rate_7d: 0.9999, p50_ms_7d: 1000, p95_ms_7d: 125_000 },
+    ])
+      expect(qualityLine(quality)).to.equal(sdkQualityLine(quality));
     for (const replayed of [false, true])
       for (const callId of [undefined, "c-1"])
         expect(costLine({ skill_id: "echo", price_paid: 0.002, call_id: callId, replayed })).to.equal(

@@ -54,6 +54,7 @@ export async function addSkills(client: SkillGateway, manifestFile: string, refs
       ...(skill.pricing === "usage" ? { pricing: "usage" as const } : {}),
       currency: skill.currency || "USD",
       inputSchema,
+      ...(skill.quality !== undefined ? { quality: skill.quality } : {}),
       agents: agents.map((a) => a.id),
       addedAt: new Date().toISOString(),
       files: written.files,

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
+import type { SkillQuality } from "@skill-gateway/sdk";
 import { CliError, EXIT } from "./errors";
 
 /**
@@ -30,6 +31,8 @@ export interface ManifestSkill {
   currency: string;
   /** The skill's JSON Schema for its input, or null when it takes any object. */
   inputSchema: object | null;
+  /** What the gateway measured of the skill this week when it was added (GET /v1/skills's `quality`); absent before. */
+  quality?: SkillQuality | null;
   /** The agents (`--agent` ids) it was written for: one SKILL.md in each one's folder, all listed in `files`. */
   agents: string[];
   addedAt: string;
@@ -97,6 +100,17 @@ export function manifestProblem(value: unknown): string | null {
       return `skills[${i}].agents is not a list of agents`;
     if (typeof skill.price !== "number" || !Number.isFinite(skill.price)) return `skills[${i}].price is not a number`;
     if (skill.inputSchema !== null && !isObject(skill.inputSchema)) return `skills[${i}].inputSchema is not an object or null`;
+    if (
+      skill.quality !== undefined &&
+      skill.quality !== null &&
+      !(
+        isObject(skill.quality) &&
+        ["calls_7d", "success_rate_7d", "p50_ms_7d", "p95_ms_7d"].every(
+          (k) => typeof (skill.quality as Record<string, unknown>)[k] === "number",
+        )
+      )
+    )
+      return `skills[${i}].quality is not the gateway's quality figures or null`;
     if (
       !Array.isArray(skill.files) ||
       !skill.files.every((f) => isObject(f) && typeof f.path === "string" && typeof f.sha256 === "string")

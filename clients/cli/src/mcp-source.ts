@@ -40,6 +40,7 @@ export function pinnedFromMarketplace(skill: Skill, now = new Date()): ManifestS
     ...(skill.pricing === "usage" ? { pricing: "usage" as const } : {}),
     currency: skill.currency || "USD",
     inputSchema: typeof skill.input_schema === "object" && skill.input_schema !== null ? skill.input_schema : null,
+    ...(skill.quality !== undefined ? { quality: skill.quality } : {}),
     agents: [],
     addedAt: now.toISOString(),
     files: [],

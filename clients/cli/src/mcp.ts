@@ -1,4 +1,4 @@
-import { type SkillGateway, costLine, failureText } from "@skill-gateway/sdk";
+import { type SkillGateway, costLine, failureText, qualityLine } from "@skill-gateway/sdk";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema, type Tool } from "@modelcontextprotocol/sdk/types.js";
@@ -18,7 +18,10 @@ import { CLI_VERSION } from "./version";
 export const SERVER_NAME = "skill-gateway";
 export const SERVER_VERSION = CLI_VERSION;
 
-/** The MCP tool for a manifest skill: name = slug, the skill's schema (an open object without one), the price in the description. */
+/**
+ * The MCP tool for a manifest skill: name = slug, the skill's schema (an open object without one), the price in the
+ * description, and the quality the gateway measured when the skill was added, in the hosted server's words.
+ */
 export function toolOf(skill: ManifestSkill): Tool {
   const schema = skill.inputSchema as Record<string, unknown> | null;
   const inputSchema = schema ? { ...schema, type: "object" as const } : { type: "object" as const };
@@ -26,7 +29,7 @@ export function toolOf(skill: ManifestSkill): Tool {
   return {
     name: skill.slug,
     title: skill.name,
-    description: `${own ? `${own} ` : ""}Price: ${upTo(skill)}${formatUsd(skill.price)} USD per successful call (failed calls are free), through Skill Gateway.`,
+    description: `${own ? `${own} ` : ""}Price: ${upTo(skill)}${formatUsd(skill.price)} USD per successful call (failed calls are free), through Skill Gateway.${skill.quality !== undefined ? ` ${qualityLine(skill.quality)}` : ""}`,
     inputSchema,
   };
 }

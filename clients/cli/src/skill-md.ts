@@ -1,3 +1,4 @@
+import { type SkillQuality, qualityLine } from "@skill-gateway/sdk";
 import { EXIT, type ExitCode } from "./errors";
 
 /**
@@ -20,6 +21,8 @@ export interface SkillMdInput {
   inputSchema: object | null;
   /** The gateway it was added from: the curl example calls it. */
   gatewayUrl: string;
+  /** What the gateway measured of the skill's calls this week when it was added; undefined from a gateway that does not say. */
+  quality?: SkillQuality | null;
 }
 
 /** The command an agent runs: the project's copy of the CLI, found by npx without a registry. */
@@ -148,6 +151,9 @@ export function renderSkillMd(skill: SkillMdInput): string {
     "",
     `${price} (USD) per successful call, taken from the balance of the Skill Gateway API key. A call that fails is not charged.`,
     "",
+    ...(skill.quality === undefined
+      ? []
+      : ["## Quality", "", `Measured by the gateway from its own calls when the skill was added: ${qualityLine(skill.quality)}`, ""]),
     "## Input",
     "",
     ...schemaBlock,

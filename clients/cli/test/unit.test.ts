@@ -247,6 +247,18 @@ describe("MCP tools", function () {
   it("gives a skill without a schema an open object", function () {
     expect(toolOf(buildSkill({ inputSchema: null })).inputSchema).to.deep.equal({ type: "object" });
   });
+
+  it("says the quality measured when the skill was added, in the hosted server's words, and nothing from an older manifest", function () {
+    const quality = { calls_7d: 1250, success_rate_7d: 0.9925, p50_ms_7d: 125, p95_ms_7d: 400 };
+    expect(toolOf(buildSkill({ quality })).description).to.match(/Succeeded 99\.2% of 1,250 calls this week, p95 400 ms\.$/);
+    expect(toolOf(buildSkill({ quality: null })).description).to.match(/Too few calls this week to measure its success rate\.$/);
+    expect(toolOf(buildSkill()).description).to.not.match(/Succeeded|Too few/);
+    const md = renderSkillMdOf({ ...buildSkill({ quality }), gatewayUrl: "http://127.0.0.1:8787" });
+    expect(md).to.contain(
+      "## Quality\n\nMeasured by the gateway from its own calls when the skill was added: Succeeded 99.2% of 1,250 calls",
+    );
+    expect(renderSkillMdOf({ ...buildSkill(), gatewayUrl: "http://127.0.0.1:8787" })).to.not.contain("## Quality");
+  });
 });
 
 describe("agent locations", function () {

@@ -429,6 +429,15 @@ def test_a_usage_priced_skill_costs_up_to_its_most_per_call() -> None:
     assert fixed.pricing == "fixed" and fixed.max_price is None
 
 
+def test_a_skill_carries_its_measured_quality_or_none() -> None:
+    quality = {"calls_7d": 1250, "success_rate_7d": 0.992, "p50_ms_7d": 125, "p95_ms_7d": 400}
+    skill = skill_gateway.Skill.parse({**SKILL, "quality": quality})
+    assert skill.quality == skill_gateway.SkillQuality(calls_7d=1250, success_rate_7d=0.992, p50_ms_7d=125.0, p95_ms_7d=400.0)
+    assert skill_gateway.Skill.parse({**SKILL, "quality": None}).quality is None
+    assert skill_gateway.Skill.parse(SKILL).quality is None
+    assert skill_gateway.Skill.parse({**SKILL, "quality": {"calls_7d": "many"}}).quality is None
+
+
 def test_balance_is_exact() -> None:
     rec = Recorder(ok({"currency": "USD", "available": 9.999, "held": 0, "available_base_units": "9999000", "held_base_units": "0"}))
     balance = sync_client(rec).balance()

@@ -15,7 +15,7 @@ export {
   ConnectionError,
   TimeoutError,
 } from "./errors";
-export { costLine, failureLine, failureText, usdText } from "./tool-text";
+export { costLine, failureLine, failureText, qualityLine, usdText } from "./tool-text";
 export {
   verifyReceipt,
   callIdToBytes32,
@@ -40,6 +40,7 @@ export type {
   RateLimitInfo,
   RequestOptions,
   Skill,
+  SkillQuality,
   SkillGatewayOptions,
   UsageCall,
   UsageParams,

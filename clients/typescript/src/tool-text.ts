@@ -22,6 +22,31 @@ export function costLine(metadata: Pick<CallMetadata, "skillId" | "cost" | "call
   return `Charged ${usd} for ${skill}${metadata.callId ? ` (call ${metadata.callId})` : ""}.`;
 }
 
+/** A skill's measured quality, as GET /v1/skills's `quality` names it (null: too few calls this week to say). */
+export interface QualityFacts {
+  calls_7d: number;
+  success_rate_7d: number;
+  p50_ms_7d: number;
+  p95_ms_7d: number;
+}
+
+/** A whole number with thousands separators, the same in every locale: `1,250`. */
+const countText = (n: number) => String(Math.trunc(n)).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+
+/**
+ * The sentence a tool description says of a skill's measured quality: `Succeeded 99.2% of 1,250 calls this week, p95
+ * 340 ms.` The rate is rounded down to a tenth of a percent (never better than measured); without figures (too few
+ * calls), `Too few calls this week to measure its success rate.`
+ */
+export function qualityLine(quality: QualityFacts | null | undefined): string {
+  if (!quality) return "Too few calls this week to measure its success rate.";
+  const tenths = Math.floor(Math.round(quality.success_rate_7d * 10_000) / 10);
+  const rate = `${Math.floor(tenths / 10)}${tenths % 10 === 0 ? "" : `.${tenths % 10}`}`;
+  const calls = `${countText(quality.calls_7d)} call${quality.calls_7d === 1 ? "" : "s"}`;
+  const p95 = Number.isInteger(quality.p95_ms_7d) ? countText(quality.p95_ms_7d) : String(quality.p95_ms_7d);
+  return `Succeeded ${rate}% of ${calls} this week, p95 ${p95} ms.`;
+}
+
 /** What to do next after a failure of each code, when the gateway's own message does not say it. */
 const NEXT_STEP: Record<string, string> = {
   invalid_input: "Fix the arguments and call again.",

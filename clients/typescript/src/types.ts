@@ -117,6 +117,23 @@ export interface Skill {
   /** The JSON Schema a 2xx answer must match to be charged (docs/selling.md, Output contracts); absent when the skill makes no promise. */
   output_schema?: Record<string, unknown>;
   seller: { name: string; address: string | null };
+  /**
+   * What the gateway measured of the skill's calls over the last 7 days (docs/selling.md, Quality): null while it has too
+   * few calls to say. `qualityLine(skill.quality)` says it in words.
+   */
+  quality: SkillQuality | null;
+}
+
+/** A skill's measured quality over the last 7 days, from the gateway's own calls. */
+export interface SkillQuality {
+  /** The calls the skill is judged on: its successes and its own failures (not the caller's or the gateway's). */
+  calls_7d: number;
+  /** Successes over calls_7d, 0 to 1, rounded down to 4 decimals. */
+  success_rate_7d: number;
+  /** Half of those calls answered within this many milliseconds (a latency bucket's bound). */
+  p50_ms_7d: number;
+  /** 95% of those calls answered within this many milliseconds. */
+  p95_ms_7d: number;
 }
 
 /** GET /v1/balance: USD numbers, and the same in USDC base units (6 decimals) as strings. */

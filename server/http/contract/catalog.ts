@@ -1,7 +1,25 @@
 import { z } from "zod";
+import { QUALITY_MIN_CALLS } from "../../gateway/quality";
 import { dataEnvelope, operation } from "./common";
 
 /** The public marketplace: GET /v1/skills and GET /v1/skills/:skillId (server/http/routes/read.ts). */
+
+/** A skill's measured quality over the last 7 days (docs/selling.md, Quality), from the gateway's own calls. */
+export const qualityView = z
+  .strictObject({
+    calls_7d: z.number().int().meta({
+      description:
+        "The calls of the last 7 days the skill is judged on: its successes and its own failures (a 502). Calls refused for the caller's doing (bad input, no funds, limits) or the gateway's are not counted.",
+    }),
+    success_rate_7d: z.number().meta({ description: "Successes over calls_7d, from 0 to 1, rounded down to 4 decimals (0.992 is 99.2%)." }),
+    p50_ms_7d: z.number().meta({
+      description: "Half of those calls answered within this many milliseconds: the bound of a fixed, log-scale latency bucket.",
+    }),
+    p95_ms_7d: z
+      .number()
+      .meta({ description: "95% of those calls answered within this many milliseconds (a bucket's bound, as p50_ms_7d)." }),
+  })
+  .meta({ id: "SkillQuality" });
 
 /** A listed skill as the marketplace shows it. */
 export const skillView = z
@@ -31,6 +49,9 @@ export const skillView = z
         "The skill's output contract, when it has one: the JSON Schema its answers promise to match. An answer that does not is a 502 skill_bad_output, not charged.",
     }),
     seller: z.strictObject({ name: z.string(), address: z.string().nullable() }),
+    quality: qualityView.nullable().meta({
+      description: `What the gateway measured of the skill's calls over the last 7 days; null while it has fewer than ${QUALITY_MIN_CALLS} such calls (too few to say).`,
+    }),
   })
   .meta({ id: "Skill" });
 

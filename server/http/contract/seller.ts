@@ -1,7 +1,9 @@
 import { z } from "zod";
 import { usdToMicros } from "../../ledger/money";
 import { SKILL_DESCRIPTION_RULE, SKILL_NAME_RULE } from "../../catalog/skills";
-import { dataEnvelope, hexAddress, isoDate, jsonObject, operation, policyText, skillRef } from "./common";
+import { QUALITY_STATS_MAX_DAYS } from "../../gateway/quality-recorder";
+import { baseUnits, dataEnvelope, hexAddress, intQuery, isoDate, jsonObject, operation, policyText, skillRef, usdNumber } from "./common";
+import { qualityView } from "./catalog";
 
 /** The signed-in account's skills as their seller, and its payout address (server/http/routes/seller.ts). */
 
@@ -162,6 +164,58 @@ const outputFailureView = z
 /** How many output failures GET /v1/seller/skills/:id/output-failures answers with, at most. */
 export const OUTPUT_FAILURES_LIMIT = 50;
 
+/** GET /v1/seller/skills/:id/stats's query. */
+export const sellerStatsQuery = z.object({
+  days: intQuery("days", 7, 1, QUALITY_STATS_MAX_DAYS).meta({ description: "UTC days back, today included." }),
+});
+
+/** The figures of some calls of a skill, as its seller sees them (one day's, or the whole range's). */
+const statsFigures = {
+  calls: z.number().int().meta({ description: "Every call counted: successes, and failures whoever's doing they were." }),
+  successes: z.number().int(),
+  seller_failures: z.number().int().meta({ description: "Failures that were the skill's own (a 502): they count against it." }),
+  buyer_failures: z.number().int().meta({
+    description: "Calls refused for the caller's doing: input refused (400), no funds (402), limits (429). They do not count.",
+  }),
+  gateway_failures: z.number().int().meta({ description: "Calls the gateway itself failed (500). They do not count either." }),
+  success_rate: z.number().nullable().meta({
+    description: "Successes over successes and the skill's own failures, 0 to 1, rounded down to 4 decimals; null without such calls.",
+  }),
+  p50_ms: z.number().nullable().meta({ description: "Latency: half the counted calls answered within this (a bucket's bound, ms)." }),
+  p95_ms: z.number().nullable(),
+  p99_ms: z.number().nullable(),
+  revenue: usdNumber.meta({ description: "What the calls captured from their buyers, USD, before the platform's fee." }),
+  revenue_base_units: baseUnits,
+};
+
+const sellerStatsView = z
+  .strictObject({
+    skill_id: z.string(),
+    slug: z.string(),
+    from: z.iso.date().meta({ description: "The first day covered (UTC)." }),
+    to: z.iso.date().meta({ description: "The last day covered (UTC): today." }),
+    quality: qualityView.nullable().meta({ description: "What the marketplace shows of the skill now (GET /v1/skills/:skillId)." }),
+    totals: z.strictObject(statsFigures),
+    days: z.array(z.strictObject({ date: z.iso.date(), ...statsFigures })).meta({ description: "One per day, oldest first." }),
+    failures: z
+      .array(
+        z.strictObject({
+          code: z.string().meta({ description: "The error code the calls ended with." }),
+          fault: z.enum(["seller", "buyer", "gateway"]).meta({ description: "Whose doing it was." }),
+          calls: z.number().int(),
+        }),
+      )
+      .meta({ description: "Failures by code over the range, most first." }),
+    output_contract_failures: z.number().int().meta({
+      description:
+        "Calls whose answers broke the skill's output schema (skill_bad_output); their first problems are in GET /v1/seller/skills/{id}/output-failures.",
+    }),
+    charge_header_failures: z.number().int().meta({
+      description: "Calls whose X-Skill-Charge header was missing its signature, malformed or above max_price (skill_bad_charge).",
+    }),
+  })
+  .meta({ id: "SellerSkillStats" });
+
 const LISTING_ERRORS = ["slug_taken"] as const;
 
 export const sellerOperations = [
@@ -221,6 +275,18 @@ export const sellerOperations = [
     params: sellerSkillParams,
     responses: [{ status: 200, description: "The failures.", schema: dataEnvelope(z.array(outputFailureView)) }],
     errors: ["not_found"],
+  }),
+  operation({
+    method: "get",
+    path: "/v1/seller/skills/{id}/stats",
+    tag: "Seller",
+    summary: "The skill's calls, failures, latency and revenue, day by day",
+    description: `From the gateway's roll-up of the skill's calls (hourly counts, never the calls log): each UTC day of the last \`days\` (at most ${QUALITY_STATS_MAX_DAYS}), and their totals. A call is counted once its line in the calls log is committed; a replica adds its counts to the roll-up every few seconds, and before answering this. Another seller's skill is answered as an unknown one: 404.`,
+    auth: "session",
+    params: sellerSkillParams,
+    query: sellerStatsQuery,
+    responses: [{ status: 200, description: "The skill's figures.", schema: dataEnvelope(sellerStatsView) }],
+    errors: ["not_found", "invalid_request"],
   }),
   operation({
     method: "delete",

@@ -4,6 +4,8 @@ import type { Config } from "../../config";
 import type { Skill, SkillRegistry } from "../../catalog/skills";
 import { computeCharge } from "../../ledger/fees";
 import type { Ledger } from "../../ledger/ledger";
+import type { QualitySummary } from "../../gateway/quality";
+import type { QualityRecorder } from "../../gateway/quality-recorder";
 import type { AddressesStore } from "../../settlement/addresses-store";
 import { microsToUsd } from "../../ledger/money";
 import { requireAccount } from "../auth";
@@ -28,13 +30,14 @@ export function readRoutes(deps: {
   skills: SkillRegistry;
   ledger: Ledger;
   addresses: AddressesStore;
+  quality: QualityRecorder;
 }): Router {
   const router = express.Router();
   /** The key-or-session check of a route, with the scope its declaration (server/http/contract/) names. */
   const auth = (route: string) => requireAccount(deps.keys, deps.sessions, route);
 
   const sellers = sellerDirectory(deps.ledger, deps.addresses);
-  const describe = async (skill: Skill) => ({
+  const describe = async (skill: Skill, quality: Map<string, QualitySummary | null>) => ({
     id: skill.id,
     slug: skill.slug,
     name: skill.name,
@@ -49,16 +52,18 @@ export function readRoutes(deps: {
     input_schema: skill.inputSchema,
     ...(skill.outputSchema ? { output_schema: skill.outputSchema } : {}),
     seller: await sellers(skill.sellerAccountId),
+    quality: qualityOf(quality.get(skill.id)),
   });
 
   router.get("/v1/skills", async (_req, res) => {
-    res.json(dataEnvelope(await Promise.all(deps.skills.list().map(describe))));
+    const quality = await deps.quality.summaries();
+    res.json(dataEnvelope(await Promise.all(deps.skills.list().map((skill) => describe(skill, quality)))));
   });
 
   router.get("/v1/skills/:skillId", async (req, res) => {
     const skill = deps.skills.resolve(req.params.skillId);
     if (!skill) throw new ApiError("skill_not_found", `Skill not found: "${excerpt(req.params.skillId, QUOTED_REF_MAX_CHARS)}".`);
-    res.json(dataEnvelope(await describe(skill)));
+    res.json(dataEnvelope(await describe(skill, await deps.quality.summaries())));
   });
 
   router.get("/v1/balance", auth("GET /v1/balance"), async (req, res) => {
@@ -75,6 +80,13 @@ export function readRoutes(deps: {
   });
 
   return router;
+}
+
+/** A skill's quality as the API names it (server/http/contract/catalog.ts qualityView); null while too few calls say. */
+export function qualityOf(summary: QualitySummary | null | undefined) {
+  return summary
+    ? { calls_7d: summary.calls, success_rate_7d: summary.successRate, p50_ms_7d: summary.p50Ms, p95_ms_7d: summary.p95Ms }
+    : null;
 }
 
 /**

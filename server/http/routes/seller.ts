@@ -19,6 +19,8 @@ import { type BackendCheck, backendChecker } from "../../gateway/backend-check";
 import type { SkillRegistry } from "../../catalog/skills";
 import type { SchemaField } from "../../catalog/schema-guard";
 import type { CallsStore } from "../../gateway/calls-store";
+import type { QualityRecorder } from "../../gateway/quality-recorder";
+import { type QualityTotals, faultOf, percentileMs, successRate } from "../../gateway/quality";
 import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd } from "../../ledger/money";
 import { parseParams, parseRequest } from "../contract/common";
@@ -28,8 +30,10 @@ import {
   createSellerSkillBody,
   payoutAddressBody,
   sellerSkillParams,
+  sellerStatsQuery,
   updateSellerSkillBody,
 } from "../contract/seller";
+import { qualityOf } from "./read";
 import { dataEnvelope } from "../envelope";
 import { ApiError, refuse } from "../errors";
 import { requireSession } from "../session-cookies";
@@ -50,6 +54,34 @@ const view = (skill: SellerSkill) => ({
   created_at: new Date(skill.createdAtMs).toISOString(),
   updated_at: new Date(skill.updatedAtMs).toISOString(),
 });
+
+/** Some calls' figures as GET /v1/seller/skills/:id/stats names them. */
+const figuresView = (t: QualityTotals) => {
+  let seller = 0;
+  let buyer = 0;
+  let gateway = 0;
+  for (const [code, calls] of t.failures) {
+    const fault = faultOf(code);
+    if (fault === "seller") seller += calls;
+    else if (fault === "buyer") buyer += calls;
+    else gateway += calls;
+  }
+  return {
+    calls: t.calls,
+    successes: t.successes,
+    seller_failures: seller,
+    buyer_failures: buyer,
+    gateway_failures: gateway,
+    success_rate: successRate(t),
+    p50_ms: percentileMs(t.latency, 50),
+    p95_ms: percentileMs(t.latency, 95),
+    p99_ms: percentileMs(t.latency, 99),
+    revenue: microsToUsd(t.chargedMicros),
+    revenue_base_units: t.chargedMicros.toString(),
+  };
+};
+
+const dayText = (ms: number) => new Date(ms).toISOString().slice(0, 10);
 
 const checkView = (check: BackendCheck) => ({
   reachable: check.reachable,
@@ -144,6 +176,8 @@ export function sellerRoutes(deps: {
   egress: EgressPolicy;
   /** The calls log: the output failures of the seller's skills. */
   calls: CallsStore;
+  /** The skills' quality roll-up: the stats of the seller's skills. */
+  quality: QualityRecorder;
 }): Router {
   const router = express.Router();
   const session = requireSession(deps.sessions);
@@ -229,6 +263,35 @@ export function sellerRoutes(deps: {
           created_at: new Date(f.createdAtMs).toISOString(),
         })),
       ),
+    );
+  });
+
+  // The skill's figures from the quality roll-up (hourly counts), day by day: what its seller needs to see how it
+  // serves its buyers, and nothing of who they are.
+  router.get("/v1/seller/skills/:id/stats", session, async (req, res) => {
+    const { id } = parseParams(sellerSkillParams, req.params, NO_SUCH_SKILL);
+    const skill = await sellerSkills.get(req.session!.accountId, id);
+    if (!skill) throw new ApiError("not_found", NO_SUCH_SKILL);
+    const { days } = parseRequest(sellerStatsQuery, req.query);
+    const stats = await deps.quality.stats(skill.id, days);
+    const summaries = await deps.quality.summaries();
+    const failures = [...stats.totals.failures]
+      .map(([code, calls]) => ({ code, fault: faultOf(code), calls }))
+      .sort((a, b) => b.calls - a.calls || (a.code < b.code ? -1 : 1));
+    res.json(
+      dataEnvelope({
+        skill_id: skill.id,
+        slug: skill.slug,
+        from: dayText(stats.fromMs),
+        to: dayText(stats.days[stats.days.length - 1].dayMs),
+        quality: qualityOf(summaries.get(skill.id)),
+        totals: figuresView(stats.totals),
+        days: stats.days.map((d) => ({ date: dayText(d.dayMs), ...figuresView(d.totals) })),
+        failures,
+        output_contract_failures: stats.totals.failures.get("skill_bad_output") ?? 0,
+        // skill_bad_charge is the usage-priced skills' (issue 27 §1): its count, whenever calls end with it.
+        charge_header_failures: (stats.totals.failures as Map<string, number>).get("skill_bad_charge") ?? 0,
+      }),
     );
   });
 

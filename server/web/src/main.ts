@@ -14,6 +14,7 @@ import { keysPage } from "./pages/keys";
 import { marketplacePage } from "./pages/marketplace";
 import { oauthResultPage } from "./pages/oauth-result";
 import { sellerPage } from "./pages/seller";
+import { sellerSkillPage } from "./pages/seller-skill";
 import { settingsPage } from "./pages/settings";
 import { signinPage } from "./pages/signin";
 import { skillPage } from "./pages/skill";
@@ -34,6 +35,7 @@ const PAGES: Record<PageName, Page> = {
   skill: skillPage,
   usage: usagePage,
   seller: sellerPage,
+  sellerSkill: sellerSkillPage,
   settings: settingsPage,
   connect: connectPage,
 };

@@ -4,7 +4,18 @@
  */
 
 export type PageName =
-  "signin" | "oauthResult" | "emailLink" | "wallet" | "keys" | "marketplace" | "skill" | "usage" | "seller" | "settings" | "connect";
+  | "signin"
+  | "oauthResult"
+  | "emailLink"
+  | "wallet"
+  | "keys"
+  | "marketplace"
+  | "skill"
+  | "usage"
+  | "seller"
+  | "sellerSkill"
+  | "settings"
+  | "connect";
 
 export interface Route {
   page: PageName;
@@ -27,13 +38,14 @@ const PAGES: ReadonlyArray<{ pattern: string; page: PageName }> = [
   { pattern: "/marketplace/:slug", page: "skill" },
   { pattern: "/usage", page: "usage" },
   { pattern: "/seller", page: "seller" },
+  { pattern: "/seller/skills/:slug", page: "sellerSkill" },
   { pattern: "/settings", page: "settings" },
   // Where a remote MCP client's OAuth authorization sends the person to consent (docs/mcp.md).
   { pattern: "/connect", page: "connect" },
 ];
 
 /** Pages that show nothing useful without a session; they render a "sign in" prompt instead. */
-export const PAGES_NEEDING_SESSION: ReadonlySet<PageName> = new Set(["wallet", "keys", "usage", "seller", "settings"]);
+export const PAGES_NEEDING_SESSION: ReadonlySet<PageName> = new Set(["wallet", "keys", "usage", "seller", "sellerSkill", "settings"]);
 
 /** Matches a path against one pattern with `:name` segments; a trailing slash is ignored. */
 export function matchPattern(pattern: string, pathname: string): Record<string, string> | undefined {
@@ -66,6 +78,11 @@ export function resolve(pathname: string, signedIn: boolean): Resolution {
     if (params) return { kind: "page", route: { page, params } };
   }
   return { kind: "not_found" };
+}
+
+/** The path of a seller's page of one of its skills. */
+export function sellerSkillPath(slug: string): string {
+  return `/seller/skills/${encodeURIComponent(slug)}`;
 }
 
 /** The path of a skill's page. */

@@ -41,6 +41,51 @@ export interface Skill {
   rate_limit_per_min: number | null;
   input_schema: unknown;
   seller?: { name: string } | null;
+  /** What the gateway measured of the skill this week; null while it has too few calls to say. */
+  quality?: SkillQuality | null;
+}
+
+/** GET /v1/skills's `quality`: the last 7 days of the skill's own calls. */
+export interface SkillQuality {
+  calls_7d: number;
+  success_rate_7d: number;
+  p50_ms_7d: number;
+  p95_ms_7d: number;
+}
+
+/** Some calls' figures in GET /v1/seller/skills/:id/stats (one day's, or the range's). */
+export interface StatsFigures {
+  calls: number;
+  successes: number;
+  seller_failures: number;
+  buyer_failures: number;
+  gateway_failures: number;
+  success_rate: number | null;
+  p50_ms: number | null;
+  p95_ms: number | null;
+  p99_ms: number | null;
+  revenue: number;
+  revenue_base_units: string;
+}
+
+export interface SellerSkillStats {
+  skill_id: string;
+  slug: string;
+  from: string;
+  to: string;
+  quality: SkillQuality | null;
+  totals: StatsFigures;
+  days: (StatsFigures & { date: string })[];
+  failures: { code: string; fault: "seller" | "buyer" | "gateway"; calls: number }[];
+  output_contract_failures: number;
+  charge_header_failures: number;
+}
+
+export interface OutputFailure {
+  call_id: string;
+  endpoint: string;
+  problem: string;
+  created_at: string;
 }
 
 /** The periods a key's spending limit counts over (UTC): a day, a month, or in total. */
@@ -177,6 +222,8 @@ export interface SellerSkill {
   max_price?: number;
   backend_url: string;
   input_schema: unknown;
+  /** The skill's output contract, when it has one. */
+  output_schema?: Record<string, unknown>;
   listed: boolean;
   signing_secret?: string;
   /** What the backend answered the listing's signed test call (only in POST /v1/seller/skills' answer). */

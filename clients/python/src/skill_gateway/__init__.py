@@ -29,7 +29,7 @@ from ._exceptions import (
 from ._receipts import ProvenReceipt, ReceiptFailure, VerifyReceiptResult, verify_receipt
 from ._keys import NOT_GIVEN, ApiKey, AsyncKeys, CreatedApiKey, Keys, RevokedKey
 from ._tool_text import cost_line, failure_line, failure_text, tool_result, tool_result_text
-from ._types import Balance, CallMetadata, CallResult, KeyStatus, RateLimitInfo, Skill, UsageCall
+from ._types import Balance, CallMetadata, CallResult, KeyStatus, RateLimitInfo, Skill, SkillQuality, UsageCall
 from ._version import __version__
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "CallMetadata",
     "RateLimitInfo",
     "Skill",
+    "SkillQuality",
     "Balance",
     "UsageCall",
     "KeyStatus",

@@ -150,6 +150,35 @@ OPEN_SCHEMA: Dict[str, Any] = {"type": "object", "properties": {}}
 
 
 @dataclass(frozen=True)
+class SkillQuality:
+    """What the gateway measured of a skill's calls over the last 7 days (docs/selling.md, Quality).
+
+    ``calls_7d`` counts the calls the skill is judged on (its successes and its own failures);
+    ``success_rate_7d`` is successes over those, 0 to 1, rounded down to 4 decimals; half (p50) and 95% (p95)
+    of them answered within ``p50_ms_7d`` and ``p95_ms_7d`` milliseconds."""
+
+    calls_7d: int
+    success_rate_7d: float
+    p50_ms_7d: float
+    p95_ms_7d: float
+
+    @classmethod
+    def parse(cls, raw: Any) -> Optional["SkillQuality"]:
+        """The figures of GET /v1/skills's ``quality``; None for null (too few calls to say) or anything else."""
+        if not isinstance(raw, Mapping):
+            return None
+        try:
+            return cls(
+                calls_7d=int(raw["calls_7d"]),
+                success_rate_7d=float(raw["success_rate_7d"]),
+                p50_ms_7d=float(raw["p50_ms_7d"]),
+                p95_ms_7d=float(raw["p95_ms_7d"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+@dataclass(frozen=True)
 class Skill:
     """A marketplace skill (GET /v1/skills). ``price`` is the listed price and
     ``price_per_call`` what a caller pays, in USD. A usage-priced skill (``pricing`` "usage")
@@ -171,6 +200,8 @@ class Skill:
     # "fixed", or "usage": charged what each call used, up to max_price (issue 27).
     pricing: str = "fixed"
     max_price: Optional[Decimal] = None
+    # The gateway's measure of the skill this week; None while it has too few calls to say (or says nothing).
+    quality: Optional[SkillQuality] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -191,6 +222,7 @@ class Skill:
             seller=dict(raw.get("seller") or {}),
             pricing=str(raw.get("pricing") or "fixed"),
             max_price=to_decimal(raw["max_price"]) if raw.get("max_price") is not None else None,
+            quality=SkillQuality.parse(raw.get("quality")),
             raw=dict(raw),
         )
 

@@ -1,6 +1,7 @@
 /**
- * Marketplace: every listed skill as a card (price, description, seller), filtered in the
- * page as the person types, by name, slug, description or seller (../search.ts).
+ * Marketplace: every listed skill as a card (price, description, seller, measured quality), filtered in the
+ * page as the person types, by name, slug, description or seller (../search.ts), and ordered by price, success
+ * rate or latency (../quality.ts).
  */
 
 import { get } from "../api";
@@ -10,6 +11,7 @@ import { inlineMarkdown } from "../rich-text";
 import { type PageContext, pageHeader } from "../page";
 import { skillPath } from "../router";
 import { matchesSearch } from "../search";
+import { SKILL_ORDERS, type SkillOrder, qualitySummary, sortSkills } from "../quality";
 import type { Skill } from "../types";
 
 export async function marketplacePage(ctx: PageContext): Promise<void> {
@@ -23,7 +25,12 @@ export async function marketplacePage(ctx: PageContext): Promise<void> {
   const grid = h("div", { class: "grid grid-cards" }, muted("Loading skills…"));
   const empty = muted("No skill matches your search.");
   empty.hidden = true;
-  ctx.root.append(h("div", { class: "toolbar" }, search), grid, empty);
+  const order = h(
+    "select",
+    { "aria-label": "Order skills by", testid: "skill-sort" },
+    ...SKILL_ORDERS.map((o) => h("option", { value: o.value }, o.label)),
+  );
+  ctx.root.append(h("div", { class: "toolbar" }, search, order), grid, empty);
 
   let skills: Skill[];
   try {
@@ -45,6 +52,14 @@ export async function marketplacePage(ctx: PageContext): Promise<void> {
     empty.hidden = shown > 0;
   };
   search.addEventListener("input", filter);
+  order.addEventListener("change", () => {
+    const sorted = sortSkills(
+      cards.map((c) => c.skill),
+      order.value as SkillOrder,
+    );
+    const byId = new Map(cards.map((c) => [c.skill.id, c.element]));
+    replaceChildren(grid, ...sorted.map((skill) => byId.get(skill.id)!));
+  });
   // What was typed while the list loaded applies at once.
   filter();
 }
@@ -68,5 +83,14 @@ function skillCard(skill: Skill): HTMLElement {
     h("code", { class: "mono slug" }, skill.slug),
     h("p", { class: "description" }, ...(skill.description ? inlineMarkdown(skill.description) : ["No description."])),
     h("p", { class: "muted seller" }, `by ${skill.seller?.name ?? "an independent seller"}`),
+    h(
+      "p",
+      {
+        class: `quality small${skill.quality ? "" : " muted"}`,
+        testid: "skill-quality",
+        title: "Measured by the gateway over the last 7 days",
+      },
+      qualitySummary(skill.quality),
+    ),
   );
 }

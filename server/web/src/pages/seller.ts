@@ -13,7 +13,7 @@ import { type Control, clearErrors, fieldError, formAction, formError, formField
 import { holdPage } from "../leave-guard";
 import { platformInfo } from "../platform";
 import { type PageContext, pageHeader, signInPrompt } from "../page";
-import { skillPath } from "../router";
+import { sellerSkillPath, skillPath } from "../router";
 import type { BackendCheck, Earnings, Me, SellerSkill } from "../types";
 
 export async function sellerPage(ctx: PageContext): Promise<void> {
@@ -254,7 +254,13 @@ async function loadSkills(ctx: PageContext, box: HTMLElement, editor: Editor, re
             ),
             skill.pricing === "usage" ? `up to ${formatUsd(skill.max_price ?? 0)}` : formatUsd(skill.price ?? 0),
             statusBadge(skill.listed ? "listed" : "unlisted"),
-            h("div", { class: "row-actions" }, edit, toggle),
+            h(
+              "div",
+              { class: "row-actions" },
+              h("a", { class: "btn btn-small btn-ghost", href: sellerSkillPath(skill.slug), testid: "skill-stats" }, "Stats"),
+              edit,
+              toggle,
+            ),
           ]);
         }),
       ),
@@ -307,6 +313,13 @@ function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
     class: "mono",
     placeholder: '{"type":"object","properties":{"text":{"type":"string"}}}',
     testid: "skill-input-schema",
+  });
+  const outputSchema = h("textarea", {
+    rows: 4,
+    spellcheck: false,
+    class: "mono",
+    placeholder: '{"type":"object","required":["text"]}',
+    testid: "skill-output-schema",
   });
   const save = h("button", { type: "submit", class: "btn btn-primary", testid: "skill-save" }, "List skill");
   const cancel = h("button", { type: "button", class: "btn btn-ghost" }, "Cancel edit");
@@ -363,11 +376,16 @@ function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
       formField("Backend URL", backend, "The gateway forwards each call here, signed; listing makes one test call to it."),
     ),
     formField("Input schema (JSON Schema, optional)", schema),
+    formField(
+      "Output schema (JSON Schema, optional)",
+      outputSchema,
+      "What your answers promise to be: an answer that breaks it is not charged, and counts against the skill.",
+    ),
     h("div", { class: "actions" }, cancel, save),
   );
 
   /** The form's own checks, each under its field; true when all pass. */
-  const check = (): { ok: true; inputSchema: unknown } | { ok: false } => {
+  const check = (): { ok: true; inputSchema: unknown; outputSchema: unknown } | { ok: false } => {
     const problems: [Control, string][] = [];
     if (name.value.trim() === "") problems.push([name, "Enter a name for the skill."]);
     if (!editing && !SLUG.test(slug.value.trim()))
@@ -386,9 +404,17 @@ function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
         problems.push([schema, "The input schema is not valid JSON."]);
       }
     }
+    let output: unknown = null;
+    if (outputSchema.value.trim() !== "") {
+      try {
+        output = JSON.parse(outputSchema.value);
+      } catch {
+        problems.push([outputSchema, "The output schema is not valid JSON."]);
+      }
+    }
     // Shown last to first, so that the first problem is the one focused and in view.
     for (const [control, message] of problems.reverse()) fieldError(control, message);
-    return problems.length === 0 ? { ok: true, inputSchema } : { ok: false };
+    return problems.length === 0 ? { ok: true, inputSchema, outputSchema: output } : { ok: false };
   };
 
   form.addEventListener("submit", (event) => {
@@ -402,6 +428,7 @@ function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
       [editing?.pricing === "usage" ? "max_price" : "price"]: price.value.trim(),
       backend_url: backend.value.trim(),
       input_schema: checked.inputSchema,
+      output_schema: checked.outputSchema,
     };
     void busy(
       save,
@@ -425,6 +452,7 @@ function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
           formError(form, error, [
             [/price/i, price],
             [/slug/i, slug],
+            [/output schema|output_schema/i, outputSchema],
             [/schema/i, schema],
             [/backend|test call|url|internet|resolves/i, backend],
             [/^name/i, name],
@@ -466,6 +494,7 @@ function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
       price.value = String(skill.price ?? skill.max_price ?? "");
       backend.value = skill.backend_url;
       schema.value = skill.input_schema ? JSON.stringify(skill.input_schema, null, 2) : "";
+      outputSchema.value = skill.output_schema ? JSON.stringify(skill.output_schema, null, 2) : "";
       title.textContent = `Edit ${skill.name}`;
       save.textContent = "Save changes";
       cancel.hidden = false;

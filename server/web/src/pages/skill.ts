@@ -11,6 +11,7 @@ import { formatUsd } from "../format";
 import { inlineMarkdown } from "../rich-text";
 import type { PageContext } from "../page";
 import { exampleInput } from "../schema";
+import { formatRate } from "../quality";
 import type { ApiKey, Skill } from "../types";
 import { type TryKeys, tryCard } from "./try-it";
 
@@ -86,7 +87,23 @@ function skillHead(skill: Skill): HTMLElement {
       h("p", { class: "skill-fact" }, h("code", { class: "mono" }, skill.slug)),
       skill.rate_limit_per_min ? h("p", { class: "skill-fact muted" }, `Up to ${skill.rate_limit_per_min} calls a minute per key`) : null,
     ),
+    qualityFacts(skill),
     feeNote,
+  );
+}
+
+/** What the gateway measured this week: success rate, calls, p50 and p95; or that there are too few calls to say. */
+function qualityFacts(skill: Skill): HTMLElement {
+  const q = skill.quality;
+  if (!q)
+    return h("p", { class: "muted small", testid: "skill-quality" }, "Too few calls this week to measure its success rate and latency.");
+  const fact = (label: string, value: string) => h("p", { class: "skill-fact" }, h("strong", {}, value), ` ${label}`);
+  return h(
+    "div",
+    { class: "skill-facts", testid: "skill-quality", title: "Measured by the gateway from its own calls over the last 7 days" },
+    fact(`succeeded of ${q.calls_7d.toLocaleString("en-US")} calls this week`, formatRate(q.success_rate_7d)),
+    fact("p50", `${q.p50_ms_7d.toLocaleString("en-US")} ms`),
+    fact("p95", `${q.p95_ms_7d.toLocaleString("en-US")} ms`),
   );
 }
 
