@@ -39,7 +39,13 @@ function onlyImports(name, from, allowed, comment) {
     from: { path: `^server/${from}/` },
     to: {
       path: "^server/",
-      pathNot: [`^server/(${[from, ...allowed].join("|")})/`, "^server/config\\.ts$", "^server/errors\\.ts$", "^server/text\\.ts$"],
+      pathNot: [
+        `^server/(${[from, ...allowed].join("|")})/`,
+        "^server/config\\.ts$",
+        "^server/errors\\.ts$",
+        "^server/text\\.ts$",
+        "^server/error-log\\.ts$",
+      ],
     },
   };
 }

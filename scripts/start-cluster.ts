@@ -18,6 +18,7 @@ import path from "node:path";
 import { spawnSync } from "node:child_process";
 import type { Cluster } from "../server/devstack/cluster";
 import { type ClusterUserSettings, clusterUserSettings } from "../server/devstack/cluster-settings";
+import { exitOnStopSignals } from "../server/ops/shutdown";
 
 const ROOT = path.resolve(__dirname, "..");
 
@@ -38,15 +39,10 @@ async function main(): Promise<void> {
   if (compiled.status !== 0) throw new Error("hardhat compile failed");
   console.log(`Starting a chain, PostgreSQL, Redis and ${n} gateway replica${n === 1 ? "" : "s"}...`);
   const cluster: Cluster = await startCluster({ replicas: n, settings: user.passed });
-  let stopping = false;
-  const stop = () => {
-    if (stopping) return;
-    stopping = true;
-    console.log("\nStopping the replicas, the backend, Redis, PostgreSQL and the chain...");
-    void cluster.stop().then(() => process.exit(0));
-  };
-  process.on("SIGINT", stop);
-  process.on("SIGTERM", stop);
+  // Within SHUTDOWN_DEADLINE_MS: past it, the log says the cluster did not stop and the process exits anyway.
+  exitOnStopSignals(() => [{ name: "the cluster (replicas, backend, Redis, PostgreSQL, chain)", stop: () => cluster.stop() }], {
+    onSignal: () => console.log("\nStopping the replicas, the backend, Redis, PostgreSQL and the chain..."),
+  });
 
   // The leader indexes the demo deposit; wait until the buyer's balance shows it.
   const deadline = Date.now() + 30_000;

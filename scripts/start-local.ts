@@ -24,6 +24,7 @@ import { skillEscrowAbi } from "../server/chain/abi";
 import { type Deployment, readDeployment, writeDeployment } from "../server/chain/deployment";
 import { DEV_ACCOUNT_INDEX, type LocalNode, devAccount, localChain, startLocalNode } from "../server/devstack/local-node";
 import { loadConfig } from "../server/config";
+import { exitOnStopSignals } from "../server/ops/shutdown";
 import { startDemoBackend } from "../server/devstack/demo-backend";
 import { deployDemoChain } from "../server/devstack/chain-seed";
 import { DEMO_DEPOSIT_USD, seedDemo } from "../server/devstack/seed";
@@ -185,19 +186,15 @@ node ${path.join(ROOT, "clients/cli/bin/skill-gateway.cjs")} add echo   (then: c
 
 Press Ctrl-C to stop.`);
 
-  let stopping = false;
-  const stop = async () => {
-    if (stopping) return;
-    stopping = true;
-    await gateway.close();
-    await aaStack?.bundler.stop();
-    await backend.close();
-    await devIdentity?.stop();
-    await node?.stop();
-    process.exit(0);
-  };
-  process.on("SIGINT", stop);
-  process.on("SIGTERM", stop);
+  // Each part in turn, all within SHUTDOWN_DEADLINE_MS: what has not stopped by then is named, and the process exits.
+  const identityProvider = devIdentity;
+  exitOnStopSignals(() => [
+    { name: "the gateway", stop: () => gateway.close() },
+    ...(aaStack ? [{ name: "the bundler", stop: () => aaStack.bundler.stop() }] : []),
+    { name: "the demo backend", stop: () => backend.close() },
+    ...(identityProvider ? [{ name: "the dev identity provider", stop: () => identityProvider.stop() }] : []),
+    ...(node ? [{ name: "the local chain", stop: () => node.stop() }] : []),
+  ]);
 }
 
 main().catch((error) => {

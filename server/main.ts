@@ -33,6 +33,7 @@ import { type Deployment, DeploymentFileError, readDeployment, verifyDeployment 
 import { type Config, ConfigError, loadServeConfig } from "./config";
 import { type GatewayOptions, type RunningGateway, startGateway } from "./index";
 import { DatabaseLockedError } from "./db/lock";
+import { exitOnStopSignals } from "./ops/shutdown";
 import { ReplicaRefusedError } from "./db/postgres/replicas";
 import { type AaDeployment, verifyAccountAbstraction, verifyBundler } from "./wallets/aa";
 
@@ -240,21 +241,11 @@ async function main(): Promise<void> {
     ].join("\n"),
   );
 
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    console.log(`${signal}: letting requests in flight finish, then closing the ledger`);
-    try {
-      await gateway.close();
-    } catch (error) {
-      console.error("closing the gateway failed", error);
-      process.exit(1);
-    }
-    process.exit(0);
-  };
-  process.on("SIGINT", () => void stop("SIGINT"));
-  process.on("SIGTERM", () => void stop("SIGTERM"));
+  // Within SHUTDOWN_DEADLINE_MS: a request or a part still busy at the deadline is named in the log, and the process
+  // exits 1 without it (the ledger's writes are transactions: an unfinished one is rolled back, never half-written).
+  exitOnStopSignals(() => [{ name: "the gateway (requests in flight, then the ledger)", stop: () => gateway.close() }], {
+    onSignal: (signal) => console.log(`${signal}: letting requests in flight finish, then closing the ledger`),
+  });
 }
 
 main().catch((error) => {

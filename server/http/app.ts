@@ -18,6 +18,7 @@ import { type RateLimitName, createRateLimits } from "./rate-limits";
 import { dashboardRoutes } from "./routes/dashboard";
 import { healthRoutes } from "./routes/health";
 import { openApiRoutes } from "./routes/openapi";
+import { apiReferenceRoutes } from "./routes/api-reference";
 import { callHandler, unauthenticatedCallRoutes } from "./routes/call";
 import { readRoutes } from "./routes/read";
 import { usageRoutes } from "./routes/usage";
@@ -169,6 +170,7 @@ export function createApp(deps: AppDeps): express.Express {
     }),
   );
   app.use(openApiRoutes());
+  app.use(apiReferenceRoutes());
   app.use(readRoutes({ ...deps, addresses: deps.settlement.addresses }));
   app.use(
     usageRoutes({ keys: deps.keys, sessions: deps.sessions, calls: deps.calls, refusals: deps.refusals, now: deps.now, log: deps.log }),

@@ -1,4 +1,5 @@
 import pino, { type DestinationStream, type Logger } from "pino";
+import { loggedError } from "../error-log";
 import { currentRequest } from "./request-context";
 
 /** LOG_LEVEL's values, pino's levels: `silent` logs nothing. */
@@ -80,12 +81,13 @@ export type LogFunction = (message: string, error?: unknown) => void;
 /**
  * The parts of the gateway log through a plain function (they know nothing of pino); this is
  * that function over the logger. A line with an Error is logged at level error with the
- * error serialized (`err`), a line with another detail at warn, a plain line at info.
+ * error's summary (`error`: its short message, contract function and causes), a line with another detail at warn, a plain line at info.
  */
 export function logFunction(logger: Logger): LogFunction {
   return (message, error) => {
     if (error === undefined || error === "") logger.info(message);
-    else if (error instanceof Error) logger.error({ err: error }, message);
+    // The error's summary, not the error: see ../error-log.ts (a viem error would bring its contract's whole ABI).
+    else if (error instanceof Error) logger.error({ error: loggedError(error) }, message);
     else logger.warn({ detail: error }, message);
   };
 }

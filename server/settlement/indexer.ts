@@ -43,6 +43,7 @@ import {
   type PendingExit,
 } from "./exits";
 import { type LoopHealth, RetryLoop } from "../chain/retry-loop";
+import { loggedErrorText } from "../error-log";
 
 /** SkillEscrow's deposit event (contracts/SkillEscrow.sol). */
 export const DEPOSITED_EVENT = getAbiItem({ abi: skillEscrowAbi, name: "Deposited" });
@@ -134,7 +135,8 @@ const MAX_SQLITE_INTEGER = 2n ** 63n - 1n;
 const DEFAULT_BATCH_BLOCKS = 2_000;
 const DEFAULT_MAX_BACKOFF_MS = 30_000;
 
-const defaultLog: DepositIndexerLog = (message, error) => console.error(`[indexer] ${message}`, error ?? "");
+const defaultLog: DepositIndexerLog = (message, error) =>
+  console.error(`[indexer] ${message}`, error === undefined ? "" : loggedErrorText(error));
 
 /** One log of a chunk, in chain order. */
 type ChunkItem = { kind: "deposit"; deposit: ChainDeposit } | { kind: "exit"; exit: ChainExitEvent };

@@ -23,6 +23,7 @@ import { BATCH_SETTLED_EVENT, reconcile, type ReconcileReturnType } from "./reco
 import { type SettlementStores, settlementStores } from "./store";
 import { type LoopHealth, RetryLoop } from "../chain/retry-loop";
 import { classifySendFailure, SettlementHaltedError, SettlementSendError } from "./settlement-errors";
+import { loggedErrorText } from "../error-log";
 
 export type SettlerLog = (message: string, error?: unknown) => void;
 
@@ -75,7 +76,7 @@ const DEFAULT_RETRY_BASE_MS = 1_000;
 const DEFAULT_MAX_BACKOFF_MS = 60_000;
 const DEFAULT_TRIGGER_CHECK_MS = 250;
 
-const defaultLog: SettlerLog = (message, error) => console.error(`[settler] ${message}`, error ?? "");
+const defaultLog: SettlerLog = (message, error) => console.error(`[settler] ${message}`, error === undefined ? "" : loggedErrorText(error));
 
 /**
  * Settles paid calls on-chain in numbered batches. `runOnce()` does one step and may throw;

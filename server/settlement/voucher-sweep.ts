@@ -29,6 +29,7 @@ import type { Ledger } from "../ledger/ledger";
 import { normalizeAddress } from "./addresses";
 import type { IndexerProgress, IndexerStore } from "./indexer-store";
 import type { VoucherStore } from "./vouchers-store";
+import { loggedErrorText } from "../error-log";
 
 /** SkillEscrow's redemption event (contracts/SkillEscrow.sol, withdrawWithVoucher). */
 export const VOUCHER_REDEEMED_EVENT = getAbiItem({ abi: skillEscrowAbi, name: "VoucherRedeemed" });
@@ -285,7 +286,10 @@ export class VoucherSweeper {
 
   private safeLog(message: string, error?: unknown): void {
     try {
-      (this.p.log ?? ((m: string, e?: unknown) => console.error(`[vouchers] ${m}`, e ?? "")))(message, error);
+      (this.p.log ?? ((m: string, e?: unknown) => console.error(`[vouchers] ${m}`, e === undefined ? "" : loggedErrorText(e))))(
+        message,
+        error,
+      );
     } catch {
       // A broken logger must not stop expired vouchers from being given back.
     }

@@ -7,9 +7,12 @@ import Ajv2020, { type ValidateFunction } from "ajv/dist/2020";
  * were exercised, so that a test can insist every one was.
  */
 
+type Response = { $ref?: string; content?: Record<string, { schema: unknown }> };
+
 type Doc = {
   openapi: string;
-  paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: unknown }> }> }>>;
+  paths: Record<string, Record<string, { responses: Record<string, Response> }>>;
+  components?: { responses?: Record<string, Response> };
 };
 
 export interface Answer {
@@ -72,16 +75,23 @@ export class ContractChecker {
     const seen = this.exercised.get(name) ?? new Set<number>();
     seen.add(answer.status);
     this.exercised.set(name, seen);
-    const response = operation.responses[String(answer.status)];
+    const declared = operation.responses[String(answer.status)];
+    // A response shared by several operations is written once under components/responses and referred to.
+    let where = ["paths", template, lower, "responses", String(answer.status)];
+    let response: Response | undefined = declared;
+    if (declared?.$ref !== undefined) {
+      const component = /^#\/components\/responses\/([^/]+)$/.exec(declared.$ref)?.[1];
+      response = component === undefined ? undefined : this.document.components?.responses?.[component];
+      if (component === undefined || !response) return [`${name}: ${declared.$ref} names no response of the document`];
+      where = ["components", "responses", component];
+    }
     if (!response)
       return [`${name} answered ${answer.status}, which the document does not declare (${Object.keys(operation.responses).join(", ")})`];
     if (!response.content)
       return answer.contentType && answer.body !== "" ? [`${name} ${answer.status}: a body the document does not declare`] : [];
     const mediaType = (answer.contentType ?? "").split(";")[0].trim();
     if (!response.content[mediaType]) return [`${name} ${answer.status}: content type "${mediaType}", not one the document declares`];
-    const pointer = ["paths", template, lower, "responses", String(answer.status), "content", mediaType, "schema"]
-      .map((part) => part.replace(/~/g, "~0").replace(/\//g, "~1"))
-      .join("/");
+    const pointer = [...where, "content", mediaType, "schema"].map((part) => part.replace(/~/g, "~0").replace(/\//g, "~1")).join("/");
     const ref = `openapi.json#/${pointer}`;
     let validate = this.compiled.get(ref);
     if (!validate) {

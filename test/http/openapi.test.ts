@@ -14,6 +14,29 @@ describe("docs/openapi.json", () => {
     await assertValidOpenApi(JSON.parse(fs.readFileSync(OPENAPI_FILE, "utf8")));
   });
 
+  it("writes each error answer once, under components/responses, and every operation refers to it", () => {
+    const document = JSON.parse(openApiFileText()) as {
+      paths: Record<string, Record<string, { responses: Record<string, { $ref?: string }> }>>;
+      components: { responses: Record<string, unknown> };
+    };
+    const referred = new Set<string>();
+    for (const [path, item] of Object.entries(document.paths)) {
+      for (const [method, op] of Object.entries(item)) {
+        for (const [status, response] of Object.entries(op.responses)) {
+          if (Number(status) < 400) continue;
+          expect(response.$ref, `${method} ${path} ${status}`).to.match(/^#\/components\/responses\//);
+          const name = response.$ref!.split("/").pop()!;
+          expect(document.components.responses, response.$ref).to.have.property(name);
+          referred.add(name);
+        }
+      }
+    }
+    const components = Object.entries(document.components.responses);
+    expect([...referred].sort()).to.deep.equal(components.map(([name]) => name).sort());
+    const bodies = components.map(([, response]) => JSON.stringify(response));
+    expect(new Set(bodies).size, "two components/responses are the same answer").to.equal(bodies.length);
+  });
+
   it("declares each operation once, with at least one answer besides its errors or a 405", () => {
     const names = OPERATIONS.map((op) => `${op.method} ${op.path}`);
     expect(new Set(names).size).to.equal(names.length);

@@ -82,7 +82,7 @@ describe("the gateway's log", () => {
     await requestLine(res.headers.get("x-request-id"));
     const fault = entries().find((entry) => entry.msg === "internal error on the call path");
     expect(fault, lines.join("\n")).to.include({ level: 50, request_id: res.headers.get("x-request-id") });
-    expect((fault!.err as { message: string }).message).to.include("injected fault");
+    expect((fault!.error as { message: string }).message).to.include("injected fault");
   });
 
   it("never writes a key, a session cookie, a CSRF token or an e-mail link token, though requests carried them all", async () => {

@@ -123,19 +123,30 @@ export function commonErrors(op: Pick<Operation, "auth" | "scope" | "body" | "me
 export const dataEnvelope = <T extends z.ZodType>(data: T) => z.strictObject({ success: z.literal(true), data });
 
 /**
- * The spec's error envelope, `{ success: false, error }`, with the machine-readable `code`
- * beside it. Open to more fields: some errors carry details (a call's metadata, a voucher).
+ * The spec's error envelope, `{ success: false, error }`, with the machine-readable `code` and the request's id beside
+ * it: one schema of the document (`Error`), which every error answer refers to. Open to more fields: some errors carry
+ * details (a call's metadata, a voucher).
  */
-export const errorEnvelope = (codes: readonly ErrorCode[], fields: Record<string, z.ZodType> = {}) =>
-  z.looseObject({
+export const errorBase = z
+  .looseObject({
     success: z.literal(false),
     error: z.string().meta({ description: "A message for a person, saying what went wrong and what to do." }),
-    code: z.enum(codes as [ErrorCode, ...ErrorCode[]]),
+    code: z.string().meta({ description: "What went wrong, as one of the codes of docs/errors.md; each answer lists its own." }),
     request_id: z.string().meta({
       description: "The request's id, as in its X-Request-Id header and every log line about it (a replay carries the first request's).",
     }),
-    ...Object.fromEntries(Object.entries(fields).map(([name, schema]) => [name, schema.optional()])),
-  });
+  })
+  .meta({ id: "Error" });
+
+/** An error answer of one status: the shared envelope, its codes, and the fields its route adds. */
+export const errorEnvelope = (codes: readonly ErrorCode[], fields: Record<string, z.ZodType> = {}) =>
+  z.intersection(
+    errorBase,
+    z.looseObject({
+      code: z.enum(codes as [ErrorCode, ...ErrorCode[]]),
+      ...Object.fromEntries(Object.entries(fields).map(([name, schema]) => [name, schema.optional()])),
+    }),
+  );
 
 // ---------- fields many routes share ----------
 

@@ -57,7 +57,7 @@ const SECURITY: Record<Auth, ZodOpenApiOperationObject["security"]> = {
   provider: [],
 };
 
-function responsesOf(op: Operation): ZodOpenApiResponsesObject {
+function responsesOf(op: Operation, errorResponses: ErrorResponses): ZodOpenApiResponsesObject {
   const responses: ZodOpenApiResponsesObject = {};
   for (const success of op.responses) {
     responses[`${success.status}` as `${1 | 2 | 3 | 4 | 5}${string}`] = {
@@ -81,15 +81,63 @@ function responsesOf(op: Operation): ZodOpenApiResponsesObject {
   const byStatus = new Map<number, ErrorCode[]>();
   for (const code of errorCodesOf(op)) byStatus.set(ERROR_STATUS[code], [...(byStatus.get(ERROR_STATUS[code]) ?? []), code]);
   for (const [status, codes] of [...byStatus].sort(([a], [b]) => a - b)) {
-    responses[`${status}` as `${1 | 2 | 3 | 4 | 5}${string}`] = {
-      description: codes.join(", "),
-      content: { "application/json": { schema: errorEnvelope(codes, op.errorFields) } },
-    };
+    responses[`${status}` as `${1 | 2 | 3 | 4 | 5}${string}`] = errorResponses.of(status, codes, op.errorFields);
   }
   return responses;
 }
 
-function operationObject(op: Operation): ZodOpenApiOperationObject {
+type ErrorResponse = NonNullable<ZodOpenApiResponsesObject[`${1 | 2 | 3 | 4 | 5}${string}`]>;
+
+/**
+ * The document's error answers, each written once under components/responses and referred to by every operation that
+ * answers it: 57 operations answer 429 rate_limited, and each used to carry the whole envelope. A response is named by
+ * its status and codes (`429-rate_limited`), and by the operation that first declares its extra fields when it has
+ * some (`402-insufficient_balance-postV1Call`): two operations share a response only when they share the same codes
+ * and the same fields, the same schemas under the same names.
+ */
+class ErrorResponses {
+  private readonly byKey = new Map<string, ErrorResponse>();
+  /** Each set of extra fields (its names and schemas), by the operation that declares it first. */
+  private readonly fieldsNames = new Map<string, string>();
+  private readonly schemaNumbers = new Map<z.ZodType, number>();
+
+  constructor(operations: readonly Operation[]) {
+    for (const op of operations) {
+      if (op.errorFields && !this.fieldsNames.has(this.fieldsKey(op.errorFields))) {
+        this.fieldsNames.set(this.fieldsKey(op.errorFields), operationId(op));
+      }
+    }
+  }
+
+  /** The fields' names and the identities of their schemas, as one string. */
+  private fieldsKey(fields: Record<string, z.ZodType>): string {
+    const numberOf = (schema: z.ZodType) => {
+      if (!this.schemaNumbers.has(schema)) this.schemaNumbers.set(schema, this.schemaNumbers.size);
+      return this.schemaNumbers.get(schema);
+    };
+    return Object.entries(fields)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([name, schema]) => `${name}:${numberOf(schema)}`)
+      .join(",");
+  }
+
+  of(status: number, codes: readonly ErrorCode[], fields: Record<string, z.ZodType> | undefined): ErrorResponse {
+    const id = [status, ...codes, ...(fields ? [this.fieldsNames.get(this.fieldsKey(fields))] : [])].join("-");
+    let response = this.byKey.get(id);
+    if (!response) {
+      response = { id, description: codes.join(", "), content: { "application/json": { schema: errorEnvelope(codes, fields) } } };
+      this.byKey.set(id, response);
+    }
+    return response;
+  }
+}
+
+/** The operation's id in the document: its method and path in camelCase (postV1Call, getV1SkillsSkillId). */
+function operationId(op: Operation): string {
+  return `${op.method}${op.path.replace(/[{}]/g, "").replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ?? "").toUpperCase())}`;
+}
+
+function operationObject(op: Operation, errorResponses: ErrorResponses): ZodOpenApiOperationObject {
   const params =
     op.params || op.query || op.headers
       ? {
@@ -101,7 +149,7 @@ function operationObject(op: Operation): ZodOpenApiOperationObject {
         }
       : {};
   return {
-    operationId: `${op.method}${op.path.replace(/[{}]/g, "").replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ?? "").toUpperCase())}`,
+    operationId: operationId(op),
     summary: op.summary,
     ...(op.description ? { description: op.description } : {}),
     tags: [op.tag],
@@ -110,18 +158,19 @@ function operationObject(op: Operation): ZodOpenApiOperationObject {
     ...(op.body
       ? { requestBody: { required: !op.bodyOptional, content: { [op.bodyContentType ?? "application/json"]: { schema: op.body } } } }
       : {}),
-    responses: responsesOf(op),
+    responses: responsesOf(op, errorResponses),
   };
 }
 
 /** Builds the document (a few milliseconds; GET /openapi.json builds it once). */
 export function buildOpenApiDocument(): ReturnType<typeof createDocument> {
+  const errorResponses = new ErrorResponses(OPERATIONS);
   const paths: ZodOpenApiPathsObject = {};
   for (const op of OPERATIONS) {
     paths[op.path] ??= {};
     const item = paths[op.path];
     if (item[op.method]) throw new Error(`${op.method.toUpperCase()} ${op.path} is declared twice`);
-    item[op.method] = operationObject(op);
+    item[op.method] = operationObject(op, errorResponses);
   }
   return createDocument({
     openapi: "3.1.0",

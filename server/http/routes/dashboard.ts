@@ -35,13 +35,14 @@ const PAGE_PATHS = [
   "/connect",
 ];
 
-interface Asset {
+/** A file served as is, with its type and a strong ETag of its bytes. */
+export interface Asset {
   body: Buffer;
   contentType: string;
   etag: string;
 }
 
-const asset = (body: Buffer | string, contentType: string): Asset => {
+export const asset = (body: Buffer | string, contentType: string): Asset => {
   const bytes = Buffer.isBuffer(body) ? body : Buffer.from(body);
   return { body: bytes, contentType, etag: `"${createHash("sha256").update(bytes).digest("base64url").slice(0, 27)}"` };
 };
@@ -65,7 +66,7 @@ async function bundleScript(): Promise<Asset> {
 }
 
 /** Memoizes one build per process; a failed one is forgotten so that the next request tries again. */
-function once(load: () => Promise<Asset>): () => Promise<Asset> {
+export function once(load: () => Promise<Asset>): () => Promise<Asset> {
   let pending: Promise<Asset> | undefined;
   return () => {
     pending ??= load().catch((error: unknown) => {
@@ -74,6 +75,23 @@ function once(load: () => Promise<Asset>): () => Promise<Asset> {
     });
     return pending;
   };
+}
+
+/** Sends an asset revalidated on every load (no-cache with its ETag: an unchanged file costs a 304). */
+export function sendAsset(req: Request, res: Response, file: Asset, extra: Record<string, string> = {}): void {
+  res.set({
+    "content-type": file.contentType,
+    "cache-control": "no-cache",
+    etag: file.etag,
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+    ...extra,
+  });
+  if (req.headers["if-none-match"] === file.etag) {
+    res.status(304).end();
+    return;
+  }
+  res.send(file.body);
 }
 
 /**
@@ -91,26 +109,10 @@ export function dashboardRoutes(): Router {
   const styles = once(async () => asset(await fs.readFile(path.join(WEB_DIR, "styles.css")), "text/css; charset=utf-8"));
   const html = once(async () => asset(await fs.readFile(path.join(WEB_DIR, "index.html")), "text/html; charset=utf-8"));
 
-  const send = (req: Request, res: Response, file: Asset, extra: Record<string, string> = {}) => {
-    res.set({
-      "content-type": file.contentType,
-      "cache-control": "no-cache",
-      etag: file.etag,
-      "x-content-type-options": "nosniff",
-      "referrer-policy": "same-origin",
-      ...extra,
-    });
-    if (req.headers["if-none-match"] === file.etag) {
-      res.status(304).end();
-      return;
-    }
-    res.send(file.body);
-  };
-
-  router.get("/assets/app.js", async (req, res) => send(req, res, await script()));
-  router.get("/assets/app.css", async (req, res) => send(req, res, await styles()));
+  router.get("/assets/app.js", async (req, res) => sendAsset(req, res, await script()));
+  router.get("/assets/app.css", async (req, res) => sendAsset(req, res, await styles()));
   router.get(PAGE_PATHS, async (req, res) =>
-    send(req, res, await html(), { "content-security-policy": DASHBOARD_CSP, "x-frame-options": "DENY" }),
+    sendAsset(req, res, await html(), { "content-security-policy": DASHBOARD_CSP, "x-frame-options": "DENY" }),
   );
   return router;
 }

@@ -254,7 +254,7 @@ function checklist(ctx: PageContext, accountId: string, progress: Progress, mone
       " · ",
       h("a", { href: "/usage" }, "see your calls in Usage"),
       " · ",
-      h("a", { href: "/openapi.json", target: "_blank", rel: "noopener" }, "API reference (OpenAPI)"),
+      h("a", { href: "/docs", target: "_blank", rel: "noopener" }, "API reference"),
       " · the README's Clients section for the SDKs, the CLI and MCP.",
     ),
   );
