@@ -131,6 +131,25 @@ describe("the dashboard's forms, in a real browser", function () {
     await navigate(page, "Wallet");
   });
 
+  it("lists a usage-priced skill: the amount is the most a call may cost, shown as up to that", async () => {
+    await atWidth(WIDTHS_PX.desktop);
+    await navigate(page, "Seller");
+    await page.getByTestId("skill-name").fill("Form Counter");
+    await page.getByTestId("skill-pricing").selectOption("usage");
+    expect(await textOf(page.locator("label.field", { has: page.getByTestId("skill-price") }).locator(".field-label"))).to.equal(
+      "Most a call may cost (USD)",
+    );
+    await page.getByTestId("skill-price").fill("0.01");
+    await page.getByTestId("skill-backend-url").fill(`${dashboard.stack.backend.url}/echo`);
+    await pressFromTop(page.getByTestId("skill-save"));
+    expect(await textOf(page.getByTestId("skill-saved"))).to.equal('Listed "Form Counter".');
+    await page.getByTestId("secret-confirm").click();
+    const listed = (await (await fetch(`${dashboard.stack.url}/v1/skills/form-counter`)).json()) as { data: Record<string, unknown> };
+    expect(listed.data).to.include({ pricing: "usage", max_price: 0.01 });
+    expect(listed.data).to.not.have.property("price");
+    expect(await textOf(page.locator('[data-testid="seller-skill-row"][data-slug="form-counter"]'))).to.include("up to $0.01");
+  });
+
   it("disables Claim while there is nothing to claim, and says why", async () => {
     await navigate(page, "Seller");
     expect(await textOf(page.getByTestId("claim-reason"), /Nothing to claim/)).to.match(/^Nothing to claim yet/);

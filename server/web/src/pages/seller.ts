@@ -299,6 +299,14 @@ function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
   });
   const description = h("textarea", { rows: 3, testid: "skill-description" });
   const price = h("input", { type: "text", inputmode: "decimal", placeholder: "0.001", autocomplete: "off", testid: "skill-price" });
+  // Fixed: the price of every call. Usage: the backend reports what each call came to (a signed X-Skill-Charge
+  // header), the call holds at most the amount below (docs/selling.md, Pricing models).
+  const pricing = h(
+    "select",
+    { testid: "skill-pricing" },
+    h("option", { value: "fixed", selected: true }, "A fixed price per call"),
+    h("option", { value: "usage" }, "By usage, up to a most per call"),
+  );
   const backend = h("input", {
     type: "text",
     inputmode: "url",
@@ -328,6 +336,17 @@ function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
   const secretSlot = h("div", { class: "listing-outcome" });
   const editCheck = h("div", { class: "listing-outcome" });
   const priceField = formField("Price per call (USD)", price, "Up to 6 decimals, e.g. 0.001.");
+  const pricingField = formField(
+    "Pricing",
+    pricing,
+    "By usage: your backend reports each call's charge in a signed X-Skill-Charge header (signCharge), never more than the most.",
+  );
+  /** The price field's label follows the pricing: a usage-priced skill's amount is the most a call may cost. */
+  const labelPrice = () => {
+    const label = priceField.querySelector(".field-label");
+    if (label) label.textContent = pricing.value === "usage" ? "Most a call may cost (USD)" : "Price per call (USD)";
+  };
+  pricing.addEventListener("change", labelPrice);
   let bounds: { min: bigint; max: bigint } | undefined;
   let editing: SellerSkill | null = null;
 
@@ -352,6 +371,7 @@ function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
     editing = null;
     slugTouched = false;
     form.reset();
+    labelPrice();
     clearErrors(form);
     slug.disabled = false;
     title.textContent = "List a new skill";
@@ -369,12 +389,8 @@ function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
       formField("Slug", slug, "Lowercase letters, digits, dashes. Cannot change later."),
     ),
     formField("Description", description),
-    h(
-      "div",
-      { class: "grid grid-2" },
-      priceField,
-      formField("Backend URL", backend, "The gateway forwards each call here, signed; listing makes one test call to it."),
-    ),
+    h("div", { class: "grid grid-2" }, pricingField, priceField),
+    formField("Backend URL", backend, "The gateway forwards each call here, signed; listing makes one test call to it."),
     formField("Input schema (JSON Schema, optional)", schema),
     formField(
       "Output schema (JSON Schema, optional)",
@@ -425,7 +441,9 @@ function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
     const fields = {
       name: name.value.trim(),
       description: description.value,
-      [editing?.pricing === "usage" ? "max_price" : "price"]: price.value.trim(),
+      // The pricing goes with its amount (a change of pricing needs the matching one).
+      pricing: pricing.value,
+      [pricing.value === "usage" ? "max_price" : "price"]: price.value.trim(),
       backend_url: backend.value.trim(),
       input_schema: checked.inputSchema,
       output_schema: checked.outputSchema,
@@ -450,6 +468,7 @@ function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
           await saved();
         } catch (error) {
           formError(form, error, [
+            [/pricing/i, pricing],
             [/price/i, price],
             [/slug/i, slug],
             [/output schema|output_schema/i, outputSchema],
@@ -490,7 +509,9 @@ function skillEditor(ctx: PageContext, saved: () => Promise<void>): Editor {
       slug.value = skill.slug;
       slug.disabled = true;
       description.value = skill.description;
-      // A usage-priced skill's amount is its max_price: the form edits that one (the field keeps its label).
+      // A usage-priced skill's amount is its max_price: the form edits that one.
+      pricing.value = skill.pricing === "usage" ? "usage" : "fixed";
+      labelPrice();
       price.value = String(skill.price ?? skill.max_price ?? "");
       backend.value = skill.backend_url;
       schema.value = skill.input_schema ? JSON.stringify(skill.input_schema, null, 2) : "";
