@@ -19,8 +19,10 @@ from skill_gateway import (
     RateLimitError,
     SkillError,
     SkillGatewayError,
+    SkillQuality,
     cost_line,
     failure_text,
+    quality_line,
     tool_result,
     tool_result_text,
 )
@@ -126,3 +128,22 @@ def test_the_call_id_comes_from_the_body_and_else_the_header() -> None:
     assert CallMetadata.parse({"skill_id": "echo", "price_paid": 0.001, "call_id": "from-body"}, headers, "k").call_id == "from-body"
     assert CallMetadata.parse({"skillId": "echo", "cost": 0.001, "callId": "camel"}, httpx.Headers(), "k").call_id == "camel"
     assert CallMetadata.parse({"skill_id": "echo", "price_paid": 0.001}, headers, "k").call_id == "from-header"
+
+
+def test_quality_line_says_what_the_typescript_sdk_says() -> None:
+    # The cases of test/http/tool-text.test.ts, word for word.
+    assert (
+        quality_line(SkillQuality(calls_7d=1250, success_rate_7d=0.9925, p50_ms_7d=125, p95_ms_7d=400))
+        == "Succeeded 99.2% of 1,250 calls this week, p95 400 ms."
+    )
+    assert (
+        quality_line(SkillQuality(calls_7d=20, success_rate_7d=1, p50_ms_7d=1, p95_ms_7d=2.5))
+        == "Succeeded 100% of 20 calls this week, p95 2.5 ms."
+    )
+    assert (
+        quality_line(SkillQuality(calls_7d=1_000_000, success_rate_7d=0.5, p50_ms_7d=100, p95_ms_7d=12_500))
+        == "Succeeded 50% of 1,000,000 calls this week, p95 12,500 ms."
+    )
+    # Rounded down, never up to a better figure than measured.
+    assert quality_line(SkillQuality(calls_7d=21, success_rate_7d=0.9999, p50_ms_7d=1, p95_ms_7d=1)).startswith("Succeeded 99.9% ")
+    assert quality_line(None) == "Too few calls this week to measure its success rate."

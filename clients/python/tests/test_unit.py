@@ -433,6 +433,8 @@ def test_a_skill_carries_its_measured_quality_or_none() -> None:
     quality = {"calls_7d": 1250, "success_rate_7d": 0.992, "p50_ms_7d": 125, "p95_ms_7d": 400}
     skill = skill_gateway.Skill.parse({**SKILL, "quality": quality})
     assert skill.quality == skill_gateway.SkillQuality(calls_7d=1250, success_rate_7d=0.992, p50_ms_7d=125.0, p95_ms_7d=400.0)
+    assert skill.tool_description.endswith("per call. Succeeded 99.2% of 1,250 calls this week, p95 400 ms.")
+    assert "Succeeded" not in skill_gateway.Skill.parse(SKILL).tool_description
     assert skill_gateway.Skill.parse({**SKILL, "quality": None}).quality is None
     assert skill_gateway.Skill.parse(SKILL).quality is None
     assert skill_gateway.Skill.parse({**SKILL, "quality": {"calls_7d": "many"}}).quality is None

@@ -28,7 +28,7 @@ from ._exceptions import (
 )
 from ._receipts import ProvenReceipt, ReceiptFailure, VerifyReceiptResult, verify_receipt
 from ._keys import NOT_GIVEN, ApiKey, AsyncKeys, CreatedApiKey, Keys, RevokedKey
-from ._tool_text import cost_line, failure_line, failure_text, tool_result, tool_result_text
+from ._tool_text import cost_line, failure_line, failure_text, quality_line, tool_result, tool_result_text
 from ._types import Balance, CallMetadata, CallResult, KeyStatus, RateLimitInfo, Skill, SkillQuality, UsageCall
 from ._version import __version__
 
@@ -49,6 +49,7 @@ __all__ = [
     "tool_result",
     "tool_result_text",
     "cost_line",
+    "quality_line",
     "failure_line",
     "failure_text",
     "CallMetadata",

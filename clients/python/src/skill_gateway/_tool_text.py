@@ -5,14 +5,15 @@ TypeScript SDK's (clients/typescript/src/tool-text.ts): one per outcome, what wa
 (docs/clients.md, "One contract")."""
 
 import json
+import math
 import re
 from decimal import Decimal
 from typing import Any, Dict, Optional, Union
 
 from ._exceptions import RateLimitError, SkillGatewayError
-from ._types import CallMetadata, CallResult
+from ._types import CallMetadata, CallResult, SkillQuality
 
-__all__ = ["cost_line", "failure_line", "failure_text", "tool_result_text", "tool_result"]
+__all__ = ["cost_line", "failure_line", "failure_text", "quality_line", "tool_result_text", "tool_result"]
 
 # What to do next after a failure of each code, when the gateway's own message does not say it.
 _NEXT_STEP: Dict[str, str] = {
@@ -39,6 +40,26 @@ def _usd(amount: Decimal) -> str:
 def _one_line(text: str) -> str:
     flat = re.sub(r"\s*\n\s*", " ", text).strip()
     return flat if flat == "" or flat[-1] in ".!?" else f"{flat}."
+
+
+def _count(n: float) -> str:
+    """A whole count with thousands separators: ``1,250``."""
+    return f"{math.trunc(n):,}"
+
+
+def quality_line(quality: Optional[SkillQuality]) -> str:
+    """What a tool description says of a skill's measured quality: ``Succeeded 99.2% of 1,250 calls this week,
+    p95 340 ms.``, the rate rounded down to a tenth of a percent (never better than measured); without figures
+    (too few calls to say), ``Too few calls this week to measure its success rate.``"""
+    if quality is None:
+        return "Too few calls this week to measure its success rate."
+    # As the TypeScript SDK does it: to 4 decimals (half up), then down to a tenth of a percent.
+    tenths = math.floor(math.floor(quality.success_rate_7d * 10_000 + 0.5) / 10)
+    rate = f"{tenths // 10}" + ("" if tenths % 10 == 0 else f".{tenths % 10}")
+    calls = f"{_count(quality.calls_7d)} call{'' if quality.calls_7d == 1 else 's'}"
+    p95 = quality.p95_ms_7d
+    p95_text = _count(p95) if float(p95).is_integer() else repr(float(p95))
+    return f"Succeeded {rate}% of {calls} this week, p95 {p95_text} ms."
 
 
 def cost_line(metadata: CallMetadata) -> str:

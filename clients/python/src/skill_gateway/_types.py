@@ -233,10 +233,13 @@ class Skill:
 
     @property
     def tool_description(self) -> str:
-        """The skill's description, with its price per call."""
+        """The skill's description, with its price per call and, when the gateway measured it, its quality."""
+        from ._tool_text import quality_line  # the sentences live there; it imports this module
+
         base = self.description.strip() or f"The {self.name or self.slug} skill."
         up_to = "up to " if self.pricing == "usage" else ""
-        return f"{base} Costs {up_to}${self.price_per_call.normalize():f} per call."
+        price = f"{base} Costs {up_to}${self.price_per_call.normalize():f} per call."
+        return price if self.quality is None else f"{price} {quality_line(self.quality)}"
 
     def as_tool_schema(self, format: str = "openai") -> Dict[str, Any]:
         """A tool definition to hand to a model, from the skill's JSON Schema (an open object
