@@ -44,8 +44,8 @@ const VERSIONS: readonly { version: number; name: string }[] = [
   { version: 24, name: "API keys' metadata" },
   { version: 25, name: "OAuth for the hosted MCP server: clients, requests, codes, tokens" },
   { version: 26, name: "skills' output contracts, and the calls that broke them" },
-  { version: 28, name: "usage-priced skills: a skill's pricing, and its price as the most a call may cost" },
-  { version: 29, name: "skills' quality roll-up: calls per hour, result and latency bucket" },
+  { version: 27, name: "usage-priced skills: a skill's pricing, and its price as the most a call may cost" },
+  { version: 28, name: "skills' quality roll-up: calls per hour, result and latency bucket" },
 ];
 
 /**

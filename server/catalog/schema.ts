@@ -47,7 +47,7 @@ ALTER TABLE skills ADD COLUMN output_schema TEXT;
 `,
   },
   {
-    version: 28,
+    version: 27,
     sql: `
 -- How a skill is priced (issue 27): 'fixed', every call costs price_micros; 'usage', the backend reports what each
 -- call came to in a signed X-Skill-Charge header, at most price_micros (its max_price), which is what a call holds.

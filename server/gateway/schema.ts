@@ -111,7 +111,7 @@ CREATE INDEX call_output_failures_by_skill ON call_output_failures(skill_id, cre
 `,
   },
   {
-    version: 29,
+    version: 28,
     sql: `
 -- The skills' quality roll-up (issue 27 §3): every skill's calls counted per UTC hour (hour: its first millisecond),
 -- result ('success' or the error code the call ended with) and latency bucket (server/gateway/quality.ts: fixed,

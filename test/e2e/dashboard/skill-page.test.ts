@@ -258,6 +258,43 @@ describe("the skill page and the Marketplace search, in a real browser", functio
     await screenshotPage(page, "marketplace-search");
   });
 
+  it("shows each skill's measured quality on its card and its page, and orders the Marketplace by success rate and by price", async () => {
+    // Two skills the gateway measures from its own calls: one that always answers, one whose backend failed twice in 20.
+    await stack.addSkill("steady", "/delay", { name: "Steady", priceMicros: 2_000n });
+    await stack.addSkill("flaky", "/delay", { name: "Flaky", priceMicros: 1_000n });
+    const buyer = await stack.addBuyer("5");
+    for (let i = 0; i < 20; i++) {
+      expect((await stack.post("/v1/call", { skill_id: "steady", input: {} }, { key: buyer.key })).status).to.equal(200);
+      const failing = i < 2;
+      const flaky = await stack.post("/v1/call", { skill_id: "flaky", input: failing ? { status: 500 } : {} }, { key: buyer.key });
+      expect(flaky.status).to.equal(failing ? 502 : 200);
+    }
+    stack.gw.quality.refresh();
+
+    await page.goto(`${origin()}/marketplace`);
+    await expectHeading(page, "Marketplace");
+    const card = (slug: string) => page.locator(`[data-testid="skill-card"][data-slug="${slug}"]`);
+    expect(await textOf(card("steady").getByTestId("skill-quality"))).to.match(/^100% of 20 calls · p95 [\d,.]+ ms$/);
+    expect(await textOf(card("flaky").getByTestId("skill-quality"))).to.match(/^90% of 20 calls · p95 [\d,.]+ ms$/);
+    expect(await textOf(card("pricey").getByTestId("skill-quality"))).to.equal("Too few calls this week to measure");
+
+    const shownOrder = async () =>
+      await page.getByTestId("skill-card").evaluateAll((cards) => cards.map((c) => c.getAttribute("data-slug")));
+    const before = (order: (string | null)[], first: string, second: string) => order.indexOf(first) < order.indexOf(second);
+    await page.getByTestId("skill-sort").selectOption("success");
+    let order = await shownOrder();
+    expect(before(order, "steady", "flaky"), order.join(" ")).to.equal(true);
+    // Unmeasured is not better: a skill without figures comes after both.
+    expect(before(order, "flaky", "pricey"), order.join(" ")).to.equal(true);
+    await page.getByTestId("skill-sort").selectOption("price");
+    order = await shownOrder();
+    expect(before(order, "flaky", "steady"), order.join(" ")).to.equal(true);
+    expect(order[order.length - 1]).to.equal("pricey");
+
+    await skillPage("flaky", "Flaky");
+    expect(await textOf(page.getByTestId("skill-quality"))).to.match(/90%/);
+  });
+
   it("reached nothing but the gateway and threw no script error", () => {
     expect(person.blocked).to.deep.equal([]);
     expect(person.pageErrors).to.deep.equal([]);
