@@ -65,7 +65,7 @@ describeEachEngine("POST /mcp (hosted MCP server)", (engine) => {
       client = await connect(stack);
       const metered = (await client.listTools()).tools.find((t) => t.name === "metered")!;
       expect(metered.description).to.equal(
-        "Counts.\n\nPrice: up to $0.01 per call (charged for what the call used), only when the call succeeds.",
+        "Counts.\n\nPrice: up to $0.01 per call (charged for what the call used), only when the call succeeds. Too few calls this week to measure its success rate.",
       );
     });
 
