@@ -396,18 +396,7 @@ export class Ledger {
     const { outcome, available, ...limit } = row;
     switch (outcome) {
       case "held":
-        return {
-          ok: true,
-          hold: {
-            id,
-            accountId: input.accountId,
-            sellerAccountId: input.sellerAccountId,
-            skillId: input.skillId,
-            amountMicros: chargedMicros,
-            sellerMicros,
-            feeMicros,
-          },
-        };
+        return { ok: true, hold: holdOf(id, input) };
       case "insufficient_balance":
         return { ok: false, reason: "insufficient_balance", availableMicros: available, neededMicros: chargedMicros };
       case "key_spend_limit_reached":
@@ -453,15 +442,7 @@ export class Ledger {
         }
         spendPeriodSeq = taken.periodSeq;
       }
-      const hold: Hold = {
-        id,
-        accountId: input.accountId,
-        sellerAccountId: input.sellerAccountId,
-        skillId: input.skillId,
-        amountMicros: chargedMicros,
-        sellerMicros,
-        feeMicros,
-      };
+      const hold = holdOf(id, input);
       await tx.run(
         `INSERT INTO holds (id, account_id, seller_account_id, skill_id, amount, seller_amount, fee_amount, status, created_at, replica_id,
                             spend_key_id, spend_period_seq)
@@ -891,4 +872,18 @@ export class Ledger {
       params,
     );
   }
+}
+
+/** The hold `id` takes for `input`, as both ways of taking it (takeHold, holdOnServer) return it. */
+function holdOf(id: string, input: HoldInput): Hold {
+  const { chargedMicros, sellerMicros, feeMicros } = input.charge;
+  return {
+    id,
+    accountId: input.accountId,
+    sellerAccountId: input.sellerAccountId,
+    skillId: input.skillId,
+    amountMicros: chargedMicros,
+    sellerMicros,
+    feeMicros,
+  };
 }
