@@ -76,7 +76,7 @@ interface Checked {
  * Reads the deployment file and asks the chain (and the bundler) whether the configuration fits: the refusals
  * of `npm run serve`. Opens nothing, writes nothing.
  */
-async function check(config: Config): Promise<Checked> {
+export async function check(config: Config): Promise<Checked> {
   let deployment: Deployment;
   try {
     deployment = readDeployment(config.deploymentFile);
@@ -248,19 +248,29 @@ async function main(): Promise<void> {
   });
 }
 
-main().catch((error) => {
-  // A second gateway on the same SQLite ledger is refused too (its message names DB_PATH), and a second replica
-  // on PostgreSQL when either has no REDIS_URL (its message says so).
-  if (
+/**
+ * The one line `npm run serve` prints for a start it refuses (exit EXIT_REFUSED), or undefined for a failure that
+ * is not a refusal. A second gateway on the same SQLite ledger is refused too (its message names DB_PATH), and a
+ * second replica on PostgreSQL when either has no REDIS_URL (its message says so).
+ */
+export function refusalLine(error: unknown): string | undefined {
+  const refused =
     error instanceof ConfigError ||
     error instanceof StartRefused ||
     error instanceof DatabaseLockedError ||
-    error instanceof ReplicaRefusedError
-  ) {
-    console.error(`npm run serve refused to start: ${firstLine(error)}`);
-    process.exit(EXIT_REFUSED);
-  }
-  console.error(`npm run serve failed to start: ${firstLine(error)}`);
-  if (error instanceof Error && error.stack) console.error(error.stack);
-  process.exit(1);
-});
+    error instanceof ReplicaRefusedError;
+  return refused ? `npm run serve refused to start: ${firstLine(error)}` : undefined;
+}
+
+if (require.main === module) {
+  main().catch((error) => {
+    const refusal = refusalLine(error);
+    if (refusal !== undefined) {
+      console.error(refusal);
+      process.exit(EXIT_REFUSED);
+    }
+    console.error(`npm run serve failed to start: ${firstLine(error)}`);
+    if (error instanceof Error && error.stack) console.error(error.stack);
+    process.exit(1);
+  });
+}

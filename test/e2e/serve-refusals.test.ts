@@ -7,6 +7,8 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { type Deployment, deployContracts, writeDeployment } from "../../server/devstack/deploy";
 import { DEV_ACCOUNT_INDEX, type LocalNode, devAccount, devPrivateKey, startLocalNode } from "../../server/devstack/local-node";
 import { runServeToExit } from "../helpers/serve-process";
+import { loadServeConfig } from "../../server/config";
+import { check, refusalLine } from "../../server/main";
 
 /** A port nothing listens on: bound, then closed. */
 async function closedPort(): Promise<number> {
@@ -108,8 +110,30 @@ describe("npm run serve refuses a configuration that does not fit", function () 
       /^npm run serve refused to start: DEPLOYMENT_FILE \S+good\.json has no "accountAbstraction" section, which embedded wallets \(BUNDLER_URL\) need$/,
     ],
   ];
+  /** What `npm run serve` would print for `env`: its refusal line, or what else happened. */
+  async function refusalFor(env: Record<string, string>): Promise<string> {
+    try {
+      await check(loadServeConfig(env));
+      return "(started)";
+    } catch (error) {
+      return refusalLine(error) ?? `(failed: ${(error as Error).message})`;
+    }
+  }
+
+  // Every case through serve's own checks, in this process (each would otherwise be a process of its own: about
+  // 3 s of CPU to load the gateway); two of them (one refused by the settings, one by the chain) as `npm run serve`
+  // itself, for the exit code, the one line on stderr and the database left untouched.
   for (const [what, settings, line] of cases) {
-    it(`exits 78 with one line naming the setting, and touches no database, for ${what}`, async () => {
+    it(`refuses ${what} with one line naming the setting`, async () => {
+      const refusal = await refusalFor(await settings());
+      expect(refusal.split("\n"), refusal).to.have.length(1);
+      expect(refusal).to.match(line);
+    });
+  }
+  for (const [what, settings, line] of cases.filter(
+    ([what]) => what === "a missing settler key" || what === "a deployment file for another chain id",
+  )) {
+    it(`exits 78 with one line naming the setting, and touches no database, for ${what} (npm run serve)`, async () => {
       const env = await settings();
       const exit = await runServeToExit(env);
       expect(exit.code, exit.stderr).to.equal(78);
