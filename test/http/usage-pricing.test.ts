@@ -44,9 +44,64 @@ describeEachEngine("usage-priced skills", (engine) => {
     const skill = await stack.addSkill("metered", "/", { backendUrl: `${backend.url}/charge`, pricing: "usage", priceMicros: MAX_MICROS });
     backend.setSecret(skill.signingSecret);
   };
-  afterEach(async () => {
+  /** Set by a suite whose tests share one stack (each reading only what its own calls change). */
+  let shared = false;
+  const stop = async () => {
     await stack?.close();
     await backend?.close();
+  };
+  afterEach(async () => {
+    if (!shared) await stop();
+  });
+
+  describe("a charge report it refuses (one stack for every case: each compares the books before and after its calls)", () => {
+    before(async () => {
+      shared = true;
+      await start();
+    });
+    after(async () => {
+      shared = false;
+      await stop();
+    });
+
+    const BAD_REPORTS: Array<[string, Record<string, string>, string]> = [
+      ["more than max_price", { report: "0.010001" }, "X-Skill-Charge of $0.010001 is above the skill's max_price of $0.01"],
+      ["no charge header", {}, "the backend reported no X-Skill-Charge"],
+      ["an unsigned charge", { report: "0.001", sign: "none" }, "X-Skill-Charge is not signed"],
+      ["a charge signed with another secret", { report: "0.001", sign: "wrong" }, "X-Skill-Charge-Signature does not match"],
+      ["a charge signed for another call", { report: "0.001", sign: "other_call" }, "X-Skill-Charge-Signature does not match"],
+      ["7 decimals", { report: "0.0000001" }, "not a USD amount with at most 6 decimals"],
+      ["a negative charge", { report: "-0.001" }, "not a USD amount"],
+      ["an exponent", { report: "1e-3" }, "not a USD amount"],
+      ["a leading zero", { report: "00.001" }, "not a USD amount"],
+      // HTTP trims a header value's spaces: the charge arrives as "0.001", which the signature over " 0.001" does not match.
+      ["spaces", { report: " 0.001" }, "X-Skill-Charge-Signature does not match"],
+      ["the charge header twice", { report: "0.001", sign: "twice" }, "not a USD amount"],
+    ];
+    for (const [what, input, problem] of BAD_REPORTS) {
+      it(`answers 502 skill_bad_charge and charges nothing for ${what}`, async () => {
+        const before = await money(stack);
+        for (const [path, body] of [
+          ["/v1/call", { skill_id: "metered", input }],
+          ["/v1/skills/metered/call", input],
+        ] as const) {
+          const res = await stack.post(path, body);
+          expect(res.status, JSON.stringify(res.body)).to.equal(502);
+          expect(res.body).to.include({ success: false, code: "skill_bad_charge" });
+          expect(res.body.error).to.contain(problem);
+          expect(res.body.error).to.match(/You were not charged\.$/);
+          expect(res.body.metadata[path === "/v1/call" ? "price_paid" : "cost"]).to.equal(0);
+          await stack.gw.db.durable();
+          expect(await lineOf(stack, res.headers.get("x-call-id")!)).to.deep.equal({
+            outcome: "skill_bad_charge",
+            http_status: 502n,
+            charged_micros: 0n,
+          });
+        }
+        expect(await money(stack)).to.deep.equal(before);
+        await assertBalanced(stack.gw.db);
+      });
+    }
   });
 
   describe("with the fee included", () => {
@@ -99,45 +154,6 @@ describeEachEngine("usage-priced skills", (engine) => {
       expect(await stack.gw.db.value("SELECT status FROM holds WHERE account_id = ?", [stack.buyerId])).to.equal("released");
       await assertBalanced(stack.gw.db);
     });
-
-    const BAD_REPORTS: Array<[string, Record<string, string>, string]> = [
-      ["more than max_price", { report: "0.010001" }, "X-Skill-Charge of $0.010001 is above the skill's max_price of $0.01"],
-      ["no charge header", {}, "the backend reported no X-Skill-Charge"],
-      ["an unsigned charge", { report: "0.001", sign: "none" }, "X-Skill-Charge is not signed"],
-      ["a charge signed with another secret", { report: "0.001", sign: "wrong" }, "X-Skill-Charge-Signature does not match"],
-      ["a charge signed for another call", { report: "0.001", sign: "other_call" }, "X-Skill-Charge-Signature does not match"],
-      ["7 decimals", { report: "0.0000001" }, "not a USD amount with at most 6 decimals"],
-      ["a negative charge", { report: "-0.001" }, "not a USD amount"],
-      ["an exponent", { report: "1e-3" }, "not a USD amount"],
-      ["a leading zero", { report: "00.001" }, "not a USD amount"],
-      // HTTP trims a header value's spaces: the charge arrives as "0.001", which the signature over " 0.001" does not match.
-      ["spaces", { report: " 0.001" }, "X-Skill-Charge-Signature does not match"],
-      ["the charge header twice", { report: "0.001", sign: "twice" }, "not a USD amount"],
-    ];
-    for (const [what, input, problem] of BAD_REPORTS) {
-      it(`answers 502 skill_bad_charge and charges nothing for ${what}`, async () => {
-        const before = await money(stack);
-        for (const [path, body] of [
-          ["/v1/call", { skill_id: "metered", input }],
-          ["/v1/skills/metered/call", input],
-        ] as const) {
-          const res = await stack.post(path, body);
-          expect(res.status, JSON.stringify(res.body)).to.equal(502);
-          expect(res.body).to.include({ success: false, code: "skill_bad_charge" });
-          expect(res.body.error).to.contain(problem);
-          expect(res.body.error).to.match(/You were not charged\.$/);
-          expect(res.body.metadata[path === "/v1/call" ? "price_paid" : "cost"]).to.equal(0);
-          await stack.gw.db.durable();
-          expect(await lineOf(stack, res.headers.get("x-call-id")!)).to.deep.equal({
-            outcome: "skill_bad_charge",
-            http_status: 502n,
-            charged_micros: 0n,
-          });
-        }
-        expect(await money(stack)).to.deep.equal(before);
-        await assertBalanced(stack.gw.db);
-      });
-    }
 
     it("refuses with 402, holding nothing, a buyer whose balance covers what the call would use but not max_price", async () => {
       const poor = await stack.addBuyer("0.005");
