@@ -11,9 +11,10 @@ describe("@skill-gateway/sdk package", function () {
   let outDir: string;
   before(() => {
     outDir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gateway-sdk-"));
-    // The package's own build (tsc -p .), into a temporary directory instead of dist/.
+    // The package's own build (tsc -p .), into a temporary directory instead of dist/; without its type check
+    // (--noCheck: the same files, byte for byte, in a third of the CPU), which npm run typecheck runs on this package.
     const tsc = require.resolve("typescript/bin/tsc");
-    execFileSync(process.execPath, [tsc, "-p", PACKAGE_DIR, "--outDir", outDir], { stdio: "pipe" });
+    execFileSync(process.execPath, [tsc, "-p", PACKAGE_DIR, "--outDir", outDir, "--noCheck"], { stdio: "pipe" });
   });
   after(() => fs.rmSync(outDir, { recursive: true, force: true }));
 
