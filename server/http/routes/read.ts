@@ -24,7 +24,7 @@ const QUOTED_REF_MAX_CHARS = 100;
  * list, and the caller's balance (its usage: ./usage.ts). All answer in the spec's envelope.
  */
 export function readRoutes(deps: {
-  config: Config;
+  config: Pick<Config, "feeMode" | "feeBps">;
   keys: ApiKeys;
   sessions: Sessions;
   skills: SkillRegistry;
