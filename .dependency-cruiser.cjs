@@ -19,6 +19,7 @@
  * config.ts (the validated configuration) and errors.ts (the error codes and the base error every
  * layer throws) sit outside the layers: any part may import them, and they import nothing of server/.
  * text.ts (the policy for text people type and others read) sits beside them, and imports only errors.ts.
+ * housekeeping.ts (a module's named timers, started by the composition root) sits beside them too, importing nothing.
  *
  * Each module keeps its tables' migration steps beside it (server/<module>/schema.ts). server/schema.ts, beside the
  * composition root, gathers them into the ordered list db/ applies (openDatabase takes the list): it is the one file
@@ -45,6 +46,7 @@ function onlyImports(name, from, allowed, comment) {
         "^server/errors\\.ts$",
         "^server/text\\.ts$",
         "^server/error-log\\.ts$",
+        "^server/housekeeping\\.ts$",
       ],
     },
   };

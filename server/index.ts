@@ -2,47 +2,35 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { MemoryStore, type Store } from "express-rate-limit";
 import type { Logger } from "pino";
-import { ApiKeys } from "./identity/api-keys";
-import { Sessions } from "./identity/sessions";
-import { WalletService, type WalletServiceParameters } from "./wallets/wallet-service";
-import { MagicLinks, type MailMessage, type Mailer, createMailer } from "./identity/email";
-import { OAuthSignIn, oauthSettings } from "./identity/oauth";
-import { McpOAuth } from "./identity/mcp-oauth";
-import { SiweNonces } from "./identity/siwe";
+import type { ApiKeys } from "./identity/api-keys";
+import type { Sessions } from "./identity/sessions";
+import { WalletService, type WalletServiceParameters, createWallets } from "./wallets/wallet-service";
+import type { MagicLinks, MailMessage, Mailer } from "./identity/email";
+import { type PrunedSignInState, createIdentity } from "./identity/identity-module";
 import type { CardTopups } from "./payments/card-topups";
 import { createSandboxCardTopups } from "./payments/sandbox-card";
-import { type ChainConnection, type MoneyPath, createMoneyPath } from "./settlement/money-path";
-import { settlementStores } from "./settlement/store";
+import { type ChainConnection, type MoneyPath, createSettlement } from "./settlement/money-path";
 import type { Config } from "./config";
-import { CallService } from "./gateway/call-service";
-import { CallPipeline } from "./gateway/pipeline";
-import { RefusalCounter } from "./gateway/refusal-counter";
-import { RefusalsStore } from "./gateway/refusals-store";
+import { type FinishedCall, createCallPath } from "./gateway/call-path";
 import { callAnswers } from "./http/call-answer";
 import { CallsStore } from "./gateway/calls-store";
-import { QualityStore } from "./gateway/quality-store";
-import { QualityRecorder } from "./gateway/quality-recorder";
-import { EgressPolicy, type HostResolver } from "./gateway/egress";
-import { Forwarder } from "./gateway/forward";
-import { IdempotencyKeys } from "./gateway/idempotency";
-import { IdempotencyStore } from "./gateway/idempotency-store";
-import { type CallDailyCap, type CallLimiter, DailyCap, RateLimiter } from "./gateway/rate-limit";
+import type { QualityRecorder } from "./gateway/quality-recorder";
+import type { EgressPolicy, HostResolver } from "./gateway/egress";
 import { SkillRegistry } from "./catalog/skills";
 import { SkillsStore } from "./catalog/skills-store";
 import { createRequestListener } from "./http/app";
 import type { RateLimitName } from "./http/rate-limits";
 import type { Database } from "./db/sql";
-import { openGatewayDatabase } from "./database";
 import { SqliteDatabase } from "./db/sqlite-database";
-import { assertBalanced } from "./ledger/invariants";
-import { lockDatabase } from "./db/lock";
-import { Ledger } from "./ledger/ledger";
+import type { Ledger } from "./ledger/ledger";
 import { type LogFunction, createLogger, logFunction } from "./ops/log";
 import { GatewayMetrics } from "./ops/metrics";
 import { currentRequest } from "./ops/request-context";
+import { startHousekeeping } from "./housekeeping";
 import { createX402, type X402Service } from "./x402";
 import { settlementAddress } from "./settlement/addresses";
-import { ReplicaMembership, SettlementLeadership, type SharedState, openSharedState } from "./replication";
+import { SettlementLeadership, shareCacheChanges } from "./replication";
+import { openBooks } from "./books";
 
 export interface Gateway {
   config: Config;
@@ -83,7 +71,7 @@ export interface Gateway {
   /** Whether this gateway runs the background loops now (always true on SQLite once started). */
   isLeader(): boolean;
   /** Deletes expired sign-in state and sessions now (a timer does it every PRUNE_INTERVAL_SEC); returns how many of each. */
-  pruneExpired(): Promise<{ siweNonces: number; emailLinks: number; oauthStates: number; sessions: number; mcpOAuth: number }>;
+  pruneExpired(): Promise<PrunedSignInState>;
   close(): Promise<void>;
 }
 
@@ -145,156 +133,70 @@ export interface GatewayOptions {
   now?: () => number;
 }
 
-/** The database, its lock (SQLite) or registry membership (PostgreSQL), and the shared state (Redis). */
-interface Foundations {
-  db: Database;
-  unlock: () => void;
-  membership?: ReplicaMembership;
-  shared?: SharedState;
-}
-
-/** Closes whatever of the foundations was opened, in reverse order; never throws. */
-async function closeFoundations(f: Partial<Foundations>): Promise<void> {
-  await f.membership?.leave();
-  await f.shared?.close().catch(() => {});
-  await f.db?.close().catch(() => {});
-  f.unlock?.();
+/** Where each finished call is told, once: the metrics, and the request's log line (which skill, how it ended, what it charged). */
+function observeCall(metrics: GatewayMetrics) {
+  return (call: FinishedCall) => {
+    metrics.observeCall(call);
+    const request = currentRequest();
+    if (request) {
+      request.skill = call.skill;
+      request.outcome = call.outcome;
+      request.chargedMicros = call.chargedMicros;
+    }
+  };
 }
 
 /**
- * The composition root: config → database (SQLite or PostgreSQL) → shared state (Redis) → ledger (with crash
- * recovery and the startup self-check) → services → HTTP app. The gateway refuses to start on broken books,
- * and, sharing PostgreSQL, next to another replica when either has no Redis.
+ * The composition root: the books (database, ledger, recovery, shared state), then the modules: catalog, identity,
+ * call path, settlement (the money path), x402, wallets, card top-ups; then the HTTP app and the housekeeping every
+ * module asked for. The gateway refuses to start on broken books, and, sharing PostgreSQL, next to another replica
+ * when either has no Redis. Each module's factory returns its services, its timers and its close.
  */
 export async function createGateway(config: Config, options: GatewayOptions = {}): Promise<Gateway> {
   const logger = options.logger ?? createLogger({ level: config.logLevel });
   const log = options.log ?? logFunction(logger);
-  const onFatal = options.onFatal ?? fatalFor(logger);
+  const books = await openBooks(config, log, options.onFatal ?? fatalFor(logger));
+  const { db, ledger, idempotency, shared } = books;
   const onPostgres = config.databaseUrl !== "";
-  const f: Partial<Foundations> = {};
-  let ledger: Ledger, idempotency: IdempotencyKeys, recovered: Gateway["recovered"];
-  try {
-    // One process owns a SQLite file: the lock refuses a second. PostgreSQL is shared by design.
-    f.unlock = onPostgres ? () => {} : lockDatabase(config.dbPath);
-    f.db = await openGatewayDatabase({
-      databaseUrl: config.databaseUrl,
-      sqlitePath: config.dbPath,
-      groupCommitMaxOps: config.groupCommitMaxOps,
-      onCommitError: onFatal,
-      applicationName: `skill-gateway:${config.replicaId}`,
-      onIdleError: (error) => log("a PostgreSQL connection closed while idle; the pool opens another", error),
-      pingTimeoutMs: config.databasePingTimeoutMs,
-      log,
-    });
-    if (onPostgres) f.membership = await ReplicaMembership.join(config, onFatal, log);
-    ledger = await Ledger.open(f.db, { replicaId: onPostgres ? config.replicaId : undefined, log });
-    idempotency = new IdempotencyKeys(new IdempotencyStore(f.db), config.idempotencyTtlMs, log);
-    recovered = onPostgres
-      ? // A replica joining has no call in flight: holds under its name are a previous life's (the same
-        // REPLICA_ID restarted once its old heartbeat went stale), and no other replica may take them.
-        { holds: await ledger.recoverOpenHolds({ ofReplicas: [config.replicaId] }), idempotencyKeys: 0 }
-      : await f.db.transaction(
-          async (tx) => ({
-            holds: await ledger.recoverOpenHolds({}, tx),
-            idempotencyKeys: await idempotency.recoverInProgress({}, tx),
-          }),
-          { durable: true },
-        );
-    await assertBalanced(f.db);
-  } catch (error) {
-    await closeFoundations(f);
-    throw error;
-  }
-  const db = f.db;
-  const calls = new CallsStore(db);
-  let limiter: CallLimiter = new RateLimiter();
-  let dailyCap: CallDailyCap = new DailyCap((accountId, sinceMs) => calls.countSince(accountId, sinceMs));
-  if (config.redisUrl) {
-    try {
-      f.shared = await openSharedState(config, (accountId, sinceMs) => calls.countSince(accountId, sinceMs), log);
-    } catch (error) {
-      await closeFoundations(f);
-      throw error;
-    }
-    limiter = f.shared.limiter;
-    dailyCap = f.shared.dailyCap;
-  }
-  const shared = f.shared;
 
+  const skills = await SkillRegistry.open(new SkillsStore(db), { warn: (message) => log(message) });
+  const identity = createIdentity(db, ledger, config, { mailer: options.mailer, outboxEcho: options.outboxEcho, now: options.now });
+  if (shared) shareCacheChanges(shared, identity.keys, skills, log);
+  const settlement = createSettlement(ledger, config, options.chain, log);
+  const { moneyPath } = settlement;
   // Process metrics (CPU, memory, event loop) each start a sampler: only when someone can scrape them.
   const metrics = new GatewayMetrics(
     {
       openHolds: () => ledger.openHoldCount(),
-      indexer: options.chain ? () => moneyPath!.indexer.health : undefined,
-      settler: options.chain
-        ? () => moneyPath?.settler?.health ?? { started: false, running: false, stoppedOnRequest: false, failures: 0 }
+      indexer: moneyPath ? () => moneyPath.indexer.health : undefined,
+      settler: moneyPath
+        ? () => moneyPath.settler?.health ?? { started: false, running: false, stoppedOnRequest: false, failures: 0 }
         : undefined,
     },
     { processMetrics: config.metricsToken !== "" },
   );
   if (db instanceof SqliteDatabase) db.commit.onCommit = (stats) => metrics.observeCommit(stats);
-
-  const keys = new ApiKeys(db, config.keyCacheTtlMs);
-  const egress =
-    options.egress ??
-    new EgressPolicy({ allowlist: config.skillBackendAllowlist, allowedPorts: config.skillBackendPorts }, options.resolveHost);
-  const skills = await SkillRegistry.open(new SkillsStore(db), { warn: (message) => log(message) });
-  if (shared) {
-    // A key revoked or a skill changed here reaches the other replicas' caches within the message's flight;
-    // their caches' time-to-live is the backstop when Redis is down.
-    const announce = (message: Parameters<typeof shared.bus.publish>[0]) =>
-      shared.bus.publish(message).catch((error) => log(`announcing ${message.kind} to the other replicas failed`, error));
-    keys.onRevoked = (keyId) => void announce({ kind: "key_revoked", keyId });
-    keys.onChanged = (keyId) => void announce({ kind: "key_changed", keyId });
-    skills.onChanged = (skillId) => void announce({ kind: "skill_changed", skillId });
-    shared.bus.onMessage((message) => (message.kind === "skill_changed" ? skills.invalidate() : keys.forget(message.keyId)));
-    shared.bus.onMissed(() => {
-      keys.forgetAll();
-      skills.invalidate();
-    });
-  }
-  const forwarder = new Forwarder({ maxResponseBytes: config.maxResponseBytes, egress });
-  const refusals = new RefusalCounter(new RefusalsStore(db), { log });
-  const quality = new QualityRecorder(new QualityStore(db), { log });
-  const pipeline = new CallPipeline({
-    config,
+  const callPath = createCallPath(config, {
     db: ledger.db,
-    refusals,
+    ledger,
     skills,
-    calls,
     idempotency,
-    limiter,
-    dailyCap,
-    forwarder,
+    egress: options.egress,
+    resolveHost: options.resolveHost,
     answers: callAnswers,
-    onCall: (call) => {
-      metrics.observeCall(call);
-      quality.count({
-        skillId: call.skillId,
-        result: call.code ?? "success",
-        latencyMs: call.latencyMs,
-        chargedMicros: call.chargedMicros,
-      });
-      // For the request's log line: which skill, how it ended, what it charged.
-      const request = currentRequest();
-      if (request) {
-        request.skill = call.skill;
-        request.outcome = call.outcome;
-        request.chargedMicros = call.chargedMicros;
-      }
-    },
+    sharedLimits: shared,
+    onCall: observeCall(metrics),
+    log,
+    now: options.now,
   });
-  const callService = new CallService({ config, ledger, pipeline, now: options.now });
-  const settlement = settlementStores(db);
-  const moneyPath = options.chain ? createMoneyPath(ledger, settlement, config, options.chain, log) : undefined;
   const x402 = options.chain
     ? await createX402(options.chain, {
         config,
         ledger,
         skills,
-        calls,
-        pipeline,
-        sellerAddress: (accountId) => settlementAddress(settlement.addresses, accountId),
+        calls: callPath.calls,
+        pipeline: callPath.pipeline,
+        sellerAddress: (accountId) => settlementAddress(settlement.stores.addresses, accountId),
         replicaId: config.replicaId,
         log,
       })
@@ -304,39 +206,8 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     const found = await x402.recover(Date.now());
     if (found.settled + found.refunded + found.closed + found.waiting > 0) log(`x402 payments left open: ${JSON.stringify(found)}`);
   }
-  const sessions = new Sessions(ledger);
-  const wallets = options.wallets
-    ? new WalletService({ ...options.wallets, ledger, sessions, log, vouchers: moneyPath?.vouchers })
-    : undefined;
-  if (wallets) {
-    sessions.onOpen = async (accountId) => {
-      try {
-        await wallets.ensureFor(accountId);
-      } catch (error) {
-        log(`could not give ${accountId} its embedded wallet; it gets one at its next sign-in`, error);
-      }
-    };
-  }
-  const magicLinks = new MagicLinks(db, options.mailer ?? createMailer(config, db, options.outboxEcho), {
-    ttlMs: config.emailLinkTtlMs,
-    pendingMax: config.emailLinksMax,
-  });
-  const oauth = new OAuthSignIn(db, oauthSettings(config), config.oauthStatesMax);
-  const mcpOAuth = new McpOAuth(
-    db,
-    keys,
-    {
-      accessTokenTtlMs: config.mcpAccessTokenTtlMs,
-      refreshTokenTtlMs: config.mcpRefreshTokenTtlMs,
-      clientsMax: config.mcpOAuthClientsMax,
-      requestsMax: config.mcpOAuthRequestsMax,
-    },
-    options.now,
-  );
-  const siweNonces = new SiweNonces(db, {
-    perClientMax: config.siweNoncesPerClientMax,
-    max: config.siweNoncesMax,
-  });
+  const wallets = createWallets(options.wallets, { ledger, sessions: identity.sessions, log, vouchers: moneyPath?.vouchers });
+  const cardTopups = createSandboxCardTopups({ ledger, chain: options.chain, log: (message, error) => log(`[card] ${message}`, error) });
   const storeFor = (limit: RateLimitName) => options.rateLimitStore?.(limit) ?? shared?.rateLimitStore(limit) ?? new MemoryStore();
   const rateLimitStores: Record<RateLimitName, Store> = {
     sign_in: storeFor("sign_in"),
@@ -344,101 +215,58 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     credential: storeFor("credential"),
     health: storeFor("health"),
   };
-  const cardTopups = createSandboxCardTopups({ ledger, chain: options.chain, log: (message, error) => log(`[card] ${message}`, error) });
   const handler = createRequestListener({
     config,
-    keys,
-    skills,
     ledger,
+    skills,
+    identity,
+    callPath,
     settlement,
-    calls,
-    refusals,
-    quality,
-    callService,
-    egress,
-    moneyPath,
-    chain: options.chain,
-    x402: x402?.service,
-    sessions,
-    magicLinks,
-    oauth,
-    mcpOAuth,
     cardTopups,
     wallets,
-    siweNonces,
-    rateLimitStores,
-    redis: shared?.redis,
-    log,
-    logger,
-    metrics,
+    x402: x402?.service,
+    ops: { log, logger, metrics, rateLimitStores, redis: shared?.redis },
     now: options.now,
   });
 
-  /**
-   * Deletes the sign-in state that can never be used again: expired SIWE nonces, e-mail links
-   * and OAuth states, and expired or ended sessions. Anyone can make the gateway store the
-   * first three, so they must not accumulate between sign-ins.
-   */
-  const pruneExpired = async () => ({
-    siweNonces: await siweNonces.purgeExpired(),
-    emailLinks: await magicLinks.purgeExpired(),
-    oauthStates: await oauth.purgeExpired(),
-    sessions: await sessions.purgeExpired(),
-    mcpOAuth: await mcpOAuth.purgeExpired(),
-  });
-
-  // Housekeeping never throws out of a timer: a failure is logged and tried again next time.
-  const every = (ms: number, what: string, fn: () => Promise<unknown>) => {
-    const timer = setInterval(() => {
-      fn().catch((error) => log(`${what} failed`, error));
-    }, ms);
-    timer.unref();
-    return timer;
-  };
-  const timers = [
-    every(3_600_000, "purging expired idempotency keys", () => idempotency.purgeExpired()),
-    // API keys' last use, noted in memory by the call path, written here in one transaction.
-    every(10_000, "recording API keys' last use", () => keys.flushLastUsed()),
-    every(config.pruneIntervalMs, "pruning expired sign-in state and sessions", pruneExpired),
-  ];
-
-  let backgroundStarted = false;
-  // An x402 payment open longer than any call can last was orphaned (its replica stopped, or its node went quiet):
-  // the leader completes, refunds or closes it from the escrow's events.
-  let x402Recovery: NodeJS.Timeout | undefined;
+  const housekeeping = startHousekeeping([...callPath.housekeeping, ...identity.housekeeping], log);
+  // What runs only where the background runs (the settlement leader, with replicas): the money path's loops, the
+  // wallet sweeper, and the recovery of orphaned x402 payments.
+  let stopLeaderHousekeeping: (() => void) | undefined;
   const startLoops = (walletSweepIntervalMs: number) => {
-    if (x402) x402Recovery = every(60_000, "resolving orphaned x402 payments", () => x402.recover(Date.now() - 15 * 60_000));
+    stopLeaderHousekeeping = housekeeping.add(x402?.leaderHousekeeping ?? []);
     moneyPath?.start();
     wallets?.start(walletSweepIntervalMs);
   };
   const stopLoops = async () => {
-    clearInterval(x402Recovery);
+    stopLeaderHousekeeping?.();
     await wallets?.stop();
     await moneyPath?.stop();
   };
+  let backgroundStarted = false;
   let leadership: SettlementLeadership | undefined;
 
   return {
     config,
     db,
     ledger,
-    keys,
+    keys: identity.keys,
     skills,
-    calls,
-    quality,
+    calls: callPath.calls,
+    quality: callPath.quality,
     handler,
     moneyPath,
     x402: x402?.service,
-    sessions,
+    sessions: identity.sessions,
     wallets,
-    magicLinks,
+    magicLinks: identity.magicLinks,
     cardTopups,
-    recovered,
-    pruneExpired,
+    recovered: books.recovered,
+    pruneExpired: identity.pruneExpired,
     startBackground({ walletSweepIntervalMs = config.walletSweepIntervalMs } = {}) {
       if (backgroundStarted) return;
       backgroundStarted = true;
-      if (!f.membership) {
+      if (!books.membership) {
         startLoops(walletSweepIntervalMs);
         return;
       }
@@ -447,7 +275,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
         db,
         ledger,
         idempotency,
-        membership: f.membership,
+        membership: books.membership,
         start: () => startLoops(walletSweepIntervalMs),
         stop: stopLoops,
         log,
@@ -456,19 +284,17 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     },
     isLeader: () => (leadership ? leadership.isLeader : backgroundStarted),
     async close() {
-      for (const timer of timers) clearInterval(timer);
+      housekeeping.stop();
       for (const store of Object.values(rateLimitStores)) await store.shutdown?.();
       if (leadership) await leadership.stop();
       else await stopLoops();
-      await forwarder.close();
+      await callPath.close();
       await skills.close();
-      await keys.flushLastUsed().catch((error) => log("recording API keys' last use at close failed", error));
-      await refusals.close();
-      await quality.close();
+      await identity.close(log);
       // Releases and keys the database did not take while it was unavailable: one last try.
       await ledger.closeDeferred();
       await idempotency.closeDeferred();
-      await closeFoundations(f);
+      await books.close();
     },
   };
 }

@@ -1,6 +1,8 @@
 import { RedisStore } from "rate-limit-redis";
 import type { Store } from "express-rate-limit";
 import type { Config } from "./config";
+import type { ApiKeys } from "./identity/api-keys";
+import type { SkillRegistry } from "./catalog/skills";
 import { Leadership } from "./db/leader";
 import type { Database } from "./db/sql";
 import { Replicas } from "./db/postgres/replicas";
@@ -259,4 +261,26 @@ export class SettlementLeadership {
       return { replicas: [], holds: 0, idempotencyKeys: 0 };
     }
   }
+}
+
+/**
+ * With Redis: a key revoked or a skill changed here reaches the other replicas' caches within the message's flight;
+ * their caches' time-to-live is the backstop when Redis is down.
+ */
+export function shareCacheChanges(
+  shared: SharedState,
+  keys: Pick<ApiKeys, "onRevoked" | "onChanged" | "forget" | "forgetAll">,
+  skills: Pick<SkillRegistry, "onChanged" | "invalidate">,
+  log: (message: string, error?: unknown) => void,
+): void {
+  const announce = (message: Parameters<typeof shared.bus.publish>[0]) =>
+    shared.bus.publish(message).catch((error) => log(`announcing ${message.kind} to the other replicas failed`, error));
+  keys.onRevoked = (keyId) => void announce({ kind: "key_revoked", keyId });
+  keys.onChanged = (keyId) => void announce({ kind: "key_changed", keyId });
+  skills.onChanged = (skillId) => void announce({ kind: "skill_changed", skillId });
+  shared.bus.onMessage((message) => (message.kind === "skill_changed" ? skills.invalidate() : keys.forget(message.keyId)));
+  shared.bus.onMissed(() => {
+    keys.forgetAll();
+    skills.invalidate();
+  });
 }

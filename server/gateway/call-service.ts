@@ -24,7 +24,7 @@ export interface CallRequest {
 }
 
 export interface CallServiceDeps {
-  config: Config;
+  config: Pick<Config, "rateLimitPerMin" | "dailyCallCap">;
   /** The books: a keyed call's payment is a hold on its account's balance. */
   ledger: Ledger;
   pipeline: CallPipeline;

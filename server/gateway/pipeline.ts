@@ -52,7 +52,7 @@ export interface Admission {
 }
 
 export interface PipelineDeps {
-  config: Config;
+  config: Pick<Config, "feeMode" | "feeBps">;
   /** The database of the books: the calls log and the idempotency keys are written in the payments' transactions. */
   db: Database;
   skills: SkillRegistry;

@@ -1,14 +1,7 @@
 import type http from "node:http";
 import express, { type NextFunction, type Request, type Response } from "express";
 import type { Store } from "express-rate-limit";
-import type { SiweNonces } from "../identity/siwe";
-import type { ApiKeys } from "../identity/api-keys";
 import type { Config } from "../config";
-import type { CallService } from "../gateway/call-service";
-import type { CallsStore } from "../gateway/calls-store";
-import type { RefusalCounter } from "../gateway/refusal-counter";
-import type { QualityRecorder } from "../gateway/quality-recorder";
-import type { EgressPolicy } from "../gateway/egress";
 import type { SkillRegistry } from "../catalog/skills";
 import type { Ledger } from "../ledger/ledger";
 import { GatewayError } from "../errors";
@@ -24,17 +17,15 @@ import { readRoutes } from "./routes/read";
 import { usageRoutes } from "./routes/usage";
 import { withdrawalRoutes } from "./routes/withdrawals";
 import { earningsOf } from "../settlement/earnings";
-import type { SettlementStores } from "../settlement/store";
-import type { ChainConnection, MoneyPath } from "../settlement/money-path";
+import type { Settlement } from "../settlement/money-path";
+import type { Identity } from "../identity/identity-module";
+import type { CallPath } from "../gateway/call-path";
 import { moneyRoutes } from "./routes/money";
 import { sessionRoutes } from "./routes/session";
-import type { Sessions } from "../identity/sessions";
 import { siweRoutes } from "./routes/auth-siwe";
 import { keyRoutes } from "./routes/keys";
 import { ownKeyRoutes } from "./routes/own-key";
 import { sellerRoutes } from "./routes/seller";
-import type { MagicLinks } from "../identity/email";
-import type { OAuthSignIn } from "../identity/oauth";
 import { emailAuthRoutes } from "./routes/auth-email";
 import { oauthRoutes } from "./routes/auth-oauth";
 import type { CardTopups } from "../payments/card-topups";
@@ -48,7 +39,6 @@ import { platformRoutes } from "./routes/platform";
 import { tryRoutes } from "./routes/try";
 import { mcpRoutes } from "./routes/mcp";
 import { mcpOAuthRoutes } from "./routes/mcp-oauth";
-import type { McpOAuth } from "../identity/mcp-oauth";
 import { metricsRoutes } from "./routes/metrics";
 import type { Logger } from "pino";
 import type { GatewayMetrics } from "../ops/metrics";
@@ -56,46 +46,34 @@ import { observeRequests } from "./request-log";
 import { x402Routes } from "./routes/x402";
 import type { X402Service } from "../x402";
 
+/** What the HTTP layer is given: the modules the composition root built, each with the services its routes use. */
 export interface AppDeps {
   config: Config;
-  keys: ApiKeys;
-  skills: SkillRegistry;
   ledger: Ledger;
-  /** Settlement's tables: linked addresses, vouchers, and the reads behind earnings. */
-  settlement: SettlementStores;
-  calls: CallsStore;
-  /** The counts of calls a key's own limits refused (GET /v1/usage/daily's `refused`). */
-  refusals: RefusalCounter;
-  /** The skills' measured quality: the marketplace's figures and the sellers' stats. */
-  quality: QualityRecorder;
-  callService: CallService;
-  /** Which skill backends may be listed and called (the listing checks it too, for a clear 400). */
-  egress: EgressPolicy;
-  moneyPath?: MoneyPath;
-  chain?: ChainConnection;
-  /** Pay-per-call with x402, when the chain connection has an x402 key. */
-  x402?: X402Service;
-  sessions: Sessions;
-  /** E-mail magic links, and GitHub/Google sign-in. */
-  magicLinks: MagicLinks;
-  oauth: OAuthSignIn;
-  /** The hosted MCP server's OAuth 2.1 authorization server (remote MCP clients connect through it). */
-  mcpOAuth: McpOAuth;
+  skills: SkillRegistry;
+  /** API keys, sessions, and every way to sign in. */
+  identity: Identity;
+  /** The calls log, the refusal counts, the quality roll-up, keyed calls, the egress policy. */
+  callPath: CallPath;
+  /** Settlement's tables, the chain and the money path (deposits, settlement, vouchers) when there is one. */
+  settlement: Settlement;
   /** Card top-ups through the payment provider (the sandbox by default). */
   cardTopups: CardTopups;
   /** Embedded wallets, when the gateway has the ERC-4337 stack (a SIWE owner's sweep: prepare, sign, submit). */
   wallets?: WalletService;
-  /** SIWE nonces, bounded per client address and in all. */
-  siweNonces: SiweNonces;
-  /** Where the counters of the request budgets live, one store each (./rate-limits.ts). */
-  rateLimitStores: Record<RateLimitName, Store>;
-  /** With REDIS_URL: the shared limits' connection, checked by GET /readyz. */
-  redis?: { ping(): Promise<unknown> };
-  log: (message: string, error?: unknown) => void;
-  /** Where each request's log line goes (./request-log.ts). */
-  logger: Logger;
-  /** The gateway's metrics, served at GET /metrics to a holder of config.metricsToken. */
-  metrics: GatewayMetrics;
+  /** Pay-per-call with x402, when the chain connection has an x402 key. */
+  x402?: X402Service;
+  ops: {
+    log: (message: string, error?: unknown) => void;
+    /** Where each request's log line goes (./request-log.ts). */
+    logger: Logger;
+    /** The gateway's metrics, served at GET /metrics to a holder of config.metricsToken. */
+    metrics: GatewayMetrics;
+    /** Where the counters of the request budgets live, one store each (./rate-limits.ts). */
+    rateLimitStores: Record<RateLimitName, Store>;
+    /** With REDIS_URL: the shared limits' connection, checked by GET /readyz. */
+    redis?: { ping(): Promise<unknown> };
+  };
   /** The clock API keys' spending periods are read by (GET /v1/keys's spent and resets_at); Date.now by default. */
   now?: () => number;
 }
@@ -107,9 +85,10 @@ export interface AppDeps {
  * else goes to the Express app below.
  */
 export function createRequestListener(deps: AppDeps): http.RequestListener {
-  const calls = callHandler({ keys: deps.keys, calls: deps.callService, maxRequestBytes: deps.config.maxRequestBytes, log: deps.log });
+  const { config, identity, callPath, ops } = deps;
+  const calls = callHandler({ keys: identity.keys, calls: callPath.callService, maxRequestBytes: config.maxRequestBytes, log: ops.log });
   const app = createApp(deps);
-  return observeRequests(deps, (req, res) => {
+  return observeRequests(ops, (req, res) => {
     // Every answer, the fast call path's too (writeHead keeps headers set before it): a browser must read each as the
     // type it declares, never sniff a JSON body that echoes a seller's or a caller's text into HTML or script.
     res.setHeader("x-content-type-options", "nosniff");
@@ -119,36 +98,37 @@ export function createRequestListener(deps: AppDeps): http.RequestListener {
 
 /** The Express application: the read endpoints, and the one place their errors become the spec's envelope. */
 export function createApp(deps: AppDeps): express.Express {
+  const { config, ledger, skills, identity, callPath, settlement, ops, now } = deps;
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
   // Who the client is, for every per-address limit: the socket's peer unless TRUST_PROXY names the proxies in front.
-  app.set("trust proxy", deps.config.trustProxy);
+  app.set("trust proxy", config.trustProxy);
   // Which names the session cookies go by (__Host- prefixed when Secure): ./session-cookies.ts reads it.
-  app.locals.secureCookies = deps.config.secureCookies;
+  app.locals.secureCookies = config.secureCookies;
 
   // First of all, so that a flood costs no more than a counter: everything below counts against a budget,
   // its address's unless its route consumes the valid credential it carries (a new public route too).
   const limits = createRateLimits({
-    config: deps.config,
-    keys: deps.keys,
-    sessions: deps.sessions,
-    stores: deps.rateLimitStores,
-    oauthTokens: deps.mcpOAuth,
-    log: deps.log,
+    config,
+    keys: identity.keys,
+    sessions: identity.sessions,
+    stores: ops.rateLimitStores,
+    oauthTokens: identity.mcpOAuth,
+    log: ops.log,
   });
   app.use(limits.requests);
-  app.use(unauthenticatedCallRoutes(deps.keys));
+  app.use(unauthenticatedCallRoutes(identity.keys));
   // OAuth for the hosted MCP server, ahead of the OPTIONS refusal below: its token, registration and metadata endpoints
   // answer browser-based MCP clients' CORS preflights, as OAuth clients expect.
   app.use(
     mcpOAuthRoutes({
-      config: deps.config,
-      oauth: deps.mcpOAuth,
-      sessions: deps.sessions,
-      keys: deps.keys,
-      skills: deps.skills,
-      now: deps.now,
+      config,
+      oauth: identity.mcpOAuth,
+      sessions: identity.sessions,
+      keys: identity.keys,
+      skills,
+      now,
     }),
   );
 
@@ -161,88 +141,107 @@ export function createApp(deps: AppDeps): express.Express {
 
   app.use(
     healthRoutes({
-      ledger: deps.ledger,
-      chain: deps.chain,
-      moneyPath: deps.moneyPath,
-      redis: deps.redis,
-      maxLagMs: deps.config.readyMaxLagMs,
-      log: deps.log,
+      ledger,
+      chain: settlement.chain,
+      moneyPath: settlement.moneyPath,
+      redis: ops.redis,
+      maxLagMs: config.readyMaxLagMs,
+      log: ops.log,
     }),
   );
   app.use(openApiRoutes());
   app.use(apiReferenceRoutes());
-  app.use(readRoutes({ ...deps, addresses: deps.settlement.addresses }));
   app.use(
-    usageRoutes({ keys: deps.keys, sessions: deps.sessions, calls: deps.calls, refusals: deps.refusals, now: deps.now, log: deps.log }),
+    readRoutes({
+      config,
+      keys: identity.keys,
+      sessions: identity.sessions,
+      skills,
+      ledger,
+      addresses: settlement.stores.addresses,
+      quality: callPath.quality,
+    }),
+  );
+  app.use(
+    usageRoutes({
+      keys: identity.keys,
+      sessions: identity.sessions,
+      calls: callPath.calls,
+      refusals: callPath.refusals,
+      now,
+      log: ops.log,
+    }),
   );
   app.use(
     withdrawalRoutes({
-      keys: deps.keys,
-      sessions: deps.sessions,
-      voucherStore: deps.settlement.vouchers,
-      vouchers: deps.moneyPath?.vouchers,
+      keys: identity.keys,
+      sessions: identity.sessions,
+      voucherStore: settlement.stores.vouchers,
+      vouchers: settlement.moneyPath?.vouchers,
     }),
   );
   app.use(
     moneyRoutes({
-      keys: deps.keys,
-      sessions: deps.sessions,
-      calls: deps.calls,
-      earningsOf: (accountId) => earningsOf(deps.settlement, accountId, deps.chain?.publicClient, deps.chain?.escrowAddress),
-      moneyPath: deps.moneyPath,
-      chain: deps.chain,
+      keys: identity.keys,
+      sessions: identity.sessions,
+      calls: callPath.calls,
+      earningsOf: (accountId) => earningsOf(settlement.stores, accountId, settlement.chain?.publicClient, settlement.chain?.escrowAddress),
+      moneyPath: settlement.moneyPath,
+      chain: settlement.chain,
     }),
   );
-  app.use(sessionRoutes({ sessions: deps.sessions, ledger: deps.ledger, addresses: deps.settlement.addresses }));
+  app.use(sessionRoutes({ sessions: identity.sessions, ledger, addresses: settlement.stores.addresses }));
   app.use(
     siweRoutes({
-      sessions: deps.sessions,
-      config: deps.config,
-      publicClient: deps.chain?.publicClient,
-      log: deps.log,
-      nonces: deps.siweNonces,
+      sessions: identity.sessions,
+      config,
+      publicClient: settlement.chain?.publicClient,
+      log: ops.log,
+      nonces: identity.siweNonces,
       limit: limits.signIn,
     }),
   );
-  app.use(keyRoutes({ sessions: deps.sessions, keys: deps.keys, skills: deps.skills, now: deps.now }));
-  app.use(ownKeyRoutes({ keys: deps.keys, ledger: deps.ledger, now: deps.now }));
+  app.use(keyRoutes({ sessions: identity.sessions, keys: identity.keys, skills, now }));
+  app.use(ownKeyRoutes({ keys: identity.keys, ledger, now }));
   app.use(
     sellerRoutes({
-      sessions: deps.sessions,
-      ledger: deps.ledger,
-      settlement: deps.settlement,
-      skills: deps.skills,
-      config: deps.config,
-      egress: deps.egress,
-      calls: deps.calls,
-      quality: deps.quality,
+      sessions: identity.sessions,
+      ledger,
+      settlement: settlement.stores,
+      skills,
+      config,
+      egress: callPath.egress,
+      calls: callPath.calls,
+      quality: callPath.quality,
     }),
   );
-  app.use(emailAuthRoutes({ config: deps.config, sessions: deps.sessions, links: deps.magicLinks, limit: limits.signIn }));
-  app.use(oauthRoutes({ config: deps.config, sessions: deps.sessions, oauth: deps.oauth, limit: limits.signIn, log: deps.log }));
-  app.use(topupRoutes({ sessions: deps.sessions, cardTopups: deps.cardTopups }));
-  app.use(walletRoutes({ sessions: deps.sessions, wallets: deps.wallets, log: deps.log }));
-  app.use(claimRoutes({ sessions: deps.sessions, wallets: deps.wallets, log: deps.log }));
-  app.use(walletWithdrawRoutes({ sessions: deps.sessions, wallets: deps.wallets, log: deps.log }));
-  app.use(historyRoutes({ keys: deps.keys, sessions: deps.sessions, ledger: deps.ledger }));
-  app.use(platformRoutes({ config: deps.config, ledger: deps.ledger, sessions: deps.sessions, oauth: deps.oauth, chain: deps.chain }));
+  app.use(emailAuthRoutes({ config, sessions: identity.sessions, links: identity.magicLinks, limit: limits.signIn }));
+  app.use(oauthRoutes({ config, sessions: identity.sessions, oauth: identity.oauth, limit: limits.signIn, log: ops.log }));
+  app.use(topupRoutes({ sessions: identity.sessions, cardTopups: deps.cardTopups }));
+  app.use(walletRoutes({ sessions: identity.sessions, wallets: deps.wallets, log: ops.log }));
+  app.use(claimRoutes({ sessions: identity.sessions, wallets: deps.wallets, log: ops.log }));
+  app.use(walletWithdrawRoutes({ sessions: identity.sessions, wallets: deps.wallets, log: ops.log }));
+  app.use(historyRoutes({ keys: identity.keys, sessions: identity.sessions, ledger }));
+  app.use(platformRoutes({ config, ledger, sessions: identity.sessions, oauth: identity.oauth, chain: settlement.chain }));
   // x402: no account or key, so on the public per-address budget whatever credential a request carries.
-  app.use(x402Routes({ config: deps.config, x402: deps.x402 }));
-  app.use(tryRoutes({ sessions: deps.sessions, keys: deps.keys, calls: deps.callService, maxRequestBytes: deps.config.maxRequestBytes }));
+  app.use(x402Routes({ config, x402: deps.x402 }));
+  app.use(
+    tryRoutes({ sessions: identity.sessions, keys: identity.keys, calls: callPath.callService, maxRequestBytes: config.maxRequestBytes }),
+  );
   // The hosted MCP server: a valid key counts against its own budget above, a missing or bad one against the address.
   app.use(
     mcpRoutes({
-      config: deps.config,
-      keys: deps.keys,
-      oauth: deps.mcpOAuth,
-      skills: deps.skills,
-      quality: deps.quality,
-      calls: deps.callService,
-      log: deps.log,
+      config,
+      keys: identity.keys,
+      oauth: identity.mcpOAuth,
+      skills,
+      quality: callPath.quality,
+      calls: callPath.callService,
+      log: ops.log,
     }),
   );
 
-  app.use(metricsRoutes({ metrics: deps.metrics, token: deps.config.metricsToken }));
+  app.use(metricsRoutes({ metrics: ops.metrics, token: config.metricsToken }));
 
   app.use(dashboardRoutes());
   app.use((req: Request, _res: Response, next: NextFunction) => {
@@ -253,7 +252,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
     const apiError = toApiError(fromExpress(error));
     if (apiError.status >= 500)
-      deps.log(apiError.code === "internal_error" ? "internal error" : `${apiError.code}: ${apiError.message}`, apiError.cause ?? error);
+      ops.log(apiError.code === "internal_error" ? "internal error" : `${apiError.code}: ${apiError.message}`, apiError.cause ?? error);
     res
       .status(apiError.status)
       .set(apiError.headers)

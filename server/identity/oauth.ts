@@ -252,7 +252,20 @@ function classify(error: unknown): OAuthCompleteResult {
 }
 
 /** The providers the configuration turns on: each needs its client id (and secret). */
-export function oauthSettings(config: Config): OAuthSettings {
+export function oauthSettings(
+  config: Pick<
+    Config,
+    | "githubClientId"
+    | "githubClientSecret"
+    | "githubAuthorizationUrl"
+    | "githubTokenUrl"
+    | "githubUserUrl"
+    | "githubScope"
+    | "googleClientId"
+    | "googleClientSecret"
+    | "googleIssuer"
+  >,
+): OAuthSettings {
   return {
     github: config.githubClientId
       ? {

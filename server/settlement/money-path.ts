@@ -3,7 +3,7 @@ import type { Config } from "../config";
 import type { Ledger } from "../ledger/ledger";
 import { DepositIndexer } from "./indexer";
 import { Settler } from "./settler";
-import type { SettlementStores } from "./store";
+import { type SettlementStores, settlementStores } from "./store";
 import { VoucherIssuer } from "./vouchers";
 
 /** The chain the gateway's money lives on, and the keys it acts with there. */
@@ -34,6 +34,19 @@ export interface ChainConnection {
 /** How often the vouchers are swept: expired ones come back this long after the chain passes their deadline, at most. */
 const VOUCHER_SWEEP_INTERVAL_MS = 30_000;
 
+/** The settings the money path reads: settlement's batches and pace, deposits' depth, vouchers' limits. */
+export type MoneyPathConfig = Pick<
+  Config,
+  | "settleMaxCalls"
+  | "settleTriggerCalls"
+  | "settleIntervalMs"
+  | "indexerIntervalMs"
+  | "depositConfirmations"
+  | "voucherMinMicros"
+  | "vouchersOpenPerAccountMax"
+  | "voucherRateLimitPerHour"
+>;
+
 export interface MoneyPath {
   indexer: DepositIndexer;
   settler?: Settler;
@@ -51,7 +64,7 @@ export interface MoneyPath {
 export function createMoneyPath(
   ledger: Ledger,
   stores: SettlementStores,
-  config: Config,
+  config: MoneyPathConfig,
   chain: ChainConnection,
   log: (message: string, error?: unknown) => void,
 ): MoneyPath {
@@ -116,4 +129,24 @@ export function createMoneyPath(
       await settler?.stop();
     },
   };
+}
+
+/** Settlement for one gateway: its tables, and with a chain the money path's moving parts (not started). */
+export interface Settlement {
+  /** Linked addresses, vouchers, and the reads behind earnings. */
+  stores: SettlementStores;
+  /** The escrow chain; without it calls are billed against the ledger only. */
+  chain?: ChainConnection;
+  moneyPath?: MoneyPath;
+}
+
+/** The settlement module: its stores on the ledger's database, and the money path when there is a chain. */
+export function createSettlement(
+  ledger: Ledger,
+  config: MoneyPathConfig,
+  chain: ChainConnection | undefined,
+  log: (message: string, error?: unknown) => void,
+): Settlement {
+  const stores = settlementStores(ledger.db);
+  return { stores, chain, moneyPath: chain ? createMoneyPath(ledger, stores, config, chain, log) : undefined };
 }

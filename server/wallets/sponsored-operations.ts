@@ -9,8 +9,9 @@ import { createBundlerClient, getUserOperationHash, type UserOperation, type Use
 import { getChainId } from "viem/actions";
 import { SPONSORSHIP_TTL_SECONDS, gatewayPaymaster, type AaDeployment } from "./aa";
 import type { Call } from "./aa-flows";
-import { type ErrorCode, type Refusal, refusal } from "../errors";
+import { type Refusal, refusal } from "../errors";
 import { WalletError } from "./wallet-error";
+import { type InProgressCode, WALLET_OPERATIONS, type WalletOperation } from "./wallet-operations";
 import { type EmbeddedWallet, type WalletChain, addressOnlyOwner, smartAccountFor } from "./wallets";
 
 /** What building and paying for an embedded wallet's operation needs. */
@@ -92,7 +93,7 @@ export async function sendAsServer(
 }
 
 /** An operation of a SIWE-owned wallet built by the server, waiting for its owner's signature of `userOpHash`. */
-export interface PreparedOperation<Kind extends string = string, Details = unknown> {
+export interface PreparedOperation<Kind extends WalletOperation = WalletOperation, Details = unknown> {
   kind: Kind;
   userOpHash: Hex;
   accountId: string;
@@ -104,9 +105,6 @@ export interface PreparedOperation<Kind extends string = string, Details = unkno
   /** The whole operation, paymaster data included, signature still the stub. Never taken from a client. */
   userOperation: UserOperation<"0.7">;
 }
-
-/** Each owner-signed kind's code for "this one is being submitted". */
-export type InProgressCode = Extract<ErrorCode, "sweep_in_progress" | "claim_in_progress" | "withdrawal_in_progress">;
 
 /**
  * A submission: mined, or refused: not_found (unknown, expired, another account's or another kind's hash),
@@ -143,7 +141,7 @@ export class OwnerSignedOperations {
    * Builds and keeps the sponsored operation running `calls` from `wallet` (SIWE-owned). A newer preparation of
    * the same kind replaces the account's older ones. Bundler failures (gas estimation) are thrown.
    */
-  async prepare<Kind extends string, Details>(
+  async prepare<Kind extends WalletOperation, Details>(
     wallet: EmbeddedWallet,
     kind: Kind,
     calls: Call[],
@@ -210,13 +208,13 @@ export class OwnerSignedOperations {
     kind: P["kind"],
     userOpHash: Hex,
     signature: Hex,
-    options: { timeoutMs?: number; inProgress: InProgressCode },
+    options: { timeoutMs?: number } = {},
   ): Promise<SubmitOperationResult<P>> {
     this.purgeExpired(Date.now());
     const entry = this.prepared.get(userOpHash.toLowerCase() as Hex) ?? this.prepared.get(userOpHash);
     if (!entry || entry.accountId !== accountId || entry.kind !== kind || entry.expiresAtMs <= Date.now())
       return refusal("not_found", `No prepared ${kind} with this hash on this account (it may have expired): prepare again.`);
-    if (entry.submitting) return refusal(options.inProgress, `This ${kind} is being submitted.`);
+    if (entry.submitting) return refusal(WALLET_OPERATIONS[kind].inProgress, `This ${kind} is being submitted.`);
     if (!isHex(signature, { strict: true }) || signature.length !== 2 + 2 * 65)
       return refusal("invalid_request", "signature must be a 65-byte hex signature.");
     entry.submitting = true;

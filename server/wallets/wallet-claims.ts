@@ -32,7 +32,8 @@ import {
   sendAsServer,
 } from "./sponsored-operations";
 import { WalletError } from "./wallet-error";
-import { type EmbeddedWallet, getEmbeddedWallet, serverOwnerOf, withWalletLock } from "./wallets";
+import { type OwnerKind, underWalletLock, walletFor } from "./wallet-operations";
+import { serverOwnerOf } from "./wallets";
 
 export interface WalletClaimsParameters extends SponsorParameters {
   ledger: Ledger;
@@ -66,8 +67,6 @@ export type SubmitClaimResult =
   | { ok: true; amountMicros: bigint; userOpHash: Hex; transactionHash: Hex; to: Address }
   | Exclude<SubmitOperationResult<PreparedClaim>, { ok: true }>;
 
-const NO_WALLET = "This account has no embedded wallet yet.";
-const IN_PROGRESS = "Another operation of this wallet is being sent; try again in a moment.";
 const NOTHING_TO_CLAIM = "There are no settled earnings to claim yet.";
 
 export class WalletClaims {
@@ -76,20 +75,21 @@ export class WalletClaims {
     private readonly ownerSigned: OwnerSignedOperations,
   ) {}
 
-  /** The account's wallet, if it is where the escrow credits the account's earnings; else the refusal. */
-  private async claimingWallet(accountId: string): Promise<{ ok: true; wallet: EmbeddedWallet } | ClaimRefusal> {
-    const wallet = await getEmbeddedWallet(this.p.ledger.db, accountId);
-    if (!wallet) return refusal("no_wallet", NO_WALLET);
-    const payoutAddress = await settlementAddress(settlementStores(this.p.ledger.db).addresses, accountId);
-    if (!payoutAddress || !isAddressEqual(payoutAddress, wallet.address)) {
+  /**
+   * The account's wallet for a claim in `flow`, if it is where the escrow credits the account's earnings; else the
+   * refusal: no_wallet, payout_address_not_wallet, wrong_claim_flow.
+   */
+  private claimingWallet(accountId: string, flow: OwnerKind) {
+    return walletFor(this.p.ledger.db, accountId, "claim", flow, async (wallet) => {
+      const payoutAddress = await settlementAddress(settlementStores(this.p.ledger.db).addresses, accountId);
+      if (payoutAddress && isAddressEqual(payoutAddress, wallet.address)) return undefined;
       return refusal(
         "payout_address_not_wallet",
         payoutAddress
           ? `Your earnings are paid to ${payoutAddress}, not to your embedded wallet: send claim() to the escrow from that address.`
           : "This account has no payout address, so it has no earnings to claim.",
       );
-    }
-    return { ok: true, wallet };
+    });
   }
 
   private claimable(wallet: Address): Promise<bigint> {
@@ -119,16 +119,11 @@ export class WalletClaims {
    * (`claim()`, or `claimTo(to)`), mined before this returns. The amount is the escrow's Claimed event's.
    */
   async claimForServerWallet(accountId: string, options: ClaimOptions = {}): Promise<ClaimResult> {
-    const found = await this.claimingWallet(accountId);
+    const found = await this.claimingWallet(accountId, "server");
     if (!found.ok) return found;
     const { wallet } = found;
-    if (wallet.ownerKind !== "server")
-      return refusal(
-        "wrong_claim_flow",
-        "Your wallet is owned by your own address: prepare the claim (POST /v1/seller/claim/prepare) and sign it.",
-      );
     const to = options.to ? getAddress(options.to) : wallet.address;
-    const locked = await withWalletLock(wallet.address, async (): Promise<ClaimResult> => {
+    return underWalletLock(wallet, "claim", async (): Promise<ClaimResult> => {
       if ((await this.claimable(wallet.address)) === 0n) return refusal("nothing_to_claim", NOTHING_TO_CLAIM);
       const owner = await serverOwnerOf(this.p.ledger.db, accountId, this.p.encryptionKey);
       const sent = await sendAsServer(this.p, wallet, owner, [escrowClaimCall({ escrow: this.p.escrow, to: options.to })], {
@@ -144,7 +139,6 @@ export class WalletClaims {
         to,
       };
     });
-    return locked.ran ? locked.value : refusal("claim_in_progress", IN_PROGRESS);
   }
 
   /**
@@ -153,11 +147,9 @@ export class WalletClaims {
    * replaces the account's older claims.
    */
   async prepareOwnerClaim(accountId: string, options: Pick<ClaimOptions, "to"> = {}): Promise<PrepareClaimResult> {
-    const found = await this.claimingWallet(accountId);
+    const found = await this.claimingWallet(accountId, "siwe");
     if (!found.ok) return found;
     const { wallet } = found;
-    if (wallet.ownerKind !== "siwe")
-      return refusal("wrong_claim_flow", "The gateway holds this wallet's key: claim with POST /v1/seller/claim, no signature needed.");
     const claimableMicros = await this.claimable(wallet.address);
     if (claimableMicros === 0n) return refusal("nothing_to_claim", NOTHING_TO_CLAIM);
     const to = options.to ? getAddress(options.to) : wallet.address;
@@ -183,10 +175,7 @@ export class WalletClaims {
     signature: Hex,
     options: { timeoutMs?: number } = {},
   ): Promise<SubmitClaimResult> {
-    const result = await this.ownerSigned.submit<PreparedClaim>(accountId, "claim", userOpHash, signature, {
-      ...options,
-      inProgress: "claim_in_progress",
-    });
+    const result = await this.ownerSigned.submit<PreparedClaim>(accountId, "claim", userOpHash, signature, options);
     if (!result.ok) return result;
     const { wallet, details } = result.prepared;
     return {

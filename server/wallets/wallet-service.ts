@@ -16,6 +16,7 @@ import {
 import type { VoucherIssuer } from "../settlement/vouchers";
 import { WalletClaims } from "./wallet-claims";
 import { WalletWithdrawals } from "./wallet-withdrawals";
+import { walletFor } from "./wallet-operations";
 import { type EmbeddedWallet, type WalletChain, ensureEmbeddedWallet, getEmbeddedWallet, listEmbeddedWallets } from "./wallets";
 import { sweepWalletToEscrow } from "./sweep";
 import { WalletError } from "./wallet-error";
@@ -106,14 +107,9 @@ export class WalletService {
    * userOpHash, which SimpleAccount v0.7 checks). A newer preparation replaces the account's older ones.
    */
   async prepareOwnerSweep(accountId: string): Promise<PrepareSweepResult> {
-    const wallet = await getEmbeddedWallet(this.p.ledger.db, accountId);
-    if (!wallet) return refusal("no_wallet", "This account has no embedded wallet yet.");
-    if (wallet.ownerKind !== "siwe") {
-      return refusal(
-        "wallet_swept_automatically",
-        "This wallet's owner key is held by the gateway: USDC sent to it is moved into the escrow automatically.",
-      );
-    }
+    const found = await walletFor(this.p.ledger.db, accountId, "sweep", "siwe");
+    if (!found.ok) return found;
+    const { wallet } = found;
     const balanceMicros = await readContract(this.p.chain.client, {
       address: this.p.usdc,
       abi: erc20Abi,
@@ -140,10 +136,7 @@ export class WalletService {
     signature: Hex,
     options: { timeoutMs?: number } = {},
   ): Promise<SubmitSweepResult> {
-    const result = await this.ownerSigned.submit<PreparedSweepOperation>(accountId, "sweep", userOpHash, signature, {
-      ...options,
-      inProgress: "sweep_in_progress",
-    });
+    const result = await this.ownerSigned.submit<PreparedSweepOperation>(accountId, "sweep", userOpHash, signature, options);
     if (!result.ok) return result;
     if (!result.receipt.success) {
       throw new WalletError(
@@ -221,4 +214,24 @@ export class WalletService {
     }
     return swept;
   }
+}
+
+/**
+ * The wallets module: the embedded wallets' service when the gateway has the ERC-4337 stack (`parameters`), else
+ * nothing. Every account that opens a session gets its wallet then; a failure waits for its next sign-in.
+ */
+export function createWallets(
+  parameters: Omit<WalletServiceParameters, "ledger" | "sessions" | "log" | "vouchers"> | undefined,
+  parts: Pick<WalletServiceParameters, "ledger" | "sessions" | "log" | "vouchers">,
+): WalletService | undefined {
+  if (!parameters) return undefined;
+  const wallets = new WalletService({ ...parameters, ...parts });
+  parts.sessions.onOpen = async (accountId) => {
+    try {
+      await wallets.ensureFor(accountId);
+    } catch (error) {
+      parts.log(`could not give ${accountId} its embedded wallet; it gets one at its next sign-in`, error);
+    }
+  };
+  return wallets;
 }

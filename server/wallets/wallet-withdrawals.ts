@@ -36,7 +36,8 @@ import {
   sendAsServer,
 } from "./sponsored-operations";
 import { WalletError } from "./wallet-error";
-import { type EmbeddedWallet, getEmbeddedWallet, serverOwnerOf, withWalletLock } from "./wallets";
+import { underWalletLock, walletFor } from "./wallet-operations";
+import { type EmbeddedWallet, getEmbeddedWallet, serverOwnerOf } from "./wallets";
 
 export interface WalletWithdrawalsParameters extends SponsorParameters {
   ledger: Ledger;
@@ -77,8 +78,6 @@ export type WithdrawSendFailure = (BundlerRefusal | Refusal<"chain_unavailable">
   voucher: IssuedVoucher;
   userOpHash?: Hex;
 };
-
-const IN_PROGRESS = "Another operation of this wallet is being sent; try again in a moment.";
 
 export type WithdrawResult =
   | { ok: true; amountMicros: bigint; nonce: bigint; to: Address; userOpHash: Hex; transactionHash: Hex }
@@ -167,18 +166,13 @@ export class WalletWithdrawals {
    * embedded wallet: issues the voucher, sends the sponsored operation and waits for it to be mined.
    */
   async withdrawTo(accountId: string, parameters: WithdrawToParameters): Promise<WithdrawResult> {
-    const wallet = await getEmbeddedWallet(this.p.ledger.db, accountId);
-    if (!wallet) return refusal("no_wallet", "This account has no embedded wallet yet.");
-    if (wallet.ownerKind !== "server") {
-      return refusal(
-        "wrong_withdrawal_flow",
-        "Your wallet is owned by your own address: prepare the withdrawal (POST /v1/wallet/withdraw/prepare) and sign it.",
-      );
-    }
+    const found = await walletFor(this.p.ledger.db, accountId, "withdrawal", "server");
+    if (!found.ok) return found;
+    const { wallet } = found;
     const to = getAddress(parameters.to);
     const refused = this.refuseRecipient(wallet, to);
     if (refused) return refused;
-    const locked = await withWalletLock(wallet.address, async (): Promise<WithdrawResult> => {
+    return underWalletLock(wallet, "withdrawal", async (): Promise<WithdrawResult> => {
       const owner = await serverOwnerOf(this.p.ledger.db, accountId, this.p.encryptionKey);
       const issued = await this.issue(accountId, wallet, parameters.amountMicros);
       if (!issued.ok) return issued;
@@ -212,7 +206,6 @@ export class WalletWithdrawals {
         return this.sendFailure(unconfirmed(error), voucher);
       }
     });
-    return locked.ran ? locked.value : refusal("withdrawal_in_progress", IN_PROGRESS);
   }
 
   /**
@@ -222,18 +215,13 @@ export class WalletWithdrawals {
    * likewise stay valid until their deadlines).
    */
   async prepareOwnerWithdrawal(accountId: string, parameters: Omit<WithdrawToParameters, "timeoutMs">): Promise<PrepareWithdrawalResult> {
-    const wallet = await getEmbeddedWallet(this.p.ledger.db, accountId);
-    if (!wallet) return refusal("no_wallet", "This account has no embedded wallet yet.");
-    if (wallet.ownerKind !== "siwe") {
-      return refusal(
-        "wrong_withdrawal_flow",
-        "The gateway holds this wallet's key: withdraw with POST /v1/wallet/withdraw, no signature needed.",
-      );
-    }
+    const found = await walletFor(this.p.ledger.db, accountId, "withdrawal", "siwe");
+    if (!found.ok) return found;
+    const { wallet } = found;
     const to = getAddress(parameters.to);
     const refused = this.refuseRecipient(wallet, to);
     if (refused) return refused;
-    const locked = await withWalletLock(wallet.address, async (): Promise<PrepareWithdrawalResult> => {
+    return underWalletLock(wallet, "withdrawal", async (): Promise<PrepareWithdrawalResult> => {
       const issued = await this.issue(accountId, wallet, parameters.amountMicros);
       if (!issued.ok) return issued;
       const { voucher } = issued;
@@ -252,7 +240,6 @@ export class WalletWithdrawals {
         return this.sendFailure(gatewaySendFailure("withdrawal", error), voucher);
       }
     });
-    return locked.ran ? locked.value : refusal("withdrawal_in_progress", IN_PROGRESS);
   }
 
   /** Sends the prepared withdrawal `userOpHash` of `accountId` with its owner's `signature` and waits for it to be mined. */
@@ -264,14 +251,11 @@ export class WalletWithdrawals {
   ): Promise<SubmitWithdrawalResult> {
     const wallet = await getEmbeddedWallet(this.p.ledger.db, accountId);
     if (!wallet) return refusal("not_found", "No prepared withdrawal with this hash on this account (it may have expired): prepare again.");
-    const locked = await withWalletLock(wallet.address, async (): Promise<SubmitWithdrawalResult> => {
+    return underWalletLock(wallet, "withdrawal", async (): Promise<SubmitWithdrawalResult> => {
       const pending = this.ownerSigned.find<PreparedWithdrawal>(accountId, "withdrawal", userOpHash);
       let result;
       try {
-        result = await this.ownerSigned.submit<PreparedWithdrawal>(accountId, "withdrawal", userOpHash, signature, {
-          ...options,
-          inProgress: "withdrawal_in_progress",
-        });
+        result = await this.ownerSigned.submit<PreparedWithdrawal>(accountId, "withdrawal", userOpHash, signature, options);
       } catch (error) {
         // The bundler took it (the preparation is spent) but its receipt did not come in time.
         this.p.log(`an owner's withdrawal ${userOpHash} was sent but not confirmed; its voucher stays valid`, error);
@@ -296,7 +280,6 @@ export class WalletWithdrawals {
         transactionHash: result.receipt.receipt.transactionHash,
       };
     });
-    return locked.ran ? locked.value : refusal("withdrawal_in_progress", IN_PROGRESS);
   }
 }
 

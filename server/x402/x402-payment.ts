@@ -57,7 +57,7 @@ export interface X402Note {
 
 /** The parts an x402 payment works with; one set for every call. */
 export interface X402PaymentDeps {
-  config: Config;
+  config: Pick<Config, "feeMode" | "feeBps">;
   ledger: Ledger;
   payments: X402PaymentsStore;
   verifier: PaymentVerifier;

@@ -1,11 +1,13 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import fs from "node:fs";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { expect } from "chai";
 import { TS_REGISTER } from "../../server/devstack/child-process";
 import { SESSION_COOKIE } from "../../server/http/session-cookies";
 import { Browser } from "../helpers/oidc-provider";
+import { SHUTDOWN_DEADLINE_MS } from "../../server/ops/shutdown";
 
 const ROOT = path.join(__dirname, "../..");
 
@@ -38,6 +40,36 @@ function startLocal(dbPath: string): Promise<{ child: ChildProcess; output: stri
     });
     child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()));
     child.once("exit", (code) => reject(new Error(`start-local exited with ${code}:\n${output}`)));
+  });
+}
+
+/** The process ids below `pid`, read from Linux's /proc (children of each of its threads), depth first. */
+function descendantsOf(pid: number): number[] {
+  const direct = new Set<number>();
+  for (const task of fs.readdirSync(`/proc/${pid}/task`)) {
+    const text = fs.readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").trim();
+    for (const child of text ? text.split(/\s+/) : []) direct.add(Number(child));
+  }
+  return [...direct].flatMap((child) => [child, ...(isRunning(child) ? descendantsOf(child) : [])]);
+}
+
+/** Whether `pid` is a live process: it exists and is not a zombie waiting to be reaped. */
+function isRunning(pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+/** Whether nothing listens at the URL's host and port any more: a new server can bind it. */
+function portIsFree(url: string): Promise<boolean> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve) => {
+    const probe = net.createServer();
+    probe.once("error", () => resolve(false));
+    probe.listen(Number(port), hostname, () => probe.close(() => resolve(true)));
   });
 }
 
@@ -196,5 +228,65 @@ describe("npm start (the embedded default)", () => {
       await new Promise((resolve) => setTimeout(resolve, 100));
     expect(await answers(rpcUrl!), "the chain node outlived npm start").to.equal(false);
     expect(await answers(bundlerUrl!), "the bundler outlived npm start").to.equal(false);
+  });
+
+  it("stops within its shutdown deadline when SIGTERM comes with many calls in flight: exit 0, its children gone, its ports free", async function () {
+    this.timeout(180_000);
+    const started = await startLocal(path.join(dir, "loaded.db"));
+    child = started.child;
+    const pid = child.pid!;
+    const key = /^API key: (atom_\S+)$/m.exec(started.output)![1];
+    const gatewayUrl = /^Gateway: +(http:\/\/\S+)$/m.exec(started.output)![1];
+    const endpoints = [
+      gatewayUrl,
+      /^Demo backend: +(http:\/\/\S+)$/m.exec(started.output)![1],
+      /^Chain RPC: +(\S+)/m.exec(started.output)![1],
+      /^Bundler: +(\S+)/m.exec(started.output)![1],
+    ];
+    const children = descendantsOf(pid);
+    expect(children.length, "npm start runs its chain node and bundler as child processes").to.be.greaterThan(0);
+
+    // The load: 48 callers in a loop, a quarter of them on the slow skill (800 ms at the backend), so that calls
+    // are in flight at every moment; each call ends answered or refused, never hanging.
+    let stopping = false;
+    let answered = 0;
+    let refused = 0;
+    const caller = async (i: number) => {
+      const body = i % 4 === 0 ? { skill_id: "slow", input: { ms: 800 } } : { skill_id: "echo", input: { n: i } };
+      while (!stopping) {
+        try {
+          const res = await fetch(`${gatewayUrl}/v1/call`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+            body: JSON.stringify(body),
+          });
+          await res.arrayBuffer();
+          answered++;
+        } catch {
+          refused++;
+          return;
+        }
+      }
+    };
+    const load = Array.from({ length: 48 }, (_, i) => caller(i));
+    while (answered < 300) await new Promise((resolve) => setTimeout(resolve, 50));
+
+    const exited = new Promise<number | null>((resolve) => child!.once("exit", resolve));
+    const signalledAt = performance.now();
+    child.kill("SIGTERM");
+    const code = await exited;
+    const stoppedInMs = performance.now() - signalledAt;
+    stopping = true;
+    child = undefined;
+    await Promise.all(load);
+    expect(code, `npm start exited with ${code} after SIGTERM under load`).to.equal(0);
+    expect(stoppedInMs, "npm start outlived its shutdown deadline").to.be.below(SHUTDOWN_DEADLINE_MS);
+    expect(answered + refused).to.be.greaterThan(300);
+
+    // Each child notices within a second; give them ten (one still running after that is the bug).
+    const running = () => children.filter(isRunning);
+    for (let i = 0; i < 100 && running().length > 0; i++) await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(running(), "child processes that outlived npm start").to.deep.equal([]);
+    for (const endpoint of endpoints) expect(await portIsFree(endpoint), `${endpoint} still taken after npm start stopped`).to.equal(true);
   });
 });

@@ -8,6 +8,11 @@ import { dataEnvelope, hexAddress, operation, usdNumber } from "./common";
 
 const readinessChecks = z.record(z.string(), z.strictObject({ ok: z.boolean(), detail: z.string() }));
 
+/** GET /healthz's answer. */
+export const livenessView = z.strictObject({ status: z.literal("ok") });
+/** GET /readyz's answer when every check passes. */
+export const readinessView = z.strictObject({ status: z.literal("ready"), checks: readinessChecks });
+
 export const platformOperations = [
   operation({
     method: "get",
@@ -44,7 +49,7 @@ export const platformOperations = [
     tag: "Platform",
     summary: "Liveness: the process answers",
     auth: "none",
-    responses: [{ status: 200, description: "Alive.", schema: dataEnvelope(z.strictObject({ status: z.literal("ok") })) }],
+    responses: [{ status: 200, description: "Alive.", schema: dataEnvelope(livenessView) }],
     errors: [],
   }),
   operation({
@@ -57,7 +62,7 @@ export const platformOperations = [
       {
         status: 200,
         description: "Ready.",
-        schema: dataEnvelope(z.strictObject({ status: z.literal("ready"), checks: readinessChecks })),
+        schema: dataEnvelope(readinessView),
       },
     ],
     errors: ["not_ready"],

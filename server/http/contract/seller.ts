@@ -133,7 +133,7 @@ export const sellerSkillView = z
   })
   .meta({ id: "SellerSkill" });
 
-const backendCheckView = z
+export const backendCheckView = z
   .strictObject({
     reachable: z.boolean().meta({ description: "Whether an HTTP answer came back (always true here: a dead backend is refused)." }),
     ok: z.boolean().meta({ description: "Whether it was a 2xx with JSON, as a call needs." }),
@@ -149,7 +149,7 @@ export const sellerSkillParams = z.object({
   id: skillRef("No such skill among yours.").meta({ description: "The skill's UUID or slug." }),
 });
 /** A call whose answer broke the skill's output schema, as its seller sees it: never the buyer or the answer. */
-const outputFailureView = z
+export const outputFailureView = z
   .strictObject({
     call_id: z.string().meta({ description: "The call's id (its X-Call-Id)." }),
     endpoint: z.enum(["call", "skill_call", "x402"]).meta({ description: "Which call endpoint it came through." }),
@@ -188,7 +188,7 @@ const statsFigures = {
   revenue_base_units: baseUnits,
 };
 
-const sellerStatsView = z
+export const sellerStatsView = z
   .strictObject({
     skill_id: z.string(),
     slug: z.string(),
@@ -216,6 +216,15 @@ const sellerStatsView = z
   })
   .meta({ id: "SellerSkillStats" });
 
+/** POST /v1/seller/skills's answer: the skill, its signing secret (this once), and what its backend answered. */
+export const listedSellerSkillView = sellerSkillView.extend({ signing_secret: z.string(), backend_check: backendCheckView });
+/** PATCH /v1/seller/skills/:id's answer: backend_check when backend_url changed. */
+export const editedSellerSkillView = sellerSkillView.extend({ backend_check: backendCheckView.optional() });
+/** GET /v1/seller/payout-address's answer. */
+export const payoutAddressView = z.strictObject({ address: hexAddress.nullable() });
+/** PUT /v1/seller/payout-address's answer. */
+export const payoutAddressSetView = z.strictObject({ address: hexAddress, created: z.boolean() });
+
 const LISTING_ERRORS = ["slug_taken"] as const;
 
 export const sellerOperations = [
@@ -232,7 +241,7 @@ export const sellerOperations = [
       {
         status: 201,
         description: "The skill, listed.",
-        schema: dataEnvelope(sellerSkillView.extend({ signing_secret: z.string(), backend_check: backendCheckView })),
+        schema: dataEnvelope(listedSellerSkillView),
       },
     ],
     errors: [...LISTING_ERRORS],
@@ -260,7 +269,7 @@ export const sellerOperations = [
       {
         status: 200,
         description: "The skill as it is now; backend_check when backend_url changed.",
-        schema: dataEnvelope(sellerSkillView.extend({ backend_check: backendCheckView.optional() })),
+        schema: dataEnvelope(editedSellerSkillView),
       },
     ],
     errors: ["not_found", ...LISTING_ERRORS],
@@ -304,9 +313,7 @@ export const sellerOperations = [
     tag: "Seller",
     summary: "The address settlement pays the account's earnings to",
     auth: "session",
-    responses: [
-      { status: 200, description: "null when none is set.", schema: dataEnvelope(z.strictObject({ address: hexAddress.nullable() })) },
-    ],
+    responses: [{ status: 200, description: "null when none is set.", schema: dataEnvelope(payoutAddressView) }],
     errors: [],
   }),
   operation({
@@ -321,7 +328,7 @@ export const sellerOperations = [
       {
         status: 200,
         description: "The payout address.",
-        schema: dataEnvelope(z.strictObject({ address: hexAddress, created: z.boolean() })),
+        schema: dataEnvelope(payoutAddressSetView),
       },
     ],
     errors: ["payout_address_refused"],

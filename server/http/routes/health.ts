@@ -3,7 +3,8 @@ import type { MoneyPath } from "../../settlement/money-path";
 import type { ChainConnection } from "../../settlement/money-path";
 import type { Ledger } from "../../ledger/ledger";
 import { checkReadiness } from "../../ops/readiness";
-import { dataEnvelope, errorEnvelope } from "../envelope";
+import { dataEnvelopeOf, errorEnvelope } from "../envelope";
+import { livenessView, readinessView } from "../contract/platform";
 
 /**
  *   GET /healthz   liveness: the process answers (always 200 while it does)
@@ -43,14 +44,14 @@ export function healthRoutes(deps: {
   };
 
   router.get("/healthz", (_req, res) => {
-    res.json(dataEnvelope({ status: "ok" }));
+    res.json(dataEnvelopeOf(livenessView, { status: "ok" }));
   });
 
   router.get("/readyz", async (_req, res) => {
     const { ready, checks } = await readiness();
     res.set("cache-control", "no-store");
     if (ready) {
-      res.json(dataEnvelope({ status: "ready", checks }));
+      res.json(dataEnvelopeOf(readinessView, { status: "ready", checks }));
       return;
     }
     const failing = Object.entries(checks)

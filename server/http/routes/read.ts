@@ -11,20 +11,24 @@ import { microsToUsd } from "../../ledger/money";
 import { requireAccount } from "../auth";
 import type { Sessions } from "../../identity/sessions";
 import { displayNameOf } from "../../identity/display-name-store";
-import { dataEnvelope, dataEnvelopeOf } from "../envelope";
+import { dataEnvelopeOf } from "../envelope";
+import { z } from "zod";
 import { balanceView } from "../contract/account";
+import { skillView } from "../contract/catalog";
 import { ApiError } from "../errors";
 import { excerpt } from "../../text";
 
 /** The most of a client's skill reference an error message quotes back (sanitized: ../../text.ts excerpt). */
 const QUOTED_REF_MAX_CHARS = 100;
 
+const skillsView = z.array(skillView);
+
 /**
  * Read endpoints for clients and the dashboard (docs/design.md §2): the public skill
  * list, and the caller's balance (its usage: ./usage.ts). All answer in the spec's envelope.
  */
 export function readRoutes(deps: {
-  config: Config;
+  config: Pick<Config, "feeMode" | "feeBps">;
   keys: ApiKeys;
   sessions: Sessions;
   skills: SkillRegistry;
@@ -37,33 +41,35 @@ export function readRoutes(deps: {
   const auth = (route: string) => requireAccount(deps.keys, deps.sessions, route);
 
   const sellers = sellerDirectory(deps.ledger, deps.addresses);
-  const describe = async (skill: Skill, quality: Map<string, QualitySummary | null>) => ({
+  /** A skill as the contract's Skill declares it (tsc checks each field against skillView). */
+  const describe = async (skill: Skill, quality: Map<string, QualitySummary | null>): Promise<z.input<typeof skillView>> => ({
     id: skill.id,
     slug: skill.slug,
     name: skill.name,
     description: skill.description,
     pricing: skill.pricing,
     /** The listed price per call, in USD; a usage-priced skill's is the most a call may cost, its max_price. */
-    [skill.pricing === "usage" ? "max_price" : "price"]: microsToUsd(skill.priceMicros),
+    ...(skill.pricing === "usage" ? { max_price: microsToUsd(skill.priceMicros) } : { price: microsToUsd(skill.priceMicros) }),
     /** What a caller pays per call (for usage pricing: at most), in USD: the price, plus the fee when it is charged on top. */
     price_per_call: microsToUsd(computeCharge(skill.priceMicros, deps.config.feeMode, deps.config.feeBps).chargedMicros),
     currency: "USDC",
     rate_limit_per_min: skill.rateLimitPerMin,
-    input_schema: skill.inputSchema,
-    ...(skill.outputSchema ? { output_schema: skill.outputSchema } : {}),
+    // JSON objects (a listing refuses anything else), typed as the records the contract names.
+    input_schema: skill.inputSchema as Record<string, unknown> | null,
+    ...(skill.outputSchema ? { output_schema: skill.outputSchema as Record<string, unknown> } : {}),
     seller: await sellers(skill.sellerAccountId),
     quality: qualityOf(quality.get(skill.id)),
   });
 
   router.get("/v1/skills", async (_req, res) => {
     const quality = await deps.quality.summaries();
-    res.json(dataEnvelope(await Promise.all(deps.skills.list().map((skill) => describe(skill, quality)))));
+    res.json(dataEnvelopeOf(skillsView, await Promise.all(deps.skills.list().map((skill) => describe(skill, quality)))));
   });
 
   router.get("/v1/skills/:skillId", async (req, res) => {
     const skill = deps.skills.resolve(req.params.skillId);
     if (!skill) throw new ApiError("skill_not_found", `Skill not found: "${excerpt(req.params.skillId, QUOTED_REF_MAX_CHARS)}".`);
-    res.json(dataEnvelope(await describe(skill, await deps.quality.summaries())));
+    res.json(dataEnvelopeOf(skillView, await describe(skill, await deps.quality.summaries())));
   });
 
   router.get("/v1/balance", auth("GET /v1/balance"), async (req, res) => {

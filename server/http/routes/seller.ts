@@ -23,33 +23,48 @@ import type { QualityRecorder } from "../../gateway/quality-recorder";
 import { type QualityTotals, faultOf, percentileMs, successRate } from "../../gateway/quality";
 import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd } from "../../ledger/money";
+import { z } from "zod";
 import { parseParams, parseRequest } from "../contract/common";
 import {
   OUTPUT_FAILURES_LIMIT,
   type UpdateSellerSkillBody,
   createSellerSkillBody,
+  editedSellerSkillView,
+  listedSellerSkillView,
+  outputFailureView,
   payoutAddressBody,
+  payoutAddressSetView,
+  payoutAddressView,
   sellerSkillParams,
+  sellerSkillView,
   sellerStatsQuery,
+  sellerStatsView,
   updateSellerSkillBody,
 } from "../contract/seller";
 import { qualityOf } from "./read";
-import { dataEnvelope } from "../envelope";
+import { dataEnvelopeOf } from "../envelope";
 import { ApiError, refuse } from "../errors";
 import { requireSession } from "../session-cookies";
 
-const view = (skill: SellerSkill) => ({
+const sellerSkillsView = z.array(sellerSkillView);
+const outputFailuresView = z.array(outputFailureView);
+
+/**
+ * A seller's skill as the contract's SellerSkill declares it (tsc checks each field against sellerSkillView). Its
+ * schemas are JSON objects (the listing refuses anything else), typed as the records the contract names.
+ */
+const view = (skill: SellerSkill): z.input<typeof sellerSkillView> => ({
   id: skill.id,
   slug: skill.slug,
   name: skill.name,
   description: skill.description,
   pricing: skill.pricing,
-  [priceFieldOf(skill.pricing)]: microsToUsd(skill.priceMicros),
+  ...(priceFieldOf(skill.pricing) === "price" ? { price: microsToUsd(skill.priceMicros) } : { max_price: microsToUsd(skill.priceMicros) }),
   backend_url: skill.backendUrl,
   timeout_ms: skill.timeoutMs,
   rate_limit_per_min: skill.rateLimitPerMin,
-  input_schema: skill.inputSchema,
-  ...(skill.outputSchema ? { output_schema: skill.outputSchema } : {}),
+  input_schema: skill.inputSchema as Record<string, unknown> | null,
+  ...(skill.outputSchema ? { output_schema: skill.outputSchema as Record<string, unknown> } : {}),
   listed: skill.listed,
   created_at: new Date(skill.createdAtMs).toISOString(),
   updated_at: new Date(skill.updatedAtMs).toISOString(),
@@ -227,13 +242,17 @@ export function sellerRoutes(deps: {
     if (fields.outputSchema) await checkSchema(deps.skills, fields.outputSchema, "output_schema");
     const result = await sellerSkills.create(req.session!.accountId, fields);
     if (!result.ok) refuse(result);
-    res
-      .status(201)
-      .json(dataEnvelope({ ...view(result.skill), signing_secret: result.signingSecret, backend_check: checkView(result.backendCheck) }));
+    res.status(201).json(
+      dataEnvelopeOf(listedSellerSkillView, {
+        ...view(result.skill),
+        signing_secret: result.signingSecret,
+        backend_check: checkView(result.backendCheck),
+      }),
+    );
   });
 
   router.get("/v1/seller/skills", session, async (req, res) => {
-    res.json(dataEnvelope((await sellerSkills.list(req.session!.accountId)).map(view)));
+    res.json(dataEnvelopeOf(sellerSkillsView, (await sellerSkills.list(req.session!.accountId)).map(view)));
   });
 
   router.patch("/v1/seller/skills/:id", session, checks, json, async (req, res) => {
@@ -244,7 +263,12 @@ export function sellerRoutes(deps: {
     if (patch.outputSchema) await checkSchema(deps.skills, patch.outputSchema, "output_schema");
     const result = await sellerSkills.update(req.session!.accountId, id, patch);
     if (!result.ok) refuse(result);
-    res.json(dataEnvelope({ ...view(result.skill), ...(result.backendCheck ? { backend_check: checkView(result.backendCheck) } : {}) }));
+    res.json(
+      dataEnvelopeOf(editedSellerSkillView, {
+        ...view(result.skill),
+        ...(result.backendCheck ? { backend_check: checkView(result.backendCheck) } : {}),
+      }),
+    );
   });
 
   // The calls whose answers broke the skill's output schema: what the seller needs to fix its backend (or its
@@ -255,7 +279,8 @@ export function sellerRoutes(deps: {
     if (!skill) throw new ApiError("not_found", NO_SUCH_SKILL);
     const failures = await deps.calls.outputFailures(skill.id, OUTPUT_FAILURES_LIMIT);
     res.json(
-      dataEnvelope(
+      dataEnvelopeOf(
+        outputFailuresView,
         failures.map((f) => ({
           call_id: f.callId,
           endpoint: f.endpoint,
@@ -279,7 +304,7 @@ export function sellerRoutes(deps: {
       .map(([code, calls]) => ({ code, fault: faultOf(code), calls }))
       .sort((a, b) => b.calls - a.calls || (a.code < b.code ? -1 : 1));
     res.json(
-      dataEnvelope({
+      dataEnvelopeOf(sellerStatsView, {
         skill_id: skill.id,
         slug: skill.slug,
         from: dayText(stats.fromMs),
@@ -299,11 +324,12 @@ export function sellerRoutes(deps: {
     const { id } = parseParams(sellerSkillParams, req.params, NO_SUCH_SKILL);
     const result = await sellerSkills.unlist(req.session!.accountId, id);
     if (!result.ok) refuse(result);
-    res.json(dataEnvelope(view(result.skill)));
+    res.json(dataEnvelopeOf(sellerSkillView, view(result.skill)));
   });
 
   router.get("/v1/seller/payout-address", session, async (req, res) => {
-    res.json(dataEnvelope({ address: (await deps.settlement.addresses.addressesOf(req.session!.accountId))[0] ?? null }));
+    const [address] = await deps.settlement.addresses.addressesOf(req.session!.accountId);
+    res.json(dataEnvelopeOf(payoutAddressView, { address: address ?? null }));
   });
 
   router.put("/v1/seller/payout-address", session, json, async (req, res) => {
@@ -332,7 +358,7 @@ export function sellerRoutes(deps: {
             : "That address cannot be linked to this account; ask an operator.";
       throw new ApiError("payout_address_refused", message);
     }
-    res.json(dataEnvelope({ address: result.address, created: result.created }));
+    res.json(dataEnvelopeOf(payoutAddressSetView, { address: result.address, created: result.created }));
   });
 
   return router;
