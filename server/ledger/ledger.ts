@@ -123,7 +123,9 @@ export interface Balance {
 /**
  * The double-entry ledger. Every movement is an entry whose postings sum to zero; each
  * posting also moves the materialized balance of its (account, bucket) in the same
- * statement (a trigger). A user's money is in `available` or `held`; a call reserves its price by
+ * statement (a trigger), except that on PostgreSQL a capture's postings (out of `held`, into
+ * `earned` and `fees`) wait as pending deltas, which balance reads add and ./balance-roll-up.ts
+ * folds in later (migration 0016; Dialect.balances). A user's money is in `available` or `held`; a call reserves its price by
  * moving it to `held` (hold), then either pays it out to the seller's `earned` and the
  * platform's `fees` (capture) or gives it back (release). The invariants that must hold
  * after every commit are in ./invariants.ts.
