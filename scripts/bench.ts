@@ -377,7 +377,7 @@ async function main(): Promise<void> {
       console.log(
         `model, ${MANY_BUYERS} buyers on a 16-core host with PostgreSQL on it (replicas: calls/s), from this run's CPU per call ` +
           `(${fmt(manyPg.gatewayCpuMicros, 0)} µs a call in a replica, ${fmt(manyPg.postgresCpuMicros, 0)} µs in PostgreSQL): ${clusterModel(manyPg, 16)}; ` +
-          "an upper bound from CPU alone: it leaves out the row locks every capture queues on (the seller's and the platform's balances), which the 2-replica rows above measure",
+          "an upper bound from CPU alone: it leaves out lock waits (the pg_locks samples above); PostgreSQL's µs per call include the balance roll-up",
       );
   } finally {
     stopAll(children);

@@ -2,7 +2,7 @@ import fs from "node:fs";
 import Sqlite from "better-sqlite3";
 import { DatabaseLockedError, lockDatabase } from "./lock";
 import type { Migration } from "./migrations";
-import type { Sql, SqlParam } from "./sql";
+import { DIALECTS, type Sql, type SqlParam } from "./sql";
 import { SqliteDatabase } from "./sqlite-database";
 import { PostgresDatabase } from "./postgres/database";
 import { migratePostgres } from "./postgres/migrate";
@@ -107,14 +107,19 @@ export class CopyToPostgresError extends Error {
   }
 }
 
+/** Pending balance deltas folded per statement at the end of the copy. */
+const ROLL_UP_ROWS = 50_000;
 /** Rows per INSERT statement (fewer for a wide table: PostgreSQL binds at most 65535 parameters). */
 const BATCH_ROWS = 500;
 const MAX_PARAMS = 65_535;
 
 /** Tables neither engine copies: each engine's own record of its migrations. */
 const BOOKKEEPING = "schema_migrations";
-/** PostgreSQL's own tables, which a SQLite file has no counterpart for: the replicas sharing the database. */
-const POSTGRES_ONLY_TABLES: readonly string[] = ["gateway_replicas"];
+/**
+ * PostgreSQL's own tables, which a SQLite file has no counterpart for: the replicas sharing the database, and the
+ * balance deltas captures leave pending (migration 0016), which the copy's postings make through the trigger.
+ */
+const POSTGRES_ONLY_TABLES: readonly string[] = ["gateway_replicas", "ledger_balance_deltas"];
 /** A PostgreSQL column of this name that SQLite lacks is SQLite's implicit rowid, made explicit (calls.rowid). */
 const ROWID = "rowid";
 /**
@@ -378,6 +383,9 @@ async function copy(
     }
   }
 
+  // The postings' trigger left a capture's postings pending (migration 0016); folded in before the commit, the rows hold
+  // every balance whole, as SQLite's do (in this transaction: the copy's COMMIT waits for the flush).
+  while ((await tx.value<bigint>("SELECT ledger_roll_up(?, 0)", [ROLL_UP_ROWS]))! > 0n);
   const balances = await compareBalances(tx, db);
   log(`balances: ${balances} (account, bucket) pair(s) rebuilt from the postings, each equal to SQLite's`);
   try {
@@ -421,11 +429,12 @@ async function copyTable(tx: Sql, db: Sqlite.Database, t: TablePlan): Promise<nu
 
 /** Compares every (account, bucket) balance, to the base unit; returns how many there are. */
 async function compareBalances(tx: Sql, db: Sqlite.Database): Promise<number> {
-  const read = "SELECT account_id, bucket, balance FROM ledger_accounts";
+  // Each engine's balances (Dialect.balances): PostgreSQL's add the deltas its trigger left pending.
+  const read = (balances: string) => `SELECT account_id, bucket, balance FROM ${balances}`;
   type BalanceRow = { account_id: string; bucket: string; balance: bigint };
   const key = (r: BalanceRow) => `${r.account_id}/${r.bucket}`;
-  const sqlite = new Map((db.prepare(read).all() as BalanceRow[]).map((r) => [key(r), r.balance]));
-  const postgres = new Map((await tx.all<BalanceRow>(read)).map((r) => [key(r), r.balance]));
+  const sqlite = new Map((db.prepare(read(DIALECTS.sqlite.balances)).all() as BalanceRow[]).map((r) => [key(r), r.balance]));
+  const postgres = new Map((await tx.all<BalanceRow>(read(tx.dialect.balances))).map((r) => [key(r), r.balance]));
   const differences: string[] = [];
   for (const k of new Set([...sqlite.keys(), ...postgres.keys()])) {
     const a = sqlite.get(k);

@@ -34,11 +34,23 @@ export interface Dialect {
    * transaction there already excludes every other writer.
    */
   forUpdate: string;
+  /**
+   * The relation a ledger balance is read from, `(account_id, bucket, balance)`. On PostgreSQL a capture's postings
+   * wait as pending deltas instead of moving their rows (migration 0016), and the view `ledger_balances` adds them to
+   * `ledger_accounts`; on SQLite every posting moves its row at once, so the table is the balances.
+   */
+  balances: string;
+  /**
+   * Appended to a SELECT that locks ledger balance rows it will move: PostgreSQL's `FOR NO KEY UPDATE` (a balance
+   * row's key never changes), which does not wait for the KEY SHARE lock a pending capture's posting holds on a row
+   * through its foreign key until its group commits. Nothing on SQLite (see forUpdate).
+   */
+  forBalanceUpdate: string;
 }
 
 export const DIALECTS: Record<Engine, Dialect> = {
-  sqlite: { forUpdate: "" },
-  postgres: { forUpdate: " FOR UPDATE" },
+  sqlite: { forUpdate: "", balances: "ledger_accounts", forBalanceUpdate: "" },
+  postgres: { forUpdate: " FOR UPDATE", balances: "ledger_balances", forBalanceUpdate: " FOR NO KEY UPDATE" },
 };
 
 export type Row = Record<string, unknown>;

@@ -3,6 +3,9 @@ import type { Sql } from "../db/sql";
 /** The rule every single entry obeys; the ledger also asserts it before it writes one (Ledger.post). */
 export const ENTRY_SUMS_TO_ZERO = "every entry's postings sum to zero";
 
+/** Where the checks read balances: replaced by the engine's Dialect.balances. */
+const BALANCES = "{balances}";
+
 /**
  * The ledger's invariants, stated as queries next to the schema they guard. Each query
  * returns the rows that break its rule, so an empty result everywhere means the books
@@ -18,22 +21,24 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
     rule: ENTRY_SUMS_TO_ZERO,
     sql: "SELECT entry_id, SUM(amount) AS total FROM postings GROUP BY entry_id HAVING SUM(amount) <> 0",
   },
+  // A balance is read from BALANCES: the table on SQLite; on PostgreSQL the view adding the pending deltas of
+  // migration 0016 (Dialect.balances), whose own rules follow at the end (POSTGRES_CHECKS).
   {
-    rule: "every materialized balance equals the sum of its postings",
+    rule: "every balance equals the sum of its postings",
     sql: `SELECT la.account_id, la.bucket, la.balance, COALESCE(p.total, 0) AS postings
-          FROM ledger_accounts la
+          FROM ${BALANCES} la
           LEFT JOIN (SELECT account_id, bucket, SUM(amount) AS total FROM postings GROUP BY account_id, bucket) p
             ON p.account_id = la.account_id AND p.bucket = la.bucket
           WHERE la.balance <> COALESCE(p.total, 0)`,
   },
   {
     rule: "no balance below zero outside the source accounts",
-    sql: "SELECT account_id, bucket, balance FROM ledger_accounts WHERE bucket <> 'source' AND balance < 0",
+    sql: `SELECT account_id, bucket, balance FROM ${BALANCES} WHERE bucket <> 'source' AND balance < 0`,
   },
   {
     rule: "each account's held balance equals its open holds",
     sql: `SELECT la.account_id, la.balance, COALESCE(h.total, 0) AS open_holds
-          FROM ledger_accounts la
+          FROM ${BALANCES} la
           LEFT JOIN (SELECT account_id, SUM(amount) AS total FROM holds WHERE status = 'open' GROUP BY account_id) h
             ON h.account_id = la.account_id
           WHERE la.bucket = 'held' AND la.balance <> COALESCE(h.total, 0)`,
@@ -170,7 +175,7 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
     rule: "an account with a pending exit short of its freeze has nothing available",
     sql: `SELECT x.account_id, x.tx_hash, x.log_index, x.shortfall, la.balance AS available
           FROM chain_exits x
-          JOIN ledger_accounts la ON la.account_id = x.account_id AND la.bucket = 'available'
+          JOIN ${BALANCES} la ON la.account_id = x.account_id AND la.bucket = 'available'
           WHERE x.status = 'pending' AND x.shortfall > 0 AND la.balance > 0`,
   },
   // API keys' spending limits (./spend-limits.ts): a key's count of its current period is exactly what its holds
@@ -224,6 +229,24 @@ const CHECKS: readonly { rule: string; sql: string }[] = [
   },
 ];
 
+/**
+ * The rules of PostgreSQL's pending balance deltas (migration 0016): each is the posting of its id, not yet in its row
+ * (the rule of which postings wait is postings_move_balance's: money into `earned` and `fees`, out of `held`), so the
+ * materialized row plus its deltas is the balance the checks above read; and the row alone stays on the safe side of
+ * its CHECK, which the table enforces.
+ */
+const POSTGRES_CHECKS: readonly { rule: string; sql: string }[] = [
+  {
+    rule: "every pending balance delta is its posting, one the capture path defers",
+    sql: `SELECT d.posting_id, d.account_id, d.bucket, d.amount, p.account_id AS posting_account, p.bucket AS posting_bucket,
+                 p.amount AS posting_amount
+          FROM ledger_balance_deltas d
+          LEFT JOIN postings p ON p.id = d.posting_id
+          WHERE p.id IS NULL OR p.account_id <> d.account_id OR p.bucket <> d.bucket OR p.amount <> d.amount
+             OR NOT ((d.bucket IN ('earned', 'fees') AND d.amount > 0) OR (d.bucket = 'held' AND d.amount < 0))`,
+  },
+];
+
 export interface Violation {
   rule: string;
   rows: unknown[];
@@ -247,8 +270,8 @@ export class LedgerInvariantError extends Error {
 /** Runs every invariant query and returns the rules that are broken, with the offending rows. */
 export async function findViolations(sql: Sql): Promise<Violation[]> {
   const violations: Violation[] = [];
-  for (const check of CHECKS) {
-    const rows = await sql.all(check.sql);
+  for (const check of sql.engine === "postgres" ? [...CHECKS, ...POSTGRES_CHECKS] : CHECKS) {
+    const rows = await sql.all(check.sql.replaceAll(BALANCES, sql.dialect.balances));
     if (rows.length > 0) violations.push({ rule: check.rule, rows });
   }
   return violations;

@@ -1,4 +1,5 @@
 import { DeferredWrites } from "../db/deferred-writes";
+import { BalanceRollUp } from "./balance-roll-up";
 import { uuidv7 } from "../db/ids";
 import { type Database, type Sql, isDatabaseUnavailable, within } from "../db/sql";
 import type { Charge } from "./fees";
@@ -122,7 +123,9 @@ export interface Balance {
 /**
  * The double-entry ledger. Every movement is an entry whose postings sum to zero; each
  * posting also moves the materialized balance of its (account, bucket) in the same
- * statement (a trigger). A user's money is in `available` or `held`; a call reserves its price by
+ * statement (a trigger), except that on PostgreSQL a capture's postings (out of `held`, into
+ * `earned` and `fees`) wait as pending deltas, which balance reads add and ./balance-roll-up.ts
+ * folds in later (migration 0016; Dialect.balances). A user's money is in `available` or `held`; a call reserves its price by
  * moving it to `held` (hold), then either pays it out to the seller's `earned` and the
  * platform's `fees` (capture) or gives it back (release). The invariants that must hold
  * after every commit are in ./invariants.ts.
@@ -140,6 +143,8 @@ export class Ledger {
   private readonly limits: SpendLimits;
   /** Releases the database did not take when they were due: done once it answers again (releaseWhenAvailable). */
   private readonly deferred: DeferredWrites;
+  /** Folds the pending balance deltas of captures into their rows (PostgreSQL; ./balance-roll-up.ts). */
+  readonly rollUp: BalanceRollUp;
 
   private constructor(
     readonly db: Database,
@@ -148,6 +153,7 @@ export class Ledger {
     log?: (message: string, error?: unknown) => void,
   ) {
     this.deferred = new DeferredWrites({ log });
+    this.rollUp = new BalanceRollUp(db, { log });
     this.limits = new SpendLimits(db);
     this.freezes = new ExitFreezes({
       availableOf: (tx, accountId) => this.lockedBalance(tx, accountId, "available"),
@@ -186,6 +192,8 @@ export class Ledger {
       await ledger.ensureAccount({ id: X402_SOURCE_ID, kind: "system", name: "x402 payers (paid per call on-chain)" }, tx);
       await ledger.freezes.open(tx);
     });
+    // A replica keeps the captures' pending balance deltas few (reads add them, so only their cost depends on it).
+    if (options.replicaId !== undefined) ledger.rollUp.start();
     return ledger;
   }
 
@@ -645,8 +653,9 @@ export class Ledger {
     return this.deferred.size;
   }
 
-  /** Tries the waiting releases once more, then stops retrying them (the gateway's close). */
+  /** Tries the waiting releases once more, then stops retrying them, and stops the balance roll-up (the gateway's close). */
   async closeDeferred(): Promise<void> {
+    await this.rollUp.stop();
     await this.deferred.flush();
     this.deferred.close();
   }
@@ -700,7 +709,10 @@ export class Ledger {
   }
 
   async balanceOf(accountId: string, bucket: Bucket, sql: Sql = this.db): Promise<bigint> {
-    return (await sql.value<bigint>("SELECT balance FROM ledger_accounts WHERE account_id = ? AND bucket = ?", [accountId, bucket])) ?? 0n;
+    return (
+      (await sql.value<bigint>(`SELECT balance FROM ${sql.dialect.balances} WHERE account_id = ? AND bucket = ?`, [accountId, bucket])) ??
+      0n
+    );
   }
 
   /**
@@ -720,7 +732,7 @@ export class Ledger {
     const row = await tx.one<{ balance: bigint; limited: bigint }>(
       `SELECT la.balance,
               CASE WHEN EXISTS (SELECT 1 FROM key_spend_limits k WHERE k.key_id = ? AND k.limit_micros IS NOT NULL) THEN 1 ELSE 0 END AS limited
-       FROM ledger_accounts la WHERE la.account_id = ? AND la.bucket = 'available'${tx.dialect.forUpdate}`,
+       FROM ledger_accounts la WHERE la.account_id = ? AND la.bucket = 'available'${tx.dialect.forBalanceUpdate}`,
       [keyId, accountId],
     );
     return { available: row ? BigInt(row.balance) : 0n, limited: row ? BigInt(row.limited) === 1n : false };
@@ -748,8 +760,9 @@ export class Ledger {
     };
   }
 
-  private async lockedBalance(tx: Sql, accountId: string, bucket: Bucket): Promise<bigint> {
-    const sql = `SELECT balance FROM ledger_accounts WHERE account_id = ? AND bucket = ?${tx.dialect.forUpdate}`;
+  /** Only `available`, which every posting moves at once: a balance a capture posts to may have deltas pending. */
+  private async lockedBalance(tx: Sql, accountId: string, bucket: "available"): Promise<bigint> {
+    const sql = `SELECT balance FROM ledger_accounts WHERE account_id = ? AND bucket = ?${tx.dialect.forBalanceUpdate}`;
     return (await tx.value<bigint>(sql, [accountId, bucket])) ?? 0n;
   }
 
@@ -859,11 +872,11 @@ export class Ledger {
       const rows = [{ entry_id: entryId, total: totalMicros, postings: postings.map(([a, b, m]) => `${a}/${b} ${m}`) }];
       throw new LedgerInvariantError([{ rule: ENTRY_SUMS_TO_ZERO, rows }]);
     }
-    if (tx.dialect.forUpdate !== "") {
+    if (tx.dialect.forBalanceUpdate !== "") {
       const keys = postings.flatMap(([accountId, bucket]) => [accountId, bucket]);
       await tx.run(
         `SELECT 1 FROM ledger_accounts WHERE (account_id, bucket) IN (${postings.map(() => "(?, ?)").join(", ")})
-         ORDER BY account_id, bucket${tx.dialect.forUpdate}`,
+         ORDER BY account_id, bucket${tx.dialect.forBalanceUpdate}`,
         keys,
       );
     }

@@ -18,12 +18,17 @@ const PG_ONLY_COLUMNS = ["calls.rowid"];
 const PG_ONLY_UNIQUES = ["calls(rowid)"];
 /** TRUNCATE fires no row trigger in PostgreSQL; these refuse it for the append-only journal (SQLite has no TRUNCATE). */
 const PG_ONLY_TRIGGERS = ["entries_no_truncate", "postings_no_truncate"];
-/** Tables only PostgreSQL has: the replicas sharing the database (a SQLite file has one process). */
-const PG_ONLY_TABLES = ["gateway_replicas"];
+/**
+ * Tables only PostgreSQL has: the replicas sharing the database (a SQLite file has one process), and the balance
+ * deltas a capture leaves pending so that it locks no hot balance row (migration 0016; SQLite has one writer).
+ */
+const PG_ONLY_TABLES = ["gateway_replicas", "ledger_balance_deltas"];
+/** Views only PostgreSQL has: the balances with their pending deltas added (SQLite's ledger_accounts is its balances). */
+const PG_ONLY_VIEWS = ["ledger_balances"];
 /** Bookkeeping of each engine's own migration runner, not part of the schema. */
 const BOOKKEEPING = "schema_migrations";
 /** The PostgreSQL tables the comparison leaves out, as an SQL list. */
-const NOT_COMPARED = [BOOKKEEPING, ...PG_ONLY_TABLES].map((t) => `'${t}'`).join(", ");
+const NOT_COMPARED = [BOOKKEEPING, ...PG_ONLY_TABLES, ...PG_ONLY_VIEWS].map((t) => `'${t}'`).join(", ");
 
 interface ColumnShape {
   type: string;
@@ -136,7 +141,8 @@ async function postgresShape(pool: PostgresPool): Promise<SchemaShape> {
     `SELECT i.relname AS name, t.relname AS tbl, x.indisunique AS unique, x.indpred IS NOT NULL AS partial,
             ARRAY(SELECT a.attname::text FROM unnest(x.indkey) WITH ORDINALITY k(n, o) JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.n ORDER BY k.o) AS cols
      FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid JOIN pg_namespace n ON n.oid = t.relnamespace
-     WHERE n.nspname = 'public' AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = x.indexrelid)`,
+     WHERE n.nspname = 'public' AND t.relname NOT IN (${NOT_COMPARED})
+       AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = x.indexrelid)`,
   )) {
     shape.indexes.push(`${ix.name} on ${ix.tbl}(${ix.cols.join(",")})${ix.unique ? " unique" : ""}${ix.partial ? " partial" : ""}`);
   }

@@ -15,7 +15,7 @@ describeEachEngine("concurrent calls against a balance that runs out", (engine) 
    */
   const buyerBalances = async () => {
     const rows = await stack.gw.db.all<{ bucket: string; balance: bigint }>(
-      "SELECT bucket, balance FROM ledger_accounts WHERE account_id = ? AND bucket IN ('available', 'held')",
+      `SELECT bucket, balance FROM ${stack.gw.db.dialect.balances} WHERE account_id = ? AND bucket IN ('available', 'held')`,
       [stack.buyerId],
     );
     const of = (bucket: string) => rows.find((r) => r.bucket === bucket)?.balance ?? 0n;

@@ -59,10 +59,10 @@ export async function holdOk(ledger: Ledger, userId: string, sellerId: string, c
   return result.hold.id;
 }
 
-/** Every (account, bucket) balance, keyed "account/bucket", read straight from the table. */
+/** Every (account, bucket) balance, keyed "account/bucket", read straight from the engine's balances (Dialect.balances). */
 export async function allBalances(sql: Sql): Promise<Map<string, bigint>> {
   const rows = await sql.all<{ account_id: string; bucket: Bucket; balance: bigint }>(
-    "SELECT account_id, bucket, balance FROM ledger_accounts",
+    `SELECT account_id, bucket, balance FROM ${sql.dialect.balances}`,
   );
   return new Map(rows.map((r) => [`${r.account_id}/${r.bucket}`, r.balance]));
 }

@@ -16,7 +16,7 @@ import {
 const RULES = {
   totalZero: "all postings sum to zero",
   entryZero: "every entry's postings sum to zero",
-  materialized: "every materialized balance equals the sum of its postings",
+  materialized: "every balance equals the sum of its postings",
   nonNegative: "no balance below zero outside the source accounts",
   heldMatchesHolds: "each account's held balance equals its open holds",
   perUser: "available + held + spent = deposited - withdrawn, per user",

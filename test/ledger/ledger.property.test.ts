@@ -10,7 +10,7 @@ import type { FeeMode } from "../../server/ledger/fees";
 import type { CreditKind } from "../../server/ledger/ledger";
 import { describeEachEngine, type Engine } from "../helpers/engines";
 import { makeLedger, sqliteOf } from "../helpers/ledger";
-import { CaptureUsage, Credit, Flush, Hold, HoldForUnknownSeller, Recover, Restart, Settle } from "./model/call-steps";
+import { CaptureUsage, Credit, Flush, Hold, HoldForUnknownSeller, Recover, Restart, RollUp, Settle } from "./model/call-steps";
 import { ADDRESSES, type Real, SELLERS, USERS, initialModel } from "./model/model";
 import { CloseExit, ReplayExitLog, RequestExit, SettleVoucher, Withdraw } from "./model/money-out-steps";
 import { X402Payment } from "./model/x402-steps";
@@ -77,6 +77,7 @@ const steps = [
     .tuple(fc.constantFrom(...SELLERS), fc.bigInt({ min: 1n, max: 3_000_000n }), fc.constantFrom(0n, 1000n, 10_000n), fc.boolean())
     .map(([seller, p, bps, reuse]) => new X402Payment(seller, p, bps, reuse)),
   fc.constant(new Flush()),
+  fc.constant(new RollUp()),
   fc.constant(new Recover()),
   fc.constant(new Restart()),
   fc

@@ -35,7 +35,7 @@ export async function keysInProgress(db: Sql): Promise<number> {
 }
 
 export async function availableOf(db: Sql, accountId: string): Promise<bigint> {
-  return (await db.value<bigint>("SELECT balance FROM ledger_accounts WHERE account_id = ? AND bucket = 'available'", [accountId]))!;
+  return (await db.value<bigint>(`SELECT balance FROM ${db.dialect.balances} WHERE account_id = ? AND bucket = 'available'`, [accountId]))!;
 }
 
 /** The parties the chaos gateway's books know. */
@@ -122,14 +122,15 @@ export async function checkBooks(
   expect(notCalls, "captured holds that are not a recorded successful call").to.deep.equal([]);
   const capturedMicros = captured.reduce((sum, c) => sum + c.amount, 0n);
 
-  const balance = await db.all<{ bucket: string; balance: bigint }>("SELECT bucket, balance FROM ledger_accounts WHERE account_id = ?", [
-    parties.buyerId,
-  ]);
+  const balance = await db.all<{ bucket: string; balance: bigint }>(
+    `SELECT bucket, balance FROM ${db.dialect.balances} WHERE account_id = ?`,
+    [parties.buyerId],
+  );
   const buyer = Object.fromEntries(balance.map((b) => [b.bucket, b.balance]));
   expect(buyer.held, "the buyer's held balance").to.equal(0n);
   expect(parties.creditMicros - buyer.available, "the buyer's balance moved by the sum of the captures").to.equal(capturedMicros);
   const bucket = async (accountId: string, name: string) =>
-    (await db.value<bigint>("SELECT balance FROM ledger_accounts WHERE account_id = ? AND bucket = ?", [accountId, name]))!;
+    (await db.value<bigint>(`SELECT balance FROM ${db.dialect.balances} WHERE account_id = ? AND bucket = ?`, [accountId, name]))!;
   const earned = await bucket(parties.sellerId, "earned");
   const fees = await bucket(PLATFORM_ACCOUNT_ID, "fees");
   expect(earned + fees, "the seller's earnings and the platform's fees").to.equal(capturedMicros);

@@ -220,6 +220,19 @@ export class Flush extends Step {
   }
 }
 
+/**
+ * PostgreSQL's balance roll-up (server/ledger/balance-roll-up.ts): the deltas captures left pending folded into their
+ * rows. Balances as read do not change (the check after every step reads them with the deltas); on SQLite, nothing.
+ */
+export class RollUp extends Step {
+  protected async apply(_model: Model, real: Real): Promise<void> {
+    await real.ledger.rollUp.once();
+  }
+  toString(): string {
+    return "rollUp.once()";
+  }
+}
+
 /** What startup does after a crash: every open hold is released (and feeds its account's short freezes). */
 export class Recover extends Step {
   protected async apply(model: Model, real: Real): Promise<void> {
