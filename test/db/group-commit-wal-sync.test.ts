@@ -129,6 +129,22 @@ describe("GroupCommit with the log's fsync off the event loop", () => {
     expect(wal.started, "the fsync in flight covered it").to.equal(1);
   });
 
+  it("makes a durable() asked with no batch open, after a commit the fsync in flight does not cover, wait for the next fsync", async () => {
+    const commit = makeCommit();
+    const first = commit.runDurable(() => addNote("first"));
+    await until(() => wal.started === 1);
+    await commit.run(() => addNote("second"));
+    commit.flush();
+    expect(db.inTransaction).to.equal(false);
+    const afterSecond = commit.durable();
+    wal.release(0);
+    await first;
+    expect(await settled(afterSecond), "answered by the fsync begun before the second COMMIT").to.equal(false);
+    await until(() => wal.started === 2);
+    wal.release(1);
+    await afterSecond;
+  });
+
   it("rejects the waiters of a batch whose fsync failed, reports it once and acknowledges nothing afterwards", async () => {
     const commit = makeCommit();
     const doomed = commit.runDurable(() => addNote("doomed"));
