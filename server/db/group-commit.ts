@@ -61,7 +61,11 @@ export class GroupCommit {
   private unsynced: Unsynced[] = [];
   /** The batches the fsync in flight covers; undefined when none is in flight. */
   private syncing: Unsynced[] | undefined;
-  /** Whether a batch committed since the fsync in flight began (a durable() caller then needs the next one). */
+  /**
+   * Whether a batch committed since the last fsync began: its frames are on disk only once another fsync has run. A
+   * batch nobody waits for does not start one (its writes ride along with the next, as under FULL they would ride
+   * along with the next COMMIT), but a durable() asked afterwards must.
+   */
   private committedSinceSyncBegan = false;
   /** What broke durability for good: an fsync of the log failed. */
   private broken: { error: unknown } | undefined;
@@ -185,13 +189,15 @@ export class GroupCommit {
 
   /** Resolves once every batch committed so far is on disk: at once without a walSync (COMMIT synced it). */
   private logSynced(): Promise<void> {
-    if (this.syncing === undefined && this.unsynced.length === 0) return Promise.resolve();
+    const walSync = this.walSync;
+    if (!walSync || (this.syncing === undefined && !this.committedSinceSyncBegan)) return Promise.resolve();
     return new Promise((resolve, reject) => {
       const waiter = { resolve, reject };
       // The fsync in flight covers everything committed before it began; a later commit needs the next one.
       const group = this.syncing !== undefined && !this.committedSinceSyncBegan ? this.syncing.at(-1) : this.unsynced.at(-1);
       if (group) group.waiters.push(waiter);
       else this.unsynced.push({ waiters: [waiter], operations: 0, startedAt: performance.now() });
+      if (this.syncing === undefined) this.syncLog(walSync);
     });
   }
 
@@ -239,8 +245,12 @@ export class GroupCommit {
       return undefined;
     }
     if (this.walSync) {
-      this.unsynced.push({ waiters, operations: this.opsInBatch, startedAt });
       this.committedSinceSyncBegan = true;
+      if (waiters.length === 0) {
+        this.onCommit?.({ operations: this.opsInBatch, waiters: 0, durationMs: performance.now() - startedAt });
+        return undefined;
+      }
+      this.unsynced.push({ waiters, operations: this.opsInBatch, startedAt });
       if (this.syncing === undefined) this.syncLog(this.walSync);
       return undefined;
     }

@@ -145,6 +145,19 @@ describe("GroupCommit with the log's fsync off the event loop", () => {
     await afterSecond;
   });
 
+  it("starts no fsync for a batch nobody waits for, but makes a later durable() wait for one that covers it", async () => {
+    const commit = makeCommit();
+    await commit.run(() => addNote("a hold"));
+    commit.flush();
+    await until(() => committedNotes().length === 1);
+    expect(wal.started, "an fsync nobody waits for").to.equal(0);
+    const durable = commit.durable();
+    await until(() => wal.started === 1);
+    expect(await settled(durable)).to.equal(false);
+    wal.release(0);
+    await durable;
+  });
+
   it("rejects the waiters of a batch whose fsync failed, reports it once and acknowledges nothing afterwards", async () => {
     const commit = makeCommit();
     const doomed = commit.runDurable(() => addNote("doomed"));
