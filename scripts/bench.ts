@@ -4,7 +4,7 @@
  *   1. the backend called directly,
  *   2. a bare Node HTTP proxy in front of it (the baseline),
  *   3. the gateway on a SQLite file: auth, rate limit, hold, forward, capture, every charge durable
- *      (synchronous=FULL) before its response is sent, each request's JSON log line written (asynchronously) to a
+ *      (an fsync of the -wal file, off the event loop) before its response is sent, each request's JSON log line written (asynchronously) to a
  *      file beside the ledger, as in production; with one hot buyer (every call spends one balance), then with
  *      50 buyers, one key each (each connection calls as a buyer of its own);
  *   4. the gateway on PostgreSQL with its limits in Redis, one replica then two sharing the load (the connections
@@ -47,6 +47,8 @@ interface Scenario {
   gatewayCpuMicros: number;
   /** PostgreSQL's CPU per call (the postmaster and every backend), µs; NaN on SQLite or where /proc cannot say. */
   postgresCpuMicros: number;
+  /** SQLite only: the gateway's event loop busy per call (its CPU, and any wait it blocks on, such as a synchronous fsync), µs. */
+  loopBusyMicros?: number;
   /** PostgreSQL only: statements, transactions and WAL flushes per call. */
   statements?: number;
   transactions?: number;
@@ -58,6 +60,8 @@ interface Scenario {
 /** Each started gateway's counters: its CPU time and PostgreSQL traffic so far. */
 interface GatewayStats {
   cpuMicros: number;
+  /** SQLite only: the event loop's busy time so far, µs. */
+  loopBusyMicros?: number;
   statements?: number;
   transactions?: number;
   captured?: number;
@@ -136,6 +140,7 @@ async function scenario(
     gatewayCpuMicros: sum((s) => s.cpuMicros) / calls,
     postgresCpuMicros: Number.NaN,
   };
+  if (options.engine === "sqlite") result.loopBusyMicros = sum((s) => s.loopBusyMicros) / calls;
   if (options.postgres) {
     result.postgresCpuMicros = (processTreeCpuMicros(options.postgres.pid) - pgCpuBefore) / calls;
     result.statements = sum((s) => s.statements) / calls;
@@ -159,11 +164,15 @@ async function sqliteRuns(
     const gateway = await startGateway({ backendUrl, dbPath: path.join(dir, `bench-${buyers}.db`), buyers });
     children.push(gateway.child);
     const label = buyers === 1 ? "one buyer" : `${buyers} buyers`;
-    scenarios.push(await scenario(`gateway, SQLite, ${label} (durable charges)`, [gateway], body, { engine: "sqlite", buyers }));
+    const measured = await scenario(`gateway, SQLite, ${label} (durable charges)`, [gateway], body, { engine: "sqlite", buyers });
+    scenarios.push(measured);
+    notes.push(
+      `SQLite, ${label}: the event loop busy ${fmt(measured.loopBusyMicros ?? Number.NaN, 0)} µs a call, of ${fmt(measured.gatewayCpuMicros, 0)} µs of CPU a call in the process`,
+    );
     const stats = await statsOf(gateway.child);
     if (buyers === 1)
       notes.push(
-        `SQLite durability: synchronous=${stats.synchronous === 2 ? "FULL" : stats.synchronous}, ${stats.captured} charges captured in ${stats.batches} commits ` +
+        `SQLite durability: synchronous=${stats.synchronous === 2 ? "FULL" : stats.synchronous === 1 ? "NORMAL + an fsync of the -wal file off the event loop" : stats.synchronous}, ${stats.captured} charges captured in ${stats.batches} commits ` +
           `(${fmt((stats.captured ?? 0) / Math.max(1, stats.batches ?? 0), 1)} per commit), every one on disk before its 200 was sent`,
       );
     // Its CPU is given back before the next scenario.

@@ -1,5 +1,7 @@
+import fs from "node:fs";
 import { openDatabase } from "./db/db";
 import { GroupCommit } from "./db/group-commit";
+import { WalFileSync } from "./db/wal-sync";
 import type { Database } from "./db/sql";
 import { SqliteDatabase } from "./db/sqlite-database";
 import { PostgresDatabase } from "./db/postgres/database";
@@ -58,6 +60,20 @@ export async function openGatewayDatabase(options: OpenGatewayDatabaseOptions): 
     await watch.start();
     return new PostgresDatabase(pool, undefined, watch);
   }
-  const db = openDatabase(options.sqlitePath, SCHEMA);
-  return new SqliteDatabase(db, new GroupCommit(db, options.groupCommitMaxOps, options.onCommitError));
+  return openSqliteDatabase(options.sqlitePath, { maxOps: options.groupCommitMaxOps, onCommitError: options.onCommitError });
+}
+
+/**
+ * The gateway's tables in a SQLite file (or in memory: ":memory:"), behind the group commit. On a file, a commit's
+ * durability is an fsync of the write-ahead log on libuv's thread pool (./db/wal-sync.ts), which the batch's
+ * responses wait for while the event loop goes on; the log is found where SQLite puts it, beside the database file
+ * the path resolves to (through a symbolic link, as SQLite follows it).
+ */
+export function openSqliteDatabase(
+  file: string,
+  options: { maxOps?: number; onCommitError?: (error: unknown) => void } = {},
+): SqliteDatabase {
+  const db = openDatabase(file, SCHEMA);
+  const walSync = file === ":memory:" || file === "" ? undefined : new WalFileSync(`${fs.realpathSync(file)}-wal`);
+  return new SqliteDatabase(db, new GroupCommit(db, options.maxOps, options.onCommitError, undefined, walSync));
 }

@@ -85,7 +85,7 @@ export interface GatewaySpec {
 }
 
 /**
- * The real gateway, on a real SQLite file with synchronous=FULL, or (given a database URL) on PostgreSQL with
+ * The real gateway, on a real SQLite file (every charge durable before its 200: the -wal file's fsync), or (given a database URL) on PostgreSQL with
  * its limits in Redis. The first replica of a database seeds it; the others are given the seeded key.
  */
 async function runGateway(spec: GatewaySpec): Promise<void> {
@@ -180,6 +180,8 @@ async function runGateway(spec: GatewaySpec): Promise<void> {
       synchronous: Number(sync),
       ...postgresTraffic,
       cpuMicros: cpuMicros(),
+      // The event loop's busy time so far (what routes calls; a synchronous fsync blocks it): µs.
+      loopBusyMicros: performance.eventLoopUtilization().active * 1000,
     });
   });
   process.send!({ url: gw.url, keys });

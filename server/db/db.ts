@@ -8,7 +8,8 @@ export type Db = Database.Database;
 /**
  * Opens (creating if needed) the ledger database with the settings money needs: WAL so
  * readers never block the writer, synchronous=FULL so a committed charge survives a power
- * cut, foreign keys on, recursive triggers on (so a REPLACE cannot bypass the journal's
+ * cut (the gateway's group commit lowers it to NORMAL and syncs the log itself, off the event loop:
+ * ./group-commit.ts), foreign keys on, recursive triggers on (so a REPLACE cannot bypass the journal's
  * DELETE triggers), and every INTEGER read back as a bigint so no amount ever passes
  * through a float. Then applies whichever of `migrations` (the gateway's are server/schema.ts's SCHEMA) it has
  * not applied yet.

@@ -1,9 +1,17 @@
 import { performance } from "node:perf_hooks";
 import type { Db } from "./db";
+import type { WalSync } from "./wal-sync";
 
 interface Waiter {
   resolve: () => void;
   reject: (error: unknown) => void;
+}
+
+/** A committed batch whose write-ahead log is not yet known to be on disk, and the responses waiting for it. */
+interface Unsynced {
+  waiters: Waiter[];
+  operations: number;
+  startedAt: number;
 }
 
 /**
@@ -28,6 +36,15 @@ interface Waiter {
  * Because operations run one after the other inside the transaction, later operations see
  * earlier ones' writes: a hold taken in this batch is already subtracted when the next call
  * checks the balance.
+ *
+ * With a `walSync` (./wal-sync.ts, what the gateway gives it on a file), the COMMIT does not wait for the disk: the
+ * connection runs at `synchronous=NORMAL`, where SQLite's COMMIT writes the batch's frames to the `-wal` file and
+ * returns, and the fsync that makes them durable runs on libuv's thread pool while the event loop goes on. The
+ * batch's waiters are answered only when an fsync begun after its COMMIT has completed, so a response still never
+ * reports money the disk does not have. One fsync is in flight at a time; the batches committed meanwhile share the
+ * next one. Once an fsync has failed, nothing is acknowledged again (a later fsync's success says nothing of the
+ * pages the failed one lost): every waiter, and every operation asked for afterwards, is refused, and the owner
+ * is told (the gateway stops, and recovery runs at its next start: server/index.ts).
  */
 export class GroupCommit {
   private waiters: Waiter[] = [];
@@ -40,6 +57,18 @@ export class GroupCommit {
   private readonly turns: (() => void)[] = [];
   /** A flush was asked for while an operation held the turn: it happens as the turn ends. */
   private flushWhenIdle = false;
+  /** Committed batches waiting for the next fsync of the log (walSync only). */
+  private unsynced: Unsynced[] = [];
+  /** The batches the fsync in flight covers; undefined when none is in flight. */
+  private syncing: Unsynced[] | undefined;
+  /**
+   * Whether a batch committed since the last fsync began: its frames are on disk only once another fsync has run. A
+   * batch nobody waits for does not start one (its writes ride along with the next, as under FULL they would ride
+   * along with the next COMMIT), but a durable() asked afterwards must.
+   */
+  private committedSinceSyncBegan = false;
+  /** What broke durability for good: an fsync of the log failed. */
+  private broken: { error: unknown } | undefined;
 
   private readonly savepoint;
 
@@ -52,7 +81,10 @@ export class GroupCommit {
     /** Told about a failed commit; the batch's operations are rolled back and their waiters rejected. */
     private readonly onCommitError: (error: unknown) => void = () => {},
     private readonly maxDelayMs = 10,
+    /** Durability by an fsync of the log off the event loop (the connection is set to synchronous=NORMAL); without it COMMIT syncs (FULL). */
+    private readonly walSync?: WalSync,
   ) {
+    if (walSync) db.pragma("synchronous = NORMAL");
     // Prepared once: better-sqlite3's db.transaction() builds four wrapper functions per
     // call, which on the call path cost more than the SQL they wrap.
     this.savepoint = {
@@ -64,6 +96,7 @@ export class GroupCommit {
 
   /** Runs `fn` as one operation of the batch, when its turn comes; resolves with its result. */
   async run<T>(fn: () => Promise<T> | T): Promise<T> {
+    if (this.broken) throw this.broken.error;
     await this.takeTurn();
     let result: T;
     try {
@@ -85,7 +118,12 @@ export class GroupCommit {
     await this.takeTurn();
     this.flushWhenIdle = true;
     const failure = this.endTurn();
-    if (failure) throw failure.error;
+    try {
+      if (failure) throw failure.error;
+      await this.durable();
+    } finally {
+      this.walSync?.close();
+    }
   }
 
   private async takeTurn(): Promise<void> {
@@ -140,12 +178,27 @@ export class GroupCommit {
 
   /** Resolves once every operation run so far is committed to disk. */
   durable(): Promise<void> {
-    if (!this.db.inTransaction) return Promise.resolve();
+    if (this.broken) return Promise.reject(this.broken.error);
+    if (!this.db.inTransaction) return this.logSynced();
     if (!this.flushScheduled) {
       this.flushScheduled = true;
       setImmediate(() => this.flush());
     }
     return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
+  }
+
+  /** Resolves once every batch committed so far is on disk: at once without a walSync (COMMIT synced it). */
+  private logSynced(): Promise<void> {
+    const walSync = this.walSync;
+    if (!walSync || (this.syncing === undefined && !this.committedSinceSyncBegan)) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const waiter = { resolve, reject };
+      // The fsync in flight covers everything committed before it began; a later commit needs the next one.
+      const group = this.syncing !== undefined && !this.committedSinceSyncBegan ? this.syncing.at(-1) : this.unsynced.at(-1);
+      if (group) group.waiters.push(waiter);
+      else this.unsynced.push({ waiters: [waiter], operations: 0, startedAt: performance.now() });
+      if (this.syncing === undefined) this.syncLog(walSync);
+    });
   }
 
   /** Runs `fn` and resolves with its result once it is durable. */
@@ -184,15 +237,54 @@ export class GroupCommit {
       this.fail(error);
       return { error };
     }
-    this.onCommit?.({ operations: this.opsInBatch, waiters: this.waiters.length, durationMs: performance.now() - startedAt });
-    this.settleWaiters();
+    const waiters = this.waiters;
+    this.waiters = [];
+    if (this.broken) {
+      // Committed after an fsync failed: no fsync can vouch for it any more.
+      for (const w of waiters) w.reject(this.broken.error);
+      return undefined;
+    }
+    if (this.walSync) {
+      this.committedSinceSyncBegan = true;
+      if (waiters.length === 0) {
+        this.onCommit?.({ operations: this.opsInBatch, waiters: 0, durationMs: performance.now() - startedAt });
+        return undefined;
+      }
+      this.unsynced.push({ waiters, operations: this.opsInBatch, startedAt });
+      if (this.syncing === undefined) this.syncLog(this.walSync);
+      return undefined;
+    }
+    this.onCommit?.({ operations: this.opsInBatch, waiters: waiters.length, durationMs: performance.now() - startedAt });
+    for (const w of waiters) w.resolve();
     return undefined;
   }
 
-  private settleWaiters(): void {
-    const waiters = this.waiters;
-    this.waiters = [];
-    for (const w of waiters) w.resolve();
+  /** Syncs the log for the batches committed so far, then answers their waiters; the batches committed meanwhile get the next fsync. */
+  private syncLog(walSync: WalSync): void {
+    const groups = this.unsynced;
+    this.unsynced = [];
+    this.syncing = groups;
+    this.committedSinceSyncBegan = false;
+    walSync.sync().then(
+      () => {
+        this.syncing = undefined;
+        const syncedAt = performance.now();
+        for (const group of groups) {
+          this.onCommit?.({ operations: group.operations, waiters: group.waiters.length, durationMs: syncedAt - group.startedAt });
+          for (const w of group.waiters) w.resolve();
+        }
+        if (this.unsynced.length > 0 && !this.broken) this.syncLog(walSync);
+      },
+      (cause: unknown) => {
+        this.syncing = undefined;
+        const error = new Error("the ledger's write-ahead log could not be synced to disk: nothing is acknowledged any more", { cause });
+        this.broken = { error };
+        const waiters = [...groups, ...this.unsynced].flatMap((group) => group.waiters);
+        this.unsynced = [];
+        this.waiters.push(...waiters);
+        this.fail(error);
+      },
+    );
   }
 
   /** The open batch is lost: its waiters are rejected and the owner is told. */

@@ -1,12 +1,9 @@
 import pg from "pg";
-import { GroupCommit } from "../../server/db/group-commit";
-import { openDatabase } from "../../server/db/db";
 import type { Database } from "../../server/db/sql";
-import { SqliteDatabase } from "../../server/db/sqlite-database";
+import { openSqliteDatabase } from "../../server/database";
 import { PostgresDatabase } from "../../server/db/postgres/database";
 import { migratePostgres } from "../../server/db/postgres/migrate";
 import { createPostgresPool } from "../../server/db/postgres/pool";
-import { SCHEMA } from "../../server/schema";
 import { type PostgresServer, postgresUnavailableReason, startPostgres } from "./postgres";
 
 /**
@@ -120,8 +117,7 @@ export function describeEachEngine(title: string, body: (engine: Engine) => void
         async open(options = {}) {
           let db: Database;
           if (name === "sqlite") {
-            const sqlite = openDatabase(options.file ?? ":memory:", SCHEMA);
-            db = new SqliteDatabase(sqlite, new GroupCommit(sqlite, options.maxOps));
+            db = openSqliteDatabase(options.file ?? ":memory:", { maxOps: options.maxOps });
           } else {
             url = await freshPostgresDatabase();
             made.push(new URL(url).pathname.slice(1));

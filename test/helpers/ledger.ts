@@ -2,12 +2,10 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import type { FeeMode } from "../../server/ledger/fees";
-import { openDatabase } from "../../server/db/db";
+import { openSqliteDatabase } from "../../server/database";
 import type { Database, Sql } from "../../server/db/sql";
 import { SqliteDatabase } from "../../server/db/sqlite-database";
-import { SCHEMA } from "../../server/schema";
 import { computeCharge, type Charge } from "../../server/ledger/fees";
-import { GroupCommit } from "../../server/db/group-commit";
 import { Ledger, type Bucket } from "../../server/ledger/ledger";
 import type { Engine, OpenOptions } from "./engines";
 
@@ -26,8 +24,7 @@ export async function makeLedger(engine?: Engine, options: OpenOptions = {}): Pr
   if (engine) {
     db = await engine.open(options);
   } else {
-    const sqlite = openDatabase(options.file ?? ":memory:", SCHEMA);
-    db = new SqliteDatabase(sqlite, new GroupCommit(sqlite, options.maxOps));
+    db = openSqliteDatabase(options.file ?? ":memory:", { maxOps: options.maxOps });
   }
   return { db, ledger: await Ledger.open(db) };
 }
