@@ -52,9 +52,11 @@ export interface PackOptions {
 const SKIPPED = new Set(["node_modules", "dist", "build", "__pycache__", ".pytest_cache"]);
 
 /**
- * The clients' version, checked to be the same everywhere it must be written (npm requires it in each
- * package.json, the CLI and LangChain depend on the SDK of their own version, Python's is in _version.py and
- * pyproject.toml reads it from there). A mismatch refuses to pack, naming each file.
+ * The clients' version. It is the SDK's package.json `version`: the one place code reads it from (the SDK's `VERSION`,
+ * which the CLI reports). The other files must still state it, since npm requires a version in each package.json, the
+ * CLI and LangChain depend on the SDK of their own version, and a Python package built from its folder cannot read an
+ * npm file (_version.py, which pyproject.toml reads); so each is checked to say the same, and a mismatch refuses to
+ * pack, naming each file.
  */
 export function clientsVersion(root = ROOT): string {
   const found: Array<[string, string | undefined]> = [];

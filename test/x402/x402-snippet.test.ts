@@ -19,7 +19,7 @@ import { type TestStack, startStack } from "../helpers/gateway";
 const DOC = path.join(__dirname, "..", "..", "docs", "clients.md");
 const REPO = path.join(__dirname, "..", "..");
 
-describe("x402 from plain JavaScript (docs/clients.md, x402.mjs)", function () {
+describe("x402 from plain JavaScript (docs/clients.md and docs/x402.md, x402.mjs)", function () {
   this.timeout(120_000);
   let chain: LocalChain;
   let snapshot: string;
@@ -55,6 +55,8 @@ describe("x402 from plain JavaScript (docs/clients.md, x402.mjs)", function () {
     });
     expect(funded.balanceMicros).to.equal(500_000n);
 
+    // docs/x402.md shows the same snippet: one text, so running it runs both.
+    expect(docSnippet(path.join(REPO, "docs", "x402.md"), "x402.mjs")).to.equal(docSnippet(DOC, "x402.mjs"));
     fs.writeFileSync(path.join(dir, "x402.mjs"), docSnippet(DOC, "x402.mjs"));
     const run = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
       execFile(

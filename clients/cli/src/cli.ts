@@ -5,7 +5,6 @@ import { type CliConfig, type GlobalOptions, accountClient, marketplaceClient, r
 import { CliError, EXIT, type ExitCode, errorCodeFor, errorMessageFor, exitCodeFor, pinnedPriceError } from "./errors";
 import { findSkill, pinnedCap, projectDirOf, readManifest } from "./manifest";
 import { addKeysCommands } from "./keys";
-import { runMcpStdio } from "./mcp";
 import { addMcpInstallCommand } from "./mcp-install";
 import { type McpSource, parseSkillList, skillsSource } from "./mcp-source";
 import { formatUsd } from "./skill-md";
@@ -21,7 +20,25 @@ export interface CliIo {
   cwd: string;
 }
 
-const processIo = (): CliIo => ({
+/**
+ * A reader that stops early (`skill-gateway --help | head -1`) closes the pipe under the CLI's next write: stop quietly
+ * then, as Unix tools do, rather than crash with EPIPE's stack. Other write errors are left to Node.
+ */
+function stopQuietlyOnClosedPipe(stream: NodeJS.WriteStream): void {
+  if (stream.listenerCount("error") > 0) return;
+  stream.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code !== "EPIPE") throw error;
+    process.exit(EXIT.ok);
+  });
+}
+
+const processIo = (): CliIo => {
+  stopQuietlyOnClosedPipe(process.stdout);
+  stopQuietlyOnClosedPipe(process.stderr);
+  return processIoOf();
+};
+
+const processIoOf = (): CliIo => ({
   stdout: (text) => process.stdout.write(text),
   stderr: (text) => process.stderr.write(text),
   stdin: process.stdin,
@@ -251,6 +268,8 @@ export function buildProgram(io: CliIo): Command {
       const source: McpSource = options.skills
         ? await skillsSource(client, options.skills)
         : { kind: "manifest", file: config.manifestFile };
+      // Loaded here, not at start: the MCP SDK takes longer to load than any other command takes to run.
+      const { runMcpStdio } = await import("./mcp");
       await runMcpStdio(client, source, { cwd: io.cwd, log: (line) => io.stderr(`${line}\n`) });
     });
   addMcpInstallCommand(mcp, configOf, io);

@@ -43,6 +43,11 @@ export const EXIT = {
   chainUnreachable: 16,
   /** `verify`: the RPC serves another chain than the receipt's, or no escrow at its address. */
   wrongChain: 17,
+  /**
+   * The API key may not do this (403): a scope it lacks (`scope_missing`), a skill it may not call
+   * (`skill_not_allowed`), a key wider than itself (`authority_exceeded`). Retrying cannot help, unlike exit 9.
+   */
+  forbidden: 18,
 } as const;
 
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
@@ -86,6 +91,8 @@ export function exitCodeFor(error: unknown): ExitCode {
         return EXIT.auth;
       case 402:
         return EXIT.insufficientBalance;
+      case 403:
+        return EXIT.forbidden;
       case 404:
         return EXIT.notFound;
       case 429:

@@ -1,127 +1,37 @@
 import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
-import type { SkillQuality } from "@skill-gateway/sdk";
+import { type Manifest, emptyManifest, isManifestError, readManifest as readManifestFile } from "@skill-gateway/sdk";
 import { CliError, EXIT } from "./errors";
 
 /**
- * The agent's skills: `skill-gateway.json` in the project. Each skill is pinned when added
- * (what it was, what it cost, its schema), and records exactly the files and folders `add`
- * created, so `remove` deletes those and nothing else.
+ * The agent's skills: `skill-gateway.json` in the project. Each skill is pinned when added (what it was, what it cost,
+ * its schema), and records exactly the files and folders `add` created, so `remove` deletes those and nothing else.
+ * The format and its reader are the SDK's (`@skill-gateway/sdk`'s manifest.ts, shared with LangChain's toolkit); the
+ * CLI writes it.
  */
-export const MANIFEST_FILE = "skill-gateway.json";
-export const MANIFEST_VERSION = 1;
+export {
+  MANIFEST_FILE,
+  MANIFEST_VERSION,
+  type Manifest,
+  type ManifestSkill,
+  type WrittenFile,
+  emptyManifest,
+  findSkill,
+  manifestProblem,
+  pinnedCap,
+  SMALLEST_CAP_USD,
+} from "@skill-gateway/sdk";
 
-export interface WrittenFile {
-  /** Relative to the manifest's folder, with forward slashes. */
-  path: string;
-  /** SHA-256 of the content written: `remove` keeps a file someone has since edited. */
-  sha256: string;
-}
-
-export interface ManifestSkill {
-  id: string;
-  slug: string;
-  name: string;
-  description: string;
-  /** What a call costs the caller, in USD, when the skill was added; for a usage-priced skill, the most a call costs. */
-  price: number;
-  /** `usage` for a skill that charges what each call used, up to `price`; absent (fixed) in manifests written before. */
-  pricing?: "fixed" | "usage";
-  currency: string;
-  /** The skill's JSON Schema for its input, or null when it takes any object. */
-  inputSchema: object | null;
-  /** What the gateway measured of the skill this week when it was added (GET /v1/skills's `quality`); absent before. */
-  quality?: SkillQuality | null;
-  /** The agents (`--agent` ids) it was written for: one SKILL.md in each one's folder, all listed in `files`. */
-  agents: string[];
-  addedAt: string;
-  files: WrittenFile[];
-  /** Folders `add` created (they did not exist before), deepest first. */
-  dirs: string[];
-}
-
-export interface Manifest {
-  version: typeof MANIFEST_VERSION;
-  skills: ManifestSkill[];
-}
-
-export function emptyManifest(): Manifest {
-  return { version: MANIFEST_VERSION, skills: [] };
-}
-
-/** Reads the manifest; a missing file is an empty manifest, an unreadable one a CliError. */
+/** Reads the manifest; a missing file is an empty manifest, an unreadable or invalid one a CliError (exit 10). */
 export function readManifest(file: string): Manifest {
-  let text: string;
   try {
-    text = fs.readFileSync(file, "utf8");
+    return readManifestFile(file);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return emptyManifest();
-    throw new CliError(`Cannot read the manifest ${file}: ${(error as Error).message}`, EXIT.manifest, "manifest_unreadable");
+    if (!isManifestError(error)) throw error;
+    if (error.code === "manifest_missing") return emptyManifest();
+    throw new CliError(error.message, EXIT.manifest, error.code);
   }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    throw new CliError(`The manifest ${file} is not valid JSON.`, EXIT.manifest, "manifest_invalid");
-  }
-  const problem = manifestProblem(withAgentsList(parsed));
-  if (problem) throw new CliError(`The manifest ${file} is invalid: ${problem}.`, EXIT.manifest, "manifest_invalid");
-  return parsed as Manifest;
-}
-
-/**
- * A manifest written before skills could be written for several agents names one per skill, as `agent`: read as
- * `agents: [agent]`. Anything else is returned as it is.
- */
-function withAgentsList(value: unknown): unknown {
-  if (!isObject(value) || !Array.isArray(value.skills)) return value;
-  for (const skill of value.skills) {
-    if (isObject(skill) && typeof skill.agent === "string" && skill.agents === undefined) {
-      skill.agents = [skill.agent];
-      delete skill.agent;
-    }
-  }
-  return value;
-}
-
-/** Why a parsed value is not a manifest, or null when it is one. */
-export function manifestProblem(value: unknown): string | null {
-  if (!isObject(value)) return "not a JSON object";
-  if (value.version !== MANIFEST_VERSION) return `version is ${JSON.stringify(value.version)}, this CLI reads ${MANIFEST_VERSION}`;
-  if (!Array.isArray(value.skills)) return "skills is not an array";
-  const seen = new Set<string>();
-  for (const [i, skill] of value.skills.entries()) {
-    if (!isObject(skill)) return `skills[${i}] is not an object`;
-    for (const key of ["id", "slug", "name", "description", "currency", "addedAt"]) {
-      if (typeof skill[key] !== "string") return `skills[${i}].${key} is not a string`;
-    }
-    if (!Array.isArray(skill.agents) || !skill.agents.every((a) => typeof a === "string"))
-      return `skills[${i}].agents is not a list of agents`;
-    if (typeof skill.price !== "number" || !Number.isFinite(skill.price)) return `skills[${i}].price is not a number`;
-    if (skill.inputSchema !== null && !isObject(skill.inputSchema)) return `skills[${i}].inputSchema is not an object or null`;
-    if (
-      skill.quality !== undefined &&
-      skill.quality !== null &&
-      !(
-        isObject(skill.quality) &&
-        ["calls_7d", "success_rate_7d", "p50_ms_7d", "p95_ms_7d"].every(
-          (k) => typeof (skill.quality as Record<string, unknown>)[k] === "number",
-        )
-      )
-    )
-      return `skills[${i}].quality is not the gateway's quality figures or null`;
-    if (
-      !Array.isArray(skill.files) ||
-      !skill.files.every((f) => isObject(f) && typeof f.path === "string" && typeof f.sha256 === "string")
-    ) {
-      return `skills[${i}].files is not a list of {path, sha256}`;
-    }
-    if (!Array.isArray(skill.dirs) || !skill.dirs.every((d) => typeof d === "string")) return `skills[${i}].dirs is not a list of paths`;
-    if (seen.has(skill.slug as string)) return `skill ${skill.slug} appears twice`;
-    seen.add(skill.slug as string);
-  }
-  return null;
 }
 
 /**
@@ -132,26 +42,6 @@ export function writeManifest(file: string, manifest: Manifest): void {
   const tmp = `${file}.${randomBytes(4).toString("hex")}.tmp`;
   fs.writeFileSync(tmp, `${JSON.stringify(manifest, null, 2)}\n`);
   fs.renameSync(tmp, file);
-}
-
-/** The smallest amount a price cap can name (one USDC base unit): the cap of a skill added free. */
-export const SMALLEST_CAP_USD = 0.000001;
-
-/**
- * The max_price a pinned skill's calls carry: the price it was added at, so that "pinned" holds; a skill added free
- * is held to SMALLEST_CAP_USD (a cap must be above 0, and no seller can list a skill that cheap).
- */
-export function pinnedCap(skill: Pick<ManifestSkill, "price">): number {
-  return skill.price > 0 ? skill.price : SMALLEST_CAP_USD;
-}
-
-/** The skill with this slug or id, if the manifest has it. */
-export function findSkill(manifest: Manifest, slugOrId: string): ManifestSkill | undefined {
-  return manifest.skills.find((s) => s.slug === slugOrId || s.id === slugOrId);
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 /** The project folder a manifest belongs to: where the skill folders are written. */

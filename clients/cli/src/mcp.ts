@@ -1,4 +1,4 @@
-import { type SkillGateway, costLine, failureText, qualityLine } from "@skill-gateway/sdk";
+import { type SkillGateway, costLine, failureText, priceAboveCapText, qualityLine } from "@skill-gateway/sdk";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema, type Tool } from "@modelcontextprotocol/sdk/types.js";
@@ -40,7 +40,8 @@ export function toolOf(skill: ManifestSkill): Tool {
  * (replayed)."), `structuredContent` `{data, metadata}` with POST /v1/call's metadata names, and in `_meta` what the
  * payer has left; or isError with the gateway's message said once (the SDK's failureText) and `{error, code,
  * metadata}`. The call carries the price pinned when the skill was added as its max_price: a skill whose price has
- * risen since is refused, uncharged, with a message saying to re-add it to accept the new price.
+ * risen since is refused, uncharged, with the SDK's priceAboveCapText (the LangChain tools' words): only the owner, by
+ * re-adding the skill, can accept the new price.
  */
 export async function callTool(client: SkillGateway, skill: ManifestSkill, input: Record<string, unknown>): Promise<CallToolResult> {
   try {
@@ -68,10 +69,11 @@ export async function callTool(client: SkillGateway, skill: ManifestSkill, input
     };
   } catch (caught) {
     const error = pinnedPriceError(caught, skill);
-    const gateway = caught as { callId?: string; details?: Record<string, unknown>; retryAfterMs?: number };
+    const gateway = caught as { callId?: string; details?: Record<string, unknown>; retryAfterMs?: number; price?: number };
+    const priceRose = error !== caught;
     return {
       isError: true,
-      content: [{ type: "text", text: failureText(error) }],
+      content: [{ type: "text", text: priceRose ? priceAboveCapText(skill.slug, gateway.price, pinnedCap(skill)) : failureText(error) }],
       structuredContent: {
         error: errorMessageFor(error),
         code: errorCodeFor(error),

@@ -93,6 +93,7 @@ function callExits(price: number): Array<[ExitCode, string]> {
     [EXIT.skillFailed, "the skill failed or timed out (not charged): try once more at most, then report it"],
     [EXIT.gateway, "the gateway failed or could not be reached: try later"],
     [EXIT.manifest, "the project's skill-gateway.json is unreadable: report it"],
+    [EXIT.forbidden, "the API key may not call this skill (the message says why): stop and ask the user for a key that may"],
     [EXIT.spendLimit, "the API key's spending limit for its period is reached (the message says when it resets): stop and tell the user"],
     [
       EXIT.priceAboveMax,

@@ -1,9 +1,6 @@
-import fs from "node:fs";
-import path from "node:path";
-
 /**
- * The CLI's version, read from its own package.json (one folder up from src/ and from dist/ alike), so that
- * `--version` and the MCP server's version are the published package's and never a second copy of it.
+ * The CLI's version: the SDK's `VERSION` (its package.json's, the one place the clients' version is written), so that
+ * `--version` and the MCP server's version are never a second copy. `npm run pack:clients` refuses to pack a CLI whose
+ * package.json says another.
  */
-export const CLI_VERSION: string = (JSON.parse(fs.readFileSync(path.join(__dirname, "..", "package.json"), "utf8")) as { version: string })
-  .version;
+export { VERSION as CLI_VERSION } from "@skill-gateway/sdk";

@@ -26,7 +26,7 @@ export async function buildCli(): Promise<{ launcher: string; dir: string }> {
     outfile: path.join(dir, "dist", "cli.js"),
     logLevel: "silent",
   });
-  // The CLI reads its version from the package.json beside dist/, as in the package.
+  // The package's package.json beside dist/, as installed (the version itself is the SDK's, bundled in).
   fs.copyFileSync(path.join(__dirname, "..", "package.json"), path.join(dir, "package.json"));
   fs.mkdirSync(path.join(dir, "bin"));
   fs.copyFileSync(LAUNCHER, path.join(dir, "bin", "skill-gateway.cjs"));

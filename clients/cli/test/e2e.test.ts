@@ -243,8 +243,9 @@ describe("skill-gateway CLI against a real gateway", function () {
       try {
         const result = await client.callTool({ name: "pricey", arguments: {} });
         expect(result.isError).to.equal(true);
+        // The LangChain tools' words (the SDK's priceAboveCapText): a model cannot raise a cap, its owner can.
         expect(text(result)).to.equal(
-          "The price of pricey rose to $0.2 per call since it was added at $0.001: nothing was charged. Re-add the skill to accept the new price: skill-gateway add pricey.",
+          'The skill "pricey" now costs $0.2 per call, more than the $0.001 cap its tool was given: nothing was charged. You cannot raise the cap: tell your owner, who must re-add the skill to accept the new price, and do without it until then.',
         );
       } finally {
         await client.close();

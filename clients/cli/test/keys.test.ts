@@ -141,7 +141,7 @@ describe("skill-gateway keys against a real gateway", function () {
   it("prints the gateway's refusal on one line, with its code under --json, and makes nothing", async () => {
     const before = (await stack.gw.keys.listForAccount(stack.buyerId)).length;
     const refused = await cli(stack, manager, ["keys", "create", "--scopes", "calls,keys:manage"]);
-    expect(refused.code).to.equal(EXIT.gateway);
+    expect(refused.code).to.equal(EXIT.forbidden);
     expect(refused.stderr).to.equal(
       "skill-gateway: A keys:manage key cannot give a key the keys:manage scope: only a dashboard session can.\n",
     );
@@ -150,7 +150,7 @@ describe("skill-gateway keys against a real gateway", function () {
     // A key without keys:manage: 403 scope_missing.
     const caller = await cli(stack, stack.key, ["keys", "list"]);
     expect([caller.code, caller.stderr]).to.satisfy(
-      ([code, stderr]: [number, string]) => code === EXIT.gateway && /lacks the keys:manage scope/.test(stderr),
+      ([code, stderr]: [number, string]) => code === EXIT.forbidden && /lacks the keys:manage scope/.test(stderr),
     );
     // Options refused before anything is sent.
     for (const args of [

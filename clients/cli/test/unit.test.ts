@@ -3,6 +3,7 @@ import "../../typescript/source.cjs";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { spawn } from "node:child_process";
 import { expect } from "chai";
 import { AGENTS } from "../src/agents";
 import { parseInput } from "../src/commands";
@@ -11,6 +12,7 @@ import { CliError, EXIT, exitCodeFor, pinnedPriceError } from "../src/errors";
 import { removeWritten, writeFiles } from "../src/install";
 import { type Manifest, type ManifestSkill, emptyManifest, pinnedCap, readManifest, writeManifest } from "../src/manifest";
 import { toolOf } from "../src/mcp";
+import { buildCli } from "./built-cli";
 import { formatUsd, renderSkillMd as renderSkillMdOf } from "../src/skill-md";
 
 function buildSkill(overrides: Partial<ManifestSkill> = {}): ManifestSkill {
@@ -164,6 +166,9 @@ describe("exit codes", function () {
     [gatewayError(401, "unauthorized"), 4],
     [gatewayError(402, "insufficient_balance"), 5],
     [gatewayError(402, "key_spend_limit_reached"), 11],
+    [gatewayError(403, "authority_exceeded"), 18],
+    [gatewayError(403, "scope_missing"), 18],
+    [gatewayError(403, "skill_not_allowed"), 18],
     [gatewayError(409, "price_above_max"), 12],
     [gatewayError(409, "idempotency_key_in_use"), 9],
     [gatewayError(404, "skill_not_found"), 3],
@@ -180,6 +185,29 @@ describe("exit codes", function () {
   }
   it("gives every kind a distinct code", function () {
     expect(new Set(Object.values(EXIT)).size).to.equal(Object.keys(EXIT).length);
+  });
+  it("documents every code in the README's exit code table, and no other", function () {
+    const readme = fs.readFileSync(path.join(__dirname, "..", "README.md"), "utf8");
+    const section = readme.slice(readme.indexOf("## Exit codes"), readme.indexOf("\n## ", readme.indexOf("## Exit codes") + 1));
+    const documented = [...section.matchAll(/^\| (\d+) \|/gm)].map((m) => Number(m[1]));
+    expect(documented).to.deep.equal(Object.values(EXIT));
+  });
+});
+
+describe("the command's output", function () {
+  this.timeout(60_000);
+  let built: { launcher: string; dir: string };
+  before(async () => (built = await buildCli()));
+  after(() => fs.rmSync(built.dir, { recursive: true, force: true }));
+
+  it("stops quietly, exit 0, when its reader closes the pipe (skill-gateway --help | head -1)", async function () {
+    const child = spawn(process.execPath, [built.launcher, "--help"], { stdio: ["ignore", "pipe", "pipe"] });
+    // The reader goes away before the help is written: the write fails with EPIPE.
+    child.stdout.destroy();
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+    expect([code, stderr]).to.deep.equal([0, ""]);
   });
 });
 

@@ -1,4 +1,4 @@
-import { failureText } from "@skill-gateway/sdk";
+import { failureText, priceAboveCapText } from "@skill-gateway/sdk";
 
 /**
  * What the model reads when a call fails in an expected way. The SDK's errors are recognised by
@@ -15,6 +15,9 @@ interface GatewayErrorLike {
   code: string;
   message: string;
   retryAfterMs?: number;
+  /** PriceAboveMaxError's: what the skill costs now, and the cap the call carried, in USD. */
+  price?: number;
+  maxPrice?: number;
 }
 
 function isGatewayError(error: unknown): error is GatewayErrorLike {
@@ -37,13 +40,14 @@ const REPORTED = new Set([400, 402, 429, 502]);
 
 /**
  * The failure to report for an expected error (400, 402, 409 price_above_max, 429, 502), or null: throw it. `slug` is
- * the tool's skill (kept for callers; the model knows which tool it called).
+ * the tool's skill, named in the 409's line (the SDK's priceAboveCapText: only the tool's owner can accept a new price).
  */
-export function failureOf(error: unknown, _slug?: string): SkillToolFailure | null {
+export function failureOf(error: unknown, slug = "this skill"): SkillToolFailure | null {
   if (!isGatewayError(error) || error.status === undefined) return null;
-  const reported = REPORTED.has(error.status) || (error.status === 409 && error.code === "price_above_max");
-  if (!reported) return null;
-  const failure: SkillToolFailure = { message: failureText(error), code: error.code, status: error.status };
+  const priceRose = error.status === 409 && error.code === "price_above_max";
+  if (!REPORTED.has(error.status) && !priceRose) return null;
+  const message = priceRose ? priceAboveCapText(slug, error.price, error.maxPrice) : failureText(error);
+  const failure: SkillToolFailure = { message, code: error.code, status: error.status };
   if (error.status === 429) failure.retryAfterMs = error.retryAfterMs;
   return failure;
 }

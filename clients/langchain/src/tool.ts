@@ -1,7 +1,7 @@
 import { ToolMessage } from "@langchain/core/messages";
 import { type DynamicStructuredTool, tool, type ToolRunnableConfig } from "@langchain/core/tools";
 import type { JSONSchema } from "@langchain/core/utils/json_schema";
-import { type CallMetadata, type SkillGateway, costLine } from "@skill-gateway/sdk";
+import { type CallMetadata, type SkillGateway, costLine, pinnedCap } from "@skill-gateway/sdk";
 import { type SkillToolFailure, failureOf } from "./errors";
 
 /** The JSON Schema of a skill that declares none: any object. */
@@ -73,9 +73,6 @@ function checkedByTheGateway(made: SkillTool): SkillTool {
   return made;
 }
 
-/** The smallest amount a price cap can name (one USDC base unit): the cap of a tool made for a free skill. */
-export const SMALLEST_CAP_USD = 0.000001;
-
 /**
  * The tool for a known skill (no network until it is called). A call returns the skill's data
  * as a JSON string; an expected failure (400, 402, 409 price_above_max, 429, 502) returns one line
@@ -95,7 +92,7 @@ export interface SkillToolOptions {
 }
 
 export function toolFromSpec(client: SkillGateway, spec: SkillSpec, options: SkillToolOptions = {}): SkillTool {
-  const maxPrice = spec.price > 0 ? spec.price : SMALLEST_CAP_USD;
+  const maxPrice = pinnedCap(spec);
   const run = async (input: Record<string, unknown>, config?: ToolRunnableConfig): Promise<[string | ToolMessage, SkillToolArtifact]> => {
     try {
       // Whatever the model sent: the gateway checks it against the skill's schema (see ANY_INPUT).

@@ -5,7 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { ToolMessage } from "@langchain/core/messages";
 import { isStructuredTool } from "@langchain/core/tools";
-import { SkillGateway, failureText } from "@skill-gateway/sdk";
+import { ManifestError, SkillGateway, failureText, priceAboveCapText, readManifest } from "@skill-gateway/sdk";
 import { expect } from "chai";
 import { type TestStack, startStack } from "../../../test/helpers/gateway";
 import { type SkillToolArtifact, OPEN_SCHEMA, failureOf, skillTool, skillToolkit } from "../src";
@@ -189,9 +189,9 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     for (const tool of [fetched, pinnedTool]) {
       const message = (await tool.invoke({ id: "call_9", name: "rising", args: { n: 2 }, type: "tool_call" })) as ToolMessage;
       expect(message.status).to.equal("error");
-      // The gateway's words, as every client says them (the SDK's tool-text.ts).
+      // Not the gateway's advice (a higher max_price, which a model cannot send): only the tool's owner can accept it.
       expect(message.content).to.equal(
-        `The skill "rising" costs $0.20 per call, above this call's max_price of $0.001: nothing was charged. Accept the new price with a max_price of at least $0.20.`,
+        'The skill "rising" now costs $0.2 per call, more than the $0.001 cap its tool was given: nothing was charged. You cannot raise the cap: tell your owner, who must re-add the skill to accept the new price, and do without it until then.',
       );
       const artifact = message.artifact as SkillToolArtifact;
       expect(artifact.ok ? null : [artifact.error.status, artifact.error.code]).to.deep.equal([409, "price_above_max"]);
@@ -228,7 +228,11 @@ describe("@skill-gateway/langchain against a real gateway", function () {
       expect(failureOf(e, "echo")?.message).to.equal(failureText(e));
     }
     expect(failureOf(error(429, "rate_limited", "m", { retryAfterMs: 2_100 }), "echo")?.retryAfterMs).to.equal(2_100);
-    expect(failureOf(error(409, "price_above_max", "m"), "echo")?.code).to.equal("price_above_max");
+    expect(failureOf(error(409, "price_above_max", "m", { price: 0.2, maxPrice: 0.001 }), "echo")).to.deep.equal({
+      code: "price_above_max",
+      status: 409,
+      message: priceAboveCapText("echo", 0.2, 0.001),
+    });
     expect(failureOf(error(409, "idempotency_key_in_use", "m"), "echo")).to.equal(null);
     expect(failureOf(error(401, "invalid_api_key", "m"), "echo")).to.equal(null);
   });
@@ -291,6 +295,19 @@ describe("@skill-gateway/langchain against a real gateway", function () {
     expect((thrown as Error)?.message).to.match(
       /^No Skill Gateway manifest at .*missing\.json: add skills with `skill-gateway add <slug>`/,
     );
+  });
+
+  it("reads the manifest with the SDK's reader, the CLI's: what it refuses, the toolkit refuses in the same words", async function () {
+    const file = writeManifest([pinned("echo", 0.001, null), pinned("echo", 0.002, null)]);
+    let thrown: unknown;
+    try {
+      await skillToolkit(client, { manifest: file });
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).to.be.instanceOf(ManifestError);
+    expect((thrown as Error).message).to.equal(`The manifest ${file} is invalid: skill echo appears twice.`);
+    expect(() => readManifest(file)).to.throw((thrown as Error).message);
   });
 
   it("a toolkit from slugs fetches each skill", async function () {

@@ -15,7 +15,7 @@ export {
   ConnectionError,
   TimeoutError,
 } from "./errors";
-export { costLine, failureLine, failureText, qualityLine, usdText } from "./tool-text";
+export { costLine, failureLine, failureText, priceAboveCapText, qualityLine, usdText } from "./tool-text";
 export {
   verifyReceipt,
   callIdToBytes32,
@@ -51,3 +51,21 @@ export type {
   KeyScope,
   SpendPeriod,
 } from "./types";
+export {
+  MANIFEST_FILE,
+  MANIFEST_VERSION,
+  SMALLEST_CAP_USD,
+  ManifestError,
+  type Manifest,
+  type ManifestErrorCode,
+  type ManifestSkill,
+  type WrittenFile,
+  emptyManifest,
+  findSkill,
+  isManifestError,
+  manifestProblem,
+  parseManifest,
+  pinnedCap,
+  readManifest,
+} from "./manifest";
+export { VERSION } from "./version";

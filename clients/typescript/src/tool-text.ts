@@ -80,6 +80,18 @@ export function failureLine(message: string, code?: string, retryAfterSec?: numb
   return `${said}${charged}${next ? ` ${next}` : ""}`;
 }
 
+/**
+ * What a model reads when a tool's call was refused because the skill now costs more than the cap the tool carries
+ * (409 `price_above_max`): what happened, that nothing was charged, and that only its owner can accept the new price.
+ * A model cannot change a tool's cap, so the gateway's own advice (send a higher max_price) is not for it. `price` and
+ * `cap` in USD; either may be unknown.
+ */
+export function priceAboveCapText(slug: string, price: number | undefined, cap: number | undefined): string {
+  const now = price !== undefined ? ` now costs ${usdText(price)} per call,` : " now costs";
+  const capped = cap !== undefined ? ` the ${usdText(cap)} cap its tool was given` : " the cap its tool was given";
+  return `The skill "${slug}"${now} more than${capped}: nothing was charged. You cannot raise the cap: tell your owner, who must re-add the skill to accept the new price, and do without it until then.`;
+}
+
 /** The shape of the SDK's SkillGatewayError that the text needs (duck-typed: two copies of the SDK still match). */
 interface GatewayErrorLike {
   status: number | undefined;

@@ -8,15 +8,19 @@ const PACKAGE_DIR = path.resolve(__dirname, "..");
 
 describe("@skill-gateway/sdk package", function () {
   this.timeout(120_000);
+  let packageDir: string;
   let outDir: string;
   before(() => {
-    outDir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gateway-sdk-"));
-    // The package's own build (tsc -p .), into a temporary directory instead of dist/; without its type check
-    // (--noCheck: the same files, byte for byte, in a third of the CPU), which npm run typecheck runs on this package.
+    // The package's own build (tsc -p .), into a temporary package folder instead of dist/: its dist/ beside its
+    // package.json, as the package ships them (VERSION is read from there). Without its type check (--noCheck: the
+    // same files, byte for byte, in a third of the CPU), which npm run typecheck runs on this package.
+    packageDir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gateway-sdk-"));
+    outDir = path.join(packageDir, "dist");
+    fs.copyFileSync(path.join(PACKAGE_DIR, "package.json"), path.join(packageDir, "package.json"));
     const tsc = require.resolve("typescript/bin/tsc");
     execFileSync(process.execPath, [tsc, "-p", PACKAGE_DIR, "--outDir", outDir, "--noCheck"], { stdio: "pipe" });
   });
-  after(() => fs.rmSync(outDir, { recursive: true, force: true }));
+  after(() => fs.rmSync(packageDir, { recursive: true, force: true }));
 
   it("builds with tsc -p, emitting the JavaScript and declarations package.json points to", () => {
     const manifest = JSON.parse(fs.readFileSync(path.join(PACKAGE_DIR, "package.json"), "utf8"));
@@ -54,5 +58,7 @@ describe("@skill-gateway/sdk package", function () {
     );
     const declarations = fs.readFileSync(path.join(outDir, "index.d.ts"), "utf8");
     expect(declarations).to.contain("SkillGateway");
+    // The version, from the package.json it ships with: the one place the clients' version is written.
+    expect(sdk.VERSION).to.equal(JSON.parse(fs.readFileSync(path.join(PACKAGE_DIR, "package.json"), "utf8")).version);
   });
 });
