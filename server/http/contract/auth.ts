@@ -77,6 +77,20 @@ const SIGN_IN_POST_ERRORS = ["origin_refused", "unsupported_media_type"] as cons
 const signedIn = { account_id: z.string(), created: z.boolean(), linked: z.boolean(), switched: z.boolean() };
 const redirect = (status: number, description: string) => ({ status, description, headers: { location: "Where to go next." } });
 
+/** GET /auth/siwe/nonce's answer. */
+export const siweNonceView = z.strictObject({
+  nonce: z.string(),
+  expires_at: isoDate,
+  domain: z.string(),
+  uri: z.string(),
+  chain_id: z.number().int(),
+  message: z.string().optional(),
+});
+/** POST /auth/siwe/verify's answer. */
+export const siweSignedInView = z.strictObject({ ...signedIn, address: hexAddress, csrf_token: z.string() });
+/** POST /auth/email/verify's answer. */
+export const emailSignedInView = z.strictObject(signedIn);
+
 export const authOperations = [
   operation({
     method: "post",
@@ -127,7 +141,7 @@ export const authOperations = [
     summary: "Use a sign-in link: sign in (or link the address), session cookies set",
     auth: "none",
     body: emailVerifyBody,
-    responses: [{ status: 200, description: "Signed in.", schema: dataEnvelope(z.strictObject(signedIn)) }],
+    responses: [{ status: 200, description: "Signed in.", schema: dataEnvelope(emailSignedInView) }],
     errors: [...SIGN_IN_POST_ERRORS, "sign_in_failed", "identity_taken", "session_exists", "csrf_failed"],
   }),
   // A browser that opens one of the two POST addresses above (a link pasted by hand) is sent to the link's page.
@@ -156,16 +170,7 @@ export const authOperations = [
       {
         status: 200,
         description: "The nonce, and what the message must name; with ?address=, the message itself.",
-        schema: dataEnvelope(
-          z.strictObject({
-            nonce: z.string(),
-            expires_at: isoDate,
-            domain: z.string(),
-            uri: z.string(),
-            chain_id: z.number().int(),
-            message: z.string().optional(),
-          }),
-        ),
+        schema: dataEnvelope(siweNonceView),
       },
     ],
     errors: ["invalid_request"],
@@ -181,7 +186,7 @@ export const authOperations = [
       {
         status: 200,
         description: "Signed in (or the address linked to the open session).",
-        schema: dataEnvelope(z.strictObject({ ...signedIn, address: hexAddress, csrf_token: z.string() })),
+        schema: dataEnvelope(siweSignedInView),
       },
     ],
     errors: [...SIGN_IN_POST_ERRORS, "unauthorized", "identity_taken", "chain_unavailable", "chain_not_configured", "csrf_failed"],

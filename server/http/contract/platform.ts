@@ -13,6 +13,21 @@ export const livenessView = z.strictObject({ status: z.literal("ok") });
 /** GET /readyz's answer when every check passes. */
 export const readinessView = z.strictObject({ status: z.literal("ready"), checks: readinessChecks });
 
+/** GET /v1/platform's answer. */
+export const platformView = z.strictObject({
+  chain_id: z.number().int().nullable(),
+  escrow: hexAddress.nullable(),
+  usdc: hexAddress.nullable(),
+  min_deposit: usdNumber.nullable(),
+  card_topup_max: usdNumber.meta({ description: "The largest card top-up, USD." }),
+  skill_price_min: usdNumber.meta({ description: "The lowest price per call a seller may set, USD." }),
+  skill_price_max: usdNumber.meta({ description: "The highest price per call a seller may set, USD." }),
+  fee_bps: z.number().int(),
+  fee_mode: z.enum(["on_top", "included"]),
+  email_delivery: z.enum(["smtp", "outbox"]),
+  sign_in: z.strictObject({ email: z.boolean(), siwe: z.boolean(), github: z.boolean(), google: z.boolean() }),
+});
+
 export const platformOperations = [
   operation({
     method: "get",
@@ -24,21 +39,7 @@ export const platformOperations = [
       {
         status: 200,
         description: "The chain fields are null when the gateway runs without a chain.",
-        schema: dataEnvelope(
-          z.strictObject({
-            chain_id: z.number().int().nullable(),
-            escrow: hexAddress.nullable(),
-            usdc: hexAddress.nullable(),
-            min_deposit: usdNumber.nullable(),
-            card_topup_max: usdNumber.meta({ description: "The largest card top-up, USD." }),
-            skill_price_min: usdNumber.meta({ description: "The lowest price per call a seller may set, USD." }),
-            skill_price_max: usdNumber.meta({ description: "The highest price per call a seller may set, USD." }),
-            fee_bps: z.number().int(),
-            fee_mode: z.enum(["on_top", "included"]),
-            email_delivery: z.enum(["smtp", "outbox"]),
-            sign_in: z.strictObject({ email: z.boolean(), siwe: z.boolean(), github: z.boolean(), google: z.boolean() }),
-          }),
-        ),
+        schema: dataEnvelope(platformView),
       },
     ],
     errors: ["chain_unavailable", "chain_not_configured"],

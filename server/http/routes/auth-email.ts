@@ -4,9 +4,9 @@ import type { MagicLinks, UnusableLinkReason } from "../../identity/email";
 import type { LiveSession, Sessions } from "../../identity/sessions";
 import { planSignIn } from "../../identity/sign-in-plan";
 import type { Config } from "../../config";
-import { dataEnvelope } from "../envelope";
+import { dataEnvelope, dataEnvelopeOf } from "../envelope";
 import { ApiError } from "../errors";
-import { emailPreviewBody, emailStartBody, emailVerifyBody } from "../contract/auth";
+import { emailPreviewBody, emailSignedInView, emailStartBody, emailVerifyBody } from "../contract/auth";
 import { parseRequest } from "../contract/common";
 import { publicBase } from "../public-url";
 import { storeFull } from "../rate-limits";
@@ -118,7 +118,7 @@ export function emailAuthRoutes(deps: { config: Config; sessions: Sessions; link
     const result = await deps.sessions.signIn("email", consumed.email, { name: consumed.email, linkTo: plan.linkTo });
     if (!result.ok) throw new ApiError("identity_taken", `${consumed.email} already signs in to another account.`);
     const { switched } = await finishSignIn(deps.sessions, res, current, result.accountId, deps.config.secureCookies);
-    res.json(dataEnvelope({ account_id: result.accountId, created: result.created, linked: result.linked, switched }));
+    res.json(dataEnvelopeOf(emailSignedInView, { account_id: result.accountId, created: result.created, linked: result.linked, switched }));
   });
 
   // A person who opens a POST address in the browser sees the link's page, never a white page of JSON.

@@ -6,11 +6,11 @@ import type { Sessions } from "../../identity/sessions";
 import { SiweChainError, type SiweNonces, verifySiwe } from "../../identity/siwe";
 import type { Config } from "../../config";
 import { planSignIn } from "../../identity/sign-in-plan";
-import { dataEnvelope } from "../envelope";
+import { dataEnvelopeOf } from "../envelope";
 import { publicBase } from "../public-url";
 import { clientKey, storeFull } from "../rate-limits";
 import { ApiError } from "../errors";
-import { siweNonceQuery, siweVerifyBody } from "../contract/auth";
+import { siweNonceQuery, siweNonceView, siweSignedInView, siweVerifyBody } from "../contract/auth";
 import { parseRequest } from "../contract/common";
 import { browserSession, finishSignIn, signInPost } from "../sign-in";
 
@@ -60,7 +60,7 @@ export function siweRoutes(deps: {
     const { nonce, expiresAtMs } = issued;
     res.set("cache-control", "no-store");
     res.json(
-      dataEnvelope({
+      dataEnvelopeOf(siweNonceView, {
         nonce,
         expires_at: new Date(expiresAtMs).toISOString(),
         domain: origin.host,
@@ -126,7 +126,7 @@ export function siweRoutes(deps: {
     if (!signedIn.ok) throw new ApiError("identity_taken", `${result.address} already signs in to another account.`);
     const { session, switched } = await finishSignIn(deps.sessions, res, current, signedIn.accountId, deps.config.secureCookies);
     res.json(
-      dataEnvelope({
+      dataEnvelopeOf(siweSignedInView, {
         account_id: signedIn.accountId,
         address: result.address,
         created: signedIn.created,

@@ -10,7 +10,8 @@ import type { Config } from "../../config";
 import type { Ledger } from "../../ledger/ledger";
 import { microsToUsd } from "../../ledger/money";
 import { MAX_CARD_TOPUP_MICROS } from "../../payments/card-topups";
-import { dataEnvelope } from "../envelope";
+import { dataEnvelopeOf } from "../envelope";
+import { platformView } from "../contract/platform";
 import { ApiError } from "../errors";
 import { requireSession } from "../session-cookies";
 
@@ -54,7 +55,7 @@ export function platformRoutes(deps: {
       }
     }
     res.json(
-      dataEnvelope({
+      dataEnvelopeOf(platformView, {
         chain_id: onChain?.chain_id ?? null,
         escrow: onChain?.escrow ?? null,
         usdc: onChain?.usdc ?? null,
