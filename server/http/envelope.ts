@@ -3,6 +3,7 @@ import { microsToUsd } from "../ledger/money";
 import type { Endpoint } from "../gateway/calls-store";
 import { currentRequest } from "../ops/request-context";
 import type { ErrorCode } from "../errors";
+import type { callMetadata as callMetadataView, skillCallMetadata as skillCallMetadataView } from "./contract/call";
 
 export interface CallMeta {
   skillId: string;
@@ -16,13 +17,22 @@ export interface CallMeta {
  * metadata for POST /v1/call (docs/api.md §2.1: snake_case, `call_id`) or POST /v1/skills/:skillId/call (camelCase,
  * `callId`); the call's id only when it has one in the calls log.
  */
-export function callMetadata(endpoint: Endpoint, meta: CallMeta): Record<string, unknown> {
+export function callMetadata(endpoint: "call", meta: CallMeta): z.input<typeof callMetadataView>;
+export function callMetadata(endpoint: Exclude<Endpoint, "call">, meta: CallMeta): z.input<typeof skillCallMetadataView>;
+export function callMetadata(endpoint: Endpoint, meta: CallMeta): z.input<typeof callMetadataView> | z.input<typeof skillCallMetadataView>;
+export function callMetadata(endpoint: Endpoint, meta: CallMeta): z.input<typeof callMetadataView> | z.input<typeof skillCallMetadataView> {
   const ms = Math.round(meta.responseTimeMs * 100) / 100;
   const usd = microsToUsd(meta.chargedMicros);
   const id = meta.callId;
-  return endpoint === "call"
-    ? { skill_id: meta.skillId, response_time_ms: ms, price_paid: usd, ...(id !== undefined ? { call_id: id } : {}) }
-    : { skillId: meta.skillId, cost: usd, responseTime: ms, ...(id !== undefined ? { callId: id } : {}) };
+  // Each shape typed by its contract view (server/http/contract/call.ts), so tsc fails when they drift apart.
+  if (endpoint === "call") {
+    const answer: z.input<typeof callMetadataView> = { skill_id: meta.skillId, response_time_ms: ms, price_paid: usd };
+    if (id !== undefined) answer.call_id = id;
+    return answer;
+  }
+  const answer: z.input<typeof skillCallMetadataView> = { skillId: meta.skillId, cost: usd, responseTime: ms };
+  if (id !== undefined) answer.callId = id;
+  return answer;
 }
 
 export function successEnvelope(endpoint: Endpoint, data: unknown, meta: CallMeta) {
