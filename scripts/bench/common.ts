@@ -40,7 +40,8 @@ export function start(role: string, ...args: string[]): Promise<Started> {
   // BENCH_PROFILE=<dir> writes a V8 CPU profile of the gateway process there.
   const profile = process.env.BENCH_PROFILE && role === "gateway" ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
   const child = fork(path.join(__dirname, "servers.ts"), [role, ...args], {
-    execArgv: ["-r", "ts-node/register/transpile-only", ...profile],
+    // The repository's TypeScript loader, whose transpile cache saves each child compiling the gateway again.
+    execArgv: ["-r", path.join(__dirname, "../../server/devstack/ts-register.cjs"), ...profile],
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
   return new Promise((resolve, reject) => {

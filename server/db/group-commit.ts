@@ -26,7 +26,8 @@ interface Unsynced {
  * money the disk does not have.
  *
  * When the batch commits: on the next turn of the event loop after someone awaits
- * durability, at `maxOps` operations, or `maxDelayMs` after the batch began, whichever
+ * durability (with a walSync whose fsync is in flight, as that fsync completes: the batch
+ * would wait for the next fsync anyway, and grows meanwhile), at `maxOps` operations, or `maxDelayMs` after the batch began, whichever
  * comes first; never in the middle of an operation (a flush that comes due while one holds
  * the turn happens as its turn ends, before the next operation's begins). Writes nobody
  * waits for (a hold before its call is forwarded, a failed call's log line) ride along with
@@ -182,7 +183,9 @@ export class GroupCommit {
     if (!this.db.inTransaction) return this.logSynced();
     if (!this.flushScheduled) {
       this.flushScheduled = true;
-      setImmediate(() => this.flush());
+      // While an fsync is in flight, a batch committed now would wait for the next one anyway: it stays open, taking
+      // in more operations, and commits as that fsync completes (syncLog), one COMMIT where there would have been several.
+      if (this.syncing === undefined) setImmediate(() => this.flush());
     }
     return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
   }
@@ -273,7 +276,10 @@ export class GroupCommit {
           this.onCommit?.({ operations: group.operations, waiters: group.waiters.length, durationMs: syncedAt - group.startedAt });
           for (const w of group.waiters) w.resolve();
         }
-        if (this.unsynced.length > 0 && !this.broken) this.syncLog(walSync);
+        if (this.broken) return;
+        // The batch left open for this fsync's end (durable()) commits now, and its COMMIT starts the next fsync.
+        if (this.flushScheduled) this.flush();
+        if (this.unsynced.length > 0 && this.syncing === undefined) this.syncLog(walSync);
       },
       (cause: unknown) => {
         this.syncing = undefined;

@@ -100,20 +100,23 @@ describe("GroupCommit with the log's fsync off the event loop", () => {
     await durable;
   });
 
-  it("answers a batch committed while an fsync is in flight only after the next fsync", async () => {
-    const commit = makeCommit();
+  it("keeps the batches asked to be durable while an fsync is in flight open until it completes: one COMMIT, answered by the next fsync", async () => {
+    // A long maxDelayMs: only the fsync's end may commit the batch here.
+    const commit = new GroupCommit(db, 512, (error) => commitErrors.push(error), 60_000, wal);
     const first = commit.runDurable(() => addNote("first"));
     await until(() => wal.started === 1);
-    const second = commit.runDurable(() => addNote("second"));
-    await until(() => committedNotes().length === 2);
-    expect(committedNotes()).to.deep.equal(["first", "second"]);
-    expect(wal.started, "one fsync in flight at a time").to.equal(1);
+    const later = ["second", "third", "fourth"].map((body) => commit.runDurable(() => addNote(body)));
+    expect(await settled(Promise.all(later))).to.equal(false);
+    expect(committedNotes(), "committed while the fsync was in flight").to.deep.equal(["first"]);
+    expect(commit.committedBatches).to.equal(1);
     wal.release(0);
     await first;
-    expect(await settled(second), "answered by an fsync begun before its COMMIT").to.equal(false);
-    expect(wal.started).to.equal(2);
+    await until(() => wal.started === 2);
+    expect(committedNotes()).to.deep.equal(["first", "second", "third", "fourth"]);
+    expect(commit.committedBatches, "the three in one COMMIT").to.equal(2);
+    expect(await settled(Promise.all(later)), "answered by an fsync begun before their COMMIT").to.equal(false);
     wal.release(1);
-    await second;
+    await Promise.all(later);
   });
 
   it("makes a durable() asked with no batch open wait for the fsync of what is already committed", async () => {
@@ -163,7 +166,7 @@ describe("GroupCommit with the log's fsync off the event loop", () => {
     const doomed = commit.runDurable(() => addNote("doomed"));
     await until(() => wal.started === 1);
     const meanwhile = commit.runDurable(() => addNote("meanwhile"));
-    await until(() => committedNotes().length === 2);
+    await until(() => db.inTransaction);
     wal.fail(0, Object.assign(new Error("EIO: i/o error, fsync"), { code: "EIO" }));
     const outcomes = await Promise.allSettled([doomed, meanwhile]);
     for (const outcome of outcomes) {
