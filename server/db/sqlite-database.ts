@@ -45,6 +45,14 @@ class SqliteStatements implements Sql {
 }
 
 /**
+ * Marks the async context of the transaction holding a database's turn (to refuse what would deadlock): its store is
+ * that transaction's token. One for the process, shared by every SqliteDatabase: Node keeps each AsyncLocalStorage
+ * ever run in a list it walks on every promise and async resource made, so one per database would make every later
+ * promise cost more for each database a process has opened (a test run opens hundreds).
+ */
+const TURN = new AsyncLocalStorage<object>();
+
+/**
  * The gateway's tables in one SQLite file (the embedded default): the `Database` of server/db/sql.ts over
  * better-sqlite3. Transactions are operations of the group commit (./group-commit.ts): they take turns on the
  * one connection and share fsyncs.
@@ -65,8 +73,7 @@ export class SqliteDatabase implements Database {
   readonly commit: GroupCommit;
   /** What a transaction's function is given: statements run at once, inside its turn. */
   private readonly statements: SqliteStatements;
-  /** Marks the async context of the transaction holding the turn (to refuse what would deadlock). */
-  private readonly context = new AsyncLocalStorage<object>();
+  /** The token of the transaction holding the turn, which its async context carries in TURN. */
   private current: object | undefined;
 
   constructor(
@@ -107,7 +114,7 @@ export class SqliteDatabase implements Database {
       const token = {};
       this.current = token;
       try {
-        return await this.context.run(token, () => fn(this.statements));
+        return await TURN.run(token, () => fn(this.statements));
       } finally {
         this.current = undefined;
       }
@@ -117,7 +124,7 @@ export class SqliteDatabase implements Database {
   }
 
   private refuseInsideTransaction(what: string): void {
-    if (this.current !== undefined && this.context.getStore() === this.current) {
+    if (this.current !== undefined && TURN.getStore() === this.current) {
       throw new Error(`${what} on the database from inside one of its transactions would wait for that transaction for ever: use its tx`);
     }
   }
