@@ -13,18 +13,17 @@
  * Needs `wrk` (apt-get install wrk). `npm start`'s per-key rate limit is raised for the run (RATE_LIMIT_PER_MIN),
  * as a user measuring it would; every other setting is the embedded default.
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { type Address, createPublicClient, createWalletClient, http, parseAbi } from "viem";
 import { DEV_ACCOUNT_INDEX, devAccount, localChain } from "../server/devstack/local-node";
+import { startLocalProcess } from "../server/devstack/start-local-process";
 import { microsToUsd } from "../server/ledger/money";
 import { fundPayer } from "./fund";
 import { CONNECTIONS, SECONDS, start, stopAll } from "./bench/common";
 
-const ROOT = path.resolve(__dirname, "..");
-const TS_REGISTER = path.join(ROOT, "server/devstack/ts-register.cjs");
 /** What the run deposits for the demo buyer: 200 USDC, 200,000 calls of the $0.001 echo. */
 const DEPOSIT_MICROS = 200_000_000n;
 const ESCROW_ABI = parseAbi(["function deposit(uint256 amount)"]);
@@ -78,45 +77,20 @@ function wrk(url: string, body: string, headers: Record<string, string>, connect
 }
 
 /** Starts `npm start` on free ports and a fresh database in `dir`, and resolves with what its banner says. */
-function startLocal(
+async function startLocal(
   dir: string,
 ): Promise<{ child: ChildProcess; url: string; key: string; rpcUrl: string; escrow: Address; usdc: Address; chainId: number }> {
-  const child = spawn(process.execPath, ["-r", TS_REGISTER, path.join(ROOT, "scripts/start-local.ts")], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      PORT: "0",
-      CHAIN_PORT: "0",
-      DB_PATH: path.join(dir, "gateway.db"),
-      DEPLOYMENT_FILE: path.join(dir, "deployment.json"),
-      CHAIN_RPC_URL: "",
-      RATE_LIMIT_PER_MIN: "10000000",
-    },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  return new Promise((resolve, reject) => {
-    let output = "";
-    const field = (name: string) => new RegExp(`^${name}:\\s+(\\S+)`, "m").exec(output)?.[1] ?? "";
-    child.stdout!.on("data", (chunk: Buffer) => {
-      // Until the banner, keep what it prints; afterwards the log is read and dropped, as a terminal would show it.
-      if (output.includes("Press Ctrl-C to stop.")) return;
-      output += chunk.toString();
-      if (!output.includes("Press Ctrl-C to stop.")) return;
-      resolve({
-        child,
-        url: field("Gateway"),
-        key: /^API key: (atom_\S+)$/m.exec(output)?.[1] ?? "",
-        rpcUrl: field("Chain RPC"),
-        escrow: field("Escrow") as Address,
-        usdc: field("USDC") as Address,
-        chainId: Number(/chain id (\d+)/.exec(output)?.[1]),
-      });
-    });
-    child.stderr!.on("data", (chunk: Buffer) => {
-      if (!output.includes("Press Ctrl-C to stop.")) output += chunk.toString();
-    });
-    child.once("exit", (code) => reject(new Error(`npm start exited with ${code} before it was ready:\n${output}`)));
-  });
+  const { child, output } = await startLocalProcess(path.join(dir, "gateway.db"), { RATE_LIMIT_PER_MIN: "10000000" });
+  const field = (name: string) => new RegExp(`^${name}:\\s+(\\S+)`, "m").exec(output)?.[1] ?? "";
+  return {
+    child,
+    url: field("Gateway"),
+    key: /^API key: (atom_\S+)$/m.exec(output)?.[1] ?? "",
+    rpcUrl: field("Chain RPC"),
+    escrow: field("Escrow") as Address,
+    usdc: field("USDC") as Address,
+    chainId: Number(/chain id (\d+)/.exec(output)?.[1]),
+  };
 }
 
 /** Deposits DEPOSIT_MICROS into the escrow from the demo buyer's wallet and waits for the gateway to credit it. */

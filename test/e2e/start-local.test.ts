@@ -1,47 +1,17 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { expect } from "chai";
-import { TS_REGISTER } from "../../server/devstack/child-process";
+import { startLocalProcess } from "../../server/devstack/start-local-process";
 import { SESSION_COOKIE } from "../../server/http/session-cookies";
 import { Browser } from "../helpers/oidc-provider";
 import { SHUTDOWN_DEADLINE_MS } from "../../server/ops/shutdown";
 
-const ROOT = path.join(__dirname, "../..");
-
-/**
- * Starts `npm start`'s script (through ts-node, transpile only, as npm start runs it; TS_REGISTER caches the
- * output) on a free port and a fresh database, and collects what it prints.
- */
-function startLocal(dbPath: string): Promise<{ child: ChildProcess; output: string }> {
-  const child = spawn(process.execPath, ["-r", TS_REGISTER, path.join(ROOT, "scripts/start-local.ts")], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      PORT: "0",
-      CHAIN_PORT: "0",
-      DB_PATH: dbPath,
-      DEPLOYMENT_FILE: path.join(path.dirname(dbPath), "deployment.json"),
-      CHAIN_RPC_URL: "",
-      GITHUB_CLIENT_ID: "",
-      GITHUB_CLIENT_SECRET: "",
-      GOOGLE_CLIENT_ID: "",
-      GOOGLE_CLIENT_SECRET: "",
-    },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  return new Promise((resolve, reject) => {
-    let output = "";
-    child.stdout!.on("data", (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes("Press Ctrl-C to stop.")) resolve({ child, output });
-    });
-    child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()));
-    child.once("exit", (code) => reject(new Error(`start-local exited with ${code}:\n${output}`)));
-  });
-}
+/** `npm start` on free ports and a fresh database at `dbPath`, without the shell's OAuth settings. */
+const startLocal = (dbPath: string) =>
+  startLocalProcess(dbPath, { GITHUB_CLIENT_ID: "", GITHUB_CLIENT_SECRET: "", GOOGLE_CLIENT_ID: "", GOOGLE_CLIENT_SECRET: "" });
 
 /** The process ids below `pid`, read from Linux's /proc (children of each of its threads), depth first. */
 function descendantsOf(pid: number): number[] {

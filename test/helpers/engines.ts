@@ -92,6 +92,23 @@ export function skipWithoutPostgres(ctx: Mocha.Context): void {
   ctx.skip();
 }
 
+/**
+ * For a suite of its own on the shared PostgreSQL server (not describeEachEngine's): skips it without the binaries
+ * (skipWithoutPostgres), starts the server before its tests, and after each test closes the databases it pushed to
+ * the list returned.
+ */
+export function onSharedPostgres(): Database[] {
+  const opened: Database[] = [];
+  before(async function () {
+    skipWithoutPostgres(this);
+    await sharedPostgres();
+  });
+  afterEach(async () => {
+    for (const db of opened.splice(0)) await db.close().catch(() => {});
+  });
+  return opened;
+}
+
 /** Declares `body` once per engine. */
 export function describeEachEngine(title: string, body: (engine: Engine) => void): void {
   for (const name of ENGINE_NAMES) {

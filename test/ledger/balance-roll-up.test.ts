@@ -8,7 +8,7 @@ import { SqliteDatabase } from "../../server/db/sqlite-database";
 import { assertBalanced } from "../../server/ledger/invariants";
 import { Ledger, PLATFORM_ACCOUNT_ID } from "../../server/ledger/ledger";
 import { SCHEMA } from "../../server/schema";
-import { freshPostgresDatabase, sharedPostgres, skipWithoutPostgres } from "../helpers/engines";
+import { freshPostgresDatabase, onSharedPostgres } from "../helpers/engines";
 import { allBalances, buildCharge, holdOk } from "../helpers/ledger";
 
 /*
@@ -21,14 +21,7 @@ const USD = 1_000_000n;
 
 describe("the balance roll-up and a capture's pending deltas (PostgreSQL)", function () {
   this.timeout(120_000);
-  const opened: Database[] = [];
-  before(async function () {
-    skipWithoutPostgres(this);
-    await sharedPostgres();
-  });
-  afterEach(async () => {
-    for (const db of opened.splice(0)) await db.close().catch(() => {});
-  });
+  const opened = onSharedPostgres();
 
   /**
    * A fresh database whose statements give up after waiting 5 s for a lock (lock_timeout): an operation that would

@@ -12,7 +12,7 @@ import { assertBalanced } from "../../server/ledger/invariants";
 import { Ledger, PLATFORM_ACCOUNT_ID } from "../../server/ledger/ledger";
 import { type SpendPeriod, SpendLimits } from "../../server/ledger/spend-limits";
 import { SCHEMA } from "../../server/schema";
-import { freshPostgresDatabase, sharedPostgres, skipWithoutPostgres } from "../helpers/engines";
+import { freshPostgresDatabase, onSharedPostgres } from "../helpers/engines";
 import { buildCharge } from "../helpers/ledger";
 import { Rng } from "../helpers/random";
 
@@ -189,14 +189,7 @@ const MUTANTS = [
 
 describe("the ledger's rules on SQLite (TypeScript) and on PostgreSQL (server-side functions)", function () {
   this.timeout(300_000);
-  const opened: Database[] = [];
-  before(async function () {
-    skipWithoutPostgres(this);
-    await sharedPostgres();
-  });
-  afterEach(async () => {
-    for (const db of opened.splice(0)) await db.close().catch(() => {});
-  });
+  const opened = onSharedPostgres();
 
   const sqlite = () => {
     const connection = openDatabase(":memory:", SCHEMA);
