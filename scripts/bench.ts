@@ -13,8 +13,8 @@
  *      on) before its 200; a throwaway PostgreSQL 15 and Redis (Debian's binaries, as the tests use them) are
  *      started for the run, and these rows are skipped, saying so, when the binaries are absent.
  * It prints throughput, latency percentiles, each gateway's ratio to the bare proxy, the CPU a call costs in the
- * gateway's processes and in PostgreSQL (from /proc: the postmaster and its backends), statements, transactions
- * and WAL flushes per call on PostgreSQL, issue 25's ratios, and from the CPU figures a stated model of what N
+ * gateway's processes and in PostgreSQL (from /proc: the postmaster and its backends), statements, transactions,
+ * socket writes, deadlock retries and WAL flushes per call on PostgreSQL, issue 25's ratios, and from the CPU figures a stated model of what N
  * replicas give on a 16-core host. Each server runs in its own process (./bench/servers.ts); the load generator
  * (undici, ./bench/common.ts) runs in this one.
  *
@@ -50,9 +50,14 @@ interface Scenario {
   postgresCpuMicros: number;
   /** SQLite only: the gateway's event loop busy per call (its CPU, and any wait it blocks on, such as a synchronous fsync), µs. */
   loopBusyMicros?: number;
-  /** PostgreSQL only: statements, transactions and WAL flushes per call. */
+  /**
+   * PostgreSQL only, per call: statements, transactions, writes to the server's socket (pipelined statements share
+   * one), transactions run again after a deadlock, and WAL flushes.
+   */
   statements?: number;
   transactions?: number;
+  writes?: number;
+  retried?: number;
   walFlushes?: number;
   /** PostgreSQL only: backends waiting on a lock, on average over the run, by the relation or kind waited on. */
   lockWaits?: Map<string, number>;
@@ -65,6 +70,8 @@ interface GatewayStats {
   loopBusyMicros?: number;
   statements?: number;
   transactions?: number;
+  writes?: number;
+  retried?: number;
   captured?: number;
   batches?: number;
   synchronous?: number;
@@ -146,6 +153,8 @@ async function scenario(
     result.postgresCpuMicros = (processTreeCpuMicros(options.postgres.pid) - pgCpuBefore) / calls;
     result.statements = sum((s) => s.statements) / calls;
     result.transactions = sum((s) => s.transactions) / calls;
+    result.writes = sum((s) => s.writes) / calls;
+    result.retried = sum((s) => s.retried) / calls;
     result.walFlushes = Number((await walSyncs(options.postgres.url)) - walBefore) / calls;
     result.lockWaits = lockWaits;
   }
@@ -393,7 +402,8 @@ async function main(): Promise<void> {
     for (const s of postgres.scenarios)
       console.log(
         `${s.run.name}: ${fmt(s.statements ?? Number.NaN, 1)} statements and ${fmt(s.transactions ?? Number.NaN, 1)} transactions per call ` +
-          `(${fmt((s.statements ?? 0) + 2 * (s.transactions ?? 0), 1)} round trips with BEGIN/COMMIT), ` +
+          `(${fmt((s.statements ?? 0) + 2 * (s.transactions ?? 0), 1)} with BEGIN/COMMIT) in ${fmt(s.writes ?? Number.NaN, 2)} writes to ` +
+          `PostgreSQL's socket per call (pipelined), ${fmt(s.retried ?? Number.NaN, 3)} transactions run again after a deadlock per call, ` +
           `${fmt(1 / Math.max(1e-9, s.walFlushes ?? 0), 1)} durable charges per WAL flush; synchronous_commit=on for every charge; ` +
           `backends waiting on a lock, on average: ${
             s.lockWaits && s.lockWaits.size > 0

@@ -79,14 +79,20 @@ export interface TransactionOptions {
    */
   durable?: boolean;
   /**
-   * With `durable`: the transaction may share its commit, and its flush, with other grouped transactions of
-   * this process (group commit). SQLite's transactions always do (./group-commit.ts); PostgreSQL runs the
-   * waiting ones back to back in one transaction (./postgres/database.ts), and again, after a member that threw, with a
-   * savepoint each: so a grouped transaction may run more than once. Only for a short transaction that
-   * touches rows many others touch too (a charge: the seller's and the platform's balances), and safe to run
-   * again from its start.
+   * The transaction may share its commit (with `durable`, its flush too) with other grouped transactions of this
+   * process, durable with durable and the others with the others (group commit). SQLite's transactions always do
+   * (./group-commit.ts); PostgreSQL runs the waiting ones side by side in one transaction (./postgres/database.ts), and
+   * again, after a member that threw, with a savepoint each: so a grouped transaction may run more than once. Only
+   * for a short transaction, safe to run again from its start, whose statements may interleave with the other
+   * members' (it touches rows of its own, or rows many others touch too: a charge's seller and platform balances, a
+   * hold's buyer), and that needs no answer from the database before its group commits.
    */
   group?: boolean;
+  /**
+   * With `group`: where the transaction runs in its group (members in ascending order, arrival order among equals),
+   * so that groups take the row locks they share in one order (a hold: its account) rather than deadlock.
+   */
+  groupOrder?: string;
 }
 
 /** The gateway's database: its tables on one engine. */

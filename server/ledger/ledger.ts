@@ -353,7 +353,11 @@ export class Ledger {
     const id = uuidv7();
     try {
       if (this.db.engine === "postgres") {
-        const held = await this.holdOnServer(id, input, tx);
+        // Without a caller's transaction, the hold shares one with the other holds of this replica waiting for theirs
+        // (a group: their statements in one write, one COMMIT), the group's rows locked in its accounts' order.
+        const held = await (tx
+          ? this.holdOnServer(id, input, tx)
+          : this.db.transaction((grouped) => this.holdOnServer(id, input, grouped), { group: true, groupOrder: input.accountId }));
         if (held) return held;
       }
       return await this.takeHold(id, input, tx);
@@ -374,15 +378,15 @@ export class Ledger {
   /**
    * The hold on PostgreSQL: takeHold's rules as one statement, the server-side function ledger_hold
    * (server/db/postgres/migrations/0013_ledger_functions.sql), so the account's balance row is locked for the
-   * microseconds the statement runs rather than for takeHold's round trips. Without a caller's transaction it commits
-   * by itself, without waiting for the WAL flush (as takeHold's own transaction does). Undefined when the account has a
-   * pending exit short of its freeze: takeHold then freezes first and holds, as on SQLite. The calendar stays here: the
-   * function gets the start of the day and of the month at `nowMs`.
+   * microseconds the statement runs rather than for takeHold's round trips, and until its transaction commits (hold()
+   * groups the holds of a replica: one COMMIT, without waiting for the WAL flush, as takeHold's own transaction
+   * does). Undefined when the account has a pending exit short of its freeze: takeHold then freezes first and holds,
+   * as on SQLite. The calendar stays here: the function gets the start of the day and of the month at `nowMs`.
    */
-  private async holdOnServer(id: string, input: HoldInput, tx: Sql | undefined): Promise<HoldResult | undefined> {
+  private async holdOnServer(id: string, input: HoldInput, tx: Sql): Promise<HoldResult | undefined> {
     const { chargedMicros, sellerMicros, feeMicros } = input.charge;
     const nowMs = input.nowMs ?? Date.now();
-    const row = await (tx ?? this.db).one<{ outcome: string; available: bigint } & { [C in keyof LimitRow]: LimitRow[C] | null }>(
+    const row = await tx.one<{ outcome: string; available: bigint } & { [C in keyof LimitRow]: LimitRow[C] | null }>(
       `SELECT outcome, available, ${LIMIT_COLUMNS} FROM ledger_hold(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       [
         id,
@@ -397,7 +401,7 @@ export class Ledger {
         input.apiKeyId ?? null,
         periodStartMs("day", nowMs),
         periodStartMs("month", nowMs),
-        tx === undefined ? 1 : 0,
+        0, // p_async: the transaction's own commit says whether it waits for the flush
       ],
     );
     if (!row) throw new Error("ledger_hold returned no row");

@@ -9,7 +9,8 @@ import { SCHEMA } from "../../server/schema";
 import { Ledger } from "../../server/ledger/ledger";
 import { assertBalanced } from "../../server/ledger/invariants";
 import { computeCharge } from "../../server/ledger/fees";
-import { postgresTraffic } from "../../server/db/postgres/database";
+import { PostgresDatabase, postgresTraffic } from "../../server/db/postgres/database";
+import { createPostgresPool } from "../../server/db/postgres/pool";
 import { describeEachEngine } from "../helpers/engines";
 
 describe("numberPlaceholders", () => {
@@ -98,6 +99,117 @@ describeEachEngine("grouped durable transactions", (engine) => {
     expect(ids).to.not.include("g3");
     // On PostgreSQL the 40 shared a few transactions (the first alone, the rest waiting for it together).
     if (engine.name === "postgres") expect(postgresTraffic.transactions - before).to.be.at.most(5);
+  });
+
+  it("answer a member whose statement the database refused with its own error, and commit the others", async () => {
+    const db = await engine.open();
+    await db.run(
+      "INSERT INTO accounts (id, kind, name, created_at) VALUES ('taken3', 'user', 'taken3', 1), ('taken7', 'user', 'taken7', 1)",
+    );
+    // Members 3 and 7 insert an id that exists: on PostgreSQL their statements are pipelined with the others', so the
+    // statements sent after 3's are refused as part of a failed transaction (25P02), which is nobody's own failure.
+    const results = await Promise.allSettled(
+      Array.from({ length: 12 }, (_, i) =>
+        db.transaction(
+          async (tx) => {
+            const id = i === 3 || i === 7 ? `taken${i}` : `d${String(i).padStart(2, "0")}`;
+            await tx.run("INSERT INTO accounts (id, kind, name, created_at) VALUES (?, 'user', ?, 1)", [id, `x${i}`]);
+            await tx.run("UPDATE accounts SET name = ? WHERE id = ?", [`y${i}`, id]);
+            return i;
+          },
+          { durable: true, group: true },
+        ),
+      ),
+    );
+    const rejected = results.flatMap((r, i) => (r.status === "rejected" ? [i] : []));
+    expect(rejected).to.deep.equal([3, 7]);
+    for (const i of rejected) expect(isUniqueViolation((results[i] as PromiseRejectedResult).reason)).to.equal(true);
+    const rows = await db.all<{ id: string; name: string }>(
+      "SELECT id, name FROM accounts WHERE id LIKE 'd%' OR id LIKE 'taken%' ORDER BY id",
+    );
+    expect(rows.map((r) => `${r.id}:${r.name}`)).to.deep.equal([
+      ...[0, 1, 2, 4, 5, 6, 8, 9, 10, 11].map((i) => `d${String(i).padStart(2, "0")}:y${i}`),
+      "taken3:taken3",
+      "taken7:taken7",
+    ]);
+  });
+
+  it("on PostgreSQL, send every member's statement before the first answer comes back (pipelined)", async function () {
+    if (engine.name !== "postgres") this.skip();
+    const db = await engine.open();
+    await db.value("SELECT 1"); // the pool's first connection, open
+    const events: string[] = [];
+    // The first group is the first member alone; the next nine wait for it and run side by side.
+    await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        db.transaction(
+          async (tx) => {
+            events.push(`sent ${i}`);
+            await tx.value("SELECT ?::int", [i]);
+            events.push(`answered ${i}`);
+          },
+          { durable: true, group: true },
+        ),
+      ),
+    );
+    const second = events.slice(2);
+    expect(second.slice(0, 9)).to.deep.equal(Array.from({ length: 9 }, (_, i) => `sent ${i + 1}`));
+  });
+
+  it("on PostgreSQL, run a group's members in their groupOrder, arrival order among equals", async function () {
+    if (engine.name !== "postgres") this.skip();
+    const db = await engine.open();
+    const ran: string[] = [];
+    const member = (name: string, order: string) =>
+      db.transaction(
+        async (tx) => {
+          ran.push(name);
+          await tx.value("SELECT 1");
+        },
+        { group: true, groupOrder: order },
+      );
+    // The first runs alone; the rest wait for it and form the next group.
+    await Promise.all([member("first", "z"), member("c", "c"), member("a1", "a"), member("b", "b"), member("a2", "a")]);
+    expect(ran).to.deep.equal(["first", "a1", "a2", "b", "c"]);
+  });
+
+  it("on PostgreSQL, two replicas' groups of holds on the same buyers take their rows in one order: no deadlock", async function () {
+    if (engine.name !== "postgres") this.skip();
+    const one = await engine.open();
+    const other = new PostgresDatabase(createPostgresPool({ url: engine.lastUrl(), max: 20 }));
+    try {
+      const ledgers = [await Ledger.open(one, { replicaId: "r1" }), await Ledger.open(other, { replicaId: "r2" })];
+      for (const id of ["buyer:a", "buyer:b", "buyer:c"]) {
+        await ledgers[0]!.ensureAccount({ id, kind: "user", name: id });
+        await ledgers[0]!.credit(id, 1_000_000n, "dev_credit");
+      }
+      await ledgers[0]!.ensureAccount({ id: "seller:s", kind: "seller", name: "S" });
+      const retriedBefore = postgresTraffic.retried;
+      const charge = computeCharge(1_000n, "included", 1000n);
+      const hold = (ledger: Ledger, accountId: string) => ledger.hold({ accountId, sellerAccountId: "seller:s", skillId: "s", charge });
+      // Each replica's holds queue behind a group still running, so they form one group on each; between the first
+      // buyer's hold and the others a member sleeps, so the two groups run at once. The holds arrive in opposite
+      // orders: run as they came, one group would lock a then c, the other c then a, and each wait for the other.
+      const busy = [one, other].map((db) => db.transaction((tx) => tx.value("SELECT pg_sleep(0.05)"), { group: true }));
+      const pause = (db: Database) => db.transaction((tx) => tx.value("SELECT pg_sleep(0.2)"), { group: true, groupOrder: "buyer:a~" });
+      const results = await Promise.all([
+        ...busy,
+        hold(ledgers[0]!, "buyer:a"),
+        pause(one),
+        hold(ledgers[0]!, "buyer:b"),
+        hold(ledgers[0]!, "buyer:c"),
+        hold(ledgers[1]!, "buyer:c"),
+        pause(other),
+        hold(ledgers[1]!, "buyer:b"),
+        hold(ledgers[1]!, "buyer:a"),
+      ]);
+      expect(results.filter((r) => typeof r === "object" && r !== null && "ok" in r && r.ok)).to.have.length(6);
+      // A deadlock is detected, and its loser run again, after deadlock_timeout: none was.
+      expect(postgresTraffic.retried).to.equal(retriedBefore);
+      await assertBalanced(one);
+    } finally {
+      await other.close();
+    }
   });
 });
 

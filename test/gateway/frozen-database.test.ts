@@ -1,5 +1,4 @@
 import { expect } from "chai";
-import type pg from "pg";
 import { PostgresDatabase } from "../../server/db/postgres/database";
 import { createPostgresPool } from "../../server/db/postgres/pool";
 import { PostgresWatch } from "../../server/db/postgres/watch";
@@ -51,22 +50,11 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
 
 /**
  * A watched database whose next transaction can be made to wait, once its work is done, just before its COMMIT (that
- * transaction runs alone even when it asks to share a group commit), or whose next statement outside a transaction
- * can be made to wait before it is sent.
+ * transaction runs alone even when it asks to share a group commit).
  */
 class GatedDatabase extends PostgresDatabase {
   /** Awaited by the next transaction after its function, before its COMMIT. */
   beforeCommit: (() => Promise<void>) | undefined;
-
-  /** Awaited by the next statement run outside a transaction (one that commits by itself: a hold) before it is sent. */
-  beforeStatement: (() => Promise<void>) | undefined;
-
-  protected override async execute(query: pg.QueryConfig): Promise<pg.QueryResult> {
-    const gate = this.beforeStatement;
-    this.beforeStatement = undefined;
-    if (gate) await gate();
-    return super.execute(query);
-  }
 
   override transaction<T>(fn: (tx: Sql) => Promise<T>, options?: TransactionOptions): Promise<T> {
     const gate = this.beforeCommit;
@@ -139,10 +127,9 @@ describe("the call path's writes when PostgreSQL stops answering", function () {
     };
 
     it("releases a hold whose commit the database did not answer, once it answers, leaving the balance whole", async () => {
-      // On PostgreSQL a hold is one statement that commits by itself (ledger_hold): the server is frozen as it is sent.
-      db.beforeStatement = async () => {
-        frozen = freezePostgres(server);
-      };
+      // On PostgreSQL a hold is one statement (ledger_hold) in a transaction shared with the replica's other holds: the
+      // server is frozen as that transaction's COMMIT is sent.
+      freezeAtNextCommit();
       const error = await rejection(
         ledger.hold({ accountId: BUYER, sellerAccountId: SELLER, skillId: "s", charge: call.charge, apiKeyId: "k" }),
       );

@@ -43,10 +43,31 @@ interface Grouped {
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
   attempts: number;
+  /** TransactionOptions.groupOrder: where the member runs in its group. */
+  order: string;
 }
 
-/** Statements sent and transactions begun by this process (for the benchmark's round trips per call). */
-export const postgresTraffic = { statements: 0, transactions: 0 };
+/** The grouped transactions of one kind (durable or not) waiting for their group, and whether a group is running. */
+interface GroupQueue {
+  readonly durable: boolean;
+  readonly waiting: Grouped[];
+  running: boolean;
+}
+
+/** A group's member that ran, and what its function returned. */
+interface Done {
+  member: Grouped;
+  result: unknown;
+}
+
+/** SQLSTATE of a statement sent to a transaction an earlier statement had already failed. */
+const IN_FAILED_TRANSACTION = "25P02";
+
+/**
+ * Statements sent, transactions begun and transactions run again after a deadlock or a serialization failure, by this
+ * process, and the writes that carried the statements to the server (for the benchmark's figures per call).
+ */
+export const postgresTraffic = { statements: 0, transactions: 0, retried: 0, writes: 0 };
 
 /**
  * Runs statements: outside a transaction each on a connection checked out for it (the database), or all on one
@@ -88,19 +109,48 @@ abstract class PostgresSql implements Sql {
 
 /** The statements of one transaction, on its checked-out connection. */
 class TransactionSql extends PostgresSql {
+  private corked = false;
+
   constructor(
     private readonly client: pg.PoolClient,
     watch: DatabaseGuard,
+    /**
+     * Statements sent in one turn of the event loop leave in one write (a group's members run side by side: their
+     * statements are pipelined, see PostgresDatabase.runGroup). Without it each statement is written as it is sent.
+     */
+    private readonly batched = false,
   ) {
     super(watch);
   }
 
   protected execute(query: pg.QueryConfig): Promise<pg.QueryResult> {
+    this.corkForTurn();
     return guarded(this.watch, this.client.query(query), false);
+  }
+
+  /**
+   * With `batched`, holds the connection's writes until the turn's promises have all run (setImmediate), so every
+   * statement they send goes out in one write: the socket write is most of what a statement costs the gateway
+   * (docs/benchmarks.md). The pool's connections are pipelined (./pool.ts): a statement is sent without waiting for the
+   * answer to the one before.
+   */
+  private corkForTurn(): void {
+    if (this.corked) return;
+    postgresTraffic.writes++;
+    if (!this.batched) return;
+    const { stream } = (this.client as unknown as { connection: { stream: NodeJS.WritableStream & { cork(): void; uncork(): void } } })
+      .connection;
+    stream.cork();
+    this.corked = true;
+    setImmediate(() => {
+      this.corked = false;
+      stream.uncork();
+    });
   }
 
   /** A statement of the transaction's own (BEGIN, a savepoint, COMMIT: the one whose failure leaves the outcome unknown), unprepared. */
   statement(text: string): Promise<pg.QueryResult> {
+    this.corkForTurn();
     return guarded(this.watch, this.client.query(text), text === "COMMIT");
   }
 }
@@ -154,9 +204,11 @@ function brokenBy(error: unknown): Error | undefined {
  * loses a deadlock or a serialization check is run again from the start.
  */
 export class PostgresDatabase extends PostgresSql implements Database {
-  /** Durable transactions that may share one commit (options.group), waiting for the next group. */
-  private readonly grouped: Grouped[] = [];
-  private grouping = false;
+  /** Transactions that may share one commit (options.group), waiting for the next group: durable ones, and the others. */
+  private readonly groups = {
+    durable: { durable: true, waiting: [], running: false } as GroupQueue,
+    fast: { durable: false, waiting: [], running: false } as GroupQueue,
+  };
 
   constructor(
     readonly pool: PostgresPool,
@@ -176,6 +228,7 @@ export class PostgresDatabase extends PostgresSql implements Database {
 
   protected async execute(query: pg.QueryConfig): Promise<pg.QueryResult> {
     const client = await checkOut(this.pool, this.watch);
+    postgresTraffic.writes++;
     let broken: Error | undefined;
     try {
       return await guarded(this.watch, client.query(query), true);
@@ -188,10 +241,11 @@ export class PostgresDatabase extends PostgresSql implements Database {
   }
 
   async transaction<T>(fn: (tx: Sql) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
-    if (options.durable && options.group) {
+    if (options.group) {
+      const queue = options.durable ? this.groups.durable : this.groups.fast;
       return new Promise<T>((resolve, reject) => {
-        this.grouped.push({ fn, resolve: resolve as (value: unknown) => void, reject, attempts: 0 });
-        void this.runGroups();
+        queue.waiting.push({ fn, resolve: resolve as (value: unknown) => void, reject, attempts: 0, order: options.groupOrder ?? "" });
+        void this.runGroups(queue);
       });
     }
     for (let attempt = 1; ; attempt++) {
@@ -200,8 +254,7 @@ export class PostgresDatabase extends PostgresSql implements Database {
       const tx = new TransactionSql(client, this.watch);
       let broken: Error | undefined;
       try {
-        // Durable means flushed before COMMIT returns, whatever the server's or the role's default says.
-        await tx.statement(options.durable ? "BEGIN; SET LOCAL synchronous_commit = on" : "BEGIN; SET LOCAL synchronous_commit = off");
+        await tx.statement(begin(options.durable === true));
         const result = await fn(tx);
         await tx.statement("COMMIT");
         return result;
@@ -209,7 +262,10 @@ export class PostgresDatabase extends PostgresSql implements Database {
         // A connection the server stopped answering is not asked to roll back (that too would wait): it is closed.
         broken = brokenBy(error) ?? (await rollBack(tx));
         const code = (error as { code?: string }).code;
-        if (attempt < ATTEMPTS && code !== undefined && RETRYABLE.has(code)) continue;
+        if (attempt < ATTEMPTS && code !== undefined && RETRYABLE.has(code)) {
+          postgresTraffic.retried++;
+          continue;
+        }
         throw error;
       } finally {
         client.release(broken);
@@ -224,40 +280,44 @@ export class PostgresDatabase extends PostgresSql implements Database {
    * flushed: committed one by one they queue one flush apart; grouped, a flush carries every charge of the group.
    * Groups run one at a time; the transactions that arrive while one commits form the next.
    *
-   * A group first runs its members back to back with nothing between them, so a member costs only its own
-   * statements (a charge: one, server/ledger/ledger.ts captureOnServer, and its call's line). If a member throws,
+   * A group first runs its members side by side (runSideBySide), their statements pipelined on the group's
+   * connection, so a member costs only its own statements (a charge: one, server/ledger/ledger.ts captureOnServer,
+   * and its call's line) and the group a few writes to the socket for all of them. If a member throws,
    * the transaction is rolled back whole (PostgreSQL refuses anything more in a transaction whose statement
    * failed), that member is answered (or run again later, when it lost a deadlock), and the others run again from
    * their start in a careful group, each in a savepoint so one that throws undoes only itself: members are safe to
    * run again (TransactionOptions.group). A group whose COMMIT fails fails all its members, none of which has been
    * answered.
    */
-  private async runGroups(): Promise<void> {
-    if (this.grouping) return;
-    this.grouping = true;
+  private async runGroups(queue: GroupQueue): Promise<void> {
+    if (queue.running) return;
+    queue.running = true;
     try {
-      while (this.grouped.length > 0) {
-        const group = this.grouped.splice(0, this.groupMax);
-        const rest = await this.runGroup(group, false);
-        if (rest.length > 0) await this.runGroup(rest, true);
+      while (queue.waiting.length > 0) {
+        // In their order (a stable sort: arrival order among equals), so groups take row locks in one order.
+        const group = queue.waiting.splice(0, this.groupMax).sort((a, b) => (a.order < b.order ? -1 : a.order > b.order ? 1 : 0));
+        const rest = await this.runGroup(queue, group, false);
+        if (rest.length > 0) await this.runGroup(queue, rest, true);
       }
     } finally {
-      this.grouping = false;
+      queue.running = false;
     }
   }
 
   /** Answers a member that threw: run again in a later group when it lost a deadlock, rejected otherwise. */
-  private failMember(member: Grouped, error: unknown): void {
+  private failMember(queue: GroupQueue, member: Grouped, error: unknown): void {
     const code = (error as { code?: string }).code;
-    if (code !== undefined && RETRYABLE.has(code) && ++member.attempts < ATTEMPTS) this.grouped.push(member);
-    else member.reject(error);
+    if (code !== undefined && RETRYABLE.has(code) && ++member.attempts < ATTEMPTS) {
+      postgresTraffic.retried++;
+      queue.waiting.push(member);
+    } else member.reject(error);
   }
 
   /**
    * Runs one group; returns the members to run again in a careful group (only when not `careful` and a member threw:
    * every member but that one, which has been answered).
    */
-  private async runGroup(group: Grouped[], careful: boolean): Promise<Grouped[]> {
+  private async runGroup(queue: GroupQueue, group: Grouped[], careful: boolean): Promise<Grouped[]> {
     let client: pg.PoolClient;
     try {
       client = await checkOut(this.pool, this.watch);
@@ -266,38 +326,22 @@ export class PostgresDatabase extends PostgresSql implements Database {
       return [];
     }
     postgresTraffic.transactions++;
-    const done: { member: Grouped; result: unknown }[] = [];
     /** Members rejected or put back for a later group: no longer this group's to answer. */
     const handed = new Set<Grouped>();
     let broken: Error | undefined;
-    let again: Grouped[] = [];
-    const tx = new TransactionSql(client, this.watch);
+    const tx = new TransactionSql(client, this.watch, !careful);
     try {
-      await tx.statement("BEGIN; SET LOCAL synchronous_commit = on");
-      for (const member of group) {
-        if (careful) await tx.statement("SAVEPOINT grouped");
-        try {
-          const result = await member.fn(tx);
-          if (careful) await tx.statement("RELEASE SAVEPOINT grouped");
-          done.push({ member, result });
-        } catch (error) {
-          // A database that stopped answering fails the whole group: nothing more is sent on its connection.
-          if (isDatabaseUnavailable(error)) throw error;
-          handed.add(member);
-          if (!careful) {
-            // The whole transaction goes (and with it every row lock the group took); the others run again.
-            broken = await rollBack(tx);
-            this.failMember(member, error);
-            again = group.filter((m) => m !== member);
-            return again;
-          }
-          // Undoes this member only (and frees the row locks it took), then goes on with the group.
-          await tx.statement("ROLLBACK TO SAVEPOINT grouped; RELEASE SAVEPOINT grouped");
-          this.failMember(member, error);
-        }
+      const results = careful ? await this.runCarefully(queue, tx, group, handed) : await this.runSideBySide(queue, tx, group);
+      if (!Array.isArray(results)) {
+        // The whole transaction goes (and with it every row lock the group took); the others run again.
+        const { failed, error } = results;
+        broken = await rollBack(tx);
+        handed.add(failed);
+        this.failMember(queue, failed, error);
+        return group.filter((m) => m !== failed);
       }
       await tx.statement("COMMIT");
-      for (const { member, result } of done) member.resolve(result);
+      for (const { member, result } of results) member.resolve(result);
     } catch (error) {
       // A COMMIT the server did not answer may still commit when it reads again: its members fail with
       // database_unavailable, whose answer says the outcome is unknown (server/gateway/ledger-payment.ts).
@@ -306,7 +350,52 @@ export class PostgresDatabase extends PostgresSql implements Database {
     } finally {
       client.release(broken);
     }
-    return again;
+    return [];
+  }
+
+  /**
+   * The members of a group all at once, their statements pipelined on the group's connection (a turn's statements in
+   * one write, behind the BEGIN): a group of n charges costs a few writes and round trips, not 2n. The members are
+   * one transaction's statements interleaved: each touches its own call's rows (its hold, its line, its answer).
+   * Answers the members' results, or the member that threw first with its error; a statement refused because an
+   * earlier one had already failed the transaction (25P02) is not a member's own failure.
+   */
+  private async runSideBySide(
+    queue: GroupQueue,
+    tx: TransactionSql,
+    group: Grouped[],
+  ): Promise<Done[] | { failed: Grouped; error: unknown }> {
+    const begun = tx.statement(begin(queue.durable));
+    const [opened, ...outcomes] = await Promise.allSettled([begun, ...group.map(async (member) => member.fn(tx))]);
+    if (opened!.status === "rejected") throw opened!.reason;
+    // A database that stopped answering fails the whole group: nothing more is sent on its connection.
+    for (const o of outcomes) if (o.status === "rejected" && isDatabaseUnavailable(o.reason)) throw o.reason;
+    const failures = outcomes.flatMap((o, i) => (o.status === "rejected" ? [{ failed: group[i]!, error: o.reason as unknown }] : []));
+    if (failures.length > 0) return failures.find((f) => (f.error as { code?: string }).code !== IN_FAILED_TRANSACTION) ?? failures[0]!;
+    return outcomes.map((o, i) => ({ member: group[i]!, result: (o as PromiseFulfilledResult<unknown>).value }));
+  }
+
+  /**
+   * The members of a group one after the other, each in a savepoint so one that throws undoes only itself (and frees
+   * the row locks it took) and is answered, and the group goes on. Answers the results of those that did not throw.
+   */
+  private async runCarefully(queue: GroupQueue, tx: TransactionSql, group: Grouped[], handed: Set<Grouped>): Promise<Done[]> {
+    await tx.statement(begin(queue.durable));
+    const done: Done[] = [];
+    for (const member of group) {
+      await tx.statement("SAVEPOINT grouped");
+      try {
+        const result = await member.fn(tx);
+        await tx.statement("RELEASE SAVEPOINT grouped");
+        done.push({ member, result });
+      } catch (error) {
+        if (isDatabaseUnavailable(error)) throw error;
+        handed.add(member);
+        await tx.statement("ROLLBACK TO SAVEPOINT grouped; RELEASE SAVEPOINT grouped");
+        this.failMember(queue, member, error);
+      }
+    }
+    return done;
   }
 
   /** Every transaction is committed by the time it resolves, and a durable one is flushed: nothing to wait for. */
@@ -316,6 +405,11 @@ export class PostgresDatabase extends PostgresSql implements Database {
     await this.stopWatch?.();
     await this.pool.end();
   }
+}
+
+/** A transaction's first statement: durable means flushed before COMMIT returns, whatever the server's or the role's default says. */
+function begin(durable: boolean): string {
+  return durable ? "BEGIN; SET LOCAL synchronous_commit = on" : "BEGIN; SET LOCAL synchronous_commit = off";
 }
 
 /** Rolls the transaction back; returns the error to close its connection with when even that failed. */

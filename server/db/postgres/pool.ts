@@ -116,6 +116,9 @@ export function createPostgresPool(options: PostgresPoolOptions): PostgresPool {
     idleTimeoutMillis: o.idleTimeoutMs,
     // A dead peer (a server gone without a FIN) is found by TCP keepalives rather than never.
     keepAlive: true,
+    // A statement is sent without waiting for the answer to the one before (a group commit's members run side by
+    // side: server/db/postgres/database.ts runGroup); the server answers them in order, each after its own Sync.
+    pipeline: true,
     types: POSTGRES_TYPES,
   });
   // An idle pooled connection the server closes emits 'error' on the pool; without a listener that would
