@@ -23,7 +23,9 @@ export interface Config {
   dbPath: string;
   /**
    * postgres://... puts every table on PostgreSQL (several replicas may share it, see docs/scaling.md); empty keeps
-   * the SQLite file at DB_PATH (one process). The URL may hold a password: it is never logged.
+   * the SQLite file at DB_PATH (one process). On the same host, a Unix socket: its folder in ?host=, which is read over
+   * the URL's host (postgres://user@localhost:5432/database?host=/run/postgresql). The URL may hold a password: it is
+   * never logged.
    */
   databaseUrl: string;
   /**
@@ -326,7 +328,11 @@ function secretUrl(env: Env, name: string, protocols: readonly string[]): string
     throw new ConfigError(`${name} is not a URL`);
   }
   if (!protocols.includes(parsed.protocol)) throw new ConfigError(`${name} must start with ${protocols.map((p) => `${p}//`).join(" or ")}`);
-  if (parsed.hostname === "") throw new ConfigError(`${name} names no host`);
+  if (parsed.hostname === "") {
+    const socket =
+      name === "DATABASE_URL" ? " (a Unix socket: postgres://user@localhost:5432/database?host=/path/of/the/socket/folder)" : "";
+    throw new ConfigError(`${name} names no host${socket}`);
+  }
   return raw;
 }
 

@@ -419,7 +419,12 @@ describe("loadConfig", () => {
       "DATABASE_URL must start with postgres:// or postgresql://",
     ],
     ["a DATABASE_URL that is a file path", { DATABASE_URL: "/var/lib/gateway.db" }, "DATABASE_URL is not a URL"],
-    ["a DATABASE_URL without a host", { DATABASE_URL: "postgres:///gateway" }, "DATABASE_URL names no host"],
+    [
+      "a DATABASE_URL without a host",
+      { DATABASE_URL: "postgres:///gateway" },
+      "DATABASE_URL names no host (a Unix socket: postgres://user@localhost:5432/database?host=/path/of/the/socket/folder)",
+    ],
+    ["a REDIS_URL without a host", { REDIS_URL: "redis:///0?host=/run/redis" }, "REDIS_URL names no host"],
     ["a REDIS_URL over http", { REDIS_URL: "http://cache.internal:6379" }, "REDIS_URL must start with redis:// or rediss://"],
     ["a REDIS_URL that is a bare host", { REDIS_URL: "cache.internal:6379" }, "REDIS_URL must start with redis:// or rediss://"],
     ["a REPLICA_ID with a space", { REPLICA_ID: "replica 1" }, "REPLICA_ID must be 1 to 64 characters of A-Z a-z 0-9 . _ -"],
@@ -465,6 +470,9 @@ describe("loadConfig", () => {
       expect(loadConfig({ REDIS_URL: url }).redisUrl).to.equal(url);
     }
     expect(loadConfig({ DATABASE_URL: " postgres://db.internal/gateway " }).databaseUrl).to.equal("postgres://db.internal/gateway");
+    // A Unix socket's folder instead of a host, as libpq reads it.
+    const socket = "postgres://gateway@localhost:5432/gateway?host=/run/postgresql";
+    expect(loadConfig({ DATABASE_URL: socket }).databaseUrl).to.equal(socket);
   });
 
   /** Refused database and Redis URLs that carry a password, which no part of the error may repeat. */

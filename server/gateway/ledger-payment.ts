@@ -76,7 +76,9 @@ export class LedgerPayment implements CallPayment {
           await record.settled(tx);
           return taken.budget;
         },
-        { durable: true, group: true },
+        // In the account's place in its group, as holds are: a usage-priced capture gives the rest back to the
+        // account's available balance (its row locked), so groups of both kinds take those rows in one order.
+        { durable: true, group: true, groupOrder: this.payer.accountId },
       );
     } catch (error) {
       // The capture's COMMIT went to a database that did not answer: it may commit when the server reads it. The call

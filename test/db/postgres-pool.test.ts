@@ -90,6 +90,19 @@ describe("the PostgreSQL pool (server/db/postgres/pool.ts)", function () {
     });
   }
 
+  it("connects through the server's Unix socket when the URL names its folder in ?host= (over the URL's host)", async () => {
+    const url = new URL(server.url);
+    url.searchParams.set("host", server.socketDir);
+    const local = createPostgresPool({ url: url.href, applicationName: "pool-socket-test" });
+    try {
+      // A connection over the socket has no client address.
+      const { rows } = await local.query("SELECT inet_client_addr() AS addr, current_database() AS db");
+      expect(rows[0]).to.deep.equal({ addr: null, db: server.database });
+    } finally {
+      await local.end();
+    }
+  });
+
   it("accepts postgresql:// as well as postgres://", () => {
     expect(parsePostgresUrl("postgresql://u:p@db.internal:5432/gateway").hostname).to.equal("db.internal");
   });

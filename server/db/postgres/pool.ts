@@ -51,6 +51,9 @@ export class PostgresUrlError extends Error {
   }
 }
 
+/** How a DATABASE_URL names a Unix socket (libpq's form; `.s.PGSQL.<port>` in the folder). */
+const SOCKET_URL_FORM = "postgres://user@localhost:5432/database?host=/path/of/the/socket/folder";
+
 /** Checks that `url` is a postgres:// URL with a host and a database, and returns it parsed. */
 export function parsePostgresUrl(url: string): URL {
   let parsed: URL;
@@ -63,7 +66,8 @@ export function parsePostgresUrl(url: string): URL {
   if (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:") {
     throw new PostgresUrlError(`must start with postgres:// or postgresql:// (got ${parsed.protocol}//)`);
   }
-  if (parsed.hostname === "") throw new PostgresUrlError("names no host");
+  // A Unix socket: its folder in ?host=, which node-postgres reads over the URL's host (a placeholder the URL needs).
+  if (parsed.hostname === "") throw new PostgresUrlError(`names no host (a Unix socket: ${SOCKET_URL_FORM})`);
   if (parsed.pathname.length <= 1) throw new PostgresUrlError("names no database (postgres://user:password@host:port/database)");
   return parsed;
 }
