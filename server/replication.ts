@@ -47,6 +47,8 @@ export async function openSharedState(
     // The call path never waits for a Redis that is down: the call is refused (503) instead.
     failFast: true,
     commandTimeoutMs: 1_000,
+    // Every call checks its limits here: the calls of one turn share a write.
+    autoPipelining: true,
     onError: (error) => log("redis (limits)", error),
   });
   let bus: InvalidationBus;

@@ -21,6 +21,11 @@ export interface OpenRedisParameters {
   resubscribesItself?: boolean;
   /** How long the first connection may take; 5 s by default. */
   connectTimeoutMs?: number;
+  /**
+   * Commands sent in one turn of the event loop leave in one write (ioredis's auto-pipelining): the call path's
+   * limits of many calls at once share a write and a round trip rather than each costing its own.
+   */
+  autoPipelining?: boolean;
 }
 
 /** The longest wait between two reconnection attempts: a Redis back up is used again within it. */
@@ -44,6 +49,7 @@ export async function openRedis(parameters: OpenRedisParameters): Promise<Redis>
     maxRetriesPerRequest: parameters.failFast ? 0 : 20,
     commandTimeout: parameters.commandTimeoutMs,
     autoResubscribe: !parameters.resubscribesItself,
+    enableAutoPipelining: parameters.autoPipelining ?? false,
   });
   // Without a listener, ioredis reports each failed reconnection on stderr itself.
   client.on("error", (error: Error) => parameters.onError?.(error));

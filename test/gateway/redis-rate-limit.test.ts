@@ -54,9 +54,9 @@ const ruleShape = fc.record({
 describe("RedisRateLimiter and RedisDailyCap: the limits shared through a real Redis", () => {
   const redis = useRedisServer();
   let clients: Redis[] = [];
-  /** A replica's connection, as the gateway opens it: failing fast while Redis is down. */
+  /** A replica's connection, as the gateway opens it (server/replication.ts): failing fast while Redis is down, auto-pipelined. */
   const connect = async (url = redis.server.url) => {
-    const client = await openRedis({ url, name: "test:limits", failFast: true });
+    const client = await openRedis({ url, name: "test:limits", failFast: true, autoPipelining: true });
     clients.push(client);
     return client;
   };
