@@ -9,7 +9,7 @@
  * adds at p50. It prints both ratios against issue 25's targets, then stops `npm start` with SIGTERM and says how
  * long it took.
  *
- *   BENCH_SECONDS (default 8)  BENCH_CONNECTIONS (default 50)
+ *   BENCH_SECONDS (default 8)  BENCH_CONNECTIONS (default 50)  BENCH_PROFILE (a folder: a CPU profile of npm start's process)
  * Needs `wrk` (apt-get install wrk). `npm start`'s per-key rate limit is raised for the run (RATE_LIMIT_PER_MIN),
  * as a user measuring it would; every other setting is the embedded default.
  */
@@ -80,7 +80,9 @@ function wrk(url: string, body: string, headers: Record<string, string>, connect
 async function startLocal(
   dir: string,
 ): Promise<{ child: ChildProcess; url: string; key: string; rpcUrl: string; escrow: Address; usdc: Address; chainId: number }> {
-  const { child, output } = await startLocalProcess(path.join(dir, "gateway.db"), { RATE_LIMIT_PER_MIN: "10000000" });
+  // BENCH_PROFILE=<dir>: a V8 CPU profile of the npm start process (the gateway, the demo backend), written as it stops.
+  const profile = process.env.BENCH_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve(process.env.BENCH_PROFILE)}`] : [];
+  const { child, output } = await startLocalProcess(path.join(dir, "gateway.db"), { RATE_LIMIT_PER_MIN: "10000000" }, profile);
   const field = (name: string) => new RegExp(`^${name}:\\s+(\\S+)`, "m").exec(output)?.[1] ?? "";
   return {
     child,

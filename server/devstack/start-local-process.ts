@@ -14,8 +14,13 @@ export const READY_LINE = "Press Ctrl-C to stop.";
  * printed, stdout and stderr, up to its banner's last line (later output is left to the caller's own listeners);
  * rejects if it exits first. For the tests of npm start (test/e2e/start-local.test.ts) and `npm run bench:start`.
  */
-export function startLocalProcess(dbPath: string, env: NodeJS.ProcessEnv = {}): Promise<{ child: ChildProcess; output: string }> {
-  const child = spawn(process.execPath, ["-r", TS_REGISTER, path.join(ROOT, "scripts/start-local.ts")], {
+export function startLocalProcess(
+  dbPath: string,
+  env: NodeJS.ProcessEnv = {},
+  /** Node's own options for the process (a benchmark's --cpu-prof). */
+  nodeOptions: readonly string[] = [],
+): Promise<{ child: ChildProcess; output: string }> {
+  const child = spawn(process.execPath, [...nodeOptions, "-r", TS_REGISTER, path.join(ROOT, "scripts/start-local.ts")], {
     cwd: ROOT,
     env: {
       ...process.env,
