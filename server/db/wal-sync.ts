@@ -31,8 +31,9 @@ export class WalFileSync implements WalSync {
 
   async sync(): Promise<void> {
     const fd = this.fd ?? (this.fd = await open(this.walPath));
-    await fsync(fd);
-    if ((await fstat(fd)).nlink > 0) return;
+    // The link count is read beside the fsync, not after it: one trip through the thread pool fewer on a charge's wait.
+    const [, stats] = await Promise.all([fsync(fd), fstat(fd)]);
+    if (stats.nlink > 0) return;
     // The kept file was unlinked: the frames SQLite wrote went to whatever is at the path now.
     this.fd = undefined;
     await new Promise<void>((resolve) => fs.close(fd, () => resolve()));
