@@ -70,21 +70,15 @@ export class LedgerPayment implements CallPayment {
     try {
       budget = await this.ledger.db.transaction(
         async (tx) => {
-          // A usage-priced call's capture takes what it came to and gives the rest back to the balance and the key. The
-          // call's line and answer are sent with it rather than after it (on PostgreSQL, pipelined in the same write):
-          // neither reads what the other writes, and a capture that finds the hold closed undoes both.
-          const [taken, recorded] = await Promise.allSettled([
-            this.ledger.captureWithBudget(hold.id, { apiKeyId: this.payer.apiKeyId, nowMs: this.now() }, tx, captured),
-            record.settled(tx),
-          ]);
-          if (taken.status === "rejected") throw taken.reason;
-          if (recorded.status === "rejected") throw recorded.reason;
-          if (!taken.value.ok) throw new Error(`hold ${hold.id} was not open at capture`);
-          return taken.value.budget;
+          // A usage-priced call's capture takes what it came to and gives the rest back to the balance and the key.
+          // The call's line follows the capture, never beside it: a statement that failed stops the transaction's
+          // function before anything else is written (SQLite may have rolled the whole transaction back already).
+          const taken = await this.ledger.captureWithBudget(hold.id, { apiKeyId: this.payer.apiKeyId, nowMs: this.now() }, tx, captured);
+          if (!taken.ok) throw new Error(`hold ${hold.id} was not open at capture`);
+          await record.settled(tx);
+          return taken.budget;
         },
-        // In the account's place in its group, as holds are: a usage-priced capture gives the rest back to the
-        // account's available balance (its row locked), so groups of both kinds take those rows in one order.
-        { durable: true, group: true, groupOrder: this.payer.accountId },
+        { durable: true, group: true },
       );
     } catch (error) {
       // The capture's COMMIT went to a database that did not answer: it may commit when the server reads it. The call

@@ -134,6 +134,35 @@ describeEachEngine("grouped durable transactions", (engine) => {
     ]);
   });
 
+  it("on PostgreSQL, blame the member whose statement failed first, not one whose next statement the failure refused", async function () {
+    if (engine.name !== "postgres") this.skip();
+    const db = await engine.open();
+    await db.run("INSERT INTO accounts (id, kind, name, created_at) VALUES ('taken', 'user', 'taken', 1)");
+    // A group still running, so the members below form one group of their own.
+    const busy = db.transaction((tx) => tx.value("SELECT pg_sleep(0.05)"), { durable: true, group: true });
+    // Every member's INSERT leaves in one write; member 3's fails (23505) and fails the transaction. Members 0 to 2
+    // then send their UPDATE, a statement this connection has not parsed: the first's Parse is refused (25P02), and
+    // the next two, sent as a Bind of that name only, are refused 26000. Neither is their own failure.
+    const results = await Promise.allSettled(
+      Array.from({ length: 6 }, (_, i) =>
+        db.transaction(
+          async (tx) => {
+            const id = i === 3 ? "taken" : `b${i}`;
+            await tx.run("INSERT INTO accounts (id, kind, name, created_at) VALUES (?, 'user', ?, 1)", [id, `x${i}`]);
+            await tx.run("UPDATE accounts SET name = ? WHERE id = ? AND kind = 'user' /* blame test */", [`y${i}`, id]);
+            return i;
+          },
+          { durable: true, group: true },
+        ),
+      ),
+    );
+    await busy;
+    expect(results.flatMap((r, i) => (r.status === "rejected" ? [i] : []))).to.deep.equal([3]);
+    expect(isUniqueViolation((results[3] as PromiseRejectedResult).reason)).to.equal(true);
+    const names = await db.all<{ id: string; name: string }>("SELECT id, name FROM accounts WHERE id LIKE 'b%' ORDER BY id");
+    expect(names.map((r) => `${r.id}:${r.name}`)).to.deep.equal(["b0:y0", "b1:y1", "b2:y2", "b4:y4", "b5:y5"]);
+  });
+
   it("on PostgreSQL, send every member's statement before the first answer comes back (pipelined)", async function () {
     if (engine.name !== "postgres") this.skip();
     const db = await engine.open();

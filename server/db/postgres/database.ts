@@ -60,8 +60,12 @@ interface Done {
   result: unknown;
 }
 
-/** SQLSTATE of a statement sent to a transaction an earlier statement had already failed. */
-const IN_FAILED_TRANSACTION = "25P02";
+/**
+ * SQLSTATEs of a pipelined statement refused only because one sent before it failed the transaction: 25P02 (the
+ * transaction is aborted), and 26000 (a statement whose Parse, sent just before by another member, was refused for
+ * that reason, so its Bind names a statement the server does not have).
+ */
+const AFTER_ANOTHER_FAILED = new Set(["25P02", "26000"]);
 
 /**
  * Statements sent, transactions begun and transactions run again after a deadlock or a serialization failure, by this
@@ -236,7 +240,7 @@ export class PostgresDatabase extends PostgresSql implements Database {
       broken = brokenBy(error);
       throw error;
     } finally {
-      client.release(broken);
+      giveBack(client, broken);
     }
   }
 
@@ -268,7 +272,7 @@ export class PostgresDatabase extends PostgresSql implements Database {
         }
         throw error;
       } finally {
-        client.release(broken);
+        giveBack(client, broken);
       }
     }
   }
@@ -348,7 +352,7 @@ export class PostgresDatabase extends PostgresSql implements Database {
       broken = brokenBy(error) ?? (await rollBack(tx));
       for (const member of group) if (!handed.has(member)) member.reject(error);
     } finally {
-      client.release(broken);
+      giveBack(client, broken);
     }
     return [];
   }
@@ -357,8 +361,9 @@ export class PostgresDatabase extends PostgresSql implements Database {
    * The members of a group all at once, their statements pipelined on the group's connection (a turn's statements in
    * one write, behind the BEGIN): a group of n charges costs a few writes and round trips, not 2n. The members are
    * one transaction's statements interleaved: each touches its own call's rows (its hold, its line, its answer).
-   * Answers the members' results, or the member that threw first with its error; a statement refused because an
-   * earlier one had already failed the transaction (25P02) is not a member's own failure.
+   * Answers the members' results, or the member that failed first with its error: the answers come back in the
+   * order the statements were sent, so the first member to fail, of those whose error is not a refusal caused by an
+   * earlier failure (AFTER_ANOTHER_FAILED), is the one whose statement failed (or whose own code threw).
    */
   private async runSideBySide(
     queue: GroupQueue,
@@ -366,12 +371,23 @@ export class PostgresDatabase extends PostgresSql implements Database {
     group: Grouped[],
   ): Promise<Done[] | { failed: Grouped; error: unknown }> {
     const begun = tx.statement(begin(queue.durable));
-    const [opened, ...outcomes] = await Promise.allSettled([begun, ...group.map(async (member) => member.fn(tx))]);
+    /** The members that failed, in the order they failed. */
+    const failures: { failed: Grouped; error: unknown }[] = [];
+    const runs = group.map(async (member) => {
+      try {
+        return await member.fn(tx);
+      } catch (error) {
+        failures.push({ failed: member, error });
+        throw error;
+      }
+    });
+    const [opened, ...outcomes] = await Promise.allSettled([begun, ...runs]);
     if (opened!.status === "rejected") throw opened!.reason;
     // A database that stopped answering fails the whole group: nothing more is sent on its connection.
-    for (const o of outcomes) if (o.status === "rejected" && isDatabaseUnavailable(o.reason)) throw o.reason;
-    const failures = outcomes.flatMap((o, i) => (o.status === "rejected" ? [{ failed: group[i]!, error: o.reason as unknown }] : []));
-    if (failures.length > 0) return failures.find((f) => (f.error as { code?: string }).code !== IN_FAILED_TRANSACTION) ?? failures[0]!;
+    for (const { error } of failures) if (isDatabaseUnavailable(error)) throw error;
+    if (failures.length > 0) {
+      return failures.find(({ error }) => !AFTER_ANOTHER_FAILED.has((error as { code?: string }).code ?? "")) ?? failures[0]!;
+    }
     return outcomes.map((o, i) => ({ member: group[i]!, result: (o as PromiseFulfilledResult<unknown>).value }));
   }
 
@@ -390,8 +406,9 @@ export class PostgresDatabase extends PostgresSql implements Database {
         done.push({ member, result });
       } catch (error) {
         if (isDatabaseUnavailable(error)) throw error;
-        handed.add(member);
+        // Answered only once undone: should the ROLLBACK TO fail, the group fails, this member with it.
         await tx.statement("ROLLBACK TO SAVEPOINT grouped; RELEASE SAVEPOINT grouped");
+        handed.add(member);
         this.failMember(queue, member, error);
       }
     }
@@ -410,6 +427,16 @@ export class PostgresDatabase extends PostgresSql implements Database {
 /** A transaction's first statement: durable means flushed before COMMIT returns, whatever the server's or the role's default says. */
 function begin(durable: boolean): string {
   return durable ? "BEGIN; SET LOCAL synchronous_commit = on" : "BEGIN; SET LOCAL synchronous_commit = off";
+}
+
+/**
+ * Gives a checked-out connection back to the pool; one that broke or was left unanswered (`broken`) is closed at once.
+ * Pipelined (./pool.ts), node-postgres would otherwise wait for every answer still due on it before closing it,
+ * keeping a silent server's connection, and the transaction it holds, open until the server answers again.
+ */
+function giveBack(client: pg.PoolClient, broken: Error | undefined): void {
+  if (broken) (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+  client.release(broken);
 }
 
 /** Rolls the transaction back; returns the error to close its connection with when even that failed. */
