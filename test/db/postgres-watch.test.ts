@@ -159,11 +159,19 @@ describe("a watched PostgreSQL database that stops answering (server/db/postgres
     const name = await newTable();
     const insert = gatedInsert(name, true);
     await insert.inserted;
+    const removed = new Promise<void>((resolve) => db.pool.once("remove", () => resolve()));
     frozen = freezePostgres(server);
     insert.open();
     const { error } = await failure(insert.done, performance.now());
     expect(error).to.be.instanceOf(DatabaseUnavailableError);
     expect((error as DatabaseUnavailableError).mayHaveCommitted).to.equal(false);
+    // Its connection is closed while the server is still frozen, not kept open (pipelined, node-postgres would wait
+    // for the answers still due on it) until the server answers again.
+    const closed = await Promise.race([
+      removed.then(() => true),
+      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 2_000)),
+    ]);
+    expect(closed, "the unanswered connection was closed while the server was frozen").to.equal(true);
     frozen.thaw();
     await until("the abandoned transaction's session to end", 10_000, async () => {
       const sessions = await look.value<bigint>(
