@@ -199,6 +199,46 @@ describe("a watched PostgreSQL database that stops answering (server/db/postgres
     );
   });
 
+  it("answers a member of a careful group whose undoing the silent server left unanswered, rather than never", async () => {
+    const name = await newTable();
+    // A group still running, so the two members below form one group of their own.
+    const busy = db.transaction((tx) => tx.value("SELECT pg_sleep(0.05)"), { durable: true, group: true });
+    let runs = 0;
+    // The first throws, so the group is rolled back and the second runs again, carefully, in a savepoint; there it
+    // throws too, just as the server stops answering: its ROLLBACK TO SAVEPOINT goes unanswered.
+    const thrower = db.transaction(
+      async (tx) => {
+        await tx.run(`INSERT INTO ${name} (id) VALUES (1)`);
+        throw new Error("the first member fails");
+      },
+      { durable: true, group: true },
+    );
+    const second = db.transaction(
+      async (tx) => {
+        await tx.run(`INSERT INTO ${name} (id) VALUES (2)`);
+        if (++runs === 2) {
+          frozen = freezePostgres(server);
+          throw new Error("the second member fails when run again");
+        }
+      },
+      { durable: true, group: true },
+    );
+    await busy;
+    expect((await failure(thrower, performance.now())).error).to.have.property("message", "the first member fails");
+    const { error } = await failure(second, performance.now());
+    expect(runs).to.equal(2);
+    expect(error).to.be.instanceOf(DatabaseUnavailableError);
+    expect((error as DatabaseUnavailableError).mayHaveCommitted).to.equal(false);
+    frozen!.thaw();
+    await until("the abandoned group's session to end", 10_000, async () => {
+      const sessions = await look.value<bigint>(
+        "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = 'watch-test' AND state <> 'idle'",
+      );
+      return sessions === 0n;
+    });
+    expect(await look.value<bigint>(`SELECT COUNT(*) FROM ${name}`)).to.equal(0n);
+  });
+
   it("fails grouped durable transactions when the server stops answering, none committed unless reported as maybe committed", async () => {
     const name = await newTable();
     let open!: () => void;
