@@ -317,6 +317,9 @@ function optionalUrl(env: Env, name: string, protocols: readonly string[]): stri
  * A URL that may carry a password (DATABASE_URL, REDIS_URL), or empty when unset. Its errors never repeat
  * the value: a configuration error is printed, and the password with it would be.
  */
+/** How a DATABASE_URL names a Unix socket (libpq's form, which node-postgres reads: its folder in ?host=, over the host). */
+export const DATABASE_URL_SOCKET_FORM = "postgres://user@localhost:5432/database?host=/path/of/the/socket/folder";
+
 function secretUrl(env: Env, name: string, protocols: readonly string[]): string {
   declare(name, "", `${protocols.map((p) => `${p}//`).join(" or ")} URL`);
   const raw = (env[name] ?? "").trim();
@@ -329,8 +332,7 @@ function secretUrl(env: Env, name: string, protocols: readonly string[]): string
   }
   if (!protocols.includes(parsed.protocol)) throw new ConfigError(`${name} must start with ${protocols.map((p) => `${p}//`).join(" or ")}`);
   if (parsed.hostname === "") {
-    const socket =
-      name === "DATABASE_URL" ? " (a Unix socket: postgres://user@localhost:5432/database?host=/path/of/the/socket/folder)" : "";
+    const socket = name === "DATABASE_URL" ? ` (a Unix socket: ${DATABASE_URL_SOCKET_FORM})` : "";
     throw new ConfigError(`${name} names no host${socket}`);
   }
   return raw;

@@ -28,8 +28,9 @@ interface Unsynced {
  * When the batch commits: on the next turn of the event loop after someone awaits
  * durability (with a walSync whose fsync is in flight, as that fsync completes: the batch
  * would wait for the next fsync anyway, and grows meanwhile), at `maxOps` operations, or
- * `maxDelayMs` after the batch began, whichever comes first; never in the middle of an operation (a flush that comes due while one holds
- * the turn happens as its turn ends, before the next operation's begins). Writes nobody
+ * `maxDelayMs` after the batch began, whichever comes first; never in the middle of an
+ * operation (a flush that comes due while one holds the turn happens as its turn ends,
+ * before the next operation's begins). Writes nobody
  * waits for (a hold before its call is forwarded, a failed call's log line) ride along with
  * the next durable commit instead of paying an fsync of their own: losing one in a crash is
  * harmless, since an unwritten hold is a released one.

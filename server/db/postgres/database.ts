@@ -142,8 +142,7 @@ class TransactionSql extends PostgresSql {
     if (this.corked) return;
     postgresTraffic.writes++;
     if (!this.batched) return;
-    const { stream } = (this.client as unknown as { connection: { stream: NodeJS.WritableStream & { cork(): void; uncork(): void } } })
-      .connection;
+    const stream = socketOf(this.client);
     stream.cork();
     this.corked = true;
     setImmediate(() => {
@@ -429,13 +428,18 @@ function begin(durable: boolean): string {
   return durable ? "BEGIN; SET LOCAL synchronous_commit = on" : "BEGIN; SET LOCAL synchronous_commit = off";
 }
 
+/** The socket under a node-postgres connection (not in its typings; its Query.submit corks the same stream). */
+function socketOf(client: pg.PoolClient): { cork(): void; uncork(): void; destroy(): void } {
+  return (client as unknown as { connection: { stream: { cork(): void; uncork(): void; destroy(): void } } }).connection.stream;
+}
+
 /**
  * Gives a checked-out connection back to the pool; one that broke or was left unanswered (`broken`) is closed at once.
  * Pipelined (./pool.ts), node-postgres would otherwise wait for every answer still due on it before closing it,
  * keeping a silent server's connection, and the transaction it holds, open until the server answers again.
  */
 function giveBack(client: pg.PoolClient, broken: Error | undefined): void {
-  if (broken) (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+  if (broken) socketOf(client).destroy();
   client.release(broken);
 }
 

@@ -1,4 +1,5 @@
 import pg from "pg";
+import { DATABASE_URL_SOCKET_FORM } from "../../config";
 
 /**
  * The PostgreSQL connection pool of one gateway replica. Everything PostgreSQL returns as an integer
@@ -51,9 +52,6 @@ export class PostgresUrlError extends Error {
   }
 }
 
-/** How a DATABASE_URL names a Unix socket (libpq's form; `.s.PGSQL.<port>` in the folder). */
-const SOCKET_URL_FORM = "postgres://user@localhost:5432/database?host=/path/of/the/socket/folder";
-
 /** Checks that `url` is a postgres:// URL with a host and a database, and returns it parsed. */
 export function parsePostgresUrl(url: string): URL {
   let parsed: URL;
@@ -67,7 +65,7 @@ export function parsePostgresUrl(url: string): URL {
     throw new PostgresUrlError(`must start with postgres:// or postgresql:// (got ${parsed.protocol}//)`);
   }
   // A Unix socket: its folder in ?host=, which node-postgres reads over the URL's host (a placeholder the URL needs).
-  if (parsed.hostname === "") throw new PostgresUrlError(`names no host (a Unix socket: ${SOCKET_URL_FORM})`);
+  if (parsed.hostname === "") throw new PostgresUrlError(`names no host (a Unix socket: ${DATABASE_URL_SOCKET_FORM})`);
   if (parsed.pathname.length <= 1) throw new PostgresUrlError("names no database (postgres://user:password@host:port/database)");
   return parsed;
 }
