@@ -13,7 +13,8 @@ import type { ProblemReport } from "./schema-guard";
  * gateway.
  *
  * One job at a time per worker, so an overrun is always the job's own; jobs wait in one queue
- * and their deadline counts from when they were asked for, queueing included.
+ * and their deadline counts from when they were asked for, queueing included: a job still
+ * queued when no worker could take it in time (all busy, or starting) is refused then.
  */
 
 export type RemoteValidation =
@@ -44,6 +45,8 @@ interface Job {
   /** How problems are named: an input's (where in it), or an answer's (the first, by schema path only). */
   report: ProblemReport;
   deadlineAtMs: number;
+  /** Refuses the job if it is still queued once no worker could take it in time. */
+  expiry?: NodeJS.Timeout;
   resolve: (outcome: RemoteValidation) => void;
 }
 
@@ -78,7 +81,10 @@ export class ValidationPool {
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const job of this.queue.splice(0)) job.resolve(tooCostly("the gateway is shutting down"));
+    for (const job of this.queue.splice(0)) {
+      clearTimeout(job.expiry);
+      job.resolve(tooCostly("the gateway is shutting down"));
+    }
     await Promise.all(this.slots.splice(0).map((slot) => slot.worker.terminate()));
   }
 
@@ -86,38 +92,61 @@ export class ValidationPool {
     if (this.closed) return Promise.resolve(tooCostly("the gateway is shutting down"));
     return new Promise((resolve) => {
       const budgetMs = this.options.validateTimeoutMs + (job.kind === "compile" ? this.options.compileTimeoutMs : 0);
-      this.queue.push({ ...job, id: this.nextId++, deadlineAtMs: Date.now() + budgetMs, resolve });
+      const queued: Job = { ...job, id: this.nextId++, deadlineAtMs: Date.now() + budgetMs, resolve };
+      // The latest a worker could still take it: one that has not compiled its schema gives a validation the compile
+      // budget on top (dispatch). Until then it waits in the queue, whatever the workers are doing.
+      const latestMs = budgetMs + (job.kind === "compile" ? 0 : this.options.compileTimeoutMs);
+      queued.expiry = setTimeout(() => this.expire(queued), latestMs);
+      queued.expiry.unref();
+      this.queue.push(queued);
       this.dispatch();
     });
+  }
+
+  /** A job no worker took by its deadline: refused where it waits. */
+  private expire(job: Job): void {
+    const index = this.queue.indexOf(job);
+    if (index === -1) return;
+    this.queue.splice(index, 1);
+    job.resolve(noCapacity(this.options.validateTimeoutMs));
+    this.holdProcessOpen();
   }
 
   private dispatch(): void {
     while (this.slots.length < (this.options.size ?? 1)) this.slots.push(this.spawn());
     this.holdProcessOpen();
     for (const slot of this.slots) {
-      if (!slot.ready || slot.job) continue;
-      const job = this.queue.shift();
-      if (!job) return;
-      const now = Date.now();
-      // A worker that has not compiled this schema yet gets the compile budget on top.
-      const deadlineAtMs = slot.seen.has(job.key)
-        ? job.deadlineAtMs
-        : job.deadlineAtMs + (job.kind === "compile" ? 0 : this.options.compileTimeoutMs);
-      if (deadlineAtMs <= now) {
-        job.resolve(tooCostly(`no validation capacity within ${this.options.validateTimeoutMs} ms`));
-        continue;
+      // An idle worker takes the first job still within its deadline; the expired ones before it are refused.
+      while (slot.ready && !slot.job) {
+        const job = this.queue.shift();
+        if (!job) return;
+        clearTimeout(job.expiry);
+        this.start(slot, job);
       }
-      slot.job = job;
-      slot.timer = setTimeout(() => this.overrun(slot), deadlineAtMs - now);
-      try {
-        slot.worker.postMessage({ id: job.id, kind: job.kind, key: job.key, schema: job.schema, input: job.input, report: job.report });
-      } catch (error) {
-        // A value the structured clone cannot copy (nested past its stack: a backend's answer can be): that job's
-        // refusal, never a throw out of a worker's message handler.
-        this.finish(slot);
-        this.options.log?.(`schema validation refused (the value could not be sent to a worker) for schema ${job.key}`, error);
-        job.resolve(tooCostly("the value could not be sent to a validation worker"));
-      }
+    }
+  }
+
+  /** Hands a job to an idle worker, or refuses it if its deadline has passed. */
+  private start(slot: Slot, job: Job): void {
+    const now = Date.now();
+    // A worker that has not compiled this schema yet gets the compile budget on top.
+    const deadlineAtMs = slot.seen.has(job.key)
+      ? job.deadlineAtMs
+      : job.deadlineAtMs + (job.kind === "compile" ? 0 : this.options.compileTimeoutMs);
+    if (deadlineAtMs <= now) {
+      job.resolve(noCapacity(this.options.validateTimeoutMs));
+      return;
+    }
+    slot.job = job;
+    slot.timer = setTimeout(() => this.overrun(slot), deadlineAtMs - now);
+    try {
+      slot.worker.postMessage({ id: job.id, kind: job.kind, key: job.key, schema: job.schema, input: job.input, report: job.report });
+    } catch (error) {
+      // A value the structured clone cannot copy (nested past its stack: a backend's answer can be): that job's
+      // refusal, never a throw out of a worker's message handler.
+      this.finish(slot);
+      this.options.log?.(`schema validation refused (the value could not be sent to a worker) for schema ${job.key}`, error);
+      job.resolve(tooCostly("the value could not be sent to a validation worker"));
     }
   }
 
@@ -191,6 +220,10 @@ export class ValidationPool {
     slot.timer = undefined;
     slot.job = undefined;
   }
+}
+
+function noCapacity(validateTimeoutMs: number): RemoteValidation {
+  return tooCostly(`no validation capacity within ${validateTimeoutMs} ms`);
 }
 
 function tooCostly(reason: string): RemoteValidation {

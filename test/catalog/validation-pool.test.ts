@@ -41,6 +41,42 @@ describe("ValidationPool (schemas whose work cannot be bounded run on a worker, 
     expect(await pool.validate("simple", simple, "ok")).to.deep.equal({ kind: "problems", problems: [] });
   });
 
+  it("serves the jobs queued behind one that expired while it waited (the fuzz run's 30 s hang, seed 980982787)", async () => {
+    // Both jobs are queued while the worker starts. By the time it is ready the first has passed its deadline and
+    // the second has not: the first is refused and the second must still run on the same, idle worker. Date.now is
+    // the pool's clock for deadlines; it is moved here, the workers and timers run in real time.
+    // Deadlines far beyond the worker's start in real time: only the moved clock makes the first one pass.
+    pool = new ValidationPool({ validateTimeoutMs: 20_000, compileTimeoutMs: 0 });
+    const schema = JSON.stringify({ type: "string" });
+    const realNow = Date.now;
+    const start = realNow();
+    let fake = start;
+    Date.now = () => fake;
+    try {
+      const first = pool.validate("s", schema, "first");
+      fake = start + 30_000;
+      const second = pool.validate("s", schema, "second");
+      fake = start + 40_000;
+      expect(await first).to.deep.equal({ kind: "too_costly", message: "no validation capacity within 20000 ms" });
+      const unanswered = new Promise((resolve) => setTimeout(resolve, 5_000, "never dispatched"));
+      expect(await Promise.race([second, unanswered])).to.deep.equal({ kind: "problems", problems: [] });
+    } finally {
+      Date.now = realNow;
+    }
+  });
+
+  it("refuses a queued job at its deadline even while no worker is ready to take it", async () => {
+    pool = new ValidationPool({ validateTimeoutMs: 50, compileTimeoutMs: 0 });
+    // A worker takes hundreds of milliseconds to start (it loads Ajv and the schema rules): longer than the deadline.
+    const outcome = await pool.validate("s", JSON.stringify({ type: "string" }), "x");
+    expect(outcome).to.deep.equal({ kind: "too_costly", message: "no validation capacity within 50 ms" });
+    const workers = (pool as unknown as { slots: { ready: boolean }[] }).slots;
+    expect(
+      workers.map((worker) => worker.ready),
+      "answered before the worker could take the job",
+    ).to.deep.equal([false]);
+  });
+
   it("lets the event loop run while a worker validates", async () => {
     pool = new ValidationPool({ validateTimeoutMs: 300, compileTimeoutMs: 10_000 });
     await pool.compile("exp", EXPONENTIAL);
