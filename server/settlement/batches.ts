@@ -11,7 +11,7 @@
 import type { Address, Hash, Hex } from "viem";
 import { isUniqueViolation, type Sql } from "../db/sql";
 import type { Ledger } from "../ledger/ledger";
-import { buildMerkleTree, callIdToBytes32, receiptLeaf, type CallReceipt } from "../chain/receipts";
+import { type CallReceipt, type MerkleTree, callIdToBytes32, receiptsTree } from "../chain/receipts";
 import { settlementAddress } from "./addresses";
 import type { AddressesStore } from "./addresses-store";
 import type { BatchRow, BatchesStore, HoldRow } from "./batches-store";
@@ -61,7 +61,7 @@ export type BuiltBatch = {
   number: number;
   holdIds: string[];
   receipts: CallReceipt[];
-  tree: ReturnType<typeof buildMerkleTree>;
+  tree: MerkleTree;
   batch: ContractBatch;
   totalDebits: bigint;
 };
@@ -353,7 +353,7 @@ function buildBatch(number: number, rows: readonly HoldRow[], addresses: Readonl
     platformFee += row.fee_amount;
     totalDebits += row.amount;
   }
-  const tree = buildMerkleTree(receipts.map(receiptLeaf));
+  const tree = receiptsTree(receipts);
   return {
     number,
     holdIds: rows.map((r) => r.id),
