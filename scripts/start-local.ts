@@ -25,7 +25,7 @@ import { type Deployment, readDeployment, writeDeployment } from "../server/chai
 import { DEV_ACCOUNT_INDEX, type LocalNode, devAccount, localChain, startLocalNode } from "../server/devstack/local-node";
 import { loadConfig } from "../server/config";
 import { exitOnStopSignals } from "../server/ops/shutdown";
-import { startDemoBackend } from "../server/devstack/demo-backend";
+import { startDemoBackendThread } from "../server/devstack/demo-backend-thread";
 import { deployDemoChain } from "../server/devstack/chain-seed";
 import { DEMO_DEPOSIT_USD, seedDemo } from "../server/devstack/seed";
 import { startGateway } from "../server/index";
@@ -88,7 +88,8 @@ async function serve(
   deployment: Deployment,
 ): Promise<void> {
   const publicClient = node?.publicClient ?? createPublicClient({ chain: localChain(rpcUrl, deployment.chainId), transport: http(rpcUrl) });
-  const backend = await startDemoBackend();
+  // On a thread of its own: the seller's server does not share the gateway's event loop.
+  const backend = await startDemoBackendThread();
   // On the embedded chain the settler and voucher signer are development accounts; on
   // another chain they are SETTLER_PRIVATE_KEY and VOUCHER_SIGNER_PRIVATE_KEY, and without
   // them the gateway indexes deposits and bills calls but settles and signs nothing.

@@ -9,7 +9,8 @@ import { createGateway } from "../index";
 import { usdToMicros } from "../ledger/money";
 import { deployDemoChain } from "./chain-seed";
 import { CLUSTER_OWNED_SETTINGS } from "./cluster-settings";
-import { type DemoBackend, startDemoBackend } from "./demo-backend";
+import type { DemoBackend } from "./demo-backend";
+import { startDemoBackendThread } from "./demo-backend-thread";
 import { DEV_ACCOUNT_INDEX, type LocalNode, X402_SETTLER_KEYS, devAccount, devPrivateKey, startLocalNode } from "./local-node";
 import { type PostgresServer, startPostgres } from "./postgres-server";
 import { type RedisServer, startRedisServer } from "./redis-server";
@@ -72,7 +73,7 @@ export async function startCluster(options: StartClusterOptions): Promise<Cluste
     stops.push(() => postgres.stop());
     const redis = await startRedisServer();
     stops.push(() => redis.stop());
-    const backend = await startDemoBackend();
+    const backend = await startDemoBackendThread();
     stops.push(() => backend.close());
 
     // The caller's settings, then the cluster's own (./cluster-settings.ts says which and why): a caller's

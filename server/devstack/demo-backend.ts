@@ -27,8 +27,8 @@ import {
  */
 export interface DemoBackend {
   url: string;
-  /** Tells the backend the signing secret of one of its routes (set when the skill is registered). */
-  setSecret(path: string, secret: string): void;
+  /** Tells the backend the signing secret of one of its routes (set when the skill is registered); resolves once it holds it. */
+  setSecret(path: string, secret: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -112,7 +112,7 @@ export async function startDemoBackend(port = 0, host = "127.0.0.1"): Promise<De
   const { port: actual } = server.address() as AddressInfo;
   return {
     url: `http://${host}:${actual}`,
-    setSecret: (path, secret) => void secrets.set(path, secret),
+    setSecret: async (path, secret) => void secrets.set(path, secret),
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

@@ -134,7 +134,7 @@ export async function seedDemo(
       inputSchema: "inputSchema" in s ? s.inputSchema : null,
       outputSchema: "outputSchema" in s ? s.outputSchema : null,
     });
-    backend.setSecret(s.path, skill.signingSecret);
+    await backend.setSecret(s.path, skill.signingSecret);
   }
   return { buyerId: DEMO_BUYER_ID };
 }
