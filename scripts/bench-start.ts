@@ -31,6 +31,8 @@ const TOKEN_ABI = parseAbi(["function approve(address spender, uint256 amount) r
 
 interface Wrk {
   requestsPerSec: number;
+  /** Requests wrk completed in the window. */
+  requests: number;
   p50Ms: number;
   p99Ms: number;
   non2xx: number;
@@ -69,12 +71,36 @@ function wrk(url: string, body: string, headers: Record<string, string>, connect
   const errors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
   return {
     requestsPerSec: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? Number.NaN),
+    requests: Number(/(\d+) requests in/.exec(out)?.[1] ?? Number.NaN),
     p50Ms: latency("50"),
     p99Ms: latency("99"),
     non2xx: Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0),
     errors: errors ? errors.slice(1).reduce((a, b) => a + Number(b), 0) : 0,
   };
 }
+
+/**
+ * CPU time (µs) a process has used, and its main thread alone (Linux's /proc: user and system clock ticks), so that a
+ * run's CPU a call can be read beside its req/s: the host's neighbours move the second, much less the first.
+ */
+function cpuOf(pid: number): { processMicros: number; mainThreadMicros: number } {
+  const ticks = (file: string) => {
+    // The fields after the command name (in parentheses, which may hold spaces): utime and stime are the 12th and 13th.
+    const fields = fs
+      .readFileSync(file, "utf8")
+      .replace(/^.*\) /s, "")
+      .split(" ");
+    return Number(fields[11]) + Number(fields[12]);
+  };
+  const microsPerTick = 1e6 / CLOCK_TICKS;
+  return {
+    processMicros: ticks(`/proc/${pid}/stat`) * microsPerTick,
+    mainThreadMicros: ticks(`/proc/${pid}/task/${pid}/stat`) * microsPerTick,
+  };
+}
+
+/** The kernel's clock ticks a second (getconf CLK_TCK: 100 on Linux here). */
+const CLOCK_TICKS = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100;
 
 /** Starts `npm start` on free ports and a fresh database in `dir`, and resolves with what its banner says. */
 async function startLocal(
@@ -144,13 +170,20 @@ async function main(): Promise<void> {
     const callBody = JSON.stringify({ skill_id: "echo", input: { hello: "world" } });
     const auth = { Authorization: `Bearer ${local.key}` };
     const runs: { name: string; run: Wrk }[] = [];
+    const cpu: { connections: number; processMicros: number; mainThreadMicros: number }[] = [];
+    const pid = local.child.pid!;
     for (const connections of [CONNECTIONS, 1]) {
       wrk(`${proxy.msg.url}/echo`, input, {}, connections, 2, dir);
       runs.push({ name: `bare Node proxy, ${connections} conn.`, run: wrk(`${proxy.msg.url}/echo`, input, {}, connections, SECONDS, dir) });
       wrk(`${local.url}/v1/call`, callBody, auth, connections, 2, dir);
-      runs.push({
-        name: `npm start, paid echo calls, ${connections} conn.`,
-        run: wrk(`${local.url}/v1/call`, callBody, auth, connections, SECONDS, dir),
+      const before = cpuOf(pid);
+      const run = wrk(`${local.url}/v1/call`, callBody, auth, connections, SECONDS, dir);
+      const after = cpuOf(pid);
+      runs.push({ name: `npm start, paid echo calls, ${connections} conn.`, run });
+      cpu.push({
+        connections,
+        processMicros: (after.processMicros - before.processMicros) / run.requests,
+        mainThreadMicros: (after.mainThreadMicros - before.mainThreadMicros) / run.requests,
       });
     }
     console.log("| scenario | req/s | p50 ms | p99 ms | non-2xx | socket errors |");
@@ -165,6 +198,11 @@ async function main(): Promise<void> {
       `  under npm start, paid calls / bare proxy (wrk, ${CONNECTIONS} connections): ${(gatewayMany.requestsPerSec / bareMany.requestsPerSec).toFixed(2)} [>= 0.35]`,
     );
     console.log(`  latency added at one call at a time, p50: ${(gatewayOne.p50Ms - bareOne.p50Ms).toFixed(3)} ms [<= 0.3 ms]`);
+    console.log("\nnpm start's process, CPU µs a paid call (the chain and the bundler, processes of their own, not counted):");
+    for (const c of cpu)
+      console.log(
+        `  ${c.connections} conn.: ${c.processMicros.toFixed(0)} in all, ${c.mainThreadMicros.toFixed(0)} on the gateway's main thread (its event loop)`,
+      );
     if (gatewayMany.non2xx + gatewayOne.non2xx > 0) console.log("  (some calls were not 200: the ratios count them; see the table)");
   } finally {
     if (local) {
