@@ -31,9 +31,11 @@ export class WalFileSync implements WalSync {
 
   async sync(): Promise<void> {
     const fd = this.fd ?? (this.fd = await open(this.walPath));
-    // The link count is read beside the fsync, not after it: one trip through the thread pool fewer on a charge's wait.
-    const [, stats] = await Promise.all([fsync(fd), fstat(fd)]);
-    if (stats.nlink > 0) return;
+    await fsync(fd);
+    // The link count, read synchronously: fstat of an open descriptor answers from the inode in memory (about a
+    // microsecond), where sending it to the thread pool beside the fsync cost the event loop 5.8% of npm start's
+    // time (a second worker woken for each batch, on two cores: docs/benchmarks.md).
+    if (fs.fstatSync(fd).nlink > 0) return;
     // The kept file was unlinked: the frames SQLite wrote went to whatever is at the path now.
     this.fd = undefined;
     await new Promise<void>((resolve) => fs.close(fd, () => resolve()));
@@ -51,5 +53,3 @@ export class WalFileSync implements WalSync {
 const open = (file: string) =>
   new Promise<number>((resolve, reject) => fs.open(file, "r", (error, fd) => (error ? reject(error) : resolve(fd))));
 const fsync = (fd: number) => new Promise<void>((resolve, reject) => fs.fsync(fd, (error) => (error ? reject(error) : resolve())));
-const fstat = (fd: number) =>
-  new Promise<fs.Stats>((resolve, reject) => fs.fstat(fd, (error, stats) => (error ? reject(error) : resolve(stats))));
