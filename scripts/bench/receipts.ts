@@ -7,7 +7,7 @@
  *   RECEIPTS_BENCH_CALLS (default 2000)  receipts in the batch
  */
 import { concat, encodeAbiParameters, keccak256 as viemKeccak256, parseAbiParameters, type Hex } from "viem";
-import { type CallReceipt, keccak256, keccakReady, receiptsTree } from "../../server/chain/receipts";
+import { type CallReceipt, keccak256Bytes, keccakReady, receiptsTree } from "../../server/chain/receipts";
 
 const CALLS = Number(process.env.RECEIPTS_BENCH_CALLS ?? 2_000);
 const ROUNDS = 7;
@@ -55,10 +55,10 @@ async function main(): Promise<void> {
   const after = cpuMicros(CALLS, () => receiptsTree(receipts));
   const block = new Uint8Array(160);
   const wasm = cpuMicros(20_000, () => {
-    for (let i = 0; i < 20_000; i++) keccak256(block, "wasm");
+    for (let i = 0; i < 20_000; i++) keccak256Bytes(block, "wasm");
   });
   const js = cpuMicros(20_000, () => {
-    for (let i = 0; i < 20_000; i++) keccak256(block, "js");
+    for (let i = 0; i < 20_000; i++) keccak256Bytes(block, "js");
   });
   console.log(`receipts of a ${CALLS}-call batch, µs of CPU a call (median of ${ROUNDS} rounds), Node ${process.version}\n`);
   console.log("| what | µs a call |\n| --- | ---: |");

@@ -14,7 +14,8 @@ import type { ProblemReport } from "./schema-guard";
  *
  * One job at a time per worker, so an overrun is always the job's own; jobs wait in one queue
  * and their deadline counts from when they were asked for, queueing included: a job still
- * queued when no worker could take it in time (all busy, or starting) is refused then.
+ * queued once no worker could take it in time (all busy, or starting) is refused then (for a
+ * validation, its deadline plus the compile budget a worker new to its schema would add).
  */
 
 export type RemoteValidation =
@@ -79,13 +80,21 @@ export class ValidationPool {
     return this.enqueue({ kind: "compile", key, schema, report });
   }
 
+  /** Refuses every job, queued or on a worker, and ends the workers; nothing starts again afterwards. */
   async close(): Promise<void> {
     this.closed = true;
+    const shuttingDown = tooCostly("the gateway is shutting down");
     for (const job of this.queue.splice(0)) {
       clearTimeout(job.expiry);
-      job.resolve(tooCostly("the gateway is shutting down"));
+      job.resolve(shuttingDown);
     }
-    await Promise.all(this.slots.splice(0).map((slot) => slot.worker.terminate()));
+    const slots = this.slots.splice(0);
+    for (const slot of slots) {
+      const job = slot.job;
+      this.finish(slot);
+      job?.resolve(shuttingDown);
+    }
+    await Promise.all(slots.map((slot) => slot.worker.terminate()));
   }
 
   private enqueue(job: Omit<Job, "id" | "deadlineAtMs" | "resolve">): Promise<RemoteValidation> {
@@ -113,17 +122,18 @@ export class ValidationPool {
   }
 
   private dispatch(): void {
+    if (this.closed) return;
     while (this.slots.length < (this.options.size ?? 1)) this.slots.push(this.spawn());
-    this.holdProcessOpen();
     for (const slot of this.slots) {
       // An idle worker takes the first job still within its deadline; the expired ones before it are refused.
-      while (slot.ready && !slot.job) {
-        const job = this.queue.shift();
-        if (!job) return;
+      while (slot.ready && !slot.job && this.queue.length > 0) {
+        const job = this.queue.shift()!;
         clearTimeout(job.expiry);
         this.start(slot, job);
       }
     }
+    // After the refusals above: a pool left with nothing to do must not keep its process alive.
+    this.holdProcessOpen();
   }
 
   /** Hands a job to an idle worker, or refuses it if its deadline has passed. */

@@ -13,8 +13,9 @@ export type CallReceipt = { callId: Hex; account: Address; seller: Address; amou
 const WORD_BYTES = 32;
 
 /**
- * Keccak-256 in WebAssembly (hash-wasm): 1.6 µs for a receipt's 160 bytes where @noble/hashes, viem's, takes 16 µs
- * (docs/benchmarks.md), and a batch hashes three times a call on the gateway's event loop. Instantiated when this
+ * Keccak-256 in WebAssembly (hash-wasm): 1.4 µs of CPU for a receipt's 160 bytes where @noble/hashes, viem's, took
+ * 24 µs (`npm run bench:receipts`, docs/benchmarks.md), and a batch hashes three times a call on the gateway's event
+ * loop. Instantiated when this
  * module loads (a few milliseconds, asynchronously); until then, or if WebAssembly is refused, viem's keccak256 gives
  * the same digests. Safe to share: each digest runs init, update and digest in one synchronous stretch.
  */
@@ -27,8 +28,12 @@ export const keccakReady: Promise<boolean> = createKeccak(256).then(
   () => false,
 );
 
-/** Keccak-256 of `bytes`: the WebAssembly hasher once it is ready, viem's before. */
-export function keccak256(bytes: Uint8Array, use: "wasm" | "js" = "wasm"): Uint8Array {
+/**
+ * Keccak-256 of `bytes` (bytes only: a hex string would be hashed as its text by one path and as its bytes by the
+ * other): the WebAssembly hasher once it is ready, viem's before.
+ */
+export function keccak256Bytes(bytes: Uint8Array, use: "wasm" | "js" = "wasm"): Uint8Array {
+  if (!(bytes instanceof Uint8Array)) throw new TypeError("keccak256Bytes hashes a Uint8Array");
   if (use === "js" || wasmKeccak === undefined) return viemKeccak256(bytes, "bytes");
   wasmKeccak.init();
   wasmKeccak.update(bytes);
@@ -51,6 +56,11 @@ function encodeReceipt(receipt: CallReceipt): Uint8Array {
   return out;
 }
 
+/**
+ * Hex of exactly `bytes` bytes, in any case: the bytes are what abi.encode writes. Unlike viem's encoder, an address's
+ * mixed-case checksum is not checked here (its keccak would cost more than the rest of the receipt); the addresses
+ * come from the gateway's own ledger, which stores them checksummed.
+ */
 function writeHex(out: Uint8Array, offset: number, value: string, bytes: number, field: string): void {
   if (typeof value !== "string" || value.length !== 2 + 2 * bytes || !/^0x[0-9a-fA-F]*$/.test(value)) {
     throw new RangeError(`a receipt's ${field} must be ${bytes} bytes of hex, got "${String(value).slice(0, 80)}"`);
@@ -75,7 +85,7 @@ export function receiptLeaf(receipt: CallReceipt): Hex {
 }
 
 function receiptLeafBytes(receipt: CallReceipt): Uint8Array {
-  return keccak256(keccak256(encodeReceipt(receipt)));
+  return keccak256Bytes(keccak256Bytes(encodeReceipt(receipt)));
 }
 
 /** Sorted-pair hashing, the commutative hash OpenZeppelin's MerkleProof expects (both nodes 32 bytes, compared as numbers). */
@@ -84,7 +94,7 @@ function hashPair(a: Uint8Array, b: Uint8Array): Uint8Array {
   const [low, high] = Buffer.compare(a, b) < 0 ? [a, b] : [b, a];
   pair.set(low, 0);
   pair.set(high, WORD_BYTES);
-  return keccak256(pair);
+  return keccak256Bytes(pair);
 }
 
 /** A batch's Merkle tree: its root, and each leaf's proof for MerkleProof.verify. */

@@ -20,7 +20,8 @@ startDemoBackend(workerData.port, workerData.host).then(
     parentPort.postMessage({ kind: "ready", url: backend.url });
   },
   (error) => {
-    // Cannot listen (the port is taken): the thread ends with the reason, which startDemoBackendThread rejects with.
-    throw error;
+    // Cannot listen (the port is taken): said to the parent, whose startDemoBackendThread rejects with it.
+    parentPort.postMessage({ kind: "failed", message: error instanceof Error ? error.message : String(error) });
+    parentPort.close();
   },
 );

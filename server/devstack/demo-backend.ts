@@ -99,7 +99,15 @@ export async function startDemoBackend(port = 0, host = "127.0.0.1"): Promise<De
       } catch {
         return reply(400, { error: "body is not JSON" });
       }
-      const [status, body, charge] = await handler(input);
+      if (input === null || typeof input !== "object" || Array.isArray(input)) return reply(422, { error: "input must be a JSON object" });
+      let answer: [number, unknown, string?];
+      try {
+        answer = await handler(input);
+      } catch (error) {
+        // A route's own failure is its call's 500, never the end of the backend (on npm start, a thread of its own).
+        return reply(500, { error: `the demo backend failed: ${error instanceof Error ? error.message : String(error)}` });
+      }
+      const [status, body, charge] = answer;
       // A usage-priced route signs what the call came to with its skill's secret, over the call's id.
       if (charge !== undefined) {
         res.setHeader(CHARGE_HEADER, charge);
@@ -108,7 +116,13 @@ export async function startDemoBackend(port = 0, host = "127.0.0.1"): Promise<De
       reply(status, body);
     });
   });
-  await new Promise<void>((resolve) => server.listen(port, host, resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
   const { port: actual } = server.address() as AddressInfo;
   return {
     url: `http://${host}:${actual}`,

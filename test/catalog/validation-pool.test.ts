@@ -58,8 +58,10 @@ describe("ValidationPool (schemas whose work cannot be bounded run on a worker, 
       const second = pool.validate("s", schema, "second");
       fake = start + 40_000;
       expect(await first).to.deep.equal({ kind: "too_costly", message: "no validation capacity within 20000 ms" });
-      const unanswered = new Promise((resolve) => setTimeout(resolve, 5_000, "never dispatched"));
+      let timer: NodeJS.Timeout | undefined;
+      const unanswered = new Promise((resolve) => (timer = setTimeout(resolve, 5_000, "never dispatched")));
       expect(await Promise.race([second, unanswered])).to.deep.equal({ kind: "problems", problems: [] });
+      clearTimeout(timer);
     } finally {
       Date.now = realNow;
     }
@@ -75,6 +77,24 @@ describe("ValidationPool (schemas whose work cannot be bounded run on a worker, 
       workers.map((worker) => worker.ready),
       "answered before the worker could take the job",
     ).to.deep.equal([false]);
+  });
+
+  it("refuses the job a worker has in hand when the pool closes, and starts no worker afterwards", async () => {
+    pool = new ValidationPool({ validateTimeoutMs: 30_000, compileTimeoutMs: 10_000 });
+    await pool.compile("exp", EXPONENTIAL);
+    // Seconds of work on the worker (40 levels of a schema that doubles its work at each): still running at close.
+    const running = pool.validate("exp", EXPONENTIAL, nestedA(40));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await pool.close();
+    const timeout = new Promise((resolve) => setTimeout(resolve, 5_000, "still waiting"));
+    expect(await Promise.race([running, timeout])).to.deep.equal({ kind: "too_costly", message: "the gateway is shutting down" });
+    const workers = (pool as unknown as { slots: unknown[] }).slots;
+    expect(workers, "a worker was started after close").to.have.length(0);
+    expect(await pool.validate("s", JSON.stringify({ type: "string" }), "x")).to.deep.equal({
+      kind: "too_costly",
+      message: "the gateway is shutting down",
+    });
+    expect(workers).to.have.length(0);
   });
 
   it("lets the event loop run while a worker validates", async () => {

@@ -32,8 +32,17 @@ describe("the demo backend on a worker thread (npm start)", () => {
       await backend.setSecret("/uppercase", "s3cret");
       expect(await signedCall(backend, "/uppercase", "s3cret", { text: "hi" })).to.deep.equal({ status: 200, body: { text: "HI" } });
       expect((await signedCall(backend, "/uppercase", "another", { text: "hi" })).status).to.equal(401);
+      // A genuine call the route cannot take is that call's error; the thread goes on answering.
+      expect(await signedCall(backend, "/uppercase", "s3cret", null)).to.deep.equal({
+        status: 422,
+        body: { error: "input must be a JSON object" },
+      });
+      expect((await signedCall(backend, "/uppercase", "s3cret", { text: "again" })).status).to.equal(200);
     } finally {
+      // The thread winds down by itself (the 5 s stop after which it would be terminated is not needed).
+      const closing = performance.now();
       await backend.close();
+      expect(performance.now() - closing).to.be.below(4_000);
     }
     const refused = await fetch(`${backend.url}/echo`, { method: "POST", body: "{}" }).then(
       () => "answered",
@@ -41,5 +50,15 @@ describe("the demo backend on a worker thread (npm start)", () => {
     );
     expect(refused).to.equal("ECONNREFUSED");
     expect((await rejectionOf(backend.setSecret("/echo", "x"))).message).to.contain("closed");
+  });
+
+  it("says why it cannot start when its port is taken", async () => {
+    const taken = await startDemoBackendThread();
+    try {
+      const port = Number(new URL(taken.url).port);
+      expect((await rejectionOf(startDemoBackendThread(port))).message).to.match(/could not start: .*EADDRINUSE/);
+    } finally {
+      await taken.close();
+    }
   });
 });
