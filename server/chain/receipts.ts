@@ -15,9 +15,9 @@ const WORD_BYTES = 32;
 /**
  * Keccak-256 in WebAssembly (hash-wasm): 1.4 µs of CPU for a receipt's 160 bytes where @noble/hashes, viem's, took
  * 24 µs (`npm run bench:receipts`, docs/benchmarks.md), and a batch hashes three times a call on the gateway's event
- * loop. Instantiated when this
- * module loads (a few milliseconds, asynchronously); until then, or if WebAssembly is refused, viem's keccak256 gives
- * the same digests. Safe to share: each digest runs init, update and digest in one synchronous stretch.
+ * loop. Instantiated when this module loads (a few milliseconds, asynchronously); until then, or if WebAssembly is
+ * refused, viem's keccak256 gives the same digests. Safe to share: each digest runs init, update and digest in one
+ * synchronous stretch.
  */
 let wasmKeccak: IHasher | undefined;
 export const keccakReady: Promise<boolean> = createKeccak(256).then(
@@ -39,6 +39,7 @@ export function keccak256Bytes(bytes: Uint8Array, use: "wasm" | "js" = "wasm"): 
   wasmKeccak.update(bytes);
   return wasmKeccak.digest("binary");
 }
+
 const UINT256_LIMIT = 1n << 256n;
 
 /**
