@@ -22,7 +22,7 @@ import { DEV_ACCOUNT_INDEX, devAccount, localChain } from "../server/devstack/lo
 import { startLocalProcess } from "../server/devstack/start-local-process";
 import { microsToUsd } from "../server/ledger/money";
 import { fundPayer } from "./fund";
-import { CONNECTIONS, SECONDS, start, stopAll } from "./bench/common";
+import { CLOCK_TICKS, CONNECTIONS, SECONDS, procStatFields, start, stopAll } from "./bench/common";
 
 /** What the run deposits for the demo buyer: 200 USDC, 200,000 calls of the $0.001 echo. */
 const DEPOSIT_MICROS = 200_000_000n;
@@ -84,23 +84,13 @@ function wrk(url: string, body: string, headers: Record<string, string>, connect
  * run's CPU a call can be read beside its req/s: the host's neighbours move the second, much less the first.
  */
 function cpuOf(pid: number): { processMicros: number; mainThreadMicros: number } {
-  const ticks = (file: string) => {
-    // The fields after the command name (in parentheses, which may hold spaces): utime and stime are the 12th and 13th.
-    const fields = fs
-      .readFileSync(file, "utf8")
-      .replace(/^.*\) /s, "")
-      .split(" ");
-    return Number(fields[11]) + Number(fields[12]);
+  const micros = (file: string) => {
+    const fields = procStatFields(file);
+    if (!fields) throw new Error(`${file} is gone: npm start stopped during the run`);
+    return ((Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS) * 1e6;
   };
-  const microsPerTick = 1e6 / CLOCK_TICKS;
-  return {
-    processMicros: ticks(`/proc/${pid}/stat`) * microsPerTick,
-    mainThreadMicros: ticks(`/proc/${pid}/task/${pid}/stat`) * microsPerTick,
-  };
+  return { processMicros: micros(`/proc/${pid}/stat`), mainThreadMicros: micros(`/proc/${pid}/task/${pid}/stat`) };
 }
-
-/** The kernel's clock ticks a second (getconf CLK_TCK: 100 on Linux here). */
-const CLOCK_TICKS = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100;
 
 /** Starts `npm start` on free ports and a fresh database in `dir`, and resolves with what its banner says. */
 async function startLocal(

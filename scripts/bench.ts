@@ -22,14 +22,25 @@
  */
 import { postgresUnavailableReason, startPostgres } from "../server/devstack/postgres-server";
 import { redisServerBinary, startRedisServer } from "../server/devstack/redis-server";
-import { CONNECTIONS, type Run, SECONDS, type Started, WARMUP_MS, ask, load, start, stopAll } from "./bench/common";
+import {
+  CLOCK_TICKS,
+  CONNECTIONS,
+  type Run,
+  SECONDS,
+  type Started,
+  WARMUP_MS,
+  ask,
+  load,
+  procStatFields,
+  start,
+  stopAll,
+} from "./bench/common";
 import type { GatewaySpec } from "./bench/servers";
 import type { ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import pg from "pg";
-import { spawnSync } from "node:child_process";
 
 /** Starts a gateway child (./bench/servers.ts). */
 const startGateway = (spec: GatewaySpec) => start("gateway", JSON.stringify(spec));
@@ -81,19 +92,12 @@ const statsOf = (child: ChildProcess) => ask<GatewayStats>(child, "stats");
 /** The CPU time of a process and all its descendants (utime + stime from /proc), µs; NaN where /proc is absent. */
 function processTreeCpuMicros(rootPid: number): number {
   if (!fs.existsSync("/proc/self/stat")) return Number.NaN;
-  const ticksPerSec = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100;
   const parent = new Map<number, number>();
   const ticks = new Map<number, number>();
   for (const entry of fs.readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
-    let stat: string;
-    try {
-      stat = fs.readFileSync(`/proc/${entry}/stat`, "utf8");
-    } catch {
-      continue; // Gone meanwhile.
-    }
-    // The command may hold spaces and parentheses: the fields after it start past its last ")".
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const fields = procStatFields(`/proc/${entry}/stat`);
+    if (!fields) continue; // Gone meanwhile.
     parent.set(Number(entry), Number(fields[1]));
     ticks.set(Number(entry), Number(fields[11]) + Number(fields[12]));
   }
@@ -105,7 +109,7 @@ function processTreeCpuMicros(rootPid: number): number {
         break;
       }
   }
-  return (total / ticksPerSec) * 1e6;
+  return (total / CLOCK_TICKS) * 1e6;
 }
 
 /** One gateway scenario: the replicas started, the load split between them, the costs per call read around it. */

@@ -4,7 +4,8 @@
  *
  *   BENCH_SECONDS (default 8)  BENCH_CONNECTIONS (default 50)  BENCH_PROFILE (a folder: the gateway's CPU profile)
  */
-import { type ChildProcess, fork } from "node:child_process";
+import { type ChildProcess, fork, spawnSync } from "node:child_process";
+import fs from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { Pool } from "undici";
@@ -14,6 +15,24 @@ export const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 /** How many requests are in flight at once: one per connection. */
 export const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 export const WARMUP_MS = 1_500;
+
+/** The kernel's clock ticks a second, the unit of /proc's CPU times (getconf CLK_TCK: 100 on Linux here). */
+export const CLOCK_TICKS = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100;
+
+/**
+ * A /proc stat file's fields after the command name (which may hold spaces and parentheses: the fields start past its
+ * last ")"), from the state on: [1] is the parent's pid, [11] and [12] the user and system CPU in CLOCK_TICKS.
+ * Undefined when the process or thread is gone.
+ */
+export function procStatFields(file: string): string[] | undefined {
+  let stat: string;
+  try {
+    stat = fs.readFileSync(file, "utf8");
+  } catch {
+    return undefined;
+  }
+  return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+}
 
 /** One scenario's measurement. Latencies are over every answered request, whatever its status. */
 export interface Run {
