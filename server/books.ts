@@ -1,3 +1,4 @@
+import fs from "node:fs";
 import type { Config } from "./config";
 import { openGatewayDatabase } from "./database";
 import { lockDatabase } from "./db/lock";
@@ -5,6 +6,9 @@ import type { Database } from "./db/sql";
 import { IdempotencyKeys } from "./gateway/idempotency";
 import { IdempotencyStore } from "./gateway/idempotency-store";
 import { CallsStore } from "./gateway/calls-store";
+import { type HoldBook, LedgerHolds } from "./gateway/ledger-payment";
+import { SqliteLedgerWriter } from "./gateway/ledger-writer";
+import { WriterLock } from "./db/writer-lock";
 import { assertBalanced } from "./ledger/invariants";
 import { Ledger } from "./ledger/ledger";
 import { ReplicaMembership, type SharedState, openSharedState } from "./replication";
@@ -21,12 +25,15 @@ interface Foundations {
   unlock: () => void;
   membership?: ReplicaMembership;
   shared?: SharedState;
+  /** SQLite's ledger writer thread, when SQLITE_LEDGER_WRITER=thread. */
+  writer?: SqliteLedgerWriter;
 }
 
 /** Closes whatever of the foundations was opened, in reverse order; never throws. */
 async function closeFoundations(f: Partial<Foundations>): Promise<void> {
   await f.membership?.leave();
   await f.shared?.close().catch(() => {});
+  await f.writer?.close().catch(() => {});
   await f.db?.close().catch(() => {});
   f.unlock?.();
 }
@@ -42,11 +49,18 @@ export async function openBooks(config: Config, log: (message: string, error?: u
   try {
     // One process owns a SQLite file: the lock refuses a second. PostgreSQL is shared by design.
     f.unlock = onPostgres ? () => {} : lockDatabase(config.dbPath);
+    // Keyed calls' ledger writes on a thread of their own (SQLITE_LEDGER_WRITER=thread): a file only, as a second
+    // connection cannot open an in-memory database.
+    const writerLock =
+      !onPostgres && config.sqliteLedgerWriter === "thread" && config.dbPath !== ":memory:" && config.dbPath !== ""
+        ? new WriterLock()
+        : undefined;
     const db = await openGatewayDatabase({
       databaseUrl: config.databaseUrl,
       sqlitePath: config.dbPath,
       groupCommitMaxOps: config.groupCommitMaxOps,
       onCommitError: onFatal,
+      writerLock,
       applicationName: `skill-gateway:${config.replicaId}`,
       onIdleError: (error) => log("a PostgreSQL connection closed while idle; the pool opens another", error),
       pingTimeoutMs: config.databasePingTimeoutMs,
@@ -68,12 +82,15 @@ export async function openBooks(config: Config, log: (message: string, error?: u
           { durable: true },
         );
     await assertBalanced(db);
+    // Started once recovery has closed what a crash left open: the thread finds only its own holds.
+    if (writerLock) f.writer = await SqliteLedgerWriter.start(fs.realpathSync(config.dbPath), writerLock, onFatal);
     if (config.redisUrl) {
       // The daily cap counts the calls log when Redis has no count yet.
       const calls = new CallsStore(db);
       f.shared = await openSharedState(config, (accountId, sinceMs) => calls.countSince(accountId, sinceMs), log);
     }
-    return { db, ledger, idempotency, recovered, membership: f.membership, shared: f.shared, close: () => closeFoundations(f) };
+    const holds: HoldBook = f.writer ?? new LedgerHolds(ledger);
+    return { db, ledger, holds, idempotency, recovered, membership: f.membership, shared: f.shared, close: () => closeFoundations(f) };
   } catch (error) {
     await closeFoundations(f);
     throw error;

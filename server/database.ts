@@ -2,6 +2,7 @@ import fs from "node:fs";
 import { openDatabase } from "./db/db";
 import { GroupCommit } from "./db/group-commit";
 import { WalFileSync } from "./db/wal-sync";
+import type { WriterLock } from "./db/writer-lock";
 import type { Database } from "./db/sql";
 import { SqliteDatabase } from "./db/sqlite-database";
 import { PostgresDatabase } from "./db/postgres/database";
@@ -19,6 +20,8 @@ export interface OpenGatewayDatabaseOptions {
   groupCommitMaxOps?: number;
   /** Told when a SQLite group commit fails (the gateway stops: server/index.ts). */
   onCommitError?: (error: unknown) => void;
+  /** SQLite: the file's write lock, shared with the ledger writer's thread (server/gateway/ledger-writer.ts). */
+  writerLock?: WriterLock;
   /** Shown in pg_stat_activity (which replica's connections these are). */
   applicationName?: string;
   /** PostgreSQL connections at most. */
@@ -60,20 +63,27 @@ export async function openGatewayDatabase(options: OpenGatewayDatabaseOptions): 
     await watch.start();
     return new PostgresDatabase(pool, undefined, watch);
   }
-  return openSqliteDatabase(options.sqlitePath, { maxOps: options.groupCommitMaxOps, onCommitError: options.onCommitError });
+  return openSqliteDatabase(options.sqlitePath, {
+    maxOps: options.groupCommitMaxOps,
+    onCommitError: options.onCommitError,
+    writerLock: options.writerLock,
+  });
 }
 
 /**
  * The gateway's tables in a SQLite file (or in memory: ":memory:"), behind the group commit. On a file, a commit's
  * durability is an fsync of the write-ahead log on libuv's thread pool (./db/wal-sync.ts), which the batch's
  * responses wait for while the event loop goes on; the log is found where SQLite puts it, beside the database file
- * the path resolves to (through a symbolic link, as SQLite follows it).
+ * the path resolves to (through a symbolic link, as SQLite follows it). With `writerLock`, another thread writes to
+ * the file too (the ledger writer): each batch takes the lock, and commits at the next turn of the event loop.
  */
 export function openSqliteDatabase(
   file: string,
-  options: { maxOps?: number; onCommitError?: (error: unknown) => void } = {},
+  options: { maxOps?: number; onCommitError?: (error: unknown) => void; writerLock?: WriterLock } = {},
 ): SqliteDatabase {
   const db = openDatabase(file, SCHEMA);
   const walSync = file === ":memory:" || file === "" ? undefined : new WalFileSync(`${fs.realpathSync(file)}-wal`);
-  return new SqliteDatabase(db, new GroupCommit(db, options.maxOps, options.onCommitError, undefined, walSync));
+  const lock = options.writerLock;
+  const shared = lock && { lock, commitEachTurn: true };
+  return new SqliteDatabase(db, new GroupCommit(db, options.maxOps, options.onCommitError, undefined, walSync, shared));
 }

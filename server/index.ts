@@ -156,7 +156,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
   const logger = options.logger ?? createLogger({ level: config.logLevel });
   const log = options.log ?? logFunction(logger);
   const books = await openBooks(config, log, options.onFatal ?? fatalFor(logger));
-  const { db, ledger, idempotency, shared } = books;
+  const { db, ledger, holds, idempotency, shared } = books;
   const onPostgres = config.databaseUrl !== "";
 
   const skills = await SkillRegistry.open(new SkillsStore(db), { warn: (message) => log(message) });
@@ -179,6 +179,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
   const callPath = createCallPath(config, {
     db: ledger.db,
     ledger,
+    holds,
     skills,
     idempotency,
     egress: options.egress,

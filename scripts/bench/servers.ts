@@ -75,6 +75,8 @@ export interface GatewaySpec {
    * 50, each of the 50 connections calls as a buyer of its own).
    */
   buyers?: number;
+  /** SQLite: who writes keyed calls' holds and charges (SQLITE_LEDGER_WRITER); `loop` by default. */
+  sqliteLedgerWriter?: "thread" | "loop";
   /**
    * The escrow chain. Given, the buyer's balance is its deposit there (made before the gateway starts, read
    * by the deposit indexer), the buyer and the seller are linked to their addresses, and the money path's
@@ -89,7 +91,7 @@ export interface GatewaySpec {
  * its limits in Redis. The first replica of a database seeds it; the others are given the seeded key.
  */
 async function runGateway(spec: GatewaySpec): Promise<void> {
-  const { backendUrl, dbPath, databaseUrl = "", redisUrl = "", replicaId = "", seededKeys, buyers = 1 } = spec;
+  const { backendUrl, dbPath, databaseUrl = "", redisUrl = "", replicaId = "", seededKeys, buyers = 1, sqliteLedgerWriter = "loop" } = spec;
   const { loadConfig } = await import("../../server/config");
   const { startGateway } = await import("../../server/index");
   const { createLogger } = await import("../../server/ops/log");
@@ -106,6 +108,7 @@ async function runGateway(spec: GatewaySpec): Promise<void> {
         redisUrl,
         replicaId: replicaId || "bench",
         rateLimitPerMin: 10_000_000,
+        sqliteLedgerWriter,
         // The x402 endpoint has no key: its callers count against the per-address limit, and here one address is
         // every connection.
         publicRateLimitPerMin: 10_000_000,

@@ -2,6 +2,19 @@ import { performance } from "node:perf_hooks";
 import type { Db } from "./db";
 import type { WalSync } from "./wal-sync";
 
+/**
+ * The file's write lock, when another thread's connection writes to the same file (./writer-lock.ts): a batch takes
+ * it before its BEGIN and gives it back once its transaction has ended.
+ */
+export interface SharedWrites {
+  lock: { acquire(): Promise<void> | void; release(): void; readonly contended: boolean };
+  /**
+   * Whether a batch nobody awaits commits at the next turn of the event loop rather than `maxDelayMs` after it began:
+   * the event loop's connection, whose few writes should not keep the other thread waiting.
+   */
+  commitEachTurn: boolean;
+}
+
 interface Waiter {
   resolve: () => void;
   reject: (error: unknown) => void;
@@ -47,6 +60,10 @@ interface Unsynced {
  * next one. Once an fsync has failed, nothing is acknowledged again (a later fsync's success says nothing of the
  * pages the failed one lost): every waiter, and every operation asked for afterwards, is refused, and the owner
  * is told (the gateway stops, and recovery runs at its next start: server/index.ts).
+ *
+ * With `shared` (another thread writes to the same file: the ledger writer, ../ledger/writer/), a batch holds the
+ * file's write lock from its BEGIN to the end of its transaction, and commits as soon as the operation holding the
+ * turn ends once the other thread waits for the lock.
  */
 export class GroupCommit {
   private waiters: Waiter[] = [];
@@ -71,6 +88,8 @@ export class GroupCommit {
   private committedSinceSyncBegan = false;
   /** What broke durability for good: an fsync of the log failed. */
   private broken: { error: unknown } | undefined;
+  /** Whether this connection holds `shared`'s lock (from a batch's BEGIN to the end of its transaction). */
+  private holdsLock = false;
 
   private readonly savepoint;
 
@@ -85,6 +104,8 @@ export class GroupCommit {
     private readonly maxDelayMs = 10,
     /** Durability by an fsync of the log off the event loop (the connection is set to synchronous=NORMAL); without it COMMIT syncs (FULL). */
     private readonly walSync?: WalSync,
+    /** Another thread writes to the file too: the lock both take. */
+    private readonly shared?: SharedWrites,
   ) {
     if (walSync) db.pragma("synchronous = NORMAL");
     // Prepared once: better-sqlite3's db.transaction() builds four wrapper functions per
@@ -136,21 +157,36 @@ export class GroupCommit {
   /** Hands the writer's turn on, committing first when a flush was asked for meanwhile; returns that commit's failure. */
   private endTurn(): { error: unknown } | undefined {
     let failure: { error: unknown } | undefined;
+    if (this.holdsLock && this.shared!.lock.contended) this.flushWhenIdle = true;
     if (this.flushWhenIdle) {
       this.flushWhenIdle = false;
       failure = this.commitBatch();
     }
+    // An operation whose failure made SQLite end the whole transaction (runNow) leaves nothing to commit.
+    this.releaseLockIfEnded();
     const next = this.turns.shift();
     if (next) next();
     else this.busy = false;
     return failure;
   }
 
+  /** Gives `shared`'s lock back once this connection's transaction has ended (committed, or rolled back by anyone). */
+  private releaseLockIfEnded(): void {
+    if (!this.holdsLock || this.db.inTransaction) return;
+    this.holdsLock = false;
+    this.shared!.lock.release();
+  }
+
   private async runNow<T>(fn: () => Promise<T> | T): Promise<T> {
     if (!this.db.inTransaction) {
+      if (this.shared && !this.holdsLock) {
+        await this.shared.lock.acquire();
+        this.holdsLock = true;
+      }
       this.db.exec("BEGIN IMMEDIATE");
       this.opsInBatch = 0;
-      this.timer ??= setTimeout(() => this.flush(), this.maxDelayMs);
+      if (this.shared?.commitEachTurn) this.scheduleFlush();
+      else this.timer ??= setTimeout(() => this.flush(), this.maxDelayMs);
     }
     this.savepoint.begin.run();
     let result: T;
@@ -182,13 +218,19 @@ export class GroupCommit {
   durable(): Promise<void> {
     if (this.broken) return Promise.reject(this.broken.error);
     if (!this.db.inTransaction) return this.logSynced();
-    if (!this.flushScheduled) {
-      this.flushScheduled = true;
-      // While an fsync is in flight, a batch committed now would wait for the next one anyway: it stays open, taking
-      // in more operations, and commits as that fsync completes (syncLog), one COMMIT where there would have been several.
-      if (this.syncing === undefined) setImmediate(() => this.flush());
-    }
+    // While an fsync is in flight, a batch committed now would wait for the next one anyway: it stays open, taking
+    // in more operations, and commits as that fsync completes (syncLog), one COMMIT where there would have been
+    // several. Not while another thread may wait for the file: the batch commits at the next turn of the loop.
+    if (this.syncing === undefined || this.shared) this.scheduleFlush();
+    else this.flushScheduled = true;
     return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
+  }
+
+  /** Commits the open batch at the next turn of the event loop (unless a commit is already due by then). */
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => this.flush());
   }
 
   /** Resolves once every batch committed so far is on disk: at once without a walSync (COMMIT synced it). */
@@ -220,6 +262,14 @@ export class GroupCommit {
 
   /** Commits the open batch; on failure rolls it back, rejects its waiters and returns the error. */
   private commitBatch(): { error: unknown } | undefined {
+    try {
+      return this.commitOpenBatch();
+    } finally {
+      this.releaseLockIfEnded();
+    }
+  }
+
+  private commitOpenBatch(): { error: unknown } | undefined {
     this.flushScheduled = false;
     clearTimeout(this.timer);
     this.timer = undefined;

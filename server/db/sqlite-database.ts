@@ -3,6 +3,8 @@ import type Sqlite from "better-sqlite3";
 import type { Db } from "./db";
 import { DIALECTS, type Database, type Sql, type SqlParam, type TransactionOptions } from "./sql";
 import { GroupCommit } from "./group-commit";
+import { openDatabase } from "./db";
+import type { WriterLock } from "./writer-lock";
 
 /** Runs statements on the connection at once, each prepared once per text and kept. */
 class SqliteStatements implements Sql {
@@ -142,4 +144,30 @@ export class SqliteDatabase implements Database {
       this.db.close();
     }
   }
+}
+
+/**
+ * A second connection to a gateway's SQLite file (migrated by the first), for a worker thread that writes to it beside
+ * the event loop's connection (the ledger writer: server/gateway/ledger-writer.ts). Its group commit takes `lock`
+ * blocking (the thread has nothing else to do meanwhile) and runs at synchronous=FULL, so its COMMIT's fsync holds
+ * this thread, not the event loop; a batch nobody awaits commits within `maxDelayMs`, or at once when the event
+ * loop waits for the file.
+ */
+export function openSqliteWriterConnection(
+  file: string,
+  lock: WriterLock,
+  options: { onCommitError: (error: unknown) => void; maxDelayMs: number },
+): SqliteDatabase {
+  const connection = openDatabase(file, []);
+  const commit = new GroupCommit(connection, 512, options.onCommitError, options.maxDelayMs, undefined, {
+    lock: {
+      acquire: () => lock.acquireBlocking(),
+      release: () => lock.release(),
+      get contended() {
+        return lock.contended;
+      },
+    },
+    commitEachTurn: false,
+  });
+  return new SqliteDatabase(connection, commit);
 }

@@ -5,6 +5,7 @@ import type { Ledger } from "../ledger/ledger";
 import type { SkillRegistry } from "../catalog/skills";
 import { CallService } from "./call-service";
 import { CallsStore } from "./calls-store";
+import type { HoldBook } from "./ledger-payment";
 import { EgressPolicy, type HostResolver } from "./egress";
 import { Forwarder } from "./forward";
 import type { IdempotencyKeys } from "./idempotency";
@@ -32,6 +33,8 @@ export interface CallPathParts {
   /** The database of the books (the calls log and idempotency keys are written in the payments' transactions). */
   db: Database;
   ledger: Ledger;
+  /** Where keyed calls' holds are written: the SQLite ledger writer's thread, or (by default) the ledger's connection. */
+  holds?: HoldBook;
   skills: SkillRegistry;
   /** Opened with the books, so that startup recovery could release the keys a crash left in progress. */
   idempotency: IdempotencyKeys;
@@ -103,7 +106,7 @@ export function createCallPath(config: CallPathConfig, parts: CallPathParts): Ca
       parts.onCall?.(call);
     },
   });
-  const callService = new CallService({ config, ledger: parts.ledger, pipeline, now: parts.now });
+  const callService = new CallService({ config, ledger: parts.ledger, holds: parts.holds, pipeline, now: parts.now });
   return {
     calls,
     egress,

@@ -3,7 +3,7 @@ import type { Config } from "../config";
 import type { Ledger } from "../ledger/ledger";
 import type { Skill } from "../catalog/skills";
 import type { Endpoint } from "./calls-store";
-import { LedgerPayment } from "./ledger-payment";
+import { type HoldBook, LedgerHolds, LedgerPayment } from "./ledger-payment";
 import type { CallResult } from "./call-result";
 import type { Admission, CallPipeline } from "./pipeline";
 import type { RateRule } from "./rate-limit";
@@ -27,6 +27,8 @@ export interface CallServiceDeps {
   config: Pick<Config, "rateLimitPerMin" | "dailyCallCap">;
   /** The books: a keyed call's payment is a hold on its account's balance. */
   ledger: Ledger;
+  /** Where a keyed call's hold and its end are written: the ledger's own connection (LedgerHolds) by default. */
+  holds?: HoldBook;
   pipeline: CallPipeline;
   /** The clock keys' spending periods are read by (ms since the epoch); Date.now by default. A test moves it. */
   now?: () => number;
@@ -43,9 +45,11 @@ const MINUTE_MS = 60_000;
  */
 export class CallService {
   private readonly now: () => number;
+  private readonly holds: HoldBook;
 
   constructor(private readonly deps: CallServiceDeps) {
     this.now = deps.now ?? Date.now;
+    this.holds = deps.holds ?? new LedgerHolds(deps.ledger);
   }
 
   /**
@@ -66,7 +70,7 @@ export class CallService {
         refusal: refusal("scope_missing", "This API key lacks the calls scope, which calling a skill needs: use a key that has it."),
       };
     }
-    const payment = new LedgerPayment(this.deps.ledger, { accountId, apiKeyId: apiKey.id }, this.now);
+    const payment = new LedgerPayment(this.deps.ledger, this.holds, { accountId, apiKeyId: apiKey.id }, this.now);
     return this.deps.pipeline.run(
       {
         endpoint: req.endpoint,

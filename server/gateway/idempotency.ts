@@ -25,7 +25,8 @@ export class IdempotencyKeys {
   private readonly deferred: DeferredWrites;
 
   constructor(
-    private readonly store: IdempotencyStore,
+    /** The keys' table (a call's end writes a key's fate with its line: ./call-write.ts). */
+    readonly store: IdempotencyStore,
     private readonly ttlMs: number,
     log?: (message: string, error?: unknown) => void,
   ) {

@@ -1,9 +1,63 @@
-import { type Sql, isDatabaseUnavailable } from "../db/sql";
+import { isDatabaseUnavailable } from "../db/sql";
 import { GatewayError, refusal } from "../errors";
 import type { Charge } from "../ledger/fees";
-import type { Hold, HoldResult, Ledger } from "../ledger/ledger";
+import type { Budget, Hold, HoldInput, HoldResult, Ledger } from "../ledger/ledger";
 import { microsToUsd, usdDisplay } from "../ledger/money";
 import type { CallPayment, PaidCall, PaymentRefusal, RecordCall, Settlement } from "./payment";
+
+/**
+ * The ledger's side of a keyed call: its hold, and the capture or release that ends it with the call's line. Written
+ * on the event loop's connection (LedgerHolds, below), or on the SQLite ledger writer's thread, which runs the same
+ * LedgerHolds on a connection of its own (server/ledger/writer/).
+ */
+export interface HoldBook {
+  /** The hold: the balance covers the price, then the key's spending limit allows it, in one transaction. */
+  hold(input: HoldInput): Promise<HoldResult>;
+  /**
+   * The capture (of `captured`, a usage-priced call's charge, or of the whole hold), the call's `record` and the budget
+   * left after it, in one durable transaction shared with the other charges.
+   */
+  settle(holdId: string, key: { apiKeyId: string; nowMs: number }, record: RecordCall, captured?: Charge): Promise<Budget>;
+  /** The release and the call's `record`, in one transaction that need not wait for the disk. */
+  void(holdId: string, record: RecordCall): Promise<void>;
+  /** The release alone (a fault ended the call). */
+  release(holdId: string): Promise<void>;
+}
+
+/** A HoldBook on the ledger's own database: the transactions run on this thread. */
+export class LedgerHolds implements HoldBook {
+  constructor(private readonly ledger: Ledger) {}
+
+  hold(input: HoldInput): Promise<HoldResult> {
+    return this.ledger.hold(input);
+  }
+
+  settle(holdId: string, key: { apiKeyId: string; nowMs: number }, record: RecordCall, captured?: Charge): Promise<Budget> {
+    return this.ledger.db.transaction(
+      async (tx) => {
+        // A usage-priced call's capture takes what it came to and gives the rest back to the balance and the key.
+        // The call's line follows the capture, never beside it: a statement that failed stops the transaction's
+        // function before anything else is written (SQLite may have rolled the whole transaction back already).
+        const taken = await this.ledger.captureWithBudget(holdId, key, tx, captured);
+        if (!taken.ok) throw new Error(`hold ${holdId} was not open at capture`);
+        await record.run(tx);
+        return taken.budget;
+      },
+      { durable: true, group: true },
+    );
+  }
+
+  async void(holdId: string, record: RecordCall): Promise<void> {
+    await this.ledger.db.transaction(async (tx) => {
+      await this.ledger.release(holdId, tx);
+      await record.run(tx);
+    });
+  }
+
+  async release(holdId: string): Promise<void> {
+    await this.ledger.release(holdId);
+  }
+}
 
 /**
  * A keyed call's payment: a hold on the account's prepaid balance in the ledger, counted against the key's spending
@@ -17,6 +71,8 @@ export class LedgerPayment implements CallPayment {
 
   constructor(
     private readonly ledger: Ledger,
+    /** Where the hold and its end are written (LedgerHolds, or the SQLite ledger writer's thread). */
+    private readonly holds: HoldBook,
     key: { accountId: string; apiKeyId: string },
     /** The clock the key's spending period is read by (ms since the epoch). */
     private readonly now: () => number,
@@ -36,7 +92,7 @@ export class LedgerPayment implements CallPayment {
   /** The hold: the balance covers the price (402 insufficient_balance), then the key's spending limit allows it (402). */
   async reserve(call: PaidCall): Promise<PaymentRefusal | undefined> {
     const { accountId, apiKeyId } = this.payer;
-    const held = await this.ledger.hold({
+    const held = await this.holds.hold({
       accountId,
       sellerAccountId: call.skill.sellerAccountId,
       skillId: call.skill.id,
@@ -68,18 +124,7 @@ export class LedgerPayment implements CallPayment {
     // and X-Key-Spend-Remaining say what this very charge left, whatever other calls commit around it.
     let budget;
     try {
-      budget = await this.ledger.db.transaction(
-        async (tx) => {
-          // A usage-priced call's capture takes what it came to and gives the rest back to the balance and the key.
-          // The call's line follows the capture, never beside it: a statement that failed stops the transaction's
-          // function before anything else is written (SQLite may have rolled the whole transaction back already).
-          const taken = await this.ledger.captureWithBudget(hold.id, { apiKeyId: this.payer.apiKeyId, nowMs: this.now() }, tx, captured);
-          if (!taken.ok) throw new Error(`hold ${hold.id} was not open at capture`);
-          await record.settled(tx);
-          return taken.budget;
-        },
-        { durable: true, group: true },
-      );
+      budget = await this.holds.settle(hold.id, { apiKeyId: this.payer.apiKeyId, nowMs: this.now() }, record, captured);
     } catch (error) {
       // The capture's COMMIT went to a database that did not answer: it may commit when the server reads it. The call
       // is answered 503 all the same (no 200 without a durable capture), saying so; the hold is released once the
@@ -100,19 +145,15 @@ export class LedgerPayment implements CallPayment {
   }
 
   /** The release, the line and the key's fate, in one transaction that need not wait for the disk (a lost release is a hold released at the next start). */
-  async void(record: (tx: Sql) => Promise<void>): Promise<void> {
-    const hold = this.open();
-    await this.ledger.db.transaction(async (tx) => {
-      await this.ledger.release(hold.id, tx);
-      await record(tx);
-    });
+  async void(record: RecordCall): Promise<void> {
+    await this.holds.void(this.open().id, record);
   }
 
   /** Releases the hold; when the database does not answer, once it does (the call's answer does not wait for that). */
   async abandon(): Promise<void> {
     if (!this.hold) return;
     try {
-      await this.ledger.release(this.hold.id);
+      await this.holds.release(this.hold.id);
     } catch (error) {
       if (!isDatabaseUnavailable(error)) throw error;
       this.ledger.releaseWhenAvailable(this.hold.id);

@@ -4,6 +4,7 @@ import type { Charge } from "../ledger/fees";
 import type { Skill } from "../catalog/skills";
 import type { RateRule } from "./rate-limit";
 import type { CallBudget } from "./call-result";
+import type { CallWrite } from "./call-write";
 
 /**
  * How a call is paid for, as the call pipeline (./pipeline.ts) sees it: one object per call, which reserves the
@@ -37,7 +38,7 @@ export interface CallPayment<N = never> {
   reserve(call: PaidCall, admit: Admit): Promise<PaymentRefusal<N> | undefined>;
 
   /**
-   * Takes the reserved price: the call succeeded. `record.settled` runs in the transaction that makes the payment
+   * Takes the reserved price: the call succeeded. `record` is written in the transaction that makes the payment
    * final, which is durable before this returns. Never refused: what could refuse it was checked, and the money
    * taken where it can be taken, before the call was forwarded (x402 collects the payment in `reserve`). An x402
    * completion whose fate is unknown is left to recovery, which writes the call's line when it records it.
@@ -46,8 +47,8 @@ export interface CallPayment<N = never> {
    */
   settle(record: RecordCall, captured?: Charge): Promise<Settlement<N>>;
 
-  /** Gives the reservation back: the call failed. `record` runs in the transaction that releases it. */
-  void(record: (tx: Sql) => Promise<void>): Promise<void>;
+  /** Gives the reservation back: the call failed. `record` is written in the transaction that releases it. */
+  void(record: RecordCall): Promise<void>;
 
   /**
    * A fault ended the call before it was settled or voided (a bug, a database that failed): gives back whatever
@@ -77,10 +78,14 @@ export type Admit = (rule: RateRule, who: string) => Promise<Refusal<"rate_limit
 /** A payment's refusal: the code and message the client gets, and what the payment adds to the answer (its headers). */
 export type PaymentRefusal<N = never> = Refusal & { note?: N };
 
-/** The calls log's line and the idempotency key's fate, written by the pipeline inside a payment's transaction. */
+/**
+ * The calls log's line and the idempotency key's fate, which a payment writes inside the transaction that settles or
+ * voids it: as data (`write`, for a payment whose transaction runs on another thread) and as the pipeline's function
+ * that writes that data in a transaction of this thread (`run`).
+ */
 export interface RecordCall {
-  /** The call succeeded and is paid. */
-  settled(tx: Sql): Promise<void>;
+  readonly write: CallWrite;
+  run(tx: Sql): Promise<void>;
 }
 
 /** A settled call's payment: what it adds to the answer (x402's PAYMENT-RESPONSE), and what its payer has left. */

@@ -16,6 +16,7 @@ import type { CallDailyCap, CallLimiter, RateDecision, RateRule } from "./rate-l
 import type { RefusalCounter } from "./refusal-counter";
 import type { LimitRefusal } from "./refusals-store";
 import { forwardedIdempotencyKey } from "./signature";
+import { type CallWrite, type CallWriteStores, writeCall } from "./call-write";
 import { readUsageCharge } from "./usage-charge";
 
 /** A call as an entry (keyed: ./call-service.ts; x402: server/x402/x402-service.ts) hands it to the pipeline. */
@@ -149,7 +150,12 @@ interface Call<N> {
  * given up) in a transaction of its own, for a payer whose refusals are logged.
  */
 export class CallPipeline {
-  constructor(private readonly deps: PipelineDeps) {}
+  /** Where a call's line and its key's fate are written. */
+  private readonly stores: CallWriteStores;
+
+  constructor(private readonly deps: PipelineDeps) {
+    this.stores = { calls: deps.calls, idempotency: deps.idempotency.store };
+  }
 
   async run<N>(req: PipelineRequest, payment: CallPayment<N>): Promise<CallResult<N>> {
     const { skills, idempotency } = this.deps;
@@ -257,21 +263,24 @@ export class CallPipeline {
 
       const { code, message, outcome, keep, outputProblem } = forwarded;
       const answer = this.refusalAnswer(call, code, message);
-      const record = async (tx: Sql) => {
-        await this.record(tx, call, answer.status, outcome, 0n);
-        // What the seller is shown of a broken output contract, committed with the call's line (or not at all).
-        if (outputProblem !== undefined) {
-          await this.deps.calls.recordOutputFailure(
-            { callId: call.callId, skillId: call.skill.id, endpoint: call.req.endpoint, problem: outputProblem, createdAtMs: Date.now() },
-            tx,
-          );
-        }
-        // A backend's refusal of the input is deterministic, so a retry gets the same answer; a backend failure is
-        // not, so its key is given up and a retry runs again.
-        await this.settleKey(tx, call, keep ? answer : undefined);
-      };
+      // A backend's refusal of the input is deterministic, so a retry gets the same answer; a backend failure is not,
+      // so its key is given up and a retry runs again. What the seller is shown of a broken output contract is
+      // committed with the call's line (or not at all).
+      const record = this.recordOf(call, answer.status, outcome, 0n, keep ? answer : undefined, {
+        ...(outputProblem !== undefined
+          ? {
+              outputFailure: {
+                callId: call.callId,
+                skillId: call.skill.id,
+                endpoint: call.req.endpoint,
+                problem: outputProblem,
+                createdAtMs: Date.now(),
+              },
+            }
+          : {}),
+      });
       if (paid) await payment.void(record);
-      else await this.deps.db.transaction(record);
+      else await this.deps.db.transaction(record.run);
       ended = true;
       this.told(call, outcome, 0n, code);
       return { kind: "answered", callId: call.callId, code, rate, ...answer };
@@ -347,17 +356,10 @@ export class CallPipeline {
     chargedMicros: bigint,
     captured: Charge | undefined,
   ): Promise<Settlement<N>> {
-    const { req } = call;
-    const idem = req.idempotency;
-    const record: RecordCall = {
-      settled: async (tx) => {
-        await this.record(tx, call, success.status, "success", chargedMicros);
-        if (idem) await this.deps.idempotency.complete(idem.accountId, idem.key, success.status, success.body, tx, { required: true });
-      },
-    };
+    const record = this.recordOf(call, success.status, "success", chargedMicros, success, { required: true });
     if (!reserved) {
       // Free calls share commits (and flushes) with the charges of this replica, as a charge does.
-      await this.deps.db.transaction((tx) => record.settled(tx), { durable: true, group: true });
+      await this.deps.db.transaction(record.run, { durable: true, group: true });
       call.keySettled = true;
       return {};
     }
@@ -382,10 +384,7 @@ export class CallPipeline {
     const logged = payment.logsRefusals && !limited;
     if (logged) {
       const outcome = outcomeOf(refused.code);
-      await this.deps.db.transaction(async (tx) => {
-        await this.record(tx, call, answer.status, outcome, 0n);
-        await this.settleKey(tx, call, undefined);
-      });
+      await this.deps.db.transaction(this.recordOf(call, answer.status, outcome, 0n, undefined).run);
       call.keySettled = true;
       this.told(call, outcome, 0n, refused.code);
     }
@@ -438,19 +437,22 @@ export class CallPipeline {
     return answer;
   }
 
-  /** Stores the answer under the call's idempotency key, or gives the key up when `kept` is undefined. */
-  private async settleKey<N>(tx: Sql, call: Call<N>, kept: CallAnswer | undefined): Promise<void> {
-    const idem = call.req.idempotency;
-    if (!idem) return;
-    if (kept) await this.deps.idempotency.complete(idem.accountId, idem.key, kept.status, kept.body, tx);
-    else await this.deps.idempotency.abandon(idem.accountId, idem.key, tx);
-  }
-
-  /** Writes the call's line in the calls log, in `tx`, the transaction of the payment it reports. */
-  private async record<N>(tx: Sql, call: Call<N>, httpStatus: number, outcome: CallOutcome, chargedMicros: bigint): Promise<void> {
+  /**
+   * What a call's end writes with its payment (./call-write.ts): its line in the calls log, and its idempotency key's
+   * fate: the answer `kept` under it (`required`: the key must still be in progress), or the key given up.
+   */
+  private recordOf<N>(
+    call: Call<N>,
+    httpStatus: number,
+    outcome: CallOutcome,
+    chargedMicros: bigint,
+    kept: CallAnswer | undefined,
+    more: { required?: boolean; outputFailure?: CallWrite["outputFailure"] } = {},
+  ): RecordCall {
     const { payer, holdId } = call.payment;
-    await this.deps.calls.record(
-      {
+    const idem = call.req.idempotency;
+    const write: CallWrite = {
+      line: {
         id: call.callId,
         accountId: payer.accountId,
         apiKeyId: payer.apiKeyId,
@@ -463,8 +465,20 @@ export class CallPipeline {
         latencyUs: elapsedMs(call) * 1000,
         createdAtMs: Date.now(),
       },
-      tx,
-    );
+      ...(more.outputFailure ? { outputFailure: more.outputFailure } : {}),
+      ...(idem
+        ? {
+            idempotency: {
+              accountId: idem.accountId,
+              key: idem.key,
+              answer: kept ? { status: kept.status, body: kept.body } : null,
+              required: more.required ?? false,
+            },
+          }
+        : {}),
+    };
+    const stores = this.stores;
+    return { write, run: (tx: Sql) => writeCall(stores, write, tx) };
   }
 
   /** Tells onCall about a call whose line is committed (after the transaction: a rolled back or retried one is not told twice). */

@@ -307,7 +307,7 @@ export class X402Payment implements CallPayment<X402Note> {
         deps,
         { callId, sellerAccountId: call.skill.sellerAccountId, sellerMicros: charge.sellerMicros, feeMicros: charge.feeMicros },
         { collectTx: txHash, completeTx: completed.txHash },
-        (tx) => record.settled(tx),
+        record.run,
       );
       return { note };
     }
@@ -323,7 +323,7 @@ export class X402Payment implements CallPayment<X402Note> {
     return { note };
   }
 
-  async void(record: (tx: Sql) => Promise<void>): Promise<void> {
+  async void(record: RecordCall): Promise<void> {
     const { deps } = this;
     const collected = this.collected;
     if (!collected) throw new Error("the call's x402 payment was not collected");
@@ -334,7 +334,7 @@ export class X402Payment implements CallPayment<X402Note> {
           ? await deps.payments.markRefunded(collected.callId, refunded.txHash, deps.now(), tx)
           : await deps.payments.markDecided(collected.callId, "refunding", tx);
       if (!closed) throw new Error(`x402 payment ${collected.callId} was not collected when its call failed`);
-      await record(tx);
+      await record.run(tx);
     });
     if (refunded.kind !== "mined")
       deps.log?.(`x402 payment ${collected.callId}: refund ${refunded.kind}; left refunding for recovery`, refunded);

@@ -6,7 +6,7 @@ import { DatabaseUnavailableError, type Sql, type TransactionOptions } from "../
 import { GatewayError } from "../../server/errors";
 import { IdempotencyKeys } from "../../server/gateway/idempotency";
 import { IdempotencyStore } from "../../server/gateway/idempotency-store";
-import { LedgerPayment } from "../../server/gateway/ledger-payment";
+import { LedgerHolds, LedgerPayment } from "../../server/gateway/ledger-payment";
 import type { PaidCall } from "../../server/gateway/payment";
 import { computeCharge } from "../../server/ledger/fees";
 import { assertBalanced } from "../../server/ledger/invariants";
@@ -15,6 +15,7 @@ import { type Frozen, freezePostgres } from "../helpers/freeze";
 import { type TestStack, startStack } from "../helpers/gateway";
 import { freshPostgresDatabase, sharedPostgres } from "../helpers/engines";
 import { type PostgresServer, postgresUnavailableReason } from "../helpers/postgres";
+import { noRecord } from "../helpers/records";
 import { buildSkillRecord } from "../helpers/skills";
 
 /*
@@ -145,7 +146,7 @@ describe("the call path's writes when PostgreSQL stops answering", function () {
     });
 
     it("gives a call's hold back once the database answers when the call ends while it does not", async () => {
-      const payment = new LedgerPayment(ledger, { accountId: BUYER, apiKeyId: "k" }, Date.now);
+      const payment = new LedgerPayment(ledger, new LedgerHolds(ledger), { accountId: BUYER, apiKeyId: "k" }, Date.now);
       expect(await payment.reserve(call)).to.equal(undefined);
       frozen = freezePostgres(server);
       const startedAt = performance.now();
@@ -160,10 +161,10 @@ describe("the call path's writes when PostgreSQL stops answering", function () {
     });
 
     it("answers a capture whose COMMIT went unanswered 503 charge_unknown, and leaves the hold captured once it lands", async () => {
-      const payment = new LedgerPayment(ledger, { accountId: BUYER, apiKeyId: "k" }, Date.now);
+      const payment = new LedgerPayment(ledger, new LedgerHolds(ledger), { accountId: BUYER, apiKeyId: "k" }, Date.now);
       expect(await payment.reserve(call)).to.equal(undefined);
       freezeAtNextCommit();
-      const error = await rejection(payment.settle({ settled: async () => {} }));
+      const error = await rejection(payment.settle(noRecord(BUYER)));
       expect(error).to.be.instanceOf(GatewayError);
       expect(error).to.include({ code: "database_unavailable" });
       expect((error as GatewayError).details).to.deep.equal({ charge_unknown: true });

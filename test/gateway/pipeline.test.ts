@@ -45,11 +45,11 @@ class StandInPayment implements CallPayment<{ header: string }> {
     return undefined;
   }
   async settle(record: RecordCall): Promise<Settlement<{ header: string }>> {
-    await this.db.transaction((tx) => record.settled(tx));
+    await this.db.transaction(record.run);
     return this.settlement;
   }
-  async void(record: (tx: never) => Promise<void>): Promise<void> {
-    await this.db.transaction((tx) => record(tx as never));
+  async void(record: RecordCall): Promise<void> {
+    await this.db.transaction(record.run);
   }
   async abandon(): Promise<void> {
     this.abandoned = true;

@@ -1,4 +1,5 @@
 import { expect } from "chai";
+import { noRecord } from "../helpers/records";
 import { encodePaymentSignatureHeader } from "@x402/core/http";
 import type { PaymentPayload } from "@x402/core/types";
 import { ExactEvmScheme } from "@x402/evm/exact/client";
@@ -122,7 +123,7 @@ describeEachEngine("X402Payment: collected before the call runs, within the paye
   const reserve = async (callId: string, header?: string): Promise<PaymentRefusal<X402Note> | undefined> =>
     (await reserveWith(callId, header)).refused;
   const statusOf = async (callId: string) => (await deps.payments.get(callId))?.status;
-  const record: RecordCall = { settled: async () => undefined };
+  const record: RecordCall = noRecord();
 
   it("collects a call the balance covers before it runs, and refuses a second one beside it while the first is not collected", async () => {
     let open!: () => void;
@@ -207,13 +208,13 @@ describeEachEngine("X402Payment: collected before the call runs, within the paye
   it("voids by refunding the collected payment; a refund whose fate is unknown is left refunding", async () => {
     const { payment } = await reserveWith("0195f0a0-0000-7000-8000-000000000201");
     expect(chain.balance).to.equal(0n);
-    await payment.void(async () => undefined);
+    await payment.void(noRecord());
     expect(chain.balance).to.equal(PRICE_MICROS);
     expect(await statusOf("0195f0a0-0000-7000-8000-000000000201")).to.equal("refunded");
 
     chain.next.refund = "unknown";
     const lost = (await reserveWith("0195f0a0-0000-7000-8000-000000000202")).payment;
-    await lost.void(async () => undefined);
+    await lost.void(noRecord());
     expect(await statusOf("0195f0a0-0000-7000-8000-000000000202")).to.equal("refunding");
   });
 

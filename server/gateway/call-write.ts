@@ -1,0 +1,40 @@
+import type { Sql } from "../db/sql";
+import type { CallRecord, CallsStore, Endpoint } from "./calls-store";
+import type { IdempotencyStore } from "./idempotency-store";
+
+/**
+ * What a call's end writes beside its money, as data: the calls log's line, what its seller is shown of a broken
+ * output contract, and its Idempotency-Key's fate. Data rather than a function, so that the thread that runs the
+ * transaction need not be the one that built it (the ledger writer: server/ledger/writer/); `writeCall` is the one
+ * place it is written, whichever thread runs it.
+ */
+export interface CallWrite {
+  line: CallRecord;
+  /** The first problem of an answer that broke the skill's output schema. */
+  outputFailure?: { callId: string; skillId: string; endpoint: Endpoint; problem: string; createdAtMs: number };
+  /**
+   * The call's Idempotency-Key: its answer kept (a retry gets it), or given up (`answer` null: a retry runs again).
+   * `required`: the key must still be in progress (a charge's answer is never stored over anything else).
+   */
+  idempotency?: { accountId: string; key: string; answer: { status: number; body: string } | null; required: boolean };
+}
+
+/** The stores a CallWrite goes to. */
+export interface CallWriteStores {
+  calls: CallsStore;
+  idempotency: IdempotencyStore;
+}
+
+/** Writes `write` in the transaction `tx`, which also settles or voids the call's payment (or records a free call). */
+export async function writeCall(stores: CallWriteStores, write: CallWrite, tx: Sql): Promise<void> {
+  await stores.calls.record(write.line, tx);
+  if (write.outputFailure) await stores.calls.recordOutputFailure(write.outputFailure, tx);
+  const idem = write.idempotency;
+  if (!idem) return;
+  if (idem.answer === null) {
+    await stores.idempotency.abandon(idem.accountId, idem.key, tx);
+    return;
+  }
+  const stored = await stores.idempotency.complete(idem.accountId, idem.key, idem.answer.status, idem.answer.body, tx);
+  if (idem.required && stored !== 1) throw new Error(`idempotency key ${idem.key} was not in progress when its answer was stored`);
+}

@@ -1,0 +1,31 @@
+import type { Charge } from "../ledger/fees";
+import type { HoldInput } from "../ledger/ledger";
+import type { CallWrite } from "./call-write";
+
+/** What starts the SQLite ledger writer's thread (./ledger-writer.ts): the gateway's file and the write lock's memory. */
+export interface WriterStart {
+  file: string;
+  lock: SharedArrayBuffer;
+}
+
+/** What the event loop asks of the writer thread: a HoldBook's operations (./ledger-payment.ts), as data. */
+export type WriterRequest = { id: number } & (
+  | { op: "hold"; input: HoldInput }
+  | { op: "settle"; holdId: string; key: { apiKeyId: string; nowMs: number }; write: CallWrite; captured?: Charge }
+  | { op: "void"; holdId: string; write: CallWrite }
+  | { op: "release"; holdId: string }
+);
+
+/** An error as it crosses threads. */
+export interface WriterError {
+  name: string;
+  message: string;
+  code?: string;
+}
+
+/** What the writer thread answers: ready, an operation's result or failure, or a failure that ends it (a commit that failed). */
+export type WriterReply =
+  | { kind: "ready" }
+  | { kind: "done"; id: number; value: unknown }
+  | { kind: "failed"; id: number; error: WriterError }
+  | { kind: "fatal"; error: WriterError };

@@ -1,0 +1,75 @@
+/**
+ * Inside the SQLite ledger writer's thread (./ledger-writer.ts starts it): a connection of its own to the gateway's
+ * file, its own group commit (synchronous=FULL: the COMMIT's fsync blocks this thread, not the event loop), and the
+ * keyed calls' holds, captures and releases run by the same code as on the event loop (LedgerHolds, writeCall), as
+ * the event loop asks for them. The file's write lock (../db/writer-lock.ts) is shared with the event loop's
+ * connection, which keeps every other write of the gateway.
+ */
+import { parentPort, workerData } from "node:worker_threads";
+import { openSqliteWriterConnection } from "../db/sqlite-database";
+import { WriterLock } from "../db/writer-lock";
+import { Ledger } from "../ledger/ledger";
+import { CallsStore } from "./calls-store";
+import { type CallWrite, type CallWriteStores, writeCall } from "./call-write";
+import { IdempotencyStore } from "./idempotency-store";
+import { LedgerHolds } from "./ledger-payment";
+import type { RecordCall } from "./payment";
+import type { WriterReply, WriterRequest, WriterStart } from "./ledger-writer-protocol";
+
+/** How long a batch nobody awaits (holds, releases) stays open for more, at most: the event loop may wait that long for the file. */
+const MAX_BATCH_DELAY_MS = 2;
+
+async function main(): Promise<void> {
+  const port = parentPort!;
+  const start = workerData as WriterStart;
+  const fatal = (error: unknown) => port.postMessage({ kind: "fatal", error: describe(error) } satisfies WriterReply);
+  const db = openSqliteWriterConnection(start.file, new WriterLock(start.lock), { onCommitError: fatal, maxDelayMs: MAX_BATCH_DELAY_MS });
+  const ledger = await Ledger.open(db);
+  // The event loop's exits module notes a new shortfall in its own Ledger, not this one: every hold and release here
+  // checks for one (an indexed query) rather than miss it.
+  ledger.noteExitShortfall();
+  const holds = new LedgerHolds(ledger);
+  const stores: CallWriteStores = { calls: new CallsStore(db), idempotency: new IdempotencyStore(db) };
+  const record = (write: CallWrite): RecordCall => ({ write, run: (tx) => writeCall(stores, write, tx) });
+
+  const run = async (request: WriterRequest): Promise<unknown> => {
+    switch (request.op) {
+      case "hold":
+        return holds.hold(request.input);
+      case "settle":
+        return holds.settle(request.holdId, request.key, record(request.write), request.captured);
+      case "void":
+        return holds.void(request.holdId, record(request.write));
+      case "release":
+        return holds.release(request.holdId);
+    }
+  };
+  port.on("message", (message: WriterRequest | { op: "close" }) => {
+    if (message.op === "close") {
+      db.close().then(
+        () => port.close(),
+        (error: unknown) => {
+          fatal(error);
+          port.close();
+        },
+      );
+      return;
+    }
+    run(message).then(
+      (value) => port.postMessage({ kind: "done", id: message.id, value } satisfies WriterReply),
+      (error: unknown) => port.postMessage({ kind: "failed", id: message.id, error: describe(error) } satisfies WriterReply),
+    );
+  });
+  port.postMessage({ kind: "ready" } satisfies WriterReply);
+}
+
+/** An error as a message can carry it: its class's name, message and SQLite code. */
+function describe(error: unknown): { name: string; message: string; code?: string } {
+  if (!(error instanceof Error)) return { name: "Error", message: String(error) };
+  const { code } = error as { code?: unknown };
+  return { name: error.name, message: error.message, ...(typeof code === "string" ? { code } : {}) };
+}
+
+main().catch((error: unknown) => {
+  parentPort!.postMessage({ kind: "fatal", error: describe(error) } satisfies WriterReply);
+});

@@ -1,0 +1,125 @@
+import path from "node:path";
+import { Worker } from "node:worker_threads";
+import type { WriterLock } from "../db/writer-lock";
+import type { Charge } from "../ledger/fees";
+import type { Budget, HoldInput, HoldResult } from "../ledger/ledger";
+import type { HoldBook } from "./ledger-payment";
+import type { RecordCall } from "./payment";
+import type { WriterError, WriterReply, WriterRequest, WriterStart } from "./ledger-writer-protocol";
+
+const WORKER_SCRIPT = path.join(__dirname, "ledger-writer-worker.cjs");
+
+type Operation = WriterRequest extends infer R ? (R extends { id: number } ? Omit<R, "id"> : never) : never;
+
+/**
+ * The SQLite ledger writer (SQLITE_LEDGER_WRITER=thread): keyed calls' holds, captures and releases, with their calls'
+ * lines, written by a thread of their own on a connection of their own (./ledger-writer-thread.ts), so that their SQL,
+ * their COMMITs and the COMMITs' fsyncs leave the event loop to route calls. The same rules run there as on the
+ * event loop (LedgerHolds); the two connections take turns on the file through `lock` (../db/writer-lock.ts), which
+ * the event loop's group commit takes too. A capture is answered once its COMMIT, synchronous=FULL, is on disk.
+ *
+ * A failure that breaks the thread's books (a commit or fsync that failed, the thread's death) is the gateway's
+ * end, as a failed commit on the event loop is: `onFatal` is told, and every operation after it is refused.
+ */
+export class SqliteLedgerWriter implements HoldBook {
+  private nextId = 1;
+  private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
+  private broken: Error | undefined;
+  private closing = false;
+  private readonly exited: Promise<void>;
+
+  private constructor(
+    private readonly worker: Worker,
+    private readonly onFatal: (error: unknown) => void,
+  ) {
+    this.exited = new Promise((resolve) => worker.once("exit", () => resolve()));
+  }
+
+  /** Starts the thread on the SQLite file `file` (migrated, its open holds recovered) and waits until it is ready. */
+  static async start(file: string, lock: WriterLock, onFatal: (error: unknown) => void): Promise<SqliteLedgerWriter> {
+    const worker = new Worker(WORKER_SCRIPT, { workerData: { file, lock: lock.buffer } satisfies WriterStart });
+    const writer = new SqliteLedgerWriter(worker, onFatal);
+    await new Promise<void>((resolve, reject) => {
+      const failed = (error: unknown) => {
+        worker.off("message", first);
+        reject(error instanceof Error ? error : asError((error as { error: WriterError }).error));
+      };
+      const first = (reply: WriterReply) => {
+        worker.off("error", failed);
+        if (reply.kind === "ready") resolve();
+        else failed(reply);
+      };
+      worker.once("message", first);
+      worker.once("error", failed);
+    });
+    worker.on("message", (reply: WriterReply) => writer.answer(reply));
+    worker.on("error", (error) => writer.fail(error));
+    worker.on("exit", (code) => {
+      if (!writer.closing) writer.fail(new Error(`the ledger writer's thread stopped (exit code ${code})`));
+    });
+    worker.unref();
+    return writer;
+  }
+
+  hold(input: HoldInput): Promise<HoldResult> {
+    return this.ask({ op: "hold", input }) as Promise<HoldResult>;
+  }
+
+  settle(holdId: string, key: { apiKeyId: string; nowMs: number }, record: RecordCall, captured?: Charge): Promise<Budget> {
+    return this.ask({ op: "settle", holdId, key, write: record.write, ...(captured ? { captured } : {}) }) as Promise<Budget>;
+  }
+
+  async void(holdId: string, record: RecordCall): Promise<void> {
+    await this.ask({ op: "void", holdId, write: record.write });
+  }
+
+  async release(holdId: string): Promise<void> {
+    await this.ask({ op: "release", holdId });
+  }
+
+  /** Lets the operations asked so far finish, commits, and stops the thread. */
+  async close(): Promise<void> {
+    if (this.closing) return this.exited;
+    this.closing = true;
+    this.worker.postMessage({ op: "close" });
+    await this.exited;
+    this.fail(new Error("the ledger writer is closed"), false);
+  }
+
+  private ask(operation: Operation): Promise<unknown> {
+    if (this.broken) return Promise.reject(this.broken);
+    if (this.closing) return Promise.reject(new Error("the ledger writer is closed"));
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.worker.postMessage({ id, ...operation });
+    });
+  }
+
+  private answer(reply: WriterReply): void {
+    if (reply.kind === "fatal") return this.fail(asError(reply.error));
+    if (reply.kind === "ready") return;
+    const waiting = this.pending.get(reply.id);
+    if (!waiting) return;
+    this.pending.delete(reply.id);
+    if (reply.kind === "done") waiting.resolve(reply.value);
+    else waiting.reject(asError(reply.error));
+  }
+
+  /** The thread's books are broken (or it is closed): what waits is refused, and so is everything after. */
+  private fail(error: Error, fatal = true): void {
+    if (this.broken) return;
+    this.broken = error;
+    for (const waiting of this.pending.values()) waiting.reject(error);
+    this.pending.clear();
+    if (fatal) this.onFatal(error);
+  }
+}
+
+/** An error from the thread, as it was thrown there: its name, message and code (a SQLite error's). */
+function asError(described: WriterError): Error {
+  const error = new Error(described.message) as Error & { code?: string };
+  error.name = described.name;
+  if (described.code !== undefined) error.code = described.code;
+  return error;
+}

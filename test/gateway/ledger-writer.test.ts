@@ -1,0 +1,121 @@
+import Database from "better-sqlite3";
+import { expect } from "chai";
+import { LEGACY_SCOPES } from "../../server/identity/scopes";
+import { assertBalanced } from "../../server/ledger/invariants";
+import { type TestStack, startStack } from "../helpers/gateway";
+
+/*
+ * Keyed calls with SQLITE_LEDGER_WRITER=thread: holds, captures and releases written by the ledger writer's thread on
+ * a connection of its own (server/gateway/ledger-writer.ts), while the event loop's connection writes everything else
+ * to the same file. The money rules are the ledger's own (they run unchanged in the thread); what these tests guard
+ * is the thread's part: every 200 a capture on disk, a failed call never charged, the two connections taking turns
+ * on the file without losing or blocking a write.
+ */
+describe("the SQLite ledger writer thread (SQLITE_LEDGER_WRITER=thread)", function () {
+  this.timeout(60_000);
+  let stack: TestStack;
+  before(async () => {
+    stack = await startStack({ buyerUsd: "10", config: { sqliteLedgerWriter: "thread", rateLimitPerMin: 1_000_000 } });
+  });
+  after(() => stack.close());
+
+  const rows = <T>(sql: string, ...params: unknown[]): T[] => {
+    const raw = new Database(stack.dbPath, { readonly: true });
+    try {
+      raw.defaultSafeIntegers(true);
+      return raw.prepare(sql).all(...params) as T[];
+    } finally {
+      raw.close();
+    }
+  };
+
+  it("charges each of many concurrent calls once, splits it, and has every 200's capture committed to the file", async () => {
+    const before = { available: await stack.available(), earned: await stack.earned(), fees: await stack.fees() };
+    const answers = await Promise.all(Array.from({ length: 60 }, (_, i) => stack.post("/v1/skills/echo/call", { i })));
+    expect(answers.map((a) => a.status)).to.deep.equal(answers.map(() => 200));
+    // Read by a connection of its own, as after a crash: what the 200s reported is in the file.
+    const ids = answers.map((a) => (a.body as { metadata: { callId: string } }).metadata.callId);
+    const captured = rows<{ id: string }>(
+      `SELECT c.id FROM calls c JOIN holds h ON h.id = c.hold_id WHERE h.status = 'captured' AND c.id IN (${ids.map(() => "?").join(",")})`,
+      ...ids,
+    );
+    expect(captured).to.have.length(60);
+    expect(await stack.available()).to.equal(before.available - 60n * 1_000n);
+    expect(await stack.earned()).to.equal(before.earned + 60n * 900n);
+    expect(await stack.fees()).to.equal(before.fees + 60n * 100n);
+    await assertBalanced(stack.gw.db);
+  });
+
+  it("tells each answer the balance its charge left, read in the capture's own transaction", async () => {
+    // A cent a call, so that the header (USD to the cent) tells every charge apart.
+    await stack.addSkill("echo-cent", "/echo", { priceMicros: 10_000n });
+    const start = await stack.available();
+    for (let i = 1; i <= 5; i++) {
+      const answer = await stack.post("/v1/skills/echo-cent/call", { i });
+      expect(answer.headers.get("x-balance-available")).to.equal((Number(start - BigInt(i) * 10_000n) / 1e6).toFixed(2));
+    }
+  });
+
+  it("does not charge a failed call, releases its hold and logs it", async () => {
+    const available = await stack.available();
+    const answer = await stack.post("/v1/skills/fail/call", {});
+    expect(answer.status).to.equal(502);
+    expect(await stack.available()).to.equal(available);
+    const callId = answer.headers.get("x-call-id");
+    const [line] = rows<{ outcome: string; charged_micros: bigint; status: string }>(
+      "SELECT c.outcome, c.charged_micros, h.status FROM calls c JOIN holds h ON h.id = c.hold_id WHERE c.id = ?",
+      callId,
+    );
+    expect(line).to.deep.equal({ outcome: "skill_error", charged_micros: 0n, status: "released" });
+    expect(rows("SELECT id FROM holds WHERE status = 'open'")).to.deep.equal([]);
+  });
+
+  it("replays an Idempotency-Key's answer without a second charge", async () => {
+    const available = await stack.available();
+    const headers = { "idempotency-key": "writer-thread-replay" };
+    const first = await stack.post("/v1/skills/echo/call", { once: true }, { headers });
+    const again = await stack.post("/v1/skills/echo/call", { once: true }, { headers });
+    expect(first.status).to.equal(200);
+    expect(again.status).to.equal(200);
+    expect(again.body).to.deep.equal(first.body);
+    expect(await stack.available()).to.equal(available - 1_000n);
+  });
+
+  it("keeps a key's spending limit exact under concurrent calls", async () => {
+    const buyer = await stack.addBuyer("1");
+    const { key } = await stack.gw.keys.create(buyer.accountId, {
+      scopes: LEGACY_SCOPES,
+      spendLimit: { limitMicros: 5_000n, period: "day" },
+    });
+    const answers = await Promise.all(Array.from({ length: 15 }, () => stack.post("/v1/skills/echo/call", {}, { key })));
+    const statuses = answers.map((a) => a.status);
+    expect(statuses.filter((s) => s === 200)).to.have.length(5);
+    expect(statuses.filter((s) => s === 402)).to.have.length(10);
+    expect(await stack.available(buyer.accountId)).to.equal(1_000_000n - 5_000n);
+  });
+
+  it("takes turns on the file with the event loop's writes: credits made during calls all land", async () => {
+    const buyer = await stack.addBuyer("0.5");
+    const calls = Array.from({ length: 40 }, (_, i) => stack.post("/v1/skills/echo/call", { i }, { key: buyer.key }));
+    const credits = Array.from({ length: 20 }, () => stack.gw.ledger.credit(buyer.accountId, 10_000n, "dev_credit", "during calls"));
+    const answers = await Promise.all(calls);
+    await Promise.all(credits);
+    await stack.gw.db.durable();
+    expect(answers.every((a) => a.status === 200)).to.equal(true);
+    expect(await stack.available(buyer.accountId)).to.equal(500_000n + 20n * 10_000n - 40n * 1_000n);
+    await assertBalanced(stack.gw.db);
+  });
+
+  it("refuses a call the balance does not cover, with nothing held", async () => {
+    const buyer = await stack.addBuyer("0.0015");
+    const [first, second] = [
+      await stack.post("/v1/skills/echo/call", {}, { key: buyer.key }),
+      await stack.post("/v1/skills/echo/call", {}, { key: buyer.key }),
+    ];
+    expect(first.status).to.equal(200);
+    expect(second.status).to.equal(402);
+    expect((second.body as { code: string }).code).to.equal("insufficient_balance");
+    expect(await stack.available(buyer.accountId)).to.equal(500n);
+    expect(rows("SELECT id FROM holds WHERE account_id = ? AND status = 'open'", buyer.accountId)).to.deep.equal([]);
+  });
+});
