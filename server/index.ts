@@ -22,6 +22,8 @@ import { createRequestListener } from "./http/app";
 import type { RateLimitName } from "./http/rate-limits";
 import type { Database } from "./db/sql";
 import { SqliteDatabase } from "./db/sqlite-database";
+import type { HoldBook } from "./gateway/ledger-payment";
+import { SqliteLedgerWriter } from "./gateway/ledger-writer";
 import type { Ledger } from "./ledger/ledger";
 import { type LogFunction, createLogger, logFunction } from "./ops/log";
 import { GatewayMetrics } from "./ops/metrics";
@@ -37,6 +39,8 @@ export interface Gateway {
   /** The gateway's tables: SQLite (the embedded default) or PostgreSQL (DATABASE_URL). */
   db: Database;
   ledger: Ledger;
+  /** Where keyed calls' holds and charges are written: the SQLite ledger writer's thread, or the ledger's own connection. */
+  holds: HoldBook;
   keys: ApiKeys;
   skills: SkillRegistry;
   calls: CallsStore;
@@ -176,6 +180,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     { processMetrics: config.metricsToken !== "" },
   );
   if (db instanceof SqliteDatabase) db.commit.onCommit = (stats) => metrics.observeCommit(stats);
+  if (holds instanceof SqliteLedgerWriter) holds.onCommit = (stats) => metrics.observeCommit(stats);
   const callPath = createCallPath(config, {
     db: ledger.db,
     ledger,
@@ -251,6 +256,7 @@ export async function createGateway(config: Config, options: GatewayOptions = {}
     config,
     db,
     ledger,
+    holds,
     keys: identity.keys,
     skills,
     calls: callPath.calls,

@@ -61,7 +61,7 @@ interface Unsynced {
  * pages the failed one lost): every waiter, and every operation asked for afterwards, is refused, and the owner
  * is told (the gateway stops, and recovery runs at its next start: server/index.ts).
  *
- * With `shared` (another thread writes to the same file: the ledger writer, ../ledger/writer/), a batch holds the
+ * With `shared` (another thread writes to the same file: the ledger writer, server/gateway/ledger-writer.ts), a batch holds the
  * file's write lock from its BEGIN to the end of its transaction, and commits as soon as the operation holding the
  * turn ends once the other thread waits for the lock.
  */

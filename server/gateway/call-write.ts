@@ -5,7 +5,7 @@ import type { IdempotencyStore } from "./idempotency-store";
 /**
  * What a call's end writes beside its money, as data: the calls log's line, what its seller is shown of a broken
  * output contract, and its Idempotency-Key's fate. Data rather than a function, so that the thread that runs the
- * transaction need not be the one that built it (the ledger writer: server/ledger/writer/); `writeCall` is the one
+ * transaction need not be the one that built it (the ledger writer: ./ledger-writer.ts); `writeCall` is the one
  * place it is written, whichever thread runs it.
  */
 export interface CallWrite {
@@ -14,7 +14,10 @@ export interface CallWrite {
   outputFailure?: { callId: string; skillId: string; endpoint: Endpoint; problem: string; createdAtMs: number };
   /**
    * The call's Idempotency-Key: its answer kept (a retry gets it), or given up (`answer` null: a retry runs again).
-   * `required`: the key must still be in progress (a charge's answer is never stored over anything else).
+   * `required` (the answer reports a charge): the key must still be in progress, or the write throws, which undoes its
+   * transaction. Its claim can be lost (on PostgreSQL a claim commits without waiting for the disk, so a server crash
+   * can lose it), and a charge whose answer could not be kept for a retry is not taken, since the retry would run,
+   * and charge, again. An uncharged answer whose key was lost is simply not kept.
    */
   idempotency?: { accountId: string; key: string; answer: { status: number; body: string } | null; required: boolean };
 }

@@ -55,25 +55,6 @@ export class IdempotencyKeys {
   }
 
   /**
-   * Stores the response; pass the transaction that captures the charge. With `required` (the answer reports a
-   * charge), throws when the key is no longer in progress (its claim was lost: on PostgreSQL a claim commits
-   * without waiting for the disk, so a server crash can lose it), which undoes that transaction: a charge whose
-   * answer could not be kept for a retry is not taken, since the retry would run, and charge, again. An
-   * uncharged answer whose key was lost is simply not kept: its retry runs again and charges nothing twice.
-   */
-  async complete(
-    accountId: string,
-    key: string,
-    status: number,
-    body: string,
-    tx?: Sql,
-    options: { required?: boolean } = {},
-  ): Promise<void> {
-    const stored = await this.store.complete(accountId, key, status, body, tx);
-    if (options.required && stored !== 1) throw new Error(`idempotency key ${key} was not in progress when its answer was stored`);
-  }
-
-  /**
    * Frees a reserved key whose outcome is not kept, so a retry runs again. Outside a transaction, a database that
    * does not answer does not fail it: the key is freed once the database answers again (until then a retry is told
    * the key is in use). A key completed meanwhile (its call's charge committed after all) stays completed.

@@ -8,7 +8,7 @@ import type { CallPayment, PaidCall, PaymentRefusal, RecordCall, Settlement } fr
 /**
  * The ledger's side of a keyed call: its hold, and the capture or release that ends it with the call's line. Written
  * on the event loop's connection (LedgerHolds, below), or on the SQLite ledger writer's thread, which runs the same
- * LedgerHolds on a connection of its own (server/ledger/writer/).
+ * LedgerHolds on a connection of its own (./ledger-writer.ts).
  */
 export interface HoldBook {
   /** The hold: the balance covers the price, then the key's spending limit allows it, in one transaction. */

@@ -23,9 +23,20 @@ export interface WriterError {
   code?: string;
 }
 
-/** What the writer thread answers: ready, an operation's result or failure, or a failure that ends it (a commit that failed). */
+/** What a commit of the thread's group commit was (as GroupCommit.onCommit tells it). */
+export interface CommitStats {
+  operations: number;
+  waiters: number;
+  durationMs: number;
+}
+
+/**
+ * What the writer thread answers: ready, an operation's result or failure, a commit (for the metrics), or a failure
+ * that ends it (a commit that failed).
+ */
 export type WriterReply =
   | { kind: "ready" }
+  | { kind: "commit"; stats: CommitStats }
   | { kind: "done"; id: number; value: unknown }
   | { kind: "failed"; id: number; error: WriterError }
   | { kind: "fatal"; error: WriterError };

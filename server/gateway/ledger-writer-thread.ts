@@ -22,8 +22,15 @@ const MAX_BATCH_DELAY_MS = 2;
 async function main(): Promise<void> {
   const port = parentPort!;
   const start = workerData as WriterStart;
-  const fatal = (error: unknown) => port.postMessage({ kind: "fatal", error: describe(error) } satisfies WriterReply);
+  // After a failed commit the thread's books are not what its answers said: nothing runs any more (the event loop
+  // refuses everything too, and stops the thread).
+  let broken: unknown;
+  const fatal = (error: unknown) => {
+    broken ??= error;
+    port.postMessage({ kind: "fatal", error: describe(error) } satisfies WriterReply);
+  };
   const db = openSqliteWriterConnection(start.file, new WriterLock(start.lock), { onCommitError: fatal, maxDelayMs: MAX_BATCH_DELAY_MS });
+  db.commit.onCommit = (stats) => port.postMessage({ kind: "commit", stats } satisfies WriterReply);
   const ledger = await Ledger.open(db);
   // The event loop's exits module notes a new shortfall in its own Ledger, not this one: every hold and release here
   // checks for one (an indexed query) rather than miss it.
@@ -33,15 +40,20 @@ async function main(): Promise<void> {
   const record = (write: CallWrite): RecordCall => ({ write, run: (tx) => writeCall(stores, write, tx) });
 
   const run = async (request: WriterRequest): Promise<unknown> => {
+    if (broken !== undefined) throw broken;
     switch (request.op) {
       case "hold":
         return holds.hold(request.input);
       case "settle":
         return holds.settle(request.holdId, request.key, record(request.write), request.captured);
       case "void":
-        return holds.void(request.holdId, record(request.write));
+        // Answered once committed: the event loop reads what is committed, and a failed call's answer says its
+        // money is back.
+        await holds.void(request.holdId, record(request.write));
+        return db.durable();
       case "release":
-        return holds.release(request.holdId);
+        await holds.release(request.holdId);
+        return db.durable();
     }
   };
   port.on("message", (message: WriterRequest | { op: "close" }) => {

@@ -5,9 +5,11 @@ import type { Charge } from "../ledger/fees";
 import type { Budget, HoldInput, HoldResult } from "../ledger/ledger";
 import type { HoldBook } from "./ledger-payment";
 import type { RecordCall } from "./payment";
-import type { WriterError, WriterReply, WriterRequest, WriterStart } from "./ledger-writer-protocol";
+import type { CommitStats, WriterError, WriterReply, WriterRequest, WriterStart } from "./ledger-writer-protocol";
 
 const WORKER_SCRIPT = path.join(__dirname, "ledger-writer-worker.cjs");
+/** How long close() lets the thread finish what it was asked before it is stopped. */
+const CLOSE_DEADLINE_MS = 10_000;
 
 type Operation = WriterRequest extends infer R ? (R extends { id: number } ? Omit<R, "id"> : never) : never;
 
@@ -16,12 +18,16 @@ type Operation = WriterRequest extends infer R ? (R extends { id: number } ? Omi
  * lines, written by a thread of their own on a connection of their own (./ledger-writer-thread.ts), so that their SQL,
  * their COMMITs and the COMMITs' fsyncs leave the event loop to route calls. The same rules run there as on the
  * event loop (LedgerHolds); the two connections take turns on the file through `lock` (../db/writer-lock.ts), which
- * the event loop's group commit takes too. A capture is answered once its COMMIT, synchronous=FULL, is on disk.
+ * the event loop's group commit takes too. A capture is answered once its COMMIT, synchronous=FULL, is on disk; a
+ * release once it is committed (so that the event loop's reads, which see what is committed, see it too).
  *
  * A failure that breaks the thread's books (a commit or fsync that failed, the thread's death) is the gateway's
- * end, as a failed commit on the event loop is: `onFatal` is told, and every operation after it is refused.
+ * end, as a failed commit on the event loop is: `onFatal` is told, every operation waiting and every one after it
+ * is refused, and once the thread has stopped the lock is abandoned, so the event loop can still close its books.
  */
 export class SqliteLedgerWriter implements HoldBook {
+  /** Told about each of the thread's commits, as the event loop's group commit tells its own (the metrics). */
+  onCommit?: (commit: CommitStats) => void;
   private nextId = 1;
   private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
   private broken: Error | undefined;
@@ -30,33 +36,48 @@ export class SqliteLedgerWriter implements HoldBook {
 
   private constructor(
     private readonly worker: Worker,
+    private readonly lock: WriterLock,
     private readonly onFatal: (error: unknown) => void,
   ) {
     this.exited = new Promise((resolve) => worker.once("exit", () => resolve()));
   }
 
   /** Starts the thread on the SQLite file `file` (migrated, its open holds recovered) and waits until it is ready. */
-  static async start(file: string, lock: WriterLock, onFatal: (error: unknown) => void): Promise<SqliteLedgerWriter> {
-    const worker = new Worker(WORKER_SCRIPT, { workerData: { file, lock: lock.buffer } satisfies WriterStart });
-    const writer = new SqliteLedgerWriter(worker, onFatal);
+  static async start(
+    file: string,
+    lock: WriterLock,
+    onFatal: (error: unknown) => void,
+    /** The thread's script: ./ledger-writer-worker.cjs; a test's stand-in thread otherwise. */
+    script = WORKER_SCRIPT,
+  ): Promise<SqliteLedgerWriter> {
+    const worker = new Worker(script, { workerData: { file, lock: lock.buffer } satisfies WriterStart });
+    const writer = new SqliteLedgerWriter(worker, lock, onFatal);
     await new Promise<void>((resolve, reject) => {
-      const failed = (error: unknown) => {
-        worker.off("message", first);
-        reject(error instanceof Error ? error : asError((error as { error: WriterError }).error));
+      const done = (error?: Error) => {
+        worker.off("message", first).off("error", done).off("exit", exit);
+        if (error) reject(error);
+        else resolve();
       };
-      const first = (reply: WriterReply) => {
-        worker.off("error", failed);
-        if (reply.kind === "ready") resolve();
-        else failed(reply);
-      };
-      worker.once("message", first);
-      worker.once("error", failed);
+      const first = (reply: WriterReply) =>
+        done(
+          reply.kind === "ready"
+            ? undefined
+            : asError(reply.kind === "fatal" ? reply.error : { name: "Error", message: "unexpected message" }),
+        );
+      const exit = (code: number) => done(new Error(`the ledger writer's thread stopped before it was ready (exit code ${code})`));
+      worker.once("message", first).once("error", done).once("exit", exit);
+    }).catch(async (error: unknown) => {
+      await worker.terminate();
+      lock.abandon();
+      throw error;
     });
     worker.on("message", (reply: WriterReply) => writer.answer(reply));
     worker.on("error", (error) => writer.fail(error));
     worker.on("exit", (code) => {
+      writer.lock.abandon();
       if (!writer.closing) writer.fail(new Error(`the ledger writer's thread stopped (exit code ${code})`));
     });
+    // The thread keeps the process alive only while it has work (an operation waiting, or a close).
     worker.unref();
     return writer;
   }
@@ -77,12 +98,15 @@ export class SqliteLedgerWriter implements HoldBook {
     await this.ask({ op: "release", holdId });
   }
 
-  /** Lets the operations asked so far finish, commits, and stops the thread. */
+  /** Lets the operations asked so far finish, commits, and stops the thread (at the latest after CLOSE_DEADLINE_MS). */
   async close(): Promise<void> {
     if (this.closing) return this.exited;
     this.closing = true;
+    this.worker.ref();
     this.worker.postMessage({ op: "close" });
+    const deadline = setTimeout(() => void this.worker.terminate(), CLOSE_DEADLINE_MS);
     await this.exited;
+    clearTimeout(deadline);
     this.fail(new Error("the ledger writer is closed"), false);
   }
 
@@ -90,6 +114,7 @@ export class SqliteLedgerWriter implements HoldBook {
     if (this.broken) return Promise.reject(this.broken);
     if (this.closing) return Promise.reject(new Error("the ledger writer is closed"));
     const id = this.nextId++;
+    if (this.pending.size === 0) this.worker.ref();
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
       this.worker.postMessage({ id, ...operation });
@@ -98,21 +123,28 @@ export class SqliteLedgerWriter implements HoldBook {
 
   private answer(reply: WriterReply): void {
     if (reply.kind === "fatal") return this.fail(asError(reply.error));
+    if (reply.kind === "commit") return this.onCommit?.(reply.stats);
     if (reply.kind === "ready") return;
     const waiting = this.pending.get(reply.id);
     if (!waiting) return;
     this.pending.delete(reply.id);
+    if (this.pending.size === 0 && !this.closing) this.worker.unref();
     if (reply.kind === "done") waiting.resolve(reply.value);
     else waiting.reject(asError(reply.error));
   }
 
-  /** The thread's books are broken (or it is closed): what waits is refused, and so is everything after. */
+  /**
+   * The thread's books are broken (or it is closed): what waits is refused, and so is everything after. A thread still
+   * running after a fatal failure is stopped (its exit abandons the lock).
+   */
   private fail(error: Error, fatal = true): void {
     if (this.broken) return;
     this.broken = error;
     for (const waiting of this.pending.values()) waiting.reject(error);
     this.pending.clear();
-    if (fatal) this.onFatal(error);
+    if (!fatal) return;
+    void this.worker.terminate();
+    this.onFatal(error);
   }
 }
 

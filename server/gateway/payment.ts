@@ -81,7 +81,8 @@ export type PaymentRefusal<N = never> = Refusal & { note?: N };
 /**
  * The calls log's line and the idempotency key's fate, which a payment writes inside the transaction that settles or
  * voids it: as data (`write`, for a payment whose transaction runs on another thread) and as the pipeline's function
- * that writes that data in a transaction of this thread (`run`).
+ * that writes that data in a transaction of this thread (`run`). Each reads the call's latency and time when it is
+ * used, right before the transaction: read them once, there.
  */
 export interface RecordCall {
   readonly write: CallWrite;

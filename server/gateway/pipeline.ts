@@ -451,7 +451,8 @@ export class CallPipeline {
   ): RecordCall {
     const { payer, holdId } = call.payment;
     const idem = call.req.idempotency;
-    const write: CallWrite = {
+    // Stamped when written (an x402 payment's chain transaction comes first), so the line's latency is the call's.
+    const writeNow = (): CallWrite => ({
       line: {
         id: call.callId,
         accountId: payer.accountId,
@@ -476,9 +477,14 @@ export class CallPipeline {
             },
           }
         : {}),
-    };
+    });
     const stores = this.stores;
-    return { write, run: (tx: Sql) => writeCall(stores, write, tx) };
+    return {
+      get write() {
+        return writeNow();
+      },
+      run: (tx: Sql) => writeCall(stores, writeNow(), tx),
+    };
   }
 
   /** Tells onCall about a call whose line is committed (after the transaction: a rolled back or retried one is not told twice). */

@@ -55,6 +55,36 @@ describe("WriterLock (the SQLite file's write lock shared by threads)", () => {
     expect(ticks).to.be.above(10);
   });
 
+  it("waits for a thread holding the lock without blocking the event loop", async () => {
+    const lock = new WriterLock();
+    const log = new SharedArrayBuffer(12);
+    // The thread takes the lock first and holds it 200 ms (busy); the event loop then asks for it.
+    const worker = holder(lock, log, 1, 200);
+    while (Atomics.load(new Int32Array(log), 0) === 0) await new Promise((resolve) => setTimeout(resolve, 1));
+    let timerFired = false;
+    const timer = setTimeout(() => (timerFired = true), 10);
+    await lock.acquire();
+    const firedWhileWaiting = timerFired;
+    clearTimeout(timer);
+    lock.release();
+    await worker.terminate();
+    // A blocking wait would have held the event loop for the thread's 200 ms: the 10 ms timer could not have run.
+    expect(firedWhileWaiting).to.equal(true);
+  });
+
+  it("lets a waiter in at once, and every later one, once the other thread abandoned it", async () => {
+    const lock = new WriterLock();
+    const thread = new WriterLock(lock.buffer);
+    // The other thread holds the lock and has another ticket queued: it dies with both.
+    await thread.acquire();
+    const waiting = lock.acquire();
+    void thread.acquire();
+    lock.abandon();
+    await waiting;
+    await lock.acquire();
+    expect(lock.contended).to.equal(false);
+  });
+
   it("serves tickets first come, first served, and tells its holder when another waits", async () => {
     const lock = new WriterLock();
     const other = new WriterLock(lock.buffer);

@@ -1,4 +1,5 @@
 import { expect } from "chai";
+import { type CallWrite, writeCall } from "../../server/gateway/call-write";
 import { CallsStore } from "../../server/gateway/calls-store";
 import { IdempotencyStore } from "../../server/gateway/idempotency-store";
 import { type IdempotencyBegin, IdempotencyKeys } from "../../server/gateway/idempotency";
@@ -7,6 +8,7 @@ import { PostgresDatabase } from "../../server/db/postgres/database";
 import { createPostgresPool } from "../../server/db/postgres/pool";
 import { Ledger } from "../../server/ledger/ledger";
 import { describeEachEngine } from "../helpers/engines";
+import { noRecord } from "../helpers/records";
 
 const TTL_MS = 1_000;
 
@@ -57,7 +59,7 @@ describeEachEngine("gateway's stores", (engine) => {
     expect(await keys.begin("ada", "k", "h", 100)).to.deep.equal({ kind: "new" });
     expect(await keys.begin("ada", "k", "h", 101)).to.deep.equal({ kind: "in_progress" });
     expect(await keys.begin("ada", "k", "other", 101)).to.deep.equal({ kind: "mismatch" });
-    await db.transaction((tx) => keys.complete("ada", "k", 200, '{"ok":1}', tx));
+    await db.transaction((tx) => keys.store.complete("ada", "k", 200, '{"ok":1}', tx));
     expect(await keys.begin("ada", "k", "h", 102)).to.deep.equal({ kind: "replay", status: 200, body: '{"ok":1}' });
     // The same key of another account is another key.
     expect(await keys.begin("bob", "k", "h", 102)).to.deep.equal({ kind: "new" });
@@ -68,17 +70,25 @@ describeEachEngine("gateway's stores", (engine) => {
     expect(await keys.purgeExpired(100 + 2 * TTL_MS + 3)).to.equal(2);
   });
 
-  it("IdempotencyKeys.complete refuses, when told the answer reports a charge, a key that is no longer in progress", async () => {
+  it("writeCall refuses, when the answer it keeps reports a charge, a key that is no longer in progress", async () => {
     const keys = new IdempotencyKeys(new IdempotencyStore(db), TTL_MS);
-    expect((await keys.begin("acct", "lost", "h")).kind).to.equal("new");
-    await keys.abandon("acct", "lost");
-    // The charge's transaction fails (and takes the charge with it) rather than commit without a stored answer.
-    const error = await keys.complete("acct", "lost", 200, "{}", undefined, { required: true }).catch((e: Error) => e);
+    const stores = { calls: new CallsStore(db), idempotency: keys.store };
+    const write = (id: string, status: number, required: boolean): CallWrite => ({
+      line: { ...noRecord("ada").write.line, id, httpStatus: status },
+      idempotency: { accountId: "ada", key: "lost", answer: { status, body: "{}" }, required },
+    });
+    expect((await keys.begin("ada", "lost", "h")).kind).to.equal("new");
+    await keys.abandon("ada", "lost");
+    // The charge's transaction fails (and takes the charge, and the call's line, with it) rather than commit without a
+    // stored answer.
+    const error = await db.transaction((tx) => writeCall(stores, write("charged", 200, true), tx)).catch((e: Error) => e);
     expect(error).to.be.instanceOf(Error);
     expect((error as Error).message).to.contain("was not in progress");
+    expect(await db.value("SELECT COUNT(*) FROM calls WHERE id = 'charged'")).to.equal(0n);
     // An uncharged answer whose key is gone is simply not kept.
-    await keys.complete("acct", "lost", 400, "{}");
-    expect((await keys.begin("acct", "lost", "h")).kind).to.equal("new");
+    await db.transaction((tx) => writeCall(stores, write("uncharged", 400, false), tx));
+    expect(await db.value("SELECT COUNT(*) FROM calls WHERE id = 'uncharged'")).to.equal(1n);
+    expect((await keys.begin("ada", "lost", "h")).kind).to.equal("new");
   });
 
   it("IdempotencyKeys.recoverInProgress frees the keys in progress, or only those reserved before `before`", async () => {
@@ -86,7 +96,7 @@ describeEachEngine("gateway's stores", (engine) => {
     await keys.begin("ada", "early", "h", 100);
     await keys.begin("ada", "late", "h", 200);
     await keys.begin("ada", "done", "h", 50);
-    await keys.complete("ada", "done", 200, "{}");
+    await keys.store.complete("ada", "done", 200, "{}");
     expect(await keys.recoverInProgress({ before: 150 })).to.equal(1);
     expect(await keys.begin("ada", "early", "h", 300)).to.deep.equal({ kind: "new" });
     expect(await keys.begin("ada", "late", "h", 300)).to.deep.equal({ kind: "in_progress" });
@@ -143,7 +153,7 @@ describeEachEngine("gateway's stores", (engine) => {
       it("replays a key one replica completed to a retry on the other", async () => {
         const [a, b] = [db, other].map((handle) => new IdempotencyKeys(new IdempotencyStore(handle), TTL_MS));
         expect(await a.begin("ada", "k", "h", 100)).to.deep.equal({ kind: "new" });
-        await db.transaction((tx) => a.complete("ada", "k", 201, "stored", tx), { durable: true });
+        await db.transaction((tx) => a.store.complete("ada", "k", 201, "stored", tx), { durable: true });
         expect(await b.begin("ada", "k", "h", 101)).to.deep.equal({ kind: "replay", status: 201, body: "stored" });
       });
     });

@@ -1,8 +1,15 @@
+import path from "node:path";
 import Database from "better-sqlite3";
 import { expect } from "chai";
+import type { SqliteDatabase } from "../../server/db/sqlite-database";
+import { WriterLock } from "../../server/db/writer-lock";
+import { SqliteLedgerWriter } from "../../server/gateway/ledger-writer";
 import { LEGACY_SCOPES } from "../../server/identity/scopes";
+import type { HoldInput } from "../../server/ledger/ledger";
 import { assertBalanced } from "../../server/ledger/invariants";
+import { type ChargingBackend, startChargingBackend } from "../helpers/charging-backend";
 import { type TestStack, startStack } from "../helpers/gateway";
+import { noRecord } from "../helpers/records";
 
 /*
  * Keyed calls with SQLITE_LEDGER_WRITER=thread: holds, captures and releases written by the ledger writer's thread on
@@ -14,10 +21,23 @@ import { type TestStack, startStack } from "../helpers/gateway";
 describe("the SQLite ledger writer thread (SQLITE_LEDGER_WRITER=thread)", function () {
   this.timeout(60_000);
   let stack: TestStack;
+  let charging: ChargingBackend;
   before(async () => {
-    stack = await startStack({ buyerUsd: "10", config: { sqliteLedgerWriter: "thread", rateLimitPerMin: 1_000_000 } });
+    charging = await startChargingBackend();
+    stack = await startStack({
+      buyerUsd: "10",
+      config: { sqliteLedgerWriter: "thread", rateLimitPerMin: 1_000_000 },
+      publicStandIns: [charging.url],
+    });
+    expect(stack.gw.holds).to.be.instanceOf(SqliteLedgerWriter);
+    // The event loop's connection must never meet the file locked by the thread's (it would wait in SQLite's busy
+    // handler, on the event loop): without a busy timeout, a write that did would fail at once, and the call with it.
+    (stack.gw.db as SqliteDatabase).db.pragma("busy_timeout = 0");
   });
-  after(() => stack.close());
+  after(async () => {
+    await stack.close();
+    await charging.close();
+  });
 
   const rows = <T>(sql: string, ...params: unknown[]): T[] => {
     const raw = new Database(stack.dbPath, { readonly: true });
@@ -106,6 +126,36 @@ describe("the SQLite ledger writer thread (SQLITE_LEDGER_WRITER=thread)", functi
     await assertBalanced(stack.gw.db);
   });
 
+  it("charges a usage-priced call what its backend reported, and gives the rest of the hold back", async () => {
+    const secret = "ab".repeat(32);
+    await stack.addSkill("metered", "/unused", {
+      backendUrl: `${charging.url}/charge`,
+      pricing: "usage",
+      priceMicros: 50_000n,
+      signingSecret: secret,
+    });
+    charging.setSecret(secret);
+    const available = await stack.available();
+    const earned = await stack.earned();
+    const answer = await stack.post("/v1/call", { skill_id: "metered", input: { report: "0.0123" } });
+    expect(answer.status, JSON.stringify(answer.body)).to.equal(200);
+    expect(await stack.available()).to.equal(available - 12_300n);
+    expect(await stack.earned()).to.equal(earned + 11_070n);
+    await assertBalanced(stack.gw.db);
+  });
+
+  it("records what the seller is shown of an answer that broke the skill's output contract, with the call's line", async () => {
+    await stack.addSkill("promises-a-number", "/echo", { outputSchema: { type: "number" } });
+    const available = await stack.available();
+    const answer = await stack.post("/v1/skills/promises-a-number/call", { not: "a number" });
+    expect(answer.status).to.equal(502);
+    expect(await stack.available()).to.equal(available);
+    const callId = answer.headers.get("x-call-id");
+    expect(rows("SELECT c.outcome FROM calls c JOIN call_output_failures f ON f.call_id = c.id WHERE c.id = ?", callId)).to.deep.equal([
+      { outcome: "skill_bad_output" },
+    ]);
+  });
+
   it("refuses a call the balance does not cover, with nothing held", async () => {
     const buyer = await stack.addBuyer("0.0015");
     const [first, second] = [
@@ -117,5 +167,45 @@ describe("the SQLite ledger writer thread (SQLITE_LEDGER_WRITER=thread)", functi
     expect((second.body as { code: string }).code).to.equal("insufficient_balance");
     expect(await stack.available(buyer.accountId)).to.equal(500n);
     expect(rows("SELECT id FROM holds WHERE account_id = ? AND status = 'open'", buyer.accountId)).to.deep.equal([]);
+  });
+});
+
+describe("SqliteLedgerWriter when its thread fails", () => {
+  const STAND_IN = path.join(__dirname, "..", "helpers", "failing-writer-worker.cjs");
+  const write = noRecord().write;
+
+  it("refuses the operation waiting and every later one, and tells the gateway once, on a commit that failed", async () => {
+    const fatal: unknown[] = [];
+    const writer = await SqliteLedgerWriter.start("unused.db", new WriterLock(), (error) => fatal.push(error), STAND_IN);
+    try {
+      expect(await writer.hold({} as HoldInput)).to.deep.equal({ ok: true, hold: { id: "h1" } });
+      const settled = await writer.settle("h1", { apiKeyId: "k", nowMs: 0 }, { write, run: async () => {} }).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(settled).to.be.instanceOf(Error).with.property("code", "SQLITE_IOERR");
+      expect(fatal).to.have.length(1);
+      const later = await writer.hold({} as HoldInput).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(later).to.equal(fatal[0]);
+      expect(fatal).to.have.length(1);
+    } finally {
+      await writer.close();
+    }
+  });
+
+  it("refuses the operation waiting when the thread dies, and tells the gateway", async () => {
+    const fatal: unknown[] = [];
+    const writer = await SqliteLedgerWriter.start("unused.db", new WriterLock(), (error) => fatal.push(error), STAND_IN);
+    const released = await writer.release("h1").then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(released).to.be.instanceOf(Error);
+    expect((released as Error).message).to.match(/thread stopped \(exit code 3\)/);
+    expect(fatal).to.deep.equal([released]);
+    await writer.close();
   });
 });
