@@ -43,8 +43,16 @@ function compileContracts(): void {
   if (result.status !== 0) throw new Error("hardhat compile failed");
 }
 
+/**
+ * npm start writes keyed calls' holds and charges on the ledger writer thread unless SQLITE_LEDGER_WRITER says
+ * otherwise (docs/benchmarks.md: the event loop's time a paid call down by about a fifth under npm start). The
+ * gateway's own default stays the event loop: the thread costs about a second at start, which a test suite starting
+ * hundreds of gateways would pay each time.
+ */
+const START_DEFAULTS = process.env.SQLITE_LEDGER_WRITER ? {} : { sqliteLedgerWriter: "thread" as const };
+
 async function main(): Promise<void> {
-  let config = loadConfig();
+  let config = loadConfig(process.env, START_DEFAULTS);
   let node: LocalNode | undefined;
   let deployment: Deployment;
   let rpcUrl = config.chainRpcUrl;
@@ -58,7 +66,7 @@ async function main(): Promise<void> {
     if (node && (!config.githubClientId || !config.googleClientId)) {
       // No OAuth apps on the embedded default: a local provider stands in for GitHub and Google.
       devIdentity = await startDevIdentityProvider({ github: !config.githubClientId, google: !config.googleClientId });
-      config = loadConfig(process.env, devIdentity.settings);
+      config = loadConfig(process.env, { ...START_DEFAULTS, ...devIdentity.settings });
     }
     if (node) {
       deployment = (await deployDemoChain(node, usdToMicros(DEMO_DEPOSIT_USD))).deployment;
@@ -161,7 +169,7 @@ Bundler:       ${aaStack ? `${aaStack.bundler.url} (Alto, EntryPoint v0.7; every
 Chain RPC:     ${rpcUrl} (chain id ${deployment.chainId}${node ? ", a local hardhat node started for this run" : ""})
 Escrow:        ${deployment.escrow}
 USDC:          ${deployment.usdc}${deployment.usdcIsTestToken ? " (test token)" : ""}
-Database:      ${config.dbPath}  (fee mode ${config.feeMode}, ${Number(config.feeBps) / 100}% platform fee)
+Database:      ${config.dbPath}  (fee mode ${config.feeMode}, ${Number(config.feeBps) / 100}% platform fee; calls' ledger writes ${config.sqliteLedgerWriter === "thread" ? "on a writer thread" : "on the event loop"}, SQLITE_LEDGER_WRITER)
 Demo buyer:    ${buyerId} (${devAccount(DEV_ACCOUNT_INDEX.demoBuyer).address}), balance ${microsToUsd(balance.availableMicros)} USDC, deposited on-chain
 Skills:        ${gateway.skills
     .list()

@@ -82,7 +82,7 @@ export interface Config {
   /**
    * On SQLite, who writes keyed calls' holds and charges: `thread`, a ledger writer thread with a connection of its own
    * (server/gateway/ledger-writer.ts), or `loop`, the event loop's connection, as every other write. A file only: an
-   * in-memory database is always written on the loop.
+   * in-memory database is always written on the loop. npm start sets `thread` unless told otherwise.
    */
   sqliteLedgerWriter: "thread" | "loop";
   /** JSON-RPC of the chain holding the escrow (a Base fork, Base Sepolia); empty: npm start runs its own local chain. */

@@ -109,6 +109,8 @@ describe("npm start (the embedded default)", () => {
     expect(rpcUrl, started.output).to.match(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect(started.output).to.match(/^Escrow: +0x[0-9a-fA-F]{40}$/m);
     expect(started.output).to.contain("balance 10 USDC, deposited on-chain");
+    // npm start writes calls' holds and charges on the ledger writer thread unless told otherwise: the call above went through it.
+    expect(started.output).to.match(/^Database: .*calls' ledger writes on a writer thread, SQLITE_LEDGER_WRITER\)$/m);
     const rpc = (method: string) =>
       fetch(rpcUrl!, {
         method: "POST",
