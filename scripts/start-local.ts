@@ -29,6 +29,7 @@ import { startDemoBackendThread } from "../server/devstack/demo-backend-thread";
 import { deployDemoChain } from "../server/devstack/chain-seed";
 import { DEMO_DEPOSIT_USD, seedDemo } from "../server/devstack/seed";
 import { startGateway } from "../server/index";
+import { SqliteLedgerWriter } from "../server/gateway/ledger-writer";
 import { createLogger } from "../server/ops/log";
 import { lockDatabase } from "../server/db/lock";
 import { microsToUsd, usdToMicros } from "../server/ledger/money";
@@ -169,7 +170,7 @@ Bundler:       ${aaStack ? `${aaStack.bundler.url} (Alto, EntryPoint v0.7; every
 Chain RPC:     ${rpcUrl} (chain id ${deployment.chainId}${node ? ", a local hardhat node started for this run" : ""})
 Escrow:        ${deployment.escrow}
 USDC:          ${deployment.usdc}${deployment.usdcIsTestToken ? " (test token)" : ""}
-Database:      ${config.dbPath}  (fee mode ${config.feeMode}, ${Number(config.feeBps) / 100}% platform fee; calls' ledger writes ${config.sqliteLedgerWriter === "thread" ? "on a writer thread" : "on the event loop"}, SQLITE_LEDGER_WRITER)
+Database:      ${config.dbPath}  (fee mode ${config.feeMode}, ${Number(config.feeBps) / 100}% platform fee; calls' ledger writes ${gateway.holds instanceof SqliteLedgerWriter ? "on a writer thread" : "on the event loop"}, SQLITE_LEDGER_WRITER)
 Demo buyer:    ${buyerId} (${devAccount(DEV_ACCOUNT_INDEX.demoBuyer).address}), balance ${microsToUsd(balance.availableMicros)} USDC, deposited on-chain
 Skills:        ${gateway.skills
     .list()

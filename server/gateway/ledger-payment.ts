@@ -18,7 +18,10 @@ export interface HoldBook {
    * left after it, in one durable transaction shared with the other charges.
    */
   settle(holdId: string, key: { apiKeyId: string; nowMs: number }, record: RecordCall, captured?: Charge): Promise<Budget>;
-  /** The release and the call's `record`, in one transaction that need not wait for the disk. */
+  /**
+   * The release and the call's `record`, in one transaction that need not wait for the disk (the writer thread answers
+   * once it is committed, which there is with its fsync).
+   */
   void(holdId: string, record: RecordCall): Promise<void>;
   /** The release alone (a fault ended the call). */
   release(holdId: string): Promise<void>;

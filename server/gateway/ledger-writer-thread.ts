@@ -30,11 +30,12 @@ async function main(): Promise<void> {
     port.postMessage({ kind: "fatal", error: describe(error) } satisfies WriterReply);
   };
   const db = openSqliteWriterConnection(start.file, new WriterLock(start.lock), { onCommitError: fatal, maxDelayMs: MAX_BATCH_DELAY_MS });
-  db.commit.onCommit = (stats) => port.postMessage({ kind: "commit", stats } satisfies WriterReply);
   const ledger = await Ledger.open(db);
   // The event loop's exits module notes a new shortfall in its own Ledger, not this one: every hold and release here
   // checks for one (an indexed query) rather than miss it.
   ledger.noteExitShortfall();
+  // Told from here on: the event loop's start() waits for "ready" as the first message.
+  db.commit.onCommit = (stats) => port.postMessage({ kind: "commit", stats } satisfies WriterReply);
   const holds = new LedgerHolds(ledger);
   const stores: CallWriteStores = { calls: new CallsStore(db), idempotency: new IdempotencyStore(db) };
   const record = (write: CallWrite): RecordCall => ({ write, run: (tx) => writeCall(stores, write, tx) });

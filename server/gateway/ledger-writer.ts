@@ -114,10 +114,11 @@ export class SqliteLedgerWriter implements HoldBook {
     if (this.broken) return Promise.reject(this.broken);
     if (this.closing) return Promise.reject(new Error("the ledger writer is closed"));
     const id = this.nextId++;
-    if (this.pending.size === 0) this.worker.ref();
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
+      // Posted first: an operation that cannot be sent is refused, and leaves nothing waiting.
       this.worker.postMessage({ id, ...operation });
+      if (this.pending.size === 0) this.worker.ref();
+      this.pending.set(id, { resolve, reject });
     });
   }
 
