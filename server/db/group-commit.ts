@@ -15,6 +15,13 @@ export interface SharedWrites {
   commitEachTurn: boolean;
 }
 
+/** A successful commit: its operations, the responses it released, and how long COMMIT (its fsync) took. */
+export interface CommitStats {
+  operations: number;
+  waiters: number;
+  durationMs: number;
+}
+
 interface Waiter {
   resolve: () => void;
   reject: (error: unknown) => void;
@@ -94,7 +101,7 @@ export class GroupCommit {
   private readonly savepoint;
 
   /** Told about each successful commit: its operations, the responses it released, and how long COMMIT (its fsync) took. */
-  onCommit?: (commit: { operations: number; waiters: number; durationMs: number }) => void;
+  onCommit?: (commit: CommitStats) => void;
 
   constructor(
     private readonly db: Db,

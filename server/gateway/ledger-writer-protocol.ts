@@ -1,3 +1,4 @@
+import type { CommitStats } from "../db/group-commit";
 import type { Charge } from "../ledger/fees";
 import type { HoldInput } from "../ledger/ledger";
 import type { CallWrite } from "./call-write";
@@ -21,13 +22,6 @@ export interface WriterError {
   name: string;
   message: string;
   code?: string;
-}
-
-/** What a commit of the thread's group commit was (as GroupCommit.onCommit tells it). */
-export interface CommitStats {
-  operations: number;
-  waiters: number;
-  durationMs: number;
 }
 
 /**

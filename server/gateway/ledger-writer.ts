@@ -5,7 +5,8 @@ import type { Charge } from "../ledger/fees";
 import type { Budget, HoldInput, HoldResult } from "../ledger/ledger";
 import type { HoldBook } from "./ledger-payment";
 import type { RecordCall } from "./payment";
-import type { CommitStats, WriterError, WriterReply, WriterRequest, WriterStart } from "./ledger-writer-protocol";
+import type { CommitStats } from "../db/group-commit";
+import type { WriterError, WriterReply, WriterRequest, WriterStart } from "./ledger-writer-protocol";
 
 const WORKER_SCRIPT = path.join(__dirname, "ledger-writer-worker.cjs");
 /** How long close() lets the thread finish what it was asked before it is stopped. */
