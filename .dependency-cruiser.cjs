@@ -20,6 +20,7 @@
  * layer throws) sit outside the layers: any part may import them, and they import nothing of server/.
  * text.ts (the policy for text people type and others read) sits beside them, and imports only errors.ts.
  * housekeeping.ts (a module's named timers, started by the composition root) sits beside them too, importing nothing.
+ * threads.ts (worker threads running the gateway's TypeScript, bundled by esbuild) likewise.
  *
  * Each module keeps its tables' migration steps beside it (server/<module>/schema.ts). server/schema.ts, beside the
  * composition root, gathers them into the ordered list db/ applies (openDatabase takes the list): it is the one file
@@ -47,6 +48,7 @@ function onlyImports(name, from, allowed, comment) {
         "^server/text\\.ts$",
         "^server/error-log\\.ts$",
         "^server/housekeeping\\.ts$",
+        "^server/threads\\.ts$",
       ],
     },
   };

@@ -44,16 +44,8 @@ function compileContracts(): void {
   if (result.status !== 0) throw new Error("hardhat compile failed");
 }
 
-/**
- * npm start writes keyed calls' holds and charges on the ledger writer thread unless SQLITE_LEDGER_WRITER says
- * otherwise (docs/benchmarks.md: the event loop's time a paid call down by about a fifth under npm start). The
- * gateway's own default stays the event loop: the thread costs about a second at start, which a test suite starting
- * hundreds of gateways would pay each time.
- */
-const START_DEFAULTS = process.env.SQLITE_LEDGER_WRITER ? {} : { sqliteLedgerWriter: "thread" as const };
-
 async function main(): Promise<void> {
-  let config = loadConfig(process.env, START_DEFAULTS);
+  let config = loadConfig(process.env);
   let node: LocalNode | undefined;
   let deployment: Deployment;
   let rpcUrl = config.chainRpcUrl;
@@ -67,7 +59,7 @@ async function main(): Promise<void> {
     if (node && (!config.githubClientId || !config.googleClientId)) {
       // No OAuth apps on the embedded default: a local provider stands in for GitHub and Google.
       devIdentity = await startDevIdentityProvider({ github: !config.githubClientId, google: !config.googleClientId });
-      config = loadConfig(process.env, { ...START_DEFAULTS, ...devIdentity.settings });
+      config = loadConfig(process.env, devIdentity.settings);
     }
     if (node) {
       deployment = (await deployDemoChain(node, usdToMicros(DEMO_DEPOSIT_USD))).deployment;

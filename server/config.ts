@@ -82,7 +82,7 @@ export interface Config {
   /**
    * On SQLite, who writes keyed calls' holds and charges: `thread`, a ledger writer thread with a connection of its own
    * (server/gateway/ledger-writer.ts), or `loop`, the event loop's connection, as every other write. A file only: an
-   * in-memory database is always written on the loop. npm start sets `thread` unless told otherwise.
+   * in-memory database is always written on the loop.
    */
   sqliteLedgerWriter: "thread" | "loop";
   /** JSON-RPC of the chain holding the escrow (a Base fork, Base Sepolia); empty: npm start runs its own local chain. */
@@ -535,7 +535,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     idempotencyTtlMs: int(env, "IDEMPOTENCY_TTL_HOURS", 24, 1, 24 * 30) * 3_600_000,
     keyCacheTtlMs: int(env, "KEY_CACHE_TTL_MS", 5_000, 0, 3_600_000),
     groupCommitMaxOps: int(env, "GROUP_COMMIT_MAX_OPS", 512, 1, 100_000),
-    sqliteLedgerWriter: oneOf(env, "SQLITE_LEDGER_WRITER", ["thread", "loop"] as const, "loop"),
+    sqliteLedgerWriter: oneOf(env, "SQLITE_LEDGER_WRITER", ["thread", "loop"] as const, "thread"),
     chainRpcUrl: text(env, "CHAIN_RPC_URL", ""),
     deploymentFile: text(env, "DEPLOYMENT_FILE", "deployments/localhost.json"),
     chainPort: int(env, "CHAIN_PORT", 8545, 0, 65535),

@@ -75,7 +75,7 @@ export interface GatewaySpec {
    * 50, each of the 50 connections calls as a buyer of its own).
    */
   buyers?: number;
-  /** SQLite: who writes keyed calls' holds and charges (SQLITE_LEDGER_WRITER); `loop` by default. */
+  /** SQLite: who writes keyed calls' holds and charges (SQLITE_LEDGER_WRITER); `thread` by default. */
   sqliteLedgerWriter?: "thread" | "loop";
   /**
    * The escrow chain. Given, the buyer's balance is its deposit there (made before the gateway starts, read
@@ -91,7 +91,16 @@ export interface GatewaySpec {
  * its limits in Redis. The first replica of a database seeds it; the others are given the seeded key.
  */
 async function runGateway(spec: GatewaySpec): Promise<void> {
-  const { backendUrl, dbPath, databaseUrl = "", redisUrl = "", replicaId = "", seededKeys, buyers = 1, sqliteLedgerWriter = "loop" } = spec;
+  const {
+    backendUrl,
+    dbPath,
+    databaseUrl = "",
+    redisUrl = "",
+    replicaId = "",
+    seededKeys,
+    buyers = 1,
+    sqliteLedgerWriter = "thread",
+  } = spec;
   const { loadConfig } = await import("../../server/config");
   const { startGateway } = await import("../../server/index");
   const { createLogger } = await import("../../server/ops/log");

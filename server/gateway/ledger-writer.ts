@@ -1,6 +1,7 @@
 import path from "node:path";
 import { Worker } from "node:worker_threads";
 import type { WriterLock } from "../db/writer-lock";
+import { startThread } from "../threads";
 import type { Charge } from "../ledger/fees";
 import type { Budget, HoldInput, HoldResult } from "../ledger/ledger";
 import type { HoldBook } from "./ledger-payment";
@@ -8,7 +9,8 @@ import type { RecordCall } from "./payment";
 import type { CommitStats } from "../db/group-commit";
 import type { WriterError, WriterReply, WriterRequest, WriterStart } from "./ledger-writer-protocol";
 
-const WORKER_SCRIPT = path.join(__dirname, "ledger-writer-worker.cjs");
+/** The thread's entry, bundled for it by ../threads.ts. */
+const THREAD_ENTRY = path.join(__dirname, "ledger-writer-thread.ts");
 /** How long close() lets the thread finish what it was asked before it is stopped. */
 const CLOSE_DEADLINE_MS = 10_000;
 
@@ -48,10 +50,11 @@ export class SqliteLedgerWriter implements HoldBook {
     file: string,
     lock: WriterLock,
     onFatal: (error: unknown) => void,
-    /** The thread's script: ./ledger-writer-worker.cjs; a test's stand-in thread otherwise. */
-    script = WORKER_SCRIPT,
+    /** A test's stand-in thread (a CommonJS file); ./ledger-writer-thread.ts otherwise. */
+    standIn?: string,
   ): Promise<SqliteLedgerWriter> {
-    const worker = new Worker(script, { workerData: { file, lock: lock.buffer } satisfies WriterStart });
+    const workerData: WriterStart = { file, lock: lock.buffer };
+    const worker = standIn ? new Worker(standIn, { workerData }) : await startThread(THREAD_ENTRY, { workerData });
     const writer = new SqliteLedgerWriter(worker, lock, onFatal);
     await new Promise<void>((resolve, reject) => {
       const done = (error?: Error) => {

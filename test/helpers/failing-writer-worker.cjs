@@ -1,4 +1,4 @@
-// A stand-in for the SQLite ledger writer's thread (server/gateway/ledger-writer-worker.cjs) that fails as a real one
+// A stand-in for the SQLite ledger writer's thread (server/gateway/ledger-writer-thread.ts) that fails as a real one
 // can: it answers a hold, reports a failed commit (a "fatal") at a settle, and dies at a release.
 "use strict";
 const { parentPort } = require("node:worker_threads");
