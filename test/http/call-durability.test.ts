@@ -5,7 +5,9 @@ import { type TestStack, startStack } from "../helpers/gateway";
 /**
  * On SQLite a charge's durability is an fsync of the -wal file on libuv's thread pool (server/db/wal-sync.ts): the
  * paid call's 200 must wait for it, and a failed fsync must answer no 200 and stop the gateway. The real fsync is
- * held back (or failed) here at its one boundary, WalFileSync.sync, as a slow or failing disk would.
+ * held back (or failed) here at its one boundary, WalFileSync.sync, as a slow or failing disk would. The event loop's
+ * group commit is what this checks (SQLITE_LEDGER_WRITER=loop): the writer thread's COMMIT runs at synchronous=FULL,
+ * its fsync inside it (test/gateway/ledger-writer.test.ts).
  */
 describe("POST /v1/call on SQLite: the answer waits for the log's fsync", () => {
   const realSync = WalFileSync.prototype.sync;
@@ -17,7 +19,7 @@ describe("POST /v1/call on SQLite: the answer waits for the log's fsync", () => 
   beforeEach(async () => {
     fatal = [];
     held = [];
-    stack = await startStack({ gateway: { onFatal: (error) => fatal.push(error) } });
+    stack = await startStack({ config: { sqliteLedgerWriter: "loop" }, gateway: { onFatal: (error) => fatal.push(error) } });
   });
   afterEach(async () => {
     WalFileSync.prototype.sync = realSync;

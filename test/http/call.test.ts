@@ -28,9 +28,8 @@ async function expectNoCharge(stack: TestStack, action: () => Promise<unknown>):
 /** Makes every insert into `calls` fail, as a fault of the gateway's own database would. */
 async function injectCallsFault(stack: TestStack): Promise<void> {
   if (stack.engine === "sqlite") {
-    sqliteOf(stack.gw.db).db.exec(
-      "CREATE TEMP TRIGGER injected_fault BEFORE INSERT ON calls BEGIN SELECT RAISE(ABORT, 'injected fault'); END",
-    );
+    // In the file, not TEMP: the ledger writer's thread writes calls' lines on a connection of its own.
+    sqliteOf(stack.gw.db).db.exec("CREATE TRIGGER injected_fault BEFORE INSERT ON calls BEGIN SELECT RAISE(ABORT, 'injected fault'); END");
   } else {
     await stack.gw.db.run(
       "CREATE FUNCTION injected_fault() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected fault'; END $$",

@@ -73,10 +73,8 @@ describe("the gateway's log", () => {
   });
 
   it("adds the request id to the parts' own messages about that request", async () => {
-    // A fault on the call path's own connection (a TEMP trigger lives in the SQLite connection that made it).
-    sqliteOf(stack.gw.db).db.exec(
-      "CREATE TEMP TRIGGER injected_fault BEFORE INSERT ON calls BEGIN SELECT RAISE(ABORT, 'injected fault'); END",
-    );
+    // A fault where calls' lines are written (in the file, not TEMP: the ledger writer's thread has a connection of its own).
+    sqliteOf(stack.gw.db).db.exec("CREATE TRIGGER injected_fault BEFORE INSERT ON calls BEGIN SELECT RAISE(ABORT, 'injected fault'); END");
     const res = await stack.post("/v1/call", { skill_id: "echo", input: {} });
     expect(res.status).to.equal(500);
     await requestLine(res.headers.get("x-request-id"));
