@@ -1,5 +1,5 @@
 import path from "node:path";
-import { Worker } from "node:worker_threads";
+import { startThread } from "../threads";
 import type { DemoBackend } from "./demo-backend";
 
 /**
@@ -9,7 +9,7 @@ import type { DemoBackend } from "./demo-backend";
  * startDemoBackend, which the tests run in-process; a route's secret is set by a message the thread acknowledges.
  */
 export async function startDemoBackendThread(port = 0, host = "127.0.0.1"): Promise<DemoBackend> {
-  const worker = new Worker(path.join(__dirname, "demo-backend-worker.cjs"), { workerData: { port, host } });
+  const worker = await startThread(path.join(__dirname, "demo-backend-worker.ts"), { workerData: { port, host } });
   const acks = new Map<number, { resolve: () => void; reject: (error: Error) => void }>();
   let nextId = 1;
   let closing = false;
