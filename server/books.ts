@@ -83,7 +83,10 @@ export async function openBooks(config: Config, log: (message: string, error?: u
         );
     await assertBalanced(db);
     // Started once recovery has closed what a crash left open: the thread finds only its own holds.
-    if (writerLock) f.writer = await SqliteLedgerWriter.start(fs.realpathSync(config.dbPath), writerLock, onFatal);
+    if (writerLock) {
+      f.writer = await SqliteLedgerWriter.start(fs.realpathSync(config.dbPath), writerLock, onFatal);
+      ledger.otherWriter = f.writer;
+    }
     if (config.redisUrl) {
       // The daily cap counts the calls log when Redis has no count yet.
       const calls = new CallsStore(db);

@@ -1,5 +1,6 @@
 import path from "node:path";
 import { Worker } from "node:worker_threads";
+import { threadScript } from "../threads";
 import type { ProblemReport } from "./schema-guard";
 
 /**
@@ -60,13 +61,17 @@ interface Slot {
   seen: Set<string>;
 }
 
-const WORKER_SCRIPT = path.join(__dirname, "validation-worker.cjs");
+/** The workers' entry, bundled for them by ../threads.ts when the pool first has a job. */
+const WORKER_ENTRY = path.join(__dirname, "validation-worker.ts");
 
 export class ValidationPool {
   private readonly slots: Slot[] = [];
   private readonly queue: Job[] = [];
   private nextId = 1;
   private closed = false;
+  /** The workers' script, once built (asked for at the first job); until then jobs wait in the queue. */
+  private script: string | undefined;
+  private building = false;
 
   constructor(private readonly options: ValidationPoolOptions) {}
 
@@ -123,7 +128,8 @@ export class ValidationPool {
 
   private dispatch(): void {
     if (this.closed) return;
-    while (this.slots.length < (this.options.size ?? 1)) this.slots.push(this.spawn());
+    if (this.script === undefined) return this.build();
+    while (this.slots.length < (this.options.size ?? 1)) this.slots.push(this.spawn(this.script));
     for (const slot of this.slots) {
       // An idle worker takes the first job still within its deadline; the expired ones before it are refused.
       while (slot.ready && !slot.job && this.queue.length > 0) {
@@ -172,9 +178,31 @@ export class ValidationPool {
     }
   }
 
-  private spawn(): Slot {
+  /**
+   * Builds the workers' script, then dispatches what waits. A build that fails (an install without esbuild's binary)
+   * is logged; the jobs waiting are refused at their deadlines, as when no worker can take them, and the next job
+   * tries again.
+   */
+  private build(): void {
+    if (this.building) return;
+    this.building = true;
+    threadScript(WORKER_ENTRY).then(
+      (script) => {
+        this.building = false;
+        this.script = script;
+        this.dispatch();
+      },
+      (error: unknown) => {
+        this.building = false;
+        this.options.log?.("the schema validation workers could not be built", error);
+      },
+    );
+  }
+
+  private spawn(script: string): Slot {
     const memoryMb = this.options.memoryMb ?? 64;
-    const worker = new Worker(WORKER_SCRIPT, {
+    const worker = new Worker(script, {
+      eval: true,
       resourceLimits: { maxOldGenerationSizeMb: memoryMb, maxYoungGenerationSizeMb: Math.max(4, Math.floor(memoryMb / 4)) },
     });
     worker.unref();

@@ -15,6 +15,8 @@ export type WriterRequest = { id: number } & (
   | { op: "settle"; holdId: string; key: { apiKeyId: string; nowMs: number }; write: CallWrite; captured?: Charge }
   | { op: "void"; holdId: string; write: CallWrite }
   | { op: "release"; holdId: string }
+  /** Answered once everything before it is committed (a read on the event loop's connection then sees it). */
+  | { op: "caught_up" }
 );
 
 /** An error as it crosses threads. */

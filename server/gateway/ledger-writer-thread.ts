@@ -55,6 +55,8 @@ async function main(): Promise<void> {
       case "release":
         await holds.release(request.holdId);
         return db.durable();
+      case "caught_up":
+        return db.durable();
     }
   };
   port.on("message", (message: WriterRequest | { op: "close" }) => {

@@ -102,6 +102,16 @@ export class SqliteLedgerWriter implements HoldBook {
     await this.ask({ op: "release", holdId });
   }
 
+  /**
+   * Resolves once every operation answered so far is committed, so that a read on the event loop's connection sees it
+   * (a hold is answered before its batch commits). Once the thread is closed or broken there is nothing more to wait
+   * for: what it committed is all it will.
+   */
+  async caughtUp(): Promise<void> {
+    if (this.broken || this.closing) return;
+    await this.ask({ op: "caught_up" });
+  }
+
   /** Lets the operations asked so far finish, commits, and stops the thread (at the latest after CLOSE_DEADLINE_MS). */
   async close(): Promise<void> {
     if (this.closing) return this.exited;

@@ -145,6 +145,11 @@ export class Ledger {
   private readonly deferred: DeferredWrites;
   /** Folds the pending balance deltas of captures into their rows (PostgreSQL; ./balance-roll-up.ts). */
   readonly rollUp: BalanceRollUp;
+  /**
+   * What a balance read outside a transaction waits for first, when another connection writes holds and answers them
+   * before they are committed (SQLite's ledger writer thread): until they are, this connection would not see them.
+   */
+  otherWriter?: { caughtUp(): Promise<void> };
 
   private constructor(
     readonly db: Database,
@@ -709,6 +714,8 @@ export class Ledger {
   }
 
   async balance(accountId: string, sql: Sql = this.db): Promise<Balance> {
+    // Inside a transaction the other writer cannot commit until it ends: waiting for it there would never end.
+    if (sql === this.db) await this.otherWriter?.caughtUp();
     return { availableMicros: await this.balanceOf(accountId, "available", sql), heldMicros: await this.balanceOf(accountId, "held", sql) };
   }
 

@@ -3,6 +3,7 @@ import Database from "better-sqlite3";
 import { expect } from "chai";
 import type { SqliteDatabase } from "../../server/db/sqlite-database";
 import { WriterLock } from "../../server/db/writer-lock";
+import { computeCharge } from "../../server/ledger/fees";
 import { SqliteLedgerWriter } from "../../server/gateway/ledger-writer";
 import { LEGACY_SCOPES } from "../../server/identity/scopes";
 import type { HoldInput } from "../../server/ledger/ledger";
@@ -64,6 +65,20 @@ describe("the SQLite ledger writer thread (SQLITE_LEDGER_WRITER=thread)", functi
     expect(await stack.earned()).to.equal(before.earned + 60n * 900n);
     expect(await stack.fees()).to.equal(before.fees + 60n * 100n);
     await assertBalanced(stack.gw.db);
+  });
+
+  it("shows a hold in a balance read on the event loop as soon as the hold is answered, before its batch would commit", async () => {
+    const before = await stack.gw.ledger.balance(stack.buyerId);
+    const charge = computeCharge(70_000n, "included", 1_000n);
+    const held = await stack.gw.holds.hold({ accountId: stack.buyerId, sellerAccountId: stack.sellerId, skillId: "echo", charge });
+    if (!held.ok) throw new Error(`not held: ${held.reason}`);
+    // Answered before its batch commits (within 2 ms): the read waits for the thread to commit what it answered.
+    expect(await stack.gw.ledger.balance(stack.buyerId)).to.deep.equal({
+      availableMicros: before.availableMicros - charge.chargedMicros,
+      heldMicros: before.heldMicros + charge.chargedMicros,
+    });
+    await stack.gw.holds.release(held.hold.id);
+    expect(await stack.gw.ledger.balance(stack.buyerId)).to.deep.equal(before);
   });
 
   it("tells each answer the balance its charge left, read in the capture's own transaction", async () => {
