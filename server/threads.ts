@@ -47,5 +47,6 @@ async function bundle(entry: string): Promise<string> {
   // An evaluated script's `require` resolves from the process's working directory; the bundle's requires must
   // resolve from where its entry is, as they would in the file itself.
   const requireFrom = `require("node:module").createRequire(${JSON.stringify(entry)})`;
-  return `"use strict";\n(function (require) {\n${code}\n})(${requireFrom});\n`;
+  // Named after its entry in stack traces (instead of "[worker eval]").
+  return `"use strict";\n(function (require) {\n${code}\n})(${requireFrom});\n//# sourceURL=${entry}.bundle.js\n`;
 }

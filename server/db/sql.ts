@@ -101,6 +101,8 @@ export interface Database extends Sql {
   /** Resolves once everything committed so far is on disk. */
   durable(): Promise<void>;
   close(): Promise<void>;
+  /** Whether the caller runs inside one of this database's transactions (SQLite's event loop: it knows). */
+  insideTransaction?(): boolean;
 }
 
 /** Runs `fn` inside `tx` when the caller has a transaction, or in a transaction of its own. */

@@ -125,8 +125,12 @@ export class SqliteDatabase implements Database {
     return result;
   }
 
+  insideTransaction(): boolean {
+    return this.current !== undefined && TURN.getStore() === this.current;
+  }
+
   private refuseInsideTransaction(what: string): void {
-    if (this.current !== undefined && TURN.getStore() === this.current) {
+    if (this.insideTransaction()) {
       throw new Error(`${what} on the database from inside one of its transactions would wait for that transaction for ever: use its tx`);
     }
   }

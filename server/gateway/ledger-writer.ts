@@ -54,7 +54,11 @@ export class SqliteLedgerWriter implements HoldBook {
     standIn?: string,
   ): Promise<SqliteLedgerWriter> {
     const workerData: WriterStart = { file, lock: lock.buffer };
-    const worker = standIn ? new Worker(standIn, { workerData }) : await startThread(THREAD_ENTRY, { workerData });
+    const worker = standIn
+      ? new Worker(standIn, { workerData })
+      : await startThread(THREAD_ENTRY, { workerData }).catch((error: unknown) => {
+          throw new Error(`the ledger writer's thread could not be built (SQLITE_LEDGER_WRITER=loop runs without it)`, { cause: error });
+        });
     const writer = new SqliteLedgerWriter(worker, lock, onFatal);
     await new Promise<void>((resolve, reject) => {
       const done = (error?: Error) => {

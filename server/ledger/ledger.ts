@@ -714,9 +714,23 @@ export class Ledger {
   }
 
   async balance(accountId: string, sql: Sql = this.db): Promise<Balance> {
-    // Inside a transaction the other writer cannot commit until it ends: waiting for it there would never end.
-    if (sql === this.db) await this.otherWriter?.caughtUp();
-    return { availableMicros: await this.balanceOf(accountId, "available", sql), heldMicros: await this.balanceOf(accountId, "held", sql) };
+    if (sql === this.db) await this.caughtUp();
+    // One statement: the other writer commits on a thread of its own, and could land between two reads.
+    const rows = await sql.all<{ bucket: Bucket; balance: bigint }>(
+      `SELECT bucket, balance FROM ${sql.dialect.balances} WHERE account_id = ? AND bucket IN ('available', 'held')`,
+      [accountId],
+    );
+    const of = (bucket: Bucket) => rows.find((row) => row.bucket === bucket)?.balance ?? 0n;
+    return { availableMicros: of("available"), heldMicros: of("held") };
+  }
+
+  /**
+   * Waits until what the other writer (`otherWriter`) has answered is committed, so that a read outside a transaction
+   * sees it. Inside a transaction it does not wait: the other writer cannot commit before that transaction ends (the
+   * two take turns on the file), and has committed everything it answered before it began.
+   */
+  async caughtUp(): Promise<void> {
+    if (this.otherWriter && !this.db.insideTransaction?.()) await this.otherWriter.caughtUp();
   }
 
   async balanceOf(accountId: string, bucket: Bucket, sql: Sql = this.db): Promise<bigint> {

@@ -81,6 +81,25 @@ describe("the SQLite ledger writer thread (SQLITE_LEDGER_WRITER=thread)", functi
     expect(await stack.gw.ledger.balance(stack.buyerId)).to.deep.equal(before);
   });
 
+  it("reads a balance inside an event loop transaction without waiting for the thread, which waits for that transaction", async () => {
+    const charge = computeCharge(30_000n, "included", 1_000n);
+    const input = { accountId: stack.buyerId, sellerAccountId: stack.sellerId, skillId: "echo", charge };
+    const read = stack.gw.db.transaction(async () => {
+      // A hold asked of the thread now waits for the file, which this transaction has.
+      const waiting = stack.gw.holds.hold(input);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      return { balance: await stack.gw.ledger.balance(stack.buyerId), waiting };
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const stuck = new Promise<"stuck">((resolve) => (timer = setTimeout(resolve, 5_000, "stuck")));
+    const outcome = await Promise.race([read, stuck]);
+    clearTimeout(timer);
+    if (outcome === "stuck") throw new Error("the read waited for the thread, which waited for the read's transaction");
+    const held = await outcome.waiting;
+    if (!held.ok) throw new Error(`not held: ${held.reason}`);
+    await stack.gw.holds.release(held.hold.id);
+  });
+
   it("tells each answer the balance its charge left, read in the capture's own transaction", async () => {
     // A cent a call, so that the header (USD to the cent) tells every charge apart.
     await stack.addSkill("echo-cent", "/echo", { priceMicros: 10_000n });
