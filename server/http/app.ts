@@ -201,7 +201,7 @@ export function createApp(deps: AppDeps): express.Express {
       limit: limits.signIn,
     }),
   );
-  app.use(keyRoutes({ sessions: identity.sessions, keys: identity.keys, skills, now, caughtUp: () => ledger.caughtUp() }));
+  app.use(keyRoutes({ sessions: identity.sessions, keys: identity.keys, skills, now }));
   app.use(ownKeyRoutes({ keys: identity.keys, ledger, now }));
   app.use(
     sellerRoutes({

@@ -92,6 +92,8 @@ export class ApiKeys {
   constructor(
     private readonly db: Database,
     private readonly cacheTtlMs = 5_000,
+    /** Resolves once the holds already answered are committed (Ledger.caughtUp): what keys spent is read after. */
+    private readonly caughtUp: () => Promise<void> = async () => {},
   ) {
     this.store = new ApiKeysStore(db);
     this.limits = new SpendLimits(db);
@@ -232,7 +234,9 @@ export class ApiKeys {
   }
 
   /** The spending limits of those of `keyIds` that have one, with what each spent in its period running at `nowMs`. */
-  spendLimits(keyIds: readonly string[], nowMs = Date.now()): Promise<Map<string, SpendLimitStatus>> {
+  async spendLimits(keyIds: readonly string[], nowMs = Date.now()): Promise<Map<string, SpendLimitStatus>> {
+    // A hold counts in its key's spending: one the ledger writer thread answered is read once committed.
+    await this.caughtUp();
     return this.limits.statuses(keyIds, nowMs);
   }
 

@@ -73,7 +73,7 @@ export interface IdentityOptions {
 
 /** The identity path on `ledger`'s database (accounts are opened in its books). */
 export function createIdentity(db: Database, ledger: Ledger, config: IdentityConfig, options: IdentityOptions = {}): Identity {
-  const keys = new ApiKeys(db, config.keyCacheTtlMs);
+  const keys = new ApiKeys(db, config.keyCacheTtlMs, () => ledger.caughtUp());
   const sessions = new Sessions(ledger);
   const magicLinks = new MagicLinks(db, options.mailer ?? createMailer(config, db, options.outboxEcho), {
     ttlMs: config.emailLinkTtlMs,

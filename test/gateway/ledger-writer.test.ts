@@ -148,6 +148,26 @@ describe("the SQLite ledger writer thread (SQLITE_LEDGER_WRITER=thread)", functi
     expect(await stack.available(buyer.accountId)).to.equal(1_000_000n - 5_000n);
   });
 
+  it("counts a hold in its key's spending as soon as the hold is answered", async () => {
+    const buyer = await stack.addBuyer("1");
+    const { record } = await stack.gw.keys.create(buyer.accountId, {
+      scopes: LEGACY_SCOPES,
+      spendLimit: { limitMicros: 500_000n, period: "day" },
+    });
+    const charge = computeCharge(40_000n, "included", 1_000n);
+    const held = await stack.gw.holds.hold({
+      accountId: buyer.accountId,
+      sellerAccountId: stack.sellerId,
+      skillId: "echo",
+      charge,
+      apiKeyId: record.id,
+    });
+    if (!held.ok) throw new Error(`not held: ${held.reason}`);
+    // Answered before its batch commits: the read waits for the thread to commit what it answered.
+    expect((await stack.gw.keys.spendLimits([record.id])).get(record.id)?.spentMicros).to.equal(charge.chargedMicros);
+    await stack.gw.holds.release(held.hold.id);
+  });
+
   it("takes turns on the file with the event loop's writes: credits made during calls all land", async () => {
     const buyer = await stack.addBuyer("0.5");
     const calls = Array.from({ length: 40 }, (_, i) => stack.post("/v1/skills/echo/call", { i }, { key: buyer.key }));

@@ -61,14 +61,7 @@ const shapeOf = ({ record, spendLimit }: KeyState): KeyShape => ({
  * What a management key may do is decided inside the change's own transaction, on the management key and the target
  * key as that transaction reads them, so that a management key narrowed (or revoked) meanwhile is held to what it is.
  */
-export function keyRoutes(deps: {
-  sessions: Sessions;
-  keys: ApiKeys;
-  skills: SkillRegistry;
-  now?: () => number;
-  /** Resolves once the holds already answered are committed (the ledger writer thread's): what keys have spent is read after. */
-  caughtUp?: () => Promise<void>;
-}): Router {
+export function keyRoutes(deps: { sessions: Sessions; keys: ApiKeys; skills: SkillRegistry; now?: () => number }): Router {
   const router = express.Router();
   const auth = (route: string) => requireAccount(deps.keys, deps.sessions, route);
   const json = jsonBody(16_384);
@@ -146,7 +139,6 @@ export function keyRoutes(deps: {
 
   router.get("/v1/keys", auth("GET /v1/keys"), async (req, res) => {
     const live = (await deps.keys.listForAccount(req.accountId!)).filter((k) => k.revokedAtMs === null);
-    await deps.caughtUp?.();
     const limits = await deps.keys.spendLimits(
       live.map((k) => k.id),
       now(),

@@ -19,8 +19,6 @@ export function ownKeyRoutes(deps: { keys: ApiKeys; ledger: Ledger; now?: () => 
   router.get("/v1/key", requireApiKey(deps.keys, "GET /v1/key"), async (req, res) => {
     const authenticated = req.apiKey!;
     const nowMs = now();
-    // What the key has spent counts the holds already answered: read once they are committed (Ledger.caughtUp).
-    await deps.ledger.caughtUp();
     // Read as the listing reads it (its last use not yet written included), not as the authentication cache holds it.
     const [listed, limits, balance] = await Promise.all([
       deps.keys.listForAccount(authenticated.accountId),
