@@ -22,7 +22,6 @@ const LONGEST_FIRST = [
   "test/e2e/serve-restart.test.ts",
   "test/x402/x402-order.test.ts",
   "test/e2e/dashboard/first-call.test.ts",
-  "test/e2e/packaging.test.ts",
   "test/e2e/start-local.test.ts",
   "test/e2e/start-cluster.test.ts",
   "test/e2e/concurrency.test.ts",

@@ -11,7 +11,7 @@ const CONFIG = path.join(ROOT, ".dependency-cruiser.cjs");
 /**
  * One throwaway tree holding a probe for every rule: the imports each rule must refuse, and the ones it must let
  * through, each in files of its own so that every case reads its own lines of one run's output. (The tree as it
- * stands is cruised by `npm run lint`, which `npm test` runs first.)
+ * stands is cruised by `npm run lint`, which `npm test` runs before its suites.)
  */
 const TREE: Record<string, string> = {
   // What the probes import.
