@@ -103,10 +103,9 @@ async function runGateway(spec: GatewaySpec): Promise<void> {
   } = spec;
   const { loadConfig } = await import("../../server/config");
   const { startGateway } = await import("../../server/index");
-  const { createLogger } = await import("../../server/ops/log");
-  const pino = (await import("pino")).default;
-  // Each request's log line is written as in production (JSON, asynchronously), to a file beside the ledger.
-  const logger = createLogger({ level: "info", destination: pino.destination({ dest: `${dbPath}.log`, sync: false }) });
+  const { createLogger, logDestination } = await import("../../server/ops/log");
+  // Each request's log line is written as in production (JSON, asynchronously, gathered), to a file beside the ledger.
+  const logger = createLogger({ level: "info", destination: logDestination(`${dbPath}.log`) });
   const gw = await startGateway(
     loadConfig(
       {},

@@ -1,3 +1,4 @@
+import fs from "node:fs";
 import pino, { type DestinationStream, type Logger } from "pino";
 import { loggedError } from "../error-log";
 import { currentRequest } from "./request-context";
@@ -71,8 +72,26 @@ export function createLogger(parameters: CreateLoggerParameters): Logger {
       },
     });
   }
-  // Asynchronous (sync: false): a log line on the call path is a buffer append, not a write(2) that waits.
-  return pino(options, pino.destination({ dest: 1, sync: false }));
+  return pino(options, logDestination(1));
+}
+
+/** How many bytes of lines the log destination gathers before it writes them (LOG_FLUSH_MS bounds how long they wait). */
+export const LOG_BUFFER_BYTES = 4096;
+/** How long a line may wait in the destination's buffer, at most, when fewer than LOG_BUFFER_BYTES have gathered. */
+export const LOG_FLUSH_MS = 250;
+
+/**
+ * Where the gateway's JSON lines go (a file descriptor or a path): written asynchronously, a line on the call path being
+ * a buffer append, not a write(2) that waits; and gathered, one write(2) on libuv's thread pool for about 15 request
+ * lines rather than one for each (a thread-pool round trip a request, measured in docs/benchmarks.md), at most
+ * LOG_FLUSH_MS late. What is buffered is written when the process exits (pino flushes the destination on exit); only a
+ * process killed outright loses it, at most LOG_FLUSH_MS of lines.
+ */
+export function logDestination(dest: number | string): DestinationStream {
+  // A file is opened here, synchronously: opened by the destination it would not be ready for the flush on exit of a
+  // process that exits at once (sonic-boom throws "not ready yet" from it).
+  const fd = typeof dest === "number" ? dest : fs.openSync(dest, "a");
+  return pino.destination({ dest: fd, sync: false, minLength: LOG_BUFFER_BYTES, periodicFlush: LOG_FLUSH_MS });
 }
 
 /** The shape the gateway's parts log through: a message, and the error or detail behind it. */

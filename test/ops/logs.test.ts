@@ -1,6 +1,12 @@
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { Writable } from "node:stream";
 import { expect } from "chai";
-import { createLogger } from "../../server/ops/log";
+import type SonicBoom from "sonic-boom";
+import { TS_REGISTER } from "../../server/devstack/child-process";
+import { LOG_BUFFER_BYTES, LOG_FLUSH_MS, createLogger, logDestination } from "../../server/ops/log";
 import { type TestStack, startStack } from "../helpers/gateway";
 import { sqliteOf } from "../helpers/ledger";
 import { sameOrigin, send, signedIn } from "../helpers/session";
@@ -143,5 +149,56 @@ describe("the gateway's log", () => {
       apiKey: "[redacted]",
       detail: { authorization: "[redacted]" },
     });
+  });
+});
+
+describe("the gateway's log destination (logDestination)", () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), "log-destination-"));
+  });
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  const turn = () => new Promise((resolve) => setImmediate(resolve));
+
+  it("gathers a server's lines into one write, made at the latest LOG_FLUSH_MS later, not one write a line", async () => {
+    const file = path.join(dir, "gateway.log");
+    const destination = logDestination(file) as SonicBoom;
+    const writes: number[] = [];
+    destination.on("write", (bytes: number) => writes.push(bytes));
+    const logger = createLogger({ level: "info", destination });
+    for (let i = 0; i < 10; i++) {
+      logger.info({ i }, "request");
+      await turn();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(writes, "lines written before LOG_FLUSH_MS, under LOG_BUFFER_BYTES").to.deep.equal([]);
+    await new Promise((resolve) => setTimeout(resolve, LOG_FLUSH_MS + 200));
+    expect(writes).to.have.length(1);
+    const lines = fs.readFileSync(file, "utf8").trim().split("\n");
+    expect(lines.map((line) => (JSON.parse(line) as { i: number }).i)).to.deep.equal([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    destination.end();
+  });
+
+  it("writes at once when LOG_BUFFER_BYTES have gathered", async () => {
+    const destination = logDestination(path.join(dir, "full.log")) as SonicBoom;
+    const writes: number[] = [];
+    destination.on("write", (bytes: number) => writes.push(bytes));
+    const logger = createLogger({ level: "info", destination });
+    logger.info({ padding: "x".repeat(LOG_BUFFER_BYTES) }, "a long line");
+    for (let i = 0; i < 20 && writes.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(writes).to.have.length(1);
+    expect(writes[0]).to.be.greaterThan(LOG_BUFFER_BYTES);
+    destination.end();
+  });
+
+  it("writes what it gathered when the process exits", () => {
+    const file = path.join(dir, "exit.log");
+    const script = `const { createLogger, logDestination } = require(${JSON.stringify(path.join(__dirname, "../../server/ops/log"))});
+      createLogger({ level: "info", destination: logDestination(${JSON.stringify(file)}) }).info("the last line");
+      process.exit(0);`;
+    const run = spawnSync(process.execPath, ["-r", TS_REGISTER, "-e", script], { encoding: "utf8" });
+    expect(run.status, run.stderr).to.equal(0);
+    expect((JSON.parse(fs.readFileSync(file, "utf8")) as { msg: string }).msg).to.equal("the last line");
   });
 });
