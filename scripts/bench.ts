@@ -19,7 +19,7 @@
  * (undici, ./bench/common.ts) runs in this one.
  *
  *   BENCH_SECONDS (default 8)  BENCH_CONNECTIONS (default 50)  BENCH_PROFILE (a folder)  BENCH_POSTGRES=0 (SQLite only)
- *   BENCH_SQLITE_WRITERS (default loop,thread: the SQLite gateway measured with each SQLITE_LEDGER_WRITER, in the same run)
+ *   BENCH_SQLITE_WRITERS (default loop,thread: the SQLite gateway measured with each SQLITE_LEDGER_WRITER, in the same run; none: PostgreSQL alone)
  */
 import { postgresUnavailableReason, startPostgres } from "../server/devstack/postgres-server";
 import { redisServerBinary, startRedisServer } from "../server/devstack/redis-server";
@@ -406,7 +406,8 @@ async function main(): Promise<void> {
       )?.run.requestsPerSec ?? Number.NaN;
     // The SQLite gateway the PostgreSQL ratios divide by: the faster of the writers measured.
     const sqliteHot = Math.max(...SQLITE_WRITERS.map((w) => find("sqlite", 1, 1, w)));
-    const sqliteHotRun = sqlite.scenarios.find((s) => s.buyers === 1 && s.run.requestsPerSec === sqliteHot)!.run;
+    // Undefined with no SQLite writer measured (BENCH_SQLITE_WRITERS=none: PostgreSQL alone).
+    const sqliteHotRun = sqlite.scenarios.find((s) => s.buyers === 1 && s.run.requestsPerSec === sqliteHot)?.run;
     console.log("ratios (issue 25's targets in brackets):");
     for (const writer of SQLITE_WRITERS) {
       const hot = find("sqlite", 1, 1, writer);
@@ -438,9 +439,10 @@ async function main(): Promise<void> {
         `  latency the SQLite gateway adds at one call at a time, p50, ${WRITER_LABEL[writer]}: ${fmt(one.p50Ms - bareOne.p50Ms, 3)} ms [<= 0.3] ` +
           `(p99 ${fmt(one.p99Ms - bareOne.p99Ms, 3)} ms; the one-at-a-time rows' ratio is to the bare proxy at one call at a time)`,
       );
-    console.log(
-      `latency the SQLite gateway adds over the bare proxy at ${CONNECTIONS} connections: p50 ${fmt(sqliteHotRun.p50Ms - bare.p50Ms, 3)} ms, p99 ${fmt(sqliteHotRun.p99Ms - bare.p99Ms, 3)} ms`,
-    );
+    if (sqliteHotRun)
+      console.log(
+        `latency the SQLite gateway adds over the bare proxy at ${CONNECTIONS} connections: p50 ${fmt(sqliteHotRun.p50Ms - bare.p50Ms, 3)} ms, p99 ${fmt(sqliteHotRun.p99Ms - bare.p99Ms, 3)} ms`,
+      );
     for (const line of sqlite.notes) console.log(line);
     for (const s of postgres.scenarios)
       console.log(

@@ -268,4 +268,6 @@ if (!run) {
   console.error(`unknown role ${role}: one of ${Object.keys(roles).join(", ")}`);
   process.exit(2);
 }
+// A server outlives no benchmark: when its parent is gone (ended, or crashed before it could ask), so is it.
+process.once("disconnect", () => process.exit(0));
 run().catch(exitOn);
