@@ -28,6 +28,19 @@ export async function startLocalAccountAbstraction(
   node: LocalNode,
   deployment: Pick<Deployment, "usdc" | "escrow">,
 ): Promise<LocalAccountAbstraction> {
+  const deployed = await deployLocalAccountAbstraction(node, deployment);
+  return { ...deployed, bundler: await startLocalBundler(node) };
+}
+
+/**
+ * The contracts alone: EntryPoint v0.7 and the account factory at their canonical addresses (kept when already there),
+ * and a GatewayPaymaster of its own for `deployment`'s escrow, trusting a fresh signing key. Deployed again on a chain
+ * that has them, it gives a new paymaster beside the same EntryPoint, which the same bundler serves.
+ */
+export async function deployLocalAccountAbstraction(
+  node: LocalNode,
+  deployment: Pick<Deployment, "usdc" | "escrow">,
+): Promise<Omit<LocalAccountAbstraction, "bundler">> {
   const paymasterSignerPrivateKey = generatePrivateKey();
   const paymasterSigner = privateKeyToAccount(paymasterSignerPrivateKey);
   const aa = await deployAccountAbstraction({
@@ -40,10 +53,14 @@ export async function startLocalAccountAbstraction(
     escrow: deployment.escrow,
     paymasterSigner: paymasterSigner.address,
   });
-  const bundler = await startBundler({
+  return { aa, paymasterSigner, paymasterSignerPrivateKey };
+}
+
+/** The real Alto bundler for the node's EntryPoint v0.7, run by the node's development accounts. */
+export function startLocalBundler(node: LocalNode): Promise<Bundler> {
+  return startBundler({
     rpcUrl: node.rpcUrl,
     executorPrivateKeys: [devPrivateKey(DEV_ACCOUNT_INDEX.bundlerExecutor)],
     utilityPrivateKey: devPrivateKey(DEV_ACCOUNT_INDEX.bundlerUtility),
   });
-  return { aa, bundler, paymasterSigner, paymasterSignerPrivateKey };
 }

@@ -9,7 +9,7 @@
  * The binary is started from node_modules/.bin, not through npx, so the child is the process to stop.
  */
 import type { ChildProcess } from "node:child_process";
-import { spawnGuarded } from "./child-process";
+import { spawnGuarded, unrefChild } from "./child-process";
 import { freePort } from "./local-node";
 import path from "node:path";
 import { createPublicClient, http, type Address, type Hex } from "viem";
@@ -47,6 +47,8 @@ export interface Bundler {
   output(): string;
   /** Stops Alto and waits for it to exit. Safe to call twice. */
   stop(): Promise<void>;
+  /** Lets this process exit while Alto runs (Alto then goes with it: ./child-guard.cjs). */
+  unref(): void;
 }
 
 async function rpc(url: string, method: string, params: unknown[] = []): Promise<unknown> {
@@ -155,5 +157,5 @@ export async function startBundler(parameters: StartBundlerParameters): Promise<
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
   }
-  return { url, pid: child.pid!, output: () => output, stop };
+  return { url, pid: child.pid!, output: () => output, stop, unref: () => unrefChild(child) };
 }

@@ -19,3 +19,9 @@ export const TS_REGISTER = path.join(__dirname, "ts-register.cjs");
 export function spawnGuarded(script: string, args: readonly string[], options: SpawnOptions): ChildProcess {
   return spawn(process.execPath, ["--require", CHILD_GUARD, script, ...args], options);
 }
+
+/** A child process that no longer keeps this process alive: neither it nor its output pipes. */
+export function unrefChild(child: ChildProcess): void {
+  child.unref();
+  for (const pipe of [child.stdout, child.stderr]) (pipe as { unref?: () => void } | null)?.unref?.();
+}

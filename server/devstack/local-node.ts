@@ -1,7 +1,7 @@
 import type { ChildProcess } from "node:child_process";
 import net from "node:net";
 import path from "node:path";
-import { spawnGuarded } from "./child-process";
+import { spawnGuarded, unrefChild } from "./child-process";
 import {
   type Account,
   type Chain,
@@ -63,6 +63,8 @@ export interface LocalNode {
   walletFor(account: Account): WalletClient<HttpTransport, Chain, Account>;
   /** Stops the node process (and waits for it to exit). */
   stop(): Promise<void>;
+  /** Lets this process exit while the node runs (the node then goes with it: ./child-guard.cjs). */
+  unref(): void;
 }
 
 /** A TCP port free on 127.0.0.1 right now (for a child process that needs a port number up front). */
@@ -141,5 +143,6 @@ export async function startLocalNode(
     publicClient,
     walletFor: (account) => createWalletClient({ account, chain, transport: http(rpcUrl, { retryCount: 0 }) }),
     stop,
+    unref: () => unrefChild(child),
   };
 }

@@ -2,7 +2,7 @@ import type { Hex } from "viem";
 import type { LocalAccount } from "viem/accounts";
 import type { AaDeployment } from "../../server/wallets/aa";
 import type { GatewayOptions } from "../../server/index";
-import { startLocalAccountAbstraction } from "../../server/devstack/aa-local";
+import { deployLocalAccountAbstraction, startLocalBundler } from "../../server/devstack/aa-local";
 import type { Bundler } from "../../server/devstack/bundler";
 import { deployContracts, type Deployment } from "../../server/devstack/deploy";
 import { DEV_ACCOUNT_INDEX, devAccount, devPrivateKey, startLocalNode, type LocalNode } from "../../server/devstack/local-node";
@@ -28,59 +28,103 @@ export interface AaStack {
   paymasterSignerPrivateKey: Hex;
   /** Mints test USDC (the deployer owns the TestUSDC). */
   mint(to: Hex, amountMicros: bigint): Promise<void>;
+  /** Ends this file's use of the stack: the node and the bundler are the process's (sharedNode). */
   stop(): Promise<void>;
 }
 
-export async function startAaStack(): Promise<AaStack> {
-  const node = await startLocalNode();
-  let bundler: Bundler | undefined;
-  try {
-    const deployer = node.walletFor(devAccount(DEV_ACCOUNT_INDEX.deployer));
-    const deployment = await deployContracts({
-      network: "aa-test",
-      publicClient: node.publicClient,
-      walletClient: deployer,
-      settler: devAccount(DEV_ACCOUNT_INDEX.settler).address,
-      voucherSigner: devAccount(DEV_ACCOUNT_INDEX.voucherSigner).address,
-    });
-    const local = await startLocalAccountAbstraction(node, deployment);
-    bundler = local.bundler;
-    const { aa, paymasterSigner, paymasterSignerPrivateKey } = local;
-    const started = bundler;
-    return {
-      node,
-      deployment,
-      aa,
-      bundler,
-      paymasterSigner,
-      paymasterSignerPrivateKey,
-      async mint(to, amountMicros) {
-        const hash = await deployer.writeContract({
-          address: deployment.usdc,
-          abi: [
-            {
-              type: "function",
-              name: "mint",
-              stateMutability: "nonpayable",
-              inputs: [{ type: "address" }, { type: "uint256" }],
-              outputs: [],
-            },
-          ],
-          functionName: "mint",
-          args: [to, amountMicros],
-        });
-        await node.publicClient.waitForTransactionReceipt({ hash });
-      },
-      async stop() {
-        await started.stop();
-        await node.stop();
-      },
-    };
-  } catch (error) {
+/**
+ * The chain node and the bundler of this test process, shared by the files it runs one after another (a mocha
+ * worker runs many): each takes seconds of CPU to start (about 2 s and 2.5 s here, on cores the rest of the suite
+ * needs), where a file's own contracts take a fifth of a second. Each file deploys its own escrow, test USDC and
+ * paymaster on it (startAaStack), so no file sees another's balances, deposits or sponsorships; the chain's accounts
+ * and blocks go on from the file before. They let the process exit, and go with it (server/devstack/child-guard.cjs).
+ */
+let shared: Promise<LocalNode> | undefined;
+/** Started once the first stack's contracts are on the node (Alto refuses a chain without the EntryPoint). */
+let sharedBundler: Promise<Bundler> | undefined;
+
+async function sharedNode(): Promise<LocalNode> {
+  if (shared) {
+    const running = await shared.catch(() => undefined);
+    // A node or bundler that died (or a start that failed) is started again rather than handed on.
+    const bundler = await sharedBundler?.catch(() => undefined);
+    if (running && (await answers(running, bundler))) return running;
     await bundler?.stop();
-    await node.stop();
-    throw error;
+    await running?.stop();
+    shared = sharedBundler = undefined;
   }
+  shared = startLocalNode().then((node) => {
+    node.unref();
+    return node;
+  });
+  return shared;
+}
+
+function bundlerOf(node: LocalNode): Promise<Bundler> {
+  sharedBundler ??= startLocalBundler(node).then((bundler) => {
+    bundler.unref();
+    return bundler;
+  });
+  return sharedBundler;
+}
+
+/** Whether the node, and the bundler if one was started, still answer JSON-RPC. */
+async function answers(node: LocalNode, bundler: Bundler | undefined): Promise<boolean> {
+  try {
+    await node.publicClient.getChainId();
+    if (!bundler) return true;
+    const response = await fetch(bundler.url, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }),
+      signal: AbortSignal.timeout(2_000),
+    });
+    return response.ok;
+  } catch {
+    return false;
+  }
+}
+
+/** A stack on this process's shared node and bundler, with contracts of its own. */
+export async function startAaStack(): Promise<AaStack> {
+  const node = await sharedNode();
+  const deployer = node.walletFor(devAccount(DEV_ACCOUNT_INDEX.deployer));
+  const deployment = await deployContracts({
+    network: "aa-test",
+    publicClient: node.publicClient,
+    walletClient: deployer,
+    settler: devAccount(DEV_ACCOUNT_INDEX.settler).address,
+    voucherSigner: devAccount(DEV_ACCOUNT_INDEX.voucherSigner).address,
+  });
+  const { aa, paymasterSigner, paymasterSignerPrivateKey } = await deployLocalAccountAbstraction(node, deployment);
+  const bundler = await bundlerOf(node);
+  return {
+    node,
+    deployment,
+    aa,
+    bundler,
+    paymasterSigner,
+    paymasterSignerPrivateKey,
+    async mint(to, amountMicros) {
+      const hash = await deployer.writeContract({
+        address: deployment.usdc,
+        abi: [
+          {
+            type: "function",
+            name: "mint",
+            stateMutability: "nonpayable",
+            inputs: [{ type: "address" }, { type: "uint256" }],
+            outputs: [],
+          },
+        ],
+        functionName: "mint",
+        args: [to, amountMicros],
+      });
+      await node.publicClient.waitForTransactionReceipt({ hash });
+    },
+    // The node and the bundler stay for the process's next file.
+    async stop() {},
+  };
 }
 
 /** Gateway options for a stack: its chain for the money path, and embedded wallets on its bundler. */
