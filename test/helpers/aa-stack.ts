@@ -85,8 +85,17 @@ async function answers(node: LocalNode, bundler: Bundler | undefined): Promise<b
   }
 }
 
+/** The stacks deploying now: one at a time, as their transactions come from the one deployer account. */
+let deploying: Promise<unknown> = Promise.resolve();
+
 /** A stack on this process's shared node and bundler, with contracts of its own. */
-export async function startAaStack(): Promise<AaStack> {
+export function startAaStack(): Promise<AaStack> {
+  const started = deploying.then(deployAaStack, deployAaStack);
+  deploying = started.catch(() => undefined);
+  return started;
+}
+
+async function deployAaStack(): Promise<AaStack> {
   const node = await sharedNode();
   const deployer = node.walletFor(devAccount(DEV_ACCOUNT_INDEX.deployer));
   const deployment = await deployContracts({

@@ -2,6 +2,7 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { performance } from "node:perf_hooks";
 import { Writable } from "node:stream";
 import { expect } from "chai";
 import type SonicBoom from "sonic-boom";
@@ -163,6 +164,7 @@ describe("the gateway's log destination (logDestination)", () => {
 
   it("gathers a server's lines into one write, made at the latest LOG_FLUSH_MS later, not one write a line", async () => {
     const file = path.join(dir, "gateway.log");
+    const created = performance.now();
     const destination = logDestination(file) as SonicBoom;
     const writes: number[] = [];
     destination.on("write", (bytes: number) => writes.push(bytes));
@@ -171,10 +173,15 @@ describe("the gateway's log destination (logDestination)", () => {
       logger.info({ i }, "request");
       await turn();
     }
+    // Long enough for a write of each line to have completed, were there one.
     await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(writes, "lines written before LOG_FLUSH_MS, under LOG_BUFFER_BYTES").to.deep.equal([]);
+    // Unless this process stalled past the first periodic flush (a loaded machine), nothing is written yet.
+    if (performance.now() - created < LOG_FLUSH_MS) {
+      expect(writes, "lines written before LOG_FLUSH_MS, under LOG_BUFFER_BYTES").to.deep.equal([]);
+    }
     await new Promise((resolve) => setTimeout(resolve, LOG_FLUSH_MS + 200));
-    expect(writes).to.have.length(1);
+    // One write, or two if a stall let the periodic flush fall among the lines: never one a line.
+    expect(writes).to.have.length.within(1, 2);
     const lines = fs.readFileSync(file, "utf8").trim().split("\n");
     expect(lines.map((line) => (JSON.parse(line) as { i: number }).i)).to.deep.equal([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     destination.end();
