@@ -51,7 +51,8 @@ export interface Bundler {
   unref(): void;
 }
 
-async function rpc(url: string, method: string, params: unknown[] = []): Promise<unknown> {
+/** One JSON-RPC request to the bundler at `url` (2 s at most); its result, or an error carrying its message. */
+export async function rpc(url: string, method: string, params: unknown[] = []): Promise<unknown> {
   const response = await fetch(url, {
     method: "POST",
     headers: { "content-type": "application/json" },
@@ -129,6 +130,8 @@ export async function startBundler(parameters: StartBundlerParameters): Promise<
   child.stderr!.on("data", onData);
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const stop = async () => {
+    // An unref'd Alto is waited for all the same: this process stays until it has gone.
+    child.ref();
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
     const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
     await exited;

@@ -113,6 +113,8 @@ export async function startLocalNode(
   const chain = localChain(rpcUrl);
   const publicClient = createPublicClient({ chain, transport: http(rpcUrl, { retryCount: 0 }) });
   const stop = async () => {
+    // An unref'd node is waited for all the same: this process stays until it has gone.
+    child.ref();
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
     await exited;
   };

@@ -3,7 +3,7 @@ import type { LocalAccount } from "viem/accounts";
 import type { AaDeployment } from "../../server/wallets/aa";
 import type { GatewayOptions } from "../../server/index";
 import { deployLocalAccountAbstraction, startLocalBundler } from "../../server/devstack/aa-local";
-import type { Bundler } from "../../server/devstack/bundler";
+import { type Bundler, rpc } from "../../server/devstack/bundler";
 import { deployContracts, type Deployment } from "../../server/devstack/deploy";
 import { DEV_ACCOUNT_INDEX, devAccount, devPrivateKey, startLocalNode, type LocalNode } from "../../server/devstack/local-node";
 
@@ -46,8 +46,8 @@ let sharedBundler: Promise<Bundler> | undefined;
 async function sharedNode(): Promise<LocalNode> {
   if (shared) {
     const running = await shared.catch(() => undefined);
-    // A node or bundler that died (or a start that failed) is started again rather than handed on.
     const bundler = await sharedBundler?.catch(() => undefined);
+    // A node or bundler that died (or a start that failed) is started again rather than handed on.
     if (running && (await answers(running, bundler))) return running;
     await bundler?.stop();
     await running?.stop();
@@ -61,25 +61,26 @@ async function sharedNode(): Promise<LocalNode> {
 }
 
 function bundlerOf(node: LocalNode): Promise<Bundler> {
-  sharedBundler ??= startLocalBundler(node).then((bundler) => {
-    bundler.unref();
-    return bundler;
-  });
+  if (!sharedBundler) {
+    const starting = startLocalBundler(node).then((bundler) => {
+      bundler.unref();
+      return bundler;
+    });
+    // A start that failed is tried again by the next stack, not handed on.
+    starting.catch(() => {
+      if (sharedBundler === starting) sharedBundler = undefined;
+    });
+    sharedBundler = starting;
+  }
   return sharedBundler;
 }
 
-/** Whether the node, and the bundler if one was started, still answer JSON-RPC. */
+/** Whether the node, and the bundler if one runs, still answer JSON-RPC. */
 async function answers(node: LocalNode, bundler: Bundler | undefined): Promise<boolean> {
   try {
     await node.publicClient.getChainId();
-    if (!bundler) return true;
-    const response = await fetch(bundler.url, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }),
-      signal: AbortSignal.timeout(2_000),
-    });
-    return response.ok;
+    if (bundler) await rpc(bundler.url, "eth_chainId");
+    return true;
   } catch {
     return false;
   }
