@@ -8,6 +8,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { expect } from "chai";
 import { type TestStack, startStack } from "../../../test/helpers/gateway";
+import { scratchDirs } from "../../../test/helpers/scratch-dirs";
 import { EXIT } from "../src/errors";
 import { LAUNCHER, buildCli } from "./built-cli";
 import type { Manifest } from "../src/manifest";
@@ -62,6 +63,7 @@ const text = (result: object) =>
 
 describe("skill-gateway CLI against a real gateway", function () {
   let stack: TestStack;
+  const scratch = scratchDirs("sg-cli-e2e-");
   let dir: string;
 
   before(async function () {
@@ -78,8 +80,9 @@ describe("skill-gateway CLI against a real gateway", function () {
     if (built) fs.rmSync(built.dir, { recursive: true, force: true });
   });
   beforeEach(function () {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), "sg-cli-e2e-"));
+    dir = scratch.make();
   });
+  afterEach(() => scratch.removeAll());
 
   it("adds, lists, serves over MCP and removes skills (the issue's end-to-end test)", async function () {
     // The command a clone runs from the source tree (LAUNCHER, through ts-node, compiling as it starts: about 3 s of

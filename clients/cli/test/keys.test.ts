@@ -6,12 +6,15 @@ import os from "node:os";
 import path from "node:path";
 import { expect } from "chai";
 import { type TestStack, startStack } from "../../../test/helpers/gateway";
+import { scratchDirs } from "../../../test/helpers/scratch-dirs";
 import { EXIT } from "../src/errors";
 import { collectMeta, keyParams, parseExpiry, parseScopes } from "../src/keys";
 import { buildCli } from "./built-cli";
 
 /** The CLI as its package ships it, bundled once for this file (./built-cli.ts): each run starts in a fraction of a second. */
 let built: { launcher: string; dir: string } | undefined;
+const scratch = scratchDirs("sg-cli-keys-");
+after(() => scratch.removeAll());
 
 interface Run {
   code: number;
@@ -21,7 +24,7 @@ interface Run {
 
 /** Runs the real CLI as a child process with `key` as SKILL_GATEWAY_API_KEY. */
 function cli(stack: TestStack, key: string, args: string[]): Promise<Run> {
-  const cwd = fs.mkdtempSync(path.join(os.tmpdir(), "sg-cli-keys-"));
+  const cwd = scratch.make();
   return new Promise((resolve) => {
     const env = { ...process.env, SKILL_GATEWAY_URL: stack.url, SKILL_GATEWAY_API_KEY: key };
     const child = execFile(process.execPath, [built!.launcher, ...args], { cwd, env }, (error, stdout, stderr) => {

@@ -13,6 +13,7 @@ import { removeWritten, writeFiles } from "../src/install";
 import { type Manifest, type ManifestSkill, emptyManifest, pinnedCap, readManifest, writeManifest } from "../src/manifest";
 import { toolOf } from "../src/mcp";
 import { buildCli } from "./built-cli";
+import { scratchDirs } from "../../../test/helpers/scratch-dirs";
 import { formatUsd, renderSkillMd as renderSkillMdOf } from "../src/skill-md";
 
 function buildSkill(overrides: Partial<ManifestSkill> = {}): ManifestSkill {
@@ -32,8 +33,11 @@ function buildSkill(overrides: Partial<ManifestSkill> = {}): ManifestSkill {
   };
 }
 
+const scratch = scratchDirs("sg-cli-unit-");
+after(() => scratch.removeAll());
+
 function tempDir(): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), "sg-cli-unit-"));
+  return scratch.make();
 }
 
 describe("manifest", function () {

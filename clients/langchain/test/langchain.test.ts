@@ -8,6 +8,7 @@ import { isStructuredTool } from "@langchain/core/tools";
 import { ManifestError, SkillGateway, failureText, priceAboveCapText, readManifest } from "@skill-gateway/sdk";
 import { expect } from "chai";
 import { type TestStack, startStack } from "../../../test/helpers/gateway";
+import { scratchDirs } from "../../../test/helpers/scratch-dirs";
 import { type SkillToolArtifact, OPEN_SCHEMA, failureOf, skillTool, skillToolkit } from "../src";
 
 async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
@@ -20,6 +21,9 @@ async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
 }
 
 const UPPERCASE_SCHEMA = { type: "object", properties: { text: { type: "string" } }, required: ["text"], additionalProperties: false };
+
+const scratch = scratchDirs("sg-langchain-");
+after(() => scratch.removeAll());
 
 describe("@skill-gateway/langchain against a real gateway", function () {
   let stack: TestStack;
@@ -338,7 +342,7 @@ function pinned(slug: string, price: number, inputSchema: object | null) {
 }
 
 function writeManifest(skills: object[]): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sg-langchain-"));
+  const dir = scratch.make();
   const file = path.join(dir, "skill-gateway.json");
   fs.writeFileSync(file, `${JSON.stringify({ version: 1, skills }, null, 2)}\n`);
   return file;
