@@ -2,8 +2,6 @@
 import "../../typescript/source.cjs";
 import { execFile } from "node:child_process";
 import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { expect } from "chai";
 import { type TestStack, startStack } from "../../../test/helpers/gateway";
 import { scratchDirs } from "../../../test/helpers/scratch-dirs";

@@ -1,7 +1,6 @@
 // In a clone the SDK is not built: its source stands in (clients/typescript/source.cjs).
 import "../../typescript/source.cjs";
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import { spawn } from "node:child_process";
 import { expect } from "chai";
