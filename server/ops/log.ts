@@ -63,6 +63,8 @@ export function createLogger(parameters: CreateLoggerParameters): Logger {
     },
   };
   if (parameters.destination) return pino(options, parameters.destination);
+  // Nothing to write: no destination, so no buffer and no timer (a test process starts hundreds of silent gateways).
+  if (parameters.level === "silent") return pino({ ...options, enabled: false });
   if (parameters.pretty) {
     return pino({
       ...options,
@@ -80,18 +82,54 @@ export const LOG_BUFFER_BYTES = 4096;
 /** How long a line may wait in the destination's buffer, at most, when fewer than LOG_BUFFER_BYTES have gathered. */
 export const LOG_FLUSH_MS = 250;
 
+/** How many LOG_FLUSH_MS periods without a line the destination's flush timer runs on before it stops. */
+const IDLE_FLUSHES = 2;
+
 /**
  * Where the gateway's JSON lines go (a file descriptor or a path): written asynchronously, a line on the call path being
  * a buffer append, not a write(2) that waits; and gathered, one write(2) on libuv's thread pool for about 15 request
  * lines rather than one for each (a thread-pool round trip a request, measured in docs/benchmarks.md), at most
  * LOG_FLUSH_MS late. What is buffered is written when the process exits (pino flushes the destination on exit); only a
  * process killed outright loses it, at most LOG_FLUSH_MS of lines.
+ *
+ * The flush timer runs while lines come, and stops IDLE_FLUSHES periods after the last (sonic-boom's own periodicFlush
+ * never stops, and writes an empty string each period when there is nothing to write: for every destination ever
+ * made, four thread-pool writes a second).
  */
 export function logDestination(dest: number | string): DestinationStream {
   // A file is opened here, synchronously: opened by the destination it would not be ready for the flush on exit of a
   // process that exits at once (sonic-boom throws "not ready yet" from it).
   const fd = typeof dest === "number" ? dest : fs.openSync(dest, "a");
-  return pino.destination({ dest: fd, sync: false, minLength: LOG_BUFFER_BYTES, periodicFlush: LOG_FLUSH_MS });
+  const destination = pino.destination({ dest: fd, sync: false, minLength: LOG_BUFFER_BYTES });
+  let timer: NodeJS.Timeout | undefined;
+  let wrote = false;
+  let idle = 0;
+  const stop = () => {
+    clearInterval(timer);
+    timer = undefined;
+  };
+  const tick = () => {
+    if (wrote) idle = 0;
+    else if (++idle > IDLE_FLUSHES) return stop();
+    wrote = false;
+    // A flush while a write is in flight is skipped by sonic-boom: the next period's flush writes what is left.
+    try {
+      destination.flush();
+    } catch {
+      stop(); // destroyed
+    }
+  };
+  destination.once("close", stop);
+  const write = destination.write.bind(destination);
+  destination.write = (line: string) => {
+    wrote = true;
+    if (timer === undefined) {
+      idle = 0;
+      timer = setInterval(tick, LOG_FLUSH_MS).unref();
+    }
+    return write(line);
+  };
+  return destination;
 }
 
 /** The shape the gateway's parts log through: a message, and the error or detail behind it. */

@@ -12,6 +12,7 @@ import { type TestBackend, startTestBackend } from "./backend";
 import { PublicStandInEgress } from "./egress";
 import { assertDeclared, send } from "./session";
 import { type EngineName, freshPostgresDatabase } from "./engines";
+import { copyMigratedSqlite } from "./sqlite-template";
 
 export interface TestStack {
   gw: RunningGateway;
@@ -69,6 +70,7 @@ export async function startStack(
   const dbPath = options.dbPath ?? path.join(dir, "gateway.db");
   const engine = options.engine ?? "sqlite";
   const databaseUrl = engine === "postgres" ? await freshPostgresDatabase() : "";
+  if (engine === "sqlite" && options.dbPath === undefined) copyMigratedSqlite(dbPath);
   // The test backend is on loopback: allowlisted, as npm start does for its demo backend.
   const backend = await startTestBackend();
   const config = loadConfig(

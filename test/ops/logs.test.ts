@@ -199,6 +199,25 @@ describe("the gateway's log destination (logDestination)", () => {
     destination.end();
   });
 
+  it("stops writing once no line comes: no empty write each LOG_FLUSH_MS for ever", async () => {
+    const destination = logDestination(path.join(dir, "idle.log")) as SonicBoom;
+    const writes: number[] = [];
+    destination.on("write", (bytes: number) => writes.push(bytes));
+    createLogger({ level: "info", destination }).info("one line");
+    const period = () => new Promise((resolve) => setTimeout(resolve, LOG_FLUSH_MS));
+    // The line's write, then a few flushes with nothing left to write, then the timer stops.
+    for (let i = 0; i < 5; i++) await period();
+    expect(writes.filter((bytes) => bytes > 0)).to.have.length(1);
+    const settled = writes.length;
+    for (let i = 0; i < 4; i++) await period();
+    expect(writes.length, "writes made while no line came").to.equal(settled);
+    // A new line starts it again.
+    createLogger({ level: "info", destination }).info("another line");
+    for (let i = 0; i < 2 && writes.filter((bytes) => bytes > 0).length < 2; i++) await period();
+    expect(fs.readFileSync(path.join(dir, "idle.log"), "utf8").trim().split("\n")).to.have.length(2);
+    destination.end();
+  });
+
   it("writes what it gathered when the process exits", () => {
     const file = path.join(dir, "exit.log");
     const script = `const { createLogger, logDestination } = require(${JSON.stringify(path.join(__dirname, "../../server/ops/log"))});
