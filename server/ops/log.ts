@@ -63,7 +63,8 @@ export function createLogger(parameters: CreateLoggerParameters): Logger {
     },
   };
   if (parameters.destination) return pino(options, parameters.destination);
-  // Nothing to write: no destination, so no buffer and no timer (a test process starts hundreds of silent gateways).
+  // Nothing to write: no destination of ours, so no buffer and no timer (a test process starts hundreds of silent
+  // gateways).
   if (parameters.level === "silent") return pino({ ...options, enabled: false });
   if (parameters.pretty) {
     return pino({
@@ -119,14 +120,22 @@ export function logDestination(dest: number | string): DestinationStream {
       stop(); // destroyed
     }
   };
-  destination.once("close", stop);
-  const write = destination.write.bind(destination);
-  destination.write = (line: string) => {
+  const active = () => {
     wrote = true;
     if (timer === undefined) {
       idle = 0;
       timer = setInterval(tick, LOG_FLUSH_MS).unref();
     }
+  };
+  destination.once("close", stop);
+  // A write that ends may leave lines behind it (a flush met it in flight and was skipped): it counts as activity, so
+  // the timer runs on until they are written, however long the write took. The idle flushes write 0 bytes.
+  destination.on("write", (bytes: number) => {
+    if (bytes > 0) active();
+  });
+  const write = destination.write.bind(destination);
+  destination.write = (line: string) => {
+    active();
     return write(line);
   };
   return destination;
