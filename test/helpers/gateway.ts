@@ -70,7 +70,8 @@ export async function startStack(
   const dbPath = options.dbPath ?? path.join(dir, "gateway.db");
   const engine = options.engine ?? "sqlite";
   const databaseUrl = engine === "postgres" ? await freshPostgresDatabase() : "";
-  if (engine === "sqlite" && options.dbPath === undefined) copyMigratedSqlite(dbPath);
+  // A fresh file of this stack's own only: a path the test names keeps what the test put there (or nothing).
+  if (engine === "sqlite" && options.dbPath === undefined && options.config?.dbPath === undefined) copyMigratedSqlite(dbPath);
   // The test backend is on loopback: allowlisted, as npm start does for its demo backend.
   const backend = await startTestBackend();
   const config = loadConfig(
