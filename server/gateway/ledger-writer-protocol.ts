@@ -3,8 +3,13 @@ import type { Charge } from "../ledger/fees";
 import type { HoldInput } from "../ledger/ledger";
 import type { CallWrite } from "./call-write";
 
-/** What starts the SQLite ledger writer's thread (./ledger-writer.ts): the gateway's file and the write lock's memory. */
+/**
+ * What opens a gateway's file on the SQLite ledger writer's thread (./ledger-writer.ts): the file and the write lock's
+ * memory. A thread serves one file at a time, from its `open` to its `close`; a thread closed cleanly may be opened
+ * again, for the next gateway of its process.
+ */
 export interface WriterStart {
+  op: "open";
   file: string;
   lock: SharedArrayBuffer;
 }
@@ -26,12 +31,17 @@ export interface WriterError {
   code?: string;
 }
 
+/** Every message the event loop sends the writer thread. */
+export type WriterMessage = WriterStart | WriterRequest | { op: "close" };
+
 /**
- * What the writer thread answers: ready, an operation's result or failure, a commit (for the metrics), or a failure
+ * What the writer thread answers: ready (the file is open), an operation's result or failure, a commit (for the
+ * metrics), closed (everything committed, the file's connection closed: the thread may be opened again), or a failure
  * that ends it (a commit that failed).
  */
 export type WriterReply =
   | { kind: "ready" }
+  | { kind: "closed" }
   | { kind: "commit"; stats: CommitStats }
   | { kind: "done"; id: number; value: unknown }
   | { kind: "failed"; id: number; error: WriterError }

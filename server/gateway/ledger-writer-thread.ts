@@ -4,8 +4,13 @@
  * keyed calls' holds, captures and releases run by the same code as on the event loop (LedgerHolds, writeCall), as
  * the event loop asks for them. The file's write lock (../db/writer-lock.ts) is shared with the event loop's
  * connection, which keeps every other write of the gateway.
+ *
+ * The thread serves one file at a time, from an `open` to a `close`, and everything it holds for that file lives in
+ * the `Session` the `open` makes: once a close has committed and closed the connection cleanly, the thread waits for
+ * the next `open` (the event loop keeps it for the next gateway of its process: starting a thread costs more than most
+ * of what it then does in a test). After a failure nothing runs any more, and the event loop stops the thread.
  */
-import { parentPort, workerData } from "node:worker_threads";
+import { parentPort } from "node:worker_threads";
 import { openSqliteWriterConnection } from "../db/sqlite-database";
 import { WriterLock } from "../db/writer-lock";
 import { Ledger } from "../ledger/ledger";
@@ -14,21 +19,27 @@ import { type CallWrite, type CallWriteStores, writeCall } from "./call-write";
 import { IdempotencyStore } from "./idempotency-store";
 import { LedgerHolds } from "./ledger-payment";
 import type { RecordCall } from "./payment";
-import type { WriterReply, WriterRequest, WriterStart } from "./ledger-writer-protocol";
+import type { WriterMessage, WriterReply, WriterRequest, WriterStart } from "./ledger-writer-protocol";
 
 /** How long a batch nobody awaits (holds, releases) stays open for more, at most: the event loop may wait that long for the file. */
 const MAX_BATCH_DELAY_MS = 2;
 
-async function main(): Promise<void> {
-  const port = parentPort!;
-  const start = workerData as WriterStart;
-  // After a failed commit the thread's books are not what its answers said: nothing runs any more (the event loop
-  // refuses everything too, and stops the thread).
-  let broken: unknown;
-  const fatal = (error: unknown) => {
-    broken ??= error;
-    port.postMessage({ kind: "fatal", error: describe(error) } satisfies WriterReply);
-  };
+const port = parentPort!;
+
+/** One file's connection and the operations on it, from an `open` to its `close`. */
+interface Session {
+  run(request: WriterRequest): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+/** After a failure the thread's books are not what its answers said: nothing runs any more (the event loop stops the thread). */
+let broken: unknown;
+function fatal(error: unknown): void {
+  broken ??= error;
+  port.postMessage({ kind: "fatal", error: describe(error) } satisfies WriterReply);
+}
+
+async function open(start: WriterStart): Promise<Session> {
   const db = openSqliteWriterConnection(start.file, new WriterLock(start.lock), { onCommitError: fatal, maxDelayMs: MAX_BATCH_DELAY_MS });
   const ledger = await Ledger.open(db);
   // The event loop's exits module notes a new shortfall in its own Ledger, not this one: every hold and release here
@@ -39,30 +50,51 @@ async function main(): Promise<void> {
   const holds = new LedgerHolds(ledger);
   const stores: CallWriteStores = { calls: new CallsStore(db), idempotency: new IdempotencyStore(db) };
   const record = (write: CallWrite): RecordCall => ({ write, run: (tx) => writeCall(stores, write, tx) });
-
-  const run = async (request: WriterRequest): Promise<unknown> => {
-    if (broken !== undefined) throw broken;
-    switch (request.op) {
-      case "hold":
-        return holds.hold(request.input);
-      case "settle":
-        return holds.settle(request.holdId, request.key, record(request.write), request.captured);
-      case "void":
-        // Answered once committed: the event loop reads what is committed, and a failed call's answer says its
-        // money is back.
-        await holds.void(request.holdId, record(request.write));
-        return db.durable();
-      case "release":
-        await holds.release(request.holdId);
-        return db.durable();
-      case "caught_up":
-        return db.durable();
-    }
+  return {
+    async run(request) {
+      switch (request.op) {
+        case "hold":
+          return holds.hold(request.input);
+        case "settle":
+          return holds.settle(request.holdId, request.key, record(request.write), request.captured);
+        case "void":
+          // Answered once committed: the event loop reads what is committed, and a failed call's answer says its
+          // money is back.
+          await holds.void(request.holdId, record(request.write));
+          return db.durable();
+        case "release":
+          await holds.release(request.holdId);
+          return db.durable();
+        case "caught_up":
+          return db.durable();
+      }
+    },
+    close: () => db.close(),
   };
-  port.on("message", (message: WriterRequest | { op: "close" }) => {
-    if (message.op === "close") {
-      db.close().then(
-        () => port.close(),
+}
+
+let session: Session | undefined;
+port.on("message", (message: WriterMessage) => {
+  switch (message.op) {
+    case "open":
+      if (broken !== undefined || session !== undefined) {
+        fatal(new Error("the ledger writer's thread was opened while it was not idle"));
+        return;
+      }
+      open(message).then(
+        (opened) => {
+          session = opened;
+          port.postMessage({ kind: "ready" } satisfies WriterReply);
+        },
+        (error: unknown) => fatal(error),
+      );
+      return;
+    case "close": {
+      const closing = session;
+      session = undefined;
+      (closing?.close() ?? Promise.resolve()).then(
+        () =>
+          port.postMessage((broken === undefined ? { kind: "closed" } : { kind: "fatal", error: describe(broken) }) satisfies WriterReply),
         (error: unknown) => {
           fatal(error);
           port.close();
@@ -70,13 +102,21 @@ async function main(): Promise<void> {
       );
       return;
     }
-    run(message).then(
-      (value) => port.postMessage({ kind: "done", id: message.id, value } satisfies WriterReply),
-      (error: unknown) => port.postMessage({ kind: "failed", id: message.id, error: describe(error) } satisfies WriterReply),
-    );
-  });
-  port.postMessage({ kind: "ready" } satisfies WriterReply);
-}
+    default: {
+      const request = message;
+      const running =
+        broken !== undefined
+          ? Promise.reject(broken)
+          : session
+            ? session.run(request)
+            : Promise.reject(new Error("the ledger writer has no file open"));
+      running.then(
+        (value) => port.postMessage({ kind: "done", id: request.id, value } satisfies WriterReply),
+        (error: unknown) => port.postMessage({ kind: "failed", id: request.id, error: describe(error) } satisfies WriterReply),
+      );
+    }
+  }
+});
 
 /** An error as a message can carry it: its class's name, message and SQLite code. */
 function describe(error: unknown): { name: string; message: string; code?: string } {
@@ -84,7 +124,3 @@ function describe(error: unknown): { name: string; message: string; code?: strin
   const { code } = error as { code?: unknown };
   return { name: error.name, message: error.message, ...(typeof code === "string" ? { code } : {}) };
 }
-
-main().catch((error: unknown) => {
-  parentPort!.postMessage({ kind: "fatal", error: describe(error) } satisfies WriterReply);
-});

@@ -7,7 +7,7 @@ import type { Budget, HoldInput, HoldResult } from "../ledger/ledger";
 import type { HoldBook } from "./ledger-payment";
 import type { RecordCall } from "./payment";
 import type { CommitStats } from "../db/group-commit";
-import type { WriterError, WriterReply, WriterRequest, WriterStart } from "./ledger-writer-protocol";
+import type { WriterError, WriterMessage, WriterReply, WriterRequest } from "./ledger-writer-protocol";
 
 /** The thread's entry, bundled for it by ../threads.ts. */
 const THREAD_ENTRY = path.join(__dirname, "ledger-writer-thread.ts");
@@ -35,31 +35,45 @@ export class SqliteLedgerWriter implements HoldBook {
   private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
   private broken: Error | undefined;
   private closing = false;
-  private readonly exited: Promise<void>;
+  /** Resolves when the thread has closed the file (true: cleanly, so it may serve another) or has stopped (false). */
+  private readonly ended: Promise<boolean>;
+  private endedAs!: (clean: boolean) => void;
 
   private constructor(
     private readonly worker: Worker,
     private readonly lock: WriterLock,
     private readonly onFatal: (error: unknown) => void,
+    /** Whether the thread may be kept for the next writer once this one has closed it cleanly. */
+    private readonly reusable: boolean,
   ) {
-    this.exited = new Promise((resolve) => worker.once("exit", () => resolve()));
+    this.ended = new Promise((resolve) => (this.endedAs = resolve));
   }
 
-  /** Starts the thread on the SQLite file `file` (migrated, its open holds recovered) and waits until it is ready. */
+  private readonly onMessage = (reply: WriterReply) => this.answer(reply);
+  private readonly onError = (error: Error) => this.fail(error);
+  private readonly onExit = (code: number) => {
+    this.endedAs(false);
+    this.lock.abandon();
+    if (!this.closing) this.fail(new Error(`the ledger writer's thread stopped (exit code ${code})`));
+  };
+
+  /**
+   * Opens the SQLite file `file` (migrated, its open holds recovered) on a thread, an idle one this process's last
+   * writers left if there is one, and waits until it is ready.
+   */
   static async start(
     file: string,
     lock: WriterLock,
     onFatal: (error: unknown) => void,
-    /** A test's stand-in thread (a CommonJS file); ./ledger-writer-thread.ts otherwise. */
+    /** A test's stand-in thread (a CommonJS file, never kept idle); ./ledger-writer-thread.ts otherwise. */
     standIn?: string,
   ): Promise<SqliteLedgerWriter> {
-    const workerData: WriterStart = { file, lock: lock.buffer };
-    const worker = standIn
-      ? new Worker(standIn, { workerData })
-      : await startThread(THREAD_ENTRY, { workerData }).catch((error: unknown) => {
-          throw new Error(`the ledger writer's thread could not be built (SQLITE_LEDGER_WRITER=loop runs without it)`, { cause: error });
-        });
-    const writer = new SqliteLedgerWriter(worker, lock, onFatal);
+    const worker =
+      (standIn ? new Worker(standIn) : takeIdleThread()) ??
+      (await startThread(THREAD_ENTRY).catch((error: unknown) => {
+        throw new Error(`the ledger writer's thread could not be built (SQLITE_LEDGER_WRITER=loop runs without it)`, { cause: error });
+      }));
+    const writer = new SqliteLedgerWriter(worker, lock, onFatal, standIn === undefined);
     await new Promise<void>((resolve, reject) => {
       const done = (error?: Error) => {
         worker.off("message", first).off("error", done).off("exit", exit);
@@ -74,20 +88,21 @@ export class SqliteLedgerWriter implements HoldBook {
         );
       const exit = (code: number) => done(new Error(`the ledger writer's thread stopped before it was ready (exit code ${code})`));
       worker.once("message", first).once("error", done).once("exit", exit);
+      worker.postMessage({ op: "open", file, lock: lock.buffer } satisfies WriterMessage);
     }).catch(async (error: unknown) => {
       await worker.terminate();
       lock.abandon();
       throw error;
     });
-    worker.on("message", (reply: WriterReply) => writer.answer(reply));
-    worker.on("error", (error) => writer.fail(error));
-    worker.on("exit", (code) => {
-      writer.lock.abandon();
-      if (!writer.closing) writer.fail(new Error(`the ledger writer's thread stopped (exit code ${code})`));
-    });
+    worker.on("message", writer.onMessage).on("error", writer.onError).on("exit", writer.onExit);
     // The thread keeps the process alive only while it has work (an operation waiting, or a close).
     worker.unref();
     return writer;
+  }
+
+  /** The thread's id (a test sees that a closed writer's thread serves the next writer). */
+  get threadId(): number {
+    return this.worker.threadId;
   }
 
   hold(input: HoldInput): Promise<HoldResult> {
@@ -116,16 +131,30 @@ export class SqliteLedgerWriter implements HoldBook {
     await this.ask({ op: "caught_up" });
   }
 
-  /** Lets the operations asked so far finish, commits, and stops the thread (at the latest after CLOSE_DEADLINE_MS). */
+  /**
+   * Lets the operations asked so far finish, commits, and closes the thread's connection (the thread is stopped at the
+   * latest after CLOSE_DEADLINE_MS); a thread that closed it cleanly is kept idle for the next writer of the process.
+   */
   async close(): Promise<void> {
-    if (this.closing) return this.exited;
+    if (this.closing) {
+      await this.ended;
+      return;
+    }
     this.closing = true;
     this.worker.ref();
-    this.worker.postMessage({ op: "close" });
+    this.worker.postMessage({ op: "close" } satisfies WriterMessage);
     const deadline = setTimeout(() => void this.worker.terminate(), CLOSE_DEADLINE_MS);
-    await this.exited;
+    const clean = await this.ended;
     clearTimeout(deadline);
+    const broken = this.broken !== undefined;
     this.fail(new Error("the ledger writer is closed"), false);
+    if (!clean) return;
+    // The file is closed and nothing failed: the thread is done with this file's lock (as if it had stopped), and
+    // waits for the next writer of this process, or is stopped.
+    this.worker.off("message", this.onMessage).off("error", this.onError).off("exit", this.onExit);
+    this.lock.abandon();
+    if (this.reusable && !broken) keepIdleThread(this.worker);
+    else await this.worker.terminate();
   }
 
   private ask(operation: Operation): Promise<unknown> {
@@ -144,6 +173,7 @@ export class SqliteLedgerWriter implements HoldBook {
     if (reply.kind === "fatal") return this.fail(asError(reply.error));
     if (reply.kind === "commit") return this.onCommit?.(reply.stats);
     if (reply.kind === "ready") return;
+    if (reply.kind === "closed") return this.endedAs(true);
     const waiting = this.pending.get(reply.id);
     if (!waiting) return;
     this.pending.delete(reply.id);
@@ -165,6 +195,50 @@ export class SqliteLedgerWriter implements HoldBook {
     void this.worker.terminate();
     this.onFatal(error);
   }
+}
+
+/**
+ * Threads whose writer closed them cleanly, each stopped after IDLE_THREAD_MS unless the next writer of the process
+ * takes it first. Starting a thread costs about 70 ms of CPU on a 2-core host before it does anything (Node's own
+ * start of a thread), and about 30 ms more to load the writer: a gateway starts one, a test suite hundreds.
+ */
+const idleThreads: { worker: Worker; timer: NodeJS.Timeout; exited: () => void }[] = [];
+/** The most threads kept idle at once. */
+const MAX_IDLE_THREADS = 2;
+/** How long an idle thread is kept. */
+const IDLE_THREAD_MS = 30_000;
+/** An idle thread's failure stops it; nothing waits on it. */
+const ignore = () => {};
+
+function keepIdleThread(worker: Worker): void {
+  if (idleThreads.length >= MAX_IDLE_THREADS) {
+    void worker.terminate();
+    return;
+  }
+  worker.unref();
+  const exited = () => forgetIdleThread(worker);
+  const timer = setTimeout(() => {
+    forgetIdleThread(worker);
+    void worker.terminate();
+  }, IDLE_THREAD_MS);
+  timer.unref();
+  worker.on("error", ignore).once("exit", exited);
+  idleThreads.push({ worker, timer, exited });
+}
+
+/** The thread kept idle last (the likeliest still warm), taken from the pool: the caller opens a file on it. */
+function takeIdleThread(): Worker | undefined {
+  const worker = idleThreads.at(-1)?.worker;
+  if (worker) forgetIdleThread(worker);
+  return worker;
+}
+
+function forgetIdleThread(worker: Worker): void {
+  const index = idleThreads.findIndex((idle) => idle.worker === worker);
+  if (index === -1) return;
+  const [idle] = idleThreads.splice(index, 1);
+  clearTimeout(idle!.timer);
+  worker.off("error", ignore).off("exit", idle!.exited);
 }
 
 /** An error from the thread, as it was thrown there: its name, message and code (a SQLite error's). */

@@ -1,3 +1,6 @@
+import { execFile } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { expect } from "chai";
@@ -11,6 +14,7 @@ import { assertBalanced } from "../../server/ledger/invariants";
 import { type ChargingBackend, startChargingBackend } from "../helpers/charging-backend";
 import { type TestStack, startStack } from "../helpers/gateway";
 import { noRecord } from "../helpers/records";
+import { copyMigratedSqlite } from "../helpers/sqlite-template";
 
 /*
  * Keyed calls with SQLITE_LEDGER_WRITER=thread: holds, captures and releases written by the ledger writer's thread on
@@ -261,5 +265,87 @@ describe("SqliteLedgerWriter when its thread fails", () => {
     expect((released as Error).message).to.match(/thread stopped \(exit code 3\)/);
     expect(fatal).to.deep.equal([released]);
     await writer.close();
+  });
+});
+
+describe("SqliteLedgerWriter's threads, kept for the next gateway of the process", function () {
+  this.timeout(60_000);
+  const threadOf = (stack: TestStack) => (stack.gw.holds as SqliteLedgerWriter).threadId;
+  // A gateway's file that outlives its stack (a stack removes its own folder), to be read after another has run.
+  let kept: string;
+  before(() => (kept = fs.mkdtempSync(path.join(os.tmpdir(), "writer-thread-"))));
+  after(() => fs.rmSync(kept, { recursive: true, force: true }));
+  const callsIn = (file: string): number => {
+    const raw = new Database(file, { readonly: true });
+    try {
+      return Number(raw.prepare("SELECT COUNT(*) AS n FROM calls").get()!["n" as never]);
+    } finally {
+      raw.close();
+    }
+  };
+
+  it("serves the next gateway on that gateway's file once its own has closed it cleanly", async () => {
+    const first = await startStack({ buyerUsd: "1", dbPath: path.join(kept, "first.db"), config: { sqliteLedgerWriter: "thread" } });
+    let thread: number;
+    try {
+      thread = threadOf(first);
+      expect((await first.post("/v1/skills/echo/call", {})).status).to.equal(200);
+    } finally {
+      await first.close();
+    }
+    const firstCalls = callsIn(first.dbPath);
+    const second = await startStack({ buyerUsd: "1", config: { sqliteLedgerWriter: "thread" } });
+    try {
+      expect(threadOf(second)).to.equal(thread);
+      const before = await second.available();
+      const answers = await Promise.all(Array.from({ length: 5 }, (_, i) => second.post("/v1/skills/echo/call", { i })));
+      expect(answers.map((a) => a.status)).to.deep.equal([200, 200, 200, 200, 200]);
+      expect(await second.available()).to.equal(before - 5n * 1_000n);
+      expect(callsIn(second.dbPath)).to.equal(5);
+      await assertBalanced(second.gw.db);
+    } finally {
+      await second.close();
+    }
+    // The first gateway's file got nothing more once it was closed.
+    expect(callsIn(first.dbPath)).to.equal(firstCalls);
+  });
+
+  it("never gives a thread that failed to open a file to another writer", async () => {
+    const first = await startStack({ buyerUsd: "1", config: { sqliteLedgerWriter: "thread" } });
+    const thread = threadOf(first);
+    await first.close();
+    const lock = new WriterLock();
+    const opened = await SqliteLedgerWriter.start(path.join(first.dbPath, "not-a-folder", "x.db"), lock, () => {}).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(opened).to.be.instanceOf(Error);
+    const next = await startStack({ buyerUsd: "1", config: { sqliteLedgerWriter: "thread" } });
+    try {
+      expect(threadOf(next)).to.not.equal(thread);
+      expect((await next.post("/v1/skills/echo/call", {})).status).to.equal(200);
+    } finally {
+      await next.close();
+    }
+  });
+
+  it("keeps no process alive: a process whose last writer closed exits by itself, its idle thread with it", async () => {
+    const file = path.join(kept, "exits.db");
+    copyMigratedSqlite(file);
+    const script = `
+      const { SqliteLedgerWriter } = require(${JSON.stringify(require.resolve("../../server/gateway/ledger-writer"))});
+      const { WriterLock } = require(${JSON.stringify(require.resolve("../../server/db/writer-lock"))});
+      SqliteLedgerWriter.start(${JSON.stringify(file)}, new WriterLock(), (error) => { console.error(error); process.exit(2); })
+        .then((writer) => writer.caughtUp().then(() => writer.close()))
+        .then(() => console.log("closed"));`;
+    const child = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
+      const started = execFile(
+        process.execPath,
+        ["-r", require.resolve("../../server/devstack/ts-register.cjs"), "-e", script],
+        { timeout: 30_000 },
+        (_error, stdout) => resolve({ code: started.exitCode, stdout }),
+      );
+    });
+    expect(child).to.deep.equal({ code: 0, stdout: "closed\n" });
   });
 });

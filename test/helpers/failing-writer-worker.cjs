@@ -3,10 +3,10 @@
 "use strict";
 const { parentPort } = require("node:worker_threads");
 parentPort.on("message", (message) => {
-  if (message.op === "hold") parentPort.postMessage({ kind: "done", id: message.id, value: { ok: true, hold: { id: "h1" } } });
+  if (message.op === "open") parentPort.postMessage({ kind: "ready" });
+  else if (message.op === "hold") parentPort.postMessage({ kind: "done", id: message.id, value: { ok: true, hold: { id: "h1" } } });
   else if (message.op === "settle")
     parentPort.postMessage({ kind: "fatal", error: { name: "SqliteError", message: "disk I/O error", code: "SQLITE_IOERR" } });
   else if (message.op === "release") process.exit(3);
   else if (message.op === "close") parentPort.close();
 });
-parentPort.postMessage({ kind: "ready" });
