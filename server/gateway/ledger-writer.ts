@@ -68,12 +68,27 @@ export class SqliteLedgerWriter implements HoldBook {
     /** A test's stand-in thread (a CommonJS file, never kept idle); ./ledger-writer-thread.ts otherwise. */
     standIn?: string,
   ): Promise<SqliteLedgerWriter> {
+    if (standIn) return SqliteLedgerWriter.open(new Worker(standIn), file, lock, onFatal, false);
+    // Not tried again on a new thread when opening on an idle one fails: the failed try may hold a ticket of `lock`.
     const worker =
-      (standIn ? new Worker(standIn) : takeIdleThread()) ??
+      takeIdleThread() ??
       (await startThread(THREAD_ENTRY).catch((error: unknown) => {
         throw new Error(`the ledger writer's thread could not be built (SQLITE_LEDGER_WRITER=loop runs without it)`, { cause: error });
       }));
-    const writer = new SqliteLedgerWriter(worker, lock, onFatal, standIn === undefined);
+    return SqliteLedgerWriter.open(worker, file, lock, onFatal, true);
+  }
+
+  /** Opens `file` on `worker` and waits until it is ready; a thread that fails to is stopped, and the lock abandoned. */
+  private static async open(
+    worker: Worker,
+    file: string,
+    lock: WriterLock,
+    onFatal: (error: unknown) => void,
+    reusable: boolean,
+  ): Promise<SqliteLedgerWriter> {
+    const writer = new SqliteLedgerWriter(worker, lock, onFatal, reusable);
+    // An idle thread is unreferenced: the process waits for it while it opens the file, as for a new one.
+    worker.ref();
     await new Promise<void>((resolve, reject) => {
       const done = (error?: Error) => {
         worker.off("message", first).off("error", done).off("exit", exit);
@@ -143,8 +158,13 @@ export class SqliteLedgerWriter implements HoldBook {
     this.closing = true;
     this.worker.ref();
     this.worker.postMessage({ op: "close" } satisfies WriterMessage);
-    const deadline = setTimeout(() => void this.worker.terminate(), CLOSE_DEADLINE_MS);
-    const clean = await this.ended;
+    let stopped = false;
+    const deadline = setTimeout(() => {
+      stopped = true;
+      void this.worker.terminate();
+    }, CLOSE_DEADLINE_MS);
+    // A thread stopped at the deadline is not clean, even if its "closed" came as it stopped.
+    const clean = (await this.ended) && !stopped;
     clearTimeout(deadline);
     const broken = this.broken !== undefined;
     this.fail(new Error("the ledger writer is closed"), false);
@@ -211,6 +231,8 @@ const IDLE_THREAD_MS = 30_000;
 const ignore = () => {};
 
 function keepIdleThread(worker: Worker): void {
+  // A thread that has stopped (its id is then -1) is never kept: a message to it would go nowhere, unanswered.
+  if (worker.threadId === -1) return;
   if (idleThreads.length >= MAX_IDLE_THREADS) {
     void worker.terminate();
     return;
@@ -228,9 +250,13 @@ function keepIdleThread(worker: Worker): void {
 
 /** The thread kept idle last (the likeliest still warm), taken from the pool: the caller opens a file on it. */
 function takeIdleThread(): Worker | undefined {
-  const worker = idleThreads.at(-1)?.worker;
-  if (worker) forgetIdleThread(worker);
-  return worker;
+  for (;;) {
+    const worker = idleThreads.at(-1)?.worker;
+    if (!worker) return undefined;
+    forgetIdleThread(worker);
+    // One that stopped while idle (its exit not yet heard) is left to stop.
+    if (worker.threadId !== -1) return worker;
+  }
 }
 
 function forgetIdleThread(worker: Worker): void {

@@ -314,8 +314,10 @@ describe("SqliteLedgerWriter's threads, kept for the next gateway of the process
     const first = await startStack({ buyerUsd: "1", config: { sqliteLedgerWriter: "thread" } });
     const thread = threadOf(first);
     await first.close();
-    const lock = new WriterLock();
-    const opened = await SqliteLedgerWriter.start(path.join(first.dbPath, "not-a-folder", "x.db"), lock, () => {}).then(
+    // A file below a regular file: no folder can be made there.
+    const plain = path.join(kept, "plain");
+    fs.writeFileSync(plain, "");
+    const opened = await SqliteLedgerWriter.start(path.join(plain, "x.db"), new WriterLock(), () => {}).then(
       () => undefined,
       (error: unknown) => error,
     );
@@ -329,15 +331,24 @@ describe("SqliteLedgerWriter's threads, kept for the next gateway of the process
     }
   });
 
-  it("keeps no process alive: a process whose last writer closed exits by itself, its idle thread with it", async () => {
-    const file = path.join(kept, "exits.db");
-    copyMigratedSqlite(file);
+  it("keeps the process alive while a kept thread opens the next file, and no longer once the last writer closed", async () => {
+    const files = ["exits-1.db", "exits-2.db"].map((name) => path.join(kept, name));
+    for (const file of files) copyMigratedSqlite(file);
+    // Nothing else keeps this process alive: the second writer opens its file on the thread the first left idle (the
+    // process must wait for that), and once the second has closed, the process ends by itself, its idle thread with it.
     const script = `
       const { SqliteLedgerWriter } = require(${JSON.stringify(require.resolve("../../server/gateway/ledger-writer"))});
       const { WriterLock } = require(${JSON.stringify(require.resolve("../../server/db/writer-lock"))});
-      SqliteLedgerWriter.start(${JSON.stringify(file)}, new WriterLock(), (error) => { console.error(error); process.exit(2); })
-        .then((writer) => writer.caughtUp().then(() => writer.close()))
-        .then(() => console.log("closed"));`;
+      const fatal = (error) => { console.error(error); process.exit(2); };
+      const cycle = (file) => SqliteLedgerWriter.start(file, new WriterLock(), fatal).then(async (writer) => {
+        await writer.caughtUp();
+        await writer.close();
+        return writer.threadId;
+      });
+      cycle(${JSON.stringify(files[0])}).then(async (first) => {
+        const second = await cycle(${JSON.stringify(files[1])});
+        console.log(second === first ? "closed twice on one thread" : "closed on two threads");
+      });`;
     const child = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
       const started = execFile(
         process.execPath,
@@ -346,6 +357,6 @@ describe("SqliteLedgerWriter's threads, kept for the next gateway of the process
         (_error, stdout) => resolve({ code: started.exitCode, stdout }),
       );
     });
-    expect(child).to.deep.equal({ code: 0, stdout: "closed\n" });
+    expect(child).to.deep.equal({ code: 0, stdout: "closed twice on one thread\n" });
   });
 });
