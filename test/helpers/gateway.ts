@@ -67,93 +67,102 @@ export async function startStack(
   } = {},
 ): Promise<TestStack> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "skill-gw-"));
-  const dbPath = options.dbPath ?? path.join(dir, "gateway.db");
-  const engine = options.engine ?? "sqlite";
-  const databaseUrl = engine === "postgres" ? await freshPostgresDatabase() : "";
-  // A fresh file of this stack's own only: a path the test names keeps what the test put there (or nothing).
-  if (engine === "sqlite" && options.dbPath === undefined && options.config?.dbPath === undefined) copyMigratedSqlite(dbPath);
-  // The test backend is on loopback: allowlisted, as npm start does for its demo backend.
-  const backend = await startTestBackend();
-  const config = loadConfig(
-    {},
-    {
-      port: 0,
+  // What a stack that fails to start (a test of a refused configuration) has started, closed before the error goes on.
+  const started: { backend?: TestBackend; gw?: RunningGateway } = {};
+  try {
+    const dbPath = options.dbPath ?? path.join(dir, "gateway.db");
+    const engine = options.engine ?? "sqlite";
+    const databaseUrl = engine === "postgres" ? await freshPostgresDatabase() : "";
+    // A fresh file of this stack's own only: a path the test names keeps what the test put there (or nothing).
+    if (engine === "sqlite" && options.dbPath === undefined && options.config?.dbPath === undefined) copyMigratedSqlite(dbPath);
+    // The test backend is on loopback: allowlisted, as npm start does for its demo backend.
+    const backend = (started.backend = await startTestBackend());
+    const config = loadConfig(
+      {},
+      {
+        port: 0,
+        dbPath,
+        databaseUrl,
+        logLevel: "silent",
+        ...options.config,
+        skillBackendAllowlist: [backend.url, ...(options.config?.skillBackendAllowlist ?? [])],
+      },
+    );
+    const egress = new PublicStandInEgress(
+      { allowlist: config.skillBackendAllowlist, allowedPorts: config.skillBackendPorts },
+      [backend.url, ...(options.publicStandIns ?? [])],
+      options.gateway?.resolveHost,
+    );
+    const gw = (started.gw = await startGateway(config, { log: () => {}, egress, ...options.gateway }));
+    const sellerId = "seller-1";
+    await gw.ledger.ensureAccount({ id: sellerId, kind: "seller", name: "Seller One" });
+    // The marketplace shows a seller by the display name it chose (never its account's name): this one chose its name.
+    await setDisplayName(gw.db, sellerId, "Seller One");
+
+    const addSkill: TestStack["addSkill"] = (slug, route, overrides = {}) =>
+      gw.skills.upsert({
+        slug,
+        name: slug,
+        priceMicros: 1_000n,
+        sellerAccountId: sellerId,
+        backendUrl: backend.url + route,
+        timeoutMs: 2_000,
+        ...overrides,
+      });
+    for (const route of ["echo", "fail", "reject", "hang", "notjson", "big", "unavailable"]) await addSkill(route, `/${route}`);
+
+    let buyers = 0;
+    const addBuyer: TestStack["addBuyer"] = async (usd, kind = "user") => {
+      const accountId = `buyer-${++buyers}`;
+      await gw.ledger.ensureAccount({ id: accountId, kind, name: accountId });
+      if (usdToMicros(usd) > 0n) await gw.ledger.credit(accountId, usdToMicros(usd), "dev_credit", "test");
+      await gw.db.durable();
+      // The stack's buyers hold the scopes every key held before keys had scopes (calls, usage:read, funds:withdraw), so
+      // the suites written before scopes test what they always did; the suites about scopes make keys of their own.
+      return { accountId, key: (await gw.keys.create(accountId, { scopes: LEGACY_SCOPES })).key };
+    };
+    const buyer = await addBuyer(options.buyerUsd ?? "10");
+
+    const request = async (
+      method: string,
+      pathname: string,
+      body: unknown,
+      key: string | null | undefined,
+      headers: Record<string, string> = {},
+    ) => {
+      const k = key === undefined ? buyer.key : key;
+      const reply = await send(gw.url + pathname, method, k === null ? headers : { authorization: `Bearer ${k}`, ...headers }, body);
+      assertDeclared(method, gw.url + pathname, reply);
+      return reply;
+    };
+
+    return {
+      gw,
+      backend,
+      url: gw.url,
+      key: buyer.key,
+      buyerId: buyer.accountId,
+      sellerId,
       dbPath,
+      engine,
       databaseUrl,
-      logLevel: "silent",
-      ...options.config,
-      skillBackendAllowlist: [backend.url, ...(options.config?.skillBackendAllowlist ?? [])],
-    },
-  );
-  const egress = new PublicStandInEgress(
-    { allowlist: config.skillBackendAllowlist, allowedPorts: config.skillBackendPorts },
-    [backend.url, ...(options.publicStandIns ?? [])],
-    options.gateway?.resolveHost,
-  );
-  const gw = await startGateway(config, { log: () => {}, egress, ...options.gateway });
-  const sellerId = "seller-1";
-  await gw.ledger.ensureAccount({ id: sellerId, kind: "seller", name: "Seller One" });
-  // The marketplace shows a seller by the display name it chose (never its account's name): this one chose its name.
-  await setDisplayName(gw.db, sellerId, "Seller One");
-
-  const addSkill: TestStack["addSkill"] = (slug, route, overrides = {}) =>
-    gw.skills.upsert({
-      slug,
-      name: slug,
-      priceMicros: 1_000n,
-      sellerAccountId: sellerId,
-      backendUrl: backend.url + route,
-      timeoutMs: 2_000,
-      ...overrides,
-    });
-  for (const route of ["echo", "fail", "reject", "hang", "notjson", "big", "unavailable"]) await addSkill(route, `/${route}`);
-
-  let buyers = 0;
-  const addBuyer: TestStack["addBuyer"] = async (usd, kind = "user") => {
-    const accountId = `buyer-${++buyers}`;
-    await gw.ledger.ensureAccount({ id: accountId, kind, name: accountId });
-    if (usdToMicros(usd) > 0n) await gw.ledger.credit(accountId, usdToMicros(usd), "dev_credit", "test");
-    await gw.db.durable();
-    // The stack's buyers hold the scopes every key held before keys had scopes (calls, usage:read, funds:withdraw), so
-    // the suites written before scopes test what they always did; the suites about scopes make keys of their own.
-    return { accountId, key: (await gw.keys.create(accountId, { scopes: LEGACY_SCOPES })).key };
-  };
-  const buyer = await addBuyer(options.buyerUsd ?? "10");
-
-  const request = async (
-    method: string,
-    pathname: string,
-    body: unknown,
-    key: string | null | undefined,
-    headers: Record<string, string> = {},
-  ) => {
-    const k = key === undefined ? buyer.key : key;
-    const reply = await send(gw.url + pathname, method, k === null ? headers : { authorization: `Bearer ${k}`, ...headers }, body);
-    assertDeclared(method, gw.url + pathname, reply);
-    return reply;
-  };
-
-  return {
-    gw,
-    backend,
-    url: gw.url,
-    key: buyer.key,
-    buyerId: buyer.accountId,
-    sellerId,
-    dbPath,
-    engine,
-    databaseUrl,
-    addSkill,
-    addBuyer,
-    post: (p, body, o = {}) => request("POST", p, body, o.key, o.headers),
-    get: (p, key) => request("GET", p, undefined, key),
-    available: (id = buyer.accountId) => gw.ledger.balanceOf(id, "available"),
-    earned: (id = sellerId) => gw.ledger.balanceOf(id, "earned"),
-    fees: () => gw.ledger.balanceOf(PLATFORM_ACCOUNT_ID, "fees"),
-    async close() {
-      await gw.close();
-      await backend.close();
-      fs.rmSync(dir, { recursive: true, force: true });
-    },
-  };
+      addSkill,
+      addBuyer,
+      post: (p, body, o = {}) => request("POST", p, body, o.key, o.headers),
+      get: (p, key) => request("GET", p, undefined, key),
+      available: (id = buyer.accountId) => gw.ledger.balanceOf(id, "available"),
+      earned: (id = sellerId) => gw.ledger.balanceOf(id, "earned"),
+      fees: () => gw.ledger.balanceOf(PLATFORM_ACCOUNT_ID, "fees"),
+      async close() {
+        await gw.close();
+        await backend.close();
+        fs.rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  } catch (error) {
+    await started.gw?.close().catch(() => {});
+    await started.backend?.close().catch(() => {});
+    fs.rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
 }
