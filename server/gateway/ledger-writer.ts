@@ -38,6 +38,8 @@ export class SqliteLedgerWriter implements HoldBook {
   /** Resolves when the thread has closed the file (true: cleanly, so it may serve another) or has stopped (false). */
   private readonly ended: Promise<boolean>;
   private endedAs!: (clean: boolean) => void;
+  /** Operations still unanswered when the thread said it had closed the file: their answers may come after it. */
+  private dueAtClose = 0;
 
   private constructor(
     private readonly worker: Worker,
@@ -173,7 +175,8 @@ export class SqliteLedgerWriter implements HoldBook {
     // waits for the next writer of this process, or is stopped.
     this.worker.off("message", this.onMessage).off("error", this.onError).off("exit", this.onExit);
     this.lock.abandon();
-    if (this.reusable && !broken) keepIdleThread(this.worker);
+    // A thread that may still answer this writer's operations (a late answer would reach the next writer) is not kept.
+    if (this.reusable && !broken && this.dueAtClose === 0) keepIdleThread(this.worker);
     else await this.worker.terminate();
   }
 
@@ -193,7 +196,10 @@ export class SqliteLedgerWriter implements HoldBook {
     if (reply.kind === "fatal") return this.fail(asError(reply.error));
     if (reply.kind === "commit") return this.onCommit?.(reply.stats);
     if (reply.kind === "ready") return;
-    if (reply.kind === "closed") return this.endedAs(true);
+    if (reply.kind === "closed") {
+      this.dueAtClose = this.pending.size;
+      return this.endedAs(true);
+    }
     const waiting = this.pending.get(reply.id);
     if (!waiting) return;
     this.pending.delete(reply.id);
@@ -231,7 +237,8 @@ const IDLE_THREAD_MS = 30_000;
 const ignore = () => {};
 
 function keepIdleThread(worker: Worker): void {
-  // A thread that has stopped (its id is then -1) is never kept: a message to it would go nowhere, unanswered.
+  // A thread that has stopped (its id is -1 once its exit is handled, as when its "closed" came as it was stopped) is
+  // never kept: a message to it would go nowhere, unanswered.
   if (worker.threadId === -1) return;
   if (idleThreads.length >= MAX_IDLE_THREADS) {
     void worker.terminate();
@@ -248,15 +255,14 @@ function keepIdleThread(worker: Worker): void {
   idleThreads.push({ worker, timer, exited });
 }
 
-/** The thread kept idle last (the likeliest still warm), taken from the pool: the caller opens a file on it. */
+/**
+ * The thread kept idle last (the likeliest still warm), taken from the pool: the caller opens a file on it. (One that
+ * stopped is out of the pool once its exit is heard; one whose exit is not heard yet fails the open that takes it.)
+ */
 function takeIdleThread(): Worker | undefined {
-  for (;;) {
-    const worker = idleThreads.at(-1)?.worker;
-    if (!worker) return undefined;
-    forgetIdleThread(worker);
-    // One that stopped while idle (its exit not yet heard) is left to stop.
-    if (worker.threadId !== -1) return worker;
-  }
+  const worker = idleThreads.at(-1)?.worker;
+  if (worker) forgetIdleThread(worker);
+  return worker;
 }
 
 function forgetIdleThread(worker: Worker): void {
