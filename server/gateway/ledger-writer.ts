@@ -117,6 +117,11 @@ export class SqliteLedgerWriter implements HoldBook {
     return writer;
   }
 
+  /** The ids of the threads kept idle for the next writer of this process, the next one to be taken last. */
+  static idleThreadIds(): number[] {
+    return idleThreads.map((idle) => idle.worker.threadId);
+  }
+
   /** The thread's id (a test sees that a closed writer's thread serves the next writer). */
   get threadId(): number {
     return this.worker.threadId;

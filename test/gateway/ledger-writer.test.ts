@@ -314,6 +314,7 @@ describe("SqliteLedgerWriter's threads, kept for the next gateway of the process
     const first = await startStack({ buyerUsd: "1", config: { sqliteLedgerWriter: "thread" } });
     const thread = threadOf(first);
     await first.close();
+    expect(SqliteLedgerWriter.idleThreadIds().at(-1)).to.equal(thread);
     // A file below a regular file: no folder can be made there.
     const plain = path.join(kept, "plain");
     fs.writeFileSync(plain, "");
@@ -322,6 +323,8 @@ describe("SqliteLedgerWriter's threads, kept for the next gateway of the process
       (error: unknown) => error,
     );
     expect(opened).to.be.instanceOf(Error);
+    // The failed open took the idle thread and stopped it.
+    expect(SqliteLedgerWriter.idleThreadIds()).to.not.include(thread);
     const next = await startStack({ buyerUsd: "1", config: { sqliteLedgerWriter: "thread" } });
     try {
       expect(threadOf(next)).to.not.equal(thread);
