@@ -74,6 +74,8 @@ async function open(start: WriterStart): Promise<Session> {
 }
 
 let session: Session | undefined;
+/** The operations whose answers are not yet posted: "closed" is posted after them, so no answer follows it. */
+const answering = new Set<Promise<void>>();
 port.on("message", (message: WriterMessage) => {
   switch (message.op) {
     case "open":
@@ -92,14 +94,18 @@ port.on("message", (message: WriterMessage) => {
     case "close": {
       const closing = session;
       session = undefined;
-      (closing?.close() ?? Promise.resolve()).then(
-        () =>
-          port.postMessage((broken === undefined ? { kind: "closed" } : { kind: "fatal", error: describe(broken) }) satisfies WriterReply),
-        (error: unknown) => {
-          fatal(error);
-          port.close();
-        },
-      );
+      (closing?.close() ?? Promise.resolve())
+        .then(() => Promise.all(answering))
+        .then(
+          () =>
+            port.postMessage(
+              (broken === undefined ? { kind: "closed" } : { kind: "fatal", error: describe(broken) }) satisfies WriterReply,
+            ),
+          (error: unknown) => {
+            fatal(error);
+            port.close();
+          },
+        );
       return;
     }
     default: {
@@ -110,10 +116,13 @@ port.on("message", (message: WriterMessage) => {
           : session
             ? session.run(request)
             : Promise.reject(new Error("the ledger writer has no file open"));
-      running.then(
+      const answered = running.then(
         (value) => port.postMessage({ kind: "done", id: request.id, value } satisfies WriterReply),
         (error: unknown) => port.postMessage({ kind: "failed", id: request.id, error: describe(error) } satisfies WriterReply),
       );
+      answering.add(answered);
+      const forget = () => void answering.delete(answered);
+      answered.then(forget, forget);
     }
   }
 });

@@ -38,8 +38,6 @@ export class SqliteLedgerWriter implements HoldBook {
   /** Resolves when the thread has closed the file (true: cleanly, so it may serve another) or has stopped (false). */
   private readonly ended: Promise<boolean>;
   private endedAs!: (clean: boolean) => void;
-  /** Operations still unanswered when the thread said it had closed the file: their answers may come after it. */
-  private dueAtClose = 0;
 
   private constructor(
     private readonly worker: Worker,
@@ -180,8 +178,9 @@ export class SqliteLedgerWriter implements HoldBook {
     // waits for the next writer of this process, or is stopped.
     this.worker.off("message", this.onMessage).off("error", this.onError).off("exit", this.onExit);
     this.lock.abandon();
-    // A thread that may still answer this writer's operations (a late answer would reach the next writer) is not kept.
-    if (this.reusable && !broken && this.dueAtClose === 0) keepIdleThread(this.worker);
+    // The thread answers every operation before "closed" (./ledger-writer-thread.ts): no answer of this writer's can
+    // reach the next.
+    if (this.reusable && !broken) keepIdleThread(this.worker);
     else await this.worker.terminate();
   }
 
@@ -201,10 +200,7 @@ export class SqliteLedgerWriter implements HoldBook {
     if (reply.kind === "fatal") return this.fail(asError(reply.error));
     if (reply.kind === "commit") return this.onCommit?.(reply.stats);
     if (reply.kind === "ready") return;
-    if (reply.kind === "closed") {
-      this.dueAtClose = this.pending.size;
-      return this.endedAs(true);
-    }
+    if (reply.kind === "closed") return this.endedAs(true);
     const waiting = this.pending.get(reply.id);
     if (!waiting) return;
     this.pending.delete(reply.id);
