@@ -20,6 +20,7 @@
  *
  *   BENCH_SECONDS (default 8)  BENCH_CONNECTIONS (default 50)  BENCH_PROFILE (a folder)  BENCH_POSTGRES=0 (SQLite only)
  *   BENCH_SQLITE_WRITERS (default loop,thread: the SQLite gateway measured with each SQLITE_LEDGER_WRITER, in the same run; none: PostgreSQL alone)
+ *   BENCH_PG_STATEMENTS=1 (PostgreSQL's statements per call from pg_stat_statements, those inside functions and triggers too)
  */
 import { postgresUnavailableReason, startPostgres } from "../server/devstack/postgres-server";
 import { redisServerBinary, startRedisServer } from "../server/devstack/redis-server";
@@ -75,6 +76,8 @@ interface Scenario {
   walFlushes?: number;
   /** PostgreSQL only: backends waiting on a lock, on average over the run, by the relation or kind waited on. */
   lockWaits?: Map<string, number>;
+  /** PostgreSQL with BENCH_PG_STATEMENTS=1: the statements that took the server's time, most first. */
+  topStatements?: StatementCost[];
 }
 
 /** Each started gateway's counters: its CPU time and PostgreSQL traffic so far. */
@@ -136,6 +139,7 @@ async function scenario(
       beforeMeasure: async () => {
         before = await Promise.all(started.map((s) => statsOf(s.child)));
         if (options.postgres) {
+          if (PG_STATEMENTS) await resetStatements(options.postgres.url);
           pgCpuBefore = processTreeCpuMicros(options.postgres.pid);
           walBefore = await walSyncs(options.postgres.url);
           sampler = await sampleLockWaits(options.postgres.url);
@@ -165,6 +169,7 @@ async function scenario(
     result.retried = sum((s) => s.retried) / calls;
     result.walFlushes = Number((await walSyncs(options.postgres.url)) - walBefore) / calls;
     result.lockWaits = lockWaits;
+    if (PG_STATEMENTS) result.topStatements = await topStatements(options.postgres.url, calls);
   }
   return result;
 }
@@ -249,7 +254,11 @@ async function postgresRuns(
       ? "BENCH_POSTGRES=0"
       : (postgresUnavailableReason() ?? (redisServerBinary() ? null : "redis-server is not installed"));
   if (missing) return { scenarios: [], notes: [`PostgreSQL scenarios skipped: ${missing}`] };
-  const server = await startPostgres({ database: "bench_seed" });
+  const server = await startPostgres({
+    database: "bench_seed",
+    // Counting every statement costs the server some CPU: only when asked for.
+    settings: PG_STATEMENTS ? { shared_preload_libraries: "pg_stat_statements", "pg_stat_statements.track": "all" } : {},
+  });
   const redis = await startRedisServer();
   try {
     const scenarios: Scenario[] = [];
@@ -296,6 +305,54 @@ async function walSyncs(url: string): Promise<bigint> {
   await client.connect();
   try {
     return BigInt((await client.query<{ n: string }>("SELECT wal_sync::text AS n FROM pg_stat_wal")).rows[0].n);
+  } finally {
+    await client.end();
+  }
+}
+
+/** BENCH_PG_STATEMENTS=1: each PostgreSQL scenario's statements from pg_stat_statements (a profile, costing some CPU). */
+const PG_STATEMENTS = process.env.BENCH_PG_STATEMENTS === "1";
+
+/** One statement's share of a scenario's calls, from pg_stat_statements. */
+interface StatementCost {
+  query: string;
+  /** Whether the client sent it (false: run inside a function or a trigger, its time inside its caller's too). */
+  toplevel: boolean;
+  perCall: number;
+  /** Execution time per gateway call, and per execution, µs. */
+  microsPerCall: number;
+  meanMicros: number;
+}
+
+/** Empties pg_stat_statements (the extension made in the scenario's database first). */
+async function resetStatements(url: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+    await client.query("SELECT pg_stat_statements_reset()");
+  } finally {
+    await client.end();
+  }
+}
+
+/** The scenario database's statements by execution time, over `calls` gateway calls. */
+async function topStatements(url: string, calls: number): Promise<StatementCost[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ query: string; toplevel: boolean; calls: string; total: number }>(
+      `SELECT query, toplevel, calls::text AS calls, total_exec_time AS total FROM pg_stat_statements
+       WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND calls > 0
+       ORDER BY total_exec_time DESC LIMIT 20`,
+    );
+    return rows.map((r) => ({
+      query: r.query.replace(/\s+/g, " ").slice(0, 110),
+      toplevel: r.toplevel,
+      perCall: Number(r.calls) / calls,
+      microsPerCall: (r.total * 1000) / calls,
+      meanMicros: (r.total * 1000) / Number(r.calls),
+    }));
   } finally {
     await client.end();
   }
@@ -459,6 +516,14 @@ async function main(): Promise<void> {
               : "none seen"
           }`,
       );
+    for (const s of postgres.scenarios.filter((x) => x.topStatements)) {
+      console.log(`\n${s.run.name}, pg_stat_statements (track=all: a function's time includes its statements'):`);
+      console.log("| statement | sent by | executions a call | µs a call | µs each |\n| --- | --- | ---: | ---: | ---: |");
+      for (const t of s.topStatements!)
+        console.log(
+          `| \`${t.query.replaceAll("|", "\\|")}\` | ${t.toplevel ? "client" : "function"} | ${fmt(t.perCall)} | ${fmt(t.microsPerCall, 0)} | ${fmt(t.meanMicros, 0)} |`,
+        );
+    }
     const manyPg = postgres.scenarios.find((s) => s.replicas === 1 && s.buyers === MANY_BUYERS);
     if (manyPg)
       console.log(
