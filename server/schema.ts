@@ -46,6 +46,7 @@ const VERSIONS: readonly { version: number; name: string }[] = [
   { version: 26, name: "skills' output contracts, and the calls that broke them" },
   { version: 27, name: "usage-priced skills: a skill's pricing, and its price as the most a call may cost" },
   { version: 28, name: "skills' quality roll-up: calls per hour, result and latency bucket" },
+  { version: 29, name: "settled batches' totals per payer and seller; calls in a batch are final" },
 ];
 
 /**

@@ -10,6 +10,9 @@ export type ReconcileBatchRow = {
   platform_fee: bigint;
 };
 
+/** Calls, debits and seller credits of a (payer, seller) pair, in base units. */
+export type PairSums = { account_id: string; seller_account_id: string; calls: bigint; debits: bigint; credits: bigint };
+
 /**
  * The reads reconciliation (./reconcile.ts) and a seller's earnings (./earnings.ts) make across the ledger's
  * and settlement's tables: batches, holds, entries and postings, chain deposits and exits, vouchers, linked
@@ -142,22 +145,58 @@ export class ReconcileStore {
     return sql.all("SELECT address, account_id FROM account_addresses ORDER BY address");
   }
 
-  /** A seller's shares: of captured calls in settled batches and not (yet) in one, plus its settled x402 payments. */
+  /**
+   * A seller's shares: of captured calls in settled batches (their totals, kept per payer as each batch is marked
+   * settled) and not (yet) in one (unbatched, or in the pending batch), plus its settled x402 payments. Bounded by
+   * the seller's payers and the calls not yet settled, never by every call the seller was paid for.
+   */
   async sellerShares(accountId: string, sql: Sql = this.db): Promise<{ settled: bigint; pending: bigint }> {
-    const row = await sql.one<{ settled: bigint; pending: bigint }>(
+    // One statement: one snapshot, so a batch marked settled meanwhile is counted once, on one side.
+    const row = await sql.one<{ settled: bigint; unbatched: bigint; in_pending: bigint }>(
       `SELECT
-         COALESCE(SUM(CASE WHEN b.status = 'settled' THEN h.seller_amount ELSE 0 END), 0) AS settled,
-         COALESCE(SUM(CASE WHEN b.status IS NULL OR b.status <> 'settled' THEN h.seller_amount ELSE 0 END), 0) AS pending
-       FROM holds h LEFT JOIN settlement_batches b ON b.number = h.batch_number
-       WHERE h.seller_account_id = ? AND h.status = 'captured'`,
-      [accountId],
+         (SELECT COALESCE(SUM(t.credits), 0) FROM settled_pair_totals t WHERE t.seller_account_id = ?) AS settled,
+         (SELECT COALESCE(SUM(h.seller_amount), 0) FROM holds h
+          WHERE h.status = 'captured' AND h.batch_number IS NULL AND h.seller_account_id = ?) AS unbatched,
+         (SELECT COALESCE(SUM(h.seller_amount), 0) FROM settlement_batches b JOIN holds h ON h.batch_number = b.number
+          WHERE b.status = 'pending' AND h.seller_account_id = ?) AS in_pending`,
+      [accountId, accountId, accountId],
     );
     // Calls paid with x402 are settled on-chain as they are paid (server/x402/): never pending.
     const x402 = await sql.value<bigint>(
       "SELECT COALESCE(SUM(seller_amount), 0) FROM x402_payments WHERE seller_account_id = ? AND status = 'settled'",
       [accountId],
     );
-    return { settled: BigInt(row!.settled) + BigInt(x402 ?? 0n), pending: BigInt(row!.pending) };
+    return { settled: BigInt(row!.settled) + BigInt(x402 ?? 0n), pending: BigInt(row!.unbatched) + BigInt(row!.in_pending) };
+  }
+
+  /** The settled totals per (payer, seller), kept as each batch is marked settled (./batches-store.ts markSettled). */
+  settledTotals(sql: Sql = this.db): Promise<PairSums[]> {
+    return sql.all(
+      `SELECT account_id, seller_account_id, calls, debits, credits FROM settled_pair_totals
+       ORDER BY account_id, seller_account_id`,
+    );
+  }
+
+  /** What the calls of the settled batches sum to per (payer, seller), from every hold: what settledTotals must equal. */
+  settledPairSums(sql: Sql = this.db): Promise<PairSums[]> {
+    return sql.all(
+      `SELECT h.account_id, h.seller_account_id, COUNT(*) AS calls, SUM(h.amount) AS debits, SUM(h.seller_amount) AS credits
+       FROM holds h JOIN settlement_batches b ON b.number = h.batch_number
+       WHERE b.status = 'settled'
+       GROUP BY h.account_id, h.seller_account_id
+       ORDER BY h.account_id, h.seller_account_id`,
+    );
+  }
+
+  /** What the calls of one batch sum to per (payer, seller). */
+  batchPairSums(number: bigint | number, sql: Sql = this.db): Promise<PairSums[]> {
+    return sql.all(
+      `SELECT account_id, seller_account_id, COUNT(*) AS calls, SUM(amount) AS debits, SUM(seller_amount) AS credits
+       FROM holds WHERE batch_number = ?
+       GROUP BY account_id, seller_account_id
+       ORDER BY account_id, seller_account_id`,
+      [number],
+    );
   }
 
   /**

@@ -19,7 +19,7 @@ import { SettlementBatches, type BuiltBatch, type ReceiptForReturnType } from ".
 import type { BatchRow } from "./batches-store";
 import { skillEscrowAbi } from "../chain/abi";
 import { settlementAddress } from "./addresses";
-import { BATCH_SETTLED_EVENT, reconcile, type ReconcileReturnType } from "./reconcile";
+import { BATCH_SETTLED_EVENT, ReconcileMemory, reconcile, type ReconcileReturnType } from "./reconcile";
 import { type SettlementStores, settlementStores } from "./store";
 import { type LoopHealth, RetryLoop } from "../chain/retry-loop";
 import { classifySendFailure, SettlementHaltedError, SettlementSendError } from "./settlement-errors";
@@ -107,6 +107,8 @@ export class Settler {
   private fatal: SettlementHaltedError | undefined;
   /** Reconciliation runs before anything else after a start and after every batch, until it passes. */
   private reconcileDue = true;
+  /** What this settler's clean reconciliations checked: the next reads only what is new (the first reads everything). */
+  private readonly reconciled = new ReconcileMemory();
   private lastReconcile: ReconcileReturnType | undefined;
   /** The last transaction sent for a batch, so a stuck one is replaced (same nonce) rather than queued behind. */
   private inFlight: { number: number; hash: Hash } | undefined;
@@ -464,6 +466,7 @@ export class Settler {
       publicClient: this.client,
       escrowAddress: this.escrow,
       fromBlock: this.deployBlock,
+      memory: this.reconciled,
     });
     if (!result.ok) {
       throw new SettlementHaltedError(
@@ -472,6 +475,7 @@ export class Settler {
         { differences: result.differences },
       );
     }
+    this.reconciled.remember(result.checked);
     this.reconcileDue = false;
     this.lastReconcile = result;
   }

@@ -3,6 +3,7 @@ import type { Database, Sql } from "../../server/db/sql";
 import { computeCharge } from "../../server/ledger/fees";
 import { Ledger } from "../../server/ledger/ledger";
 import { AddressesStore, type StoredAddress } from "../../server/settlement/addresses-store";
+import { BatchesStore } from "../../server/settlement/batches-store";
 import { ExitsStore } from "../../server/settlement/exits-store";
 import { IndexerStore } from "../../server/settlement/indexer-store";
 import { ReconcileStore } from "../../server/settlement/reconcile-store";
@@ -63,7 +64,13 @@ describeEachEngine("ReconcileStore: the ledger's settled view, read across the b
       await ledger.assignHoldToBatch(id!, 1, tx);
       return hold;
     });
-    await db.run("UPDATE settlement_batches SET status = 'settled', settled_at = 7 WHERE number = 1 AND status = 'pending'");
+    const pairs = [{ account_id: buyer, seller_account_id: seller }];
+    // Pending: its calls are not in the settled totals yet, and count as the seller's pending share.
+    expect(await store.settledTotals()).to.deep.equal([]);
+    expect(await store.sellerShares(seller)).to.deep.equal({ settled: 0n, pending: settledHold.seller_amount });
+    expect(await new BatchesStore(db).markSettled(1, null, 7)).to.equal(true);
+    // Marked once: a second mark adds nothing.
+    expect(await new BatchesStore(db).markSettled(1, null, 8)).to.equal(false);
     const unsettledHold = await pay(2n * USDC);
 
     // A voucher of 1 USDC, issued with a deadline at 1,000 s (as server/settlement/vouchers.ts records one).
@@ -112,6 +119,11 @@ describeEachEngine("ReconcileStore: the ledger's settled view, read across the b
       { account_id: buyer, seller_account_id: seller, debits: settledHold.amount, credits: settledHold.seller_amount },
     ]);
     expect(await store.settledPerAccount(0)).to.deep.equal([]);
+    const batch1 = [{ ...pairs[0], calls: 1n, debits: settledHold.amount, credits: settledHold.seller_amount }];
+    expect(await store.settledTotals()).to.deep.equal(batch1);
+    expect(await store.settledPairSums()).to.deep.equal(batch1);
+    expect(await store.batchPairSums(1)).to.deep.equal(batch1);
+    expect(await store.batchPairSums(2)).to.deep.equal([]);
     expect(await store.deposits(11n)).to.deep.equal([{ account_id: buyer, address: BUYER, amount: 10n * USDC }]);
     expect(await store.deposits(10n)).to.deep.equal([]);
     expect(await store.waitingDeposits(12n)).to.deep.equal([{ address: NOBODY, amount: 2n * USDC }]);

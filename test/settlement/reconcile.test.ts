@@ -2,12 +2,12 @@ import { expect } from "chai";
 import hre from "hardhat";
 import { getAddress } from "viem";
 import { skillEscrowAbi } from "../../server/chain/abi";
-import { reconcile, type ReconcileReturnType } from "../../server/settlement/reconcile";
+import { ReconcileMemory, reconcile, type ReconcileReturnType } from "../../server/settlement/reconcile";
 import type { Settler } from "../../server/settlement/settler";
 import { SettlementHaltedError } from "../../server/settlement/settlement-errors";
 import { USDC, compileContracts } from "../helpers/chain";
 import { batchFromReceipts, buildReceipt } from "../contracts/helpers/batch";
-import { SettlementFixture, sellerId, startSettlementChain, userId, type SettlementChain } from "../helpers/settlement";
+import { SettlementFixture, faultyWallet, sellerId, startSettlementChain, userId, type SettlementChain } from "../helpers/settlement";
 import { settlementStores } from "../../server/settlement/store";
 
 describe("server/settlement/reconcile: reconcile", function () {
@@ -24,6 +24,12 @@ describe("server/settlement/reconcile: reconcile", function () {
       fromBlock: chain.deployment.deployBlock,
     });
   const codes = (result: ReconcileReturnType) => result.differences.map((d) => d.code).sort();
+
+  /** Runs `tamper` with the schema's refusal to change a batched hold lifted (SQLite file: the triggers dropped). */
+  async function withoutFinalHolds(fx: SettlementFixture, tamper: () => Promise<unknown>): Promise<void> {
+    await fx.db.run("DROP TRIGGER holds_batched_final");
+    await tamper();
+  }
   const alice = () => getAddress(chain.address("alice"));
   const acme = () => chain.sellerAddress("acme");
 
@@ -108,22 +114,34 @@ describe("server/settlement/reconcile: reconcile", function () {
           expected: ["escrow_balance_mismatch"],
         },
         {
-          name: "a settled call's fee moved to its seller",
+          name: "a settled call's fee moved to its seller (past the schema's refusal, as a hand in the file could)",
           tamper: async (fx) => {
-            await fx.db.run("UPDATE holds SET seller_amount = seller_amount + 1, fee_amount = fee_amount - 1 WHERE account_id = ?", [
-              userId("alice"),
-            ]);
+            await withoutFinalHolds(fx, () =>
+              fx.db.run("UPDATE holds SET seller_amount = seller_amount + 1, fee_amount = fee_amount - 1 WHERE account_id = ?", [
+                userId("alice"),
+              ]),
+            );
           },
-          expected: ["batch_mismatch", "earnings_mismatch"],
+          // The batch's fees, the settled totals of alice and acme, acme's earnings.
+          expected: ["batch_mismatch", "batch_mismatch", "earnings_mismatch"],
         },
         {
-          name: "a settled call's price raised",
+          name: "a settled call's price raised (past the schema's refusal)",
           tamper: async (fx) => {
-            await fx.db.run("UPDATE holds SET amount = amount + 10, seller_amount = seller_amount + 10 WHERE account_id = ?", [
-              userId("alice"),
-            ]);
+            await withoutFinalHolds(fx, () =>
+              fx.db.run("UPDATE holds SET amount = amount + 10, seller_amount = seller_amount + 10 WHERE account_id = ?", [
+                userId("alice"),
+              ]),
+            );
           },
-          expected: ["batch_mismatch", "earnings_mismatch", "escrow_balance_mismatch"],
+          expected: ["batch_mismatch", "batch_mismatch", "earnings_mismatch", "escrow_balance_mismatch"],
+        },
+        {
+          name: "the settled totals of a payer and a seller changed",
+          tamper: async (fx) => {
+            await fx.db.run("UPDATE settled_pair_totals SET credits = credits + 1 WHERE account_id = ?", [userId("alice")]);
+          },
+          expected: ["batch_mismatch"],
         },
         {
           name: "a batch marked settled that the chain never received",
@@ -180,6 +198,142 @@ describe("server/settlement/reconcile: reconcile", function () {
     });
   });
 
+  describe("with a memory of what it checked (the settler's, after each batch)", () => {
+    /** The reconcile store, counting which batches' calls are summed and whether every settled call is read. */
+    function counted() {
+      const shared = settlementStores(fx.db);
+      const seen = { batchSums: [] as number[], everyCall: 0 };
+      // Its own object over the shared store (which the settlers and check() use too).
+      const books = Object.create(shared.reconcile) as typeof shared.reconcile;
+      const stores = { ...shared, reconcile: books };
+      const batchSums = shared.reconcile.batchSums.bind(shared.reconcile);
+      const settledPerAccount = shared.reconcile.settledPerAccount.bind(shared.reconcile);
+      books.batchSums = (number, sql) => {
+        seen.batchSums.push(Number(number));
+        return batchSums(number, sql);
+      };
+      books.settledPerAccount = (last, sql) => {
+        seen.everyCall++;
+        return settledPerAccount(last, sql);
+      };
+      return { stores, seen };
+    }
+    const checkWith = (stores: ReturnType<typeof settlementStores>, memory: ReconcileMemory) =>
+      reconcile({
+        stores,
+        publicClient: chain.publicClient,
+        escrowAddress: chain.deployment.escrow,
+        fromBlock: chain.deployment.deployBlock,
+        memory,
+      });
+
+    it("checks everything first, then only the batches new since, and finds what a full pass finds", async () => {
+      await settledWorld();
+      const memory = new ReconcileMemory();
+      const { stores, seen } = counted();
+
+      const first = await checkWith(stores, memory);
+      expect(first.ok).to.equal(true);
+      expect(first.checked).to.deep.include({ batches: [1], totals: true });
+      memory.remember(first.checked);
+      expect(seen).to.deep.equal({ batchSums: [1], everyCall: 1 });
+
+      for (const n of [2, 3]) {
+        await fx.pay("alice", "globex", 1_000n * BigInt(n));
+        await fx.pay("bob", "acme", 7n);
+        expect(await fx.settler().runOnce()).to.deep.include({ batch: n, calls: 2 });
+        const next = await checkWith(stores, memory);
+        expect(next.ok).to.equal(true);
+        expect(next.checked).to.deep.include({ batches: [n], totals: false });
+        memory.remember(next.checked);
+        // The full pass a reconcile without a memory makes agrees with it.
+        const full = await check();
+        expect(full.differences).to.deep.equal([]);
+        expect(next.addressesChecked).to.equal(full.addressesChecked);
+        expect(next.batchesChecked).to.equal(full.batchesChecked);
+      }
+      expect(seen).to.deep.equal({ batchSums: [1, 2, 3], everyCall: 1 });
+    });
+
+    it("reads the escrow's events once: after the first pass, the blocks new since and a margin below the head", async () => {
+      await settledWorld();
+      const memory = new ReconcileMemory();
+      const from: bigint[] = [];
+      const client = {
+        ...chain.publicClient,
+        getLogs: ((args: { fromBlock: bigint; events?: unknown[] }) => {
+          // The reads of settled batches, claims and x402 settlements (not of deposits above the indexer's progress).
+          if (args.events?.length === 3) from.push(args.fromBlock);
+          return chain.publicClient.getLogs(args as never);
+        }) as typeof chain.publicClient.getLogs,
+      };
+      const pass = async () => {
+        const result = await reconcile({
+          stores: settlementStores(fx.db),
+          publicClient: client,
+          escrowAddress: chain.deployment.escrow,
+          fromBlock: chain.deployment.deployBlock,
+          memory,
+          logChunkBlocks: 50n,
+        });
+        expect(result.differences).to.deep.equal([]);
+        memory.remember(result.checked);
+        return (await chain.publicClient.getBlockNumber({ cacheTime: 0 })) as bigint;
+      };
+
+      // A claim, then 200 empty blocks: the claim is read once and counted once ever after.
+      await chain.claim(chain.sellerWallet("acme"));
+      await chain.mine(200);
+      let head = await pass();
+      expect(from[0]).to.equal(chain.deployment.deployBlock);
+      from.length = 0;
+      await chain.mine(10);
+      await fx.pay("alice", "globex", 5_000n);
+      expect(await fx.settler().runOnce()).to.deep.include({ batch: 2 });
+      await chain.claim(chain.sellerWallet("globex"));
+      const before = head;
+      head = await pass();
+      // Only what the memory had not kept: from the margin below the last head on.
+      expect(from[0]).to.equal(before - 64n + 1n);
+      expect(from.every((block) => block > before - 64n)).to.equal(true);
+      from.length = 0;
+      await chain.mine(100);
+      await pass();
+      expect(from[0]).to.equal(head - 64n + 1n);
+    });
+
+    it("counts a batch the chain has and the ledger still has pending, and sees the books apart from the totals", async () => {
+      await settledWorld();
+      const memory = new ReconcileMemory();
+      const { stores } = counted();
+      memory.remember((await checkWith(stores, memory)).checked);
+
+      // Batch 2 sent and mined, not yet marked: the chain counts it, the totals do not have it yet.
+      await fx.pay("alice", "acme", 2_000n);
+      const wallet = faultyWallet(chain.settlerWallet, ["lose_answer"]);
+      await fx
+        .settler({ walletClient: wallet })
+        .runOnce()
+        .then(
+          () => expect.fail("the lost answer was not reported"),
+          () => undefined,
+        );
+      expect(wallet.sent).to.have.length(1);
+      await chain.receipt(wallet.sent[0]!);
+      expect(await fx.db.value("SELECT status FROM settlement_batches WHERE number = 2")).to.equal("pending");
+      expect(await chain.settledBatches()).to.have.length(2);
+      const pending = await checkWith(stores, memory);
+      expect(pending.differences).to.deep.equal([]);
+      expect(pending.lastBatchNumber).to.equal(2);
+      expect(pending.checked).to.deep.include({ batches: [2], totals: false });
+      memory.remember(pending.checked);
+
+      // Totals that drift from the calls: the chain's earnings tell, since the expectation now comes from them.
+      await fx.db.run("UPDATE settled_pair_totals SET credits = credits + 1 WHERE account_id = ?", [userId("alice")]);
+      expect(codes(await checkWith(stores, memory))).to.deep.equal(["earnings_mismatch"]);
+    });
+  });
+
   it("refuses, in the schema, to move a settled call to another batch or to change a recorded batch", async () => {
     await settledWorld();
     const refusal = (sql: string) =>
@@ -188,6 +342,13 @@ describe("server/settlement/reconcile: reconcile", function () {
         (error: Error) => error.message,
       );
     expect(await refusal("UPDATE holds SET batch_number = NULL")).to.include("a hold already belongs to a settlement batch");
+    expect(await refusal("UPDATE holds SET amount = amount + 1, seller_amount = seller_amount + 1 WHERE batch_number = 1")).to.include(
+      "a hold in a settlement batch cannot change",
+    );
+    expect(await refusal("UPDATE holds SET status = 'released' WHERE batch_number = 1")).to.include(
+      "a hold in a settlement batch cannot change",
+    );
+    expect(await refusal("DELETE FROM holds WHERE batch_number = 1")).to.include("a hold in a settlement batch cannot be deleted");
     expect(await refusal("UPDATE settlement_batches SET total_debits = total_debits + 1")).to.include(
       "a recorded settlement batch cannot change",
     );
