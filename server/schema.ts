@@ -47,6 +47,7 @@ const VERSIONS: readonly { version: number; name: string }[] = [
   { version: 27, name: "usage-priced skills: a skill's pricing, and its price as the most a call may cost" },
   { version: 28, name: "skills' quality roll-up: calls per hour, result and latency bucket" },
   { version: 29, name: "settled batches' totals per payer and seller; calls in a batch are final" },
+  { version: 30, name: "indexes for reads that grew with every row ever written" },
 ];
 
 /**

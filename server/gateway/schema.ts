@@ -130,4 +130,13 @@ CREATE TABLE skill_quality (
 CREATE INDEX skill_quality_by_hour ON skill_quality(hour);
 `,
   },
+  {
+    version: 30,
+    sql: `
+-- The keys in progress, swept every few seconds by the leader: not every key of the last day. The refusals of an
+-- account by minute, read by GET /v1/usage/daily: not every refusal it was ever given.
+CREATE INDEX idempotency_in_progress ON idempotency_keys(created_at) WHERE state = 'in_progress';
+CREATE INDEX call_refusals_by_minute ON call_refusals(account_id, minute);
+`,
+  },
 ];

@@ -207,4 +207,13 @@ CREATE INDEX mcp_oauth_tokens_by_key ON mcp_oauth_tokens(api_key_id);
 CREATE INDEX mcp_oauth_tokens_by_expiry ON mcp_oauth_tokens(expires_at);
 `,
   },
+  {
+    version: 30,
+    sql: `
+-- The prune's "holds nothing" check and the cascade of a client's deletion find its requests, codes and tokens by it.
+CREATE INDEX mcp_oauth_requests_by_client ON mcp_oauth_requests(client_id);
+CREATE INDEX mcp_oauth_codes_by_client ON mcp_oauth_codes(client_id);
+CREATE INDEX mcp_oauth_tokens_by_client ON mcp_oauth_tokens(client_id);
+`,
+  },
 ];

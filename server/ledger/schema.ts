@@ -307,6 +307,17 @@ END;
 ALTER TABLE accounts ADD COLUMN display_name TEXT;
 `,
   },
+  {
+    version: 30,
+    sql: `
+-- Reads the running gateway repeats (a loop, or a request anyone may send), bounded by what they read, not by every
+-- row ever written (docs/money-path.md, Settlement).
+-- The reconciliation after every batch sums the deposit and voucher entries: found by kind, not by every posting.
+-- Partial, so the two entries each call writes pay nothing for them.
+CREATE INDEX entries_deposits ON entries(id) WHERE kind = 'deposit';
+CREATE INDEX entries_vouchers ON entries(id) WHERE kind IN ('voucher_withdrawal', 'voucher_return');
+`,
+  },
 ];
 
 /**

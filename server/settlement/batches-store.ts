@@ -86,8 +86,8 @@ export class BatchesStore {
   }
 
   /**
-   * Marks a pending batch settled, and adds its calls to the settled totals per payer and seller; false if it was not
-   * pending (settled already, by this settler or another).
+   * Marks a pending batch settled (the database adds its calls to the settled totals per payer and seller, in the same
+   * transaction: settled_pair_totals); false if it was not pending (settled already, by this settler or another).
    */
   markSettled(number: number, txHash: Hash | null, atMs: number, tx?: Sql): Promise<boolean> {
     return within(this.db, tx, async (tx) => {
@@ -96,20 +96,7 @@ export class BatchesStore {
          WHERE number = ? AND status = 'pending'`,
         [txHash, atMs, number],
       );
-      if (changed !== 1) return false;
-      // The batch's calls join the settled totals in the same transaction, once: only the update above, which finds
-      // the batch pending, gets here (the reconciliation checks the totals against the holds, ./reconcile.ts).
-      await tx.run(
-        `INSERT INTO settled_pair_totals (account_id, seller_account_id, calls, debits, credits)
-         SELECT account_id, seller_account_id, COUNT(*), SUM(amount), SUM(seller_amount) FROM holds
-         WHERE batch_number = ? GROUP BY account_id, seller_account_id
-         ON CONFLICT (account_id, seller_account_id) DO UPDATE SET
-           calls = settled_pair_totals.calls + excluded.calls,
-           debits = settled_pair_totals.debits + excluded.debits,
-           credits = settled_pair_totals.credits + excluded.credits`,
-        [number],
-      );
-      return true;
+      return changed === 1;
     });
   }
 

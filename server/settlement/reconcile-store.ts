@@ -64,10 +64,7 @@ export class ReconcileStore {
   }
 
   /** Debits and seller credits of batches up to `lastBatchNumber`, per (payer, seller). */
-  settledPerAccount(
-    lastBatchNumber: number,
-    sql: Sql = this.db,
-  ): Promise<{ account_id: string; seller_account_id: string; debits: bigint; credits: bigint }[]> {
+  settledPerAccount(lastBatchNumber: number, sql: Sql = this.db): Promise<Omit<PairSums, "calls">[]> {
     return sql.all(
       `SELECT h.account_id, h.seller_account_id, SUM(h.amount) AS debits, SUM(h.seller_amount) AS credits
        FROM holds h JOIN settlement_batches b ON b.number = h.batch_number
@@ -81,10 +78,12 @@ export class ReconcileStore {
   /** Deposit entries per account and the address the indexer saw each paid to (null: no chain record), up to a block. */
   deposits(blockNumber: bigint, sql: Sql = this.db): Promise<{ account_id: string; address: string | null; amount: bigint }[]> {
     return sql.all(
+      // CROSS JOIN: the deposit entries first, by their partial index, then their postings (SQLite keeps the order;
+      // left to itself, without statistics, it scanned every posting). Not every call's postings: only deposits'.
       `SELECT p.account_id, cd.address, SUM(p.amount) AS amount
-       FROM entries e JOIN postings p ON p.entry_id = e.id AND p.bucket = 'available'
+       FROM entries e CROSS JOIN postings p
        LEFT JOIN chain_deposits cd ON cd.entry_id = e.id
-       WHERE e.kind = 'deposit' AND (cd.block_number IS NULL OR cd.block_number <= ?)
+       WHERE e.kind = 'deposit' AND p.entry_id = e.id AND p.bucket = 'available' AND (cd.block_number IS NULL OR cd.block_number <= ?)
        GROUP BY p.account_id, cd.address
        ORDER BY p.account_id, cd.address`,
       [blockNumber],
@@ -117,9 +116,10 @@ export class ReconcileStore {
   /** What voucher withdrawals (net of returns) took from each account's available balance. */
   voucherWithdrawals(sql: Sql = this.db): Promise<{ account_id: string; amount: bigint }[]> {
     return sql.all(
+      // As deposits: the voucher entries by their partial index, then their postings.
       `SELECT p.account_id, -SUM(p.amount) AS amount
-       FROM entries e JOIN postings p ON p.entry_id = e.id AND p.bucket = 'available'
-       WHERE e.kind IN ('voucher_withdrawal', 'voucher_return')
+       FROM entries e CROSS JOIN postings p
+       WHERE e.kind IN ('voucher_withdrawal', 'voucher_return') AND p.entry_id = e.id AND p.bucket = 'available'
        GROUP BY p.account_id
        ORDER BY p.account_id`,
     );

@@ -47,9 +47,11 @@ export type ReconcileParameters = {
  * last and the settled totals per (payer, seller), not every call ever settled: a full pass over the holds took about
  * 0.9 s at a million settled calls, on the event loop with SQLite, after every batch. The first reconciliation with a
  * memory checks everything, the settled totals against the holds included, and a clean one is remembered
- * (`remember`). What stays true between two: a batch's calls cannot change (the holds_batched_final and
- * holds_batch_once triggers), nor its recorded totals (settlement_batches' triggers), and the totals grow only in the
- * transaction that marks a batch settled (./batches-store.ts markSettled).
+ * (`remember`). What stays true between two is the schema's to keep (./schema.ts, version 29): a call joins only a
+ * pending batch, and a call in a batch cannot change, move or go (holds_into_pending_batch, holds_batched_final,
+ * holds_batch_once, holds_batched_kept), nor can a recorded batch (settlement_batches' triggers); the database adds a
+ * batch's calls to the totals as it is marked settled, and the totals only grow. What the schema cannot refuse (a
+ * hand in the file dropping a trigger) the next process's first pass finds.
  */
 export class ReconcileMemory {
   /** Batches whose calls were found to sum to their recorded totals. */
@@ -120,6 +122,8 @@ export type ChainEvents = {
   escrow: Address;
   fromBlock: bigint;
   through: bigint;
+  /** The hash of block `through` when it was read (none when nothing was read: `through` below `fromBlock`). */
+  throughHash?: Hex;
   settled: Map<number, { receiptsRoot: Hex; callCount: bigint; totalDebits: bigint; platformFee: bigint; treasury: Address }>;
   /** What each seller (and the treasury) claimed, summed. */
   claimed: Map<Address, bigint>;
@@ -187,7 +191,13 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
   // The chain's events: settled batches (their treasury and totals), claims and x402 settlements. With a memory, those
   // up to a margin below its last head are taken from it, and only the blocks after are read.
   const known = parameters.memory?.events;
-  const resume = known !== undefined && known.fromBlock === fromBlock && known.escrow === escrow && known.through < blockNumber;
+  const resume =
+    known !== undefined &&
+    known.fromBlock === fromBlock &&
+    known.escrow === escrow &&
+    known.through < blockNumber &&
+    // The last block kept is still the chain's: no reorganisation deeper than the margin, no chain started anew.
+    (known.throughHash === undefined || (await publicClient.getBlock({ blockNumber: known.through })).hash === known.throughHash);
   const events: ChainEvents = resume
     ? copyEvents(known)
     : { escrow, fromBlock, through: fromBlock - 1n, settled: new Map(), claimed: new Map(), x402: new Map() };
@@ -224,7 +234,7 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
       }
     }
     events.through = end;
-    if (end === keepThrough) kept = copyEvents(events);
+    if (end === keepThrough) kept = { ...copyEvents(events), throughHash: (await publicClient.getBlock({ blockNumber: end })).hash };
   }
   const { settled: settledEvents, claimed, x402: x402Events } = events;
   // Deposits made on-chain above what the indexer has read (see the doc comment).
@@ -459,7 +469,7 @@ async function readLedgerSide(
   // Settled debits and seller credits, per account, attributed to its settlement address: from every call, on a full
   // pass (which checks the settled totals too), or from the settled totals with the applied batches they differ by.
   const checkTotals = !memory?.totalsChecked;
-  let perAccount: { account_id: string; seller_account_id: string; debits: bigint; credits: bigint }[];
+  let perAccount: Omit<PairSums, "calls">[];
   if (checkTotals) {
     perAccount = await books.settledPerAccount(lastBatchNumber, sql);
     differences.push(...totalsDifferences(await books.settledTotals(sql), await books.settledPairSums(sql)));
@@ -577,11 +587,14 @@ async function readLedgerSide(
   };
 }
 
+/** A (payer, seller) pair as a map's key. */
+const pairKey = (row: { account_id: string; seller_account_id: string }) => `${row.account_id}\u0000${row.seller_account_id}`;
+
 /** `totals`, less each of `minus` and plus each of `plus`, by (payer, seller); pairs left with nothing are left out. */
 function addPairSums(totals: PairSums[], minus: PairSums[][], plus: PairSums[][]): PairSums[] {
   const pairs = new Map<string, PairSums>();
   const add = (row: PairSums, sign: bigint) => {
-    const key = `${row.account_id}\u0000${row.seller_account_id}`;
+    const key = pairKey(row);
     const sum = pairs.get(key) ?? {
       account_id: row.account_id,
       seller_account_id: row.seller_account_id,
@@ -610,10 +623,9 @@ function compareC(a: string, b: string): number {
 
 /** Where the settled totals per (payer, seller) differ from what the settled batches' calls sum to: one difference a pair. */
 function totalsDifferences(totals: PairSums[], sums: PairSums[]): ReconcileDifference[] {
-  const key = (row: PairSums) => `${row.account_id}\u0000${row.seller_account_id}`;
   const byPair = new Map<string, { total?: PairSums; sum?: PairSums }>();
-  for (const total of totals) byPair.set(key(total), { total });
-  for (const sum of sums) byPair.set(key(sum), { ...byPair.get(key(sum)), sum });
+  for (const total of totals) byPair.set(pairKey(total), { total });
+  for (const sum of sums) byPair.set(pairKey(sum), { ...byPair.get(pairKey(sum)), sum });
   const differences: ReconcileDifference[] = [];
   const show = (row: PairSums | undefined) => (row ? `${row.calls} calls, ${row.debits} debited, ${row.credits} credited` : "nothing");
   for (const { total, sum } of byPair.values()) {

@@ -178,10 +178,11 @@ CREATE INDEX chain_exits_by_account ON chain_exits(account_id, created_at) WHERE
   {
     version: 29,
     sql: `
--- What the settled batches paid, per (payer, seller): their calls' sums, added by the transaction that marks a batch
--- settled (./batches-store.ts markSettled), so the reconciliation after each batch and a seller's earnings read one
--- row per pair instead of every call ever settled (a full pass over the holds took 0.9 s at a million calls, on the
--- event loop, after every batch). The reconciliation's first pass in a process checks these rows against the holds.
+-- What the settled batches paid, per (payer, seller): their calls' sums, added by the database as a batch is marked
+-- settled (the trigger below, in the transaction that marks it), so the reconciliation after each batch and a seller's
+-- earnings read one row per pair instead of every call ever settled (a pass over the holds took 0.9 s at a million
+-- calls, on the event loop, after every batch). The reconciliation's first pass in a process checks these rows
+-- against the holds (./reconcile.ts).
 CREATE TABLE settled_pair_totals (
   account_id        TEXT NOT NULL REFERENCES accounts(id),
   seller_account_id TEXT NOT NULL REFERENCES accounts(id),
@@ -191,13 +192,39 @@ CREATE TABLE settled_pair_totals (
   PRIMARY KEY (account_id, seller_account_id)
 );
 CREATE INDEX settled_pair_totals_by_seller ON settled_pair_totals(seller_account_id);
+CREATE TRIGGER settlement_batches_settled_totals AFTER UPDATE OF status ON settlement_batches
+WHEN OLD.status = 'pending' AND NEW.status = 'settled'
+BEGIN
+  INSERT INTO settled_pair_totals (account_id, seller_account_id, calls, debits, credits)
+  SELECT account_id, seller_account_id, COUNT(*), SUM(amount), SUM(seller_amount) FROM holds
+  WHERE batch_number = NEW.number GROUP BY account_id, seller_account_id
+  ON CONFLICT (account_id, seller_account_id) DO UPDATE SET
+    calls = calls + excluded.calls, debits = debits + excluded.debits, credits = credits + excluded.credits;
+END;
+-- A pair's totals only grow, a batch at a time, and are never deleted.
+CREATE TRIGGER settled_pair_totals_grow BEFORE UPDATE ON settled_pair_totals
+WHEN NOT (NEW.account_id = OLD.account_id AND NEW.seller_account_id = OLD.seller_account_id
+          AND NEW.calls > OLD.calls AND NEW.debits > OLD.debits AND NEW.credits >= OLD.credits)
+BEGIN
+  SELECT RAISE(ABORT, 'the settled totals only grow, by the batches marked settled');
+END;
+CREATE TRIGGER settled_pair_totals_kept BEFORE DELETE ON settled_pair_totals
+BEGIN
+  SELECT RAISE(ABORT, 'the settled totals cannot be deleted');
+END;
 INSERT INTO settled_pair_totals (account_id, seller_account_id, calls, debits, credits)
 SELECT h.account_id, h.seller_account_id, COUNT(*), SUM(h.amount), SUM(h.seller_amount)
 FROM holds h JOIN settlement_batches b ON b.number = h.batch_number
 WHERE b.status = 'settled'
 GROUP BY h.account_id, h.seller_account_id;
--- A call in a batch is final: its hold changes no more, and is never deleted (what a batch sums to, and so the totals
--- above, cannot move under them). Moving it to another batch is holds_batch_once's refusal (version 4).
+-- What a batch sums to cannot move under it: a call joins only a pending batch, and once in a batch its hold changes no
+-- more and is never deleted (moving it to another batch is holds_batch_once's refusal, version 4).
+CREATE TRIGGER holds_into_pending_batch BEFORE UPDATE OF batch_number ON holds
+WHEN OLD.batch_number IS NULL AND NEW.batch_number IS NOT NULL
+ AND (SELECT status FROM settlement_batches WHERE number = NEW.batch_number) IS NOT 'pending'
+BEGIN
+  SELECT RAISE(ABORT, 'a hold joins only a pending settlement batch');
+END;
 CREATE TRIGGER holds_batched_final BEFORE UPDATE ON holds
 WHEN OLD.batch_number IS NOT NULL AND NEW.batch_number IS OLD.batch_number
 BEGIN

@@ -100,4 +100,12 @@ CREATE INDEX x402_payments_open ON x402_payments(created_at)
 CREATE INDEX x402_payments_by_seller ON x402_payments(seller_account_id, status);
 `,
   },
+  {
+    version: 30,
+    sql: `
+-- What a payer's balance must still cover, read at every x402 reservation: its payments not yet collected, not every
+-- payment it ever made.
+CREATE INDEX x402_payments_uncollected_by_payer ON x402_payments(payer) WHERE status IN ('reserved', 'collecting', 'settling');
+`,
+  },
 ];

@@ -94,6 +94,67 @@ describeEachEngine("BatchesStore and Ledger.assignHoldToBatch", (engine) => {
     expect((await store.unbatchedPage([-1n, ""], 2)).map((h) => h.id)).to.deep.equal(all.slice(0, 2).map((h) => h.id));
   });
 
+  it("adds a batch's calls to the settled totals as it is marked settled, and keeps a batch's calls as they were", async () => {
+    const { userId, sellerId } = await parties(ledger);
+    const globex = (await ledger.ensureAccount({ id: "seller:globex", kind: "seller", name: "Globex" })).id;
+    const batch = async (number: number, ...holds: string[]) => {
+      await db.transaction(async (tx) => {
+        await store.insertPending(pendingBatch(number), tx);
+        for (const hold of holds) await ledger.assignHoldToBatch(hold, number, tx);
+      });
+    };
+    const totals = () =>
+      db.all("SELECT account_id, seller_account_id, calls, debits, credits FROM settled_pair_totals ORDER BY seller_account_id");
+    const a = await captured(ledger, userId, sellerId, 1_000_000n);
+    const b = await captured(ledger, userId, globex, 2_000_000n);
+    await batch(1, a, b);
+    expect(await totals()).to.deep.equal([]);
+    expect(await store.markSettled(1, null, 5)).to.equal(true);
+    expect(await totals()).to.deep.equal([
+      { account_id: userId, seller_account_id: sellerId, calls: 1n, debits: 1_000_000n, credits: 900_000n },
+      { account_id: userId, seller_account_id: globex, calls: 1n, debits: 2_000_000n, credits: 1_800_000n },
+    ]);
+    const c = await captured(ledger, userId, sellerId, 3_000_000n);
+    await batch(2, c);
+    expect(await store.markSettled(2, null, 6)).to.equal(true);
+    expect(await store.markSettled(2, null, 7)).to.equal(false);
+    expect((await totals())[0]).to.deep.equal({
+      account_id: userId,
+      seller_account_id: sellerId,
+      calls: 2n,
+      debits: 4_000_000n,
+      credits: 3_600_000n,
+    });
+
+    const refused = (sql: string, params: unknown[] = []) =>
+      db.run(sql, params as never).then(
+        () => expect.fail(`${sql} was accepted`),
+        (error: Error) => error.message,
+      );
+    // A call joins only a pending batch: not a settled one, whose totals are taken.
+    const late = await captured(ledger, userId, sellerId, 1_000n);
+    expect(await refused("UPDATE holds SET batch_number = 1 WHERE id = ?", [late])).to.include(
+      "a hold joins only a pending settlement batch",
+    );
+    // A call in a batch changes no more, is not deleted, and does not move.
+    expect(await refused("UPDATE holds SET amount = amount + 1, seller_amount = seller_amount + 1 WHERE id = ?", [a])).to.include(
+      "a hold in a settlement batch cannot change",
+    );
+    expect(await refused("UPDATE holds SET status = 'released' WHERE id = ?", [c])).to.include(
+      "a hold in a settlement batch cannot change",
+    );
+    expect(await refused("DELETE FROM holds WHERE id = ?", [b])).to.include("a hold in a settlement batch cannot be deleted");
+    expect(await refused("UPDATE holds SET batch_number = 2 WHERE id = ?", [a])).to.include("a hold already belongs to a settlement batch");
+    // The totals only grow, a batch at a time.
+    expect(await refused("UPDATE settled_pair_totals SET credits = credits + 1")).to.include("the settled totals only grow");
+    expect(await refused("UPDATE settled_pair_totals SET calls = calls - 1, debits = debits - 1")).to.include(
+      "the settled totals only grow",
+    );
+    expect(await refused("DELETE FROM settled_pair_totals")).to.include("the settled totals cannot be deleted");
+    // A call not in a batch is the ledger's to settle as before.
+    expect(await db.run("UPDATE holds SET closed_at = closed_at WHERE id = ?", [late])).to.equal(1);
+  });
+
   it("keeps at most one batch pending: a second pending batch is refused as a uniqueness violation", async () => {
     await store.insertPending(pendingBatch(1));
     const error = await store.insertPending(pendingBatch(2)).catch((e: unknown) => e);

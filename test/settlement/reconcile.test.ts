@@ -3,6 +3,7 @@ import hre from "hardhat";
 import { getAddress } from "viem";
 import { skillEscrowAbi } from "../../server/chain/abi";
 import { ReconcileMemory, reconcile, type ReconcileReturnType } from "../../server/settlement/reconcile";
+import { BatchesStore } from "../../server/settlement/batches-store";
 import type { Settler } from "../../server/settlement/settler";
 import { SettlementHaltedError } from "../../server/settlement/settlement-errors";
 import { USDC, compileContracts } from "../helpers/chain";
@@ -25,10 +26,16 @@ describe("server/settlement/reconcile: reconcile", function () {
     });
   const codes = (result: ReconcileReturnType) => result.differences.map((d) => d.code).sort();
 
-  /** Runs `tamper` with the schema's refusal to change a batched hold lifted (SQLite file: the triggers dropped). */
+  /** Runs `tamper` with the schema's refusal to change a batched hold lifted (its trigger dropped from the file). */
   async function withoutFinalHolds(fx: SettlementFixture, tamper: () => Promise<unknown>): Promise<void> {
     await fx.db.run("DROP TRIGGER holds_batched_final");
     await tamper();
+  }
+
+  /** Moves a pair's settled credits by one, past the schema's refusal (its trigger dropped from the file). */
+  async function driftTotals(fx: SettlementFixture, accountId: string): Promise<void> {
+    await fx.db.run("DROP TRIGGER settled_pair_totals_grow");
+    expect(await fx.db.run("UPDATE settled_pair_totals SET credits = credits + 1 WHERE account_id = ?", [accountId])).to.be.greaterThan(0);
   }
   const alice = () => getAddress(chain.address("alice"));
   const acme = () => chain.sellerAddress("acme");
@@ -138,9 +145,7 @@ describe("server/settlement/reconcile: reconcile", function () {
         },
         {
           name: "the settled totals of a payer and a seller changed",
-          tamper: async (fx) => {
-            await fx.db.run("UPDATE settled_pair_totals SET credits = credits + 1 WHERE account_id = ?", [userId("alice")]);
-          },
+          tamper: (fx) => driftTotals(fx, userId("alice")),
           expected: ["batch_mismatch"],
         },
         {
@@ -202,12 +207,18 @@ describe("server/settlement/reconcile: reconcile", function () {
     /** The reconcile store, counting which batches' calls are summed and whether every settled call is read. */
     function counted() {
       const shared = settlementStores(fx.db);
+      /** batchSums's batches, and the passes over every settled call (settledPerAccount, settledPairSums). */
       const seen = { batchSums: [] as number[], everyCall: 0 };
       // Its own object over the shared store (which the settlers and check() use too).
       const books = Object.create(shared.reconcile) as typeof shared.reconcile;
       const stores = { ...shared, reconcile: books };
       const batchSums = shared.reconcile.batchSums.bind(shared.reconcile);
       const settledPerAccount = shared.reconcile.settledPerAccount.bind(shared.reconcile);
+      const settledPairSums = shared.reconcile.settledPairSums.bind(shared.reconcile);
+      books.settledPairSums = (sql) => {
+        seen.everyCall++;
+        return settledPairSums(sql);
+      };
       books.batchSums = (number, sql) => {
         seen.batchSums.push(Number(number));
         return batchSums(number, sql);
@@ -217,6 +228,19 @@ describe("server/settlement/reconcile: reconcile", function () {
         return settledPerAccount(last, sql);
       };
       return { stores, seen };
+    }
+    /** The chain's client, noting the first block of each read of settled batches, claims and x402 settlements. */
+    function loggedReads() {
+      const from: bigint[] = [];
+      const client = {
+        ...chain.publicClient,
+        getLogs: ((args: { fromBlock: bigint; events?: unknown[] }) => {
+          // Not the reads of deposits above the indexer's progress (two events).
+          if (args.events?.length === 3) from.push(args.fromBlock);
+          return chain.publicClient.getLogs(args as never);
+        }) as typeof chain.publicClient.getLogs,
+      };
+      return { client, from };
     }
     const checkWith = (stores: ReturnType<typeof settlementStores>, memory: ReconcileMemory) =>
       reconcile({
@@ -236,7 +260,7 @@ describe("server/settlement/reconcile: reconcile", function () {
       expect(first.ok).to.equal(true);
       expect(first.checked).to.deep.include({ batches: [1], totals: true });
       memory.remember(first.checked);
-      expect(seen).to.deep.equal({ batchSums: [1], everyCall: 1 });
+      expect(seen).to.deep.equal({ batchSums: [1], everyCall: 2 });
 
       for (const n of [2, 3]) {
         await fx.pay("alice", "globex", 1_000n * BigInt(n));
@@ -252,21 +276,13 @@ describe("server/settlement/reconcile: reconcile", function () {
         expect(next.addressesChecked).to.equal(full.addressesChecked);
         expect(next.batchesChecked).to.equal(full.batchesChecked);
       }
-      expect(seen).to.deep.equal({ batchSums: [1, 2, 3], everyCall: 1 });
+      expect(seen).to.deep.equal({ batchSums: [1, 2, 3], everyCall: 2 });
     });
 
     it("reads the escrow's events once: after the first pass, the blocks new since and a margin below the head", async () => {
       await settledWorld();
       const memory = new ReconcileMemory();
-      const from: bigint[] = [];
-      const client = {
-        ...chain.publicClient,
-        getLogs: ((args: { fromBlock: bigint; events?: unknown[] }) => {
-          // The reads of settled batches, claims and x402 settlements (not of deposits above the indexer's progress).
-          if (args.events?.length === 3) from.push(args.fromBlock);
-          return chain.publicClient.getLogs(args as never);
-        }) as typeof chain.publicClient.getLogs,
-      };
+      const { client, from } = loggedReads();
       const pass = async () => {
         const result = await reconcile({
           stores: settlementStores(fx.db),
@@ -302,6 +318,60 @@ describe("server/settlement/reconcile: reconcile", function () {
       expect(from[0]).to.equal(head - 64n + 1n);
     });
 
+    it("leaves out, as a full pass does, a batch the ledger marked settled that the chain does not have", async () => {
+      await settledWorld();
+      const memory = new ReconcileMemory();
+      const { stores } = counted();
+      memory.remember((await checkWith(stores, memory)).checked);
+      // Batch 2 recorded with its call, never sent (the send fails), then marked settled by a hand in the file.
+      await fx.pay("alice", "acme", 3_000n);
+      await fx
+        .settler({ walletClient: faultyWallet(chain.settlerWallet, ["fail_before_send"]) })
+        .runOnce()
+        .catch(() => undefined);
+      expect(await new BatchesStore(fx.db).markSettled(2, null, Date.now())).to.equal(true);
+      // The totals have batch 2's call; the chain's last batch is 1: it is taken away again, as a full pass never counts it.
+      const incremental = await checkWith(stores, memory);
+      const full = await check();
+      expect(codes(full)).to.deep.equal(["batch_not_on_chain"]);
+      expect(incremental.differences).to.deep.equal(full.differences);
+    });
+
+    it("reads the escrow's events from the deploy block again when the block it kept is no longer the chain's", async () => {
+      await settledWorld();
+      await chain.mine(100);
+      const memory = new ReconcileMemory();
+      const { stores } = counted();
+      memory.remember((await checkWith(stores, memory)).checked);
+      expect(memory.events?.throughHash).to.be.a("string");
+      const { client, from } = loggedReads();
+      const pass = () =>
+        reconcile({
+          stores,
+          publicClient: client,
+          escrowAddress: chain.deployment.escrow,
+          fromBlock: chain.deployment.deployBlock,
+          memory,
+        });
+      // As after a reorganisation deeper than the margin: the kept block's hash is not the chain's.
+      memory.events!.throughHash = `0x${"00".repeat(32)}`;
+      await chain.mine(1);
+      expect((await pass()).differences).to.deep.equal([]);
+      expect(from[0]).to.equal(chain.deployment.deployBlock);
+      // Remembered again, the next pass resumes above the deploy block...
+      from.length = 0;
+      memory.remember((await pass()).checked);
+      from.length = 0;
+      await chain.mine(1);
+      await pass();
+      expect(from[0]! > chain.deployment.deployBlock).to.equal(true);
+      // ...unless the memory was read from another first block (another escrow's deployment): all again.
+      memory.events = { ...memory.events!, fromBlock: chain.deployment.deployBlock + 1n };
+      from.length = 0;
+      await pass();
+      expect(from[0]).to.equal(chain.deployment.deployBlock);
+    });
+
     it("counts a batch the chain has and the ledger still has pending, and sees the books apart from the totals", async () => {
       await settledWorld();
       const memory = new ReconcileMemory();
@@ -329,7 +399,7 @@ describe("server/settlement/reconcile: reconcile", function () {
       memory.remember(pending.checked);
 
       // Totals that drift from the calls: the chain's earnings tell, since the expectation now comes from them.
-      await fx.db.run("UPDATE settled_pair_totals SET credits = credits + 1 WHERE account_id = ?", [userId("alice")]);
+      await driftTotals(fx, userId("alice"));
       expect(codes(await checkWith(stores, memory))).to.deep.equal(["earnings_mismatch"]);
     });
   });
