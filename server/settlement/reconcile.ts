@@ -109,6 +109,7 @@ export type ReconcileReturnType = {
   lastBatchNumber: number;
   differences: ReconcileDifference[];
   addressesChecked: number;
+  /** The applied batches compared with their BatchSettled events (every one, every pass; `checked.batches` says whose calls were summed). */
   batchesChecked: number;
   /**
    * The batches whose calls this pass summed against their recorded totals, and whether it checked the settled totals
