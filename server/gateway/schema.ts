@@ -133,8 +133,9 @@ CREATE INDEX skill_quality_by_hour ON skill_quality(hour);
   {
     version: 30,
     sql: `
--- The keys in progress, swept every few seconds by the leader: not every key of the last day. The refusals of an
--- account by minute, read by GET /v1/usage/daily: not every refusal it was ever given.
+-- The keys in progress, swept every few seconds by the PostgreSQL leader (and at a SQLite gateway's start): not every
+-- key of the last day. It costs a keyed call with an Idempotency-Key an index entry made and removed. The refusals of
+-- an account by minute, read by GET /v1/usage/daily: not every refusal it was ever given.
 CREATE INDEX idempotency_in_progress ON idempotency_keys(created_at) WHERE state = 'in_progress';
 CREATE INDEX call_refusals_by_minute ON call_refusals(account_id, minute);
 `,

@@ -37,15 +37,19 @@ export class ReconcileStore {
     });
   }
 
-  /** Whether the database has the settlement schema (a database migrated by the gateway always has). */
+  /** Whether the database has the settlement schema a reconciliation reads (a database the gateway migrated has). */
   async hasSettlementSchema(sql: Sql = this.db): Promise<boolean> {
+    // The batches, and their settled totals (SQLite version 29, PostgreSQL 0017), which a reconciliation reads.
     const found =
       sql.engine === "postgres"
-        ? await sql.value(
-            "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'settlement_batches'",
+        ? await sql.value<bigint>(
+            `SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema()
+             AND table_name IN ('settlement_batches', 'settled_pair_totals')`,
           )
-        : await sql.value("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'settlement_batches'");
-    return found !== undefined;
+        : await sql.value<bigint>(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN ('settlement_batches', 'settled_pair_totals')",
+          );
+    return Number(found ?? 0) === 2;
   }
 
   /** Every recorded batch, by number. */

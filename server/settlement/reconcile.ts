@@ -47,11 +47,12 @@ export type ReconcileParameters = {
  * last and the settled totals per (payer, seller), not every call ever settled: a full pass over the holds took about
  * 0.9 s at a million settled calls, on the event loop with SQLite, after every batch. The first reconciliation with a
  * memory checks everything, the settled totals against the holds included, and a clean one is remembered
- * (`remember`). What stays true between two is the schema's to keep (./schema.ts, version 29): a call joins only a
- * pending batch, and a call in a batch cannot change, move or go (holds_into_pending_batch, holds_batched_final,
- * holds_batch_once, holds_batched_kept), nor can a recorded batch (settlement_batches' triggers); the database adds a
- * batch's calls to the totals as it is marked settled, and the totals only grow. What the schema cannot refuse (a
- * hand in the file dropping a trigger) the next process's first pass finds.
+ * (`remember`). What stays true between two is the schema's to keep (./schema.ts, version 29): a call is put into a
+ * batch only while the batch is pending, and a call in a batch cannot change, move or go (holds_into_pending_batch,
+ * holds_batched_final, holds_batch_once, holds_batched_kept), nor can a recorded batch (settlement_batches' triggers);
+ * the database adds a batch's calls to the totals as it is marked settled, and the totals only grow. What the schema
+ * does not refuse (a hand in the file inserting a batched call or a settled batch, or dropping a trigger) the next
+ * process's first pass finds.
  */
 export class ReconcileMemory {
   /** Batches whose calls were found to sum to their recorded totals. */
@@ -175,7 +176,11 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
   const chunk = parameters.logChunkBlocks ?? DEFAULT_LOG_CHUNK_BLOCKS;
   if (chunk < 1n) throw new RangeError(`logChunkBlocks must be positive, got ${chunk}`);
   // openDatabase migrates every database it opens, so only a handle opened some other way can lack the schema.
-  if (!(await stores.reconcile.hasSettlementSchema())) throw new ReconcileError("the ledger has no settlement_batches table (migrate it)");
+  if (!(await stores.reconcile.hasSettlementSchema())) {
+    throw new ReconcileError(
+      "the ledger lacks settlement_batches or settled_pair_totals: start the gateway on it once so that it migrates, then reconcile",
+    );
+  }
 
   const blockNumber = await publicClient.getBlockNumber({ cacheTime: 0 });
   const contract = { address: escrow, abi: skillEscrowAbi, blockNumber } as const;
@@ -209,6 +214,9 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
     let end = start + chunk - 1n < blockNumber ? start + chunk - 1n : blockNumber;
     // A chunk ends at the kept block, so that what is kept is exactly what was read up to it.
     if (kept === undefined && start <= keepThrough && end > keepThrough) end = keepThrough;
+    // The kept block's hash is read before its logs: a reorganisation between the two then shows as a changed hash
+    // next time (everything read again), never as old logs kept under the new chain's hash.
+    const keptHash = end === keepThrough ? (await publicClient.getBlock({ blockNumber: end })).hash : undefined;
     const logs = await publicClient.getLogs({
       address: escrow,
       events: [BATCH_SETTLED_EVENT, CLAIMED_EVENT, X402_SETTLED_EVENT],
@@ -235,7 +243,7 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
       }
     }
     events.through = end;
-    if (end === keepThrough) kept = { ...copyEvents(events), throughHash: (await publicClient.getBlock({ blockNumber: end })).hash };
+    if (keptHash !== undefined) kept = { ...copyEvents(events), throughHash: keptHash };
   }
   const { settled: settledEvents, claimed, x402: x402Events } = events;
   // Deposits made on-chain above what the indexer has read (see the doc comment).

@@ -21,7 +21,10 @@ export const OPEN_STATUSES = ["reserved", "collecting", "collected", "completing
 export type OpenStatus = (typeof OPEN_STATUSES)[number];
 const OPEN_SQL = OPEN_STATUSES.map((status) => `'${status}'`).join(", ");
 
-/** The states whose money has not left the payer's wallet yet, or may not have: what its balance must still cover. */
+/**
+ * The states whose money has not left the payer's wallet yet, or may not have: what its balance must still cover. The
+ * index x402_payments_uncollected_by_payer (./schema.ts, version 30) names the same list in the same order.
+ */
 const UNCOLLECTED_SQL = "'reserved', 'collecting', 'settling'";
 
 /** One call's x402 payment as the gateway recorded it before forwarding the call. */

@@ -104,7 +104,8 @@ CREATE INDEX x402_payments_by_seller ON x402_payments(seller_account_id, status)
     version: 30,
     sql: `
 -- What a payer's balance must still cover, read at every x402 reservation: its payments not yet collected, not every
--- payment it ever made.
+-- payment it ever made. Its list is payments-store.ts's UNCOLLECTED_SQL, in the same order (SQLite matches a partial
+-- index's IN list as written).
 CREATE INDEX x402_payments_uncollected_by_payer ON x402_payments(payer) WHERE status IN ('reserved', 'collecting', 'settling');
 `,
   },

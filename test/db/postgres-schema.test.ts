@@ -17,7 +17,7 @@ const PG_ONLY_COLUMNS = ["calls.rowid"];
 /** Unique constraints only PostgreSQL has: the explicit rowid is unique, as SQLite's is. */
 const PG_ONLY_UNIQUES = ["calls(rowid)"];
 /** TRUNCATE fires no row trigger in PostgreSQL; these refuse it for the append-only journal (SQLite has no TRUNCATE). */
-const PG_ONLY_TRIGGERS = ["entries_no_truncate", "postings_no_truncate"];
+const PG_ONLY_TRIGGERS = ["entries_no_truncate", "postings_no_truncate", "settled_pair_totals_no_truncate"];
 /**
  * Tables only PostgreSQL has: the replicas sharing the database (a SQLite file has one process), and the balance
  * deltas a capture leaves pending so that it locks no hot balance row (migration 0016; SQLite has one writer).

@@ -35,6 +35,9 @@ FOR EACH ROW WHEN (NOT (NEW.account_id = OLD.account_id AND NEW.seller_account_i
 EXECUTE FUNCTION refuse_change('the settled totals only grow, by the batches marked settled');
 CREATE TRIGGER settled_pair_totals_kept BEFORE DELETE ON settled_pair_totals
 FOR EACH ROW EXECUTE FUNCTION refuse_change('the settled totals cannot be deleted');
+-- TRUNCATE fires no row trigger (as for the journal, 0001).
+CREATE TRIGGER settled_pair_totals_no_truncate BEFORE TRUNCATE ON settled_pair_totals
+FOR EACH STATEMENT EXECUTE FUNCTION refuse_change('the settled totals cannot be deleted');
 INSERT INTO settled_pair_totals (account_id, seller_account_id, calls, debits, credits)
 SELECT h.account_id, h.seller_account_id, COUNT(*), SUM(h.amount), SUM(h.seller_amount)
 FROM holds h JOIN settlement_batches b ON b.number = h.batch_number
@@ -45,7 +48,8 @@ GROUP BY h.account_id, h.seller_account_id;
 -- batch stays holds_batch_once's refusal). A trigger's WHEN cannot read another table: the first check is a function.
 CREATE FUNCTION holds_into_pending_batch() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  IF (SELECT b.status FROM settlement_batches b WHERE b.number = NEW.batch_number) IS DISTINCT FROM 'pending' THEN
+  -- FOR SHARE: a batch being marked settled meanwhile is waited for (and then refused), never raced.
+  IF (SELECT b.status FROM settlement_batches b WHERE b.number = NEW.batch_number FOR SHARE) IS DISTINCT FROM 'pending' THEN
     RAISE EXCEPTION 'a hold joins only a pending settlement batch' USING ERRCODE = 'integrity_constraint_violation';
   END IF;
   RETURN NEW;
