@@ -119,24 +119,27 @@ export type ReconcileReturnType = {
   checked: { batches: number[]; totals: boolean; events?: ChainEvents };
 };
 
-/** The escrow's events a reconciliation read, from `fromBlock` through `through`, for the next one to go on from. */
+/**
+ * The escrow's batch and claim events a reconciliation read, from `fromBlock` through `through`, for the next one to go
+ * on from: a batch's event each and a sum an address, not an entry per call.
+ */
 export type ChainEvents = {
   escrow: Address;
   fromBlock: bigint;
   through: bigint;
   /** The hash of block `through` when it was read (none when nothing was read: `through` below `fromBlock`). */
   throughHash?: Hex;
+  /** One a batch. */
   settled: Map<number, { receiptsRoot: Hex; callCount: bigint; totalDebits: bigint; platformFee: bigint; treasury: Address }>;
-  /** What each seller (and the treasury) claimed, summed. */
+  /** What each seller (and the treasury) claimed, summed: one an address. */
   claimed: Map<Address, bigint>;
-  x402: Map<string, { payer: Address; seller: Address; amount: bigint; platformFee: bigint; treasury: Address }>;
 };
 
 /** The last blocks below the head read again by every reconciliation with a memory: a reorganisation may replace them. */
 const REREAD_BLOCKS = 64n;
 
 function copyEvents(events: ChainEvents): ChainEvents {
-  return { ...events, settled: new Map(events.settled), claimed: new Map(events.claimed), x402: new Map(events.x402) };
+  return { ...events, settled: new Map(events.settled), claimed: new Map(events.claimed) };
 }
 
 // Internal error, plain on purpose: for the reconcile command and readiness, never a client's answer.
@@ -194,8 +197,8 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
   const differences: ReconcileDifference[] = [...ledgerSide.differences];
   const missingX402: string[] = [];
 
-  // The chain's events: settled batches (their treasury and totals), claims and x402 settlements. With a memory, those
-  // up to a margin below its last head are taken from it, and only the blocks after are read.
+  // The chain's events: settled batches (their treasury and totals) and claims. With a memory, those up to a margin
+  // below its last head are taken from it, and only the blocks after are read.
   const known = parameters.memory?.events;
   const resume =
     known !== undefined &&
@@ -206,7 +209,7 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
     (known.throughHash === undefined || (await publicClient.getBlock({ blockNumber: known.through })).hash === known.throughHash);
   const events: ChainEvents = resume
     ? copyEvents(known)
-    : { escrow, fromBlock, through: fromBlock - 1n, settled: new Map(), claimed: new Map(), x402: new Map() };
+    : { escrow, fromBlock, through: fromBlock - 1n, settled: new Map(), claimed: new Map() };
   // Blocks at most this far below the head are read again next time (a reorganisation may still replace them).
   const keepThrough = blockNumber - REREAD_BLOCKS;
   let kept: ChainEvents | undefined = events.through >= keepThrough ? copyEvents(events) : undefined;
@@ -219,7 +222,7 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
     const keptHash = end === keepThrough ? (await publicClient.getBlock({ blockNumber: end })).hash : undefined;
     const logs = await publicClient.getLogs({
       address: escrow,
-      events: [BATCH_SETTLED_EVENT, CLAIMED_EVENT, X402_SETTLED_EVENT],
+      events: [BATCH_SETTLED_EVENT, CLAIMED_EVENT],
       fromBlock: start,
       toBlock: end,
       strict: true,
@@ -228,15 +231,6 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
       if (log.removed) continue;
       if (log.eventName === "BatchSettled") {
         events.settled.set(Number(log.args.batchNumber), { ...log.args, treasury: getAddress(log.args.treasury) });
-      } else if (log.eventName === "X402Settled") {
-        const { callId, payer, seller, amount, platformFee, treasury } = log.args;
-        events.x402.set(callId.toLowerCase(), {
-          payer: getAddress(payer),
-          seller: getAddress(seller),
-          amount,
-          platformFee,
-          treasury: getAddress(treasury),
-        });
       } else {
         const seller = getAddress(log.args.seller);
         events.claimed.set(seller, (events.claimed.get(seller) ?? 0n) + log.args.amount);
@@ -245,7 +239,25 @@ export async function reconcile(parameters: ReconcileParameters): Promise<Reconc
     events.through = end;
     if (keptHash !== undefined) kept = { ...copyEvents(events), throughHash: keptHash };
   }
-  const { settled: settledEvents, claimed, x402: x402Events } = events;
+  const { settled: settledEvents, claimed } = events;
+  // x402 settlements: one event an x402 call, from the deploy block every pass, as the ledger's x402 payments are read
+  // whole (./reconcile-store.ts x402Payments): kept, they would grow the memory with every payment (docs/scaling.md).
+  const x402Events = new Map<string, { payer: Address; seller: Address; amount: bigint; platformFee: bigint; treasury: Address }>();
+  for (let start = fromBlock; start <= blockNumber; start += chunk) {
+    const end = start + chunk - 1n < blockNumber ? start + chunk - 1n : blockNumber;
+    const logs = await publicClient.getLogs({ address: escrow, event: X402_SETTLED_EVENT, fromBlock: start, toBlock: end, strict: true });
+    for (const log of logs) {
+      if (log.removed) continue;
+      const { callId, payer, seller, amount, platformFee, treasury } = log.args;
+      x402Events.set(callId.toLowerCase(), {
+        payer: getAddress(payer),
+        seller: getAddress(seller),
+        amount,
+        platformFee,
+        treasury: getAddress(treasury),
+      });
+    }
+  }
   // Deposits made on-chain above what the indexer has read (see the doc comment).
   const expectedBalance = new Map(ledgerSide.expectedBalance);
   if (ledgerSide.unindexedFrom !== undefined && ledgerSide.unindexedFrom <= blockNumber) {

@@ -229,14 +229,14 @@ describe("server/settlement/reconcile: reconcile", function () {
       };
       return { stores, seen };
     }
-    /** The chain's client, noting the first block of each read of settled batches, claims and x402 settlements. */
+    /** The chain's client, noting the first block of each read of settled batches and claims. */
     function loggedReads() {
       const from: bigint[] = [];
       const client = {
         ...chain.publicClient,
-        getLogs: ((args: { fromBlock: bigint; events?: unknown[] }) => {
-          // Not the reads of deposits above the indexer's progress (two events).
-          if (args.events?.length === 3) from.push(args.fromBlock);
+        getLogs: ((args: { fromBlock: bigint; events?: { name: string }[] }) => {
+          // Not the reads of deposits above the indexer's progress, nor of x402 settlements (from the deploy block).
+          if (args.events?.some((e) => e.name === "BatchSettled")) from.push(args.fromBlock);
           return chain.publicClient.getLogs(args as never);
         }) as typeof chain.publicClient.getLogs,
       };
