@@ -693,8 +693,9 @@ export class Ledger {
     return within(this.db, tx, async (tx) => {
       const replicas = options.ofReplicas;
       // Sorted here, not by the statement: ORDER BY id made SQLite walk the primary key's index over every hold ever
-      // taken rather than the open ones' partial index (at every start). Released in one order (the ids' bytes, as
-      // PostgreSQL's "C" collation orders them), so two recoveries lock the same rows in the same order.
+      // taken rather than the open ones' partial index (at every start). Released in one order (hold ids are ASCII
+      // UUIDs: JavaScript's order is their bytes', as PostgreSQL's "C" collation's), so two recoveries lock the same
+      // rows in the same order.
       const ids = (
         options.takenBefore !== undefined
           ? await tx.all<{ id: string }>("SELECT id FROM holds WHERE status = 'open' AND created_at < ?", [options.takenBefore])
@@ -707,7 +708,7 @@ export class Ledger {
               )
       )
         .map((row) => row.id)
-        .sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+        .sort();
       let released = 0;
       for (const id of ids) if ((await this.release(id, tx)).ok) released++;
       return released;

@@ -2,7 +2,7 @@ import { expect } from "chai";
 import hre from "hardhat";
 import { getAddress } from "viem";
 import { skillEscrowAbi } from "../../server/chain/abi";
-import { ReconcileMemory, reconcile, type ReconcileReturnType } from "../../server/settlement/reconcile";
+import { ReconcileMemory, reconcile, type ReconcileParameters, type ReconcileReturnType } from "../../server/settlement/reconcile";
 import { BatchesStore } from "../../server/settlement/batches-store";
 import type { Settler } from "../../server/settlement/settler";
 import { SettlementHaltedError } from "../../server/settlement/settlement-errors";
@@ -242,19 +242,32 @@ describe("server/settlement/reconcile: reconcile", function () {
       };
       return { client, from };
     }
+    /** The settled world (and `emptyBlocks` mined after it), and a memory of its first clean pass. */
+    async function rememberedWorld(emptyBlocks = 0) {
+      await settledWorld();
+      if (emptyBlocks > 0) await chain.mine(emptyBlocks);
+      const memory = new ReconcileMemory();
+      const { stores } = counted();
+      memory.remember(await cleanPass(stores, memory));
+      return { memory, stores };
+    }
     /** A pass with the memory that must find nothing: what it checked. */
     async function cleanPass(stores: ReturnType<typeof settlementStores>, memory: ReconcileMemory) {
       const result = await checkWith(stores, memory);
       expect(result.differences).to.deep.equal([]);
       return result.checked;
     }
-    const checkWith = (stores: ReturnType<typeof settlementStores>, memory: ReconcileMemory) =>
+    const checkWith = (
+      stores: ReturnType<typeof settlementStores>,
+      memory: ReconcileMemory,
+      options: Pick<ReconcileParameters, "publicClient" | "logChunkBlocks"> = { publicClient: chain.publicClient },
+    ) =>
       reconcile({
         stores,
-        publicClient: chain.publicClient,
         escrowAddress: chain.deployment.escrow,
         fromBlock: chain.deployment.deployBlock,
         memory,
+        ...options,
       });
 
     it("checks everything first, then only the batches new since, and finds what a full pass finds", async () => {
@@ -290,14 +303,7 @@ describe("server/settlement/reconcile: reconcile", function () {
       const memory = new ReconcileMemory();
       const { client, from } = loggedReads();
       const pass = async () => {
-        const result = await reconcile({
-          stores: settlementStores(fx.db),
-          publicClient: client,
-          escrowAddress: chain.deployment.escrow,
-          fromBlock: chain.deployment.deployBlock,
-          memory,
-          logChunkBlocks: 50n,
-        });
+        const result = await checkWith(settlementStores(fx.db), memory, { publicClient: client, logChunkBlocks: 50n });
         expect(result.differences).to.deep.equal([]);
         memory.remember(result.checked);
         return (await chain.publicClient.getBlockNumber({ cacheTime: 0 })) as bigint;
@@ -325,10 +331,7 @@ describe("server/settlement/reconcile: reconcile", function () {
     });
 
     it("leaves out, as a full pass does, a batch the ledger marked settled that the chain does not have", async () => {
-      await settledWorld();
-      const memory = new ReconcileMemory();
-      const { stores } = counted();
-      memory.remember(await cleanPass(stores, memory));
+      const { memory, stores } = await rememberedWorld();
       // Batch 2 recorded with its call, never sent (the send fails), then marked settled by a hand in the file.
       await fx.pay("alice", "acme", 3_000n);
       await fx
@@ -346,21 +349,10 @@ describe("server/settlement/reconcile: reconcile", function () {
     });
 
     it("reads the escrow's events from the deploy block again when the block it kept is no longer the chain's", async () => {
-      await settledWorld();
-      await chain.mine(100);
-      const memory = new ReconcileMemory();
-      const { stores } = counted();
-      memory.remember(await cleanPass(stores, memory));
+      const { memory, stores } = await rememberedWorld(100);
       expect(memory.events?.throughHash).to.be.a("string");
       const { client, from } = loggedReads();
-      const pass = () =>
-        reconcile({
-          stores,
-          publicClient: client,
-          escrowAddress: chain.deployment.escrow,
-          fromBlock: chain.deployment.deployBlock,
-          memory,
-        });
+      const pass = () => checkWith(stores, memory, { publicClient: client });
       // As after a reorganisation deeper than the margin: the kept block's hash is not the chain's.
       memory.events!.throughHash = `0x${"00".repeat(32)}`;
       await chain.mine(1);
@@ -381,10 +373,7 @@ describe("server/settlement/reconcile: reconcile", function () {
     });
 
     it("counts a batch the chain has and the ledger still has pending, and sees the books apart from the totals", async () => {
-      await settledWorld();
-      const memory = new ReconcileMemory();
-      const { stores } = counted();
-      memory.remember(await cleanPass(stores, memory));
+      const { memory, stores } = await rememberedWorld();
 
       // Batch 2 sent and mined, not yet marked: the chain counts it, the totals do not have it yet.
       await fx.pay("alice", "acme", 2_000n);
