@@ -32,6 +32,8 @@ export type StartBundlerParameters = {
   entryPoint?: Address;
   /** 0 (default) picks a free port. */
   port?: number;
+  /** How a port is found when none is given (a test's, to hand out a taken one): freePort by default. */
+  choosePort?: () => Promise<number>;
   readyTimeoutMs?: number;
   /** Alto's log level; `warn` by default. */
   logLevel?: "trace" | "debug" | "info" | "warn" | "error" | "fatal";
@@ -88,7 +90,23 @@ export async function startBundler(parameters: StartBundlerParameters): Promise<
     if ((await client.getBalance({ address })) === 0n) throw new BundlerError(`the bundler's ${role} account ${address} holds no ETH`);
   }
 
-  const port = parameters.port || (await freePort());
+  // A free port found here can be taken by another process before Alto binds it: another one is tried then.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startAltoOn(parameters.port || (await (parameters.choosePort ?? freePort)()), entryPoint, parameters);
+    } catch (error) {
+      if (!(error instanceof PortTakenError) || parameters.port || attempt >= PORT_ATTEMPTS) throw error;
+    }
+  }
+}
+
+/** How many free ports Alto is tried on before its start fails, when no port was asked for. */
+const PORT_ATTEMPTS = 5;
+
+/** Alto could not bind its port. */
+class PortTakenError extends BundlerError {}
+
+async function startAltoOn(port: number, entryPoint: Address, parameters: StartBundlerParameters): Promise<Bundler> {
   const root = path.resolve(__dirname, "../..");
   const args = [
     "--entrypoints",
@@ -142,7 +160,8 @@ export async function startBundler(parameters: StartBundlerParameters): Promise<
   const deadline = Date.now() + (parameters.readyTimeoutMs ?? 30_000);
   for (;;) {
     if (child.exitCode !== null || child.signalCode !== null) {
-      throw new BundlerError(`alto exited with ${child.exitCode ?? child.signalCode} before answering:\n${output}`);
+      const message = `alto exited with ${child.exitCode ?? child.signalCode} before answering:\n${output}`;
+      throw output.includes("EADDRINUSE") ? new PortTakenError(message) : new BundlerError(message);
     }
     try {
       const supported = (await rpc(url, "eth_supportedEntryPoints")) as string[];

@@ -79,10 +79,18 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** How many free ports a node is tried on before its start fails, when no port was asked for. */
+const PORT_ATTEMPTS = 5;
+
+/** The node could not bind its port: someone took it between freePort() and the node's bind. */
+class PortTakenError extends Error {}
+
 /**
  * Starts a real `hardhat node` (the binary from node_modules/.bin, chain id 8453) as a
  * child process on `port` (a free one when 0) and resolves once it answers JSON-RPC. The
- * child is the node itself, not an npx wrapper, so stopping it stops the chain.
+ * child is the node itself, not an npx wrapper, so stopping it stops the chain. A free port
+ * found here can be taken by another process before the node (seconds to start) binds it:
+ * another one is tried then.
  */
 export async function startLocalNode(
   options: {
@@ -90,9 +98,20 @@ export async function startLocalNode(
     readyTimeoutMs?: number;
     /** Blocks mined within one second share its timestamp (hardhat.config.ts, SAME_SECOND_BLOCKS). */
     sameSecondBlocks?: boolean;
+    /** How a port is found when none is given (a test's, to hand out a taken one): freePort by default. */
+    choosePort?: () => Promise<number>;
   } = {},
 ): Promise<LocalNode> {
-  const port = options.port || (await freePort());
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startNodeOn(options.port || (await (options.choosePort ?? freePort)()), options);
+    } catch (error) {
+      if (!(error instanceof PortTakenError) || options.port || attempt >= PORT_ATTEMPTS) throw error;
+    }
+  }
+}
+
+async function startNodeOn(port: number, options: { readyTimeoutMs?: number; sameSecondBlocks?: boolean }): Promise<LocalNode> {
   const root = path.resolve(__dirname, "../..");
   // Guarded: it dies with this process, even one killed with SIGKILL (./child-process.ts).
   const child: ChildProcess = spawnGuarded(
@@ -105,8 +124,16 @@ export async function startLocalNode(
     },
   );
   let output = "";
-  child.stdout!.on("data", (c: Buffer) => (output = (output + c.toString()).slice(-4_000)));
-  child.stderr!.on("data", (c: Buffer) => (output = (output + c.toString()).slice(-4_000)));
+  // What the node prints once it listens (hardhat's builtin-tasks/node): until then an answer on the port may be
+  // another process's, one that took the port first.
+  let listening = false;
+  const started = `JSON-RPC server at http://127.0.0.1:${port}/`;
+  const keep = (c: Buffer) => {
+    output = (output + c.toString()).slice(-4_000);
+    listening ||= output.includes(started);
+  };
+  child.stdout!.on("data", keep);
+  child.stderr!.on("data", keep);
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
 
   const rpcUrl = `http://127.0.0.1:${port}`;
@@ -121,8 +148,12 @@ export async function startLocalNode(
 
   const deadline = Date.now() + (options.readyTimeoutMs ?? 60_000);
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`hardhat node exited with ${child.exitCode}:\n${output}`);
+    if (child.exitCode !== null || child.signalCode !== null) {
+      const message = `hardhat node exited with ${child.exitCode ?? child.signalCode}:\n${output}`;
+      throw output.includes("EADDRINUSE") ? new PortTakenError(message) : new Error(message);
+    }
     try {
+      if (!listening) throw new Error("not listening yet");
       const id = await publicClient.getChainId();
       if (id !== LOCAL_CHAIN_ID) {
         await stop();

@@ -24,6 +24,9 @@ import {
 import { escrowDepositCalls, gatewayFlowViolation, type Call, type GatewayFlowViolation } from "../../server/wallets/aa-flows";
 import { gatewayPaymasterAbi } from "../../server/chain/abi";
 import { readFileSync } from "node:fs";
+import net from "node:net";
+import { startBundler } from "../../server/devstack/bundler";
+import { freePort } from "../../server/devstack/local-node";
 import { EXECUTOR_INDEX, UTILITY_INDEX, devPrivateKey, startAaStack, type AaStack } from "../helpers/aa-stack";
 
 const USDC = 1_000_000n;
@@ -102,6 +105,28 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
     const commandLine = readFileSync(`/proc/${stack.bundler.pid}/cmdline`, "utf8");
     expect(commandLine).to.contain("--safe-mode");
     for (const index of [EXECUTOR_INDEX, UTILITY_INDEX]) expect(commandLine).to.not.contain(devPrivateKey(index).slice(2));
+  });
+
+  it("starts Alto on another port when the free one it found is taken first", async () => {
+    const taker = net.createServer();
+    await new Promise<void>((resolve) => taker.listen(0, "127.0.0.1", resolve));
+    const taken = (taker.address() as net.AddressInfo).port;
+    const offered: number[] = [];
+    const bundler = await startBundler({
+      rpcUrl: stack.node.rpcUrl,
+      executorPrivateKeys: [devPrivateKey(EXECUTOR_INDEX)],
+      utilityPrivateKey: devPrivateKey(UTILITY_INDEX),
+      choosePort: async () => {
+        offered.push(offered.length === 0 ? taken : await freePort());
+        return offered[offered.length - 1];
+      },
+    }).finally(() => taker.close());
+    try {
+      expect(offered).to.have.length(2);
+      expect(bundler.url).to.equal(`http://127.0.0.1:${offered[1]}/rpc`);
+    } finally {
+      await bundler.stop();
+    }
   });
 
   it("a counterfactual account with no ETH moves its USDC into the escrow in one sponsored UserOperation (approve + depositFor)", async () => {
