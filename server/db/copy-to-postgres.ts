@@ -26,7 +26,9 @@ import { createPostgresPool } from "./postgres/pool";
  * 4. Each identity column's sequence is moved past the copied ids, so the next entry, posting or call gets
  *    a new number.
  * 5. Checks before the commit: every table holds as many rows as on SQLite; every rebuilt balance equals
- *    SQLite's to the base unit; the ledger's invariants hold on PostgreSQL. Any difference rolls it all back.
+ *    SQLite's to the base unit; the usage days copied equal what the copied calls add up to (the calls' trigger
+ *    counted each again as a pending delta, which is then dropped); the ledger's invariants hold on PostgreSQL.
+ *    Any difference rolls it all back.
  *
  * db/ knows nothing of the domain, so the caller hands over the SQLite schema (server/schema.ts) and the
  * ledger's invariants (server/ledger/invariants.ts), as it hands the schema to openDatabase.
@@ -86,6 +88,8 @@ export type CopyRefusal =
   | "schemas_differ"
   /** The PostgreSQL database already holds data. */
   | "target_not_empty"
+  /** The SQLite file's usage days are not what its calls add up to. */
+  | "usage_differs"
   /** Another session (a gateway) holds the PostgreSQL tables. */
   | "target_in_use"
   /** After the copy, a table's row count differs between the engines. */
@@ -116,10 +120,11 @@ const MAX_PARAMS = 65_535;
 /** Tables neither engine copies: each engine's own record of its migrations. */
 const BOOKKEEPING = "schema_migrations";
 /**
- * PostgreSQL's own tables, which a SQLite file has no counterpart for: the replicas sharing the database, and the
- * balance deltas captures leave pending (migration 0016), which the copy's postings make through the trigger.
+ * PostgreSQL's own tables, which a SQLite file has no counterpart for: the replicas sharing the database, the
+ * balance deltas captures leave pending (migration 0016), which the copy's postings make through the trigger, and
+ * the calls pending in their usage days (migration 0019), which the copy's calls make.
  */
-const POSTGRES_ONLY_TABLES: readonly string[] = ["gateway_replicas", "ledger_balance_deltas"];
+const POSTGRES_ONLY_TABLES: readonly string[] = ["gateway_replicas", "ledger_balance_deltas", "usage_day_deltas"];
 /** A PostgreSQL column of this name that SQLite lacks is SQLite's implicit rowid, made explicit (calls.rowid). */
 const ROWID = "rowid";
 /**
@@ -383,6 +388,9 @@ async function copy(
     }
   }
 
+  const usage = await compareUsage(tx);
+  log(`usage: ${usage} (account, day, key, skill) row(s), each what the copied calls add up to`);
+
   // The postings' trigger left a capture's postings pending (migration 0016); folded in before the commit, the rows hold
   // every balance whole, as SQLite's do (in this transaction: the copy's COMMIT waits for the flush).
   while ((await tx.value<bigint>("SELECT ledger_roll_up(?, 0)", [ROLL_UP_ROWS]))! > 0n);
@@ -448,6 +456,36 @@ async function compareBalances(tx: Sql, db: Sqlite.Database): Promise<number> {
     );
   }
   return sqlite.size;
+}
+
+/**
+ * The usage days copied from SQLite against what the copied calls add up to: the calls' trigger (migration 0019) made
+ * a pending delta of each counted call, on top of the copied days. Equal, the deltas are dropped (the days hold them
+ * already); a difference is the SQLite file's and refuses the copy. Returns how many day rows were compared.
+ */
+async function compareUsage(tx: Sql): Promise<number> {
+  const differences = await tx.all<{ account_id: string; day: bigint; api_key_id: string; skill_id: string }>(
+    `WITH counted AS (
+       SELECT account_id, day, api_key_id, skill_id, COUNT(*) AS calls, SUM(spend_micros) AS spend_micros
+       FROM usage_day_deltas GROUP BY account_id, day, api_key_id, skill_id
+     )
+     SELECT COALESCE(u.account_id, c.account_id) AS account_id, COALESCE(u.day, c.day) AS day,
+            COALESCE(u.api_key_id, c.api_key_id) AS api_key_id, COALESCE(u.skill_id, c.skill_id) AS skill_id
+     FROM usage_days u FULL OUTER JOIN counted c
+       ON c.account_id = u.account_id AND c.day = u.day AND c.api_key_id = u.api_key_id AND c.skill_id = u.skill_id
+     WHERE u.calls IS DISTINCT FROM c.calls OR u.spend_micros IS DISTINCT FROM c.spend_micros
+     ORDER BY 1, 2, 3, 4 LIMIT 5`,
+  );
+  if (differences.length > 0) {
+    throw new CopyToPostgresError(
+      "usage_differs",
+      `the SQLite file's usage days differ from what its calls add up to: ${differences
+        .map((d) => `${d.account_id} day ${d.day} key ${d.api_key_id} skill ${d.skill_id}`)
+        .join("; ")}`,
+    );
+  }
+  await tx.run("DELETE FROM usage_day_deltas");
+  return Number(await tx.value<bigint>("SELECT COUNT(*) FROM usage_days"));
 }
 
 /** A table or column name as an SQL identifier (the same quoting on both engines). */

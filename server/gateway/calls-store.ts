@@ -104,8 +104,6 @@ export interface UsageFilter {
  * The outcomes that are not counted as calls in spend totals: these requests were refused by a rate
  * limit before they reached a skill. Usage lists them all the same.
  */
-const NOT_COUNTED = "c.outcome NOT IN ('rate_limited', 'daily_limit_reached')";
-
 const USAGE_SELECT = `SELECT c.id, c.api_key_id, k.name AS key_name, k.prefix AS key_prefix, k.metadata AS key_metadata, c.skill_id, s.slug, s.name, c.endpoint,
          c.http_status, c.outcome, c.charged_micros, c.latency_us, c.created_at, h.batch_number, b.status AS batch_status, c.rowid AS row_id
   FROM calls c LEFT JOIN skills s ON s.id = c.skill_id
@@ -144,6 +142,24 @@ export function whereOf(
     params.push(filter.untilMs);
   }
   return { sql: clauses.join(" AND "), params };
+}
+
+const DAY_MS = 86_400_000;
+
+/** A UTC day's number from its first millisecond; a time inside a day is refused (the days are read whole). */
+function dayOf(ms: number): number {
+  if (ms % DAY_MS !== 0) throw new RangeError(`usage is read by whole UTC days: ${ms} is not the start of one`);
+  return ms / DAY_MS;
+}
+
+/** The WHERE clause of a read of usage_by_day (aliased `u`): whereOf's, its times whole days. */
+function usageWhere(accountId: string, filter: UsageFilter): { sql: string; params: SqlParam[] } {
+  const days = {
+    ...filter,
+    fromMs: filter.fromMs === undefined ? undefined : dayOf(filter.fromMs),
+    untilMs: filter.untilMs === undefined ? undefined : dayOf(filter.untilMs),
+  };
+  return whereOf(accountId, days, { alias: "u", time: "day" });
 }
 
 /**
@@ -269,26 +285,27 @@ export class CallsStore {
   }
 
   /**
-   * The account's calls and spend per UTC day, narrowed by `filter`; days without calls are absent.
-   * A day is ms / 86,400,000 in integer division, and counts calls charged or not; the 429s never
-   * reached a skill, so they are not counted as calls.
+   * The account's calls and spend per UTC day, narrowed by `filter` (its times whole UTC days); days without calls
+   * are absent. A day is ms / 86,400,000 in integer division, and counts calls charged or not; the 429s never
+   * reached a skill, so they are not counted as calls. Read from the days the database keeps (usage_by_day: schema
+   * version 31), not from the calls: the cost is the days and keys read, not the calls they hold.
    */
   async daily(accountId: string, filter: UsageFilter): Promise<DailySpend[]> {
-    const where = whereOf(accountId, filter);
+    const where = usageWhere(accountId, filter);
     const rows = await this.db.all<{ day: bigint; spend: bigint; calls: bigint }>(
-      `SELECT c.created_at / 86400000 AS day, SUM(c.charged_micros) AS spend, COUNT(*) AS calls
-       FROM calls c WHERE ${where.sql} AND ${NOT_COUNTED}
-       GROUP BY c.created_at / 86400000 ORDER BY day`,
+      `SELECT u.day, SUM(u.spend_micros) AS spend, SUM(u.calls) AS calls
+       FROM usage_by_day u WHERE ${where.sql}
+       GROUP BY u.day ORDER BY u.day`,
       where.params,
     );
     return rows.map((r) => ({ day: Number(r.day), spendMicros: r.spend, calls: Number(r.calls) }));
   }
 
-  /** What the account's calls narrowed by `filter` spent, and how many they were (counted as `daily` counts). */
+  /** What the account's calls narrowed by `filter` (its times whole UTC days) spent, and how many they were (counted as `daily` counts). */
   async total(accountId: string, filter: UsageFilter): Promise<SpendTotal> {
-    const where = whereOf(accountId, filter);
-    const row = await this.db.one<{ spend: bigint | null; calls: bigint }>(
-      `SELECT SUM(c.charged_micros) AS spend, COUNT(*) AS calls FROM calls c WHERE ${where.sql} AND ${NOT_COUNTED}`,
+    const where = usageWhere(accountId, filter);
+    const row = await this.db.one<{ spend: bigint | null; calls: bigint | null }>(
+      `SELECT SUM(u.spend_micros) AS spend, SUM(u.calls) AS calls FROM usage_by_day u WHERE ${where.sql}`,
       where.params,
     );
     return { spendMicros: row?.spend ?? 0n, calls: Number(row?.calls ?? 0n) };
@@ -296,9 +313,11 @@ export class CallsStore {
 
   /**
    * Each of the account's own API keys that made calls (revoked ones too), with its calls and spend since
-   * `todayStartMs`, since `monthStartMs` and in all, counted as `daily` counts. One pass over the account's calls.
+   * `todayStartMs`, since `monthStartMs` (both the start of a UTC day) and in all, counted as `daily` counts. One pass
+   * over the account's days.
    */
   async byKey(accountId: string, todayStartMs: number, monthStartMs: number): Promise<KeySpend[]> {
+    const [today, month] = [dayOf(todayStartMs), dayOf(monthStartMs)];
     const rows = await this.db.all<{
       api_key_id: string;
       today_spend: bigint;
@@ -308,16 +327,16 @@ export class CallsStore {
       total_spend: bigint;
       total_calls: bigint;
     }>(
-      `SELECT c.api_key_id,
-         SUM(CASE WHEN c.created_at >= ? THEN c.charged_micros ELSE 0 END) AS today_spend,
-         SUM(CASE WHEN c.created_at >= ? THEN 1 ELSE 0 END) AS today_calls,
-         SUM(CASE WHEN c.created_at >= ? THEN c.charged_micros ELSE 0 END) AS month_spend,
-         SUM(CASE WHEN c.created_at >= ? THEN 1 ELSE 0 END) AS month_calls,
-         SUM(c.charged_micros) AS total_spend, COUNT(*) AS total_calls
-       FROM calls c
-       WHERE c.account_id = ? AND ${NOT_COUNTED} AND c.api_key_id IN (SELECT id FROM api_keys WHERE account_id = ?)
-       GROUP BY c.api_key_id ORDER BY c.api_key_id`,
-      [todayStartMs, todayStartMs, monthStartMs, monthStartMs, accountId, accountId],
+      `SELECT u.api_key_id,
+         SUM(CASE WHEN u.day >= ? THEN u.spend_micros ELSE 0 END) AS today_spend,
+         SUM(CASE WHEN u.day >= ? THEN u.calls ELSE 0 END) AS today_calls,
+         SUM(CASE WHEN u.day >= ? THEN u.spend_micros ELSE 0 END) AS month_spend,
+         SUM(CASE WHEN u.day >= ? THEN u.calls ELSE 0 END) AS month_calls,
+         SUM(u.spend_micros) AS total_spend, SUM(u.calls) AS total_calls
+       FROM usage_by_day u
+       WHERE u.account_id = ? AND u.api_key_id IN (SELECT id FROM api_keys WHERE account_id = ?)
+       GROUP BY u.api_key_id ORDER BY u.api_key_id`,
+      [today, today, month, month, accountId, accountId],
     );
     return rows.map((r) => ({
       apiKeyId: r.api_key_id,
@@ -335,13 +354,8 @@ export class CallsStore {
     return row && { accountId: row.account_id, apiKeyId: row.api_key_id };
   }
 
-  /** Calls the account made since `sinceMs` that were admitted past the rate limits. */
+  /** Calls the account made since `sinceMs` (the start of a UTC day) that were admitted past the rate limits. */
   async countSince(accountId: string, sinceMs: number): Promise<number> {
-    const count = await this.db.value<bigint>(
-      `SELECT COUNT(*) FROM calls WHERE account_id = ? AND created_at >= ?
-       AND outcome NOT IN ('rate_limited', 'daily_limit_reached')`,
-      [accountId, sinceMs],
-    );
-    return Number(count);
+    return (await this.total(accountId, { fromMs: sinceMs })).calls;
   }
 }

@@ -140,4 +140,55 @@ CREATE INDEX idempotency_in_progress ON idempotency_keys(created_at) WHERE state
 CREATE INDEX call_refusals_by_minute ON call_refusals(account_id, minute);
 `,
   },
+  {
+    version: 31,
+    sql: `
+-- An account's calls and spend per UTC day, key and skill (day: ms / 86,400,000), added by the database as each call's
+-- line is written, in its transaction: GET /v1/usage/daily, /v1/usage/keys (today, this month, in total) and the
+-- month's total read these rows, not every call the account ever made (at a million calls, a read of them all held a
+-- SQLite gateway's event loop for most of a second). Counted as those reads always counted: every call but the ones
+-- refused by a key's own limits. A call's line is written once and never changes, so the days only grow. The reads go
+-- through the view usage_by_day (PostgreSQL's adds the days not yet folded in: its migration 0019).
+CREATE TABLE usage_days (
+  account_id    TEXT NOT NULL,
+  day           INTEGER NOT NULL,
+  api_key_id    TEXT NOT NULL,
+  skill_id      TEXT NOT NULL,
+  calls         INTEGER NOT NULL CHECK (calls > 0),
+  spend_micros  INTEGER NOT NULL CHECK (spend_micros >= 0),
+  PRIMARY KEY (account_id, day, api_key_id, skill_id)
+) WITHOUT ROWID;
+CREATE VIEW usage_by_day AS SELECT account_id, day, api_key_id, skill_id, calls, spend_micros FROM usage_days;
+CREATE TRIGGER calls_usage_days AFTER INSERT ON calls
+WHEN NEW.outcome NOT IN ('rate_limited', 'daily_limit_reached')
+BEGIN
+  INSERT INTO usage_days (account_id, day, api_key_id, skill_id, calls, spend_micros)
+  VALUES (NEW.account_id, NEW.created_at / 86400000, NEW.api_key_id, NEW.skill_id, 1, NEW.charged_micros)
+  ON CONFLICT (account_id, day, api_key_id, skill_id) DO UPDATE SET
+    calls = calls + 1, spend_micros = spend_micros + excluded.spend_micros;
+END;
+CREATE TRIGGER calls_written_once BEFORE UPDATE ON calls
+BEGIN
+  SELECT RAISE(ABORT, 'a call''s line is written once');
+END;
+CREATE TRIGGER calls_kept BEFORE DELETE ON calls
+BEGIN
+  SELECT RAISE(ABORT, 'a call''s line cannot be deleted');
+END;
+CREATE TRIGGER usage_days_grow BEFORE UPDATE ON usage_days
+WHEN NOT (NEW.account_id = OLD.account_id AND NEW.day = OLD.day AND NEW.api_key_id = OLD.api_key_id
+          AND NEW.skill_id = OLD.skill_id AND NEW.calls > OLD.calls AND NEW.spend_micros >= OLD.spend_micros)
+BEGIN
+  SELECT RAISE(ABORT, 'the usage days only grow, by the calls written');
+END;
+CREATE TRIGGER usage_days_kept BEFORE DELETE ON usage_days
+BEGIN
+  SELECT RAISE(ABORT, 'the usage days cannot be deleted');
+END;
+INSERT INTO usage_days (account_id, day, api_key_id, skill_id, calls, spend_micros)
+SELECT account_id, created_at / 86400000, api_key_id, skill_id, COUNT(*), SUM(charged_micros) FROM calls
+WHERE outcome NOT IN ('rate_limited', 'daily_limit_reached')
+GROUP BY account_id, created_at / 86400000, api_key_id, skill_id;
+`,
+  },
 ];

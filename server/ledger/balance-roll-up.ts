@@ -27,10 +27,16 @@ export class BalanceRollUp {
     } = {},
   ) {}
 
-  /** Folds up to `limit` pending deltas now; returns how many it folded (0 on SQLite, or while another replica folds). */
+  /**
+   * Folds up to `limit` pending balance deltas now, and up to `limit` calls pending in their usage days (migration 0019's
+   * usage_roll_up: the same reasoning, for GET /v1/usage's days); returns the larger count folded (0 on SQLite, or while
+   * another replica folds).
+   */
   async once(limit = ROLL_UP_BATCH): Promise<number> {
     if (this.db.engine !== "postgres") return 0;
-    return Number((await this.db.value<bigint>("SELECT ledger_roll_up(?, 1)", [limit])) ?? 0n);
+    const balances = Number((await this.db.value<bigint>("SELECT ledger_roll_up(?, 1)", [limit])) ?? 0n);
+    const usage = Number((await this.db.value<bigint>("SELECT usage_roll_up(?, 1)", [limit])) ?? 0n);
+    return Math.max(balances, usage);
   }
 
   /** Folds every `intervalMs` until stop(); a full batch is followed by the next at once. */

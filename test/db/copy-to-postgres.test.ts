@@ -98,11 +98,11 @@ async function buildLedgerFile(file: string, migrations: readonly Migration[] = 
   }
 }
 
-/** The tables a copy fills: every PostgreSQL table but the migrations' record and the replicas registry. */
+/** The tables a copy fills: every PostgreSQL table but the migrations' record, the replicas registry and the deltas (and no view). */
 async function copiedTables(sql: Sql): Promise<{ table: string; columns: string[] }[]> {
   const rows = await sql.all<{ table_name: string; column_name: string }>(
     `SELECT table_name, column_name FROM information_schema.columns
-     WHERE table_schema = current_schema() AND table_name NOT IN ('schema_migrations', 'gateway_replicas', 'ledger_balance_deltas', 'ledger_balances')
+     WHERE table_schema = current_schema() AND table_name NOT IN ('schema_migrations', 'gateway_replicas', 'ledger_balance_deltas', 'usage_day_deltas', 'ledger_balances', 'usage_by_day')
      ORDER BY table_name, ordinal_position`,
   );
   const tables = new Map<string, string[]>();
@@ -364,6 +364,22 @@ describe("copySqliteToPostgres", function () {
     const error = await refusal(copy(ledgerFile, url));
     expectRefused(error, "balances_differ", /user:alice\/available: SQLite \d+, PostgreSQL \d+/);
     for (const table of ["accounts", "ledger_accounts", "entries", "postings", "calls"]) {
+      expect(await target.value(`SELECT COUNT(*) FROM ${table}`), table).to.equal(0n);
+    }
+  });
+
+  it("undoes the whole copy when the SQLite file's usage days are not what its calls add up to", async () => {
+    const file = path.join(dir, "usage-off.db");
+    await buildLedgerFile(file);
+    const raw = openDatabase(file, SCHEMA);
+    // The days only grow (their trigger), but a growth no call made is still a lie.
+    raw.prepare("UPDATE usage_days SET calls = calls + 1 WHERE account_id = 'user:alice'").run();
+    raw.close();
+    const url = await freshDatabase();
+    const error = await refusal(copy(file, url));
+    expectRefused(error, "usage_differs", /usage days differ from what its calls add up to: user:alice day \d+ key key:1 skill skill:echo/);
+    const target = open(url);
+    for (const table of ["accounts", "calls", "usage_days", "usage_day_deltas"]) {
       expect(await target.value(`SELECT COUNT(*) FROM ${table}`), table).to.equal(0n);
     }
   });

@@ -17,18 +17,28 @@ const PG_ONLY_COLUMNS = ["calls.rowid"];
 /** Unique constraints only PostgreSQL has: the explicit rowid is unique, as SQLite's is. */
 const PG_ONLY_UNIQUES = ["calls(rowid)"];
 /** TRUNCATE fires no row trigger in PostgreSQL; these refuse it for the append-only journal (SQLite has no TRUNCATE). */
-const PG_ONLY_TRIGGERS = ["entries_no_truncate", "postings_no_truncate", "settled_pair_totals_no_truncate"];
+const PG_ONLY_TRIGGERS = [
+  "calls_no_truncate",
+  "entries_no_truncate",
+  "postings_no_truncate",
+  "settled_pair_totals_no_truncate",
+  "usage_days_no_truncate",
+];
 /**
- * Tables only PostgreSQL has: the replicas sharing the database (a SQLite file has one process), and the balance
- * deltas a capture leaves pending so that it locks no hot balance row (migration 0016; SQLite has one writer).
+ * Tables only PostgreSQL has: the replicas sharing the database (a SQLite file has one process), the balance deltas a
+ * capture leaves pending so that it locks no hot balance row (migration 0016; SQLite has one writer), and likewise the
+ * calls pending in their usage days (migration 0019).
  */
-const PG_ONLY_TABLES = ["gateway_replicas", "ledger_balance_deltas"];
-/** Views only PostgreSQL has: the balances with their pending deltas added (SQLite's ledger_accounts is its balances). */
-const PG_ONLY_VIEWS = ["ledger_balances"];
+const PG_ONLY_TABLES = ["gateway_replicas", "ledger_balance_deltas", "usage_day_deltas"];
+/**
+ * Views, not compared as tables: the balances with their pending deltas added (PostgreSQL's only: SQLite's
+ * ledger_accounts is its balances), and the usage days (on both engines; PostgreSQL's adds the calls pending).
+ */
+const VIEWS = ["ledger_balances", "usage_by_day"];
 /** Bookkeeping of each engine's own migration runner, not part of the schema. */
 const BOOKKEEPING = "schema_migrations";
 /** The PostgreSQL tables the comparison leaves out, as an SQL list. */
-const NOT_COMPARED = [BOOKKEEPING, ...PG_ONLY_TABLES, ...PG_ONLY_VIEWS].map((t) => `'${t}'`).join(", ");
+const NOT_COMPARED = [BOOKKEEPING, ...PG_ONLY_TABLES, ...VIEWS].map((t) => `'${t}'`).join(", ");
 
 interface ColumnShape {
   type: string;

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { type CallWrite, writeCall } from "../../server/gateway/call-write";
-import { CallsStore } from "../../server/gateway/calls-store";
+import { type CallOutcome, CallsStore } from "../../server/gateway/calls-store";
 import { IdempotencyStore } from "../../server/gateway/idempotency-store";
 import { type IdempotencyBegin, IdempotencyKeys } from "../../server/gateway/idempotency";
 import type { Database } from "../../server/db/sql";
@@ -9,8 +9,19 @@ import { createPostgresPool } from "../../server/db/postgres/pool";
 import { Ledger } from "../../server/ledger/ledger";
 import { describeEachEngine } from "../helpers/engines";
 import { noRecord } from "../helpers/records";
+import { Rng, randomSeed } from "../helpers/random";
+import type { Sql } from "../../server/db/sql";
 
 const TTL_MS = 1_000;
+/** The usage property's seed: USAGE_SEED to replay one. */
+const USAGE_SEED = Number(process.env.USAGE_SEED ?? randomSeed());
+
+async function expectRejection(promise: Promise<unknown>, message: RegExp): Promise<void> {
+  let error: unknown;
+  await promise.catch((e: unknown) => (error = e));
+  expect(error, `expected a rejection matching ${message}`).to.be.instanceOf(Error);
+  expect((error as Error).message).to.match(message);
+}
 
 describeEachEngine("gateway's stores", (engine) => {
   let db: Database;
@@ -292,6 +303,140 @@ describeEachEngine("gateway's stores", (engine) => {
         total: { spendMicros: 160n, calls: 1 },
       },
     ]);
+  });
+
+  it(`CallsStore's usage sums equal what the calls add up to, over random calls, folded or not (seed ${USAGE_SEED})`, async () => {
+    const rng = new Rng(USAGE_SEED);
+    const DAY = 86_400_000;
+    const skills = ["00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b"];
+    for (const [i, id] of skills.entries()) {
+      await db.run(
+        `INSERT INTO skills (id, slug, name, description, price_micros, seller_account_id, backend_url, timeout_ms, rate_limit_per_min,
+           input_schema, signing_secret, active, created_at, updated_at)
+         VALUES (?, ?, ?, '', 5, 'ada', 'http://127.0.0.1:1/', 1000, NULL, NULL, 's', 1, 1, 1)`,
+        [id, `s${i}`, `s${i}`],
+      );
+    }
+    const ledger = await Ledger.open(db);
+    const keysOf: Record<string, string[]> = { ada: ["a1", "a2", "a3"], bob: ["b1"] };
+    await ledger.ensureAccount({ id: "bob", kind: "user", name: "Bob" });
+    for (const [account, keys] of Object.entries(keysOf))
+      for (const id of keys)
+        await db.run("INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at) VALUES (?, ?, ?, ?, ?, 1)", [
+          id,
+          account,
+          id,
+          `atom_${id}`,
+          `hash-${id}`,
+        ]);
+    const store = new CallsStore(db);
+    const written: {
+      accountId: string;
+      apiKeyId: string;
+      skillId: string;
+      outcome: CallOutcome;
+      chargedMicros: bigint;
+      createdAtMs: number;
+    }[] = [];
+    const outcomes: CallOutcome[] = ["success", "success", "skill_error", "rate_limited", "daily_limit_reached", "insufficient_balance"];
+    for (let i = 0; i < 240; i++) {
+      const accountId = rng.chance(0.8) ? "ada" : "bob";
+      // A key of another account (or none of any): counted in the days, left out of the per-key sums.
+      const apiKeyId = rng.chance(0.05) ? "x402" : rng.pick(keysOf[accountId]);
+      const outcome = rng.pick(outcomes);
+      const call = {
+        accountId,
+        apiKeyId,
+        skillId: rng.pick(skills),
+        outcome,
+        chargedMicros: outcome === "success" ? BigInt(rng.int(0, 5_000)) : 0n,
+        createdAtMs: rng.int(0, 6) * DAY + rng.int(0, DAY - 1),
+      };
+      written.push(call);
+      const record = (tx?: Sql) =>
+        store.record(
+          { ...call, id: `call-${String(i).padStart(4, "0")}`, endpoint: "call", httpStatus: 200, holdId: null, latencyUs: 1 },
+          tx,
+        );
+      // Some in a transaction of several (a group commit's), some alone.
+      if (rng.chance(0.3)) await db.transaction(async (tx) => record(tx));
+      else await record();
+      // PostgreSQL folds its pending calls now and then (its roll-up's job), in parts: the sums never move.
+      if (db.engine === "postgres" && rng.chance(0.1)) await db.value("SELECT usage_roll_up(?, 0)", [rng.int(1, 30)]);
+    }
+
+    const counted = written.filter((c) => c.outcome !== "rate_limited" && c.outcome !== "daily_limit_reached");
+    const sum = (calls: typeof counted) => ({ spendMicros: calls.reduce((a, c) => a + c.chargedMicros, 0n), calls: calls.length });
+    for (let round = 0; round < 40; round++) {
+      const accountId = rng.pick(["ada", "bob"]);
+      const fromDay = rng.chance(0.3) ? undefined : rng.int(0, 7);
+      const untilDay = rng.chance(0.3) ? undefined : rng.int(0, 7);
+      const apiKeyId = rng.chance(0.5) ? undefined : rng.pick([...keysOf[accountId], "x402"]);
+      const skill = rng.weighted<string | undefined>([
+        [undefined, 2],
+        [skills[0], 1],
+        ["s1", 1],
+      ]);
+      const filter = {
+        ...(apiKeyId === undefined ? {} : { apiKeyId }),
+        ...(skill === undefined ? {} : { skill }),
+        ...(fromDay === undefined ? {} : { fromMs: fromDay * DAY }),
+        ...(untilDay === undefined ? {} : { untilMs: untilDay * DAY }),
+      };
+      const selected = counted.filter(
+        (c) =>
+          c.accountId === accountId &&
+          (apiKeyId === undefined || c.apiKeyId === apiKeyId) &&
+          (skill === undefined || c.skillId === (skill === "s1" ? skills[1] : skill)) &&
+          (fromDay === undefined || c.createdAtMs >= fromDay * DAY) &&
+          (untilDay === undefined || c.createdAtMs < untilDay * DAY),
+      );
+      const what = `round ${round}: ${accountId} ${JSON.stringify(filter)}`;
+      expect(await store.total(accountId, filter), what).to.deep.equal(sum(selected));
+      const days = [...new Set(selected.map((c) => Math.floor(c.createdAtMs / DAY)))].sort((a, b) => a - b);
+      expect(await store.daily(accountId, filter), what).to.deep.equal(
+        days.map((day) => ({ day, ...sum(selected.filter((c) => Math.floor(c.createdAtMs / DAY) === day)) })),
+      );
+      const today = rng.int(0, 7);
+      const month = rng.int(0, today);
+      const own = counted.filter((c) => c.accountId === accountId && keysOf[accountId].includes(c.apiKeyId));
+      expect(await store.byKey(accountId, today * DAY, month * DAY), what).to.deep.equal(
+        [...new Set(own.map((c) => c.apiKeyId))].sort().map((key) => {
+          const mine = own.filter((c) => c.apiKeyId === key);
+          return {
+            apiKeyId: key,
+            today: sum(mine.filter((c) => c.createdAtMs >= today * DAY)),
+            month: sum(mine.filter((c) => c.createdAtMs >= month * DAY)),
+            total: sum(mine),
+          };
+        }),
+      );
+      expect(await store.countSince(accountId, today * DAY), what).to.equal(
+        counted.filter((c) => c.accountId === accountId && c.createdAtMs >= today * DAY).length,
+      );
+    }
+    // The days are read whole: a time inside one is refused, not silently rounded.
+    await expectRejection(store.total("ada", { fromMs: DAY + 1 }), /whole UTC days: 86400001 is not the start of one/);
+  });
+
+  it("keeps a call's line as written and the usage days only growing, on the database's word", async () => {
+    const store = new CallsStore(db);
+    const day = 86_400_000 * 3;
+    const base = { accountId: "ada", apiKeyId: "k", skillId: "s", endpoint: "call" as const, httpStatus: 200, holdId: null, latencyUs: 1 };
+    await store.record({ ...base, id: "c1", outcome: "success", chargedMicros: 5n, createdAtMs: day });
+    await store.record({ ...base, id: "c2", outcome: "success", chargedMicros: 7n, createdAtMs: day + 1 });
+    if (db.engine === "postgres") await db.value("SELECT usage_roll_up(100, 0)");
+    await expectRejection(db.run("UPDATE calls SET charged_micros = 0 WHERE id = 'c1'"), /a call's line is written once/);
+    await expectRejection(db.run("DELETE FROM calls WHERE id = 'c1'"), /a call's line cannot be deleted/);
+    await expectRejection(db.run("UPDATE usage_days SET spend_micros = 0"), /the usage days only grow/);
+    await expectRejection(db.run("UPDATE usage_days SET calls = 1"), /the usage days only grow/);
+    await expectRejection(db.run("DELETE FROM usage_days"), /the usage days cannot be deleted/);
+    if (db.engine === "postgres") {
+      await expectRejection(db.run("TRUNCATE calls CASCADE"), /a call's line cannot be deleted/);
+      await expectRejection(db.run("TRUNCATE usage_days"), /the usage days cannot be deleted/);
+    }
+    expect(await store.total("ada", {})).to.deep.equal({ spendMicros: 12n, calls: 2 });
+    expect(await db.all("SELECT day, calls, spend_micros FROM usage_days")).to.deep.equal([{ day: 3n, calls: 2n, spend_micros: 12n }]);
   });
 
   it("CallsStore finishes a page's last millisecond, so the next page skips none of it", async () => {

@@ -1,6 +1,7 @@
 import { expect } from "chai";
 import { openDatabase } from "../../server/db/db";
 import { GroupCommit } from "../../server/db/group-commit";
+import { CallsStore } from "../../server/gateway/calls-store";
 import { PostgresDatabase } from "../../server/db/postgres/database";
 import { createPostgresPool } from "../../server/db/postgres/pool";
 import type { Database } from "../../server/db/sql";
@@ -48,6 +49,21 @@ describe("the balance roll-up and a capture's pending deltas (PostgreSQL)", func
   }
 
   const pendingDeltas = async (db: Database) => Number(await db.value<bigint>("SELECT COUNT(*) FROM ledger_balance_deltas"));
+  const pendingCalls = async (db: Database) => Number(await db.value<bigint>("SELECT COUNT(*) FROM usage_day_deltas"));
+  /** A call's line of user:a on day 2, charged `charged`. */
+  const aCall = (id: string, charged: bigint) => ({
+    id,
+    accountId: "user:a",
+    apiKeyId: "k",
+    skillId: "skill:echo",
+    endpoint: "call" as const,
+    httpStatus: 200,
+    outcome: "success" as const,
+    chargedMicros: charged,
+    holdId: null,
+    latencyUs: 1,
+    createdAtMs: 2 * 86_400_000 + 5,
+  });
 
   it("lets a buyer's next hold and another buyer's capture for the same seller pass while a capture's group is open", async () => {
     const db = await postgres();
@@ -93,6 +109,24 @@ describe("the balance roll-up and a capture's pending deltas (PostgreSQL)", func
     await assertBalanced(db);
   });
 
+  it("folds the calls pending in their usage days too (migration 0019), without changing the usage as read", async () => {
+    const db = await postgres();
+    const ledger = await books(db);
+    const calls = new CallsStore(db);
+    for (let i = 0; i < 7; i++) await calls.record(aCall(`c${i}`, BigInt(i)));
+    const usage = () => calls.daily("user:a", {});
+    const before = await usage();
+    expect(before).to.deep.equal([{ day: 2, spendMicros: 21n, calls: 7 }]);
+    expect(await pendingCalls(db)).to.equal(7);
+    // The larger of the two folds: no balance delta waits here.
+    expect(await ledger.rollUp.once(4)).to.equal(4);
+    expect(await usage()).to.deep.equal(before);
+    expect(await ledger.rollUp.once()).to.equal(3);
+    expect(await pendingCalls(db)).to.equal(0);
+    expect(await usage()).to.deep.equal(before);
+    expect(await db.all("SELECT day, calls, spend_micros FROM usage_days")).to.deep.equal([{ day: 2n, calls: 7n, spend_micros: 21n }]);
+  });
+
   it("is run by a replica's ledger until it closes, and by nothing on SQLite", async () => {
     const db = await postgres();
     const ledger = await Ledger.open(db, { replicaId: "replica-test" });
@@ -100,8 +134,10 @@ describe("the balance roll-up and a capture's pending deltas (PostgreSQL)", func
     await ledger.ensureAccount({ id: "seller:s", kind: "seller", name: "seller" });
     await ledger.credit("user:a", USD, "dev_credit");
     await ledger.capture(await holdOk(ledger, "user:a", "seller:s"));
-    while ((await pendingDeltas(db)) > 0) await new Promise((resolve) => setTimeout(resolve, 50));
+    await new CallsStore(db).record(aCall("c1", 5n));
+    while ((await pendingDeltas(db)) + (await pendingCalls(db)) > 0) await new Promise((resolve) => setTimeout(resolve, 50));
     await ledger.closeDeferred();
+    expect(await db.all("SELECT calls, spend_micros FROM usage_days")).to.deep.equal([{ calls: 1n, spend_micros: 5n }]);
 
     const connection = openDatabase(":memory:", SCHEMA);
     const sqlite = new SqliteDatabase(connection, new GroupCommit(connection));
