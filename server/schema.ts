@@ -49,6 +49,7 @@ const VERSIONS: readonly { version: number; name: string }[] = [
   { version: 29, name: "settled batches' totals per payer and seller; calls in a batch are final" },
   { version: 30, name: "indexes for reads that grew with every row ever written" },
   { version: 31, name: "usage per account, day, key and skill, added as each call is written" },
+  { version: 32, name: "calls by key, for usage narrowed to one key" },
 ];
 
 /**

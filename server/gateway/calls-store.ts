@@ -112,6 +112,19 @@ const USAGE_SELECT = `SELECT c.id, c.api_key_id, k.name AS key_name, k.prefix AS
   LEFT JOIN settlement_batches b ON b.number = h.batch_number`;
 
 /**
+ * A page of usage (`CallsStore.recent`): the account's calls narrowed by `filter`, before `beforeMs`, newest first. A
+ * key named is found through calls_by_key (schema version 32), its calls only (test/gateway/gateway-stores.test.ts
+ * reads the plan).
+ */
+export function usagePage(accountId: string, filter: UsageFilter, beforeMs: number, limit: number): { sql: string; params: SqlParam[] } {
+  const where = whereOf(accountId, filter);
+  return {
+    sql: `${USAGE_SELECT} WHERE ${where.sql} AND c.created_at < ? ORDER BY c.created_at DESC, c.rowid DESC LIMIT ?`,
+    params: [...where.params, beforeMs, limit],
+  };
+}
+
+/**
  * The WHERE clause of a usage read (calls aliased `c`): the account's calls, narrowed by `filter`.
  * A skill is matched by its UUID or by the slug of the skill row with that UUID, so a skill no
  * longer listed is still found by its slug.
@@ -248,11 +261,9 @@ export class CallsStore {
       batch_status: "pending" | "settled" | null;
       row_id: bigint;
     };
+    const page = usagePage(accountId, filter, beforeMs, limit);
     const where = whereOf(accountId, filter);
-    const rows = await this.db.all<Row>(
-      `${USAGE_SELECT} WHERE ${where.sql} AND c.created_at < ? ORDER BY c.created_at DESC, c.rowid DESC LIMIT ?`,
-      [...where.params, beforeMs, limit],
-    );
+    const rows = await this.db.all<Row>(page.sql, page.params);
     const last = rows.at(-1);
     if (last && rows.length === limit) {
       // The rest of the page's last millisecond.

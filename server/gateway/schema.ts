@@ -191,4 +191,14 @@ WHERE outcome NOT IN ('rate_limited', 'daily_limit_reached')
 GROUP BY account_id, created_at / 86400000, api_key_id, skill_id;
 `,
   },
+  {
+    version: 32,
+    sql: `
+-- GET /v1/usage and its CSV narrowed to one key (a calls-only key reading its own calls always is) page through that
+-- key's calls, not through every call of its account until a page of the key's is found (232 ms a page for a key with
+-- ten calls on an account with a million). Both equalities lead, so SQLite takes this index whenever a key is named.
+-- It costs every call an index entry.
+CREATE INDEX calls_by_key ON calls(api_key_id, account_id, created_at);
+`,
+  },
 ];

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { type CallWrite, writeCall } from "../../server/gateway/call-write";
-import { type CallOutcome, CallsStore } from "../../server/gateway/calls-store";
+import { type CallOutcome, CallsStore, usagePage } from "../../server/gateway/calls-store";
 import { IdempotencyStore } from "../../server/gateway/idempotency-store";
 import { type IdempotencyBegin, IdempotencyKeys } from "../../server/gateway/idempotency";
 import type { Database } from "../../server/db/sql";
@@ -417,6 +417,30 @@ describeEachEngine("gateway's stores", (engine) => {
     }
     // The days are read whole: a time inside one is refused, not silently rounded.
     await expectRejection(store.total("ada", { fromMs: DAY + 1 }), /whole UTC days: 86400001 is not the start of one/);
+  });
+
+  it("pages one key's calls through calls_by_key, not through every call of its account", async () => {
+    const day = 86_400_000;
+    // A busy key and a quiet one, on one account: the quiet key's page must not walk the busy key's calls.
+    const values = Array.from({ length: 3_000 }, (_, i) => `('busy-${i}', 'ada', 'k1', 's', 'call', 200, 'success', 1, 1, ${day + i})`);
+    values.push(...[0, 1, 2].map((i) => `('quiet-${i}', 'ada', 'k2', 's', 'call', 200, 'success', 1, 1, ${day + 1_000 * i + 1})`));
+    await db.run(
+      `INSERT INTO calls (id, account_id, api_key_id, skill_id, endpoint, http_status, outcome, charged_micros, latency_us, created_at)
+       VALUES ${values.join(", ")}`,
+    );
+    await db.run("ANALYZE");
+    const page = usagePage("ada", { apiKeyId: "k2" }, Number.MAX_SAFE_INTEGER, 50);
+    const plan = (
+      await db.all<Record<string, unknown>>(`${db.engine === "sqlite" ? "EXPLAIN QUERY PLAN" : "EXPLAIN"} ${page.sql}`, page.params)
+    )
+      .map((row) => String(row.detail ?? row["QUERY PLAN"]))
+      .join("\n");
+    expect(plan).to.contain("calls_by_key");
+    expect((await new CallsStore(db).recent("ada", 50, undefined, { apiKeyId: "k2" })).map((r) => r.id)).to.deep.equal([
+      "quiet-2",
+      "quiet-1",
+      "quiet-0",
+    ]);
   });
 
   it("keeps a call's line as written and the usage days only growing, on the database's word", async () => {
