@@ -103,6 +103,9 @@ export async function startBundler(parameters: StartBundlerParameters): Promise<
 /** How many free ports Alto is tried on before its start fails, when no port was asked for. */
 const PORT_ATTEMPTS = 5;
 
+/** What the child guard writes once a server of Alto's listens (SKILL_GATEWAY_ANNOUNCE_LISTEN, ./child-guard.cjs). */
+const LISTENING = "child-guard: listening on ";
+
 /** Alto could not bind its port. */
 class PortTakenError extends BundlerError {}
 
@@ -134,15 +137,20 @@ async function startAltoOn(port: number, entryPoint: Address, parameters: StartB
     stdio: ["ignore", "pipe", "pipe"],
     env: {
       ...env,
+      // The guard says when Alto listens (./child-guard.cjs): until then an answer on the port may be another process's.
+      SKILL_GATEWAY_ANNOUNCE_LISTEN: "1",
       ALTO_EXECUTOR_PRIVATE_KEYS: parameters.executorPrivateKeys.join(","),
       ALTO_UTILITY_PRIVATE_KEY: parameters.utilityPrivateKey,
     },
   });
   let output = "";
+  let listening = false;
+  const announced = `${LISTENING}127.0.0.1:${port}\n`;
   const onData = (chunk: Buffer) => {
     const text = chunk.toString();
     output = (output + text).slice(-8_000);
-    if (parameters.onOutput) for (const line of text.split("\n")) if (line.trim()) parameters.onOutput(line);
+    listening ||= output.includes(announced);
+    if (parameters.onOutput) for (const line of text.split("\n")) if (line.trim() && !line.startsWith(LISTENING)) parameters.onOutput(line);
   };
   child.stdout!.on("data", onData);
   child.stderr!.on("data", onData);
@@ -164,6 +172,7 @@ async function startAltoOn(port: number, entryPoint: Address, parameters: StartB
       throw output.includes("EADDRINUSE") ? new PortTakenError(message) : new BundlerError(message);
     }
     try {
+      if (!listening) throw new Error("not listening yet");
       const supported = (await rpc(url, "eth_supportedEntryPoints")) as string[];
       if (!supported.some((address) => address.toLowerCase() === entryPoint.toLowerCase())) {
         await stop();

@@ -8,6 +8,9 @@
 // 2. Every server the child opens listens on loopback only. Some tools hard-code 0.0.0.0
 //    (Alto does), which would put a development chain's bundler on every network the machine
 //    is on.
+// 3. With SKILL_GATEWAY_ANNOUNCE_LISTEN=1 in its environment, the child says on stderr when each of
+//    its servers listens ("child-guard: listening on 127.0.0.1:PORT"): the parent then knows an
+//    answer on that port is the child's, not that of another process that took the port first.
 "use strict";
 const net = require("node:net");
 
@@ -30,6 +33,13 @@ net.Server.prototype.listen = function guardedListen(...args) {
     } else {
       args.splice(1, 0, "127.0.0.1");
     }
+  }
+  if (process.env.SKILL_GATEWAY_ANNOUNCE_LISTEN === "1") {
+    this.once("listening", () => {
+      const address = this.address();
+      if (address !== null && typeof address === "object")
+        process.stderr.write(`child-guard: listening on ${address.address}:${address.port}\n`);
+    });
   }
   return listen.apply(this, args);
 };

@@ -101,8 +101,9 @@ export interface UsageFilter {
 }
 
 /**
- * The outcomes that are not counted as calls in spend totals: these requests were refused by a rate
- * limit before they reached a skill. Usage lists them all the same.
+ * A page of usage's columns. The sums (daily, total, byKey) read usage_by_day instead, which counts every call but the
+ * outcomes refused by a key's own limits before they reached a skill (its trigger: schema version 31); a page lists
+ * those too.
  */
 const USAGE_SELECT = `SELECT c.id, c.api_key_id, k.name AS key_name, k.prefix AS key_prefix, k.metadata AS key_metadata, c.skill_id, s.slug, s.name, c.endpoint,
          c.http_status, c.outcome, c.charged_micros, c.latency_us, c.created_at, h.batch_number, b.status AS batch_status, c.rowid AS row_id

@@ -41,7 +41,7 @@ export interface CallDailyCap {
   admit(accountId: string, cap: number, nowMs?: number): Promise<DailyCapDecision>;
 }
 
-/** How many calls an account made since a time, from the calls log (CallsStore.countSince). */
+/** How many calls an account made since the start of a UTC day, from the usage days the calls log keeps (CallsStore.countSince). */
 export type CountSince = (accountId: string, sinceMs: number) => number | Promise<number>;
 
 /** The limits in this process's memory: right for one gateway, or for limits each replica keeps alone. */
@@ -95,7 +95,7 @@ export class RateLimiter implements CallLimiter {
 
 /**
  * A per-account cap on calls per UTC day. The count of the day so far is loaded once from
- * the calls log (so a restart does not reset it) and then kept in memory.
+ * the calls log's usage days (so a restart does not reset it) and then kept in memory.
  */
 export class DailyCap implements CallDailyCap {
   private readonly counts = new Map<string, { day: number; count: number }>();

@@ -34,9 +34,15 @@ export class BalanceRollUp {
    */
   async once(limit = ROLL_UP_BATCH): Promise<number> {
     if (this.db.engine !== "postgres") return 0;
-    const balances = Number((await this.db.value<bigint>("SELECT ledger_roll_up(?, 1)", [limit])) ?? 0n);
-    const usage = Number((await this.db.value<bigint>("SELECT usage_roll_up(?, 1)", [limit])) ?? 0n);
-    return Math.max(balances, usage);
+    // Each its own transaction: one that fails does not keep the other from folding.
+    const folds = await Promise.allSettled(
+      ["SELECT ledger_roll_up(?, 1)", "SELECT usage_roll_up(?, 1)"].map(async (sql) =>
+        Number((await this.db.value<bigint>(sql, [limit])) ?? 0n),
+      ),
+    );
+    const failed = folds.find((fold) => fold.status === "rejected");
+    if (failed) throw failed.reason;
+    return Math.max(...folds.map((fold) => (fold.status === "fulfilled" ? fold.value : 0)));
   }
 
   /** Folds every `intervalMs` until stop(); a full batch is followed by the next at once. */
@@ -47,7 +53,7 @@ export class BalanceRollUp {
         try {
           while (!this.stopped && (await this.once()) === ROLL_UP_BATCH);
         } catch (error) {
-          if (!isDatabaseUnavailable(error)) this.options.log?.("the ledger's balance roll-up failed", error);
+          if (!isDatabaseUnavailable(error)) this.options.log?.("the roll-up of pending balance deltas and usage failed", error);
         }
       })().finally(() => {
         this.running = undefined;

@@ -24,7 +24,8 @@ import {
 import { escrowDepositCalls, gatewayFlowViolation, type Call, type GatewayFlowViolation } from "../../server/wallets/aa-flows";
 import { gatewayPaymasterAbi } from "../../server/chain/abi";
 import { readFileSync } from "node:fs";
-import net from "node:net";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { startBundler } from "../../server/devstack/bundler";
 import { freePort } from "../../server/devstack/local-node";
 import { EXECUTOR_INDEX, UTILITY_INDEX, devPrivateKey, startAaStack, type AaStack } from "../helpers/aa-stack";
@@ -107,10 +108,19 @@ describe("account abstraction on a local chain: EntryPoint v0.7, SimpleAccount, 
     for (const index of [EXECUTOR_INDEX, UTILITY_INDEX]) expect(commandLine).to.not.contain(devPrivateKey(index).slice(2));
   });
 
-  it("starts Alto on another port when the free one it found is taken first", async () => {
-    const taker = net.createServer();
+  it("starts Alto on another port when the free one it found is taken first, never taking the taker for it", async () => {
+    // The port's taker answers as another Alto would, with the same EntryPoint: only the guard's word that our Alto
+    // listens counts.
+    const taker = createServer((req, res) => {
+      let body = "";
+      req.on("data", (c: Buffer) => (body += c.toString()));
+      req.on("end", () => {
+        const { id } = JSON.parse(body) as { id: number };
+        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id, result: [ENTRY_POINT_V07] }));
+      });
+    });
     await new Promise<void>((resolve) => taker.listen(0, "127.0.0.1", resolve));
-    const taken = (taker.address() as net.AddressInfo).port;
+    const taken = (taker.address() as AddressInfo).port;
     const offered: number[] = [];
     const bundler = await startBundler({
       rpcUrl: stack.node.rpcUrl,
