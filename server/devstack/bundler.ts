@@ -10,7 +10,7 @@
  */
 import type { ChildProcess } from "node:child_process";
 import { spawnGuarded, unrefChild } from "./child-process";
-import { freePort } from "./local-node";
+import { PortTakenError, onFreePort } from "./local-node";
 import path from "node:path";
 import { createPublicClient, http, type Address, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
@@ -91,23 +91,11 @@ export async function startBundler(parameters: StartBundlerParameters): Promise<
   }
 
   // A free port found here can be taken by another process before Alto binds it: another one is tried then.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await startAltoOn(parameters.port || (await (parameters.choosePort ?? freePort)()), entryPoint, parameters);
-    } catch (error) {
-      if (!(error instanceof PortTakenError) || parameters.port || attempt >= PORT_ATTEMPTS) throw error;
-    }
-  }
+  return onFreePort(parameters.port, parameters.choosePort, (port) => startAltoOn(port, entryPoint, parameters));
 }
-
-/** How many free ports Alto is tried on before its start fails, when no port was asked for. */
-const PORT_ATTEMPTS = 5;
 
 /** What the child guard writes once a server of Alto's listens (SKILL_GATEWAY_ANNOUNCE_LISTEN, ./child-guard.cjs). */
 const LISTENING = "child-guard: listening on ";
-
-/** Alto could not bind its port. */
-class PortTakenError extends BundlerError {}
 
 async function startAltoOn(port: number, entryPoint: Address, parameters: StartBundlerParameters): Promise<Bundler> {
   const root = path.resolve(__dirname, "../..");

@@ -79,11 +79,30 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** How many free ports a node is tried on before its start fails, when no port was asked for. */
+/** How many free ports a server is tried on before its start fails, when no port was asked for. */
 const PORT_ATTEMPTS = 5;
 
-/** The node could not bind its port: someone took it between freePort() and the node's bind. */
-class PortTakenError extends Error {}
+/** A server could not bind its port: someone took it between freePort() and the server's bind. */
+export class PortTakenError extends Error {}
+
+/**
+ * Starts a server of this machine's development stack on `port`, or, when none is asked for, on a free one
+ * (`choosePort`, freePort by default): a free port can be taken by another process before a server that takes seconds
+ * to start binds it, so while `start` throws PortTakenError another is tried, PORT_ATTEMPTS at most.
+ */
+export async function onFreePort<T>(
+  port: number | undefined,
+  choosePort: (() => Promise<number>) | undefined,
+  start: (port: number) => Promise<T>,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await start(port || (await (choosePort ?? freePort)()));
+    } catch (error) {
+      if (!(error instanceof PortTakenError) || port || attempt >= PORT_ATTEMPTS) throw error;
+    }
+  }
+}
 
 /**
  * Starts a real `hardhat node` (the binary from node_modules/.bin, chain id 8453) as a
@@ -102,13 +121,7 @@ export async function startLocalNode(
     choosePort?: () => Promise<number>;
   } = {},
 ): Promise<LocalNode> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await startNodeOn(options.port || (await (options.choosePort ?? freePort)()), options);
-    } catch (error) {
-      if (!(error instanceof PortTakenError) || options.port || attempt >= PORT_ATTEMPTS) throw error;
-    }
-  }
+  return onFreePort(options.port, options.choosePort, (port) => startNodeOn(port, options));
 }
 
 async function startNodeOn(port: number, options: { readyTimeoutMs?: number; sameSecondBlocks?: boolean }): Promise<LocalNode> {

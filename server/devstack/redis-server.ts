@@ -3,7 +3,7 @@ import { mkdtempSync, realpathSync, rmSync } from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { freePort } from "./local-node";
+import { PortTakenError, onFreePort } from "./local-node";
 import { findBinary, spawnNativeGuarded } from "./native-child";
 
 export interface RedisServer {
@@ -37,19 +37,9 @@ export function redisServerBinary(): string | undefined {
 export async function startRedisServer(parameters: StartRedisServerParameters = {}): Promise<RedisServer> {
   const binary = parameters.binary ?? redisServerBinary();
   if (!binary) throw new Error("redis-server is not installed (Debian: apt-get install redis-server)");
-  // A free port found here can be taken by someone else before the server binds it: try another.
-  for (let attempt = 1; ; attempt++) {
-    const port = parameters.port ?? (await freePort());
-    try {
-      return await startOn(binary, port, parameters.readyTimeoutMs ?? 10_000);
-    } catch (error) {
-      const taken = error instanceof PortTakenError;
-      if (!taken || parameters.port !== undefined || attempt >= 5) throw error;
-    }
-  }
+  // A free port found here can be taken by someone else before the server binds it: another is tried.
+  return onFreePort(parameters.port, undefined, (port) => startOn(binary, port, parameters.readyTimeoutMs ?? 10_000));
 }
-
-class PortTakenError extends Error {}
 
 async function startOn(binary: string, port: number, readyTimeoutMs: number): Promise<RedisServer> {
   const dir = mkdtempSync(path.join(os.tmpdir(), "skill-gateway-redis-"));

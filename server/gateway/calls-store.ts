@@ -117,11 +117,17 @@ const USAGE_SELECT = `SELECT c.id, c.api_key_id, k.name AS key_name, k.prefix AS
  * key named is found through calls_by_key (schema version 32), its calls only (test/gateway/gateway-stores.test.ts
  * reads the plan).
  */
-export function usagePage(accountId: string, filter: UsageFilter, beforeMs: number, limit: number): { sql: string; params: SqlParam[] } {
+export function usagePage(
+  accountId: string,
+  filter: UsageFilter,
+  beforeMs: number,
+  limit: number,
+): { sql: string; params: SqlParam[]; where: { sql: string; params: SqlParam[] } } {
   const where = whereOf(accountId, filter);
   return {
     sql: `${USAGE_SELECT} WHERE ${where.sql} AND c.created_at < ? ORDER BY c.created_at DESC, c.rowid DESC LIMIT ?`,
     params: [...where.params, beforeMs, limit],
+    where,
   };
 }
 
@@ -263,7 +269,7 @@ export class CallsStore {
       row_id: bigint;
     };
     const page = usagePage(accountId, filter, beforeMs, limit);
-    const where = whereOf(accountId, filter);
+    const { where } = page;
     const rows = await this.db.all<Row>(page.sql, page.params);
     const last = rows.at(-1);
     if (last && rows.length === limit) {

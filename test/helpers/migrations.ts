@@ -123,3 +123,16 @@ export function describeMigration(title: string, migration: MigrationUnderTest, 
     });
   }
 }
+
+/**
+ * The rows the API-key migration tests start from: account 'ada' and two keys written with `oldKey` (an INSERT of
+ * id, hash and revoked_at, in the columns of the schema before the migration), 'old' and 'revoked' (at 5); then the
+ * migration.
+ */
+export async function oldKeysMigrated(at: () => BeforeMigration, oldKey: string): Promise<void> {
+  const db = await at().open();
+  await db.run("INSERT INTO accounts (id, kind, name, created_at) VALUES ('ada', 'user', 'Ada', 1)");
+  await db.run(oldKey, ["old", "hash-old", null]);
+  await db.run(oldKey, ["revoked", "hash-revoked", 5]);
+  await at().migrate();
+}

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { describeMigration } from "../helpers/migrations";
+import { describeMigration, oldKeysMigrated } from "../helpers/migrations";
 import { ApiKeysStore } from "../../server/identity/api-keys-store";
 
 /**
@@ -12,13 +12,7 @@ const OLD_KEY =
   " VALUES (?, 'ada', 'agent', 'atom_abc', ?, NULL, 1, ?, NULL, 'calls usage:read', '[\"echo\"]', 4102444800000)";
 
 describeMigration("API keys made before metadata, migrated", { sqlite: 24, postgres: 10 }, (at) => {
-  beforeEach(async () => {
-    const db = await at().open();
-    await db.run("INSERT INTO accounts (id, kind, name, created_at) VALUES ('ada', 'user', 'Ada', 1)");
-    await db.run(OLD_KEY, ["old", "hash-old", null]);
-    await db.run(OLD_KEY, ["revoked", "hash-revoked", 5]);
-    await at().migrate();
-  });
+  beforeEach(() => oldKeysMigrated(at, OLD_KEY));
 
   it("keeps what each key could do and when it was revoked, with no metadata", async () => {
     const store = new ApiKeysStore(at().current());

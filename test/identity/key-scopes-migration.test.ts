@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { describeMigration } from "../helpers/migrations";
+import { describeMigration, oldKeysMigrated } from "../helpers/migrations";
 import { authorize } from "../../server/http/auth";
 import { takesApiKey } from "../../server/http/contract/common";
 import { OPERATIONS } from "../../server/http/contract/document";
@@ -15,13 +15,7 @@ const OLD_KEY =
   "INSERT INTO api_keys (id, account_id, name, prefix, hash, rate_limit_per_min, created_at, revoked_at, last_used_at) VALUES (?, 'ada', 'laptop', 'atom_abc', ?, NULL, 1, ?, NULL)";
 
 describeMigration("API keys made before scopes, migrated", { sqlite: 23, postgres: 9, upTo: "latest" }, (at) => {
-  beforeEach(async () => {
-    const db = await at().open();
-    await db.run("INSERT INTO accounts (id, kind, name, created_at) VALUES ('ada', 'user', 'Ada', 1)");
-    await db.run(OLD_KEY, ["old", "hash-old", null]);
-    await db.run(OLD_KEY, ["revoked", "hash-revoked", 5]);
-    await at().migrate();
-  });
+  beforeEach(() => oldKeysMigrated(at, OLD_KEY));
 
   it("keeps exactly what an old key could do: calls, usage:read and funds:withdraw, every skill, no expiry", async () => {
     const store = new ApiKeysStore(at().current());
