@@ -52,7 +52,7 @@ const all = [
 ];
 
 module.exports = {
-  require: ["./server/devstack/ts-register.cjs"],
+  require: ["./server/devstack/ts-register.cjs", "./test/helpers/file-trail.cjs"],
   extension: ["ts"],
   spec: [...LONGEST_FIRST.filter((file) => all.includes(file)), ...all.filter((file) => !LONGEST_FIRST.includes(file))],
   timeout: 20000,
