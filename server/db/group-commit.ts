@@ -102,6 +102,11 @@ export class GroupCommit {
 
   /** Told about each successful commit: its operations, the responses it released, and how long COMMIT (its fsync) took. */
   onCommit?: (commit: CommitStats) => void;
+  /**
+   * Called just before each COMMIT, which may block for its fsync (synchronous=FULL): the ledger writer's thread sends
+   * the answers it has already decided (holds answered before their batch commits) rather than hold them through it.
+   */
+  beforeCommit?: () => void;
 
   constructor(
     private readonly db: Db,
@@ -289,6 +294,7 @@ export class GroupCommit {
       this.fail(error);
       return { error };
     }
+    this.beforeCommit?.();
     const startedAt = performance.now();
     try {
       this.db.exec("COMMIT");

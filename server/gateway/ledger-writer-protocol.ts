@@ -31,13 +31,17 @@ export interface WriterError {
   code?: string;
 }
 
-/** Every message the event loop sends the writer thread. */
+/**
+ * Everything the event loop sends the writer thread; each message is a list of them, in order (the operations asked
+ * for in one turn of the event loop travel together: one message, one wake-up of the thread).
+ */
 export type WriterMessage = WriterStart | WriterRequest | { op: "close" };
 
 /**
  * What the writer thread answers: ready (the file is open), an operation's result or failure, a commit (for the
  * metrics), closed (everything committed, the file's connection closed: the thread may be opened again), or a failure
- * that ends it (a commit that failed).
+ * that ends it (a commit that failed). Each message is a list of them, in order: what one turn of the thread's loop
+ * answered.
  */
 export type WriterReply =
   | { kind: "ready" }

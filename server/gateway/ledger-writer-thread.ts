@@ -26,6 +26,21 @@ const MAX_BATCH_DELAY_MS = 2;
 
 const port = parentPort!;
 
+/**
+ * The replies of this turn of the thread's loop, sent together at its end, in order: one message, and one wake-up of
+ * the event loop, for every answer a commit released.
+ */
+let outbox: WriterReply[] = [];
+function reply(message: WriterReply): void {
+  if (outbox.push(message) === 1) setImmediate(sendReplies);
+}
+function sendReplies(): void {
+  if (outbox.length === 0) return;
+  const batch = outbox;
+  outbox = [];
+  port.postMessage(batch);
+}
+
 /** One file's connection and the operations on it, from an `open` to its `close`. */
 interface Session {
   run(request: WriterRequest): Promise<unknown>;
@@ -36,7 +51,7 @@ interface Session {
 let broken: unknown;
 function fatal(error: unknown): void {
   broken ??= error;
-  port.postMessage({ kind: "fatal", error: describe(error) } satisfies WriterReply);
+  reply({ kind: "fatal", error: describe(error) });
 }
 
 async function open(start: WriterStart): Promise<Session> {
@@ -46,7 +61,10 @@ async function open(start: WriterStart): Promise<Session> {
   // checks for one (an indexed query) rather than miss it.
   ledger.noteExitShortfall();
   // Told from here on: the event loop's start() waits for "ready" as the first message.
-  db.commit.onCommit = (stats) => port.postMessage({ kind: "commit", stats } satisfies WriterReply);
+  db.commit.onCommit = (stats) => reply({ kind: "commit", stats });
+  // A COMMIT blocks this thread for its fsync: the answers already decided (holds, answered before their batch
+  // commits) leave first.
+  db.commit.beforeCommit = sendReplies;
   const holds = new LedgerHolds(ledger);
   const stores: CallWriteStores = { calls: new CallsStore(db), idempotency: new IdempotencyStore(db) };
   const record = (write: CallWrite): RecordCall => ({ write, run: (tx) => writeCall(stores, write, tx) });
@@ -76,7 +94,11 @@ async function open(start: WriterStart): Promise<Session> {
 let session: Session | undefined;
 /** The operations whose answers are not yet posted: "closed" is posted after them, so no answer follows it. */
 const answering = new Set<Promise<void>>();
-port.on("message", (message: WriterMessage) => {
+port.on("message", (messages: WriterMessage[]) => {
+  for (const message of messages) receive(message);
+});
+
+function receive(message: WriterMessage): void {
   switch (message.op) {
     case "open":
       if (broken !== undefined || session !== undefined) {
@@ -86,7 +108,7 @@ port.on("message", (message: WriterMessage) => {
       open(message).then(
         (opened) => {
           session = opened;
-          port.postMessage({ kind: "ready" } satisfies WriterReply);
+          reply({ kind: "ready" });
         },
         (error: unknown) => fatal(error),
       );
@@ -97,12 +119,10 @@ port.on("message", (message: WriterMessage) => {
       (closing?.close() ?? Promise.resolve())
         .then(() => Promise.all(answering))
         .then(
-          () =>
-            port.postMessage(
-              (broken === undefined ? { kind: "closed" } : { kind: "fatal", error: describe(broken) }) satisfies WriterReply,
-            ),
+          () => reply(broken === undefined ? { kind: "closed" } : { kind: "fatal", error: describe(broken) }),
           (error: unknown) => {
             fatal(error);
+            sendReplies();
             port.close();
           },
         );
@@ -117,15 +137,15 @@ port.on("message", (message: WriterMessage) => {
             ? session.run(request)
             : Promise.reject(new Error("the ledger writer has no file open"));
       const answered = running.then(
-        (value) => port.postMessage({ kind: "done", id: request.id, value } satisfies WriterReply),
-        (error: unknown) => port.postMessage({ kind: "failed", id: request.id, error: describe(error) } satisfies WriterReply),
+        (value) => reply({ kind: "done", id: request.id, value }),
+        (error: unknown) => reply({ kind: "failed", id: request.id, error: describe(error) }),
       );
       answering.add(answered);
       const forget = () => void answering.delete(answered);
       answered.then(forget, forget);
     }
   }
-});
+}
 
 /** An error as a message can carry it: its class's name, message and SQLite code. */
 function describe(error: unknown): { name: string; message: string; code?: string } {

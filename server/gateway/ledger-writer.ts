@@ -35,6 +35,11 @@ export class SqliteLedgerWriter implements HoldBook {
   private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
   private broken: Error | undefined;
   private closing = false;
+  /**
+   * The operations asked for in this turn of the event loop, sent to the thread together at its end: one message, and
+   * one wake-up of the thread, for all the calls of a turn (the thread answers in the same way).
+   */
+  private outbox: WriterRequest[] = [];
   /** Resolves when the thread has closed the file (true: cleanly, so it may serve another) or has stopped (false). */
   private readonly ended: Promise<boolean>;
   private endedAs!: (clean: boolean) => void;
@@ -49,7 +54,9 @@ export class SqliteLedgerWriter implements HoldBook {
     this.ended = new Promise((resolve) => (this.endedAs = resolve));
   }
 
-  private readonly onMessage = (reply: WriterReply) => this.answer(reply);
+  private readonly onMessage = (replies: WriterReply[]) => {
+    for (const reply of replies) this.answer(reply);
+  };
   private readonly onError = (error: Error) => this.fail(error);
   private readonly onExit = (code: number) => {
     this.endedAs(false);
@@ -95,15 +102,18 @@ export class SqliteLedgerWriter implements HoldBook {
         if (error) reject(error);
         else resolve();
       };
-      const first = (reply: WriterReply) =>
+      // The thread's first reply is its answer to the open; anything sent with it is the writer's.
+      const first = ([reply, ...rest]: WriterReply[]) => {
         done(
-          reply.kind === "ready"
+          reply?.kind === "ready"
             ? undefined
-            : asError(reply.kind === "fatal" ? reply.error : { name: "Error", message: "unexpected message" }),
+            : asError(reply?.kind === "fatal" ? reply.error : { name: "Error", message: "unexpected message" }),
         );
+        if (reply?.kind === "ready") writer.onMessage(rest);
+      };
       const exit = (code: number) => done(new Error(`the ledger writer's thread stopped before it was ready (exit code ${code})`));
       worker.once("message", first).once("error", done).once("exit", exit);
-      worker.postMessage({ op: "open", file, lock: lock.buffer } satisfies WriterMessage);
+      worker.postMessage([{ op: "open", file, lock: lock.buffer }] satisfies WriterMessage[]);
     }).catch(async (error: unknown) => {
       await worker.terminate();
       lock.abandon();
@@ -162,7 +172,9 @@ export class SqliteLedgerWriter implements HoldBook {
     }
     this.closing = true;
     this.worker.ref();
-    this.worker.postMessage({ op: "close" } satisfies WriterMessage);
+    // After every operation asked for: the thread answers them all before it closes.
+    this.send();
+    this.worker.postMessage([{ op: "close" }] satisfies WriterMessage[]);
     let stopped = false;
     const deadline = setTimeout(() => {
       stopped = true;
@@ -189,12 +201,39 @@ export class SqliteLedgerWriter implements HoldBook {
     if (this.closing) return Promise.reject(new Error("the ledger writer is closed"));
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      // Posted first: an operation that cannot be sent is refused, and leaves nothing waiting.
-      this.worker.postMessage({ id, ...operation });
       if (this.pending.size === 0) this.worker.ref();
       this.pending.set(id, { resolve, reject });
+      if (this.outbox.push({ id, ...operation } as WriterRequest) === 1) setImmediate(this.send);
     });
   }
+
+  /**
+   * Sends the operations asked for so far, in the order asked, in one message. Should the batch not be sendable (an
+   * operation that cannot be copied to the thread), each is sent alone, and one that cannot be is refused, leaving
+   * nothing waiting. Once the writer is broken there is nothing to send: fail() refused every operation waiting.
+   */
+  private readonly send = () => {
+    const batch = this.outbox;
+    if (batch.length === 0) return;
+    this.outbox = [];
+    if (this.broken) return;
+    try {
+      this.worker.postMessage(batch satisfies WriterMessage[]);
+      return;
+    } catch {
+      // Below, one at a time.
+    }
+    for (const request of batch) {
+      try {
+        this.worker.postMessage([request] satisfies WriterMessage[]);
+      } catch (error) {
+        const waiting = this.pending.get(request.id);
+        this.pending.delete(request.id);
+        waiting?.reject(error instanceof Error ? error : new Error(String(error)));
+      }
+    }
+    if (this.pending.size === 0 && !this.closing) this.worker.unref();
+  };
 
   private answer(reply: WriterReply): void {
     if (reply.kind === "fatal") return this.fail(asError(reply.error));

@@ -39,6 +39,23 @@ describe("GroupCommit", () => {
   // The foreign key is deferred, so the orphan is accepted now and refused by COMMIT.
   const addOrphan = () => db.prepare("INSERT INTO child (parent_id) VALUES (404)").run();
 
+  it("calls beforeCommit once before each COMMIT, while its batch is still uncommitted, and onCommit after", async () => {
+    const commit = makeCommit();
+    const seen: string[] = [];
+    commit.beforeCommit = () => seen.push(`before: ${committedNotes().length} committed, in a transaction ${db.inTransaction}`);
+    commit.onCommit = () => seen.push(`after: ${committedNotes().length} committed`);
+    await Promise.all([commit.run(() => addNote("a")), commit.run(() => addNote("b"))]);
+    await commit.durable();
+    await commit.run(() => addNote("c"));
+    await commit.durable();
+    expect(seen).to.deep.equal([
+      "before: 0 committed, in a transaction true",
+      "after: 2 committed",
+      "before: 2 committed, in a transaction true",
+      "after: 3 committed",
+    ]);
+  });
+
   it("commits many operations run before the next tick as one batch", async () => {
     const commit = makeCommit();
     await Promise.all(Array.from({ length: 50 }, (_, i) => commit.run(() => addNote(`note ${i}`))));

@@ -228,6 +228,44 @@ describe("the SQLite ledger writer thread (SQLITE_LEDGER_WRITER=thread)", functi
   });
 });
 
+describe("SqliteLedgerWriter's messages to its thread", () => {
+  const STAND_IN = path.join(__dirname, "..", "helpers", "counting-writer-worker.cjs");
+
+  it("sends the operations asked for in one turn of the event loop in one message, and matches each answer to its own", async () => {
+    const writer = await SqliteLedgerWriter.start("unused.db", new WriterLock(), () => {}, STAND_IN);
+    try {
+      const input = (i: number) => ({ accountId: `buyer-${i}` }) as unknown as HoldInput;
+      const answers = (await Promise.all(Array.from({ length: 12 }, (_, i) => writer.hold(input(i))))) as unknown as {
+        hold: { id: string };
+        carriedWith: number;
+      }[];
+      expect(answers.map((answer) => answer.carriedWith)).to.deep.equal(Array(12).fill(12));
+      expect(new Set(answers.map((answer) => answer.hold.id)).size).to.equal(12);
+      // The next turn's operation travels in a message of its own.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(await writer.hold(input(12))).to.have.property("carriedWith", 1);
+    } finally {
+      await writer.close();
+    }
+  });
+
+  it("refuses an operation that cannot be sent to the thread alone, and sends the others of its turn", async () => {
+    const writer = await SqliteLedgerWriter.start("unused.db", new WriterLock(), () => {}, STAND_IN);
+    try {
+      const sendable = { accountId: "buyer" } as unknown as HoldInput;
+      // A function cannot be copied to another thread (a DataCloneError).
+      const unsendable = { accountId: "buyer", callback: () => {} } as unknown as HoldInput;
+      const outcomes = await Promise.allSettled([writer.hold(sendable), writer.hold(unsendable), writer.hold(sendable)]);
+      expect(outcomes.map((outcome) => outcome.status)).to.deep.equal(["fulfilled", "rejected", "fulfilled"]);
+      expect((outcomes[1] as PromiseRejectedResult).reason).to.have.property("name", "DataCloneError");
+      // The writer is not broken by it.
+      expect(await writer.hold(sendable)).to.have.property("ok", true);
+    } finally {
+      await writer.close();
+    }
+  });
+});
+
 describe("SqliteLedgerWriter when its thread fails", () => {
   const STAND_IN = path.join(__dirname, "..", "helpers", "failing-writer-worker.cjs");
   const write = noRecord().write;
