@@ -18,8 +18,9 @@ import { createPostgresPool } from "./postgres/pool";
  *    and opened read-only. Its schema must be this gateway's latest version; its pages must pass
  *    quick_check and its foreign keys foreign_key_check; its books must balance (the ledger's invariants).
  *    Everything is read in one read transaction: one snapshot, whatever else opens the file.
- * 2. PostgreSQL: the migrations are applied, and the copy is refused unless every table to fill is empty:
- *    it never merges into a database a gateway has used. The tables are locked for the copy.
+ * 2. PostgreSQL: the migrations are applied, and the copy is refused unless every table to fill is empty, and
+ *    no balance or usage delta is pending: it never merges into a database a gateway has used. The tables are
+ *    locked for the copy.
  * 3. Every table, parents before children (the order comes from PostgreSQL's foreign keys), columns by
  *    name, in INSERTs of up to 500 rows. Balances are not copied: each (account, bucket) row starts at 0 and
  *    the postings, inserted in their original order, move it through the same trigger that moved it on SQLite.
@@ -124,7 +125,8 @@ const BOOKKEEPING = "schema_migrations";
  * balance deltas captures leave pending (migration 0016), which the copy's postings make through the trigger, and
  * the calls pending in their usage days (migration 0019), which the copy's calls make.
  */
-const POSTGRES_ONLY_TABLES: readonly string[] = ["gateway_replicas", "ledger_balance_deltas", "usage_day_deltas"];
+const PENDING_DELTAS = ["ledger_balance_deltas", "usage_day_deltas"] as const;
+const POSTGRES_ONLY_TABLES: readonly string[] = ["gateway_replicas", ...PENDING_DELTAS];
 /** A PostgreSQL column of this name that SQLite lacks is SQLite's implicit rowid, made explicit (calls.rowid). */
 const ROWID = "rowid";
 /**
@@ -356,7 +358,8 @@ async function copy(
     }
     throw error;
   }
-  for (const { table } of plan.tables) {
+  // The copied tables, and the pending deltas the copy's postings and calls make (a stray one would be added to them).
+  for (const table of [...plan.tables.map((t) => t.table), ...PENDING_DELTAS]) {
     if ((await tx.one(`SELECT 1 FROM ${quote(table)} LIMIT 1`)) !== undefined) {
       throw new CopyToPostgresError(
         "target_not_empty",

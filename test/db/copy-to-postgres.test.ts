@@ -350,6 +350,25 @@ describe("copySqliteToPostgres", function () {
     expect(await tableCount(url)).to.equal(0n);
   });
 
+  for (const [table, row] of [
+    [
+      "usage_day_deltas",
+      "(call_id, account_id, day, api_key_id, skill_id, spend_micros) VALUES ('call:stray', 'user:alice', 0, 'key:1', 'skill:echo', 1000)",
+    ],
+    ["ledger_balance_deltas", "(posting_id, account_id, bucket, amount) VALUES (1, 'user:alice', 'available', 1000)"],
+  ] as const) {
+    it(`refuses a database holding a pending delta of its own (${table}), and changes nothing in it`, async () => {
+      const url = await freshDatabase();
+      const target = open(url);
+      await migratePostgres(target.pool);
+      await target.run(`INSERT INTO ${table} ${row}`);
+      const error = await refusal(copy(ledgerFile, url));
+      expectRefused(error, "target_not_empty", new RegExp(`\\(${table} is not empty\\)`));
+      expect(await target.value(`SELECT COUNT(*) FROM ${table}`)).to.equal(1n);
+      expect(await target.value("SELECT COUNT(*) FROM accounts")).to.equal(0n);
+    });
+  }
+
   it("undoes the whole copy when a rebuilt balance differs from SQLite's", async () => {
     const url = await freshDatabase();
     const target = open(url);

@@ -2,6 +2,7 @@ import { execFile } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import type { Worker } from "node:worker_threads";
 import Database from "better-sqlite3";
 import { expect } from "chai";
 import type { SqliteDatabase } from "../../server/db/sqlite-database";
@@ -150,6 +151,34 @@ describe("the SQLite ledger writer thread (SQLITE_LEDGER_WRITER=thread)", functi
     expect(statuses.filter((s) => s === 200)).to.have.length(5);
     expect(statuses.filter((s) => s === 402)).to.have.length(10);
     expect(await stack.available(buyer.accountId)).to.equal(1_000_000n - 5_000n);
+  });
+
+  it("sends a hold's answer before the COMMIT (and its fsync) of the batch it joined", async () => {
+    const writer = stack.gw.holds as SqliteLedgerWriter;
+    const messages: { kind: string; value?: { hold?: { id: string } } }[][] = [];
+    const worker = (writer as unknown as { worker: Worker }).worker;
+    const record = (batch: (typeof messages)[number]) => messages.push(batch);
+    worker.on("message", record);
+    try {
+      const input = {
+        accountId: stack.buyerId,
+        sellerAccountId: stack.sellerId,
+        skillId: "echo",
+        charge: computeCharge(1_000n, "included", 1_000n),
+      };
+      const first = await writer.hold(input);
+      if (!first.ok) throw new Error(`not held: ${first.reason}`);
+      // In one turn: a release, which commits its batch at once (its answer waits for it), and a hold joining that batch.
+      const [, second] = await Promise.all([writer.release(first.hold.id), writer.hold(input)]);
+      if (!second.ok) throw new Error(`not held: ${second.reason}`);
+      await writer.release(second.hold.id);
+      const answeredIn = messages.findIndex((batch) => batch.some((reply) => reply.value?.hold?.id === second.hold.id));
+      const committedIn = messages.findIndex((batch, i) => i >= answeredIn && batch.some((reply) => reply.kind === "commit"));
+      expect(answeredIn).to.be.above(-1);
+      expect(committedIn, "the commit's message comes after the hold's answer's").to.be.above(answeredIn);
+    } finally {
+      worker.off("message", record);
+    }
   });
 
   it("counts a hold in its key's spending as soon as the hold is answered", async () => {
