@@ -35,6 +35,8 @@ export interface ValidationPoolOptions {
   compileTimeoutMs: number;
   /** Heap of each worker. */
   memoryMb?: number;
+  /** The workers' TypeScript entry, bundled for them (./validation-worker.ts; a test's file that does not build). */
+  entry?: string;
   log?: (message: string, error?: unknown) => void;
 }
 
@@ -186,7 +188,7 @@ export class ValidationPool {
   private build(): void {
     if (this.building) return;
     this.building = true;
-    threadScript(WORKER_ENTRY).then(
+    threadScript(this.options.entry ?? WORKER_ENTRY).then(
       (script) => {
         this.building = false;
         this.script = script;

@@ -82,6 +82,24 @@ describe("ValidationPool (schemas whose work cannot be bounded run on a worker, 
     ).to.deep.equal([]);
   });
 
+  it("refuses the jobs at their deadlines when the workers' script cannot be built, says so, and tries again for the next", async () => {
+    const logged: string[] = [];
+    pool = new ValidationPool({
+      validateTimeoutMs: 100,
+      compileTimeoutMs: 0,
+      // A real build (esbuild) of an entry requiring a module that does not exist: as an install whose build fails.
+      entry: path.join(__dirname, "..", "fixtures", "threads", "does-not-build.ts"),
+      log: (message) => logged.push(message),
+    });
+    const schema = JSON.stringify({ type: "string" });
+    const refused = { kind: "too_costly", message: "no validation capacity within 100 ms" };
+    expect(await pool.validate("s", schema, "first")).to.deep.equal(refused);
+    expect(logged).to.deep.equal(["the schema validation workers could not be built"]);
+    expect(await pool.validate("s", schema, "second")).to.deep.equal(refused);
+    expect(logged).to.have.length(2);
+    expect((pool as unknown as { slots: unknown[] }).slots, "no worker started").to.deep.equal([]);
+  });
+
   it("refuses the job a worker has in hand when the pool closes, and starts no worker afterwards", async () => {
     pool = new ValidationPool({ validateTimeoutMs: 30_000, compileTimeoutMs: 10_000 });
     await pool.compile("exp", EXPONENTIAL);
