@@ -105,6 +105,7 @@ export class GroupCommit {
   /**
    * Called just before each COMMIT, which may block for its fsync (synchronous=FULL): the ledger writer's thread sends
    * the answers it has already decided (holds answered before their batch commits) rather than hold them through it.
+   * It must not throw (a failure of its own is its own to handle); one that does is ignored, never the commit's.
    */
   beforeCommit?: () => void;
 
@@ -294,7 +295,11 @@ export class GroupCommit {
       this.fail(error);
       return { error };
     }
-    this.beforeCommit?.();
+    try {
+      this.beforeCommit?.();
+    } catch {
+      // Not the commit's failure (see beforeCommit).
+    }
     const startedAt = performance.now();
     try {
       this.db.exec("COMMIT");

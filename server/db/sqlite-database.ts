@@ -160,12 +160,20 @@ export class SqliteDatabase implements Database {
 export function openSqliteWriterConnection(
   file: string,
   lock: WriterLock,
-  options: { onCommitError: (error: unknown) => void; maxDelayMs: number },
+  options: {
+    onCommitError: (error: unknown) => void;
+    maxDelayMs: number;
+    /** Called before the thread blocks: before it waits for `lock`, and before each COMMIT (its fsync). */
+    beforeBlocking?: () => void;
+  },
 ): SqliteDatabase {
   const connection = openDatabase(file, []);
   const commit = new GroupCommit(connection, 512, options.onCommitError, options.maxDelayMs, undefined, {
     lock: {
-      acquire: () => lock.acquireBlocking(),
+      acquire: () => {
+        options.beforeBlocking?.();
+        lock.acquireBlocking();
+      },
       release: () => lock.release(),
       get contended() {
         return lock.contended;
@@ -173,5 +181,6 @@ export function openSqliteWriterConnection(
     },
     commitEachTurn: false,
   });
+  commit.beforeCommit = options.beforeBlocking;
   return new SqliteDatabase(connection, commit);
 }

@@ -27,8 +27,10 @@ const MAX_BATCH_DELAY_MS = 2;
 const port = parentPort!;
 
 /**
- * The replies of this turn of the thread's loop, sent together at its end, in order: one message, and one wake-up of
- * the event loop, for every answer a commit released.
+ * The replies decided since the last were sent, sent together, in order: one message, and one wake-up of the event
+ * loop, for every answer a commit released. They leave at the end of the loop's turn, and sooner whenever the thread
+ * is about to block or take on more work: before it waits for the file's lock, before each COMMIT (its fsync), and
+ * before it reads the next message.
  */
 let outbox: WriterReply[] = [];
 function reply(message: WriterReply): void {
@@ -38,7 +40,14 @@ function sendReplies(): void {
   if (outbox.length === 0) return;
   const batch = outbox;
   outbox = [];
-  port.postMessage(batch);
+  try {
+    port.postMessage(batch);
+  } catch (error) {
+    // An answer that cannot be copied to the event loop (never expected: answers are plain data). What the thread
+    // wrote and what the event loop hears no longer agree: the writer's end, as a failed commit is.
+    broken ??= error;
+    port.postMessage([{ kind: "fatal", error: describe(error) }] satisfies WriterReply[]);
+  }
 }
 
 /** One file's connection and the operations on it, from an `open` to its `close`. */
@@ -55,16 +64,17 @@ function fatal(error: unknown): void {
 }
 
 async function open(start: WriterStart): Promise<Session> {
-  const db = openSqliteWriterConnection(start.file, new WriterLock(start.lock), { onCommitError: fatal, maxDelayMs: MAX_BATCH_DELAY_MS });
+  const db = openSqliteWriterConnection(start.file, new WriterLock(start.lock), {
+    onCommitError: fatal,
+    maxDelayMs: MAX_BATCH_DELAY_MS,
+    beforeBlocking: sendReplies,
+  });
   const ledger = await Ledger.open(db);
   // The event loop's exits module notes a new shortfall in its own Ledger, not this one: every hold and release here
   // checks for one (an indexed query) rather than miss it.
   ledger.noteExitShortfall();
   // Told from here on: the event loop's start() waits for "ready" as the first message.
   db.commit.onCommit = (stats) => reply({ kind: "commit", stats });
-  // A COMMIT blocks this thread for its fsync: the answers already decided (holds, answered before their batch
-  // commits) leave first.
-  db.commit.beforeCommit = sendReplies;
   const holds = new LedgerHolds(ledger);
   const stores: CallWriteStores = { calls: new CallsStore(db), idempotency: new IdempotencyStore(db) };
   const record = (write: CallWrite): RecordCall => ({ write, run: (tx) => writeCall(stores, write, tx) });
@@ -95,6 +105,8 @@ let session: Session | undefined;
 /** The operations whose answers are not yet posted: "closed" is posted after them, so no answer follows it. */
 const answering = new Set<Promise<void>>();
 port.on("message", (messages: WriterMessage[]) => {
+  // What is decided leaves before the new work starts.
+  sendReplies();
   for (const message of messages) receive(message);
 });
 

@@ -172,10 +172,14 @@ describe("the SQLite ledger writer thread (SQLITE_LEDGER_WRITER=thread)", functi
       const [, second] = await Promise.all([writer.release(first.hold.id), writer.hold(input)]);
       if (!second.ok) throw new Error(`not held: ${second.reason}`);
       await writer.release(second.hold.id);
-      const answeredIn = messages.findIndex((batch) => batch.some((reply) => reply.value?.hold?.id === second.hold.id));
-      const committedIn = messages.findIndex((batch, i) => i >= answeredIn && batch.some((reply) => reply.kind === "commit"));
-      expect(answeredIn).to.be.above(-1);
-      expect(committedIn, "the commit's message comes after the hold's answer's").to.be.above(answeredIn);
+      // The replies in the order they came, each with the message that carried it; the first commit after the hold's
+      // answer is its batch's (an earlier batch's commit may share the answer's message).
+      const replies = messages.flatMap((batch, message) => batch.map((reply) => ({ reply, message })));
+      const answer = replies.findIndex(({ reply }) => reply.value?.hold?.id === second.hold.id);
+      const commit = replies.findIndex(({ reply }, i) => i > answer && reply.kind === "commit");
+      expect(answer).to.be.above(-1);
+      expect(commit).to.be.above(-1);
+      expect(replies[commit]!.message, "the commit's message comes after the hold's answer's").to.be.above(replies[answer]!.message);
     } finally {
       worker.off("message", record);
     }
