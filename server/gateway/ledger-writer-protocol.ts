@@ -40,8 +40,8 @@ export type WriterMessage = WriterStart | WriterRequest | { op: "close" };
 /**
  * What the writer thread answers: ready (the file is open), an operation's result or failure, a commit (for the
  * metrics), closed (everything committed, the file's connection closed: the thread may be opened again), or a failure
- * that ends it (a commit that failed). Each message is a list of them, in order: what one turn of the thread's loop
- * answered.
+ * that ends it (a commit that failed). Each message is a list of them, in order: what the thread decided since its
+ * last message (./ledger-writer-thread.ts sends them at the end of its loop's turn, or before it blocks).
  */
 export type WriterReply =
   | { kind: "ready" }
