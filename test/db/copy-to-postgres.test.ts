@@ -202,6 +202,16 @@ describe("copySqliteToPostgres", function () {
   });
 
   /** A new, empty database on the server; its URL. */
+  /** The test's ledger file built anew as `name` in the scratch folder, then changed behind the gateway's back by `sql`. */
+  async function tamperedLedgerFile(name: string, sql: string): Promise<string> {
+    const file = path.join(dir, name);
+    await buildLedgerFile(file);
+    const raw = openDatabase(file, SCHEMA);
+    raw.prepare(sql).run();
+    raw.close();
+    return file;
+  }
+
   async function freshDatabase(): Promise<string> {
     const name = `copy_${++databases}`;
     await server.createDatabase(name);
@@ -315,11 +325,10 @@ describe("copySqliteToPostgres", function () {
   });
 
   it("refuses a SQLite ledger whose books do not balance, before writing anything to PostgreSQL", async () => {
-    const file = path.join(dir, "unbalanced.db");
-    await buildLedgerFile(file);
-    const raw = openDatabase(file, SCHEMA);
-    raw.prepare("UPDATE ledger_accounts SET balance = balance + 1 WHERE account_id = 'user:alice' AND bucket = 'available'").run();
-    raw.close();
+    const file = await tamperedLedgerFile(
+      "unbalanced.db",
+      "UPDATE ledger_accounts SET balance = balance + 1 WHERE account_id = 'user:alice' AND bucket = 'available'",
+    );
     const url = await freshDatabase();
     const error = await refusal(copy(file, url));
     expectRefused(error, "sqlite_books_unbalanced", /every balance equals the sum of its postings/);
@@ -388,12 +397,8 @@ describe("copySqliteToPostgres", function () {
   });
 
   it("undoes the whole copy when the SQLite file's usage days are not what its calls add up to", async () => {
-    const file = path.join(dir, "usage-off.db");
-    await buildLedgerFile(file);
-    const raw = openDatabase(file, SCHEMA);
     // The days only grow (their trigger), but a growth no call made is still a lie.
-    raw.prepare("UPDATE usage_days SET calls = calls + 1 WHERE account_id = 'user:alice'").run();
-    raw.close();
+    const file = await tamperedLedgerFile("usage-off.db", "UPDATE usage_days SET calls = calls + 1 WHERE account_id = 'user:alice'");
     const url = await freshDatabase();
     const error = await refusal(copy(file, url));
     expectRefused(error, "usage_differs", /usage days differ from what its calls add up to: user:alice day \d+ key key:1 skill skill:echo/);
